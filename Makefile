@@ -1,0 +1,132 @@
+# sandbox-mcp: one non-recursive Makefile, out-of-tree build in build/.
+#   make            build build/sandbox-mcp
+#   make run        install what is missing, build, start the server
+#   make test       install what is missing, build with ASan/UBSan, run every suite
+#   make fuzz       run the libFuzzer targets for a while (FUZZ_SECONDS, default 60)
+#   make deps       install build and test dependencies (apt-get, npm)
+#   make install    install the binary to $(PREFIX)/bin
+#   make format     clang-format the sources; make format-check to verify
+
+PREFIX     ?= /usr/local
+BUILD      ?= build
+CC         ?= cc
+PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libcrypto
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wformat=2 -Wno-unused-parameter -Wvla -Wimplicit-fallthrough -Wno-format-truncation
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -I$(BUILD)/gen \
+              $(PKG_CFLAGS) -MMD -MP $(CFLAGS)
+LDLIBS  := $(PKG_LIBS) -lm
+
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# Every module except main.c goes into a library shared by the binary and the tests.
+LIB_SRC := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
+MIGRATIONS := $(sort $(wildcard migrations/*.sql))
+GEN_SRC := $(BUILD)/gen/migrations.c
+
+define objs
+$(patsubst src/%.c,$(1)/obj/%.o,$(2))
+endef
+
+LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o
+ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migrations.o
+
+UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+.PHONY: all run test unit fuzz deps deps-apt deps-npm install clean format format-check
+all: $(BUILD)/sandbox-mcp
+
+$(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
+	@mkdir -p $(dir $@)
+	sh src/embed.sh embedded_migrations $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/asan/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -c $< -o $@
+$(BUILD)/asan/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -c $< -o $@
+
+$(BUILD)/libsandbox-mcp.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/asan/libsandbox-mcp.a: $(ASAN_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/sandbox-mcp: $(BUILD)/obj/main.o $(BUILD)/libsandbox-mcp.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/asan/sandbox-mcp: $(BUILD)/asan/obj/main.o $(BUILD)/asan/libsandbox-mcp.a
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+
+# Unit tests: one binary per file, sanitized.
+$(BUILD)/asan/tests/%: tests/unit/%.c tests/harness.h $(BUILD)/asan/libsandbox-mcp.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -O1 $(SAN_FLAGS) -o $@ $< $(BUILD)/asan/libsandbox-mcp.a $(LDLIBS)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(UNIT_SRC))
+
+# Fuzz targets (clang + libFuzzer); `make test` replays their corpora.
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc $(PKG_CFLAGS) $(FUZZ_FLAGS) -o $@ \
+	    $< $(LIB_SRC) $(GEN_SRC) $(LDLIBS)
+
+unit: $(UNIT_BIN)
+
+test: deps $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
+	BUILD=$(BUILD) sh tests/run.sh
+
+FUZZ_SECONDS ?= 60
+fuzz: $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do \
+	    name=$$(basename $$f); mkdir -p tests/fuzz/corpus/$$name; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$name || exit 1; \
+	done
+
+run: deps $(BUILD)/sandbox-mcp
+	$(BUILD)/sandbox-mcp serve
+
+# Debian packages needed to build and test; installed only when missing.
+APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
+            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev \
+            nodejs npm git curl ca-certificates
+deps: deps-apt deps-npm
+deps-apt:
+	@missing=""; for p in $(APT_PKGS); do \
+	    if [ "$$p" = nodejs ] || [ "$$p" = npm ]; then command -v $$p >/dev/null 2>&1 && continue; fi; \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+deps-npm: tests/node_modules/.installed
+tests/node_modules/.installed: tests/package.json tests/package-lock.json
+	cd tests && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(BUILD)/sandbox-mcp
+	install -D -m 0755 $(BUILD)/sandbox-mcp $(DESTDIR)$(PREFIX)/bin/sandbox-mcp
+
+format:
+	clang-format -i $$(find src tests -name '*.[ch]' -not -path '*/node_modules/*')
+format-check:
+	clang-format --dry-run --Werror $$(find src tests -name '*.[ch]' -not -path '*/node_modules/*')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

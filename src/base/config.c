@@ -1,0 +1,230 @@
+#include "base/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+
+const char *const config_known_keys[] = {
+    "LISTEN",           "DATA_DIR",          "PUBLIC_URL",        "ALLOWED_ORIGINS",
+    "MAX_REQUEST_BYTES", "SHUTDOWN_GRACE_SECONDS", "FIRST_USER",  "LOG_LEVEL",
+    "PROXY_JWT_SECRET", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",    "GITHUB_TOKEN",
+    "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GITHUB_BASE_URL",   NULL,
+};
+
+/* A dotenv file is operator-written and small; refuse anything absurd. */
+#define DOTENV_MAX_BYTES (1024 * 1024)
+
+void config_set(struct config *cfg, const char *key, const char *value)
+{
+    cfg->vars = xrealloc(cfg->vars, (cfg->nvars + 1) * sizeof(*cfg->vars));
+    cfg->vars[cfg->nvars].key = xstrdup(key);
+    cfg->vars[cfg->nvars].value = xstrdup(value);
+    cfg->nvars++;
+}
+
+const char *config_get(const struct config *cfg, const char *key)
+{
+    for (size_t i = cfg->nvars; i-- > 0;)
+        if (strcmp(cfg->vars[i].key, key) == 0)
+            return cfg->vars[i].value[0] ? cfg->vars[i].value : NULL;
+    return NULL;
+}
+
+static bool is_key_char(char c, bool first)
+{
+    return c == '_' || isalpha((unsigned char)c) || (!first && isdigit((unsigned char)c));
+}
+
+/* Parse one value starting at p (line end at e) into out; handles '...', "..." (with \n \t \\ \"
+ * escapes) and bare values (trimmed, " #" starts a comment). */
+static int parse_value(const char *p, const char *e, struct buf *out)
+{
+    while (p < e && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p < e && (*p == '"' || *p == '\'')) {
+        char q = *p++;
+        for (; p < e && *p != q; p++) {
+            if (q == '"' && *p == '\\' && p + 1 < e) {
+                p++;
+                char c = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p == 'r' ? '\r' : *p;
+                buf_append(out, &c, 1);
+            } else {
+                buf_append(out, p, 1);
+            }
+        }
+        if (p >= e)
+            return -1; /* unterminated quote */
+        p++;
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p < e && *p != '#')
+            return -1; /* junk after the closing quote */
+        return 0;
+    }
+    const char *end = e;
+    for (const char *c = p; c < e; c++)
+        if (*c == '#' && (c == p || c[-1] == ' ' || c[-1] == '\t')) {
+            end = c;
+            break;
+        }
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    buf_append(out, p, (size_t)(end - p));
+    return 0;
+}
+
+int config_parse_dotenv(struct config *cfg, const char *text, size_t len, struct err *err)
+{
+    const char *p = text, *end = text + len;
+    for (int lineno = 1; p < end; lineno++) {
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        const char *next = e ? e + 1 : end;
+        if (!e)
+            e = end;
+        if (e > p && e[-1] == '\r')
+            e--;
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == e || *p == '#') {
+            p = next;
+            continue;
+        }
+        if ((size_t)(e - p) > 7 && memcmp(p, "export ", 7) == 0)
+            p += 7;
+        const char *k = p;
+        if (!is_key_char(*p, true))
+            return err_set(err, -EINVAL, "line %d: expected KEY=VALUE", lineno);
+        while (p < e && is_key_char(*p, false))
+            p++;
+        size_t klen = (size_t)(p - k);
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == e || *p != '=')
+            return err_set(err, -EINVAL, "line %d: expected '=' after '%.*s'", lineno, (int)klen,
+                           k);
+        p++;
+        struct buf v;
+        buf_init(&v, 0);
+        if (parse_value(p, e, &v) < 0) {
+            buf_release(&v);
+            return err_set(err, -EINVAL, "line %d: unterminated or malformed quoted value for '%.*s'",
+                           lineno, (int)klen, k);
+        }
+        _cleanup_free_ char *key = xstrndup(k, klen);
+        config_set(cfg, key, v.data ? v.data : "");
+        buf_release(&v);
+        p = next;
+    }
+    return 0;
+}
+
+int config_load_file(struct config *cfg, const char *path, bool required, struct err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f) {
+        if (errno == ENOENT && !required)
+            return 0;
+        return err_set(err, -errno, "cannot open '%s': %s", path, strerror(errno));
+    }
+    struct buf b;
+    buf_init(&b, DOTENV_MAX_BYTES);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        buf_append(&b, chunk, n);
+    if (b.overflowed) {
+        buf_release(&b);
+        return err_set(err, -EFBIG, "'%s' is larger than %d bytes", path, DOTENV_MAX_BYTES);
+    }
+    int r = config_parse_dotenv(cfg, b.data ? b.data : "", b.len, err);
+    buf_release(&b);
+    if (r < 0)
+        return err_wrap(err, "'%s'", path);
+    free(cfg->env_file);
+    cfg->env_file = xstrdup(path);
+    return 0;
+}
+
+void config_load_environ(struct config *cfg)
+{
+    for (const char *const *k = config_known_keys; *k; k++) {
+        const char *v = getenv(*k);
+        if (v)
+            config_set(cfg, *k, v);
+    }
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static char *dup_or(const struct config *cfg, const char *key, const char *dflt)
+{
+    const char *v = config_get(cfg, key);
+    return v ? xstrdup(v) : dflt ? xstrdup(dflt) : NULL;
+}
+
+int config_finish(struct config *cfg, struct err *err)
+{
+    const char *v;
+    if (!cfg->listen)
+        cfg->listen = dup_or(cfg, "LISTEN", "127.0.0.1:8788");
+    if (!cfg->data_dir)
+        cfg->data_dir = dup_or(cfg, "DATA_DIR", "./var");
+    cfg->allowed_origins = dup_or(cfg, "ALLOWED_ORIGINS", "");
+    cfg->first_user = dup_or(cfg, "FIRST_USER", "admin");
+    cfg->max_request_bytes = 4 * 1024 * 1024;
+    if ((v = config_get(cfg, "MAX_REQUEST_BYTES")) &&
+        (parse_size(v, &cfg->max_request_bytes) < 0 || cfg->max_request_bytes < 1024 ||
+         cfg->max_request_bytes > 64 * 1024 * 1024))
+        return err_set(err, -EINVAL, "MAX_REQUEST_BYTES '%s' is not a size between 1024 and 67108864",
+                       v);
+    cfg->shutdown_grace_ms = 10000;
+    size_t secs;
+    if ((v = config_get(cfg, "SHUTDOWN_GRACE_SECONDS"))) {
+        if (parse_size(v, &secs) < 0 || secs > 3600)
+            return err_set(err, -EINVAL, "SHUTDOWN_GRACE_SECONDS '%s' is not a number 0..3600", v);
+        cfg->shutdown_grace_ms = (int)secs * 1000;
+    }
+    if (!cfg->public_url) {
+        v = config_get(cfg, "PUBLIC_URL");
+        cfg->public_url = v ? xstrdup(v) : xasprintf("http://%s", cfg->listen);
+    }
+    size_t n = strlen(cfg->public_url);
+    while (n > 0 && cfg->public_url[n - 1] == '/')
+        cfg->public_url[--n] = '\0';
+    if (strncmp(cfg->public_url, "http://", 7) != 0 && strncmp(cfg->public_url, "https://", 8) != 0)
+        return err_set(err, -EINVAL, "PUBLIC_URL '%s' must start with http:// or https://",
+                       cfg->public_url);
+    return 0;
+}
+
+void config_release(struct config *cfg)
+{
+    for (size_t i = 0; i < cfg->nvars; i++) {
+        free(cfg->vars[i].key);
+        free(cfg->vars[i].value);
+    }
+    free(cfg->vars);
+    free(cfg->listen);
+    free(cfg->data_dir);
+    free(cfg->env_file);
+    free(cfg->public_url);
+    free(cfg->allowed_origins);
+    free(cfg->first_user);
+    memset(cfg, 0, sizeof(*cfg));
+}

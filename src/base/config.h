@@ -1,0 +1,51 @@
+#pragma once
+/* Configuration: built-in defaults, overridden by a .dev.vars file (KEY=VALUE, as wrangler
+ * reads it), overridden by the process environment, overridden by command-line flags. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+struct config_var {
+    char *key;
+    char *value;
+};
+
+struct config {
+    /* every KEY=VALUE seen, file first then environment (later entries win in config_get) */
+    struct config_var *vars;
+    size_t nvars;
+
+    char *listen;         /* host:port */
+    char *data_dir;       /* state directory */
+    char *env_file;       /* path of the .dev.vars file that was read, or NULL */
+    char *public_url;     /* base URL clients use, no trailing slash */
+    char *allowed_origins; /* comma-separated Origin allow-list ("*" allows any) */
+    size_t max_request_bytes;
+    int shutdown_grace_ms;
+    char *first_user;
+    bool conformance_fixtures;
+};
+
+/* Parse dotenv text into vars (appending). Returns 0, or -EINVAL with the line number. */
+int config_parse_dotenv(struct config *cfg, const char *text, size_t len, struct err *err);
+
+/* Read a dotenv file; a missing file is an error only when required. */
+int config_load_file(struct config *cfg, const char *path, bool required, struct err *err);
+
+/* Add the environment variables whose names are in the known list (so unrelated environment does
+ * not leak into the config table). */
+void config_load_environ(struct config *cfg);
+
+/* Look up a key: last definition wins. Returns NULL when unset or empty. */
+const char *config_get(const struct config *cfg, const char *key);
+void config_set(struct config *cfg, const char *key, const char *value);
+
+/* Fill the typed fields from the table and defaults; validates numbers. */
+int config_finish(struct config *cfg, struct err *err);
+
+void config_release(struct config *cfg);
+
+/* Names of every key the service reads (for docs and the environment filter). */
+extern const char *const config_known_keys[];

@@ -1,0 +1,13 @@
+#pragma once
+/* Files compiled into the binary by src/embed.sh (migrations, web assets). */
+
+#include <stddef.h>
+
+struct embedded_file {
+    const char *name; /* base name, e.g. "0001_users_tokens.sql"; NULL ends a table */
+    const char *data; /* NUL-terminated */
+    size_t size;
+};
+
+/* migrations/NNNN_*.sql in name order */
+extern const struct embedded_file embedded_migrations[];

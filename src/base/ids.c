@@ -1,0 +1,94 @@
+#include "base/ids.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+void rand_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            perror("getrandom");
+            abort();
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+void hex_encode(const void *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *p = in;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+size_t base64url_encode(const void *in, size_t n, char *out)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const unsigned char *p = in;
+    size_t o = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        out[o++] = alphabet[v >> 18 & 63];
+        out[o++] = alphabet[v >> 12 & 63];
+        out[o++] = alphabet[v >> 6 & 63];
+        out[o++] = alphabet[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        out[o++] = alphabet[v >> 18 & 63];
+        out[o++] = alphabet[v >> 12 & 63];
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
+        out[o++] = alphabet[v >> 18 & 63];
+        out[o++] = alphabet[v >> 12 & 63];
+        out[o++] = alphabet[v >> 6 & 63];
+    }
+    out[o] = '\0';
+    return o;
+}
+
+void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+        abort();
+    hex_encode(md, 32, out);
+}
+
+void id_new(const char *prefix, char out[64])
+{
+    static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
+    unsigned char raw[16];
+    char body[27];
+    rand_bytes(raw, sizeof(raw));
+    /* 128 bits -> 26 base32 characters (the last carries 3 bits). */
+    unsigned acc = 0, bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        acc = acc << 8 | raw[i];
+        bits += 8;
+        while (bits >= 5) {
+            body[o++] = alphabet[acc >> (bits - 5) & 31];
+            bits -= 5;
+        }
+    }
+    if (bits)
+        body[o++] = alphabet[acc << (5 - bits) & 31];
+    body[o] = '\0';
+    snprintf(out, 64, "%s_%s", prefix, body);
+}

@@ -1,0 +1,21 @@
+#pragma once
+/* Randomness, encodings and digests used for ids, tokens and secrets. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fill buf with n bytes from the kernel CSPRNG; aborts if the kernel refuses (never on Linux
+ * >= 3.17 once the pool is initialised). */
+void rand_bytes(void *buf, size_t n);
+
+/* Lowercase hex of n bytes into out (2n+1 bytes, NUL-terminated). */
+void hex_encode(const void *in, size_t n, char *out);
+
+/* Unpadded base64url of n bytes into out (at least 4*ceil(n/3)+1 bytes); returns length. */
+size_t base64url_encode(const void *in, size_t n, char *out);
+
+/* SHA-256 of data as 64 hex digits plus NUL. */
+void sha256_hex(const void *data, size_t len, char out[65]);
+
+/* A new random id "<prefix>_<26 base32 chars>" (128 bits) into out[64]. */
+void id_new(const char *prefix, char out[64]);

@@ -1,0 +1,16 @@
+#pragma once
+/* Process-wide counters and latency histograms, rendered in the Prometheus text format.
+ * Main-loop thread only. */
+
+#include "base/buf.h"
+
+/* Count one HTTP request by route and status and record its duration. */
+void metrics_http_request(const char *route, int status, double seconds);
+/* Count one tools/call by tool name and outcome ("ok", "error", "protocol_error", "cancelled"). */
+void metrics_tool_call(const char *tool, const char *outcome, double seconds);
+/* Set a gauge (e.g. in-flight requests). */
+void metrics_gauge_set(const char *name, const char *help, double value);
+
+/* Append every metric in the text exposition format. */
+void metrics_render(struct buf *out);
+void metrics_reset(void);

@@ -1,0 +1,26 @@
+#pragma once
+/* Allocation that aborts on exhaustion (every client-controlled size is capped before it gets
+ * here), and small string and time helpers. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* Allocate a formatted string. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Milliseconds since the epoch / since an arbitrary monotonic origin. */
+int64_t time_now_ms(void);
+int64_t time_mono_ms(void);
+/* Format an epoch-milliseconds time as RFC 3339 UTC ("2026-01-02T03:04:05.678Z") into out[32]. */
+void time_format_rfc3339(int64_t ms, char out[32]);
+
+/* Compare two byte strings in constant time for equal lengths; false if lengths differ. */
+bool str_equal_ct(const char *a, size_t alen, const char *b, size_t blen);
+/* Case-insensitive equality of a counted string with a C string. */
+bool str_ieq(const char *a, size_t alen, const char *b);

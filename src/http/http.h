@@ -1,0 +1,24 @@
+#pragma once
+/* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1 and h2c, routes
+ * /mcp, /sse, /healthz, /metrics. */
+
+#include "base/config.h"
+#include "base/err.h"
+
+struct http_server;
+struct store;
+struct mcp_server;
+
+/* Bind the listener named by cfg->listen and prepare routes. The server borrows cfg, st and mcp
+ * for its whole life. */
+int http_server_new(const struct config *cfg, struct store *st, struct mcp_server *mcp,
+                    struct http_server **ret, struct err *err);
+
+/* The address actually bound ("127.0.0.1:41234"), useful with port 0. */
+const char *http_server_address(const struct http_server *srv);
+
+/* Run the loop until SIGTERM or SIGINT, then stop accepting and let in-flight requests finish
+ * for the configured grace period. Returns 0. */
+int http_server_run(struct http_server *srv);
+
+void http_server_free(struct http_server *srv);

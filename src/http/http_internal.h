@@ -1,0 +1,71 @@
+#pragma once
+
+#include <h2o.h>
+#include <stdbool.h>
+
+#include "base/config.h"
+#include "http/http.h"
+
+struct http_server {
+    const struct config *cfg;
+    struct store *store;
+    struct mcp_server *mcp;
+    h2o_globalconf_t globalconf;
+    h2o_context_t ctx;
+    h2o_accept_ctx_t accept_ctx;
+    h2o_evloop_t *loop;
+    h2o_socket_t *listener;
+    h2o_socket_t *signals;
+    char address[128];
+    bool listen_loopback;
+    bool stopping;
+    int inflight;
+    unsigned long long next_request;
+};
+
+/* Per-route handler with a metrics label. */
+struct http_route {
+    h2o_handler_t super;
+    struct http_server *srv;
+    const char *label;
+};
+
+/* Request bookkeeping: id for logs, in-flight count and metrics at dispose. */
+const char *http_request_track(struct http_route *route, h2o_req_t *req);
+
+/* Find a request header by token; returns NULL or a NUL-terminated copy in the request pool. */
+const char *http_header(h2o_req_t *req, const h2o_token_t *token);
+const char *http_header_str(h2o_req_t *req, const char *name);
+
+/* Responses. Bodies are copied. */
+void http_respond(h2o_req_t *req, int status, const char *content_type, const char *body,
+                  size_t len);
+/* {"error": message, "code": code} */
+void http_respond_error(h2o_req_t *req, int status, const char *code, const char *message);
+void http_add_header(h2o_req_t *req, const h2o_token_t *token, const char *value);
+void http_add_header_str(h2o_req_t *req, const char *name, const char *value);
+const char *http_status_reason(int status);
+
+/* Origin and Host checks against cross-site and DNS-rebinding requests. Returns true if the
+ * request may proceed; otherwise has answered 403. */
+bool http_check_origin(struct http_server *srv, h2o_req_t *req);
+
+/* Bearer-token authentication. Returns true and fills user on success; otherwise has answered
+ * 401 with WWW-Authenticate. */
+struct store_user;
+bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user);
+
+/* A streaming response body (SSE). The stream lives in the request pool; on_close runs once if
+ * the client goes away before http_stream_end(). After end or close the caller drops it. */
+struct http_stream;
+struct http_stream *http_stream_start(h2o_req_t *req, int status, const char *content_type,
+                                      void (*on_close)(void *ctx), void *ctx);
+void http_stream_write(struct http_stream *s, const void *data, size_t len);
+void http_stream_end(struct http_stream *s);
+
+/* Register a handler for a path prefix with a metrics label. */
+struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
+                                  const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *));
+
+/* Route registration for each module. */
+void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host);

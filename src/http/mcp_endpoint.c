@@ -1,0 +1,179 @@
+/* POST /mcp (Streamable HTTP, stateless) and the retired /sse transport. */
+#include "http/http_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/mcp.h"
+#include "store/store.h"
+
+/* The transport side of one exchange; lives in the request pool. */
+struct mcp_sink {
+    h2o_req_t *req;
+    struct http_stream *stream;
+    struct mcp_exchange *ex;
+    bool answered;
+};
+
+static void sink_reply(void *p, int status, const char *body, size_t len)
+{
+    struct mcp_sink *s = p;
+    s->ex = NULL;
+    s->answered = true;
+    if (status == 202 && !body) {
+        http_respond(s->req, 202, NULL, NULL, 0);
+        return;
+    }
+    http_respond(s->req, status, "application/json", body, len);
+}
+
+static void sink_closed(void *p)
+{
+    struct mcp_sink *s = p;
+    struct mcp_exchange *ex = s->ex;
+    s->ex = NULL;
+    if (ex)
+        mcp_exchange_detach(ex);
+}
+
+static void sink_event(void *p, const char *json, size_t len)
+{
+    struct mcp_sink *s = p;
+    if (!s->stream)
+        s->stream = http_stream_start(s->req, 200, "text/event-stream", sink_closed, s);
+    http_stream_write(s->stream, "event: message\ndata: ", 21);
+    http_stream_write(s->stream, json, len);
+    http_stream_write(s->stream, "\n\n", 2);
+}
+
+static void sink_end(void *p)
+{
+    struct mcp_sink *s = p;
+    s->ex = NULL;
+    s->answered = true;
+    if (s->stream)
+        http_stream_end(s->stream);
+}
+
+static void sink_dispose(void *p)
+{
+    sink_closed(p);
+}
+
+static const struct mcp_sink_ops sink_ops = {sink_reply, sink_event, sink_end};
+
+static void rpc_error(h2o_req_t *req, int status, int code, const char *message)
+{
+    json_t *e = jsonrpc_error(NULL, code, message, NULL);
+    char *text = json_dumps(e, JSON_COMPACT);
+    http_respond(req, status, "application/json", text, strlen(text));
+    free(text);
+    json_decref(e);
+}
+
+/* Does the Accept header list the media type (or a wildcard covering it)? */
+static bool accepts(const char *accept, const char *type)
+{
+    if (!accept)
+        return false;
+    const char *slash = strchr(type, '/');
+    size_t major = (size_t)(slash - type);
+    for (const char *p = accept; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ';')
+            e++;
+        size_t n = (size_t)(e - p);
+        while (n && p[n - 1] == ' ')
+            n--;
+        if ((n == strlen(type) && strncasecmp(p, type, n) == 0) || (n == 3 && strncmp(p, "*/*", 3) == 0) ||
+            (n == major + 2 && strncasecmp(p, type, major + 1) == 0 && p[major + 1] == '*'))
+            return true;
+        while (*e && *e != ',')
+            e++;
+        p = e;
+    }
+    return false;
+}
+
+static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct http_server *srv = route->srv;
+    const char *rid = http_request_track(route, req);
+    if (!h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/mcp"))) {
+        http_respond_error(req, 404, "not_found", "no such endpoint; MCP is served at /mcp");
+        return 0;
+    }
+    if (!http_check_origin(srv, req))
+        return 0;
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
+        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
+        rpc_error(req, 405, JSONRPC_INVALID_REQUEST,
+                  "Method Not Allowed: this stateless server accepts only POST on /mcp");
+        return 0;
+    }
+    struct store_user user;
+    if (!http_authenticate(srv, req, &user))
+        return 0;
+    const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
+    if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
+        (ctype[16] && ctype[16] != ';' && ctype[16] != ' ')) {
+        rpc_error(req, 415, JSONRPC_INVALID_REQUEST,
+                  "Unsupported Media Type: Content-Type must be application/json");
+        return 0;
+    }
+    const char *accept = http_header(req, H2O_TOKEN_ACCEPT);
+    if (accept && !accepts(accept, "application/json") && !accepts(accept, "text/event-stream")) {
+        rpc_error(req, 406, JSONRPC_INVALID_REQUEST,
+                  "Not Acceptable: Client must accept both application/json and text/event-stream");
+        return 0;
+    }
+    struct mcp_request_info info = {
+        .protocol_version = http_header_str(req, "mcp-protocol-version"),
+        .mcp_method = http_header_str(req, "mcp-method"),
+        .mcp_name = http_header_str(req, "mcp-name"),
+        .accepts_sse = accepts(accept, "text/event-stream"),
+        .request_id = rid,
+    };
+    snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user.id);
+    snprintf(info.principal.user_name, sizeof(info.principal.user_name), "%s", user.name);
+
+    struct mcp_sink *s = h2o_mem_alloc_shared(&req->pool, sizeof(*s), sink_dispose);
+    memset(s, 0, sizeof(*s));
+    s->req = req;
+    struct mcp_exchange *ex =
+        mcp_exchange_start(srv->mcp, &info, req->entity.base, req->entity.len, &sink_ops, s);
+    if (ex && !s->answered)
+        s->ex = ex;
+    return 0;
+}
+
+static int on_sse(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    char link[600];
+    snprintf(link, sizeof(link), "<%s/mcp>; rel=\"alternate\"", route->srv->cfg->public_url);
+    http_add_header(req, H2O_TOKEN_LINK, link);
+    json_t *p = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", "about:blank", "title", "Gone",
+                          "status", 410, "detail",
+                          "The HTTP+SSE transport has been removed; use Streamable HTTP at /mcp",
+                          "endpoint", "/mcp");
+    char *text = json_dumps(p, JSON_COMPACT);
+    http_respond(req, 410, "application/problem+json", text, strlen(text));
+    free(text);
+    json_decref(p);
+    return 0;
+}
+
+void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host)
+{
+    http_add_route(srv, host, "/mcp", "/mcp", on_mcp);
+    http_add_route(srv, host, "/sse", "/sse", on_sse);
+}

@@ -1,0 +1,307 @@
+/* The h2o server: listener, routes, request bookkeeping, signals and graceful stop. */
+#include "http/http_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/metrics.h"
+#include "base/util.h"
+#include "store/store.h"
+#include "version.h"
+
+struct tracker {
+    struct http_server *srv;
+    h2o_req_t *req;
+    const char *label;
+    int64_t started_ms;
+    char id[24];
+};
+
+static void tracker_dispose(void *p)
+{
+    struct tracker *t = p;
+    double secs = (double)(time_mono_ms() - t->started_ms) / 1000.0;
+    int status = t->req->res.status;
+    metrics_http_request(t->label, status, secs);
+    log_debug("http request req=%s route=%s status=%d ms=%.1f", t->id, t->label, status, secs * 1000);
+    t->srv->inflight--;
+}
+
+const char *http_request_track(struct http_route *route, h2o_req_t *req)
+{
+    struct http_server *srv = route->srv;
+    struct tracker *t = h2o_mem_alloc_shared(&req->pool, sizeof(*t), tracker_dispose);
+    t->srv = srv;
+    t->req = req;
+    t->label = route->label;
+    t->started_ms = time_mono_ms();
+    snprintf(t->id, sizeof(t->id), "r%llx", ++srv->next_request);
+    srv->inflight++;
+    http_add_header_str(req, "x-request-id", t->id);
+    return t->id;
+}
+
+struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
+                                  const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *))
+{
+    h2o_pathconf_t *pc = h2o_config_register_path(host, path, 0);
+    struct http_route *r = (struct http_route *)h2o_create_handler(pc, sizeof(*r));
+    r->super.on_req = fn;
+    r->srv = srv;
+    r->label = label;
+    return r;
+}
+
+static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    struct err err = {0};
+    int users = store_user_count(route->srv->store, &err);
+    json_t *o = json_pack("{s:s, s:s, s:b}", "status", users >= 0 ? "ok" : "degraded", "version",
+                          SANDBOX_MCP_VERSION, "database", users >= 0);
+    char *text = json_dumps(o, JSON_COMPACT);
+    http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    http_respond(req, users >= 0 ? 200 : 503, "application/json", text, strlen(text));
+    free(text);
+    json_decref(o);
+    return 0;
+}
+
+static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    metrics_gauge_set("sandbox_mcp_http_inflight_requests", "HTTP requests being served",
+                      route->srv->inflight);
+    struct buf b;
+    buf_init(&b, 0);
+    metrics_render(&b);
+    http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+    buf_release(&b);
+    return 0;
+}
+
+static int on_fallback(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/"))) {
+        char *text = xasprintf("{\"name\":\"sandbox-mcp\",\"version\":\"%s\",\"mcp\":\"%s/mcp\"}",
+                               SANDBOX_MCP_VERSION, route->srv->cfg->public_url);
+        http_respond(req, 200, "application/json", text, strlen(text));
+        free(text);
+        return 0;
+    }
+    http_respond_error(req, 404, "not_found", "no such endpoint");
+    return 0;
+}
+
+static int parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *sslen,
+                        struct err *err)
+{
+    const char *colon = strrchr(spec, ':');
+    if (!colon || colon == spec || !colon[1])
+        return err_set(err, -EINVAL, "invalid listen address '%s': expected HOST:PORT", spec);
+    char host[256];
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
+    if (host[0] == '[') {
+        size_t n = strlen(host);
+        if (host[n - 1] != ']')
+            return err_set(err, -EINVAL, "invalid listen address '%s'", spec);
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535)
+        return err_set(err, -EINVAL, "invalid port in listen address '%s'", spec);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, colon + 1, &hints, &res);
+    if (rc != 0)
+        return err_set(err, -EINVAL, "cannot resolve listen host '%s': %s", host, gai_strerror(rc));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *sslen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return false;
+}
+
+static void format_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof(host));
+        port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+        snprintf(out, cap, "%s:%d", host, port);
+    } else {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host, sizeof(host));
+        port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+        snprintf(out, cap, "[%s]:%d", host, port);
+    }
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    struct http_server *srv = listener->data;
+    if (err)
+        return;
+    for (int i = 0; i < 64; i++) {
+        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+        if (!sock)
+            break;
+        h2o_accept(&srv->accept_ctx, sock);
+    }
+}
+
+static void begin_stop(struct http_server *srv, const char *why)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    log_info("http stopping reason=%s inflight=%d grace_ms=%d", why, srv->inflight,
+             srv->cfg->shutdown_grace_ms);
+    if (srv->listener) {
+        h2o_socket_read_stop(srv->listener);
+        h2o_socket_close(srv->listener);
+        srv->listener = NULL;
+    }
+    h2o_context_request_shutdown(&srv->ctx);
+}
+
+static void on_signal(h2o_socket_t *sock, const char *err)
+{
+    struct http_server *srv = sock->data;
+    if (err)
+        return;
+    struct signalfd_siginfo si;
+    while (read(h2o_socket_get_fd(sock), &si, sizeof(si)) == sizeof(si))
+        begin_stop(srv, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+int http_server_new(const struct config *cfg, struct store *st, struct mcp_server *mcp,
+                    struct http_server **ret, struct err *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    int r = parse_listen(cfg->listen, &ss, &sslen, err);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return err_set(err, -errno, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0)
+        return err_set(err, -errno, "cannot listen on '%s': %s", cfg->listen, strerror(errno));
+    if (listen(fd, 1024) < 0)
+        return err_set(err, -errno, "listen '%s': %s", cfg->listen, strerror(errno));
+    sslen = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sslen);
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+        return err_set(err, -errno, "sigprocmask: %s", strerror(errno));
+    _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        return err_set(err, -errno, "signalfd: %s", strerror(errno));
+    signal(SIGPIPE, SIG_IGN);
+
+    struct http_server *srv = xcalloc(1, sizeof(*srv));
+    srv->cfg = cfg;
+    srv->store = st;
+    srv->mcp = mcp;
+    srv->listen_loopback = sockaddr_is_loopback(&ss);
+    format_addr(&ss, srv->address, sizeof(srv->address));
+
+    h2o_config_init(&srv->globalconf);
+    srv->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("sandbox-mcp"));
+    srv->globalconf.max_request_entity_size = cfg->max_request_bytes;
+    h2o_hostconf_t *host =
+        h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    http_routes_mcp(srv, host);
+    http_add_route(srv, host, "/healthz", "/healthz", on_healthz);
+    http_add_route(srv, host, "/metrics", "/metrics", on_metrics);
+    http_add_route(srv, host, "/", "other", on_fallback);
+
+    srv->loop = loop_get();
+    h2o_context_init(&srv->ctx, srv->loop, &srv->globalconf);
+    srv->accept_ctx.ctx = &srv->ctx;
+    srv->accept_ctx.hosts = srv->globalconf.hosts;
+    srv->listener = h2o_evloop_socket_create(srv->loop, TAKE_FD(fd), H2O_SOCKET_FLAG_DONT_READ);
+    srv->listener->data = srv;
+    h2o_socket_read_start(srv->listener, on_accept);
+    srv->signals = h2o_evloop_socket_create(srv->loop, TAKE_FD(sfd), H2O_SOCKET_FLAG_DONT_READ);
+    srv->signals->data = srv;
+    h2o_socket_read_start(srv->signals, on_signal);
+    *ret = srv;
+    return 0;
+}
+
+const char *http_server_address(const struct http_server *srv)
+{
+    return srv->address;
+}
+
+int http_server_run(struct http_server *srv)
+{
+    log_info("http listening addr=%s loopback=%s max_body=%zu", srv->address,
+             srv->listen_loopback ? "yes" : "no", srv->cfg->max_request_bytes);
+    int64_t deadline = 0;
+    for (;;) {
+        if (srv->stopping) {
+            if (!deadline)
+                deadline = time_mono_ms() + srv->cfg->shutdown_grace_ms;
+            if (srv->inflight <= 0)
+                break;
+            if (time_mono_ms() >= deadline) {
+                log_warn("http stop-timeout abandoned=%d", srv->inflight);
+                break;
+            }
+        }
+        h2o_evloop_run(srv->loop, srv->stopping ? 50 : INT32_MAX);
+    }
+    log_info("http stopped");
+    return 0;
+}
+
+void http_server_free(struct http_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->listener)
+        h2o_socket_close(srv->listener);
+    if (srv->signals)
+        h2o_socket_close(srv->signals);
+    h2o_context_dispose(&srv->ctx);
+    h2o_config_dispose(&srv->globalconf);
+    free(srv);
+}

@@ -1,0 +1,518 @@
+/* sandbox-mcp: command line, configuration and wiring. The only file that exits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/config.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/util.h"
+#include "http/http.h"
+#include "mcp/fixtures.h"
+#include "mcp/mcp.h"
+#include "mcp/tools.h"
+#include "store/store.h"
+#include "version.h"
+
+#define EXIT_USAGE 2
+
+static const char usage_main[] =
+    "usage: sandbox-mcp <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  serve                 run the MCP server\n"
+    "  migrate               create or upgrade the database and exit\n"
+    "  user add NAME         create a user\n"
+    "  user list             list users\n"
+    "  token create --user NAME [--label TEXT]\n"
+    "                        create an API token (printed once; only its hash is kept)\n"
+    "  token list [--user NAME]\n"
+    "  token revoke TOKEN_ID\n"
+    "\n"
+    "common options:\n"
+    "  --data-dir DIR        state directory (default ./var, or DATA_DIR)\n"
+    "  --env-file FILE       KEY=VALUE configuration file (default .dev.vars if present)\n"
+    "  -h, --help            help for a command\n"
+    "  --version             print the version\n";
+
+static const char usage_serve[] =
+    "usage: sandbox-mcp serve [--listen HOST:PORT] [--data-dir DIR] [--env-file FILE]\n"
+    "                         [--public-url URL] [--conformance-fixtures]\n"
+    "\n"
+    "Runs the MCP server (POST /mcp) until SIGTERM or SIGINT.\n"
+    "  --listen HOST:PORT       address to listen on (default 127.0.0.1:8788, or LISTEN)\n"
+    "  --public-url URL         base URL clients use (default http://LISTEN, or PUBLIC_URL)\n"
+    "  --conformance-fixtures   also register the MCP conformance suite's test tools,\n"
+    "                           resources and prompts (for testing only)\n"
+    "On an empty data directory it creates the database, a proxy signing secret and a first\n"
+    "user, and prints that user's token once.\n";
+
+static const char usage_migrate[] = "usage: sandbox-mcp migrate [--data-dir DIR] [--env-file FILE]\n"
+                                    "\nCreates the database or applies pending migrations.\n";
+static const char usage_user[] = "usage: sandbox-mcp user add NAME [--data-dir DIR]\n"
+                                 "       sandbox-mcp user list [--data-dir DIR]\n";
+static const char usage_token[] =
+    "usage: sandbox-mcp token create --user NAME [--label TEXT] [--data-dir DIR]\n"
+    "       sandbox-mcp token list [--user NAME] [--data-dir DIR]\n"
+    "       sandbox-mcp token revoke TOKEN_ID [--data-dir DIR]\n";
+
+struct opts {
+    const char *data_dir;
+    const char *env_file;
+    const char *listen;
+    const char *public_url;
+    const char *user;
+    const char *label;
+    bool fixtures;
+    char **args; /* positional arguments after the command */
+    int nargs;
+};
+
+enum { OPT_DATA_DIR = 256, OPT_ENV_FILE, OPT_LISTEN, OPT_PUBLIC_URL, OPT_USER, OPT_LABEL, OPT_FIXTURES };
+
+static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "sandbox-mcp %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s", usage);
+    return EXIT_USAGE;
+}
+
+/* Parse options for a command; allowed is a string of the option ids it accepts. Returns 0, 1
+ * when help was printed, or EXIT_USAGE. */
+static int parse_opts(const char *cmd, const char *usage, int argc, char **argv, const int *allowed,
+                      struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+        {"env-file", required_argument, NULL, OPT_ENV_FILE},
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"public-url", required_argument, NULL, OPT_PUBLIC_URL},
+        {"user", required_argument, NULL, OPT_USER},
+        {"label", required_argument, NULL, OPT_LABEL},
+        {"conformance-fixtures", no_argument, NULL, OPT_FIXTURES},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (c == '?') {
+            /* getopt_long sets optopt to the option's value when its argument is missing, and
+             * to 0 (or the bad character) when the option is unknown. */
+            const char *bad = argv[optind - 1];
+            if (optopt >= OPT_DATA_DIR)
+                return usage_error(cmd, usage, "option '%s' needs a value", bad);
+            return usage_error(cmd, usage, "unknown option '%s'", bad);
+        }
+        bool ok = false;
+        for (const int *a = allowed; *a; a++)
+            ok = ok || *a == c;
+        if (!ok)
+            return usage_error(cmd, usage, "option '%s' does not apply here", argv[optind - 1]);
+        if (optarg && !optarg[0])
+            return usage_error(cmd, usage, "option '%s' needs a non-empty value", argv[optind - 1]);
+        switch (c) {
+        case OPT_DATA_DIR: o->data_dir = optarg; break;
+        case OPT_ENV_FILE: o->env_file = optarg; break;
+        case OPT_LISTEN: o->listen = optarg; break;
+        case OPT_PUBLIC_URL: o->public_url = optarg; break;
+        case OPT_USER: o->user = optarg; break;
+        case OPT_LABEL: o->label = optarg; break;
+        case OPT_FIXTURES: o->fixtures = true; break;
+        }
+    }
+    o->args = argv + optind;
+    o->nargs = argc - optind;
+    return 0;
+}
+
+/* Build the configuration: defaults < .dev.vars < environment < flags. */
+static int load_config(const struct opts *o, struct config *cfg)
+{
+    struct err err = {0};
+    const char *file = o->env_file ? o->env_file : ".dev.vars";
+    if (config_load_file(cfg, file, o->env_file != NULL, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 1;
+    }
+    config_load_environ(cfg);
+    if (o->listen)
+        cfg->listen = xstrdup(o->listen);
+    if (o->data_dir)
+        cfg->data_dir = xstrdup(o->data_dir);
+    if (o->public_url)
+        cfg->public_url = xstrdup(o->public_url);
+    cfg->conformance_fixtures = o->fixtures;
+    if (config_finish(cfg, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    const char *lvl = config_get(cfg, "LOG_LEVEL");
+    enum log_level level;
+    if (lvl) {
+        if (log_parse_level(lvl, &level) < 0) {
+            fprintf(stderr, "sandbox-mcp: LOG_LEVEL '%s' is not one of debug, info, warn, error\n", lvl);
+            return EXIT_USAGE;
+        }
+        log_set_level(level);
+    }
+    return 0;
+}
+
+static int ensure_dir(const char *path, mode_t mode)
+{
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
+    fprintf(stderr, "sandbox-mcp: cannot create directory '%s': %s\n", path, strerror(errno));
+    return -1;
+}
+
+static int open_store(const struct config *cfg, struct store **st)
+{
+    if (ensure_dir(cfg->data_dir, 0700) < 0)
+        return 1;
+    _cleanup_free_ char *path = xasprintf("%s/sandbox-mcp.db", cfg->data_dir);
+    struct err err = {0};
+    if (store_open(path, st, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* PROXY_JWT_SECRET: from the configuration, else the one kept in the data dir, else a new one. */
+static int ensure_jwt_secret(struct config *cfg)
+{
+    if (config_get(cfg, "PROXY_JWT_SECRET"))
+        return 0;
+    _cleanup_free_ char *dir = xasprintf("%s/secrets", cfg->data_dir);
+    _cleanup_free_ char *path = xasprintf("%s/proxy_jwt_secret", dir);
+    if (ensure_dir(dir, 0700) < 0)
+        return -1;
+    char secret[65] = "";
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (f) {
+        if (!fgets(secret, sizeof(secret), f) || strlen(secret) < 32) {
+            fprintf(stderr, "sandbox-mcp: '%s' does not hold a secret of at least 32 characters\n", path);
+            return -1;
+        }
+    } else {
+        unsigned char raw[32];
+        rand_bytes(raw, sizeof(raw));
+        hex_encode(raw, sizeof(raw), secret);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, secret, 64) != 64 || fsync(fd) < 0) {
+            fprintf(stderr, "sandbox-mcp: cannot write '%s': %s\n", path, strerror(errno));
+            return -1;
+        }
+        log_info("config generated-secret name=PROXY_JWT_SECRET file=%s", path);
+    }
+    config_set(cfg, "PROXY_JWT_SECRET", secret);
+    return 0;
+}
+
+static void print_welcome(const struct config *cfg, const char *user, const char *token)
+{
+    printf("\n"
+           "sandbox-mcp is ready. A first user was created: %s\n"
+           "\n"
+           "  MCP endpoint:  %s/mcp\n"
+           "  Access token:  %s\n"
+           "\n"
+           "This token is shown only now; keep it safe. Create more with\n"
+           "  sandbox-mcp token create --user %s\n"
+           "\n"
+           "Client configuration (Claude Code: claude mcp add --transport http sandbox %s/mcp "
+           "--header \"Authorization: Bearer <token>\"):\n"
+           "{\n"
+           "  \"mcpServers\": {\n"
+           "    \"sandbox\": {\n"
+           "      \"type\": \"http\",\n"
+           "      \"url\": \"%s/mcp\",\n"
+           "      \"headers\": { \"Authorization\": \"Bearer %s\" }\n"
+           "    }\n"
+           "  }\n"
+           "}\n\n",
+           user, cfg->public_url, token, user, cfg->public_url, cfg->public_url, token);
+    fflush(stdout);
+}
+
+static int first_start(struct config *cfg, struct store *st)
+{
+    struct err err = {0};
+    int n = store_user_count(st, &err);
+    if (n < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return -1;
+    }
+    if (n > 0)
+        return 0;
+    struct store_user u;
+    char token[STORE_TOKEN_LEN + 1];
+    if (store_user_add(st, cfg->first_user, &u, &err) < 0 ||
+        store_token_create(st, u.id, "first start", token, NULL, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return -1;
+    }
+    log_info("store first-user user=%s", u.name);
+    print_welcome(cfg, u.name, token);
+    return 0;
+}
+
+static void on_tool_done(const char *tool, const char *outcome, double seconds)
+{
+    metrics_tool_call(tool, outcome, seconds);
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN, OPT_PUBLIC_URL, OPT_FIXTURES, 0};
+    struct opts o = {0};
+    int r = parse_opts("serve", usage_serve, argc, argv, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    if (o.nargs > 0)
+        return usage_error("serve", usage_serve, "unexpected argument '%s'", o.args[0]);
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st)))
+        return r;
+    if (ensure_jwt_secret(&cfg) < 0 || first_start(&cfg, st) < 0) {
+        store_close(st);
+        return 1;
+    }
+    static const struct mcp_server_info info = {
+        .name = "sandbox-mcp",
+        .title = "sandbox-mcp",
+        .version = SANDBOX_MCP_VERSION,
+        .description = "Isolated Linux sandboxes and long-running coding agents for AI assistants",
+        .instructions = "Use server_info to check the connection.",
+    };
+    struct mcp_server *mcp = mcp_server_new(&info);
+    mcp_server_set_tool_observer(mcp, on_tool_done);
+    tools_server_register(mcp);
+    if (cfg.conformance_fixtures) {
+        log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for production\"");
+        mcp_fixtures_register(mcp);
+    }
+    struct http_server *http = NULL;
+    struct err err = {0};
+    if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        mcp_server_free(mcp);
+        store_close(st);
+        config_release(&cfg);
+        return 1;
+    }
+    log_info("serve start version=%s data_dir=%s public_url=%s", SANDBOX_MCP_VERSION, cfg.data_dir,
+             cfg.public_url);
+    http_server_run(http);
+    http_server_free(http);
+    mcp_server_free(mcp);
+    store_close(st);
+    config_release(&cfg);
+    metrics_reset();
+    return 0;
+}
+
+static int cmd_migrate(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
+    struct opts o = {0};
+    int r = parse_opts("migrate", usage_migrate, argc, argv, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    if (o.nargs > 0)
+        return usage_error("migrate", usage_migrate, "unexpected argument '%s'", o.args[0]);
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st)) == 0)
+        printf("database schema is at version %d\n", store_schema_version_known());
+    store_close(st);
+    config_release(&cfg);
+    return r;
+}
+
+static void print_user_token(const struct store_token *t, void *ctx)
+{
+    (void)ctx;
+    char created[32], used[32] = "never";
+    time_format_rfc3339(t->created_at, created);
+    if (t->last_used_at)
+        time_format_rfc3339(t->last_used_at, used);
+    printf("%-30s %-16s %-14s %-8s %-24s %-24s %s\n", t->id, t->user_name, t->prefix,
+           t->revoked_at ? "revoked" : "active", created, used, t->label);
+}
+
+static void print_user(const struct store_user *u, void *ctx)
+{
+    (void)ctx;
+    char created[32];
+    time_format_rfc3339(u->created_at, created);
+    printf("%-30s %-24s %s\n", u->id, u->name, created);
+}
+
+static int cmd_user(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+            fputs(usage_user, stdout);
+            return 0;
+        }
+        return usage_error("user", usage_user, "%s", "expected 'add' or 'list'");
+    }
+    const char *sub = argv[1];
+    struct opts o = {0};
+    int r = parse_opts("user", usage_user, argc - 1, argv + 1, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    bool add = strcmp(sub, "add") == 0;
+    if (!add && strcmp(sub, "list") != 0)
+        return usage_error("user", usage_user, "unknown subcommand '%s'", sub);
+    if (add && o.nargs != 1)
+        return usage_error("user", usage_user, "%s", "'user add' takes exactly one NAME");
+    if (!add && o.nargs != 0)
+        return usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
+    if (add && !store_user_name_valid(o.args[0]))
+        return usage_error("user", usage_user,
+                           "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)",
+                           o.args[0]);
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st)))
+        return r;
+    struct err err = {0};
+    if (add) {
+        struct store_user u;
+        if (store_user_add(st, o.args[0], &u, &err) < 0) {
+            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+            r = 1;
+        } else {
+            printf("created user %s (%s)\n", u.name, u.id);
+        }
+    } else {
+        printf("%-30s %-24s %s\n", "ID", "NAME", "CREATED");
+        r = store_user_list(st, print_user, NULL, &err) < 0 ? 1 : 0;
+        if (r)
+            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+    }
+    store_close(st);
+    config_release(&cfg);
+    return r;
+}
+
+static int cmd_token(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_LABEL, 0};
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+            fputs(usage_token, stdout);
+            return 0;
+        }
+        return usage_error("token", usage_token, "%s", "expected 'create', 'list' or 'revoke'");
+    }
+    const char *sub = argv[1];
+    struct opts o = {0};
+    int r = parse_opts("token", usage_token, argc - 1, argv + 1, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    bool create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0,
+         revoke = strcmp(sub, "revoke") == 0;
+    if (!create && !list && !revoke)
+        return usage_error("token", usage_token, "unknown subcommand '%s'", sub);
+    if (create && !o.user)
+        return usage_error("token", usage_token, "%s", "'token create' needs --user NAME");
+    if (revoke && o.nargs != 1)
+        return usage_error("token", usage_token, "%s", "'token revoke' takes exactly one TOKEN_ID");
+    if (!revoke && o.nargs != 0)
+        return usage_error("token", usage_token, "unexpected argument '%s'", o.args[0]);
+    if (o.label && strlen(o.label) > 100)
+        return usage_error("token", usage_token, "%s", "--label is limited to 100 characters");
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st)))
+        return r;
+    struct err err = {0};
+    struct store_user u;
+    char token[STORE_TOKEN_LEN + 1];
+    struct store_token t;
+    if (create) {
+        if (store_user_find(st, o.user, &u, &err) < 0 ||
+            store_token_create(st, u.id, o.label, token, &t, &err) < 0)
+            r = 1;
+        else
+            printf("%s\n", token), fprintf(stderr, "created token %s for user %s (shown once)\n", t.id, u.name);
+    } else if (list) {
+        printf("%-30s %-16s %-14s %-8s %-24s %-24s %s\n", "ID", "USER", "PREFIX", "STATE", "CREATED",
+               "LAST USED", "LABEL");
+        if (o.user && store_user_find(st, o.user, &u, &err) < 0)
+            r = 1;
+        else if (store_token_list(st, o.user, print_user_token, NULL, &err) < 0)
+            r = 1;
+    } else {
+        if (store_token_revoke(st, o.args[0], &err) < 0)
+            r = 1;
+        else
+            printf("revoked token %s\n", o.args[0]);
+    }
+    if (r)
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+    store_close(st);
+    config_release(&cfg);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("sandbox-mcp %s\n", SANDBOX_MCP_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "serve") == 0)
+        return cmd_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "migrate") == 0)
+        return cmd_migrate(argc - 1, argv + 1);
+    if (strcmp(cmd, "user") == 0)
+        return cmd_user(argc - 1, argv + 1);
+    if (strcmp(cmd, "token") == 0)
+        return cmd_token(argc - 1, argv + 1);
+    fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", cmd, usage_main);
+    return EXIT_USAGE;
+}

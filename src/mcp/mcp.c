@@ -1,0 +1,785 @@
+/* Protocol handling for POST /mcp: version eras, header checks, dispatch, replies. */
+#include "mcp/mcp.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/schema.h"
+
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define META_LOGLEVEL "io.modelcontextprotocol/logLevel"
+#define META_SERVERINFO "io.modelcontextprotocol/serverInfo"
+#define LIST_TTL_MS 300000
+
+static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", NULL};
+
+struct method {
+    char *name;
+    mcp_method_fn fn;
+    void *ctx;
+};
+
+struct tool {
+    struct mcp_tool_def def;
+    json_t *input_schema;
+    json_t *output_schema;
+};
+
+struct mcp_server {
+    struct mcp_server_info info;
+    struct method *methods;
+    size_t nmethods;
+    struct tool *tools;
+    size_t ntools;
+    json_t *capabilities;
+    mcp_tool_observer_fn observer;
+};
+
+struct mcp_exchange {
+    struct mcp_server *srv;
+    const struct mcp_sink_ops *ops; /* NULL once detached or answered */
+    void *sink;
+    struct mcp_call *calls; /* pending calls */
+    int pending;
+    bool starting;
+    bool batch;
+    bool streaming;
+    bool accepts_sse;
+    json_t *batch_replies;
+    struct mcp_principal principal;
+    char request_id[64];
+};
+
+struct mcp_call {
+    struct mcp_exchange *ex;
+    struct mcp_call *next;
+    json_t *id;
+    json_t *progress_token;
+    char method[64];
+    char version[16];
+    bool modern;
+    bool log_enabled;
+    bool cancelled;
+    const struct tool *tool;
+    int64_t started_ms;
+    void (*on_cancel)(struct mcp_call *call, void *ctx);
+    void *cancel_ctx;
+};
+
+/* ---------- versions ---------- */
+
+static bool is_legacy_version(const char *v)
+{
+    for (const char *const *p = legacy_versions; *p; p++)
+        if (strcmp(*p, v) == 0)
+            return true;
+    return false;
+}
+
+bool mcp_version_supported(const char *v)
+{
+    return v && (strcmp(v, MCP_VERSION_MODERN) == 0 || is_legacy_version(v));
+}
+
+/* Whole numbers as JSON integers, so clients see 50 rather than 50.0. */
+static json_t *json_number(double v)
+{
+    if (v == (double)(long long)v && v > -1e15 && v < 1e15)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+static json_t *supported_versions(void)
+{
+    json_t *a = json_array();
+    json_array_append_new(a, json_string(MCP_VERSION_MODERN));
+    for (const char *const *p = legacy_versions; *p; p++)
+        json_array_append_new(a, json_string(*p));
+    return a;
+}
+
+/* ---------- server ---------- */
+
+static void core_initialize(struct mcp_call *call, const json_t *params, void *ctx);
+static void core_ping(struct mcp_call *call, const json_t *params, void *ctx);
+static void core_discover(struct mcp_call *call, const json_t *params, void *ctx);
+static void core_tools_list(struct mcp_call *call, const json_t *params, void *ctx);
+static void core_tools_call(struct mcp_call *call, const json_t *params, void *ctx);
+
+struct mcp_server *mcp_server_new(const struct mcp_server_info *info)
+{
+    struct mcp_server *srv = xcalloc(1, sizeof(*srv));
+    srv->info = *info;
+    srv->capabilities = json_pack("{s:{s:b}}", "tools", "listChanged", 0);
+    mcp_server_add_method(srv, "initialize", core_initialize, NULL, NULL, NULL);
+    mcp_server_add_method(srv, "ping", core_ping, NULL, NULL, NULL);
+    mcp_server_add_method(srv, "server/discover", core_discover, NULL, NULL, NULL);
+    mcp_server_add_method(srv, "tools/list", core_tools_list, NULL, NULL, NULL);
+    mcp_server_add_method(srv, "tools/call", core_tools_call, NULL, NULL, NULL);
+    return srv;
+}
+
+void mcp_server_free(struct mcp_server *srv)
+{
+    if (!srv)
+        return;
+    for (size_t i = 0; i < srv->nmethods; i++)
+        free(srv->methods[i].name);
+    for (size_t i = 0; i < srv->ntools; i++) {
+        json_decref(srv->tools[i].input_schema);
+        json_decref(srv->tools[i].output_schema);
+    }
+    free(srv->methods);
+    free(srv->tools);
+    json_decref(srv->capabilities);
+    free(srv);
+}
+
+void mcp_server_add_method(struct mcp_server *srv, const char *method, mcp_method_fn fn, void *ctx,
+                           const char *capability, json_t *capability_value)
+{
+    srv->methods = xrealloc(srv->methods, (srv->nmethods + 1) * sizeof(*srv->methods));
+    srv->methods[srv->nmethods++] = (struct method){xstrdup(method), fn, ctx};
+    if (capability)
+        json_object_set_new(srv->capabilities, capability,
+                            capability_value ? capability_value : json_object());
+    else
+        json_decref(capability_value);
+}
+
+static json_t *parse_schema(const char *tool, const char *text)
+{
+    json_error_t e;
+    json_t *s = json_loads(text, 0, &e);
+    char msg[256];
+    if (!s) {
+        fprintf(stderr, "BUG: tool '%s' schema: %s\n", tool, e.text);
+        abort();
+    }
+    if (!schema_check(s, msg, sizeof(msg))) {
+        fprintf(stderr, "BUG: tool '%s' schema: %s\n", tool, msg);
+        abort();
+    }
+    return s;
+}
+
+void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
+{
+    srv->tools = xrealloc(srv->tools, (srv->ntools + 1) * sizeof(*srv->tools));
+    struct tool *t = &srv->tools[srv->ntools++];
+    t->def = *def;
+    t->input_schema = parse_schema(def->name, def->input_schema);
+    t->output_schema = def->output_schema ? parse_schema(def->name, def->output_schema) : NULL;
+}
+
+json_t *mcp_server_tool_names(const struct mcp_server *srv)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < srv->ntools; i++)
+        if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
+            json_array_append_new(a, json_string(srv->tools[i].def.name));
+    return a;
+}
+
+void mcp_server_set_tool_observer(struct mcp_server *srv, mcp_tool_observer_fn fn)
+{
+    srv->observer = fn;
+}
+
+static const struct method *find_method(const struct mcp_server *srv, const char *name)
+{
+    for (size_t i = 0; i < srv->nmethods; i++)
+        if (strcmp(srv->methods[i].name, name) == 0)
+            return &srv->methods[i];
+    return NULL;
+}
+
+static const struct tool *find_tool(const struct mcp_server *srv, const char *name)
+{
+    for (size_t i = 0; i < srv->ntools; i++)
+        if (strcmp(srv->tools[i].def.name, name) == 0)
+            return &srv->tools[i];
+    return NULL;
+}
+
+static json_t *server_info_json(const struct mcp_server *srv)
+{
+    json_t *o = json_pack("{s:s, s:s}", "name", srv->info.name, "version", srv->info.version);
+    if (srv->info.title)
+        json_object_set_new(o, "title", json_string(srv->info.title));
+    if (srv->info.description)
+        json_object_set_new(o, "description", json_string(srv->info.description));
+    if (srv->info.website_url)
+        json_object_set_new(o, "websiteUrl", json_string(srv->info.website_url));
+    return o;
+}
+
+/* ---------- exchange plumbing ---------- */
+
+static int error_status(int code, bool modern)
+{
+    switch (code) {
+    case JSONRPC_PARSE_ERROR:
+    case JSONRPC_INVALID_REQUEST:
+        return 400;
+    case JSONRPC_METHOD_NOT_FOUND:
+        return modern ? 404 : 200;
+    case JSONRPC_INVALID_PARAMS:
+    case MCP_HEADER_MISMATCH:
+    case MCP_MISSING_CLIENT_CAPABILITY:
+    case MCP_UNSUPPORTED_PROTOCOL_VERSION:
+        return modern ? 400 : 200;
+    case JSONRPC_INTERNAL_ERROR:
+        return modern ? 500 : 200;
+    }
+    return 200;
+}
+
+static void sink_reply_json(struct mcp_exchange *ex, int status, json_t *body)
+{
+    if (ex->ops) {
+        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        ex->ops->reply(ex->sink, status, text, text ? strlen(text) : 0);
+        free(text);
+    }
+    ex->ops = NULL;
+    json_decref(body);
+}
+
+static void sink_event_json(struct mcp_exchange *ex, json_t *msg)
+{
+    if (ex->ops) {
+        char *text = json_dumps(msg, JSON_COMPACT);
+        ex->ops->event(ex->sink, text, strlen(text));
+        free(text);
+        ex->streaming = true;
+    }
+    json_decref(msg);
+}
+
+static void exchange_free(struct mcp_exchange *ex)
+{
+    json_decref(ex->batch_replies);
+    free(ex);
+}
+
+/* Called when the last pending call answered (or none was created). */
+static void exchange_complete(struct mcp_exchange *ex)
+{
+    if (ex->batch) {
+        if (json_array_size(ex->batch_replies) == 0)
+            sink_reply_json(ex, 202, NULL);
+        else
+            sink_reply_json(ex, 200, json_incref(ex->batch_replies));
+    }
+    exchange_free(ex);
+}
+
+static void call_finish(struct mcp_call *call, json_t *msg, int status, const char *outcome)
+{
+    struct mcp_exchange *ex = call->ex;
+    if (call->tool && ex->srv->observer)
+        ex->srv->observer(call->tool->def.name, call->cancelled ? "cancelled" : outcome,
+                          (double)(time_mono_ms() - call->started_ms) / 1000.0);
+    if (ex->batch) {
+        json_array_append_new(ex->batch_replies, msg);
+    } else if (ex->streaming) {
+        sink_event_json(ex, msg);
+        if (ex->ops)
+            ex->ops->end(ex->sink);
+        ex->ops = NULL;
+    } else {
+        sink_reply_json(ex, status, msg);
+    }
+    for (struct mcp_call **p = &ex->calls; *p; p = &(*p)->next)
+        if (*p == call) {
+            *p = call->next;
+            break;
+        }
+    json_decref(call->id);
+    json_decref(call->progress_token);
+    free(call);
+    if (--ex->pending == 0 && !ex->starting)
+        exchange_complete(ex);
+}
+
+void mcp_call_reply(struct mcp_call *call, json_t *result)
+{
+    if (!result)
+        result = json_object();
+    if (call->modern) {
+        json_object_set_new(result, "resultType", json_string("complete"));
+        json_t *meta = json_object_get(result, "_meta");
+        if (!json_is_object(meta)) {
+            meta = json_object();
+            json_object_set_new(result, "_meta", meta);
+        }
+        json_object_set_new(meta, META_SERVERINFO, server_info_json(call->ex->srv));
+    }
+    const char *outcome = "ok";
+    if (json_is_true(json_object_get(result, "isError")))
+        outcome = "error";
+    call_finish(call, jsonrpc_result(call->id, result), 200, outcome);
+}
+
+void mcp_call_error(struct mcp_call *call, int code, const char *message, json_t *data)
+{
+    call_finish(call, jsonrpc_error(call->id, code, message, data), error_status(code, call->modern),
+                "protocol_error");
+}
+
+void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured, bool is_error)
+{
+    if (!content) {
+        content = json_array();
+        if (structured) {
+            char *text = json_dumps(structured, JSON_COMPACT);
+            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+            free(text);
+        }
+    }
+    if (structured && call->tool && call->tool->output_schema && !is_error) {
+        char msg[512];
+        if (!schema_validate(call->tool->output_schema, structured, msg, sizeof(msg)))
+            log_warn("mcp output-schema-mismatch tool=%s reason=\"%s\"", call->tool->def.name, msg);
+    }
+    json_t *r = json_pack("{s:o}", "content", content);
+    if (structured)
+        json_object_set_new(r, "structuredContent", structured);
+    if (is_error)
+        json_object_set_new(r, "isError", json_true());
+    mcp_call_reply(call, r);
+}
+
+void mcp_call_tool_error(struct mcp_call *call, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+    mcp_call_tool_result(call, content, NULL, true);
+}
+
+const struct mcp_principal *mcp_call_principal(const struct mcp_call *call)
+{
+    return &call->ex->principal;
+}
+
+const char *mcp_call_protocol_version(const struct mcp_call *call)
+{
+    return call->version;
+}
+
+bool mcp_call_wants_progress(const struct mcp_call *call)
+{
+    return call->progress_token && call->ex->accepts_sse && !call->ex->batch;
+}
+
+void mcp_call_progress(struct mcp_call *call, double progress, double total, const char *message)
+{
+    if (!mcp_call_wants_progress(call) || !call->ex->ops)
+        return;
+    json_t *p = json_pack("{s:O, s:o}", "progressToken", call->progress_token, "progress",
+                          json_number(progress));
+    if (total >= 0)
+        json_object_set_new(p, "total", json_number(total));
+    if (message)
+        json_object_set_new(p, "message", json_string(message));
+    sink_event_json(call->ex, jsonrpc_notification("notifications/progress", p));
+}
+
+void mcp_call_log(struct mcp_call *call, const char *level, const char *logger, json_t *data)
+{
+    struct mcp_exchange *ex = call->ex;
+    if (!call->log_enabled || !ex->accepts_sse || ex->batch || !ex->ops) {
+        json_decref(data);
+        return;
+    }
+    json_t *p = json_pack("{s:s, s:o}", "level", level, "data", data ? data : json_null());
+    if (logger)
+        json_object_set_new(p, "logger", json_string(logger));
+    sink_event_json(ex, jsonrpc_notification("notifications/message", p));
+}
+
+void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(struct mcp_call *call, void *ctx),
+                        void *ctx)
+{
+    call->on_cancel = fn;
+    call->cancel_ctx = ctx;
+}
+
+bool mcp_call_cancelled(const struct mcp_call *call)
+{
+    return call->cancelled;
+}
+
+void mcp_exchange_detach(struct mcp_exchange *ex)
+{
+    ex->ops = NULL;
+    /* Under the stateless revision a closed stream cancels the request; older revisions cancel
+     * only by notification, which a stateless server cannot correlate, so their calls finish. */
+    for (struct mcp_call *c = ex->calls, *next; c; c = next) {
+        next = c->next;
+        if (c->modern && !c->cancelled) {
+            c->cancelled = true;
+            if (c->on_cancel)
+                c->on_cancel(c, c->cancel_ctx);
+        }
+    }
+}
+
+/* ---------- request validation and dispatch ---------- */
+
+/* Decode an Mcp-Name value that may be sent as =?base64?...?=; returns a malloc'd string or NULL
+ * when the encoding is broken. */
+static char *decode_mcp_name(const char *v)
+{
+    size_t n = strlen(v);
+    if (n < 11 || strncmp(v, "=?base64?", 9) != 0 || strcmp(v + n - 2, "?=") != 0)
+        return xstrdup(v);
+    const char *b = v + 9;
+    size_t blen = n - 11;
+    char *out = xmalloc(blen + 1);
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < blen; i++) {
+        char c = b[i];
+        int d = c >= 'A' && c <= 'Z'   ? c - 'A'
+                : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                : c >= '0' && c <= '9' ? c - '0' + 52
+                : c == '+' || c == '-' ? 62
+                : c == '/' || c == '_' ? 63
+                : c == '='             ? -2
+                                       : -1;
+        if (d == -2)
+            break;
+        if (d < 0) {
+            free(out);
+            return NULL;
+        }
+        acc = acc << 6 | (uint32_t)d;
+        bits += 6;
+        if (bits >= 8) {
+            out[o++] = (char)(acc >> (bits - 8) & 0xff);
+            bits -= 8;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static bool header_safe(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            return false;
+    return true;
+}
+
+/* Checks for a request of the stateless revision. Returns 0 or a JSON-RPC error code with msg. */
+static int check_modern(const struct mcp_request_info *info, const char *method,
+                        const json_t *params, const char *meta_version, char *msg, size_t msglen,
+                        json_t **data)
+{
+    if (!meta_version) {
+        snprintf(msg, msglen, "params._meta[\"%s\"] is required", META_VERSION);
+        return JSONRPC_INVALID_PARAMS;
+    }
+    if (strcmp(meta_version, MCP_VERSION_MODERN) != 0) {
+        snprintf(msg, msglen, "Unsupported protocol version");
+        *data = json_pack("{s:o, s:s}", "supported", supported_versions(), "requested", meta_version);
+        return MCP_UNSUPPORTED_PROTOCOL_VERSION;
+    }
+    if (!info->protocol_version || strcmp(info->protocol_version, meta_version) != 0) {
+        snprintf(msg, msglen,
+                 "Header mismatch: MCP-Protocol-Version header %s%s%s does not match body value '%s'",
+                 info->protocol_version ? "'" : "", info->protocol_version ? info->protocol_version : "is missing and",
+                 info->protocol_version ? "'" : "", meta_version);
+        return MCP_HEADER_MISMATCH;
+    }
+    if (!info->mcp_method || strcmp(info->mcp_method, method) != 0) {
+        snprintf(msg, msglen, "Header mismatch: Mcp-Method header %s%.64s%s does not match body value '%.64s'",
+                 info->mcp_method ? "'" : "", info->mcp_method ? info->mcp_method : "is missing and",
+                 info->mcp_method ? "'" : "", method);
+        return MCP_HEADER_MISMATCH;
+    }
+    const char *field = NULL;
+    if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+        field = "name";
+    else if (strcmp(method, "resources/read") == 0)
+        field = "uri";
+    if (field) {
+        const char *body = json_string_value(json_object_get(params, field));
+        if (!info->mcp_name) {
+            snprintf(msg, msglen, "Header mismatch: Mcp-Name header is required for %s", method);
+            return MCP_HEADER_MISMATCH;
+        }
+        if (!header_safe(info->mcp_name)) {
+            snprintf(msg, msglen, "Header mismatch: Mcp-Name header has invalid characters");
+            return MCP_HEADER_MISMATCH;
+        }
+        char *decoded = decode_mcp_name(info->mcp_name);
+        bool same = decoded && body && strcmp(decoded, body) == 0;
+        if (!same)
+            snprintf(msg, msglen,
+                     "Header mismatch: Mcp-Name header value '%.100s' does not match body value '%.100s'",
+                     decoded ? decoded : info->mcp_name, body ? body : "");
+        free(decoded);
+        if (!same)
+            return MCP_HEADER_MISMATCH;
+    }
+    const json_t *meta = json_object_get(params, "_meta");
+    if (!json_is_object(json_object_get(meta, META_CAPS))) {
+        snprintf(msg, msglen, "params._meta[\"%s\"] is required", META_CAPS);
+        return JSONRPC_INVALID_PARAMS;
+    }
+    return 0;
+}
+
+/* Reply to a request that failed before a call was created. */
+static void reply_early_error(struct mcp_exchange *ex, const json_t *id, int code, const char *msg,
+                              json_t *data, bool modern)
+{
+    json_t *e = jsonrpc_error(id, code, msg, data);
+    if (ex->batch)
+        json_array_append_new(ex->batch_replies, e);
+    else
+        sink_reply_json(ex, error_status(code, modern), e);
+}
+
+static void handle_message(struct mcp_exchange *ex, const struct mcp_request_info *info,
+                           const json_t *v)
+{
+    struct jsonrpc_msg m;
+    const json_t *id;
+    char msg[512];
+    int code = jsonrpc_classify(v, &m, &id, msg, sizeof(msg));
+    if (code) {
+        reply_early_error(ex, id, code, msg, NULL, false);
+        return;
+    }
+    if (m.kind != JSONRPC_REQUEST) {
+        /* Notifications and client responses need no answer; a stateless server has no
+         * outstanding requests for a response to match. */
+        if (!ex->batch)
+            sink_reply_json(ex, 202, NULL);
+        return;
+    }
+    json_t *empty = NULL;
+    const json_t *params = m.params;
+    if (!params)
+        params = empty = json_object();
+    const json_t *meta = json_object_get(params, "_meta");
+    const char *meta_version = json_string_value(json_object_get(meta, META_VERSION));
+    bool modern = !ex->batch && (meta_version || (info->protocol_version &&
+                                                  strcmp(info->protocol_version, MCP_VERSION_MODERN) == 0));
+    const char *version;
+    json_t *data = NULL;
+    if (modern) {
+        code = check_modern(info, m.method, params, meta_version, msg, sizeof(msg), &data);
+        version = MCP_VERSION_MODERN;
+    } else {
+        version = info->protocol_version ? info->protocol_version : MCP_VERSION_DEFAULT;
+        if (info->protocol_version && !is_legacy_version(info->protocol_version)) {
+            snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version '%.32s'",
+                     info->protocol_version);
+            data = json_pack("{s:o, s:s}", "supported", supported_versions(), "requested",
+                             info->protocol_version);
+            reply_early_error(ex, id, JSONRPC_INVALID_REQUEST, msg, data, false);
+            json_decref(empty);
+            return;
+        }
+    }
+    if (code) {
+        reply_early_error(ex, id, code, msg, data, modern);
+        json_decref(empty);
+        return;
+    }
+    const struct method *method = find_method(ex->srv, m.method);
+    /* The stateless revision removed the handshake and ping. */
+    if (method && modern && (strcmp(m.method, "initialize") == 0 || strcmp(m.method, "ping") == 0))
+        method = NULL;
+    if (!method) {
+        snprintf(msg, sizeof(msg), "Method not found: %.100s", m.method);
+        reply_early_error(ex, id, JSONRPC_METHOD_NOT_FOUND, msg, NULL, modern);
+        json_decref(empty);
+        return;
+    }
+    struct mcp_call *call = xcalloc(1, sizeof(*call));
+    call->ex = ex;
+    call->id = json_incref((json_t *)id);
+    call->modern = modern;
+    call->started_ms = time_mono_ms();
+    snprintf(call->method, sizeof(call->method), "%s", m.method);
+    snprintf(call->version, sizeof(call->version), "%s", version);
+    const json_t *token = json_object_get(meta, "progressToken");
+    if (json_is_string(token) || json_is_integer(token))
+        call->progress_token = json_incref((json_t *)token);
+    /* Log notifications: under the stateless revision only when the request asks for them. */
+    call->log_enabled = !modern || json_is_string(json_object_get(meta, META_LOGLEVEL));
+    call->next = ex->calls;
+    ex->calls = call;
+    ex->pending++;
+    method->fn(call, params, method->ctx);
+    json_decref(empty);
+}
+
+struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp_request_info *info,
+                                        const char *body, size_t len,
+                                        const struct mcp_sink_ops *ops, void *sink)
+{
+    struct mcp_exchange *ex = xcalloc(1, sizeof(*ex));
+    ex->srv = srv;
+    ex->ops = ops;
+    ex->sink = sink;
+    ex->accepts_sse = info->accepts_sse;
+    ex->principal = info->principal;
+    ex->starting = true;
+    snprintf(ex->request_id, sizeof(ex->request_id), "%s", info->request_id ? info->request_id : "");
+
+    char msg[512];
+    json_t *v = jsonrpc_parse(body, len, msg, sizeof(msg));
+    if (!v) {
+        reply_early_error(ex, NULL, JSONRPC_PARSE_ERROR, msg, NULL, false);
+    } else if (json_is_array(v)) {
+        const char *ver = info->protocol_version ? info->protocol_version : MCP_VERSION_DEFAULT;
+        if (strcmp(ver, "2025-03-26") != 0 || json_array_size(v) == 0) {
+            snprintf(msg, sizeof(msg), json_array_size(v) ? "batch requests are not supported in protocol version %s"
+                                                          : "empty batch",
+                     ver);
+            reply_early_error(ex, NULL, JSONRPC_INVALID_REQUEST, msg, NULL, false);
+        } else {
+            ex->batch = true;
+            ex->batch_replies = json_array();
+            size_t i;
+            json_t *e;
+            json_array_foreach(v, i, e) handle_message(ex, info, e);
+        }
+    } else {
+        handle_message(ex, info, v);
+    }
+    json_decref(v);
+    ex->starting = false;
+    if (ex->pending == 0) {
+        exchange_complete(ex);
+        return NULL;
+    }
+    return ex;
+}
+
+/* ---------- core methods ---------- */
+
+static void core_initialize(struct mcp_call *call, const json_t *params, void *ctx)
+{
+    (void)ctx;
+    struct mcp_server *srv = call->ex->srv;
+    const char *requested = json_string_value(json_object_get(params, "protocolVersion"));
+    const char *chosen = requested && is_legacy_version(requested) ? requested : MCP_VERSION_LATEST_LEGACY;
+    snprintf(call->version, sizeof(call->version), "%s", chosen);
+    json_t *r = json_pack("{s:s, s:O, s:o}", "protocolVersion", chosen, "capabilities",
+                          srv->capabilities, "serverInfo", server_info_json(srv));
+    if (srv->info.instructions)
+        json_object_set_new(r, "instructions", json_string(srv->info.instructions));
+    mcp_call_reply(call, r);
+}
+
+static void core_ping(struct mcp_call *call, const json_t *params, void *ctx)
+{
+    (void)params, (void)ctx;
+    mcp_call_reply(call, json_object());
+}
+
+static void core_discover(struct mcp_call *call, const json_t *params, void *ctx)
+{
+    (void)params, (void)ctx;
+    struct mcp_server *srv = call->ex->srv;
+    json_t *r = json_pack("{s:o, s:O, s:i, s:s}", "supportedVersions", supported_versions(),
+                          "capabilities", srv->capabilities, "ttlMs", LIST_TTL_MS, "cacheScope",
+                          "public");
+    if (srv->info.instructions)
+        json_object_set_new(r, "instructions", json_string(srv->info.instructions));
+    mcp_call_reply(call, r);
+}
+
+static json_t *tool_json(const struct tool *t)
+{
+    json_t *o = json_pack("{s:s, s:O}", "name", t->def.name, "inputSchema", t->input_schema);
+    if (t->def.title)
+        json_object_set_new(o, "title", json_string(t->def.title));
+    if (t->def.description)
+        json_object_set_new(o, "description", json_string(t->def.description));
+    if (t->output_schema)
+        json_object_set(o, "outputSchema", t->output_schema);
+    unsigned f = t->def.flags;
+    json_t *a = json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", !!(f & MCP_TOOL_READ_ONLY),
+                          "destructiveHint", !!(f & MCP_TOOL_DESTRUCTIVE), "idempotentHint",
+                          !!(f & MCP_TOOL_IDEMPOTENT), "openWorldHint", !!(f & MCP_TOOL_OPEN_WORLD));
+    if (t->def.title)
+        json_object_set_new(a, "title", json_string(t->def.title));
+    json_object_set_new(o, "annotations", a);
+    return o;
+}
+
+static void core_tools_list(struct mcp_call *call, const json_t *params, void *ctx)
+{
+    (void)ctx;
+    struct mcp_server *srv = call->ex->srv;
+    if (json_object_get(params, "cursor")) {
+        /* Every tool fits on the first page, so no cursor was ever issued. */
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "invalid cursor", NULL);
+        return;
+    }
+    json_t *tools = json_array();
+    for (size_t i = 0; i < srv->ntools; i++)
+        if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
+            json_array_append_new(tools, tool_json(&srv->tools[i]));
+    json_t *r = json_pack("{s:o}", "tools", tools);
+    if (call->modern) {
+        json_object_set_new(r, "ttlMs", json_integer(LIST_TTL_MS));
+        json_object_set_new(r, "cacheScope", json_string("public"));
+    }
+    mcp_call_reply(call, r);
+}
+
+static void core_tools_call(struct mcp_call *call, const json_t *params, void *ctx)
+{
+    (void)ctx;
+    const char *name = json_string_value(json_object_get(params, "name"));
+    if (!name) {
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.name must be a string", NULL);
+        return;
+    }
+    const struct tool *tool = find_tool(call->ex->srv, name);
+    if (!tool) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "Unknown tool: %.128s", name);
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, msg, NULL);
+        return;
+    }
+    call->tool = tool;
+    const json_t *args = json_object_get(params, "arguments");
+    json_t *empty = NULL;
+    if (!args || json_is_null(args))
+        args = empty = json_object();
+    if (!json_is_object(args)) {
+        call->tool = tool;
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
+        return;
+    }
+    char msg[512];
+    if (!schema_validate(tool->input_schema, args, msg, sizeof(msg))) {
+        mcp_call_tool_error(call, "invalid arguments for %s: %s", name, msg);
+    } else {
+        tool->def.fn(call, args, tool->def.ctx);
+    }
+    json_decref(empty);
+}

@@ -1,0 +1,148 @@
+#pragma once
+/* The MCP server: protocol versions, the method and tool registries, and the processing of one
+ * HTTP POST body (an "exchange") into JSON-RPC responses. Transport-neutral: the HTTP layer
+ * checks method, auth and Origin, then hands the body here with a sink that writes the reply.
+ * Everything here runs on the main loop thread. */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MCP_VERSION_MODERN "2026-07-28"
+#define MCP_VERSION_LATEST_LEGACY "2025-11-25"
+#define MCP_VERSION_DEFAULT "2025-03-26" /* assumed when a legacy request names none */
+
+struct mcp_server;
+struct mcp_exchange;
+struct mcp_call;
+
+/* Who is calling; filled by the HTTP layer from the bearer token. */
+struct mcp_principal {
+    char user_id[64];
+    char user_name[128];
+};
+
+/* Headers and facts about one POST that the protocol layer needs. Strings are borrowed for the
+ * duration of mcp_exchange_start(); NULL when absent. */
+struct mcp_request_info {
+    const char *protocol_version; /* MCP-Protocol-Version */
+    const char *mcp_method;       /* Mcp-Method */
+    const char *mcp_name;         /* Mcp-Name (may be =?base64?...?= encoded) */
+    bool accepts_sse;             /* Accept allows text/event-stream */
+    const char *request_id;       /* for logs */
+    struct mcp_principal principal;
+};
+
+/* How an exchange writes its reply; implemented by the HTTP layer. After end() or reply() the
+ * exchange never touches the sink again. */
+struct mcp_sink_ops {
+    /* One complete response: status and a JSON body (NULL for an empty 202). */
+    void (*reply)(void *sink, int status, const char *body, size_t len);
+    /* Start (on first call) or continue a text/event-stream response with one message. */
+    void (*event)(void *sink, const char *json, size_t len);
+    /* Finish the event stream. */
+    void (*end)(void *sink);
+};
+
+/* --- server and registries --- */
+
+struct mcp_server_info {
+    const char *name;
+    const char *title;
+    const char *version;
+    const char *description;
+    const char *instructions;
+    const char *website_url;
+};
+
+struct mcp_server *mcp_server_new(const struct mcp_server_info *info);
+void mcp_server_free(struct mcp_server *srv);
+
+/* Handler for a JSON-RPC method. params is never NULL (an empty object when absent). It must
+ * eventually answer with mcp_call_reply() or mcp_call_error(), possibly later on the loop. */
+typedef void (*mcp_method_fn)(struct mcp_call *call, const json_t *params, void *ctx);
+
+/* Register an extra method (resources/..., prompts/...). The capability named (e.g. "resources")
+ * is advertised with the given object (stolen, may be NULL for none). */
+void mcp_server_add_method(struct mcp_server *srv, const char *method, mcp_method_fn fn, void *ctx,
+                           const char *capability, json_t *capability_value);
+
+enum {
+    MCP_TOOL_READ_ONLY = 1 << 0,
+    MCP_TOOL_DESTRUCTIVE = 1 << 1,
+    MCP_TOOL_IDEMPOTENT = 1 << 2,
+    MCP_TOOL_OPEN_WORLD = 1 << 3,
+    MCP_TOOL_HIDDEN = 1 << 4, /* callable but not listed (aliases) */
+};
+
+/* A tool's handler: args has been validated against the input schema and is borrowed only for
+ * the duration of the call (copy what an asynchronous handler keeps). */
+typedef void (*mcp_tool_fn)(struct mcp_call *call, const json_t *args, void *ctx);
+
+struct mcp_tool_def {
+    const char *name;
+    const char *title;
+    const char *description;
+    const char *input_schema;  /* JSON text */
+    const char *output_schema; /* JSON text or NULL */
+    unsigned flags;
+    mcp_tool_fn fn;
+    void *ctx;
+};
+
+/* Register a tool; the schemas are parsed and checked, and a bad built-in schema aborts (a
+ * programmer error). Strings in def must outlive the server. */
+void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def);
+
+/* Names of the listed tools, in registration order (new reference). */
+json_t *mcp_server_tool_names(const struct mcp_server *srv);
+
+/* Observer called once per finished tools/call (for metrics). */
+typedef void (*mcp_tool_observer_fn)(const char *tool, const char *outcome, double seconds);
+void mcp_server_set_tool_observer(struct mcp_server *srv, mcp_tool_observer_fn fn);
+
+/* --- exchanges --- */
+
+/* Process one POST body. The reply is written through ops/sink, synchronously or later when
+ * asynchronous tools finish. Returns the exchange while it is still pending (the transport calls
+ * mcp_exchange_detach() if the client goes away first), or NULL when already complete. */
+struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp_request_info *info,
+                                        const char *body, size_t len,
+                                        const struct mcp_sink_ops *ops, void *sink);
+
+/* The client went away: drop the sink, cancel calls that honour cancellation. The exchange frees
+ * itself once its calls have answered. */
+void mcp_exchange_detach(struct mcp_exchange *ex);
+
+/* --- calls (one JSON-RPC request) --- */
+
+const struct mcp_principal *mcp_call_principal(const struct mcp_call *call);
+/* The negotiated protocol version of this request. */
+const char *mcp_call_protocol_version(const struct mcp_call *call);
+/* Answer with a result object (stolen). For the modern revision resultType and serverInfo are
+ * added here. */
+void mcp_call_reply(struct mcp_call *call, json_t *result);
+/* Answer with a JSON-RPC error; data is stolen (may be NULL). */
+void mcp_call_error(struct mcp_call *call, int code, const char *message, json_t *data);
+/* Tool results: content array (stolen), structured content (stolen, may be NULL). */
+void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured, bool is_error);
+/* A tool execution error with a formatted text message. */
+void mcp_call_tool_error(struct mcp_call *call, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Send notifications/progress if the request carried a progress token (else nothing).
+ * total < 0 means unknown; message may be NULL. Progress values must increase. */
+void mcp_call_progress(struct mcp_call *call, double progress, double total, const char *message);
+/* Send notifications/message (a log line for this request); data is stolen. */
+void mcp_call_log(struct mcp_call *call, const char *level, const char *logger, json_t *data);
+/* Whether the request carried a progress token (a long tool may then stream). */
+bool mcp_call_wants_progress(const struct mcp_call *call);
+
+/* Register a callback run once if the request is cancelled (client closed its stream under the
+ * stateless revision). The handler must still answer afterwards. */
+void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(struct mcp_call *call, void *ctx),
+                        void *ctx);
+bool mcp_call_cancelled(const struct mcp_call *call);
+
+/* Whether a protocol version string is one this server speaks. */
+bool mcp_version_supported(const char *v);

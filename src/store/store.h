@@ -1,0 +1,78 @@
+#pragma once
+/* The SQLite store: one database file in WAL mode, schema from migrations/ applied at open.
+ * A store handle belongs to one thread (the main loop); every call is short and indexed. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/embedded.h"
+#include "base/err.h"
+
+struct store;
+
+/* Open (creating if needed) the database at path and bring its schema up to date with the
+ * embedded migrations. A database whose schema is newer than this binary knows is refused
+ * (-EPROTO). On success *ret owns the handle. */
+int store_open(const char *path, struct store **ret, struct err *err);
+void store_close(struct store *st);
+
+/* Apply the migrations in list (name order, "NNNN_name.sql") above the current user_version,
+ * each in its own transaction. Exposed for tests. Returns the resulting version or < 0. */
+int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct err *err);
+
+/* Highest migration number built in. */
+int store_schema_version_known(void);
+
+struct store_user {
+    char id[64];
+    char name[128];
+    int64_t created_at;
+};
+
+#define STORE_USER_NAME_MAX 64
+
+/* Validate a user name: 1..64 of [A-Za-z0-9._-], starting with a letter or digit. */
+bool store_user_name_valid(const char *name);
+
+/* Create a user; -EEXIST if the name is taken, -EINVAL if it is not valid. */
+int store_user_add(struct store *st, const char *name, struct store_user *out, struct err *err);
+/* Find a user by name; -ENOENT if none. */
+int store_user_find(struct store *st, const char *name, struct store_user *out, struct err *err);
+/* Call fn for each user in name order. */
+int store_user_list(struct store *st, void (*fn)(const struct store_user *u, void *ctx), void *ctx,
+                    struct err *err);
+/* Number of users, or < 0. */
+int store_user_count(struct store *st, struct err *err);
+
+struct store_token {
+    char id[64];
+    char user_id[64];
+    char user_name[128];
+    char prefix[32];
+    char label[128];
+    int64_t created_at;
+    int64_t last_used_at; /* 0 = never */
+    int64_t revoked_at;   /* 0 = active */
+};
+
+/* A token as shown once to its owner: "smcp_" + 43 base64url characters. */
+#define STORE_TOKEN_LEN 48
+
+/* Create a token for the user; the plaintext goes to plain[STORE_TOKEN_LEN + 1] and only its
+ * SHA-256 is stored. */
+int store_token_create(struct store *st, const char *user_id, const char *label,
+                       char plain[STORE_TOKEN_LEN + 1], struct store_token *out, struct err *err);
+
+/* Call fn for each token (of user_name, or all when NULL), newest first. */
+int store_token_list(struct store *st, const char *user_name,
+                     void (*fn)(const struct store_token *t, void *ctx), void *ctx,
+                     struct err *err);
+
+/* Revoke a token by id; -ENOENT if no such active token. */
+int store_token_revoke(struct store *st, const char *token_id, struct err *err);
+
+/* Resolve a presented token to its user; -ENOENT when unknown or revoked. Records last use
+ * (at most once a minute per token, so the hot path rarely writes). */
+int store_token_authenticate(struct store *st, const char *plain, size_t len,
+                             struct store_user *out, struct err *err);
