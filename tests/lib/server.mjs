@@ -1,0 +1,100 @@
+// Start the real sandbox-mcp binary on a random loopback port with a temporary data dir.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BIN = process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'asan', 'sandbox-mcp');
+
+// Run a CLI command to completion; returns {status, stdout, stderr}.
+export function cli(args, { env = {}, cwd } = {}) {
+  const r = spawnSync(BIN, args, {
+    encoding: 'utf8',
+    cwd,
+    env: { ...cleanEnv(), ...env },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// The environment minus configuration keys the host may happen to have set.
+function cleanEnv() {
+  const env = { ...process.env };
+  for (const k of ['LISTEN', 'DATA_DIR', 'PUBLIC_URL', 'ALLOWED_ORIGINS', 'PROXY_JWT_SECRET',
+                   'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'LOG_LEVEL',
+                   'MAX_REQUEST_BYTES', 'SHUTDOWN_GRACE_SECONDS', 'FIRST_USER'])
+    delete env[k];
+  env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
+  env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
+  return env;
+}
+
+export function tempDir(prefix = 'smcp-') {
+  return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+// Start `sandbox-mcp serve`. Resolves once it listens, with
+// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal)}.
+export async function startServer({ args = [], env = {}, dataDir, cwd } = {}) {
+  const ownDir = !dataDir;
+  dataDir = dataDir || tempDir();
+  const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, ...args], {
+    cwd: cwd || dataDir,
+    env: { ...cleanEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '', err = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { err += d; });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const addr = await new Promise((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = err.match(/http listening addr=(\S+)/);
+      if (m) { clearInterval(timer); resolve(m[1]); }
+    }, 10);
+    exited.then(({ code }) => { clearInterval(timer); reject(new Error(`server exited ${code}: ${err}`)); });
+  });
+  const url = `http://${addr}`;
+  const tokenMatch = out.match(/Access token:\s+(\S+)/);
+  return {
+    url,
+    mcpUrl: `${url}/mcp`,
+    token: tokenMatch ? tokenMatch[1] : null,
+    dataDir,
+    proc,
+    exited,
+    stdout: () => out,
+    stderr: () => err,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const r = await exited;
+      if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+      return r;
+    },
+  };
+}
+
+// POST a JSON-RPC message to /mcp. Returns {status, headers, body (parsed JSON or null), text}.
+export async function rpc(server, message, { headers = {}, token = server.token } = {}) {
+  const res = await fetch(server.mcpUrl, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...headers,
+    },
+    body: typeof message === 'string' ? message : JSON.stringify(message),
+  });
+  const text = await res.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch { /* SSE or empty */ }
+  return { status: res.status, headers: res.headers, body, text };
+}
+
+// Parse an SSE body into the JSON messages of its data lines.
+export function sseMessages(text) {
+  return text.split(/\n\n/).map((ev) => ev.split('\n').filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).trim()).join('')).filter(Boolean).map((d) => JSON.parse(d));
+}
