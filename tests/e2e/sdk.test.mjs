@@ -1,0 +1,162 @@
+// End-to-end: the official MCP TypeScript SDK client against the real server binary.
+// Run: node --test tests/e2e/sdk.test.mjs   (Node 20+; SANDBOX_MCP_BIN overrides the binary)
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError, ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+
+import { startServer } from '../lib/server.mjs';
+
+const STATELESS_VERSION = '2026-07-28';
+
+// Connect an SDK client with the given bearer token; the caller closes it.
+async function connect(server, token = server.token) {
+  const client = new Client({ name: 'sandbox-mcp-e2e', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  return client;
+}
+
+// Stop the server and require a clean exit: a crash or a sanitizer report fails the suite.
+async function stopCleanly(server) {
+  const { code, signal } = await server.stop();
+  assert.equal(signal, null, `server killed by ${signal}:\n${server.stderr()}`);
+  assert.equal(code, 0, `server exited ${code}:\n${server.stderr()}`);
+}
+
+// Each block starts its own server and stops it with SIGTERM in after(); a crash or a
+// non-zero exit (e.g. a sanitizer report) fails that hook.
+describe('default server', () => {
+  let server;
+  let client;
+
+  before(async () => {
+    server = await startServer();
+    assert.ok(server.token, `no token on stdout:\n${server.stdout()}`);
+    client = await connect(server);
+  });
+
+  after(async () => {
+    await client?.close();
+    if (server) await stopCleanly(server);
+  });
+
+  test('connect: server reports its name', () => {
+    const info = client.getServerVersion();
+    assert.equal(info?.name, 'sandbox-mcp');
+    assert.equal(typeof info.version, 'string');
+    assert.ok(client.getServerCapabilities()?.tools, 'tools capability advertised');
+  });
+
+  test('tools/list includes server_info', async () => {
+    const { tools } = await client.listTools();
+    const names = tools.map((t) => t.name);
+    assert.ok(names.includes('server_info'), `tools: ${names.join(', ')}`);
+    const tool = tools.find((t) => t.name === 'server_info');
+    assert.equal(tool.inputSchema.type, 'object');
+    assert.ok(tool.description);
+  });
+
+  test('tools/call server_info returns the signed-in user', async () => {
+    const res = await client.callTool({ name: 'server_info', arguments: {} });
+    assert.notEqual(res.isError, true, JSON.stringify(res));
+    assert.equal(res.structuredContent?.user, 'admin');
+    assert.equal(res.structuredContent?.name, 'sandbox-mcp');
+    assert.equal(res.structuredContent?.protocol_version, client.transport.protocolVersion);
+  });
+
+  test('tools/call server_info with include_tools lists the tools', async () => {
+    const res = await client.callTool({ name: 'server_info', arguments: { include_tools: true } });
+    assert.notEqual(res.isError, true, JSON.stringify(res));
+    assert.ok(res.structuredContent.tools.includes('server_info'));
+  });
+
+  test('tools/call with bad arguments is a tool error naming the argument', async () => {
+    const res = await client.callTool({ name: 'server_info', arguments: { include_tools: 'yes' } });
+    assert.equal(res.isError, true, JSON.stringify(res));
+    const text = res.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+    assert.match(text, /include_tools/);
+  });
+
+  test('tools/call of an unknown tool rejects with -32602', async () => {
+    await assert.rejects(
+      client.callTool({ name: 'no_such_tool', arguments: {} }),
+      (err) => {
+        assert.ok(err instanceof McpError, `not an McpError: ${err}`);
+        assert.equal(err.code, ErrorCode.InvalidParams);
+        assert.equal(err.code, -32602);
+        assert.match(err.message, /no_such_tool/);
+        return true;
+      },
+    );
+  });
+
+  test('a client with a wrong token cannot connect', async () => {
+    await assert.rejects(connect(server, 'smcp_not-a-real-token'), (err) => {
+      assert.match(`${err.code ?? ''} ${err.message}`, /401|Unauthorized/i);
+      return true;
+    });
+  });
+
+  test('a client without a token cannot connect', async () => {
+    const c = new Client({ name: 'sandbox-mcp-e2e', version: '1.0.0' });
+    await assert.rejects(c.connect(new StreamableHTTPClientTransport(new URL(server.mcpUrl))),
+      (err) => {
+        assert.match(`${err.code ?? ''} ${err.message}`, /401|Unauthorized/i);
+        return true;
+      });
+  });
+
+  // The SDK's low-level path for the stateless revision. SDK 1.x only knows the
+  // initialize-based revisions, so this is skipped until a release adds it.
+  test(`SDK client on protocol ${STATELESS_VERSION}`, {
+    skip: SUPPORTED_PROTOCOL_VERSIONS.includes(STATELESS_VERSION)
+      ? false
+      : `SDK supports only ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}`,
+  }, async () => {
+    // Reached only with an SDK that lists the stateless revision: negotiate it and call a tool.
+    const c = new Client({ name: 'sandbox-mcp-e2e', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), {
+      requestInit: { headers: { Authorization: `Bearer ${server.token}` } },
+    });
+    transport.setProtocolVersion?.(STATELESS_VERSION);
+    await c.connect(transport);
+    try {
+      const res = await c.callTool({ name: 'server_info', arguments: {} });
+      assert.equal(res.structuredContent?.protocol_version, STATELESS_VERSION);
+    } finally {
+      await c.close();
+    }
+  });
+});
+
+describe('server with --conformance-fixtures', () => {
+  let fx;
+  let c;
+  before(async () => {
+    fx = await startServer({ args: ['--conformance-fixtures'] });
+    c = await connect(fx);
+  });
+  after(async () => {
+    await c?.close();
+    if (fx) await stopCleanly(fx);
+  });
+
+  test('progress notifications arrive before the result', async () => {
+    const events = [];
+    const res = await c.callTool({ name: 'test_tool_with_progress', arguments: {} }, undefined, {
+      onprogress: (p) => events.push({ kind: 'progress', ...p }),
+    });
+    events.push({ kind: 'result' });
+    assert.notEqual(res.isError, true, JSON.stringify(res));
+    const progress = events.filter((e) => e.kind === 'progress');
+    assert.equal(progress.length, 3, JSON.stringify(events));
+    assert.deepEqual(progress.map((p) => p.progress), [0, 50, 100]);
+    for (const p of progress) assert.equal(p.total, 100);
+    assert.equal(events.at(-1).kind, 'result');
+  });
+});

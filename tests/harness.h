@@ -1,0 +1,83 @@
+#pragma once
+/* A one-header test harness: TEST(name) defines a test, CHECK_* report file:line with both
+ * values and mark the test failed, TEST_MAIN() runs every test and ends with the line
+ * "N passed, N failed". */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+};
+
+#define TEST_MAX 256
+static struct test_case test_cases[TEST_MAX];
+static int test_count;
+static int test_failed_flag;
+
+#define TEST(name)                                                                                 \
+    static void test_##name(void);                                                                 \
+    __attribute__((constructor)) static void test_register_##name(void)                           \
+    {                                                                                              \
+        if (test_count < TEST_MAX)                                                                 \
+            test_cases[test_count++] = (struct test_case){#name, test_##name};                    \
+    }                                                                                              \
+    static void test_##name(void)
+
+#define CHECK_FAIL_(...)                                                                           \
+    do {                                                                                           \
+        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                                          \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        test_failed_flag = 1;                                                                      \
+    } while (0)
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            CHECK_FAIL_("CHECK(%s) failed", #cond);                                                \
+    } while (0)
+
+#define CHECK_INT_EQ(a, b)                                                                         \
+    do {                                                                                           \
+        intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                           \
+        if (a_ != b_)                                                                              \
+            CHECK_FAIL_("%s == %s: %" PRIdMAX " != %" PRIdMAX, #a, #b, a_, b_);                    \
+    } while (0)
+
+#define CHECK_STR_EQ(a, b)                                                                         \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0)                                                     \
+            CHECK_FAIL_("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)",                  \
+                        b_ ? b_ : "(null)");                                                       \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(hay, needle)                                                            \
+    do {                                                                                           \
+        const char *h_ = (hay), *n_ = (needle);                                                    \
+        if (!h_ || !strstr(h_, n_))                                                                \
+            CHECK_FAIL_("%s contains %s: \"%s\" lacks \"%s\"", #hay, #needle, h_ ? h_ : "(null)", n_); \
+    } while (0)
+
+#define TEST_MAIN()                                                                                \
+    int main(int argc, char **argv)                                                                \
+    {                                                                                              \
+        int passed = 0, failed = 0;                                                                \
+        for (int i = 0; i < test_count; i++) {                                                     \
+            if (argc > 1 && !strstr(test_cases[i].name, argv[1]))                                  \
+                continue;                                                                          \
+            test_failed_flag = 0;                                                                  \
+            test_cases[i].fn();                                                                    \
+            printf("%s %s\n", test_failed_flag ? "FAIL" : "ok  ", test_cases[i].name);             \
+            if (test_failed_flag)                                                                  \
+                failed++;                                                                          \
+            else                                                                                   \
+                passed++;                                                                          \
+        }                                                                                          \
+        printf("%d passed, %d failed\n", passed, failed);                                          \
+        return failed ? 1 : 0;                                                                     \
+    }

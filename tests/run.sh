@@ -1,0 +1,90 @@
+#!/bin/sh
+# Runs every test suite and ends with one line "N passed, N failed".
+# Suites: C unit tests (ASan/UBSan), fuzz corpus replay, integration tests against the sanitized
+# binary, end-to-end tests with the official MCP SDK client, and the MCP conformance suite.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=tests/out
+mkdir -p "$OUT"
+export SANDBOX_MCP_BIN="$PWD/$BUILD/asan/sandbox-mcp"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+passed=0
+failed=0
+summary=""
+
+add() { # suite passed failed
+    passed=$((passed + $2))
+    failed=$((failed + $3))
+    summary="$summary$(printf '  %-14s %4d passed, %d failed' "$1" "$2" "$3")
+"
+}
+
+echo "== unit tests (ASan/UBSan)"
+up=0 uf=0
+for t in "$BUILD"/asan/tests/test_*; do
+    case "$t" in *.d) continue ;; esac
+    "$t" > "$OUT/$(basename "$t").log" 2>&1
+    rc=$?
+    line=$(tail -n 1 "$OUT/$(basename "$t").log")
+    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+    f=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+    if [ -z "$p" ]; then p=0; f=1; fi
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    [ "$f" -ne 0 ] && { echo "-- $(basename "$t") failed:"; cat "$OUT/$(basename "$t").log"; }
+    echo "   $(basename "$t"): $line"
+    up=$((up + p)) uf=$((uf + f))
+done
+add unit $up $uf
+
+echo "== fuzz corpus replay"
+fp=0 ff=0
+for f in "$BUILD"/fuzz/fuzz_*; do
+    case "$f" in *.d) continue ;; esac
+    name=$(basename "$f")
+    if "$f" -runs=0 "tests/fuzz/corpus/$name" > "$OUT/$name.log" 2>&1; then
+        fp=$((fp + 1)); echo "   $name: $(ls "tests/fuzz/corpus/$name" | wc -l) inputs ok"
+    else
+        ff=$((ff + 1)); echo "-- $name failed:"; tail -n 30 "$OUT/$name.log"
+    fi
+done
+add fuzz $fp $ff
+
+node_suite() { # name dir
+    if [ ! -d "$2" ] || [ -z "$(ls "$2"/*.test.mjs 2>/dev/null)" ]; then return; fi
+    echo "== $1"
+    node --test --test-reporter=tap "$2"/*.test.mjs > "$OUT/$1.tap" 2>&1
+    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$OUT/$1.tap" | tail -n 1)
+    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$OUT/$1.tap" | tail -n 1)
+    [ -n "$p" ] || p=0
+    [ -n "$f" ] || f=1
+    if [ "$f" -ne 0 ]; then
+        echo "-- $1 failures:"; grep -B2 -A25 '^not ok\|^    not ok' "$OUT/$1.tap" | head -n 150
+    fi
+    echo "   $p passed, $f failed"
+    add "$1" "$p" "$f"
+}
+node_suite integration tests/integration
+node_suite e2e tests/e2e
+
+if [ -x tests/conformance/run.sh ] || [ -f tests/conformance/run.sh ]; then
+    echo "== MCP conformance suite"
+    sh tests/conformance/run.sh > "$OUT/conformance.log" 2>&1
+    rc=$?
+    line=$(grep '^conformance: ' "$OUT/conformance.log" | tail -n 1)
+    sed -n '/=== SUMMARY ===/,$p' "$OUT/conformance.log" | sed 's/\x1b\[[0-9;]*m//g' | sed 's/^/   /'
+    p=$(echo "$line" | sed -n 's/^conformance: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')
+    f=$(echo "$line" | sed -n 's/^conformance: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p')
+    [ -n "$p" ] || p=0
+    [ -n "$f" ] || f=1
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    [ $rc -ne 0 ] && tail -n 40 "$OUT/conformance.log"
+    add conformance "$p" "$f"
+fi
+
+echo
+echo "== summary"
+printf '%s' "$summary"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,151 @@
+#include <errno.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/config.h"
+#include "base/ids.h"
+#include "base/util.h"
+#include "harness.h"
+
+TEST(buf_cap_cuts_and_flags)
+{
+    struct buf b;
+    buf_init(&b, 8);
+    CHECK_INT_EQ(buf_puts(&b, "hello"), 5);
+    CHECK_INT_EQ(buf_puts(&b, " world"), 3);
+    CHECK_STR_EQ(b.data, "hello wo");
+    CHECK(b.overflowed);
+    CHECK_INT_EQ(buf_puts(&b, "x"), 0);
+    buf_release(&b);
+}
+
+TEST(buf_printf_large)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    char big[2000];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    buf_printf(&b, "<%s>", big);
+    CHECK_INT_EQ(b.len, 2001);
+    CHECK(b.data[0] == '<' && b.data[2000] == '>');
+    size_t n;
+    char *p = buf_steal(&b, &n);
+    CHECK_INT_EQ(n, 2001);
+    CHECK_INT_EQ(b.len, 0);
+    free(p);
+}
+
+TEST(base64url_vectors)
+{
+    char out[64];
+    base64url_encode("", 0, out);
+    CHECK_STR_EQ(out, "");
+    base64url_encode("f", 1, out);
+    CHECK_STR_EQ(out, "Zg");
+    base64url_encode("fo", 2, out);
+    CHECK_STR_EQ(out, "Zm8");
+    base64url_encode("foo", 3, out);
+    CHECK_STR_EQ(out, "Zm9v");
+    base64url_encode("\xfb\xff", 2, out);
+    CHECK_STR_EQ(out, "-_8");
+}
+
+TEST(sha256_known_vector)
+{
+    char hex[65];
+    sha256_hex("abc", 3, hex);
+    CHECK_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(id_new_shape_and_uniqueness)
+{
+    char a[64], b[64];
+    id_new("tok", a);
+    id_new("tok", b);
+    CHECK_INT_EQ(strlen(a), 4 + 26);
+    CHECK(strncmp(a, "tok_", 4) == 0);
+    CHECK(strcmp(a, b) != 0);
+}
+
+TEST(dotenv_parses_wrangler_format)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    const char *text = "# comment\n"
+                       "\n"
+                       "A=plain value # trailing comment\n"
+                       "export B = \"quoted # not a comment\\nnext\"\n"
+                       "C='single $literal'\r\n"
+                       "D=\n"
+                       "E=url#fragment\n";
+    CHECK_INT_EQ(config_parse_dotenv(&cfg, text, strlen(text), &err), 0);
+    CHECK_STR_EQ(config_get(&cfg, "A"), "plain value");
+    CHECK_STR_EQ(config_get(&cfg, "B"), "quoted # not a comment\nnext");
+    CHECK_STR_EQ(config_get(&cfg, "C"), "single $literal");
+    CHECK(config_get(&cfg, "D") == NULL);
+    CHECK_STR_EQ(config_get(&cfg, "E"), "url#fragment");
+    config_release(&cfg);
+}
+
+TEST(dotenv_errors_name_the_line)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    const char *t1 = "A=1\nthis is not valid\n";
+    CHECK_INT_EQ(config_parse_dotenv(&cfg, t1, strlen(t1), &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "line 2");
+    const char *t2 = "A=\"unterminated\n";
+    CHECK_INT_EQ(config_parse_dotenv(&cfg, t2, strlen(t2), &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "line 1");
+    const char *t3 = "1A=x\n";
+    CHECK_INT_EQ(config_parse_dotenv(&cfg, t3, strlen(t3), &err), -EINVAL);
+    config_release(&cfg);
+}
+
+TEST(config_later_definitions_win)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    const char *text = "LISTEN=127.0.0.1:1\nLISTEN=127.0.0.1:2\n";
+    CHECK_INT_EQ(config_parse_dotenv(&cfg, text, strlen(text), &err), 0);
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_STR_EQ(cfg.listen, "127.0.0.1:2");
+    CHECK_STR_EQ(cfg.public_url, "http://127.0.0.1:2");
+    CHECK_INT_EQ(cfg.max_request_bytes, 4 * 1024 * 1024);
+    config_release(&cfg);
+}
+
+TEST(config_rejects_bad_numbers_and_urls)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    config_set(&cfg, "MAX_REQUEST_BYTES", "12x");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "MAX_REQUEST_BYTES");
+    config_release(&cfg);
+    config_set(&cfg, "PUBLIC_URL", "ftp://x");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "PUBLIC_URL");
+    config_release(&cfg);
+    config_set(&cfg, "PUBLIC_URL", "https://mcp.example.com///");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_STR_EQ(cfg.public_url, "https://mcp.example.com");
+    config_release(&cfg);
+}
+
+TEST(time_format)
+{
+    char out[32];
+    time_format_rfc3339(1700000000123LL, out);
+    CHECK_STR_EQ(out, "2023-11-14T22:13:20.123Z");
+}
+
+TEST(constant_time_compare)
+{
+    CHECK(str_equal_ct("abc", 3, "abc", 3));
+    CHECK(!str_equal_ct("abc", 3, "abd", 3));
+    CHECK(!str_equal_ct("abc", 3, "ab", 2));
+}
+
+TEST_MAIN()
