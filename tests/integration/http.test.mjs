@@ -107,14 +107,24 @@ test('subpaths of /healthz and /metrics are unknown paths (404), like /mcp/extra
   }
 });
 
-test('a body of 4 MiB + 1 bytes is rejected with 413', async () => {
+test('a chunked body of 4 MiB + 1 bytes is rejected with 413', async () => {
+  // Chunked, so the server learns the size only by reading it all; with a Content-Length the
+  // server may answer and close before the body is sent (see the next test).
   const n = MAX_BODY + 1;
   const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
     `Accept: application/json, text/event-stream\r\nAuthorization: Bearer ${server.token}\r\n` +
-    `Content-Length: ${n}\r\n\r\n`;
+    `Transfer-Encoding: chunked\r\n\r\n`;
   const body = Buffer.alloc(n, 0x20);
   Buffer.from(JSON.stringify(PING)).copy(body);
-  const reply = await rawExchange(server, [head, body]);
+  const reply = await rawExchange(server, [head, `${n.toString(16)}\r\n`, body, '\r\n0\r\n\r\n']);
+  assert.match(reply, /^HTTP\/1\.1 413 /, `reply: ${reply.slice(0, 200)}`);
+});
+
+test('a declared Content-Length of 4 MiB + 1 is rejected with 413 before the body is sent', async () => {
+  const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+    `Accept: application/json, text/event-stream\r\nAuthorization: Bearer ${server.token}\r\n` +
+    `Content-Length: ${MAX_BODY + 1}\r\n\r\n`;
+  const reply = await rawExchange(server, [head]);
   assert.match(reply, /^HTTP\/1\.1 413 /, `reply: ${reply.slice(0, 200)}`);
 });
 
