@@ -55,8 +55,9 @@ static const char usage_serve[] =
     "On an empty data directory it creates the database, a proxy signing secret and a first\n"
     "user, and prints that user's token once.\n";
 
-static const char usage_migrate[] = "usage: sandbox-mcp migrate [--data-dir DIR] [--env-file FILE]\n"
-                                    "\nCreates the database or applies pending migrations.\n";
+static const char usage_migrate[] =
+    "usage: sandbox-mcp migrate [--data-dir DIR] [--env-file FILE]\n"
+    "\nCreates the database or applies pending migrations.\n";
 static const char usage_user[] = "usage: sandbox-mcp user add NAME [--data-dir DIR]\n"
                                  "       sandbox-mcp user list [--data-dir DIR]\n";
 static const char usage_token[] =
@@ -76,7 +77,15 @@ struct opts {
     int nargs;
 };
 
-enum { OPT_DATA_DIR = 256, OPT_ENV_FILE, OPT_LISTEN, OPT_PUBLIC_URL, OPT_USER, OPT_LABEL, OPT_FIXTURES };
+enum {
+    OPT_DATA_DIR = 256,
+    OPT_ENV_FILE,
+    OPT_LISTEN,
+    OPT_PUBLIC_URL,
+    OPT_USER,
+    OPT_LABEL,
+    OPT_FIXTURES
+};
 
 static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -170,7 +179,8 @@ static int load_config(const struct opts *o, struct config *cfg)
     enum log_level level;
     if (lvl) {
         if (log_parse_level(lvl, &level) < 0) {
-            fprintf(stderr, "sandbox-mcp: LOG_LEVEL '%s' is not one of debug, info, warn, error\n", lvl);
+            fprintf(stderr, "sandbox-mcp: LOG_LEVEL '%s' is not one of debug, info, warn, error\n",
+                    lvl);
             return EXIT_USAGE;
         }
         log_set_level(level);
@@ -212,7 +222,8 @@ static int ensure_jwt_secret(struct config *cfg)
     _cleanup_fclose_ FILE *f = fopen(path, "re");
     if (f) {
         if (!fgets(secret, sizeof(secret), f) || strlen(secret) < 32) {
-            fprintf(stderr, "sandbox-mcp: '%s' does not hold a secret of at least 32 characters\n", path);
+            fprintf(stderr, "sandbox-mcp: '%s' does not hold a secret of at least 32 characters\n",
+                    path);
             return -1;
         }
     } else {
@@ -285,7 +296,8 @@ static void on_tool_done(const char *tool, const char *outcome, double seconds)
 
 static int cmd_serve(int argc, char **argv)
 {
-    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN, OPT_PUBLIC_URL, OPT_FIXTURES, 0};
+    static const int allowed[] = {OPT_DATA_DIR,   OPT_ENV_FILE, OPT_LISTEN,
+                                  OPT_PUBLIC_URL, OPT_FIXTURES, 0};
     struct opts o = {0};
     int r = parse_opts("serve", usage_serve, argc, argv, allowed, &o);
     if (r)
@@ -313,7 +325,8 @@ static int cmd_serve(int argc, char **argv)
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
     if (cfg.conformance_fixtures) {
-        log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for production\"");
+        log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for "
+                 "production\"");
         mcp_fixtures_register(mcp);
     }
     struct http_server *http = NULL;
@@ -398,9 +411,9 @@ static int cmd_user(int argc, char **argv)
     if (!add && o.nargs != 0)
         return usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
     if (add && !store_user_name_valid(o.args[0]))
-        return usage_error("user", usage_user,
-                           "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)",
-                           o.args[0]);
+        return usage_error(
+            "user", usage_user,
+            "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)", o.args[0]);
     struct config cfg = {0};
     if ((r = load_config(&o, &cfg)))
         return r;
@@ -469,10 +482,11 @@ static int cmd_token(int argc, char **argv)
             store_token_create(st, u.id, o.label, token, &t, &err) < 0)
             r = 1;
         else
-            printf("%s\n", token), fprintf(stderr, "created token %s for user %s (shown once)\n", t.id, u.name);
+            printf("%s\n", token),
+                fprintf(stderr, "created token %s for user %s (shown once)\n", t.id, u.name);
     } else if (list) {
-        printf("%-30s %-16s %-14s %-8s %-24s %-24s %s\n", "ID", "USER", "PREFIX", "STATE", "CREATED",
-               "LAST USED", "LABEL");
+        printf("%-30s %-16s %-14s %-8s %-24s %-24s %s\n", "ID", "USER", "PREFIX", "STATE",
+               "CREATED", "LAST USED", "LABEL");
         if (o.user && store_user_find(st, o.user, &u, &err) < 0)
             r = 1;
         else if (store_token_list(st, o.user, print_user_token, NULL, &err) < 0)

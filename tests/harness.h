@@ -20,10 +20,10 @@ static int test_failed_flag;
 
 #define TEST(name)                                                                                 \
     static void test_##name(void);                                                                 \
-    __attribute__((constructor)) static void test_register_##name(void)                           \
+    __attribute__((constructor)) static void test_register_##name(void)                            \
     {                                                                                              \
         if (test_count < TEST_MAX)                                                                 \
-            test_cases[test_count++] = (struct test_case){#name, test_##name};                    \
+            test_cases[test_count++] = (struct test_case){#name, test_##name};                     \
     }                                                                                              \
     static void test_##name(void)
 
@@ -60,7 +60,8 @@ static int test_failed_flag;
     do {                                                                                           \
         const char *h_ = (hay), *n_ = (needle);                                                    \
         if (!h_ || !strstr(h_, n_))                                                                \
-            CHECK_FAIL_("%s contains %s: \"%s\" lacks \"%s\"", #hay, #needle, h_ ? h_ : "(null)", n_); \
+            CHECK_FAIL_("%s contains %s: \"%s\" lacks \"%s\"", #hay, #needle, h_ ? h_ : "(null)",  \
+                        n_);                                                                       \
     } while (0)
 
 #define TEST_MAIN()                                                                                \

@@ -8,7 +8,10 @@
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
-static inline void cleanup_freep(void *p) { free(*(void **)p); }
+static inline void cleanup_freep(void *p)
+{
+    free(*(void **)p);
+}
 static inline void cleanup_closep(int *fd)
 {
     if (*fd >= 0) {

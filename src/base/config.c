@@ -12,10 +12,22 @@
 #include "base/util.h"
 
 const char *const config_known_keys[] = {
-    "LISTEN",           "DATA_DIR",          "PUBLIC_URL",        "ALLOWED_ORIGINS",
-    "MAX_REQUEST_BYTES", "SHUTDOWN_GRACE_SECONDS", "FIRST_USER",  "LOG_LEVEL",
-    "PROXY_JWT_SECRET", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",    "GITHUB_TOKEN",
-    "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GITHUB_BASE_URL",   NULL,
+    "LISTEN",
+    "DATA_DIR",
+    "PUBLIC_URL",
+    "ALLOWED_ORIGINS",
+    "MAX_REQUEST_BYTES",
+    "SHUTDOWN_GRACE_SECONDS",
+    "FIRST_USER",
+    "LOG_LEVEL",
+    "PROXY_JWT_SECRET",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GITHUB_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
+    "GITHUB_BASE_URL",
+    NULL,
 };
 
 /* A dotenv file is operator-written and small; refuse anything absurd. */
@@ -114,8 +126,9 @@ int config_parse_dotenv(struct config *cfg, const char *text, size_t len, struct
         buf_init(&v, 0);
         if (parse_value(p, e, &v) < 0) {
             buf_release(&v);
-            return err_set(err, -EINVAL, "line %d: unterminated or malformed quoted value for '%.*s'",
-                           lineno, (int)klen, k);
+            return err_set(err, -EINVAL,
+                           "line %d: unterminated or malformed quoted value for '%.*s'", lineno,
+                           (int)klen, k);
         }
         _cleanup_free_ char *key = xstrndup(k, klen);
         config_set(cfg, key, v.data ? v.data : "");
@@ -191,8 +204,8 @@ int config_finish(struct config *cfg, struct err *err)
     if ((v = config_get(cfg, "MAX_REQUEST_BYTES")) &&
         (parse_size(v, &cfg->max_request_bytes) < 0 || cfg->max_request_bytes < 1024 ||
          cfg->max_request_bytes > 64 * 1024 * 1024))
-        return err_set(err, -EINVAL, "MAX_REQUEST_BYTES '%s' is not a size between 1024 and 67108864",
-                       v);
+        return err_set(err, -EINVAL,
+                       "MAX_REQUEST_BYTES '%s' is not a size between 1024 and 67108864", v);
     cfg->shutdown_grace_ms = 10000;
     size_t secs;
     if ((v = config_get(cfg, "SHUTDOWN_GRACE_SECONDS"))) {

@@ -17,10 +17,10 @@ struct config {
     struct config_var *vars;
     size_t nvars;
 
-    char *listen;         /* host:port */
-    char *data_dir;       /* state directory */
-    char *env_file;       /* path of the .dev.vars file that was read, or NULL */
-    char *public_url;     /* base URL clients use, no trailing slash */
+    char *listen;          /* host:port */
+    char *data_dir;        /* state directory */
+    char *env_file;        /* path of the .dev.vars file that was read, or NULL */
+    char *public_url;      /* base URL clients use, no trailing slash */
     char *allowed_origins; /* comma-separated Origin allow-list ("*" allows any) */
     size_t max_request_bytes;
     int shutdown_grace_ms;

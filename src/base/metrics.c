@@ -7,8 +7,8 @@
 
 #include "base/util.h"
 
-static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                 0.1,    0.25,  0.5,    1,     2.5,  5,     10, 60};
+static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                 0.25,   0.5,   1,      2.5,   5,    10,    60};
 #define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
 
 struct series {
@@ -148,7 +148,8 @@ void metrics_render(struct buf *out)
             for (size_t b = 0; b <= NBUCKETS; b++) {
                 cum += s->counts[b];
                 if (b < NBUCKETS)
-                    buf_printf(out, "%s_bucket{%s,le=\"%g\"} %llu\n", base, s->labels, buckets[b], cum);
+                    buf_printf(out, "%s_bucket{%s,le=\"%g\"} %llu\n", base, s->labels, buckets[b],
+                               cum);
                 else
                     buf_printf(out, "%s_bucket{%s,le=\"+Inf\"} %llu\n", base, s->labels, cum);
             }

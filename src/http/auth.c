@@ -56,9 +56,11 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
     while (len && tok[len - 1] == ' ')
         len--;
     struct err err = {0};
-    int r = len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, &err) : -ENOENT;
+    int r = len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, &err)
+                                  : -ENOENT;
     if (r == -ENOENT) {
-        deny(req, "Bearer realm=\"sandbox-mcp\", error=\"invalid_token\"", "invalid or revoked token");
+        deny(req, "Bearer realm=\"sandbox-mcp\", error=\"invalid_token\"",
+             "invalid or revoked token");
         return false;
     }
     if (r < 0) {
@@ -122,7 +124,8 @@ bool http_check_origin(struct http_server *srv, h2o_req_t *req)
     char public_host[256], host[256];
     host_of(srv->cfg->public_url, strlen(srv->cfg->public_url), public_host, sizeof(public_host));
 
-    /* DNS rebinding: a page on evil.example resolving to 127.0.0.1 still sends Host: evil.example. */
+    /* DNS rebinding: a page on evil.example resolving to 127.0.0.1 still sends Host: evil.example.
+     */
     if (srv->listen_loopback && req->input.authority.len) {
         host_of(req->input.authority.base, req->input.authority.len, host, sizeof(host));
         if (!is_loopback_host(host) && strcmp(host, public_host) != 0) {

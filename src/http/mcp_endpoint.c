@@ -91,7 +91,8 @@ static bool accepts(const char *accept, const char *type)
         size_t n = (size_t)(e - p);
         while (n && p[n - 1] == ' ')
             n--;
-        if ((n == strlen(type) && strncasecmp(p, type, n) == 0) || (n == 3 && strncmp(p, "*/*", 3) == 0) ||
+        if ((n == strlen(type) && strncasecmp(p, type, n) == 0) ||
+            (n == 3 && strncmp(p, "*/*", 3) == 0) ||
             (n == major + 2 && strncasecmp(p, type, major + 1) == 0 && p[major + 1] == '*'))
             return true;
         while (*e && *e != ',')

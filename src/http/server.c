@@ -37,7 +37,8 @@ static void tracker_dispose(void *p)
     double secs = (double)(time_mono_ms() - t->started_ms) / 1000.0;
     int status = t->req->res.status;
     metrics_http_request(t->label, status, secs);
-    log_debug("http request req=%s route=%s status=%d ms=%.1f", t->id, t->label, status, secs * 1000);
+    log_debug("http request req=%s route=%s status=%d ms=%.1f", t->id, t->label, status,
+              secs * 1000);
     t->srv->inflight--;
 }
 
@@ -130,7 +131,8 @@ static int parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t
     long port = strtol(colon + 1, &end, 10);
     if (*end || port < 0 || port > 65535)
         return err_set(err, -EINVAL, "invalid port in listen address '%s'", spec);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(host, colon + 1, &hints, &res);

@@ -11,7 +11,8 @@
 #include "mcp/mcp.h"
 
 #define PNG_B64                                                                                    \
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJg" \
+    "gg=="
 #define WAV_B64 "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 #define EMPTY_SCHEMA "{\"type\":\"object\",\"properties\":{}}"
 
@@ -27,26 +28,30 @@ static void reply_content(struct mcp_call *call, const char *content_json)
 static void t_simple_text(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)args, (void)ctx;
-    reply_content(call, "[{\"type\":\"text\",\"text\":\"This is a simple text response for testing.\"}]");
+    reply_content(call,
+                  "[{\"type\":\"text\",\"text\":\"This is a simple text response for testing.\"}]");
 }
 
 static void t_image(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)args, (void)ctx;
-    reply_content(call, "[{\"type\":\"image\",\"data\":\"" PNG_B64 "\",\"mimeType\":\"image/png\"}]");
+    reply_content(call,
+                  "[{\"type\":\"image\",\"data\":\"" PNG_B64 "\",\"mimeType\":\"image/png\"}]");
 }
 
 static void t_audio(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)args, (void)ctx;
-    reply_content(call, "[{\"type\":\"audio\",\"data\":\"" WAV_B64 "\",\"mimeType\":\"audio/wav\"}]");
+    reply_content(call,
+                  "[{\"type\":\"audio\",\"data\":\"" WAV_B64 "\",\"mimeType\":\"audio/wav\"}]");
 }
 
 static void t_embedded(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)args, (void)ctx;
-    reply_content(call, "[{\"type\":\"resource\",\"resource\":{\"uri\":\"test://embedded-resource\","
-                        "\"mimeType\":\"text/plain\",\"text\":\"This is an embedded resource content.\"}}]");
+    reply_content(
+        call, "[{\"type\":\"resource\",\"resource\":{\"uri\":\"test://embedded-resource\","
+              "\"mimeType\":\"text/plain\",\"text\":\"This is an embedded resource content.\"}}]");
 }
 
 static void t_mixed(struct mcp_call *call, const json_t *args, void *ctx)
@@ -56,7 +61,8 @@ static void t_mixed(struct mcp_call *call, const json_t *args, void *ctx)
                   "[{\"type\":\"text\",\"text\":\"Multiple content types test:\"},"
                   "{\"type\":\"image\",\"data\":\"" PNG_B64 "\",\"mimeType\":\"image/png\"},"
                   "{\"type\":\"resource\",\"resource\":{\"uri\":\"test://mixed-content-resource\","
-                  "\"mimeType\":\"application/json\",\"text\":\"{\\\"test\\\":\\\"data\\\",\\\"value\\\":123}\"}}]");
+                  "\"mimeType\":\"application/"
+                  "json\",\"text\":\"{\\\"test\\\":\\\"data\\\",\\\"value\\\":123}\"}}]");
 }
 
 static void t_error(struct mcp_call *call, const json_t *args, void *ctx)
@@ -107,9 +113,11 @@ static void ticker_tick(struct loop_timer *timer)
         return;
     }
     if (t->progress)
-        reply_content(t->call, "[{\"type\":\"text\",\"text\":\"Progress reported in three steps\"}]");
+        reply_content(t->call,
+                      "[{\"type\":\"text\",\"text\":\"Progress reported in three steps\"}]");
     else
-        reply_content(t->call, "[{\"type\":\"text\",\"text\":\"Tool with logging executed successfully\"}]");
+        reply_content(t->call,
+                      "[{\"type\":\"text\",\"text\":\"Tool with logging executed successfully\"}]");
     free(t);
 }
 
@@ -157,11 +165,15 @@ static void m_resources_list(struct mcp_call *call, const json_t *params, void *
     (void)params, (void)ctx;
     json_t *r = json_loads(
         "{\"resources\":["
-        "{\"uri\":\"test://static-text\",\"name\":\"static-text\",\"title\":\"Static Text Resource\","
+        "{\"uri\":\"test://static-text\",\"name\":\"static-text\",\"title\":\"Static Text "
+        "Resource\","
         "\"description\":\"A static text resource for testing\",\"mimeType\":\"text/plain\"},"
-        "{\"uri\":\"test://static-binary\",\"name\":\"static-binary\",\"title\":\"Static Binary Resource\","
-        "\"description\":\"A static binary resource (image) for testing\",\"mimeType\":\"image/png\"},"
-        "{\"uri\":\"test://watched-resource\",\"name\":\"watched-resource\",\"title\":\"Watched Resource\","
+        "{\"uri\":\"test://static-binary\",\"name\":\"static-binary\",\"title\":\"Static Binary "
+        "Resource\","
+        "\"description\":\"A static binary resource (image) for "
+        "testing\",\"mimeType\":\"image/png\"},"
+        "{\"uri\":\"test://watched-resource\",\"name\":\"watched-resource\",\"title\":\"Watched "
+        "Resource\","
         "\"description\":\"A resource that can be subscribed to\",\"mimeType\":\"text/plain\"}]}",
         0, NULL);
     mcp_call_reply(call, r);
@@ -170,16 +182,18 @@ static void m_resources_list(struct mcp_call *call, const json_t *params, void *
 static void m_templates_list(struct mcp_call *call, const json_t *params, void *ctx)
 {
     (void)params, (void)ctx;
-    mcp_call_reply(call, json_loads("{\"resourceTemplates\":[{\"uriTemplate\":\"test://template/{id}/data\","
-                                    "\"name\":\"template\",\"title\":\"Resource Template\","
-                                    "\"description\":\"A resource template with parameter substitution\","
-                                    "\"mimeType\":\"application/json\"}]}",
-                                    0, NULL));
+    mcp_call_reply(
+        call, json_loads("{\"resourceTemplates\":[{\"uriTemplate\":\"test://template/{id}/data\","
+                         "\"name\":\"template\",\"title\":\"Resource Template\","
+                         "\"description\":\"A resource template with parameter substitution\","
+                         "\"mimeType\":\"application/json\"}]}",
+                         0, NULL));
 }
 
 static json_t *contents_text(const char *uri, const char *mime, const char *text)
 {
-    return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", mime, "text", text);
+    return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", mime, "text",
+                     text);
 }
 
 static void m_resources_read(struct mcp_call *call, const json_t *params, void *ctx)
@@ -191,7 +205,8 @@ static void m_resources_read(struct mcp_call *call, const json_t *params, void *
         return;
     }
     if (strcmp(uri, "test://static-text") == 0) {
-        mcp_call_reply(call, contents_text(uri, "text/plain", "This is the content of the static text resource."));
+        mcp_call_reply(call, contents_text(uri, "text/plain",
+                                           "This is the content of the static text resource."));
     } else if (strcmp(uri, "test://static-binary") == 0) {
         mcp_call_reply(call, json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType",
                                        "image/png", "blob", PNG_B64));
@@ -201,8 +216,9 @@ static void m_resources_read(struct mcp_call *call, const json_t *params, void *
                strcmp(uri + strlen(uri) - 5, "/data") == 0 &&
                !memchr(uri + 16, '/', strlen(uri) - 21)) {
         int idlen = (int)(strlen(uri) - 21);
-        char *text = xasprintf("{\"id\":\"%.*s\",\"templateTest\":true,\"data\":\"Data for ID: %.*s\"}",
-                               idlen, uri + 16, idlen, uri + 16);
+        char *text =
+            xasprintf("{\"id\":\"%.*s\",\"templateTest\":true,\"data\":\"Data for ID: %.*s\"}",
+                      idlen, uri + 16, idlen, uri + 16);
         mcp_call_reply(call, contents_text(uri, "application/json", text));
         free(text);
     } else {
@@ -217,21 +233,29 @@ static void m_prompts_list(struct mcp_call *call, const json_t *params, void *ct
     (void)params, (void)ctx;
     mcp_call_reply(
         call,
-        json_loads("{\"prompts\":["
-                   "{\"name\":\"test_simple_prompt\",\"title\":\"Simple Test Prompt\",\"description\":\"A simple prompt without arguments\"},"
-                   "{\"name\":\"test_prompt_with_arguments\",\"title\":\"Prompt With Arguments\",\"description\":\"A prompt with required arguments\","
-                   "\"arguments\":[{\"name\":\"arg1\",\"description\":\"First test argument\",\"required\":true},"
-                   "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]},"
-                   "{\"name\":\"test_prompt_with_embedded_resource\",\"title\":\"Prompt With Embedded Resource\","
-                   "\"description\":\"A prompt that includes an embedded resource\","
-                   "\"arguments\":[{\"name\":\"resourceUri\",\"description\":\"URI of the resource to embed\",\"required\":true}]},"
-                   "{\"name\":\"test_prompt_with_image\",\"title\":\"Prompt With Image\",\"description\":\"A prompt that includes image content\"}]}",
-                   0, NULL));
+        json_loads(
+            "{\"prompts\":["
+            "{\"name\":\"test_simple_prompt\",\"title\":\"Simple Test Prompt\",\"description\":\"A "
+            "simple prompt without arguments\"},"
+            "{\"name\":\"test_prompt_with_arguments\",\"title\":\"Prompt With "
+            "Arguments\",\"description\":\"A prompt with required arguments\","
+            "\"arguments\":[{\"name\":\"arg1\",\"description\":\"First test "
+            "argument\",\"required\":true},"
+            "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]},"
+            "{\"name\":\"test_prompt_with_embedded_resource\",\"title\":\"Prompt With Embedded "
+            "Resource\","
+            "\"description\":\"A prompt that includes an embedded resource\","
+            "\"arguments\":[{\"name\":\"resourceUri\",\"description\":\"URI of the resource to "
+            "embed\",\"required\":true}]},"
+            "{\"name\":\"test_prompt_with_image\",\"title\":\"Prompt With "
+            "Image\",\"description\":\"A prompt that includes image content\"}]}",
+            0, NULL));
 }
 
 static json_t *user_text(const char *text)
 {
-    return json_pack("{s:s, s:{s:s, s:s}}", "role", "user", "content", "type", "text", "text", text);
+    return json_pack("{s:s, s:{s:s, s:s}}", "role", "user", "content", "type", "text", "text",
+                     text);
 }
 
 static void m_prompts_get(struct mcp_call *call, const json_t *params, void *ctx)
@@ -242,12 +266,14 @@ static void m_prompts_get(struct mcp_call *call, const json_t *params, void *ctx
     if (!name) {
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.name must be a string", NULL);
     } else if (strcmp(name, "test_simple_prompt") == 0) {
-        mcp_call_reply(call, json_pack("{s:[o]}", "messages", user_text("This is a simple prompt for testing.")));
+        mcp_call_reply(call, json_pack("{s:[o]}", "messages",
+                                       user_text("This is a simple prompt for testing.")));
     } else if (strcmp(name, "test_prompt_with_arguments") == 0) {
         const char *a1 = json_string_value(json_object_get(args, "arg1"));
         const char *a2 = json_string_value(json_object_get(args, "arg2"));
         if (!a1 || !a2) {
-            mcp_call_error(call, JSONRPC_INVALID_PARAMS, "arguments arg1 and arg2 are required", NULL);
+            mcp_call_error(call, JSONRPC_INVALID_PARAMS, "arguments arg1 and arg2 are required",
+                           NULL);
             return;
         }
         char *text = xasprintf("Prompt with arguments: arg1='%s', arg2='%s'", a1, a2);
@@ -259,15 +285,16 @@ static void m_prompts_get(struct mcp_call *call, const json_t *params, void *ctx
             mcp_call_error(call, JSONRPC_INVALID_PARAMS, "argument resourceUri is required", NULL);
             return;
         }
-        json_t *res = json_pack("{s:s, s:{s:s, s:{s:s, s:s, s:s}}}", "role", "user", "content", "type",
-                                "resource", "resource", "uri", uri, "mimeType", "text/plain", "text",
-                                "Embedded resource content for testing.");
+        json_t *res = json_pack("{s:s, s:{s:s, s:{s:s, s:s, s:s}}}", "role", "user", "content",
+                                "type", "resource", "resource", "uri", uri, "mimeType",
+                                "text/plain", "text", "Embedded resource content for testing.");
         mcp_call_reply(call, json_pack("{s:[o, o]}", "messages", res,
                                        user_text("Please process the embedded resource above.")));
     } else if (strcmp(name, "test_prompt_with_image") == 0) {
-        json_t *img = json_pack("{s:s, s:{s:s, s:s, s:s}}", "role", "user", "content", "type", "image",
-                                "data", PNG_B64, "mimeType", "image/png");
-        mcp_call_reply(call, json_pack("{s:[o, o]}", "messages", img, user_text("Please analyze the image above.")));
+        json_t *img = json_pack("{s:s, s:{s:s, s:s, s:s}}", "role", "user", "content", "type",
+                                "image", "data", PNG_B64, "mimeType", "image/png");
+        mcp_call_reply(call, json_pack("{s:[o, o]}", "messages", img,
+                                       user_text("Please analyze the image above.")));
     } else {
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "Unknown prompt", NULL);
     }
@@ -276,39 +303,58 @@ static void m_prompts_get(struct mcp_call *call, const json_t *params, void *ctx
 static void m_complete(struct mcp_call *call, const json_t *params, void *ctx)
 {
     (void)ctx;
-    const char *prefix = json_string_value(json_object_get(json_object_get(params, "argument"), "value"));
+    const char *prefix =
+        json_string_value(json_object_get(json_object_get(params, "argument"), "value"));
     static const char *const values[] = {"testValue1", "testValue2", "test"};
     json_t *out = json_array();
     for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
         if (!prefix || strncmp(values[i], prefix, strlen(prefix)) == 0)
             json_array_append_new(out, json_string(values[i]));
     size_t n = json_array_size(out);
-    mcp_call_reply(call, json_pack("{s:{s:o, s:i, s:b}}", "completion", "values", out, "total", (int)n,
-                                   "hasMore", 0));
+    mcp_call_reply(call, json_pack("{s:{s:o, s:i, s:b}}", "completion", "values", out, "total",
+                                   (int)n, "hasMore", 0));
 }
 
 void mcp_fixtures_register(struct mcp_server *srv)
 {
     static const struct mcp_tool_def tools[] = {
-        {"test_simple_text", NULL, "Tests simple text content response", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_simple_text, NULL},
-        {"test_image_content", NULL, "Tests image content response", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_image, NULL},
-        {"test_audio_content", NULL, "Tests audio content response", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_audio, NULL},
-        {"test_embedded_resource", NULL, "Tests embedded resource content response", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_embedded, NULL},
-        {"test_multiple_content_types", NULL, "Tests response with multiple content types (text, image, resource)", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_mixed, NULL},
-        {"test_tool_with_logging", NULL, "Tests tool that emits log messages during execution", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_logging, NULL},
-        {"test_tool_with_progress", NULL, "Tests tool that reports progress notifications", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_progress, NULL},
-        {"test_error_handling", NULL, "Tests error response handling", EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_error, NULL},
+        {"test_simple_text", NULL, "Tests simple text content response", EMPTY_SCHEMA, NULL,
+         MCP_TOOL_READ_ONLY, t_simple_text, NULL},
+        {"test_image_content", NULL, "Tests image content response", EMPTY_SCHEMA, NULL,
+         MCP_TOOL_READ_ONLY, t_image, NULL},
+        {"test_audio_content", NULL, "Tests audio content response", EMPTY_SCHEMA, NULL,
+         MCP_TOOL_READ_ONLY, t_audio, NULL},
+        {"test_embedded_resource", NULL, "Tests embedded resource content response", EMPTY_SCHEMA,
+         NULL, MCP_TOOL_READ_ONLY, t_embedded, NULL},
+        {"test_multiple_content_types", NULL,
+         "Tests response with multiple content types (text, image, resource)", EMPTY_SCHEMA, NULL,
+         MCP_TOOL_READ_ONLY, t_mixed, NULL},
+        {"test_tool_with_logging", NULL, "Tests tool that emits log messages during execution",
+         EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_logging, NULL},
+        {"test_tool_with_progress", NULL, "Tests tool that reports progress notifications",
+         EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_progress, NULL},
+        {"test_error_handling", NULL, "Tests error response handling", EMPTY_SCHEMA, NULL,
+         MCP_TOOL_READ_ONLY, t_error, NULL},
         {"test_sampling", NULL, "Tests server-initiated sampling (LLM completion request)",
-         "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\",\"description\":\"The prompt to send to the LLM\"}},\"required\":[\"prompt\"]}",
+         "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\",\"description\":"
+         "\"The prompt to send to the LLM\"}},\"required\":[\"prompt\"]}",
          NULL, 0, t_server_to_client, NULL},
         {"test_elicitation", NULL, "Tests server-initiated elicitation (user input request)",
-         "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\",\"description\":\"The message to show the user\"}},\"required\":[\"message\"]}",
+         "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\",\"description\":"
+         "\"The message to show the user\"}},\"required\":[\"message\"]}",
          NULL, 0, t_server_to_client, NULL},
-        {"test_elicitation_sep1034_defaults", NULL, "Tests elicitation with default values per SEP-1034", EMPTY_SCHEMA, NULL, 0, t_server_to_client, NULL},
-        {"test_elicitation_sep1330_enums", NULL, "Tests elicitation with enum schema improvements per SEP-1330", EMPTY_SCHEMA, NULL, 0, t_server_to_client, NULL},
-        {"json_schema_2020_12_tool", NULL, "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
-         "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\",\"$defs\":{\"address\":{\"type\":\"object\","
-         "\"properties\":{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},\"properties\":{\"name\":{\"type\":\"string\"},"
+        {"test_elicitation_sep1034_defaults", NULL,
+         "Tests elicitation with default values per SEP-1034", EMPTY_SCHEMA, NULL, 0,
+         t_server_to_client, NULL},
+        {"test_elicitation_sep1330_enums", NULL,
+         "Tests elicitation with enum schema improvements per SEP-1330", EMPTY_SCHEMA, NULL, 0,
+         t_server_to_client, NULL},
+        {"json_schema_2020_12_tool", NULL,
+         "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+         "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+         "schema\",\"type\":\"object\",\"$defs\":{\"address\":{\"type\":\"object\","
+         "\"properties\":{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
+         "\"properties\":{\"name\":{\"type\":\"string\"},"
          "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
          NULL, MCP_TOOL_READ_ONLY, t_schema_2020, NULL},
     };

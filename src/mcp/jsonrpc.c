@@ -35,7 +35,8 @@ int jsonrpc_classify(const json_t *v, struct jsonrpc_msg *out, const json_t **id
         bool has_result = json_object_get(v, "result") != NULL;
         bool has_error = json_object_get(v, "error") != NULL;
         if (has_result == has_error || !*id_out) {
-            snprintf(msg, msglen, "a message needs a 'method', or an 'id' with 'result' or 'error'");
+            snprintf(msg, msglen,
+                     "a message needs a 'method', or an 'id' with 'result' or 'error'");
             return JSONRPC_INVALID_REQUEST;
         }
         out->kind = JSONRPC_RESPONSE;
@@ -73,7 +74,8 @@ json_t *jsonrpc_error(const json_t *id, int code, const char *message, json_t *d
     json_t *err = json_pack("{s:i, s:s}", "code", code, "message", message);
     if (data)
         json_object_set_new(err, "data", data);
-    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", err);
+    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+                     err);
 }
 
 json_t *jsonrpc_notification(const char *method, json_t *params)

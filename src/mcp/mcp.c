@@ -226,17 +226,13 @@ static int error_status(int code, bool modern)
 {
     switch (code) {
     case JSONRPC_PARSE_ERROR:
-    case JSONRPC_INVALID_REQUEST:
-        return 400;
-    case JSONRPC_METHOD_NOT_FOUND:
-        return modern ? 404 : 200;
+    case JSONRPC_INVALID_REQUEST: return 400;
+    case JSONRPC_METHOD_NOT_FOUND: return modern ? 404 : 200;
     case JSONRPC_INVALID_PARAMS:
     case MCP_HEADER_MISMATCH:
     case MCP_MISSING_CLIENT_CAPABILITY:
-    case MCP_UNSUPPORTED_PROTOCOL_VERSION:
-        return modern ? 400 : 200;
-    case JSONRPC_INTERNAL_ERROR:
-        return modern ? 500 : 200;
+    case MCP_UNSUPPORTED_PROTOCOL_VERSION: return modern ? 400 : 200;
+    case JSONRPC_INTERNAL_ERROR: return modern ? 500 : 200;
     }
     return 200;
 }
@@ -330,8 +326,8 @@ void mcp_call_reply(struct mcp_call *call, json_t *result)
 
 void mcp_call_error(struct mcp_call *call, int code, const char *message, json_t *data)
 {
-    call_finish(call, jsonrpc_error(call->id, code, message, data), error_status(code, call->modern),
-                "protocol_error");
+    call_finish(call, jsonrpc_error(call->id, code, message, data),
+                error_status(code, call->modern), "protocol_error");
 }
 
 void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured, bool is_error)
@@ -496,19 +492,24 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
     }
     if (strcmp(meta_version, MCP_VERSION_MODERN) != 0) {
         snprintf(msg, msglen, "Unsupported protocol version");
-        *data = json_pack("{s:o, s:s}", "supported", supported_versions(), "requested", meta_version);
+        *data =
+            json_pack("{s:o, s:s}", "supported", supported_versions(), "requested", meta_version);
         return MCP_UNSUPPORTED_PROTOCOL_VERSION;
     }
     if (!info->protocol_version || strcmp(info->protocol_version, meta_version) != 0) {
-        snprintf(msg, msglen,
-                 "Header mismatch: MCP-Protocol-Version header %s%s%s does not match body value '%s'",
-                 info->protocol_version ? "'" : "", info->protocol_version ? info->protocol_version : "is missing and",
-                 info->protocol_version ? "'" : "", meta_version);
+        snprintf(
+            msg, msglen,
+            "Header mismatch: MCP-Protocol-Version header %s%s%s does not match body value '%s'",
+            info->protocol_version ? "'" : "",
+            info->protocol_version ? info->protocol_version : "is missing and",
+            info->protocol_version ? "'" : "", meta_version);
         return MCP_HEADER_MISMATCH;
     }
     if (!info->mcp_method || strcmp(info->mcp_method, method) != 0) {
-        snprintf(msg, msglen, "Header mismatch: Mcp-Method header %s%.64s%s does not match body value '%.64s'",
-                 info->mcp_method ? "'" : "", info->mcp_method ? info->mcp_method : "is missing and",
+        snprintf(msg, msglen,
+                 "Header mismatch: Mcp-Method header %s%.64s%s does not match body value '%.64s'",
+                 info->mcp_method ? "'" : "",
+                 info->mcp_method ? info->mcp_method : "is missing and",
                  info->mcp_method ? "'" : "", method);
         return MCP_HEADER_MISMATCH;
     }
@@ -531,7 +532,8 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
         bool same = decoded && body && strcmp(decoded, body) == 0;
         if (!same)
             snprintf(msg, msglen,
-                     "Header mismatch: Mcp-Name header value '%.100s' does not match body value '%.100s'",
+                     "Header mismatch: Mcp-Name header value '%.100s' does not match body value "
+                     "'%.100s'",
                      decoded ? decoded : info->mcp_name, body ? body : "");
         free(decoded);
         if (!same)
@@ -580,8 +582,9 @@ static void handle_message(struct mcp_exchange *ex, const struct mcp_request_inf
         params = empty = json_object();
     const json_t *meta = json_object_get(params, "_meta");
     const char *meta_version = json_string_value(json_object_get(meta, META_VERSION));
-    bool modern = !ex->batch && (meta_version || (info->protocol_version &&
-                                                  strcmp(info->protocol_version, MCP_VERSION_MODERN) == 0));
+    bool modern =
+        !ex->batch && (meta_version || (info->protocol_version &&
+                                        strcmp(info->protocol_version, MCP_VERSION_MODERN) == 0));
     const char *version;
     json_t *data = NULL;
     if (modern) {
@@ -644,7 +647,8 @@ struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp
     ex->accepts_sse = info->accepts_sse;
     ex->principal = info->principal;
     ex->starting = true;
-    snprintf(ex->request_id, sizeof(ex->request_id), "%s", info->request_id ? info->request_id : "");
+    snprintf(ex->request_id, sizeof(ex->request_id), "%s",
+             info->request_id ? info->request_id : "");
 
     char msg[512];
     json_t *v = jsonrpc_parse(body, len, msg, sizeof(msg));
@@ -653,8 +657,9 @@ struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp
     } else if (json_is_array(v)) {
         const char *ver = info->protocol_version ? info->protocol_version : MCP_VERSION_DEFAULT;
         if (strcmp(ver, "2025-03-26") != 0 || json_array_size(v) == 0) {
-            snprintf(msg, sizeof(msg), json_array_size(v) ? "batch requests are not supported in protocol version %s"
-                                                          : "empty batch",
+            snprintf(msg, sizeof(msg),
+                     json_array_size(v) ? "batch requests are not supported in protocol version %s"
+                                        : "empty batch",
                      ver);
             reply_early_error(ex, NULL, JSONRPC_INVALID_REQUEST, msg, NULL, false);
         } else {
@@ -683,7 +688,8 @@ static void core_initialize(struct mcp_call *call, const json_t *params, void *c
     (void)ctx;
     struct mcp_server *srv = call->ex->srv;
     const char *requested = json_string_value(json_object_get(params, "protocolVersion"));
-    const char *chosen = requested && is_legacy_version(requested) ? requested : MCP_VERSION_LATEST_LEGACY;
+    const char *chosen =
+        requested && is_legacy_version(requested) ? requested : MCP_VERSION_LATEST_LEGACY;
     snprintf(call->version, sizeof(call->version), "%s", chosen);
     json_t *r = json_pack("{s:s, s:O, s:o}", "protocolVersion", chosen, "capabilities",
                           srv->capabilities, "serverInfo", server_info_json(srv));
@@ -702,9 +708,9 @@ static void core_discover(struct mcp_call *call, const json_t *params, void *ctx
 {
     (void)params, (void)ctx;
     struct mcp_server *srv = call->ex->srv;
-    json_t *r = json_pack("{s:o, s:O, s:i, s:s}", "supportedVersions", supported_versions(),
-                          "capabilities", srv->capabilities, "ttlMs", LIST_TTL_MS, "cacheScope",
-                          "public");
+    json_t *r =
+        json_pack("{s:o, s:O, s:i, s:s}", "supportedVersions", supported_versions(), "capabilities",
+                  srv->capabilities, "ttlMs", LIST_TTL_MS, "cacheScope", "public");
     if (srv->info.instructions)
         json_object_set_new(r, "instructions", json_string(srv->info.instructions));
     mcp_call_reply(call, r);
@@ -720,9 +726,10 @@ static json_t *tool_json(const struct tool *t)
     if (t->output_schema)
         json_object_set(o, "outputSchema", t->output_schema);
     unsigned f = t->def.flags;
-    json_t *a = json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", !!(f & MCP_TOOL_READ_ONLY),
-                          "destructiveHint", !!(f & MCP_TOOL_DESTRUCTIVE), "idempotentHint",
-                          !!(f & MCP_TOOL_IDEMPOTENT), "openWorldHint", !!(f & MCP_TOOL_OPEN_WORLD));
+    json_t *a =
+        json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", !!(f & MCP_TOOL_READ_ONLY),
+                  "destructiveHint", !!(f & MCP_TOOL_DESTRUCTIVE), "idempotentHint",
+                  !!(f & MCP_TOOL_IDEMPOTENT), "openWorldHint", !!(f & MCP_TOOL_OPEN_WORLD));
     if (t->def.title)
         json_object_set_new(a, "title", json_string(t->def.title));
     json_object_set_new(o, "annotations", a);

@@ -125,7 +125,8 @@ void mcp_call_reply(struct mcp_call *call, json_t *result);
 /* Answer with a JSON-RPC error; data is stolen (may be NULL). */
 void mcp_call_error(struct mcp_call *call, int code, const char *message, json_t *data);
 /* Tool results: content array (stolen), structured content (stolen, may be NULL). */
-void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured, bool is_error);
+void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured,
+                          bool is_error);
 /* A tool execution error with a formatted text message. */
 void mcp_call_tool_error(struct mcp_call *call, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -27,7 +27,8 @@ static bool fail(struct vctx *c, const char *fmt, ...)
     return false;
 }
 
-static bool fail_num(struct vctx *c, const char *rule, double bound) /* rule ends before the number */
+static bool fail_num(struct vctx *c, const char *rule,
+                     double bound) /* rule ends before the number */
 {
     char b[64];
     if (bound == floor(bound) && fabs(bound) < 1e15)
@@ -121,9 +122,11 @@ static bool validate_array(struct vctx *c, const json_t *schema, const json_t *v
 {
     const json_t *items = json_object_get(schema, "items");
     const json_t *k;
-    if ((k = json_object_get(schema, "minItems")) && json_array_size(v) < (size_t)json_integer_value(k))
+    if ((k = json_object_get(schema, "minItems")) &&
+        json_array_size(v) < (size_t)json_integer_value(k))
         return fail(c, "must have at least %lld items", (long long)json_integer_value(k));
-    if ((k = json_object_get(schema, "maxItems")) && json_array_size(v) > (size_t)json_integer_value(k))
+    if ((k = json_object_get(schema, "maxItems")) &&
+        json_array_size(v) > (size_t)json_integer_value(k))
         return fail(c, "must have at most %lld items", (long long)json_integer_value(k));
     if (!json_is_object(items))
         return true;
@@ -156,7 +159,8 @@ static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
         bool any = false;
         size_t i;
         const json_t *e;
-        json_array_foreach(t, i, e) any = any || (json_is_string(e) && type_matches(json_string_value(e), v));
+        json_array_foreach(t, i, e) any =
+            any || (json_is_string(e) && type_matches(json_string_value(e), v));
         if (!any)
             return fail(c, "has the wrong type (%s)", type_name(v));
     }
@@ -171,7 +175,8 @@ static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
             char list[200] = "";
             json_array_foreach(k, i, e)
             {
-                if (json_is_string(e) && strlen(list) + strlen(json_string_value(e)) + 4 < sizeof(list))
+                if (json_is_string(e) &&
+                    strlen(list) + strlen(json_string_value(e)) + 4 < sizeof(list))
                     snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
                              i ? ", " : "", json_string_value(e));
             }
@@ -181,9 +186,11 @@ static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
     if (json_is_string(v)) {
         size_t n = utf8_len(json_string_value(v), json_string_length(v));
         if ((k = json_object_get(schema, "minLength")) && n < (size_t)json_integer_value(k))
-            return fail(c, "must be at least %lld characters long", (long long)json_integer_value(k));
+            return fail(c, "must be at least %lld characters long",
+                        (long long)json_integer_value(k));
         if ((k = json_object_get(schema, "maxLength")) && n > (size_t)json_integer_value(k))
-            return fail(c, "must be at most %lld characters long", (long long)json_integer_value(k));
+            return fail(c, "must be at most %lld characters long",
+                        (long long)json_integer_value(k));
     }
     if (json_is_number(v)) {
         double d = json_number_value(v);
@@ -238,10 +245,36 @@ bool schema_validate(const json_t *schema, const json_t *value, char *msg, size_
 }
 
 static const char *const known_keywords[] = {
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "minItems", "maxItems", "anyOf", "oneOf", "description", "title", "default", "examples",
-    "format", "$schema", "pattern", "$id", "$defs", "$ref", "$comment", "enumNames", NULL,
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minItems",
+    "maxItems",
+    "anyOf",
+    "oneOf",
+    "description",
+    "title",
+    "default",
+    "examples",
+    "format",
+    "$schema",
+    "pattern",
+    "$id",
+    "$defs",
+    "$ref",
+    "$comment",
+    "enumNames",
+    NULL,
 };
 
 bool schema_check(const json_t *schema, char *msg, size_t msglen)
@@ -265,7 +298,8 @@ bool schema_check(const json_t *schema, char *msg, size_t msglen)
         }
     }
     const json_t *props = json_object_get(schema, "properties");
-    json_object_foreach((json_t *)props, key, val) if (!schema_check(val, msg, msglen)) return false;
+    json_object_foreach((json_t *)props, key,
+                        val) if (!schema_check(val, msg, msglen)) return false;
     const json_t *sub;
     if ((sub = json_object_get(schema, "items")) && !schema_check(sub, msg, msglen))
         return false;
@@ -274,7 +308,8 @@ bool schema_check(const json_t *schema, char *msg, size_t msglen)
     const char *alts[] = {"anyOf", "oneOf"};
     for (int a = 0; a < 2; a++) {
         size_t i;
-        json_array_foreach(json_object_get(schema, alts[a]), i, sub) if (!schema_check(sub, msg, msglen)) return false;
+        json_array_foreach(json_object_get(schema, alts[a]), i,
+                           sub) if (!schema_check(sub, msg, msglen)) return false;
     }
     return true;
 }

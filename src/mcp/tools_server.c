@@ -6,13 +6,15 @@
 #include "mcp/mcp.h"
 #include "version.h"
 
-static const char input_schema[] = "{"
+static const char input_schema[] =
+    "{"
     "\"type\":\"object\","
     "\"properties\":{\"include_tools\":{\"type\":\"boolean\",\"description\":"
     "\"Also list the names of the tools this server offers (default false)\"}},"
     "\"additionalProperties\":false}";
 
-static const char output_schema[] = "{"
+static const char output_schema[] =
+    "{"
     "\"type\":\"object\","
     "\"properties\":{"
     "\"name\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"
@@ -24,9 +26,9 @@ static void server_info(struct mcp_call *call, const json_t *args, void *ctx)
 {
     struct mcp_server *srv = ctx;
     const struct mcp_principal *who = mcp_call_principal(call);
-    json_t *out = json_pack("{s:s, s:s, s:s, s:s}", "name", "sandbox-mcp", "version",
-                            SANDBOX_MCP_VERSION, "user", who->user_name, "protocol_version",
-                            mcp_call_protocol_version(call));
+    json_t *out =
+        json_pack("{s:s, s:s, s:s, s:s}", "name", "sandbox-mcp", "version", SANDBOX_MCP_VERSION,
+                  "user", who->user_name, "protocol_version", mcp_call_protocol_version(call));
     if (json_is_true(json_object_get(args, "include_tools")))
         json_object_set_new(out, "tools", mcp_server_tool_names(srv));
     mcp_call_tool_result(call, NULL, out, false);

@@ -20,9 +20,9 @@ int store_prepare(struct store *st, const char *sql, sqlite3_stmt **out, struct 
 int store_fail(struct store *st, int rc, const char *what, struct err *err)
 {
     int code = rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? -EBUSY
-               : rc == SQLITE_CONSTRAINT               ? -EEXIST
-               : rc == SQLITE_FULL                     ? -ENOSPC
-                                                       : -EIO;
+               : rc == SQLITE_CONSTRAINT                ? -EEXIST
+               : rc == SQLITE_FULL                      ? -ENOSPC
+                                                        : -EIO;
     return err_set(err, code, "database %s: %s", what, sqlite3_errmsg(st->db));
 }
 
@@ -96,8 +96,9 @@ int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct e
 int store_open(const char *path, struct store **ret, struct err *err)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                            SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+    int rc = sqlite3_open_v2(path, &db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                                 SQLITE_OPEN_EXRESCODE,
                              NULL);
     if (rc != SQLITE_OK) {
         err_set(err, -EIO, "cannot open database '%s': %s", path,

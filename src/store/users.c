@@ -139,8 +139,7 @@ int store_token_create(struct store *st, const char *user_id, const char *label,
 }
 
 int store_token_list(struct store *st, const char *user_name,
-                     void (*fn)(const struct store_token *t, void *ctx), void *ctx,
-                     struct err *err)
+                     void (*fn)(const struct store_token *t, void *ctx), void *ctx, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r = store_prepare(st,

@@ -13,8 +13,14 @@ static void sink_reply(void *p, int status, const char *body, size_t len)
     if (status < 200 || status > 599)
         __builtin_trap();
 }
-static void sink_event(void *p, const char *json, size_t len) { (void)p, (void)json, (void)len; }
-static void sink_end(void *p) { (void)p; }
+static void sink_event(void *p, const char *json, size_t len)
+{
+    (void)p, (void)json, (void)len;
+}
+static void sink_end(void *p)
+{
+    (void)p;
+}
 static const struct mcp_sink_ops ops = {sink_reply, sink_event, sink_end};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -26,9 +32,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         srv = mcp_server_new(&info);
         tools_server_register(srv);
     }
-    static const char *const versions[] = {NULL, "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28", "bogus"};
+    static const char *const versions[] = {NULL,         "2025-03-26", "2025-06-18",
+                                           "2025-11-25", "2026-07-28", "bogus"};
     static const char *const methods[] = {NULL, "tools/call", "tools/list", "server/discover"};
-    static const char *const names[] = {NULL, "server_info", "=?base64?c2VydmVyX2luZm8=?=", "=?base64?!!?="};
+    static const char *const names[] = {NULL, "server_info",
+                                        "=?base64?c2VydmVyX2luZm8=?=", "=?base64?!!?="};
     uint8_t sel = size ? data[0] : 0;
     struct mcp_request_info info = {
         .protocol_version = versions[sel % 6],

@@ -72,15 +72,19 @@ static struct mcp_server *server(void)
 {
     struct mcp_server_info info = {.name = "t", .version = "1"};
     struct mcp_server *s = mcp_server_new(&info);
-    struct mcp_tool_def echo = {.name = "echo",
-                                .input_schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
-                                                "\"additionalProperties\":false}",
-                                .fn = echo_tool};
-    struct mcp_tool_def park = {.name = "park", .input_schema = "{\"type\":\"object\"}", .fn = park_tool};
-    struct mcp_tool_def canc = {.name = "cancellable", .input_schema = "{\"type\":\"object\"}",
-                                .fn = cancellable_tool};
-    struct mcp_tool_def hidden = {.name = "alias", .input_schema = "{\"type\":\"object\"}",
-                                  .fn = echo_tool, .flags = MCP_TOOL_HIDDEN};
+    struct mcp_tool_def echo = {
+        .name = "echo",
+        .input_schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+                        "\"additionalProperties\":false}",
+        .fn = echo_tool};
+    struct mcp_tool_def park = {
+        .name = "park", .input_schema = "{\"type\":\"object\"}", .fn = park_tool};
+    struct mcp_tool_def canc = {
+        .name = "cancellable", .input_schema = "{\"type\":\"object\"}", .fn = cancellable_tool};
+    struct mcp_tool_def hidden = {.name = "alias",
+                                  .input_schema = "{\"type\":\"object\"}",
+                                  .fn = echo_tool,
+                                  .flags = MCP_TOOL_HIDDEN};
     mcp_server_add_tool(s, &echo);
     mcp_server_add_tool(s, &park);
     mcp_server_add_tool(s, &canc);
@@ -89,7 +93,8 @@ static struct mcp_server *server(void)
 }
 
 /* Run one exchange; returns the parsed body (first line for SSE is not parsed). */
-static json_t *run(struct mcp_server *s, struct mcp_request_info *info, const char *body, struct capture *c)
+static json_t *run(struct mcp_server *s, struct mcp_request_info *info, const char *body,
+                   struct capture *c)
 {
     memset(c, 0, sizeof(*c));
     buf_init(&c->body, 0);
@@ -108,13 +113,23 @@ TEST(initialize_negotiates_version)
     struct mcp_server *s = server();
     struct mcp_request_info info = {0};
     struct capture c;
-    json_t *v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\"}}", &c);
+    json_t *v = run(s, &info,
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                    "\"protocolVersion\":\"2025-06-18\"}}",
+                    &c);
     CHECK_INT_EQ(c.status, 200);
-    CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(v, "result"), "protocolVersion")), "2025-06-18");
+    CHECK_STR_EQ(
+        json_string_value(json_object_get(json_object_get(v, "result"), "protocolVersion")),
+        "2025-06-18");
     json_decref(v);
     buf_release(&c.body);
-    v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2099-01-01\"}}", &c);
-    CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(v, "result"), "protocolVersion")), "2025-11-25");
+    v = run(s, &info,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+            "\"protocolVersion\":\"2099-01-01\"}}",
+            &c);
+    CHECK_STR_EQ(
+        json_string_value(json_object_get(json_object_get(v, "result"), "protocolVersion")),
+        "2025-11-25");
     json_decref(v);
     buf_release(&c.body);
     mcp_server_free(s);
@@ -158,7 +173,10 @@ TEST(tools_list_hides_aliases)
     CHECK_INT_EQ(json_array_size(tools), 3);
     json_decref(v);
     buf_release(&c.body);
-    v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"alias\"}}", &c);
+    v = run(
+        s, &info,
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"alias\"}}",
+        &c);
     CHECK(json_object_get(v, "result") != NULL);
     json_decref(v);
     buf_release(&c.body);
@@ -170,14 +188,21 @@ TEST(tool_argument_errors_are_results)
     struct mcp_server *s = server();
     struct mcp_request_info info = {0};
     struct capture c;
-    json_t *v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"n\":\"x\"}}}", &c);
+    json_t *v = run(s, &info,
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+                    "call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"n\":\"x\"}}}",
+                    &c);
     json_t *r = json_object_get(v, "result");
     CHECK(json_is_true(json_object_get(r, "isError")));
-    CHECK_STR_CONTAINS(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")),
+    CHECK_STR_CONTAINS(json_string_value(json_object_get(
+                           json_array_get(json_object_get(r, "content"), 0), "text")),
                        "field 'n': must be an integer");
     json_decref(v);
     buf_release(&c.body);
-    v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"missing\"}}", &c);
+    v = run(s, &info,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+            "call\",\"params\":{\"name\":\"missing\"}}",
+            &c);
     CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
     json_decref(v);
     buf_release(&c.body);
@@ -189,13 +214,19 @@ TEST(progress_streams_only_with_token_and_sse)
     struct mcp_server *s = server();
     struct mcp_request_info info = {.accepts_sse = true};
     struct capture c;
-    run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"_meta\":{\"progressToken\":\"p\"}}}", &c);
+    run(s, &info,
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+        "call\",\"params\":{\"name\":\"echo\",\"_meta\":{\"progressToken\":\"p\"}}}",
+        &c);
     CHECK_INT_EQ(c.events, 2);
     CHECK(c.ended);
     CHECK_STR_CONTAINS(c.body.data, "\"progressToken\":\"p\"");
     buf_release(&c.body);
     info.accepts_sse = false;
-    json_t *v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"_meta\":{\"progressToken\":\"p\"}}}", &c);
+    json_t *v = run(s, &info,
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+                    "call\",\"params\":{\"name\":\"echo\",\"_meta\":{\"progressToken\":\"p\"}}}",
+                    &c);
     CHECK_INT_EQ(c.events, 0);
     CHECK_INT_EQ(c.replies, 1);
     CHECK(json_object_get(v, "result") != NULL);
@@ -211,7 +242,8 @@ TEST(async_call_answers_later_and_detach_drops_output)
     struct capture c;
     memset(&c, 0, sizeof(c));
     buf_init(&c.body, 0);
-    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"park\"}}";
+    const char *body =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"park\"}}";
     struct mcp_exchange *ex = mcp_exchange_start(s, &info, body, strlen(body), &ops, &c);
     CHECK(ex != NULL);
     CHECK_INT_EQ(c.replies, 0);
@@ -231,11 +263,12 @@ TEST(async_call_answers_later_and_detach_drops_output)
 TEST(modern_detach_cancels)
 {
     struct mcp_server *s = server();
-    struct mcp_request_info info = {.protocol_version = "2026-07-28", .mcp_method = "tools/call",
-                                    .mcp_name = "cancellable"};
+    struct mcp_request_info info = {
+        .protocol_version = "2026-07-28", .mcp_method = "tools/call", .mcp_name = "cancellable"};
     struct capture c;
     memset(&c, 0, sizeof(c));
-    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"cancellable\","
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+                       "call\",\"params\":{\"name\":\"cancellable\","
                        "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
                        "\"io.modelcontextprotocol/clientCapabilities\":{}}}}";
     cancel_seen = false;
@@ -249,15 +282,19 @@ TEST(modern_detach_cancels)
     mcp_server_free(s);
 }
 
-static const char modern_meta[] = "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
-                                  "\"io.modelcontextprotocol/clientCapabilities\":{}}";
+static const char modern_meta[] =
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+    "\"io.modelcontextprotocol/clientCapabilities\":{}}";
 
 TEST(modern_headers_checked)
 {
     struct mcp_server *s = server();
     struct capture c;
     char body[512];
-    snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",%s}}", modern_meta);
+    snprintf(body, sizeof(body),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+             "call\",\"params\":{\"name\":\"echo\",%s}}",
+             modern_meta);
     struct mcp_request_info info = {.protocol_version = "2026-07-28", .mcp_method = "tools/call"};
     json_t *v = run(s, &info, body, &c);
     CHECK_INT_EQ(c.status, 400);
@@ -267,7 +304,8 @@ TEST(modern_headers_checked)
     info.mcp_name = "=?base64?ZWNobw==?="; /* "echo" */
     v = run(s, &info, body, &c);
     CHECK_INT_EQ(c.status, 200);
-    CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(v, "result"), "resultType")), "complete");
+    CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(v, "result"), "resultType")),
+                 "complete");
     json_decref(v);
     buf_release(&c.body);
     info.mcp_method = "tools/list";
@@ -275,7 +313,8 @@ TEST(modern_headers_checked)
     CHECK_INT_EQ(err_code(v), MCP_HEADER_MISMATCH);
     json_decref(v);
     buf_release(&c.body);
-    snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{%s}}", modern_meta);
+    snprintf(body, sizeof(body),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{%s}}", modern_meta);
     info.mcp_method = "ping";
     v = run(s, &info, body, &c);
     CHECK_INT_EQ(c.status, 404);
@@ -289,10 +328,12 @@ TEST(modern_unsupported_version)
 {
     struct mcp_server *s = server();
     struct capture c;
-    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{\"_meta\":{"
-                       "\"io.modelcontextprotocol/protocolVersion\":\"1900-01-01\","
-                       "\"io.modelcontextprotocol/clientCapabilities\":{}}}}";
-    struct mcp_request_info info = {.protocol_version = "1900-01-01", .mcp_method = "server/discover"};
+    const char *body =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{\"_meta\":{"
+        "\"io.modelcontextprotocol/protocolVersion\":\"1900-01-01\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}}}";
+    struct mcp_request_info info = {.protocol_version = "1900-01-01",
+                                    .mcp_method = "server/discover"};
     json_t *v = run(s, &info, body, &c);
     CHECK_INT_EQ(c.status, 400);
     CHECK_INT_EQ(err_code(v), MCP_UNSUPPORTED_PROTOCOL_VERSION);
@@ -309,8 +350,11 @@ TEST(batch_only_in_2025_03_26)
     struct mcp_server *s = server();
     struct capture c;
     struct mcp_request_info info = {0};
-    json_t *v = run(s, &info, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"method\":\"n\"},"
-                              "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"nope\"}]", &c);
+    json_t *v = run(s, &info,
+                    "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\","
+                    "\"method\":\"n\"},"
+                    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"nope\"}]",
+                    &c);
     CHECK_INT_EQ(c.status, 200);
     CHECK_INT_EQ(json_array_size(v), 2);
     json_decref(v);

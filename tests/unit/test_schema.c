@@ -27,18 +27,20 @@ static const char *check(const char *schema, const char *value)
     return msg;
 }
 
-static const char *obj = "{\"type\":\"object\",\"properties\":{"
-                         "\"command\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":5},"
-                         "\"timeout\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600000},"
-                         "\"mode\":{\"enum\":[\"utf8\",\"base64\"]},"
-                         "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2},"
-                         "\"nested\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"boolean\"}},"
-                         "\"additionalProperties\":false}},"
-                         "\"required\":[\"command\"],\"additionalProperties\":false}";
+static const char *obj =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"command\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":5},"
+    "\"timeout\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600000},"
+    "\"mode\":{\"enum\":[\"utf8\",\"base64\"]},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2},"
+    "\"nested\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"boolean\"}},"
+    "\"additionalProperties\":false}},"
+    "\"required\":[\"command\"],\"additionalProperties\":false}";
 
 TEST(valid_object)
 {
-    CHECK_STR_EQ(check(obj, "{\"command\":\"ls\",\"timeout\":5,\"mode\":\"utf8\",\"tags\":[\"a\"]}"), "");
+    CHECK_STR_EQ(
+        check(obj, "{\"command\":\"ls\",\"timeout\":5,\"mode\":\"utf8\",\"tags\":[\"a\"]}"), "");
 }
 
 TEST(missing_required_names_field)
@@ -55,40 +57,51 @@ TEST(wrong_type_names_field_and_types)
 
 TEST(bounds)
 {
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":600001}"), "field 'timeout': must be at most 600000");
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":0}"), "field 'timeout': must be at least 1");
-    CHECK_STR_EQ(check(obj, "{\"command\":\"\"}"), "field 'command': must be at least 1 characters long");
-    CHECK_STR_EQ(check(obj, "{\"command\":\"abcdef\"}"), "field 'command': must be at most 5 characters long");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":600001}"),
+                 "field 'timeout': must be at most 600000");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":0}"),
+                 "field 'timeout': must be at least 1");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"\"}"),
+                 "field 'command': must be at least 1 characters long");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"abcdef\"}"),
+                 "field 'command': must be at most 5 characters long");
     /* lengths count characters, not bytes */
     CHECK_STR_EQ(check(obj, "{\"command\":\"\xc3\xa9\xc3\xa9\xc3\xa9\"}"), "");
 }
 
 TEST(enum_lists_choices)
 {
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"mode\":\"hex\"}"), "field 'mode': must be one of: utf8, base64");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"mode\":\"hex\"}"),
+                 "field 'mode': must be one of: utf8, base64");
 }
 
 TEST(unknown_fields_rejected_with_path)
 {
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"extra\":1}"), "field 'extra': is not a known field");
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"nested\":{\"y\":1}}"), "field 'nested.y': is not a known field");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"extra\":1}"),
+                 "field 'extra': is not a known field");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"nested\":{\"y\":1}}"),
+                 "field 'nested.y': is not a known field");
 }
 
 TEST(arrays)
 {
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"tags\":[\"a\",1]}"), "field 'tags[1]': must be a string, not integer");
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"tags\":[\"a\",\"b\",\"c\"]}"), "field 'tags': must have at most 2 items");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"tags\":[\"a\",1]}"),
+                 "field 'tags[1]': must be a string, not integer");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"tags\":[\"a\",\"b\",\"c\"]}"),
+                 "field 'tags': must have at most 2 items");
 }
 
 TEST(integer_accepts_whole_reals)
 {
     CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":5.0}"), "");
-    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":5.5}"), "field 'timeout': must be an integer, not number");
+    CHECK_STR_EQ(check(obj, "{\"command\":\"x\",\"timeout\":5.5}"),
+                 "field 'timeout': must be an integer, not number");
 }
 
 TEST(any_of_reports_first_branch)
 {
-    const char *s = "{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"object\",\"required\":[\"args\"]}]}";
+    const char *s =
+        "{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"object\",\"required\":[\"args\"]}]}";
     CHECK_STR_EQ(check(s, "\"x\""), "");
     CHECK_STR_EQ(check(s, "{\"args\":1}"), "");
     CHECK(check(s, "5")[0] != '\0');
