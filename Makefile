@@ -100,7 +100,7 @@ run: deps $(BUILD)/sandbox-mcp
 
 # Debian packages needed to build and test; installed only when missing.
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
-            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev \
+            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev clang-format \
             nodejs npm git curl ca-certificates
 deps: deps-apt deps-npm
 deps-apt:
