@@ -310,7 +310,7 @@ static int cmd_serve(int argc, char **argv)
     struct store *st = NULL;
     if ((r = open_store(&cfg, &st)))
         return r;
-    if (ensure_jwt_secret(&cfg) < 0 || first_start(&cfg, st) < 0) {
+    if (ensure_jwt_secret(&cfg) < 0) {
         store_close(st);
         return 1;
     }
@@ -333,6 +333,18 @@ static int cmd_serve(int argc, char **argv)
     struct err err = {0};
     if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        mcp_server_free(mcp);
+        store_close(st);
+        config_release(&cfg);
+        return 1;
+    }
+    if (!cfg.public_url_set) {
+        /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
+        free(cfg.public_url);
+        cfg.public_url = xasprintf("http://%s", http_server_address(http));
+    }
+    if (first_start(&cfg, st) < 0) {
+        http_server_free(http);
         mcp_server_free(mcp);
         store_close(st);
         config_release(&cfg);

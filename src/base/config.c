@@ -213,6 +213,10 @@ int config_finish(struct config *cfg, struct err *err)
             return err_set(err, -EINVAL, "SHUTDOWN_GRACE_SECONDS '%s' is not a number 0..3600", v);
         cfg->shutdown_grace_ms = (int)secs * 1000;
     }
+    if (!cfg->public_url && config_get(cfg, "PUBLIC_URL"))
+        cfg->public_url_set = true;
+    else if (cfg->public_url)
+        cfg->public_url_set = true;
     if (!cfg->public_url) {
         v = config_get(cfg, "PUBLIC_URL");
         cfg->public_url = v ? xstrdup(v) : xasprintf("http://%s", cfg->listen);

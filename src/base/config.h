@@ -21,6 +21,7 @@ struct config {
     char *data_dir;        /* state directory */
     char *env_file;        /* path of the .dev.vars file that was read, or NULL */
     char *public_url;      /* base URL clients use, no trailing slash */
+    bool public_url_set;   /* configured, rather than derived from the listen address */
     char *allowed_origins; /* comma-separated Origin allow-list ("*" allows any) */
     size_t max_request_bytes;
     int shutdown_grace_ms;

@@ -34,7 +34,12 @@ static const char *copy_value(h2o_req_t *req, ssize_t i)
 {
     if (i < 0)
         return NULL;
+    /* Optional whitespace around a field value is not part of it (RFC 9110 5.5). */
     h2o_iovec_t v = req->headers.entries[i].value;
+    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
+        v.base++, v.len--;
+    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
+        v.len--;
     return h2o_strdup(&req->pool, v.base, v.len).base;
 }
 

@@ -305,6 +305,22 @@ static void call_finish(struct mcp_call *call, json_t *msg, int status, const ch
         exchange_complete(ex);
 }
 
+/* Results the stateless revision marks as cacheable (ttlMs, cacheScope). */
+static bool cacheable_in_modern(const char *method)
+{
+    static const char *const cacheable[] = {"tools/list",
+                                            "prompts/list",
+                                            "resources/list",
+                                            "resources/templates/list",
+                                            "resources/read",
+                                            "server/discover",
+                                            NULL};
+    for (const char *const *c = cacheable; *c; c++)
+        if (strcmp(*c, method) == 0)
+            return true;
+    return false;
+}
+
 void mcp_call_reply(struct mcp_call *call, json_t *result)
 {
     if (!result)
@@ -317,6 +333,13 @@ void mcp_call_reply(struct mcp_call *call, json_t *result)
             json_object_set_new(result, "_meta", meta);
         }
         json_object_set_new(meta, META_SERVERINFO, server_info_json(call->ex->srv));
+        if (cacheable_in_modern(call->method)) {
+            if (!json_object_get(result, "ttlMs"))
+                json_object_set_new(result, "ttlMs", json_integer(LIST_TTL_MS));
+            /* Results may depend on who asks. */
+            if (!json_object_get(result, "cacheScope"))
+                json_object_set_new(result, "cacheScope", json_string("private"));
+        }
     }
     const char *outcome = "ok";
     if (json_is_true(json_object_get(result, "isError")))
@@ -490,12 +513,7 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
         snprintf(msg, msglen, "params._meta[\"%s\"] is required", META_VERSION);
         return JSONRPC_INVALID_PARAMS;
     }
-    if (strcmp(meta_version, MCP_VERSION_MODERN) != 0) {
-        snprintf(msg, msglen, "Unsupported protocol version");
-        *data =
-            json_pack("{s:o, s:s}", "supported", supported_versions(), "requested", meta_version);
-        return MCP_UNSUPPORTED_PROTOCOL_VERSION;
-    }
+    /* A header that disagrees with the body is a mismatch whatever the version says. */
     if (!info->protocol_version || strcmp(info->protocol_version, meta_version) != 0) {
         snprintf(
             msg, msglen,
@@ -504,6 +522,12 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
             info->protocol_version ? info->protocol_version : "is missing and",
             info->protocol_version ? "'" : "", meta_version);
         return MCP_HEADER_MISMATCH;
+    }
+    if (strcmp(meta_version, MCP_VERSION_MODERN) != 0) {
+        snprintf(msg, msglen, "Unsupported protocol version");
+        *data =
+            json_pack("{s:o, s:s}", "supported", supported_versions(), "requested", meta_version);
+        return MCP_UNSUPPORTED_PROTOCOL_VERSION;
     }
     if (!info->mcp_method || strcmp(info->mcp_method, method) != 0) {
         snprintf(msg, msglen,
@@ -545,6 +569,19 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
         return JSONRPC_INVALID_PARAMS;
     }
     return 0;
+}
+
+/* Methods the stateless revision removed: the handshake, ping, per-session log levels and
+ * subscriptions (replaced by subscriptions/listen, which this server does not offer). */
+static bool removed_in_modern(const char *method)
+{
+    static const char *const removed[] = {
+        "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+        NULL};
+    for (const char *const *r = removed; *r; r++)
+        if (strcmp(*r, method) == 0)
+            return true;
+    return false;
 }
 
 /* Reply to a request that failed before a call was created. */
@@ -608,8 +645,7 @@ static void handle_message(struct mcp_exchange *ex, const struct mcp_request_inf
         return;
     }
     const struct method *method = find_method(ex->srv, m.method);
-    /* The stateless revision removed the handshake and ping. */
-    if (method && modern && (strcmp(m.method, "initialize") == 0 || strcmp(m.method, "ping") == 0))
+    if (method && modern && removed_in_modern(m.method))
         method = NULL;
     if (!method) {
         snprintf(msg, sizeof(msg), "Method not found: %.100s", m.method);
@@ -708,9 +744,12 @@ static void core_discover(struct mcp_call *call, const json_t *params, void *ctx
 {
     (void)params, (void)ctx;
     struct mcp_server *srv = call->ex->srv;
+    json_t *caps = json_deep_copy(srv->capabilities);
+    /* Subscriptions and session log levels do not exist in the stateless revision. */
+    json_object_del(json_object_get(caps, "resources"), "subscribe");
+    json_object_del(caps, "logging");
     json_t *r =
-        json_pack("{s:o, s:O, s:i, s:s}", "supportedVersions", supported_versions(), "capabilities",
-                  srv->capabilities, "ttlMs", LIST_TTL_MS, "cacheScope", "public");
+        json_pack("{s:o, s:o}", "supportedVersions", supported_versions(), "capabilities", caps);
     if (srv->info.instructions)
         json_object_set_new(r, "instructions", json_string(srv->info.instructions));
     mcp_call_reply(call, r);
@@ -749,12 +788,7 @@ static void core_tools_list(struct mcp_call *call, const json_t *params, void *c
     for (size_t i = 0; i < srv->ntools; i++)
         if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
             json_array_append_new(tools, tool_json(&srv->tools[i]));
-    json_t *r = json_pack("{s:o}", "tools", tools);
-    if (call->modern) {
-        json_object_set_new(r, "ttlMs", json_integer(LIST_TTL_MS));
-        json_object_set_new(r, "cacheScope", json_string("public"));
-    }
-    mcp_call_reply(call, r);
+    mcp_call_reply(call, json_pack("{s:o}", "tools", tools));
 }
 
 static void core_tools_call(struct mcp_call *call, const json_t *params, void *ctx)

@@ -9,8 +9,10 @@
 //
 // How: Node's built-in fetch and the npm undici package both send through the dispatcher
 // registered at globalThis[Symbol.for('undici.globalDispatcher.1')]. We register one that adds the
-// header when a request lacks it. A request that already carries an Authorization header is sent
+// header when a request lacks it. Some newer suite versions also use node:http's request(), which
+// we wrap the same way. A request that already carries an Authorization header is sent
 // unchanged. `undici` is resolved from tests/node_modules, next to this file's directory.
+import http from 'node:http';
 import { Agent, setGlobalDispatcher } from 'undici';
 
 const token = process.env.MCP_CONFORMANCE_BEARER;
@@ -36,4 +38,18 @@ if (token) {
     dispatch({ ...opts, headers: withAuth(opts.headers) }, handler);
 
   setGlobalDispatcher(new Agent().compose(interceptor));
+
+  // node:http: the headers of a ClientRequest can still be changed until it is written to.
+  const request = http.request;
+  http.request = function requestWithAuth(...args) {
+    const req = request.apply(this, args);
+    if (!req.headersSent && !req.hasHeader('authorization')) req.setHeader('authorization', value);
+    return req;
+  };
+  // http.get() calls the original request() internally, so route it through the wrapper.
+  http.get = function getWithAuth(...args) {
+    const req = http.request(...args);
+    req.end();
+    return req;
+  };
 }
