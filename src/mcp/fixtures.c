@@ -142,6 +142,20 @@ static void t_progress(struct mcp_call *call, const json_t *args, void *ctx)
     start_ticker(call, true);
 }
 
+/* Needs sampling, which this request must declare (stateless revision); rejected with -32021. */
+static void t_missing_capability(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    (void)args, (void)ctx;
+    const json_t *caps = mcp_call_client_capabilities(call);
+    if (!json_is_object(json_object_get(caps, "sampling"))) {
+        mcp_call_error(call, MCP_MISSING_CLIENT_CAPABILITY,
+                       "this tool requires the sampling client capability",
+                       json_pack("{s:{s:{}}}", "requiredCapabilities", "sampling"));
+        return;
+    }
+    t_server_to_client(call, args, ctx);
+}
+
 static void t_schema_2020(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)ctx;
@@ -331,6 +345,9 @@ void mcp_fixtures_register(struct mcp_server *srv)
          MCP_TOOL_READ_ONLY, t_mixed, NULL},
         {"test_tool_with_logging", NULL, "Tests tool that emits log messages during execution",
          EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_logging, NULL},
+        {"test_logging_tool", NULL,
+         "Tests tool that emits log messages during execution (stateless revision name)",
+         EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_logging, NULL},
         {"test_tool_with_progress", NULL, "Tests tool that reports progress notifications",
          EMPTY_SCHEMA, NULL, MCP_TOOL_READ_ONLY, t_progress, NULL},
         {"test_error_handling", NULL, "Tests error response handling", EMPTY_SCHEMA, NULL,
@@ -349,6 +366,9 @@ void mcp_fixtures_register(struct mcp_server *srv)
         {"test_elicitation_sep1330_enums", NULL,
          "Tests elicitation with enum schema improvements per SEP-1330", EMPTY_SCHEMA, NULL, 0,
          t_server_to_client, NULL},
+        {"test_missing_capability", NULL,
+         "Tests rejection of a request that did not declare the sampling capability", EMPTY_SCHEMA,
+         NULL, 0, t_missing_capability, NULL},
         {"json_schema_2020_12_tool", NULL,
          "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
          "{\"$schema\":\"https://json-schema.org/draft/2020-12/"

@@ -61,6 +61,7 @@ struct mcp_call {
     struct mcp_call *next;
     json_t *id;
     json_t *progress_token;
+    json_t *client_caps; /* _meta clientCapabilities (stateless revision), or NULL */
     char method[64];
     char version[16];
     bool modern;
@@ -300,6 +301,7 @@ static void call_finish(struct mcp_call *call, json_t *msg, int status, const ch
         }
     json_decref(call->id);
     json_decref(call->progress_token);
+    json_decref(call->client_caps);
     free(call);
     if (--ex->pending == 0 && !ex->starting)
         exchange_complete(ex);
@@ -319,6 +321,11 @@ static bool cacheable_in_modern(const char *method)
         if (strcmp(*c, method) == 0)
             return true;
     return false;
+}
+
+const json_t *mcp_call_client_capabilities(const struct mcp_call *call)
+{
+    return call->client_caps;
 }
 
 void mcp_call_reply(struct mcp_call *call, json_t *result)
@@ -663,6 +670,9 @@ static void handle_message(struct mcp_exchange *ex, const struct mcp_request_inf
     const json_t *token = json_object_get(meta, "progressToken");
     if (json_is_string(token) || json_is_integer(token))
         call->progress_token = json_incref((json_t *)token);
+    const json_t *caps = json_object_get(meta, META_CAPS);
+    if (modern && json_is_object(caps))
+        call->client_caps = json_incref((json_t *)caps);
     /* Log notifications: under the stateless revision only when the request asks for them. */
     call->log_enabled = !modern || json_is_string(json_object_get(meta, META_LOGLEVEL));
     call->next = ex->calls;

