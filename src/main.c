@@ -119,7 +119,7 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h') {
             fputs(usage, stdout);
             return 1;
@@ -161,6 +161,7 @@ static int load_config(const struct opts *o, struct config *cfg)
     const char *file = o->env_file ? o->env_file : ".dev.vars";
     if (config_load_file(cfg, file, o->env_file != NULL, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        config_release(cfg);
         return 1;
     }
     config_load_environ(cfg);
@@ -173,6 +174,7 @@ static int load_config(const struct opts *o, struct config *cfg)
     cfg->conformance_fixtures = o->fixtures;
     if (config_finish(cfg, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        config_release(cfg);
         return EXIT_USAGE;
     }
     const char *lvl = config_get(cfg, "LOG_LEVEL");
@@ -181,6 +183,7 @@ static int load_config(const struct opts *o, struct config *cfg)
         if (log_parse_level(lvl, &level) < 0) {
             fprintf(stderr, "sandbox-mcp: LOG_LEVEL '%s' is not one of debug, info, warn, error\n",
                     lvl);
+            config_release(cfg);
             return EXIT_USAGE;
         }
         log_set_level(level);
@@ -308,10 +311,13 @@ static int cmd_serve(int argc, char **argv)
     if ((r = load_config(&o, &cfg)))
         return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st)))
+    if ((r = open_store(&cfg, &st))) {
+        config_release(&cfg);
         return r;
+    }
     if (ensure_jwt_secret(&cfg) < 0) {
         store_close(st);
+        config_release(&cfg);
         return 1;
     }
     static const struct mcp_server_info info = {
@@ -430,8 +436,10 @@ static int cmd_user(int argc, char **argv)
     if ((r = load_config(&o, &cfg)))
         return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st)))
+    if ((r = open_store(&cfg, &st))) {
+        config_release(&cfg);
         return r;
+    }
     struct err err = {0};
     if (add) {
         struct store_user u;
@@ -483,8 +491,10 @@ static int cmd_token(int argc, char **argv)
     if ((r = load_config(&o, &cfg)))
         return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st)))
+    if ((r = open_store(&cfg, &st))) {
+        config_release(&cfg);
         return r;
+    }
     struct err err = {0};
     struct store_user u;
     char token[STORE_TOKEN_LEN + 1];

@@ -71,6 +71,10 @@ static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
     http_request_track(route, req);
+    if (!h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/healthz"))) {
+        http_respond_error(req, 404, "not_found", "no such endpoint");
+        return 0;
+    }
     struct err err = {0};
     int users = store_user_count(route->srv->store, &err);
     json_t *o = json_pack("{s:s, s:s, s:b}", "status", users >= 0 ? "ok" : "degraded", "version",
@@ -87,6 +91,10 @@ static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
     http_request_track(route, req);
+    if (!h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/metrics"))) {
+        http_respond_error(req, 404, "not_found", "no such endpoint");
+        return 0;
+    }
     metrics_gauge_set("sandbox_mcp_http_inflight_requests", "HTTP requests being served",
                       route->srv->inflight);
     struct buf b;

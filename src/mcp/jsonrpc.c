@@ -7,7 +7,8 @@
 json_t *jsonrpc_parse(const char *body, size_t len, char *msg, size_t msglen)
 {
     json_error_t e;
-    json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+    json_t *v =
+        json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &e);
     if (!v)
         snprintf(msg, msglen, "parse error at line %d column %d: %s", e.line, e.column, e.text);
     return v;
