@@ -47,7 +47,12 @@ export async function startServer({ args = [], env = {}, dataDir, cwd } = {}) {
   let out = '', err = '';
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { err += d; });
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  // A spawn failure (e.g. ENOENT while the binary is being rebuilt) emits 'error' and no 'exit';
+  // without this the wait for "http listening" below would poll forever.
+  const exited = new Promise((resolve) => {
+    proc.on('exit', (code, signal) => resolve({ code, signal }));
+    proc.on('error', (e) => { err += `spawn ${BIN}: ${e.message}\n`; resolve({ code: null, signal: null }); });
+  });
   const addr = await new Promise((resolve, reject) => {
     const timer = setInterval(() => {
       const m = err.match(/http listening addr=(\S+)/);
