@@ -38,7 +38,7 @@ ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migr
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all run test unit fuzz deps deps-apt deps-npm install clean format format-check
+.PHONY: all run test test-suites unit fuzz deps deps-apt deps-npm install clean format format-check
 all: $(BUILD)/sandbox-mcp
 
 $(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
@@ -85,7 +85,11 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC)
 
 unit: $(UNIT_BIN)
 
-test: deps $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
+# test and run install dependencies first, then build in a second make so that pkg-config is
+# asked again once the libraries exist (on a fresh machine they do not at first).
+test: deps
+	$(MAKE) test-suites
+test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
 	BUILD=$(BUILD) sh tests/run.sh
 
 FUZZ_SECONDS ?= 60
@@ -95,7 +99,8 @@ fuzz: $(FUZZ_BIN)
 	    $$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$name || exit 1; \
 	done
 
-run: deps $(BUILD)/sandbox-mcp
+run: deps
+	$(MAKE) $(BUILD)/sandbox-mcp
 	$(BUILD)/sandbox-mcp serve
 
 # Debian packages needed to build and test; installed only when missing.
