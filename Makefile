@@ -88,7 +88,7 @@ unit: $(UNIT_BIN)
 # test and run install dependencies first, then build in a second make so that pkg-config is
 # asked again once the libraries exist (on a fresh machine they do not at first).
 test: deps
-	$(MAKE) test-suites
+	$(MAKE) --no-print-directory test-suites
 test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
 	BUILD=$(BUILD) sh tests/run.sh
 
@@ -100,7 +100,7 @@ fuzz: $(FUZZ_BIN)
 	done
 
 run: deps
-	$(MAKE) $(BUILD)/sandbox-mcp
+	$(MAKE) --no-print-directory $(BUILD)/sandbox-mcp
 	$(BUILD)/sandbox-mcp serve
 
 # Debian packages needed to build and test; installed only when missing.
