@@ -822,7 +822,6 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
     if (!args || json_is_null(args))
         args = empty = json_object();
     if (!json_is_object(args)) {
-        call->tool = tool;
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
         return;
     }
