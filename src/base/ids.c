@@ -1,6 +1,7 @@
 #include "base/ids.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,10 +35,9 @@ void hex_encode(const void *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-size_t base64url_encode(const void *in, size_t n, char *out)
+static size_t base64_encode_with(const char *alphabet, bool pad, const void *in, size_t n,
+                                 char *out)
 {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     const unsigned char *p = in;
     size_t o = 0, i = 0;
     for (; i + 2 < n; i += 3) {
@@ -51,14 +51,32 @@ size_t base64url_encode(const void *in, size_t n, char *out)
         uint32_t v = (uint32_t)p[i] << 16;
         out[o++] = alphabet[v >> 18 & 63];
         out[o++] = alphabet[v >> 12 & 63];
+        if (pad) {
+            out[o++] = '=';
+            out[o++] = '=';
+        }
     } else if (n - i == 2) {
         uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
         out[o++] = alphabet[v >> 18 & 63];
         out[o++] = alphabet[v >> 12 & 63];
         out[o++] = alphabet[v >> 6 & 63];
+        if (pad)
+            out[o++] = '=';
     }
     out[o] = '\0';
     return o;
+}
+
+size_t base64url_encode(const void *in, size_t n, char *out)
+{
+    return base64_encode_with("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+                              false, in, n, out);
+}
+
+size_t base64_encode(const void *in, size_t n, char *out)
+{
+    return base64_encode_with("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                              true, in, n, out);
 }
 
 void sha256_hex(const void *data, size_t len, char out[65])

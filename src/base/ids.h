@@ -14,6 +14,10 @@ void hex_encode(const void *in, size_t n, char *out);
 /* Unpadded base64url of n bytes into out (at least 4*ceil(n/3)+1 bytes); returns length. */
 size_t base64url_encode(const void *in, size_t n, char *out);
 
+/* Padded standard base64 (RFC 4648 section 4) of n bytes into out (at least 4*ceil(n/3)+1
+ * bytes); returns length. */
+size_t base64_encode(const void *in, size_t n, char *out);
+
 /* SHA-256 of data as 64 hex digits plus NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);
 

@@ -51,6 +51,20 @@ TEST(base64url_vectors)
     CHECK_STR_EQ(out, "-_8");
 }
 
+TEST(base64_padded_vectors)
+{
+    /* RFC 4648 section 10, plus the two characters that differ from base64url */
+    static const char *const want[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                       "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    char out[64];
+    for (size_t i = 0; i < 7; i++) {
+        CHECK_INT_EQ(base64_encode("foobar", i, out), strlen(want[i]));
+        CHECK_STR_EQ(out, want[i]);
+    }
+    base64_encode("\xfb\xff", 2, out);
+    CHECK_STR_EQ(out, "+/8=");
+}
+
 TEST(sha256_known_vector)
 {
     char hex[65];
