@@ -81,11 +81,15 @@ int64_t time_mono_ms(void)
 
 void time_format_rfc3339(int64_t ms, char out[32])
 {
-    time_t secs = (time_t)(ms / 1000);
+    /* Round towards minus infinity so times before 1970 (file mtimes can be) stay well-formed. */
+    int64_t frac = ms % 1000;
+    if (frac < 0)
+        frac += 1000;
+    time_t secs = (time_t)((ms - frac) / 1000);
     struct tm tm;
     gmtime_r(&secs, &tm);
     snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
 }
 
 bool str_equal_ct(const char *a, size_t alen, const char *b, size_t blen)

@@ -153,6 +153,10 @@ TEST(time_format)
     char out[32];
     time_format_rfc3339(1700000000123LL, out);
     CHECK_STR_EQ(out, "2023-11-14T22:13:20.123Z");
+    time_format_rfc3339(-1, out);
+    CHECK_STR_EQ(out, "1969-12-31T23:59:59.999Z");
+    time_format_rfc3339(-86400000LL * 365, out);
+    CHECK_STR_EQ(out, "1969-01-01T00:00:00.000Z");
 }
 
 TEST(constant_time_compare)
