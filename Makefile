@@ -10,7 +10,7 @@
 PREFIX     ?= /usr/local
 BUILD      ?= build
 CC         ?= cc
-PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libcrypto
+PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libcrypto libseccomp
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -24,7 +24,7 @@ LDLIBS  := $(PKG_LIBS) -lm
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # Every module except main.c goes into a library shared by the binary and the tests.
-LIB_SRC := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
+LIB_SRC := $(filter-out src/main.c src/sandbox/init/%,$(shell find src -name '*.c' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 GEN_SRC := $(BUILD)/gen/migrations.c
 
@@ -32,8 +32,12 @@ define objs
 $(patsubst src/%.c,$(1)/obj/%.o,$(2))
 endef
 
-LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o
-ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migrations.o
+# The sandbox init is a separate static program, embedded in the server as a blob.
+INIT_BIN  := $(BUILD)/sandbox-init
+INIT_BLOB := $(BUILD)/obj/gen/init_blob.o
+
+LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o $(INIT_BLOB)
+ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migrations.o $(INIT_BLOB)
 
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -44,6 +48,16 @@ all: $(BUILD)/sandbox-mcp
 $(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_migrations $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+
+$(INIT_BIN): src/sandbox/init/main.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -Os -static -s -o $@ $<
+$(BUILD)/gen/init_blob.S: $(INIT_BIN)
+	@mkdir -p $(dir $@)
+	printf '\t.section .rodata\n\t.global sandbox_init_image\n\t.global sandbox_init_image_end\n\t.balign 16\nsandbox_init_image:\n\t.incbin "%s"\nsandbox_init_image_end:\n\t.section .note.GNU-stack,"",@progbits\n' "$(abspath $(INIT_BIN))" > $@
+$(INIT_BLOB): $(BUILD)/gen/init_blob.S $(INIT_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) -c -o $@ $<
 
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -78,10 +92,10 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(UNIT_SRC))
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC) $(INIT_BLOB)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc $(PKG_CFLAGS) $(FUZZ_FLAGS) -o $@ \
-	    $< $(LIB_SRC) $(GEN_SRC) $(LDLIBS)
+	    $< $(LIB_SRC) $(GEN_SRC) $(INIT_BLOB) $(LDLIBS)
 
 unit: $(UNIT_BIN)
 

@@ -19,6 +19,7 @@
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "version.h"
 
@@ -36,6 +37,8 @@ static const char usage_main[] =
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
     "  token revoke TOKEN_ID\n"
+    "  sandbox list          list running sandboxes\n"
+    "  sandbox stop-all      stop every sandbox and unmount their disks (maintenance)\n"
     "\n"
     "common options:\n"
     "  --data-dir DIR        state directory (default ./var, or DATA_DIR)\n"
@@ -297,6 +300,49 @@ static void on_tool_done(const char *tool, const char *outcome, double seconds)
     metrics_tool_call(tool, outcome, seconds);
 }
 
+/* Sandbox settings from the config table (sizes in MiB and seconds, as operators write them). */
+static int load_sandbox_config(const struct config *cfg, struct sandbox_config *sc, struct err *err)
+{
+    uint64_t v;
+    sandbox_config_defaults(sc);
+    sc->data_dir = cfg->data_dir;
+    const char *tmpl = config_get(cfg, "SANDBOX_TEMPLATE");
+    if (tmpl && strcmp(tmpl, "host") != 0 && strcmp(tmpl, "debian") != 0)
+        return err_set(err, -EINVAL, "SANDBOX_TEMPLATE '%s' is not host or debian", tmpl);
+    if (tmpl)
+        sc->template_name = tmpl;
+#define GET(key, def, min, max, dst, scale)                                                        \
+    do {                                                                                           \
+        if (config_get_u64(cfg, key, (def) / (scale), min, max, &v, err) < 0)                      \
+            return err->code;                                                                      \
+        dst = v * (scale);                                                                         \
+    } while (0)
+    GET("SANDBOX_MEMORY_MB", sc->memory_bytes, 16, 1 << 24, sc->memory_bytes, 1 << 20);
+    GET("SANDBOX_PIDS", sc->pids_max, 8, 1 << 22, sc->pids_max, 1);
+    GET("SANDBOX_DISK_MB", sc->disk_bytes, 0, 1 << 24, sc->disk_bytes, 1 << 20);
+    if (sc->disk_bytes && sc->disk_bytes < (64 << 20))
+        return err_set(err, -EINVAL, "SANDBOX_DISK_MB must be 0 (no limit) or at least 64");
+    GET("SANDBOX_TMP_MB", sc->tmp_bytes, 1, 1 << 20, sc->tmp_bytes, 1 << 20);
+    GET("SANDBOX_MAX_RUNNING", sc->max_running, 1, 100000, sc->max_running, 1);
+    GET("SANDBOX_IDLE_SECONDS", sc->idle_ms, 1, 30 * 24 * 3600, sc->idle_ms, 1000);
+    GET("SANDBOX_UID_BASE", sc->uid_base, 65536, 4294901759ull, sc->uid_base, 1);
+    GET("EXEC_TIMEOUT_MAX_SECONDS", sc->exec_timeout_max, 1, 7 * 24 * 3600, sc->exec_timeout_max,
+        1000);
+    GET("EXEC_TIMEOUT_SECONDS", sc->exec_timeout_ms, 1, sc->exec_timeout_max / 1000,
+        sc->exec_timeout_ms, 1000);
+    GET("EXEC_OUTPUT_BYTES", sc->output_bytes, 1024, 64 << 20, sc->output_bytes, 1);
+    GET("FILE_MAX_BYTES", sc->file_max_bytes, 1024, 64 << 20, sc->file_max_bytes, 1);
+#undef GET
+    const char *cpus = config_get(cfg, "SANDBOX_CPUS");
+    if (cpus) {
+        char *end;
+        sc->cpus = strtod(cpus, &end);
+        if (*end || sc->cpus < 0 || sc->cpus > 4096)
+            return err_set(err, -EINVAL, "SANDBOX_CPUS '%s' is not a number of cores", cpus);
+    }
+    return 0;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR,   OPT_ENV_FILE, OPT_LISTEN,
@@ -325,11 +371,26 @@ static int cmd_serve(int argc, char **argv)
         .title = "sandbox-mcp",
         .version = SANDBOX_MCP_VERSION,
         .description = "Isolated Linux sandboxes and long-running coding agents for AI assistants",
-        .instructions = "Use server_info to check the connection.",
+        .instructions =
+            "container_exec runs shell commands in your own isolated Linux sandbox (files in "
+            "/workspace persist); the other container_* tools read, write, list and "
+            "delete its files. Use server_info to check the connection.",
     };
+    struct sandbox_config sc;
+    struct err serr = {0};
+    if (load_sandbox_config(&cfg, &sc, &serr) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
+        store_close(st);
+        config_release(&cfg);
+        return 2;
+    }
+    struct sandbox_manager *sandboxes = NULL;
+    if (sandbox_manager_new(&sc, st, &sandboxes, &serr) < 0)
+        log_error("sandbox runtime unavailable err=\"%s\"", serr.msg);
     struct mcp_server *mcp = mcp_server_new(&info);
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
+    tools_container_register(mcp, sandboxes, serr.msg, &sc);
     if (cfg.conformance_fixtures) {
         log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for "
                  "production\"");
@@ -340,6 +401,7 @@ static int cmd_serve(int argc, char **argv)
     if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         mcp_server_free(mcp);
+        sandbox_manager_free(sandboxes);
         store_close(st);
         config_release(&cfg);
         return 1;
@@ -352,6 +414,7 @@ static int cmd_serve(int argc, char **argv)
     if (first_start(&cfg, st) < 0) {
         http_server_free(http);
         mcp_server_free(mcp);
+        sandbox_manager_free(sandboxes);
         store_close(st);
         config_release(&cfg);
         return 1;
@@ -361,6 +424,7 @@ static int cmd_serve(int argc, char **argv)
     http_server_run(http);
     http_server_free(http);
     mcp_server_free(mcp);
+    sandbox_manager_free(sandboxes);
     store_close(st);
     config_release(&cfg);
     metrics_reset();
@@ -526,6 +590,65 @@ static int cmd_token(int argc, char **argv)
     return r;
 }
 
+static const char usage_sandbox[] =
+    "usage: sandbox-mcp sandbox list|stop-all [--data-dir DIR] [--env-file FILE]\n"
+    "\n"
+    "Sandboxes outlive the server, so that a restart does not kill running work. 'list' shows\n"
+    "the running ones; 'stop-all' kills them all and unmounts their disk images, e.g. before\n"
+    "deleting the data directory.\n";
+
+static void print_sandbox(const struct sandbox_info *i, void *ctx)
+{
+    printf("%-30s %-30s %-10s %8d %s\n", i->id, i->user_id, i->session_id[0] ? i->session_id : "-",
+           i->pid, i->running ? "running" : "stopped");
+}
+
+static int cmd_sandbox(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+            fputs(usage_sandbox, stdout);
+            return 0;
+        }
+        return usage_error("sandbox", usage_sandbox, "%s", "expected 'list' or 'stop-all'");
+    }
+    const char *sub = argv[1];
+    struct opts o = {0};
+    int r = parse_opts("sandbox", usage_sandbox, argc - 1, argv + 1, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    bool stop = strcmp(sub, "stop-all") == 0;
+    if (!stop && strcmp(sub, "list") != 0)
+        return usage_error("sandbox", usage_sandbox, "unknown subcommand '%s'", sub);
+    if (o.nargs != 0)
+        return usage_error("sandbox", usage_sandbox, "unexpected argument '%s'", o.args[0]);
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st))) {
+        config_release(&cfg);
+        return r;
+    }
+    struct sandbox_config sc;
+    struct sandbox_manager *m = NULL;
+    struct err err = {0};
+    if (load_sandbox_config(&cfg, &sc, &err) < 0 || sandbox_manager_new(&sc, st, &m, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        r = 1;
+    } else if (stop) {
+        printf("stopped %d sandboxes\n", sandbox_manager_stop_all(m));
+    } else {
+        printf("%-30s %-30s %-10s %8s %s\n", "ID", "USER", "SESSION", "PID", "STATE");
+        sandbox_manager_list(m, print_sandbox, NULL);
+    }
+    sandbox_manager_free(m);
+    store_close(st);
+    config_release(&cfg);
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -549,6 +672,8 @@ int main(int argc, char **argv)
         return cmd_user(argc - 1, argv + 1);
     if (strcmp(cmd, "token") == 0)
         return cmd_token(argc - 1, argv + 1);
+    if (strcmp(cmd, "sandbox") == 0)
+        return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

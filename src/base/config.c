@@ -27,6 +27,19 @@ const char *const config_known_keys[] = {
     "ANTHROPIC_BASE_URL",
     "OPENAI_BASE_URL",
     "GITHUB_BASE_URL",
+    "SANDBOX_TEMPLATE",
+    "SANDBOX_MEMORY_MB",
+    "SANDBOX_PIDS",
+    "SANDBOX_CPUS",
+    "SANDBOX_DISK_MB",
+    "SANDBOX_TMP_MB",
+    "SANDBOX_MAX_RUNNING",
+    "SANDBOX_IDLE_SECONDS",
+    "SANDBOX_UID_BASE",
+    "EXEC_TIMEOUT_SECONDS",
+    "EXEC_TIMEOUT_MAX_SECONDS",
+    "EXEC_OUTPUT_BYTES",
+    "FILE_MAX_BYTES",
     NULL,
 };
 
@@ -244,4 +257,20 @@ void config_release(struct config *cfg)
     free(cfg->allowed_origins);
     free(cfg->first_user);
     memset(cfg, 0, sizeof(*cfg));
+}
+
+int config_get_u64(const struct config *cfg, const char *key, uint64_t def, uint64_t min,
+                   uint64_t max, uint64_t *out, struct err *err)
+{
+    const char *v = config_get(cfg, key);
+    size_t n;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (parse_size(v, &n) < 0 || n < min || n > max)
+        return err_set(err, -EINVAL, "%s '%s' is not a number between %llu and %llu", key, v,
+                       (unsigned long long)min, (unsigned long long)max);
+    *out = n;
+    return 0;
 }

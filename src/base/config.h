@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -47,6 +48,10 @@ void config_set(struct config *cfg, const char *key, const char *value);
 int config_finish(struct config *cfg, struct err *err);
 
 void config_release(struct config *cfg);
+
+/* Read an unsigned number: def when unset, -EINVAL (err set) when not a number in min..max. */
+int config_get_u64(const struct config *cfg, const char *key, uint64_t def, uint64_t min,
+                   uint64_t max, uint64_t *out, struct err *err);
 
 /* Names of every key the service reads (for docs and the environment filter). */
 extern const char *const config_known_keys[];

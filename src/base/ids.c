@@ -110,3 +110,47 @@ void id_new(const char *prefix, char out[64])
     body[o] = '\0';
     snprintf(out, 64, "%s_%s", prefix, body);
 }
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+ssize_t base64_decode(const char *in, size_t n, unsigned char *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t len = 0, pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        if (c == '=') {
+            pad++;
+            continue;
+        }
+        int v = b64_value(c);
+        if (v < 0 || pad)
+            return -1; /* a bad character, or data after padding */
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[len++] = (unsigned char)(acc >> bits);
+        }
+    }
+    /* Leftover bits must be zero padding of a 2- or 3-character final group. */
+    if (bits >= 6 || pad > 2 || (acc & ((1u << bits) - 1)))
+        return -1;
+    return (ssize_t)len;
+}

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Fill buf with n bytes from the kernel CSPRNG; aborts if the kernel refuses (never on Linux
  * >= 3.17 once the pool is initialised). */
@@ -23,3 +24,8 @@ void sha256_hex(const void *data, size_t len, char out[65]);
 
 /* A new random id "<prefix>_<26 base32 chars>" (128 bits) into out[64]. */
 void id_new(const char *prefix, char out[64]);
+
+/* Decode standard or URL-safe base64 (padding optional, ASCII whitespace ignored) of n chars
+ * into out (at least n/4*3+3 bytes). Returns the decoded length, or -1 when the input is not
+ * base64. */
+ssize_t base64_decode(const char *in, size_t n, unsigned char *out);

@@ -5,3 +5,10 @@ struct mcp_server;
 
 /* server_info */
 void tools_server_register(struct mcp_server *srv);
+
+struct sandbox_manager;
+struct sandbox_config;
+
+/* container_* on mgr; when mgr is NULL the tools are listed but answer with `unavailable`. */
+void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mgr,
+                              const char *unavailable, const struct sandbox_config *cfg);

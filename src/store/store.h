@@ -76,3 +76,29 @@ int store_token_revoke(struct store *st, const char *token_id, struct err *err);
  * (at most once a minute per token, so the hot path rarely writes). */
 int store_token_authenticate(struct store *st, const char *plain, size_t len,
                              struct store_user *out, struct err *err);
+
+/* --- sandboxes --- */
+
+struct store_sandbox {
+    char id[64];
+    char user_id[64];
+    char session_id[64]; /* "" for the user's own sandbox */
+    char template_name[32];
+    bool running;
+    int64_t init_pid;
+    int64_t init_start; /* process start time in clock ticks since boot */
+    char cgroup[64];
+    int64_t created_at, started_at, last_used_at;
+};
+
+/* Find the sandbox of user_id (session_id NULL/"" = the user's own). -ENOENT when none. */
+int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
+                       struct store_sandbox *out, struct err *err);
+/* Insert a new row. */
+int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struct err *err);
+/* Record state, init process, cgroup and times of sb->id. */
+int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struct err *err);
+/* Call fn for each sandbox recorded as running. */
+int store_sandbox_list_running(struct store *st,
+                               void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
+                               struct err *err);

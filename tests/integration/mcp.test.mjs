@@ -98,7 +98,10 @@ test('tools/call reports the protocol version named in MCP-Protocol-Version', as
 
 test('tools/call server_info with include_tools lists the tool names', async () => {
   const r = await rpc(server, call(6, 'server_info', { include_tools: true }));
-  assert.deepEqual(r.body.result.structuredContent.tools, ['server_info']);
+  assert.deepEqual(r.body.result.structuredContent.tools, [
+    'server_info', 'container_initialize', 'container_ping', 'container_exec',
+    'container_file_write', 'container_file_read', 'container_files_list', 'container_file_delete',
+  ]);
 });
 
 test('tools/call with an unknown tool is a JSON-RPC error -32602', async () => {

@@ -25,6 +25,9 @@ function cleanEnv() {
                    'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'LOG_LEVEL',
                    'MAX_REQUEST_BYTES', 'SHUTDOWN_GRACE_SECONDS', 'FIRST_USER'])
     delete env[k];
+  for (const k of Object.keys(env))
+    if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k === 'FILE_MAX_BYTES')
+    delete env[k];
   env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
   env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
   return env;
@@ -32,6 +35,12 @@ function cleanEnv() {
 
 export function tempDir(prefix = 'smcp-') {
   return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+// Sandboxes outlive the server by design: stop them and unmount their disks, then remove dir.
+export function removeDataDir(dir) {
+  cli(['sandbox', 'stop-all', '--data-dir', dir]);
+  rmSync(dir, { recursive: true, force: true });
 }
 
 // Start `sandbox-mcp serve`. Resolves once it listens, with
@@ -74,7 +83,7 @@ export async function startServer({ args = [], env = {}, dataDir, cwd } = {}) {
     async stop(signal = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await exited;
-      if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+      if (ownDir) removeDataDir(dataDir);
       return r;
     },
   };

@@ -1,0 +1,631 @@
+/* Entering a running sandbox: commands (sandbox_exec_start) and file operations (sandbox_fs).
+ *
+ * An exec forks a helper that joins the sandbox's cgroup and namespaces (pidfd setns), forks
+ * the command into the sandbox's pid namespace as root of its user namespace with the sandbox
+ * policy applied, waits for it and reports its status. The helper stays outside the pid
+ * namespace, so nothing inside can see or trace it; both are non-dumpable until the exec.
+ *
+ * Report pipe protocol (helper -> server), one line each:
+ *   "pid <host pid of the command>"   the command is starting
+ *   "exit <wait status>"              the command finished
+ *   "<stage>: <error>"                setup failed (no command ran) */
+#include "sandbox/sandbox_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/utf8.h"
+#include "base/util.h"
+#include "sandbox/fsops.h"
+
+#define ENTER_NS (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP)
+
+/* Keeps the first half and the last half of a stream within cap bytes. */
+struct capture {
+    char *head;
+    size_t head_len, head_cap;
+    char *tail; /* ring */
+    size_t tail_cap, tail_start, tail_len;
+    uint64_t total;
+};
+
+struct sandbox_exec {
+    struct sandbox_exec *next; /* in m->execs */
+    struct sandbox *sbx;
+    struct proc_watch report;
+    h2o_socket_t *out_sock, *err_sock;
+    int out_fd, err_fd; /* raw numbers of the sockets above, for the final drain */
+    int stdin_fd;
+    char *stdin_data;
+    size_t stdin_len, stdin_off;
+    h2o_socket_t *stdin_sock;
+    struct capture out, err;
+    pid_t cmd_pid;
+    int64_t t0, deadline;
+    bool timed_out, killed;
+    sandbox_output_fn on_output;
+    sandbox_exec_done_fn on_done;
+    void *ctx;
+};
+
+static void capture_init(struct capture *c, size_t cap)
+{
+    memset(c, 0, sizeof(*c));
+    c->head_cap = cap / 2;
+    c->tail_cap = cap - c->head_cap;
+    c->head = xmalloc(c->head_cap + 1);
+    c->tail = xmalloc(c->tail_cap + 1);
+}
+
+static void capture_add(struct capture *c, const char *data, size_t len)
+{
+    c->total += len;
+    size_t h = c->head_cap - c->head_len;
+    if (h > len)
+        h = len;
+    memcpy(c->head + c->head_len, data, h);
+    c->head_len += h;
+    data += h;
+    len -= h;
+    if (len >= c->tail_cap) {
+        data += len - c->tail_cap;
+        len = c->tail_cap;
+    }
+    for (size_t i = 0; i < len; i++) {
+        size_t pos = (c->tail_start + c->tail_len) % c->tail_cap;
+        c->tail[pos] = data[i];
+        if (c->tail_len < c->tail_cap)
+            c->tail_len++;
+        else
+            c->tail_start = (c->tail_start + 1) % c->tail_cap;
+    }
+}
+
+/* Head, marker and tail as one valid UTF-8 string. */
+static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
+{
+    size_t n = c->head_len + c->tail_len;
+    char *raw = xmalloc(n + 128);
+    size_t hl = c->head_len, pos = 0;
+    *truncated = c->total > (uint64_t)n;
+    if (*truncated)
+        hl = utf8_boundary(c->head, hl);
+    memcpy(raw, c->head, hl);
+    pos = hl;
+    size_t skip = 0;
+    if (*truncated) {
+        /* begin the tail on a character boundary */
+        while (skip < c->tail_len && skip < 4 &&
+               (c->tail[(c->tail_start + skip) % c->tail_cap] & 0xC0) == 0x80)
+            skip++;
+        pos += (size_t)snprintf(raw + pos, 128, "\n[... %llu bytes omitted ...]\n",
+                                (unsigned long long)(c->total - hl - (c->tail_len - skip)));
+    }
+    for (size_t i = skip; i < c->tail_len; i++)
+        raw[pos++] = c->tail[(c->tail_start + i) % c->tail_cap];
+    char *out = utf8_sanitize(raw, pos, len);
+    free(raw);
+    return out;
+}
+
+static void capture_release(struct capture *c)
+{
+    free(c->head);
+    free(c->tail);
+}
+
+/* --- child side --- */
+
+struct exec_plan {
+    int pidfd;
+    int report_fd, in_fd, out_fd, err_fd;
+    int ncg;
+    char cg_procs[4][4096];
+    const char *cwd;
+    char *const *argv;
+    char *const *envp;
+};
+
+#define FAIL(stage)                                                                                \
+    do {                                                                                           \
+        child_report(report, stage, errno);                                                        \
+        _exit(127);                                                                                \
+    } while (0)
+
+/* Join the cgroup and every namespace of the sandbox, then its user namespace as root. */
+static int enter_sandbox(const struct exec_plan *p, int report, bool pidns)
+{
+    for (int i = 0; i < p->ncg; i++) {
+        int fd = open(p->cg_procs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1)
+            FAIL("join cgroup");
+        close(fd);
+    }
+    if (setns(p->pidfd, ENTER_NS | (pidns ? CLONE_NEWPID : 0)) < 0)
+        FAIL("enter sandbox namespaces");
+    if (setns(p->pidfd, CLONE_NEWUSER) < 0)
+        FAIL("enter sandbox user namespace");
+    if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
+        FAIL("become root in the sandbox");
+    return 0;
+}
+
+static void exec_child(const struct exec_plan *p)
+{
+    int report = p->report_fd;
+    prctl(PR_SET_DUMPABLE, 0);
+    /* The command's descriptors: 0, 1, 2, and the report pipe (close-on-exec) at 3. */
+    int fds[4] = {p->in_fd, p->out_fd, p->err_fd, p->report_fd};
+    int pidfd = fcntl(p->pidfd, F_DUPFD_CLOEXEC, 10);
+    for (int i = 0; i < 4; i++)
+        fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+    for (int i = 0; i < 4; i++)
+        if (dup2(fds[i], i) < 0)
+            _exit(127);
+    report = 3;
+    if (dup3(pidfd, 4, O_CLOEXEC) != 4)
+        _exit(127);
+    syscall(SYS_close_range, 5, ~0u, 0);
+    fcntl(3, F_SETFD, FD_CLOEXEC);
+    struct exec_plan q = *p;
+    q.pidfd = 4;
+    enter_sandbox(&q, report, true);
+    pid_t pid = fork();
+    if (pid < 0)
+        FAIL("fork command");
+    if (pid == 0) {
+        close(4);
+        setsid();
+        if (chdir(p->cwd) < 0)
+            FAIL("cwd");
+        if (policy_apply_child() < 0)
+            FAIL("apply sandbox policy");
+        execve("/bin/sh", p->argv, p->envp);
+        FAIL("exec /bin/sh");
+    }
+    close(0);
+    close(1);
+    close(2);
+    close(4);
+    char msg[48];
+    int n = snprintf(msg, sizeof(msg), "pid %d\n", (int)pid);
+    if (write(report, msg, (size_t)n) < 0)
+        _exit(127);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            _exit(127);
+    n = snprintf(msg, sizeof(msg), "exit %d\n", status);
+    if (write(report, msg, (size_t)n) < 0)
+        _exit(127);
+    _exit(0);
+}
+
+/* --- server side --- */
+
+static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *report);
+
+static void drain(struct sandbox_exec *ex, h2o_socket_t **sockp, int fd, enum sandbox_stream s)
+{
+    if (!*sockp)
+        return;
+    h2o_socket_t *sock = *sockp;
+    struct capture *c = s == SANDBOX_STDOUT ? &ex->out : &ex->err;
+    if (sock->input->size) {
+        capture_add(c, sock->input->bytes, sock->input->size);
+        if (ex->on_output)
+            ex->on_output(ex->ctx, s, sock->input->bytes, sock->input->size);
+        h2o_buffer_consume(&sock->input, sock->input->size);
+    }
+    /* What the command wrote before it exited is in the pipe already. */
+    char buf[65536];
+    ssize_t n;
+    while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0) {
+        capture_add(c, buf, (size_t)n);
+        if (ex->on_output)
+            ex->on_output(ex->ctx, s, buf, (size_t)n);
+    }
+    h2o_socket_read_stop(sock);
+    h2o_socket_close(sock);
+    *sockp = NULL;
+}
+
+static void on_stream(h2o_socket_t *sock, const char *err)
+{
+    struct sandbox_exec *ex = sock->data;
+    enum sandbox_stream s = sock == ex->out_sock ? SANDBOX_STDOUT : SANDBOX_STDERR;
+    if (sock->input->size) {
+        capture_add(s == SANDBOX_STDOUT ? &ex->out : &ex->err, sock->input->bytes,
+                    sock->input->size);
+        if (ex->on_output)
+            ex->on_output(ex->ctx, s, sock->input->bytes, sock->input->size);
+        h2o_buffer_consume(&sock->input, sock->input->size);
+    }
+    if (err) {
+        h2o_socket_read_stop(sock);
+        h2o_socket_close(sock);
+        if (s == SANDBOX_STDOUT)
+            ex->out_sock = NULL;
+        else
+            ex->err_sock = NULL;
+    }
+}
+
+static void close_stdin(struct sandbox_exec *ex)
+{
+    if (ex->stdin_sock) {
+        h2o_socket_close(ex->stdin_sock);
+        ex->stdin_sock = NULL;
+    }
+}
+
+static void on_stdin_written(h2o_socket_t *sock, const char *err)
+{
+    struct sandbox_exec *ex = sock->data;
+    close_stdin(ex);
+}
+
+static void on_report(struct proc_watch *w, int wait_status)
+{
+    struct sandbox_exec *ex = container_of(w, struct sandbox_exec, report);
+    exec_finish(ex, wait_status, w->data);
+}
+
+static void unlink_exec(struct sandbox_exec *ex)
+{
+    for (struct sandbox_exec **pp = &ex->sbx->m->execs; *pp; pp = &(*pp)->next)
+        if (*pp == ex) {
+            *pp = ex->next;
+            break;
+        }
+}
+
+static void kill_command(struct sandbox_exec *ex)
+{
+    int pid;
+    /* The helper reports the command's pid as soon as it forks it. */
+    if (ex->cmd_pid <= 0 && ex->report.data && sscanf(ex->report.data, "pid %d", &pid) == 1)
+        ex->cmd_pid = pid;
+    if (ex->cmd_pid > 0) {
+        /* The command leads its own session and process group: kill the group, then anything
+         * still in its session (a child that made a new group). */
+        kill(-ex->cmd_pid, SIGKILL);
+        kill(ex->cmd_pid, SIGKILL);
+    }
+}
+
+static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *report)
+{
+    struct sandbox_exec_result res = {0};
+    struct err err = {0};
+    int status = -1;
+    const char *line = report;
+    while (line && *line) {
+        int pid;
+        if (sscanf(line, "pid %d", &pid) == 1)
+            ex->cmd_pid = pid;
+        else if (sscanf(line, "exit %d", &status) == 1)
+            ;
+        else if (!err.code) {
+            size_t n = strcspn(line, "\n");
+            err_set(&err, -EIO, "%.*s", (int)n, line);
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    drain(ex, &ex->out_sock, ex->out_fd, SANDBOX_STDOUT);
+    drain(ex, &ex->err_sock, ex->err_fd, SANDBOX_STDERR);
+    close_stdin(ex);
+    unlink_exec(ex);
+    if (status < 0 && !err.code)
+        err_set(&err, -EIO, "the sandbox went away while the command ran");
+    if (err.code) {
+        if (strncmp(err.msg, "cwd: ", 5) == 0)
+            err_set(&err, -ENOENT, "cannot change to the working directory: %s", err.msg + 5);
+        ex->on_done(ex->ctx, NULL, &err);
+    } else {
+        res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        res.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        res.timed_out = ex->timed_out;
+        res.out = capture_finish(&ex->out, &res.out_len, &res.out_truncated);
+        res.err = capture_finish(&ex->err, &res.err_len, &res.err_truncated);
+        res.out_total = ex->out.total;
+        res.err_total = ex->err.total;
+        res.duration_ms = (uint64_t)(time_mono_ms() - ex->t0);
+        ex->on_done(ex->ctx, &res, NULL);
+        free(res.out);
+        free(res.err);
+    }
+    (void)wait_status;
+    ex->sbx->last_used = time_mono_ms();
+    free(ex->report.data);
+    free(ex->stdin_data);
+    capture_release(&ex->out);
+    capture_release(&ex->err);
+    free(ex);
+}
+
+void sandbox_exec_kill(struct sandbox_exec *ex)
+{
+    ex->killed = true;
+    kill_command(ex);
+}
+
+static void on_exec_tick(struct loop_timer *t)
+{
+    struct sandbox_manager *m = container_of(t, struct sandbox_manager, exec_timer);
+    exec_tick(m);
+}
+
+void exec_tick(struct sandbox_manager *m)
+{
+    int64_t now = time_mono_ms();
+    for (struct sandbox_exec *ex = m->execs; ex; ex = ex->next) {
+        if (!ex->timed_out && now >= ex->deadline) {
+            ex->timed_out = true;
+            kill_command(ex);
+        }
+    }
+    if (m->execs)
+        loop_timer_start(&m->exec_timer, 50, on_exec_tick);
+}
+
+static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    *out = h2o_evloop_socket_create(loop_get(), fd, 0);
+    (*out)->data = data;
+    return 0;
+}
+
+/* Build argv/envp for /bin/sh -c. */
+static char **build_env(const char *const *extra, const char *cwd)
+{
+    static const char *const base[] = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        "USER=root",
+        "LOGNAME=root",
+        "SHELL=/bin/sh",
+        "LANG=C.UTF-8",
+        "HOSTNAME=sandbox",
+        "TMPDIR=/tmp",
+    };
+    size_t n = 0;
+    while (extra && extra[n])
+        n++;
+    char **env = xcalloc(ARRAY_SIZE(base) + n + 2, sizeof(char *));
+    size_t k = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(base); i++) {
+        size_t nl = strcspn(base[i], "=") + 1;
+        bool overridden = false;
+        for (size_t j = 0; j < n; j++)
+            if (strncmp(extra[j], base[i], nl) == 0)
+                overridden = true;
+        if (!overridden)
+            env[k++] = xstrdup(base[i]);
+    }
+    env[k++] = xasprintf("PWD=%s", cwd);
+    for (size_t j = 0; j < n; j++)
+        env[k++] = xstrdup(extra[j]);
+    env[k] = NULL;
+    return env;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void plan_enter(struct exec_plan *p, struct sandbox *sbx)
+{
+    memset(p, 0, sizeof(*p));
+    p->pidfd = sbx->pidfd;
+    p->ncg = cgroup_procs_paths(sbx->cgroup, p->cg_procs, 4);
+}
+
+struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
+                                        sandbox_output_fn on_output, sandbox_exec_done_fn on_done,
+                                        void *ctx, struct err *err)
+{
+    struct sandbox_manager *m = sbx->m;
+    if (sbx->state != SBX_RUNNING) {
+        err_set(err, -ESRCH, "sandbox '%s' is not running", sbx->id);
+        return NULL;
+    }
+    const char *cwd = opts->cwd && *opts->cwd ? opts->cwd : "/workspace";
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1};
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+        pipe2(rep, O_CLOEXEC) < 0) {
+        err_set(err, -errno, "pipe: %s", strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (in[i] >= 0)
+                close(in[i]);
+            if (out[i] >= 0)
+                close(out[i]);
+            if (errp[i] >= 0)
+                close(errp[i]);
+            if (rep[i] >= 0)
+                close(rep[i]);
+        }
+        return NULL;
+    }
+    char *argv[] = {(char *)"sh", (char *)"-c", (char *)opts->command, NULL};
+    char **envp = build_env(opts->env, cwd);
+    struct exec_plan *p = xmalloc(sizeof(*p));
+    plan_enter(p, sbx);
+    p->report_fd = rep[1];
+    p->in_fd = in[0];
+    p->out_fd = out[1];
+    p->err_fd = errp[1];
+    p->cwd = cwd;
+    p->argv = argv;
+    p->envp = envp;
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_child(p);
+    int saved = errno;
+    free(p);
+    free_strv(envp);
+    close(in[0]);
+    close(out[1]);
+    close(errp[1]);
+    close(rep[1]);
+    if (pid < 0) {
+        close(in[1]);
+        close(out[0]);
+        close(errp[0]);
+        close(rep[0]);
+        err_set(err, -saved, "fork: %s", strerror(saved));
+        return NULL;
+    }
+    struct sandbox_exec *ex = xcalloc(1, sizeof(*ex));
+    ex->sbx = sbx;
+    ex->on_output = on_output;
+    ex->on_done = on_done;
+    ex->ctx = ctx;
+    ex->t0 = time_mono_ms();
+    uint64_t timeout = opts->timeout_ms ? opts->timeout_ms : m->cfg.exec_timeout_ms;
+    ex->deadline = ex->t0 + (int64_t)timeout;
+    size_t cap = opts->output_bytes ? opts->output_bytes : m->cfg.output_bytes;
+    capture_init(&ex->out, cap);
+    capture_init(&ex->err, cap);
+    ex->out_fd = out[0];
+    ex->err_fd = errp[0];
+    nonblock_socket(out[0], &ex->out_sock, ex);
+    nonblock_socket(errp[0], &ex->err_sock, ex);
+    h2o_socket_read_start(ex->out_sock, on_stream);
+    h2o_socket_read_start(ex->err_sock, on_stream);
+    nonblock_socket(in[1], &ex->stdin_sock, ex);
+    if (opts->stdin_data && opts->stdin_len) {
+        ex->stdin_data = xmalloc(opts->stdin_len);
+        memcpy(ex->stdin_data, opts->stdin_data, opts->stdin_len);
+        h2o_iovec_t buf = h2o_iovec_init(ex->stdin_data, opts->stdin_len);
+        h2o_socket_write(ex->stdin_sock, &buf, 1, on_stdin_written);
+    } else {
+        close_stdin(ex);
+    }
+    ex->next = m->execs;
+    m->execs = ex;
+    if (!h2o_timeout_is_linked(&m->exec_timer.entry))
+        loop_timer_start(&m->exec_timer, 50, on_exec_tick);
+    proc_watch_start(&ex->report, pid, rep[0], 4096, on_report);
+    return ex;
+}
+
+/* --- file operations --- */
+
+struct fs_job {
+    struct proc_watch watch;
+    struct sandbox *sbx;
+    sandbox_fs_done_fn cb;
+    void *ctx;
+};
+
+static void fs_child(const struct exec_plan *p, const struct fsop_request *req)
+{
+    int report = p->report_fd;
+    prctl(PR_SET_DUMPABLE, 0);
+    int out = fcntl(report, F_DUPFD_CLOEXEC, 10);
+    int pidfd = fcntl(p->pidfd, F_DUPFD_CLOEXEC, 10);
+    if (dup3(out, 3, O_CLOEXEC) < 0 || dup3(pidfd, 4, O_CLOEXEC) < 0)
+        _exit(127);
+    report = 3;
+    syscall(SYS_close_range, 5, ~0u, 0);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    struct exec_plan q = *p;
+    q.pidfd = 4;
+    enter_sandbox(&q, report, false);
+    close(4);
+    if (policy_apply_child() < 0)
+        FAIL("apply sandbox policy");
+    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        FAIL("open /");
+    json_t *res = fsop_run(root, req);
+    char *text = json_dumps(res, JSON_COMPACT);
+    size_t len = text ? strlen(text) : 0, off = 0;
+    while (off < len) {
+        ssize_t n = write(report, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            _exit(1);
+        off += (size_t)n;
+    }
+    _exit(0);
+}
+
+static void on_fs_done(struct proc_watch *w, int status)
+{
+    struct fs_job *job = container_of(w, struct fs_job, watch);
+    struct err err = {0};
+    json_t *res = NULL;
+    if (w->overflow) {
+        err_set(&err, -EFBIG, "file operation result is too large");
+    } else if (w->len && w->data[0] == '{') {
+        json_error_t jerr;
+        res = json_loadb(w->data, w->len, 0, &jerr);
+        if (!res)
+            err_set(&err, -EIO, "file operation returned a bad result: %s", jerr.text);
+    } else {
+        size_t n = strcspn(w->data, "\n");
+        err_set(&err, -EIO, "file operation failed: %.*s", (int)n, n ? w->data : "worker died");
+    }
+    (void)status;
+    free(w->data);
+    w->data = NULL;
+    job->sbx->last_used = time_mono_ms();
+    job->cb(job->ctx, res, res ? NULL : &err);
+    free(job);
+}
+
+int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_done_fn cb,
+               void *ctx, struct err *err)
+{
+    if (sbx->state != SBX_RUNNING)
+        return err_set(err, -ESRCH, "sandbox '%s' is not running", sbx->id);
+    int rep[2];
+    if (pipe2(rep, O_CLOEXEC) < 0)
+        return err_set(err, -errno, "pipe: %s", strerror(errno));
+    struct exec_plan *p = xmalloc(sizeof(*p));
+    plan_enter(p, sbx);
+    p->report_fd = rep[1];
+    pid_t pid = fork();
+    if (pid == 0)
+        fs_child(p, req);
+    int saved = errno;
+    free(p);
+    close(rep[1]);
+    if (pid < 0) {
+        close(rep[0]);
+        return err_set(err, -saved, "fork: %s", strerror(saved));
+    }
+    struct fs_job *job = xcalloc(1, sizeof(*job));
+    job->sbx = sbx;
+    job->cb = cb;
+    job->ctx = ctx;
+    /* base64 of the largest file plus the JSON around it */
+    size_t max = sbx->m->cfg.file_max_bytes / 3 * 4 + (1 << 20);
+    proc_watch_start(&job->watch, pid, rep[0], max, on_fs_done);
+    return 0;
+}

@@ -1,0 +1,416 @@
+/* The sandbox manager: which sandbox serves which caller, capacity, idle stops, and re-adoption
+ * of sandboxes that outlived a previous server process. */
+#include "sandbox/sandbox_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "store/store.h"
+
+extern const char sandbox_init_image[];
+extern const char sandbox_init_image_end[];
+
+void sandbox_config_defaults(struct sandbox_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->template_name = "host";
+    cfg->memory_bytes = 2ull << 30;
+    cfg->pids_max = 512;
+    cfg->disk_bytes = 10ull << 30;
+    cfg->tmp_bytes = 512ull << 20;
+    cfg->max_running = 64;
+    cfg->idle_ms = 10 * 60 * 1000;
+    cfg->uid_base = 524288;
+    cfg->exec_timeout_ms = 60 * 1000;
+    cfg->exec_timeout_max = 60 * 60 * 1000;
+    cfg->output_bytes = 1 << 20;
+    cfg->file_max_bytes = 8 << 20;
+}
+
+const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m)
+{
+    return cgroup_mode_name(cgroup_mode());
+}
+
+/* The init program in a sealed, read-only memfd: executable from any mount namespace. */
+static int make_init_memfd(struct err *err)
+{
+    int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    size_t len = (size_t)(sandbox_init_image_end - sandbox_init_image), off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, sandbox_init_image + off, len - off);
+        if (n <= 0) {
+            close(fd);
+            return err_set(err, -errno, "write sandbox-init: %s", strerror(errno));
+        }
+        off += (size_t)n;
+    }
+    fchmod(fd, 0555);
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    /* A writable descriptor would make exec fail with ETXTBSY: reopen read-only. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    close(fd);
+    if (ro < 0)
+        return err_set(err, -errno, "reopen sandbox-init: %s", strerror(errno));
+    return ro;
+}
+
+static struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sandbox *row)
+{
+    struct sandbox *sbx = xcalloc(1, sizeof(*sbx));
+    sbx->m = m;
+    sbx->pidfd = -1;
+    snprintf(sbx->id, sizeof(sbx->id), "%s", row->id);
+    snprintf(sbx->user_id, sizeof(sbx->user_id), "%s", row->user_id);
+    snprintf(sbx->session_id, sizeof(sbx->session_id), "%s", row->session_id);
+    snprintf(sbx->template_name, sizeof(sbx->template_name), "%s", row->template_name);
+    snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", row->cgroup[0] ? row->cgroup : row->id);
+    snprintf(sbx->dir, sizeof(sbx->dir), "%s/sandboxes/%s", m->data_dir, row->id);
+    snprintf(sbx->workspace, sizeof(sbx->workspace), "%s%s/workspace", sbx->dir,
+             m->cfg.disk_bytes ? "/disk" : "");
+    sbx->created_at = row->created_at;
+    sbx->started_at = row->started_at;
+    sbx->last_used = time_mono_ms();
+    sbx->next = m->all;
+    m->all = sbx;
+    return sbx;
+}
+
+static void adopt_one(const struct store_sandbox *row, void *ctx)
+{
+    struct sandbox_manager *m = ctx;
+    struct sandbox *sbx = sandbox_alloc(m, row);
+    sbx->init_pid = (pid_t)row->init_pid;
+    sbx->init_start = (uint64_t)row->init_start;
+    uint64_t now_start = row->init_pid > 0 ? proc_start_time((pid_t)row->init_pid) : 0;
+    int fd = now_start && now_start == (uint64_t)row->init_start
+                 ? pidfd_open_pid((pid_t)row->init_pid)
+                 : -1;
+    if (fd >= 0 && proc_start_time((pid_t)row->init_pid) == (uint64_t)row->init_start) {
+        sbx->pidfd = fd;
+        sbx->state = SBX_RUNNING;
+        m->running++;
+        log_info("sandbox adopted sbx=%s user=%s pid=%d", sbx->id, sbx->user_id, sbx->init_pid);
+        return;
+    }
+    if (fd >= 0)
+        close(fd);
+    /* The init is gone, or its pid now belongs to another process. */
+    cgroup_destroy(sbx->cgroup);
+    sbx->state = SBX_STOPPED;
+    sandbox_save(sbx);
+    log_info("sandbox found dead sbx=%s user=%s pid=%lld", sbx->id, sbx->user_id,
+             (long long)row->init_pid);
+}
+
+static void reap_unknown(const char *name, void *ctx)
+{
+    struct sandbox_manager *m = ctx;
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (s->state == SBX_RUNNING && strcmp(s->cgroup, name) == 0)
+            return;
+    int r = cgroup_destroy(name);
+    log_info("sandbox unknown stopped cgroup=%s ok=%s", name, r == 0 ? "true" : "false");
+}
+
+static void on_idle_tick(struct loop_timer *t);
+
+static uint64_t idle_tick_ms(const struct sandbox_manager *m)
+{
+    return m->cfg.idle_ms < 10000 ? 250 : 5000;
+}
+
+int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
+                        struct sandbox_manager **ret, struct err *err)
+{
+    struct sandbox_manager *m = xcalloc(1, sizeof(*m));
+    m->cfg = *cfg;
+    m->data_dir = xstrdup(cfg->data_dir);
+    m->template_name = xstrdup(cfg->template_name ? cfg->template_name : "host");
+    m->cfg.data_dir = m->data_dir;
+    m->cfg.template_name = m->template_name;
+    m->store = store;
+    m->init_memfd = -1;
+    int r;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+    if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+        r = err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
+        goto fail;
+    }
+    if (geteuid() != 0) {
+        r = err_set(err, -EPERM, "sandboxes need root (namespaces, mounts and cgroups)");
+        goto fail;
+    }
+    /* The instance: this data directory, wherever it is reached from. */
+    char real[PATH_MAX], hash[65];
+    if (!realpath(m->data_dir, real))
+        snprintf(real, sizeof(real), "%s", m->data_dir);
+    sha256_hex(real, strlen(real), hash);
+    hash[12] = '\0';
+    enum cgroup_mode mode = cgroup_setup(hash);
+    if ((r = policy_init(err)) < 0)
+        goto fail;
+    if ((r = template_prepare(m->data_dir, m->template_name, m->cfg.uid_base, &m->tmpl, err)) < 0)
+        goto fail;
+    if ((r = make_init_memfd(err)) < 0)
+        goto fail;
+    m->init_memfd = r;
+    if (m->cfg.disk_bytes) {
+        static const char *const mkfs[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
+        for (size_t i = 0; i < ARRAY_SIZE(mkfs) && !m->mkfs[0]; i++)
+            if (access(mkfs[i], X_OK) == 0)
+                snprintf(m->mkfs, sizeof(m->mkfs), "%s", mkfs[i]);
+        if (!m->mkfs[0] || access("/dev/loop-control", R_OK | W_OK) < 0) {
+            r = err_set(err, -ENOTSUP,
+                        "disk limits need mkfs.ext4 and /dev/loop-control; set "
+                        "SANDBOX_DISK_MB=0 to run without a workspace size limit");
+            goto fail;
+        }
+    }
+    log_info("sandbox runtime cgroup=%s template=%s memory_mb=%llu pids=%llu disk_mb=%llu "
+             "max_running=%u idle_s=%llu",
+             cgroup_mode_name(mode), m->tmpl.name, (unsigned long long)(m->cfg.memory_bytes >> 20),
+             (unsigned long long)m->cfg.pids_max, (unsigned long long)(m->cfg.disk_bytes >> 20),
+             m->cfg.max_running, (unsigned long long)(m->cfg.idle_ms / 1000));
+    if (mode == CGROUP_NONE)
+        log_warn("sandbox no usable cgroup hierarchy: memory and process limits are rlimits only");
+    if ((r = store_sandbox_list_running(store, adopt_one, m, err)) < 0)
+        goto fail;
+    cgroup_list(reap_unknown, m);
+    loop_timer_start(&m->idle_timer, idle_tick_ms(m), on_idle_tick);
+    *ret = m;
+    return 0;
+fail:
+    sandbox_manager_free(m);
+    return r;
+}
+
+void sandbox_manager_free(struct sandbox_manager *m)
+{
+    if (!m)
+        return;
+    loop_timer_stop(&m->idle_timer);
+    loop_timer_stop(&m->exec_timer);
+    struct sandbox *s = m->all;
+    while (s) {
+        struct sandbox *next = s->next;
+        if (s->state == SBX_STARTING)
+            proc_watch_abandon(&s->start_watch);
+        if (s->pidfd >= 0)
+            close(s->pidfd);
+        struct sandbox_waiter *w = s->waiters;
+        while (w) {
+            struct sandbox_waiter *wn = w->next;
+            free(w);
+            w = wn;
+        }
+        free(s);
+        s = next;
+    }
+    if (m->init_memfd >= 0)
+        close(m->init_memfd);
+    free(m->data_dir);
+    free(m->template_name);
+    free(m);
+}
+
+/* The sandbox struct for (user, session), loading or creating its row. */
+static int lookup(struct sandbox_manager *m, const char *user_id, const char *session_id,
+                  struct sandbox **out, struct err *err)
+{
+    const char *sid = session_id ? session_id : "";
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (strcmp(s->user_id, user_id) == 0 && strcmp(s->session_id, sid) == 0) {
+            *out = s;
+            return 0;
+        }
+    struct store_sandbox row;
+    int r = store_sandbox_find(m->store, user_id, sid, &row, err);
+    if (r == -ENOENT && *sid)
+        return err_set(err, -ENOENT, "session '%s' not found", sid);
+    if (r == -ENOENT) {
+        memset(&row, 0, sizeof(row));
+        id_new("sbx", row.id);
+        snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
+        snprintf(row.template_name, sizeof(row.template_name), "%s", m->tmpl.name);
+        row.created_at = time_now_ms();
+        if ((r = store_sandbox_insert(m->store, &row, err)) < 0)
+            return r;
+    } else if (r < 0) {
+        return r;
+    }
+    struct sandbox *sbx = sandbox_alloc(m, &row);
+    if (mkdir(sbx->dir, 0700) < 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create '%s': %s", sbx->dir, strerror(errno));
+    *out = sbx;
+    return 0;
+}
+
+static bool sandbox_busy(struct sandbox *s)
+{
+    if (s->holds > 0 || s->state != SBX_RUNNING)
+        return true;
+    uint64_t mem, procs;
+    return sandbox_usage(s, &mem, &procs) == 0 && procs > 0;
+}
+
+/* Make room for one more running sandbox: stop the least recently used idle one. */
+static int make_room(struct sandbox_manager *m, struct err *err)
+{
+    if (m->running < m->cfg.max_running)
+        return 0;
+    struct sandbox *lru = NULL;
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (s->state == SBX_RUNNING && s->holds == 0 && (!lru || s->last_used < lru->last_used))
+            if (!sandbox_busy(s))
+                lru = s;
+    if (!lru)
+        return err_set(err, -EBUSY, "at capacity: all %u sandboxes are busy; retry later",
+                       m->cfg.max_running);
+    sandbox_stop(lru, "evicted");
+    return 0;
+}
+
+struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
+                                       const struct sandbox_acquire_opts *opts, sandbox_ready_fn cb,
+                                       void *ctx)
+{
+    struct err err = {0};
+    struct sandbox *sbx = NULL;
+    if (lookup(m, opts->user_id, opts->session_id, &sbx, &err) < 0) {
+        cb(ctx, NULL, &err);
+        return NULL;
+    }
+    if (sbx->state == SBX_STARTING && opts->fresh) {
+        err_set(&err, -EAGAIN, "sandbox is starting; retry in a moment");
+        cb(ctx, NULL, &err);
+        return NULL;
+    }
+    if (sbx->state == SBX_RUNNING && (opts->fresh || !sandbox_alive(sbx)))
+        sandbox_stop(sbx, opts->fresh ? "initialize" : "found dead");
+    if (opts->fresh)
+        sbx->fresh_pending = true;
+    if (sbx->state == SBX_RUNNING) {
+        sbx->holds++;
+        sbx->last_used = time_mono_ms();
+        cb(ctx, sbx, NULL);
+        return NULL;
+    }
+    struct sandbox_waiter *w = xcalloc(1, sizeof(*w));
+    w->sbx = sbx;
+    w->cb = cb;
+    w->ctx = ctx;
+    struct sandbox_waiter **pp = &sbx->waiters;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = w;
+    if (sbx->state == SBX_STOPPED) {
+        if (make_room(m, &err) < 0) {
+            *pp = NULL;
+            free(w);
+            cb(ctx, NULL, &err);
+            return NULL;
+        }
+        sandbox_start(sbx);
+        /* a start that failed at once has already answered */
+        for (struct sandbox_waiter *x = sbx->waiters; x; x = x->next)
+            if (x == w)
+                return w;
+        return NULL;
+    }
+    return w;
+}
+
+void sandbox_acquire_cancel(struct sandbox_waiter *w)
+{
+    struct sandbox *sbx = w->sbx;
+    for (struct sandbox_waiter **pp = &sbx->waiters; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            free(w);
+            return;
+        }
+}
+
+void sandbox_release(struct sandbox *sbx)
+{
+    if (sbx->holds > 0)
+        sbx->holds--;
+    sbx->last_used = time_mono_ms();
+}
+
+static void on_idle_tick(struct loop_timer *t)
+{
+    struct sandbox_manager *m = container_of(t, struct sandbox_manager, idle_timer);
+    int64_t now = time_mono_ms();
+    for (struct sandbox *s = m->all; s; s = s->next) {
+        if (s->state != SBX_RUNNING || s->holds > 0 || now - s->last_used < (int64_t)m->cfg.idle_ms)
+            continue;
+        if (!sandbox_alive(s)) {
+            sandbox_stop(s, "died");
+            continue;
+        }
+        if (sandbox_busy(s)) {
+            s->last_used = now; /* processes still running: look again after a full period */
+            continue;
+        }
+        sandbox_stop(s, "idle");
+    }
+    proc_reap_later(0);
+    loop_timer_start(&m->idle_timer, idle_tick_ms(m), on_idle_tick);
+}
+
+int sandbox_manager_stop_all(struct sandbox_manager *m)
+{
+    int n = 0;
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (s->state == SBX_RUNNING) {
+            sandbox_stop(s, "stop-all");
+            n++;
+        }
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char disk[PATH_MAX];
+        if (snprintf(disk, sizeof(disk), "%s/%s/disk", path, de->d_name) < (int)sizeof(disk))
+            umount2(disk, MNT_DETACH);
+    }
+    if (d)
+        closedir(d);
+    cgroup_list(reap_unknown, m);
+    cgroup_teardown();
+    return n;
+}
+
+void sandbox_manager_list(struct sandbox_manager *m,
+                          void (*fn)(const struct sandbox_info *i, void *ctx), void *ctx)
+{
+    for (struct sandbox *s = m->all; s; s = s->next) {
+        if (s->state != SBX_RUNNING)
+            continue;
+        struct sandbox_info i = {s->id, s->user_id, s->session_id, s->init_pid, true};
+        fn(&i, ctx);
+    }
+}

@@ -1,0 +1,655 @@
+/* Starting and stopping one sandbox.
+ *
+ * Start forks a setup child (real root, host namespaces) that
+ *   1. joins the sandbox's cgroup,
+ *   2. with a disk limit, creates the sandbox's ext4 image on first use and mounts it (host
+ *      mount namespace, so the workspace stays reachable from the host across idle stops),
+ *   3. unshares mount, pid, net, uts, ipc and cgroup namespaces (owned by the host's user
+ *      namespace, so root inside can never mount, reconfigure the network or set the hostname),
+ *   4. builds the root: overlayfs (template below, the sandbox's layer above), the host's /usr
+ *      read-only, /workspace, tmpfs /tmp, a minimal /dev,
+ *   5. forks the init, which mounts /proc, pivots into the new root, enters a new user
+ *      namespace (root inside = an unprivileged host uid range) once the setup child has
+ *      written its id maps, and executes sandbox-init from a sealed memfd.
+ * The setup child reports the init's pid on a pipe and exits; the init is then no child of the
+ * server and outlives it. Between fork and exec nothing allocates: every string is prepared
+ * before the fork. */
+#include "sandbox/sandbox_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <grp.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/loop.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "store/store.h"
+
+#define MAX_BINDS 8
+
+/* Everything the setup child needs, computed before the fork. */
+struct plan {
+    uint32_t uid;
+    int report_fd;
+    int memfd;
+    bool disk;
+    uint64_t disk_bytes;
+    char mkfs[64];
+    char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
+    char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
+    char overlay_opts[3 * PATH_MAX + 64];
+    int nbinds;
+    char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
+    char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
+    char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
+    int ncg;
+    char cg_procs[4][4096];
+    char uid_map[64], gid_map[64];
+    char mkfs_root_owner[80], size_arg[32];
+};
+
+/* --- child side (no allocation, report errors on the pipe) --- */
+
+#define FAIL(stage)                                                                                \
+    do {                                                                                           \
+        child_report(p->report_fd, stage, errno);                                                  \
+        _exit(127);                                                                                \
+    } while (0)
+
+static int write_all(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    ssize_t w = write(fd, text, n);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return w == (ssize_t)n ? 0 : -1;
+}
+
+static int mkdir_owned(const char *path, mode_t mode, uint32_t uid)
+{
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return -1;
+    return chown(path, uid, uid);
+}
+
+static bool is_mountpoint(const char *path, const char *parent)
+{
+    struct stat a, b;
+    return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+static void child_mkfs(const struct plan *p)
+{
+    int fd = open(p->disk_img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        FAIL("create disk image");
+    if (ftruncate(fd, (off_t)p->disk_bytes) < 0)
+        FAIL("size disk image");
+    close(fd);
+    pid_t pid = fork();
+    if (pid < 0)
+        FAIL("fork mkfs");
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        char *argv[] = {(char *)"mkfs.ext4",
+                        (char *)"-q",
+                        (char *)"-F",
+                        (char *)"-m",
+                        (char *)"0",
+                        (char *)"-E",
+                        (char *)p->mkfs_root_owner,
+                        (char *)p->disk_img,
+                        NULL};
+        char *envp[] = {NULL};
+        execve(p->mkfs, argv, envp);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            FAIL("wait mkfs");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        unlink(p->disk_img);
+        errno = EIO;
+        FAIL("mkfs.ext4 failed");
+    }
+}
+
+static void child_mount_disk(const struct plan *p)
+{
+    if (access(p->disk_img, F_OK) < 0)
+        child_mkfs(p);
+    if (mkdir(p->disk_mnt, 0700) < 0 && errno != EEXIST)
+        FAIL("create disk mount point");
+    if (is_mountpoint(p->disk_mnt, p->dir))
+        return;
+    int img = open(p->disk_img, O_RDWR | O_CLOEXEC);
+    if (img < 0)
+        FAIL("open disk image");
+    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        FAIL("open /dev/loop-control");
+    for (int attempt = 0;; attempt++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0)
+            FAIL("find a free loop device");
+        char dev[32];
+        snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+        int lfd = open(dev, O_RDWR | O_CLOEXEC);
+        if (lfd < 0 && errno == ENOENT) {
+            /* a /dev without devtmpfs does not grow new nodes by itself */
+            mknod(dev, S_IFBLK | 0660, makedev(7, n));
+            lfd = open(dev, O_RDWR | O_CLOEXEC);
+        }
+        if (lfd < 0)
+            FAIL("open loop device");
+        struct loop_config lc;
+        memset(&lc, 0, sizeof(lc));
+        lc.fd = (uint32_t)img;
+        lc.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        if (ioctl(lfd, LOOP_CONFIGURE, &lc) < 0) {
+            close(lfd);
+            if (errno == EBUSY && attempt < 20)
+                continue; /* raced another attach */
+            FAIL("attach loop device");
+        }
+        if (mount(dev, p->disk_mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "") < 0)
+            FAIL("mount disk image");
+        close(lfd); /* the mount keeps the device; autoclear detaches it at unmount */
+        break;
+    }
+    close(ctl);
+    close(img);
+}
+
+static void bind_ro(const struct plan *p, const char *src, const char *dst, unsigned long extra)
+{
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        FAIL("bind mount");
+    if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
+              NULL) < 0)
+        FAIL("remount read-only");
+}
+
+static void child_dev(const struct plan *p)
+{
+    static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    char path[PATH_MAX], src[64];
+    if (mount("tmpfs", p->dev_dst, "tmpfs", MS_NOSUID | MS_NOEXEC, p->dev_opts) < 0)
+        FAIL("mount /dev");
+    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+        snprintf(path, sizeof(path), "%s/%s", p->dev_dst, nodes[i]);
+        snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+            FAIL("create device node");
+        close(fd);
+        if (mount(src, path, NULL, MS_BIND, NULL) < 0)
+            FAIL("bind device node");
+    }
+    snprintf(path, sizeof(path), "%s/pts", p->dev_dst);
+    mkdir(path, 0755);
+    if (mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, p->pts_opts) < 0)
+        FAIL("mount /dev/pts");
+    snprintf(path, sizeof(path), "%s/shm", p->dev_dst);
+    mkdir(path, 01777);
+    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, p->shm_opts) < 0)
+        FAIL("mount /dev/shm");
+    static const char *const links[][2] = {{"pts/ptmx", "ptmx"},
+                                           {"/proc/self/fd", "fd"},
+                                           {"/proc/self/fd/0", "stdin"},
+                                           {"/proc/self/fd/1", "stdout"},
+                                           {"/proc/self/fd/2", "stderr"}};
+    for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+        snprintf(path, sizeof(path), "%s/%s", p->dev_dst, links[i][1]);
+        if (symlink(links[i][0], path) < 0)
+            FAIL("create /dev link");
+    }
+    if (mount(NULL, p->dev_dst, NULL, MS_REMOUNT | MS_NOSUID | MS_NOEXEC, p->dev_opts) < 0)
+        FAIL("remount /dev");
+}
+
+static void child_loopback_up(const struct plan *p)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        FAIL("socket");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        FAIL("get lo flags");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        FAIL("bring lo up");
+    close(s);
+}
+
+/* The init: PID 1 of the new pid namespace. */
+static void child_init(const struct plan *p, int sync_fd)
+{
+    char c;
+    setsid();
+    /* A mount namespace of its own, so that pivoting leaves the setup child's root (and its
+     * view of the host's /proc, where it writes our id maps) alone. */
+    if (unshare(CLONE_NEWNS) < 0)
+        FAIL("unshare mount namespace");
+    if (mount("proc", p->proc_dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        FAIL("mount /proc");
+    /* Like Docker: /proc/sys and friends read-only, kernel memory and keys hidden. */
+    static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
+    static const char *const masked[] = {"kcore", "keys", "timer_list", "sched_debug", "kallsyms"};
+    char path[PATH_MAX], devnull[PATH_MAX];
+    for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
+        snprintf(path, sizeof(path), "%s/%s", p->proc_dst, ro[i]);
+        if (access(path, F_OK) == 0)
+            bind_ro(p, path, path, MS_NOEXEC);
+    }
+    snprintf(devnull, sizeof(devnull), "%s/null", p->dev_dst);
+    for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
+        snprintf(path, sizeof(path), "%s/%s", p->proc_dst, masked[i]);
+        if (access(path, F_OK) == 0 && mount(devnull, path, NULL, MS_BIND, NULL) < 0)
+            FAIL("mask /proc file");
+    }
+    if (chdir(p->root) < 0)
+        FAIL("chdir new root");
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        FAIL("pivot_root");
+    if (umount2(".", MNT_DETACH) < 0)
+        FAIL("detach old root");
+    if (chdir("/") < 0)
+        FAIL("chdir /");
+    if (unshare(CLONE_NEWUSER) < 0)
+        FAIL("unshare user namespace");
+    if (write(sync_fd, "u", 1) != 1 || read(sync_fd, &c, 1) != 1 || c != 'k') {
+        errno = EPROTO;
+        FAIL("wait for id maps");
+    }
+    close(sync_fd);
+    if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
+        FAIL("become root in the sandbox");
+    if (policy_apply_child() < 0)
+        FAIL("apply sandbox policy");
+    char *argv[] = {(char *)"sandbox-init", NULL};
+    char *envp[] = {NULL};
+    syscall(SYS_execveat, p->memfd, "", argv, envp, AT_EMPTY_PATH);
+    FAIL("exec sandbox-init");
+}
+
+static void child_setup(const struct plan *p)
+{
+    int sv[2];
+    char c;
+    /* Do not take the server's process group or terminal signals along. */
+    setsid();
+    for (int i = 0; i < p->ncg; i++)
+        if (write_all(p->cg_procs[i], "0") < 0)
+            FAIL("join cgroup");
+    if (p->disk)
+        child_mount_disk(p);
+    if (mkdir_owned(p->upper, 0755, p->uid) < 0 || mkdir_owned(p->work, 0700, 0) < 0 ||
+        mkdir_owned(p->ws, 0755, p->uid) < 0 || (mkdir(p->root, 0700) < 0 && errno != EEXIST))
+        FAIL("create sandbox layers");
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
+                CLONE_NEWCGROUP) < 0)
+        FAIL("unshare namespaces");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        FAIL("make mounts private");
+    if (mount("overlay", p->root, "overlay", MS_NOSUID | MS_NODEV, p->overlay_opts) < 0)
+        FAIL("mount overlay root");
+    for (int i = 0; i < p->nbinds; i++) {
+        mkdir(p->bind_dst[i], 0755);
+        bind_ro(p, p->bind_src[i], p->bind_dst[i], 0);
+    }
+    if (mount(p->ws, p->ws_dst, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, p->ws_dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+        FAIL("mount /workspace");
+    if (mount("tmpfs", p->tmp_dst, "tmpfs", MS_NOSUID | MS_NODEV, p->tmp_opts) < 0)
+        FAIL("mount /tmp");
+    child_dev(p);
+    if (sethostname("sandbox", 7) < 0)
+        FAIL("sethostname");
+    child_loopback_up(p);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        FAIL("socketpair");
+    pid_t init = fork();
+    if (init < 0)
+        FAIL("fork init");
+    if (init == 0) {
+        close(sv[0]);
+        child_init(p, sv[1]);
+    }
+    close(sv[1]);
+    char path[64];
+    /* The sandbox's own OOM kills should pick anything but its init. */
+    snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)init);
+    write_all(path, "-998");
+    if (read(sv[0], &c, 1) != 1 || c != 'u') {
+        errno = EPROTO;
+        FAIL("init did not reach its user namespace");
+    }
+    snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)init);
+    if (write_all(path, p->uid_map) < 0)
+        FAIL("write uid_map");
+    snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)init);
+    if (write_all(path, p->gid_map) < 0)
+        FAIL("write gid_map");
+    if (write(sv[0], "k", 1) != 1)
+        FAIL("release init");
+    char msg[32];
+    int n = snprintf(msg, sizeof(msg), "pid %d\n", (int)init);
+    if (write(p->report_fd, msg, (size_t)n) != n)
+        FAIL("report init pid");
+    _exit(0);
+}
+
+/* --- server side --- */
+
+static void plan_init(struct plan *p, struct sandbox *sbx)
+{
+    struct sandbox_manager *m = sbx->m;
+    memset(p, 0, sizeof(*p));
+    p->uid = m->cfg.uid_base;
+    p->memfd = m->init_memfd;
+    p->disk = m->cfg.disk_bytes > 0;
+    p->disk_bytes = m->cfg.disk_bytes;
+    snprintf(p->mkfs, sizeof(p->mkfs), "%s", m->mkfs);
+    snprintf(p->dir, sizeof(p->dir), "%s", sbx->dir);
+    snprintf(p->disk_img, sizeof(p->disk_img), "%s/disk.img", sbx->dir);
+    snprintf(p->disk_mnt, sizeof(p->disk_mnt), "%s/disk", sbx->dir);
+    const char *layers = p->disk ? p->disk_mnt : sbx->dir;
+    snprintf(p->upper, sizeof(p->upper), "%s/upper", layers);
+    snprintf(p->work, sizeof(p->work), "%s/work", layers);
+    snprintf(p->ws, sizeof(p->ws), "%s/workspace", layers);
+    snprintf(p->root, sizeof(p->root), "%s/root", sbx->dir);
+    snprintf(p->overlay_opts, sizeof(p->overlay_opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+             m->tmpl.rootfs, p->upper, p->work);
+    for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS; i++) {
+        snprintf(p->bind_src[i], sizeof(p->bind_src[i]), "%s", m->tmpl.binds[i]);
+        snprintf(p->bind_dst[i], sizeof(p->bind_dst[i]), "%s%s", p->root, m->tmpl.binds[i]);
+        p->nbinds++;
+    }
+    snprintf(p->ws_dst, sizeof(p->ws_dst), "%s/workspace", p->root);
+    snprintf(p->tmp_dst, sizeof(p->tmp_dst), "%s/tmp", p->root);
+    snprintf(p->dev_dst, sizeof(p->dev_dst), "%s/dev", p->root);
+    snprintf(p->proc_dst, sizeof(p->proc_dst), "%s/proc", p->root);
+    snprintf(p->tmp_opts, sizeof(p->tmp_opts), "size=%llu,mode=1777,uid=%u,gid=%u",
+             (unsigned long long)m->cfg.tmp_bytes, p->uid, p->uid);
+    snprintf(p->dev_opts, sizeof(p->dev_opts), "size=64k,nr_inodes=64,mode=755,uid=%u,gid=%u",
+             p->uid, p->uid);
+    snprintf(p->pts_opts, sizeof(p->pts_opts), "newinstance,ptmxmode=0666,mode=0620,gid=%u",
+             p->uid + 5);
+    snprintf(p->shm_opts, sizeof(p->shm_opts), "size=%llu,mode=1777,uid=%u,gid=%u",
+             (unsigned long long)(m->cfg.tmp_bytes / 4), p->uid, p->uid);
+    p->ncg = cgroup_procs_paths(sbx->cgroup, p->cg_procs, 4);
+    snprintf(p->uid_map, sizeof(p->uid_map), "0 %u %u\n", p->uid, SANDBOX_IDS);
+    snprintf(p->gid_map, sizeof(p->gid_map), "0 %u %u\n", p->uid, SANDBOX_IDS);
+    snprintf(p->mkfs_root_owner, sizeof(p->mkfs_root_owner),
+             "root_owner=%u:%u,lazy_itable_init=1,lazy_journal_init=1", p->uid, p->uid);
+}
+
+void sandbox_save(struct sandbox *sbx)
+{
+    struct store_sandbox row = {0};
+    snprintf(row.id, sizeof(row.id), "%s", sbx->id);
+    snprintf(row.template_name, sizeof(row.template_name), "%s", sbx->template_name);
+    snprintf(row.cgroup, sizeof(row.cgroup), "%s", sbx->cgroup);
+    row.running = sbx->state == SBX_RUNNING;
+    row.init_pid = row.running ? sbx->init_pid : 0;
+    row.init_start = row.running ? (int64_t)sbx->init_start : 0;
+    row.started_at = sbx->started_at;
+    row.last_used_at = time_now_ms();
+    struct err err = {0};
+    if (store_sandbox_update(sbx->m->store, &row, &err) < 0)
+        log_error("sandbox save failed sbx=%s err=\"%s\"", sbx->id, err.msg);
+}
+
+void sandbox_notify(struct sandbox *sbx, const struct err *err)
+{
+    struct sandbox_waiter *w = sbx->waiters;
+    sbx->waiters = NULL;
+    while (w) {
+        struct sandbox_waiter *next = w->next;
+        if (!err)
+            sbx->holds++;
+        w->cb(w->ctx, err ? NULL : sbx, err);
+        free(w);
+        w = next;
+    }
+}
+
+static void on_started(struct proc_watch *w, int status)
+{
+    struct sandbox *sbx = container_of(w, struct sandbox, start_watch);
+    struct err err = {0};
+    int pid = 0;
+    const char *nl = strchr(w->data, '\n');
+    if (sscanf(w->data, "pid %d", &pid) != 1 || pid <= 0 || (nl && nl[1])) {
+        /* the setup child's or the init's error, after the pid line when the init failed */
+        const char *msg = pid > 0 && nl ? nl + 1 : w->data;
+        err_set(&err, -EIO, "cannot start sandbox: %s",
+                *msg ? msg : "setup process died without a report");
+        size_t n = strlen(err.msg);
+        if (n && err.msg[n - 1] == '\n')
+            err.msg[n - 1] = '\0';
+    } else {
+        sbx->init_pid = pid;
+        sbx->init_start = proc_start_time(pid);
+        int fd = pidfd_open_pid(pid);
+        if (fd < 0 || sbx->init_start == 0) {
+            if (fd >= 0)
+                close(fd);
+            err_set(&err, -ESRCH, "cannot start sandbox: init process %d exited at once", pid);
+        } else {
+            sbx->pidfd = fd;
+        }
+    }
+    free(w->data);
+    w->data = NULL;
+    if (err.code) {
+        log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err.msg);
+        cgroup_destroy(sbx->cgroup);
+        sbx->state = SBX_STOPPED;
+        sbx->m->running--;
+        sandbox_notify(sbx, &err);
+        return;
+    }
+    sbx->state = SBX_RUNNING;
+    sbx->started_at = time_now_ms();
+    sbx->last_used = time_mono_ms();
+    sbx->last_start_ms = time_mono_ms() - sbx->start_t0;
+    sandbox_save(sbx);
+    log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s ms=%lld", sbx->id,
+             sbx->user_id, pid, sbx->template_name, cgroup_mode_name(cgroup_mode()),
+             (long long)sbx->last_start_ms);
+    sandbox_notify(sbx, NULL);
+}
+
+void sandbox_start(struct sandbox *sbx)
+{
+    struct sandbox_manager *m = sbx->m;
+    struct err err = {0};
+    sbx->start_t0 = time_mono_ms();
+    sbx->generation++;
+    snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", sbx->id);
+    snprintf(sbx->template_name, sizeof(sbx->template_name), "%s", m->tmpl.name);
+    struct cgroup_limits lim = {m->cfg.memory_bytes, m->cfg.pids_max, m->cfg.cpus};
+    if (sbx->fresh_pending) {
+        sbx->fresh_pending = false;
+        if (sandbox_wipe(sbx, &err) < 0)
+            goto fail;
+    }
+    if (cgroup_create(sbx->cgroup, &lim, &err) < 0)
+        goto fail;
+    struct plan *p = xmalloc(sizeof(*p));
+    plan_init(p, sbx);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        free(p);
+        err_set(&err, -errno, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+    p->report_fd = fds[1];
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        child_setup(p);
+    }
+    int saved = errno;
+    close(fds[1]);
+    free(p);
+    if (pid < 0) {
+        close(fds[0]);
+        err_set(&err, -saved, "fork: %s", strerror(saved));
+        goto fail;
+    }
+    sbx->state = SBX_STARTING;
+    m->running++;
+    proc_watch_start(&sbx->start_watch, pid, fds[0], 4096, on_started);
+    return;
+fail:
+    log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err.msg);
+    sandbox_notify(sbx, &err);
+}
+
+bool sandbox_alive(struct sandbox *sbx)
+{
+    if (sbx->state != SBX_RUNNING || sbx->pidfd < 0)
+        return false;
+    struct pollfd pfd = {.fd = sbx->pidfd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) > 0)
+        return false; /* the init exited */
+    return proc_start_time(sbx->init_pid) == sbx->init_start;
+}
+
+void sandbox_stop(struct sandbox *sbx, const char *reason)
+{
+    if (sbx->state != SBX_RUNNING)
+        return;
+    if (sbx->pidfd >= 0) {
+        /* Killing PID 1 of the namespace kills every process in it; the pidfd turns readable
+         * once it has exited. */
+        syscall(SYS_pidfd_send_signal, sbx->pidfd, SIGKILL, NULL, 0);
+        struct pollfd pfd = {.fd = sbx->pidfd, .events = POLLIN};
+        poll(&pfd, 1, 2000);
+        close(sbx->pidfd);
+        sbx->pidfd = -1;
+    }
+    /* Exec helpers live outside the pid namespace but inside the cgroup. */
+    cgroup_destroy(sbx->cgroup);
+    sbx->state = SBX_STOPPED;
+    sbx->m->running--;
+    sandbox_save(sbx);
+    log_info("sandbox stopped sbx=%s user=%s reason=%s", sbx->id, sbx->user_id, reason);
+}
+
+static int remove_tree(int dirfd, const char *name, int depth)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+    if (depth > 256)
+        return -ELOOP;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    int r = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        int rr = remove_tree(fd, de->d_name, depth + 1);
+        if (rr < 0 && r == 0)
+            r = rr;
+    }
+    closedir(d);
+    if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        r = -errno;
+    return r;
+}
+
+int sandbox_wipe(struct sandbox *sbx, struct err *err)
+{
+    char path[PATH_MAX];
+    int r;
+    snprintf(path, sizeof(path), "%s/disk", sbx->dir);
+    /* A detached unmount of the image; the loop device clears itself once it is released. */
+    if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+        return err_set(err, -errno, "cannot unmount '%s': %s", path, strerror(errno));
+    _cleanup_close_ int dfd = open(sbx->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return err_set(err, -errno, "cannot open '%s': %s", sbx->dir, strerror(errno));
+    static const char *const parts[] = {"disk.img", "disk", "upper", "work", "workspace"};
+    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+        if ((r = remove_tree(dfd, parts[i], 0)) < 0)
+            return err_set(err, r, "cannot remove '%s/%s': %s", sbx->dir, parts[i], strerror(-r));
+    return 0;
+}
+
+const char *sandbox_id(const struct sandbox *sbx)
+{
+    return sbx->id;
+}
+
+const char *sandbox_workspace_path(const struct sandbox *sbx)
+{
+    return sbx->workspace;
+}
+
+int sandbox_usage(const struct sandbox *sbx, uint64_t *memory_bytes, uint64_t *processes)
+{
+    uint64_t tasks = 0;
+    int r = cgroup_usage(sbx->cgroup, memory_bytes, &tasks);
+    *processes = tasks > 0 ? tasks - 1 : 0; /* not counting the init */
+    return r;
+}
+
+json_t *sandbox_describe(const struct sandbox *sbx)
+{
+    const struct sandbox_config *c = &sbx->m->cfg;
+    char started[32];
+    time_format_rfc3339(sbx->started_at, started);
+    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "memory_bytes", (json_int_t)c->memory_bytes,
+                               "processes", (json_int_t)c->pids_max, "disk_bytes",
+                               (json_int_t)c->disk_bytes, "tmp_bytes", (json_int_t)c->tmp_bytes);
+    if (c->cpus > 0)
+        json_object_set_new(limits, "cpus", json_real(c->cpus));
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:I}", "sandbox_id", sbx->id, "template",
+                     sbx->template_name, "cgroup", cgroup_mode_name(cgroup_mode()), "limits",
+                     limits, "started_at", started, "uptime_ms",
+                     (json_int_t)(time_now_ms() - sbx->started_at), "start_ms",
+                     (json_int_t)sbx->last_start_ms);
+}

@@ -1,0 +1,149 @@
+#pragma once
+/* Sandboxes: long-lived Linux namespace sandboxes that many exec and file calls enter.
+ *
+ * A sandbox is an init process (PID 1 of its own pid namespace) holding user, mount, pid, net,
+ * uts, ipc and cgroup namespaces over an overlayfs root. The server keeps a pidfd on it; an exec
+ * forks, joins those namespaces, forks again into the pid namespace, drops privileges, applies
+ * seccomp and execs. Sandboxes are not children that die with the server: a restarted server
+ * re-adopts them from the database.
+ *
+ * Everything here runs on the main loop thread; slow work (mkfs, mounts, waiting for a command)
+ * happens in child processes whose pipes the loop watches. */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct store;
+struct fsop_request;
+struct sandbox;
+struct sandbox_manager;
+
+struct sandbox_config {
+    const char *data_dir;      /* sandboxes/ and templates/ live below it */
+    const char *template_name; /* "host" (default) or "debian" */
+    uint64_t memory_bytes;     /* cgroup memory limit */
+    uint64_t pids_max;         /* cgroup pids limit */
+    double cpus;               /* CPU quota in cores, 0 = fair share only */
+    uint64_t disk_bytes;       /* writable layer + workspace size, 0 = no limit (plain dirs) */
+    uint64_t tmp_bytes;        /* /tmp tmpfs size */
+    unsigned max_running;      /* capacity: running sandboxes at once */
+    uint64_t idle_ms;          /* stop after this long without calls or processes */
+    uint32_t uid_base;         /* host uid/gid that root inside maps to (65536 ids) */
+    uint64_t exec_timeout_ms;  /* default exec timeout */
+    uint64_t exec_timeout_max; /* largest timeout a client may ask for */
+    size_t output_bytes;       /* default cap per output stream */
+    size_t file_max_bytes;     /* largest file write/read */
+};
+
+/* Fill cfg with the built-in defaults (data_dir left NULL). */
+void sandbox_config_defaults(struct sandbox_config *cfg);
+
+/* Create the manager: detect cgroups, build or load the template, prepare the seccomp filter and
+ * re-adopt sandboxes recorded in the store (stopping live ones it no longer knows). cfg strings
+ * are copied. Returns 0 or a negative errno with err set. */
+int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
+                        struct sandbox_manager **ret, struct err *err);
+/* Free the manager. Running sandboxes keep running (a later server re-adopts them). */
+void sandbox_manager_free(struct sandbox_manager *m);
+/* Stop every running sandbox of this data directory and unmount every disk image, so the
+ * directory can be removed. Returns how many sandboxes were stopped. */
+int sandbox_manager_stop_all(struct sandbox_manager *m);
+
+struct sandbox_info {
+    const char *id, *user_id, *session_id;
+    int pid;
+    bool running;
+};
+/* Call fn for each sandbox the manager knows to be running. */
+void sandbox_manager_list(struct sandbox_manager *m,
+                          void (*fn)(const struct sandbox_info *i, void *ctx), void *ctx);
+
+/* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
+const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);
+
+/* --- acquiring a sandbox --- */
+
+/* Called once when the sandbox is running (sbx set, err NULL) or could not be started (sbx NULL,
+ * err set: -EBUSY when at capacity, -ENOENT when session_id is not the user's). The sandbox is held
+ * (not idle-stopped or evicted) until sandbox_release(). */
+typedef void (*sandbox_ready_fn)(void *ctx, struct sandbox *sbx, const struct err *err);
+
+struct sandbox_acquire_opts {
+    const char *user_id;
+    const char *session_id; /* NULL: the user's own sandbox */
+    bool fresh;             /* kill, discard the writable layer and workspace, start again */
+};
+
+/* Get the caller's sandbox running, starting it (or restarting it fresh) when needed. cb may run
+ * before this returns. Returns a handle to cancel the wait with sandbox_acquire_cancel(), or NULL
+ * when cb has already run. */
+struct sandbox_waiter;
+struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
+                                       const struct sandbox_acquire_opts *opts, sandbox_ready_fn cb,
+                                       void *ctx);
+void sandbox_acquire_cancel(struct sandbox_waiter *w);
+/* Drop a hold taken by sandbox_acquire(); the sandbox's idle clock restarts. */
+void sandbox_release(struct sandbox *sbx);
+
+/* --- facts --- */
+
+const char *sandbox_id(const struct sandbox *sbx);
+/* JSON description: id, template, limits, started_at, uptime_ms, cgroup mode, last start ms. */
+json_t *sandbox_describe(const struct sandbox *sbx);
+/* Memory in use and processes running (0 when unknown); returns 0 or -errno. */
+int sandbox_usage(const struct sandbox *sbx, uint64_t *memory_bytes, uint64_t *processes);
+/* Host path of the workspace directory (for the host-side clone of a run). */
+const char *sandbox_workspace_path(const struct sandbox *sbx);
+
+/* --- exec --- */
+
+enum sandbox_stream { SANDBOX_STDOUT = 1, SANDBOX_STDERR = 2 };
+
+struct sandbox_exec_opts {
+    const char *command;    /* run as /bin/sh -c command */
+    const char *cwd;        /* inside the sandbox; NULL = /workspace */
+    const char *const *env; /* extra NAME=VALUE entries, NULL-terminated, or NULL */
+    const void *stdin_data; /* bytes fed to stdin (then EOF), or NULL for /dev/null */
+    size_t stdin_len;
+    uint64_t timeout_ms; /* 0 = the configured default */
+    size_t output_bytes; /* cap per stream; 0 = the configured default */
+};
+
+struct sandbox_exec_result {
+    int exit_code; /* -1 when killed by a signal */
+    int signal;    /* 0 unless killed by a signal */
+    bool timed_out;
+    char *out, *err; /* NUL-terminated valid UTF-8 (invalid bytes replaced), owned by result */
+    size_t out_len, err_len;
+    uint64_t out_total, err_total; /* bytes the command wrote */
+    bool out_truncated, err_truncated;
+    uint64_t duration_ms;
+};
+
+/* Output as it arrives (raw bytes, possibly cut mid-character); may be NULL. */
+typedef void (*sandbox_output_fn)(void *ctx, enum sandbox_stream s, const char *data, size_t len);
+/* Called once at the end: res on completion (err NULL), or err when the command could not be
+ * started (bad cwd, sandbox died). res and its strings are valid during the call only. */
+typedef void (*sandbox_exec_done_fn)(void *ctx, const struct sandbox_exec_result *res,
+                                     const struct err *err);
+
+struct sandbox_exec;
+/* Start a command in sbx (which the caller holds). Returns the handle or NULL with err set. */
+struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
+                                        sandbox_output_fn on_output, sandbox_exec_done_fn on_done,
+                                        void *ctx, struct err *err);
+/* Kill the command's process group now; on_done still runs (with signal set). */
+void sandbox_exec_kill(struct sandbox_exec *ex);
+
+/* --- files --- */
+
+/* Called once with the operation's JSON result (see fsops.h; stolen by the callee) or err. */
+typedef void (*sandbox_fs_done_fn)(void *ctx, json_t *result, const struct err *err);
+/* Run a file operation in a worker that has joined sbx (so nothing outside its root is
+ * reachable). req and the data it points to are copied before this returns. */
+int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_done_fn cb,
+               void *ctx, struct err *err);

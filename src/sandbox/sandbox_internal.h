@@ -1,0 +1,157 @@
+#pragma once
+/* Shared between the files of src/sandbox. */
+
+#include <h2o.h>
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+#include "base/loop.h"
+#include "sandbox/sandbox.h"
+
+#define SANDBOX_ID_MAX 48
+#define SANDBOX_IDS 65536 /* uids/gids mapped into each sandbox */
+
+/* --- cgroups (cgroup.c) --- */
+
+enum cgroup_mode { CGROUP_NONE, CGROUP_V1, CGROUP_V2 };
+
+struct cgroup_limits {
+    uint64_t memory_bytes;
+    uint64_t pids_max;
+    double cpus;
+};
+
+/* Detect the hierarchy and prepare the parent group for sandboxes. Never fails hard: without a
+ * usable hierarchy the mode is CGROUP_NONE and rlimits alone limit sandboxes (logged). */
+enum cgroup_mode cgroup_setup(const char *instance);
+enum cgroup_mode cgroup_mode(void);
+const char *cgroup_mode_name(enum cgroup_mode mode);
+/* Create (or reuse) the group `name` and apply limits. */
+int cgroup_create(const char *name, const struct cgroup_limits *lim, struct err *err);
+/* Files a child writes its pid into to join `name` ("cgroup.procs" per hierarchy), as a list of
+ * up to 4 paths into out (each PATH_MAX); returns how many. */
+int cgroup_procs_paths(const char *name, char out[][4096], int max);
+/* Kill every process in `name` and remove it (best effort; returns 0 when gone). */
+int cgroup_destroy(const char *name);
+int cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *tasks);
+/* Remove this instance's (empty) parent group. */
+void cgroup_teardown(void);
+/* Call fn for each existing sandbox group name. */
+void cgroup_list(void (*fn)(const char *name, void *ctx), void *ctx);
+
+/* --- security policy applied to every process that enters a sandbox (policy.c) --- */
+
+/* Build the seccomp program once (libseccomp, exported to BPF). */
+int policy_init(struct err *err);
+/* Called in a forked child that has joined the sandbox user namespace as root: drop capabilities
+ * to the sandbox set, set no_new_privs, rlimits and the seccomp filter. Async-signal-safe; returns
+ * 0 or -errno. */
+int policy_apply_child(void);
+
+/* --- template (template.c) --- */
+
+/* Build (or find the cached) template rootfs and the bind mounts that complete it. */
+struct template_info {
+    char name[32];
+    char rootfs[4096];   /* overlay lower dir */
+    char binds[8][4096]; /* host dirs bind-mounted read-only at the same path */
+    int nbinds;
+};
+int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
+                     struct template_info *out, struct err *err);
+
+/* --- process plumbing (proc.c) --- */
+
+/* A child process watched by the loop through one report pipe; done is called once with every
+ * byte the child wrote to the pipe (capped) after it closed, and the child is reaped. */
+struct proc_watch {
+    pid_t pid;
+    h2o_socket_t *sock;
+    char *data;
+    size_t len, cap, max;
+    bool overflow;
+    void (*done)(struct proc_watch *w, int wait_status);
+};
+/* Take ownership of fd (the read end) and start watching; max caps what is kept. */
+void proc_watch_start(struct proc_watch *w, pid_t pid, int fd, size_t max,
+                      void (*done)(struct proc_watch *w, int wait_status));
+/* Stop watching without calling done (the child is still reaped in the background). */
+void proc_watch_abandon(struct proc_watch *w);
+
+/* Write the whole buffer to fd (child side, async-signal-safe). */
+void child_report(int fd, const char *stage, int errnum);
+/* Read /proc/<pid>/stat's start time (clock ticks since boot); 0 when the process is gone. */
+uint64_t proc_start_time(pid_t pid);
+/* pidfd_open(2) wrapper. */
+int pidfd_open_pid(pid_t pid);
+/* Reap pid in the background when it exits (non-blocking, checked on each call). */
+void proc_reap_later(pid_t pid);
+
+/* --- sandboxes and their manager (sandbox.c, manager.c) --- */
+
+enum sandbox_state { SBX_STOPPED, SBX_STARTING, SBX_RUNNING };
+
+struct sandbox_waiter {
+    struct sandbox_waiter *next;
+    struct sandbox *sbx;
+    sandbox_ready_fn cb;
+    void *ctx;
+};
+
+struct sandbox {
+    struct sandbox_manager *m;
+    struct sandbox *next; /* in m->all */
+    char id[SANDBOX_ID_MAX];
+    char user_id[64];
+    char session_id[64];
+    char template_name[32];
+    char dir[4096];       /* DATA_DIR/sandboxes/<id> (host, 0700) */
+    char workspace[4096]; /* host path of /workspace */
+    char cgroup[64];      /* cgroup name of the current start */
+    enum sandbox_state state;
+    pid_t init_pid;
+    uint64_t init_start;
+    int pidfd;
+    int64_t created_at, started_at; /* epoch ms */
+    int64_t last_used;              /* monotonic ms */
+    int64_t start_t0;               /* monotonic ms when the current start began */
+    int64_t last_start_ms;          /* how long the last start took */
+    unsigned holds;                 /* calls in flight */
+    unsigned generation;            /* starts so far, names cgroups */
+    bool fresh_pending;             /* wipe before the start that is under way */
+    struct proc_watch start_watch;
+    struct sandbox_waiter *waiters;
+};
+
+struct sandbox_manager {
+    struct sandbox_config cfg;
+    char *data_dir;
+    char *template_name;
+    struct store *store;
+    struct template_info tmpl;
+    int init_memfd; /* sealed, read-only: the sandbox-init program */
+    char mkfs[64];  /* mkfs.ext4 path, "" when disk limits are off */
+    struct sandbox *all;
+    unsigned running;
+    struct loop_timer idle_timer;
+    struct loop_timer exec_timer;
+    struct sandbox_exec *execs; /* running execs, for deadlines */
+};
+
+/* Start sbx (state STOPPED): forks the setup child; waiters run when it reports. */
+void sandbox_start(struct sandbox *sbx);
+/* Kill sbx's processes (init first, then its cgroup); files stay. */
+void sandbox_stop(struct sandbox *sbx, const char *reason);
+/* Discard the writable layer and workspace of a stopped sandbox. */
+int sandbox_wipe(struct sandbox *sbx, struct err *err);
+/* Whether the init process recorded for sbx is alive and the same process. */
+bool sandbox_alive(struct sandbox *sbx);
+/* Record sbx's state in the store (errors are logged). */
+void sandbox_save(struct sandbox *sbx);
+/* Finish waiters with sbx (err NULL) or err. */
+void sandbox_notify(struct sandbox *sbx, const struct err *err);
+/* Count and kill execs of sbx (exec.c). */
+void exec_tick(struct sandbox_manager *m);

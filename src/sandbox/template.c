@@ -1,0 +1,270 @@
+/* Templates: the read-only lower layer of a sandbox's root.
+ *
+ * "host" is assembled from the host itself: an almost empty tree owned by the sandbox's root
+ * (so root inside can create files in /etc, /root, ...), symlinks mirroring the host's merged
+ * /bin, /lib*, a synthesized /etc holding only what programs need (users, hosts, loader cache,
+ * alternatives, CA certificates), and the host's /usr bind-mounted read-only at start. Nothing
+ * else of the host (/root, /home, /var, /srv, the data dir) exists in it.
+ *
+ * "debian" is a debootstrap tree built by `sandbox-mcp template build debian` (template_build.c).
+ *
+ * A template lives in DATA_DIR/templates/<name>-<recipe hash>; a changed recipe (or changed host
+ * files it copies) gives a new directory, so running sandboxes keep their lower layer. */
+#include "sandbox/sandbox_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/util.h"
+
+#define HOST_RECIPE "host-template-3"
+
+static const char *const top_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+static const char *const empty_dirs[] = {
+    "usr", "proc", "dev",     "tmp",     "workspace", "root",    "home", "opt", "mnt",
+    "run", "var",  "var/tmp", "var/lib", "var/cache", "var/log", "srv",  "sys", "etc"};
+/* Host files copied into /etc (missing ones are skipped). */
+static const char *const etc_files[] = {
+    "ld.so.cache", "ld.so.conf",  "nsswitch.conf", "localtime", "mime.types",     "protocols",
+    "services",    "bash.bashrc", "profile",       "inputrc",   "debian_version", "os-release"};
+/* Host trees copied into /etc (symlinks stay symlinks). */
+static const char *const etc_trees[] = {"alternatives", "ld.so.conf.d", "ssl",  "ca-certificates",
+                                        "profile.d",    "python3",      "perl", "gitconfig"};
+
+static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
+                             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char group[] = "root:x:0:\nnogroup:x:65534:\n";
+static const char hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n";
+
+static int write_text(const char *path, const char *text, uid_t uid)
+{
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    size_t n = strlen(text);
+    if (write(fd, text, n) != (ssize_t)n)
+        return -errno;
+    if (fchown(fd, uid, uid) < 0)
+        return -errno;
+    return 0;
+}
+
+static int copy_file(const char *src, const char *dst, const struct stat *st, uid_t uid)
+{
+    _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return errno == EACCES ? 0 : -errno;
+    _cleanup_close_ int out =
+        open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, st->st_mode & 0755);
+    if (out < 0)
+        return -errno;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            return -errno;
+    if (n < 0)
+        return -errno;
+    return fchown(out, uid, uid) < 0 ? -errno : 0;
+}
+
+/* Copy src to dst: files, symlinks and directories (recursively); others are skipped. */
+static int copy_tree(const char *src, const char *dst, uid_t uid, int depth)
+{
+    struct stat st;
+    if (lstat(src, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(src, target, sizeof(target) - 1);
+        if (n < 0)
+            return -errno;
+        target[n] = '\0';
+        if (symlink(target, dst) < 0 && errno != EEXIST)
+            return -errno;
+        return lchown(dst, uid, uid) < 0 ? -errno : 0;
+    }
+    if (S_ISREG(st.st_mode))
+        return copy_file(src, dst, &st, uid);
+    if (!S_ISDIR(st.st_mode) || depth > 8)
+        return 0;
+    if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    if (chown(dst, uid, uid) < 0)
+        return -errno;
+    DIR *d = opendir(src);
+    if (!d)
+        return errno == EACCES ? 0 : -errno;
+    int r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char s[PATH_MAX], t[PATH_MAX];
+        if (snprintf(s, sizeof(s), "%s/%s", src, de->d_name) >= (int)sizeof(s) ||
+            snprintf(t, sizeof(t), "%s/%s", dst, de->d_name) >= (int)sizeof(t))
+            continue;
+        r = copy_tree(s, t, uid, depth + 1);
+    }
+    closedir(d);
+    return r;
+}
+
+/* The recipe hash: recipe version, uid base, and the change times of the host files copied. */
+static void host_recipe_hash(uint32_t uid_base, char out[17])
+{
+    char buf[8192];
+    int n = snprintf(buf, sizeof(buf), "%s uid=%u", HOST_RECIPE, uid_base);
+    for (size_t i = 0; i < ARRAY_SIZE(etc_files) + ARRAY_SIZE(etc_trees); i++) {
+        const char *name =
+            i < ARRAY_SIZE(etc_files) ? etc_files[i] : etc_trees[i - ARRAY_SIZE(etc_files)];
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "/etc/%s", name);
+        if (stat(path, &st) == 0 && n < (int)sizeof(buf))
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, " %s:%lld.%ld", name,
+                          (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(top_links); i++) {
+        char path[32], target[PATH_MAX];
+        snprintf(path, sizeof(path), "/%s", top_links[i]);
+        ssize_t t = readlink(path, target, sizeof(target) - 1);
+        if (t > 0 && n < (int)sizeof(buf))
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, " %s->%.*s", path, (int)t, target);
+    }
+    char hex[65];
+    sha256_hex(buf, strlen(buf), hex);
+    memcpy(out, hex, 16);
+    out[16] = '\0';
+}
+
+static int build_host(const char *dir, uid_t uid, struct template_info *out, struct err *err)
+{
+    char tmp[PATH_MAX], path[PATH_MAX];
+    int r;
+    snprintf(tmp, sizeof(tmp), "%s.building.%d", dir, (int)getpid());
+    if (mkdir(tmp, 0755) < 0)
+        return err_set(err, -errno, "cannot create '%s': %s", tmp, strerror(errno));
+    if (chown(tmp, uid, uid) < 0)
+        return err_set(err, -errno, "cannot chown '%s': %s", tmp, strerror(errno));
+    for (size_t i = 0; i < ARRAY_SIZE(empty_dirs); i++) {
+        snprintf(path, sizeof(path), "%s/%s", tmp, empty_dirs[i]);
+        mode_t mode = strcmp(empty_dirs[i], "root") == 0 ? 0700
+                      : strcmp(empty_dirs[i], "tmp") == 0 || strcmp(empty_dirs[i], "var/tmp") == 0
+                          ? 01777
+                          : 0755;
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
+            return err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
+        chmod(path, mode);
+        if (chown(path, uid, uid) < 0)
+            return err_set(err, -errno, "cannot chown '%s': %s", path, strerror(errno));
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(top_links); i++) {
+        char host[32], target[PATH_MAX];
+        struct stat st;
+        snprintf(host, sizeof(host), "/%s", top_links[i]);
+        snprintf(path, sizeof(path), "%s/%s", tmp, top_links[i]);
+        if (lstat(host, &st) < 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlink(host, target, sizeof(target) - 1);
+            if (n < 0)
+                continue;
+            target[n] = '\0';
+            if (symlink(target, path) < 0 && errno != EEXIST)
+                return err_set(err, -errno, "cannot link '%s': %s", path, strerror(errno));
+            lchown(path, uid, uid);
+        } else if (S_ISDIR(st.st_mode) && out->nbinds < (int)ARRAY_SIZE(out->binds)) {
+            /* a host without merged /usr: bind the directory itself */
+            mkdir(path, 0755);
+            snprintf(out->binds[out->nbinds++], sizeof(out->binds[0]), "%s", host);
+        }
+    }
+    snprintf(out->binds[out->nbinds++], sizeof(out->binds[0]), "/usr");
+    for (size_t i = 0; i < ARRAY_SIZE(etc_files); i++) {
+        char src[PATH_MAX];
+        snprintf(src, sizeof(src), "/etc/%s", etc_files[i]);
+        snprintf(path, sizeof(path), "%s/etc/%s", tmp, etc_files[i]);
+        if ((r = copy_tree(src, path, uid, 7)) < 0)
+            return err_set(err, r, "cannot copy '%s': %s", src, strerror(-r));
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(etc_trees); i++) {
+        char src[PATH_MAX];
+        snprintf(src, sizeof(src), "/etc/%s", etc_trees[i]);
+        snprintf(path, sizeof(path), "%s/etc/%s", tmp, etc_trees[i]);
+        if ((r = copy_tree(src, path, uid, 0)) < 0)
+            return err_set(err, r, "cannot copy '%s': %s", src, strerror(-r));
+    }
+    static const struct {
+        const char *name, *text;
+    } synth[] = {
+        {"passwd", passwd},        {"group", group},    {"hosts", hosts},
+        {"hostname", "sandbox\n"}, {"resolv.conf", ""}, {"shells", "/bin/sh\n/bin/bash\n"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(synth); i++) {
+        snprintf(path, sizeof(path), "%s/etc/%s", tmp, synth[i].name);
+        unlink(path);
+        if ((r = write_text(path, synth[i].text, uid)) < 0)
+            return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    }
+    if (rename(tmp, dir) < 0 && errno != ENOTEMPTY && errno != EEXIST)
+        return err_set(err, -errno, "cannot rename '%s': %s", tmp, strerror(errno));
+    return 0;
+}
+
+int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
+                     struct template_info *out, struct err *err)
+{
+    char base[PATH_MAX], dir[PATH_MAX], hash[17];
+    memset(out, 0, sizeof(*out));
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    snprintf(base, sizeof(base), "%s/templates", data_dir);
+    if (mkdir(base, 0700) < 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create '%s': %s", base, strerror(errno));
+    if (strcmp(name, "debian") == 0) {
+        snprintf(dir, sizeof(dir), "%s/debian/rootfs", base);
+        struct stat st;
+        if (stat(dir, &st) < 0)
+            return err_set(
+                err, -ENOENT,
+                "template 'debian' is not built: run 'sandbox-mcp template build debian'");
+        snprintf(out->rootfs, sizeof(out->rootfs), "%s", dir);
+        return 0;
+    }
+    if (strcmp(name, "host") != 0)
+        return err_set(err, -EINVAL, "unknown template '%s' (host or debian)", name);
+    host_recipe_hash(uid_base, hash);
+    snprintf(dir, sizeof(dir), "%s/host-%s", base, hash);
+    struct stat st;
+    int64_t t0 = time_mono_ms();
+    if (stat(dir, &st) < 0) {
+        out->nbinds = 0;
+        int r = build_host(dir, (uid_t)uid_base, out, err);
+        if (r < 0)
+            return err_wrap(err, "template 'host'");
+        log_info("sandbox template built name=host dir=%s ms=%lld", dir,
+                 (long long)(time_mono_ms() - t0));
+    } else {
+        /* Cached: work out the binds again (they depend only on the host's top level). */
+        for (size_t i = 0; i < ARRAY_SIZE(top_links); i++) {
+            char host[32];
+            snprintf(host, sizeof(host), "/%s", top_links[i]);
+            if (lstat(host, &st) == 0 && S_ISDIR(st.st_mode) &&
+                out->nbinds < (int)ARRAY_SIZE(out->binds))
+                snprintf(out->binds[out->nbinds++], sizeof(out->binds[0]), "%s", host);
+        }
+        snprintf(out->binds[out->nbinds++], sizeof(out->binds[0]), "/usr");
+    }
+    snprintf(out->rootfs, sizeof(out->rootfs), "%s", dir);
+    return 0;
+}

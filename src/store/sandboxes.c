@@ -1,0 +1,126 @@
+/* Sandbox rows: which sandbox belongs to whom, and which init process runs it. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "store/store_internal.h"
+
+#define SANDBOX_COLUMNS                                                                            \
+    "id, user_id, coalesce(session_id, ''), template, state, coalesce(init_pid, 0), "              \
+    "coalesce(init_start, 0), coalesce(cgroup, ''), created_at, coalesce(started_at, 0), "         \
+    "coalesce(last_used_at, 0)"
+
+static void text_col(char *dst, size_t cap, sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static void read_row(sqlite3_stmt *s, struct store_sandbox *sb)
+{
+    memset(sb, 0, sizeof(*sb));
+    text_col(sb->id, sizeof(sb->id), s, 0);
+    text_col(sb->user_id, sizeof(sb->user_id), s, 1);
+    text_col(sb->session_id, sizeof(sb->session_id), s, 2);
+    text_col(sb->template_name, sizeof(sb->template_name), s, 3);
+    const unsigned char *state = sqlite3_column_text(s, 4);
+    sb->running = state && strcmp((const char *)state, "running") == 0;
+    sb->init_pid = sqlite3_column_int64(s, 5);
+    sb->init_start = sqlite3_column_int64(s, 6);
+    text_col(sb->cgroup, sizeof(sb->cgroup), s, 7);
+    sb->created_at = sqlite3_column_int64(s, 8);
+    sb->started_at = sqlite3_column_int64(s, 9);
+    sb->last_used_at = sqlite3_column_int64(s, 10);
+}
+
+int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
+                       struct store_sandbox *out, struct err *err)
+{
+    bool own = !session_id || !*session_id;
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(
+        st,
+        own ? "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id = ? AND session_id IS NULL"
+            : "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id = ? AND session_id = ?",
+        &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    if (!own)
+        sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "no sandbox");
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "find sandbox", err);
+    read_row(s, out);
+    return 0;
+}
+
+int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "INSERT INTO sandboxes(id, user_id, session_id, template, state, "
+                          "created_at) VALUES (?, ?, nullif(?, ''), ?, 'stopped', ?)",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, sb->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, sb->user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, sb->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, sb->template_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, sb->created_at);
+    int rc = sqlite3_step(s);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        return err_set(err, -EEXIST, "sandbox already exists");
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "insert sandbox", err);
+    return 0;
+}
+
+int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE sandboxes SET state = ?, init_pid = ?, init_start = ?, "
+                          "cgroup = nullif(?, ''), template = ?, started_at = ?, last_used_at = ? "
+                          "WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, sb->running ? "running" : "stopped", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, sb->init_pid);
+    sqlite3_bind_int64(s, 3, sb->init_start);
+    sqlite3_bind_text(s, 4, sb->cgroup, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, sb->template_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, sb->started_at);
+    sqlite3_bind_int64(s, 7, sb->last_used_at);
+    sqlite3_bind_text(s, 8, sb->id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "update sandbox", err);
+    return 0;
+}
+
+int store_sandbox_list_running(struct store *st,
+                               void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
+                               struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE state = 'running'",
+                          &s, err);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct store_sandbox sb;
+        read_row(s, &sb);
+        fn(&sb, ctx);
+    }
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "list sandboxes", err);
+    return 0;
+}
