@@ -366,7 +366,10 @@ static void start_job(struct job *j)
         .fresh = j->op == OP_INIT,
     };
     mcp_call_on_cancel(j->call, on_cancel, j);
-    j->waiter = sandbox_acquire(j->t->mgr, &o, on_ready, j);
+    /* on_ready may run (and free j) before this returns; then no waiter comes back */
+    struct sandbox_waiter *w = sandbox_acquire(j->t->mgr, &o, on_ready, j);
+    if (w)
+        j->waiter = w;
 }
 
 static struct job *job_new(struct tools_container *t, struct mcp_call *call, const json_t *args,
@@ -677,20 +680,20 @@ static const char write_schema[] = OBJ_REQ(
                                                           "\"minLength\":1,\"maxLength\":64}",
     "\"path\",\"content\"");
 
-static const char read_schema[] = OBJ_REQ(PATH_PROP(
-                                              "File or directory path; relative paths are under "
-                                              "/workspace") ","
-                                                            "\"offset\":{\"type\":\"integer\","
-                                                            "\"minimum\":0,\"description\":\"Byte "
-                                                            "offset to start at\"},"
-                                                            "\"max_bytes\":{\"type\":\"integer\","
-                                                            "\"minimum\":1,\"maximum\":8388608,"
-                                                            "\"description\":"
-                                                            "\"Most bytes to return (default 1 "
-                                                            "MiB)\"},"
-                                                            "\"session_id\":{\"type\":\"string\","
-                                                            "\"minLength\":1,\"maxLength\":64}",
-                                          "\"path\"");
+static const char read_schema[] =
+    OBJ_REQ(PATH_PROP("File or directory path; relative paths are under "
+                      "/workspace") ","
+                                    "\"offset\":{\"type\":\"integer\","
+                                    "\"minimum\":0,\"description\":\"Byte "
+                                    "offset to start at\"},"
+                                    "\"max_bytes\":{\"type\":\"integer\","
+                                    "\"minimum\":1,\"maximum\":8388608,"
+                                    "\"description\":"
+                                    "\"Most bytes to return (default 1 "
+                                    "MiB)\"},"
+                                    "\"session_id\":{\"type\":\"string\","
+                                    "\"minLength\":1,\"maxLength\":64}",
+            "\"path\"");
 
 static const char list_schema[] = OBJ(PATH_PROP(
     "Directory to list (default /workspace)") ","
@@ -702,16 +705,16 @@ static const char list_schema[] = OBJ(PATH_PROP(
                                               "\"session_id\":{\"type\":\"string\",\"minLength\":1,"
                                               "\"maxLength\":64}");
 
-static const char
-    delete_schema[] = OBJ_REQ(PATH_PROP("File or directory to delete; relative paths are under "
-                                        "/workspace") ","
-                                                      "\"recursive\":{\"type\":\"boolean\","
-                                                      "\"description\":\"Delete a directory and "
-                                                      "everything "
-                                                      "in it\"},"
-                                                      "\"session_id\":{\"type\":\"string\","
-                                                      "\"minLength\":1,\"maxLength\":64}",
-                              "\"path\"");
+static const char delete_schema[] =
+    OBJ_REQ(PATH_PROP("File or directory to delete; relative paths are under "
+                      "/workspace") ","
+                                    "\"recursive\":{\"type\":\"boolean\","
+                                    "\"description\":\"Delete a directory and "
+                                    "everything "
+                                    "in it\"},"
+                                    "\"session_id\":{\"type\":\"string\","
+                                    "\"minLength\":1,\"maxLength\":64}",
+            "\"path\"");
 
 static struct tools_container the_tools;
 

@@ -166,4 +166,21 @@ TEST(constant_time_compare)
     CHECK(!str_equal_ct("abc", 3, "ab", 2));
 }
 
+TEST(base64_decode_forms_and_errors)
+{
+    unsigned char out[64];
+    CHECK_INT_EQ(base64_decode("Zm9vYmFy", 8, out), 6);
+    CHECK(memcmp(out, "foobar", 6) == 0);
+    CHECK_INT_EQ(base64_decode("Zm9vYg==", 8, out), 4); /* padded */
+    CHECK_INT_EQ(base64_decode("Zm9vYg", 6, out), 4);   /* unpadded */
+    CHECK_INT_EQ(base64_decode("Zm9v\nYmFy\n", 10, out), 6);
+    CHECK_INT_EQ(base64_decode("-_8", 3, out), 2); /* URL-safe alphabet */
+    CHECK(out[0] == 0xfb && out[1] == 0xff);
+    CHECK_INT_EQ(base64_decode("", 0, out), 0);
+    CHECK_INT_EQ(base64_decode("!!!", 3, out), -1);
+    CHECK_INT_EQ(base64_decode("Zg==Zg==", 8, out), -1); /* data after padding */
+    CHECK_INT_EQ(base64_decode("Z", 1, out), -1);        /* a lone sextet is not a byte */
+    CHECK_INT_EQ(base64_decode("Zh", 2, out), -1);       /* non-zero leftover bits */
+}
+
 TEST_MAIN()

@@ -3,10 +3,12 @@
  * from a sealed memfd, so it needs nothing from the sandbox's filesystem and costs little memory.
  * The namespace ends when the server sends it SIGKILL. */
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 int main(void)
 {
+    prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, 0);

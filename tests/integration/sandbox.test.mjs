@@ -1,0 +1,365 @@
+// The container_* tools over /mcp against real sandboxes: every tool, its errors and caps,
+// streaming, lifecycle (idle stop, capacity, fresh start) and re-adoption after kill -9.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
+
+let server;
+let nextId = 1;
+
+async function tool(srv, name, args = {}, { token, headers } = {}) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+    params: { name, arguments: args } }, { token: token || srv.token, headers });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.body && r.body.result, r.text);
+  return r.body.result;
+}
+
+async function exec(srv, command, extra = {}, opts) {
+  const res = await tool(srv, 'container_exec', { command, ...extra }, opts);
+  assert.equal(res.isError, undefined, JSON.stringify(res));
+  return res.structuredContent;
+}
+
+function text(res) {
+  return res.content.map((c) => c.text || '').join('');
+}
+
+before(async () => {
+  server = await startServer();
+});
+
+after(async () => {
+  if (process.env.SHOW_STDERR) console.log(server.stderr());
+  await server.stop();
+});
+
+test('container_exec runs a shell command in the sandbox as root of its own namespaces', async () => {
+  const r = await exec(server, 'id -u; hostname; pwd; echo to-stderr >&2; exit 7');
+  assert.equal(r.exit_code, 7);
+  assert.equal(r.signal, null);
+  assert.equal(r.timed_out, false);
+  assert.equal(r.stdout, '0\nsandbox\n/workspace\n');
+  assert.equal(r.stderr, 'to-stderr\n');
+  assert.match(r.sandbox_id, /^sbx_/);
+});
+
+test('container_exec text content gives exit code and both streams', async () => {
+  const res = await tool(server, 'container_exec', { command: 'echo out; echo err >&2; false' });
+  const t = text(res);
+  assert.match(t, /exit code 1/);
+  assert.match(t, /--- stdout ---\nout\n/);
+  assert.match(t, /--- stderr ---\nerr\n/);
+});
+
+test('the sandbox has its own pid 1, and /proc shows only its processes', async () => {
+  const r = await exec(server, 'cat /proc/1/comm; ls /proc | grep -c "^[0-9]"');
+  assert.equal(r.stdout.split('\n')[0], 'sandbox-init');
+  assert.ok(Number(r.stdout.split('\n')[1]) < 10, r.stdout);
+});
+
+test('cwd, env and stdin are honoured', async () => {
+  await exec(server, 'mkdir -p /workspace/sub');
+  const r = await exec(server, 'pwd; echo "$GREETING"; cat', {
+    cwd: 'sub', env: { GREETING: 'hello there' }, stdin: 'from stdin\n',
+  });
+  assert.equal(r.stdout, '/workspace/sub\nhello there\nfrom stdin\n');
+});
+
+test('a missing cwd is a tool error naming the problem', async () => {
+  const res = await tool(server, 'container_exec', { command: 'true', cwd: '/nope/dir' });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /working directory/);
+});
+
+test('bad env names and both command forms at once are refused', async () => {
+  let res = await tool(server, 'container_exec', { command: 'true', env: { '1BAD': 'x' } });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /env name '1BAD'/);
+  res = await tool(server, 'container_exec', { command: 'true', args: { args: 'true' } });
+  assert.equal(res.isError, true);
+  res = await tool(server, 'container_exec', {});
+  assert.equal(res.isError, true);
+  assert.match(text(res), /command is required/);
+});
+
+test('the nested Cloudflare form {args: {args, timeout}} is accepted', async () => {
+  const res = await tool(server, 'container_exec', { args: { args: 'echo nested', timeout: 5000 } });
+  assert.equal(res.structuredContent.stdout, 'nested\n');
+});
+
+test('timeout kills the whole process tree of the command', async () => {
+  const r = await exec(server, 'sleep 30 & sleep 31; echo never', { timeout_ms: 300 });
+  assert.equal(r.timed_out, true);
+  assert.equal(r.signal, 9);
+  assert.equal(r.exit_code, -1);
+  assert.doesNotMatch(r.stdout, /never/);
+  const ps = await exec(server, 'ps -eo args');
+  assert.doesNotMatch(ps.stdout, /sleep 3[01]/);
+});
+
+test('a timeout above the configured maximum is refused by the schema', async () => {
+  const res = await tool(server, 'container_exec', { command: 'true', timeout_ms: 10 ** 12 });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /timeout_ms/);
+});
+
+test('background processes keep running after the call returns', async () => {
+  const r = await exec(server, 'nohup sleep 120 >/dev/null 2>&1 & echo started');
+  assert.equal(r.stdout, 'started\n');
+  const ps = await exec(server, 'ps -eo args');
+  assert.match(ps.stdout, /sleep 120/);
+  await exec(server, 'pkill -f "sleep 120"; true');
+});
+
+test('output beyond the cap keeps head and tail with a marker', async () => {
+  const r = await exec(server, 'head -c 3000000 /dev/zero | tr "\\0" a; echo; echo THE-END');
+  assert.equal(r.stdout_truncated, true);
+  assert.equal(r.truncated, true);
+  assert.equal(r.stdout_bytes, 3000000 + 1 + 8);
+  assert.match(r.stdout, /^a{1000}/);
+  assert.match(r.stdout, /\[\.\.\. \d+ bytes omitted \.\.\.\]/);
+  assert.match(r.stdout, /THE-END\n$/);
+  assert.ok(Buffer.byteLength(r.stdout) < 1024 * 1024 + 200);
+});
+
+test('invalid UTF-8 output does not break the response', async () => {
+  const r = await exec(server, "printf 'ok \\377\\376 \\000 done'");
+  assert.equal(r.exit_code, 0);
+  assert.match(r.stdout, /^ok \uFFFD\uFFFD \uFFFD done$/);
+});
+
+test('with a progress token, output streams as notifications/progress on SSE', async () => {
+  const r = await rpc(server, {
+    jsonrpc: '2.0', id: 99, method: 'tools/call',
+    params: { name: 'container_exec', arguments: { command: 'echo one; sleep 0.3; echo two' },
+      _meta: { progressToken: 'p1' } },
+  });
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /text\/event-stream/);
+  const msgs = sseMessages(r.text);
+  const progress = msgs.filter((m) => m.method === 'notifications/progress');
+  assert.ok(progress.length >= 2, r.text);
+  assert.equal(progress[0].params.progressToken, 'p1');
+  assert.equal(progress.map((p) => p.params.message).join(''), 'one\ntwo\n');
+  const values = progress.map((p) => p.params.progress);
+  assert.deepEqual(values, [...values].sort((a, b) => a - b));
+  const final = msgs.find((m) => m.id === 99);
+  assert.equal(final.result.structuredContent.stdout, 'one\ntwo\n');
+});
+
+test('file write and read round trip text, with parents created', async () => {
+  let res = await tool(server, 'container_file_write', { path: 'dir/sub/hello.py', content: 'print("hi")\n' });
+  assert.equal(res.isError, undefined, text(res));
+  assert.equal(res.structuredContent.path, '/workspace/dir/sub/hello.py');
+  assert.equal(res.structuredContent.created, true);
+  res = await tool(server, 'container_file_read', { path: '/workspace/dir/sub/hello.py' });
+  assert.equal(res.content[0].type, 'resource');
+  assert.equal(res.content[0].resource.text, 'print("hi")\n');
+  assert.equal(res.content[0].resource.mimeType, 'text/x-python');
+  assert.equal(res.content[0].resource.uri, 'file:///workspace/dir/sub/hello.py');
+  const r = await exec(server, 'python3 dir/sub/hello.py');
+  assert.equal(r.stdout, 'hi\n');
+});
+
+test('binary content is decided by content and comes back as a base64 blob', async () => {
+  const bytes = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2, 255]);
+  let res = await tool(server, 'container_file_write', { path: 'notes.txt', content: bytes.toString('base64'), encoding: 'base64' });
+  assert.equal(res.structuredContent.bytes_written, bytes.length);
+  res = await tool(server, 'container_file_read', { path: 'notes.txt' });
+  assert.equal(res.content[0].resource.blob, bytes.toString('base64'));
+  assert.equal(res.content[0].resource.mimeType, 'image/png');
+  assert.equal(res.structuredContent.binary, true);
+});
+
+test('append, mode, offset and max_bytes', async () => {
+  await tool(server, 'container_file_write', { path: 'log.txt', content: 'one\n' });
+  await tool(server, 'container_file_write', { path: 'log.txt', content: 'two\n', append: true });
+  await tool(server, 'container_file_write', { path: 'run.sh', content: '#!/bin/sh\necho ran\n', mode: '0755' });
+  let r = await exec(server, 'cat log.txt; ./run.sh; stat -c %a run.sh');
+  assert.equal(r.stdout, 'one\ntwo\nran\n755\n');
+  const res = await tool(server, 'container_file_read', { path: 'log.txt', offset: 4, max_bytes: 2 });
+  assert.equal(res.content[0].resource.text, 'tw');
+  assert.equal(res.structuredContent.truncated, true);
+});
+
+test('bad base64 and oversized content are refused and write nothing', async () => {
+  let res = await tool(server, 'container_file_write', { path: 'b64.bin', content: '!!!', encoding: 'base64' });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /base64/);
+  res = await tool(server, 'container_file_write', { path: 'x.txt', content: 'x', mode: '9' });
+  assert.equal(res.isError, true);
+  const r = await exec(server, 'ls b64.bin x.txt 2>&1; true');
+  assert.match(r.stdout, /No such file/);
+});
+
+test('reading a directory returns its listing; a missing path is an error saying so', async () => {
+  let res = await tool(server, 'container_file_read', { path: 'dir' });
+  assert.equal(res.structuredContent.type, 'directory');
+  assert.deepEqual(res.structuredContent.entries.map((e) => e.name), ['sub']);
+  res = await tool(server, 'container_file_read', { path: 'does/not/exist' });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /does not exist|No such file/);
+});
+
+test('files_list gives name, type, size, mtime, mode; recursive; truncated flag', async () => {
+  let res = await tool(server, 'container_files_list', {});
+  assert.equal(res.structuredContent.path, '/workspace');
+  const hello = (await tool(server, 'container_files_list', { path: 'dir', recursive: true }))
+    .structuredContent.entries.find((e) => e.name === 'sub/hello.py');
+  assert.equal(hello.type, 'file');
+  assert.equal(hello.size, 12);
+  assert.equal(hello.mode, '0644');
+  assert.match(hello.mtime, /^\d{4}-\d\d-\d\dT/);
+  await exec(server, 'mkdir -p many && cd many && for i in $(seq 1 30); do : > f$i; done');
+  res = await tool(server, 'container_files_list', { path: 'many', max_entries: 10 });
+  assert.equal(res.structuredContent.entries.length, 10);
+  assert.equal(res.structuredContent.truncated, true);
+});
+
+test('delete: missing is an error, / and /workspace are refused, recursive needed', async () => {
+  let res = await tool(server, 'container_file_delete', { path: 'nope.txt' });
+  assert.equal(res.isError, true);
+  res = await tool(server, 'container_file_delete', { path: '/workspace' });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /refusing/);
+  res = await tool(server, 'container_file_delete', { path: '/' });
+  assert.equal(res.isError, true);
+  res = await tool(server, 'container_file_delete', { path: 'dir' });
+  assert.equal(res.isError, true);
+  res = await tool(server, 'container_file_delete', { path: 'dir', recursive: true });
+  assert.equal(res.structuredContent.deleted, 3);
+  const r = await exec(server, 'test -e dir; echo $?');
+  assert.equal(r.stdout, '1\n');
+});
+
+test('container_ping reports up, uptime, memory and processes', async () => {
+  const res = await tool(server, 'container_ping');
+  const s = res.structuredContent;
+  assert.equal(s.up, true);
+  assert.ok(s.uptime_ms >= 0);
+  assert.ok(s.memory_bytes > 0);
+  assert.equal(typeof s.processes, 'number');
+  assert.equal(s.limits.processes, 512);
+  assert.equal(s.limits.memory_bytes, 2 * 1024 ** 3);
+});
+
+test('container_initialize starts over: processes killed, files discarded', async () => {
+  await exec(server, 'echo keep > /workspace/file; echo layer > /root/file; nohup sleep 200 >/dev/null 2>&1 &');
+  const before = (await tool(server, 'container_ping')).structuredContent.sandbox_id;
+  const res = await tool(server, 'container_initialize');
+  const s = res.structuredContent;
+  assert.equal(s.sandbox_id, before);
+  assert.equal(s.template, 'host');
+  assert.ok(s.start_ms >= 0);
+  const r = await exec(server, 'ls /workspace; cat /root/file 2>&1; ps -eo args | grep -c "^sleep 200"');
+  assert.equal(r.stdout, 'cat: /root/file: No such file or directory\n0\n');
+});
+
+test('an unknown session_id is not found', async () => {
+  const res = await tool(server, 'container_exec', { command: 'true', session_id: 'ses_nope' });
+  assert.equal(res.isError, true);
+  assert.match(text(res), /session 'ses_nope' not found/);
+});
+
+test('each user has a separate sandbox', async () => {
+  assert.equal(cli(['user', 'add', 'carol', '--data-dir', server.dataDir]).status, 0);
+  const tok = cli(['token', 'create', '--user', 'carol', '--data-dir', server.dataDir]).stdout.match(/smcp_\S+/)[0];
+  await exec(server, 'echo admin-secret > /workspace/secret.txt');
+  const mine = (await tool(server, 'container_ping')).structuredContent.sandbox_id;
+  const theirs = (await tool(server, 'container_ping', {}, { token: tok })).structuredContent.sandbox_id;
+  assert.notEqual(mine, theirs);
+  const r = await exec(server, 'cat /workspace/secret.txt 2>&1; true', {}, { token: tok });
+  assert.match(r.stdout, /No such file/);
+});
+
+test('idle sandboxes stop and start again transparently; files survive', async () => {
+  const srv = await startServer({ env: { SANDBOX_IDLE_SECONDS: '1' } });
+  try {
+    await exec(srv, 'echo persisted > /workspace/p.txt');
+    const first = (await tool(srv, 'container_ping')).structuredContent.started_at;
+    await waitFor(() => /sandbox stopped .*reason=idle/.test(srv.stderr()));
+    const r = await exec(srv, 'cat /workspace/p.txt');
+    assert.equal(r.stdout, 'persisted\n');
+    const second = (await tool(srv, 'container_ping')).structuredContent.started_at;
+    assert.notEqual(first, second);
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('at capacity: an idle sandbox is evicted; when all are busy the caller is told to retry', async () => {
+  const srv = await startServer({ env: { SANDBOX_MAX_RUNNING: '1' } });
+  try {
+    assert.equal(cli(['user', 'add', 'dave', '--data-dir', srv.dataDir]).status, 0);
+    const tok = cli(['token', 'create', '--user', 'dave', '--data-dir', srv.dataDir]).stdout.match(/smcp_\S+/)[0];
+    await exec(srv, 'true');
+    // admin's sandbox is idle: dave's start evicts it
+    await exec(srv, 'true', {}, { token: tok });
+    assert.match(srv.stderr(), /sandbox stopped .*reason=evicted/);
+    // dave's sandbox is now busy with a long command: admin is at capacity
+    const busy = exec(srv, 'sleep 3', {}, { token: tok });
+    await waitFor(() => /sandbox started .*\n(.|\n)*/.test(srv.stderr()));
+    await new Promise((r) => setTimeout(r, 300));
+    const res = await tool(srv, 'container_exec', { command: 'true' });
+    assert.equal(res.isError, true);
+    assert.match(text(res), /at capacity.*retry later/);
+    await busy;
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('kill -9 of the server leaves the sandbox running; the next server re-adopts it', async () => {
+  const dataDir = tempDir();
+  try {
+    let srv = await startServer({ dataDir });
+    const token = srv.token;
+    await exec(srv, 'nohup sleep 300 >/dev/null 2>&1 & echo $! > /workspace/bg.pid');
+    const id = (await tool(srv, 'container_ping')).structuredContent.sandbox_id;
+    await srv.stop('SIGKILL');
+    // The init and the background process are still there on the host.
+    const host = spawnSync('pgrep', ['-f', 'sleep 300'], { encoding: 'utf8' });
+    assert.notEqual(host.stdout.trim(), '');
+    srv = await startServer({ dataDir });
+    srv.token = token;
+    assert.match(srv.stderr(), new RegExp(`sandbox adopted sbx=${id}`));
+    const ping = (await tool(srv, 'container_ping')).structuredContent;
+    assert.equal(ping.sandbox_id, id);
+    const r = await exec(srv, 'kill -0 $(cat /workspace/bg.pid) && ps -eo args | grep -c "^sleep 300"');
+    assert.equal(r.stdout, '1\n');
+    await srv.stop();
+  } finally {
+    removeDataDir(dataDir);
+  }
+});
+
+test('a restarted server stops sandboxes it no longer knows', async () => {
+  const dataDir = tempDir();
+  try {
+    let srv = await startServer({ dataDir });
+    const token = srv.token;
+    await exec(srv, 'nohup sleep 301 >/dev/null 2>&1 &');
+    await srv.stop('SIGKILL');
+    // Forget the sandbox, as if its row had been lost.
+    const db = `${dataDir}/sandbox-mcp.db`;
+    assert.equal(spawnSync('sqlite3', [db, 'DELETE FROM sandboxes']).status, 0);
+    srv = await startServer({ dataDir });
+    srv.token = token;
+    assert.match(srv.stderr(), /sandbox unknown stopped/);
+    const host = spawnSync('pgrep', ['-f', 'sleep 301'], { encoding: 'utf8' });
+    assert.equal(host.stdout.trim(), '');
+    await srv.stop();
+  } finally {
+    removeDataDir(dataDir);
+  }
+});
+
+async function waitFor(cond, ms = 15000) {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
