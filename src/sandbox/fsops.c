@@ -1,0 +1,860 @@
+#include "sandbox/fsops.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/utf8.h"
+#include "base/util.h"
+
+static inline void cleanup_closedirp(DIR **d)
+{
+    if (*d)
+        closedir(*d);
+}
+#define _cleanup_closedir_ _cleanup_(cleanup_closedirp)
+
+static int fail(struct err *err, int code, const char *verb, const char *path)
+{
+    return err_set(err, code, "cannot %s '%s': %s", verb, path, strerror(-code));
+}
+
+/* A JSON string from bytes that may not be UTF-8 (file names, client paths). */
+static json_t *json_str(const char *s, size_t n)
+{
+    size_t len;
+    _cleanup_free_ char *clean = utf8_sanitize(s, n, &len);
+    return json_stringn_nocheck(clean, len);
+}
+
+static json_t *json_path(const char *path)
+{
+    return json_str(path, strlen(path));
+}
+
+/* ---- paths ---- */
+
+/* Append the components of s[0..n) to the normalized path out[0..*o). */
+static void path_push(char *out, size_t *o, const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && s[i] == '/')
+            i++;
+        size_t start = i;
+        while (i < n && s[i] != '/')
+            i++;
+        size_t len = i - start;
+        if (len == 0 || (len == 1 && s[start] == '.'))
+            continue;
+        if (len == 2 && s[start] == '.' && s[start + 1] == '.') {
+            while (*o > 0 && out[*o - 1] != '/')
+                (*o)--;
+            if (*o > 0)
+                (*o)--; /* the slash */
+            continue;
+        }
+        out[(*o)++] = '/';
+        memcpy(out + *o, s + start, len);
+        *o += len;
+    }
+}
+
+int fsop_path_normalize(const char *cwd, const char *path, size_t len, char **ret, struct err *err)
+{
+    if (!path || len == 0)
+        return err_set(err, -EINVAL, "path is empty");
+    if (len > FSOP_PATH_MAX)
+        return err_set(err, -ENAMETOOLONG, "path is longer than %d bytes", FSOP_PATH_MAX);
+    if (memchr(path, '\0', len))
+        return err_set(err, -EINVAL, "path contains a NUL byte");
+    size_t cwd_len = cwd && path[0] != '/' ? strlen(cwd) : 0;
+    /* each of the two parts may gain a leading slash */
+    char *out = xmalloc(cwd_len + len + 3);
+    size_t o = 0;
+    path_push(out, &o, cwd, cwd_len);
+    path_push(out, &o, path, len);
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    if (o > FSOP_PATH_MAX) {
+        free(out);
+        return err_set(err, -ENAMETOOLONG, "path is longer than %d bytes", FSOP_PATH_MAX);
+    }
+    *ret = out;
+    return 0;
+}
+
+/* The last component of a normalized path other than "/"; the part before it is its parent
+ * ("/" for "/x"). */
+static const char *path_base(const char *path)
+{
+    return strrchr(path, '/') + 1;
+}
+
+static char *path_parent(const char *path)
+{
+    size_t n = (size_t)(path_base(path) - path) - 1;
+    return n == 0 ? xstrdup("/") : xstrndup(path, n);
+}
+
+/* Whether a is b or one of its ancestors (both normalized). */
+static bool path_covers(const char *a, const char *b)
+{
+    if (strcmp(a, "/") == 0)
+        return true;
+    size_t n = strlen(a);
+    return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* ---- resolution, confined to root_fd ---- */
+
+/* Open a normalized absolute path below root_fd with openat2 flags (O_CLOEXEC added). Every
+ * component, including symlink targets, resolves as if root_fd were "/". Returns 0 or -errno. */
+static int resolve(int root_fd, const char *path, uint64_t flags, int *ret)
+{
+    struct open_how how = {
+        .flags = flags | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    const char *rel = path[1] ? path + 1 : ".";
+    /* EAGAIN: a concurrent rename or mount made the kernel unsure that ".." stayed inside. */
+    for (int tries = 0;; tries++) {
+        long fd = syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+        if (fd >= 0) {
+            *ret = (int)fd;
+            return 0;
+        }
+        if ((errno != EAGAIN && errno != EINTR) || tries >= 32)
+            return -errno;
+    }
+}
+
+/* Open the directory that holds path's last component (path is not "/"). With create, missing
+ * directories are made with mode 0755 one at a time, each looked up again from root_fd. */
+static int open_parent(int root_fd, const char *path, bool create, const char *verb, int *ret,
+                       struct err *err)
+{
+    _cleanup_free_ char *dir = path_parent(path);
+    int r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, ret);
+    if (r == 0)
+        return 0;
+    if (r != -ENOENT || !create)
+        return fail(err, r, verb, path);
+
+    _cleanup_close_ int cur = -1;
+    r = resolve(root_fd, "/", O_PATH | O_DIRECTORY, &cur);
+    if (r < 0)
+        return fail(err, r, verb, path);
+    for (char *p = dir + 1;;) {
+        /* cut dir after each component in turn: "/a", then "/a/b", then "/a/b/c" */
+        char *slash = strchr(p, '/');
+        if (slash)
+            *slash = '\0';
+        int next = -1;
+        r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, &next);
+        if (r == -ENOENT) {
+            if (mkdirat(cur, path_base(dir), 0755) == 0) {
+                /* the exact mode whatever the umask; the new directory is ours */
+                r = resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &next);
+                if (r == 0 && fchmod(next, 0755) < 0)
+                    r = -errno;
+            } else if (errno == EEXIST) {
+                r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, &next);
+            } else {
+                return fail(err, -errno, "create directory", dir);
+            }
+        }
+        if (r < 0) {
+            if (next >= 0)
+                close(next);
+            return fail(err, r, verb, path);
+        }
+        close(cur);
+        cur = next;
+        if (!slash)
+            break;
+        *slash = '/';
+        p = slash + 1;
+    }
+    *ret = TAKE_FD(cur);
+    return 0;
+}
+
+/* ---- helpers for file contents ---- */
+
+static int read_full(int fd, void *buf, size_t len, off_t off, size_t *got)
+{
+    size_t n = 0;
+    while (n < len) {
+        ssize_t r = pread(fd, (char *)buf + n, len - n, off + (off_t)n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    *got = n;
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t r = write(fd, p, len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+static const char *text_mime_type(const char *path)
+{
+    static const struct {
+        const char *ext, *type;
+    } types[] = {
+        {"txt", "text/plain"},
+        {"py", "text/x-python"},
+        {"js", "text/javascript"},
+        {"mjs", "text/javascript"},
+        {"cjs", "text/javascript"},
+        {"jsx", "text/javascript"},
+        {"ts", "text/x-typescript"},
+        {"mts", "text/x-typescript"},
+        {"tsx", "text/x-typescript"},
+        {"json", "application/json"},
+        {"md", "text/markdown"},
+        {"markdown", "text/markdown"},
+        {"html", "text/html"},
+        {"htm", "text/html"},
+        {"css", "text/css"},
+        {"sh", "text/x-shellscript"},
+        {"bash", "text/x-shellscript"},
+        {"c", "text/x-c"},
+        {"h", "text/x-c"},
+        {"cc", "text/x-c++"},
+        {"cpp", "text/x-c++"},
+        {"hpp", "text/x-c++"},
+        {"go", "text/x-go"},
+        {"rs", "text/x-rust"},
+        {"java", "text/x-java"},
+        {"rb", "text/x-ruby"},
+        {"yaml", "application/yaml"},
+        {"yml", "application/yaml"},
+        {"toml", "application/toml"},
+        {"xml", "application/xml"},
+        {"svg", "image/svg+xml"},
+        {"csv", "text/csv"},
+        {"sql", "application/sql"},
+        {"diff", "text/x-diff"},
+        {"patch", "text/x-diff"},
+    };
+    const char *base = path_base(path);
+    const char *dot = strrchr(base, '.');
+    if (!dot || dot == base) /* no extension, or a dot file such as .bashrc */
+        return "text/plain";
+    for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
+        if (strcasecmp(dot + 1, types[i].ext) == 0)
+            return types[i].type;
+    }
+    return "text/plain";
+}
+
+static const char *binary_mime_type(const unsigned char *p, size_t n)
+{
+    static const struct {
+        size_t off;
+        const char *magic;
+        size_t len;
+        const char *type;
+    } magics[] = {
+        {0, "\x89PNG\r\n\x1a\n", 8, "image/png"},
+        {0, "\xFF\xD8\xFF", 3, "image/jpeg"},
+        {0, "GIF87a", 6, "image/gif"},
+        {0, "GIF89a", 6, "image/gif"},
+        {8, "WEBP", 4, "image/webp"}, /* after "RIFF" and a size, checked below */
+        {0, "%PDF-", 5, "application/pdf"},
+        {0, "PK\x03\x04", 4, "application/zip"},
+        {0, "PK\x05\x06", 4, "application/zip"}, /* empty archive */
+        {0, "\x1f\x8b", 2, "application/gzip"},
+        {0,
+         "\x7f"
+         "ELF",
+         4, "application/x-executable"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(magics); i++) {
+        size_t end = magics[i].off + magics[i].len;
+        if (n >= end && memcmp(p + magics[i].off, magics[i].magic, magics[i].len) == 0 &&
+            (magics[i].off == 0 || memcmp(p, "RIFF", 4) == 0))
+            return magics[i].type;
+    }
+    return "application/octet-stream";
+}
+
+static const char *type_name(mode_t mode)
+{
+    if (S_ISREG(mode))
+        return "file";
+    if (S_ISDIR(mode))
+        return "directory";
+    if (S_ISLNK(mode))
+        return "symlink";
+    return "other";
+}
+
+static json_t *entry_json(const char *name, const struct stat *st)
+{
+    char mtime[32], mode[8];
+    time_format_rfc3339((int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000, mtime);
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)(st->st_mode & 07777));
+    return json_pack("{s:o,s:s,s:I,s:s,s:s}", "name", json_path(name), "type",
+                     type_name(st->st_mode), "size", (json_int_t)st->st_size, "mtime", mtime,
+                     "mode", mode);
+}
+
+/* ---- directory names ---- */
+
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+static void names_release(struct names *names)
+{
+    for (size_t i = 0; i < names->n; i++)
+        free(names->v[i]);
+    free(names->v);
+}
+
+static int names_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every name in d except "." and "..", in readdir order. */
+static int names_read(DIR *d, struct names *names)
+{
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de)
+            return errno ? -errno : 0;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (names->n == names->cap) {
+            names->cap = names->cap ? 2 * names->cap : 32;
+            names->v = xrealloc(names->v, names->cap * sizeof(*names->v));
+        }
+        names->v[names->n++] = xstrdup(de->d_name);
+    }
+}
+
+/* ---- LIST ---- */
+
+struct lister {
+    json_t *entries;
+    size_t max;
+    bool recursive;
+    bool truncated;
+};
+
+static size_t clamp_entries(size_t n, size_t def, size_t max)
+{
+    return n == 0 ? def : n > max ? max : n;
+}
+
+/* List the directory open at fd (taken over), prefixing names with prefix/ unless NULL. */
+static int list_dir(struct lister *l, int fd, const char *prefix, int depth)
+{
+    _cleanup_closedir_ DIR *d = fdopendir(fd);
+    if (!d) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    _cleanup_(names_release) struct names names = {0};
+    int r = names_read(d, &names);
+    if (r < 0)
+        return r;
+    if (names.n > 1)
+        qsort(names.v, names.n, sizeof(*names.v), names_cmp);
+    for (size_t i = 0; i < names.n && !l->truncated; i++) {
+        struct stat st;
+        if (fstatat(dirfd(d), names.v[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* removed since readdir */
+        if (json_array_size(l->entries) >= l->max) {
+            l->truncated = true;
+            break;
+        }
+        _cleanup_free_ char *name =
+            prefix ? xasprintf("%s/%s", prefix, names.v[i]) : xstrdup(names.v[i]);
+        json_array_append_new(l->entries, entry_json(name, &st));
+        if (!l->recursive || !S_ISDIR(st.st_mode))
+            continue;
+        if (depth + 1 >= FSOP_MAX_DEPTH) {
+            l->truncated = true;
+            break;
+        }
+        /* a single component opened with O_NOFOLLOW: a real subdirectory, never a link */
+        int sub = openat(dirfd(d), names.v[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue; /* unreadable or replaced: listed, not descended */
+        list_dir(l, sub, name, depth + 1);
+    }
+    return 0;
+}
+
+static json_t *list_result(const char *path, struct lister *l)
+{
+    return json_pack("{s:o,s:O,s:I,s:b}", "path", json_path(path), "entries", l->entries, "count",
+                     (json_int_t)json_array_size(l->entries), "truncated", l->truncated);
+}
+
+/* List the directory at path, whose O_PATH fd says it is one. */
+static int list_directory(int root_fd, const char *path, bool recursive, size_t max_entries,
+                          json_t **ret, struct err *err)
+{
+    int fd;
+    int r = resolve(root_fd, path, O_RDONLY | O_DIRECTORY, &fd);
+    if (r < 0)
+        return fail(err, r, "list", path);
+    json_auto_t *entries = json_array();
+    struct lister l = {
+        .entries = entries,
+        .max = clamp_entries(max_entries, FSOP_LIST_DEFAULT_ENTRIES, FSOP_LIST_MAX_ENTRIES),
+        .recursive = recursive,
+    };
+    r = list_dir(&l, fd, NULL, 0);
+    if (r < 0)
+        return fail(err, r, "list", path);
+    *ret = list_result(path, &l);
+    return 0;
+}
+
+static int fsop_list(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
+                     struct err *err)
+{
+    _cleanup_close_ int fd = -1;
+    int r = resolve(root_fd, path, O_PATH, &fd);
+    struct stat st;
+    if (r == 0 && fstat(fd, &st) < 0)
+        r = -errno;
+    if (r == 0 && S_ISDIR(st.st_mode))
+        return list_directory(root_fd, path, req->recursive, req->max_entries, ret, err);
+
+    /* Not a directory: the entry itself, as the directory holding it would list it (so a
+     * dangling symlink shows up as the symlink it is). */
+    _cleanup_close_ int dir = -1;
+    int r2 = open_parent(root_fd, path, false, "list", &dir, err);
+    if (r2 < 0)
+        return r < 0 ? fail(err, r, "list", path) : r2;
+    if (fstatat(dir, path_base(path), &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail(err, r < 0 ? r : -errno, "list", path);
+    json_auto_t *entries = json_array();
+    json_array_append_new(entries, entry_json(path_base(path), &st));
+    struct lister l = {.entries = entries};
+    *ret = list_result(path, &l);
+    return 0;
+}
+
+/* ---- READ ---- */
+
+static int fsop_read(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
+                     struct err *err)
+{
+    _cleanup_close_ int opath = -1;
+    int r = resolve(root_fd, path, O_PATH, &opath);
+    if (r < 0)
+        return fail(err, r, "read", path);
+    struct stat st;
+    if (fstat(opath, &st) < 0)
+        return fail(err, -errno, "read", path);
+    if (S_ISDIR(st.st_mode)) {
+        r = list_directory(root_fd, path, false, req->max_entries, ret, err);
+        if (r == 0)
+            json_object_set_new(*ret, "type", json_string("directory"));
+        return r;
+    }
+    if (!S_ISREG(st.st_mode))
+        return err_set(err, -EINVAL, "cannot read '%s': not a regular file", path);
+
+    /* O_NONBLOCK: should the file have been swapped for a FIFO since, open must not hang. */
+    _cleanup_close_ int fd = -1;
+    r = resolve(root_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
+    if (r < 0)
+        return fail(err, r, "read", path);
+    if (fstat(fd, &st) < 0)
+        return fail(err, -errno, "read", path);
+    if (!S_ISREG(st.st_mode))
+        return err_set(err, -EINVAL, "cannot read '%s': not a regular file", path);
+
+    size_t max = clamp_entries(req->max_bytes, FSOP_READ_DEFAULT_BYTES, FSOP_READ_MAX_BYTES);
+    /* one byte more than asked tells whether anything follows (st_size can be 0 for files
+     * that have content, like those in /proc) */
+    _cleanup_free_ unsigned char *buf = xmalloc(max + 1);
+    size_t n = 0;
+    if (req->offset <= (uint64_t)INT64_MAX - max - 1) {
+        r = read_full(fd, buf, max + 1, (off_t)req->offset, &n);
+        if (r < 0)
+            return fail(err, r, "read", path);
+    }
+    bool truncated = n > max;
+    if (truncated)
+        n = max;
+
+    /* Text is whatever is valid UTF-8 without NUL bytes; a read cut at max ends on a
+     * character boundary (unless that leaves nothing, then the bytes go out as binary). */
+    size_t m = truncated ? utf8_boundary((const char *)buf, n) : n;
+    bool text = (m > 0 || n == 0) && !memchr(buf, '\0', m) && utf8_valid((const char *)buf, m);
+    json_auto_t *res =
+        json_pack("{s:s,s:o,s:I,s:I,s:I,s:b,s:b}", "type", "file", "path", json_path(path), "size",
+                  (json_int_t)st.st_size, "offset",
+                  (json_int_t)(req->offset > INT64_MAX ? INT64_MAX : req->offset), "bytes",
+                  (json_int_t)(text ? m : n), "truncated", truncated, "binary", !text);
+    if (text) {
+        json_object_set_new(res, "mime_type", json_string(text_mime_type(path)));
+        json_object_set_new(res, "text", json_stringn_nocheck((const char *)buf, m));
+    } else {
+        unsigned char head[16];
+        size_t hn = n < sizeof(head) ? n : sizeof(head);
+        if (req->offset == 0)
+            memcpy(head, buf, hn);
+        else if (read_full(fd, head, sizeof(head), 0, &hn) < 0)
+            hn = 0;
+        json_object_set_new(res, "mime_type", json_string(binary_mime_type(head, hn)));
+        _cleanup_free_ char *b64 = xmalloc(4 * ((n + 2) / 3) + 1);
+        size_t len = base64_encode(buf, n, b64);
+        json_object_set_new(res, "base64", json_stringn_nocheck(b64, len));
+    }
+    *ret = TAKE_PTR(res);
+    return 0;
+}
+
+/* ---- WRITE ---- */
+
+/* Copy all of in to out. */
+static int copy_fd(int in, int out)
+{
+    char buf[65536];
+    for (off_t off = 0;;) {
+        size_t n;
+        int r = read_full(in, buf, sizeof(buf), off, &n);
+        if (r < 0)
+            return r;
+        if (n == 0)
+            return 0;
+        r = write_full(out, buf, n);
+        if (r < 0)
+            return r;
+        off += (off_t)n;
+    }
+}
+
+/* Create a new empty file next to name, in dir, and return its fd and name. */
+static int temp_create(int dir, const char *name, char **tmp_name)
+{
+    /* keep the name under NAME_MAX with the decoration added */
+    int keep = (int)strnlen(name, 200);
+    for (int tries = 0; tries < 16; tries++) {
+        unsigned char raw[6];
+        char rnd[16];
+        rand_bytes(raw, sizeof(raw));
+        base64url_encode(raw, sizeof(raw), rnd);
+        char *tmp = xasprintf(".%.*s.%s.tmp", keep, name, rnd);
+        int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            *tmp_name = tmp;
+            return fd;
+        }
+        int r = -errno;
+        free(tmp);
+        if (r != -EEXIST)
+            return r;
+    }
+    return -EEXIST;
+}
+
+static int fsop_write(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
+                      struct err *err)
+{
+    if (strcmp(path, "/") == 0)
+        return fail(err, -EISDIR, "write", path);
+    _cleanup_close_ int dir = -1;
+    int r = open_parent(root_fd, path, true, "write", &dir, err);
+    if (r < 0)
+        return r;
+    const char *name = path_base(path);
+
+    struct stat st;
+    bool created = false;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno != ENOENT)
+            return fail(err, -errno, "write", path);
+        created = true;
+    } else if (S_ISLNK(st.st_mode)) {
+        return err_set(err, -ELOOP, "cannot write '%s': is a symlink", path);
+    } else if (S_ISDIR(st.st_mode)) {
+        return fail(err, -EISDIR, "write", path);
+    } else if (!S_ISREG(st.st_mode)) {
+        return err_set(err, -EINVAL, "cannot write '%s': not a regular file", path);
+    }
+    /* like chmod by the owner, and like the kernel when a file is written: no setuid/setgid */
+    mode_t mode = req->mode >= 0 ? (mode_t)req->mode : created ? 0644 : st.st_mode;
+    mode &= 0777 | S_ISVTX;
+
+    _cleanup_close_ int old = -1;
+    if (req->append && !created) {
+        old = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (old < 0)
+            return fail(err, -errno, "write", path);
+        if (fstat(old, &st) < 0)
+            return fail(err, -errno, "write", path);
+        if (!S_ISREG(st.st_mode))
+            return err_set(err, -EINVAL, "cannot write '%s': not a regular file", path);
+    }
+
+    _cleanup_free_ char *tmp_name = NULL;
+    _cleanup_close_ int tmp = temp_create(dir, name, &tmp_name);
+    if (tmp < 0)
+        return fail(err, tmp, "write", path);
+    struct stat tst;
+    r = old >= 0 ? copy_fd(old, tmp) : 0;
+    if (r == 0)
+        r = write_full(tmp, req->data, req->data_len);
+    if (r == 0 && fchmod(tmp, mode) < 0)
+        r = -errno;
+    if (r == 0 && !created && (st.st_uid != geteuid() || st.st_gid != getegid())) {
+        if (fchown(tmp, st.st_uid, st.st_gid) < 0) {
+            /* keeping the owner is best effort: an unprivileged worker cannot */
+        }
+    }
+    if (r == 0 && fstat(tmp, &tst) < 0)
+        r = -errno;
+    if (r == 0 && renameat(dir, tmp_name, dir, name) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlinkat(dir, tmp_name, 0);
+        return fail(err, r, "write", path);
+    }
+    *ret =
+        json_pack("{s:o,s:I,s:I,s:b}", "path", json_path(path), "bytes_written",
+                  (json_int_t)req->data_len, "size", (json_int_t)tst.st_size, "created", created);
+    return 0;
+}
+
+/* ---- DELETE ---- */
+
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    const char *path; /* the protected path it belongs to */
+};
+
+struct remover {
+    bool remove; /* false: only check and count */
+    size_t count, limit;
+    char *protected_paths[FSOP_PROTECTED_MAX]; /* normalized */
+    struct file_id protect[2 * FSOP_PROTECTED_MAX + 1];
+    size_t nprotect;
+    const char *hit; /* the protected path found, for the message */
+};
+
+static void remover_release(struct remover *rm)
+{
+    for (size_t i = 0; i < FSOP_PROTECTED_MAX; i++)
+        free(rm->protected_paths[i]);
+}
+
+static void protect_add(struct remover *rm, int fd, const char *name, int flags, const char *p)
+{
+    struct stat st;
+    if (fstatat(fd, name, &st, flags) == 0 && rm->nprotect < ARRAY_SIZE(rm->protect))
+        rm->protect[rm->nprotect++] = (struct file_id){st.st_dev, st.st_ino, p};
+}
+
+/* Record what the protected paths are on disk: the entry itself and, for a symlink, its target,
+ * so that no other name for them can be deleted either. */
+static void protect_resolve(struct remover *rm, int root_fd, const char *path)
+{
+    int fd;
+    if (resolve(root_fd, path, O_PATH, &fd) == 0) {
+        protect_add(rm, fd, "", AT_EMPTY_PATH, path);
+        close(fd);
+    }
+    if (strcmp(path, "/") != 0 && resolve(root_fd, path, O_PATH | O_NOFOLLOW, &fd) == 0) {
+        protect_add(rm, fd, "", AT_EMPTY_PATH, path);
+        close(fd);
+    }
+}
+
+static const char *protected_by(const struct remover *rm, const struct stat *st)
+{
+    for (size_t i = 0; i < rm->nprotect; i++) {
+        if (rm->protect[i].dev == st->st_dev && rm->protect[i].ino == st->st_ino)
+            return rm->protect[i].path;
+    }
+    return NULL;
+}
+
+static bool is_mount_root(int dir, const char *name)
+{
+    struct statx stx;
+    if (statx(dir, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &stx) < 0)
+        return false;
+    return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+           (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+/* Check and count (rm->remove false) or remove (true) name in dir and everything below it,
+ * never following a symlink. Returns 0 or -errno; -EPERM sets rm->hit. */
+static int remove_walk(struct remover *rm, int dir, const char *name, int depth)
+{
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    if ((rm->hit = protected_by(rm, &st)))
+        return -EPERM;
+    if (S_ISDIR(st.st_mode)) {
+        if (is_mount_root(dir, name))
+            return -EBUSY;
+        if (depth >= FSOP_MAX_DEPTH)
+            return -ELOOP;
+        int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        _cleanup_closedir_ DIR *d = fdopendir(fd);
+        if (!d) {
+            int r = -errno;
+            close(fd);
+            return r;
+        }
+        _cleanup_(names_release) struct names names = {0};
+        int r = names_read(d, &names);
+        for (size_t i = 0; r == 0 && i < names.n; i++)
+            r = remove_walk(rm, dirfd(d), names.v[i], depth + 1);
+        if (r < 0)
+            return r;
+    }
+    if (!rm->remove)
+        return ++rm->count > rm->limit ? -E2BIG : 0;
+    if (unlinkat(dir, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+        return -errno;
+    rm->count++;
+    return 0;
+}
+
+static int fsop_delete(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
+                       struct err *err)
+{
+    _cleanup_(remover_release) struct remover rm = {
+        .limit =
+            clamp_entries(req->max_entries, FSOP_DELETE_DEFAULT_ENTRIES, FSOP_DELETE_MAX_ENTRIES),
+    };
+    if (strcmp(path, "/") == 0)
+        return err_set(err, -EPERM, "refusing to delete '/'");
+    protect_resolve(&rm, root_fd, "/");
+    for (size_t i = 0; i < FSOP_PROTECTED_MAX && req->protected_paths[i]; i++) {
+        const char *p = req->protected_paths[i];
+        char **norm = &rm.protected_paths[i];
+        if (fsop_path_normalize("/", p, strlen(p), norm, NULL) < 0)
+            continue;
+        if (path_covers(path, *norm))
+            return err_set(err, -EPERM, "refusing to delete '%s'", path);
+        protect_resolve(&rm, root_fd, *norm);
+    }
+
+    _cleanup_close_ int dir = -1;
+    int r = open_parent(root_fd, path, false, "delete", &dir, err);
+    if (r < 0)
+        return r;
+    const char *name = path_base(path);
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail(err, -errno, "delete", path);
+    const char *hit = protected_by(&rm, &st);
+    if (hit)
+        return err_set(err, -EPERM, "refusing to delete '%s': it is '%s'", path, hit);
+
+    if (S_ISDIR(st.st_mode) && req->recursive) {
+        r = remove_walk(&rm, dir, name, 0);
+        if (r == 0) {
+            rm.remove = true;
+            rm.count = 0;
+            r = remove_walk(&rm, dir, name, 0);
+        } else if (r == -EPERM) {
+            return err_set(err, r, "refusing to delete '%s': it contains '%s'", path, rm.hit);
+        } else if (r == -EBUSY) {
+            return err_set(err, r, "refusing to delete '%s': it is or contains a mount point",
+                           path);
+        } else if (r == -E2BIG) {
+            return err_set(err, r, "refusing to delete '%s': it holds more than %zu entries", path,
+                           rm.limit);
+        } else if (r == -ELOOP) {
+            return err_set(err, r, "refusing to delete '%s': it is nested deeper than %d levels",
+                           path, FSOP_MAX_DEPTH);
+        }
+        if (r < 0)
+            return rm.count ? err_set(err, r, "cannot delete '%s' (%zu entries deleted): %s", path,
+                                      rm.count, strerror(-r))
+                            : fail(err, r, "delete", path);
+    } else {
+        if (unlinkat(dir, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
+            if (errno == ENOTEMPTY || errno == EEXIST)
+                return err_set(err, -ENOTEMPTY,
+                               "cannot delete '%s': directory not empty (needs recursive)", path);
+            return fail(err, -errno, "delete", path);
+        }
+        rm.count = 1;
+    }
+    *ret = json_pack("{s:o,s:I}", "path", json_path(path), "deleted", (json_int_t)rm.count);
+    return 0;
+}
+
+/* ---- entry point ---- */
+
+json_t *fsop_run(int root_fd, const struct fsop_request *req)
+{
+    struct err err = {0};
+    json_t *res = NULL;
+    _cleanup_free_ char *path = NULL;
+    const char *cwd = req->cwd && req->cwd[0] ? req->cwd : "/";
+    int r;
+    if (req->kind == FSOP_LIST && (!req->path || req->path_len == 0))
+        r = fsop_path_normalize("/", cwd, strlen(cwd), &path, &err);
+    else
+        r = fsop_path_normalize(cwd, req->path, req->path_len, &path, &err);
+    if (r == 0) {
+        switch (req->kind) {
+        case FSOP_READ: r = fsop_read(root_fd, req, path, &res, &err); break;
+        case FSOP_WRITE: r = fsop_write(root_fd, req, path, &res, &err); break;
+        case FSOP_LIST: r = fsop_list(root_fd, req, path, &res, &err); break;
+        case FSOP_DELETE: r = fsop_delete(root_fd, req, path, &res, &err); break;
+        default: r = err_set(&err, -EINVAL, "unknown file operation %d", (int)req->kind);
+        }
+    }
+    if (r < 0) {
+        json_decref(res);
+        return json_pack("{s:o,s:i}", "error", json_path(err.msg), "errno", -r);
+    }
+    if (!res) /* json_pack fails only on out of memory */
+        abort();
+    return res;
+}
