@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -505,10 +507,18 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
         return fail(err, -errno, "read", path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, -EINVAL, "cannot read '%s': not a regular file", path);
+    /* The worker is forked from the server: its own /proc/self/environ and /proc/self/mem
+     * would hand out the server's environment and memory. */
+    struct statfs sfs;
+    if (fstatfs(fd, &sfs) < 0)
+        return fail(err, -errno, "read", path);
+    if (sfs.f_type == PROC_SUPER_MAGIC)
+        return err_set(err, -EACCES, "cannot read '%s': files in /proc are not readable here",
+                       path);
 
     size_t max = clamp_entries(req->max_bytes, FSOP_READ_DEFAULT_BYTES, FSOP_READ_MAX_BYTES);
-    /* one byte more than asked tells whether anything follows (st_size can be 0 for files
-     * that have content, like those in /proc) */
+    /* one byte more than asked tells whether anything follows (st_size is not exact on every
+     * file system) */
     _cleanup_free_ unsigned char *buf = xmalloc(max + 1);
     size_t n = 0;
     if (req->offset <= (uint64_t)INT64_MAX - max - 1) {

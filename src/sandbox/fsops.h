@@ -26,7 +26,8 @@
  *   comes from the extension (default text/plain), of binary data from its magic bytes
  *   (default application/octet-stream). An offset at or past the end gives empty content.
  *   READ of a directory: the LIST result (not recursive) plus "type": "directory".
- *   Other file types (FIFOs, devices, sockets) are refused with EINVAL.
+ *   Other file types (FIFOs, devices, sockets) are refused with EINVAL, files on procfs with
+ *   EACCES (the worker's own /proc/self/environ and /proc/self/mem are the server's).
  *
  *   WRITE: {"path", "bytes_written", "size", "created": bool}
  *     Missing parent directories are created (0755). The content goes to a temporary file in

@@ -1141,6 +1141,8 @@ static void magic_links_with_proc(struct fx *f)
         check_no_secret(l);
         check_outside_untouched(f);
     }
+    json_auto_t *env = fs_read(f, "/proc/self/environ", 0, 0);
+    CHECK_ERRNO(env, EACCES);
     close(out_fd);
 }
 
@@ -1163,6 +1165,26 @@ TEST(escape_by_magic_links)
     }
     check_outside_untouched(&f);
     fx_teardown(&f);
+}
+
+TEST(read_refuses_procfs)
+{
+    /* with the host's / as the root, as a worker in a sandbox with /proc mounted sees it */
+    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    static const char *const paths[] = {"/proc/self/environ", "/proc/self/mem",
+                                        "/proc/thread-self/environ", "/proc/version"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        struct fsop_request req = {
+            .kind = FSOP_READ, .path = paths[i], .path_len = strlen(paths[i])};
+        json_auto_t *r = fsop_run(root, &req);
+        CHECK_ERRNO(r, EACCES);
+        CHECK_STR_CONTAINS(jstr(r, "error"), "files in /proc are not readable here");
+    }
+    /* listing is only names */
+    struct fsop_request req = {.kind = FSOP_LIST, .path = "/proc/self", .path_len = 10};
+    json_auto_t *l = fsop_run(root, &req);
+    CHECK_OK(l);
+    close(root);
 }
 
 static void mount_point_inside(struct fx *f)
