@@ -80,9 +80,10 @@ enum fsop_kind { FSOP_READ, FSOP_WRITE, FSOP_LIST, FSOP_DELETE };
 
 struct fsop_request {
     enum fsop_kind kind;
-    const char *path; /* client path, path_len bytes (need not be NUL-terminated); */
-    size_t path_len;  /* NULL/0 means cwd for LIST */
-    const char *cwd;  /* absolute, e.g. "/workspace"; NULL means "/" */
+    /* client path of path_len bytes, not necessarily NUL-terminated; NULL/0 lists the cwd */
+    const char *path;
+    size_t path_len;
+    const char *cwd; /* absolute, e.g. "/workspace"; NULL means "/" */
 
     /* WRITE */
     const unsigned char *data;
