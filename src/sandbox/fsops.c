@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -78,7 +80,8 @@ int fsop_path_normalize(const char *cwd, const char *path, size_t len, char **re
     if (memchr(path, '\0', len))
         return err_set(err, -EINVAL, "path contains a NUL byte");
     size_t cwd_len = cwd && path[0] != '/' ? strlen(cwd) : 0;
-    char *out = xmalloc(cwd_len + len + 2);
+    /* each of the two parts may gain a leading slash */
+    char *out = xmalloc(cwd_len + len + 3);
     size_t o = 0;
     path_push(out, &o, cwd, cwd_len);
     path_push(out, &o, path, len);
@@ -393,7 +396,8 @@ static int list_dir(struct lister *l, int fd, const char *prefix, int depth)
     int r = names_read(d, &names);
     if (r < 0)
         return r;
-    qsort(names.v, names.n, sizeof(*names.v), names_cmp);
+    if (names.n > 1)
+        qsort(names.v, names.n, sizeof(*names.v), names_cmp);
     for (size_t i = 0; i < names.n && !l->truncated; i++) {
         struct stat st;
         if (fstatat(dirfd(d), names.v[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -503,10 +507,18 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
         return fail(err, -errno, "read", path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, -EINVAL, "cannot read '%s': not a regular file", path);
+    /* The worker is forked from the server: its own /proc/self/environ and /proc/self/mem
+     * would hand out the server's environment and memory. */
+    struct statfs sfs;
+    if (fstatfs(fd, &sfs) < 0)
+        return fail(err, -errno, "read", path);
+    if (sfs.f_type == PROC_SUPER_MAGIC)
+        return err_set(err, -EACCES, "cannot read '%s': files in /proc are not readable here",
+                       path);
 
     size_t max = clamp_entries(req->max_bytes, FSOP_READ_DEFAULT_BYTES, FSOP_READ_MAX_BYTES);
-    /* one byte more than asked tells whether anything follows (st_size can be 0 for files
-     * that have content, like those in /proc) */
+    /* one byte more than asked tells whether anything follows (st_size is not exact on every
+     * file system) */
     _cleanup_free_ unsigned char *buf = xmalloc(max + 1);
     size_t n = 0;
     if (req->offset <= (uint64_t)INT64_MAX - max - 1) {
@@ -639,8 +651,11 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
         r = write_full(tmp, req->data, req->data_len);
     if (r == 0 && fchmod(tmp, mode) < 0)
         r = -errno;
-    if (r == 0 && !created && (st.st_uid != geteuid() || st.st_gid != getegid()))
-        (void)!fchown(tmp, st.st_uid, st.st_gid); /* best effort: keep the owner */
+    if (r == 0 && !created && (st.st_uid != geteuid() || st.st_gid != getegid())) {
+        if (fchown(tmp, st.st_uid, st.st_gid) < 0) {
+            /* keeping the owner is best effort: an unprivileged worker cannot */
+        }
+    }
     if (r == 0 && fstat(tmp, &tst) < 0)
         r = -errno;
     if (r == 0 && renameat(dir, tmp_name, dir, name) < 0)
@@ -666,10 +681,17 @@ struct file_id {
 struct remover {
     bool remove; /* false: only check and count */
     size_t count, limit;
+    char *protected_paths[FSOP_PROTECTED_MAX]; /* normalized */
     struct file_id protect[2 * FSOP_PROTECTED_MAX + 1];
     size_t nprotect;
     const char *hit; /* the protected path found, for the message */
 };
+
+static void remover_release(struct remover *rm)
+{
+    for (size_t i = 0; i < FSOP_PROTECTED_MAX; i++)
+        free(rm->protected_paths[i]);
+}
 
 static void protect_add(struct remover *rm, int fd, const char *name, int flags, const char *p)
 {
@@ -752,7 +774,7 @@ static int remove_walk(struct remover *rm, int dir, const char *name, int depth)
 static int fsop_delete(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
                        struct err *err)
 {
-    struct remover rm = {
+    _cleanup_(remover_release) struct remover rm = {
         .limit =
             clamp_entries(req->max_entries, FSOP_DELETE_DEFAULT_ENTRIES, FSOP_DELETE_MAX_ENTRIES),
     };
@@ -761,12 +783,12 @@ static int fsop_delete(int root_fd, const struct fsop_request *req, const char *
     protect_resolve(&rm, root_fd, "/");
     for (size_t i = 0; i < FSOP_PROTECTED_MAX && req->protected_paths[i]; i++) {
         const char *p = req->protected_paths[i];
-        _cleanup_free_ char *norm = NULL;
-        if (fsop_path_normalize("/", p, strlen(p), &norm, NULL) < 0)
+        char **norm = &rm.protected_paths[i];
+        if (fsop_path_normalize("/", p, strlen(p), norm, NULL) < 0)
             continue;
-        if (path_covers(path, norm))
+        if (path_covers(path, *norm))
             return err_set(err, -EPERM, "refusing to delete '%s'", path);
-        protect_resolve(&rm, root_fd, p);
+        protect_resolve(&rm, root_fd, *norm);
     }
 
     _cleanup_close_ int dir = -1;

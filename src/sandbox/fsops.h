@@ -26,7 +26,8 @@
  *   comes from the extension (default text/plain), of binary data from its magic bytes
  *   (default application/octet-stream). An offset at or past the end gives empty content.
  *   READ of a directory: the LIST result (not recursive) plus "type": "directory".
- *   Other file types (FIFOs, devices, sockets) are refused with EINVAL.
+ *   Other file types (FIFOs, devices, sockets) are refused with EINVAL, files on procfs with
+ *   EACCES (the worker's own /proc/self/environ and /proc/self/mem are the server's).
  *
  *   WRITE: {"path", "bytes_written", "size", "created": bool}
  *     Missing parent directories are created (0755). The content goes to a temporary file in
@@ -79,9 +80,10 @@ enum fsop_kind { FSOP_READ, FSOP_WRITE, FSOP_LIST, FSOP_DELETE };
 
 struct fsop_request {
     enum fsop_kind kind;
-    const char *path; /* client path, path_len bytes (need not be NUL-terminated); */
-    size_t path_len;  /* NULL/0 means cwd for LIST */
-    const char *cwd;  /* absolute, e.g. "/workspace"; NULL means "/" */
+    /* client path of path_len bytes, not necessarily NUL-terminated; NULL/0 lists the cwd */
+    const char *path;
+    size_t path_len;
+    const char *cwd; /* absolute, e.g. "/workspace"; NULL means "/" */
 
     /* WRITE */
     const unsigned char *data;
