@@ -24,7 +24,7 @@ LDLIBS  := $(PKG_LIBS) -lm
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # Every module except main.c goes into a library shared by the binary and the tests.
-LIB_SRC := $(filter-out src/main.c src/sandbox/init/%,$(shell find src -name '*.c' | sort))
+LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 GEN_SRC := $(BUILD)/gen/migrations.c
 
@@ -32,8 +32,9 @@ define objs
 $(patsubst src/%.c,$(1)/obj/%.o,$(2))
 endef
 
-# The sandbox init is a separate static program, embedded in the server as a blob.
-INIT_BIN  := $(BUILD)/sandbox-init
+# The sandbox helper (init and enter) is a separate static program, embedded in the server.
+HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c
+INIT_BIN  := $(BUILD)/sandbox-helper
 INIT_BLOB := $(BUILD)/obj/gen/init_blob.o
 
 LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o $(INIT_BLOB)
@@ -49,12 +50,12 @@ $(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_migrations $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
 
-$(INIT_BIN): src/sandbox/init/main.c
+$(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -Os -static -s -o $@ $<
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc -Os -static -s -o $@ $(HELPER_SRC)
 $(BUILD)/gen/init_blob.S: $(INIT_BIN)
 	@mkdir -p $(dir $@)
-	printf '\t.section .rodata\n\t.global sandbox_init_image\n\t.global sandbox_init_image_end\n\t.balign 16\nsandbox_init_image:\n\t.incbin "%s"\nsandbox_init_image_end:\n\t.section .note.GNU-stack,"",@progbits\n' "$(abspath $(INIT_BIN))" > $@
+	printf '\t.section .rodata\n\t.global sandbox_helper_image\n\t.global sandbox_helper_image_end\n\t.balign 16\nsandbox_helper_image:\n\t.incbin "%s"\nsandbox_helper_image_end:\n\t.section .note.GNU-stack,"",@progbits\n' "$(abspath $(INIT_BIN))" > $@
 $(INIT_BLOB): $(BUILD)/gen/init_blob.S $(INIT_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) -c -o $@ $<

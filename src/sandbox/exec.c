@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,57 +162,6 @@ static int enter_sandbox(const struct exec_plan *p, int report, bool pidns)
     if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
         FAIL("become root in the sandbox");
     return 0;
-}
-
-static void exec_child(const struct exec_plan *p)
-{
-    int report = p->report_fd;
-    prctl(PR_SET_DUMPABLE, 0);
-    /* The command's descriptors: 0, 1, 2, and the report pipe (close-on-exec) at 3. */
-    int fds[4] = {p->in_fd, p->out_fd, p->err_fd, p->report_fd};
-    int pidfd = fcntl(p->pidfd, F_DUPFD_CLOEXEC, 10);
-    for (int i = 0; i < 4; i++)
-        fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
-    for (int i = 0; i < 4; i++)
-        if (dup2(fds[i], i) < 0)
-            _exit(127);
-    report = 3;
-    if (dup3(pidfd, 4, O_CLOEXEC) != 4)
-        _exit(127);
-    syscall(SYS_close_range, 5, ~0u, 0);
-    fcntl(3, F_SETFD, FD_CLOEXEC);
-    struct exec_plan q = *p;
-    q.pidfd = 4;
-    enter_sandbox(&q, report, true);
-    pid_t pid = fork();
-    if (pid < 0)
-        FAIL("fork command");
-    if (pid == 0) {
-        close(4);
-        setsid();
-        if (chdir(p->cwd) < 0)
-            FAIL("cwd");
-        if (policy_apply_child() < 0)
-            FAIL("apply sandbox policy");
-        execve("/bin/sh", p->argv, p->envp);
-        FAIL("exec /bin/sh");
-    }
-    close(0);
-    close(1);
-    close(2);
-    close(4);
-    char msg[48];
-    int n = snprintf(msg, sizeof(msg), "pid %d\n", (int)pid);
-    if (write(report, msg, (size_t)n) < 0)
-        _exit(127);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            _exit(127);
-    n = snprintf(msg, sizeof(msg), "exit %d\n", status);
-    if (write(report, msg, (size_t)n) < 0)
-        _exit(127);
-    _exit(0);
 }
 
 /* --- server side --- */
@@ -433,6 +383,59 @@ static void free_strv(char **v)
     free(v);
 }
 
+/* Start the sandbox helper in its "sandbox-enter" role with posix_spawn (vfork and exec: the
+ * server's memory is never copied, which is what makes an exec cost about a millisecond). */
+static int spawn_enter(struct sandbox *sbx, const char *cwd, const struct sandbox_exec_opts *opts,
+                       int in, int out, int errfd, int rep, pid_t *pid)
+{
+    struct sandbox_manager *m = sbx->m;
+    char cg[4][4096];
+    int ncg = cgroup_procs_paths(sbx->cgroup, cg, 4);
+    const char *argv[16];
+    int argc = 0;
+    argv[argc++] = "sandbox-enter";
+    for (int i = 0; i < ncg; i++) {
+        argv[argc++] = "--cg";
+        argv[argc++] = cg[i];
+    }
+    argv[argc++] = "--cwd";
+    argv[argc++] = cwd;
+    argv[argc++] = "--";
+    argv[argc++] = "/bin/sh";
+    argv[argc++] = "-c";
+    argv[argc++] = opts->command;
+    argv[argc] = NULL;
+    char **envp = build_env(opts->env, cwd);
+    /* Move the descriptors out of the way of 0..5 before the dup2s put them there. */
+    int src[6] = {in, out, errfd, rep, sbx->pidfd, policy_filter_fd()};
+    int high[6];
+    for (int i = 0; i < 6; i++)
+        high[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    for (int i = 0; i < 6; i++)
+        posix_spawn_file_actions_adddup2(&fa, high[i], i);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 6);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), m->init_memfd);
+    int r = posix_spawn(pid, path, &fa, &attr, (char *const *)argv, envp);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 6; i++)
+        if (high[i] >= 0)
+            close(high[i]);
+    free_strv(envp);
+    return -r;
+}
+
 static void plan_enter(struct exec_plan *p, struct sandbox *sbx)
 {
     memset(p, 0, sizeof(*p));
@@ -466,33 +469,18 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         }
         return NULL;
     }
-    char *argv[] = {(char *)"sh", (char *)"-c", (char *)opts->command, NULL};
-    char **envp = build_env(opts->env, cwd);
-    struct exec_plan *p = xmalloc(sizeof(*p));
-    plan_enter(p, sbx);
-    p->report_fd = rep[1];
-    p->in_fd = in[0];
-    p->out_fd = out[1];
-    p->err_fd = errp[1];
-    p->cwd = cwd;
-    p->argv = argv;
-    p->envp = envp;
-    pid_t pid = fork();
-    if (pid == 0)
-        exec_child(p);
-    int saved = errno;
-    free(p);
-    free_strv(envp);
+    pid_t pid;
+    int r = spawn_enter(sbx, cwd, opts, in[0], out[1], errp[1], rep[1], &pid);
     close(in[0]);
     close(out[1]);
     close(errp[1]);
     close(rep[1]);
-    if (pid < 0) {
+    if (r < 0) {
         close(in[1]);
         close(out[0]);
         close(errp[0]);
         close(rep[0]);
-        err_set(err, -saved, "fork: %s", strerror(saved));
+        err_set(err, r, "cannot start sandbox helper: %s", strerror(-r));
         return NULL;
     }
     struct sandbox_exec *ex = xcalloc(1, sizeof(*ex));

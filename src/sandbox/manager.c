@@ -20,8 +20,8 @@
 #include "base/util.h"
 #include "store/store.h"
 
-extern const char sandbox_init_image[];
-extern const char sandbox_init_image_end[];
+extern const char sandbox_helper_image[];
+extern const char sandbox_helper_image_end[];
 
 void sandbox_config_defaults(struct sandbox_config *cfg)
 {
@@ -48,12 +48,12 @@ const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m)
 /* The init program in a sealed, read-only memfd: executable from any mount namespace. */
 static int make_init_memfd(struct err *err)
 {
-    int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int fd = memfd_create("sandbox-helper", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return err_set(err, -errno, "memfd_create: %s", strerror(errno));
-    size_t len = (size_t)(sandbox_init_image_end - sandbox_init_image), off = 0;
+    size_t len = (size_t)(sandbox_helper_image_end - sandbox_helper_image), off = 0;
     while (off < len) {
-        ssize_t n = write(fd, sandbox_init_image + off, len - off);
+        ssize_t n = write(fd, sandbox_helper_image + off, len - off);
         if (n <= 0) {
             close(fd);
             return err_set(err, -errno, "write sandbox-init: %s", strerror(errno));

@@ -4,6 +4,8 @@
  * between fork and exec allocates. */
 #include "sandbox/sandbox_internal.h"
 
+#include "sandbox/confine.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -25,14 +27,7 @@
 #include "base/util.h"
 
 static struct sock_fprog filter;
-
-/* Capabilities kept (within the sandbox's user namespace only): enough to act as root over
- * the sandbox's own files and processes. Not kept, unlike Docker: NET_RAW, MKNOD, SYS_CHROOT,
- * AUDIT_WRITE, SETFCAP. */
-static const int kept_caps[] = {
-    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,  CAP_FSETID,           CAP_KILL,
-    CAP_SETGID, CAP_SETUID,       CAP_SETPCAP, CAP_NET_BIND_SERVICE,
-};
+static int filter_fd = -1; /* the same program in a sealed memfd, for the sandbox helper */
 
 /* Denied with EPERM: mounts, namespaces, kernel modules and keyrings, BPF, tracing the kernel,
  * clock and host administration. */
@@ -127,7 +122,7 @@ int policy_init(struct err *err)
         seccomp_release(ctx);
         return err_set(err, r, "cannot build seccomp filter: %s", strerror(-r));
     }
-    _cleanup_close_ int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+    _cleanup_close_ int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         seccomp_release(ctx);
         return err_set(err, -errno, "memfd_create: %s", strerror(errno));
@@ -147,59 +142,19 @@ int policy_init(struct err *err)
     free(filter.filter);
     filter.filter = prog;
     filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
-    return 0;
-}
-
-static int drop_caps(void)
-{
-    uint64_t keep = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(kept_caps); i++)
-        keep |= 1ull << kept_caps[i];
-    for (int cap = 0; cap <= 63; cap++) {
-        if (keep & (1ull << cap))
-            continue;
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return -errno;
-    }
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct data[2];
-    memset(data, 0, sizeof(data));
-    data[0].effective = data[0].permitted = data[0].inheritable = (uint32_t)keep;
-    data[1].effective = data[1].permitted = data[1].inheritable = (uint32_t)(keep >> 32);
-    if (syscall(SYS_capset, &hdr, data) < 0)
-        return -errno;
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    if (filter_fd >= 0)
+        close(filter_fd);
+    filter_fd = TAKE_FD(fd);
     return 0;
 }
 
 int policy_apply_child(void)
 {
-    static const struct {
-        int res;
-        rlim_t soft, hard;
-    } limits[] = {
-        {RLIMIT_NOFILE, 4096, 4096},         {RLIMIT_CORE, 0, 0},
-        {RLIMIT_MEMLOCK, 8 << 20, 8 << 20},  {RLIMIT_SIGPENDING, 4096, 4096},
-        {RLIMIT_MSGQUEUE, 1 << 20, 1 << 20},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(limits); i++) {
-        /* Only ever lower a limit: raising one needs privileges outside the sandbox. */
-        struct rlimit cur, rl = {limits[i].soft, limits[i].hard};
-        if (getrlimit(limits[i].res, &cur) < 0)
-            return -errno;
-        if (rl.rlim_max > cur.rlim_max)
-            rl.rlim_max = cur.rlim_max;
-        if (rl.rlim_cur > rl.rlim_max)
-            rl.rlim_cur = rl.rlim_max;
-        if (setrlimit(limits[i].res, &rl) < 0)
-            return -errno;
-    }
-    int r = drop_caps();
-    if (r < 0)
-        return r;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return -errno;
-    if (filter.filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) < 0)
-        return -errno;
-    return 0;
+    return confine_apply(filter.filter ? &filter : NULL);
+}
+
+int policy_filter_fd(void)
+{
+    return filter_fd;
 }

@@ -50,6 +50,8 @@ int policy_init(struct err *err);
  * to the sandbox set, set no_new_privs, rlimits and the seccomp filter. Async-signal-safe; returns
  * 0 or -errno. */
 int policy_apply_child(void);
+/* The filter as a sealed memfd (raw struct sock_filter array) for the sandbox helper. */
+int policy_filter_fd(void);
 
 /* --- template (template.c) --- */
 
@@ -132,7 +134,7 @@ struct sandbox_manager {
     char *template_name;
     struct store *store;
     struct template_info tmpl;
-    int init_memfd; /* sealed, read-only: the sandbox-init program */
+    int init_memfd; /* sealed, read-only: the sandbox helper (init and enter) */
     char mkfs[64];  /* mkfs.ext4 path, "" when disk limits are off */
     struct sandbox *all;
     unsigned running;

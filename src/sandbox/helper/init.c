@@ -1,12 +1,12 @@
 /* sandbox-init: PID 1 of a sandbox's pid namespace. It only reaps orphans; the server starts
- * every other process from outside. Built static and embedded in the server, which executes it
- * from a sealed memfd, so it needs nothing from the sandbox's filesystem and costs little memory.
- * The namespace ends when the server sends it SIGKILL. */
+ * every other process from outside. The namespace ends when the server sends it SIGKILL. */
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-int main(void)
+#include "helper.h"
+
+int init_main(void)
 {
     prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
     sigset_t all;

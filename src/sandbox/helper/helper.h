@@ -1,0 +1,8 @@
+#pragma once
+/* The sandbox helper: a small static program embedded in the server and run from a sealed
+ * memfd. argv[0] selects the role. */
+
+/* "sandbox-init": PID 1 of a sandbox; reaps orphans until killed. */
+int init_main(void);
+/* "sandbox-enter": run a command in a sandbox (protocol in enter.c). */
+int enter_main(int argc, char **argv, char **envp);

@@ -1,0 +1,14 @@
+/* sandbox-helper: dispatch on argv[0]. Built static, so it needs nothing from the filesystem
+ * it runs in, and it never holds anything of the server's memory. */
+#include <string.h>
+
+#include "helper.h"
+
+int main(int argc, char **argv, char **envp)
+{
+    if (argc > 0 && strcmp(argv[0], "sandbox-enter") == 0)
+        return enter_main(argc, argv, envp);
+    if (argc > 0 && strcmp(argv[0], "sandbox-init") == 0)
+        return init_main();
+    return 127;
+}
