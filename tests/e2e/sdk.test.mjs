@@ -160,3 +160,52 @@ describe('server with --conformance-fixtures', () => {
     assert.equal(events.at(-1).kind, 'result');
   });
 });
+
+describe('sandbox through the SDK client', () => {
+  let server;
+  let client;
+
+  before(async () => {
+    server = await startServer();
+    client = await connect(server);
+  });
+
+  after(async () => {
+    await client?.close();
+    if (server) await stopCleanly(server);
+  });
+
+  test('container tools are listed with schemas and annotations', async () => {
+    const { tools } = await client.listTools();
+    const exec = tools.find((t) => t.name === 'container_exec');
+    assert.ok(exec, tools.map((t) => t.name).join(', '));
+    assert.equal(exec.inputSchema.properties.command.type, 'string');
+    assert.equal(exec.outputSchema.type, 'object');
+    const read = tools.find((t) => t.name === 'container_file_read');
+    assert.equal(read.annotations.readOnlyHint, true);
+  });
+
+  test('write a program, run it, read its output file', async () => {
+    let res = await client.callTool({ name: 'container_file_write', arguments: {
+      path: 'app/main.py', content: 'open("out.txt", "w").write(str(sum(range(10))))\n' } });
+    assert.notEqual(res.isError, true, JSON.stringify(res));
+    res = await client.callTool({ name: 'container_exec', arguments: { command: 'python3 main.py', cwd: 'app' } });
+    assert.equal(res.structuredContent.exit_code, 0, JSON.stringify(res));
+    res = await client.callTool({ name: 'container_file_read', arguments: { path: 'app/out.txt' } });
+    assert.equal(res.content[0].resource.text, '45');
+  });
+
+  test('exec output streams as progress before the result', async () => {
+    const events = [];
+    const res = await client.callTool({ name: 'container_exec',
+      arguments: { command: 'for i in 1 2 3; do echo line$i; sleep 0.2; done' } }, undefined, {
+      onprogress: (p) => events.push({ kind: 'progress', ...p }),
+      resetTimeoutOnProgress: true,
+    });
+    events.push({ kind: 'result' });
+    const text = events.filter((e) => e.kind === 'progress').map((e) => e.message).join('');
+    assert.equal(text, 'line1\nline2\nline3\n');
+    assert.equal(events.at(-1).kind, 'result');
+    assert.equal(res.structuredContent.stdout, 'line1\nline2\nline3\n');
+  });
+});
