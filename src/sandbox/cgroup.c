@@ -27,6 +27,7 @@ static char v2_parent[PATH_MAX]; /* v2: group holding the sandbox groups */
 static char v1_parent[64];       /* v1: "sandbox-mcp/<instance>" below each controller */
 static const char *const v1_ctrls[] = {"memory", "pids", "cpu"};
 static bool v1_have[3];
+static char instance_name[32];
 
 static int write_file(const char *path, const char *value)
 {
@@ -171,6 +172,7 @@ static int setup_v1(const char *instance)
 enum cgroup_mode cgroup_setup(const char *instance)
 {
     struct statfs sfs;
+    snprintf(instance_name, sizeof(instance_name), "%s", instance);
     if (statfs(CG_ROOT, &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
         int r = setup_v2(instance);
         if (r == 0)
@@ -201,12 +203,32 @@ static void group_path(char *out, size_t len, int ctrl, const char *name, const 
                  file ? "/" : "", file ? file : "");
 }
 
+/* The parent groups may have been removed (sandbox stop-all from another process): recreate. */
+static void ensure_parents(void)
+{
+    char path[PATH_MAX];
+    if (mode == CGROUP_V2) {
+        if (access(v2_parent, F_OK) < 0)
+            setup_v2(instance_name);
+        return;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+        if (!v1_have[i])
+            continue;
+        snprintf(path, sizeof(path), CG_ROOT "/%s/sandbox-mcp", v1_ctrls[i]);
+        mkdir(path, 0755);
+        snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], v1_parent);
+        mkdir(path, 0755);
+    }
+}
+
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct err *err)
 {
     char path[PATH_MAX], val[64];
     int r;
     if (mode == CGROUP_NONE)
         return 0;
+    ensure_parents();
     if (mode == CGROUP_V2) {
         group_path(path, sizeof(path), 0, name, NULL);
         if (mkdir(path, 0755) < 0 && errno != EEXIST)

@@ -41,6 +41,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/util.h"
 #include "store/store.h"
 
@@ -481,6 +482,10 @@ static void on_started(struct proc_watch *w, int status)
         return;
     }
     sbx->state = SBX_RUNNING;
+    metrics_gauge_set("sandbox_mcp_sandboxes_running", "Sandboxes running now", sbx->m->running);
+    metrics_gauge_set("sandbox_mcp_sandbox_last_start_seconds",
+                      "How long the latest sandbox start took",
+                      (double)(time_mono_ms() - sbx->start_t0) / 1000.0);
     sbx->started_at = time_now_ms();
     sbx->last_used = time_mono_ms();
     sbx->last_start_ms = time_mono_ms() - sbx->start_t0;
@@ -565,6 +570,7 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
     cgroup_destroy(sbx->cgroup);
     sbx->state = SBX_STOPPED;
     sbx->m->running--;
+    metrics_gauge_set("sandbox_mcp_sandboxes_running", "Sandboxes running now", sbx->m->running);
     sandbox_save(sbx);
     log_info("sandbox stopped sbx=%s user=%s reason=%s", sbx->id, sbx->user_id, reason);
 }

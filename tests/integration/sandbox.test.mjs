@@ -311,6 +311,27 @@ test('at capacity: an idle sandbox is evicted; when all are busy the caller is t
   }
 });
 
+test('file size cap; a write that fails on a full disk leaves the old file whole', async () => {
+  const srv = await startServer({ env: { SANDBOX_DISK_MB: '64', FILE_MAX_BYTES: '2097152' } });
+  try {
+    let res = await tool(srv, 'container_file_write', { path: 'big.bin', content: Buffer.alloc(2097153).toString('base64'), encoding: 'base64' });
+    assert.equal(res.isError, true);
+    assert.match(text(res), /limit is 2097152 bytes/);
+    res = await tool(srv, 'container_file_write', { path: 'keep.txt', content: 'original\n' });
+    assert.equal(res.isError, undefined, text(res));
+    const fill = await exec(srv, 'dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1; df -k /workspace | tail -1');
+    assert.match(fill.stdout, /No space left on device/);
+    res = await tool(srv, 'container_file_write', { path: 'keep.txt', content: Buffer.alloc(2000000, 'x').toString('base64'), encoding: 'base64' });
+    assert.equal(res.isError, true);
+    assert.match(text(res), /No space left/);
+    const r = await exec(srv, 'cat keep.txt; ls -a /workspace');
+    // the old content, and no temporary file left behind
+    assert.equal(r.stdout, 'original\n.\n..\nfill\nkeep.txt\n');
+  } finally {
+    await srv.stop();
+  }
+});
+
 test('kill -9 of the server leaves the sandbox running; the next server re-adopts it', async () => {
   const dataDir = tempDir();
   try {

@@ -1,0 +1,176 @@
+// Sandbox benchmarks: container_exec latency through /mcp, cold start, initialize, density,
+// and the same work done by bubblewrap and unshare on the same machine.
+// Run: node bench/sandbox.mjs [--quick]   (as root; uses build/sandbox-mcp, bwrap, unshare)
+import { spawnSync, spawn } from 'node:child_process';
+import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { summarize, timeIt, fmt } from './lib.mjs';
+
+// The release build unless told otherwise (the tests default to the sanitized one).
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
+const { startServer, rpc, cli } = await import('../tests/lib/server.mjs');
+
+const quick = process.argv.includes('--quick');
+const N = quick ? 50 : 300;
+const out = [];
+const log = (s = '') => { out.push(s); console.log(s); };
+
+function row(name, s, note = '') {
+  log(`| ${name} | ${s.n} | ${fmt(s.p50)} | ${fmt(s.p99)} | ${fmt(s.min)} | ${note} |`);
+}
+
+async function call(srv, name, args = {}, token = srv.token) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }, { token });
+  if (!r.body?.result || r.body.result.isError) throw new Error(`${name}: ${r.text.slice(0, 300)}`);
+  return r.body.result;
+}
+
+// Spawn a command n times, one after another; returns per-run wall times in ms.
+async function spawnLoop(cmd, args, n) {
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    times.push(await timeIt(() => new Promise((resolve, reject) => {
+      const p = spawn(cmd, args, { stdio: 'ignore' });
+      p.on('error', reject);
+      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd} exited ${code}`))));
+    })));
+  }
+  return times;
+}
+
+const bwrapArgs = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib',
+  '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/sbin', '/sbin', '--proc', '/proc', '--dev', '/dev',
+  '--tmpfs', '/tmp', '--unshare-all', '--die-with-parent', '--new-session'];
+
+function pss(pid) {
+  try {
+    const t = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    return Number(t.match(/^Pss:\s+(\d+)/m)[1]) * 1024;
+  } catch { return 0; }
+}
+
+function rss(pid) {
+  try {
+    return Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+)/m)[1]) * 1024;
+  } catch { return 0; }
+}
+
+function cgroupMemory(instanceDirs) {
+  let total = 0, count = 0;
+  for (const dir of instanceDirs) {
+    for (const name of readdirSync(dir)) {
+      const f = `${dir}/${name}/memory.usage_in_bytes`;
+      const g = `${dir}/${name}/memory.current`;
+      const file = existsSync(f) ? f : existsSync(g) ? g : null;
+      if (!file) continue;
+      total += Number(readFileSync(file, 'utf8'));
+      count++;
+    }
+  }
+  return { total, count };
+}
+
+function instanceDirs() {
+  const roots = ['/sys/fs/cgroup/memory/sandbox-mcp', '/sys/fs/cgroup/sandbox-mcp'];
+  const dirs = [];
+  for (const r of roots) {
+    if (!existsSync(r)) continue;
+    for (const d of readdirSync(r)) if (/^[0-9a-f]{12}$/.test(d)) dirs.push(`${r}/${d}`);
+  }
+  return dirs;
+}
+
+function initPids(dataDir) {
+  const r = cli(['sandbox', 'list', '--data-dir', dataDir]);
+  return r.stdout.split('\n').slice(1).map((l) => Number(l.trim().split(/\s+/)[3])).filter((n) => n > 0);
+}
+
+const MiB = 1024 * 1024;
+
+log(`## Sandboxes`);
+log();
+log(`Machine: ${cpus().length} cores (${cpus()[0].model}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB.`);
+log(`Command: \`node bench/sandbox.mjs${quick ? ' --quick' : ''}\` (release build, loopback, sequential calls).`);
+log();
+log('| what | runs | p50 ms | p99 ms | min ms | notes |');
+log('|---|---|---|---|---|---|');
+
+const server = await startServer({ env: { SANDBOX_MAX_RUNNING: '1000' } });
+try {
+  await call(server, 'container_exec', { command: 'true' });
+  for (let i = 0; i < 20; i++) await call(server, 'container_exec', { command: 'true' });
+  const t = [];
+  for (let i = 0; i < N; i++) t.push(await timeIt(() => call(server, 'container_exec', { command: 'true' })));
+  const execTrue = summarize(t);
+  row('`container_exec` of `true` through /mcp (HTTP + JSON-RPC + sandbox entry + sh)', execTrue);
+
+  const big = [];
+  for (let i = 0; i < Math.min(N, 100); i++) big.push(await timeIt(() => call(server, 'container_exec', { command: 'head -c 1048576 /dev/zero | tr "\\0" a' })));
+  row('`container_exec` printing 1 MiB through /mcp', summarize(big));
+
+  const bw = await spawnLoop('bwrap', [...bwrapArgs, '/bin/sh', '-c', 'true'], N);
+  const bwTrue = summarize(bw);
+  row('bubblewrap: new sandbox running `sh -c true` (peer)', bwTrue, 'no HTTP, no cgroup, no overlay');
+  const bwBig = summarize(await spawnLoop('bwrap', [...bwrapArgs, '/bin/sh', '-c', 'head -c 1048576 /dev/zero | tr "\\0" a > /dev/null'], Math.min(N, 100)));
+  row('bubblewrap: `sh` printing 1 MiB to /dev/null (peer)', bwBig);
+  const un = summarize(await spawnLoop('unshare', ['--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', '--uts', '--ipc', '/bin/sh', '-c', 'true'], N));
+  row('unshare: new namespaces running `sh -c true` (peer)', un, 'no root change at all');
+  const plain = summarize(await spawnLoop('/bin/sh', ['-c', 'true'], N));
+  row('plain `sh -c true` on the host (floor)', plain);
+
+  // Cold start: a stopped sandbox started again by the next call.
+  const cold = [], coldLog = [];
+  for (let i = 0; i < (quick ? 10 : 40); i++) {
+    cli(['sandbox', 'stop-all', '--data-dir', server.dataDir]);
+    const before = server.stderr().length;
+    cold.push(await timeIt(() => call(server, 'container_exec', { command: 'true' })));
+    const m = server.stderr().slice(before).match(/sandbox started .* ms=(\d+)/);
+    if (m) coldLog.push(Number(m[1]));
+  }
+  row('cold start: first `container_exec` after the sandbox was stopped', summarize(cold), 'includes the exec');
+  row('cold start as logged by the server (start only)', summarize(coldLog));
+  const init = [];
+  for (let i = 0; i < (quick ? 10 : 30); i++) init.push(await timeIt(() => call(server, 'container_initialize')));
+  row('`container_initialize` (kill, wipe layer and workspace, new disk, start)', summarize(init));
+  const bwStart = summarize(await spawnLoop('bwrap', [...bwrapArgs, '/bin/true'], N));
+  row('bubblewrap: sandbox setup and `/bin/true` (peer)', bwStart);
+  log();
+  log(`Ratios: exec of \`true\` through the whole stack is ${(execTrue.p50 / bwTrue.p50).toFixed(2)}x the time of a bubblewrap sandbox running the same command directly (p50).`);
+  log();
+
+  // Density: many idle sandboxes.
+  log('### Density (idle sandboxes)');
+  log();
+  log('| sandboxes | init PSS each KiB | cgroup memory each MiB | server RSS MiB |');
+  log('|---|---|---|---|');
+  const counts = quick ? [1, 20] : [1, 50, 200];
+  const tokens = [];
+  let made = 0;
+  for (const target of counts) {
+    while (made < target) {
+      const name = `bench${made}`;
+      cli(['user', 'add', name, '--data-dir', server.dataDir]);
+      const tok = cli(['token', 'create', '--user', name, '--data-dir', server.dataDir]).stdout.match(/smcp_\S+/)[0];
+      tokens.push(tok);
+      await call(server, 'container_exec', { command: 'true' }, tok);
+      made++;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    const pids = initPids(server.dataDir);
+    const initPss = pids.reduce((a, p) => a + pss(p), 0) / Math.max(1, pids.length);
+    const cg = cgroupMemory(instanceDirs());
+    log(`| ${target} | ${(initPss / 1024).toFixed(0)} | ${(cg.total / Math.max(1, cg.count) / MiB).toFixed(2)} | ${(rss(server.proc.pid) / MiB).toFixed(1)} |`);
+  }
+  log();
+  log('cgroup memory counts what the kernel charges to the sandbox: its processes, page cache of files it touched, and kernel objects.');
+} finally {
+  await server.stop();
+}
+
+if (process.env.BENCH_OUT) {
+  const { writeFileSync } = await import('node:fs');
+  writeFileSync(process.env.BENCH_OUT, out.join('\n') + '\n');
+}
