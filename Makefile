@@ -43,7 +43,8 @@ ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migr
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all run test test-suites unit fuzz deps deps-apt deps-npm install clean format format-check
+.PHONY: all run test test-suites unit fuzz bench deps deps-apt deps-npm deps-bench install clean \
+        format format-check
 all: $(BUILD)/sandbox-mcp
 
 $(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
@@ -106,6 +107,20 @@ test: deps
 	$(MAKE) --no-print-directory test-suites
 test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
 	BUILD=$(BUILD) sh tests/run.sh
+
+# Benchmarks: release build against peers on this machine; results in bench/out/*.md.
+BENCH_APT := bubblewrap util-linux
+bench: deps
+	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp
+	sh bench/run.sh
+deps-bench:
+	@missing=""; for p in $(BENCH_APT); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
 
 FUZZ_SECONDS ?= 60
 fuzz: $(FUZZ_BIN)
