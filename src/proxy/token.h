@@ -1,0 +1,37 @@
+#pragma once
+/* Proxy tokens: short-lived HS256 JWTs (libjwt) that agents in sandboxes present instead of a
+ * provider key. Pure functions, safe from any thread. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define PROXY_TOKEN_MAX 4096 /* longer tokens are refused unparsed */
+#define PROXY_SERVICES_MAX 8
+
+struct proxy_claims {
+    char user[64];    /* "user": user id */
+    char run[64];     /* "run": run id, "" for an operator token */
+    char session[64]; /* "session" */
+    char sandbox[64]; /* "sbx": the sandbox whose listener may carry it, "" = main listener only */
+    char services[PROXY_SERVICES_MAX][32]; /* "svc": granted services */
+    int nservices;
+    int64_t iat, exp; /* seconds since the epoch */
+    char jti[64];
+};
+
+/* Sign claims with key (HS256). Returns 0 and a malloc'd token in *out (caller frees), or a
+ * negative errno with err set. */
+int proxy_token_mint(const void *key, size_t keylen, const struct proxy_claims *c, char **out,
+                     struct err *err);
+
+/* Verify a token: header exactly HS256 (anything else, "none" included, is refused before the
+ * signature is looked at), signature, exp > now, and the claim types. Returns 0 and fills *out,
+ * or -EACCES (bad token: algorithm, signature, expired, malformed) with err saying which. */
+int proxy_token_verify(const void *key, size_t keylen, const char *token, size_t len, int64_t now,
+                       struct proxy_claims *out, struct err *err);
+
+/* Whether the claims grant service. */
+bool proxy_claims_grant(const struct proxy_claims *c, const char *service);
