@@ -286,6 +286,11 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
     if (err.code) {
         if (strncmp(err.msg, "cwd: ", 5) == 0)
             err_set(&err, -ENOENT, "cannot change to the working directory: %s", err.msg + 5);
+        else if (strncmp(err.msg, "fork command: ", 14) == 0)
+            err_set(&err, -EAGAIN,
+                    "the sandbox is at its process limit (%llu): kill processes, or start over "
+                    "with container_initialize",
+                    (unsigned long long)ex->sbx->m->cfg.pids_max);
         ex->on_done(ex->ctx, NULL, &err);
     } else {
         res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

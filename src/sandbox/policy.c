@@ -114,6 +114,10 @@ int policy_init(struct err *err)
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff, SOCK_RAW));
+    /* vsock reaches the hypervisor and other guests, around the network namespace. */
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                             SCMP_A0(SCMP_CMP_EQ, AF_VSOCK));
     /* TIOCSTI pushes input into another process's terminal. */
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,

@@ -21,6 +21,7 @@
 #include <grp.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/close_range.h>
 #include <linux/loop.h>
 #include <net/if.h>
 #include <poll.h>
@@ -297,6 +298,12 @@ static void child_init(const struct plan *p, int sync_fd)
         FAIL("become root in the sandbox");
     if (policy_apply_child() < 0)
         FAIL("apply sandbox policy");
+    /* The init lives as long as the sandbox and its descriptors are visible from inside
+     * (/proc/1/fd): it keeps nothing of the server's, not even stdout and stderr. */
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
+        FAIL("redirect init to /dev/null");
+    syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC);
     char *argv[] = {(char *)"sandbox-init", NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, p->memfd, "", argv, envp, AT_EMPTY_PATH);

@@ -27,7 +27,7 @@
 #include "base/log.h"
 #include "base/util.h"
 
-#define HOST_RECIPE "host-template-3"
+#define HOST_RECIPE "host-template-4"
 
 static const char *const top_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 static const char *const empty_dirs[] = {

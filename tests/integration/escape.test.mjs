@@ -7,14 +7,14 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
-  existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync,
+  closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync,
 } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
+import { BIN, startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -92,6 +92,60 @@ function hostProcessesOf(sandboxId) {
   return n;
 }
 
+// Python run inside: attach to the sandbox's init (pid 1) with ptrace and make it write a line
+// to one of its file descriptors (argv: text, fd). Prints "attach <errno>" when ptrace is refused,
+// else "write returned <n>".
+const INJECT_PY = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.ptrace.restype = ctypes.c_long
+class Regs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulonglong) for n in ('r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx '
+                'rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs').split()]
+if libc.ptrace(16, 1, None, None) != 0:
+    print('attach', ctypes.get_errno()); sys.exit(0)
+os.waitpid(1, 0x40000000)
+regs = Regs(); libc.ptrace(12, 1, None, ctypes.byref(regs))
+saved = Regs.from_buffer_copy(regs)
+addr = None
+with open('/proc/1/maps') as maps, open('/proc/1/mem', 'r+b', buffering=0) as mem:
+    for line in maps:
+        rng, perms = line.split()[:2]
+        if 'x' not in perms: continue
+        lo, hi = (int(x, 16) for x in rng.split('-'))
+        try:
+            mem.seek(lo); i = mem.read(hi - lo).find(b'\\x0f\\x05')
+        except OSError: continue
+        if i >= 0: addr = lo + i; break
+    msg = (sys.argv[1] + '\\n').encode()
+    buf = (saved.rsp - 4096) & ~15
+    mem.seek(buf); mem.write(msg)
+regs.rax, regs.rdi, regs.rsi, regs.rdx, regs.rip = 1, int(sys.argv[2]), buf, len(msg), addr
+libc.ptrace(13, 1, None, ctypes.byref(regs))
+libc.ptrace(9, 1, None, None)
+os.waitpid(1, 0x40000000)
+out = Regs(); libc.ptrace(12, 1, None, ctypes.byref(out))
+libc.ptrace(13, 1, None, ctypes.byref(saved))
+libc.ptrace(17, 1, None, None)
+print('write returned', ctypes.c_longlong(out.rax).value)
+`;
+
+// Every file descriptor the sandbox's init and a command hold, and the content of those that are
+// regular files.
+const INIT_FDS_PY = `
+import os, stat
+for pid in ('1', str(os.getpid())):
+    for fd in sorted(os.listdir('/proc/%s/fd' % pid), key=int):
+        p = '/proc/%s/fd/%s' % (pid, fd)
+        try:
+            target = os.readlink(p)
+            print('pid', pid, 'fd', fd, target)
+            if stat.S_ISREG(os.stat(p).st_mode):
+                print(open(p, 'rb').read(1 << 16).decode('utf8', 'replace'))
+        except OSError as e: print('pid', pid, 'fd', fd, type(e).__name__)
+`;
+
 function settle(ms = 200) {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -112,7 +166,6 @@ let unixDir;
 const hostConnections = [];
 let hostShadow = '';
 let hostCorePattern = null;
-let hostModules = null;
 
 function makeMarker(parent) {
   if (!existsSync(parent)) return null;
@@ -149,7 +202,6 @@ describe('escape attempts against a sandbox with the default limits', () => {
     hostMarker = markers.find((m) => m.parent === '/root') || markers[0];
     try { hostShadow = readFileSync('/etc/shadow', 'utf8'); } catch { /* not readable */ }
     try { hostCorePattern = readFileSync('/proc/sys/kernel/core_pattern', 'utf8'); } catch { /* none */ }
-    try { hostModules = readFileSync('/proc/modules', 'utf8'); } catch { /* none */ }
 
     sleeper = spawn('sleep', ['300'], { stdio: 'ignore' });
     tcp = countingServer();
@@ -309,12 +361,19 @@ describe('escape attempts against a sandbox with the default limits', () => {
   test('nsenter into pid 1 namespaces and setns', async () => {
     const r = await exec('nsenter -t 1 -m -u -n -i -p echo ESCAPED; echo "rc=$?"; nsenter -t 1 -U echo ESCAPED; echo "rc=$?"');
     assert.ok(!r.stdout.includes('ESCAPED'), both(r));
-    assert.match(r.stderr, /Operation not permitted/);
+    // PID 1 is not dumpable, so its namespace files cannot even be opened
+    assert.match(r.stderr, /cannot open \/proc\/1\/ns\/\w+: Permission denied/);
     const s = await py(`
 import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
 for ns in ('mnt', 'user', 'net', 'pid'):
-    fd = os.open('/proc/1/ns/' + ns, os.O_RDONLY)
+    try:
+        os.open('/proc/1/ns/' + ns, os.O_RDONLY)
+        print(ns, 'opened')
+    except PermissionError:
+        pass
+    # our own namespace files open, but setns is refused by the seccomp filter
+    fd = os.open('/proc/self/ns/' + ns, os.O_RDONLY)
     r = libc.setns(fd, 0)
     print(ns, r, errno.errorcode.get(ctypes.get_errno()))
 `);
@@ -455,6 +514,37 @@ for addr in ('\\0' + os.environ['NAME'], os.environ['SOCK']):
     assert.deepEqual(hostConnections, []);
   });
 
+  test('reach host sockets in /run and /dev (D-Bus, Docker, systemd, syslog)', async () => {
+    const candidates = ['/run/dbus/system_bus_socket', '/var/run/docker.sock', '/run/docker.sock',
+                        '/run/systemd/private', '/run/systemd/journal/socket', '/dev/log',
+                        '/run/containerd/containerd.sock'];
+    const r = await exec(`for s in ${candidates.join(' ')}; do test -e $s && echo "present $s"; done; echo end`);
+    assert.equal(r.stdout, 'end\n', both(r));
+  });
+
+  test('write into a host terminal through /dev/pts', async () => {
+    // a host process holds a pseudo-terminal open and reports what arrives on its master side
+    const holder = spawn('python3', ['-c', `
+import os, select, sys
+m, s = os.openpty()
+print(os.ttyname(s), flush=True)
+sys.stdin.readline()
+r, _, _ = select.select([m], [], [], 0.5)
+print('got', len(os.read(m, 4096)) if r else 0, flush=True)
+`], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    holder.stdout.on('data', (d) => { out += d; });
+    const exited = new Promise((resolve) => holder.on('exit', resolve));
+    while (!out.includes('\n') && holder.exitCode === null) await settle(20);
+    const tty = out.trim();
+    assert.match(tty, /^\/dev\/pts\/\d+$/);
+    const r = await exec(`ls /dev/pts; echo INJECTED > ${tty}; echo "rc=$?"; echo INJECTED > /dev/tty; echo "rc=$?"`);
+    holder.stdin.end('check\n');
+    await exited;
+    assert.match(r.stdout, /rc=[12]\nrc=[12]\n$/, both(r));
+    assert.match(out, /\ngot 0\n$/, `the host terminal received input: ${out}`);
+  });
+
   test('raw and packet sockets (ping)', async () => {
     const r = await py(`
 import errno, socket
@@ -492,7 +582,6 @@ for fam, typ, proto, name in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_I
     assert.equal(s.init_module.err, 'EPERM');
     assert.equal(s.finit_module.err, 'EPERM');
     assert.equal(s.delete_module.err, 'EPERM');
-    if (hostModules !== null) assert.equal(readFileSync('/proc/modules', 'utf8').split('\n').length, hostModules.split('\n').length);
   });
 
   test('kernel keyrings (keyctl, add_key, request_key)', async () => {
@@ -650,6 +739,14 @@ for pid in ('self', '1'):
     }
   });
 
+  test("write into the server's own output through the sandbox init (ptrace)", async () => {
+    const forged = `FORGED ${tag} error http listening addr=203.0.113.1:80`;
+    const r = await exec('python3 -c "$PY" "$LINE" 2; python3 -c "$PY" "$LINE" 1', { env: { PY: INJECT_PY, LINE: forged } });
+    await settle();
+    assert.ok(!main.stderr().includes(forged) && !main.stdout().includes(forged),
+      `a sandbox process wrote into the server's stderr/stdout (${r.stdout.trim()})`);
+  });
+
   test('make the sandbox unkillable or raise its limits (oom_score_adj, RLIMIT_NOFILE)', async () => {
     const r = await exec('echo -1000 > /proc/self/oom_score_adj; echo "rc=$?"; cat /proc/self/oom_score_adj; ulimit -n 1048576; echo "rc=$?"; ulimit -Hn');
     const lines = r.stdout.trim().split('\n');
@@ -694,7 +791,8 @@ for pid in ('self', '1'):
     const through = `hostroot${hostMarker.file}`;
     const list = await tool(main, 'container_files_list', { path: `hostroot${hostMarker.parent}`, recursive: true });
     assert.equal(list.isError, undefined, text(list));
-    assert.ok(!JSON.stringify(list).includes(tag), `the host marker is listed: ${text(list)}`);
+    const names = list.structuredContent.entries.map((e) => e.name);
+    assert.ok(!names.some((n) => n === tag || n.startsWith(`${tag}/`)), `the host marker is listed: ${text(list)}`);
     await fileToolFails('container_file_read', { path: through }, /No such file or directory/);
     await fileToolFails('container_file_read', { path: 'm' }, /No such file or directory/);
     await fileToolFails('container_file_write', { path: 'm', content: 'pwned' }, /symlink|symbolic/);
@@ -705,6 +803,7 @@ for pid in ('self', '1'):
     assert.equal(w.structuredContent.path, `/workspace/${through}`);
     const inside = await exec(`cat ${hostMarker.file}`);
     assert.equal(inside.stdout, 'pwned', 'the write went into the sandbox');
+    await exec(`rm -rf ${hostMarker.dir}`);
     const del = await tool(main, 'container_file_delete', { path: 'hostroot', recursive: true });
     assert.equal(del.isError, undefined, text(del));
     assert.equal(del.structuredContent.deleted, 1, 'only the link itself is deleted');
@@ -722,7 +821,10 @@ for pid in ('self', '1'):
       await fileToolFails('container_file_write', { path: `${link}${hostMarker.file}`, content: 'pwned' });
       await fileToolFails('container_file_write', { path: `${link}/usr/bin/${tag}`, content: 'pwned' });
       await fileToolFails('container_file_delete', { path: `${link}/etc/passwd` });
-      await fileToolFails('container_files_list', { path: `${link}/` });
+      await fileToolFails('container_files_list', { path: `${link}/etc` });
+      const list = await tool(main, 'container_files_list', { path: `${link}/`, recursive: true });
+      assert.equal(list.isError, undefined, text(list));
+      assert.deepEqual(list.structuredContent.entries.map((e) => [e.name, e.type]), [[link, 'symlink']], text(list));
     }
     assert.equal(existsSync(`/usr/bin/${tag}`), false);
     assertMarkerIntact(hostMarker);
@@ -745,11 +847,16 @@ for pid in ('self', '1'):
 
   test('exec with a cwd of .. and /proc/1/root stays in the sandbox', async () => {
     for (const cwd of ['../../../../..', '/proc/1/root/../..', '/proc/self/root/..']) {
-      const res = await tool(main, 'container_exec', { command: `pwd; test -e ${repoRoot}/Makefile && echo REPO; test -e ${hostMarker.file} && echo MARKER; ls -A`, cwd });
+      const res = await tool(main, 'container_exec', { command: `/bin/pwd -P; cd ../../../..; /bin/pwd -P; test -e ${repoRoot}/Makefile && echo REPO; cat ${hostMarker.file} 2>/dev/null; echo; ls -A`, cwd });
       if (res.isError) continue; // refused outright is fine
       const r = res.structuredContent;
-      assert.ok(!r.stdout.includes('REPO') && !r.stdout.includes('MARKER'), `cwd ${cwd}: ${r.stdout}`);
-      assert.match(r.stdout, /\bworkspace\b/, `cwd ${cwd} is not the sandbox root: ${r.stdout}`);
+      assert.equal(r.exit_code, 0, both(r));
+      const [here, top, ...rest] = r.stdout.split('\n');
+      assert.match(here, /^\//, `cwd ${cwd} is outside the sandbox root: ${r.stdout}`);
+      assert.equal(top, '/', `cwd ${cwd}: .. went past the root`);
+      assert.ok(!rest.includes('REPO'), `cwd ${cwd}: ${r.stdout}`);
+      assert.ok(!r.stdout.includes(hostMarker.content.trim()), `cwd ${cwd}: ${r.stdout}`);
+      assert.ok(rest.includes('workspace'), `cwd ${cwd}: ${r.stdout}`);
     }
   });
 
@@ -860,7 +967,13 @@ describe('resource bombs against a sandbox with small limits', () => {
     }
     assert.ok(most <= limit, `${most} processes in the sandbox, limit ${limit}`);
     await assertServerAnswers({ initialize: true });
-    assert.ok(hostProcessesOf(sbx) < 20, 'the bomb survived container_initialize');
+    // the old processes may still be on their way out; wait for them rather than for a time
+    let left = hostProcessesOf(sbx);
+    for (let i = 0; i < 50 && left >= 20; i++) {
+      await settle(100);
+      left = hostProcessesOf(sbx);
+    }
+    assert.ok(left < 20, `${left} processes survived container_initialize`);
   });
 
   test('memory bomb (Python)', async () => {
@@ -886,20 +999,22 @@ while True:
   });
 
   test('disk filling /workspace and the root layer', async () => {
-    const r = await run('dd if=/dev/zero of=/workspace/big bs=1M count=100000 2>&1 | tail -3; stat -c %s /workspace/big; ' +
-      'dd if=/dev/zero of=/var/big bs=1M count=100000 2>&1 | tail -3; echo x > /workspace/small; echo "rc=$?"', { timeout_ms: 60000 });
+    const r = await run('dd if=/dev/zero of=/workspace/big bs=1M count=100000 2>&1 | grep -o "No space left on device"; stat -c %s /workspace/big; ' +
+      'dd if=/dev/zero of=/var/big bs=1M count=100000 2>&1 | grep -o "No space left on device"; stat -c %s /var/big', { timeout_ms: 60000 });
     assert.equal(r.timed_out, false);
-    assert.match(r.stdout, /No space left on device[^]*No space left on device/, r.stdout);
-    const size = Number(r.stdout.split('\n').find((l) => /^\d+$/.test(l)));
-    assert.ok(size <= DISK_MB << 20, `wrote ${size} bytes with a ${DISK_MB} MiB disk`);
+    const [wsErr, wsSize, rootErr, rootSize] = r.stdout.trim().split('\n');
+    assert.equal(wsErr, 'No space left on device', r.stdout);
+    assert.equal(rootErr, 'No space left on device', r.stdout);
+    assert.ok(Number(wsSize) <= DISK_MB << 20, `wrote ${wsSize} bytes with a ${DISK_MB} MiB disk`);
+    assert.ok(Number(wsSize) + Number(rootSize) <= DISK_MB << 20, `wrote ${wsSize} + ${rootSize} bytes with a ${DISK_MB} MiB disk`);
     const clean = await run('rm -f /workspace/big /var/big; df -k /workspace | tail -1');
     assert.equal(clean.exit_code, 0, both(clean));
     await assertServerAnswers();
   });
 
   test('/tmp and /dev/shm filling', async () => {
-    const r = await run('dd if=/dev/zero of=/tmp/big bs=1M count=100000 2>&1 | tail -1; stat -c %s /tmp/big; ' +
-      'dd if=/dev/zero of=/dev/shm/big bs=1M count=100000 2>&1 | tail -1; stat -c %s /dev/shm/big', { timeout_ms: 60000 });
+    const r = await run('dd if=/dev/zero of=/tmp/big bs=1M count=100000 2>&1 | grep -o "No space left on device"; stat -c %s /tmp/big; ' +
+      'dd if=/dev/zero of=/dev/shm/big bs=1M count=100000 2>&1 | grep -o "No space left on device"; stat -c %s /dev/shm/big', { timeout_ms: 60000 });
     assert.equal(r.timed_out, false);
     const [tmpErr, tmpSize, shmErr, shmSize] = r.stdout.trim().split('\n');
     assert.match(tmpErr, /No space left on device/);
@@ -930,11 +1045,12 @@ except (ValueError, OSError) as e: print('refused')
   });
 
   test('output flood', async () => {
-    const r = await run('yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -c 300000000; yes e >&2 | head -c 50000000 >&2', { timeout_ms: 60000 });
+    const r = await run('yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 2>/dev/null | head -c 100000000; yes e 2>/dev/null | head -c 20000000 >&2', { timeout_ms: 60000 });
     assert.equal(r.timed_out, false);
     assert.equal(r.stdout_truncated, true);
     assert.equal(r.stderr_truncated, true);
-    assert.equal(r.stdout_bytes, 300000000);
+    assert.equal(r.stdout_bytes, 100000000);
+    assert.equal(r.stderr_bytes, 20000000);
     assert.ok(r.stdout.length < 64 << 20, `${r.stdout.length} bytes of stdout returned`);
     await assertServerAnswers();
   });
@@ -949,5 +1065,78 @@ except (ValueError, OSError) as e: print('refused')
   test('the server printed no sanitizer report', () => {
     assertNoSanitizerReport(srv.stderr(), 'server');
     assert.equal(srv.proc.exitCode, null);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// A server started the way a shell or a service manager often does it: output appended to a log
+// file (which holds the first user's token), and a descriptor inherited from its parent.
+
+describe('escape attempts against a server whose output goes to a file', () => {
+  let srv;
+  let dir;
+  let logPath;
+  let inheritedSecret;
+
+  before(async () => {
+    dir = tempDir(`${tag}-log-`);
+    const dataDir = tempDir();
+    logPath = path.join(dir, 'server.log');
+    const inheritedPath = path.join(dir, 'inherited.txt');
+    inheritedSecret = `inherited-secret ${randomBytes(12).toString('hex')}`;
+    writeFileSync(inheritedPath, `${inheritedSecret}\n`);
+    const env = { ...process.env };
+    for (const k of Object.keys(env))
+      if (/^(SANDBOX_|EXEC_)/.test(k) || ['LISTEN', 'DATA_DIR', 'PUBLIC_URL', 'FIRST_USER', 'LOG_LEVEL'].includes(k))
+        delete env[k];
+    env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
+    const logFd = openSync(logPath, 'a');
+    const inheritedFd = openSync(inheritedPath, 'r');
+    const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], {
+      cwd: dir, env, stdio: ['ignore', logFd, logFd, inheritedFd],
+    });
+    closeSync(logFd);
+    closeSync(inheritedFd);
+    const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+    let log = '';
+    for (let i = 0; i < 600 && !/http listening addr=\S+/.test(log); i++) {
+      if (proc.exitCode !== null) break;
+      await settle(20);
+      log = readFileSync(logPath, 'utf8');
+    }
+    const addr = /http listening addr=(\S+)/.exec(log)?.[1];
+    assert.ok(addr, `the server did not start:\n${log}`);
+    const url = `http://${addr}`;
+    srv = {
+      url, mcpUrl: `${url}/mcp`, dataDir, proc,
+      token: /Access token:\s+(\S+)/.exec(log)?.[1],
+      async stop() {
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+        await exited;
+        removeDataDir(dataDir);
+      },
+    };
+    assert.match(srv.token || '', /^smcp_/, 'sanity: the first start printed the token into the log');
+  });
+
+  after(async () => {
+    await srv?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("read the server's log (and the token in it) or an inherited file through /proc/1/fd", async () => {
+    const r = await exec('python3 -c "$PY"', { server: srv, env: { PY: INIT_FDS_PY } });
+    assert.equal(r.exit_code, 0, both(r));
+    assert.ok(!r.stdout.includes(srv.token), `the admin token is readable inside:\n${r.stdout.slice(0, 2000)}`);
+    assert.ok(!r.stdout.includes('http listening'), `the server log is readable inside:\n${r.stdout.slice(0, 2000)}`);
+    assert.ok(!r.stdout.includes(inheritedSecret), `an inherited host file is readable inside:\n${r.stdout}`);
+    assert.ok(!r.stdout.includes(dir), `the init holds host files:\n${r.stdout}`);
+  });
+
+  test("write into the server's log file through the sandbox init (ptrace)", async () => {
+    const forged = `FORGED ${tag} info store first-user user=mallory`;
+    const r = await exec('python3 -c "$PY" "$LINE" 1; python3 -c "$PY" "$LINE" 2', { server: srv, env: { PY: INJECT_PY, LINE: forged } });
+    await settle();
+    assert.ok(!readFileSync(logPath, 'utf8').includes(forged), `a sandbox process wrote into the host log file (${r.stdout.trim()})`);
   });
 });

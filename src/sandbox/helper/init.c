@@ -9,6 +9,9 @@
 int init_main(void)
 {
     prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
+    /* Not dumpable: processes in the sandbox (no CAP_SYS_PTRACE) can neither trace PID 1 nor
+     * open its /proc/1/fd, mem or environ. */
+    prctl(PR_SET_DUMPABLE, 0);
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, 0);
