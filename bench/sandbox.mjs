@@ -144,8 +144,12 @@ try {
   // Density: many idle sandboxes.
   log('### Density (idle sandboxes)');
   log();
-  log('| sandboxes | init PSS each KiB | cgroup memory each MiB | server RSS MiB |');
-  log('|---|---|---|---|');
+  log('| sandboxes | host memory each MiB | init PSS each KiB | cgroup memory each MiB | server RSS MiB |');
+  log('|---|---|---|---|---|');
+  const avail = () => Number(readFileSync('/proc/meminfo', 'utf8').match(/^MemAvailable:\s+(\d+)/m)[1]) * 1024;
+  cli(['sandbox', 'stop-all', '--data-dir', server.dataDir]);
+  await new Promise((r) => setTimeout(r, 500));
+  const base = avail();
   const counts = quick ? [1, 20] : [1, 50, 200];
   const tokens = [];
   let made = 0;
@@ -162,10 +166,10 @@ try {
     const pids = initPids(server.dataDir);
     const initPss = pids.reduce((a, p) => a + pss(p), 0) / Math.max(1, pids.length);
     const cg = cgroupMemory(instanceDirs());
-    log(`| ${target} | ${(initPss / 1024).toFixed(0)} | ${(cg.total / Math.max(1, cg.count) / MiB).toFixed(2)} | ${(rss(server.proc.pid) / MiB).toFixed(1)} |`);
+    log(`| ${target} | ${((base - avail()) / target / MiB).toFixed(2)} | ${(initPss / 1024).toFixed(0)} | ${(cg.total / Math.max(1, cg.count) / MiB).toFixed(2)} | ${(rss(server.proc.pid) / MiB).toFixed(1)} |`);
   }
   log();
-  log('cgroup memory counts what the kernel charges to the sandbox: its processes, page cache of files it touched, and kernel objects.');
+  log('Host memory is the drop in MemAvailable per sandbox (everything: processes, mounts, page cache, kernel objects). cgroup memory is what the kernel charges to the sandbox, including page cache of shared files it touched first.');
 } finally {
   await server.stop();
 }

@@ -119,12 +119,19 @@ static json_t *exec_text(const struct sandbox_exec_result *r)
     else
         buf_printf(&b, "exit code %d (%llu ms)\n", r->exit_code,
                    (unsigned long long)r->duration_ms);
-    if (r->out_len)
-        buf_printf(&b, "--- stdout%s ---\n%s%s", r->out_truncated ? " (truncated)" : "", r->out,
-                   r->out[r->out_len - 1] == '\n' ? "" : "\n");
-    if (r->err_len)
-        buf_printf(&b, "--- stderr%s ---\n%s%s", r->err_truncated ? " (truncated)" : "", r->err,
-                   r->err[r->err_len - 1] == '\n' ? "" : "\n");
+    /* the streams can be large: appended, not formatted */
+    if (r->out_len) {
+        buf_printf(&b, "--- stdout%s ---\n", r->out_truncated ? " (truncated)" : "");
+        buf_append(&b, r->out, r->out_len);
+        if (r->out[r->out_len - 1] != '\n')
+            buf_puts(&b, "\n");
+    }
+    if (r->err_len) {
+        buf_printf(&b, "--- stderr%s ---\n", r->err_truncated ? " (truncated)" : "");
+        buf_append(&b, r->err, r->err_len);
+        if (r->err[r->err_len - 1] != '\n')
+            buf_puts(&b, "\n");
+    }
     size_t n;
     char *text = buf_steal(&b, &n);
     json_t *content = json_pack("[{s:s, s:s%}]", "type", "text", "text", text, n);

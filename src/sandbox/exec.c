@@ -85,13 +85,16 @@ static void capture_add(struct capture *c, const char *data, size_t len)
         data += len - c->tail_cap;
         len = c->tail_cap;
     }
-    for (size_t i = 0; i < len; i++) {
-        size_t pos = (c->tail_start + c->tail_len) % c->tail_cap;
-        c->tail[pos] = data[i];
-        if (c->tail_len < c->tail_cap)
-            c->tail_len++;
-        else
-            c->tail_start = (c->tail_start + 1) % c->tail_cap;
+    /* Append to the ring in at most two copies; when it overflows, the oldest bytes go. */
+    while (len > 0) {
+        size_t end = (c->tail_start + c->tail_len) % c->tail_cap;
+        size_t n = c->tail_cap - end < len ? c->tail_cap - end : len;
+        memcpy(c->tail + end, data, n);
+        data += n;
+        len -= n;
+        size_t over = c->tail_len + n > c->tail_cap ? c->tail_len + n - c->tail_cap : 0;
+        c->tail_len += n - over;
+        c->tail_start = (c->tail_start + over) % c->tail_cap;
     }
 }
 
