@@ -26,7 +26,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # Every module except main.c goes into a library shared by the binary and the tests.
 LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
-GEN_SRC := $(BUILD)/gen/migrations.c
+PROVIDERS := $(sort $(wildcard proxy/*.json))
+GEN_SRC := $(BUILD)/gen/migrations.c $(BUILD)/gen/providers.c
 
 define objs
 $(patsubst src/%.c,$(1)/obj/%.o,$(2))
@@ -37,8 +38,10 @@ HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c
 INIT_BIN  := $(BUILD)/sandbox-helper
 INIT_BLOB := $(BUILD)/obj/gen/init_blob.o
 
-LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o $(INIT_BLOB)
-ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migrations.o $(INIT_BLOB)
+LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o \
+                $(BUILD)/obj/gen/providers.o $(INIT_BLOB)
+ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migrations.o \
+                $(BUILD)/asan/obj/gen/providers.o $(INIT_BLOB)
 
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -50,6 +53,9 @@ all: $(BUILD)/sandbox-mcp
 $(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_migrations $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/providers.c: $(PROVIDERS) src/embed.sh
+	@mkdir -p $(dir $@)
+	sh src/embed.sh embedded_providers $(PROVIDERS) > $@.tmp && mv $@.tmp $@
 
 $(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h
 	@mkdir -p $(dir $@)

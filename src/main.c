@@ -1,4 +1,5 @@
 /* sandbox-mcp: command line, configuration and wiring. The only file that exits. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,6 +20,7 @@
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
+#include "proxy/proxy.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "version.h"
@@ -37,6 +39,9 @@ static const char usage_main[] =
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
     "  token revoke TOKEN_ID\n"
+    "  proxy-token --user NAME --services LIST [--ttl DURATION]\n"
+    "                        mint a token for the LLM/git proxy (to check a setup with curl)\n"
+    "  proxy-token revoke JTI\n"
     "  sandbox list          list running sandboxes\n"
     "  sandbox stop-all      stop every sandbox and unmount their disks (maintenance)\n"
     "\n"
@@ -75,6 +80,8 @@ struct opts {
     const char *public_url;
     const char *user;
     const char *label;
+    const char *services;
+    const char *ttl;
     bool fixtures;
     char **args; /* positional arguments after the command */
     int nargs;
@@ -87,7 +94,9 @@ enum {
     OPT_PUBLIC_URL,
     OPT_USER,
     OPT_LABEL,
-    OPT_FIXTURES
+    OPT_FIXTURES,
+    OPT_SERVICES,
+    OPT_TTL
 };
 
 static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
@@ -116,6 +125,8 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         {"user", required_argument, NULL, OPT_USER},
         {"label", required_argument, NULL, OPT_LABEL},
         {"conformance-fixtures", no_argument, NULL, OPT_FIXTURES},
+        {"services", required_argument, NULL, OPT_SERVICES},
+        {"ttl", required_argument, NULL, OPT_TTL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -149,6 +160,8 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         case OPT_PUBLIC_URL: o->public_url = optarg; break;
         case OPT_USER: o->user = optarg; break;
         case OPT_LABEL: o->label = optarg; break;
+        case OPT_SERVICES: o->services = optarg; break;
+        case OPT_TTL: o->ttl = optarg; break;
         case OPT_FIXTURES: o->fixtures = true; break;
         }
     }
@@ -406,6 +419,18 @@ static int cmd_serve(int argc, char **argv)
         config_release(&cfg);
         return 1;
     }
+    struct proxy *proxy = NULL;
+    const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
+    if (proxy_new(&cfg, st, secret, strlen(secret), &proxy, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        http_server_free(http);
+        mcp_server_free(mcp);
+        sandbox_manager_free(sandboxes);
+        store_close(st);
+        config_release(&cfg);
+        return 2;
+    }
+    http_server_set_proxy(http, proxy);
     if (!cfg.public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
         free(cfg.public_url);
@@ -413,6 +438,7 @@ static int cmd_serve(int argc, char **argv)
     }
     if (first_start(&cfg, st) < 0) {
         http_server_free(http);
+        proxy_free(proxy);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
         store_close(st);
@@ -423,6 +449,7 @@ static int cmd_serve(int argc, char **argv)
              cfg.public_url);
     http_server_run(http);
     http_server_free(http);
+    proxy_free(proxy);
     mcp_server_free(mcp);
     sandbox_manager_free(sandboxes);
     store_close(st);
@@ -590,6 +617,98 @@ static int cmd_token(int argc, char **argv)
     return r;
 }
 
+static const char usage_proxy_token[] =
+    "usage: sandbox-mcp proxy-token --user NAME --services LIST [--ttl DURATION] [--data-dir DIR]\n"
+    "       sandbox-mcp proxy-token revoke JTI [--data-dir DIR]\n"
+    "\n"
+    "Mints a token for /proxy/<service>/... on the main listener, for the services in LIST\n"
+    "(comma-separated, e.g. anthropic,github), valid for DURATION (30s, 10m, 2h; default 10m,\n"
+    "at most 24h). The token is printed on stdout; its id (JTI) on stderr.\n";
+
+/* "90", "30s", "10m", "2h" -> seconds; -1 when malformed. */
+static int64_t parse_duration(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v <= 0)
+        return -1;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        return v;
+    if (strcmp(end, "m") == 0)
+        return v * 60;
+    if (strcmp(end, "h") == 0)
+        return v * 3600;
+    return -1;
+}
+
+static int cmd_proxy_token(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_SERVICES, OPT_TTL, 0};
+    struct opts o = {0};
+    int r = parse_opts("proxy-token", usage_proxy_token, argc, argv, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    bool revoke = o.nargs >= 1 && strcmp(o.args[0], "revoke") == 0;
+    if (revoke && o.nargs != 2)
+        return usage_error("proxy-token", usage_proxy_token, "%s",
+                           "'proxy-token revoke' takes exactly one JTI");
+    if (!revoke && o.nargs > 0)
+        return usage_error("proxy-token", usage_proxy_token, "unexpected argument '%s'", o.args[0]);
+    int64_t ttl = o.ttl ? parse_duration(o.ttl) : 600;
+    if (!revoke) {
+        if (!o.user || !o.services)
+            return usage_error("proxy-token", usage_proxy_token, "%s",
+                               "--user and --services are required");
+        if (ttl <= 0 || ttl > 86400)
+            return usage_error("proxy-token", usage_proxy_token,
+                               "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
+        for (const char *c = o.services; *c; c++)
+            if (!isalnum((unsigned char)*c) && *c != ',' && *c != '-' && *c != '_')
+                return usage_error("proxy-token", usage_proxy_token,
+                                   "--services '%s' must be names separated by commas", o.services);
+    }
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st))) {
+        config_release(&cfg);
+        return r;
+    }
+    struct err err = {0};
+    r = 0;
+    if (revoke) {
+        if (store_proxy_token_revoke(st, o.args[1], &err) < 0) {
+            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+            r = 1;
+        } else {
+            printf("revoked %s\n", o.args[1]);
+        }
+    } else if (ensure_jwt_secret(&cfg) < 0) {
+        r = 1;
+    } else {
+        struct store_user u;
+        char *token = NULL, jti[64];
+        const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
+        if (store_user_find(st, o.user, &u, &err) < 0 ||
+            proxy_mint(st, secret, strlen(secret), u.id, o.services, NULL, NULL, NULL, ttl, &token,
+                       jti, &err) < 0) {
+            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+            r = 1;
+        } else {
+            printf("%s\n", token);
+            fprintf(stderr, "proxy token %s for %s: services %s, expires in %llds\n", jti, o.user,
+                    o.services, (long long)ttl);
+            explicit_bzero(token, strlen(token));
+            free(token);
+        }
+    }
+    store_close(st);
+    config_release(&cfg);
+    return r;
+}
+
 static const char usage_sandbox[] =
     "usage: sandbox-mcp sandbox list|stop-all [--data-dir DIR] [--env-file FILE]\n"
     "\n"
@@ -674,6 +793,8 @@ int main(int argc, char **argv)
         return cmd_token(argc - 1, argv + 1);
     if (strcmp(cmd, "sandbox") == 0)
         return cmd_sandbox(argc - 1, argv + 1);
+    if (strcmp(cmd, "proxy-token") == 0)
+        return cmd_proxy_token(argc - 1, argv + 1);
     fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

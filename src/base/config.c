@@ -40,6 +40,8 @@ const char *const config_known_keys[] = {
     "EXEC_TIMEOUT_MAX_SECONDS",
     "EXEC_OUTPUT_BYTES",
     "FILE_MAX_BYTES",
+    "PROXY_MAX_REQUEST_BYTES",
+    "PROXY_STALL_SECONDS",
     NULL,
 };
 

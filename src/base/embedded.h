@@ -11,3 +11,6 @@ struct embedded_file {
 
 /* migrations/NNNN_*.sql in name order */
 extern const struct embedded_file embedded_migrations[];
+
+/* proxy/<name>.json provider definitions in name order */
+extern const struct embedded_file embedded_providers[];

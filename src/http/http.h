@@ -14,6 +14,10 @@ struct mcp_server;
 int http_server_new(const struct config *cfg, struct store *st, struct mcp_server *mcp,
                     struct http_server **ret, struct err *err);
 
+/* Serve /proxy/ through p (borrowed; NULL answers 503). */
+struct proxy;
+void http_server_set_proxy(struct http_server *srv, struct proxy *p);
+
 /* The address actually bound ("127.0.0.1:41234"), useful with port 0. */
 const char *http_server_address(const struct http_server *srv);
 

@@ -10,6 +10,7 @@ struct http_server {
     const struct config *cfg;
     struct store *store;
     struct mcp_server *mcp;
+    struct proxy *proxy;
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;

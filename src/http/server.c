@@ -1,6 +1,8 @@
 /* The h2o server: listener, routes, request bookkeeping, signals and graceful stop. */
 #include "http/http_internal.h"
 
+#include "proxy/proxy.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
@@ -65,6 +67,24 @@ struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host,
     r->srv = srv;
     r->label = label;
     return r;
+}
+
+static int on_proxy(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    if (!http_check_origin(route->srv, req))
+        return 0;
+    if (!route->srv->proxy) {
+        http_respond_error(req, 503, "not_configured", "the proxy is not available");
+        return 0;
+    }
+    return proxy_handle(route->srv->proxy, req, "");
+}
+
+void http_server_set_proxy(struct http_server *srv, struct proxy *p)
+{
+    srv->proxy = p;
 }
 
 static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
@@ -258,6 +278,7 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     h2o_hostconf_t *host =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     http_routes_mcp(srv, host);
+    http_add_route(srv, host, "/proxy", "/proxy", on_proxy);
     http_add_route(srv, host, "/healthz", "/healthz", on_healthz);
     http_add_route(srv, host, "/metrics", "/metrics", on_metrics);
     http_add_route(srv, host, "/", "other", on_fallback);

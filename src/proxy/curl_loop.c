@@ -1,0 +1,134 @@
+/* libcurl's multi-socket interface on the h2o loop. curl's sockets and its timeout (a timerfd)
+ * live in a private epoll set; that epoll descriptor is one h2o socket, readable whenever any of
+ * them is ready. No threads, and no transfer waits for another. */
+#include "proxy/proxy_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "base/loop.h"
+#include "base/util.h"
+
+struct curl_loop {
+    CURLM *multi;
+    int epfd, tfd;
+    h2o_socket_t *watch;
+    void (*done)(CURL *easy, CURLcode rc);
+};
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    struct curl_loop *cl = userp;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(cl->epfd, EPOLL_CTL_DEL, s, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {.data.fd = s};
+    if (what & CURL_POLL_IN)
+        ev.events |= EPOLLIN;
+    if (what & CURL_POLL_OUT)
+        ev.events |= EPOLLOUT;
+    if (epoll_ctl(cl->epfd, EPOLL_CTL_MOD, s, &ev) < 0 && errno == ENOENT)
+        epoll_ctl(cl->epfd, EPOLL_CTL_ADD, s, &ev);
+    return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct curl_loop *cl = userp;
+    struct itimerspec its = {0};
+    if (timeout_ms >= 0) {
+        /* 0 means "now"; an all-zero it_value would disarm the timer instead */
+        its.it_value.tv_sec = timeout_ms / 1000;
+        its.it_value.tv_nsec = timeout_ms % 1000 * 1000000 + (timeout_ms == 0);
+    }
+    timerfd_settime(cl->tfd, 0, &its, NULL);
+    return 0;
+}
+
+static void check_done(struct curl_loop *cl)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(cl->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *easy = msg->easy_handle;
+        CURLcode rc = msg->data.result;
+        curl_multi_remove_handle(cl->multi, easy);
+        cl->done(easy, rc);
+    }
+}
+
+static void on_ready(h2o_socket_t *sock, const char *err)
+{
+    struct curl_loop *cl = sock->data;
+    struct epoll_event evs[64];
+    int n = epoll_wait(cl->epfd, evs, 64, 0);
+    int running;
+    for (int i = 0; i < n; i++) {
+        if (evs[i].data.fd == cl->tfd) {
+            uint64_t ticks;
+            if (read(cl->tfd, &ticks, sizeof(ticks)) < 0) {
+                /* spurious: nothing expired */
+            }
+            curl_multi_socket_action(cl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+            continue;
+        }
+        int flags = 0;
+        if (evs[i].events & EPOLLIN)
+            flags |= CURL_CSELECT_IN;
+        if (evs[i].events & EPOLLOUT)
+            flags |= CURL_CSELECT_OUT;
+        if (evs[i].events & (EPOLLERR | EPOLLHUP))
+            flags |= CURL_CSELECT_ERR;
+        curl_multi_socket_action(cl->multi, evs[i].data.fd, flags, &running);
+    }
+    check_done(cl);
+}
+
+struct curl_loop *curl_loop_new(void (*done)(CURL *easy, CURLcode rc))
+{
+    struct curl_loop *cl = xcalloc(1, sizeof(*cl));
+    cl->done = done;
+    cl->multi = curl_multi_init();
+    cl->epfd = epoll_create1(EPOLL_CLOEXEC);
+    cl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (!cl->multi || cl->epfd < 0 || cl->tfd < 0)
+        abort(); /* out of memory or descriptors at start: nothing sensible to do */
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = cl->tfd};
+    epoll_ctl(cl->epfd, EPOLL_CTL_ADD, cl->tfd, &ev);
+    curl_multi_setopt(cl->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(cl->multi, CURLMOPT_SOCKETDATA, cl);
+    curl_multi_setopt(cl->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(cl->multi, CURLMOPT_TIMERDATA, cl);
+    cl->watch = h2o_evloop_socket_create(loop_get(), cl->epfd, H2O_SOCKET_FLAG_DONT_READ);
+    cl->watch->data = cl;
+    h2o_socket_read_start(cl->watch, on_ready);
+    return cl;
+}
+
+void curl_loop_free(struct curl_loop *cl)
+{
+    if (!cl)
+        return;
+    h2o_socket_read_stop(cl->watch);
+    h2o_socket_close(cl->watch); /* closes epfd */
+    curl_multi_cleanup(cl->multi);
+    close(cl->tfd);
+    free(cl);
+}
+
+void curl_loop_add(struct curl_loop *cl, CURL *easy)
+{
+    curl_multi_add_handle(cl->multi, easy);
+}
+
+void curl_loop_remove(struct curl_loop *cl, CURL *easy)
+{
+    curl_multi_remove_handle(cl->multi, easy);
+}

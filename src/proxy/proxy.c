@@ -1,0 +1,608 @@
+/* /proxy/<service>/<path>: check the agent's token, swap in the real key, forward, and stream
+ * the answer back as it arrives. One transfer per request, owned by the request's pool: h2o calls
+ * stop() before it frees the pool when the client goes away, and stop() aborts the upstream
+ * transfer, which the upstream sees as a closed connection. */
+#include "proxy/proxy_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/buf.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "proxy/token.h"
+#include "store/store.h"
+
+#define PENDING_MAX (1 << 20) /* response bytes buffered before the upstream is paused */
+
+struct proxy {
+    struct store *store;
+    unsigned char *key;
+    size_t keylen;
+    struct provider *providers;
+    size_t nproviders;
+    struct curl_loop *cl;
+    uint64_t max_request_bytes;
+    uint64_t stall_seconds;
+    char names[256];
+};
+
+static struct proxy *the_proxy; /* for curl's completion callback */
+
+struct transfer {
+    h2o_generator_t gen;
+    struct proxy *p;
+    h2o_req_t *req;
+    const struct provider *prov;
+    CURL *easy;
+    struct curl_slist *headers;
+    char *url;
+    char jti[64];
+    char user[64];
+    char run[64];
+    int status;
+    bool headers_done; /* upstream's final status and headers received */
+    bool started;      /* h2o response started */
+    bool sending, final_sent, stopped, paused, curl_done, sse;
+    struct buf pending, inflight;
+    struct usage_parser usage;
+    int64_t t0;
+    uint64_t bytes;
+};
+
+static const char *const hop_by_hop[] = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+};
+
+static bool is_hop(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(hop_by_hop) / sizeof(hop_by_hop[0]); i++)
+        if (strlen(hop_by_hop[i]) == len && strncasecmp(hop_by_hop[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+static void respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *body = json_pack("{s:s, s:s}", "error", msg, "code", code);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    static const char *const reasons[] = {
+        [400] = "Bad Request", [401] = "Unauthorized",        [403] = "Forbidden",
+        [404] = "Not Found",   [405] = "Method Not Allowed",  [413] = "Payload Too Large",
+        [502] = "Bad Gateway", [503] = "Service Unavailable", [504] = "Gateway Timeout"};
+    req->res.status = status;
+    req->res.reason = status < 505 && reasons[status] ? reasons[status] : "Error";
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                   H2O_STRLIT("application/json"));
+    size_t n = strlen(text);
+    h2o_iovec_t v = h2o_strdup(&req->pool, text, n);
+    free(text);
+    req->res.content_length = n;
+    h2o_send_inline(req, v.base, v.len);
+}
+
+/* --- response side --- */
+
+static void flush(struct transfer *t)
+{
+    if (t->sending || t->final_sent || t->stopped || !t->started)
+        return;
+    bool final = t->curl_done;
+    if (t->pending.len == 0 && !final)
+        return;
+    struct buf tmp = t->inflight;
+    t->inflight = t->pending;
+    t->pending = tmp;
+    buf_reset(&t->pending);
+    t->sending = true;
+    if (final)
+        t->final_sent = true;
+    h2o_iovec_t v = h2o_iovec_init(t->inflight.data, t->inflight.len);
+    h2o_send(t->req, &v, v.len ? 1 : 0, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+}
+
+static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
+{
+    struct transfer *t = (struct transfer *)gen;
+    t->sending = false;
+    buf_reset(&t->inflight);
+    flush(t);
+    if (t->paused && !t->curl_done && t->pending.len < PENDING_MAX / 2) {
+        t->paused = false;
+        curl_easy_pause(t->easy, CURLPAUSE_CONT);
+    }
+}
+
+static void release_curl(struct transfer *t)
+{
+    if (t->easy) {
+        curl_easy_cleanup(t->easy);
+        t->easy = NULL;
+    }
+    curl_slist_free_all(t->headers);
+    t->headers = NULL;
+    free(t->url);
+    t->url = NULL;
+}
+
+static void on_stop(h2o_generator_t *gen, h2o_req_t *req)
+{
+    struct transfer *t = (struct transfer *)gen;
+    t->stopped = true;
+    if (!t->curl_done && t->easy) {
+        /* The client went away: abort the upstream transfer, closing its connection. */
+        curl_loop_remove(t->p->cl, t->easy);
+        log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=%llu",
+                 t->prov->name, t->user, t->run[0] ? t->run : "-", (unsigned long long)t->bytes);
+        t->curl_done = true;
+    }
+    release_curl(t);
+}
+
+static void on_dispose(void *ptr)
+{
+    struct transfer *t = ptr;
+    release_curl(t);
+    buf_release(&t->pending);
+    buf_release(&t->inflight);
+    usage_finish(&t->usage);
+}
+
+static void start_response(struct transfer *t)
+{
+    if (t->started)
+        return;
+    t->started = true;
+    t->req->res.status = t->status ? t->status : 502;
+    t->req->res.reason = "";
+    h2o_start_response(t->req, &t->gen);
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *ctx)
+{
+    struct transfer *t = ctx;
+    size_t len = size * n;
+    if (t->stopped)
+        return 0;
+    if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+        /* a new status line (after a 1xx, a fresh set of headers follows) */
+        const char *sp = memchr(data, ' ', len);
+        t->status = sp ? atoi(sp + 1) : 502;
+        t->req->res.headers = (h2o_headers_t){NULL};
+        return len;
+    }
+    size_t l = len;
+    while (l && (data[l - 1] == '\n' || data[l - 1] == '\r'))
+        l--;
+    if (l == 0) {
+        if (t->status >= 200)
+            t->headers_done = true;
+        return len;
+    }
+    const char *colon = memchr(data, ':', l);
+    if (!colon || t->status < 200)
+        return len;
+    size_t nlen = (size_t)(colon - data);
+    const char *v = colon + 1;
+    size_t vlen = l - nlen - 1;
+    while (vlen && (*v == ' ' || *v == '\t'))
+        v++, vlen--;
+    if (is_hop(data, nlen))
+        return len;
+    if (nlen == 12 && strncasecmp(data, "content-type", 12) == 0 && vlen >= 17 &&
+        strncasecmp(v, "text/event-stream", 17) == 0)
+        t->sse = true;
+    h2o_iovec_t name = h2o_strdup(&t->req->pool, data, nlen);
+    h2o_strtolower(name.base, name.len);
+    h2o_iovec_t value = h2o_strdup(&t->req->pool, v, vlen);
+    h2o_add_header_by_str(&t->req->pool, &t->req->res.headers, name.base, name.len, 0, NULL,
+                          value.base, value.len);
+    return len;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *ctx)
+{
+    struct transfer *t = ctx;
+    size_t len = size * n;
+    if (t->stopped)
+        return 0;
+    if (t->pending.len >= PENDING_MAX) {
+        /* The client reads slower than the upstream sends: hold the upstream. curl hands the
+         * same bytes again after the pause. */
+        t->paused = true;
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    if (!t->started) {
+        usage_init(&t->usage, t->prov->usage, t->sse);
+        start_response(t);
+    }
+    buf_append(&t->pending, data, len);
+    usage_feed(&t->usage, data, len);
+    t->bytes += len;
+    flush(t);
+    return len;
+}
+
+static void record_usage(struct transfer *t)
+{
+    usage_finish(&t->usage);
+    struct err err = {0};
+    if (store_proxy_token_usage(t->p->store, t->jti, t->usage.input, t->usage.output, &err) < 0)
+        log_error("proxy usage not recorded user=%s err=\"%s\"", t->user, err.msg);
+}
+
+static void on_done(CURL *easy, CURLcode rc)
+{
+    struct transfer *t = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
+    t->curl_done = true;
+    long ms = (long)(time_mono_ms() - t->t0);
+    if (rc != CURLE_OK) {
+        bool timeout = rc == CURLE_OPERATION_TIMEDOUT;
+        log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
+                 t->user, t->run[0] ? t->run : "-", curl_easy_strerror(rc), ms);
+        if (!t->started) {
+            release_curl(t);
+            respond_error(t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
+                          timeout ? "upstream '%s' did not answer in time"
+                                  : "cannot reach upstream '%s'",
+                          t->prov->name);
+            return;
+        }
+        /* mid-stream: end the response abnormally so the client sees it was cut */
+        release_curl(t);
+        if (!t->sending && !t->final_sent) {
+            t->final_sent = true;
+            h2o_send(t->req, NULL, 0, H2O_SEND_STATE_ERROR);
+        }
+        return;
+    }
+    if (!t->started) {
+        usage_init(&t->usage, t->prov->usage, t->sse);
+        start_response(t);
+    }
+    record_usage(t);
+    log_info("proxy request service=%s user=%s run=%s status=%d bytes=%llu in=%lld out=%lld ms=%ld",
+             t->prov->name, t->user, t->run[0] ? t->run : "-", t->status,
+             (unsigned long long)t->bytes, (long long)t->usage.input, (long long)t->usage.output,
+             ms);
+    release_curl(t);
+    flush(t);
+}
+
+/* --- request side --- */
+
+static const struct provider *find_provider(struct proxy *p, const char *name, size_t len)
+{
+    for (size_t i = 0; i < p->nproviders; i++)
+        if (strlen(p->providers[i].name) == len && memcmp(p->providers[i].name, name, len) == 0)
+            return &p->providers[i];
+    return NULL;
+}
+
+static h2o_iovec_t header_value(h2o_req_t *req, const char *name)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, strlen(name), -1);
+    if (i < 0)
+        return h2o_iovec_init(NULL, 0);
+    h2o_iovec_t v = req->headers.entries[i].value;
+    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
+        v.base++, v.len--;
+    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
+        v.len--;
+    return v;
+}
+
+/* The agent's token, from wherever this provider's clients put their key. */
+static char *client_token(h2o_req_t *req, const struct provider *prov)
+{
+    h2o_iovec_t v;
+    if ((prov->token_from & TOKEN_X_API_KEY) && (v = header_value(req, "x-api-key")).len)
+        return h2o_strdup(&req->pool, v.base, v.len).base;
+    v = header_value(req, "authorization");
+    if ((prov->token_from & TOKEN_BEARER) && v.len > 7 && strncasecmp(v.base, "Bearer ", 7) == 0)
+        return h2o_strdup(&req->pool, v.base + 7, v.len - 7).base;
+    if ((prov->token_from & TOKEN_BASIC_PASSWORD) && v.len > 6 &&
+        strncasecmp(v.base, "Basic ", 6) == 0 && v.len < 8192) {
+        unsigned char *raw = h2o_mem_alloc_pool(&req->pool, v.len);
+        ssize_t n = base64_decode(v.base + 6, v.len - 6, raw);
+        if (n <= 0)
+            return NULL;
+        const char *colon = memchr(raw, ':', (size_t)n);
+        if (!colon)
+            return NULL;
+        return h2o_strdup(&req->pool, colon + 1, (size_t)n - (size_t)(colon + 1 - (char *)raw))
+            .base;
+    }
+    return NULL;
+}
+
+/* A path we are willing to pass on: printable, starting with '/', no dot segments, no encoded
+ * dots or slashes (which upstreams might decode into a path the allow-list never saw). */
+static bool path_clean(const char *p, size_t len)
+{
+    if (len == 0 || p[0] != '/')
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c <= 0x20 || c >= 0x7f || c == '\\')
+            return false;
+        if (c == '/' && i + 1 < len && p[i + 1] == '.')
+            return false;
+        if (c == '%' && i + 2 < len &&
+            ((p[i + 1] == '2' && (tolower((unsigned char)p[i + 2]) == 'e' ||
+                                  tolower((unsigned char)p[i + 2]) == 'f')) ||
+             (p[i + 1] == '5' && tolower((unsigned char)p[i + 2]) == 'c')))
+            return false;
+    }
+    return true;
+}
+
+static void add_request_headers(struct transfer *t)
+{
+    h2o_req_t *req = t->req;
+    const struct provider *prov = t->prov;
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *h = &req->headers.entries[i];
+        const char *name = h->name->base;
+        size_t nlen = h->name->len;
+        if (is_hop(name, nlen) || (nlen == 4 && strncasecmp(name, "host", 4) == 0) ||
+            (nlen == 13 && strncasecmp(name, "authorization", 13) == 0) ||
+            (nlen == 9 && strncasecmp(name, "x-api-key", 9) == 0) ||
+            (nlen == 15 && strncasecmp(name, "accept-encoding", 15) == 0) ||
+            (nlen == 6 && strncasecmp(name, "cookie", 6) == 0) ||
+            (nlen == 6 && strncasecmp(name, "expect", 6) == 0) ||
+            (strlen(prov->key_header) == nlen && strncasecmp(name, prov->key_header, nlen) == 0))
+            continue;
+        char *line = xasprintf("%.*s: %.*s", (int)nlen, name, (int)h->value.len, h->value.base);
+        t->headers = curl_slist_append(t->headers, line);
+        free(line);
+    }
+    char *key = xasprintf("%s: %s", prov->key_header, prov->key_value);
+    t->headers = curl_slist_append(t->headers, key);
+    explicit_bzero(key, strlen(key));
+    free(key);
+    t->headers = curl_slist_append(t->headers, "Expect:");
+}
+
+int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
+{
+    /* /proxy/<service>/<rest>?<query> */
+    const char *path = req->path_normalized.base;
+    size_t plen = req->path_normalized.len;
+    if (plen < 8 || memcmp(path, "/proxy/", 7) != 0) {
+        respond_error(req, 404, "unknown_service", "use /proxy/<service>/<path>");
+        return 0;
+    }
+    const char *svc = path + 7;
+    const char *slash = memchr(svc, '/', plen - 7);
+    size_t slen = slash ? (size_t)(slash - svc) : plen - 7;
+    const struct provider *prov = find_provider(p, svc, slen);
+    if (!prov) {
+        respond_error(req, 404, "unknown_service", "unknown service '%.*s' (known: %s)",
+                      (int)(slen > 64 ? 64 : slen), svc, p->names);
+        return 0;
+    }
+    char *token = client_token(req, prov);
+    if (!token || !*token) {
+        if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
+                           H2O_STRLIT("Basic realm=\"sandbox-mcp proxy\""));
+        respond_error(req, 401, "missing_token",
+                      "a proxy token is required (in x-api-key, Authorization: Bearer, or the "
+                      "Basic password, as the service's client sends its key)");
+        return 0;
+    }
+    struct proxy_claims claims;
+    struct err err = {0};
+    if (proxy_token_verify(p->key, p->keylen, token, strlen(token), time_now_ms() / 1000, &claims,
+                           &err) < 0) {
+        respond_error(req, 401, "invalid_token", "%s", err.msg);
+        return 0;
+    }
+    int r = store_proxy_token_check(p->store, claims.jti, &err);
+    if (r == -EKEYREVOKED) {
+        respond_error(req, 403, "token_revoked", "%s", err.msg);
+        return 0;
+    }
+    if (r < 0) {
+        respond_error(req, 401, "invalid_token", "unknown token");
+        return 0;
+    }
+    if (!proxy_claims_grant(&claims, prov->name)) {
+        respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
+                      prov->name);
+        return 0;
+    }
+    if (strcmp(claims.sandbox, listener_sandbox) != 0) {
+        respond_error(req, 403, "wrong_listener",
+                      claims.sandbox[0] ? "this token belongs to another sandbox's listener"
+                                        : "this token is for the server's own listener");
+        return 0;
+    }
+    if (!(prov->methods & method_bit(req->method.base, req->method.len))) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
+                       H2O_STRLIT("GET, POST"));
+        respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
+                      (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
+                      prov->name);
+        return 0;
+    }
+    const char *rest = slash ? slash : "/";
+    size_t rlen = slash ? plen - 7 - slen : 1;
+    if (!path_clean(rest, rlen) || !provider_path_allowed(prov, rest, rlen)) {
+        respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
+                      (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
+        return 0;
+    }
+    if (req->entity.base && req->entity.len > p->max_request_bytes) {
+        respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
+                      (unsigned long long)p->max_request_bytes);
+        return 0;
+    }
+    if (!prov->key_value) {
+        respond_error(req, 503, "not_configured", "service '%s' has no key configured", prov->name);
+        return 0;
+    }
+
+    struct transfer *t = h2o_mem_alloc_shared(&req->pool, sizeof(*t), on_dispose);
+    memset(t, 0, sizeof(*t));
+    t->gen.proceed = on_proceed;
+    t->gen.stop = on_stop;
+    t->p = p;
+    t->req = req;
+    t->prov = prov;
+    t->t0 = time_mono_ms();
+    snprintf(t->jti, sizeof(t->jti), "%s", claims.jti);
+    snprintf(t->user, sizeof(t->user), "%s", claims.user);
+    snprintf(t->run, sizeof(t->run), "%s", claims.run);
+    buf_init(&t->pending, 0);
+    buf_init(&t->inflight, 0);
+    usage_init(&t->usage, USAGE_NONE, false);
+    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
+    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
+    t->url = xasprintf("%s%.*s%.*s", prov->upstream, (int)rlen, rest, (int)qlen, query);
+    add_request_headers(t);
+    CURL *e = t->easy = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, t->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)p->stall_seconds);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->entity.base ? req->entity.base : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t)(req->entity.base ? req->entity.len : 0));
+    } else if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"))) {
+        char *m = h2o_strdup(&req->pool, req->method.base, req->method.len).base;
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m);
+    }
+    curl_loop_add(p->cl, e);
+    return 0;
+}
+
+int proxy_mint(struct store *st, const void *key, size_t keylen, const char *user_id,
+               const char *services, const char *run_id, const char *session_id,
+               const char *sandbox_id, int64_t ttl_seconds, char **token, char jti[64],
+               struct err *err)
+{
+    struct proxy_claims c = {0};
+    snprintf(c.user, sizeof(c.user), "%s", user_id);
+    snprintf(c.run, sizeof(c.run), "%s", run_id ? run_id : "");
+    snprintf(c.session, sizeof(c.session), "%s", session_id ? session_id : "");
+    snprintf(c.sandbox, sizeof(c.sandbox), "%s", sandbox_id ? sandbox_id : "");
+    char list[256];
+    snprintf(list, sizeof(list), "%s", services);
+    for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        if (c.nservices == PROXY_SERVICES_MAX)
+            return err_set(err, -E2BIG, "too many services");
+        snprintf(c.services[c.nservices++], sizeof(c.services[0]), "%s", s);
+    }
+    c.iat = time_now_ms() / 1000;
+    c.exp = c.iat + ttl_seconds;
+    id_new("jti", c.jti);
+    int r = proxy_token_mint(key, keylen, &c, token, err);
+    if (r < 0)
+        return r;
+    struct store_proxy_token row = {0};
+    snprintf(row.jti, sizeof(row.jti), "%s", c.jti);
+    snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
+    snprintf(row.run_id, sizeof(row.run_id), "%s", c.run);
+    snprintf(row.session_id, sizeof(row.session_id), "%s", c.session);
+    snprintf(row.sandbox_id, sizeof(row.sandbox_id), "%s", c.sandbox);
+    snprintf(row.services, sizeof(row.services), "%s", services);
+    row.created_at = c.iat;
+    row.expires_at = c.exp;
+    if ((r = store_proxy_token_add(st, &row, err)) < 0) {
+        free(*token);
+        *token = NULL;
+        return r;
+    }
+    snprintf(jti, 64, "%s", c.jti);
+    return 0;
+}
+
+int proxy_new(const struct config *cfg, struct store *st, const void *key, size_t keylen,
+              struct proxy **ret, struct err *err)
+{
+    struct proxy *p = xcalloc(1, sizeof(*p));
+    p->store = st;
+    p->key = xmalloc(keylen);
+    memcpy(p->key, key, keylen);
+    p->keylen = keylen;
+    int r = providers_load(cfg, &p->providers, &p->nproviders, err);
+    if (r < 0) {
+        free(p->key);
+        free(p);
+        return r;
+    }
+    if ((r = config_get_u64(cfg, "PROXY_MAX_REQUEST_BYTES", cfg->max_request_bytes, 1024,
+                            cfg->max_request_bytes, &p->max_request_bytes, err)) < 0 ||
+        (r = config_get_u64(cfg, "PROXY_STALL_SECONDS", 300, 1, 86400, &p->stall_seconds, err)) <
+            0) {
+        proxy_free(p);
+        return r;
+    }
+    for (size_t i = 0; i < p->nproviders; i++) {
+        size_t n = strlen(p->names);
+        snprintf(p->names + n, sizeof(p->names) - n, "%s%s", i ? ", " : "", p->providers[i].name);
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    p->cl = curl_loop_new(on_done);
+    the_proxy = p;
+    *ret = p;
+    return 0;
+}
+
+void proxy_free(struct proxy *p)
+{
+    if (!p)
+        return;
+    curl_loop_free(p->cl);
+    providers_free(p->providers, p->nproviders);
+    explicit_bzero(p->key, p->keylen);
+    free(p->key);
+    if (the_proxy == p)
+        the_proxy = NULL;
+    free(p);
+}
+
+const char *proxy_provider_names(void)
+{
+    return the_proxy ? the_proxy->names : "";
+}

@@ -1,0 +1,33 @@
+#pragma once
+/* The LLM and git proxy: /proxy/<service>/<path> forwarded to the service's upstream with the
+ * real key swapped in for the agent's proxy token. Upstream transfers are libcurl's multi-socket
+ * interface driven by the server's event loop. Main loop thread only. */
+
+#include <h2o.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "base/err.h"
+
+struct proxy;
+struct store;
+
+/* Load the provider definitions (the embedded proxy/NAME.json files) with their keys and upstream
+ * overrides from cfg, and set up libcurl. key signs and verifies proxy tokens. */
+int proxy_new(const struct config *cfg, struct store *st, const void *key, size_t keylen,
+              struct proxy **ret, struct err *err);
+void proxy_free(struct proxy *p);
+
+/* Handle one request under /proxy/. listener_sandbox is the sandbox whose in-namespace listener
+ * the request came through, or "" for the main listener. Always answers (0). */
+int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
+
+/* Mint a token for user (services comma-separated) valid ttl_seconds; recorded for revocation.
+ * run/session/sandbox may be NULL. Returns 0 and a malloc'd token and its id. */
+int proxy_mint(struct store *st, const void *key, size_t keylen, const char *user_id,
+               const char *services, const char *run_id, const char *session_id,
+               const char *sandbox_id, int64_t ttl_seconds, char **token, char jti[64],
+               struct err *err);
+
+/* Names of the known providers, comma-separated (for messages and the CLI). */
+const char *proxy_provider_names(void);

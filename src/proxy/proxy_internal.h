@@ -1,0 +1,53 @@
+#pragma once
+
+#include <curl/curl.h>
+#include <stdbool.h>
+
+#include "proxy/proxy.h"
+
+enum token_from { TOKEN_X_API_KEY = 1, TOKEN_BEARER = 2, TOKEN_BASIC_PASSWORD = 4 };
+enum usage_kind { USAGE_NONE, USAGE_ANTHROPIC, USAGE_OPENAI };
+
+struct provider {
+    char *name;
+    char *upstream;   /* base URL without a trailing slash */
+    char *key;        /* the real credential, NULL when not configured */
+    char *key_header; /* lowercase header name */
+    char *key_value;  /* the full header value with the key in it */
+    unsigned token_from;
+    unsigned methods; /* bit per method in method_bit() */
+    char **paths;     /* allowed path prefixes (segment boundary), NULL-terminated */
+    char **suffixes;  /* allowed path suffixes, NULL-terminated */
+    enum usage_kind usage;
+};
+
+/* providers.c */
+int providers_load(const struct config *cfg, struct provider **out, size_t *n, struct err *err);
+void providers_free(struct provider *p, size_t n);
+unsigned method_bit(const char *m, size_t len);
+bool provider_path_allowed(const struct provider *p, const char *path, size_t len);
+
+/* curl_loop.c: libcurl multi on the h2o loop. done runs once per finished easy handle. */
+struct curl_loop;
+struct curl_loop *curl_loop_new(void (*done)(CURL *easy, CURLcode rc));
+void curl_loop_free(struct curl_loop *cl);
+void curl_loop_add(struct curl_loop *cl, CURL *easy);
+/* Remove without calling done (the client went away). */
+void curl_loop_remove(struct curl_loop *cl, CURL *easy);
+
+/* usage.c: token counts read from a provider's response, streaming (SSE) or not. */
+struct usage_parser {
+    enum usage_kind kind;
+    bool sse;
+    char *buf; /* the current SSE event, or the whole JSON body (capped) */
+    size_t len, cap;
+    bool overflow;
+    char *line; /* SSE: the line being received */
+    size_t line_len, line_cap;
+    bool line_overflow;
+    int64_t input, output;
+};
+void usage_init(struct usage_parser *u, enum usage_kind kind, bool sse);
+void usage_feed(struct usage_parser *u, const char *data, size_t len);
+/* Finish (parses a buffered JSON body) and release. */
+void usage_finish(struct usage_parser *u);

@@ -1,0 +1,126 @@
+/* Proxy tokens: revocation and usage by JWT id. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "store/store_internal.h"
+
+int store_proxy_token_add(struct store *st, const struct store_proxy_token *t, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "INSERT INTO proxy_tokens(jti, user_id, run_id, session_id, sandbox_id, "
+                          "services, created_at, expires_at) VALUES (?, ?, nullif(?, ''), "
+                          "nullif(?, ''), nullif(?, ''), ?, ?, ?)",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, t->jti, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, t->user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, t->run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, t->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, t->sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, t->services, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 7, t->created_at);
+    sqlite3_bind_int64(s, 8, t->expires_at);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "insert proxy token", err);
+    return 0;
+}
+
+static int exec_jti(struct store *st, const char *sql, const char *arg, const char *what,
+                    struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, sql, &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(s, 1, time_now_ms() / 1000);
+    sqlite3_bind_text(s, 2, arg, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, what, err);
+    return sqlite3_changes(sqlite3_db_handle(s));
+}
+
+int store_proxy_token_revoke(struct store *st, const char *jti, struct err *err)
+{
+    int r =
+        exec_jti(st, "UPDATE proxy_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE jti = ?",
+                 jti, "revoke proxy token", err);
+    if (r == 0)
+        return err_set(err, -ENOENT, "no proxy token '%s'", jti);
+    return r < 0 ? r : 0;
+}
+
+int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err)
+{
+    int r = exec_jti(st,
+                     "UPDATE proxy_tokens SET revoked_at = coalesce(revoked_at, ?) "
+                     "WHERE run_id = ?",
+                     run_id, "revoke run tokens", err);
+    return r < 0 ? r : 0;
+}
+
+int store_proxy_token_check(struct store *st, const char *jti, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r =
+        store_prepare(st, "SELECT revoked_at IS NOT NULL FROM proxy_tokens WHERE jti = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, jti, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "unknown token");
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "check proxy token", err);
+    if (sqlite3_column_int(s, 0))
+        return err_set(err, -EKEYREVOKED, "token revoked: its run has ended");
+    return 0;
+}
+
+int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tokens,
+                            int64_t output_tokens, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE proxy_tokens SET requests = requests + 1, "
+                          "input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
+                          "WHERE jti = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(s, 1, input_tokens);
+    sqlite3_bind_int64(s, 2, output_tokens);
+    sqlite3_bind_text(s, 3, jti, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "record proxy usage", err);
+    return 0;
+}
+
+int store_proxy_token_get_usage(struct store *st, const char *jti, int64_t *requests,
+                                int64_t *input_tokens, int64_t *output_tokens, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT requests, input_tokens, output_tokens FROM proxy_tokens "
+                          "WHERE jti = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, jti, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "unknown token");
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "read proxy usage", err);
+    *requests = sqlite3_column_int64(s, 0);
+    *input_tokens = sqlite3_column_int64(s, 1);
+    *output_tokens = sqlite3_column_int64(s, 2);
+    return 0;
+}

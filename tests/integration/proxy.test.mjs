@@ -1,0 +1,306 @@
+// The LLM and git proxy against a local fake upstream speaking the real wire formats.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import http from 'node:http';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, cli, tempDir } from '../lib/server.mjs';
+import { startFake, messageEvents } from '../lib/fake-anthropic.mjs';
+
+const REAL_KEY = 'sk-ant-real-key-never-shown-0123456789';
+const REAL_GITHUB = 'ghp_real_github_token_never_shown_42';
+let fake, server, secret;
+
+function mint(services = 'anthropic', ttl = '10m') {
+  const r = cli(['proxy-token', '--user', 'admin', '--services', services, '--ttl', ttl, '--data-dir', server.dataDir],
+    { env: { PROXY_JWT_SECRET: '' } });
+  assert.equal(r.status, 0, r.stderr);
+  return { token: r.stdout.trim(), jti: r.stderr.match(/proxy token (jti_\S+)/)[1] };
+}
+
+const b64u = (x) => Buffer.from(typeof x === 'string' ? x : JSON.stringify(x)).toString('base64url');
+function forge(header, claims, key = secret) {
+  const head = `${b64u(header)}.${b64u(claims)}`;
+  const sig = crypto.createHmac('sha256', key).update(head).digest('base64url');
+  return `${head}.${sig}`;
+}
+
+function proxyUrl(p) {
+  return `${server.url}/proxy${p}`;
+}
+
+async function post(p, token, body = { model: 'claude-fake', max_tokens: 10, messages: [] }, headers = {}) {
+  return fetch(proxyUrl(p), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { 'x-api-key': token } : {}), ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+before(async () => {
+  fake = await startFake();
+  server = await startServer({ env: {
+    ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: REAL_KEY,
+    OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'sk-openai-real',
+    PROXY_MAX_REQUEST_BYTES: '65536', PROXY_STALL_SECONDS: '1',
+  } });
+  secret = readFileSync(path.join(server.dataDir, 'secrets', 'proxy_jwt_secret'), 'utf8').trim();
+});
+
+after(async () => {
+  await server.stop();
+  await fake.close();
+});
+
+test('a streamed reply passes through live: the client sees the first event before the upstream sends the last', async () => {
+  let release;
+  const gate = new Promise((r) => { release = r; });
+  fake.handle(async (req, res) => {
+    const ev = messageEvents({ input: 11, output: 22 });
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(ev[0]);
+    await gate; // wait until the client has seen the first event
+    for (const e of ev.slice(1)) res.write(e);
+    res.end();
+  });
+  const { token } = mint();
+  const res = await post('/anthropic/v1/messages', token, { model: 'm', stream: true, max_tokens: 5, messages: [] });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /text\/event-stream/);
+  const reader = res.body.getReader();
+  let text = '';
+  while (!text.includes('\n\n')) text += new TextDecoder().decode((await reader.read()).value);
+  assert.match(text, /^event: message_start\n/);
+  assert.doesNotMatch(text, /message_stop/);
+  release();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  assert.match(text, /event: message_stop/);
+  fake.handle(undefined);
+});
+
+test('the real key replaces the token on the way up; the token never reaches the upstream', async () => {
+  fake.handle((req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"usage":{"input_tokens":3,"output_tokens":4}}'); });
+  const before = fake.requests.length;
+  const { token } = mint();
+  const res = await post('/anthropic/v1/messages?beta=true', token, { model: 'm', messages: [] }, { 'anthropic-version': '2023-06-01' });
+  assert.equal(res.status, 200);
+  const seen = fake.requests.slice(before);
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].url, '/v1/messages?beta=true');
+  assert.equal(seen[0].headers['x-api-key'], REAL_KEY);
+  assert.equal(seen[0].headers['anthropic-version'], '2023-06-01');
+  assert.equal(seen[0].headers.authorization, undefined);
+  const everything = JSON.stringify(seen);
+  assert.ok(!everything.includes(token), 'the proxy token reached the upstream');
+  assert.ok(!everything.includes(token.split('.')[2]), 'the token signature reached the upstream');
+  const body = await res.text();
+  assert.ok(!body.includes(REAL_KEY));
+});
+
+test('usage from streamed and plain replies is added to the token in SQLite', async () => {
+  const { token, jti } = mint();
+  fake.handle((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (const e of messageEvents({ input: 100, output: 40 })) res.write(e);
+    res.end();
+  });
+  await (await post('/anthropic/v1/messages', token, { stream: true })).text();
+  fake.handle((req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ usage: { input_tokens: 5, output_tokens: 6 } })); });
+  await (await post('/anthropic/v1/messages', token)).text();
+  const row = spawnSync('sqlite3', [path.join(server.dataDir, 'sandbox-mcp.db'),
+    `SELECT requests, input_tokens, output_tokens FROM proxy_tokens WHERE jti = '${jti}'`], { encoding: 'utf8' });
+  assert.equal(row.stdout.trim(), '2|105|46');
+});
+
+test('rejections: missing, none, other algorithms, bad signature, expired, unknown', async () => {
+  let res = await post('/anthropic/v1/messages', null);
+  assert.equal(res.status, 401);
+  assert.equal((await res.json()).code, 'missing_token');
+  const now = Math.floor(Date.now() / 1000);
+  const claims = { user: 'x', iat: now, exp: now + 600, jti: 'jti_forged', svc: ['anthropic'] };
+  const none = `${b64u({ alg: 'none', typ: 'JWT' })}.${b64u(claims)}.`;
+  for (const tok of [none, forge({ alg: 'HS512' }, claims), forge({ alg: 'HS256' }, claims, 'wrong-key'),
+    forge({ alg: 'HS256' }, { ...claims, exp: now - 5 }), forge({ alg: 'HS256' }, claims), 'garbage']) {
+    res = await post('/anthropic/v1/messages', tok);
+    assert.equal(res.status, 401, tok);
+    const body = await res.json();
+    assert.equal(body.code, 'invalid_token');
+    assert.equal(typeof body.error, 'string');
+  }
+});
+
+test('a revoked token (its run ended) is 403; a service not granted is 403', async () => {
+  const { token, jti } = mint();
+  assert.equal(cli(['proxy-token', 'revoke', jti, '--data-dir', server.dataDir]).status, 0);
+  let res = await post('/anthropic/v1/messages', token);
+  assert.equal(res.status, 403);
+  assert.equal((await res.json()).code, 'token_revoked');
+  const other = mint('github');
+  res = await post('/anthropic/v1/messages', other.token);
+  assert.equal(res.status, 403);
+  assert.equal((await res.json()).code, 'service_not_granted');
+});
+
+test('a token bound to a sandbox is refused on another listener', async () => {
+  const now = Math.floor(Date.now() / 1000);
+  const jti = `jti_sbx_${now}`;
+  const db = path.join(server.dataDir, 'sandbox-mcp.db');
+  const uid = spawnSync('sqlite3', [db, "SELECT id FROM users WHERE name = 'admin'"], { encoding: 'utf8' }).stdout.trim();
+  spawnSync('sqlite3', [db, `INSERT INTO proxy_tokens(jti, user_id, sandbox_id, services, created_at, expires_at) VALUES ('${jti}', '${uid}', 'sbx_other', 'anthropic', ${now}, ${now + 600})`]);
+  const tok = forge({ alg: 'HS256', typ: 'JWT' }, { user: uid, iat: now, exp: now + 600, jti, sbx: 'sbx_other', svc: ['anthropic'] });
+  const res = await post('/anthropic/v1/messages', tok);
+  assert.equal(res.status, 403);
+  assert.equal((await res.json()).code, 'wrong_listener');
+});
+
+test('unknown service 404, path not allowed 400, method not allowed 405, too large 413', async () => {
+  const { token } = mint();
+  let res = await post('/nope/v1/messages', token);
+  assert.equal(res.status, 404);
+  assert.equal((await res.json()).code, 'unknown_service');
+  for (const p of ['/anthropic/v1/organizations', '/anthropic/v1/messages/../admin', '/anthropic/v1/messages/%2e%2e/x']) {
+    res = await post(p, token);
+    assert.equal(res.status, 400, p);
+    assert.equal((await res.json()).code, 'path_not_allowed');
+  }
+  res = await fetch(proxyUrl('/anthropic/v1/messages'), { method: 'DELETE', headers: { 'x-api-key': token } });
+  assert.equal(res.status, 405);
+  res = await post('/anthropic/v1/messages', token, 'x'.repeat(70000));
+  assert.equal(res.status, 413);
+});
+
+test('an unreachable upstream is 502, a stalled one 504', async () => {
+  const oa = mint('openai');
+  let res = await fetch(proxyUrl('/openai/v1/models'), { headers: { authorization: `Bearer ${oa.token}` } });
+  assert.equal(res.status, 502);
+  assert.equal((await res.json()).code, 'bad_gateway');
+  fake.handle(() => { /* never answers */ });
+  const { token } = mint();
+  res = await post('/anthropic/v1/messages', token);
+  assert.equal(res.status, 504);
+  assert.equal((await res.json()).code, 'upstream_timeout');
+  fake.handle(undefined);
+});
+
+test('the client going away closes the upstream connection', async () => {
+  let sawFirst;
+  const first = new Promise((r) => { sawFirst = r; });
+  const before = fake.closed.length;
+  fake.handle((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(messageEvents()[0]);
+    sawFirst();
+    // keep the stream open, as a long generation would
+  });
+  const { token } = mint();
+  const ctl = new AbortController();
+  const res = await post('/anthropic/v1/messages', token, { stream: true }, {});
+  await first;
+  const reader = res.body.getReader();
+  await reader.read();
+  await reader.cancel();
+  ctl.abort();
+  for (let i = 0; i < 100 && fake.closed.length === before; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(fake.closed.length, before + 1, 'upstream did not see the connection close');
+  fake.handle(undefined);
+});
+
+test('neither the real key nor any token appears in the server log', () => {
+  const log = server.stderr();
+  assert.ok(!log.includes(REAL_KEY));
+  assert.ok(!/eyJ[\w-]+\.eyJ[\w-]+\./.test(log), 'a JWT appears in the log');
+});
+
+// Run a command without blocking this process's event loop (the fake servers live in it).
+function run(cmd, args, opts = {}) {
+  return new Promise((resolve) => {
+    const p = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    p.stdout.on('data', (d) => { stdout += d; });
+    p.stderr.on('data', (d) => { stderr += d; });
+    p.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+// A git smart-HTTP server (git http-backend as CGI) standing in for GitHub.
+async function startGitServer(root, expectAuth) {
+  const srv = http.createServer((req, res) => {
+    const auth = req.headers.authorization || '';
+    if (auth !== expectAuth) {
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
+      res.end('auth');
+      return;
+    }
+    const u = new URL(req.url, 'http://x');
+    const cgi = spawn('git', ['http-backend'], { env: {
+      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
+      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
+      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_USER: 'x', REMOTE_ADDR: '127.0.0.1',
+      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
+    } });
+    req.pipe(cgi.stdin);
+    let head = Buffer.alloc(0), sent = false;
+    cgi.stdout.on('data', (d) => {
+      if (sent) { res.write(d); return; }
+      head = Buffer.concat([head, d]);
+      const i = head.indexOf('\r\n\r\n');
+      if (i < 0) return;
+      const lines = head.subarray(0, i).toString().split('\r\n');
+      let status = 200;
+      const headers = {};
+      for (const l of lines) {
+        const [k, ...v] = l.split(':');
+        if (k.toLowerCase() === 'status') status = parseInt(v.join(':'), 10);
+        else headers[k] = v.join(':').trim();
+      }
+      res.writeHead(status, headers);
+      res.write(head.subarray(i + 4));
+      sent = true;
+    });
+    cgi.stdout.on('end', () => res.end());
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${srv.address().port}`, close: () => new Promise((r) => srv.close(r)) };
+}
+
+test('git clone through the github service, with the token as the Basic password', async () => {
+  const dir = tempDir('smcp-git-');
+  try {
+    const repo = path.join(dir, 'acme', 'widget.git');
+    mkdirSync(path.dirname(repo), { recursive: true });
+    const work = path.join(dir, 'work');
+    const git = (args, cwd) => spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@x' } });
+    assert.equal(git(['init', '-q', '--bare', repo]).status, 0);
+    assert.equal(git(['init', '-q', work]).status, 0);
+    git(['-C', work, 'commit', '-q', '--allow-empty', '-m', 'first commit']);
+    assert.equal(git(['-C', work, 'push', '-q', repo, 'HEAD:refs/heads/main']).status, 0);
+    git(['-C', repo, 'symbolic-ref', 'HEAD', 'refs/heads/main']);
+    const gh = await startGitServer(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
+    const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB } });
+    try {
+      const r = cli(['proxy-token', '--user', 'admin', '--services', 'github', '--data-dir', srv.dataDir]);
+      const token = r.stdout.trim();
+      const url = `${srv.url}/proxy/github/acme/widget.git`;
+      const clone = await run('git', ['-c', 'credential.helper=', 'clone', '-q', url.replace('http://', `http://x-access-token:${token}@`), path.join(dir, 'clone')],
+        { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+      assert.equal(clone.status, 0, clone.stderr);
+      const log = spawnSync('git', ['-C', path.join(dir, 'clone'), 'log', '--format=%s'], { encoding: 'utf8' });
+      assert.equal(log.stdout, 'first commit\n');
+      // without a token git is asked for credentials and fails
+      const anon = await run('git', ['-c', 'credential.helper=', 'ls-remote', url], { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+      assert.notEqual(anon.status, 0);
+      assert.ok(!srv.stderr().includes(REAL_GITHUB));
+    } finally {
+      await srv.stop();
+      await gh.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
