@@ -138,10 +138,13 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         bool ok = false;
         for (const int *a = allowed; *a; a++)
             ok = ok || *a == c;
+        /* "--opt value" leaves optind past the value; "--opt=value" does not. */
+        const char *name =
+            optarg && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
         if (!ok)
-            return usage_error(cmd, usage, "option '%s' does not apply here", argv[optind - 1]);
+            return usage_error(cmd, usage, "option '%s' does not apply here", name);
         if (optarg && !optarg[0])
-            return usage_error(cmd, usage, "option '%s' needs a non-empty value", argv[optind - 1]);
+            return usage_error(cmd, usage, "option '%s' needs a non-empty value", name);
         switch (c) {
         case OPT_DATA_DIR: o->data_dir = optarg; break;
         case OPT_ENV_FILE: o->env_file = optarg; break;
