@@ -142,7 +142,7 @@ run: deps
 # Debian packages needed to build and test; installed only when missing.
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
             libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev clang-format \
-            nodejs npm git curl ca-certificates sqlite3
+            nodejs npm git curl ca-certificates sqlite3 debootstrap
 deps: deps-apt deps-npm
 deps-apt:
 	@missing=""; for p in $(APT_PKGS); do \

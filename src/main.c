@@ -44,6 +44,8 @@ static const char usage_main[] =
     "  proxy-token revoke JTI\n"
     "  sandbox list          list running sandboxes\n"
     "  sandbox stop-all      stop every sandbox and unmount their disks (maintenance)\n"
+    "  template build NAME [--force]\n"
+    "                        build a sandbox template ('debian'; 'host' needs no build)\n"
     "\n"
     "common options:\n"
     "  --data-dir DIR        state directory (default ./var, or DATA_DIR)\n"
@@ -83,6 +85,7 @@ struct opts {
     const char *services;
     const char *ttl;
     bool fixtures;
+    bool force;
     char **args; /* positional arguments after the command */
     int nargs;
 };
@@ -96,7 +99,8 @@ enum {
     OPT_LABEL,
     OPT_FIXTURES,
     OPT_SERVICES,
-    OPT_TTL
+    OPT_TTL,
+    OPT_FORCE
 };
 
 static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
@@ -127,6 +131,7 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         {"conformance-fixtures", no_argument, NULL, OPT_FIXTURES},
         {"services", required_argument, NULL, OPT_SERVICES},
         {"ttl", required_argument, NULL, OPT_TTL},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -149,10 +154,13 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         bool ok = false;
         for (const int *a = allowed; *a; a++)
             ok = ok || *a == c;
+        /* "--opt value" leaves optind past the value; "--opt=value" does not. */
+        const char *name =
+            optarg && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
         if (!ok)
-            return usage_error(cmd, usage, "option '%s' does not apply here", argv[optind - 1]);
+            return usage_error(cmd, usage, "option '%s' does not apply here", name);
         if (optarg && !optarg[0])
-            return usage_error(cmd, usage, "option '%s' needs a non-empty value", argv[optind - 1]);
+            return usage_error(cmd, usage, "option '%s' needs a non-empty value", name);
         switch (c) {
         case OPT_DATA_DIR: o->data_dir = optarg; break;
         case OPT_ENV_FILE: o->env_file = optarg; break;
@@ -163,6 +171,7 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         case OPT_SERVICES: o->services = optarg; break;
         case OPT_TTL: o->ttl = optarg; break;
         case OPT_FIXTURES: o->fixtures = true; break;
+        case OPT_FORCE: o->force = true; break;
         }
     }
     o->args = argv + optind;
@@ -768,6 +777,60 @@ static int cmd_sandbox(int argc, char **argv)
     return r;
 }
 
+static const char usage_template[] =
+    "usage: sandbox-mcp template build NAME [--force] [--data-dir DIR] [--env-file FILE]\n"
+    "\n"
+    "Builds the sandbox template NAME in DATA_DIR/templates for serve with SANDBOX_TEMPLATE=NAME.\n"
+    "  debian    Debian bookworm made with debootstrap: python3, pip, venv, git, gcc, make,\n"
+    "            curl, node, npm and pnpm. Needs root, debootstrap and the network, and takes\n"
+    "            minutes; the mirror is the host's apt mirror. Sandboxes that are running keep\n"
+    "            the tree they started on.\n"
+    "  host      assembled from the host when the first sandbox starts; needs no build.\n"
+    "A template whose recipe is unchanged and whose tools still run is kept; --force\n"
+    "rebuilds it anyway.\n";
+
+static int cmd_template(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_FORCE, 0};
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+            fputs(usage_template, stdout);
+            return 0;
+        }
+        return usage_error("template", usage_template, "%s", "expected 'build'");
+    }
+    const char *sub = argv[1];
+    struct opts o = {0};
+    int r = parse_opts("template", usage_template, argc - 1, argv + 1, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    if (strcmp(sub, "build") != 0)
+        return usage_error("template", usage_template, "unknown subcommand '%s'", sub);
+    if (o.nargs != 1)
+        return usage_error("template", usage_template, "%s",
+                           "'template build' takes exactly one NAME");
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct sandbox_config sc;
+    struct err err = {0};
+    if (load_sandbox_config(&cfg, &sc, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        config_release(&cfg);
+        return EXIT_USAGE;
+    }
+    if (ensure_dir(cfg.data_dir, 0700) < 0) {
+        config_release(&cfg);
+        return 1;
+    }
+    if (template_build(cfg.data_dir, o.args[0], sc.uid_base, o.force, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        r = 1;
+    }
+    config_release(&cfg);
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -795,6 +858,8 @@ int main(int argc, char **argv)
         return cmd_sandbox(argc - 1, argv + 1);
     if (strcmp(cmd, "proxy-token") == 0)
         return cmd_proxy_token(argc - 1, argv + 1);
+    if (strcmp(cmd, "template") == 0)
+        return cmd_template(argc - 1, argv + 1);
     fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", cmd, usage_main);
     return EXIT_USAGE;
 }

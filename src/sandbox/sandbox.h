@@ -65,6 +65,18 @@ void sandbox_manager_list(struct sandbox_manager *m,
 /* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);
 
+/* --- templates --- */
+
+/* Build template `name` into DATA_DIR/templates/<name> for sandboxes whose root maps to host uid
+ * uid_base. "debian" (root only; needs debootstrap and the network, and takes minutes): a Debian
+ * tree made with debootstrap, apt and npm, moved into place only after its tools ran in it. Without
+ * force a template of the same recipe that still passes those checks is kept. Progress and the
+ * output of the programs it runs go to stderr. "host" needs no build: 0, with a note. Blocks;
+ * for the command line, not the server's loop. Returns 0, or -EINVAL for an unknown name, -EBUSY
+ * while another build of it runs, or another negative errno, with err set. */
+int template_build(const char *data_dir, const char *name, uint32_t uid_base, bool force,
+                   struct err *err);
+
 /* --- acquiring a sandbox --- */
 
 /* Called once when the sandbox is running (sbx set, err NULL) or could not be started (sbx NULL,

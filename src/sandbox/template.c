@@ -6,10 +6,12 @@
  * alternatives, CA certificates), and the host's /usr bind-mounted read-only at start. Nothing
  * else of the host (/root, /home, /var, /srv, the data dir) exists in it.
  *
- * "debian" is a debootstrap tree built by `sandbox-mcp template build debian` (template_build.c).
+ * "host" lives in DATA_DIR/templates/host-<recipe hash>; a changed recipe (or changed host files
+ * it copies) gives a new directory, so running sandboxes keep their lower layer.
  *
- * A template lives in DATA_DIR/templates/<name>-<recipe hash>; a changed recipe (or changed host
- * files it copies) gives a new directory, so running sandboxes keep their lower layer. */
+ * "debian" is a debootstrap tree in DATA_DIR/templates/debian/rootfs, built ahead of time by
+ * `sandbox-mcp template build debian` (template_build.c), which also keeps replaced trees while
+ * sandboxes use them. */
 #include "sandbox/sandbox_internal.h"
 
 #include <dirent.h>
@@ -238,6 +240,13 @@ int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
             return err_set(
                 err, -ENOENT,
                 "template 'debian' is not built: run 'sandbox-mcp template build debian'");
+        /* Its skeleton belongs to the sandbox's root; another uid base would leave root inside
+         * unable to write /etc or /root. */
+        if (st.st_uid != uid_base)
+            return err_set(err, -EINVAL,
+                           "template 'debian' was built for SANDBOX_UID_BASE %u, not %u: run "
+                           "'sandbox-mcp template build debian'",
+                           (unsigned)st.st_uid, uid_base);
         snprintf(out->rootfs, sizeof(out->rootfs), "%s", dir);
         return 0;
     }

@@ -108,6 +108,16 @@ test('`token create` without --user exits 2', () => {
   assert.match(r.stderr, /--user/);
 });
 
+test('an option of another command exits 2 naming the option, not its value', () => {
+  const d = dir();
+  for (const args of [['--label', 'laptop'], ['--label=laptop']]) {
+    const r = run(['user', 'add', 'bob', ...args, '--data-dir', d]);
+    assert.equal(r.status, 2, args.join(' '));
+    assert.match(r.stderr, /option '--label(=laptop)?' does not apply here/);
+    assert.doesNotMatch(r.stderr, /option 'laptop'/);
+  }
+});
+
 test('`user add` with an invalid name exits 2', () => {
   const d = dir();
   const r = run(['user', 'add', '--data-dir', d, 'bad name!'], { cwd: d });

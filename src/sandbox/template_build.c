@@ -1,0 +1,935 @@
+/* Building the "debian" template: `sandbox-mcp template build debian`.
+ *
+ * A trusted step run by root, not by the server: debootstrap a Debian bookworm minbase tree from
+ * the host's mirror, install what coding agents expect with apt inside it (python3, pip, venv,
+ * git, a C toolchain, node, npm) and pnpm with npm, check that every tool runs, and only then move
+ * the tree into place as DATA_DIR/templates/debian/rootfs.
+ *
+ * Every program runs in a private mount namespace of its own: the /proc and /dev bind mounts of
+ * a chroot, and the mounts debootstrap makes, vanish with the process even when the build is
+ * killed, so removing a half-built tree can never reach into the host's /dev.
+ *
+ * The recipe (a version, packages, apt sources, pnpm version, the host's local certificate
+ * authorities and the uid base that owns the writable skeleton) is hashed into
+ * DATA_DIR/templates/debian/recipe; a template with the same hash that still passes the checks is
+ * kept.
+ *
+ * Running sandboxes keep the tree they started on as their overlay lower layer, and removing its
+ * files would pull them from under those sandboxes. A replaced tree is therefore renamed to
+ * debian.old.<time> and removed only when no sandbox that started before then is left; later
+ * builds remove the ones kept. */
+#include "sandbox/sandbox_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/util.h"
+
+#define DEBIAN_RECIPE "debian-template-1"
+#define DEBIAN_SUITE "bookworm"
+#define DEBIAN_VARIANT "minbase"
+#define DEBIAN_MIRROR "http://deb.debian.org/debian"
+/* The newest pnpm line that still runs on bookworm's node 18. */
+#define PNPM_VERSION "10.34.9"
+/* Slack when telling from start times whether a sandbox may use a replaced tree: its overlay is
+ * mounted a moment before its init starts. */
+#define OLD_TREE_MARGIN_S 10
+#define OUTPUT_MAX 16384
+/* Certificate authorities the host's administrator added (update-ca-certificates(8)). */
+#define LOCAL_CAS "/usr/local/share/ca-certificates"
+#define LOCAL_CA_MAX (256 * 1024)
+#define WALK_DEPTH_MAX 256
+
+static const char *const packages[] = {"python3", "python3-pip",     "python3-venv",
+                                       "git",     "build-essential", "ca-certificates",
+                                       "curl",    "nodejs",          "npm"};
+
+/* Each must exit 0 in the finished tree; run through env(1), which searches PATH. */
+static const char *const checks[][4] = {
+    {"python3", "-c", "import sys; print(sys.version)", NULL},
+    {"pip3", "--version", NULL},
+    {"git", "--version", NULL},
+    {"gcc", "--version", NULL},
+    {"node", "--version", NULL},
+    {"npm", "--version", NULL},
+    {"pnpm", "--version", NULL},
+};
+
+/* Top-level directories that keep the host root as owner: /usr stays read-only inside, as it is
+ * with the host template, and the others are mount points. */
+static const char *const skeleton_skip[] = {"usr", "proc", "sys", "dev"};
+/* Owned by the sandbox's root with everything in them, so that root inside can edit them. */
+static const char *const skeleton_whole[] = {"etc", "root", "home"};
+/* Owned by the sandbox's root themselves, so that programs can create their own files there. */
+static const char *const skeleton_dirs[] = {"var/tmp", "var/lib", "var/cache", "var/log"};
+
+static const char hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n";
+
+/* Variables worth passing from the caller to the programs the build runs. */
+static const char *const env_pass[] = {"http_proxy",         "https_proxy", "no_proxy",
+                                       "HTTP_PROXY",         "HTTPS_PROXY", "NO_PROXY",
+                                       "npm_config_registry"};
+
+static size_t size_min(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* --- running programs --- */
+
+struct run {
+    const char *const *argv; /* argv[0] is the program's path (inside root when root is set) */
+    const char *root;        /* chroot into this tree with /proc and /dev bound, or NULL */
+    bool check;              /* the tree read-only, a tmpfs on /tmp, HOME=/tmp */
+    const char *prefix;      /* copy output lines to stderr behind this, or NULL to keep them */
+    char out[OUTPUT_MAX];    /* with prefix NULL: the start of the output, NUL-terminated */
+    size_t out_len;
+    pid_t parent; /* set by run() */
+};
+
+struct run_paths {
+    char proc[PATH_MAX], dev[PATH_MAX], tmp[PATH_MAX];
+};
+
+#define FAIL(stage)                                                                                \
+    do {                                                                                           \
+        child_report(2, stage, errno);                                                             \
+        _exit(127);                                                                                \
+    } while (0)
+
+/* In the child: nothing allocates; failures are written to the output pipe. */
+static void child_run(const struct run *r, const struct run_paths *p, char *const envp[], int out)
+{
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+        _exit(127);
+    /* A build that is killed takes the program along rather than leave it writing into a tree
+     * the next build removes. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != r->parent)
+        _exit(127);
+    if (unshare(CLONE_NEWNS) < 0)
+        FAIL("cannot unshare the mount namespace");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        FAIL("cannot make mounts private");
+    if (r->root) {
+        if (r->check && (mount(r->root, r->root, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+                         mount(NULL, r->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0))
+            FAIL("cannot bind the tree read-only");
+        if (r->check && mount("tmpfs", p->tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+            FAIL("cannot mount /tmp");
+        if (mount("/proc", p->proc, NULL, MS_BIND | MS_REC, NULL) < 0)
+            FAIL("cannot bind /proc");
+        if (mount("/dev", p->dev, NULL, MS_BIND | MS_REC, NULL) < 0)
+            FAIL("cannot bind /dev");
+        if (chroot(r->root) < 0 || chdir("/") < 0)
+            FAIL("cannot chroot");
+    }
+    execve(r->argv[0], (char *const *)r->argv, envp);
+    FAIL("cannot execute the program");
+}
+#undef FAIL
+
+/* A fixed environment (so that builds do not depend on the caller's), plus proxy settings. */
+static char **run_env(bool check)
+{
+    size_t n = 0;
+    char **env = xcalloc(ARRAY_SIZE(env_pass) + 8, sizeof(*env));
+    env[n++] = xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    env[n++] = xstrdup(check ? "HOME=/tmp" : "HOME=/root");
+    env[n++] = xstrdup("LANG=C.UTF-8");
+    env[n++] = xstrdup("DEBIAN_FRONTEND=noninteractive");
+    /* node trusts its own list of authorities unless told; the tree's bundle holds the host's
+     * local ones too (see copy_ca) */
+    if (!check)
+        env[n++] = xstrdup("NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt");
+    for (size_t i = 0; i < ARRAY_SIZE(env_pass); i++) {
+        const char *v = getenv(env_pass[i]);
+        if (v)
+            env[n++] = xasprintf("%s=%s", env_pass[i], v);
+    }
+    return env;
+}
+
+static void env_free(char **env)
+{
+    for (char **e = env; e && *e; e++)
+        free(*e);
+    free(env);
+}
+
+/* Stream complete lines of data to stderr behind prefix; line holds a partial one. */
+static void stream_lines(const char *prefix, char *line, size_t *len, size_t cap, const char *data,
+                         size_t n, bool flush)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] == '\r')
+            continue;
+        if (data[i] != '\n') {
+            line[(*len)++] = data[i];
+            if (*len < cap - 1)
+                continue;
+        }
+        fprintf(stderr, "%s%.*s\n", prefix, (int)*len, line);
+        *len = 0;
+    }
+    if (flush && *len > 0) {
+        fprintf(stderr, "%s%.*s\n", prefix, (int)*len, line);
+        *len = 0;
+    }
+}
+
+/* Run r to completion. Returns 0 when it exited 0, else -EIO with err naming the program. */
+static int run(struct run *r, struct err *err)
+{
+    struct run_paths p;
+    if (r->root) {
+        snprintf(p.proc, sizeof(p.proc), "%s/proc", r->root);
+        snprintf(p.dev, sizeof(p.dev), "%s/dev", r->root);
+        snprintf(p.tmp, sizeof(p.tmp), "%s/tmp", r->root);
+    }
+    char **env = run_env(r->check);
+    r->parent = getpid();
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        env_free(env);
+        return err_set(err, -errno, "cannot create a pipe: %s", strerror(errno));
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        env_free(env);
+        return err_set(err, -e, "cannot fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_run(r, &p, env, fds[1]);
+    }
+    close(fds[1]);
+    env_free(env);
+    char buf[4096], line[1024];
+    size_t line_len = 0;
+    ssize_t n;
+    r->out_len = 0;
+    r->out[0] = '\0';
+    for (;;) {
+        n = read(fds[0], buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (r->prefix) {
+            stream_lines(r->prefix, line, &line_len, sizeof(line), buf, (size_t)n, false);
+        } else {
+            size_t take = size_min((size_t)n, sizeof(r->out) - 1 - r->out_len);
+            memcpy(r->out + r->out_len, buf, take);
+            r->out_len += take;
+            r->out[r->out_len] = '\0';
+        }
+    }
+    if (r->prefix)
+        stream_lines(r->prefix, line, &line_len, sizeof(line), NULL, 0, true);
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return err_set(err, -errno, "cannot wait for '%s': %s", r->argv[0], strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFSIGNALED(status))
+        return err_set(err, -EIO, "'%s' was killed by signal %d", r->argv[0], WTERMSIG(status));
+    return err_set(err, -EIO, "'%s' exited with status %d", r->argv[0], WEXITSTATUS(status));
+}
+
+/* --- walking trees --- */
+
+typedef int (*walk_fn)(int dirfd, const char *name, const struct stat *st, void *ctx);
+
+/* Call fn for name (below dirfd) and everything under it, directories after their contents,
+ * without following symlinks or leaving the filesystem of name (entries on another one are
+ * skipped). Stops at the first error fn returns. */
+static int walk(int dirfd, const char *name, dev_t dev, int depth, walk_fn fn, void *ctx)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (depth == 0)
+        dev = st.st_dev;
+    else if (st.st_dev != dev)
+        return 0;
+    if (S_ISDIR(st.st_mode)) {
+        if (depth >= WALK_DEPTH_MAX)
+            return -ELOOP;
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+            close(fd);
+            return -errno;
+        }
+        int r = 0;
+        struct dirent *de;
+        while (r == 0 && (de = readdir(d)))
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                r = walk(fd, de->d_name, dev, depth + 1, fn, ctx);
+        closedir(d);
+        if (r < 0)
+            return r;
+    }
+    return fn(dirfd, name, &st, ctx);
+}
+
+static int remove_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
+{
+    return unlinkat(dirfd, name, S_ISDIR(st->st_mode) ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
+}
+
+static int chown_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
+{
+    uid_t uid = *(const uid_t *)ctx;
+    return fchownat(dirfd, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+static int size_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
+{
+    *(uint64_t *)ctx += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+/* Remove path and everything under it (never what is mounted below it). */
+static int remove_tree(const char *path)
+{
+    return walk(AT_FDCWD, path, 0, 0, remove_entry, NULL);
+}
+
+/* --- the recipe --- */
+
+/* The first http(s) URI in list (a deb822 "URIs:" value or the rest of a one-line "deb" entry)
+ * of a Debian archive (security) or mirror (!security), without trailing slashes. Archives are
+ * told by their last path component ("debian-security", "debian"), which also passes over
+ * other distributions' mirrors on a derivative host. */
+static bool pick_uri(char *list, bool security, char *out, size_t size)
+{
+    const char *want = security ? "/debian-security" : "/debian";
+    for (char *save = NULL, *u = strtok_r(list, " \t\n", &save); u;
+         u = strtok_r(NULL, " \t\n", &save)) {
+        if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+            continue;
+        size_t n = strlen(u), w = strlen(want);
+        while (n > 8 && u[n - 1] == '/')
+            n--;
+        if (n >= size || n < w || memcmp(u + n - w, want, w) != 0)
+            continue;
+        snprintf(out, size, "%.*s", (int)n, u);
+        return true;
+    }
+    return false;
+}
+
+/* The host's Debian mirror (or security archive) from /etc/apt/sources.list.d/debian.sources or
+ * /etc/apt/sources.list; false when neither names one. */
+static bool host_apt_uri(bool security, char *out, size_t size)
+{
+    char line[4096];
+    _cleanup_fclose_ FILE *f = fopen("/etc/apt/sources.list.d/debian.sources", "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (strncasecmp(line, "URIs:", 5) == 0 && pick_uri(line + 5, security, out, size))
+            return true;
+    _cleanup_fclose_ FILE *g = fopen("/etc/apt/sources.list", "re");
+    while (g && fgets(line, sizeof(line), g)) {
+        char *p = line + strspn(line, " \t");
+        if (strncmp(p, "deb", 3) != 0 || (p[3] != ' ' && p[3] != '\t'))
+            continue;
+        p += 4;
+        p += strspn(p, " \t");
+        if (*p == '[') {
+            char *end = strchr(p, ']');
+            if (!end)
+                continue;
+            p = end + 1;
+        }
+        if (pick_uri(p, security, out, size))
+            return true;
+    }
+    return false;
+}
+
+/* Call fn for each *.crt file directly in LOCAL_CAS (name, content), in name order. */
+static int local_cas_each(int (*fn)(const char *name, const char *data, size_t len, void *ctx),
+                          void *ctx)
+{
+    struct dirent **names = NULL;
+    int n = scandir(LOCAL_CAS, &names, NULL, alphasort);
+    int r = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        size_t len = strlen(name);
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", LOCAL_CAS, name);
+        if (r == 0 && len > 4 && strcmp(name + len - 4, ".crt") == 0 && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode) && st.st_size <= LOCAL_CA_MAX) {
+            _cleanup_free_ char *data = xmalloc((size_t)st.st_size + 1);
+            _cleanup_fclose_ FILE *f = fopen(path, "re");
+            size_t got = f ? fread(data, 1, (size_t)st.st_size, f) : 0;
+            r = fn(name, data, got, ctx);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return r;
+}
+
+static int digest_ca(const char *name, const char *data, size_t len, void *ctx)
+{
+    char hash[65];
+    sha256_hex(data, len, hash);
+    buf_printf(ctx, "%s %s\n", name, hash);
+    return 0;
+}
+
+/* A digest of the host's local certificate authorities, which the tree trusts as well. */
+static void local_cas_digest(char out[65])
+{
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    local_cas_each(digest_ca, &b);
+    sha256_hex(b.data ? b.data : "", b.len, out);
+    buf_release(&b);
+}
+
+struct recipe {
+    char mirror[1024];
+    char security[1024]; /* "" when the host has no security archive */
+    char *sources;       /* the tree's /etc/apt/sources.list */
+    char *text;          /* everything that makes the tree, one "key value" a line */
+    char hash[65];
+};
+
+static void recipe_init(struct recipe *rc, uint32_t uid_base)
+{
+    memset(rc, 0, sizeof(*rc));
+    if (!host_apt_uri(false, rc->mirror, sizeof(rc->mirror)))
+        snprintf(rc->mirror, sizeof(rc->mirror), "%s", DEBIAN_MIRROR);
+    host_apt_uri(true, rc->security, sizeof(rc->security));
+    rc->sources = xasprintf("deb %s %s main\ndeb %s %s-updates main\n", rc->mirror, DEBIAN_SUITE,
+                            rc->mirror, DEBIAN_SUITE);
+    if (rc->security[0]) {
+        char *s = xasprintf("%sdeb %s %s-security main\n", rc->sources, rc->security, DEBIAN_SUITE);
+        free(rc->sources);
+        rc->sources = s;
+    }
+    char list[512] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(packages); i++)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? " " : "", packages[i]);
+    char cas[65];
+    local_cas_digest(cas);
+    rc->text =
+        xasprintf("recipe %s\nvariant %s\npackages %s\npnpm %s\nuid_base %u\n"
+                  "local_cas %s\n%s",
+                  DEBIAN_RECIPE, DEBIAN_VARIANT, list, PNPM_VERSION, uid_base, cas, rc->sources);
+    sha256_hex(rc->text, strlen(rc->text), rc->hash);
+}
+
+static void recipe_release(struct recipe *rc)
+{
+    free(rc->sources);
+    free(rc->text);
+}
+
+/* Whether dir/recipe starts with the line hash. */
+static bool recipe_matches(const char *dir, const char *hash)
+{
+    char path[PATH_MAX], line[128];
+    snprintf(path, sizeof(path), "%s/recipe", dir);
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f || !fgets(line, sizeof(line), f))
+        return false;
+    line[strcspn(line, "\n")] = '\0';
+    return strcmp(line, hash) == 0;
+}
+
+/* --- building --- */
+
+static int find_debootstrap(char *out, size_t size)
+{
+    const char *path = getenv("PATH");
+    _cleanup_free_ char *dirs =
+        xasprintf("%s:/usr/sbin:/sbin:/usr/bin:/bin", path ? path : "/usr/local/sbin");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        if (d[0] != '/')
+            continue;
+        snprintf(out, size, "%s/debootstrap", d);
+        if (access(out, X_OK) == 0)
+            return 0;
+    }
+    return -ENOENT;
+}
+
+/* Run every check in the tree, printing what each reports unless quiet. */
+static int check_tree(const char *rootfs, bool quiet, struct err *err)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+        const char *argv[6] = {"/usr/bin/env"};
+        char shown[256] = "";
+        size_t n = 0;
+        for (size_t j = 0; checks[i][j]; j++) {
+            argv[j + 1] = checks[i][j];
+            n += (size_t)snprintf(shown + n, sizeof(shown) - n, "%s%s", j ? " " : "", checks[i][j]);
+        }
+        struct run r = {.argv = argv, .root = rootfs, .check = true};
+        if (run(&r, err) < 0) {
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            size_t len = size_min(strcspn(r.out, "\n"), 200);
+            return err_set(err, err->code, "check '%s' failed: %s%s%.*s", shown, why,
+                           len ? ": " : "", (int)len, r.out);
+        }
+        if (!quiet)
+            fprintf(stderr, "template debian: ok %s: %.*s\n", shown,
+                    (int)size_min(strcspn(r.out, "\n"), 100), r.out);
+    }
+    return 0;
+}
+
+static int write_text(const char *path, const char *text)
+{
+    unlink(path);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    size_t n = strlen(text);
+    if (write(fd, text, n) != (ssize_t)n)
+        return -errno;
+    return 0;
+}
+
+static int copy_text(const char *src, const char *dst)
+{
+    char buf[8192];
+    _cleanup_fclose_ FILE *f = fopen(src, "re");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[n] = '\0';
+    return write_text(dst, buf);
+}
+
+/* Hand the writable skeleton to the sandbox's root (uid_base on the host). */
+static int own_skeleton(const char *rootfs, uid_t uid, struct err *err)
+{
+    char path[PATH_MAX];
+    if (chown(rootfs, uid, uid) < 0)
+        return err_set(err, -errno, "cannot chown '%s': %s", rootfs, strerror(errno));
+    DIR *d = opendir(rootfs);
+    if (!d)
+        return err_set(err, -errno, "cannot open '%s': %s", rootfs, strerror(errno));
+    int r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d))) {
+        bool skip = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        for (size_t i = 0; i < ARRAY_SIZE(skeleton_skip); i++)
+            skip = skip || strcmp(de->d_name, skeleton_skip[i]) == 0;
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", rootfs, de->d_name);
+        if (skip || lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (chown(path, uid, uid) < 0)
+            r = -errno;
+    }
+    closedir(d);
+    if (r < 0)
+        return err_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
+    for (size_t i = 0; i < ARRAY_SIZE(skeleton_whole); i++) {
+        snprintf(path, sizeof(path), "%s/%s", rootfs, skeleton_whole[i]);
+        if ((r = walk(AT_FDCWD, path, 0, 0, chown_entry, &uid)) < 0)
+            return err_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(skeleton_dirs); i++) {
+        snprintf(path, sizeof(path), "%s/%s", rootfs, skeleton_dirs[i]);
+        if (chown(path, uid, uid) < 0 && errno != ENOENT)
+            return err_set(err, -errno, "cannot chown '%s': %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* What the build leaves behind that no sandbox needs: downloaded packages, apt's lists (apt
+ * cannot run inside: /usr is read-only and there is no network) and npm's cache. */
+static int clean_tree(const char *rootfs, struct err *err)
+{
+    static const char *const dirs[] = {"var/cache/apt/archives", "var/lib/apt/lists", "root/.npm",
+                                       "tmp"};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        snprintf(path, sizeof(path), "%s/%s", rootfs, dirs[i]);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        DIR *d = fdopendir(fd);
+        if (!d)
+            return err_set(err, -errno, "cannot open '%s': %s", path, strerror(errno));
+        fd = -1;
+        int r = 0;
+        struct dirent *de;
+        while (r == 0 && (de = readdir(d))) {
+            struct stat st;
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            /* apt's lock files and partial/ directories stay, so that apt finds its layout */
+            if (S_ISDIR(st.st_mode) && strcmp(de->d_name, "partial") == 0)
+                continue;
+            if (strcmp(de->d_name, "lock") == 0)
+                continue;
+            r = walk(dirfd(d), de->d_name, 0, 0, remove_entry, NULL);
+        }
+        closedir(d);
+        if (r < 0)
+            return err_set(err, r, "cannot clean '%s': %s", path, strerror(-r));
+    }
+    return 0;
+}
+
+/* Copy a local certificate authority of the host into the tree's LOCAL_CAS (ctx), where
+ * ca-certificates' postinst adds it to the bundle: the host's trust (a TLS-inspecting proxy, a
+ * private registry) holds for npm during the build and inside sandboxes, as with the host
+ * template, which copies the host's /etc/ssl. */
+static int copy_ca(const char *name, const char *data, size_t len, void *ctx)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", (const char *)ctx, name);
+    unlink(path);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    return write(fd, data, len) == (ssize_t)len ? 0 : -EIO;
+}
+
+/* Run argv chrooted into rootfs (with /proc and /dev), its output on stderr behind prefix. */
+static int run_in(const char *rootfs, const char *prefix, const char *const *argv, struct err *err)
+{
+    struct run r = {.argv = argv, .root = rootfs, .prefix = prefix};
+    return run(&r, err);
+}
+
+static int build_tree(const char *tmp, const struct recipe *rc, uid_t uid, struct err *err)
+{
+    char rootfs[PATH_MAX], path[PATH_MAX], debootstrap[PATH_MAX];
+    int r;
+    snprintf(rootfs, sizeof(rootfs), "%s/rootfs", tmp);
+    if (find_debootstrap(debootstrap, sizeof(debootstrap)) < 0)
+        return err_set(err, -ENOENT,
+                       "'debootstrap' is not installed: run 'apt-get install debootstrap'");
+    if (mkdir(tmp, 0700) < 0)
+        return err_set(err, -errno, "cannot create '%s': %s", tmp, strerror(errno));
+
+    /* debootstrap lays the base only: its own resolver misses packages that are reached through
+     * virtual ones (npm's dependencies are), so apt installs the rest inside. */
+    fprintf(stderr, "template debian: debootstrap %s (%s) from %s\n", DEBIAN_SUITE, DEBIAN_VARIANT,
+            rc->mirror);
+    const char *bootstrap_argv[] = {debootstrap,
+                                    "--variant=" DEBIAN_VARIANT,
+                                    "--components=main",
+                                    DEBIAN_SUITE,
+                                    rootfs,
+                                    rc->mirror,
+                                    NULL};
+    struct run bootstrap = {.argv = bootstrap_argv, .prefix = "  debootstrap: "};
+    if ((r = run(&bootstrap, err)) < 0)
+        return r;
+
+    /* apt and npm resolve names with the host's resolver and trust its authorities; the sandbox
+     * has no network and gets an empty resolv.conf at the end. */
+    snprintf(path, sizeof(path), "%s/etc/resolv.conf", rootfs);
+    if ((r = copy_text("/etc/resolv.conf", path)) < 0)
+        return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    snprintf(path, sizeof(path), "%s%s", rootfs, LOCAL_CAS);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
+    if ((r = local_cas_each(copy_ca, path)) < 0)
+        return err_set(err, r, "cannot copy '%s' into '%s': %s", LOCAL_CAS, path, strerror(-r));
+    snprintf(path, sizeof(path), "%s/etc/apt/sources.list", rootfs);
+    if ((r = write_text(path, rc->sources)) < 0)
+        return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    fprintf(stderr, "template debian: apt-get install");
+    for (size_t i = 0; i < ARRAY_SIZE(packages); i++)
+        fprintf(stderr, " %s", packages[i]);
+    fprintf(stderr, "\n");
+    const char *update_argv[] = {"/usr/bin/apt-get", "-q", "update", NULL};
+    if ((r = run_in(rootfs, "  apt: ", update_argv, err)) < 0)
+        return r;
+    const char *install_argv[ARRAY_SIZE(packages) + 6] = {"/usr/bin/apt-get", "-q", "-y",
+                                                          "--no-install-recommends", "install"};
+    for (size_t i = 0; i < ARRAY_SIZE(packages); i++)
+        install_argv[5 + i] = packages[i];
+    if ((r = run_in(rootfs, "  apt: ", install_argv, err)) < 0)
+        return r;
+
+    fprintf(stderr, "template debian: npm install --global pnpm@%s\n", PNPM_VERSION);
+    const char *npm_argv[] = {"/usr/bin/npm",       "install",   "--global",
+                              "--no-audit",         "--no-fund", "--no-update-notifier",
+                              "pnpm@" PNPM_VERSION, NULL};
+    if ((r = run_in(rootfs, "  npm: ", npm_argv, err)) < 0)
+        return r;
+
+    fprintf(stderr, "template debian: finishing the tree\n");
+    const char *clean_argv[] = {"/usr/bin/apt-get", "clean", NULL};
+    if ((r = run_in(rootfs, "  apt: ", clean_argv, err)) < 0)
+        return r;
+    if ((r = clean_tree(rootfs, err)) < 0)
+        return r;
+    static const struct {
+        const char *name, *text;
+    } etc[] = {{"hosts", hosts}, {"hostname", "sandbox\n"}, {"resolv.conf", ""}};
+    for (size_t i = 0; i < ARRAY_SIZE(etc); i++) {
+        snprintf(path, sizeof(path), "%s/etc/%s", rootfs, etc[i].name);
+        if ((r = write_text(path, etc[i].text)) < 0)
+            return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    }
+    snprintf(path, sizeof(path), "%s/workspace", rootfs);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
+    if ((r = own_skeleton(rootfs, uid, err)) < 0)
+        return r;
+
+    fprintf(stderr, "template debian: checking the tools\n");
+    if ((r = check_tree(rootfs, false, err)) < 0)
+        return r;
+    snprintf(path, sizeof(path), "%s/recipe", tmp);
+    _cleanup_free_ char *text = xasprintf("%s\n%s", rc->hash, rc->text);
+    if ((r = write_text(path, text)) < 0)
+        return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    return 0;
+}
+
+/* --- replacing and removing trees --- */
+
+static int64_t boot_time_s(void)
+{
+    char line[256];
+    long long btime = 0;
+    _cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "btime %lld", &btime) == 1)
+            break;
+    return btime;
+}
+
+/* Whether the mount table of /proc/<pid> holds an overlay over a "debian" template. The lower
+ * dir may be relative, and any data dir counts: keeping a tree too long costs only disk. */
+static bool mounts_debian_overlay(const char *pid)
+{
+    static const char suffix[] = "templates/debian/rootfs";
+    char path[64], line[8192];
+    snprintf(path, sizeof(path), "/proc/%s/mountinfo", pid);
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof(line), f)) {
+        char *p = strstr(line, " - overlay ");
+        p = p ? strstr(p, "lowerdir=") : NULL;
+        if (!p)
+            continue;
+        p += strlen("lowerdir=");
+        size_t n = strcspn(p, ", \n");
+        size_t s = sizeof(suffix) - 1;
+        if (n >= s && memcmp(p + n - s, suffix, s) == 0 && (n == s || p[n - s - 1] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/* When the oldest process in a mount namespace with a "debian" overlay started (epoch
+ * seconds), or INT64_MAX when there is no such process. */
+static int64_t oldest_debian_sandbox(void)
+{
+    int64_t oldest = INT64_MAX, btime = boot_time_s();
+    long ticks = sysconf(_SC_CLK_TCK);
+    struct ns {
+        ino_t ino;
+        bool debian;
+    } *seen = NULL;
+    size_t nseen = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
+        if (stat(path, &st) < 0)
+            continue;
+        size_t i = 0;
+        while (i < nseen && seen[i].ino != st.st_ino)
+            i++;
+        if (i == nseen) {
+            seen = xrealloc(seen, (nseen + 1) * sizeof(*seen));
+            seen[nseen].ino = st.st_ino;
+            seen[nseen++].debian = mounts_debian_overlay(de->d_name);
+        }
+        if (!seen[i].debian)
+            continue;
+        uint64_t start = proc_start_time((pid_t)atoi(de->d_name));
+        if (start && ticks > 0 && btime + (int64_t)(start / (uint64_t)ticks) < oldest)
+            oldest = btime + (int64_t)(start / (uint64_t)ticks);
+    }
+    if (d)
+        closedir(d);
+    free(seen);
+    return oldest;
+}
+
+/* Remove trees left by builds that died (the lock says none runs) and replaced trees that no
+ * running sandbox may still use. */
+static void remove_leftovers(const char *base)
+{
+    int64_t oldest = -1;
+    DIR *d = opendir(base);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const char *name = de->d_name;
+        bool building = strncmp(name, "debian.building.", 16) == 0;
+        if (!building && strncmp(name, "debian.old.", 11) != 0)
+            continue;
+        if (!building) {
+            if (oldest < 0)
+                oldest = oldest_debian_sandbox();
+            if (oldest < strtoll(name + 11, NULL, 10) + OLD_TREE_MARGIN_S)
+                continue;
+        }
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", base, name);
+        fprintf(stderr, "template debian: removing '%s'\n", path);
+        int r = remove_tree(path);
+        if (r < 0)
+            fprintf(stderr, "template debian: cannot remove '%s': %s\n", path, strerror(-r));
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Move tmp to dir; an existing dir becomes DIR.old.<time>, removed unless a running sandbox
+ * may use it. */
+static int replace_tree(const char *base, const char *tmp, const char *dir, struct err *err)
+{
+    struct stat st;
+    if (lstat(dir, &st) < 0) {
+        if (rename(tmp, dir) < 0)
+            return err_set(err, -errno, "cannot rename '%s': %s", tmp, strerror(errno));
+        return 0;
+    }
+    /* One exchange, so that a sandbox starting meanwhile finds one tree or the other. */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) < 0)
+        return err_set(err, -errno, "cannot exchange '%s' and '%s': %s", tmp, dir, strerror(errno));
+    char old[PATH_MAX];
+    long long now = (long long)(time_now_ms() / 1000);
+    snprintf(old, sizeof(old), "%s.old.%lld", dir, now);
+    if (rename(tmp, old) < 0)
+        return err_set(err, -errno, "cannot rename '%s': %s", tmp, strerror(errno));
+    if (oldest_debian_sandbox() < now + OLD_TREE_MARGIN_S) {
+        fprintf(stderr,
+                "template debian: kept the replaced tree '%s': running sandboxes use it; a later "
+                "build removes it once they stopped\n",
+                old);
+        return 0;
+    }
+    remove_leftovers(base);
+    return 0;
+}
+
+/* --- entry point --- */
+
+/* Keep the template in dir when its recipe is rc's and it passes the checks (unless force), else
+ * build it in tmp and move it into place. */
+static int update_or_build(const char *base, const char *dir, const char *tmp,
+                           const struct recipe *rc, uid_t uid, bool force, struct err *err)
+{
+    char rootfs[PATH_MAX];
+    struct stat st;
+    snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir);
+    if (stat(rootfs, &st) == 0) {
+        struct err cerr = {0};
+        if (force) {
+            fprintf(stderr, "template debian: rebuilding (--force)\n");
+        } else if (!recipe_matches(dir, rc->hash)) {
+            fprintf(stderr, "template debian: the recipe changed: rebuilding\n");
+        } else if (check_tree(rootfs, true, &cerr) < 0) {
+            fprintf(stderr, "template debian: %s: rebuilding\n", cerr.msg);
+        } else {
+            fprintf(stderr, "template debian: up to date in '%s' (recipe %.16s)\n", dir, rc->hash);
+            return 0;
+        }
+    }
+    int64_t t0 = time_mono_ms();
+    int r = build_tree(tmp, rc, uid, err);
+    if (r < 0) {
+        if (lstat(tmp, &st) == 0)
+            fprintf(stderr,
+                    "template debian: the unfinished tree stays in '%s' until the next build\n",
+                    tmp);
+        return err_wrap(err, "template 'debian'");
+    }
+    uint64_t bytes = 0;
+    snprintf(rootfs, sizeof(rootfs), "%s/rootfs", tmp);
+    walk(AT_FDCWD, rootfs, 0, 0, size_entry, &bytes);
+    if ((r = replace_tree(base, tmp, dir, err)) < 0)
+        return err_wrap(err, "template 'debian'");
+    fprintf(stderr, "template debian: built in %lld s, %.0f MiB, in '%s' (recipe %.16s)\n",
+            (long long)((time_mono_ms() - t0 + 500) / 1000), (double)bytes / (1 << 20), dir,
+            rc->hash);
+    return 0;
+}
+
+int template_build(const char *data_dir, const char *name, uint32_t uid_base, bool force,
+                   struct err *err)
+{
+    if (strcmp(name, "host") == 0) {
+        fprintf(stderr, "template host: nothing to build: it is assembled from the host when "
+                        "the first sandbox starts\n");
+        return 0;
+    }
+    if (strcmp(name, "debian") != 0)
+        return err_set(err, -EINVAL, "unknown template '%s' (host or debian)", name);
+    if (geteuid() != 0)
+        return err_set(err, -EPERM, "building template 'debian' needs root");
+    char base[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX], lock[PATH_MAX];
+    snprintf(base, sizeof(base), "%s/templates", data_dir);
+    snprintf(dir, sizeof(dir), "%s/debian", base);
+    snprintf(tmp, sizeof(tmp), "%s.building.%d", dir, (int)getpid());
+    snprintf(lock, sizeof(lock), "%s.lock", dir);
+    if (mkdir(base, 0700) < 0 && errno != EEXIST)
+        return err_set(err, -errno, "cannot create '%s': %s", base, strerror(errno));
+    _cleanup_close_ int lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd < 0)
+        return err_set(err, -errno, "cannot open '%s': %s", lock, strerror(errno));
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
+        return err_set(err, errno == EWOULDBLOCK ? -EBUSY : -errno,
+                       "template 'debian' is being built by another process");
+    remove_leftovers(base);
+
+    struct recipe rc;
+    recipe_init(&rc, uid_base);
+    int r = update_or_build(base, dir, tmp, &rc, (uid_t)uid_base, force, err);
+    recipe_release(&rc);
+    return r;
+}
