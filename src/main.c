@@ -84,6 +84,7 @@ struct opts {
     const char *label;
     const char *services;
     const char *ttl;
+    const char *sandbox;
     bool fixtures;
     bool force;
     char **args; /* positional arguments after the command */
@@ -100,7 +101,8 @@ enum {
     OPT_FIXTURES,
     OPT_SERVICES,
     OPT_TTL,
-    OPT_FORCE
+    OPT_FORCE,
+    OPT_SANDBOX
 };
 
 static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
@@ -132,6 +134,7 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         {"services", required_argument, NULL, OPT_SERVICES},
         {"ttl", required_argument, NULL, OPT_TTL},
         {"force", no_argument, NULL, OPT_FORCE},
+        {"sandbox", required_argument, NULL, OPT_SANDBOX},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -170,6 +173,7 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         case OPT_LABEL: o->label = optarg; break;
         case OPT_SERVICES: o->services = optarg; break;
         case OPT_TTL: o->ttl = optarg; break;
+        case OPT_SANDBOX: o->sandbox = optarg; break;
         case OPT_FIXTURES: o->fixtures = true; break;
         case OPT_FORCE: o->force = true; break;
         }
@@ -365,6 +369,11 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     return 0;
 }
 
+static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
+{
+    http_sandbox_listener(ctx, sandbox_id, fd);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR,   OPT_ENV_FILE, OPT_LISTEN,
@@ -440,6 +449,8 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     http_server_set_proxy(http, proxy);
+    if (sandboxes)
+        sandbox_manager_set_listener(sandboxes, on_sandbox_listener, http);
     if (!cfg.public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
         free(cfg.public_url);
@@ -627,12 +638,15 @@ static int cmd_token(int argc, char **argv)
 }
 
 static const char usage_proxy_token[] =
-    "usage: sandbox-mcp proxy-token --user NAME --services LIST [--ttl DURATION] [--data-dir DIR]\n"
+    "usage: sandbox-mcp proxy-token --user NAME --services LIST [--ttl DURATION]\n"
+    "                               [--sandbox ID] [--data-dir DIR]\n"
     "       sandbox-mcp proxy-token revoke JTI [--data-dir DIR]\n"
     "\n"
     "Mints a token for /proxy/<service>/... on the main listener, for the services in LIST\n"
     "(comma-separated, e.g. anthropic,github), valid for DURATION (30s, 10m, 2h; default 10m,\n"
-    "at most 24h). The token is printed on stdout; its id (JTI) on stderr.\n";
+    "at most 24h). With --sandbox the token works only on that sandbox's own listener,\n"
+    "http://127.0.0.1:8788/proxy/... inside it. The token is printed on stdout; its id (JTI)\n"
+    "on stderr.\n";
 
 /* "90", "30s", "10m", "2h" -> seconds; -1 when malformed. */
 static int64_t parse_duration(const char *s)
@@ -653,7 +667,8 @@ static int64_t parse_duration(const char *s)
 
 static int cmd_proxy_token(int argc, char **argv)
 {
-    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_SERVICES, OPT_TTL, 0};
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_SERVICES,
+                                  OPT_TTL,      OPT_SANDBOX,  0};
     struct opts o = {0};
     int r = parse_opts("proxy-token", usage_proxy_token, argc, argv, allowed, &o);
     if (r)
@@ -701,8 +716,8 @@ static int cmd_proxy_token(int argc, char **argv)
         char *token = NULL, jti[64];
         const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
         if (store_user_find(st, o.user, &u, &err) < 0 ||
-            proxy_mint(st, secret, strlen(secret), u.id, o.services, NULL, NULL, NULL, ttl, &token,
-                       jti, &err) < 0) {
+            proxy_mint(st, secret, strlen(secret), u.id, o.services, NULL, NULL, o.sandbox, ttl,
+                       &token, jti, &err) < 0) {
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
             r = 1;
         } else {

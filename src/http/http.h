@@ -18,6 +18,10 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
 struct proxy;
 void http_server_set_proxy(struct http_server *srv, struct proxy *p);
 
+/* Serve /proxy/ on a sandbox's in-namespace listener (fd owned from now on); fd -1 closes the
+ * sandbox's listener. Matches sandbox_listener_fn, so it can be the sandbox manager's hook. */
+void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int fd);
+
 /* The address actually bound ("127.0.0.1:41234"), useful with port 0. */
 const char *http_server_address(const struct http_server *srv);
 

@@ -14,6 +14,9 @@ struct http_server {
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
+    h2o_accept_ctx_t sandbox_accept_ctx; /* the proxy listeners inside sandboxes */
+    h2o_hostconf_t *main_hosts[2];
+    h2o_hostconf_t *sandbox_hosts[2];
     h2o_evloop_t *loop;
     h2o_socket_t *listener;
     h2o_socket_t *signals;
@@ -67,6 +70,10 @@ void http_stream_end(struct http_stream *s);
 /* Register a handler for a path prefix with a metrics label. */
 struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
                                   const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *));
+
+/* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
+const char *http_sandbox_of(h2o_req_t *req);
+void http_sandbox_listeners_close(void);
 
 /* Route registration for each module. */
 void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host);

@@ -82,6 +82,22 @@ static int on_proxy(h2o_handler_t *self, h2o_req_t *req)
     return proxy_handle(route->srv->proxy, req, "");
 }
 
+static int on_sandbox_proxy(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    const char *sbx = http_sandbox_of(req);
+    if (!sbx) {
+        http_respond_error(req, 404, "not_found", "no such endpoint");
+        return 0;
+    }
+    if (!route->srv->proxy) {
+        http_respond_error(req, 503, "not_configured", "the proxy is not available");
+        return 0;
+    }
+    return proxy_handle(route->srv->proxy, req, sbx);
+}
+
 void http_server_set_proxy(struct http_server *srv, struct proxy *p)
 {
     srv->proxy = p;
@@ -221,6 +237,7 @@ static void begin_stop(struct http_server *srv, const char *why)
         h2o_socket_close(srv->listener);
         srv->listener = NULL;
     }
+    http_sandbox_listeners_close();
     h2o_context_request_shutdown(&srv->ctx);
 }
 
@@ -282,11 +299,20 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     http_add_route(srv, host, "/healthz", "/healthz", on_healthz);
     http_add_route(srv, host, "/metrics", "/metrics", on_metrics);
     http_add_route(srv, host, "/", "other", on_fallback);
+    /* Connections on sandboxes' own listeners reach the proxy and nothing else. */
+    h2o_hostconf_t *sbx_host =
+        h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("sandbox")), 65535);
+    http_add_route(srv, sbx_host, "/proxy", "/proxy (sandbox)", on_sandbox_proxy);
+    http_add_route(srv, sbx_host, "/", "other", on_fallback);
 
     srv->loop = loop_get();
     h2o_context_init(&srv->ctx, srv->loop, &srv->globalconf);
     srv->accept_ctx.ctx = &srv->ctx;
-    srv->accept_ctx.hosts = srv->globalconf.hosts;
+    srv->main_hosts[0] = host;
+    srv->accept_ctx.hosts = srv->main_hosts;
+    srv->sandbox_hosts[0] = sbx_host;
+    srv->sandbox_accept_ctx.ctx = &srv->ctx;
+    srv->sandbox_accept_ctx.hosts = srv->sandbox_hosts;
     srv->listener = h2o_evloop_socket_create(srv->loop, TAKE_FD(fd), H2O_SOCKET_FLAG_DONT_READ);
     srv->listener->data = srv;
     h2o_socket_read_start(srv->listener, on_accept);
@@ -332,6 +358,7 @@ void http_server_free(struct http_server *srv)
         h2o_socket_close(srv->listener);
     if (srv->signals)
         h2o_socket_close(srv->signals);
+    http_sandbox_listeners_close();
     /* The h2o context is not disposed: h2o 2.2 asserts that every timeout list is empty, which
      * connections abandoned at the end of the grace period violate, and the process is about to
      * exit anyway. The server stays reachable so leak checkers do not report its memory. */

@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,6 +443,66 @@ static int spawn_enter(struct sandbox *sbx, const char *cwd, const struct sandbo
             close(high[i]);
     free_strv(envp);
     return -r;
+}
+
+void sandbox_open_listener(struct sandbox *sbx)
+{
+    struct sandbox_manager *m = sbx->m;
+    if (!m->listener_fn || sbx->pidfd < 0)
+        return;
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+        log_error("sandbox listener failed sbx=%s err=\"socketpair: %s\"", sbx->id,
+                  strerror(errno));
+        return;
+    }
+    int src[2] = {fcntl(sp[1], F_DUPFD_CLOEXEC, 64), fcntl(sbx->pidfd, F_DUPFD_CLOEXEC, 64)};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, src[0], 3);
+    posix_spawn_file_actions_adddup2(&fa, src[1], 4);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), m->init_memfd);
+    char *argv[] = {(char *)"sandbox-listen", NULL};
+    char *envp[] = {NULL};
+    pid_t pid;
+    int r = posix_spawn(&pid, path, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    close(src[0]);
+    close(src[1]);
+    close(sp[1]);
+    if (r != 0) {
+        close(sp[0]);
+        log_error("sandbox listener failed sbx=%s err=\"spawn: %s\"", sbx->id, strerror(r));
+        return;
+    }
+    /* The helper does four system calls and exits: wait for it here. */
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    char byte[256];
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = byte, .iov_len = sizeof(byte) - 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n = recvmsg(sp[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    close(sp[0]);
+    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (!c || c->cmsg_type != SCM_RIGHTS) {
+        byte[n > 0 ? n : 0] = '\0';
+        byte[strcspn(byte, "\n")] = '\0';
+        log_error("sandbox listener failed sbx=%s err=\"%s\"", sbx->id,
+                  n > 0 ? byte : "helper died");
+        return;
+    }
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    m->listener_fn(m->listener_ctx, sbx->id, fd);
 }
 
 static void plan_enter(struct exec_plan *p, struct sandbox *sbx)

@@ -414,3 +414,12 @@ void sandbox_manager_list(struct sandbox_manager *m,
         fn(&i, ctx);
     }
 }
+
+void sandbox_manager_set_listener(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx)
+{
+    m->listener_fn = fn;
+    m->listener_ctx = ctx;
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (s->state == SBX_RUNNING)
+            sandbox_open_listener(s);
+}

@@ -62,6 +62,13 @@ struct sandbox_info {
 void sandbox_manager_list(struct sandbox_manager *m,
                           void (*fn)(const struct sandbox_info *i, void *ctx), void *ctx);
 
+/* Each running sandbox has a proxy listener, 127.0.0.1:8788 inside its network namespace. The
+ * manager opens it when the sandbox starts (or is re-adopted) and calls fn with the listening
+ * socket (which fn then owns), and with fd -1 when the sandbox stops. Setting the hook opens the
+ * listeners of sandboxes already running. */
+typedef void (*sandbox_listener_fn)(void *ctx, const char *sandbox_id, int fd);
+void sandbox_manager_set_listener(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx);
+
 /* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);
 

@@ -141,6 +141,8 @@ struct sandbox_manager {
     struct loop_timer idle_timer;
     struct loop_timer exec_timer;
     struct sandbox_exec *execs; /* running execs, for deadlines */
+    sandbox_listener_fn listener_fn;
+    void *listener_ctx;
 };
 
 /* Start sbx (state STOPPED): forks the setup child; waiters run when it reports. */
@@ -155,5 +157,7 @@ bool sandbox_alive(struct sandbox *sbx);
 void sandbox_save(struct sandbox *sbx);
 /* Finish waiters with sbx (err NULL) or err. */
 void sandbox_notify(struct sandbox *sbx, const struct err *err);
+/* Open sbx's proxy listener through the helper and pass it to the manager's hook (exec.c). */
+void sandbox_open_listener(struct sandbox *sbx);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);

@@ -304,3 +304,37 @@ test('git clone through the github service, with the token as the Basic password
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('from inside a sandbox through its own listener at 127.0.0.1:8788', async () => {
+  const call = async (name, args, token = server.token) => {
+    const r = await fetch(server.mcpUrl, { method: 'POST', headers: {
+      'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }) });
+    return (await r.json()).result;
+  };
+  const sbx = (await call('container_ping', {})).structuredContent.sandbox_id;
+  const r = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic', '--sandbox', sbx, '--data-dir', server.dataDir]);
+  assert.equal(r.status, 0, r.stderr);
+  const bound = r.stdout.trim();
+  const before = fake.requests.length;
+  // the token travels in the environment, not in the command line
+  const inside = await call('container_exec', {
+    command: 'curl -sN -m 10 -H "x-api-key: $TOK" -H "content-type: application/json" http://127.0.0.1:8788/proxy/anthropic/v1/messages -d \'{"stream":true}\'',
+    env: { TOK: bound } });
+  assert.equal(inside.structuredContent.exit_code, 0, JSON.stringify(inside));
+  assert.match(inside.structuredContent.stdout, /event: message_start[\s\S]*event: message_stop/);
+  assert.equal(fake.requests.length, before + 1);
+  assert.equal(fake.requests.at(-1).headers['x-api-key'], REAL_KEY);
+  // the same token on the main listener, and a main-listener token inside, are refused
+  let res = await post('/anthropic/v1/messages', bound);
+  assert.equal(res.status, 403);
+  assert.equal((await res.json()).code, 'wrong_listener');
+  const { token } = mint();
+  const wrong = await call('container_exec', {
+    command: 'curl -s -m 5 -H "x-api-key: $TOK" http://127.0.0.1:8788/proxy/anthropic/v1/messages -d "{}"',
+    env: { TOK: token } });
+  assert.match(wrong.structuredContent.stdout, /"code":"wrong_listener"/);
+  // only /proxy is served there
+  const other = await call('container_exec', { command: 'curl -s -m 5 http://127.0.0.1:8788/mcp -d "{}"' });
+  assert.match(other.structuredContent.stdout, /"code":"not_found"/);
+});

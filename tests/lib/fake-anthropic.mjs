@@ -46,7 +46,7 @@ export async function startFake(handler) {
     url: `http://127.0.0.1:${server.address().port}`,
     requests,
     closed, // requests whose connection closed before the response finished
-    handle(h) { current = h; },
+    handle(h) { current = h || defaultHandler; },
     close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(resolve); }),
   };
 }

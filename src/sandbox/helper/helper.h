@@ -6,3 +6,5 @@
 int init_main(void);
 /* "sandbox-enter": run a command in a sandbox (protocol in enter.c). */
 int enter_main(int argc, char **argv, char **envp);
+/* "sandbox-listen": open 127.0.0.1:8788 in a sandbox's network namespace (listen.c). */
+int listen_main(void);
