@@ -3,6 +3,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -191,24 +192,32 @@ test('an unreachable upstream is 502, a stalled one 504', async () => {
 test('the client going away closes the upstream connection', async () => {
   let sawFirst;
   const first = new Promise((r) => { sawFirst = r; });
-  const before = fake.closed.length;
+  let pinger;
   fake.handle((req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write(messageEvents()[0]);
     sawFirst();
-    // keep the stream open, as a long generation would
+    // a long generation: Anthropic keeps the stream alive with ping events
+    pinger = setInterval(() => res.write('event: ping\ndata: {"type": "ping"}\n\n'), 100);
+    res.on('close', () => clearInterval(pinger));
   });
   const { token } = mint();
-  const ctl = new AbortController();
-  const res = await post('/anthropic/v1/messages', token, { stream: true }, {});
+  // a raw client that reads the first event and then disappears
+  const sock = net.connect(new URL(server.url).port, '127.0.0.1');
+  const body = '{"stream":true,"marker":"client-goes-away"}';
+  sock.write(`POST /proxy/anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${token}\r\n` +
+    `content-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  let got = '';
+  await new Promise((resolve) => sock.on('data', (d) => { got += d; if (got.includes('message_start')) resolve(); }));
   await first;
-  const reader = res.body.getReader();
-  await reader.read();
-  await reader.cancel();
-  ctl.abort();
-  for (let i = 0; i < 100 && fake.closed.length === before; i++) await new Promise((r) => setTimeout(r, 50));
-  assert.equal(fake.closed.length, before + 1, 'upstream did not see the connection close');
+  sock.destroy();
+  const mine = () => fake.closed.some((r) => r.body.includes('client-goes-away'));
+  const logged = () => /proxy aborted service=anthropic .*reason=client-gone/.test(server.stderr());
+  for (let i = 0; i < 100 && !(mine() && logged()); i++) await new Promise((r) => setTimeout(r, 50));
+  clearInterval(pinger);
   fake.handle(undefined);
+  assert.ok(mine(), 'upstream did not see the connection close');
+  assert.ok(logged(), 'the proxy did not log the abort');
 });
 
 test('neither the real key nor any token appears in the server log', () => {
