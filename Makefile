@@ -100,10 +100,23 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(UNIT_SRC))
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC) $(INIT_BLOB)
+# The library is compiled once for all targets (with coverage instrumentation but without the
+# fuzzer's main), then each target links against it.
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -I$(BUILD)/gen $(PKG_CFLAGS) -g -O1 \
+               -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_LIB_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRC)) \
+                $(BUILD)/fuzz/obj/gen/migrations.o $(BUILD)/fuzz/obj/gen/providers.o
+$(BUILD)/fuzz/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc $(PKG_CFLAGS) $(FUZZ_FLAGS) -o $@ \
-	    $< $(LIB_SRC) $(GEN_SRC) $(INIT_BLOB) $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/fuzz/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(BUILD)/fuzz/libfuzz.a: $(FUZZ_LIB_OBJ) $(INIT_BLOB)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzz/libfuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -o $@ $< $(BUILD)/fuzz/libfuzz.a $(LDLIBS)
 
 unit: $(UNIT_BIN)
 
