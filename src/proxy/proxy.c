@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/sha.h>
+
 #include "base/buf.h"
 #include "base/ids.h"
 #include "base/log.h"
@@ -35,6 +37,19 @@ struct proxy {
 };
 
 static struct proxy *the_proxy; /* for curl's completion callback */
+
+/* Verified tokens, by SHA-256 of the token text: an agent sends the same token with every
+ * request, so the signature check and claim parsing run once, and the revocation lookup at most
+ * once a second per token. Expiry is checked on every use. */
+#define TOKEN_CACHE_SIZE 256
+#define REVOCATION_RECHECK_MS 1000
+struct token_cache_entry {
+    unsigned char hash[32];
+    bool used;
+    struct proxy_claims claims;
+    int64_t checked_ms; /* monotonic time of the last revocation lookup */
+};
+static struct token_cache_entry token_cache[TOKEN_CACHE_SIZE];
 
 struct transfer {
     h2o_generator_t gen;
@@ -286,13 +301,13 @@ static void on_done(CURL *easy, CURLcode rc)
         usage_init(&t->usage, t->prov->usage, t->sse);
         start_response(t);
     }
+    release_curl(t);
+    flush(t); /* the client has its answer before the bookkeeping below */
     record_usage(t);
     log_info("proxy request service=%s user=%s run=%s status=%d bytes=%llu in=%lld out=%lld ms=%ld",
              t->prov->name, t->user, t->run[0] ? t->run : "-", t->status,
              (unsigned long long)t->bytes, (long long)t->usage.input, (long long)t->usage.output,
              ms);
-    release_curl(t);
-    flush(t);
 }
 
 /* --- request side --- */
@@ -420,19 +435,38 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     }
     struct proxy_claims claims;
     struct err err = {0};
-    if (proxy_token_verify(p->key, p->keylen, token, strlen(token), time_now_ms() / 1000, &claims,
-                           &err) < 0) {
+    unsigned char hash[32];
+    SHA256((const unsigned char *)token, strlen(token), hash);
+    struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
+    int64_t now_ms = time_mono_ms();
+    bool cached = ce->used && memcmp(ce->hash, hash, sizeof(hash)) == 0;
+    if (cached) {
+        claims = ce->claims;
+        if (claims.exp <= time_now_ms() / 1000) {
+            ce->used = false;
+            respond_error(req, 401, "invalid_token", "token expired");
+            return 0;
+        }
+    } else if (proxy_token_verify(p->key, p->keylen, token, strlen(token), time_now_ms() / 1000,
+                                  &claims, &err) < 0) {
         respond_error(req, 401, "invalid_token", "%s", err.msg);
         return 0;
     }
-    int r = store_proxy_token_check(p->store, claims.jti, &err);
-    if (r == -EKEYREVOKED) {
-        respond_error(req, 403, "token_revoked", "%s", err.msg);
-        return 0;
-    }
-    if (r < 0) {
-        respond_error(req, 401, "invalid_token", "unknown token");
-        return 0;
+    if (!cached || now_ms - ce->checked_ms >= REVOCATION_RECHECK_MS) {
+        int r = store_proxy_token_check(p->store, claims.jti, &err);
+        if (r == -EKEYREVOKED) {
+            ce->used = false;
+            respond_error(req, 403, "token_revoked", "%s", err.msg);
+            return 0;
+        }
+        if (r < 0) {
+            respond_error(req, 401, "invalid_token", "unknown token");
+            return 0;
+        }
+        memcpy(ce->hash, hash, sizeof(hash));
+        ce->claims = claims;
+        ce->checked_ms = now_ms;
+        ce->used = true;
     }
     if (!proxy_claims_grant(&claims, prov->name)) {
         respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
