@@ -5,12 +5,13 @@ import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Agent, setGlobalDispatcher } from 'undici';
 import { summarize, timeIt, fmt } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
 const { startServer, cli } = await import('../tests/lib/server.mjs');
+// undici (installed for the tests by `make deps`) lets the client hold 1,000+ connections.
+const { Agent, setGlobalDispatcher } = await import(path.join(root, 'tests', 'node_modules', 'undici', 'index.js'));
 const { startFake, messageEvents, messageJson } = await import('../tests/lib/fake-anthropic.mjs');
 
 setGlobalDispatcher(new Agent({ connections: 2000, pipelining: 1, keepAliveTimeout: 60000 }));
