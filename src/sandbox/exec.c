@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/un.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/utf8.h"
@@ -56,6 +58,7 @@ struct sandbox_exec {
     h2o_socket_t *stdin_sock;
     struct capture out, err;
     pid_t cmd_pid;
+    int conn_fd; /* the connection to the sandbox's init (owned by report's socket) */
     int64_t t0, deadline;
     bool timed_out, killed;
     sandbox_output_fn on_output;
@@ -249,15 +252,9 @@ static void unlink_exec(struct sandbox_exec *ex)
 
 static void kill_command(struct sandbox_exec *ex)
 {
-    int pid;
-    /* The helper reports the command's pid as soon as it forks it. */
-    if (ex->cmd_pid <= 0 && ex->report.data && sscanf(ex->report.data, "pid %d", &pid) == 1)
-        ex->cmd_pid = pid;
-    if (ex->cmd_pid > 0) {
-        /* The command leads its own session and process group: kill the group, then anything
-         * still in its session (a child that made a new group). */
-        kill(-ex->cmd_pid, SIGKILL);
-        kill(ex->cmd_pid, SIGKILL);
+    /* The init kills the command's process group (the command leads its own session). */
+    if (ex->conn_fd >= 0 && write(ex->conn_fd, "k", 1) < 0) {
+        /* the init is gone: the command went with it */
     }
 }
 
@@ -392,57 +389,86 @@ static void free_strv(char **v)
     free(v);
 }
 
-/* Start the sandbox helper in its "sandbox-enter" role with posix_spawn (vfork and exec: the
- * server's memory is never copied, which is what makes an exec cost about a millisecond). */
-static int spawn_enter(struct sandbox *sbx, const char *cwd, const struct sandbox_exec_opts *opts,
-                       int in, int out, int errfd, int rep, pid_t *pid)
+/* The request for the sandbox's init: a 4-byte length, then cwd, argv and envp as
+ * NUL-separated lists each ended by an empty string (see helper/init.c). */
+static char *build_request(const char *cwd, const char *command, char **envp, uint32_t *len)
 {
-    struct sandbox_manager *m = sbx->m;
-    char cg[4][4096];
-    int ncg = cgroup_procs_paths(sbx->cgroup, cg, 4);
-    const char *argv[16];
-    int argc = 0;
-    argv[argc++] = "sandbox-enter";
-    for (int i = 0; i < ncg; i++) {
-        argv[argc++] = "--cg";
-        argv[argc++] = cg[i];
+    struct buf b;
+    buf_init(&b, 0);
+    uint32_t zero = 0;
+    buf_append(&b, &zero, sizeof(zero));
+    buf_append(&b, cwd, strlen(cwd) + 1);
+    static const char *const sh[] = {"/bin/sh", "-c"};
+    for (size_t i = 0; i < 2; i++)
+        buf_append(&b, sh[i], strlen(sh[i]) + 1);
+    buf_append(&b, command, strlen(command) + 1);
+    buf_append(&b, "", 1);
+    for (size_t i = 0; envp[i]; i++)
+        buf_append(&b, envp[i], strlen(envp[i]) + 1);
+    buf_append(&b, "", 1);
+    size_t n;
+    char *data = buf_steal(&b, &n);
+    *len = (uint32_t)(n - sizeof(zero));
+    memcpy(data, len, sizeof(*len));
+    return data;
+}
+
+/* Hand a command to the sandbox's init over its control socket, with the command's stdin,
+ * stdout and stderr attached. Returns the connection, on which the init reports. */
+static int send_to_init(struct sandbox *sbx, const char *cwd, const struct sandbox_exec_opts *opts,
+                        int in, int out, int errfd, struct err *err)
+{
+    char path[108];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d/ctl.sock", sbx->dirfd);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (conn < 0)
+        return err_set(err, -errno, "socket: %s", strerror(errno));
+    if (connect(conn, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        int e = errno;
+        close(conn);
+        return err_set(err, -ESRCH,
+                       "the sandbox is not answering (%s); start it over with "
+                       "container_initialize",
+                       strerror(e));
     }
-    argv[argc++] = "--cwd";
-    argv[argc++] = cwd;
-    argv[argc++] = "--";
-    argv[argc++] = "/bin/sh";
-    argv[argc++] = "-c";
-    argv[argc++] = opts->command;
-    argv[argc] = NULL;
     char **envp = build_env(opts->env, cwd);
-    /* Move the descriptors out of the way of 0..5 before the dup2s put them there. */
-    int src[6] = {in, out, errfd, rep, sbx->pidfd, policy_filter_fd()};
-    int high[6];
-    for (int i = 0; i < 6; i++)
-        high[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    for (int i = 0; i < 6; i++)
-        posix_spawn_file_actions_adddup2(&fa, high[i], i);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 6);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), m->init_memfd);
-    int r = posix_spawn(pid, path, &fa, &attr, (char *const *)argv, envp);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    for (int i = 0; i < 6; i++)
-        if (high[i] >= 0)
-            close(high[i]);
+    uint32_t len;
+    char *req = build_request(cwd, opts->command, envp, &len);
     free_strv(envp);
-    return -r;
+    int fds[3] = {in, out, errfd};
+    union {
+        char buf[CMSG_SPACE(sizeof(fds))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct iovec iov = {.iov_base = req, .iov_len = sizeof(len)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(c), fds, sizeof(fds));
+    bool ok = sendmsg(conn, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(len);
+    /* The rest on the local socket; the init reads it at once. */
+    for (size_t off = sizeof(len); ok && off < sizeof(len) + len;) {
+        ssize_t n = send(conn, req + off, sizeof(len) + len - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            ok = false;
+        else
+            off += (size_t)n;
+    }
+    free(req);
+    if (!ok) {
+        int e = errno;
+        close(conn);
+        return err_set(err, -EIO, "cannot hand the command to the sandbox: %s", strerror(e));
+    }
+    return conn;
 }
 
 void sandbox_open_listener(struct sandbox *sbx)
@@ -522,9 +548,8 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         return NULL;
     }
     const char *cwd = opts->cwd && *opts->cwd ? opts->cwd : "/workspace";
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1};
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-        pipe2(rep, O_CLOEXEC) < 0) {
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
         err_set(err, -errno, "pipe: %s", strerror(errno));
         for (int i = 0; i < 2; i++) {
             if (in[i] >= 0)
@@ -533,23 +558,17 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
                 close(out[i]);
             if (errp[i] >= 0)
                 close(errp[i]);
-            if (rep[i] >= 0)
-                close(rep[i]);
         }
         return NULL;
     }
-    pid_t pid;
-    int r = spawn_enter(sbx, cwd, opts, in[0], out[1], errp[1], rep[1], &pid);
+    int conn = send_to_init(sbx, cwd, opts, in[0], out[1], errp[1], err);
     close(in[0]);
     close(out[1]);
     close(errp[1]);
-    close(rep[1]);
-    if (r < 0) {
+    if (conn < 0) {
         close(in[1]);
         close(out[0]);
         close(errp[0]);
-        close(rep[0]);
-        err_set(err, r, "cannot start sandbox helper: %s", strerror(-r));
         return NULL;
     }
     struct sandbox_exec *ex = xcalloc(1, sizeof(*ex));
@@ -582,7 +601,8 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     m->execs = ex;
     if (!h2o_timeout_is_linked(&m->exec_timer.entry))
         loop_timer_start(&m->exec_timer, 50, on_exec_tick);
-    proc_watch_start(&ex->report, pid, rep[0], 4096, on_report);
+    ex->conn_fd = conn;
+    proc_watch_start(&ex->report, 0, conn, 4096, on_report);
     return ex;
 }
 

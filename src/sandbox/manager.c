@@ -83,6 +83,8 @@ static struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct sto
     snprintf(sbx->template_name, sizeof(sbx->template_name), "%s", row->template_name);
     snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", row->cgroup[0] ? row->cgroup : row->id);
     snprintf(sbx->dir, sizeof(sbx->dir), "%s/sandboxes/%s", m->data_dir, row->id);
+    mkdir(sbx->dir, 0700);
+    sbx->dirfd = open(sbx->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     snprintf(sbx->workspace, sizeof(sbx->workspace), "%s%s/workspace", sbx->dir,
              m->cfg.disk_bytes ? "/disk" : "");
     sbx->created_at = row->created_at;
@@ -216,6 +218,8 @@ void sandbox_manager_free(struct sandbox_manager *m)
             proc_watch_abandon(&s->start_watch);
         if (s->pidfd >= 0)
             close(s->pidfd);
+        if (s->dirfd >= 0)
+            close(s->dirfd);
         struct sandbox_waiter *w = s->waiters;
         while (w) {
             struct sandbox_waiter *wn = w->next;

@@ -57,7 +57,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
     w->sock = NULL;
     int status = 0;
     /* The child closes the pipe as it exits, so this wait is short. */
-    while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR)
+    while (w->pid > 0 && waitpid(w->pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (!w->data) {
         w->data = xmalloc(1);
@@ -88,7 +88,8 @@ void proc_watch_abandon(struct proc_watch *w)
         h2o_socket_close(w->sock);
         w->sock = NULL;
     }
-    proc_reap_later(w->pid);
+    if (w->pid > 0)
+        proc_reap_later(w->pid);
     free(w->data);
     w->data = NULL;
 }

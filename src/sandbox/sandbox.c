@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@ struct plan {
     uint32_t uid;
     int report_fd;
     int memfd;
+    int ctl_fd; /* the init's control socket, listening */
     bool disk;
     uint64_t disk_bytes;
     char mkfs[64];
@@ -303,14 +305,20 @@ static void child_init(const struct plan *p, int sync_fd)
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
         FAIL("redirect init to /dev/null");
-    syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC);
+    /* Its only descriptor: the control socket, at 3. */
+    int exe = fcntl(p->memfd, F_DUPFD_CLOEXEC, 10);
+    if (p->ctl_fd == 3)
+        fcntl(3, F_SETFD, 0);
+    else if (dup2(p->ctl_fd, 3) < 0)
+        FAIL("control socket");
+    syscall(SYS_close_range, 4, ~0u, CLOSE_RANGE_CLOEXEC);
     char *argv[] = {(char *)"sandbox-init", NULL};
     char *envp[] = {NULL};
-    syscall(SYS_execveat, p->memfd, "", argv, envp, AT_EMPTY_PATH);
+    syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
     FAIL("exec sandbox-init");
 }
 
-static void child_setup(const struct plan *p)
+static void child_setup(struct plan *p)
 {
     int sv[2];
     char c;
@@ -321,6 +329,17 @@ static void child_setup(const struct plan *p)
             FAIL("join cgroup");
     if (p->disk)
         child_mount_disk(p);
+    /* The control socket on which the init takes commands from the server. The path is short
+     * (relative to the sandbox directory) to fit a unix socket address. */
+    if (chdir(p->dir) < 0)
+        FAIL("chdir sandbox directory");
+    unlink("ctl.sock");
+    int ctl = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX, .sun_path = "ctl.sock"};
+    if (ctl < 0 || bind(ctl, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(ctl, 64) < 0)
+        FAIL("control socket");
+    chmod("ctl.sock", 0600);
+    p->ctl_fd = ctl;
     if (mkdir_owned(p->upper, 0755, p->uid) < 0 || mkdir_owned(p->work, 0700, 0) < 0 ||
         mkdir_owned(p->ws, 0755, p->uid) < 0 || (mkdir(p->root, 0700) < 0 && errno != EEXIST))
         FAIL("create sandbox layers");

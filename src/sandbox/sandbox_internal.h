@@ -67,8 +67,8 @@ int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
 
 /* --- process plumbing (proc.c) --- */
 
-/* A child process watched by the loop through one report pipe; done is called once with every
- * byte the child wrote to the pipe (capped) after it closed, and the child is reaped. */
+/* A report channel watched by the loop; done is called once with every byte written to it
+ * (capped) after it closed, and the child pid (when > 0) is reaped. */
 struct proc_watch {
     pid_t pid;
     h2o_socket_t *sock;
@@ -117,6 +117,7 @@ struct sandbox {
     pid_t init_pid;
     uint64_t init_start;
     int pidfd;
+    int dirfd;                      /* O_PATH of dir: the init's control socket is dirfd/ctl.sock */
     int64_t created_at, started_at; /* epoch ms */
     int64_t last_used;              /* monotonic ms */
     int64_t start_t0;               /* monotonic ms when the current start began */

@@ -2,9 +2,8 @@
 /* The sandbox helper: a small static program embedded in the server and run from a sealed
  * memfd. argv[0] selects the role. */
 
-/* "sandbox-init": PID 1 of a sandbox; reaps orphans until killed. */
+/* "sandbox-init": PID 1 of a sandbox; reaps orphans and starts the commands the server sends
+ * on its control socket (protocol in init.c), until killed. */
 int init_main(void);
-/* "sandbox-enter": run a command in a sandbox (protocol in enter.c). */
-int enter_main(int argc, char **argv, char **envp);
 /* "sandbox-listen": open 127.0.0.1:8788 in a sandbox's network namespace (listen.c). */
 int listen_main(void);

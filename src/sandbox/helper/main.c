@@ -6,8 +6,6 @@
 
 int main(int argc, char **argv, char **envp)
 {
-    if (argc > 0 && strcmp(argv[0], "sandbox-enter") == 0)
-        return enter_main(argc, argv, envp);
     if (argc > 0 && strcmp(argv[0], "sandbox-listen") == 0)
         return listen_main();
     if (argc > 0 && strcmp(argv[0], "sandbox-init") == 0)
