@@ -78,6 +78,18 @@ static char *key_value(const char *format, const char *key)
     return v;
 }
 
+/* A provider's variable: the configuration (.dev.vars, then the known environment), else the
+ * environment itself, so that a provider file added later needs no code for its variables. */
+static const char *setting(const struct config *cfg, const char *name)
+{
+    if (!name)
+        return NULL;
+    const char *v = config_get(cfg, name);
+    if (!v)
+        v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
 static int load_one(const struct config *cfg, const struct embedded_file *f, struct provider *p,
                     struct err *err)
 {
@@ -97,13 +109,13 @@ static int load_one(const struct config *cfg, const struct embedded_file *f, str
     memset(p, 0, sizeof(*p));
     p->name = xstrdup(name);
     const char *env = json_string_value(json_object_get(d, "upstream_env"));
-    const char *over = env ? config_get(cfg, env) : NULL;
+    const char *over = setting(cfg, env);
     p->upstream = xstrdup(over ? over : upstream);
     size_t n = strlen(p->upstream);
     while (n > 0 && p->upstream[n - 1] == '/')
         p->upstream[--n] = '\0';
     const char *key_env = json_string_value(json_object_get(d, "key_env"));
-    const char *key = key_env ? config_get(cfg, key_env) : NULL;
+    const char *key = setting(cfg, key_env);
     p->key = key ? xstrdup(key) : NULL;
     p->key_header = xstrdup(header);
     for (char *c = p->key_header; *c; c++)
