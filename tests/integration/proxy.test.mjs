@@ -334,6 +334,11 @@ test('from inside a sandbox through its own listener at 127.0.0.1:8788', async (
   assert.match(inside.structuredContent.stdout, /event: message_start[\s\S]*event: message_stop/);
   assert.equal(fake.requests.length, before + 1);
   assert.equal(fake.requests.at(-1).headers['x-api-key'], REAL_KEY);
+  // nothing of the real key reaches the sandbox: not in what it got back, not in its environment
+  assert.ok(!JSON.stringify(inside).includes(REAL_KEY));
+  const env = await call('container_exec', { command: 'cat /proc/self/environ | tr "\\0" "\\n"; env' });
+  assert.ok(!env.structuredContent.stdout.includes(REAL_KEY));
+  assert.ok(!env.structuredContent.stdout.includes('sk-openai-real'));
   // the same token on the main listener, and a main-listener token inside, are refused
   let res = await post('/anthropic/v1/messages', bound);
   assert.equal(res.status, 403);
