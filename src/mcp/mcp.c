@@ -238,11 +238,23 @@ static int error_status(int code, bool modern)
     return 200;
 }
 
+/* Serialize into a buffer of the exact size: replies can be megabytes (command output), and
+ * json_dumps would grow its buffer by doubling, copying it each time. */
+static char *dump_exact(const json_t *v, size_t *len)
+{
+    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
+    char *text = xmalloc(n + 1);
+    *len = json_dumpb(v, text, n, JSON_COMPACT);
+    text[*len] = '\0';
+    return text;
+}
+
 static void sink_reply_json(struct mcp_exchange *ex, int status, json_t *body)
 {
     if (ex->ops) {
-        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-        ex->ops->reply(ex->sink, status, text, text ? strlen(text) : 0);
+        size_t len = 0;
+        char *text = body ? dump_exact(body, &len) : NULL;
+        ex->ops->reply(ex->sink, status, text, len);
         free(text);
     }
     ex->ops = NULL;

@@ -204,12 +204,24 @@ static void on_stream(h2o_socket_t *sock, const char *err)
 {
     struct sandbox_exec *ex = sock->data;
     enum sandbox_stream s = sock == ex->out_sock ? SANDBOX_STDOUT : SANDBOX_STDERR;
+    struct capture *c = s == SANDBOX_STDOUT ? &ex->out : &ex->err;
     if (sock->input->size) {
-        capture_add(s == SANDBOX_STDOUT ? &ex->out : &ex->err, sock->input->bytes,
-                    sock->input->size);
+        capture_add(c, sock->input->bytes, sock->input->size);
         if (ex->on_output)
             ex->on_output(ex->ctx, s, sock->input->bytes, sock->input->size);
         h2o_buffer_consume(&sock->input, sock->input->size);
+    }
+    if (!err) {
+        /* h2o reads a few kilobytes at a time; empty the pipe in large reads instead, so a
+         * command writing fast is not held back by a full pipe. End of file is left to h2o. */
+        char buf[65536];
+        ssize_t n;
+        int fd = s == SANDBOX_STDOUT ? ex->out_fd : ex->err_fd;
+        while ((n = read(fd, buf, sizeof(buf))) > 0) {
+            capture_add(c, buf, (size_t)n);
+            if (ex->on_output)
+                ex->on_output(ex->ctx, s, buf, (size_t)n);
+        }
     }
     if (err) {
         h2o_socket_read_stop(sock);
