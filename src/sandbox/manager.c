@@ -109,6 +109,12 @@ static void adopt_one(const struct store_sandbox *row, void *ctx)
         sbx->pidfd = fd;
         sbx->state = SBX_RUNNING;
         m->running++;
+        if (faccessat(sbx->dirfd, "ctl.sock", F_OK, 0) < 0) {
+            /* started by a server without the init's control socket: it cannot take
+             * commands, so stop it (its files stay) and let the next call start it afresh */
+            sandbox_stop(sbx, "incompatible");
+            return;
+        }
         log_info("sandbox adopted sbx=%s user=%s pid=%d", sbx->id, sbx->user_id, sbx->init_pid);
         return;
     }
