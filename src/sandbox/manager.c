@@ -150,7 +150,9 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
 {
     struct sandbox_manager *m = xcalloc(1, sizeof(*m));
     m->cfg = *cfg;
-    m->data_dir = xstrdup(cfg->data_dir);
+    /* Absolute: the setup child changes directory while it builds a sandbox. */
+    char abs_dir[PATH_MAX];
+    m->data_dir = xstrdup(realpath(cfg->data_dir, abs_dir) ? abs_dir : cfg->data_dir);
     m->template_name = xstrdup(cfg->template_name ? cfg->template_name : "host");
     m->cfg.data_dir = m->data_dir;
     m->cfg.template_name = m->template_name;

@@ -332,6 +332,19 @@ test('file size cap; a write that fails on a full disk leaves the old file whole
   }
 });
 
+test('a relative data directory works (make run uses ./var)', async () => {
+  const cwd = tempDir();
+  const srv = await startServer({ args: [], cwd, dataDir: `${cwd}/var`, relative: 'var' });
+  try {
+    const r = await exec(srv, 'echo relative-ok');
+    assert.equal(r.stdout, 'relative-ok\n');
+  } finally {
+    await srv.stop();
+    removeDataDir(`${cwd}/var`);
+    removeDataDir(cwd);
+  }
+});
+
 test('kill -9 of the server leaves the sandbox running; the next server re-adopts it', async () => {
   const dataDir = tempDir();
   try {

@@ -45,10 +45,11 @@ export function removeDataDir(dir) {
 
 // Start `sandbox-mcp serve`. Resolves once it listens, with
 // {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal)}.
-export async function startServer({ args = [], env = {}, dataDir, cwd } = {}) {
+export async function startServer({ args = [], env = {}, dataDir, cwd, relative } = {}) {
   const ownDir = !dataDir;
   dataDir = dataDir || tempDir();
-  const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, ...args], {
+  // relative: pass this path (relative to cwd) as --data-dir instead of the absolute one
+  const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data-dir', relative || dataDir, ...args], {
     cwd: cwd || dataDir,
     env: { ...cleanEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
