@@ -128,7 +128,7 @@ test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_B
 	BUILD=$(BUILD) sh tests/run.sh
 
 # Benchmarks: release build against peers on this machine; results in bench/out/*.md.
-BENCH_APT := bubblewrap util-linux
+BENCH_APT := bubblewrap util-linux wrk
 bench: deps
 	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp
 	sh bench/run.sh

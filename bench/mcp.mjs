@@ -1,0 +1,236 @@
+// MCP endpoint benchmarks: throughput and latency of `tools/list` and `ping` over POST /mcp under
+// wrk at 1, 16 and 256 keep-alive connections, against the official TypeScript SDK's stateless
+// Streamable HTTP server (bench/peers/sdk-server.mjs) serving the same tool list on the same machine.
+// Run: node bench/mcp.mjs [--quick]   (uses build/sandbox-mcp and wrk; all traffic on loopback)
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { fmt } from './lib.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
+const { startServer, rpc } = await import('../tests/lib/server.mjs');
+
+const quick = process.argv.includes('--quick');
+const DURATION = quick ? 4 : 8;           // seconds per server per case, as two runs of half that
+const WARMUP = quick ? 1 : 2;             // seconds of untimed load per server before the runs
+const CONNS = [1, 16, 256];
+const METHODS = ['tools/list', 'ping'];
+const PROTOCOL = '2025-06-18';
+const PEER_TOKEN = 'bench-sdk-peer-token';
+const out = [];
+const log = (s = '') => { out.push(s); console.log(s); };
+const MiB = 2 ** 20;
+
+if (spawnSync('wrk', ['--version'], { encoding: 'utf8' }).error) {
+  console.error('mcp bench: wrk not found (Debian package `wrk`; `make bench` installs it)');
+  process.exit(1);
+}
+
+function procStatus(pid, key) {
+  try {
+    return Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${key}:\\s+(\\d+)`, 'm'))[1]) * 1024;
+  } catch { return NaN; }
+}
+// CPU time (user + system, all threads) of a process, in seconds.
+function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+const rss = (pid) => procStatus(pid, 'VmRSS');
+const hwm = (pid) => procStatus(pid, 'VmHWM');
+const mib = (b) => (b / MiB).toFixed(1);
+
+const body = (method) => JSON.stringify({ jsonrpc: '2.0', id: 1, method });
+const work = mkdtempSync(path.join(tmpdir(), 'mcp-bench-'));
+
+// A wrk script: POST the body with the MCP headers; done() prints the counts and the whole latency
+// histogram (microseconds:count), so that runs can be pooled exactly.
+function wrkScript(method, token) {
+  const file = path.join(work, `${method.replace('/', '-')}-${token === PEER_TOKEN ? 'sdk' : 'ours'}.lua`);
+  writeFileSync(file, `wrk.method = "POST"
+wrk.body = [==[${body(method)}]==]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "${PROTOCOL}"
+wrk.headers["Authorization"] = "Bearer ${token}"
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
+  local h = {}
+  for i = 1, #latency do
+    local v, c = latency(i)
+    h[#h + 1] = string.format("%d:%d", v, c)
+  end
+  io.write("WRKHIST ", table.concat(h, ","), "\\n")
+end
+`);
+  return file;
+}
+
+function runWrk(url, script, conns, seconds) {
+  if (!/^http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(url)) throw new Error(`not a loopback URL: ${url}`);
+  const threads = Math.min(2, conns);
+  return new Promise((resolve, reject) => {
+    const p = spawn('wrk', ['-t', String(threads), '-c', String(conns), '-d', `${seconds}s`, '--timeout', '5s',
+      '-s', script, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let so = '', se = '';
+    p.stdout.on('data', (d) => { so += d; });
+    p.stderr.on('data', (d) => { se += d; });
+    const guard = setTimeout(() => p.kill('SIGKILL'), (seconds + 30) * 1000);
+    p.on('error', reject);
+    p.on('exit', (code) => {
+      clearTimeout(guard);
+      const m = so.match(/^WRKJSON (.*)$/m), h = so.match(/^WRKHIST (.*)$/m);
+      if (code !== 0 || !m || !h) return reject(new Error(`wrk exited ${code}: ${se}${so.slice(0, 2000)}`));
+      const r = JSON.parse(m[1]);
+      r.hist = h[1] ? h[1].split(',').map((x) => x.split(':').map(Number)) : [];
+      resolve(r);
+    });
+  });
+}
+
+// Pool several wrk runs against one server: requests over total time, percentiles of all latencies.
+function pool(runs) {
+  const r = { requests: 0, duration_us: 0, cpu_s: 0, connect: 0, read: 0, write: 0, status: 0, timeout: 0 };
+  const counts = new Map();
+  for (const x of runs) {
+    for (const k of Object.keys(r)) r[k] += x[k];
+    for (const [v, c] of x.hist) counts.set(v, (counts.get(v) || 0) + c);
+  }
+  const hist = [...counts].sort((a, b) => a[0] - b[0]);
+  const total = hist.reduce((a, [, c]) => a + c, 0);
+  const pct = (p) => {
+    let seen = 0;
+    for (const [v, c] of hist) if ((seen += c) >= (p / 100) * total) return v;
+    return NaN;
+  };
+  r.rps = r.requests / (r.duration_us / 1e6);
+  r.cpu = r.cpu_s / (r.duration_us / 1e6);
+  r.p50 = pct(50);
+  r.p99 = pct(99);
+  r.errors = r.connect + r.read + r.write + r.status + r.timeout;
+  r.errorText = r.errors ? `${r.errors} (` + ['connect', 'read', 'write', 'status', 'timeout']
+    .filter((k) => r[k]).map((k) => `${r[k]} ${k === 'status' ? 'non-2xx/3xx' : k}`).join(', ') + ')' : '0';
+  return r;
+}
+
+// The peer: reads the token and the tool list on stdin, prints its URL.
+async function startPeer(tools) {
+  const proc = spawn(process.execPath, [path.join(root, 'bench', 'peers', 'sdk-server.mjs')],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => { err += d; });
+  proc.stdin.end(JSON.stringify({ token: PEER_TOKEN, tools }));
+  const url = await new Promise((resolve, reject) => {
+    let so = '';
+    proc.stdout.on('data', (d) => { so += d; const m = so.match(/listening (\S+)/); if (m) resolve(m[1]); });
+    proc.on('exit', (code) => reject(new Error(`sdk peer exited ${code}: ${err}`)));
+  });
+  return { url, mcpUrl: `${url}/mcp`, proc, stderr: () => err };
+}
+
+// One request by hand: status 200, a JSON body with a result.
+async function check(target, method, token) {
+  const r = await rpc(target, JSON.parse(body(method)), { token, headers: { 'mcp-protocol-version': PROTOCOL } });
+  if (r.status !== 200 || !r.body || r.body.id !== 1 || !r.body.result || !/application\/json/.test(r.headers.get('content-type')))
+    throw new Error(`${method} on ${target.mcpUrl}: ${r.status} ${r.text.slice(0, 300)}`);
+  return r.body.result;
+}
+
+const server = await startServer();
+let peer;
+try {
+  const ours = { name: 'sandbox-mcp', mcpUrl: server.mcpUrl, token: server.token, pid: server.proc.pid };
+  const tools = (await check(server, 'tools/list', server.token)).tools;
+  await check(server, 'ping', server.token);
+  peer = await startPeer(tools);
+  const sdk = { name: 'TypeScript SDK 1.32.2', mcpUrl: peer.mcpUrl, token: PEER_TOKEN, pid: peer.proc.pid };
+  for (const m of METHODS) {
+    const a = await check(server, m, server.token), b = await check(peer, m, PEER_TOKEN);
+    if (!isDeepStrictEqual(a, b)) throw new Error(`${m}: the peer's result differs from ours`);
+  }
+  const unauth = await rpc(peer, JSON.parse(body('ping')), { token: 'wrong' });
+  if (unauth.status !== 401) throw new Error(`peer answered ${unauth.status} to a wrong token`);
+
+  const idle = { ours: rss(ours.pid), sdk: rss(sdk.pid) };
+  const threads = procStatus(ours.pid, 'Threads') / 1024;
+  for (const t of [ours, sdk]) await runWrk(t.mcpUrl, wrkScript('tools/list', t.token), 16, WARMUP);
+
+  // Each server gets two half-length runs per case, in the order ours, SDK, SDK, ours, so that a
+  // change in the machine's speed during a case weighs on both sides alike.
+  const results = {};
+  for (const method of METHODS) {
+    for (const c of CONNS) {
+      const runs = new Map([[ours, []], [sdk, []]]);
+      for (const t of [ours, sdk, sdk, ours]) {
+        await new Promise((r) => setTimeout(r, 500)); // let the previous server settle (GC, closing)
+        const cpu0 = cpuSeconds(t.pid);
+        const r = await runWrk(t.mcpUrl, wrkScript(method, t.token), c, DURATION / 2);
+        r.cpu_s = cpuSeconds(t.pid) - cpu0;
+        runs.get(t).push(r);
+      }
+      for (const t of [ours, sdk]) {
+        const r = results[`${method} ${c} ${t.name}`] = pool(runs.get(t));
+        console.error(`  ${method} c=${c} ${t.name}: ${r.rps.toFixed(0)} req/s p50 ${fmt(r.p50 / 1000)} ms p99 ${fmt(r.p99 / 1000)} ms errors ${r.errorText} cpu ${(r.cpu * 100).toFixed(0)}%` +
+          ` (halves ${runs.get(t).map((x) => (x.requests / (x.duration_us / 1e6)).toFixed(0)).join(', ')} req/s)`);
+      }
+    }
+  }
+  const after = { ours: rss(ours.pid), sdk: rss(sdk.pid), oursPeak: hwm(ours.pid), sdkPeak: hwm(sdk.pid) };
+  // Still answering correctly after the load?
+  for (const m of METHODS) { await check(server, m, server.token); await check(peer, m, PEER_TOKEN); }
+
+  log('## MCP endpoint');
+  log();
+  log(`Machine: ${cpus().length} cores (${cpus()[0].model}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB. Command: \`node bench/mcp.mjs${quick ? ' --quick' : ''}\`.`);
+  log(`Load: wrk, keep-alive connections, 1 thread for 1 connection and 2 otherwise; POST /mcp with a Bearer token and MCP-Protocol-Version ${PROTOCOL}.`);
+  log(`Each server gets ${DURATION} s per case, as two ${DURATION / 2} s runs in the order ours, SDK, SDK, ours, pooled. wrk counts only requests answered within a run (5 s timeout), which understates long tails.`);
+  log(`sandbox-mcp serves /mcp from ${threads} thread${threads === 1 ? '' : 's'} (one event loop), like the Node.js peer's one JavaScript thread; wrk shares the same ${cpus().length} cores.`);
+  log('Server CPU is the CPU time the server process used during the run over its length (100% = one core).');
+  log(`Peer: the official TypeScript SDK (1.32.2) stateless Streamable HTTP server on node:http (Node.js ${process.version}), a new \`Server\` and transport per request, JSON responses, same tool list, same Bearer check.`);
+  log();
+  for (const method of METHODS) {
+    log(`### \`${method}\``);
+    log();
+    log('| connections | server | requests/s | p50 ms | p99 ms | server CPU | errors |');
+    log('|---|---|---|---|---|---|---|');
+    for (const c of CONNS) for (const t of [ours, sdk]) {
+      const r = results[`${method} ${c} ${t.name}`];
+      log(`| ${c} | ${t.name} | ${r.rps.toFixed(0)} | ${fmt(r.p50 / 1000)} | ${fmt(r.p99 / 1000)} | ${(r.cpu * 100).toFixed(0)}% | ${r.errorText} |`);
+    }
+    log();
+  }
+  log('| ratio ours/SDK requests/s | ' + CONNS.map((c) => `${c} conn`).join(' | ') + ' |');
+  log('|---|' + CONNS.map(() => '---|').join(''));
+  const ratios = [];
+  const down = (x) => (Math.floor(x * 10) / 10).toFixed(1); // rounded down, so 9.96 never reads as 10
+  for (const method of METHODS) {
+    const rs = CONNS.map((c) => results[`${method} ${c} ${ours.name}`].rps / results[`${method} ${c} ${sdk.name}`].rps);
+    rs.forEach((x, i) => ratios.push({ method, c: CONNS[i], x }));
+    log(`| \`${method}\` | ${rs.map((x) => `${down(x)}x`).join(' | ')} |`);
+  }
+  log();
+  const missed = ratios.filter((r) => r.x < 10);
+  log(`Target, at least 10x the SDK's throughput: ${missed.length ? `**not met** in ${missed.length} of ${ratios.length} cases (` +
+    missed.map((r) => `\`${r.method}\` at ${r.c}: ${down(r.x)}x`).join(', ') + ')' : `met in all ${ratios.length} cases`}.`);
+  log();
+  log(`Server RSS: ${mib(idle.ours)} MiB idle, ${mib(after.ours)} MiB after the load (peak ${mib(after.oursPeak)} MiB). ` +
+    `SDK peer RSS: ${mib(idle.sdk)} MiB idle, ${mib(after.sdk)} MiB after (peak ${mib(after.sdkPeak)} MiB).`);
+  const errors = Object.values(results).reduce((a, r) => a + r.errors, 0);
+  const bad = server.stderr().split('\n').filter((l) => /^\S+ (warn|error) |Sanitizer|runtime error/.test(l));
+  log(`Errors under load (connect, read, write, timeouts, non-2xx/3xx): ${errors}. Server stderr warnings or errors: ${bad.length}.`);
+  if (bad.length) console.error(bad.slice(0, 20).join('\n'));
+  if (peer.stderr().trim()) console.error(`sdk peer stderr:\n${peer.stderr().slice(0, 2000)}`);
+} finally {
+  if (peer && peer.proc.exitCode === null) peer.proc.kill('SIGTERM');
+  await server.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+
+if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, out.join('\n') + '\n');
