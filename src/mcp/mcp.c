@@ -238,14 +238,21 @@ static int error_status(int code, bool modern)
     return 200;
 }
 
-/* Serialize into a buffer of the exact size: replies can be megabytes (command output), and
- * json_dumps would grow its buffer by doubling, copying it each time. */
+/* Serialize a reply. Most fit a 16 KiB buffer in one pass; a larger one (command output can be
+ * megabytes) is written again into a buffer of the size the first pass reported, instead of one
+ * grown by doubling and copied each time. */
 static char *dump_exact(const json_t *v, size_t *len)
 {
-    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
-    char *text = xmalloc(n + 1);
-    *len = json_dumpb(v, text, n, JSON_COMPACT);
-    text[*len] = '\0';
+    size_t cap = 16384;
+    char *text = xmalloc(cap);
+    size_t n = json_dumpb(v, text, cap - 1, JSON_COMPACT);
+    if (n >= cap) {
+        free(text);
+        text = xmalloc(n + 1);
+        n = json_dumpb(v, text, n, JSON_COMPACT);
+    }
+    text[n] = '\0';
+    *len = n;
     return text;
 }
 
