@@ -160,9 +160,7 @@ static int setup_v1(const char *instance)
         snprintf(path, sizeof(path), CG_ROOT "/%s/sandbox-mcp", v1_ctrls[i]);
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
             continue;
-        snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], v1_parent);
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            continue;
+        /* the instance's own group is made with its first sandbox (ensure_parents) */
         v1_have[i] = true;
         any = true;
     }
