@@ -509,6 +509,23 @@ static void print_user_token(const struct store_token *t, void *ctx)
            t->revoked_at ? "revoked" : "active", created, used, t->label);
 }
 
+/* Commands with subcommands ("user add", "token list"...): -h/--help before the subcommand
+ * prints usage (returns 1); a missing subcommand is a usage error naming the expected ones;
+ * otherwise *sub is the subcommand and the options after it are parsed into o (0). */
+static int parse_sub(const char *cmd, const char *usage, const char *expected, int argc,
+                     char **argv, const int *allowed, struct opts *o, const char **sub)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        return usage_error(cmd, usage, "expected %s", expected);
+    }
+    *sub = argv[1];
+    return parse_opts(cmd, usage, argc - 1, argv + 1, allowed, o);
+}
+
 static void print_user(const struct store_user *u, void *ctx)
 {
     (void)ctx;
@@ -520,16 +537,9 @@ static void print_user(const struct store_user *u, void *ctx)
 static int cmd_user(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
-    if (argc < 2 || argv[1][0] == '-') {
-        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            fputs(usage_user, stdout);
-            return 0;
-        }
-        return usage_error("user", usage_user, "%s", "expected 'add' or 'list'");
-    }
-    const char *sub = argv[1];
+    const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_opts("user", usage_user, argc - 1, argv + 1, allowed, &o);
+    int r = parse_sub("user", usage_user, "'add' or 'list'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool add = strcmp(sub, "add") == 0;
@@ -574,16 +584,10 @@ static int cmd_user(int argc, char **argv)
 static int cmd_token(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_LABEL, 0};
-    if (argc < 2 || argv[1][0] == '-') {
-        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            fputs(usage_token, stdout);
-            return 0;
-        }
-        return usage_error("token", usage_token, "%s", "expected 'create', 'list' or 'revoke'");
-    }
-    const char *sub = argv[1];
+    const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_opts("token", usage_token, argc - 1, argv + 1, allowed, &o);
+    int r = parse_sub("token", usage_token, "'create', 'list' or 'revoke'", argc, argv, allowed, &o,
+                      &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0,
@@ -749,16 +753,10 @@ static void print_sandbox(const struct sandbox_info *i, void *ctx)
 static int cmd_sandbox(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
-    if (argc < 2 || argv[1][0] == '-') {
-        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            fputs(usage_sandbox, stdout);
-            return 0;
-        }
-        return usage_error("sandbox", usage_sandbox, "%s", "expected 'list' or 'stop-all'");
-    }
-    const char *sub = argv[1];
+    const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_opts("sandbox", usage_sandbox, argc - 1, argv + 1, allowed, &o);
+    int r =
+        parse_sub("sandbox", usage_sandbox, "'list' or 'stop-all'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool stop = strcmp(sub, "stop-all") == 0;
@@ -807,16 +805,9 @@ static const char usage_template[] =
 static int cmd_template(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_FORCE, 0};
-    if (argc < 2 || argv[1][0] == '-') {
-        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            fputs(usage_template, stdout);
-            return 0;
-        }
-        return usage_error("template", usage_template, "%s", "expected 'build'");
-    }
-    const char *sub = argv[1];
+    const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_opts("template", usage_template, argc - 1, argv + 1, allowed, &o);
+    int r = parse_sub("template", usage_template, "'build'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     if (strcmp(sub, "build") != 0)

@@ -52,12 +52,10 @@ struct sandbox_exec {
     struct proc_watch report;
     h2o_socket_t *out_sock, *err_sock;
     int out_fd, err_fd; /* raw numbers of the sockets above, for the final drain */
-    int stdin_fd;
     char *stdin_data;
     size_t stdin_len, stdin_off;
     h2o_socket_t *stdin_sock;
     struct capture out, err;
-    pid_t cmd_pid;
     int conn_fd; /* the connection to the sandbox's init (owned by report's socket) */
     int64_t t0, deadline;
     bool timed_out, killed;
@@ -135,16 +133,14 @@ static void capture_release(struct capture *c)
     free(c->tail);
 }
 
-/* --- child side --- */
+/* --- file worker, child side --- */
 
+/* What a file worker needs to join the sandbox, prepared before the fork. */
 struct exec_plan {
     int pidfd;
-    int report_fd, in_fd, out_fd, err_fd;
+    int report_fd;
     int ncg;
     char cg_procs[4][4096];
-    const char *cwd;
-    char *const *argv;
-    char *const *envp;
 };
 
 #define FAIL(stage)                                                                                \
@@ -278,9 +274,7 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
     const char *line = report;
     while (line && *line) {
         int pid;
-        if (sscanf(line, "pid %d", &pid) == 1)
-            ex->cmd_pid = pid;
-        else if (sscanf(line, "exit %d", &status) == 1)
+        if (sscanf(line, "pid %d", &pid) == 1 || sscanf(line, "exit %d", &status) == 1)
             ;
         else if (!err.code) {
             size_t n = strcspn(line, "\n");

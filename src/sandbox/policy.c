@@ -27,7 +27,6 @@
 #include "base/util.h"
 
 static struct sock_fprog filter;
-static int filter_fd = -1; /* the same program in a sealed memfd, for the sandbox helper */
 
 /* Denied with EPERM: mounts, namespaces, kernel modules and keyrings, BPF, tracing the kernel,
  * clock and host administration. */
@@ -126,7 +125,7 @@ int policy_init(struct err *err)
         seccomp_release(ctx);
         return err_set(err, r, "cannot build seccomp filter: %s", strerror(-r));
     }
-    _cleanup_close_ int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    _cleanup_close_ int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
     if (fd < 0) {
         seccomp_release(ctx);
         return err_set(err, -errno, "memfd_create: %s", strerror(errno));
@@ -146,19 +145,10 @@ int policy_init(struct err *err)
     free(filter.filter);
     filter.filter = prog;
     filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
-    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-    if (filter_fd >= 0)
-        close(filter_fd);
-    filter_fd = TAKE_FD(fd);
     return 0;
 }
 
 int policy_apply_child(void)
 {
     return confine_apply(filter.filter ? &filter : NULL);
-}
-
-int policy_filter_fd(void)
-{
-    return filter_fd;
 }

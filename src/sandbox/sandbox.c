@@ -604,38 +604,6 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
     log_info("sandbox stopped sbx=%s user=%s reason=%s", sbx->id, sbx->user_id, reason);
 }
 
-static int remove_tree(int dirfd, const char *name, int depth)
-{
-    struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-    if (depth > 256)
-        return -ELOOP;
-    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -errno;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int rr = remove_tree(fd, de->d_name, depth + 1);
-        if (rr < 0 && r == 0)
-            r = rr;
-    }
-    closedir(d);
-    if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        r = -errno;
-    return r;
-}
-
 int sandbox_wipe(struct sandbox *sbx, struct err *err)
 {
     char path[PATH_MAX];
@@ -649,7 +617,7 @@ int sandbox_wipe(struct sandbox *sbx, struct err *err)
         return err_set(err, -errno, "cannot open '%s': %s", sbx->dir, strerror(errno));
     static const char *const parts[] = {"disk.img", "disk", "upper", "work", "workspace"};
     for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
-        if ((r = remove_tree(dfd, parts[i], 0)) < 0)
+        if ((r = tree_remove(dfd, parts[i])) < 0)
             return err_set(err, r, "cannot remove '%s/%s': %s", sbx->dir, parts[i], strerror(-r));
     return 0;
 }

@@ -3,9 +3,10 @@
  *
  * A sandbox is an init process (PID 1 of its own pid namespace) holding user, mount, pid, net,
  * uts, ipc and cgroup namespaces over an overlayfs root. The server keeps a pidfd on it; an exec
- * forks, joins those namespaces, forks again into the pid namespace, drops privileges, applies
- * seccomp and execs. Sandboxes are not children that die with the server: a restarted server
- * re-adopts them from the database.
+ * is sent to the init over its control socket and the init forks the command, which inherits
+ * the namespaces, cgroup and policy; a file operation forks a worker that joins the sandbox with
+ * setns. Sandboxes are not children that die with the server: a restarted server re-adopts them
+ * from the database.
  *
  * Everything here runs on the main loop thread; slow work (mkfs, mounts, waiting for a command)
  * happens in child processes whose pipes the loop watches. */

@@ -5,6 +5,7 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "base/err.h"
@@ -50,8 +51,6 @@ int policy_init(struct err *err);
  * to the sandbox set, set no_new_privs, rlimits and the seccomp filter. Async-signal-safe; returns
  * 0 or -errno. */
 int policy_apply_child(void);
-/* The filter as a sealed memfd (raw struct sock_filter array) for the sandbox helper. */
-int policy_filter_fd(void);
 
 /* --- template (template.c) --- */
 
@@ -64,6 +63,16 @@ struct template_info {
 };
 int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
                      struct template_info *out, struct err *err);
+
+/* --- directory trees (tree.c) --- */
+
+typedef int (*tree_fn)(int dirfd, const char *name, const struct stat *st, void *ctx);
+/* Call fn for name (below dirfd) and everything under it, directories after their contents,
+ * never following symlinks nor entering another filesystem. A missing name is 0; stops at the
+ * first error (negative errno). */
+int tree_walk(int dirfd, const char *name, tree_fn fn, void *ctx);
+/* Remove name and everything under it on its filesystem (a missing name is not an error). */
+int tree_remove(int dirfd, const char *name);
 
 /* --- process plumbing (proc.c) --- */
 

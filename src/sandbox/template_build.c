@@ -56,7 +56,6 @@
 /* Certificate authorities the host's administrator added (update-ca-certificates(8)). */
 #define LOCAL_CAS "/usr/local/share/ca-certificates"
 #define LOCAL_CA_MAX (256 * 1024)
-#define WALK_DEPTH_MAX 256
 
 static const char *const packages[] = {"python3", "python3-pip",     "python3-venv",
                                        "git",     "build-essential", "ca-certificates",
@@ -262,49 +261,7 @@ static int run(struct run *r, struct err *err)
     return err_set(err, -EIO, "'%s' exited with status %d", r->argv[0], WEXITSTATUS(status));
 }
 
-/* --- walking trees --- */
-
-typedef int (*walk_fn)(int dirfd, const char *name, const struct stat *st, void *ctx);
-
-/* Call fn for name (below dirfd) and everything under it, directories after their contents,
- * without following symlinks or leaving the filesystem of name (entries on another one are
- * skipped). Stops at the first error fn returns. */
-static int walk(int dirfd, const char *name, dev_t dev, int depth, walk_fn fn, void *ctx)
-{
-    struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (depth == 0)
-        dev = st.st_dev;
-    else if (st.st_dev != dev)
-        return 0;
-    if (S_ISDIR(st.st_mode)) {
-        if (depth >= WALK_DEPTH_MAX)
-            return -ELOOP;
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-            close(fd);
-            return -errno;
-        }
-        int r = 0;
-        struct dirent *de;
-        while (r == 0 && (de = readdir(d)))
-            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                r = walk(fd, de->d_name, dev, depth + 1, fn, ctx);
-        closedir(d);
-        if (r < 0)
-            return r;
-    }
-    return fn(dirfd, name, &st, ctx);
-}
-
-static int remove_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
-{
-    return unlinkat(dirfd, name, S_ISDIR(st->st_mode) ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
-}
+/* --- walking trees (tree.c) --- */
 
 static int chown_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
 {
@@ -321,7 +278,7 @@ static int size_entry(int dirfd, const char *name, const struct stat *st, void *
 /* Remove path and everything under it (never what is mounted below it). */
 static int remove_tree(const char *path)
 {
-    return walk(AT_FDCWD, path, 0, 0, remove_entry, NULL);
+    return tree_remove(AT_FDCWD, path);
 }
 
 /* --- the recipe --- */
@@ -563,7 +520,7 @@ static int own_skeleton(const char *rootfs, uid_t uid, struct err *err)
         return err_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
     for (size_t i = 0; i < ARRAY_SIZE(skeleton_whole); i++) {
         snprintf(path, sizeof(path), "%s/%s", rootfs, skeleton_whole[i]);
-        if ((r = walk(AT_FDCWD, path, 0, 0, chown_entry, &uid)) < 0)
+        if ((r = tree_walk(AT_FDCWD, path, chown_entry, &uid)) < 0)
             return err_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
     }
     for (size_t i = 0; i < ARRAY_SIZE(skeleton_dirs); i++) {
@@ -602,7 +559,7 @@ static int clean_tree(const char *rootfs, struct err *err)
                 continue;
             if (strcmp(de->d_name, "lock") == 0)
                 continue;
-            r = walk(dirfd(d), de->d_name, 0, 0, remove_entry, NULL);
+            r = tree_remove(dirfd(d), de->d_name);
         }
         closedir(d);
         if (r < 0)
@@ -891,7 +848,7 @@ static int update_or_build(const char *base, const char *dir, const char *tmp,
     }
     uint64_t bytes = 0;
     snprintf(rootfs, sizeof(rootfs), "%s/rootfs", tmp);
-    walk(AT_FDCWD, rootfs, 0, 0, size_entry, &bytes);
+    tree_walk(AT_FDCWD, rootfs, size_entry, &bytes);
     if ((r = replace_tree(base, tmp, dir, err)) < 0)
         return err_wrap(err, "template 'debian'");
     fprintf(stderr, "template debian: built in %lld s, %.0f MiB, in '%s' (recipe %.16s)\n",

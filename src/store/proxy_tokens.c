@@ -56,15 +56,6 @@ int store_proxy_token_revoke(struct store *st, const char *jti, struct err *err)
     return r < 0 ? r : 0;
 }
 
-int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err)
-{
-    int r = exec_jti(st,
-                     "UPDATE proxy_tokens SET revoked_at = coalesce(revoked_at, ?) "
-                     "WHERE run_id = ?",
-                     run_id, "revoke run tokens", err);
-    return r < 0 ? r : 0;
-}
-
 int store_proxy_token_check(struct store *st, const char *jti, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
@@ -100,27 +91,5 @@ int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tok
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE)
         return store_fail(st, rc, "record proxy usage", err);
-    return 0;
-}
-
-int store_proxy_token_get_usage(struct store *st, const char *jti, int64_t *requests,
-                                int64_t *input_tokens, int64_t *output_tokens, struct err *err)
-{
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "SELECT requests, input_tokens, output_tokens FROM proxy_tokens "
-                          "WHERE jti = ?",
-                          &s, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_text(s, 1, jti, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return err_set(err, -ENOENT, "unknown token");
-    if (rc != SQLITE_ROW)
-        return store_fail(st, rc, "read proxy usage", err);
-    *requests = sqlite3_column_int64(s, 0);
-    *input_tokens = sqlite3_column_int64(s, 1);
-    *output_tokens = sqlite3_column_int64(s, 2);
     return 0;
 }

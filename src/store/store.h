@@ -117,13 +117,8 @@ struct store_proxy_token {
 int store_proxy_token_add(struct store *st, const struct store_proxy_token *t, struct err *err);
 /* Revoke by jti (-ENOENT when unknown); revoking twice is not an error. */
 int store_proxy_token_revoke(struct store *st, const char *jti, struct err *err);
-/* Revoke every token of a run. */
-int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err);
 /* 0 when the token is known and not revoked; -EKEYREVOKED when revoked; -ENOENT when unknown. */
 int store_proxy_token_check(struct store *st, const char *jti, struct err *err);
 /* Add one request's usage to the token. */
 int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tokens,
                             int64_t output_tokens, struct err *err);
-/* Usage so far of one token: requests, input and output tokens. */
-int store_proxy_token_get_usage(struct store *st, const char *jti, int64_t *requests,
-                                int64_t *input_tokens, int64_t *output_tokens, struct err *err);
