@@ -24,7 +24,7 @@ LDLIBS  := $(PKG_LIBS) -lm
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # Every module except main.c goes into a library shared by the binary and the tests.
-LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' | sort))
+LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' -not -path '*/node_modules/*' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 PROVIDERS := $(sort $(wildcard proxy/*.json))
 GEN_SRC := $(BUILD)/gen/migrations.c $(BUILD)/gen/providers.c
@@ -167,9 +167,14 @@ deps-apt:
 	    SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
-deps-npm: tests/node_modules/.installed
+deps-npm: tests/node_modules/.installed src/runs/opencode/node_modules/.installed
 tests/node_modules/.installed: tests/package.json tests/package-lock.json
 	cd tests && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+# The OpenCode agent for runs (version pinned in its package.json), mounted into sandboxes.
+src/runs/opencode/node_modules/.installed: src/runs/opencode/package.json \
+                                           src/runs/opencode/package-lock.json
+	cd src/runs/opencode && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 install: $(BUILD)/sandbox-mcp

@@ -21,6 +21,7 @@
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
 #include "proxy/proxy.h"
+#include "runs/runs.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "version.h"
@@ -369,6 +370,60 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     return 0;
 }
 
+/* The OpenCode program: OPENCODE_BIN, else next to this binary, else where `make deps` installs
+ * it in the source tree (build/<variant>/../../src/runs/opencode). NULL when none exists. */
+static char *find_opencode(const struct config *cfg)
+{
+    const char *set = config_get(cfg, "OPENCODE_BIN");
+    if (set)
+        return access(set, X_OK) == 0 ? realpath(set, NULL) : NULL;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    static const char *const rel[] = {
+        "opencode",
+        "../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
+        "../../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", self, rel[i]);
+        if (access(p, X_OK) == 0)
+            return realpath(p, NULL);
+    }
+    return NULL;
+}
+
+/* Run settings (minutes and days, as operators write them). */
+static int load_runs_config(const struct config *cfg, struct runs_config *rc, struct err *err)
+{
+    uint64_t v;
+    memset(rc, 0, sizeof(*rc));
+    rc->data_dir = cfg->data_dir;
+    rc->public_url = cfg->public_url;
+    rc->default_model = config_get(cfg, "RUN_DEFAULT_MODEL");
+    rc->github_token = config_get(cfg, "GITHUB_TOKEN");
+    const char *local = config_get(cfg, "RUNS_ALLOW_LOCAL_REPOS");
+    rc->allow_local_repos = local && (strcmp(local, "1") == 0 || strcmp(local, "true") == 0);
+    if (config_get_u64(cfg, "RUN_TIMEOUT_MAX_MINUTES", 240, 1, 7 * 24 * 60, &v, err) < 0)
+        return err->code;
+    rc->timeout_max_ms = v * 60000;
+    if (config_get_u64(cfg, "RUN_TIMEOUT_MINUTES", 50 < v ? 50 : v, 1, v, &v, err) < 0)
+        return err->code;
+    rc->timeout_ms = v * 60000;
+    if (config_get_u64(cfg, "RUNS_MAX_RUNNING", 4, 1, 10000, &v, err) < 0)
+        return err->code;
+    rc->max_running = (unsigned)v;
+    if (config_get_u64(cfg, "RUNS_RETENTION_DAYS", 7, 0, 3650, &v, err) < 0)
+        return err->code;
+    rc->retention_ms = v * 24 * 3600 * 1000;
+    return 0;
+}
+
 static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
 {
     http_sandbox_listener(ctx, sandbox_id, fd);
@@ -408,12 +463,24 @@ static int cmd_serve(int argc, char **argv)
             "delete its files. Use server_info to check the connection.",
     };
     struct sandbox_config sc;
+    struct runs_config rc;
     struct err serr = {0};
-    if (load_sandbox_config(&cfg, &sc, &serr) < 0) {
+    _cleanup_free_ char *opencode = find_opencode(&cfg);
+    if (load_sandbox_config(&cfg, &sc, &serr) < 0 || load_runs_config(&cfg, &rc, &serr) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
         store_close(st);
         config_release(&cfg);
         return 2;
+    }
+    _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;
+    if (opencode) {
+        /* The agents' programs are mounted into every sandbox, read-only. */
+        *strrchr(agent_dir, '/') = '\0';
+        sc.agent_dir = agent_dir;
+        log_info("runs agent=opencode program=%s", opencode);
+    } else {
+        log_warn("runs agent=opencode program=none note=\"runs will fail until OpenCode is "
+                 "installed (make deps) or OPENCODE_BIN names it\"");
     }
     struct sandbox_manager *sandboxes = NULL;
     if (sandbox_manager_new(&sc, st, &sandboxes, &serr) < 0)
@@ -456,7 +523,21 @@ static int cmd_serve(int argc, char **argv)
         free(cfg.public_url);
         cfg.public_url = xasprintf("http://%s", http_server_address(http));
     }
+    struct runs *runs = NULL;
+    const char *runs_unavailable = "sandboxes are unavailable";
+    if (sandboxes) {
+        rc.public_url = cfg.public_url;
+        rc.opencode_bin = opencode;
+        rc.jwt_key = secret;
+        rc.jwt_keylen = strlen(secret);
+        if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
+            log_error("runs unavailable err=\"%s\"", err.msg);
+            runs_unavailable = err.msg;
+        }
+    }
+    tools_runs_register(mcp, runs, st, runs_unavailable);
     if (first_start(&cfg, st) < 0) {
+        runs_free(runs);
         http_server_free(http);
         proxy_free(proxy);
         mcp_server_free(mcp);
@@ -468,6 +549,7 @@ static int cmd_serve(int argc, char **argv)
     log_info("serve start version=%s data_dir=%s public_url=%s", SANDBOX_MCP_VERSION, cfg.data_dir,
              cfg.public_url);
     http_server_run(http);
+    runs_free(runs);
     http_server_free(http);
     proxy_free(proxy);
     mcp_server_free(mcp);

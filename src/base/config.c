@@ -42,6 +42,13 @@ const char *const config_known_keys[] = {
     "FILE_MAX_BYTES",
     "PROXY_MAX_REQUEST_BYTES",
     "PROXY_STALL_SECONDS",
+    "OPENCODE_BIN",
+    "RUN_DEFAULT_MODEL",
+    "RUN_TIMEOUT_MINUTES",
+    "RUN_TIMEOUT_MAX_MINUTES",
+    "RUNS_MAX_RUNNING",
+    "RUNS_RETENTION_DAYS",
+    "RUNS_ALLOW_LOCAL_REPOS",
     NULL,
 };
 

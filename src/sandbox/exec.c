@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -397,17 +398,15 @@ static void free_strv(char **v)
 
 /* The request for the sandbox's init: a 4-byte length, then cwd, argv and envp as
  * NUL-separated lists each ended by an empty string (see helper/init.c). */
-static char *build_request(const char *cwd, const char *command, char **envp, uint32_t *len)
+static char *build_request(const char *cwd, const char *const *argv, char **envp, uint32_t *len)
 {
     struct buf b;
     buf_init(&b, 0);
     uint32_t zero = 0;
     buf_append(&b, &zero, sizeof(zero));
     buf_append(&b, cwd, strlen(cwd) + 1);
-    static const char *const sh[] = {"/bin/sh", "-c"};
-    for (size_t i = 0; i < 2; i++)
-        buf_append(&b, sh[i], strlen(sh[i]) + 1);
-    buf_append(&b, command, strlen(command) + 1);
+    for (size_t i = 0; argv[i]; i++)
+        buf_append(&b, argv[i], strlen(argv[i]) + 1);
     buf_append(&b, "", 1);
     for (size_t i = 0; envp[i]; i++)
         buf_append(&b, envp[i], strlen(envp[i]) + 1);
@@ -421,8 +420,8 @@ static char *build_request(const char *cwd, const char *command, char **envp, ui
 
 /* Hand a command to the sandbox's init over its control socket, with the command's stdin,
  * stdout and stderr attached. Returns the connection, on which the init reports. */
-static int send_to_init(struct sandbox *sbx, const char *cwd, const struct sandbox_exec_opts *opts,
-                        int in, int out, int errfd, struct err *err)
+static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
+                        const char *const *env, int in, int out, int errfd, struct err *err)
 {
     char path[108];
     snprintf(path, sizeof(path), "/proc/self/fd/%d/ctl.sock", sbx->dirfd);
@@ -439,9 +438,9 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const struct sandb
                        "container_initialize",
                        strerror(e));
     }
-    char **envp = build_env(opts->env, cwd);
+    char **envp = build_env(env, cwd);
     uint32_t len;
-    char *req = build_request(cwd, opts->command, envp, &len);
+    char *req = build_request(cwd, argv, envp, &len);
     free_strv(envp);
     int fds[3] = {in, out, errfd};
     union {
@@ -567,7 +566,9 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         }
         return NULL;
     }
-    int conn = send_to_init(sbx, cwd, opts, in[0], out[1], errp[1], err);
+    const char *argv[] = {"/bin/sh", "-c", opts->command, NULL};
+    int conn = send_to_init(sbx, cwd, argv, opts->env, opts->stdin_fd > 0 ? opts->stdin_fd : in[0],
+                            out[1], errp[1], err);
     close(in[0]);
     close(out[1]);
     close(errp[1]);
@@ -610,6 +611,90 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     ex->conn_fd = conn;
     proc_watch_start(&ex->report, 0, conn, 4096, on_report);
     return ex;
+}
+
+int sandbox_spawn(struct sandbox *sbx, const struct sandbox_spawn_opts *opts, int *pid,
+                  struct err *err)
+{
+    if (sbx->state != SBX_RUNNING)
+        return err_set(err, -ESRCH, "sandbox '%s' is not running", sbx->id);
+    const char *cwd = opts->cwd && *opts->cwd ? opts->cwd : "/workspace";
+    int conn = send_to_init(sbx, cwd, opts->argv, opts->env, opts->stdio[0], opts->stdio[1],
+                            opts->stdio[2], err);
+    if (conn < 0)
+        return conn;
+    /* The init forks and answers at once; a failed exec follows within the same moment. */
+    char line[256];
+    size_t len = 0;
+    struct pollfd pfd = {.fd = conn, .events = POLLIN};
+    int64_t deadline = time_mono_ms() + 5000;
+    while (len < sizeof(line) - 1 && !memchr(line, '\n', len)) {
+        int64_t left = deadline - time_mono_ms();
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            break;
+        ssize_t n = read(conn, line + len, sizeof(line) - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(conn);
+    line[len] = '\0';
+    if (sscanf(line, "pid %d", pid) == 1 && *pid > 0)
+        return 0;
+    line[strcspn(line, "\n")] = '\0';
+    return err_set(err, -EIO, "cannot start the process: %s",
+                   len ? line : "the sandbox did not answer");
+}
+
+/* The host pid of sbx's process whose pid inside the sandbox is pid; 0 when there is none. */
+static pid_t host_pid_of(struct sandbox *sbx, int pid)
+{
+    char procs[4][PATH_MAX];
+    int n = cgroup_procs_paths(sbx->cgroup, procs, 4);
+    for (int i = 0; i < n; i++) {
+        _cleanup_fclose_ FILE *f = fopen(procs[i], "re");
+        if (!f)
+            continue;
+        long hp;
+        while (fscanf(f, "%ld", &hp) == 1) {
+            char path[64], buf[4096];
+            snprintf(path, sizeof(path), "/proc/%ld/status", hp);
+            _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+            ssize_t got = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+            if (got <= 0)
+                continue;
+            buf[got] = '\0';
+            /* "NSpid:\t<host>\t...\t<innermost>" */
+            char *ns = strstr(buf, "\nNSpid:");
+            if (!ns)
+                continue;
+            ns[strcspn(ns + 1, "\n") + 1] = '\0';
+            char *last = strrchr(ns, '\t');
+            if (last && atoi(last + 1) == pid)
+                return (pid_t)hp;
+        }
+        return 0; /* every process is in each hierarchy's group: one file is enough */
+    }
+    return 0;
+}
+
+bool sandbox_pid_alive(struct sandbox *sbx, int pid)
+{
+    if (sbx->state != SBX_RUNNING || pid <= 0)
+        return false;
+    pid_t hp = host_pid_of(sbx, pid);
+    return hp > 0 && proc_start_time(hp) != 0;
+}
+
+int sandbox_kill_group(struct sandbox *sbx, int pid)
+{
+    pid_t hp = sbx->state == SBX_RUNNING && pid > 0 ? host_pid_of(sbx, pid) : 0;
+    if (hp <= 0)
+        return -ESRCH;
+    /* The process leads its own session, so its group id is its pid (as the host sees it). */
+    kill(-hp, SIGKILL);
+    kill(hp, SIGKILL);
+    return 0;
 }
 
 /* --- file operations --- */

@@ -156,6 +156,8 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     m->template_name = xstrdup(cfg->template_name ? cfg->template_name : "host");
     m->cfg.data_dir = m->data_dir;
     m->cfg.template_name = m->template_name;
+    m->agent_dir = cfg->agent_dir ? xstrdup(cfg->agent_dir) : NULL;
+    m->cfg.agent_dir = m->agent_dir;
     m->store = store;
     m->init_memfd = -1;
     int r;
@@ -241,12 +243,13 @@ void sandbox_manager_free(struct sandbox_manager *m)
         close(m->init_memfd);
     free(m->data_dir);
     free(m->template_name);
+    free(m->agent_dir);
     free(m);
 }
 
 /* The sandbox struct for (user, session), loading or creating its row. */
 static int lookup(struct sandbox_manager *m, const char *user_id, const char *session_id,
-                  struct sandbox **out, struct err *err)
+                  bool create, struct sandbox **out, struct err *err)
 {
     const char *sid = session_id ? session_id : "";
     for (struct sandbox *s = m->all; s; s = s->next)
@@ -256,12 +259,13 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
         }
     struct store_sandbox row;
     int r = store_sandbox_find(m->store, user_id, sid, &row, err);
-    if (r == -ENOENT && *sid)
+    if (r == -ENOENT && *sid && !create)
         return err_set(err, -ENOENT, "session '%s' not found", sid);
     if (r == -ENOENT) {
         memset(&row, 0, sizeof(row));
         id_new("sbx", row.id);
         snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
+        snprintf(row.session_id, sizeof(row.session_id), "%s", sid);
         snprintf(row.template_name, sizeof(row.template_name), "%s", m->tmpl.name);
         row.created_at = time_now_ms();
         if ((r = store_sandbox_insert(m->store, &row, err)) < 0)
@@ -274,6 +278,20 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
         return err_set(err, -errno, "cannot create '%s': %s", sbx->dir, strerror(errno));
     *out = sbx;
     return 0;
+}
+
+int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, const char *session_id,
+                            struct err *err)
+{
+    struct sandbox *sbx = NULL;
+    int r = lookup(m, user_id, session_id, false, &sbx, err);
+    if (r < 0)
+        return r;
+    if (sbx->holds > 0 || sbx->state == SBX_STARTING)
+        return err_set(err, -EBUSY, "sandbox '%s' is in use", sbx->id);
+    if (sbx->state == SBX_RUNNING)
+        sandbox_stop(sbx, "discarded");
+    return sandbox_wipe(sbx, err);
 }
 
 static bool sandbox_busy(struct sandbox *s)
@@ -307,7 +325,7 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
 {
     struct err err = {0};
     struct sandbox *sbx = NULL;
-    if (lookup(m, opts->user_id, opts->session_id, &sbx, &err) < 0) {
+    if (lookup(m, opts->user_id, opts->session_id, opts->create, &sbx, &err) < 0) {
         cb(ctx, NULL, &err);
         return NULL;
     }

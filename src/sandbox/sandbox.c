@@ -63,6 +63,7 @@ struct plan {
     char overlay_opts[3 * PATH_MAX + 64];
     int nbinds;
     char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
+    char opt_dir[PATH_MAX]; /* created for the agents mount, "" when there is none */
     char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
     char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
     int ncg;
@@ -350,6 +351,8 @@ static void child_setup(struct plan *p)
         FAIL("make mounts private");
     if (mount("overlay", p->root, "overlay", MS_NOSUID | MS_NODEV, p->overlay_opts) < 0)
         FAIL("mount overlay root");
+    if (p->opt_dir[0])
+        mkdir(p->opt_dir, 0755);
     for (int i = 0; i < p->nbinds; i++) {
         mkdir(p->bind_dst[i], 0755);
         bind_ro(p, p->bind_src[i], p->bind_dst[i], 0);
@@ -417,9 +420,15 @@ static void plan_init(struct plan *p, struct sandbox *sbx)
     snprintf(p->root, sizeof(p->root), "%s/root", sbx->dir);
     snprintf(p->overlay_opts, sizeof(p->overlay_opts), "lowerdir=%s,upperdir=%s,workdir=%s",
              m->tmpl.rootfs, p->upper, p->work);
-    for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS; i++) {
+    for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS - 1; i++) {
         snprintf(p->bind_src[i], sizeof(p->bind_src[i]), "%s", m->tmpl.binds[i]);
         snprintf(p->bind_dst[i], sizeof(p->bind_dst[i]), "%s%s", p->root, m->tmpl.binds[i]);
+        p->nbinds++;
+    }
+    if (m->agent_dir) {
+        snprintf(p->bind_src[p->nbinds], sizeof(p->bind_src[0]), "%s", m->agent_dir);
+        snprintf(p->bind_dst[p->nbinds], sizeof(p->bind_dst[0]), "%s/opt/agents", p->root);
+        snprintf(p->opt_dir, sizeof(p->opt_dir), "%s/opt", p->root);
         p->nbinds++;
     }
     snprintf(p->ws_dst, sizeof(p->ws_dst), "%s/workspace", p->root);

@@ -38,6 +38,7 @@ struct sandbox_config {
     uint64_t exec_timeout_max; /* largest timeout a client may ask for */
     size_t output_bytes;       /* default cap per output stream */
     size_t file_max_bytes;     /* largest file write/read */
+    const char *agent_dir;     /* host directory mounted read-only at /opt/agents, or NULL */
 };
 
 /* Fill cfg with the built-in defaults (data_dir left NULL). */
@@ -70,6 +71,11 @@ void sandbox_manager_list(struct sandbox_manager *m,
 typedef void (*sandbox_listener_fn)(void *ctx, const char *sandbox_id, int fd);
 void sandbox_manager_set_listener(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx);
 
+/* Stop the sandbox of (user_id, session_id) and remove its files (retention of finished
+ * sessions). Returns 0, -ENOENT when it has none, -EBUSY while it is held. */
+int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, const char *session_id,
+                            struct err *err);
+
 /* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);
 
@@ -96,6 +102,7 @@ struct sandbox_acquire_opts {
     const char *user_id;
     const char *session_id; /* NULL: the user's own sandbox */
     bool fresh;             /* kill, discard the writable layer and workspace, start again */
+    bool create;            /* with session_id: create the session's sandbox if it has none */
 };
 
 /* Get the caller's sandbox running, starting it (or restarting it fresh) when needed. cb may run
@@ -129,6 +136,7 @@ struct sandbox_exec_opts {
     const char *const *env; /* extra NAME=VALUE entries, NULL-terminated, or NULL */
     const void *stdin_data; /* bytes fed to stdin (then EOF), or NULL for /dev/null */
     size_t stdin_len;
+    int stdin_fd;        /* > 0: a host descriptor read as stdin instead (e.g. a file) */
     uint64_t timeout_ms; /* 0 = the configured default */
     size_t output_bytes; /* cap per stream; 0 = the configured default */
 };
@@ -158,6 +166,24 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
                                         void *ctx, struct err *err);
 /* Kill the command's process group now; on_done still runs (with signal set). */
 void sandbox_exec_kill(struct sandbox_exec *ex);
+
+/* --- processes that outlive the server (agents of runs) --- */
+
+struct sandbox_spawn_opts {
+    const char *const *argv; /* absolute program path first; NULL-terminated */
+    const char *cwd;         /* inside the sandbox */
+    const char *const *env;  /* NAME=VALUE, NULL-terminated: the whole environment */
+    int stdio[3];            /* stdin, stdout, stderr: host descriptors handed to the process */
+};
+/* Start a process in sbx (which the caller holds) in a session of its own. It belongs to the
+ * sandbox, not to this server: it runs on when the server exits. Blocks for the init's answer
+ * (a fork's time). Returns 0 and its pid inside the sandbox, or a negative errno with err. */
+int sandbox_spawn(struct sandbox *sbx, const struct sandbox_spawn_opts *opts, int *pid,
+                  struct err *err);
+/* Whether process pid (inside the sandbox) still runs. */
+bool sandbox_pid_alive(struct sandbox *sbx, int pid);
+/* Kill process group pid (inside the sandbox) with SIGKILL. Returns 0 or -ESRCH. */
+int sandbox_kill_group(struct sandbox *sbx, int pid);
 
 /* --- files --- */
 

@@ -10,6 +10,7 @@
 
 #include "base/err.h"
 #include "base/loop.h"
+#include "base/proc_watch.h"
 #include "sandbox/sandbox.h"
 
 #define SANDBOX_ID_MAX 48
@@ -76,30 +77,12 @@ int tree_remove(int dirfd, const char *name);
 
 /* --- process plumbing (proc.c) --- */
 
-/* A report channel watched by the loop; done is called once with every byte written to it
- * (capped) after it closed, and the child pid (when > 0) is reaped. */
-struct proc_watch {
-    pid_t pid;
-    h2o_socket_t *sock;
-    char *data;
-    size_t len, cap, max;
-    bool overflow;
-    void (*done)(struct proc_watch *w, int wait_status);
-};
-/* Take ownership of fd (the read end) and start watching; max caps what is kept. */
-void proc_watch_start(struct proc_watch *w, pid_t pid, int fd, size_t max,
-                      void (*done)(struct proc_watch *w, int wait_status));
-/* Stop watching without calling done (the child is still reaped in the background). */
-void proc_watch_abandon(struct proc_watch *w);
-
 /* Write the whole buffer to fd (child side, async-signal-safe). */
 void child_report(int fd, const char *stage, int errnum);
 /* Read /proc/<pid>/stat's start time (clock ticks since boot); 0 when the process is gone. */
 uint64_t proc_start_time(pid_t pid);
 /* pidfd_open(2) wrapper. */
 int pidfd_open_pid(pid_t pid);
-/* Reap pid in the background when it exits (non-blocking, checked on each call). */
-void proc_reap_later(pid_t pid);
 
 /* --- sandboxes and their manager (sandbox.c, manager.c) --- */
 
@@ -142,6 +125,7 @@ struct sandbox_manager {
     struct sandbox_config cfg;
     char *data_dir;
     char *template_name;
+    char *agent_dir;
     struct store *store;
     struct template_info tmpl;
     int init_memfd; /* sealed, read-only: the sandbox helper (init and enter) */

@@ -93,3 +93,10 @@ int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tok
         return store_fail(st, rc, "record proxy usage", err);
     return 0;
 }
+
+int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err)
+{
+    return exec_jti(
+        st, "UPDATE proxy_tokens SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL",
+        run_id, "revoke run tokens", err);
+}

@@ -122,3 +122,114 @@ int store_proxy_token_check(struct store *st, const char *jti, struct err *err);
 /* Add one request's usage to the token. */
 int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tokens,
                             int64_t output_tokens, struct err *err);
+/* Revoke every token minted for a run (when it ends). Returns how many were revoked, or < 0. */
+int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err);
+
+/* --- sessions and runs --- */
+
+struct store_session {
+    char id[64];
+    char user_id[64];
+    char agent[32];
+    char agent_session[128]; /* "" until the agent named its conversation */
+    char repository[2048];   /* "" until a run named one */
+    int64_t created_at, last_run_at, cleaned_at;
+};
+
+int store_session_create(struct store *st, const struct store_session *s, struct err *err);
+/* The session id of user_id; -ENOENT when there is none (or it is another user's). */
+int store_session_get(struct store *st, const char *user_id, const char *id,
+                      struct store_session *out, struct err *err);
+/* Record the agent's conversation id, the repository and the time of the latest run (NULL or
+ * "" strings keep what is there). */
+int store_session_update(struct store *st, const char *id, const char *agent_session,
+                         const char *repository, int64_t last_run_at, struct err *err);
+/* Sessions whose last run ended before `before` (ms) and whose workspace is still there, with
+ * no run queued or running. */
+int store_session_list_expired(struct store *st, int64_t before,
+                               void (*fn)(const struct store_session *s, void *ctx), void *ctx,
+                               struct err *err);
+int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, struct err *err);
+
+#define STORE_RUN_STATUS_MAX 16
+
+/* A run row. The long texts are malloc'd (NULL when absent) and freed by store_run_release(). */
+struct store_run {
+    int64_t n; /* creation order */
+    char id[64], user_id[64], session_id[64];
+    char status[STORE_RUN_STATUS_MAX];
+    char model[128], agent[32];
+    char branch[256];
+    char workdir[512];
+    char base_commit[64];
+    char *task, *title, *repository, *status_reason, *summary, *error, *changes;
+    int64_t timeout_ms;
+    int64_t created_at, started_at, finished_at; /* ms, 0 = not yet */
+    int64_t agent_pid;
+    int64_t events_offset, event_count;
+    int exit_code; /* -1 = unknown */
+    int success;   /* -1 = not finished */
+    int64_t input_tokens, output_tokens;
+    double cost;
+};
+void store_run_release(struct store_run *r);
+
+/* Insert a new queued run (and its first transition). */
+int store_run_insert(struct store *st, const struct store_run *r, struct err *err);
+/* Load run id; with user_id set, a run of another user is -ENOENT too. */
+int store_run_get(struct store *st, const char *user_id, const char *id, struct store_run *out,
+                  struct err *err);
+/* Move a run to status with a reason, recording the transition; running sets started_at, the
+ * final statuses set finished_at. A final status is never left: -EALREADY then. */
+int store_run_transition(struct store *st, const char *id, const char *status, const char *reason,
+                         int64_t at, struct err *err);
+/* Record where the agent works (workdir, branch, starting commit) and its process. */
+int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
+                          const char *base_commit, int64_t agent_pid, struct err *err);
+/* Record the outcome (before the final transition); a NULL summary or error keeps the one the
+ * events gave. */
+int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
+                          const char *error, const char *changes, int exit_code, struct err *err);
+
+struct store_run_event {
+    int64_t time;
+    const char *type, *summary, *raw;
+    const char *text;  /* the agent's words: becomes the run's summary (NULL: no change) */
+    const char *error; /* an error the agent reported: becomes the run's error (NULL: none) */
+    int64_t input_tokens, output_tokens;
+    double cost;
+};
+/* Append events (numbered after the run's last) and move the run's offset to new_offset, in one
+ * transaction: an event is stored exactly once however often ingest is interrupted. Usage is
+ * added to the run's; the latest text and error become its summary and error. */
+int store_run_add_events(struct store *st, const char *run_id, const struct store_run_event *ev,
+                         size_t n, int64_t new_offset, struct err *err);
+
+struct store_run_list_opts {
+    const char *user_id;
+    const char *session_id; /* NULL = all sessions */
+    const char *status;     /* NULL = any */
+    int64_t before;         /* only runs with n < before; 0 = from the newest */
+    unsigned limit;
+};
+/* Runs newest first; fn gets each (valid during the call). *more tells whether older ones
+ * match too. */
+int store_run_list(struct store *st, const struct store_run_list_opts *o,
+                   void (*fn)(const struct store_run *r, void *ctx), void *ctx, bool *more,
+                   struct err *err);
+/* Runs queued or running, oldest first (for the engine at start). */
+int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r, void *ctx),
+                          void *ctx, struct err *err);
+
+struct store_run_event_row {
+    int64_t seq, time;
+    const char *type, *summary, *raw;
+};
+/* Events of a run with seq > after, in order, at most limit. */
+int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
+                     void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
+                     struct err *err);
+/* Transitions of a run, oldest first. */
+int store_run_transitions(struct store *st, const char *run_id,
+                          void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),
+                          void *ctx, struct err *err);

@@ -121,4 +121,151 @@ TEST(users_and_tokens)
     free(path);
 }
 
+static void make_run(struct store *st, const char *user, const char *session, int i, char id[64])
+{
+    struct err err = {0};
+    struct store_run r = {0};
+    snprintf(r.id, sizeof(r.id), "run_%s_%d", user, i);
+    snprintf(r.user_id, sizeof(r.user_id), "%s", user);
+    snprintf(r.session_id, sizeof(r.session_id), "%s", session);
+    snprintf(r.model, sizeof(r.model), "anthropic/x");
+    snprintf(r.agent, sizeof(r.agent), "opencode");
+    r.task = (char *)"do it";
+    r.status_reason = (char *)"accepted";
+    r.timeout_ms = 60000;
+    r.created_at = 1000 + i;
+    CHECK_INT_EQ(store_run_insert(st, &r, &err), 0);
+    snprintf(id, 64, "%s", r.id);
+}
+
+static void count_run(const struct store_run *r, void *ctx)
+{
+    (*(int *)ctx)++;
+}
+
+struct page {
+    int count;
+    int64_t n[8];
+    char id[8][64];
+};
+
+static void collect_run(const struct store_run *r, void *ctx)
+{
+    struct page *p = ctx;
+    if (p->count < 8) {
+        p->n[p->count] = r->n;
+        snprintf(p->id[p->count], sizeof(p->id[0]), "%s", r->id);
+        p->count++;
+    }
+}
+
+static void count_transition(int64_t at, const char *status, const char *reason, void *ctx)
+{
+    (*(int *)ctx)++;
+}
+
+static void last_event(const struct store_run_event_row *e, void *ctx)
+{
+    *(int64_t *)ctx = e->seq;
+}
+
+TEST(runs_transitions_events_and_pages)
+{
+    char *path = temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user a, b;
+    CHECK_INT_EQ(store_user_add(st, "alice", &a, &err), 0);
+    CHECK_INT_EQ(store_user_add(st, "bob", &b, &err), 0);
+    struct store_session ses = {0};
+    snprintf(ses.id, sizeof(ses.id), "ses_a");
+    snprintf(ses.user_id, sizeof(ses.user_id), "%s", a.id);
+    snprintf(ses.agent, sizeof(ses.agent), "opencode");
+    CHECK_INT_EQ(store_session_create(st, &ses, &err), 0);
+    struct store_session got;
+    CHECK_INT_EQ(store_session_get(st, b.id, "ses_a", &got, &err), -ENOENT);
+    CHECK_INT_EQ(store_session_get(st, a.id, "ses_a", &got, &err), 0);
+
+    char ids[5][64];
+    for (int i = 0; i < 5; i++)
+        make_run(st, a.id, "ses_a", i, ids[i]);
+    struct store_run r = {0};
+    CHECK_INT_EQ(store_run_get(st, b.id, ids[0], &r, &err), -ENOENT);
+    CHECK_INT_EQ(store_run_get(st, a.id, ids[0], &r, &err), 0);
+    CHECK_STR_EQ(r.status, "queued");
+    store_run_release(&r);
+
+    /* a final status is never left */
+    CHECK_INT_EQ(store_run_transition(st, ids[0], "running", "go", 2000, &err), 0);
+    CHECK_INT_EQ(store_run_transition(st, ids[0], "succeeded", "done", 3000, &err), 0);
+    CHECK_INT_EQ(store_run_transition(st, ids[0], "failed", "late", 4000, &err), -EALREADY);
+    CHECK_INT_EQ(store_run_get(st, NULL, ids[0], &r, &err), 0);
+    CHECK_STR_EQ(r.status, "succeeded");
+    CHECK_INT_EQ(r.started_at, 2000);
+    CHECK_INT_EQ(r.finished_at, 3000);
+    store_run_release(&r);
+    int transitions = 0;
+    CHECK_INT_EQ(store_run_transitions(st, ids[0], count_transition, &transitions, &err), 0);
+    CHECK_INT_EQ(transitions, 3);
+
+    /* events: numbered in order, the offset moves with them, usage adds up */
+    struct store_run_event ev[2] = {
+        {.time = 1, .type = "text", .summary = "hi", .raw = "{}", .text = "hello"},
+        {.time = 2,
+         .type = "step_finish",
+         .summary = "",
+         .raw = "{}",
+         .input_tokens = 10,
+         .output_tokens = 3,
+         .cost = 0.5},
+    };
+    CHECK_INT_EQ(store_run_add_events(st, ids[1], ev, 2, 120, &err), 0);
+    CHECK_INT_EQ(store_run_add_events(st, ids[1], ev + 1, 1, 180, &err), 0);
+    CHECK_INT_EQ(store_run_get(st, NULL, ids[1], &r, &err), 0);
+    CHECK_INT_EQ(r.event_count, 3);
+    CHECK_INT_EQ(r.events_offset, 180);
+    CHECK_INT_EQ(r.input_tokens, 20);
+    CHECK_INT_EQ(r.output_tokens, 6);
+    CHECK_STR_EQ(r.summary, "hello");
+    store_run_release(&r);
+    int64_t last = 0;
+    CHECK_INT_EQ(store_run_events(st, ids[1], 0, 100, last_event, &last, &err), 0);
+    CHECK_INT_EQ(last, 3);
+
+    /* pages, newest first, each run once */
+    struct store_run_list_opts o = {.user_id = a.id, .limit = 2};
+    struct page seen = {0};
+    int pages = 0;
+    bool more = true;
+    while (more && pages < 5) {
+        CHECK_INT_EQ(store_run_list(st, &o, collect_run, &seen, &more, &err), 0);
+        o.before = seen.n[seen.count - 1];
+        pages++;
+    }
+    CHECK_INT_EQ(pages, 3);
+    CHECK_INT_EQ(seen.count, 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_STR_EQ(seen.id[i], ids[4 - i]);
+    int count = 0;
+    o = (struct store_run_list_opts){.user_id = b.id, .limit = 10};
+    CHECK_INT_EQ(store_run_list(st, &o, count_run, &count, &more, &err), 0);
+    CHECK_INT_EQ(count, 0);
+    o = (struct store_run_list_opts){.user_id = a.id, .status = "succeeded", .limit = 10};
+    CHECK_INT_EQ(store_run_list(st, &o, count_run, &count, &more, &err), 0);
+    CHECK_INT_EQ(count, 1);
+
+    /* run tokens are revoked together */
+    struct store_proxy_token t = {0};
+    snprintf(t.jti, sizeof(t.jti), "jti_1");
+    snprintf(t.user_id, sizeof(t.user_id), "%s", a.id);
+    snprintf(t.run_id, sizeof(t.run_id), "%s", ids[1]);
+    snprintf(t.services, sizeof(t.services), "anthropic");
+    CHECK_INT_EQ(store_proxy_token_add(st, &t, &err), 0);
+    CHECK_INT_EQ(store_proxy_token_revoke_run(st, ids[1], &err), 1);
+    CHECK_INT_EQ(store_proxy_token_check(st, "jti_1", &err), -EKEYREVOKED);
+    store_close(st);
+    free(path);
+}
+
 TEST_MAIN()

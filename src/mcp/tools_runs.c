@@ -1,0 +1,428 @@
+/* run_task, get_result, list_runs, cancel_run: fire-and-forget coding runs. The engine
+ * (src/runs) does the work; these read and shape what the store holds. Another user's runs and
+ * sessions are "not found", never "forbidden", so ids reveal nothing. */
+#include "mcp/tools.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "mcp/mcp.h"
+#include "runs/runs.h"
+#include "store/store.h"
+
+#define TASK_MAX 50000
+#define PREVIEW_CHARS 120
+#define WAIT_MAX_SECONDS 60
+
+struct tools_runs {
+    struct runs *runs; /* NULL when runs are unavailable */
+    char *unavailable;
+    struct store *st;
+};
+
+static struct tools_runs the_tools;
+
+static bool available(struct tools_runs *t, struct mcp_call *call)
+{
+    if (t->runs)
+        return true;
+    mcp_call_tool_error(call, "runs are unavailable on this server: %s", t->unavailable);
+    return false;
+}
+
+static json_t *time_or_null(int64_t ms)
+{
+    if (!ms)
+        return json_null();
+    char buf[32];
+    time_format_rfc3339(ms, buf);
+    return json_string(buf);
+}
+
+static const char *opt_str(const json_t *args, const char *key)
+{
+    const char *s = json_string_value(json_object_get(args, key));
+    return s && *s ? s : NULL;
+}
+
+static json_t *text_content(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *text_content(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0)
+        abort();
+    va_end(ap);
+    json_t *c = json_pack("[{s:s, s:s%}]", "type", "text", "text", text, strlen(text));
+    free(text);
+    return c;
+}
+
+/* --- run_task --- */
+
+static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    struct tools_runs *t = ctx;
+    if (!available(t, call))
+        return;
+    const struct mcp_principal *p = mcp_call_principal(call);
+    const json_t *tm = json_object_get(args, "timeout_minutes");
+    struct runs_submit s = {
+        .user_id = p->user_id,
+        .task = json_string_value(json_object_get(args, "task")),
+        .repository = opt_str(args, "repository"),
+        .branch = opt_str(args, "branch"),
+        .session_id = opt_str(args, "session_id"),
+        .model = opt_str(args, "model"),
+        .title = opt_str(args, "title"),
+        .agent = opt_str(args, "agent"),
+        .timeout_ms = tm ? (uint64_t)(json_number_value(tm) * 60000.0) : 0,
+    };
+    if (tm && s.timeout_ms == 0)
+        s.timeout_ms = 1;
+    char run_id[64], session_id[64], url[512];
+    struct err err = {0};
+    if (runs_submit(t->runs, &s, run_id, session_id, &err) < 0) {
+        mcp_call_tool_error(call, "%s", err.msg);
+        return;
+    }
+    runs_web_url(t->runs, run_id, url, sizeof(url));
+    json_t *sc = json_pack("{s:s, s:s, s:s, s:s}", "run_id", run_id, "session_id", session_id,
+                           "status", "queued", "web_url", url);
+    mcp_call_tool_result(call,
+                         text_content("Run %s queued in session %s. Check on it with get_result "
+                                      "(run_id %s), or watch it at %s",
+                                      run_id, session_id, run_id, url),
+                         sc, false);
+}
+
+/* --- get_result --- */
+
+struct get_job {
+    struct tools_runs *t;
+    struct mcp_call *call;
+    char run_id[64];
+    struct runs_waiter *waiter;
+};
+
+static void add_transition(int64_t at, const char *status, const char *reason, void *ctx)
+{
+    json_array_append_new(ctx, json_pack("{s:s, s:o, s:s}", "status", status, "at",
+                                         time_or_null(at), "reason", reason ? reason : ""));
+}
+
+static void set_latest(const struct store_run_event_row *e, void *ctx)
+{
+    json_t **out = ctx;
+    json_decref(*out);
+    *out = json_pack("{s:I, s:s, s:s, s:o}", "seq", (json_int_t)e->seq, "type", e->type, "summary",
+                     e->summary, "time", time_or_null(e->time));
+}
+
+static json_t *run_json(struct tools_runs *t, const struct store_run *r)
+{
+    char url[512];
+    runs_web_url(t->runs, r->id, url, sizeof(url));
+    json_t *changes = r->changes ? json_loads(r->changes, 0, NULL) : NULL;
+    if (!changes)
+        changes = json_null();
+    json_t *transitions = json_array();
+    struct err err = {0};
+    store_run_transitions(t->st, r->id, add_transition, transitions, &err);
+    json_t *latest = json_null();
+    if (r->event_count > 0)
+        store_run_events(t->st, r->id, r->event_count - 1, 1, set_latest, &latest, &err);
+    bool done = r->success >= 0 || r->finished_at;
+    json_t *result = json_pack("{s:o, s:s?, s:s?}", "success",
+                               done ? json_boolean(r->success == 1) : json_null(), "summary",
+                               r->summary, "error", r->error);
+    return json_pack(
+        "{s:s, s:s, s:s, s:s?, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:o, s:o, s:o, s:o, "
+        "s:{s:I, s:I, s:f}, s:I, s:o, s:o, s:s, s:o}",
+        "run_id", r->id, "session_id", r->session_id, "status", r->status, "status_reason",
+        r->status_reason, "task", r->task ? r->task : "", "title", r->title, "model", r->model,
+        "agent", r->agent, "repository", r->repository, "branch", r->branch[0] ? r->branch : NULL,
+        "created_at", time_or_null(r->created_at), "started_at", time_or_null(r->started_at),
+        "finished_at", time_or_null(r->finished_at), "result", result, "changes", changes, "usage",
+        "input_tokens", (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens,
+        "cost", r->cost, "event_count", (json_int_t)r->event_count, "latest_event", latest,
+        "transitions", transitions, "web_url", url, "exit_code",
+        r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
+}
+
+static void answer_result(void *ctx)
+{
+    struct get_job *j = ctx;
+    j->waiter = NULL;
+    const struct mcp_principal *p = mcp_call_principal(j->call);
+    struct store_run r = {0};
+    struct err err = {0};
+    if (store_run_get(j->t->st, p->user_id, j->run_id, &r, &err) < 0) {
+        mcp_call_tool_error(j->call, "%s", err.msg);
+    } else {
+        json_t *sc = run_json(j->t, &r);
+        bool active = strcmp(r.status, "queued") == 0 || strcmp(r.status, "running") == 0;
+        json_t *content;
+        if (active)
+            content =
+                text_content("Run %s is %s (%s); %lld events so far.", r.id, r.status,
+                             r.status_reason ? r.status_reason : "", (long long)r.event_count);
+        else
+            content =
+                text_content("Run %s %s.\n\n%s%s%s", r.id, r.status, r.summary ? r.summary : "",
+                             r.error ? "\n\nError: " : "", r.error ? r.error : "");
+        mcp_call_tool_result(j->call, content, sc, false);
+    }
+    store_run_release(&r);
+    free(j);
+}
+
+static void on_get_cancel(struct mcp_call *call, void *ctx)
+{
+    struct get_job *j = ctx;
+    if (j->waiter) {
+        runs_wait_cancel(j->waiter);
+        answer_result(j);
+    }
+}
+
+static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    struct tools_runs *t = ctx;
+    if (!available(t, call))
+        return;
+    const char *id = json_string_value(json_object_get(args, "run_id"));
+    const struct mcp_principal *p = mcp_call_principal(call);
+    struct store_run r = {0};
+    struct err err = {0};
+    int rc = store_run_get(t->st, p->user_id, id, &r, &err);
+    store_run_release(&r);
+    if (rc < 0) {
+        mcp_call_tool_error(call, "%s", err.msg);
+        return;
+    }
+    struct get_job *j = xcalloc(1, sizeof(*j));
+    j->t = t;
+    j->call = call;
+    snprintf(j->run_id, sizeof(j->run_id), "%s", id);
+    const json_t *ws = json_object_get(args, "wait_seconds");
+    uint64_t wait_ms = ws ? (uint64_t)(json_number_value(ws) * 1000.0) : 0;
+    j->waiter = runs_wait(t->runs, id, wait_ms, answer_result, j);
+    if (j->waiter)
+        mcp_call_on_cancel(call, on_get_cancel, j);
+}
+
+/* --- list_runs --- */
+
+struct list_ctx {
+    json_t *runs;
+    int64_t last_n;
+};
+
+static void add_run(const struct store_run *r, void *ctx)
+{
+    struct list_ctx *l = ctx;
+    const char *task = r->task ? r->task : "";
+    size_t n = strlen(task);
+    size_t cut = 0, chars = 0;
+    while (cut < n && chars < PREVIEW_CHARS) {
+        unsigned char c = (unsigned char)task[cut];
+        cut += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        chars++;
+    }
+    if (cut > n)
+        cut = n;
+    char *preview = xasprintf("%.*s%s", (int)cut, task, cut < n ? "…" : "");
+    for (char *p = preview; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+    json_array_append_new(l->runs,
+                          json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:o, s:o}", "run_id",
+                                    r->id, "session_id", r->session_id, "status", r->status,
+                                    "title", r->title, "task_preview", preview, "model", r->model,
+                                    "created_at", time_or_null(r->created_at), "finished_at",
+                                    time_or_null(r->finished_at), "success",
+                                    r->success >= 0 ? json_boolean(r->success == 1) : json_null()));
+    free(preview);
+    l->last_n = r->n;
+}
+
+static void tool_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    struct tools_runs *t = ctx;
+    if (!available(t, call))
+        return;
+    const struct mcp_principal *p = mcp_call_principal(call);
+    struct store_run_list_opts o = {
+        .user_id = p->user_id,
+        .session_id = opt_str(args, "session_id"),
+        .status = opt_str(args, "status"),
+        .limit = 10,
+    };
+    const json_t *lim = json_object_get(args, "limit");
+    if (lim)
+        o.limit = (unsigned)json_integer_value(lim);
+    const char *cursor = opt_str(args, "cursor");
+    if (cursor) {
+        char *end = NULL;
+        long long v = strtoll(cursor, &end, 10);
+        if (!end || *end || v <= 0) {
+            mcp_call_tool_error(call, "cursor '%s' is not one list_runs returned", cursor);
+            return;
+        }
+        o.before = v;
+    }
+    struct err err = {0};
+    if (o.session_id) {
+        struct store_session ses;
+        if (store_session_get(t->st, p->user_id, o.session_id, &ses, &err) < 0) {
+            mcp_call_tool_error(call, "%s", err.msg);
+            return;
+        }
+    }
+    struct list_ctx l = {.runs = json_array()};
+    bool more = false;
+    if (store_run_list(t->st, &o, add_run, &l, &more, &err) < 0) {
+        json_decref(l.runs);
+        mcp_call_tool_error(call, "%s", err.msg);
+        return;
+    }
+    char next[32] = "";
+    if (more)
+        snprintf(next, sizeof(next), "%lld", (long long)l.last_n);
+    size_t count = json_array_size(l.runs);
+    json_t *sc = json_pack("{s:o, s:b, s:s?}", "runs", l.runs, "has_more", more, "next_cursor",
+                           more ? next : NULL);
+    json_t *content;
+    if (count == 0) {
+        content = text_content("No runs.");
+    } else {
+        char *text = json_dumps(json_object_get(sc, "runs"), JSON_INDENT(1) | JSON_COMPACT);
+        content = text_content("%zu run%s%s\n%s", count, count == 1 ? "" : "s",
+                               more ? " (more with next_cursor)" : "", text);
+        free(text);
+    }
+    mcp_call_tool_result(call, content, sc, false);
+}
+
+/* --- cancel_run --- */
+
+static void tool_cancel_run(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    struct tools_runs *t = ctx;
+    if (!available(t, call))
+        return;
+    const char *id = json_string_value(json_object_get(args, "run_id"));
+    const struct mcp_principal *p = mcp_call_principal(call);
+    struct err err = {0};
+    if (runs_cancel(t->runs, p->user_id, id, &err) < 0) {
+        mcp_call_tool_error(call, "%s", err.msg);
+        return;
+    }
+    struct store_run r = {0};
+    store_run_get(t->st, p->user_id, id, &r, &err);
+    json_t *sc = json_pack("{s:s, s:s}", "run_id", id, "status", r.status[0] ? r.status : "");
+    mcp_call_tool_result(call, text_content("Run %s is %s.", id, r.status), sc, false);
+    store_run_release(&r);
+}
+
+/* --- registration --- */
+
+static const char run_task_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"task\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":50000,"
+    "\"description\":\"What the coding agent should do, as you would tell a colleague\"},"
+    "\"repository\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":2048,"
+    "\"description\":\"Git repository to work in (https URL); cloned into the session's "
+    "workspace. Omit to work in an empty workspace (or the session's)\"},"
+    "\"branch\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"
+    "\"description\":\"Branch to check out (default: the repository's default branch)\"},"
+    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+    "\"description\":\"Continue an earlier run's session: same sandbox, workspace and agent "
+    "conversation. Omit to start a new session\"},"
+    "\"model\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":120,"
+    "\"description\":\"provider/model (default anthropic/claude-sonnet-4-5)\"},"
+    "\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100,"
+    "\"description\":\"A short name for the run\"},"
+    "\"agent\":{\"type\":\"string\",\"enum\":[\"opencode\"],"
+    "\"description\":\"The coding agent (default opencode)\"},"
+    "\"timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":10080,"
+    "\"description\":\"Stop the agent after this long (default 50)\"}},"
+    "\"required\":[\"task\"],\"additionalProperties\":false}";
+
+static const char run_task_output[] =
+    "{\"type\":\"object\",\"properties\":{\"run_id\":{\"type\":\"string\"},"
+    "\"session_id\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
+    "\"web_url\":{\"type\":\"string\"}},"
+    "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
+
+static const char get_result_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"run_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+    "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,\"maximum\":60,"
+    "\"description\":\"Hold the call until the run ends or this many seconds pass\"}},"
+    "\"required\":[\"run_id\"],\"additionalProperties\":false}";
+
+static const char list_runs_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"queued\",\"running\",\"succeeded\","
+    "\"failed\",\"cancelled\"]},"
+    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100,\"description\":"
+    "\"Runs per page (default 10)\"},"
+    "\"cursor\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":32,\"description\":"
+    "\"next_cursor of the previous page\"}},\"additionalProperties\":false}";
+
+static const char cancel_run_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"run_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
+    "\"required\":[\"run_id\"],\"additionalProperties\":false}";
+
+void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store *st,
+                         const char *unavailable)
+{
+    struct tools_runs *t = &the_tools;
+    t->runs = runs;
+    t->st = st;
+    free(t->unavailable);
+    t->unavailable = xstrdup(unavailable ? unavailable : "unknown reason");
+    static const char run_task_desc[] =
+        "Hand a coding task to an agent (OpenCode) that works on it in its own sandbox, for "
+        "minutes or hours, while you are away. Returns at once with a run_id (check on it with "
+        "get_result) and a web_url where a person can watch it. Give a git repository to work "
+        "in; pass the session_id of an earlier run to continue in the same workspace and "
+        "conversation.";
+    static const char get_result_desc[] =
+        "The state and outcome of a run: status, the agent's summary or error, files changed "
+        "with insertions/deletions, the commits it made, token usage and cost, and its latest "
+        "event. wait_seconds holds the call until the run ends (at most 60 s).";
+    static const char list_runs_desc[] =
+        "Your runs, newest first, optionally of one session or status; pages with cursor "
+        "(has_more and next_cursor).";
+    static const char cancel_run_desc[] = "Stop a queued or running run; its status becomes "
+                                          "cancelled.";
+    const struct mcp_tool_def defs[] = {
+        {"run_task", "Start a coding run", run_task_desc, run_task_schema, run_task_output,
+         MCP_TOOL_OPEN_WORLD, tool_run_task, t},
+        {"get_result", "Get a run's result", get_result_desc, get_result_schema, NULL,
+         MCP_TOOL_READ_ONLY, tool_get_result, t},
+        {"list_runs", "List runs", list_runs_desc, list_runs_schema, NULL, MCP_TOOL_READ_ONLY,
+         tool_list_runs, t},
+        {"cancel_run", "Cancel a run", cancel_run_desc, cancel_run_schema, NULL,
+         MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_cancel_run, t},
+        /* the names of the original TypeScript sandbox-mcp, for clients written against it */
+        {"opencode_run_task", "Start a coding run", run_task_desc, run_task_schema, run_task_output,
+         MCP_TOOL_OPEN_WORLD | MCP_TOOL_HIDDEN, tool_run_task, t},
+        {"opencode_get_result", "Get a run's result", get_result_desc, get_result_schema, NULL,
+         MCP_TOOL_READ_ONLY | MCP_TOOL_HIDDEN, tool_get_result, t},
+        {"opencode_list_runs", "List runs", list_runs_desc, list_runs_schema, NULL,
+         MCP_TOOL_READ_ONLY | MCP_TOOL_HIDDEN, tool_list_runs, t},
+    };
+    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
+        mcp_server_add_tool(srv, &defs[i]);
+}

@@ -1,0 +1,70 @@
+#pragma once
+/* Agent adapters: how to start a coding agent and how to read its event stream. This is the
+ * reading side: an agent prints one JSON object per line on stdout, and its adapter's parser
+ * turns each line into an agent_event, a small agent-neutral record that the run engine stores
+ * and shows in timelines. Parsers are pure functions, safe from any thread; each event owns its
+ * strings. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum agent_event_kind {
+    AGENT_EV_STEP_START,  /* the model starts a turn */
+    AGENT_EV_TOOL_USE,    /* a tool call finished (completed or failed) */
+    AGENT_EV_STEP_FINISH, /* a turn ended, with its token counts and cost */
+    AGENT_EV_TEXT,        /* a finished block of the model's text */
+    AGENT_EV_REASONING,   /* a finished thinking block (OpenCode prints these with --thinking) */
+    AGENT_EV_ERROR,       /* the session failed (provider error after retries, context full) */
+    AGENT_EV_OTHER,       /* a JSON object of any other type */
+};
+
+#define AGENT_SUMMARY_MAX 200      /* bytes, "…" included */
+#define AGENT_TEXT_MAX (64 * 1024) /* bytes */
+#define AGENT_ERROR_MAX (4 * 1024) /* bytes */
+
+struct agent_event {
+    enum agent_event_kind kind;
+    /* The event's "type" as the agent wrote it, cut to 31 bytes; bytes outside printable ASCII
+     * become '?'. "" when absent or not a string. */
+    char type[32];
+    /* "timestamp" in milliseconds since the epoch; 0 when absent or not a number. */
+    int64_t time_ms;
+    /* The agent's own session id ("sessionID"), kept only when it is 1-127 bytes of printable
+     * ASCII without spaces (a cut or mangled id would continue the wrong session); else "". */
+    char session[128];
+    /* One line for timelines: at most AGENT_SUMMARY_MAX bytes of valid UTF-8 without control
+     * characters (whitespace runs collapse to one space), ending in "…" when something was cut.
+     * Never NULL after a successful parse. Examples: "write hello.txt", "bash: Commit",
+     * "bash: Commit (exit 128)" (OpenCode counts a failed command as completed), "read
+     * missing.txt (error)", the first line of a text, "APIError 401: invalid x-api-key". */
+    char *summary;
+    /* AGENT_EV_TEXT: the full text, valid UTF-8 (NULs become U+FFFD), cut at AGENT_TEXT_MAX on a
+     * character boundary; never NULL for that kind. Other kinds: NULL. */
+    char *text;
+    /* AGENT_EV_ERROR: the error message (OpenCode's error.data.message, else error.name); a
+     * tool_use whose status is "error": the tool's error. Valid UTF-8, cut at AGENT_ERROR_MAX;
+     * never NULL for those two. Otherwise NULL. */
+    char *error;
+    /* text or error was cut to its cap */
+    bool truncated;
+    /* AGENT_EV_TOOL_USE whose state.status is "error" */
+    bool tool_failed;
+    /* AGENT_EV_STEP_FINISH: tokens as the provider counted them, so they add up to what the
+     * proxy meters. OpenCode splits the provider's counts, so input_tokens = tokens.input +
+     * tokens.cache.read + tokens.cache.write and output_tokens = tokens.output +
+     * tokens.reasoning. Never negative; 0 for other kinds. */
+    int64_t input_tokens, output_tokens;
+    /* AGENT_EV_STEP_FINISH: the step's cost in USD as the agent estimated it, >= 0 */
+    double cost;
+};
+
+/* Parse one line of OpenCode's `run --format json` output (a trailing newline is allowed).
+ * Returns 0 and fills ev, or -EINVAL when the line is not a JSON object (ev left cleared). ev is
+ * overwritten without being freed: clear it with agent_event_clear before reusing it. Lone
+ * UTF-16 surrogate escapes and invalid UTF-8, which a strict JSON reader refuses, are read as
+ * U+FFFD rather than losing the event. */
+int opencode_parse_event(const char *line, size_t len, struct agent_event *ev);
+
+/* Free what an event owns and zero it. Accepts a zeroed or already cleared event. */
+void agent_event_clear(struct agent_event *ev);

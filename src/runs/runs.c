@@ -1,0 +1,1239 @@
+/* The run engine.
+ *
+ * A run goes: queued (waiting for a slot, or for the session's previous run) -> running:
+ *   1. acquire the session's sandbox (created with the session's first run);
+ *   2. with a repository not yet in the workspace, clone it on the host (host git, host network,
+ *      credentials in the environment only) into the run's directory, pack it, and unpack it in
+ *      the sandbox from that archive (so nothing of the sandbox's choosing ever runs with
+ *      credentials, and nothing on the host follows links the sandbox made);
+ *   3. note the starting commit, mint the run's proxy token, and start the agent as a process
+ *      of the sandbox with the task on stdin and its stdout appended to the run's event file;
+ *   4. store the events as they arrive (inotify, and a periodic look), each exactly once;
+ *   5. when the agent exits (the wrapper appends an exit line), is cancelled or times out:
+ *      diff stat and commits against the starting commit, outcome, token revoked.
+ * Everything that must survive a restart is in the store and the run's directory. */
+#include "runs/runs.h"
+
+#include <errno.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/proc_watch.h"
+#include "base/utf8.h"
+#include "base/util.h"
+#include "proxy/proxy.h"
+#include "runs/agent.h"
+#include "runs/runs_internal.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+#define TICK_MS 500
+#define LINE_MAX_BYTES (1u << 20) /* longer event lines are stored as a stub */
+#define RAW_MAX_BYTES (16u << 10) /* raw JSON kept per event */
+#define EVENTS_MAX 100000         /* per run; beyond, events are counted in the file only */
+#define CLONE_OUTPUT_MAX (16u << 10)
+#define AGENT_DIR "/opt/agents"
+#define PROXY_URL "http://127.0.0.1:8788/proxy"
+#define RETENTION_CHECK_MS (3600 * 1000)
+
+enum phase {
+    PH_QUEUED,    /* waiting for a slot or for its session */
+    PH_ACQUIRE,   /* waiting for the sandbox */
+    PH_CLONE,     /* host-side clone running */
+    PH_PREPARE,   /* unpacking / probing in the sandbox */
+    PH_AGENT,     /* the agent runs; events are ingested */
+    PH_FINISHING, /* collecting the changes */
+};
+
+struct run {
+    struct runs *e;
+    struct run *next;
+    int64_t n;
+    char id[64], user_id[64], session_id[64];
+    char agent[32], model[128];
+    char *task, *repository;
+    char branch_req[256];
+    uint64_t timeout_ms;
+    enum phase phase;
+    int64_t deadline; /* monotonic ms, from when it started running */
+    struct sandbox *sbx;
+    struct sandbox_waiter *sw;
+    struct sandbox_exec *ex;
+    struct proc_watch clone;
+    bool clone_active;
+    char dir[PATH_MAX]; /* DATA_DIR/runs/<id> */
+    char repo_name[128];
+    char workdir[512];
+    char branch[256];
+    char base[64];
+    int agent_pid;
+    int64_t offset;
+    int wd;     /* inotify watch, -1 when none */
+    bool began; /* moved to running (a retry after "at capacity" does not move it again) */
+    bool cancelled, timed_out, exited, adopted_dead;
+    int exit_code;
+    char fail[512]; /* a failure before or around the agent */
+};
+
+struct runs_waiter {
+    struct runs *e;
+    struct runs_waiter *next;
+    char run_id[64];
+    int64_t deadline;
+    void (*cb)(void *ctx);
+    void *ctx;
+};
+
+struct runs {
+    struct runs_config cfg;
+    char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
+    struct store *st;
+    struct sandbox_manager *mgr;
+    struct run *runs; /* active runs, in creation order */
+    struct runs_waiter *waiters;
+    int inotify_fd;
+    h2o_socket_t *inotify_sock;
+    struct loop_timer tick;
+    int64_t next_retention;
+};
+
+static void run_schedule(struct runs *e);
+static void run_finish(struct run *r);
+static void run_ingest(struct run *r);
+
+/* --- bookkeeping --- */
+
+static void transition(struct run *r, const char *status, const char *reason)
+{
+    struct err err = {0};
+    if (store_run_transition(r->e->st, r->id, status, reason, time_now_ms(), &err) < 0 &&
+        err.code != -EALREADY)
+        log_error("run transition failed run=%s status=%s err=\"%s\"", r->id, status, err.msg);
+    else
+        log_info("run %s run=%s reason=\"%s\"", status, r->id, reason);
+}
+
+static void run_free(struct run *r)
+{
+    free(r->task);
+    free(r->repository);
+    free(r);
+}
+
+static void unlink_run(struct run *r)
+{
+    for (struct run **pp = &r->e->runs; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
+static struct run *find_run(struct runs *e, const char *id)
+{
+    for (struct run *r = e->runs; r; r = r->next)
+        if (strcmp(r->id, id) == 0)
+            return r;
+    return NULL;
+}
+
+static void notify_waiters(struct runs *e, const char *run_id)
+{
+    for (struct runs_waiter **pp = &e->waiters; *pp;) {
+        struct runs_waiter *w = *pp;
+        if (!run_id || strcmp(w->run_id, run_id) == 0) {
+            *pp = w->next;
+            w->cb(w->ctx);
+            free(w);
+        } else {
+            pp = &w->next;
+        }
+    }
+}
+
+/* Shell words: 'x' with each ' as '\'' */
+static void sh_quote(struct buf *b, const char *s)
+{
+    buf_puts(b, "'");
+    for (; *s; s++)
+        buf_puts(b, *s == '\'' ? "'\\''" : (char[]){*s, 0});
+    buf_puts(b, "'");
+}
+
+/* --- the end of a run --- */
+
+/* changes: "branch\n---\n<numstat>---\n<log>" from the script in collect_changes() */
+static char *parse_changes(const char *out)
+{
+    json_t *files = json_array(), *commits = json_array();
+    int64_t ins = 0, del = 0;
+    char *copy = xstrdup(out), *save = NULL, *branch = NULL;
+    int section = 0;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strcmp(line, "---") == 0) {
+            section++;
+            continue;
+        }
+        if (section == 0 && !branch) {
+            branch = line;
+        } else if (section == 1) {
+            char *a = line, *t1 = strchr(a, '\t');
+            char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+            if (!t2)
+                continue;
+            *t1 = *t2 = '\0';
+            int64_t i = a[0] == '-' ? 0 : strtoll(a, NULL, 10);
+            int64_t d = t1[1] == '-' ? 0 : strtoll(t1 + 1, NULL, 10);
+            ins += i;
+            del += d;
+            if (json_array_size(files) < 1000)
+                json_array_append_new(files, json_pack("{s:s, s:I, s:I, s:b}", "path", t2 + 1,
+                                                       "insertions", (json_int_t)i, "deletions",
+                                                       (json_int_t)d, "binary", a[0] == '-'));
+        } else if (section == 2) {
+            char *sp = strchr(line, ' ');
+            if (!sp || json_array_size(commits) >= 1000)
+                continue;
+            *sp = '\0';
+            json_array_append_new(commits, json_pack("{s:s, s:s}", "sha", line, "message", sp + 1));
+        }
+    }
+    json_t *c =
+        json_pack("{s:I, s:I, s:I, s:o, s:o, s:s?}", "files_changed",
+                  (json_int_t)json_array_size(files), "insertions", (json_int_t)ins, "deletions",
+                  (json_int_t)del, "files", files, "commits", commits, "branch", branch);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    free(copy);
+    return text;
+}
+
+static void record_end(struct run *r, const char *changes)
+{
+    struct runs *e = r->e;
+    struct err err = {0};
+    _cleanup_(store_run_release) struct store_run row = {0};
+    store_run_get(e->st, NULL, r->id, &row, &err);
+    const char *status, *reason;
+    char why[600];
+    int success = 0;
+    const char *error = NULL;
+    if (r->cancelled) {
+        status = "cancelled";
+        reason = "cancelled by the user";
+        error = "the run was cancelled";
+    } else if (r->timed_out) {
+        status = "failed";
+        snprintf(why, sizeof(why), "timed out after %.3g minutes", (double)r->timeout_ms / 60000.0);
+        reason = error = why;
+    } else if (r->fail[0]) {
+        status = "failed";
+        reason = error = r->fail;
+    } else if (!r->exited) {
+        status = "failed";
+        reason = error = r->adopted_dead
+                             ? "interrupted: the agent stopped while the server was down"
+                             : "interrupted: the agent stopped without reporting an exit status";
+    } else if (r->exit_code != 0 || (row.error && *row.error)) {
+        status = "failed";
+        if (row.error && *row.error) {
+            snprintf(why, sizeof(why), "the agent reported an error: %.400s", row.error);
+        } else {
+            snprintf(why, sizeof(why), "the agent exited with status %d", r->exit_code);
+            error = why;
+        }
+        reason = why;
+    } else {
+        status = "succeeded";
+        reason = "the agent finished";
+        success = 1;
+    }
+    if (store_run_set_outcome(e->st, r->id, success, NULL, error, changes,
+                              r->exited ? r->exit_code : -1, &err) < 0)
+        log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
+    int revoked = store_proxy_token_revoke_run(e->st, r->id, &err);
+    if (revoked < 0)
+        log_error("run tokens not revoked run=%s err=\"%s\"", r->id, err.msg);
+    store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
+    transition(r, status, reason);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/repo.tar", r->dir);
+    unlink(path);
+    if (r->wd >= 0)
+        inotify_rm_watch(e->inotify_fd, r->wd);
+    if (r->sbx)
+        sandbox_release(r->sbx);
+    if (r->sw)
+        sandbox_acquire_cancel(r->sw);
+    unlink_run(r);
+    notify_waiters(e, r->id);
+    run_free(r);
+    run_schedule(e);
+}
+
+static void on_changes(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    r->ex = NULL;
+    char *changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
+    if (err)
+        log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
+    record_end(r, changes);
+    free(changes);
+}
+
+static void collect_changes(struct run *r)
+{
+    r->phase = PH_FINISHING;
+    if (!r->sbx || !r->base[0] || !r->workdir[0]) {
+        record_end(r, NULL);
+        return;
+    }
+    struct buf cmd;
+    buf_init(&cmd, 0);
+    buf_puts(&cmd, "cd ");
+    sh_quote(&cmd, r->workdir);
+    buf_puts(&cmd, " || exit 1; g='git -c core.quotepath=off'; $g rev-parse --abbrev-ref HEAD; "
+                   "echo ---; git add -A -N . 2>/dev/null; $g diff --numstat ");
+    buf_puts(&cmd, r->base);
+    buf_puts(&cmd, " --; echo ---; $g log --format='%H %s' ");
+    buf_puts(&cmd, r->base);
+    buf_puts(&cmd, "..HEAD --");
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", NULL};
+    struct sandbox_exec_opts o = {
+        .command = cmd.data, .env = env, .timeout_ms = 60000, .output_bytes = 1 << 20};
+    struct err err = {0};
+    r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_changes, r, &err);
+    buf_release(&cmd);
+    if (!r->ex) {
+        log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err.msg);
+        record_end(r, NULL);
+    }
+}
+
+/* The run is over (the agent exited, was killed, or never started): store what remains. */
+static void run_finish(struct run *r)
+{
+    if (r->phase == PH_FINISHING)
+        return;
+    if (r->clone_active) {
+        kill(r->clone.pid, SIGKILL);
+        proc_watch_abandon(&r->clone);
+        r->clone_active = false;
+    }
+    if (r->ex) {
+        /* a preparation step: on_prepared sees phase FINISHING and stops there */
+        sandbox_exec_kill(r->ex);
+        r->phase = PH_FINISHING;
+        return;
+    }
+    if (r->agent_pid > 0 && r->sbx && (r->cancelled || r->timed_out))
+        sandbox_kill_group(r->sbx, r->agent_pid);
+    if (r->agent_pid > 0)
+        run_ingest(r);
+    collect_changes(r);
+}
+
+static void run_fail(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void run_fail(struct run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->fail, sizeof(r->fail), fmt, ap);
+    va_end(ap);
+    run_finish(r);
+}
+
+/* --- ingest --- */
+
+static void run_ingest(struct run *r)
+{
+    struct runs *e = r->e;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char *buf = xmalloc(LINE_MAX_BYTES + 1);
+    for (;;) {
+        ssize_t got = pread(fd, buf, LINE_MAX_BYTES, r->offset);
+        if (got <= 0)
+            break;
+        size_t len = (size_t)got, pos = 0, nev = 0;
+        struct store_run_event evs[64];
+        struct agent_event parsed[64];
+        char *raws[64];
+        char agent_session[128] = "";
+        while (pos < len && nev < 64) {
+            char *nl = memchr(buf + pos, '\n', len - pos);
+            if (!nl && pos == 0 && len == LINE_MAX_BYTES) {
+                /* one line longer than we read at once: store a stub, skip to its end */
+                nl = buf + len - 1;
+                memset(&parsed[nev], 0, sizeof(parsed[nev]));
+                raws[nev] = xstrdup("{\"type\":\"oversized\"}");
+                parsed[nev].summary = xstrdup("an event too large to keep (over 1 MiB)");
+                evs[nev] = (struct store_run_event){.time = time_now_ms(),
+                                                    .type = "oversized",
+                                                    .summary = parsed[nev].summary,
+                                                    .raw = raws[nev]};
+                nev++;
+                /* the rest of that line is consumed by the next read's first partial line */
+                pos = len;
+                break;
+            }
+            if (!nl)
+                break;
+            size_t ll = (size_t)(nl - (buf + pos));
+            char *line = buf + pos;
+            pos += ll + 1;
+            if (ll == 0)
+                continue;
+            if (ll > strlen(RUN_EXIT_MARKER) &&
+                memcmp(line, RUN_EXIT_MARKER, strlen(RUN_EXIT_MARKER)) == 0) {
+                r->exited = true;
+                r->exit_code = atoi(line + strlen(RUN_EXIT_MARKER));
+                continue;
+            }
+            struct agent_event *ev = &parsed[nev];
+            if (opencode_parse_event(line, ll, ev) < 0) {
+                memset(ev, 0, sizeof(*ev));
+                snprintf(ev->type, sizeof(ev->type), "output");
+                ev->kind = AGENT_EV_OTHER;
+                char *txt = utf8_sanitize(line, ll < 200 ? ll : 200, NULL);
+                ev->summary = txt;
+            }
+            if (ev->session[0])
+                snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
+            size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
+            raws[nev] = utf8_sanitize(line, rl, NULL);
+            evs[nev] = (struct store_run_event){
+                .time = ev->time_ms ? ev->time_ms : time_now_ms(),
+                .type = ev->type,
+                .summary = ev->summary ? ev->summary : "",
+                .raw = raws[nev],
+                .text = ev->kind == AGENT_EV_TEXT ? ev->text : NULL,
+                .error = ev->kind == AGENT_EV_ERROR ? ev->error : NULL,
+                .input_tokens = ev->input_tokens,
+                .output_tokens = ev->output_tokens,
+                .cost = ev->cost,
+            };
+            nev++;
+        }
+        struct err err = {0};
+        int rc = 0;
+        if (nev > 0 || pos > 0)
+            rc = store_run_add_events(e->st, r->id, evs, nev, r->offset + (int64_t)pos, &err);
+        for (size_t i = 0; i < nev; i++) {
+            agent_event_clear(&parsed[i]);
+            free(raws[i]);
+        }
+        if (rc < 0) {
+            log_error("run events not stored run=%s err=\"%s\"", r->id, err.msg);
+            break;
+        }
+        if (agent_session[0])
+            store_session_update(e->st, r->session_id, agent_session, NULL, time_now_ms(), &err);
+        r->offset += (int64_t)pos;
+        if (pos == 0)
+            break;
+    }
+    free(buf);
+}
+
+static void on_inotify(h2o_socket_t *sock, const char *errstr)
+{
+    struct runs *e = sock->data;
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (read(e->inotify_fd, buf, sizeof(buf)) > 0)
+        ;
+    for (struct run *r = e->runs, *next; r; r = next) {
+        next = r->next;
+        if (r->phase == PH_AGENT) {
+            run_ingest(r);
+            if (r->exited)
+                run_finish(r);
+        }
+    }
+}
+
+/* --- starting the agent --- */
+
+static int open_file(struct run *r, const char *name, int flags, struct err *err)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", r->dir, name);
+    int fd = open(path, flags | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return err_set(err, -errno, "cannot open '%s': %s", path, strerror(errno));
+    return fd;
+}
+
+static void start_agent(struct run *r)
+{
+    struct runs *e = r->e;
+    struct err err = {0};
+    if (!e->opencode_bin) {
+        run_fail(r, "the OpenCode agent is not installed on this server (set OPENCODE_BIN)");
+        return;
+    }
+    struct store_session ses = {0};
+    store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
+    char *token = NULL, jti[64];
+    int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
+    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, r->user_id, "anthropic,openai,github",
+                   r->id, r->session_id, sandbox_id(r->sbx), ttl, &token, jti, &err) < 0) {
+        run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
+        return;
+    }
+    char program[PATH_MAX];
+    const char *slash = strrchr(e->opencode_bin, '/');
+    snprintf(program, sizeof(program), AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
+    struct agent_launch l = {.model = r->model,
+                             .session = ses.agent_session,
+                             .proxy_token = token,
+                             .proxy_url = PROXY_URL,
+                             .program = program};
+    opencode_launch(&l);
+    free(token);
+    /* The wrapper seeds OpenCode's config directory (so it installs no plugin), runs the agent,
+     * and appends the exit line. */
+    size_t argc = 0;
+    while (l.argv[argc])
+        argc++;
+    const char **argv = xcalloc(argc + 5, sizeof(char *));
+    argv[0] = "/bin/sh";
+    argv[1] = "-c";
+    argv[2] = "c=\"$HOME/.config/opencode\"; mkdir -p \"$c/node_modules\" 2>/dev/null; "
+              "p='{\"dependencies\":{\"@opencode-ai/plugin\":\"*\"}}'; "
+              "[ -e \"$c/package.json\" ] || printf '%s\\n' \"$p\" > \"$c/package.json\"; "
+              "[ -e \"$c/package-lock.json\" ] || printf '{\"packages\":{\"\":%s}}\\n' \"$p\" "
+              "> \"$c/package-lock.json\"; "
+              "\"$@\"; rc=$?; printf '" RUN_EXIT_MARKER "%d}\\n' \"$rc\"";
+    argv[3] = "agent";
+    for (size_t i = 0; i < argc; i++)
+        argv[4 + i] = l.argv[i];
+    int fds[3] = {open_file(r, "task.txt", O_RDONLY, &err),
+                  open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err)};
+    int pid = 0, rc = -EIO;
+    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0) {
+        struct sandbox_spawn_opts so = {.argv = argv,
+                                        .cwd = r->workdir,
+                                        .env = (const char *const *)l.env,
+                                        .stdio = {fds[0], fds[1], fds[2]}};
+        rc = sandbox_spawn(r->sbx, &so, &pid, &err);
+    }
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(argv);
+    agent_launch_release(&l);
+    if (rc < 0) {
+        run_fail(r, "cannot start the agent: %s", err.msg);
+        return;
+    }
+    r->agent_pid = pid;
+    if (store_run_set_started(e->st, r->id, r->workdir, r->branch, r->base, pid, &err) < 0)
+        log_error("run start not stored run=%s err=\"%s\"", r->id, err.msg);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+    r->wd = inotify_add_watch(e->inotify_fd, path, IN_MODIFY);
+    r->phase = PH_AGENT;
+    log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s", r->id, sandbox_id(r->sbx),
+             pid, r->agent, r->model);
+    run_ingest(r);
+}
+
+/* Output of the probe: "<HEAD sha>\n<branch>\n" */
+static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    r->ex = NULL;
+    if (r->phase == PH_FINISHING) { /* cancelled or timed out meanwhile */
+        r->phase = PH_PREPARE;
+        run_finish(r);
+        return;
+    }
+    if (err) {
+        run_fail(r, "cannot prepare the workspace: %s", err->msg);
+        return;
+    }
+    if (res->exit_code != 0) {
+        const char *msg = res->err_len ? res->err : res->out;
+        size_t n = strlen(msg);
+        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+            n--;
+        run_fail(r, "cannot prepare the workspace: %.*s", (int)(n > 400 ? 400 : n), msg);
+        return;
+    }
+    if (r->repository) {
+        char sha[64] = "", branch[256] = "";
+        sscanf(res->out, "%63s %255s", sha, branch);
+        snprintf(r->base, sizeof(r->base), "%s", sha);
+        snprintf(r->branch, sizeof(r->branch), "%s", branch);
+    }
+    start_agent(r);
+}
+
+/* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
+ * existing one, and print the starting commit and branch. */
+static void prepare_workspace(struct run *r, bool unpack)
+{
+    r->phase = PH_PREPARE;
+    struct buf cmd;
+    buf_init(&cmd, 0);
+    buf_puts(&cmd, "set -e; d=");
+    sh_quote(&cmd, r->workdir);
+    if (unpack)
+        buf_puts(&cmd, "; mkdir -p \"$d\"; tar -x --no-same-owner -C \"$d\" -f -");
+    if (r->repository) {
+        buf_puts(&cmd, "; cd \"$d\"");
+        if (!unpack && r->branch_req[0]) {
+            buf_puts(&cmd, "; git checkout -q ");
+            sh_quote(&cmd, r->branch_req);
+            buf_puts(&cmd, " --");
+        }
+        buf_puts(&cmd, "; git rev-parse HEAD; git rev-parse --abbrev-ref HEAD");
+    } else {
+        buf_puts(&cmd, "; mkdir -p \"$d\"");
+    }
+    struct err err = {0};
+    _cleanup_close_ int tar = unpack ? open_file(r, "repo.tar", O_RDONLY, &err) : -1;
+    if (unpack && tar < 0) {
+        buf_release(&cmd);
+        run_fail(r, "%s", err.msg);
+        return;
+    }
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", NULL};
+    struct sandbox_exec_opts o = {
+        .command = cmd.data, .env = env, .stdin_fd = tar, .timeout_ms = 600000};
+    r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_prepared, r, &err);
+    buf_release(&cmd);
+    if (!r->ex)
+        run_fail(r, "cannot prepare the workspace: %s", err.msg);
+}
+
+/* Clone output: "<sha>\n<branch>\n" then git's messages */
+static void on_cloned(struct proc_watch *w, int status)
+{
+    struct run *r = container_of(w, struct run, clone);
+    r->clone_active = false;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        /* git's last words name the problem (not found, authentication, missing branch) */
+        char *msg = w->data ? w->data : (char *)"";
+        size_t n = strlen(msg);
+        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+            msg[--n] = '\0';
+        char *last = msg;
+        for (char *p = msg; *p; p++)
+            if (*p == '\n' && p[1])
+                last = p + 1;
+        if (strncmp(last, "fatal: ", 7) == 0)
+            last += 7;
+        run_fail(r, "cannot clone '%s': %.400s", r->repository, *last ? last : "git failed");
+        free(w->data);
+        w->data = NULL;
+        return;
+    }
+    free(w->data);
+    w->data = NULL;
+    prepare_workspace(r, true);
+}
+
+static void clone_repository(struct run *r)
+{
+    struct runs *e = r->e;
+    r->phase = PH_CLONE;
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        run_fail(r, "pipe: %s", strerror(errno));
+        return;
+    }
+    /* The URL and paths go in the environment; the credential, for github.com only, as a git
+     * configuration entry from the environment: neither is ever in an argument list. */
+    static const char script[] =
+        "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; "
+        "if [ -n \"$SMCP_BRANCH\" ]; then set -- --branch \"$SMCP_BRANCH\"; fi; "
+        "git clone --quiet --no-hardlinks --template= \"$@\" -- \"$SMCP_URL\" \"$SMCP_DEST\" "
+        ">&2; "
+        "tar -C \"$SMCP_DEST\" -cf \"$SMCP_TAR\" .";
+    char *env[16];
+    size_t n = 0;
+    env[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
+    env[n++] = xasprintf("HOME=%s", r->dir);
+    env[n++] = xstrdup("LANG=C.UTF-8");
+    env[n++] = xstrdup("GIT_TERMINAL_PROMPT=0");
+    env[n++] = xstrdup("GIT_CONFIG_NOSYSTEM=1");
+    env[n++] = xstrdup("GIT_CONFIG_GLOBAL=/dev/null");
+    env[n++] = xstrdup(e->cfg.allow_local_repos ? "GIT_ALLOW_PROTOCOL=https:file"
+                                                : "GIT_ALLOW_PROTOCOL=https");
+    env[n++] = xasprintf("SMCP_URL=%s", r->repository);
+    env[n++] = xasprintf("SMCP_DEST=%s/src", r->dir);
+    env[n++] = xasprintf("SMCP_TAR=%s/repo.tar", r->dir);
+    env[n++] = xasprintf("SMCP_BRANCH=%s", r->branch_req);
+    if (e->github_token && strncmp(r->repository, "https://github.com/", 19) == 0) {
+        char *cred = xasprintf("x-access-token:%s", e->github_token);
+        char *b64 = xmalloc(strlen(cred) * 2 + 8);
+        base64_encode(cred, strlen(cred), b64);
+        env[n++] = xstrdup("GIT_CONFIG_COUNT=1");
+        env[n++] = xstrdup("GIT_CONFIG_KEY_0=http.https://github.com/.extraheader");
+        env[n++] = xasprintf("GIT_CONFIG_VALUE_0=Authorization: Basic %s", b64);
+        explicit_bzero(cred, strlen(cred));
+        free(cred);
+        free(b64);
+    }
+    env[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)script, NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    for (size_t i = 0; i < n; i++) {
+        explicit_bzero(env[i], strlen(env[i]));
+        free(env[i]);
+    }
+    close(pipefd[1]);
+    if (rc != 0) {
+        close(pipefd[0]);
+        run_fail(r, "cannot run git: %s", strerror(rc));
+        return;
+    }
+    r->clone_active = true;
+    proc_watch_start(&r->clone, pid, pipefd[0], CLONE_OUTPUT_MAX, on_cloned);
+}
+
+/* Does the workspace already hold the repository (a later run of the session)? */
+static void on_probed(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    r->ex = NULL;
+    if (r->phase == PH_FINISHING) {
+        r->phase = PH_PREPARE;
+        run_finish(r);
+        return;
+    }
+    if (err) {
+        run_fail(r, "cannot prepare the workspace: %s", err->msg);
+        return;
+    }
+    if (res->exit_code == 0)
+        prepare_workspace(r, false);
+    else
+        clone_repository(r);
+}
+
+static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
+{
+    struct run *r = ctx;
+    r->sw = NULL;
+    if (!sbx) {
+        if (err->code == -EBUSY && !r->cancelled && !r->timed_out) {
+            /* at capacity: stay queued and try again on a later tick */
+            r->phase = PH_QUEUED;
+            return;
+        }
+        run_fail(r, "cannot start the session's sandbox: %s", err->msg);
+        return;
+    }
+    r->sbx = sbx;
+    if (r->cancelled || r->timed_out) {
+        run_finish(r);
+        return;
+    }
+    if (r->phase == PH_AGENT) { /* adopted: is the agent still there? */
+        if (!sandbox_pid_alive(sbx, r->agent_pid)) {
+            run_ingest(r);
+            r->adopted_dead = !r->exited;
+            run_finish(r);
+            return;
+        }
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+        r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+        log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
+                 r->agent_pid, (long long)r->offset);
+        run_ingest(r);
+        if (r->exited)
+            run_finish(r);
+        return;
+    }
+    if (!r->repository) {
+        snprintf(r->workdir, sizeof(r->workdir), "/workspace");
+        prepare_workspace(r, false);
+        return;
+    }
+    snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->repo_name);
+    struct buf cmd;
+    buf_init(&cmd, 0);
+    buf_puts(&cmd, "test -d ");
+    sh_quote(&cmd, r->workdir);
+    buf_puts(&cmd, "/.git");
+    struct sandbox_exec_opts o = {.command = cmd.data, .timeout_ms = 30000};
+    struct err e2 = {0};
+    r->phase = PH_PREPARE;
+    r->ex = sandbox_exec_start(sbx, &o, NULL, on_probed, r, &e2);
+    buf_release(&cmd);
+    if (!r->ex)
+        run_fail(r, "cannot prepare the workspace: %s", e2.msg);
+}
+
+/* A run interrupted while preparing: its sandbox is acquired only to be released properly. */
+static void on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err)
+{
+    struct run *r = ctx;
+    r->sw = NULL;
+    r->sbx = sbx;
+    r->phase = PH_PREPARE;
+    run_finish(r);
+}
+
+static void run_begin(struct run *r)
+{
+    r->phase = PH_ACQUIRE;
+    if (!r->began) {
+        r->began = true;
+        r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
+        transition(r, "running", "preparing the sandbox");
+    }
+    struct sandbox_acquire_opts o = {
+        .user_id = r->user_id, .session_id = r->session_id, .create = true};
+    r->sw = sandbox_acquire(r->e->mgr, &o, on_sandbox, r);
+}
+
+static bool session_busy(struct runs *e, const struct run *r)
+{
+    for (struct run *o = e->runs; o && o != r; o = o->next)
+        if (strcmp(o->session_id, r->session_id) == 0)
+            return true;
+    return false;
+}
+
+static void run_schedule(struct runs *e)
+{
+    unsigned active = 0;
+    for (struct run *r = e->runs; r; r = r->next)
+        if (r->phase != PH_QUEUED)
+            active++;
+    for (struct run *r = e->runs, *next; r && active < e->cfg.max_running; r = next) {
+        next = r->next;
+        if (r->phase != PH_QUEUED || session_busy(e, r))
+            continue;
+        active++;
+        run_begin(r);
+    }
+}
+
+/* --- the periodic look: deadlines, agents that died, waits, retention --- */
+
+static void on_expired_session(const struct store_session *ses, void *ctx)
+{
+    struct runs *e = ctx;
+    struct err err = {0};
+    int r = sandbox_manager_discard(e->mgr, ses->user_id, ses->id, &err);
+    if (r < 0 && r != -ENOENT) {
+        log_warn("session cleanup deferred session=%s err=\"%s\"", ses->id, err.msg);
+        return;
+    }
+    store_session_mark_cleaned(e->st, ses->id, time_now_ms(), &err);
+    log_info("session workspace removed session=%s user=%s", ses->id, ses->user_id);
+}
+
+static void on_tick(struct loop_timer *t)
+{
+    struct runs *e = container_of(t, struct runs, tick);
+    int64_t now = time_mono_ms();
+    for (struct run *r = e->runs, *next; r; r = next) {
+        next = r->next;
+        if (r->phase == PH_QUEUED || r->phase == PH_FINISHING)
+            continue;
+        if (r->began && now >= r->deadline && !r->timed_out) {
+            r->timed_out = true;
+            log_info("run timed out run=%s", r->id);
+            if (r->phase != PH_ACQUIRE)
+                run_finish(r);
+            continue;
+        }
+        if (r->phase == PH_AGENT) {
+            run_ingest(r);
+            if (r->exited || !sandbox_pid_alive(r->sbx, r->agent_pid)) {
+                run_ingest(r);
+                run_finish(r);
+            }
+        }
+    }
+    for (struct runs_waiter **pp = &e->waiters; *pp;) {
+        struct runs_waiter *w = *pp;
+        if (now >= w->deadline) {
+            *pp = w->next;
+            w->cb(w->ctx);
+            free(w);
+        } else {
+            pp = &w->next;
+        }
+    }
+    run_schedule(e);
+    if (e->cfg.retention_ms && now >= e->next_retention) {
+        e->next_retention = now + RETENTION_CHECK_MS;
+        struct err err = {0};
+        store_session_list_expired(e->st, time_now_ms() - (int64_t)e->cfg.retention_ms,
+                                   on_expired_session, e, &err);
+    }
+    loop_timer_start(&e->tick, TICK_MS, on_tick);
+}
+
+/* --- adoption at start --- */
+
+static struct run *run_alloc(struct runs *e, const struct store_run *row)
+{
+    struct run *r = xcalloc(1, sizeof(*r));
+    r->e = e;
+    r->n = row->n;
+    r->wd = -1;
+    r->exit_code = -1;
+    snprintf(r->id, sizeof(r->id), "%s", row->id);
+    snprintf(r->user_id, sizeof(r->user_id), "%s", row->user_id);
+    snprintf(r->session_id, sizeof(r->session_id), "%s", row->session_id);
+    snprintf(r->agent, sizeof(r->agent), "%s", row->agent);
+    snprintf(r->model, sizeof(r->model), "%s", row->model);
+    r->task = xstrdup(row->task ? row->task : "");
+    r->repository = row->repository ? xstrdup(row->repository) : NULL;
+    snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
+    r->timeout_ms = (uint64_t)row->timeout_ms;
+    snprintf(r->dir, sizeof(r->dir), "%s/runs/%s", e->data_dir, row->id);
+    if (r->repository) {
+        struct err err = {0};
+        repo_check(r->repository, true, r->repo_name, &err);
+    }
+    struct run **pp = &e->runs;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = r;
+    return r;
+}
+
+static void adopt(const struct store_run *row, void *ctx)
+{
+    struct runs *e = ctx;
+    struct run *r = run_alloc(e, row);
+    if (strcmp(row->status, "queued") == 0)
+        return;
+    r->began = true;
+    int64_t elapsed = time_now_ms() - (row->started_at ? row->started_at : row->created_at);
+    r->deadline = time_mono_ms() + ((int64_t)r->timeout_ms - elapsed);
+    if (row->agent_pid <= 0) {
+        /* The server went away while preparing: nothing of the agent ever ran. */
+        snprintf(r->fail, sizeof(r->fail), "interrupted: the server restarted while preparing");
+        r->phase = PH_PREPARE;
+        return;
+    }
+    r->agent_pid = (int)row->agent_pid;
+    r->offset = row->events_offset;
+    snprintf(r->workdir, sizeof(r->workdir), "%s", row->workdir);
+    snprintf(r->branch, sizeof(r->branch), "%s", row->branch);
+    snprintf(r->base, sizeof(r->base), "%s", row->base_commit);
+    r->phase = PH_AGENT;
+}
+
+int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_manager *mgr,
+             struct runs **ret, struct err *err)
+{
+    struct runs *e = xcalloc(1, sizeof(*e));
+    e->cfg = *cfg;
+    e->data_dir = xstrdup(cfg->data_dir);
+    e->public_url = xstrdup(cfg->public_url ? cfg->public_url : "");
+    e->opencode_bin = cfg->opencode_bin ? xstrdup(cfg->opencode_bin) : NULL;
+    e->default_model = xstrdup(cfg->default_model ? cfg->default_model : RUNS_DEFAULT_MODEL);
+    e->github_token = cfg->github_token && *cfg->github_token ? xstrdup(cfg->github_token) : NULL;
+    e->cfg.data_dir = e->data_dir;
+    e->cfg.public_url = e->public_url;
+    e->cfg.opencode_bin = e->opencode_bin;
+    e->cfg.default_model = e->default_model;
+    e->cfg.github_token = e->github_token;
+    e->st = st;
+    e->mgr = mgr;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/runs", e->data_dir);
+    if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+        int r = err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
+        runs_free(e);
+        return r;
+    }
+    e->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (e->inotify_fd < 0) {
+        int r = err_set(err, -errno, "inotify: %s", strerror(errno));
+        runs_free(e);
+        return r;
+    }
+    e->inotify_sock = h2o_evloop_socket_create(loop_get(), e->inotify_fd, 0);
+    e->inotify_sock->data = e;
+    h2o_socket_read_start(e->inotify_sock, on_inotify);
+    int r = store_run_list_active(st, adopt, e, err);
+    if (r < 0) {
+        runs_free(e);
+        return r;
+    }
+    /* Runs that were past queued: re-acquire their sandboxes (adopted agents resume ingest). */
+    for (struct run *x = e->runs, *next; x; x = next) {
+        next = x->next;
+        if (x->phase == PH_QUEUED)
+            continue;
+        if (x->fail[0]) {
+            struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
+            x->phase = PH_ACQUIRE;
+            x->sw = sandbox_acquire(mgr, &o, on_sandbox_failed, x);
+            continue;
+        }
+        struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
+        x->sw = sandbox_acquire(mgr, &o, on_sandbox, x);
+    }
+    loop_timer_start(&e->tick, TICK_MS, on_tick);
+    run_schedule(e);
+    *ret = e;
+    return 0;
+}
+
+void runs_free(struct runs *e)
+{
+    if (!e)
+        return;
+    loop_timer_stop(&e->tick);
+    while (e->runs) {
+        struct run *r = e->runs;
+        e->runs = r->next;
+        if (r->sw)
+            sandbox_acquire_cancel(r->sw);
+        if (r->clone_active) {
+            kill(r->clone.pid, SIGKILL);
+            proc_watch_abandon(&r->clone);
+        }
+        /* A preparation command still running is left to finish on its own: the loop has
+         * stopped, so its callback never comes. */
+        run_free(r);
+    }
+    while (e->waiters) {
+        struct runs_waiter *w = e->waiters;
+        e->waiters = w->next;
+        free(w);
+    }
+    if (e->inotify_sock) {
+        h2o_socket_read_stop(e->inotify_sock);
+        h2o_socket_close(e->inotify_sock);
+    } else if (e->inotify_fd > 0) {
+        close(e->inotify_fd);
+    }
+    free(e->data_dir);
+    free(e->public_url);
+    free(e->opencode_bin);
+    free(e->default_model);
+    if (e->github_token)
+        explicit_bzero(e->github_token, strlen(e->github_token));
+    free(e->github_token);
+    free(e);
+}
+
+const char *runs_opencode_bin(const struct runs *e)
+{
+    return e->opencode_bin;
+}
+
+void runs_web_url(const struct runs *e, const char *run_id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/runs/%s", e->public_url, run_id);
+}
+
+/* --- requests --- */
+
+static bool model_valid(const char *m)
+{
+    const char *slash = strchr(m, '/');
+    if (!slash || slash == m || !slash[1] || strlen(m) > 120)
+        return false;
+    for (const char *p = m; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("/._:-@", *p))
+            return false;
+    return true;
+}
+
+int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
+                struct err *err)
+{
+    const char *agent = s->agent && *s->agent ? s->agent : "opencode";
+    if (strcmp(agent, "opencode") != 0)
+        return err_set(err, -EINVAL, "agent '%s' is not available; agents: opencode", agent);
+    const char *model = s->model && *s->model ? s->model : e->default_model;
+    if (!model_valid(model))
+        return err_set(err, -EINVAL, "model '%s' is not of the form provider/model (e.g. %s)",
+                       model, RUNS_DEFAULT_MODEL);
+    char name[128] = "";
+    if (s->repository && repo_check(s->repository, e->cfg.allow_local_repos, name, err) < 0)
+        return -EINVAL;
+    if (s->branch && !repo_branch_valid(s->branch))
+        return err_set(err, -EINVAL, "branch '%s' is not a valid branch name", s->branch);
+    if (s->branch && !s->repository)
+        return err_set(err, -EINVAL, "branch needs a repository");
+    uint64_t timeout = s->timeout_ms ? s->timeout_ms : e->cfg.timeout_ms;
+    if (timeout > e->cfg.timeout_max_ms)
+        return err_set(err, -EINVAL, "timeout_minutes is at most %llu on this server",
+                       (unsigned long long)(e->cfg.timeout_max_ms / 60000));
+    int64_t now = time_now_ms();
+    struct store_session ses = {0};
+    if (s->session_id && *s->session_id) {
+        int r = store_session_get(e->st, s->user_id, s->session_id, &ses, err);
+        if (r < 0)
+            return r;
+        if (ses.cleaned_at)
+            return err_set(err, -ENOENT,
+                           "session '%s' has expired (its workspace was removed); start a new one",
+                           s->session_id);
+        if (strcmp(ses.agent, agent) != 0)
+            return err_set(err, -EINVAL, "session '%s' belongs to agent '%s'", s->session_id,
+                           ses.agent);
+    } else {
+        id_new("ses", ses.id);
+        snprintf(ses.user_id, sizeof(ses.user_id), "%s", s->user_id);
+        snprintf(ses.agent, sizeof(ses.agent), "%s", agent);
+        ses.created_at = ses.last_run_at = now;
+        int r = store_session_create(e->st, &ses, err);
+        if (r < 0)
+            return r;
+    }
+    /* A later run of a session without a repository works where the session's last one did:
+     * the agent's conversation belongs to that directory. */
+    const char *repository = s->repository       ? s->repository
+                             : ses.repository[0] ? ses.repository
+                                                 : NULL;
+    if (s->repository)
+        store_session_update(e->st, ses.id, NULL, s->repository, now, err);
+    struct store_run row = {0};
+    id_new("run", row.id);
+    snprintf(row.user_id, sizeof(row.user_id), "%s", s->user_id);
+    snprintf(row.session_id, sizeof(row.session_id), "%s", ses.id);
+    snprintf(row.model, sizeof(row.model), "%s", model);
+    snprintf(row.agent, sizeof(row.agent), "%s", agent);
+    snprintf(row.branch, sizeof(row.branch), "%s", s->branch ? s->branch : "");
+    row.task = (char *)s->task;
+    row.title = (char *)s->title;
+    row.repository = (char *)repository;
+    row.status_reason = (char *)"accepted";
+    row.timeout_ms = (int64_t)timeout;
+    row.created_at = now;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/runs/%s", e->data_dir, row.id);
+    if (mkdir(dir, 0700) < 0)
+        return err_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno));
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/task.txt", dir);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    size_t tl = strlen(s->task);
+    if (fd < 0 || write(fd, s->task, tl) != (ssize_t)tl)
+        return err_set(err, -EIO, "cannot write '%s': %s", path, strerror(errno));
+    int r = store_run_insert(e->st, &row, err);
+    if (r < 0)
+        return r;
+    row.n = 0;
+    {
+        struct store_run got = {0};
+        if (store_run_get(e->st, NULL, row.id, &got, err) == 0)
+            row.n = got.n;
+        store_run_release(&got);
+    }
+    struct run *run = run_alloc(e, &row);
+    (void)run;
+    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s", row.id, ses.id,
+             s->user_id, agent, model, s->repository ? s->repository : "-");
+    snprintf(run_id, 64, "%s", row.id);
+    snprintf(session_id, 64, "%s", ses.id);
+    run_schedule(e);
+    return 0;
+}
+
+int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct err *err)
+{
+    struct store_run row = {0};
+    int r = store_run_get(e->st, user_id, run_id, &row, err);
+    bool ended = r == 0 && strcmp(row.status, "queued") != 0 && strcmp(row.status, "running") != 0;
+    char status[STORE_RUN_STATUS_MAX];
+    snprintf(status, sizeof(status), "%s", row.status);
+    store_run_release(&row);
+    if (r < 0)
+        return r;
+    if (ended)
+        return err_set(err, -EALREADY, "run '%s' has already ended (%s)", run_id, status);
+    struct run *run = find_run(e, run_id);
+    if (!run)
+        return err_set(err, -EALREADY, "run '%s' is not active", run_id);
+    run->cancelled = true;
+    log_info("run cancel requested run=%s", run_id);
+    switch (run->phase) {
+    case PH_QUEUED: record_end(run, NULL); break;
+    case PH_ACQUIRE:
+        if (run->sw) {
+            sandbox_acquire_cancel(run->sw);
+            run->sw = NULL;
+        }
+        record_end(run, NULL);
+        break;
+    case PH_FINISHING: break;
+    default: run_finish(run);
+    }
+    return 0;
+}
+
+struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_ms,
+                              void (*cb)(void *ctx), void *ctx)
+{
+    if (wait_ms == 0 || !find_run(e, run_id)) {
+        cb(ctx);
+        return NULL;
+    }
+    struct runs_waiter *w = xcalloc(1, sizeof(*w));
+    w->e = e;
+    snprintf(w->run_id, sizeof(w->run_id), "%s", run_id);
+    w->deadline = time_mono_ms() + (int64_t)wait_ms;
+    w->cb = cb;
+    w->ctx = ctx;
+    w->next = e->waiters;
+    e->waiters = w;
+    return w;
+}
+
+void runs_wait_cancel(struct runs_waiter *w)
+{
+    for (struct runs_waiter **pp = &w->e->waiters; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            free(w);
+            return;
+        }
+}

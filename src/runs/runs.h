@@ -1,0 +1,75 @@
+#pragma once
+/* Runs: coding tasks handed to an agent that works in a session's sandbox while the client is
+ * gone. The engine queues runs (a maximum run at once, one at a time per session), prepares the
+ * sandbox and repository, starts the agent as a process of the sandbox (it outlives this server),
+ * stores the agent's events as they arrive in its event file, and records the outcome. State
+ * lives in the store and the run's directory, so a restarted server re-adopts what is running.
+ * Main loop thread only. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
+
+struct runs;
+struct sandbox_manager;
+struct store;
+
+struct runs_config {
+    const char *data_dir;      /* runs/<id>/ below it */
+    const char *public_url;    /* base of web URLs */
+    const char *opencode_bin;  /* the OpenCode program on the host, NULL when not installed */
+    const char *default_model; /* provider/model */
+    const char *github_token;  /* for host-side clones of github.com, or NULL */
+    bool allow_local_repos;    /* file:// and absolute paths (tests, single-user setups) */
+    uint64_t timeout_ms;       /* default per-run timeout */
+    uint64_t timeout_max_ms;   /* the largest a client may ask for */
+    unsigned max_running;      /* runs at once; the rest wait in order */
+    uint64_t retention_ms;     /* workspaces of sessions idle this long are removed */
+    const void *jwt_key;       /* signs the runs' proxy tokens */
+    size_t jwt_keylen;
+};
+
+/* Create the engine and adopt the runs the store has as queued or running. Strings in cfg are
+ * copied. mgr is needed (runs cannot work without sandboxes). */
+int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_manager *mgr,
+             struct runs **ret, struct err *err);
+/* Stop watching; agents keep running (the next server adopts them). */
+void runs_free(struct runs *e);
+
+/* The program the OpenCode adapter would run on the host, or NULL (for messages). */
+const char *runs_opencode_bin(const struct runs *e);
+
+struct runs_submit {
+    const char *user_id;
+    const char *task;
+    const char *repository; /* NULL: the agent works in /workspace */
+    const char *branch;     /* NULL: the remote's default */
+    const char *session_id; /* NULL: a new session */
+    const char *model;      /* NULL: the default */
+    const char *title;      /* NULL: none */
+    const char *agent;      /* NULL: "opencode" */
+    uint64_t timeout_ms;    /* 0: the default */
+};
+
+/* Check and record a run (status queued) and schedule it. Fills run_id and session_id. Returns
+ * 0, -EINVAL for bad input, -ENOENT for a session that is not the user's, with err set. */
+int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
+                struct err *err);
+
+/* Cancel a queued or running run of user_id. -ENOENT when it is not the user's, -EALREADY when
+ * it has ended. */
+int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct err *err);
+
+/* Call cb once when run_id ends or after wait_ms, whichever is first (at once when it is not
+ * active). Returns a handle for runs_wait_cancel, or NULL when cb has already run. */
+struct runs_waiter;
+struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_ms,
+                              void (*cb)(void *ctx), void *ctx);
+void runs_wait_cancel(struct runs_waiter *w);
+
+/* The page of a run, into out. */
+void runs_web_url(const struct runs *e, const char *run_id, char *out, size_t cap);

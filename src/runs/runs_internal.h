@@ -1,0 +1,36 @@
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+/* --- agent adapters (opencode.c) --- */
+
+/* How an agent is started: its program inside the sandbox, its arguments and environment. The
+ * task goes to its stdin; its stdout (one JSON event per line) to the run's event file. */
+struct agent_launch {
+    const char *model;       /* provider/model */
+    const char *session;     /* the agent's conversation to continue, or "" */
+    const char *proxy_token; /* the run's proxy JWT */
+    const char *proxy_url;   /* the sandbox's proxy listener, ".../proxy" */
+    const char *program;     /* the agent's program inside the sandbox */
+    char **argv, **env;      /* filled by the adapter (malloc'd, NULL-terminated) */
+};
+void agent_launch_release(struct agent_launch *l);
+
+/* OpenCode: `opencode run --format json` with its providers pointed at the proxy. */
+void opencode_launch(struct agent_launch *l);
+
+/* The line the run's wrapper appends to the event file when the agent exits. */
+#define RUN_EXIT_MARKER "{\"type\":\"sandbox_mcp_exit\",\"code\":"
+
+/* --- repositories (repo.c) --- */
+
+/* Check a repository reference: https URLs (no credentials in them), and file:// URLs or
+ * absolute paths when local repositories are allowed. Fills name (the directory it is cloned
+ * to, from its last path segment). */
+int repo_check(const char *url, bool allow_local, char name[128], struct err *err);
+/* Check a branch name the way git does, roughly (no "..", no leading '-', printable). */
+bool repo_branch_valid(const char *branch);

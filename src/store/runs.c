@@ -1,0 +1,519 @@
+/* Sessions, runs, their transitions and their events. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "store/store_internal.h"
+
+static void text_col(char *dst, size_t cap, sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static char *dup_col(sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    return t ? xstrdup((const char *)t) : NULL;
+}
+
+static int step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err)
+{
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, what, err);
+    return 0;
+}
+
+static int exec_sql(struct store *st, const char *sql, struct err *err)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        err_set(err, -EIO, "%s: %s", sql, msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* --- sessions --- */
+
+#define SESSION_COLUMNS                                                                            \
+    "id, user_id, agent, coalesce(agent_session, ''), created_at, last_run_at, "                   \
+    "coalesce(cleaned_at, 0), coalesce(repository, '')"
+
+static void read_session(sqlite3_stmt *s, struct store_session *out)
+{
+    memset(out, 0, sizeof(*out));
+    text_col(out->id, sizeof(out->id), s, 0);
+    text_col(out->user_id, sizeof(out->user_id), s, 1);
+    text_col(out->agent, sizeof(out->agent), s, 2);
+    text_col(out->agent_session, sizeof(out->agent_session), s, 3);
+    out->created_at = sqlite3_column_int64(s, 4);
+    out->last_run_at = sqlite3_column_int64(s, 5);
+    out->cleaned_at = sqlite3_column_int64(s, 6);
+    text_col(out->repository, sizeof(out->repository), s, 7);
+}
+
+int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "INSERT INTO sessions(id, user_id, agent, agent_session, created_at, "
+                          "last_run_at) VALUES (?, ?, ?, nullif(?, ''), ?, ?)",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, ses->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, ses->user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, ses->agent, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, ses->agent_session, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, ses->created_at);
+    sqlite3_bind_int64(s, 6, ses->last_run_at);
+    return step_done(st, s, "insert session", err);
+}
+
+int store_session_get(struct store *st, const char *user_id, const char *id,
+                      struct store_session *out, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(
+        st, "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ? AND user_id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "session '%s' not found", id);
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "find session", err);
+    read_session(s, out);
+    return 0;
+}
+
+int store_session_update(struct store *st, const char *id, const char *agent_session,
+                         const char *repository, int64_t last_run_at, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE sessions SET agent_session = coalesce(nullif(?, ''), "
+                          "agent_session), repository = coalesce(nullif(?, ''), repository), "
+                          "last_run_at = max(last_run_at, ?) WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, agent_session ? agent_session : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, repository ? repository : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, last_run_at);
+    sqlite3_bind_text(s, 4, id, -1, SQLITE_STATIC);
+    return step_done(st, s, "update session", err);
+}
+
+int store_session_list_expired(struct store *st, int64_t before,
+                               void (*fn)(const struct store_session *s, void *ctx), void *ctx,
+                               struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " SESSION_COLUMNS " FROM sessions WHERE cleaned_at IS NULL AND "
+                          "last_run_at < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE "
+                          "runs.session_id = sessions.id AND status IN ('queued', 'running'))",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(s, 1, before);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct store_session ses;
+        read_session(s, &ses);
+        fn(&ses, ctx);
+    }
+    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list expired sessions", err);
+}
+
+int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE sessions SET cleaned_at = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(s, 1, at);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    return step_done(st, s, "mark session cleaned", err);
+}
+
+/* --- runs --- */
+
+#define RUN_COLUMNS                                                                                \
+    "n, id, user_id, session_id, status, model, agent, coalesce(branch, ''), "                     \
+    "coalesce(workdir, ''), coalesce(base_commit, ''), task, title, repository, status_reason, "   \
+    "summary, error, changes, timeout_ms, created_at, coalesce(started_at, 0), "                   \
+    "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
+    "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost"
+
+static void read_run(sqlite3_stmt *s, struct store_run *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->n = sqlite3_column_int64(s, 0);
+    text_col(r->id, sizeof(r->id), s, 1);
+    text_col(r->user_id, sizeof(r->user_id), s, 2);
+    text_col(r->session_id, sizeof(r->session_id), s, 3);
+    text_col(r->status, sizeof(r->status), s, 4);
+    text_col(r->model, sizeof(r->model), s, 5);
+    text_col(r->agent, sizeof(r->agent), s, 6);
+    text_col(r->branch, sizeof(r->branch), s, 7);
+    text_col(r->workdir, sizeof(r->workdir), s, 8);
+    text_col(r->base_commit, sizeof(r->base_commit), s, 9);
+    r->task = dup_col(s, 10);
+    r->title = dup_col(s, 11);
+    r->repository = dup_col(s, 12);
+    r->status_reason = dup_col(s, 13);
+    r->summary = dup_col(s, 14);
+    r->error = dup_col(s, 15);
+    r->changes = dup_col(s, 16);
+    r->timeout_ms = sqlite3_column_int64(s, 17);
+    r->created_at = sqlite3_column_int64(s, 18);
+    r->started_at = sqlite3_column_int64(s, 19);
+    r->finished_at = sqlite3_column_int64(s, 20);
+    r->agent_pid = sqlite3_column_int64(s, 21);
+    r->events_offset = sqlite3_column_int64(s, 22);
+    r->event_count = sqlite3_column_int64(s, 23);
+    r->exit_code = sqlite3_column_int(s, 24);
+    r->success = sqlite3_column_int(s, 25);
+    r->input_tokens = sqlite3_column_int64(s, 26);
+    r->output_tokens = sqlite3_column_int64(s, 27);
+    r->cost = sqlite3_column_double(s, 28);
+}
+
+void store_run_release(struct store_run *r)
+{
+    if (!r)
+        return;
+    free(r->task);
+    free(r->title);
+    free(r->repository);
+    free(r->status_reason);
+    free(r->summary);
+    free(r->error);
+    free(r->changes);
+    r->task = r->title = r->repository = r->status_reason = r->summary = r->error = r->changes =
+        NULL;
+}
+
+static int add_transition(struct store *st, const char *id, const char *status, const char *reason,
+                          int64_t at, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(
+        st, "INSERT INTO run_transitions(run_id, at, status, reason) VALUES (?, ?, ?, ?)", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, at);
+    sqlite3_bind_text(s, 3, status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, reason, -1, SQLITE_STATIC);
+    return step_done(st, s, "record transition", err);
+}
+
+int store_run_insert(struct store *st, const struct store_run *run, struct err *err)
+{
+    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    {
+        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        r = store_prepare(st,
+                          "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
+                          "title, model, agent, repository, branch, timeout_ms, created_at) "
+                          "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?)",
+                          &s, err);
+        if (r == 0) {
+            sqlite3_bind_text(s, 1, run->id, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 2, run->user_id, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 3, run->session_id, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 4, run->status_reason, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 5, run->task, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 6, run->title, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 7, run->model, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 8, run->agent, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 9, run->repository, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 10, run->branch, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 11, run->timeout_ms);
+            sqlite3_bind_int64(s, 12, run->created_at);
+            r = step_done(st, s, "insert run", err);
+        }
+    }
+    if (r == 0)
+        r = add_transition(st, run->id, "queued", run->status_reason, run->created_at, err);
+    if (r < 0) {
+        exec_sql(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return exec_sql(st, "COMMIT", err);
+}
+
+int store_run_get(struct store *st, const char *user_id, const char *id, struct store_run *out,
+                  struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          user_id ? "SELECT " RUN_COLUMNS " FROM runs WHERE id = ? AND user_id = ?"
+                                  : "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    if (user_id)
+        sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "run '%s' not found", id);
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "find run", err);
+    read_run(s, out);
+    return 0;
+}
+
+int store_run_transition(struct store *st, const char *id, const char *status, const char *reason,
+                         int64_t at, struct err *err)
+{
+    bool final = strcmp(status, "queued") != 0 && strcmp(status, "running") != 0;
+    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    {
+        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        r = store_prepare(
+            st,
+            "UPDATE runs SET status = ?1, status_reason = ?2, "
+            "started_at = CASE WHEN ?1 = 'running' THEN coalesce(started_at, ?3) ELSE started_at "
+            "END, finished_at = CASE WHEN ?4 THEN ?3 ELSE finished_at END "
+            "WHERE id = ?5 AND status IN ('queued', 'running')",
+            &s, err);
+        if (r == 0) {
+            sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 2, reason, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 3, at);
+            sqlite3_bind_int(s, 4, final);
+            sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+            r = step_done(st, s, "update run status", err);
+            if (r == 0 && sqlite3_changes(st->db) == 0)
+                r = err_set(err, -EALREADY, "run '%s' has already ended", id);
+        }
+    }
+    if (r == 0)
+        r = add_transition(st, id, status, reason, at, err);
+    if (r < 0) {
+        exec_sql(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return exec_sql(st, "COMMIT", err);
+}
+
+int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
+                          const char *base_commit, int64_t agent_pid, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE runs SET workdir = ?, branch = nullif(?, ''), base_commit = "
+                          "nullif(?, ''), agent_pid = nullif(?, 0) WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, workdir, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, branch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, base_commit, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, agent_pid);
+    sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+    return step_done(st, s, "record run start", err);
+}
+
+int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
+                          const char *error, const char *changes, int exit_code, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE runs SET success = ?, summary = coalesce(?, summary), error = "
+                          "coalesce(?, error), changes = ?, "
+                          "exit_code = nullif(?, -1) WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int(s, 1, success);
+    sqlite3_bind_text(s, 2, summary, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, changes, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 5, exit_code);
+    sqlite3_bind_text(s, 6, id, -1, SQLITE_STATIC);
+    return step_done(st, s, "record run outcome", err);
+}
+
+int store_run_add_events(struct store *st, const char *run_id, const struct store_run_event *ev,
+                         size_t n, int64_t new_offset, struct err *err)
+{
+    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    int64_t in = 0, out = 0;
+    double cost = 0;
+    const char *text = NULL, *error = NULL;
+    {
+        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        r = store_prepare(st,
+                          "INSERT INTO run_events(run_id, seq, time, type, summary, raw) "
+                          "SELECT ?1, event_count + 1, ?2, ?3, ?4, ?5 FROM runs WHERE id = ?1",
+                          &s, err);
+        _cleanup_stmt_ sqlite3_stmt *bump = NULL;
+        if (r == 0)
+            r = store_prepare(st, "UPDATE runs SET event_count = event_count + 1 WHERE id = ?",
+                              &bump, err);
+        for (size_t i = 0; r == 0 && i < n; i++) {
+            sqlite3_reset(s);
+            sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 2, ev[i].time);
+            sqlite3_bind_text(s, 3, ev[i].type, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 4, ev[i].summary, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 5, ev[i].raw, -1, SQLITE_STATIC);
+            r = step_done(st, s, "insert run event", err);
+            if (r == 0) {
+                sqlite3_reset(bump);
+                sqlite3_bind_text(bump, 1, run_id, -1, SQLITE_STATIC);
+                r = step_done(st, bump, "count run event", err);
+            }
+            if (ev[i].text)
+                text = ev[i].text;
+            if (ev[i].error)
+                error = ev[i].error;
+            in += ev[i].input_tokens;
+            out += ev[i].output_tokens;
+            cost += ev[i].cost;
+        }
+    }
+    if (r == 0) {
+        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        r = store_prepare(st,
+                          "UPDATE runs SET events_offset = ?, input_tokens = input_tokens + ?, "
+                          "output_tokens = output_tokens + ?, cost = cost + ?, summary = "
+                          "coalesce(?, summary), error = coalesce(?, error) WHERE id = ?",
+                          &s, err);
+        if (r == 0) {
+            sqlite3_bind_int64(s, 1, new_offset);
+            sqlite3_bind_int64(s, 2, in);
+            sqlite3_bind_int64(s, 3, out);
+            sqlite3_bind_double(s, 4, cost);
+            sqlite3_bind_text(s, 5, text, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 6, error, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 7, run_id, -1, SQLITE_STATIC);
+            r = step_done(st, s, "advance run offset", err);
+        }
+    }
+    if (r < 0) {
+        exec_sql(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return exec_sql(st, "COMMIT", err);
+}
+
+int store_run_list(struct store *st, const struct store_run_list_opts *o,
+                   void (*fn)(const struct store_run *r, void *ctx), void *ctx, bool *more,
+                   struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " RUN_COLUMNS " FROM runs WHERE user_id = ?1 AND "
+                          "(?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR status = ?3) AND "
+                          "n < ?4 ORDER BY n DESC LIMIT ?5",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, o->user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, o->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, o->status, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, o->before > 0 ? o->before : INT64_MAX);
+    sqlite3_bind_int64(s, 5, (int64_t)o->limit + 1);
+    unsigned seen = 0;
+    int rc;
+    *more = false;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (seen++ == o->limit) {
+            *more = true;
+            break;
+        }
+        struct store_run run;
+        read_run(s, &run);
+        fn(&run, ctx);
+        store_run_release(&run);
+    }
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_fail(st, rc, "list runs", err);
+}
+
+int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r, void *ctx),
+                          void *ctx, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(
+        st, "SELECT " RUN_COLUMNS " FROM runs WHERE status IN ('queued', 'running') ORDER BY n", &s,
+        err);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct store_run run;
+        read_run(s, &run);
+        fn(&run, ctx);
+        store_run_release(&run);
+    }
+    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list active runs", err);
+}
+
+int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
+                     void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
+                     struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT seq, time, type, summary, raw FROM run_events WHERE run_id = ? "
+                          "AND seq > ? ORDER BY seq LIMIT ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, after);
+    sqlite3_bind_int64(s, 3, limit);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct store_run_event_row e = {
+            .seq = sqlite3_column_int64(s, 0),
+            .time = sqlite3_column_int64(s, 1),
+            .type = (const char *)sqlite3_column_text(s, 2),
+            .summary = (const char *)sqlite3_column_text(s, 3),
+            .raw = (const char *)sqlite3_column_text(s, 4),
+        };
+        fn(&e, ctx);
+    }
+    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list run events", err);
+}
+
+int store_run_transitions(struct store *st, const char *run_id,
+                          void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),
+                          void *ctx, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(
+        st, "SELECT at, status, reason FROM run_transitions WHERE run_id = ? ORDER BY rowid", &s,
+        err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        fn(sqlite3_column_int64(s, 0), (const char *)sqlite3_column_text(s, 1),
+           (const char *)sqlite3_column_text(s, 2), ctx);
+    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list run transitions", err);
+}
