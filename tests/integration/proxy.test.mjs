@@ -220,6 +220,24 @@ test('the client going away closes the upstream connection', async () => {
   assert.ok(logged(), 'the proxy did not log the abort');
 });
 
+test('a client that goes away before any answer (the model still thinking) closes the upstream too', async () => {
+  let arrived;
+  const seen = new Promise((r) => { arrived = r; });
+  // the upstream answers nothing at all until the connection goes
+  fake.handle((req, res, body) => { if (body.includes('gone-before-answer')) arrived(); });
+  const { token } = mint();
+  const sock = net.connect(new URL(server.url).port, '127.0.0.1');
+  const body = '{"stream":true,"marker":"gone-before-answer"}';
+  sock.write(`POST /proxy/anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${token}\r\n` +
+    `content-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  await seen;
+  sock.destroy();
+  const mine = () => fake.closed.some((r) => r.body.includes('gone-before-answer'));
+  for (let i = 0; i < 200 && !mine(); i++) await new Promise((r) => setTimeout(r, 50));
+  fake.handle(undefined);
+  assert.ok(mine(), 'upstream did not see the connection close');
+});
+
 test('neither the real key nor any token appears in the server log', () => {
   const log = server.stderr();
   assert.ok(!log.includes(REAL_KEY));
