@@ -171,10 +171,11 @@ deps-npm: tests/node_modules/.installed src/runs/opencode/node_modules/.installe
 tests/node_modules/.installed: tests/package.json tests/package-lock.json
 	cd tests && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
-# The OpenCode agent for runs (version pinned in its package.json), mounted into sandboxes.
-src/runs/opencode/node_modules/.installed: src/runs/opencode/package.json \
-                                           src/runs/opencode/package-lock.json
-	cd src/runs/opencode && npm ci --no-audit --no-fund --loglevel=error
+# The OpenCode agent for runs, mounted into sandboxes. Its version is pinned exactly, and so are
+# the platform packages it depends on, so no lock file is needed (npm writes only this
+# platform's optional packages into one, which then fails `npm ci` elsewhere).
+src/runs/opencode/node_modules/.installed: src/runs/opencode/package.json
+	cd src/runs/opencode && npm install --no-package-lock --no-audit --no-fund --loglevel=error
 	touch $@
 
 install: $(BUILD)/sandbox-mcp

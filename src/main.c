@@ -418,9 +418,19 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     if (config_get_u64(cfg, "RUNS_MAX_RUNNING", 4, 1, 10000, &v, err) < 0)
         return err->code;
     rc->max_running = (unsigned)v;
-    if (config_get_u64(cfg, "RUNS_RETENTION_DAYS", 7, 0, 3650, &v, err) < 0)
-        return err->code;
-    rc->retention_ms = v * 24 * 3600 * 1000;
+    /* Days, fractions allowed (0 keeps workspaces forever). */
+    const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
+    double d = 7;
+    if (days) {
+        char *end;
+        d = strtod(days, &end);
+        if (end == days || *end || d < 0 || d > 3650)
+            return err_set(err, -EINVAL,
+                           "RUNS_RETENTION_DAYS '%s' is not a number of days (0 to "
+                           "3650)",
+                           days);
+    }
+    rc->retention_ms = (uint64_t)(d * 24 * 3600 * 1000);
     return 0;
 }
 

@@ -212,9 +212,12 @@ static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx
     snprintf(j->run_id, sizeof(j->run_id), "%s", id);
     const json_t *ws = json_object_get(args, "wait_seconds");
     uint64_t wait_ms = ws ? (uint64_t)(json_number_value(ws) * 1000.0) : 0;
-    j->waiter = runs_wait(t->runs, id, wait_ms, answer_result, j);
-    if (j->waiter)
+    /* answer_result() may run (and free j) before runs_wait() returns */
+    struct runs_waiter *w = runs_wait(t->runs, id, wait_ms, answer_result, j);
+    if (w) {
+        j->waiter = w;
         mcp_call_on_cancel(call, on_get_cancel, j);
+    }
 }
 
 /* --- list_runs --- */

@@ -6,8 +6,10 @@
 
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/util.h"
+#include "runs/agent.h"
 
 #define TOKEN_ENV "SANDBOX_MCP_PROXY_TOKEN"
 
@@ -64,4 +66,21 @@ void opencode_launch(struct agent_launch *l)
     l->env[n++] = xstrdup("GIT_COMMITTER_NAME=sandbox-mcp agent");
     l->env[n++] = xstrdup("GIT_COMMITTER_EMAIL=agent@sandbox-mcp.invalid");
     free(cfg_text);
+}
+
+static const struct agent_adapter agent_adapters[] = {
+    {"opencode", opencode_launch, opencode_parse_event},
+};
+
+const struct agent_adapter *agent_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(agent_adapters) / sizeof(agent_adapters[0]); i++)
+        if (strcmp(agent_adapters[i].name, name) == 0)
+            return &agent_adapters[i];
+    return NULL;
+}
+
+const char *agent_names(void)
+{
+    return "opencode";
 }

@@ -47,11 +47,10 @@
 #define TICK_MS 500
 #define LINE_MAX_BYTES (1u << 20) /* longer event lines are stored as a stub */
 #define RAW_MAX_BYTES (16u << 10) /* raw JSON kept per event */
-#define EVENTS_MAX 100000         /* per run; beyond, events are counted in the file only */
 #define CLONE_OUTPUT_MAX (16u << 10)
 #define AGENT_DIR "/opt/agents"
 #define PROXY_URL "http://127.0.0.1:8788/proxy"
-#define RETENTION_CHECK_MS (3600 * 1000)
+#define RETENTION_CHECK_MAX_MS (3600 * 1000)
 
 enum phase {
     PH_QUEUED,    /* waiting for a slot or for its session */
@@ -71,8 +70,10 @@ struct run {
     char *task, *repository;
     char branch_req[256];
     uint64_t timeout_ms;
+    const struct agent_adapter *adapter;
     enum phase phase;
     int64_t deadline; /* monotonic ms, from when it started running */
+    int64_t retry_at; /* queued again after "at capacity": not before this (monotonic ms) */
     struct sandbox *sbx;
     struct sandbox_waiter *sw;
     struct sandbox_exec *ex;
@@ -112,6 +113,7 @@ struct runs {
     h2o_socket_t *inotify_sock;
     struct loop_timer tick;
     int64_t next_retention;
+    bool scheduling, reschedule;
 };
 
 static void run_schedule(struct runs *e);
@@ -123,11 +125,11 @@ static void run_ingest(struct run *r);
 static void transition(struct run *r, const char *status, const char *reason)
 {
     struct err err = {0};
-    if (store_run_transition(r->e->st, r->id, status, reason, time_now_ms(), &err) < 0 &&
-        err.code != -EALREADY)
-        log_error("run transition failed run=%s status=%s err=\"%s\"", r->id, status, err.msg);
-    else
+    int rc = store_run_transition(r->e->st, r->id, status, reason, time_now_ms(), &err);
+    if (rc == 0)
         log_info("run %s run=%s reason=\"%s\"", status, r->id, reason);
+    else if (rc != -EALREADY) /* already final (cancelled while it wound down) */
+        log_error("run transition failed run=%s status=%s err=\"%s\"", r->id, status, err.msg);
 }
 
 static void run_free(struct run *r)
@@ -363,6 +365,35 @@ static void run_fail(struct run *r, const char *fmt, ...)
 
 /* --- ingest --- */
 
+static bool b64url(char c)
+{
+    return isalnum((unsigned char)c) || c == '-' || c == '_';
+}
+
+/* Overwrite anything shaped like a JWT ("eyJ<b64>.eyJ<b64>.<b64>") with 'x', in place. */
+static void redact_tokens(char *s)
+{
+    for (char *p = s ? strstr(s, "eyJ") : NULL; p; p = strstr(p, "eyJ")) {
+        char *q = p;
+        int dots = 0;
+        for (;; q++) {
+            if (*q == '.' && dots < 2 && b64url(q[1]))
+                dots++;
+            else if (!b64url(*q))
+                break;
+        }
+        if (dots == 2 && q - p > 40 && strncmp(strchr(p, '.') + 1, "eyJ", 3) == 0) {
+            static const char mark[] = "[redacted]";
+            size_t n = (size_t)(q - p);
+            memset(p, 'x', n);
+            memcpy(p, mark, n < sizeof(mark) - 1 ? n : sizeof(mark) - 1);
+            p = q;
+        } else {
+            p += 3;
+        }
+    }
+}
+
 static void run_ingest(struct run *r)
 {
     struct runs *e = r->e;
@@ -412,7 +443,7 @@ static void run_ingest(struct run *r)
                 continue;
             }
             struct agent_event *ev = &parsed[nev];
-            if (opencode_parse_event(line, ll, ev) < 0) {
+            if (!r->adapter || r->adapter->parse(line, ll, ev) < 0) {
                 memset(ev, 0, sizeof(*ev));
                 snprintf(ev->type, sizeof(ev->type), "output");
                 ev->kind = AGENT_EV_OTHER;
@@ -423,13 +454,18 @@ static void run_ingest(struct run *r)
                 snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
             size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
             raws[nev] = utf8_sanitize(line, rl, NULL);
+            /* The agent holds its run's token; whatever it echoes of it is not kept. */
+            redact_tokens(raws[nev]);
+            redact_tokens(ev->summary);
+            redact_tokens(ev->text);
+            redact_tokens(ev->error);
             evs[nev] = (struct store_run_event){
                 .time = ev->time_ms ? ev->time_ms : time_now_ms(),
                 .type = ev->type,
                 .summary = ev->summary ? ev->summary : "",
                 .raw = raws[nev],
                 .text = ev->kind == AGENT_EV_TEXT ? ev->text : NULL,
-                .error = ev->kind == AGENT_EV_ERROR ? ev->error : NULL,
+                .error = ev->kind == AGENT_EV_ERROR ? ev->summary : NULL,
                 .input_tokens = ev->input_tokens,
                 .output_tokens = ev->output_tokens,
                 .cost = ev->cost,
@@ -490,6 +526,10 @@ static void start_agent(struct run *r)
 {
     struct runs *e = r->e;
     struct err err = {0};
+    if (!r->adapter) {
+        run_fail(r, "agent '%s' is not available on this server", r->agent);
+        return;
+    }
     if (!e->opencode_bin) {
         run_fail(r, "the OpenCode agent is not installed on this server (set OPENCODE_BIN)");
         return;
@@ -511,7 +551,7 @@ static void start_agent(struct run *r)
                              .proxy_token = token,
                              .proxy_url = PROXY_URL,
                              .program = program};
-    opencode_launch(&l);
+    r->adapter->launch(&l);
     free(token);
     /* The wrapper seeds OpenCode's config directory (so it installs no plugin), runs the agent,
      * and appends the exit line. */
@@ -636,9 +676,11 @@ static void on_cloned(struct proc_watch *w, int status)
 {
     struct run *r = container_of(w, struct run, clone);
     r->clone_active = false;
+    _cleanup_free_ char *out = w->data;
+    w->data = NULL;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         /* git's last words name the problem (not found, authentication, missing branch) */
-        char *msg = w->data ? w->data : (char *)"";
+        char *msg = out ? out : (char *)"";
         size_t n = strlen(msg);
         while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
             msg[--n] = '\0';
@@ -649,12 +691,8 @@ static void on_cloned(struct proc_watch *w, int status)
         if (strncmp(last, "fatal: ", 7) == 0)
             last += 7;
         run_fail(r, "cannot clone '%s': %.400s", r->repository, *last ? last : "git failed");
-        free(w->data);
-        w->data = NULL;
         return;
     }
-    free(w->data);
-    w->data = NULL;
     prepare_workspace(r, true);
 }
 
@@ -759,8 +797,9 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
     r->sw = NULL;
     if (!sbx) {
         if (err->code == -EBUSY && !r->cancelled && !r->timed_out) {
-            /* at capacity: stay queued and try again on a later tick */
+            /* at capacity: stay queued and try again in a while */
             r->phase = PH_QUEUED;
+            r->retry_at = time_mono_ms() + 2000;
             return;
         }
         run_fail(r, "cannot start the session's sandbox: %s", err->msg);
@@ -839,19 +878,33 @@ static bool session_busy(struct runs *e, const struct run *r)
     return false;
 }
 
+/* Start queued runs while there is room. Starting one can end runs (and free them) before
+ * run_begin() returns, and can come back here: so pick afresh after each start, and let a nested
+ * call only ask for another round. */
 static void run_schedule(struct runs *e)
 {
-    unsigned active = 0;
-    for (struct run *r = e->runs; r; r = r->next)
-        if (r->phase != PH_QUEUED)
-            active++;
-    for (struct run *r = e->runs, *next; r && active < e->cfg.max_running; r = next) {
-        next = r->next;
-        if (r->phase != PH_QUEUED || session_busy(e, r))
-            continue;
-        active++;
-        run_begin(r);
+    if (e->scheduling) {
+        e->reschedule = true;
+        return;
     }
+    e->scheduling = true;
+    do {
+        e->reschedule = false;
+        unsigned active = 0;
+        struct run *pick = NULL;
+        int64_t now = time_mono_ms();
+        for (struct run *r = e->runs; r; r = r->next) {
+            if (r->phase != PH_QUEUED)
+                active++;
+            else if (!pick && r->retry_at <= now && !session_busy(e, r))
+                pick = r;
+        }
+        if (pick && active < e->cfg.max_running) {
+            run_begin(pick);
+            e->reschedule = true;
+        }
+    } while (e->reschedule);
+    e->scheduling = false;
 }
 
 /* --- the periodic look: deadlines, agents that died, waits, retention --- */
@@ -904,7 +957,12 @@ static void on_tick(struct loop_timer *t)
     }
     run_schedule(e);
     if (e->cfg.retention_ms && now >= e->next_retention) {
-        e->next_retention = now + RETENTION_CHECK_MS;
+        /* often enough that a workspace outlives its retention by at most a quarter of it */
+        uint64_t every = e->cfg.retention_ms / 4;
+        e->next_retention =
+            now + (int64_t)(every < 1000                     ? 1000
+                            : every > RETENTION_CHECK_MAX_MS ? RETENTION_CHECK_MAX_MS
+                                                             : every);
         struct err err = {0};
         store_session_list_expired(e->st, time_now_ms() - (int64_t)e->cfg.retention_ms,
                                    on_expired_session, e, &err);
@@ -925,6 +983,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     snprintf(r->user_id, sizeof(r->user_id), "%s", row->user_id);
     snprintf(r->session_id, sizeof(r->session_id), "%s", row->session_id);
     snprintf(r->agent, sizeof(r->agent), "%s", row->agent);
+    r->adapter = agent_find(row->agent); /* NULL: an agent this build does not have */
     snprintf(r->model, sizeof(r->model), "%s", row->model);
     r->task = xstrdup(row->task ? row->task : "");
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
@@ -1089,8 +1148,9 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                 struct err *err)
 {
     const char *agent = s->agent && *s->agent ? s->agent : "opencode";
-    if (strcmp(agent, "opencode") != 0)
-        return err_set(err, -EINVAL, "agent '%s' is not available; agents: opencode", agent);
+    if (!agent_find(agent))
+        return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
+                       agent_names());
     const char *model = s->model && *s->model ? s->model : e->default_model;
     if (!model_valid(model))
         return err_set(err, -EINVAL, "model '%s' is not of the form provider/model (e.g. %s)",
@@ -1195,6 +1255,8 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
         return err_set(err, -EALREADY, "run '%s' is not active", run_id);
     run->cancelled = true;
     log_info("run cancel requested run=%s", run_id);
+    /* The status is final now; the agent is stopped and the changes collected after. */
+    transition(run, "cancelled", "cancelled by the user");
     switch (run->phase) {
     case PH_QUEUED: record_end(run, NULL); break;
     case PH_ACQUIRE:

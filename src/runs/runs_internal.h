@@ -23,6 +23,20 @@ void agent_launch_release(struct agent_launch *l);
 /* OpenCode: `opencode run --format json` with its providers pointed at the proxy. */
 void opencode_launch(struct agent_launch *l);
 
+struct agent_event;
+
+/* An agent adapter: everything the engine knows about one coding agent. Adding an agent (Claude
+ * Code, Codex) means adding an entry to agent_adapters, not changing the engine. */
+struct agent_adapter {
+    const char *name;
+    void (*launch)(struct agent_launch *l);                             /* argv and env */
+    int (*parse)(const char *line, size_t len, struct agent_event *ev); /* one stdout line */
+};
+/* The adapter called name, or NULL. */
+const struct agent_adapter *agent_find(const char *name);
+/* Names of the adapters, comma-separated (for messages). */
+const char *agent_names(void);
+
 /* The line the run's wrapper appends to the event file when the agent exits. */
 #define RUN_EXIT_MARKER "{\"type\":\"sandbox_mcp_exit\",\"code\":"
 

@@ -8,6 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError, ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 
 import { startServer } from '../lib/server.mjs';
+import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 const STATELESS_VERSION = '2026-07-28';
 
@@ -207,5 +208,48 @@ describe('sandbox through the SDK client', () => {
     assert.equal(text, 'line1\nline2\nline3\n');
     assert.equal(events.at(-1).kind, 'result');
     assert.equal(res.structuredContent.stdout, 'line1\nline2\nline3\n');
+  });
+});
+
+describe('coding runs', () => {
+  let server;
+  let client;
+  let fake;
+
+  before(async () => {
+    fake = await startFake();
+    const router = agentRouter();
+    fake.handle(router);
+    router.add('sdk-run-3f7', [
+      { tool: 'write', input: { filePath: '/workspace/notes.md', content: '# Notes\n' } },
+      { text: 'Wrote notes.md.' },
+    ]);
+    server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+    client = await connect(server);
+  });
+
+  after(async () => {
+    await client?.close();
+    if (server) await stopCleanly(server);
+    await fake?.close();
+  });
+
+  test('run_task returns at once; get_result waits for the agent and reports its work', async () => {
+    const started = await client.callTool({ name: 'run_task', arguments: { task: 'sdk-run-3f7: write notes' } });
+    assert.notEqual(started.isError, true, JSON.stringify(started));
+    const { run_id: runId, session_id: sessionId } = started.structuredContent;
+    let r;
+    do {
+      r = (await client.callTool({ name: 'get_result', arguments: { run_id: runId, wait_seconds: 30 } },
+        undefined, { timeout: 60000 })).structuredContent;
+    } while (r.status === 'queued' || r.status === 'running');
+    assert.equal(r.status, 'succeeded', JSON.stringify(r));
+    assert.equal(r.result.summary, 'Wrote notes.md.');
+    // the session's sandbox holds the agent's file
+    const read = await client.callTool({ name: 'container_file_read',
+      arguments: { path: '/workspace/notes.md', session_id: sessionId } });
+    assert.equal(read.content[0].resource.text, '# Notes\n');
+    const list = await client.callTool({ name: 'list_runs', arguments: { session_id: sessionId } });
+    assert.deepEqual(list.structuredContent.runs.map((x) => x.run_id), [runId]);
   });
 });

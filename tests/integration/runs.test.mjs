@@ -1,0 +1,598 @@
+// Coding runs: run_task, get_result, list_runs and cancel_run over /mcp, with the real OpenCode in
+// the user's sandbox talking to a scripted fake of the Anthropic API through the server's proxy.
+// Each run's task carries a unique marker; the fake routes a run's requests to its own script
+// (tests/lib/fake-anthropic.mjs, agentRouter), so runs of different tests can go on at once.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
+import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
+
+const API_KEY = 'sk-ant-test-key';
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+const STATUSES = new Set(['queued', 'running', ...TERMINAL]);
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+// The event types OpenCode writes for a turn (`opencode run --format json`).
+const AGENT_TYPES = new Set(['step_start', 'text', 'tool_use', 'step_finish']);
+// `git commit` in the sandbox without relying on a configured identity
+const COMMIT = 'git -c user.name=Agent -c user.email=agent@example.com commit -q';
+
+let fake, router, server, env, scratch;
+let nextId = 1;
+const repos = {};
+
+// ---- helpers --------------------------------------------------------------------------------
+
+async function tool(srv, name, args = {}, { token } = {}) {
+  let r;
+  try {
+    r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+      params: { name, arguments: args } }, { token: token || srv.token });
+  } catch (e) {
+    // the server went away: show why
+    throw new Error(`${name}: ${e.message} (${e.cause?.message}); server exit ${srv.proc.exitCode} `
+      + `${srv.proc.signalCode}; stderr:\n${srv.stderr().slice(-6000)}`);
+  }
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.body && r.body.result, r.text);
+  return r.body.result;
+}
+
+function text(res) {
+  return (res.content || []).map((c) => c.text || '').join('');
+}
+
+// A call that must succeed; returns its structuredContent.
+async function ok(srv, name, args, opts) {
+  const res = await tool(srv, name, args, opts);
+  assert.equal(res.isError, undefined, `${name} ${JSON.stringify(args).slice(0, 200)}: ${text(res)}`);
+  assert.ok(res.structuredContent, `${name}: no structuredContent: ${JSON.stringify(res)}`);
+  return res.structuredContent;
+}
+
+// A call that must be refused with a tool error whose text matches re.
+async function refused(srv, name, args, re, opts) {
+  const res = await tool(srv, name, args, opts);
+  assert.equal(res.isError, true, `${name} ${JSON.stringify(args).slice(0, 200)} was not refused: ${JSON.stringify(res).slice(0, 500)}`);
+  assert.match(text(res), re);
+  return text(res);
+}
+
+async function runTask(srv, args, opts) {
+  const r = await ok(srv, 'run_task', args, opts);
+  assert.match(r.run_id, /\S/);
+  assert.match(r.session_id, /\S/);
+  assert.ok(r.status === 'queued' || r.status === 'running', JSON.stringify(r));
+  assert.equal(typeof r.web_url, 'string');
+  return r;
+}
+
+// get_result with a long poll until the run is in a final state.
+async function waitRun(srv, runId, { token, tool: name = 'get_result', ms = 600000 } = {}) {
+  const t0 = Date.now();
+  for (;;) {
+    const r = await ok(srv, name, { run_id: runId, wait_seconds: 30 }, { token });
+    assert.ok(STATUSES.has(r.status), JSON.stringify(r));
+    if (TERMINAL.has(r.status)) return r;
+    if (Date.now() - t0 > ms) throw new Error(`run ${runId} still ${r.status} after ${ms} ms: ${JSON.stringify(r)}`);
+  }
+}
+
+async function waitUntil(cond, what, ms = 120000) {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function sql(srv, query) {
+  const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
+  return out.trim() ? JSON.parse(out) : [];
+}
+
+const q = (s) => `'${String(s).replace(/'/g, "''")}'`;
+
+// A run's events from SQLite, checked: seq 1..n without gaps, raw is the agent's JSON event of
+// that type, and no agent event stored twice (OpenCode gives every part its own id).
+function events(srv, runId) {
+  const rows = sql(srv, `SELECT seq, time, type, summary, raw FROM run_events WHERE run_id = ${q(runId)} ORDER BY seq`);
+  rows.forEach((e, i) => {
+    assert.equal(e.seq, i + 1, `event seq not contiguous: ${rows.map((x) => x.seq).join(',')}`);
+    assert.equal(typeof e.summary, 'string');
+    assert.ok(Number.isInteger(e.time) && e.time > 0, JSON.stringify(e));
+  });
+  const parts = [];
+  for (const e of rows.filter((x) => AGENT_TYPES.has(x.type))) {
+    const raw = JSON.parse(e.raw);
+    assert.equal(raw.type, e.type, e.raw);
+    parts.push(raw.part.id);
+  }
+  assert.equal(new Set(parts).size, parts.length, `an agent event was stored twice: ${parts.join(' ')}`);
+  return rows;
+}
+
+function agentTypes(rows) {
+  return rows.map((e) => e.type).filter((t) => AGENT_TYPES.has(t));
+}
+
+function git(args, cwd) {
+  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env,
+    GIT_AUTHOR_NAME: 'Tester', GIT_AUTHOR_EMAIL: 'tester@example.com',
+    GIT_COMMITTER_NAME: 'Tester', GIT_COMMITTER_EMAIL: 'tester@example.com' } });
+  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+// A bare repository <name>.git with main (one commit, README.md, the default branch) and
+// feature (one more commit adding feature.txt).
+function bareRepo(name) {
+  const root = path.join(scratch, name);
+  const bare = path.join(root, `${name}.git`);
+  const work = path.join(root, 'work');
+  mkdirSync(root);
+  git(['init', '-q', '--bare', bare]);
+  git(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
+  git(['init', '-q', work]);
+  git(['checkout', '-q', '-b', 'main'], work);
+  writeFileSync(path.join(work, 'README.md'), `# ${name}\n`);
+  git(['add', 'README.md'], work);
+  git(['commit', '-q', '-m', 'Initial commit'], work);
+  git(['push', '-q', bare, 'main'], work);
+  git(['checkout', '-q', '-b', 'feature'], work);
+  writeFileSync(path.join(work, 'feature.txt'), 'feature work\n');
+  git(['add', 'feature.txt'], work);
+  git(['commit', '-q', '-m', 'Add feature'], work);
+  git(['push', '-q', bare, 'feature'], work);
+  return bare;
+}
+
+function addUser(srv, name) {
+  const add = cli(['user', 'add', name, '--data-dir', srv.dataDir]);
+  assert.equal(add.status, 0, add.stderr);
+  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  assert.equal(tok.status, 0, tok.stderr);
+  return tok.stdout.match(/smcp_\S+/)[0];
+}
+
+function closedPort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+// ---- setup ----------------------------------------------------------------------------------
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  env = { ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1' };
+  server = await startServer({ env });
+  scratch = tempDir('smcp-runs-');
+  for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix']) repos[name] = bareRepo(name);
+});
+
+after(async () => {
+  if (process.env.SHOW_STDERR) console.log(server?.stderr());
+  await server?.stop();
+  await fake?.close();
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+// ---- the tools ------------------------------------------------------------------------------
+
+test('tools/list has the four run tools; the opencode_* aliases are callable but not listed', async () => {
+  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/list', params: {} });
+  const names = r.body.result.tools.map((t) => t.name);
+  for (const n of ['run_task', 'get_result', 'list_runs', 'cancel_run']) assert.ok(names.includes(n), names.join(', '));
+  for (const n of names) assert.doesNotMatch(n, /^opencode_/);
+  const list = await ok(server, 'opencode_list_runs', {});
+  assert.ok(Array.isArray(list.runs));
+  assert.equal(typeof list.has_more, 'boolean');
+  await refused(server, 'opencode_get_result', { run_id: 'run_doesnotexist' }, /not found/i);
+  await refused(server, 'opencode_run_task', { task: '' }, /task/);
+});
+
+test('input errors are tool errors naming the problem, and create no run', async () => {
+  const before = (await ok(server, 'list_runs', { limit: 100 })).runs.length;
+  await refused(server, 'run_task', {}, /task/);
+  await refused(server, 'run_task', { task: '' }, /task/);
+  await refused(server, 'run_task', { task: 'x'.repeat(50001) }, /task/);
+  await refused(server, 'run_task', { task: 'fine', title: 't'.repeat(101) }, /title/);
+  await refused(server, 'run_task', { task: 'fine', timeout_minutes: 0 }, /timeout_minutes/);
+  await refused(server, 'run_task', { task: 'fine', timeout_minutes: -1 }, /timeout_minutes/);
+  await refused(server, 'run_task', { task: 'fine', session_id: 'ses_doesnotexist' }, /not found/i);
+  await refused(server, 'get_result', {}, /run_id/);
+  await refused(server, 'get_result', { run_id: 'run_doesnotexist' }, /not found/i);
+  await refused(server, 'get_result', { run_id: 'run_doesnotexist', wait_seconds: 61 }, /wait_seconds/);
+  await refused(server, 'get_result', { run_id: 'run_doesnotexist', wait_seconds: -1 }, /wait_seconds/);
+  await refused(server, 'cancel_run', { run_id: 'run_doesnotexist' }, /not found/i);
+  await refused(server, 'list_runs', { limit: 0 }, /limit/);
+  await refused(server, 'list_runs', { limit: 101 }, /limit/);
+  await refused(server, 'list_runs', { status: 'sleeping' }, /status/);
+  await refused(server, 'list_runs', { cursor: 'not-a-cursor' }, /cursor/);
+  assert.equal((await ok(server, 'list_runs', { limit: 100 })).runs.length, before);
+});
+
+// ---- runs; independent ones go on at the same time --------------------------------------------
+
+let first; // the run of the write-and-commit test, for the isolation test below
+
+describe('runs', { concurrency: true }, () => {
+  test('a run writes a file and commits it; a second run in the same session continues the conversation', async () => {
+    // (a) write + commit
+    const task1 = 'widget-a1: add hello.txt saying hello and commit it';
+    const s1 = router.add('widget-a1', [
+      { text: 'I will add hello.txt.', tool: 'write',
+        input: { filePath: '/workspace/widget/hello.txt', content: 'hello from the agent\n' },
+        usage: { input_tokens: 1000, output_tokens: 50 } },
+      { tool: 'bash', input: { command: `git add hello.txt && ${COMMIT} -m "Add hello" && git rev-parse HEAD`,
+        description: 'Commit hello.txt' }, usage: { input_tokens: 1200, output_tokens: 60 } },
+      { text: 'Added hello.txt and committed it.', usage: { input_tokens: 1500, output_tokens: 70 } },
+    ]);
+    const started = await runTask(server, { task: task1, repository: repos.widget, title: 'Add hello' });
+    const r = await waitRun(server, started.run_id);
+    const diag = JSON.stringify(r, null, 1);
+    assert.equal(r.status, 'succeeded', diag);
+    assert.equal(s1.overrun, 0, diag);
+    assert.equal(s1.remaining, 0, diag);
+    first = r;
+
+    // the commit the agent made, as its bash call printed it
+    const sha = toolResults(s1.requests[2].body).at(-1).text.trim();
+    assert.match(sha, /^[0-9a-f]{40}$/, sha);
+
+    assert.equal(r.run_id, started.run_id);
+    assert.equal(r.session_id, started.session_id);
+    assert.equal(r.task, task1);
+    assert.equal(r.title, 'Add hello');
+    assert.equal(r.agent, 'opencode');
+    assert.equal(typeof r.model, 'string');
+    assert.ok(r.model.length > 0);
+    assert.equal(r.repository, repos.widget);
+    assert.equal(r.branch, 'main'); // the remote's default
+    for (const k of ['created_at', 'started_at', 'finished_at']) assert.match(r[k], ISO, k);
+    assert.ok(r.created_at <= r.started_at && r.started_at <= r.finished_at, diag);
+    assert.equal(r.web_url, started.web_url);
+
+    assert.equal(r.result.success, true);
+    assert.equal(r.result.summary, 'Added hello.txt and committed it.');
+    assert.equal(r.result.error, null);
+
+    assert.equal(r.changes.files_changed, 1, diag);
+    assert.equal(r.changes.insertions, 1);
+    assert.equal(r.changes.deletions, 0);
+    assert.deepEqual(r.changes.files.map(({ path: p, insertions, deletions }) => ({ path: p, insertions, deletions })),
+      [{ path: 'hello.txt', insertions: 1, deletions: 0 }]);
+    assert.equal(r.changes.commits.length, 1, diag);
+    assert.ok(r.changes.commits[0].sha.length >= 7 && sha.startsWith(r.changes.commits[0].sha), diag);
+    assert.equal(r.changes.commits[0].message, 'Add hello');
+    assert.equal(typeof r.changes.branch, 'string'); // the branch the work is on
+
+    // usage is what the fake reported for the agent's turns (title requests report none)
+    assert.deepEqual(s1.usage, { input_tokens: 3700, output_tokens: 180 });
+    assert.equal(r.usage.input_tokens, 3700, diag);
+    assert.equal(r.usage.output_tokens, 180, diag);
+    assert.equal(typeof r.usage.cost, 'number');
+    assert.ok(r.usage.cost >= 0);
+
+    // the agent's events, in order
+    const ev = events(server, r.run_id);
+    assert.deepEqual(agentTypes(ev), [
+      'step_start', 'text', 'tool_use', 'step_finish',
+      'step_start', 'tool_use', 'step_finish',
+      'step_start', 'text', 'step_finish']);
+    assert.equal(r.event_count, ev.length);
+    assert.equal(r.latest_event.seq, ev.length);
+    assert.equal(r.latest_event.type, ev.at(-1).type);
+    assert.equal(typeof r.latest_event.summary, 'string');
+    assert.match(r.latest_event.time, ISO);
+    const write = JSON.parse(ev.find((e) => e.type === 'tool_use').raw);
+    assert.equal(write.part.tool, 'write');
+    assert.equal(write.part.state.status, 'completed');
+
+    const moves = r.transitions.map((t) => t.status);
+    assert.equal(moves.at(-1), 'succeeded', diag);
+    assert.ok(moves.indexOf('running') >= 0 && moves.indexOf('running') < moves.length - 1, diag);
+    for (const t of r.transitions) {
+      assert.match(t.at, ISO);
+      assert.equal(typeof t.reason, 'string');
+    }
+
+    // cancelling a finished run changes nothing
+    await tool(server, 'cancel_run', { run_id: r.run_id });
+    assert.equal((await ok(server, 'get_result', { run_id: r.run_id })).status, 'succeeded');
+
+    // (c) the same session again: the workspace and the conversation carry over
+    const task2 = 'widget-c2: what does hello.txt say?';
+    const s2 = router.add('widget-c2', [
+      { tool: 'bash', input: { command: 'cat /workspace/widget/hello.txt && git -C /workspace/widget log --format=%s -1',
+        description: 'Show hello.txt' } },
+      { text: 'It says hello from the agent.' },
+    ]);
+    const again = await runTask(server, { task: task2, session_id: r.session_id });
+    assert.equal(again.session_id, r.session_id);
+    assert.notEqual(again.run_id, r.run_id);
+    const r2 = await waitRun(server, again.run_id);
+    assert.equal(r2.status, 'succeeded', JSON.stringify(r2, null, 1));
+    assert.equal(r2.session_id, r.session_id);
+    assert.equal(r2.result.summary, 'It says hello from the agent.');
+    // the agent saw the first run's work in the workspace
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, 'hello from the agent\nAdd hello\n');
+    // and the model was sent the first run's conversation: its task and its tool results
+    const convo = s2.requests[0].body;
+    const [latest, before] = userTexts(convo);
+    assert.ok(latest.includes(task2) && before.includes(task1), JSON.stringify(userTexts(convo)));
+    const earlier = toolResults(convo).map((t) => t.text);
+    assert.ok(earlier.some((t) => t.includes(sha)), JSON.stringify(earlier));
+    assert.equal(earlier.length, 2, JSON.stringify(earlier));
+    assert.deepEqual(agentTypes(events(server, r2.run_id)), [
+      'step_start', 'tool_use', 'step_finish', 'step_start', 'text', 'step_finish']);
+
+    const inSession = await ok(server, 'list_runs', { session_id: r.session_id });
+    assert.deepEqual(inSession.runs.map((x) => x.run_id), [again.run_id, r.run_id]);
+  });
+
+  test('a run on another branch; a run without repository works in /workspace', async () => {
+    const s1 = router.add('gadget-br', [
+      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
+      { text: 'On feature.' },
+    ]);
+    const s2 = router.add('no-repo-ws', [
+      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
+      { text: 'In the workspace.' },
+    ]);
+    const [a, b] = await Promise.all([
+      runTask(server, { task: 'gadget-br: which branch is this?', repository: repos.gadget, branch: 'feature' }),
+      runTask(server, { task: 'no-repo-ws: where are you?' }),
+    ]);
+    const [ra, rb] = await Promise.all([waitRun(server, a.run_id), waitRun(server, b.run_id)]);
+    assert.equal(ra.status, 'succeeded', JSON.stringify(ra, null, 1));
+    assert.equal(ra.branch, 'feature');
+    assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'feature\nfeature work\n');
+    assert.equal(ra.changes.files_changed, 0);
+    assert.deepEqual(ra.changes.commits, []);
+    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
+    assert.equal(rb.repository, null);
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace\n');
+  });
+
+  test('cancel_run stops a running run; get_result says cancelled', async () => {
+    const s = router.add('cancel-me', [{ hold: true, text: 'Never sent.' }]);
+    const started = await runTask(server, { task: 'cancel-me: wait for a slow model', repository: repos.gizmo });
+    await s.waitHeld();
+    assert.equal((await ok(server, 'get_result', { run_id: started.run_id })).status, 'running');
+    const c = await ok(server, 'cancel_run', { run_id: started.run_id });
+    assert.deepEqual(c, { run_id: started.run_id, status: 'cancelled' });
+    const r = await waitRun(server, started.run_id);
+    assert.equal(r.status, 'cancelled', JSON.stringify(r, null, 1));
+    assert.match(r.finished_at, ISO);
+    assert.equal(r.result.success, false);
+    assert.equal(r.transitions.at(-1).status, 'cancelled');
+    // the agent is gone: its request to the model was dropped
+    await waitUntil(() => s.aborted >= 1, 'the held request closed after cancel');
+    events(server, r.run_id);
+  });
+
+  test('a run over its timeout fails, saying so', async () => {
+    const s = router.add('too-slow', [{ hold: true, text: 'Never sent.' }]);
+    const started = await runTask(server, { task: 'too-slow: think for a long time', timeout_minutes: 0.1 });
+    const r = await waitRun(server, started.run_id);
+    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
+    assert.equal(r.result.success, false);
+    assert.match(`${r.status_reason} ${r.result.error}`, /timed? ?out|timeout/i);
+    assert.match(r.result.error, /timed? ?out|timeout/i);
+    // the agent is gone: no request of it is left hanging at the fake (on a slow machine the
+    // agent may not even have reached the model in 6 s)
+    await waitUntil(() => s.held === 0, 'the held request closed after the timeout');
+  });
+
+  test('an upstream 401 fails the run with an authentication error (through the opencode_* aliases)', async () => {
+    const s = router.add('bad-key', [
+      { status: 401, error: { type: 'authentication_error', message: 'invalid x-api-key' } },
+    ]);
+    const started = await ok(server, 'opencode_run_task', { task: 'bad-key: anything' });
+    const r = await waitRun(server, started.run_id, { tool: 'opencode_get_result' });
+    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
+    assert.equal(r.result.success, false);
+    assert.match(r.result.error, /401|authenticat/i);
+    assert.ok(s.requests.length >= 1);
+  });
+
+  test('a repository that cannot be cloned, or a missing branch, fails the run clearly', async () => {
+    const port = await closedPort();
+    const cases = [
+      { marker: 'clone-missing', repository: path.join(scratch, 'does-not-exist.git'), re: /clone|repositor|not found|does not exist/i },
+      { marker: 'clone-refused', repository: `https://127.0.0.1:${port}/acme/widget.git`, re: /clone|repositor|connect|refused/i },
+      { marker: 'no-branch', repository: repos.sprocket, branch: 'no-such-branch', re: /no-such-branch/ },
+    ];
+    const scripts = cases.map((c) => router.add(c.marker, [{ text: 'Should not run.' }]));
+    const started = await Promise.all(cases.map((c) => runTask(server, {
+      task: `${c.marker}: do something`, repository: c.repository, ...(c.branch ? { branch: c.branch } : {}) })));
+    const results = await Promise.all(started.map((s) => waitRun(server, s.run_id)));
+    results.forEach((r, i) => {
+      const diag = JSON.stringify(r, null, 1);
+      assert.equal(r.status, 'failed', diag);
+      assert.equal(r.result.success, false);
+      assert.match(r.result.error, cases[i].re, diag);
+      if (cases[i].branch) assert.match(r.result.error, /branch/i, diag);
+      // the agent never started
+      assert.equal(scripts[i].requests.length + scripts[i].titles.length, 0, diag);
+    });
+  });
+
+  test('the agent holds a proxy token, never the real key', async () => {
+    // Counts only, so that nothing secret lands in the events; the key's pattern is split so
+    // that the command itself does not contain it. Lines: the real key in the environment, a
+    // JWT in the environment, files holding the real key.
+    const s = router.add('key-hunt', [
+      { tool: 'bash', input: { description: 'Look for the key',
+        command: 'printenv | grep -c "sk-ant-te""st-key"; printenv | grep -c "eyJ[A-Za-z0-9_-]*[.]eyJ"; '
+          + 'grep -rl "sk-ant-te""st-key" "$HOME" /workspace /tmp /etc 2>/dev/null | wc -l' } },
+      { text: 'No key here.' },
+    ]);
+    const started = await runTask(server, { task: 'key-hunt: look around' });
+    const r = await waitRun(server, started.run_id);
+    assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
+    assert.match(toolResults(s.requests[1].body).at(-1).text, /^0\n[1-9]\d*\n0\n$/);
+    for (const req of [...s.requests, ...s.titles]) assert.equal(req.headers['x-api-key'], API_KEY);
+  });
+
+  test('list_runs filters by status and by session and pages with a cursor', async () => {
+    const token = addUser(server, 'lister');
+    const as = { token };
+    router.add('lister-A', [{ text: 'A done.' }]);
+    router.add('lister-B', [{ text: 'B done.' }]);
+    const sc = router.add('lister-C', [{ hold: true, text: 'C done.' }]);
+    const a = await runTask(server, { task: 'lister-A: say A', title: 'First' }, as);
+    assert.equal((await waitRun(server, a.run_id, as)).status, 'succeeded');
+    const b = await runTask(server, { task: 'lister-B: say B', session_id: a.session_id }, as);
+    assert.equal((await waitRun(server, b.run_id, as)).status, 'succeeded');
+    const c = await runTask(server, { task: 'lister-C: say C' }, as);
+    await sc.waitHeld();
+    assert.notEqual(c.session_id, a.session_id);
+
+    const ids = (l) => l.runs.map((x) => x.run_id);
+    const all = await ok(server, 'list_runs', {}, as);
+    assert.deepEqual(ids(all), [c.run_id, b.run_id, a.run_id]); // newest first
+    assert.equal(all.has_more, false);
+    const ra = all.runs[2];
+    assert.equal(ra.session_id, a.session_id);
+    assert.equal(ra.status, 'succeeded');
+    assert.equal(ra.title, 'First');
+    assert.equal(ra.task_preview, 'lister-A: say A');
+    assert.match(ra.created_at, ISO);
+    assert.match(ra.finished_at, ISO);
+    assert.equal(all.runs[0].status, 'running');
+    assert.equal(all.runs[0].finished_at, null);
+
+    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'running' }, as)), [c.run_id]);
+    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'succeeded' }, as)), [b.run_id, a.run_id]);
+    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'failed' }, as)), []);
+    assert.deepEqual(ids(await ok(server, 'list_runs', { session_id: a.session_id }, as)), [b.run_id, a.run_id]);
+    assert.deepEqual(ids(await ok(server, 'list_runs', { session_id: c.session_id }, as)), [c.run_id]);
+    assert.deepEqual(ids(await ok(server, 'list_runs', { session_id: a.session_id, status: 'running' }, as)), []);
+
+    // one page at a time
+    const seen = [];
+    let page = await ok(server, 'list_runs', { limit: 1 }, as);
+    for (;;) {
+      assert.equal(page.runs.length, 1);
+      seen.push(page.runs[0].run_id);
+      if (!page.has_more) break;
+      assert.equal(typeof page.next_cursor, 'string');
+      page = await ok(server, 'list_runs', { limit: 1, cursor: page.next_cursor }, as);
+    }
+    assert.deepEqual(seen, [c.run_id, b.run_id, a.run_id]);
+    const two = await ok(server, 'list_runs', { limit: 2 }, as);
+    assert.deepEqual(ids(two), [c.run_id, b.run_id]);
+    assert.equal(two.has_more, true);
+    const rest = await ok(server, 'list_runs', { limit: 2, cursor: two.next_cursor }, as);
+    assert.deepEqual(ids(rest), [a.run_id]);
+    assert.equal(rest.has_more, false);
+    assert.ok(rest.next_cursor === null || rest.next_cursor === undefined, JSON.stringify(rest));
+
+    // another user's list has none of these
+    const adminIds = ids(await ok(server, 'list_runs', { limit: 100 }));
+    for (const id of [a.run_id, b.run_id, c.run_id]) assert.ok(!adminIds.includes(id));
+
+    await ok(server, 'cancel_run', { run_id: c.run_id }, as);
+    assert.equal((await waitRun(server, c.run_id, as)).status, 'cancelled');
+    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'cancelled' }, as)), [c.run_id]);
+    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'running' }, as)), []);
+  });
+});
+
+// ---- after the runs -------------------------------------------------------------------------
+
+test("another user cannot see, cancel or continue the first user's runs", async () => {
+  assert.ok(first, 'the write-and-commit run did not finish');
+  const token = addUser(server, 'mallory');
+  const as = { token };
+  const list = await ok(server, 'list_runs', { limit: 100 }, as);
+  assert.deepEqual(list.runs, []);
+  assert.equal(list.has_more, false);
+  await refused(server, 'get_result', { run_id: first.run_id }, /not found/i, as);
+  await refused(server, 'cancel_run', { run_id: first.run_id }, /not found/i, as);
+  // listing by their session: refused as not found, or simply nothing
+  const bySession = await tool(server, 'list_runs', { session_id: first.session_id }, as);
+  if (bySession.isError) assert.match(text(bySession), /not found/i);
+  else assert.deepEqual(bySession.structuredContent.runs, []);
+  await refused(server, 'run_task', { task: 'mallory: continue their work', session_id: first.session_id }, /not found/i, as);
+  assert.deepEqual((await ok(server, 'list_runs', {}, as)).runs, []);
+  assert.equal((await ok(server, 'get_result', { run_id: first.run_id })).status, 'succeeded');
+});
+
+test('events of every run are contiguous and unique; neither the key nor a token is in them or in the log', async () => {
+  const runs = sql(server, 'SELECT run_id, MIN(seq) AS lo, MAX(seq) AS hi, COUNT(*) AS n FROM run_events GROUP BY run_id');
+  assert.ok(runs.length >= 5, JSON.stringify(runs));
+  for (const r of runs) {
+    assert.equal(r.lo, 1, JSON.stringify(r));
+    assert.equal(r.hi, r.n, JSON.stringify(r));
+    events(server, r.run_id);
+  }
+  const counts = sql(server, 'SELECT r.id AS id, r.event_count AS c, (SELECT COUNT(*) FROM run_events e WHERE e.run_id = r.id) AS n FROM runs r');
+  for (const c of counts) assert.equal(c.c, c.n, JSON.stringify(c));
+  const raw = sql(server, 'SELECT raw FROM run_events').map((e) => e.raw).join('\n');
+  assert.ok(!raw.includes(API_KEY), 'the API key is in run_events');
+  assert.doesNotMatch(raw, /eyJ[\w-]+\.eyJ[\w-]+\./, 'a JWT is in run_events');
+  const log = server.stderr();
+  assert.ok(!log.includes(API_KEY), 'the API key is in the server log');
+  assert.doesNotMatch(log, /eyJ[\w-]+\.eyJ[\w-]+\./, 'a JWT is in the server log');
+  // the proxy put the real key on every request the fake got, and the agent's token never arrived
+  assert.ok(fake.requests.length > 0);
+  for (const req of fake.requests) {
+    assert.equal(req.headers['x-api-key'], API_KEY);
+    assert.equal(req.headers.authorization, undefined);
+    assert.doesNotMatch(req.body, /eyJ[\w-]+\.eyJ[\w-]+\./);
+  }
+  assert.deepEqual(router.unmatched.map((u) => userTexts(u.body)[0]), []);
+});
+
+// kill -9 while the fake holds the agent's request: the proxy connection dies with the server,
+// the fake gives the held step back, and OpenCode retries (after about 2, 4, 8, 16 and 30 s,
+// then gives up), so once a new server on the same data directory is up, a retry reaches the
+// fake again through the new server's proxy and gets the same step: the run goes on and ends.
+test('kill -9 of the server mid-run: a new server on the same data dir takes the run over to the end', async () => {
+  const dataDir = tempDir();
+  let srv = await startServer({ dataDir, env });
+  const token = srv.token;
+  try {
+    const s = router.add('phoenix-k9', [
+      { tool: 'bash', input: { command: 'echo before > before.txt', description: 'Write before.txt' } },
+      { hold: true, tool: 'bash', input: { command: `echo after > after.txt && git add -A && ${COMMIT} -m "Survive a restart"`,
+        description: 'Write after.txt and commit' } },
+      { text: 'Survived the restart.' },
+    ]);
+    const started = await runTask(srv, { task: 'phoenix-k9: write two files across a restart', repository: repos.phoenix });
+    await s.waitHeld();
+    await srv.stop('SIGKILL');
+    await waitUntil(() => s.aborted >= 1, 'the proxy connection died with the server');
+    srv = await startServer({ dataDir, env });
+    srv.token = token;
+    s.release();
+    const r = await waitRun(srv, started.run_id);
+    const diag = `${JSON.stringify(r, null, 1)}\n${srv.stderr().slice(-3000)}`;
+    assert.equal(r.status, 'succeeded', diag);
+    assert.equal(r.result.summary, 'Survived the restart.');
+    assert.ok(s.requests.filter((x) => x.step === 1).length >= 2, 'the held step was not asked for again');
+    assert.equal(s.overrun, 0);
+    assert.deepEqual(r.changes.commits.map((c) => c.message), ['Survive a restart']);
+    assert.deepEqual(r.changes.files.map((f) => f.path).sort(), ['after.txt', 'before.txt']);
+    const ev = events(srv, r.run_id);
+    assert.deepEqual(agentTypes(ev), [
+      'step_start', 'tool_use', 'step_finish',
+      'step_start', 'tool_use', 'step_finish',
+      'step_start', 'text', 'step_finish']);
+    assert.equal(r.event_count, ev.length);
+    assert.equal(r.transitions.at(-1).status, 'succeeded');
+  } finally {
+    await srv.stop();
+    removeDataDir(dataDir);
+  }
+});

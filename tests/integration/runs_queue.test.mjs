@@ -1,0 +1,151 @@
+// The run queue and workspace retention: at most RUNS_MAX_RUNNING runs at once, first come first
+// served, one run at a time per session; a session's workspace removed RUNS_RETENTION_DAYS after
+// its last run. Real OpenCode, scripted fake upstream (tests/lib/fake-anthropic.mjs).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, rpc, removeDataDir } from '../lib/server.mjs';
+import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+
+let fake, router;
+let nextId = 1;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+});
+
+after(async () => {
+  await fake.close();
+});
+
+async function call(srv, name, args) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
+  assert.equal(r.status, 200, r.text);
+  return r.body.result;
+}
+
+async function ok(srv, name, args) {
+  const res = await call(srv, name, args);
+  assert.equal(res.isError, undefined, JSON.stringify(res));
+  return res.structuredContent;
+}
+
+async function finished(srv, runId) {
+  for (;;) {
+    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 });
+    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
+  }
+}
+
+function sql(srv, query) {
+  const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
+  return out.trim() ? JSON.parse(out) : [];
+}
+
+async function until(cond, what, ms = 60000) {
+  const t0 = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const env = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url });
+
+test('runs wait for a slot in order, and a session runs one at a time', async () => {
+  const server = await startServer({ env: { ...env(), RUNS_MAX_RUNNING: '2' } });
+  try {
+    const a = router.add('queue-a-41c', [{ hold: true, text: 'A done.' }]);
+    const b = router.add('queue-b-41c', [{ text: 'B done.' }]);
+    const c = router.add('queue-c-41c', [{ hold: true, text: 'C done.' }]);
+    const d = router.add('queue-d-41c', [{ text: 'D done.' }]);
+    const ra = await ok(server, 'run_task', { task: 'queue-a-41c' });
+    await a.waitHeld();
+    // same session as A: waits although a slot is free
+    const rb = await ok(server, 'run_task', { task: 'queue-b-41c', session_id: ra.session_id });
+    const rc = await ok(server, 'run_task', { task: 'queue-c-41c' });
+    await c.waitHeld();
+    // a third session: both slots are taken by A and C
+    const rd = await ok(server, 'run_task', { task: 'queue-d-41c' });
+    for (const id of [rb.run_id, rd.run_id]) {
+      const r = await ok(server, 'get_result', { run_id: id });
+      assert.equal(r.status, 'queued', JSON.stringify(r));
+      assert.equal(r.started_at, null);
+    }
+    assert.equal(b.requests.length + d.requests.length, 0);
+    a.release();
+    c.release();
+    const results = {};
+    for (const [k, r] of Object.entries({ a: ra, b: rb, c: rc, d: rd }))
+      results[k] = await finished(server, r.run_id);
+    for (const [k, r] of Object.entries(results))
+      assert.equal(r.status, 'succeeded', `${k}: ${JSON.stringify(r)}`);
+    assert.equal(results.b.result.summary, 'B done.');
+    // B began only after A, its session's earlier run, had finished
+    assert.ok(Date.parse(results.b.started_at) >= Date.parse(results.a.finished_at),
+      `${results.b.started_at} < ${results.a.finished_at}`);
+    assert.ok(Date.parse(results.d.started_at) >= Math.min(Date.parse(results.a.finished_at),
+      Date.parse(results.c.finished_at)));
+    const waited = results.d.transitions.map((t) => t.status);
+    assert.deepEqual(waited, ['queued', 'running', 'succeeded']);
+  } finally {
+    await server.stop();
+    removeDataDir(server.dataDir);
+  }
+});
+
+test('a session whose retention passed loses its workspace; a new run in it is refused', async () => {
+  // 0.00003 days is about 2.6 seconds
+  const server = await startServer({ env: { ...env(), RUNS_RETENTION_DAYS: '0.00003' } });
+  try {
+    router.add('retain-5d2', [{ tool: 'write', input: { filePath: '/workspace/keep.txt', content: 'x\n' } },
+      { text: 'Wrote it.' }]);
+    const r = await ok(server, 'run_task', { task: 'retain-5d2' });
+    const done = await finished(server, r.run_id);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const [sbx] = sql(server, `SELECT id FROM sandboxes WHERE session_id = '${r.session_id}'`);
+    assert.ok(sbx, 'the session had a sandbox');
+    const dir = path.join(server.dataDir, 'sandboxes', sbx.id);
+    assert.ok(existsSync(path.join(dir, 'disk.img')));
+    await until(() => sql(server, `SELECT cleaned_at FROM sessions WHERE id = '${r.session_id}'`)[0].cleaned_at,
+      'the session is cleaned');
+    assert.equal(existsSync(path.join(dir, 'disk.img')), false, 'the workspace image is gone');
+    const again = await call(server, 'run_task', { task: 'retain-5d2 again', session_id: r.session_id });
+    assert.equal(again.isError, true);
+    assert.match(again.content[0].text, /expired/);
+    // the run and its events stay
+    const kept = await ok(server, 'get_result', { run_id: r.run_id });
+    assert.equal(kept.status, 'succeeded');
+    assert.ok(kept.event_count > 0);
+  } finally {
+    await server.stop();
+    removeDataDir(server.dataDir);
+  }
+});
+
+test('a token the agent prints is blanked in the stored events', async () => {
+  const server = await startServer({ env: env() });
+  try {
+    const s = router.add('echo-token-9a1', [
+      { tool: 'bash', input: { command: 'printenv SANDBOX_MCP_PROXY_TOKEN', description: 'Show the token' } },
+      { text: 'Shown.' },
+    ]);
+    const r = await ok(server, 'run_task', { task: 'echo-token-9a1' });
+    const done = await finished(server, r.run_id);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    // the agent really had a token: the model saw it in the tool's output
+    const shown = JSON.stringify(s.requests[1].body.messages);
+    assert.match(shown, /eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+/);
+    const raw = sql(server, `SELECT raw || summary AS t FROM run_events WHERE run_id = '${r.run_id}'`)
+      .map((e) => e.t).join('\n');
+    assert.match(raw, /\[redacted\]/);
+    assert.doesNotMatch(raw, /eyJ[\w-]+\.eyJ[\w-]+\./);
+  } finally {
+    await server.stop();
+    removeDataDir(server.dataDir);
+  }
+});
