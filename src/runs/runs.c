@@ -87,6 +87,7 @@ struct run {
     int agent_pid;
     int64_t offset;
     int wd;     /* inotify watch, -1 when none */
+    bool skip_line; /* inside an oversized event line */
     bool began; /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
     int exit_code;
@@ -412,11 +413,17 @@ static void run_ingest(struct run *r)
         struct agent_event parsed[64];
         char *raws[64];
         char agent_session[128] = "";
+        if (r->skip_line) {
+            /* the rest of an oversized line */
+            char *nl = memchr(buf, '\n', len);
+            pos = nl ? (size_t)(nl - buf) + 1 : len;
+            r->skip_line = !nl;
+        }
         while (pos < len && nev < 64) {
             char *nl = memchr(buf + pos, '\n', len - pos);
             if (!nl && pos == 0 && len == LINE_MAX_BYTES) {
                 /* one line longer than we read at once: store a stub, skip to its end */
-                nl = buf + len - 1;
+                r->skip_line = true;
                 memset(&parsed[nev], 0, sizeof(parsed[nev]));
                 raws[nev] = xstrdup("{\"type\":\"oversized\"}");
                 parsed[nev].summary = xstrdup("an event too large to keep (over 1 MiB)");
@@ -425,7 +432,6 @@ static void run_ingest(struct run *r)
                                                     .summary = parsed[nev].summary,
                                                     .raw = raws[nev]};
                 nev++;
-                /* the rest of that line is consumed by the next read's first partial line */
                 pos = len;
                 break;
             }

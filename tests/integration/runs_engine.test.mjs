@@ -1,6 +1,7 @@
-// The run queue and workspace retention: at most RUNS_MAX_RUNNING runs at once, first come first
-// served, one run at a time per session; a session's workspace removed RUNS_RETENTION_DAYS after
-// its last run. Real OpenCode, scripted fake upstream (tests/lib/fake-anthropic.mjs).
+// The run engine's own rules: at most RUNS_MAX_RUNNING runs at once, first come first served,
+// one run at a time per session; a session's workspace removed RUNS_RETENTION_DAYS after its
+// last run; tokens blanked and oversized lines cut in what is stored. Real OpenCode, scripted
+// fake upstream (tests/lib/fake-anthropic.mjs).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -144,6 +145,25 @@ test('a token the agent prints is blanked in the stored events', async () => {
       .map((e) => e.t).join('\n');
     assert.match(raw, /\[redacted\]/);
     assert.doesNotMatch(raw, /eyJ[\w-]+\.eyJ[\w-]+\./);
+  } finally {
+    await server.stop();
+    removeDataDir(server.dataDir);
+  }
+});
+
+test('an event line over 1 MiB is stored as a stub, and the events after it as usual', async () => {
+  const server = await startServer({ env: env() });
+  try {
+    const big = 'x'.repeat((1 << 20) + 4096);
+    router.add('huge-text-c3e', [{ text: big }]);
+    const r = await ok(server, 'run_task', { task: 'huge-text-c3e' });
+    const done = await finished(server, r.run_id);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done).slice(0, 2000));
+    const types = sql(server, `SELECT type FROM run_events WHERE run_id = '${r.run_id}' ORDER BY seq`)
+      .map((e) => e.type);
+    assert.deepEqual(types, ['step_start', 'oversized', 'step_finish'], types.join(','));
+    const [{ n }] = sql(server, `SELECT max(length(raw)) AS n FROM run_events WHERE run_id = '${r.run_id}'`);
+    assert.ok(n <= 16384, `raw kept: ${n}`);
   } finally {
     await server.stop();
     removeDataDir(server.dataDir);
