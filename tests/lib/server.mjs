@@ -65,8 +65,9 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative 
   });
   const addr = await new Promise((resolve, reject) => {
     const timer = setInterval(() => {
+      // "serve start" comes after the first start's banner (with the token) is on stdout
       const m = err.match(/http listening addr=(\S+)/);
-      if (m) { clearInterval(timer); resolve(m[1]); }
+      if (m && /serve start /.test(err)) { clearInterval(timer); resolve(m[1]); }
     }, 10);
     exited.then(({ code }) => { clearInterval(timer); reject(new Error(`server exited ${code}: ${err}`)); });
   });
