@@ -27,7 +27,8 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' -not -path '*/node_modules/*' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 PROVIDERS := $(sort $(wildcard proxy/*.json))
-GEN_SRC := $(BUILD)/gen/migrations.c $(BUILD)/gen/providers.c
+WEB := $(sort $(wildcard src/http/web/*))
+GEN_SRC := $(BUILD)/gen/migrations.c $(BUILD)/gen/providers.c $(BUILD)/gen/web.c
 
 define objs
 $(patsubst src/%.c,$(1)/obj/%.o,$(2))
@@ -39,9 +40,9 @@ INIT_BIN  := $(BUILD)/sandbox-helper
 INIT_BLOB := $(BUILD)/obj/gen/init_blob.o
 
 LIB_OBJ      := $(call objs,$(BUILD),$(LIB_SRC)) $(BUILD)/obj/gen/migrations.o \
-                $(BUILD)/obj/gen/providers.o $(INIT_BLOB)
+                $(BUILD)/obj/gen/providers.o $(BUILD)/obj/gen/web.o $(INIT_BLOB)
 ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migrations.o \
-                $(BUILD)/asan/obj/gen/providers.o $(INIT_BLOB)
+                $(BUILD)/asan/obj/gen/providers.o $(BUILD)/asan/obj/gen/web.o $(INIT_BLOB)
 
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -56,6 +57,9 @@ $(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
 $(BUILD)/gen/providers.c: $(PROVIDERS) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_providers $(PROVIDERS) > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/web.c: $(WEB) src/embed.sh
+	@mkdir -p $(dir $@)
+	sh src/embed.sh embedded_web $(WEB) > $@.tmp && mv $@.tmp $@
 
 $(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h
 	@mkdir -p $(dir $@)
@@ -105,7 +109,8 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -I$(BUILD)/gen $(PKG_CFLAGS) -g -O1 \
                -fsanitize=fuzzer-no-link,address,undefined
 FUZZ_LIB_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRC)) \
-                $(BUILD)/fuzz/obj/gen/migrations.o $(BUILD)/fuzz/obj/gen/providers.o
+                $(BUILD)/fuzz/obj/gen/migrations.o $(BUILD)/fuzz/obj/gen/providers.o \
+                $(BUILD)/fuzz/obj/gen/web.o
 $(BUILD)/fuzz/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
@@ -155,7 +160,7 @@ run: deps
 # Debian packages needed to build and test; installed only when missing.
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
             libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev clang-format \
-            nodejs npm git curl ca-certificates sqlite3 debootstrap
+            nodejs npm git curl ca-certificates sqlite3 debootstrap chromium
 deps: deps-apt deps-npm
 deps-apt:
 	@missing=""; for p in $(APT_PKGS); do \

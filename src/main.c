@@ -43,6 +43,7 @@ static const char usage_main[] =
     "  proxy-token --user NAME --services LIST [--ttl DURATION]\n"
     "                        mint a token for the LLM/git proxy (to check a setup with curl)\n"
     "  proxy-token revoke JTI\n"
+    "  links revoke ID       stop the web addresses given out for a run's or session's page\n"
     "  sandbox list          list running sandboxes\n"
     "  sandbox stop-all      stop every sandbox and unmount their disks (maintenance)\n"
     "  template build NAME [--force]\n"
@@ -546,6 +547,7 @@ static int cmd_serve(int argc, char **argv)
         }
     }
     tools_runs_register(mcp, runs, st, runs_unavailable);
+    http_server_set_runs(http, runs);
     if (first_start(&cfg, st) < 0) {
         runs_free(runs);
         http_server_free(http);
@@ -882,6 +884,45 @@ static int cmd_sandbox(int argc, char **argv)
     return r;
 }
 
+static const char usage_links[] =
+    "usage: sandbox-mcp links revoke RUN_OR_SESSION_ID [--data-dir DIR] [--env-file FILE]\n"
+    "\n"
+    "Stops every web address given out so far for a run's (run_...) or a session's (ses_...)\n"
+    "page from opening it. get_result and run_task hand out working addresses again.\n";
+
+static int cmd_links(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
+    const char *sub = NULL;
+    struct opts o = {0};
+    int r = parse_sub("links", usage_links, "'revoke'", argc, argv, allowed, &o, &sub);
+    if (r)
+        return r == 1 ? 0 : r;
+    if (strcmp(sub, "revoke") != 0)
+        return usage_error("links", usage_links, "unknown subcommand '%s'", sub);
+    if (o.nargs != 1)
+        return usage_error("links", usage_links, "expected one run or session id");
+    struct config cfg = {0};
+    if ((r = load_config(&o, &cfg)))
+        return r;
+    struct store *st = NULL;
+    if ((r = open_store(&cfg, &st))) {
+        config_release(&cfg);
+        return r;
+    }
+    struct err err = {0};
+    bool session = strncmp(o.args[0], "ses_", 4) == 0;
+    if (store_view_revoke(st, session, o.args[0], &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        r = 1;
+    } else {
+        printf("revoked the web addresses of %s\n", o.args[0]);
+    }
+    store_close(st);
+    config_release(&cfg);
+    return r;
+}
+
 static const char usage_template[] =
     "usage: sandbox-mcp template build NAME [--force] [--data-dir DIR] [--env-file FILE]\n"
     "\n"
@@ -956,6 +997,8 @@ int main(int argc, char **argv)
         return cmd_sandbox(argc - 1, argv + 1);
     if (strcmp(cmd, "proxy-token") == 0)
         return cmd_proxy_token(argc - 1, argv + 1);
+    if (strcmp(cmd, "links") == 0)
+        return cmd_links(argc - 1, argv + 1);
     if (strcmp(cmd, "template") == 0)
         return cmd_template(argc - 1, argv + 1);
     fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", cmd, usage_main);

@@ -14,3 +14,6 @@ extern const struct embedded_file embedded_migrations[];
 
 /* proxy/<name>.json provider definitions in name order */
 extern const struct embedded_file embedded_providers[];
+
+/* src/http/web/ assets of the run and session pages */
+extern const struct embedded_file embedded_web[];

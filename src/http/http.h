@@ -17,6 +17,9 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
 /* Serve /proxy/ through p (borrowed; NULL answers 503). */
 struct proxy;
 void http_server_set_proxy(struct http_server *srv, struct proxy *p);
+/* The run engine behind the run and session pages (NULL: they answer 503). */
+struct runs;
+void http_server_set_runs(struct http_server *srv, struct runs *runs);
 
 /* Serve /proxy/ on a sandbox's in-namespace listener (fd owned from now on); fd -1 closes the
  * sandbox's listener. Matches sandbox_listener_fn, so it can be the sandbox manager's hook. */

@@ -11,6 +11,7 @@ struct http_server {
     struct store *store;
     struct mcp_server *mcp;
     struct proxy *proxy;
+    struct runs *runs; /* NULL until set (or when runs are unavailable) */
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
@@ -77,3 +78,5 @@ void http_sandbox_listeners_close(void);
 
 /* Route registration for each module. */
 void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host);
+/* /runs/, /sessions/ (pages, data, event streams) and /static/ */
+void http_routes_web(struct http_server *srv, h2o_hostconf_t *host);

@@ -98,6 +98,11 @@ static int on_sandbox_proxy(h2o_handler_t *self, h2o_req_t *req)
     return proxy_handle(route->srv->proxy, req, sbx);
 }
 
+void http_server_set_runs(struct http_server *srv, struct runs *runs)
+{
+    srv->runs = runs;
+}
+
 void http_server_set_proxy(struct http_server *srv, struct proxy *p)
 {
     srv->proxy = p;
@@ -295,6 +300,7 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     h2o_hostconf_t *host =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     http_routes_mcp(srv, host);
+    http_routes_web(srv, host);
     http_add_route(srv, host, "/proxy", "/proxy", on_proxy);
     http_add_route(srv, host, "/healthz", "/healthz", on_healthz);
     http_add_route(srv, host, "/metrics", "/metrics", on_metrics);

@@ -15,7 +15,6 @@
 #include "store/store.h"
 
 #define TASK_MAX 50000
-#define PREVIEW_CHARS 120
 #define WAIT_MAX_SECONDS 60
 
 struct tools_runs {
@@ -32,15 +31,6 @@ static bool available(struct tools_runs *t, struct mcp_call *call)
         return true;
     mcp_call_tool_error(call, "runs are unavailable on this server: %s", t->unavailable);
     return false;
-}
-
-static json_t *time_or_null(int64_t ms)
-{
-    if (!ms)
-        return json_null();
-    char buf[32];
-    time_format_rfc3339(ms, buf);
-    return json_string(buf);
 }
 
 static const char *opt_str(const json_t *args, const char *key)
@@ -85,15 +75,16 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
-    char run_id[64], session_id[64], url[512];
+    char run_id[64], session_id[64], url[512], session_url[512];
     struct err err = {0};
     if (runs_submit(t->runs, &s, run_id, session_id, &err) < 0) {
         mcp_call_tool_error(call, "%s", err.msg);
         return;
     }
-    runs_web_url(t->runs, run_id, url, sizeof(url));
-    json_t *sc = json_pack("{s:s, s:s, s:s, s:s}", "run_id", run_id, "session_id", session_id,
-                           "status", "queued", "web_url", url);
+    runs_web_url(t->runs, false, run_id, url, sizeof(url));
+    runs_web_url(t->runs, true, session_id, session_url, sizeof(session_url));
+    json_t *sc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "run_id", run_id, "session_id", session_id,
+                           "status", "queued", "web_url", url, "session_web_url", session_url);
     mcp_call_tool_result(call,
                          text_content("Run %s queued in session %s. Check on it with get_result "
                                       "(run_id %s), or watch it at %s",
@@ -110,51 +101,6 @@ struct get_job {
     struct runs_waiter *waiter;
 };
 
-static void add_transition(int64_t at, const char *status, const char *reason, void *ctx)
-{
-    json_array_append_new(ctx, json_pack("{s:s, s:o, s:s}", "status", status, "at",
-                                         time_or_null(at), "reason", reason ? reason : ""));
-}
-
-static void set_latest(const struct store_run_event_row *e, void *ctx)
-{
-    json_t **out = ctx;
-    json_decref(*out);
-    *out = json_pack("{s:I, s:s, s:s, s:o}", "seq", (json_int_t)e->seq, "type", e->type, "summary",
-                     e->summary, "time", time_or_null(e->time));
-}
-
-static json_t *run_json(struct tools_runs *t, const struct store_run *r)
-{
-    char url[512];
-    runs_web_url(t->runs, r->id, url, sizeof(url));
-    json_t *changes = r->changes ? json_loads(r->changes, 0, NULL) : NULL;
-    if (!changes)
-        changes = json_null();
-    json_t *transitions = json_array();
-    struct err err = {0};
-    store_run_transitions(t->st, r->id, add_transition, transitions, &err);
-    json_t *latest = json_null();
-    if (r->event_count > 0)
-        store_run_events(t->st, r->id, r->event_count - 1, 1, set_latest, &latest, &err);
-    bool done = r->success >= 0 || r->finished_at;
-    json_t *result = json_pack("{s:o, s:s?, s:s?}", "success",
-                               done ? json_boolean(r->success == 1) : json_null(), "summary",
-                               r->summary, "error", r->error);
-    return json_pack(
-        "{s:s, s:s, s:s, s:s?, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:o, s:o, s:o, s:o, "
-        "s:{s:I, s:I, s:f}, s:I, s:o, s:o, s:s, s:o}",
-        "run_id", r->id, "session_id", r->session_id, "status", r->status, "status_reason",
-        r->status_reason, "task", r->task ? r->task : "", "title", r->title, "model", r->model,
-        "agent", r->agent, "repository", r->repository, "branch", r->branch[0] ? r->branch : NULL,
-        "created_at", time_or_null(r->created_at), "started_at", time_or_null(r->started_at),
-        "finished_at", time_or_null(r->finished_at), "result", result, "changes", changes, "usage",
-        "input_tokens", (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens,
-        "cost", r->cost, "event_count", (json_int_t)r->event_count, "latest_event", latest,
-        "transitions", transitions, "web_url", url, "exit_code",
-        r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
-}
-
 static void answer_result(void *ctx)
 {
     struct get_job *j = ctx;
@@ -165,7 +111,7 @@ static void answer_result(void *ctx)
     if (store_run_get(j->t->st, p->user_id, j->run_id, &r, &err) < 0) {
         mcp_call_tool_error(j->call, "%s", err.msg);
     } else {
-        json_t *sc = run_json(j->t, &r);
+        json_t *sc = runs_describe(j->t->runs, &r);
         bool active = strcmp(r.status, "queued") == 0 || strcmp(r.status, "running") == 0;
         json_t *content;
         if (active)
@@ -230,28 +176,7 @@ struct list_ctx {
 static void add_run(const struct store_run *r, void *ctx)
 {
     struct list_ctx *l = ctx;
-    const char *task = r->task ? r->task : "";
-    size_t n = strlen(task);
-    size_t cut = 0, chars = 0;
-    while (cut < n && chars < PREVIEW_CHARS) {
-        unsigned char c = (unsigned char)task[cut];
-        cut += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-        chars++;
-    }
-    if (cut > n)
-        cut = n;
-    char *preview = xasprintf("%.*s%s", (int)cut, task, cut < n ? "…" : "");
-    for (char *p = preview; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
-    json_array_append_new(l->runs,
-                          json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:o, s:o}", "run_id",
-                                    r->id, "session_id", r->session_id, "status", r->status,
-                                    "title", r->title, "task_preview", preview, "model", r->model,
-                                    "created_at", time_or_null(r->created_at), "finished_at",
-                                    time_or_null(r->finished_at), "success",
-                                    r->success >= 0 ? json_boolean(r->success == 1) : json_null()));
-    free(preview);
+    json_array_append_new(l->runs, runs_describe_short(the_tools.runs, r));
     l->last_n = r->n;
 }
 
@@ -361,7 +286,7 @@ static const char run_task_schema[] =
 static const char run_task_output[] =
     "{\"type\":\"object\",\"properties\":{\"run_id\":{\"type\":\"string\"},"
     "\"session_id\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
-    "\"web_url\":{\"type\":\"string\"}},"
+    "\"web_url\":{\"type\":\"string\"},\"session_web_url\":{\"type\":\"string\"}},"
     "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
 
 static const char get_result_schema[] =

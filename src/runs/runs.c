@@ -86,9 +86,9 @@ struct run {
     char base[64];
     int agent_pid;
     int64_t offset;
-    int wd;     /* inotify watch, -1 when none */
+    int wd;         /* inotify watch, -1 when none */
     bool skip_line; /* inside an oversized event line */
-    bool began; /* moved to running (a retry after "at capacity" does not move it again) */
+    bool began;     /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
     int exit_code;
     char fail[512]; /* a failure before or around the agent */
@@ -1132,9 +1132,25 @@ const char *runs_opencode_bin(const struct runs *e)
     return e->opencode_bin;
 }
 
-void runs_web_url(const struct runs *e, const char *run_id, char *out, size_t cap)
+void runs_web_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/runs/%s", e->public_url, run_id);
+    char token[RUNS_VIEW_TOKEN_MAX];
+    struct err err = {0};
+    if (runs_view_token(e, session, id, token, &err) < 0) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    snprintf(out, cap, "%s/%s/%s?t=%s", e->public_url, session ? "sessions" : "runs", id, token);
+}
+
+struct store *runs_store_of(const struct runs *e)
+{
+    return e->st;
+}
+
+const struct runs_config *runs_config_of(const struct runs *e)
+{
+    return &e->cfg;
 }
 
 /* --- requests --- */

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/err.h"
 
 #define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
@@ -71,5 +73,26 @@ struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_
                               void (*cb)(void *ctx), void *ctx);
 void runs_wait_cancel(struct runs_waiter *w);
 
-/* The page of a run, into out. */
-void runs_web_url(const struct runs *e, const char *run_id, char *out, size_t cap);
+/* The address of a run's page (session false) or a session's, with its view token, into out.
+ * "" when the run or session does not exist. */
+void runs_web_url(const struct runs *e, bool session, const char *id, char *out, size_t cap);
+
+/* --- view tokens (the capability in a web address; read-only, revocable) --- */
+
+#define RUNS_VIEW_TOKEN_MAX 32
+int runs_view_token(const struct runs *e, bool session, const char *id,
+                    char out[RUNS_VIEW_TOKEN_MAX], struct err *err);
+/* Whether token opens the page of run (or session) id. Constant time; false for unknown ids. */
+bool runs_view_check(const struct runs *e, bool session, const char *id, const char *token);
+
+/* --- descriptions (tools and web pages show the same) --- */
+
+struct store_run;
+/* A run as get_result shows it (new reference). */
+json_t *runs_describe(struct runs *e, const struct store_run *r);
+/* A run as list_runs shows it (new reference). */
+json_t *runs_describe_short(struct runs *e, const struct store_run *r);
+
+/* The store and configuration the engine uses. */
+struct store *runs_store_of(const struct runs *e);
+const struct runs_config *runs_config_of(const struct runs *e);

@@ -82,12 +82,16 @@ int store_session_get(struct store *st, const char *user_id, const char *id,
                       struct store_session *out, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(
-        st, "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ? AND user_id = ?", &s, err);
+    int r = store_prepare(st,
+                          user_id ? "SELECT " SESSION_COLUMNS
+                                    " FROM sessions WHERE id = ? AND user_id = ?"
+                                  : "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ?",
+                          &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    if (user_id)
+        sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
         return err_set(err, -ENOENT, "session '%s' not found", id);
@@ -516,4 +520,42 @@ int store_run_transitions(struct store *st, const char *run_id,
         fn(sqlite3_column_int64(s, 0), (const char *)sqlite3_column_text(s, 1),
            (const char *)sqlite3_column_text(s, 2), ctx);
     return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list run transitions", err);
+}
+
+int store_view_generation(struct store *st, bool session, const char *id, int64_t *gen,
+                          struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          session ? "SELECT view_generation FROM sessions WHERE id = ?"
+                                  : "SELECT view_generation FROM runs WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "find view generation", err);
+    *gen = sqlite3_column_int64(s, 0);
+    return 0;
+}
+
+int store_view_revoke(struct store *st, bool session, const char *id, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(
+        st,
+        session ? "UPDATE sessions SET view_generation = view_generation + 1 WHERE id = ?"
+                : "UPDATE runs SET view_generation = view_generation + 1 WHERE id = ?",
+        &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    if ((r = step_done(st, s, "revoke view links", err)) < 0)
+        return r;
+    if (sqlite3_changes(st->db) == 0)
+        return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);
+    return 0;
 }

@@ -137,7 +137,8 @@ struct store_session {
 };
 
 int store_session_create(struct store *st, const struct store_session *s, struct err *err);
-/* The session id of user_id; -ENOENT when there is none (or it is another user's). */
+/* The session id of user_id (any user's when user_id is NULL); -ENOENT when there is none (or
+ * it is another user's). */
 int store_session_get(struct store *st, const char *user_id, const char *id,
                       struct store_session *out, struct err *err);
 /* Record the agent's conversation id, the repository and the time of the latest run (NULL or
@@ -229,6 +230,12 @@ struct store_run_event_row {
 int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
                      void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
                      struct err *err);
+/* The view generation of a run (session false) or session: the links to its page given out so
+ * far carry it. -ENOENT when there is no such run or session. */
+int store_view_generation(struct store *st, bool session, const char *id, int64_t *gen,
+                          struct err *err);
+/* Move to the next generation, so every link given out so far stops working. */
+int store_view_revoke(struct store *st, bool session, const char *id, struct err *err);
 /* Transitions of a run, oldest first. */
 int store_run_transitions(struct store *st, const char *run_id,
                           void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),

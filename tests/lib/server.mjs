@@ -65,9 +65,11 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative 
   });
   const addr = await new Promise((resolve, reject) => {
     const timer = setInterval(() => {
-      // "serve start" comes after the first start's banner (with the token) is on stdout
+      // Ready once "serve start" is logged; on a first start also once the banner with the
+      // token has arrived (stdout and stderr are separate pipes: either may be read first).
       const m = err.match(/http listening addr=(\S+)/);
-      if (m && /serve start /.test(err)) { clearInterval(timer); resolve(m[1]); }
+      const banner = !/store first-user /.test(err) || /Access token:\s+\S+\n/.test(out);
+      if (m && /serve start /.test(err) && banner) { clearInterval(timer); resolve(m[1]); }
     }, 10);
     exited.then(({ code }) => { clearInterval(timer); reject(new Error(`server exited ${code}: ${err}`)); });
   });

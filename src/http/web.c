@@ -1,0 +1,369 @@
+/* The web pages of runs and sessions, for people watching from a phone or a browser:
+ *   GET /runs/<id>?t=TOKEN            the page (static HTML; app.js renders it)
+ *   GET /runs/<id>/data?t=TOKEN       the run as get_result shows it (JSON)
+ *   GET /runs/<id>/events?t=TOKEN     its events as Server-Sent Events, resumable with
+ *                                     Last-Event-ID, ending when the run ends
+ *   GET /sessions/<id>[/data]?t=TOKEN the runs of a session
+ *   GET /static/app.js, app.css, icon.svg   the page's script, style and icon (embedded)
+ * The token is the view capability of that run or session (src/runs/view.c): without it a
+ * request is 401, with a wrong one (or an id that does not exist) 403, and neither says more.
+ * Everything the agent wrote reaches the browser as JSON and is put on the page as text (the
+ * script never builds HTML from data), under a Content-Security-Policy that allows no inline
+ * script at all. */
+#include "http/http_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/embedded.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/util.h"
+#include "runs/runs.h"
+#include "store/store.h"
+
+#define EVENTS_PER_PUMP 200
+#define PUMP_MS 250
+#define KEEPALIVE_MS 15000
+#define EVENT_TEXT_MAX 4096
+
+static const char csp[] = "default-src 'none'; script-src 'self'; style-src 'self'; "
+                          "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                          "form-action 'none'; frame-ancestors 'none'";
+
+static void security_headers(h2o_req_t *req)
+{
+    http_add_header_str(req, "content-security-policy", csp);
+    http_add_header_str(req, "referrer-policy", "no-referrer");
+    http_add_header_str(req, "x-content-type-options", "nosniff");
+    http_add_header_str(req, "x-frame-options", "DENY");
+}
+
+static const struct embedded_file *asset(const char *name)
+{
+    for (const struct embedded_file *f = embedded_web; f->name; f++)
+        if (strcmp(f->name, name) == 0)
+            return f;
+    return NULL;
+}
+
+static void respond_asset(h2o_req_t *req, int status, const char *name, const char *type)
+{
+    const struct embedded_file *f = asset(name);
+    security_headers(req);
+    http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    http_respond(req, status, type, f ? f->data : "", f ? f->size : 0);
+}
+
+/* The request's view token (?t=...), NUL-terminated in the pool; NULL when absent. */
+static const char *view_token(h2o_req_t *req)
+{
+    if (req->query_at == SIZE_MAX)
+        return NULL;
+    const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *stop = amp ? amp : end;
+        if (stop - q > 2 && q[0] == 't' && q[1] == '=') {
+            size_t n = (size_t)(stop - q - 2);
+            if (n >= RUNS_VIEW_TOKEN_MAX)
+                return "";
+            char *t = h2o_mem_alloc_pool(&req->pool, n + 1);
+            memcpy(t, q + 2, n);
+            t[n] = '\0';
+            return t;
+        }
+        q = stop + 1;
+    }
+    return NULL;
+}
+
+/* 401 without a token, 403 with a wrong one: the same answer whether the id exists or not. */
+static bool allowed(struct http_server *srv, h2o_req_t *req, bool session, const char *id,
+                    bool page)
+{
+    const char *token = view_token(req);
+    int status = 0;
+    if (!srv->runs)
+        status = 503;
+    else if (!token || !*token)
+        status = 401;
+    else if (!runs_view_check(srv->runs, session, id, token))
+        status = 403;
+    if (!status)
+        return true;
+    if (page) {
+        respond_asset(req, status, "denied.html", "text/html; charset=utf-8");
+    } else {
+        security_headers(req);
+        http_respond_error(req, status, status == 401 ? "unauthorized" : "forbidden",
+                           status == 401   ? "this address needs its view token (?t=...)"
+                           : status == 403 ? "this view token does not open this page"
+                                           : "runs are unavailable on this server");
+    }
+    return false;
+}
+
+static void respond_json(h2o_req_t *req, json_t *j)
+{
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    security_headers(req);
+    http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    http_respond(req, 200, "application/json", text, strlen(text));
+    free(text);
+}
+
+/* --- the event stream --- */
+
+struct event_stream {
+    struct http_server *srv;
+    struct http_stream *s;
+    char run_id[64];
+    int64_t last_seq;
+    int64_t last_write;
+    struct loop_timer timer;
+    struct buf out;
+    size_t batch;
+};
+
+static void stream_free(struct event_stream *es)
+{
+    loop_timer_stop(&es->timer);
+    buf_release(&es->out);
+    free(es);
+}
+
+static void on_stream_close(void *ctx)
+{
+    stream_free(ctx);
+}
+
+/* One stored event as an SSE message: "id: seq", "event: run-event", its JSON on one line. */
+static void add_event(const struct store_run_event_row *e, void *ctx)
+{
+    struct event_stream *es = ctx;
+    char when[32];
+    time_format_rfc3339(e->time, when);
+    json_t *j = json_pack("{s:I, s:s, s:s, s:s}", "seq", (json_int_t)e->seq, "time", when, "type",
+                          e->type, "summary", e->summary);
+    /* the words of the agent (text, reasoning) and of errors are shown in full, up to a cap */
+    json_t *raw = json_loads(e->raw, 0, NULL);
+    const char *text = json_string_value(json_object_get(json_object_get(raw, "part"), "text"));
+    if (text)
+        json_object_set_new(j, "text", json_stringn(text, strnlen(text, EVENT_TEXT_MAX)));
+    json_decref(raw);
+    char *data = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(j);
+    buf_printf(&es->out, "id: %lld\nevent: run-event\ndata: %s\n\n", (long long)e->seq, data);
+    free(data);
+    es->last_seq = e->seq;
+    es->batch++;
+}
+
+static void pump(struct loop_timer *t)
+{
+    struct event_stream *es = container_of(t, struct event_stream, timer);
+    struct store *st = es->srv->store;
+    struct err err = {0};
+    es->batch = 0;
+    buf_reset(&es->out);
+    struct store_run row = {0};
+    /* the status first: an event stored after this read is sent on the next round */
+    int r = store_run_get(st, NULL, es->run_id, &row, &err);
+    bool ended = r == 0 && strcmp(row.status, "queued") != 0 && strcmp(row.status, "running") != 0;
+    char status[STORE_RUN_STATUS_MAX];
+    snprintf(status, sizeof(status), "%s", row.status);
+    store_run_release(&row);
+    store_run_events(st, es->run_id, es->last_seq, EVENTS_PER_PUMP, add_event, es, &err);
+    int64_t now = time_mono_ms();
+    if (es->batch == 0 && now - es->last_write >= KEEPALIVE_MS)
+        buf_puts(&es->out, ": keep-alive\n\n");
+    bool done = r < 0 || (ended && es->batch < EVENTS_PER_PUMP);
+    if (done)
+        buf_printf(&es->out, "event: end\ndata: {\"status\":\"%s\"}\n\n", r < 0 ? "gone" : status);
+    if (es->out.len) {
+        http_stream_write(es->s, es->out.data, es->out.len);
+        es->last_write = now;
+    }
+    if (done) {
+        http_stream_end(es->s);
+        stream_free(es);
+        return;
+    }
+    loop_timer_start(&es->timer, es->batch == EVENTS_PER_PUMP ? 1 : PUMP_MS, pump);
+}
+
+static void serve_events(struct http_server *srv, h2o_req_t *req, const char *run_id)
+{
+    struct event_stream *es = xcalloc(1, sizeof(*es));
+    es->srv = srv;
+    snprintf(es->run_id, sizeof(es->run_id), "%s", run_id);
+    buf_init(&es->out, 0);
+    /* resume after the last event the client has (EventSource sends it on reconnect) */
+    const char *last = http_header_str(req, "last-event-id");
+    if (last)
+        es->last_seq = strtoll(last, NULL, 10);
+    if (es->last_seq < 0)
+        es->last_seq = 0;
+    security_headers(req);
+    es->s = http_stream_start(req, 200, "text/event-stream", on_stream_close, es);
+    static const char hello[] = "retry: 2000\n\n";
+    http_stream_write(es->s, hello, sizeof(hello) - 1);
+    es->last_write = time_mono_ms();
+    pump(&es->timer);
+}
+
+/* --- routes --- */
+
+/* "/<prefix>/<id>[/<rest>]": the id (at most 63 characters of [A-Za-z0-9_]) and the rest. */
+static bool split_path(h2o_req_t *req, size_t prefix, char id[64], const char **rest)
+{
+    const char *p = req->path_normalized.base + prefix;
+    size_t n = req->path_normalized.len - prefix;
+    size_t i = 0;
+    while (i < n && p[i] != '/') {
+        char c = p[i];
+        if (i >= 63 || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '_'))
+            return false;
+        id[i] = c;
+        i++;
+    }
+    id[i] = '\0';
+    if (i == 0)
+        return false;
+    char *r = h2o_mem_alloc_pool(&req->pool, n - i + 1);
+    memcpy(r, p + i, n - i);
+    r[n - i] = '\0';
+    *rest = r;
+    return true;
+}
+
+static bool is_get(h2o_req_t *req)
+{
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) ||
+        h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD")))
+        return true;
+    http_add_header(req, H2O_TOKEN_ALLOW, "GET, HEAD");
+    http_respond_error(req, 405, "method_not_allowed", "only GET is served here");
+    return false;
+}
+
+/* The common part of /runs/ and /sessions/: a GET of "/<kind>s/<id>[/data|/events]" with the
+ * view token of that id. Fills id and rest ("" for the page) or answers and returns false. */
+static bool open_target(struct http_server *srv, h2o_req_t *req, bool session, char id[64],
+                        const char **rest)
+{
+    if (!is_get(req))
+        return false;
+    if (!split_path(req, strlen(session ? "/sessions/" : "/runs/"), id, rest) ||
+        !(!**rest || strcmp(*rest, "/") == 0 || strcmp(*rest, "/data") == 0 ||
+          (!session && strcmp(*rest, "/events") == 0))) {
+        http_respond_error(req, 404, "not_found", "no such page");
+        return false;
+    }
+    if (strcmp(*rest, "/") == 0)
+        *rest = "";
+    return allowed(srv, req, session, id, !**rest);
+}
+
+static int on_runs(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct http_server *srv = route->srv;
+    http_request_track(route, req);
+    char id[64];
+    const char *rest;
+    if (!open_target(srv, req, false, id, &rest))
+        return 0;
+    bool page = !*rest;
+    if (page) {
+        respond_asset(req, 200, "run.html", "text/html; charset=utf-8");
+    } else if (strcmp(rest, "/events") == 0) {
+        serve_events(srv, req, id);
+    } else {
+        struct store_run r = {0};
+        struct err err = {0};
+        if (store_run_get(srv->store, NULL, id, &r, &err) < 0) {
+            http_respond_error(req, 403, "forbidden", "this view token does not open this page");
+        } else {
+            respond_json(req, runs_describe(srv->runs, &r));
+        }
+        store_run_release(&r);
+    }
+    return 0;
+}
+
+struct session_list {
+    struct http_server *srv;
+    json_t *runs;
+};
+
+static void add_session_run(const struct store_run *r, void *ctx)
+{
+    struct session_list *l = ctx;
+    json_array_append_new(l->runs, runs_describe_short(l->srv->runs, r));
+}
+
+static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct http_server *srv = route->srv;
+    http_request_track(route, req);
+    char id[64];
+    const char *rest;
+    if (!open_target(srv, req, true, id, &rest))
+        return 0;
+    if (!*rest) {
+        respond_asset(req, 200, "session.html", "text/html; charset=utf-8");
+        return 0;
+    }
+    /* The session's runs, newest first (its owner is whoever owns its first run). */
+    struct store_session ses = {0};
+    struct err err = {0};
+    struct session_list l = {srv, json_array()};
+    int64_t gen;
+    if (store_view_generation(srv->store, true, id, &gen, &err) == 0 &&
+        store_session_get(srv->store, NULL, id, &ses, &err) == 0) {
+        struct store_run_list_opts o = {.user_id = ses.user_id, .session_id = id, .limit = 100};
+        bool more;
+        store_run_list(srv->store, &o, add_session_run, &l, &more, &err);
+    }
+    char created[32];
+    time_format_rfc3339(ses.created_at, created);
+    respond_json(req, json_pack("{s:s, s:s, s:s, s:o}", "session_id", id, "agent", ses.agent,
+                                "created_at", created, "runs", l.runs));
+    return 0;
+}
+
+static int on_static(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    if (!is_get(req))
+        return 0;
+    if (h2o_memis(req->path_normalized.base, req->path_normalized.len,
+                  H2O_STRLIT("/static/app.js")))
+        respond_asset(req, 200, "app.js", "text/javascript; charset=utf-8");
+    else if (h2o_memis(req->path_normalized.base, req->path_normalized.len,
+                       H2O_STRLIT("/static/app.css")))
+        respond_asset(req, 200, "app.css", "text/css; charset=utf-8");
+    else if (h2o_memis(req->path_normalized.base, req->path_normalized.len,
+                       H2O_STRLIT("/static/icon.svg")))
+        respond_asset(req, 200, "icon.svg", "image/svg+xml");
+    else
+        http_respond_error(req, 404, "not_found", "no such file");
+    return 0;
+}
+
+void http_routes_web(struct http_server *srv, h2o_hostconf_t *host)
+{
+    http_add_route(srv, host, "/runs/", "/runs", on_runs);
+    http_add_route(srv, host, "/sessions/", "/sessions", on_sessions);
+    http_add_route(srv, host, "/static/", "/static", on_static);
+}

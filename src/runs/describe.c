@@ -1,0 +1,96 @@
+/* Runs as the tools (get_result, list_runs) and the web pages show them. */
+#include "runs/runs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "store/store.h"
+
+#define PREVIEW_CHARS 120
+
+static json_t *time_or_null(int64_t ms)
+{
+    if (!ms)
+        return json_null();
+    char buf[32];
+    time_format_rfc3339(ms, buf);
+    return json_string(buf);
+}
+
+static void add_transition(int64_t at, const char *status, const char *reason, void *ctx)
+{
+    json_array_append_new(ctx, json_pack("{s:s, s:o, s:s}", "status", status, "at",
+                                         time_or_null(at), "reason", reason ? reason : ""));
+}
+
+static void set_latest(const struct store_run_event_row *e, void *ctx)
+{
+    json_t **out = ctx;
+    json_decref(*out);
+    *out = json_pack("{s:I, s:s, s:s, s:o}", "seq", (json_int_t)e->seq, "type", e->type, "summary",
+                     e->summary, "time", time_or_null(e->time));
+}
+
+json_t *runs_describe(struct runs *e, const struct store_run *r)
+{
+    struct store *st = runs_store_of(e);
+    char url[512], session_url[512];
+    runs_web_url(e, false, r->id, url, sizeof(url));
+    runs_web_url(e, true, r->session_id, session_url, sizeof(session_url));
+    json_t *changes = r->changes ? json_loads(r->changes, 0, NULL) : NULL;
+    if (!changes)
+        changes = json_null();
+    json_t *transitions = json_array();
+    struct err err = {0};
+    store_run_transitions(st, r->id, add_transition, transitions, &err);
+    json_t *latest = json_null();
+    if (r->event_count > 0)
+        store_run_events(st, r->id, r->event_count - 1, 1, set_latest, &latest, &err);
+    bool done = r->success >= 0 || r->finished_at;
+    json_t *result = json_pack("{s:o, s:s?, s:s?}", "success",
+                               done ? json_boolean(r->success == 1) : json_null(), "summary",
+                               r->summary, "error", r->error);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:s?, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:o, s:o, s:o, s:o, "
+        "s:{s:I, s:I, s:f}, s:I, s:o, s:o, s:s, s:o}",
+        "run_id", r->id, "session_id", r->session_id, "status", r->status, "status_reason",
+        r->status_reason, "task", r->task ? r->task : "", "title", r->title, "model", r->model,
+        "agent", r->agent, "repository", r->repository, "branch", r->branch[0] ? r->branch : NULL,
+        "created_at", time_or_null(r->created_at), "started_at", time_or_null(r->started_at),
+        "finished_at", time_or_null(r->finished_at), "result", result, "changes", changes, "usage",
+        "input_tokens", (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens,
+        "cost", r->cost, "event_count", (json_int_t)r->event_count, "latest_event", latest,
+        "transitions", transitions, "web_url", url, "exit_code",
+        r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
+    json_object_set_new(j, "session_web_url", json_string(session_url));
+    return j;
+}
+
+json_t *runs_describe_short(struct runs *e, const struct store_run *r)
+{
+    const char *task = r->task ? r->task : "";
+    size_t n = strlen(task);
+    size_t cut = 0, chars = 0;
+    while (cut < n && chars < PREVIEW_CHARS) {
+        unsigned char c = (unsigned char)task[cut];
+        cut += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        chars++;
+    }
+    if (cut > n)
+        cut = n;
+    char *preview = xasprintf("%.*s%s", (int)cut, task, cut < n ? "…" : "");
+    for (char *p = preview; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+    char url[512];
+    runs_web_url(e, false, r->id, url, sizeof(url));
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:o, s:o, s:s}", "run_id", r->id,
+                          "session_id", r->session_id, "status", r->status, "title", r->title,
+                          "task_preview", preview, "model", r->model, "created_at",
+                          time_or_null(r->created_at), "finished_at", time_or_null(r->finished_at),
+                          "success", r->success >= 0 ? json_boolean(r->success == 1) : json_null(),
+                          "web_url", url);
+    free(preview);
+    return j;
+}

@@ -1,0 +1,95 @@
+// The event stream of a run's page over plain HTTP: one SSE message per stored event, resumable
+// with Last-Event-ID without gaps or duplicates, keep-alive comments while nothing happens, and
+// an end when the run ends. (The page itself is driven in a browser in tests/e2e/web.test.mjs.)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startServer, rpc } from '../lib/server.mjs';
+import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+
+let fake, router, server;
+let nextId = 1;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+});
+
+after(async () => {
+  await server?.stop();
+  await fake?.close();
+});
+
+async function ok(name, args) {
+  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
+  assert.equal(r.body.result.isError, undefined, r.text);
+  return r.body.result.structuredContent;
+}
+
+function eventsUrl(webUrl) {
+  const u = new URL(webUrl);
+  u.pathname += '/events';
+  return u.toString();
+}
+
+// Read an SSE response, calling onChunk with all text so far; resolves with it at the end.
+async function readStream(res, onChunk = () => {}) {
+  const dec = new TextDecoder();
+  let text = '';
+  for await (const chunk of res.body) {
+    text += dec.decode(chunk, { stream: true });
+    onChunk(text);
+  }
+  return text;
+}
+
+function messages(text) {
+  return text.split('\n\n').filter((m) => m.startsWith('id: ')).map((m) => {
+    const id = Number(/^id: (\d+)/.exec(m)[1]);
+    const data = JSON.parse(/^data: (.*)$/m.exec(m)[1]);
+    return { id, data };
+  });
+}
+
+test('the stream sends each event once, keeps the connection alive while the agent waits, and ends with the run', async () => {
+  const s = router.add('sse-live-8d0', [
+    { tool: 'bash', input: { command: 'echo one', description: 'First' } },
+    { hold: true, text: 'All done.' },
+  ]);
+  const run = await ok('run_task', { task: 'sse-live-8d0' });
+  await s.waitHeld();
+  const res = await fetch(eventsUrl(run.web_url));
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  let released = false;
+  const text = await readStream(res, (t) => {
+    // a keep-alive comment comes while the model "thinks"; then let the run finish
+    if (!released && t.includes('\n: keep-alive\n')) { released = true; s.release(); }
+  });
+  assert.ok(released, 'no keep-alive comment came');
+  assert.match(text, /event: end\ndata: \{"status":"succeeded"\}\n\n$/);
+  const got = messages(text);
+  const result = await ok('get_result', { run_id: run.run_id });
+  assert.deepEqual(got.map((m) => m.id), Array.from({ length: result.event_count }, (_, i) => i + 1));
+  assert.deepEqual(got.map((m) => m.data.seq), got.map((m) => m.id));
+  assert.ok(got.some((m) => m.data.type === 'text' && m.data.text === 'All done.'));
+});
+
+test('Last-Event-ID resumes after the last event the client has, without gaps or duplicates', async () => {
+  router.add('sse-resume-8d0', [
+    { tool: 'bash', input: { command: 'echo two', description: 'Second' } },
+    { text: 'Resumed fine.' },
+  ]);
+  const run = await ok('run_task', { task: 'sse-resume-8d0' });
+  let r;
+  do r = await ok('get_result', { run_id: run.run_id, wait_seconds: 30 });
+  while (r.status === 'queued' || r.status === 'running');
+  assert.ok(r.event_count >= 4, JSON.stringify(r));
+  const full = messages(await readStream(await fetch(eventsUrl(run.web_url))));
+  const res = await fetch(eventsUrl(run.web_url), { headers: { 'Last-Event-ID': '2' } });
+  const rest = messages(await readStream(res));
+  assert.deepEqual(rest.map((m) => m.id), full.slice(2).map((m) => m.id));
+  assert.deepEqual(rest.map((m) => m.data), full.slice(2).map((m) => m.data));
+});
