@@ -3,11 +3,28 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/ids.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "store/store.h"
+
+/* Tokens seen lately, by SHA-256: a client sends the same token with every request. Tokens
+ * are revoked only by the CLI, another process, so an entry stays true as long as the
+ * database's data version (which any other process's write changes) is the one it was checked
+ * at; and for a minute at most, so that last use is still recorded. */
+#define AUTH_CACHE_SIZE 64
+#define AUTH_RECHECK_MS 60000
+struct auth_entry {
+    char hash[65];
+    struct store_user user;
+    int64_t checked_ms;
+    int64_t data_version;
+};
+static struct auth_entry auth_cache[AUTH_CACHE_SIZE];
 
 static void deny(h2o_req_t *req, const char *www_auth, const char *message)
 {
@@ -56,8 +73,27 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
     while (len && tok[len - 1] == ' ')
         len--;
     struct err err = {0};
+    char hash[65];
+    sha256_hex(tok, len, hash);
+    char head[4] = {hash[0], hash[1], hash[2], '\0'};
+    struct auth_entry *e = &auth_cache[strtoul(head, NULL, 16) % AUTH_CACHE_SIZE];
+    int64_t now = time_mono_ms();
+    int64_t version = store_data_version(srv->store);
+    if (strcmp(e->hash, hash) == 0 && now - e->checked_ms < AUTH_RECHECK_MS && version >= 0 &&
+        version == e->data_version) {
+        *user = e->user;
+        return true;
+    }
     int r = len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, &err)
                                   : -ENOENT;
+    if (r == 0) {
+        memcpy(e->hash, hash, sizeof(hash));
+        e->user = *user;
+        e->checked_ms = now;
+        e->data_version = version;
+    } else if (strcmp(e->hash, hash) == 0) {
+        e->hash[0] = '\0';
+    }
     if (r == -ENOENT) {
         deny(req, "Bearer realm=\"sandbox-mcp\", error=\"invalid_token\"",
              "invalid or revoked token");

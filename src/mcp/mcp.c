@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/buf.h"
 #include "base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/schema.h"
@@ -39,6 +40,8 @@ struct mcp_server {
     size_t ntools;
     json_t *capabilities;
     mcp_tool_observer_fn observer;
+    json_t *tools_listed;  /* the tools/list array, built on first use after the last change */
+    char *tools_result[2]; /* its whole result serialized: [0] legacy, [1] stateless revision */
 };
 
 struct mcp_exchange {
@@ -138,6 +141,9 @@ void mcp_server_free(struct mcp_server *srv)
     }
     free(srv->methods);
     free(srv->tools);
+    json_decref(srv->tools_listed);
+    free(srv->tools_result[0]);
+    free(srv->tools_result[1]);
     json_decref(srv->capabilities);
     free(srv);
 }
@@ -177,6 +183,12 @@ void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
     t->def = *def;
     t->input_schema = parse_schema(def->name, def->input_schema);
     t->output_schema = def->output_schema ? parse_schema(def->name, def->output_schema) : NULL;
+    json_decref(srv->tools_listed);
+    srv->tools_listed = NULL;
+    for (int i = 0; i < 2; i++) {
+        free(srv->tools_result[i]);
+        srv->tools_result[i] = NULL;
+    }
 }
 
 json_t *mcp_server_tool_names(const struct mcp_server *srv)
@@ -297,6 +309,23 @@ static void exchange_complete(struct mcp_exchange *ex)
     exchange_free(ex);
 }
 
+/* The call has been answered: forget it, and complete the exchange after its last call. */
+static void call_done(struct mcp_call *call)
+{
+    struct mcp_exchange *ex = call->ex;
+    for (struct mcp_call **p = &ex->calls; *p; p = &(*p)->next)
+        if (*p == call) {
+            *p = call->next;
+            break;
+        }
+    json_decref(call->id);
+    json_decref(call->progress_token);
+    json_decref(call->client_caps);
+    free(call);
+    if (--ex->pending == 0 && !ex->starting)
+        exchange_complete(ex);
+}
+
 static void call_finish(struct mcp_call *call, json_t *msg, int status, const char *outcome)
 {
     struct mcp_exchange *ex = call->ex;
@@ -313,17 +342,7 @@ static void call_finish(struct mcp_call *call, json_t *msg, int status, const ch
     } else {
         sink_reply_json(ex, status, msg);
     }
-    for (struct mcp_call **p = &ex->calls; *p; p = &(*p)->next)
-        if (*p == call) {
-            *p = call->next;
-            break;
-        }
-    json_decref(call->id);
-    json_decref(call->progress_token);
-    json_decref(call->client_caps);
-    free(call);
-    if (--ex->pending == 0 && !ex->starting)
-        exchange_complete(ex);
+    call_done(call);
 }
 
 /* Results the stateless revision marks as cacheable (ttlMs, cacheScope). */
@@ -347,10 +366,9 @@ const json_t *mcp_call_client_capabilities(const struct mcp_call *call)
     return call->client_caps;
 }
 
-void mcp_call_reply(struct mcp_call *call, json_t *result)
+/* What the stateless revision adds to every result. */
+static void decorate_result(struct mcp_call *call, json_t *result)
 {
-    if (!result)
-        result = json_object();
     if (call->modern) {
         json_object_set_new(result, "resultType", json_string("complete"));
         json_t *meta = json_object_get(result, "_meta");
@@ -367,6 +385,13 @@ void mcp_call_reply(struct mcp_call *call, json_t *result)
                 json_object_set_new(result, "cacheScope", json_string("private"));
         }
     }
+}
+
+void mcp_call_reply(struct mcp_call *call, json_t *result)
+{
+    if (!result)
+        result = json_object();
+    decorate_result(call, result);
     const char *outcome = "ok";
     if (json_is_true(json_object_get(result, "isError")))
         outcome = "error";
@@ -813,11 +838,36 @@ static void core_tools_list(struct mcp_call *call, const json_t *params, void *c
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "invalid cursor", NULL);
         return;
     }
-    json_t *tools = json_array();
-    for (size_t i = 0; i < srv->ntools; i++)
-        if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
-            json_array_append_new(tools, tool_json(&srv->tools[i]));
-    mcp_call_reply(call, json_pack("{s:o}", "tools", tools));
+    /* The list only changes when a tool is added: build it once, share it with each reply. */
+    if (!srv->tools_listed) {
+        srv->tools_listed = json_array();
+        for (size_t i = 0; i < srv->ntools; i++)
+            if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
+                json_array_append_new(srv->tools_listed, tool_json(&srv->tools[i]));
+    }
+    struct mcp_exchange *ex = call->ex;
+    if (ex->batch || ex->streaming || !ex->ops) {
+        mcp_call_reply(call, json_pack("{s:O}", "tools", srv->tools_listed));
+        return;
+    }
+    /* A lone request: its reply is the serialized result (made once per revision) with the
+     * request's id around it, with no JSON tree built or serialized for it. */
+    char **cached = &srv->tools_result[call->modern ? 1 : 0];
+    if (!*cached) {
+        json_t *result = json_pack("{s:O}", "tools", srv->tools_listed);
+        decorate_result(call, result);
+        *cached = json_dumps(result, JSON_COMPACT);
+        json_decref(result);
+    }
+    char *id = json_dumps(call->id ? call->id : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+    struct buf b;
+    buf_init(&b, 0);
+    buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", id, *cached);
+    free(id);
+    ex->ops->reply(ex->sink, 200, b.data, b.len);
+    ex->ops = NULL;
+    buf_release(&b);
+    call_done(call);
 }
 
 static void core_tools_call(struct mcp_call *call, const json_t *params, void *ctx)

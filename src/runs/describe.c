@@ -36,7 +36,7 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
 {
     struct store *st = runs_store_of(e);
     char url[512], session_url[512];
-    runs_web_url(e, false, r->id, url, sizeof(url));
+    runs_web_url_gen(e, r->id, r->view_generation, url, sizeof(url));
     runs_web_url(e, true, r->session_id, session_url, sizeof(session_url));
     json_t *changes = r->changes ? json_loads(r->changes, 0, NULL) : NULL;
     if (!changes)
@@ -84,7 +84,7 @@ json_t *runs_describe_short(struct runs *e, const struct store_run *r)
         if (*p == '\n' || *p == '\r' || *p == '\t')
             *p = ' ';
     char url[512];
-    runs_web_url(e, false, r->id, url, sizeof(url));
+    runs_web_url_gen(e, r->id, r->view_generation, url, sizeof(url));
     json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:o, s:o, s:s}", "run_id", r->id,
                           "session_id", r->session_id, "status", r->status, "title", r->title,
                           "task_preview", preview, "model", r->model, "created_at",

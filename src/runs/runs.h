@@ -77,6 +77,9 @@ void runs_wait_cancel(struct runs_waiter *w);
  * "" when the run or session does not exist. */
 void runs_web_url(const struct runs *e, bool session, const char *id, char *out, size_t cap);
 
+/* The same for a run whose view generation is known (no store lookup). */
+void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, char *out, size_t cap);
+
 /* --- view tokens (the capability in a web address; read-only, revocable) --- */
 
 #define RUNS_VIEW_TOKEN_MAX 32

@@ -29,6 +29,13 @@ static void derive(const struct runs *e, bool session, const char *id, int64_t g
     base64url_encode(mac, VIEW_BYTES, out);
 }
 
+void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, char *out, size_t cap)
+{
+    char token[RUNS_VIEW_TOKEN_MAX];
+    derive(e, false, run_id, gen, token);
+    snprintf(out, cap, "%s/runs/%s?t=%s", runs_config_of(e)->public_url, run_id, token);
+}
+
 int runs_view_token(const struct runs *e, bool session, const char *id,
                     char out[RUNS_VIEW_TOKEN_MAX], struct err *err)
 {

@@ -159,7 +159,8 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
     "coalesce(workdir, ''), coalesce(base_commit, ''), task, title, repository, status_reason, "   \
     "summary, error, changes, timeout_ms, created_at, coalesce(started_at, 0), "                   \
     "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
-    "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost"
+    "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
+    "view_generation"
 
 static void read_run(sqlite3_stmt *s, struct store_run *r)
 {
@@ -193,6 +194,7 @@ static void read_run(sqlite3_stmt *s, struct store_run *r)
     r->input_tokens = sqlite3_column_int64(s, 26);
     r->output_tokens = sqlite3_column_int64(s, 27);
     r->cost = sqlite3_column_double(s, 28);
+    r->view_generation = sqlite3_column_int64(s, 29);
 }
 
 void store_run_release(struct store_run *r)
@@ -428,12 +430,19 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
                    void (*fn)(const struct store_run *r, void *ctx), void *ctx, bool *more,
                    struct err *err)
 {
+    /* One statement per filter, each walking its own index backwards from the cursor. */
+    static const char *const sql[] = {
+        "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_user WHERE user_id = ?1 AND n < ?4 "
+        "ORDER BY n DESC LIMIT ?5",
+        "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
+        "user_id = ?1 AND n < ?4 ORDER BY n DESC LIMIT ?5",
+        "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_user_status WHERE user_id = ?1 AND "
+        "status = ?3 AND n < ?4 ORDER BY n DESC LIMIT ?5",
+        "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
+        "user_id = ?1 AND status = ?3 AND n < ?4 ORDER BY n DESC LIMIT ?5",
+    };
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "SELECT " RUN_COLUMNS " FROM runs WHERE user_id = ?1 AND "
-                          "(?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR status = ?3) AND "
-                          "n < ?4 ORDER BY n DESC LIMIT ?5",
-                          &s, err);
+    int r = store_prepare(st, sql[(o->session_id ? 1 : 0) + (o->status ? 2 : 0)], &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, o->user_id, -1, SQLITE_STATIC);

@@ -131,6 +131,21 @@ void store_close(struct store *st)
 {
     if (!st)
         return;
+    sqlite3_finalize(st->data_version);
     sqlite3_close_v2(st->db);
     free(st);
+}
+
+int64_t store_data_version(struct store *st)
+{
+    if (!st->data_version &&
+        sqlite3_prepare_v2(st->db, "PRAGMA data_version", -1, &st->data_version, NULL) != SQLITE_OK)
+        return -1;
+    int64_t v = sqlite3_step(st->data_version) == SQLITE_ROW
+                    ? sqlite3_column_int64(st->data_version, 0)
+                    : -1;
+    /* reset at once: a statement left stepped keeps its read snapshot, and with it every later
+     * query of this connection would miss what other processes wrote */
+    sqlite3_reset(st->data_version);
+    return v;
 }

@@ -21,6 +21,11 @@ void store_close(struct store *st);
  * each in its own transaction. Exposed for tests. Returns the resulting version or < 0. */
 int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct err *err);
 
+/* A number that changes whenever another connection (another process: the CLI) has changed the
+ * database since the last call: what this process caches from it is still true while it stays
+ * the same. -1 on error. */
+int64_t store_data_version(struct store *st);
+
 /* Highest migration number built in. */
 int store_schema_version_known(void);
 
@@ -172,6 +177,7 @@ struct store_run {
     int success;   /* -1 = not finished */
     int64_t input_tokens, output_tokens;
     double cost;
+    int64_t view_generation; /* of its web address */
 };
 void store_run_release(struct store_run *r);
 

@@ -6,6 +6,7 @@
 
 struct store {
     sqlite3 *db;
+    sqlite3_stmt *data_version; /* prepared on first use */
 };
 
 static inline void cleanup_stmtp(sqlite3_stmt **s)

@@ -1,0 +1,105 @@
+// Runs benchmarks: how long run_task takes to return, and get_result and list_runs with a large
+// store (1,000,000 runs by default) behind them, each beside MCP `ping` over the same client as
+// the floor of a round trip. The runs are written straight into SQLite (a recursive insert), so
+// they are rows like any other; run_task's runs go to one session and fail at once for want of
+// an agent program, so nothing but the return path is measured.
+// Run: node bench/runs.mjs [--quick]   (uses build/sandbox-mcp and the sqlite3 CLI; loopback only)
+import { spawnSync } from 'node:child_process';
+import { writeFileSync, mkdtempSync, statSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { summarize, timeIt, fmt } from './lib.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
+const { startServer, rpc, removeDataDir } = await import('../tests/lib/server.mjs');
+
+const quick = process.argv.includes('--quick');
+const RUNS = quick ? 100000 : 1000000;
+const SESSIONS = 1000;
+const CALLS = quick ? 300 : 1000;
+const out = [];
+const log = (s = '') => { out.push(s); console.log(s); };
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'smcp-bench-runs-'));
+let server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode' } });
+const token = server.token;
+await server.stop();
+
+// --- the store: RUNS runs over SESSIONS sessions of the first user, with events for some ---
+const db = path.join(dataDir, 'sandbox-mcp.db');
+const t0 = Date.now();
+const seed = spawnSync('sqlite3', [db], { encoding: 'utf8', input: `
+PRAGMA journal_mode = WAL;
+BEGIN;
+INSERT INTO sessions(id, user_id, agent, created_at, last_run_at)
+  WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${SESSIONS})
+  SELECT printf('ses_bench%06d', i), (SELECT id FROM users LIMIT 1), 'opencode', 0, 0 FROM n;
+INSERT INTO runs(id, user_id, session_id, status, status_reason, task, title, model, agent,
+                 timeout_ms, created_at, started_at, finished_at, success, summary, event_count,
+                 input_tokens, output_tokens)
+  WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${RUNS})
+  SELECT printf('run_bench%07d', i), (SELECT id FROM users LIMIT 1),
+         printf('ses_bench%06d', i % ${SESSIONS} + 1),
+         CASE i % 10 WHEN 0 THEN 'failed' WHEN 1 THEN 'cancelled' ELSE 'succeeded' END,
+         'the agent finished', 'Refactor the parser and add tests for case ' || i, 'case ' || i,
+         'anthropic/claude-sonnet-4-5', 'opencode', 3000000, 1000000 + i, 1000000 + i,
+         1000100 + i, 1, 'Done: case ' || i, 3, 1200, 300 FROM n;
+INSERT INTO run_transitions(run_id, at, status, reason)
+  SELECT id, created_at, 'queued', 'accepted' FROM runs;
+INSERT INTO run_events(run_id, seq, time, type, summary, raw)
+  WITH RECURSIVE s(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM s WHERE k < 3)
+  SELECT r.id, s.k, r.created_at + s.k, 'text', 'event ' || s.k, '{"type":"text"}'
+  FROM runs r, s WHERE r.n % 100 = 0;
+COMMIT;
+PRAGMA wal_checkpoint(TRUNCATE);
+` });
+if (seed.status !== 0) { console.error(seed.stderr); process.exit(1); }
+const seedMs = Date.now() - t0;
+const dbMiB = statSync(db).size / 2 ** 20;
+
+server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode' } });
+server.token = token;
+let id = 1;
+async function call(name, args) {
+  const r = await rpc(server, { jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name, arguments: args } });
+  if (r.status !== 200 || r.body.result.isError) throw new Error(`${name}: ${r.text.slice(0, 300)}`);
+  return r.body.result.structuredContent;
+}
+async function measure(fn, n = CALLS) {
+  for (let i = 0; i < 20; i++) await fn(i); // warm up
+  const samples = [];
+  for (let i = 0; i < n; i++) samples.push(await timeIt(() => fn(i)));
+  return summarize(samples);
+}
+const pick = (i) => `run_bench${String(((i * 7919) % RUNS) + 1).padStart(7, '0')}`;
+
+const rows = [];
+rows.push(['floor: MCP `ping`, same client', await measure(async () => {
+  const r = await rpc(server, { jsonrpc: '2.0', id: id++, method: 'ping' });
+  if (r.status !== 200) throw new Error('ping');
+})]);
+rows.push(['`get_result` of a random run', await measure((i) => call('get_result', { run_id: pick(i) }))]);
+rows.push(['`list_runs` first page (10)', await measure(() => call('list_runs', {}))]);
+rows.push(['`list_runs` limit 100', await measure(() => call('list_runs', { limit: 100 }))]);
+rows.push(['`list_runs` status failed', await measure(() => call('list_runs', { status: 'failed' }))]);
+rows.push(['`list_runs` of one session', await measure((i) => call('list_runs', { session_id: `ses_bench${String((i % SESSIONS) + 1).padStart(6, '0')}` }))]);
+const deep = String(Math.floor(RUNS / 2));
+rows.push(['`list_runs` page at the middle (cursor)', await measure(() => call('list_runs', { cursor: deep }))]);
+// run_task: each queues a run in one session (the engine starts it, finds no agent, fails it)
+const first = await call('run_task', { task: 'bench: warm up' });
+const session = first.session_id;
+rows.push(['`run_task` (returns once the run is stored and queued)', await measure(() => call('run_task', { task: 'bench: measure the return', session_id: session }), quick ? 100 : 300)]);
+await server.stop();
+removeDataDir(dataDir);
+
+log(`## Runs (\`node bench/runs.mjs\`)`);
+log();
+log(`Machine: ${cpus().length} × ${cpus()[0].model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB. Store: ${RUNS.toLocaleString('en')} runs in ${SESSIONS} sessions (${dbMiB.toFixed(0)} MiB, seeded in ${(seedMs / 1000).toFixed(0)} s). One client, one request at a time, keep-alive.`);
+log();
+log('| what | calls | p50 ms | p90 ms | p99 ms | min ms |');
+log('|---|---|---|---|---|---|');
+for (const [what, s] of rows)
+  log(`| ${what} | ${s.n} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.p99)} | ${fmt(s.min)} |`);
+if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, out.join('\n') + '\n');
