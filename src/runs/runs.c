@@ -115,6 +115,7 @@ struct runs {
     struct loop_timer tick;
     int64_t next_retention;
     bool scheduling, reschedule;
+    int64_t last_removed; /* retention: the last run whose directory was removed */
 };
 
 static void run_schedule(struct runs *e);
@@ -915,6 +916,21 @@ static void run_schedule(struct runs *e)
 
 /* --- the periodic look: deadlines, agents that died, waits, retention --- */
 
+/* A finished run's directory: its files are in the store by now. */
+static void remove_run_dir(const struct store_run *run, void *ctx)
+{
+    struct runs *e = ctx;
+    static const char *const files[] = {"events.jsonl", "agent.log", "task.txt", "repo.tar"};
+    char path[PATH_MAX + 32];
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        snprintf(path, sizeof(path), "%s/runs/%s/%s", e->data_dir, run->id, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof(path), "%s/runs/%s", e->data_dir, run->id);
+    rmdir(path);
+    e->last_removed = run->n;
+}
+
 static void on_expired_session(const struct store_session *ses, void *ctx)
 {
     struct runs *e = ctx;
@@ -923,6 +939,14 @@ static void on_expired_session(const struct store_session *ses, void *ctx)
     if (r < 0 && r != -ENOENT) {
         log_warn("session cleanup deferred session=%s err=\"%s\"", ses->id, err.msg);
         return;
+    }
+    struct store_run_list_opts o = {.user_id = ses->user_id, .session_id = ses->id, .limit = 100};
+    bool more = true;
+    while (more) {
+        e->last_removed = 0;
+        if (store_run_list(e->st, &o, remove_run_dir, e, &more, &err) < 0 || !e->last_removed)
+            break;
+        o.before = e->last_removed; /* the list is newest first: go on below the last one */
     }
     store_session_mark_cleaned(e->st, ses->id, time_now_ms(), &err);
     log_info("session workspace removed session=%s user=%s", ses->id, ses->user_id);

@@ -115,6 +115,7 @@ test('a session whose retention passed loses its workspace; a new run in it is r
     await until(() => sql(server, `SELECT cleaned_at FROM sessions WHERE id = '${r.session_id}'`)[0].cleaned_at,
       'the session is cleaned');
     assert.equal(existsSync(path.join(dir, 'disk.img')), false, 'the workspace image is gone');
+    assert.equal(existsSync(path.join(server.dataDir, 'runs', r.run_id)), false, 'the run directory is gone');
     const again = await call(server, 'run_task', { task: 'retain-5d2 again', session_id: r.session_id });
     assert.equal(again.isError, true);
     assert.match(again.content[0].text, /expired/);
@@ -145,6 +146,10 @@ test('a token the agent prints is blanked in the stored events', async () => {
       .map((e) => e.t).join('\n');
     assert.match(raw, /\[redacted\]/);
     assert.doesNotMatch(raw, /eyJ[\w-]+\.eyJ[\w-]+\./);
+    // OpenCode found its configuration seeded and installed nothing (no plugin, no npm cache)
+    const look = await ok(server, 'container_exec', { session_id: r.session_id,
+      command: 'ls -A /root/.config/opencode/node_modules | wc -l; test -e /root/.npm && echo npm-cache || echo no-npm-cache' });
+    assert.equal(look.stdout, '0\nno-npm-cache\n', JSON.stringify(look));
   } finally {
     await server.stop();
     removeDataDir(server.dataDir);
