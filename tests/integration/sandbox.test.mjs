@@ -53,6 +53,34 @@ test('container_exec text content gives exit code and both streams', async () =>
   assert.match(t, /--- stderr ---\nerr\n/);
 });
 
+test('a plain program and its arguments (run without the shell) give what the shell gives', async () => {
+  // the command leads its own session either way (the kill on timeout relies on it)
+  let r = await exec(server, 'cat /proc/self/stat');
+  const f = r.stdout.slice(r.stdout.lastIndexOf(')') + 2).split(' ');
+  assert.equal(f[3], r.stdout.split(' ')[0], 'cat leads its own session');
+  assert.equal((await exec(server, 'true')).exit_code, 0);
+  assert.equal((await exec(server, 'false')).exit_code, 1);
+  r = await exec(server, '/bin/echo  two   spaces');
+  assert.equal(r.stdout, 'two spaces\n');
+  r = await exec(server, 'env');
+  assert.match(r.stdout, /^PATH=/m);
+  assert.match(r.stdout, /^HOME=\/root$/m);
+  r = await exec(server, 'ls', { cwd: '/' });
+  assert.match(r.stdout, /^workspace$/m);
+  // what only the shell does still goes to the shell
+  r = await exec(server, 'no-such-program-x1 --flag');
+  assert.equal(r.exit_code, 127);
+  assert.match(r.stderr, /not found/);
+  r = await exec(server, 'echo -e x');
+  assert.equal(r.stdout, '-e x\n', 'the shell\'s echo (no -e), not /bin/echo');
+  r = await exec(server, 'cd /tmp', { cwd: '/' });
+  assert.equal(r.exit_code, 0);
+  r = await exec(server, 'pwd', { cwd: '/tmp' });
+  assert.equal(r.stdout, '/tmp\n');
+  r = await exec(server, 'FOO=bar env');
+  assert.match(r.stdout, /^FOO=bar$/m);
+});
+
 test('the sandbox has its own pid 1, and /proc shows only its processes', async () => {
   const r = await exec(server, 'cat /proc/1/comm; ls /proc | grep -c "^[0-9]"');
   assert.equal(r.stdout.split('\n')[0], 'sandbox-init');
