@@ -128,6 +128,7 @@ unit: $(UNIT_BIN)
 # test and run install dependencies first, then build in a second make so that pkg-config is
 # asked again once the libraries exist (on a fresh machine they do not at first).
 test: deps
+	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(TEST_APT)"
 	$(MAKE) --no-print-directory test-suites
 test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
 	BUILD=$(BUILD) sh tests/run.sh
@@ -138,13 +139,7 @@ bench: deps
 	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp
 	sh bench/run.sh
 deps-bench:
-	@missing=""; for p in $(BENCH_APT); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	    SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(BENCH_APT)"
 
 FUZZ_SECONDS ?= 60
 fuzz: $(FUZZ_BIN)
@@ -157,10 +152,12 @@ run: deps
 	$(MAKE) --no-print-directory $(BUILD)/sandbox-mcp
 	$(BUILD)/sandbox-mcp serve
 
-# Debian packages needed to build and test; installed only when missing.
+# Debian packages needed to build and test; installed only when missing. The browser the web
+# page tests drive is installed by `make test` only, not by `make run`.
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
             libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev clang-format \
-            nodejs npm git curl ca-certificates sqlite3 debootstrap chromium
+            nodejs npm git curl ca-certificates sqlite3 debootstrap
+TEST_APT := chromium
 deps: deps-apt deps-npm
 deps-apt:
 	@missing=""; for p in $(APT_PKGS); do \
