@@ -243,6 +243,24 @@ static int open_store(const struct config *cfg, struct store **st)
     return 0;
 }
 
+/* The configuration and store of a command line subcommand, opened together; 0 or an exit
+ * status (the error already printed). Close with close_config_store(). */
+static int open_config_store(const struct opts *o, struct config *cfg, struct store **st)
+{
+    int r = load_config(o, cfg);
+    if (r)
+        return r;
+    if ((r = open_store(cfg, st)))
+        config_release(cfg);
+    return r;
+}
+
+static void close_config_store(struct config *cfg, struct store *st)
+{
+    store_close(st);
+    config_release(cfg);
+}
+
 /* PROXY_JWT_SECRET: from the configuration, else the one kept in the data dir, else a new one. */
 static int ensure_jwt_secret(struct config *cfg)
 {
@@ -451,16 +469,11 @@ static int cmd_serve(int argc, char **argv)
     if (o.nargs > 0)
         return usage_error("serve", usage_serve, "unexpected argument '%s'", o.args[0]);
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
-        return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st))) {
-        config_release(&cfg);
+    if ((r = open_config_store(&o, &cfg, &st)))
         return r;
-    }
     if (ensure_jwt_secret(&cfg) < 0) {
-        store_close(st);
-        config_release(&cfg);
+        close_config_store(&cfg, st);
         return 1;
     }
     static const struct mcp_server_info info = {
@@ -479,8 +492,7 @@ static int cmd_serve(int argc, char **argv)
     _cleanup_free_ char *opencode = find_opencode(&cfg);
     if (load_sandbox_config(&cfg, &sc, &serr) < 0 || load_runs_config(&cfg, &rc, &serr) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
-        store_close(st);
-        config_release(&cfg);
+        close_config_store(&cfg, st);
         return 2;
     }
     _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;
@@ -511,8 +523,7 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
-        store_close(st);
-        config_release(&cfg);
+        close_config_store(&cfg, st);
         return 1;
     }
     struct proxy *proxy = NULL;
@@ -522,8 +533,7 @@ static int cmd_serve(int argc, char **argv)
         http_server_free(http);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
-        store_close(st);
-        config_release(&cfg);
+        close_config_store(&cfg, st);
         return 2;
     }
     http_server_set_proxy(http, proxy);
@@ -554,8 +564,7 @@ static int cmd_serve(int argc, char **argv)
         proxy_free(proxy);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
-        store_close(st);
-        config_release(&cfg);
+        close_config_store(&cfg, st);
         return 1;
     }
     log_info("serve start version=%s data_dir=%s public_url=%s", SANDBOX_MCP_VERSION, cfg.data_dir,
@@ -566,8 +575,7 @@ static int cmd_serve(int argc, char **argv)
     proxy_free(proxy);
     mcp_server_free(mcp);
     sandbox_manager_free(sandboxes);
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     metrics_reset();
     return 0;
 }
@@ -587,8 +595,7 @@ static int cmd_migrate(int argc, char **argv)
     struct store *st = NULL;
     if ((r = open_store(&cfg, &st)) == 0)
         printf("database schema is at version %d\n", store_schema_version_known());
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     return r;
 }
 
@@ -648,13 +655,9 @@ static int cmd_user(int argc, char **argv)
             "user", usage_user,
             "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)", o.args[0]);
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
-        return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st))) {
-        config_release(&cfg);
+    if ((r = open_config_store(&o, &cfg, &st)))
         return r;
-    }
     struct err err = {0};
     if (add) {
         struct store_user u;
@@ -670,8 +673,7 @@ static int cmd_user(int argc, char **argv)
         if (r)
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
     }
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     return r;
 }
 
@@ -697,13 +699,9 @@ static int cmd_token(int argc, char **argv)
     if (o.label && strlen(o.label) > 100)
         return usage_error("token", usage_token, "%s", "--label is limited to 100 characters");
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
-        return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st))) {
-        config_release(&cfg);
+    if ((r = open_config_store(&o, &cfg, &st)))
         return r;
-    }
     struct err err = {0};
     struct store_user u;
     char token[STORE_TOKEN_LEN + 1];
@@ -730,8 +728,7 @@ static int cmd_token(int argc, char **argv)
     }
     if (r)
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     return r;
 }
 
@@ -791,13 +788,9 @@ static int cmd_proxy_token(int argc, char **argv)
                                    "--services '%s' must be names separated by commas", o.services);
     }
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
-        return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st))) {
-        config_release(&cfg);
+    if ((r = open_config_store(&o, &cfg, &st)))
         return r;
-    }
     struct err err = {0};
     r = 0;
     if (revoke) {
@@ -826,8 +819,7 @@ static int cmd_proxy_token(int argc, char **argv)
             free(token);
         }
     }
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     return r;
 }
 
@@ -859,13 +851,9 @@ static int cmd_sandbox(int argc, char **argv)
     if (o.nargs != 0)
         return usage_error("sandbox", usage_sandbox, "unexpected argument '%s'", o.args[0]);
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
-        return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st))) {
-        config_release(&cfg);
+    if ((r = open_config_store(&o, &cfg, &st)))
         return r;
-    }
     struct sandbox_config sc;
     struct sandbox_manager *m = NULL;
     struct err err = {0};
@@ -879,8 +867,7 @@ static int cmd_sandbox(int argc, char **argv)
         sandbox_manager_list(m, print_sandbox, NULL);
     }
     sandbox_manager_free(m);
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     return r;
 }
 
@@ -903,13 +890,9 @@ static int cmd_links(int argc, char **argv)
     if (o.nargs != 1)
         return usage_error("links", usage_links, "expected one run or session id");
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
-        return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st))) {
-        config_release(&cfg);
+    if ((r = open_config_store(&o, &cfg, &st)))
         return r;
-    }
     struct err err = {0};
     bool session = strncmp(o.args[0], "ses_", 4) == 0;
     if (store_view_revoke(st, session, o.args[0], &err) < 0) {
@@ -918,8 +901,7 @@ static int cmd_links(int argc, char **argv)
     } else {
         printf("revoked the web addresses of %s\n", o.args[0]);
     }
-    store_close(st);
-    config_release(&cfg);
+    close_config_store(&cfg, st);
     return r;
 }
 

@@ -72,6 +72,11 @@ void http_stream_end(struct http_stream *s);
 struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
                                   const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *));
 
+/* Accept what is waiting on listener (a bounded batch), calling fn with each new socket and
+ * the listener's data. */
+void http_accept_each(h2o_socket_t *listener, const char *err,
+                      void (*fn)(h2o_socket_t *sock, void *ctx));
+
 /* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
 const char *http_sandbox_of(h2o_req_t *req);
 void http_sandbox_listeners_close(void);

@@ -38,24 +38,22 @@ static void forget_conn(void *data)
     free(c);
 }
 
+static void accept_sandbox(h2o_socket_t *sock, void *ctx)
+{
+    struct sbx_listener *l = ctx;
+    struct sbx_conn *c = xcalloc(1, sizeof(*c));
+    c->sock = sock;
+    snprintf(c->id, sizeof(c->id), "%s", l->id);
+    c->next = conns;
+    conns = c;
+    sock->on_close.cb = forget_conn;
+    sock->on_close.data = c;
+    h2o_accept(&l->srv->sandbox_accept_ctx, sock);
+}
+
 static void on_sandbox_accept(h2o_socket_t *listener, const char *err)
 {
-    struct sbx_listener *l = listener->data;
-    if (err)
-        return;
-    for (int i = 0; i < 64; i++) {
-        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-        if (!sock)
-            break;
-        struct sbx_conn *c = xcalloc(1, sizeof(*c));
-        c->sock = sock;
-        snprintf(c->id, sizeof(c->id), "%s", l->id);
-        c->next = conns;
-        conns = c;
-        sock->on_close.cb = forget_conn;
-        sock->on_close.data = c;
-        h2o_accept(&l->srv->sandbox_accept_ctx, sock);
-    }
+    http_accept_each(listener, err, accept_sandbox);
 }
 
 const char *http_sandbox_of(h2o_req_t *req)

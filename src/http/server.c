@@ -217,17 +217,29 @@ static void format_addr(const struct sockaddr_storage *ss, char *out, size_t cap
     }
 }
 
-static void on_accept(h2o_socket_t *listener, const char *err)
+void http_accept_each(h2o_socket_t *listener, const char *err,
+                      void (*fn)(h2o_socket_t *sock, void *ctx))
 {
-    struct http_server *srv = listener->data;
     if (err)
         return;
+    /* a bounded batch, so one busy listener cannot hold the loop */
     for (int i = 0; i < 64; i++) {
         h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
         if (!sock)
             break;
-        h2o_accept(&srv->accept_ctx, sock);
+        fn(sock, listener->data);
     }
+}
+
+static void accept_main(h2o_socket_t *sock, void *ctx)
+{
+    struct http_server *srv = ctx;
+    h2o_accept(&srv->accept_ctx, sock);
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    http_accept_each(listener, err, accept_main);
 }
 
 static void begin_stop(struct http_server *srv, const char *why)

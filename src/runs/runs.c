@@ -519,6 +519,14 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
 
 /* --- starting the agent --- */
 
+/* Ingest whenever the agent writes to its event file. */
+static void watch_events(struct run *r)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+    r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+}
+
 static int open_file(struct run *r, const char *name, int flags, struct err *err)
 {
     char path[PATH_MAX + 32];
@@ -600,29 +608,36 @@ static void start_agent(struct run *r)
     r->agent_pid = pid;
     if (store_run_set_started(e->st, r->id, r->workdir, r->branch, r->base, pid, &err) < 0)
         log_error("run start not stored run=%s err=\"%s\"", r->id, err.msg);
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
-    r->wd = inotify_add_watch(e->inotify_fd, path, IN_MODIFY);
+    watch_events(r);
     r->phase = PH_AGENT;
     log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s", r->id, sandbox_id(r->sbx),
              pid, r->agent, r->model);
     run_ingest(r);
 }
 
-/* Output of the probe: "<HEAD sha>\n<branch>\n" */
-static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+/* The end of a preparation command in the sandbox: false when the run is over instead (it was
+ * cancelled or timed out meanwhile, or the command could not run). */
+static bool prepared(struct run *r, const struct err *err)
 {
-    struct run *r = ctx;
     r->ex = NULL;
-    if (r->phase == PH_FINISHING) { /* cancelled or timed out meanwhile */
+    if (r->phase == PH_FINISHING) {
         r->phase = PH_PREPARE;
         run_finish(r);
-        return;
+        return false;
     }
     if (err) {
         run_fail(r, "cannot prepare the workspace: %s", err->msg);
-        return;
+        return false;
     }
+    return true;
+}
+
+/* Output of the preparation: "<HEAD sha>\n<branch>\n" */
+static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    if (!prepared(r, err))
+        return;
     if (res->exit_code != 0) {
         const char *msg = res->err_len ? res->err : res->out;
         size_t n = strlen(msg);
@@ -782,16 +797,8 @@ static void clone_repository(struct run *r)
 static void on_probed(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
-    r->ex = NULL;
-    if (r->phase == PH_FINISHING) {
-        r->phase = PH_PREPARE;
-        run_finish(r);
+    if (!prepared(r, err))
         return;
-    }
-    if (err) {
-        run_fail(r, "cannot prepare the workspace: %s", err->msg);
-        return;
-    }
     if (res->exit_code == 0)
         prepare_workspace(r, false);
     else
@@ -824,9 +831,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
             run_finish(r);
             return;
         }
-        char path[PATH_MAX + 16];
-        snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
-        r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+        watch_events(r);
         log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
                  r->agent_pid, (long long)r->offset);
         run_ingest(r);

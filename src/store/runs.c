@@ -41,6 +41,26 @@ static int exec_sql(struct store *st, const char *sql, struct err *err)
     return 0;
 }
 
+/* The one row of kind ("run", "session") id, by sql (binding id), or with user_id by
+ * sql_by_user (binding id and user_id): 0 with *s on it, or -ENOENT saying "<kind> '<id>' not
+ * found". */
+static int find_row(struct store *st, const char *sql, const char *sql_by_user, const char *id,
+                    const char *user_id, const char *kind, sqlite3_stmt **s, struct err *err)
+{
+    int r = store_prepare(st, user_id ? sql_by_user : sql, s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(*s, 1, id, -1, SQLITE_STATIC);
+    if (user_id)
+        sqlite3_bind_text(*s, 2, user_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(*s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "%s '%s' not found", kind, id);
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, kind, err);
+    return 0;
+}
+
 /* --- sessions --- */
 
 #define SESSION_COLUMNS                                                                            \
@@ -82,21 +102,11 @@ int store_session_get(struct store *st, const char *user_id, const char *id,
                       struct store_session *out, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          user_id ? "SELECT " SESSION_COLUMNS
-                                    " FROM sessions WHERE id = ? AND user_id = ?"
-                                  : "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ?",
-                          &s, err);
+#define BY_ID "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ?"
+    int r = find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "session", &s, err);
+#undef BY_ID
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    if (user_id)
-        sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return err_set(err, -ENOENT, "session '%s' not found", id);
-    if (rc != SQLITE_ROW)
-        return store_fail(st, rc, "find session", err);
     read_session(s, out);
     return 0;
 }
@@ -268,20 +278,11 @@ int store_run_get(struct store *st, const char *user_id, const char *id, struct 
                   struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          user_id ? "SELECT " RUN_COLUMNS " FROM runs WHERE id = ? AND user_id = ?"
-                                  : "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?",
-                          &s, err);
+#define BY_ID "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?"
+    int r = find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "run", &s, err);
+#undef BY_ID
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    if (user_id)
-        sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return err_set(err, -ENOENT, "run '%s' not found", id);
-    if (rc != SQLITE_ROW)
-        return store_fail(st, rc, "find run", err);
     read_run(s, out);
     return 0;
 }
@@ -535,18 +536,12 @@ int store_view_generation(struct store *st, bool session, const char *id, int64_
                           struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          session ? "SELECT view_generation FROM sessions WHERE id = ?"
-                                  : "SELECT view_generation FROM runs WHERE id = ?",
-                          &s, err);
+    int r = find_row(st,
+                     session ? "SELECT view_generation FROM sessions WHERE id = ?"
+                             : "SELECT view_generation FROM runs WHERE id = ?",
+                     NULL, id, NULL, session ? "session" : "run", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);
-    if (rc != SQLITE_ROW)
-        return store_fail(st, rc, "find view generation", err);
     *gen = sqlite3_column_int64(s, 0);
     return 0;
 }
