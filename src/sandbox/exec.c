@@ -1,14 +1,15 @@
-/* Entering a running sandbox: commands (sandbox_exec_start) and file operations (sandbox_fs).
+/* Entering a running sandbox: commands (sandbox_exec_start, sandbox_spawn) and file operations
+ * (sandbox_fs).
  *
- * An exec forks a helper that joins the sandbox's cgroup and namespaces (pidfd setns), forks
- * the command into the sandbox's pid namespace as root of its user namespace with the sandbox
- * policy applied, waits for it and reports its status. The helper stays outside the pid
- * namespace, so nothing inside can see or trace it; both are non-dumpable until the exec.
+ * A command is handed to the sandbox's init over its control socket, with the command's stdin,
+ * stdout and stderr attached; the init starts it already inside every namespace, the cgroup and
+ * the policy of the sandbox (helper/init.c has the protocol). The server reads the output pipes
+ * and the init's report on the connection: "pid <pid>", then "exit <wait status>", or
+ * "<stage>: <error>" when the command could not start.
  *
- * Report pipe protocol (helper -> server), one line each:
- *   "pid <host pid of the command>"   the command is starting
- *   "exit <wait status>"              the command finished
- *   "<stage>: <error>"                setup failed (no command ran) */
+ * A file operation forks a child that joins the sandbox's cgroup and namespaces (pidfd setns),
+ * applies the sandbox policy, does the operation and writes its JSON result on a pipe. It stays
+ * outside the pid namespace and is non-dumpable, so nothing inside can see or trace it. */
 #include "sandbox/sandbox_internal.h"
 
 #include <errno.h>
@@ -54,7 +55,6 @@ struct sandbox_exec {
     h2o_socket_t *out_sock, *err_sock;
     int out_fd, err_fd; /* raw numbers of the sockets above, for the final drain */
     char *stdin_data;
-    size_t stdin_len, stdin_off;
     h2o_socket_t *stdin_sock;
     struct capture out, err;
     int conn_fd; /* the connection to the sandbox's init (owned by report's socket) */
@@ -553,8 +553,12 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         return NULL;
     }
     const char *cwd = opts->cwd && *opts->cwd ? opts->cwd : "/workspace";
+    /* stdin is a pipe only when there is something to write to it; otherwise /dev/null (the
+     * same end of file at once, for two system calls less per command). */
+    bool feed = opts->stdin_data && opts->stdin_len && opts->stdin_fd <= 0;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    if ((feed && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
+        pipe2(errp, O_CLOEXEC) < 0) {
         err_set(err, -errno, "pipe: %s", strerror(errno));
         for (int i = 0; i < 2; i++) {
             if (in[i] >= 0)
@@ -567,13 +571,15 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         return NULL;
     }
     const char *argv[] = {"/bin/sh", "-c", opts->command, NULL};
-    int conn = send_to_init(sbx, cwd, argv, opts->env, opts->stdin_fd > 0 ? opts->stdin_fd : in[0],
-                            out[1], errp[1], err);
-    close(in[0]);
+    int stdin_fd = opts->stdin_fd > 0 ? opts->stdin_fd : feed ? in[0] : m->devnull;
+    int conn = send_to_init(sbx, cwd, argv, opts->env, stdin_fd, out[1], errp[1], err);
+    if (in[0] >= 0)
+        close(in[0]);
     close(out[1]);
     close(errp[1]);
     if (conn < 0) {
-        close(in[1]);
+        if (in[1] >= 0)
+            close(in[1]);
         close(out[0]);
         close(errp[0]);
         return NULL;
@@ -595,14 +601,12 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     nonblock_socket(errp[0], &ex->err_sock, ex);
     h2o_socket_read_start(ex->out_sock, on_stream);
     h2o_socket_read_start(ex->err_sock, on_stream);
-    nonblock_socket(in[1], &ex->stdin_sock, ex);
-    if (opts->stdin_data && opts->stdin_len) {
+    if (feed) {
+        nonblock_socket(in[1], &ex->stdin_sock, ex);
         ex->stdin_data = xmalloc(opts->stdin_len);
         memcpy(ex->stdin_data, opts->stdin_data, opts->stdin_len);
         h2o_iovec_t buf = h2o_iovec_init(ex->stdin_data, opts->stdin_len);
         h2o_socket_write(ex->stdin_sock, &buf, 1, on_stdin_written);
-    } else {
-        close_stdin(ex);
     }
     ex->next = m->execs;
     m->execs = ex;

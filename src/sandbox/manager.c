@@ -160,6 +160,7 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     m->cfg.agent_dir = m->agent_dir;
     m->store = store;
     m->init_memfd = -1;
+    m->devnull = -1;
     int r;
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
@@ -185,6 +186,10 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     if ((r = make_init_memfd(err)) < 0)
         goto fail;
     m->init_memfd = r;
+    if ((m->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        r = err_set(err, -errno, "cannot open /dev/null: %s", strerror(errno));
+        goto fail;
+    }
     if (m->cfg.disk_bytes) {
         static const char *const mkfs[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
         for (size_t i = 0; i < ARRAY_SIZE(mkfs) && !m->mkfs[0]; i++)
@@ -241,6 +246,8 @@ void sandbox_manager_free(struct sandbox_manager *m)
     }
     if (m->init_memfd >= 0)
         close(m->init_memfd);
+    if (m->devnull >= 0)
+        close(m->devnull);
     free(m->data_dir);
     free(m->template_name);
     free(m->agent_dir);

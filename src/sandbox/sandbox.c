@@ -583,10 +583,10 @@ bool sandbox_alive(struct sandbox *sbx)
 {
     if (sbx->state != SBX_RUNNING || sbx->pidfd < 0)
         return false;
+    /* A pidfd names one process, never a later one with the same number, and turns readable
+     * when that process exits. */
     struct pollfd pfd = {.fd = sbx->pidfd, .events = POLLIN};
-    if (poll(&pfd, 1, 0) > 0)
-        return false; /* the init exited */
-    return proc_start_time(sbx->init_pid) == sbx->init_start;
+    return poll(&pfd, 1, 0) == 0;
 }
 
 void sandbox_stop(struct sandbox *sbx, const char *reason)

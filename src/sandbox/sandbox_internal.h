@@ -129,6 +129,7 @@ struct sandbox_manager {
     struct store *store;
     struct template_info tmpl;
     int init_memfd; /* sealed, read-only: the sandbox helper (init and enter) */
+    int devnull;    /* the stdin of commands given none */
     char mkfs[64];  /* mkfs.ext4 path, "" when disk limits are off */
     struct sandbox *all;
     unsigned running;
@@ -145,7 +146,7 @@ void sandbox_start(struct sandbox *sbx);
 void sandbox_stop(struct sandbox *sbx, const char *reason);
 /* Discard the writable layer and workspace of a stopped sandbox. */
 int sandbox_wipe(struct sandbox *sbx, struct err *err);
-/* Whether the init process recorded for sbx is alive and the same process. */
+/* Whether the init process of a running sbx is still alive. */
 bool sandbox_alive(struct sandbox *sbx);
 /* Record sbx's state in the store (errors are logged). */
 void sandbox_save(struct sandbox *sbx);

@@ -95,6 +95,15 @@ test('cwd, env and stdin are honoured', async () => {
   assert.equal(r.stdout, '/workspace/sub\nhello there\nfrom stdin\n');
 });
 
+test('without stdin a command reads end of file at once, and cannot write to it', async () => {
+  const r = await exec(server, 'wc -c; read line; echo "read:$?"; echo x >&0 2>/dev/null; echo "write:$?"');
+  assert.equal(r.stdout, '0\nread:1\nwrite:1\n');
+  // a plain program (run without the shell) sees the same
+  const c = await exec(server, 'cat');
+  assert.equal(c.stdout, '');
+  assert.equal(c.exit_code, 0);
+});
+
 test('a missing cwd is a tool error naming the problem', async () => {
   const res = await tool(server, 'container_exec', { command: 'true', cwd: '/nope/dir' });
   assert.equal(res.isError, true);

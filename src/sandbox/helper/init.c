@@ -2,7 +2,8 @@
  * commands: the server connects to its control socket (fd 3, listening; bound on a host path the
  * sandbox cannot see) and sends one request per command. Commands forked here are already in
  * every namespace and cgroup of the sandbox and inherit its policy (capabilities, no_new_privs,
- * seccomp), so a command costs one fork and one exec. The namespace ends when the server sends
+ * seccomp), so a command costs one clone (sharing the init's memory until it execs) and one
+ * exec. The namespace ends when the server sends
  * this process SIGKILL.
  *
  * Request (one per connection): a 4-byte length, then "cwd\0argv0\0...\0\0env0\0...\0\0", with
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -156,6 +158,48 @@ restore:
             cmd[i] = ' ';
 }
 
+/* What the command's process needs between clone and exec. */
+struct child {
+    int conn;
+    const int *fds;
+    const char *cwd;
+    char **argv, **envp;
+    size_t argc;
+};
+
+/* The command's own stack until its exec. The init is suspended meanwhile (CLONE_VFORK) and
+ * never runs two of these at once. */
+static char child_stack[64 << 10] __attribute__((aligned(16)));
+
+/* The command between clone and exec. It shares the init's memory (CLONE_VM: no page tables
+ * to copy, which is most of the cost of a fork) but has its own file table, working directory
+ * and signal mask, so it may change those; it allocates nothing and leaves the init's memory as
+ * it found it unless it execs. */
+static int child_main(void *arg)
+{
+    struct child *c = arg;
+    sigset_t none;
+    sigemptyset(&none);
+    for (int i = 0; i < 3; i++)
+        if (dup2(c->fds[i], i) < 0)
+            _exit(127);
+    /* keep the connection (close-on-exec) only to report a failure before exec */
+    int report = fcntl(c->conn, F_DUPFD_CLOEXEC, 3);
+    syscall(SYS_close_range, 3, (unsigned)report - 1, 0);
+    syscall(SYS_close_range, (unsigned)report + 1, ~0u, 0);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    setsid();
+    if (chdir(c->cwd) < 0) {
+        say_error(report, "cwd", errno);
+        _exit(127);
+    }
+    if (c->argc == 3 && strcmp(c->argv[0], "/bin/sh") == 0 && strcmp(c->argv[1], "-c") == 0)
+        exec_simple(c->argv[2], c->envp); /* returns when the shell is needed after all */
+    execve(c->argv[0], c->argv, c->envp);
+    say_error(report, "exec", errno);
+    _exit(127);
+}
+
 static void start_command(int conn)
 {
     uint32_t len = 0;
@@ -200,32 +244,13 @@ static void start_command(int conn)
         say_error(conn, "bad request", EPROTO);
         goto out;
     }
-    pid_t pid = fork();
+    struct child ch = {
+        .conn = conn, .fds = fds, .cwd = cwd, .argv = argv, .argc = argc, .envp = envp};
+    pid_t pid =
+        clone(child_main, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &ch);
     if (pid < 0) {
         say_error(conn, "fork command", errno);
         goto out;
-    }
-    if (pid == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        for (int i = 0; i < 3; i++)
-            if (dup2(fds[i], i) < 0)
-                _exit(127);
-        /* keep the connection (close-on-exec) only to report a failure before exec */
-        int report = fcntl(conn, F_DUPFD_CLOEXEC, 3);
-        syscall(SYS_close_range, 3, (unsigned)report - 1, 0);
-        syscall(SYS_close_range, (unsigned)report + 1, ~0u, 0);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        setsid();
-        if (chdir(cwd) < 0) {
-            say_error(report, "cwd", errno);
-            _exit(127);
-        }
-        if (argc == 3 && strcmp(argv[0], "/bin/sh") == 0 && strcmp(argv[1], "-c") == 0)
-            exec_simple(argv[2], envp); /* returns when the shell is needed after all */
-        execve(argv[0], argv, envp);
-        say_error(report, "exec", errno);
-        _exit(127);
     }
     cmds[slot].pid = pid;
     cmds[slot].conn = conn;
