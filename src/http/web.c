@@ -20,6 +20,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/embedded.h"
+#include "base/json_write.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/util.h"
@@ -110,11 +111,12 @@ static bool allowed(struct http_server *srv, h2o_req_t *req, bool session, const
 
 static void respond_json(h2o_req_t *req, json_t *j)
 {
-    char *text = json_dumps(j, JSON_COMPACT);
+    size_t len;
+    char *text = json_write_text(j, &len);
     json_decref(j);
     security_headers(req);
     http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
-    http_respond(req, 200, "application/json", text, strlen(text));
+    http_respond(req, 200, "application/json", text, len);
     free(text);
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/buf.h"
+#include "base/json_write.h"
 #include "base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/schema.h"
@@ -250,29 +251,11 @@ static int error_status(int code, bool modern)
     return 200;
 }
 
-/* Serialize a reply. Most fit a 16 KiB buffer in one pass; a larger one (command output can be
- * megabytes) is written again into a buffer of the size the first pass reported, instead of one
- * grown by doubling and copied each time. */
-static char *dump_exact(const json_t *v, size_t *len)
-{
-    size_t cap = 16384;
-    char *text = xmalloc(cap);
-    size_t n = json_dumpb(v, text, cap - 1, JSON_COMPACT);
-    if (n >= cap) {
-        free(text);
-        text = xmalloc(n + 1);
-        n = json_dumpb(v, text, n, JSON_COMPACT);
-    }
-    text[n] = '\0';
-    *len = n;
-    return text;
-}
-
 static void sink_reply_json(struct mcp_exchange *ex, int status, json_t *body)
 {
     if (ex->ops) {
         size_t len = 0;
-        char *text = body ? dump_exact(body, &len) : NULL;
+        char *text = body ? json_write_text(body, &len) : NULL;
         ex->ops->reply(ex->sink, status, text, len);
         free(text);
     }
@@ -283,8 +266,9 @@ static void sink_reply_json(struct mcp_exchange *ex, int status, json_t *body)
 static void sink_event_json(struct mcp_exchange *ex, json_t *msg)
 {
     if (ex->ops) {
-        char *text = json_dumps(msg, JSON_COMPACT);
-        ex->ops->event(ex->sink, text, strlen(text));
+        size_t len;
+        char *text = json_write_text(msg, &len);
+        ex->ops->event(ex->sink, text, len);
         free(text);
         ex->streaming = true;
     }

@@ -134,7 +134,9 @@ static json_t *exec_text(const struct sandbox_exec_result *r)
     }
     size_t n;
     char *text = buf_steal(&b, &n);
-    json_t *content = json_pack("[{s:s, s:s%}]", "type", "text", "text", text, n);
+    /* The streams are valid UTF-8 already (sanitized when captured): no second check. */
+    json_t *content =
+        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
     free(text);
     return content;
 }
@@ -166,13 +168,13 @@ static void on_exec_done(void *ctx, const struct sandbox_exec_result *r, const s
         job_end(j);
         return;
     }
-    json_t *sc =
-        json_pack("{s:i, s:b, s:s%, s:s%, s:b, s:b, s:I, s:I, s:I, s:b, s:s}", "exit_code",
-                  r->exit_code, "timed_out", r->timed_out, "stdout", r->out, r->out_len, "stderr",
-                  r->err, r->err_len, "stdout_truncated", r->out_truncated, "stderr_truncated",
-                  r->err_truncated, "stdout_bytes", (json_int_t)r->out_total, "stderr_bytes",
-                  (json_int_t)r->err_total, "duration_ms", (json_int_t)r->duration_ms, "truncated",
-                  r->out_truncated || r->err_truncated, "sandbox_id", sandbox_id(j->sbx));
+    json_t *sc = json_pack(
+        "{s:i, s:b, s:o, s:o, s:b, s:b, s:I, s:I, s:I, s:b, s:s}", "exit_code", r->exit_code,
+        "timed_out", r->timed_out, "stdout", json_stringn_nocheck(r->out, r->out_len), "stderr",
+        json_stringn_nocheck(r->err, r->err_len), "stdout_truncated", r->out_truncated,
+        "stderr_truncated", r->err_truncated, "stdout_bytes", (json_int_t)r->out_total,
+        "stderr_bytes", (json_int_t)r->err_total, "duration_ms", (json_int_t)r->duration_ms,
+        "truncated", r->out_truncated || r->err_truncated, "sandbox_id", sandbox_id(j->sbx));
     if (r->signal)
         json_object_set_new(sc, "signal", json_integer(r->signal));
     else
@@ -228,7 +230,9 @@ static json_t *listing_text(const json_t *res)
     }
     size_t n;
     char *text = buf_steal(&b, &n);
-    json_t *content = json_pack("[{s:s, s:s%}]", "type", "text", "text", text, n);
+    /* The streams are valid UTF-8 already (sanitized when captured): no second check. */
+    json_t *content =
+        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
     free(text);
     return content;
 }

@@ -121,8 +121,14 @@ static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
         pos += (size_t)snprintf(raw + pos, 128, "\n[... %llu bytes omitted ...]\n",
                                 (unsigned long long)(c->total - hl - (c->tail_len - skip)));
     }
-    for (size_t i = skip; i < c->tail_len; i++)
-        raw[pos++] = c->tail[(c->tail_start + i) % c->tail_cap];
+    /* the ring from skip on, in at most two pieces */
+    for (size_t i = skip; i < c->tail_len;) {
+        size_t at = (c->tail_start + i) % c->tail_cap;
+        size_t piece = c->tail_len - i < c->tail_cap - at ? c->tail_len - i : c->tail_cap - at;
+        memcpy(raw + pos, c->tail + at, piece);
+        pos += piece;
+        i += piece;
+    }
     char *out = utf8_sanitize(raw, pos, len);
     free(raw);
     return out;

@@ -1,9 +1,12 @@
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "base/config.h"
 #include "base/ids.h"
+#include "base/json_write.h"
 #include "base/util.h"
 #include "harness.h"
 
@@ -181,6 +184,51 @@ TEST(base64_decode_forms_and_errors)
     CHECK_INT_EQ(base64_decode("Zg==Zg==", 8, out), -1); /* data after padding */
     CHECK_INT_EQ(base64_decode("Z", 1, out), -1);        /* a lone sextet is not a byte */
     CHECK_INT_EQ(base64_decode("Zh", 2, out), -1);       /* non-zero leftover bits */
+}
+
+/* The fast writer gives jansson's own bytes (JSON_COMPACT | JSON_ENCODE_ANY). */
+static void check_same_as_jansson(json_t *v)
+{
+    size_t len;
+    char *ours = json_write_text(v, &len);
+    char *theirs = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    CHECK_STR_EQ(ours, theirs);
+    CHECK_INT_EQ(len, strlen(theirs));
+    free(ours);
+    free(theirs);
+    json_decref(v);
+}
+
+TEST(json_write_matches_jansson)
+{
+    /* every byte below 0x20, and the two that are always escaped */
+    char all[40];
+    size_t n = 0;
+    for (int c = 1; c < 0x20; c++)
+        all[n++] = (char)c;
+    all[n++] = '"';
+    all[n++] = '\\';
+    all[n++] = '/';
+    all[n++] = 0x7f;
+    check_same_as_jansson(json_stringn(all, n));
+    check_same_as_jansson(json_stringn("nul\0inside", 10));
+    check_same_as_jansson(json_string("h\xC3\xA9llo \xF0\x9F\x98\x80 \xE2\x80\xA8"));
+    check_same_as_jansson(json_string(""));
+    check_same_as_jansson(json_pack("{s:i, s:I, s:f, s:f, s:f, s:b, s:b, s:n}", "i", -7, "big",
+                                    (json_int_t)INT64_MIN, "r", 1.5, "whole", 3.0, "tiny", 1e-300,
+                                    "t", 1, "f", 0, "nothing"));
+    check_same_as_jansson(json_pack("[[], {}, [[{s:[]}]], s]", "k\"ey\n", "tail"));
+    json_t *keys = json_object();
+    json_object_setn_new(keys, "a\0b", 3, json_integer(1));
+    json_object_set_new(keys, "\x01", json_true());
+    check_same_as_jansson(keys);
+    /* a large string of plain text, as command output is */
+    size_t big = 1 << 20;
+    char *text = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        text[i] = i % 97 == 96 ? '\n' : (char)('a' + i % 26);
+    check_same_as_jansson(json_pack("{s:s%}", "stdout", text, big));
+    free(text);
 }
 
 TEST_MAIN()

@@ -1,0 +1,99 @@
+/* Compact JSON writer (see json_write.h). Equal output to jansson's is checked by a unit test
+ * and a fuzz target that compare the two on the same values. */
+#include "base/json_write.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes that cannot appear as themselves inside a JSON string. */
+static bool needs_escape(unsigned char c)
+{
+    return c < 0x20 || c == '"' || c == '\\';
+}
+
+static void write_string(struct buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    buf_append(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!needs_escape(c))
+            continue;
+        buf_append(b, s + run, i - run);
+        run = i + 1;
+        char esc[6] = {'\\', 0};
+        size_t len = 2;
+        switch (c) {
+        case '"':
+        case '\\': esc[1] = (char)c; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            len = 6;
+        }
+        buf_append(b, esc, len);
+    }
+    buf_append(b, s + run, n - run);
+    buf_append(b, "\"", 1);
+}
+
+void json_write(struct buf *b, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        buf_append(b, "{", 1);
+        bool first = true;
+        for (void *it = json_object_iter((json_t *)v); it;
+             it = json_object_iter_next((json_t *)v, it)) {
+            if (!first)
+                buf_append(b, ",", 1);
+            first = false;
+            write_string(b, json_object_iter_key(it), json_object_iter_key_len(it));
+            buf_append(b, ":", 1);
+            json_write(b, json_object_iter_value(it));
+        }
+        buf_append(b, "}", 1);
+        break;
+    }
+    case JSON_ARRAY: {
+        buf_append(b, "[", 1);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                buf_append(b, ",", 1);
+            json_write(b, json_array_get(v, i));
+        }
+        buf_append(b, "]", 1);
+        break;
+    }
+    case JSON_STRING: write_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER: buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+    case JSON_REAL: {
+        /* jansson's own format for reals (precision, exponent, a ".0" when integral) */
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (text)
+            buf_puts(b, text);
+        free(text);
+        break;
+    }
+    case JSON_TRUE: buf_append(b, "true", 4); break;
+    case JSON_FALSE: buf_append(b, "false", 5); break;
+    case JSON_NULL: buf_append(b, "null", 4); break;
+    }
+}
+
+char *json_write_text(const json_t *v, size_t *len)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    json_write(&b, v);
+    return buf_steal(&b, len);
+}
