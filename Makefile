@@ -136,8 +136,11 @@ test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_B
 # Benchmarks: release build against peers on this machine; results in bench/out/*.md.
 BENCH_APT := bubblewrap util-linux wrk
 bench: deps
-	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp
-	sh bench/run.sh
+	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp $(BUILD)/spawntime
+	BUILD=$(BUILD) sh bench/run.sh
+$(BUILD)/spawntime: bench/spawntime.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -O2 -o $@ $<
 deps-bench:
 	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(BENCH_APT)"
 
@@ -184,9 +187,9 @@ install: $(BUILD)/sandbox-mcp
 	install -D -m 0755 $(BUILD)/sandbox-mcp $(DESTDIR)$(PREFIX)/bin/sandbox-mcp
 
 format:
-	clang-format -i $$(find src tests -name '*.[ch]' -not -path '*/node_modules/*')
+	clang-format -i $$(find src tests bench -name '*.[ch]' -not -path '*/node_modules/*')
 format-check:
-	clang-format --dry-run --Werror $$(find src tests -name '*.[ch]' -not -path '*/node_modules/*')
+	clang-format --dry-run --Werror $$(find src tests bench -name '*.[ch]' -not -path '*/node_modules/*')
 
 clean:
 	rm -rf $(BUILD)

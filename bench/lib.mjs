@@ -1,5 +1,11 @@
 // Shared helpers for the benchmarks: start the release binary, time calls, summarize.
+import { spawnSync } from 'node:child_process';
+import http from 'node:http';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 export function percentile(sorted, p) {
   if (!sorted.length) return NaN;
@@ -21,4 +27,59 @@ export async function timeIt(fn) {
 
 export function fmt(ms) {
   return ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);
+}
+
+// A lean MCP client for latency rows: node:http over one keep-alive connection. Node's `fetch`
+// adds about half a millisecond of its own to every call; this keeps the client's share small,
+// and every benchmark that uses it also reports an MCP `ping` through it, which is that share.
+export function mcpClient(server) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const url = new URL(server.mcpUrl);
+  let id = 1;
+  function post(message, token = server.token) {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: id++, ...message });
+    return new Promise((resolve, reject) => {
+      const req = http.request({
+        host: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent,
+        headers: {
+          'content-type': 'application/json', accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${token}`, 'content-length': Buffer.byteLength(body),
+        },
+      }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 300)}`));
+          resolve(JSON.parse(text));
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+  return {
+    post,
+    // tools/call; throws on a tool error, returns the result
+    async call(name, args = {}, token) {
+      const r = await post({ method: 'tools/call', params: { name, arguments: args } }, token);
+      if (!r.result || r.result.isError) throw new Error(`${name}: ${JSON.stringify(r).slice(0, 300)}`);
+      return r.result;
+    },
+    async ping() {
+      const r = await post({ method: 'ping' });
+      if (!r.result) throw new Error(`ping: ${JSON.stringify(r)}`);
+    },
+    close() { agent.destroy(); },
+  };
+}
+
+// Run `argv` n times one after another with bench/spawntime.c (posix_spawn to waitpid, timed in
+// C, so the peers carry no Node.js child_process overhead); returns the times in ms.
+export function spawnTimes(argv, n) {
+  const bin = path.join(root, process.env.BUILD || 'build', 'spawntime');
+  const r = spawnSync(bin, [String(n), ...argv], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  if (r.status !== 0) throw new Error(`spawntime ${argv.join(' ')}: ${r.error?.message || r.stderr}`);
+  return JSON.parse(r.stdout);
 }

@@ -9,11 +9,11 @@ import { writeFileSync, mkdtempSync, statSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { summarize, timeIt, fmt } from './lib.mjs';
+import { summarize, timeIt, fmt, mcpClient } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
-const { startServer, rpc, removeDataDir } = await import('../tests/lib/server.mjs');
+const { startServer, removeDataDir } = await import('../tests/lib/server.mjs');
 
 const quick = process.argv.includes('--quick');
 const RUNS = quick ? 100000 : 1000000;
@@ -61,11 +61,9 @@ const dbMiB = statSync(db).size / 2 ** 20;
 
 server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode' } });
 server.token = token;
-let id = 1;
+const client = mcpClient(server);
 async function call(name, args) {
-  const r = await rpc(server, { jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name, arguments: args } });
-  if (r.status !== 200 || r.body.result.isError) throw new Error(`${name}: ${r.text.slice(0, 300)}`);
-  return r.body.result.structuredContent;
+  return (await client.call(name, args)).structuredContent;
 }
 async function measure(fn, n = CALLS) {
   for (let i = 0; i < 20; i++) await fn(i); // warm up
@@ -76,10 +74,7 @@ async function measure(fn, n = CALLS) {
 const pick = (i) => `run_bench${String(((i * 7919) % RUNS) + 1).padStart(7, '0')}`;
 
 const rows = [];
-rows.push(['floor: MCP `ping`, same client', await measure(async () => {
-  const r = await rpc(server, { jsonrpc: '2.0', id: id++, method: 'ping' });
-  if (r.status !== 200) throw new Error('ping');
-})]);
+rows.push(['floor: MCP `ping`, same client', await measure(() => client.ping())]);
 rows.push(['`get_result` of a random run', await measure((i) => call('get_result', { run_id: pick(i) }))]);
 rows.push(['`list_runs` first page (10)', await measure(() => call('list_runs', {}))]);
 rows.push(['`list_runs` limit 100', await measure(() => call('list_runs', { limit: 100 }))]);
@@ -91,12 +86,13 @@ rows.push(['`list_runs` page at the middle (cursor)', await measure(() => call('
 const first = await call('run_task', { task: 'bench: warm up' });
 const session = first.session_id;
 rows.push(['`run_task` (returns once the run is stored and queued)', await measure(() => call('run_task', { task: 'bench: measure the return', session_id: session }), quick ? 100 : 300)]);
+client.close();
 await server.stop();
 removeDataDir(dataDir);
 
 log(`## Runs (\`node bench/runs.mjs\`)`);
 log();
-log(`Machine: ${cpus().length} × ${cpus()[0].model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB. Store: ${RUNS.toLocaleString('en')} runs in ${SESSIONS} sessions (${dbMiB.toFixed(0)} MiB, seeded in ${(seedMs / 1000).toFixed(0)} s). One client, one request at a time, keep-alive.`);
+log(`Machine: ${cpus().length} × ${cpus()[0].model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB. Store: ${RUNS.toLocaleString('en')} runs in ${SESSIONS} sessions (${dbMiB.toFixed(0)} MiB, seeded in ${(seedMs / 1000).toFixed(0)} s). One client (node:http, one keep-alive connection), one request at a time.`);
 log();
 log('| what | calls | p50 ms | p90 ms | p99 ms | min ms |');
 log('|---|---|---|---|---|---|');

@@ -1,17 +1,16 @@
 // Sandbox benchmarks: container_exec latency through /mcp, cold start, initialize, density,
 // and the same work done by bubblewrap and unshare on the same machine.
 // Run: node bench/sandbox.mjs [--quick]   (as root; uses build/sandbox-mcp, bwrap, unshare)
-import { spawnSync, spawn } from 'node:child_process';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { summarize, timeIt, fmt } from './lib.mjs';
+import { summarize, timeIt, fmt, mcpClient, spawnTimes } from './lib.mjs';
 
 // The release build unless told otherwise (the tests default to the sanitized one).
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
-const { startServer, rpc, cli } = await import('../tests/lib/server.mjs');
+const { startServer, cli } = await import('../tests/lib/server.mjs');
 
 const quick = process.argv.includes('--quick');
 const N = quick ? 50 : 300;
@@ -20,25 +19,6 @@ const log = (s = '') => { out.push(s); console.log(s); };
 
 function row(name, s, note = '') {
   log(`| ${name} | ${s.n} | ${fmt(s.p50)} | ${fmt(s.p99)} | ${fmt(s.min)} | ${note} |`);
-}
-
-async function call(srv, name, args = {}, token = srv.token) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }, { token });
-  if (!r.body?.result || r.body.result.isError) throw new Error(`${name}: ${r.text.slice(0, 300)}`);
-  return r.body.result;
-}
-
-// Spawn a command n times, one after another; returns per-run wall times in ms.
-async function spawnLoop(cmd, args, n) {
-  const times = [];
-  for (let i = 0; i < n; i++) {
-    times.push(await timeIt(() => new Promise((resolve, reject) => {
-      const p = spawn(cmd, args, { stdio: 'ignore' });
-      p.on('error', reject);
-      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd} exited ${code}`))));
-    })));
-  }
-  return times;
 }
 
 const bwrapArgs = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib',
@@ -94,51 +74,57 @@ log(`## Sandboxes`);
 log();
 log(`Machine: ${cpus().length} cores (${cpus()[0].model}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB.`);
 log(`Command: \`node bench/sandbox.mjs${quick ? ' --quick' : ''}\` (release build, loopback, sequential calls).`);
+log('Client: node:http over one keep-alive connection (its share is the `ping` row). Peers and floors:');
+log('`bench/spawntime.c`, posix_spawn to waitpid timed in C, with no client at all.');
 log();
 log('| what | runs | p50 ms | p99 ms | min ms | notes |');
 log('|---|---|---|---|---|---|');
 
 const server = await startServer({ env: { SANDBOX_MAX_RUNNING: '1000' } });
+const client = mcpClient(server);
+const call = (name, args, token) => client.call(name, args, token);
 try {
-  await call(server, 'container_exec', { command: 'true' });
-  for (let i = 0; i < 20; i++) await call(server, 'container_exec', { command: 'true' });
+  await call('container_exec', { command: 'true' });
+  for (let i = 0; i < 20; i++) await call('container_exec', { command: 'true' });
   const t = [];
-  for (let i = 0; i < N; i++) t.push(await timeIt(() => call(server, 'container_exec', { command: 'true' })));
+  for (let i = 0; i < N; i++) t.push(await timeIt(() => call('container_exec', { command: 'true' })));
   const execTrue = summarize(t);
-  row('`container_exec` of `true` through /mcp (HTTP + JSON-RPC + sandbox entry + sh)', execTrue);
+  row('`container_exec` of `true` through /mcp (HTTP, JSON-RPC, auth, the sandbox\'s init starts `true`)', execTrue);
+  const pings = [];
+  for (let i = 0; i < N; i++) pings.push(await timeIt(() => client.ping()));
+  const ping = summarize(pings);
+  row('MCP `ping` through the same client (the client\'s and HTTP\'s share of each call)', ping);
 
   const big = [];
-  for (let i = 0; i < Math.min(N, 100); i++) big.push(await timeIt(() => call(server, 'container_exec', { command: 'head -c 1048576 /dev/zero | tr "\\0" a' })));
-  row('`container_exec` printing 1 MiB through /mcp', summarize(big));
+  for (let i = 0; i < Math.min(N, 100); i++) big.push(await timeIt(() => call('container_exec', { command: 'head -c 1048576 /dev/zero | tr "\\0" a' })));
+  row('`container_exec` printing 1 MiB through /mcp (captured and returned)', summarize(big));
 
-  const bw = await spawnLoop('bwrap', [...bwrapArgs, '/bin/sh', '-c', 'true'], N);
-  const bwTrue = summarize(bw);
-  row('bubblewrap: new sandbox running `sh -c true` (peer)', bwTrue, 'no HTTP, no cgroup, no overlay');
-  const bwBig = summarize(await spawnLoop('bwrap', [...bwrapArgs, '/bin/sh', '-c', 'head -c 1048576 /dev/zero | tr "\\0" a > /dev/null'], Math.min(N, 100)));
-  row('bubblewrap: `sh` printing 1 MiB to /dev/null (peer)', bwBig);
-  const un = summarize(await spawnLoop('unshare', ['--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', '--uts', '--ipc', '/bin/sh', '-c', 'true'], N));
-  row('unshare: new namespaces running `sh -c true` (peer)', un, 'no root change at all');
-  const plain = summarize(await spawnLoop('/bin/sh', ['-c', 'true'], N));
-  row('plain `sh -c true` on the host (floor)', plain);
+  const bwTrue = summarize(spawnTimes(['bwrap', ...bwrapArgs, 'true'], N));
+  row('peer: bubblewrap, a new sandbox running `true`', bwTrue, 'no HTTP, no cgroup, no overlay, no disk');
+  const bwBig = summarize(spawnTimes(['bwrap', ...bwrapArgs, '/bin/sh', '-c', 'head -c 1048576 /dev/zero | tr "\\0" a'], Math.min(N, 100)));
+  row('peer: bubblewrap, the same 1 MiB to /dev/null', bwBig, 'output discarded, not captured');
+  const un = summarize(spawnTimes(['unshare', '--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', '--uts', '--ipc', 'true'], N));
+  row('peer: `unshare` (user, mount, pid, net, uts, ipc namespaces) running `true`', un, 'no root change at all');
+  const plain = summarize(spawnTimes(['true'], N));
+  row('floor: `true` on the host, no sandbox', plain, 'the cost of creating a process here');
 
   // Cold start: a stopped sandbox started again by the next call.
   const cold = [], coldLog = [];
   for (let i = 0; i < (quick ? 10 : 40); i++) {
     cli(['sandbox', 'stop-all', '--data-dir', server.dataDir]);
     const before = server.stderr().length;
-    cold.push(await timeIt(() => call(server, 'container_exec', { command: 'true' })));
+    cold.push(await timeIt(() => call('container_exec', { command: 'true' })));
     const m = server.stderr().slice(before).match(/sandbox started .* ms=(\d+)/);
     if (m) coldLog.push(Number(m[1]));
   }
-  row('cold start: first `container_exec` after the sandbox was stopped', summarize(cold), 'includes the exec');
-  row('cold start as logged by the server (start only)', summarize(coldLog));
+  row('cold start: first `container_exec` after the sandbox was stopped', summarize(cold), 'start and exec');
+  row('cold start as logged by the server (start only)', summarize(coldLog), 'peer: the bubblewrap row above');
   const init = [];
-  for (let i = 0; i < (quick ? 10 : 30); i++) init.push(await timeIt(() => call(server, 'container_initialize')));
+  for (let i = 0; i < (quick ? 10 : 30); i++) init.push(await timeIt(() => call('container_initialize')));
   row('`container_initialize` (kill, wipe layer and workspace, new disk, start)', summarize(init));
-  const bwStart = summarize(await spawnLoop('bwrap', [...bwrapArgs, '/bin/true'], N));
-  row('bubblewrap: sandbox setup and `/bin/true` (peer)', bwStart);
   log();
-  log(`Ratios: exec of \`true\` through the whole stack is ${(execTrue.p50 / bwTrue.p50).toFixed(2)}x the time of a bubblewrap sandbox running the same command directly (p50).`);
+  log(`Ratios (p50, same run): exec of \`true\` through the whole stack is ${(execTrue.p50 / bwTrue.p50).toFixed(2)}x bubblewrap running it in a new sandbox, ${(execTrue.p50 / un.p50).toFixed(2)}x \`unshare\`, and ${(execTrue.p50 / plain.p50).toFixed(2)}x running it on the host with no sandbox; ${(execTrue.p50 - plain.p50).toFixed(2)} ms above the host floor, of which ${ping.p50.toFixed(2)} ms is the client and HTTP. A stopped sandbox starts in ${(summarize(coldLog).p50 / bwTrue.p50).toFixed(2)}x the time of a bubblewrap sandbox.`);
+  log(`Target: exec of \`true\` p50 under 5 ms through the whole stack: ${execTrue.p50 < 5 ? 'met' : 'not met'} (${fmt(execTrue.p50)} ms).`);
   log();
 
   // Density: many idle sandboxes.
@@ -159,7 +145,7 @@ try {
       cli(['user', 'add', name, '--data-dir', server.dataDir]);
       const tok = cli(['token', 'create', '--user', name, '--data-dir', server.dataDir]).stdout.match(/smcp_\S+/)[0];
       tokens.push(tok);
-      await call(server, 'container_exec', { command: 'true' }, tok);
+      await call('container_exec', { command: 'true' }, tok);
       made++;
     }
     await new Promise((r) => setTimeout(r, 500));
@@ -171,6 +157,7 @@ try {
   log();
   log('Host memory is the drop in MemAvailable per sandbox (everything: processes, mounts, page cache, kernel objects). cgroup memory is what the kernel charges to the sandbox, including page cache of shared files it touched first.');
 } finally {
+  client.close();
   await server.stop();
 }
 
