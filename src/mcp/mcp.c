@@ -843,11 +843,14 @@ static void core_tools_list(struct mcp_call *call, const json_t *params, void *c
         *cached = json_dumps(result, JSON_COMPACT);
         json_decref(result);
     }
-    char *id = json_dumps(call->id ? call->id : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+    /* appended, not formatted: printf would copy the 11 KB list twice, a byte at a time */
     struct buf b;
     buf_init(&b, 0);
-    buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", id, *cached);
-    free(id);
+    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    json_write(&b, call->id ? call->id : json_null());
+    buf_puts(&b, ",\"result\":");
+    buf_puts(&b, *cached);
+    buf_puts(&b, "}");
     ex->ops->reply(ex->sink, 200, b.data, b.len);
     ex->ops = NULL;
     buf_release(&b);
