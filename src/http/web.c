@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/util.h"
+#include "base/utf8.h"
 #include "runs/runs.h"
 #include "store/store.h"
 
@@ -156,12 +157,15 @@ static void add_event(const struct store_run_event_row *e, void *ctx)
     /* the words of the agent (text, reasoning) and of errors are shown in full, up to a cap */
     json_t *raw = json_loads(e->raw, 0, NULL);
     const char *text = json_string_value(json_object_get(json_object_get(raw, "part"), "text"));
-    if (text)
-        json_object_set_new(j, "text", json_stringn(text, strnlen(text, EVENT_TEXT_MAX)));
+    if (text) /* cut on a character boundary: jansson refuses half a character */
+        json_object_set_new(j, "text",
+                            json_stringn(text, utf8_boundary(text, strnlen(text, EVENT_TEXT_MAX))));
     json_decref(raw);
     char *data = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(j);
-    buf_printf(&es->out, "id: %lld\nevent: run-event\ndata: %s\n\n", (long long)e->seq, data);
+    buf_printf(&es->out, "id: %lld\nevent: run-event\ndata: ", (long long)e->seq);
+    buf_puts(&es->out, data);
+    buf_puts(&es->out, "\n\n");
     free(data);
     es->last_seq = e->seq;
     es->batch++;

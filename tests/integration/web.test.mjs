@@ -93,3 +93,17 @@ test('Last-Event-ID resumes after the last event the client has, without gaps or
   assert.deepEqual(rest.map((m) => m.id), full.slice(2).map((m) => m.id));
   assert.deepEqual(rest.map((m) => m.data), full.slice(2).map((m) => m.data));
 });
+
+test('a long agent text is cut for the page on a character boundary, not dropped', async () => {
+  const long = 'a' + 'é'.repeat(3000); // the 4096-byte cut falls inside an "é"
+  router.add('sse-long-8d0', [{ text: long }]);
+  const run = await ok('run_task', { task: 'sse-long-8d0' });
+  let r;
+  do r = await ok('get_result', { run_id: run.run_id, wait_seconds: 30 });
+  while (r.status === 'queued' || r.status === 'running');
+  const got = messages(await readStream(await fetch(eventsUrl(run.web_url))));
+  const text = got.find((m) => m.data.type === 'text' && m.data.text?.startsWith('aé'));
+  assert.ok(text, JSON.stringify(got.map((m) => m.data)));
+  assert.ok(long.startsWith(text.data.text));
+  assert.equal(Buffer.byteLength(text.data.text), 4095);
+});
