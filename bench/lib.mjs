@@ -1,5 +1,6 @@
 // Shared helpers for the benchmarks: start the release binary, time calls, summarize.
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -76,10 +77,20 @@ export function mcpClient(server) {
 }
 
 // Run `argv` n times one after another with bench/spawntime.c (posix_spawn to waitpid, timed in
-// C, so the peers carry no Node.js child_process overhead); returns the times in ms.
+// C, so the peers carry no Node.js child_process overhead); resolves to the times in ms. Not
+// spawnSync: a blocked event loop would miss the server closing an idle keep-alive connection.
 export function spawnTimes(argv, n) {
   const bin = path.join(root, process.env.BUILD || 'build', 'spawntime');
-  const r = spawnSync(bin, [String(n), ...argv], { encoding: 'utf8', maxBuffer: 16 << 20 });
-  if (r.status !== 0) throw new Error(`spawntime ${argv.join(' ')}: ${r.error?.message || r.stderr}`);
-  return JSON.parse(r.stdout);
+  return new Promise((resolve, reject) => {
+    execFile(bin, [String(n), ...argv], { encoding: 'utf8', maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`spawntime ${argv.join(' ')}: ${stderr || err.message}`));
+      else resolve(JSON.parse(stdout));
+    });
+  });
+}
+
+// The rows this benchmark gives the headline table of docs/BENCHMARKS.md (bench/report.mjs):
+// each {what, ours, peer, ratio, target}, already formatted. Written to $BENCH_HEADLINE.
+export function writeHeadline(rows) {
+  if (process.env.BENCH_HEADLINE) writeFileSync(process.env.BENCH_HEADLINE, JSON.stringify({ rows }, null, 1) + '\n');
 }

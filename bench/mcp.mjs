@@ -8,7 +8,7 @@ import { cpus, totalmem, tmpdir } from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { fmt } from './lib.mjs';
+import { fmt, writeHeadline } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
@@ -216,12 +216,24 @@ try {
     log(`| \`${method}\` | ${rs.map((x) => `${down(x)}x`).join(' | ')} |`);
   }
   log();
+  const headline = METHODS.map((method) => {
+    const r = (c, t) => results[`${method} ${c} ${t.name}`].rps;
+    const xs = CONNS.map((c) => r(c, ours) / r(c, sdk));
+    return { what: `\`${method}\` requests/s at ${CONNS.join(' / ')} connections`,
+      ours: CONNS.map((c) => r(c, ours).toFixed(0)).join(' / '),
+      peer: `TypeScript SDK server: ${CONNS.map((c) => r(c, sdk).toFixed(0)).join(' / ')}`,
+      ratio: xs.map((x) => `${down(x)}x`).join(' / '),
+      target: `10x: ${xs.every((x) => x >= 10) ? 'met' : `**met in ${xs.filter((x) => x >= 10).length} of ${xs.length}**`}` };
+  });
   const missed = ratios.filter((r) => r.x < 10);
   log(`Target, at least 10x the SDK's throughput: ${missed.length ? `**not met** in ${missed.length} of ${ratios.length} cases (` +
     missed.map((r) => `\`${r.method}\` at ${r.c}: ${down(r.x)}x`).join(', ') + ')' : `met in all ${ratios.length} cases`}.`);
   log();
   log(`Server RSS: ${mib(idle.ours)} MiB idle, ${mib(after.ours)} MiB after the load (peak ${mib(after.oursPeak)} MiB). ` +
     `SDK peer RSS: ${mib(idle.sdk)} MiB idle, ${mib(after.sdk)} MiB after (peak ${mib(after.sdkPeak)} MiB).`);
+  headline.push({ what: 'MCP server memory (RSS) idle / after all the load', ours: `${mib(idle.ours)} / ${mib(after.ours)} MiB`,
+    peer: `TypeScript SDK server: ${mib(idle.sdk)} / ${mib(after.sdk)} MiB`, ratio: `${(after.ours / after.sdk).toFixed(2)}x after the load` });
+  writeHeadline(headline);
   const errors = Object.values(results).reduce((a, r) => a + r.errors, 0);
   const bad = server.stderr().split('\n').filter((l) => /^\S+ (warn|error) |Sanitizer|runtime error/.test(l));
   log(`Errors under load (connect, read, write, timeouts, non-2xx/3xx): ${errors}. Server stderr warnings or errors: ${bad.length}.`);

@@ -1,12 +1,16 @@
 #!/bin/sh
-# Run every benchmark against the release build; each writes a markdown section to bench/out/.
-# The results are pasted into docs/BENCHMARKS.md by hand, with the machine they ran on.
+# Run every benchmark against the release build, one after another; each writes its section to
+# bench/out/<name>.md and its headline rows to bench/out/<name>.json, and bench/report.mjs then
+# writes docs/BENCHMARKS.md from this run alone.
 set -e
 cd "$(dirname "$0")/.."
 mkdir -p bench/out
-for b in bench/*.mjs; do
-    case "$b" in bench/lib.mjs) continue ;; esac
-    name=$(basename "$b" .mjs)
+rm -f bench/out/*.md bench/out/*.json
+start=$(date +%s)
+names=""
+for name in sandbox mcp proxy runs; do
     echo "== $name"
-    BENCH_OUT="bench/out/$name.md" node "$b" $BENCH_ARGS
+    BENCH_OUT="bench/out/$name.md" BENCH_HEADLINE="bench/out/$name.json" node "bench/$name.mjs" $BENCH_ARGS
+    names="$names $name"
 done
+node bench/report.mjs $(($(date +%s) - start)) $names

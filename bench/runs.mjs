@@ -9,7 +9,7 @@ import { writeFileSync, mkdtempSync, statSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { summarize, timeIt, fmt, mcpClient } from './lib.mjs';
+import { summarize, timeIt, fmt, mcpClient, writeHeadline } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
@@ -98,4 +98,13 @@ log('| what | calls | p50 ms | p90 ms | p99 ms | min ms |');
 log('|---|---|---|---|---|---|');
 for (const [what, s] of rows)
   log(`| ${what} | ${s.n} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.p99)} | ${fmt(s.min)} |`);
+const get = (prefix) => rows.find(([what]) => what.startsWith(prefix))[1];
+const ping = get('floor'), task = get('`run_task`'), result = get('`get_result`'), firstPage = get('`list_runs` first'), hundred = get('`list_runs` limit 100');
+const store = `${RUNS.toLocaleString('en')} runs stored`;
+writeHeadline([
+  { what: `\`run_task\` return, ${store}`, ours: `${fmt(task.p50)} ms (p99 ${fmt(task.p99)})`, peer: `MCP \`ping\`, same client: ${fmt(ping.p50)} ms`,
+    ratio: `${(task.p50 / ping.p50).toFixed(1)}x a ping`, target: `well under 100 ms: ${task.p50 < 100 ? 'met' : '**not met**'}` },
+  { what: `\`get_result\` / \`list_runs\` first page / 100-run page, ${store}`, ours: `${fmt(result.p50)} / ${fmt(firstPage.p50)} / ${fmt(hundred.p50)} ms`,
+    peer: `MCP \`ping\`, same client: ${fmt(ping.p50)} ms`, ratio: `${(result.p50 / ping.p50).toFixed(1)}x / ${(firstPage.p50 / ping.p50).toFixed(1)}x / ${(hundred.p50 / ping.p50).toFixed(1)}x a ping` },
+]);
 if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, out.join('\n') + '\n');

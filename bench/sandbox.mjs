@@ -5,7 +5,7 @@ import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { summarize, timeIt, fmt, mcpClient, spawnTimes } from './lib.mjs';
+import { summarize, timeIt, fmt, mcpClient, spawnTimes, writeHeadline } from './lib.mjs';
 
 // The release build unless told otherwise (the tests default to the sanitized one).
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -80,6 +80,7 @@ log();
 log('| what | runs | p50 ms | p99 ms | min ms | notes |');
 log('|---|---|---|---|---|---|');
 
+const headline = [];
 const server = await startServer({ env: { SANDBOX_MAX_RUNNING: '1000' } });
 const client = mcpClient(server);
 const call = (name, args, token) => client.call(name, args, token);
@@ -97,15 +98,16 @@ try {
 
   const big = [];
   for (let i = 0; i < Math.min(N, 100); i++) big.push(await timeIt(() => call('container_exec', { command: 'head -c 1048576 /dev/zero | tr "\\0" a' })));
-  row('`container_exec` printing 1 MiB through /mcp (captured and returned)', summarize(big));
+  const bigS = summarize(big);
+  row('`container_exec` printing 1 MiB through /mcp (captured and returned)', bigS);
 
-  const bwTrue = summarize(spawnTimes(['bwrap', ...bwrapArgs, 'true'], N));
+  const bwTrue = summarize(await spawnTimes(['bwrap', ...bwrapArgs, 'true'], N));
   row('peer: bubblewrap, a new sandbox running `true`', bwTrue, 'no HTTP, no cgroup, no overlay, no disk');
-  const bwBig = summarize(spawnTimes(['bwrap', ...bwrapArgs, '/bin/sh', '-c', 'head -c 1048576 /dev/zero | tr "\\0" a'], Math.min(N, 100)));
+  const bwBig = summarize(await spawnTimes(['bwrap', ...bwrapArgs, '/bin/sh', '-c', 'head -c 1048576 /dev/zero | tr "\\0" a'], Math.min(N, 100)));
   row('peer: bubblewrap, the same 1 MiB to /dev/null', bwBig, 'output discarded, not captured');
-  const un = summarize(spawnTimes(['unshare', '--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', '--uts', '--ipc', 'true'], N));
+  const un = summarize(await spawnTimes(['unshare', '--user', '--map-root-user', '--mount', '--pid', '--fork', '--net', '--uts', '--ipc', 'true'], N));
   row('peer: `unshare` (user, mount, pid, net, uts, ipc namespaces) running `true`', un, 'no root change at all');
-  const plain = summarize(spawnTimes(['true'], N));
+  const plain = summarize(await spawnTimes(['true'], N));
   row('floor: `true` on the host, no sandbox', plain, 'the cost of creating a process here');
 
   // Cold start: a stopped sandbox started again by the next call.
@@ -117,11 +119,24 @@ try {
     const m = server.stderr().slice(before).match(/sandbox started .* ms=(\d+)/);
     if (m) coldLog.push(Number(m[1]));
   }
+  const coldS = summarize(coldLog);
   row('cold start: first `container_exec` after the sandbox was stopped', summarize(cold), 'start and exec');
-  row('cold start as logged by the server (start only)', summarize(coldLog), 'peer: the bubblewrap row above');
+  row('cold start as logged by the server (start only)', coldS, 'peer: the bubblewrap row above');
   const init = [];
   for (let i = 0; i < (quick ? 10 : 30); i++) init.push(await timeIt(() => call('container_initialize')));
-  row('`container_initialize` (kill, wipe layer and workspace, new disk, start)', summarize(init));
+  const initS = summarize(init);
+  row('`container_initialize` (kill, wipe layer and workspace, new disk, start)', initS);
+  headline.push(
+    { what: '`container_exec` of `true` through /mcp', ours: `${fmt(execTrue.p50)} ms (p99 ${fmt(execTrue.p99)})`,
+      peer: `bubblewrap, new sandbox: ${fmt(bwTrue.p50)} ms; \`unshare\`: ${fmt(un.p50)} ms; host, no sandbox: ${fmt(plain.p50)} ms`,
+      ratio: `${(execTrue.p50 / bwTrue.p50).toFixed(2)}x bubblewrap, ${(execTrue.p50 / plain.p50).toFixed(2)}x host`,
+      target: `under 5 ms: ${execTrue.p50 < 5 ? 'met' : '**not met**'}` },
+    { what: '`container_exec` printing 1 MiB through /mcp', ours: `${fmt(bigS.p50)} ms`,
+      peer: `bubblewrap, output to /dev/null: ${fmt(bwBig.p50)} ms`, ratio: `${(bigS.p50 / bwBig.p50).toFixed(2)}x (ours captures and returns it)` },
+    { what: 'sandbox cold start (server\'s measure)', ours: `${fmt(coldS.p50)} ms (p99 ${fmt(coldS.p99)})`,
+      peer: `bubblewrap, new sandbox running \`true\`: ${fmt(bwTrue.p50)} ms`, ratio: `${(coldS.p50 / bwTrue.p50).toFixed(2)}x`,
+      target: `under 30 ms: ${coldS.p50 < 30 ? 'met' : '**not met**'}` },
+    { what: '`container_initialize` (new disk, start)', ours: `${fmt(initS.p50)} ms (p99 ${fmt(initS.p99)})` });
   log();
   log(`Ratios (p50, same run): exec of \`true\` through the whole stack is ${(execTrue.p50 / bwTrue.p50).toFixed(2)}x bubblewrap running it in a new sandbox, ${(execTrue.p50 / un.p50).toFixed(2)}x \`unshare\`, and ${(execTrue.p50 / plain.p50).toFixed(2)}x running it on the host with no sandbox; ${(execTrue.p50 - plain.p50).toFixed(2)} ms above the host floor, of which ${ping.p50.toFixed(2)} ms is the client and HTTP. A stopped sandbox starts in ${(summarize(coldLog).p50 / bwTrue.p50).toFixed(2)}x the time of a bubblewrap sandbox.`);
   log(`Target: exec of \`true\` p50 under 5 ms through the whole stack: ${execTrue.p50 < 5 ? 'met' : 'not met'} (${fmt(execTrue.p50)} ms).`);
@@ -152,10 +167,15 @@ try {
     const pids = initPids(server.dataDir);
     const initPss = pids.reduce((a, p) => a + pss(p), 0) / Math.max(1, pids.length);
     const cg = cgroupMemory(instanceDirs());
-    log(`| ${target} | ${((base - avail()) / target / MiB).toFixed(2)} | ${(initPss / 1024).toFixed(0)} | ${(cg.total / Math.max(1, cg.count) / MiB).toFixed(2)} | ${(rss(server.proc.pid) / MiB).toFixed(1)} |`);
+    const perSandbox = (base - avail()) / target / MiB;
+    log(`| ${target} | ${perSandbox.toFixed(2)} | ${(initPss / 1024).toFixed(0)} | ${(cg.total / Math.max(1, cg.count) / MiB).toFixed(2)} | ${(rss(server.proc.pid) / MiB).toFixed(1)} |`);
+    if (target === counts[counts.length - 1])
+      headline.push({ what: `idle sandboxes: host memory each, at ${target}`, ours: `${perSandbox.toFixed(2)} MiB (init ${(initPss / 1024).toFixed(0)} KiB PSS); server RSS ${(rss(server.proc.pid) / MiB).toFixed(1)} MiB`,
+        target: `under 2 MiB: ${perSandbox < 2 ? 'met' : '**not met**'}` });
   }
   log();
   log('Host memory is the drop in MemAvailable per sandbox (everything: processes, mounts, page cache, kernel objects). cgroup memory is what the kernel charges to the sandbox, including page cache of shared files it touched first.');
+  writeHeadline(headline);
 } finally {
   client.close();
   await server.stop();
