@@ -1,11 +1,13 @@
 /* POST /mcp (Streamable HTTP, stateless) and the retired /sse transport. */
 #include "http/http_internal.h"
+#include "http/watch.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/cleanup.h"
 #include "base/log.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
@@ -16,12 +18,14 @@ struct mcp_sink {
     h2o_req_t *req;
     struct http_stream *stream;
     struct mcp_exchange *ex;
+    struct http_watch watch; /* the client, until the answer ends */
     bool answered;
 };
 
 static void sink_reply(void *p, int status, const char *body, size_t len)
 {
     struct mcp_sink *s = p;
+    http_watch_stop(&s->watch);
     s->ex = NULL;
     s->answered = true;
     if (status == 202 && !body) {
@@ -53,6 +57,7 @@ static void sink_event(void *p, const char *json, size_t len)
 static void sink_end(void *p)
 {
     struct mcp_sink *s = p;
+    http_watch_stop(&s->watch);
     s->ex = NULL;
     s->answered = true;
     if (s->stream)
@@ -61,7 +66,25 @@ static void sink_end(void *p)
 
 static void sink_dispose(void *p)
 {
+    struct mcp_sink *s = p;
+    http_watch_stop(&s->watch);
     sink_closed(p);
+}
+
+/* The client left before the answer ended (a stream that is quiet, or no answer yet). The
+ * exchange is detached as when h2o sees the connection close: a call under the stateless
+ * revision is cancelled (its command killed); under older revisions, where a disconnection is
+ * not a cancellation, it runs on and its answer is dropped. Then a write lets h2o see the closed
+ * connection and dispose of the request. */
+static void sink_gone(struct http_watch *w)
+{
+    struct mcp_sink *s = container_of(w, struct mcp_sink, watch);
+    sink_closed(s);
+    s->answered = true;
+    if (s->stream)
+        http_stream_end(s->stream);
+    else
+        http_respond(s->req, 499, NULL, NULL, 0);
 }
 
 static const struct mcp_sink_ops sink_ops = {sink_reply, sink_event, sink_end};
@@ -150,8 +173,10 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     s->req = req;
     struct mcp_exchange *ex =
         mcp_exchange_start(srv->mcp, &info, req->entity.base, req->entity.len, &sink_ops, s);
-    if (ex && !s->answered)
+    if (ex && !s->answered) {
         s->ex = ex;
+        http_watch_start(&s->watch, req, sink_gone);
+    }
     return 0;
 }
 

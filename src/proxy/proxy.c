@@ -16,14 +16,13 @@
 #include <strings.h>
 
 #include <openssl/sha.h>
-#include <sys/socket.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/ids.h"
 #include "base/log.h"
-#include "base/loop.h"
 #include "base/util.h"
+#include "http/watch.h"
 #include "proxy/token.h"
 #include "store/store.h"
 
@@ -39,11 +38,11 @@ struct proxy {
     uint64_t max_request_bytes;
     uint64_t stall_seconds;
     char names[256];
-    struct transfer *waiting; /* transfers that have not answered the client yet */
-    struct loop_timer watch;
 };
 
 static struct proxy *the_proxy; /* for curl's completion callback */
+
+static void on_client_gone(struct http_watch *w);
 
 /* Verified tokens, by SHA-256 of the token text: an agent sends the same token with every
  * request, so the signature check and claim parsing run once, and the revocation lookup at most
@@ -77,8 +76,7 @@ struct transfer {
     struct usage_parser usage;
     int64_t t0;
     uint64_t bytes;
-    int client_fd;                  /* the client's socket, -1 when unknown */
-    struct transfer *next, **pprev; /* in p->waiting until the response starts */
+    struct http_watch watch; /* the client, until the response starts */
 };
 
 static const char *const hop_by_hop[] = {
@@ -178,17 +176,6 @@ static void release_curl(struct transfer *t)
     t->url = NULL;
 }
 
-static void unwatch(struct transfer *t)
-{
-    if (!t->pprev)
-        return;
-    *t->pprev = t->next;
-    if (t->next)
-        t->next->pprev = t->pprev;
-    t->next = NULL;
-    t->pprev = NULL;
-}
-
 static void on_stop(h2o_generator_t *gen, h2o_req_t *req)
 {
     struct transfer *t = (struct transfer *)gen;
@@ -206,7 +193,7 @@ static void on_stop(h2o_generator_t *gen, h2o_req_t *req)
 static void on_dispose(void *ptr)
 {
     struct transfer *t = ptr;
-    unwatch(t);
+    http_watch_stop(&t->watch);
     release_curl(t);
     buf_release(&t->pending);
     buf_release(&t->inflight);
@@ -218,7 +205,7 @@ static void start_response(struct transfer *t)
     if (t->started)
         return;
     t->started = true;
-    unwatch(t);
+    http_watch_stop(&t->watch);
     t->req->res.status = t->status ? t->status : 502;
     t->req->res.reason = "";
     h2o_start_response(t->req, &t->gen);
@@ -302,7 +289,7 @@ static void on_done(CURL *easy, CURLcode rc)
     struct transfer *t = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
     t->curl_done = true;
-    unwatch(t);
+    http_watch_stop(&t->watch);
     long ms = (long)(time_mono_ms() - t->t0);
     if (rc != CURLE_OK) {
         bool timeout = rc == CURLE_OPERATION_TIMEDOUT;
@@ -542,16 +529,7 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     snprintf(t->jti, sizeof(t->jti), "%s", claims.jti);
     snprintf(t->user, sizeof(t->user), "%s", claims.user);
     snprintf(t->run, sizeof(t->run), "%s", claims.run);
-    h2o_socket_t *sock =
-        req->conn->callbacks->get_socket ? req->conn->callbacks->get_socket(req->conn) : NULL;
-    t->client_fd = sock ? h2o_socket_get_fd(sock) : -1;
-    if (t->client_fd >= 0) {
-        t->next = p->waiting;
-        if (t->next)
-            t->next->pprev = &t->next;
-        t->pprev = &p->waiting;
-        p->waiting = t;
-    }
+    http_watch_start(&t->watch, req, on_client_gone);
     buf_init(&t->pending, 0);
     buf_init(&t->inflight, 0);
     usage_init(&t->usage, USAGE_NONE, false);
@@ -628,29 +606,19 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const char *use
     return 0;
 }
 
-/* A client whose socket reads end-of-file or an error has gone (a request waiting for its
- * answer sends nothing more). */
-static void on_watch(struct loop_timer *timer)
+/* The client left before the upstream answered: abort the upstream transfer. */
+static void on_client_gone(struct http_watch *w)
 {
-    struct proxy *p = container_of(timer, struct proxy, watch);
-    for (struct transfer *t = p->waiting, *next; t; t = next) {
-        next = t->next;
-        char c;
-        ssize_t n = recv(t->client_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-            continue;
-        unwatch(t);
-        if (!t->curl_done && t->easy) {
-            curl_loop_remove(t->p->cl, t->easy);
-            t->curl_done = true;
-            log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=0",
-                     t->prov->name, t->user, t->run[0] ? t->run : "-");
-        }
-        release_curl(t);
-        /* h2o learns of the closed connection on this write and disposes of the request */
-        respond_error(t->req, 502, "client_gone", "the client went away");
+    struct transfer *t = container_of(w, struct transfer, watch);
+    if (!t->curl_done && t->easy) {
+        curl_loop_remove(t->p->cl, t->easy);
+        t->curl_done = true;
+        log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=0",
+                 t->prov->name, t->user, t->run[0] ? t->run : "-");
     }
-    loop_timer_start(&p->watch, 1000, on_watch);
+    release_curl(t);
+    /* h2o learns of the closed connection on this write and disposes of the request */
+    respond_error(t->req, 499, "client_gone", "the client went away");
 }
 
 int proxy_new(const struct config *cfg, struct store *st, const void *key, size_t keylen,
@@ -680,7 +648,6 @@ int proxy_new(const struct config *cfg, struct store *st, const void *key, size_
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     p->cl = curl_loop_new(on_done);
-    loop_timer_start(&p->watch, 1000, on_watch);
     the_proxy = p;
     *ret = p;
     return 0;
@@ -690,7 +657,6 @@ void proxy_free(struct proxy *p)
 {
     if (!p)
         return;
-    loop_timer_stop(&p->watch);
     curl_loop_free(p->cl);
     providers_free(p->providers, p->nproviders);
     explicit_bzero(p->key, p->keylen);

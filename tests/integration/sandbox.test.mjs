@@ -4,6 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
+import { modernRequest } from '../lib/http.mjs';
 
 let server;
 let nextId = 1;
@@ -134,6 +135,47 @@ test('timeout kills the whole process tree of the command', async () => {
   assert.doesNotMatch(r.stdout, /never/);
   const ps = await exec(server, 'ps -eo args');
   assert.doesNotMatch(ps.stdout, /sleep 3[01]/);
+});
+
+// Send container_exec and leave before any answer: no progress token, so nothing is written
+// to the connection until the command ends.
+async function execAndLeave(command, { modern } = {}) {
+  const ac = new AbortController();
+  const message = { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name: 'container_exec', arguments: { command } } };
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${server.token}` };
+  if (modern) {
+    const r = modernRequest(message.id, 'tools/call', message.params);
+    Object.assign(message, r.message);
+    Object.assign(headers, r.headers);
+  }
+  const pending = fetch(server.mcpUrl, { method: 'POST', headers, body: JSON.stringify(message), signal: ac.signal }).catch((e) => e);
+  for (let i = 0; i < 100; i++) { // until the command is running
+    if ((await exec(server, 'ps -eo args')).stdout.includes(command)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  ac.abort();
+  assert.equal((await pending).name, 'AbortError');
+}
+
+async function running(pattern) {
+  return pattern.test((await exec(server, 'ps -eo args')).stdout);
+}
+
+test('stateless revision: a client that leaves before the answer cancels the command', async () => {
+  await execAndLeave('sleep 41', { modern: true });
+  let gone = false;
+  for (let i = 0; i < 60 && !gone; i++) { // the server looks once a second
+    gone = !(await running(/sleep 41/));
+    if (!gone) await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.ok(gone, 'the command still runs after its client left');
+});
+
+test('older revisions: a client that leaves does not cancel the command (a disconnection is not a cancellation)', async () => {
+  await execAndLeave('sleep 42');
+  await new Promise((r) => setTimeout(r, 2500)); // more than the server's check interval
+  assert.ok(await running(/sleep 42/), 'the command was stopped');
+  await exec(server, 'pkill -f "sleep 42"; true');
 });
 
 test('a timeout above the configured maximum is refused by the schema', async () => {
