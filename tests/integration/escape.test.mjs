@@ -906,6 +906,29 @@ for pid in ('self', '1'):
     assert.equal(text(back), secret);
   });
 
+  test('stop every process it can (a SIGSTOP spree) to stall the init while it starts commands', { timeout: 120000 }, async () => {
+    // The init starts a command on its own memory until the command's exec; a command stopped
+    // in between must not stall it for good.
+    const spree = `import os, signal, time
+end = time.time() + 2
+while time.time() < end:
+    try: os.kill(-1, signal.SIGSTOP)
+    except OSError: pass
+`;
+    const started = await exec('nohup python3 -c "$PY" >/dev/null 2>&1 & echo started', { env: { PY: spree } });
+    assert.equal(started.stdout, 'started\n');
+    // commands started meanwhile: each may be stopped before or after its exec
+    const calls = await Promise.all(Array.from({ length: 12 }, (_, i) =>
+      tool(main, 'container_exec', { command: `echo call${i}`, timeout_ms: 3000 })));
+    for (const res of calls) {
+      if (res.isError) assert.match(text(res), /stopped before it could start/, JSON.stringify(res));
+      else assert.ok(res.structuredContent.timed_out || res.structuredContent.exit_code === 0, JSON.stringify(res));
+    }
+    await settle(2500); // the spree is over
+    const after = await exec('echo alive; kill -CONT -1; true', { timeout_ms: 10000 });
+    assert.match(after.stdout, /^alive$/m);
+  });
+
   test('the server printed no sanitizer report', () => {
     assertNoSanitizerReport(main.stderr(), 'server');
     assert.equal(main.proc.exitCode, null);

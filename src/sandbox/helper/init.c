@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -161,15 +162,20 @@ restore:
 /* What the command's process needs between clone and exec. */
 struct child {
     int conn;
+    int started; /* the write end of the init's start pipe */
     const int *fds;
     const char *cwd;
     char **argv, **envp;
     size_t argc;
 };
 
-/* The command's own stack until its exec. The init is suspended meanwhile (CLONE_VFORK) and
- * never runs two of these at once. */
+/* The command's own stack until its exec; the init waits meanwhile and never runs two of these
+ * at once. */
 static char child_stack[64 << 10] __attribute__((aligned(16)));
+
+/* How long a command may take from clone to exec. Only a command stopped in between (SIGSTOP
+ * from a process of the sandbox) comes near it. */
+#define START_TIMEOUT_MS 5000
 
 /* The command between clone and exec. It shares the init's memory (CLONE_VM: no page tables
  * to copy, which is most of the cost of a fork) but has its own file table, working directory
@@ -183,10 +189,16 @@ static int child_main(void *arg)
     for (int i = 0; i < 3; i++)
         if (dup2(c->fds[i], i) < 0)
             _exit(127);
-    /* keep the connection (close-on-exec) only to report a failure before exec */
-    int report = fcntl(c->conn, F_DUPFD_CLOEXEC, 3);
-    syscall(SYS_close_range, 3, (unsigned)report - 1, 0);
-    syscall(SYS_close_range, (unsigned)report + 1, ~0u, 0);
+    /* Kept, close-on-exec, and nothing else: the connection at 3, to report a failure before
+     * exec, and the start pipe at 4, whose closing at exec (or exit) tells the init that its
+     * memory is its own again. */
+    int report = fcntl(c->conn, F_DUPFD_CLOEXEC, 10);
+    int started = fcntl(c->started, F_DUPFD_CLOEXEC, 10);
+    if (report < 0 || started < 0 || dup3(report, 3, O_CLOEXEC) < 0 ||
+        dup3(started, 4, O_CLOEXEC) < 0)
+        _exit(127);
+    report = 3;
+    syscall(SYS_close_range, 5, ~0u, 0);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
     if (chdir(c->cwd) < 0) {
@@ -244,12 +256,42 @@ static void start_command(int conn)
         say_error(conn, "bad request", EPROTO);
         goto out;
     }
-    struct child ch = {
-        .conn = conn, .fds = fds, .cwd = cwd, .argv = argv, .argc = argc, .envp = envp};
-    pid_t pid =
-        clone(child_main, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &ch);
-    if (pid < 0) {
+    int started[2];
+    if (pipe2(started, O_CLOEXEC) < 0) {
         say_error(conn, "fork command", errno);
+        goto out;
+    }
+    struct child ch = {.conn = conn,
+                       .started = started[1],
+                       .fds = fds,
+                       .cwd = cwd,
+                       .argv = argv,
+                       .argc = argc,
+                       .envp = envp};
+    /* Not CLONE_VFORK, which would wait for the exec without a limit: a process of the sandbox
+     * could stop the command before its exec and so stall the init for good. */
+    pid_t pid = clone(child_main, child_stack + sizeof(child_stack), CLONE_VM | SIGCHLD, &ch);
+    close(started[1]);
+    if (pid < 0) {
+        close(started[0]);
+        say_error(conn, "fork command", errno);
+        goto out;
+    }
+    struct pollfd pfd = {.fd = started[0], .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, START_TIMEOUT_MS)) < 0 && errno == EINTR)
+        ;
+    close(started[0]);
+    if (ready <= 0) {
+        /* stopped before its exec: it still runs on our memory, so it goes before we go on */
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+        static const char stopped[] = "start command: it was stopped before it could start (by a "
+                                      "signal from inside the sandbox?), and killed\n";
+        if (write(conn, stopped, sizeof(stopped) - 1) < 0) {
+            /* the server went away */
+        }
         goto out;
     }
     cmds[slot].pid = pid;
