@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,55 @@
 #include "base/util.h"
 #include "store/store_internal.h"
 
+/* Prepared statements kept for reuse: parsing and planning a statement costs more than running
+ * most of ours (a token check, a usage update). Keyed by store and by the address of the SQL
+ * text. A statement is lent to one caller at a time; a caller that asks while it is lent (a
+ * nested use) gets a statement of its own, finalized when given back. Main thread only, like
+ * the store. */
+#define STMT_CACHE_MAX 128
+static struct {
+    struct store *st;
+    const char *sql;
+    sqlite3_stmt *stmt;
+    bool lent;
+} stmt_cache[STMT_CACHE_MAX];
+
 int store_prepare(struct store *st, const char *sql, sqlite3_stmt **out, struct err *err)
 {
-    int rc = sqlite3_prepare_v2(st->db, sql, -1, out, NULL);
+    int free_slot = -1;
+    for (int i = 0; i < STMT_CACHE_MAX; i++) {
+        if (stmt_cache[i].st == st && stmt_cache[i].sql == sql && !stmt_cache[i].lent) {
+            stmt_cache[i].lent = true;
+            *out = stmt_cache[i].stmt;
+            return 0;
+        }
+        if (!stmt_cache[i].st && free_slot < 0)
+            free_slot = i;
+    }
+    int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
     if (rc != SQLITE_OK)
         return store_fail(st, rc, "prepare", err);
+    if (free_slot >= 0) {
+        stmt_cache[free_slot].st = st;
+        stmt_cache[free_slot].sql = sql;
+        stmt_cache[free_slot].stmt = *out;
+        stmt_cache[free_slot].lent = true;
+    }
     return 0;
+}
+
+void store_release(sqlite3_stmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < STMT_CACHE_MAX; i++)
+        if (stmt_cache[i].stmt == s) {
+            sqlite3_reset(s);
+            sqlite3_clear_bindings(s);
+            stmt_cache[i].lent = false;
+            return;
+        }
+    sqlite3_finalize(s);
 }
 
 int store_fail(struct store *st, int rc, const char *what, struct err *err)
@@ -132,6 +176,11 @@ void store_close(struct store *st)
     if (!st)
         return;
     sqlite3_finalize(st->data_version);
+    for (int i = 0; i < STMT_CACHE_MAX; i++)
+        if (stmt_cache[i].st == st) {
+            sqlite3_finalize(stmt_cache[i].stmt);
+            memset(&stmt_cache[i], 0, sizeof(stmt_cache[i]));
+        }
     sqlite3_close_v2(st->db);
     free(st);
 }

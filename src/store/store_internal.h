@@ -9,13 +9,18 @@ struct store {
     sqlite3_stmt *data_version; /* prepared on first use */
 };
 
+/* Prepare sql on st; on failure fill err. sql must be a string that lives as long as the store
+ * (a literal): its statement is prepared once, kept, and lent to each caller, who gives it back
+ * with store_release (the _cleanup_stmt_ variables do). */
+int store_prepare(struct store *st, const char *sql, sqlite3_stmt **out, struct err *err);
+/* Give a statement back: one from store_prepare is reset for the next caller (which also ends
+ * its read snapshot), any other is finalized. NULL is fine. */
+void store_release(sqlite3_stmt *s);
+
 static inline void cleanup_stmtp(sqlite3_stmt **s)
 {
-    sqlite3_finalize(*s);
+    store_release(*s);
 }
 #define _cleanup_stmt_ __attribute__((cleanup(cleanup_stmtp)))
-
-/* Prepare sql on st; on failure fill err. */
-int store_prepare(struct store *st, const char *sql, sqlite3_stmt **out, struct err *err);
 /* Map an SQLite result code to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
