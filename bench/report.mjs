@@ -25,7 +25,8 @@ function version(cmd, args, pattern) {
 let commit = 'unknown';
 try {
   commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  const dirty = execFileSync('git', ['-C', root, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim();
+  // changes to this document itself (an earlier run's) do not count
+  const dirty = execFileSync('git', ['-C', root, 'status', '--porcelain', '--untracked-files=no', '--', '.', ':!docs/BENCHMARKS.md'], { encoding: 'utf8' }).trim();
   if (dirty) commit += ' with local changes';
 } catch { /* not a git checkout */ }
 
