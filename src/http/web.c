@@ -61,6 +61,22 @@ static void respond_asset(h2o_req_t *req, int status, const char *name, const ch
     http_respond(req, status, type, f ? f->data : "", f ? f->size : 0);
 }
 
+/* An HTML page: the shared head (head.html: doctype, meta, icon, style), then the page's own
+ * file (its title, script if any, and body). */
+static void respond_page(h2o_req_t *req, int status, const char *name)
+{
+    const struct embedded_file *head = asset("head.html"), *page = asset(name);
+    size_t hl = head ? head->size : 0, pl = page ? page->size : 0;
+    char *text = h2o_mem_alloc_pool(&req->pool, hl + pl + 1);
+    if (hl)
+        memcpy(text, head->data, hl);
+    if (pl)
+        memcpy(text + hl, page->data, pl);
+    security_headers(req);
+    http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    http_respond(req, status, "text/html; charset=utf-8", text, hl + pl);
+}
+
 /* The request's view token (?t=...), NUL-terminated in the pool; NULL when absent. */
 static const char *view_token(h2o_req_t *req)
 {
@@ -99,7 +115,7 @@ static bool allowed(struct http_server *srv, h2o_req_t *req, bool session, const
     if (!status)
         return true;
     if (page) {
-        respond_asset(req, status, "denied.html", "text/html; charset=utf-8");
+        respond_page(req, status, "denied.html");
     } else {
         security_headers(req);
         http_respond_error(req, status, status == 401 ? "unauthorized" : "forbidden",
@@ -289,7 +305,7 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     bool page = !*rest;
     if (page) {
-        respond_asset(req, 200, "run.html", "text/html; charset=utf-8");
+        respond_page(req, 200, "run.html");
     } else if (strcmp(rest, "/events") == 0) {
         serve_events(srv, req, id);
     } else {
@@ -326,7 +342,7 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
     if (!open_target(srv, req, true, id, &rest))
         return 0;
     if (!*rest) {
-        respond_asset(req, 200, "session.html", "text/html; charset=utf-8");
+        respond_page(req, 200, "session.html");
         return 0;
     }
     /* The session's runs, newest first (its owner is whoever owns its first run). */

@@ -175,7 +175,6 @@ void store_close(struct store *st)
 {
     if (!st)
         return;
-    sqlite3_finalize(st->data_version);
     for (int i = 0; i < STMT_CACHE_MAX; i++)
         if (stmt_cache[i].st == st) {
             sqlite3_finalize(stmt_cache[i].stmt);
@@ -187,14 +186,11 @@ void store_close(struct store *st)
 
 int64_t store_data_version(struct store *st)
 {
-    if (!st->data_version &&
-        sqlite3_prepare_v2(st->db, "PRAGMA data_version", -1, &st->data_version, NULL) != SQLITE_OK)
+    /* given back at once: a statement left stepped keeps its read snapshot, and with it every
+     * later query of this connection would miss what other processes wrote */
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    struct err err = {0};
+    if (store_prepare(st, "PRAGMA data_version", &s, &err) < 0)
         return -1;
-    int64_t v = sqlite3_step(st->data_version) == SQLITE_ROW
-                    ? sqlite3_column_int64(st->data_version, 0)
-                    : -1;
-    /* reset at once: a statement left stepped keeps its read snapshot, and with it every later
-     * query of this connection would miss what other processes wrote */
-    sqlite3_reset(st->data_version);
-    return v;
+    return sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
 }

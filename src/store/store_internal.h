@@ -6,7 +6,6 @@
 
 struct store {
     sqlite3 *db;
-    sqlite3_stmt *data_version; /* prepared on first use */
 };
 
 /* Prepare sql on st; on failure fill err. sql must be a string that lives as long as the store

@@ -57,9 +57,19 @@ async function until(cond, what, ms = 60000) {
 
 const env = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url });
 
-test('runs wait for a slot in order, and a session runs one at a time', async () => {
-  const server = await startServer({ env: { ...env(), RUNS_MAX_RUNNING: '2' } });
+// A server of its own for one test, stopped and its data removed afterwards.
+async function withServer(serverEnv, fn) {
+  const server = await startServer({ env: serverEnv });
   try {
+    return await fn(server);
+  } finally {
+    await server.stop();
+    removeDataDir(server.dataDir);
+  }
+}
+
+test('runs wait for a slot in order, and a session runs one at a time', async () => {
+  await withServer({ ...env(), RUNS_MAX_RUNNING: '2' }, async (server) => {
     const a = router.add('queue-a-41c', [{ hold: true, text: 'A done.' }]);
     const b = router.add('queue-b-41c', [{ text: 'B done.' }]);
     const c = router.add('queue-c-41c', [{ hold: true, text: 'C done.' }]);
@@ -93,16 +103,12 @@ test('runs wait for a slot in order, and a session runs one at a time', async ()
       Date.parse(results.c.finished_at)));
     const waited = results.d.transitions.map((t) => t.status);
     assert.deepEqual(waited, ['queued', 'running', 'succeeded']);
-  } finally {
-    await server.stop();
-    removeDataDir(server.dataDir);
-  }
+  });
 });
 
 test('a session whose retention passed loses its workspace; a new run in it is refused', async () => {
   // 0.00003 days is about 2.6 seconds
-  const server = await startServer({ env: { ...env(), RUNS_RETENTION_DAYS: '0.00003' } });
-  try {
+  await withServer({ ...env(), RUNS_RETENTION_DAYS: '0.00003' }, async (server) => {
     router.add('retain-5d2', [{ tool: 'write', input: { filePath: '/workspace/keep.txt', content: 'x\n' } },
       { text: 'Wrote it.' }]);
     const r = await ok(server, 'run_task', { task: 'retain-5d2' });
@@ -123,15 +129,11 @@ test('a session whose retention passed loses its workspace; a new run in it is r
     const kept = await ok(server, 'get_result', { run_id: r.run_id });
     assert.equal(kept.status, 'succeeded');
     assert.ok(kept.event_count > 0);
-  } finally {
-    await server.stop();
-    removeDataDir(server.dataDir);
-  }
+  });
 });
 
 test('a token the agent prints is blanked in the stored events', async () => {
-  const server = await startServer({ env: env() });
-  try {
+  await withServer(env(), async (server) => {
     const s = router.add('echo-token-9a1', [
       { tool: 'bash', input: { command: 'printenv SANDBOX_MCP_PROXY_TOKEN', description: 'Show the token' } },
       { text: 'Shown.' },
@@ -150,15 +152,11 @@ test('a token the agent prints is blanked in the stored events', async () => {
     const look = await ok(server, 'container_exec', { session_id: r.session_id,
       command: 'ls -A /root/.config/opencode/node_modules | wc -l; test -e /root/.npm && echo npm-cache || echo no-npm-cache' });
     assert.equal(look.stdout, '0\nno-npm-cache\n', JSON.stringify(look));
-  } finally {
-    await server.stop();
-    removeDataDir(server.dataDir);
-  }
+  });
 });
 
 test('an event line over 1 MiB is stored as a stub, and the events after it as usual', async () => {
-  const server = await startServer({ env: env() });
-  try {
+  await withServer(env(), async (server) => {
     const big = 'x'.repeat((1 << 20) + 4096);
     router.add('huge-text-c3e', [{ text: big }]);
     const r = await ok(server, 'run_task', { task: 'huge-text-c3e' });
@@ -169,8 +167,5 @@ test('an event line over 1 MiB is stored as a stub, and the events after it as u
     assert.deepEqual(types, ['step_start', 'oversized', 'step_finish'], types.join(','));
     const [{ n }] = sql(server, `SELECT max(length(raw)) AS n FROM run_events WHERE run_id = '${r.run_id}'`);
     assert.ok(n <= 16384, `raw kept: ${n}`);
-  } finally {
-    await server.stop();
-    removeDataDir(server.dataDir);
-  }
+  });
 });

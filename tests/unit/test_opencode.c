@@ -154,6 +154,15 @@ static int parse(const char *line, struct agent_event *ev)
     return opencode_parse_event(line, strlen(line), ev);
 }
 
+/* The line parses, and its summary is want (nothing else of the event is checked). */
+#define CHECK_SUMMARY(line, want)                                                                  \
+    do {                                                                                           \
+        struct agent_event ev_;                                                                    \
+        CHECK_INT_EQ(parse(line, &ev_), 0);                                                        \
+        CHECK_STR_EQ(ev_.summary, want);                                                           \
+        agent_event_clear(&ev_);                                                                   \
+    } while (0)
+
 /* The summary invariants every event must keep. */
 static void check_summary(const struct agent_event *ev)
 {
@@ -201,9 +210,7 @@ TEST(opencode_tool_use_completed)
     CHECK(ev.error == NULL && ev.text == NULL);
     agent_event_clear(&ev);
 
-    CHECK_INT_EQ(parse(bash_line, &ev), 0);
-    CHECK_STR_EQ(ev.summary, "bash: List");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY(bash_line, "bash: List");
 
     /* a command that exits non-zero is still "completed" for OpenCode */
     CHECK_INT_EQ(parse(bash_exit_line, &ev), 0);
@@ -212,9 +219,7 @@ TEST(opencode_tool_use_completed)
     CHECK(ev.error == NULL);
     agent_event_clear(&ev);
 
-    CHECK_INT_EQ(parse(invalid_tool_line, &ev), 0);
-    CHECK_STR_EQ(ev.summary, "invalid nosuchtool");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY(invalid_tool_line, "invalid nosuchtool");
 }
 
 TEST(opencode_tool_use_failed)
@@ -269,21 +274,15 @@ TEST(opencode_tool_use_details)
 {
     struct agent_event ev;
     /* bash without a description: the command's first line */
-    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"bash\",\"state\":{\"status\":"
-                       "\"completed\",\"input\":{\"command\":\"\\n  git commit -m 'x'\\necho "
-                       "done\",\"description\":\"  \"}}}}",
-                       &ev),
-                 0);
-    CHECK_STR_EQ(ev.summary, "bash: git commit -m 'x'");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY("{\"type\":\"tool_use\",\"part\":{\"tool\":\"bash\",\"state\":{\"status\":"
+                  "\"completed\",\"input\":{\"command\":\"\\n  git commit -m 'x'\\necho "
+                  "done\",\"description\":\"  \"}}}}",
+                  "bash: git commit -m 'x'");
 
     /* a task's description; a tool with nothing but a title; a status other than the two */
-    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"task\",\"state\":{\"status\":"
-                       "\"completed\",\"input\":{\"description\":\"Explore the repo\"}}}}",
-                       &ev),
-                 0);
-    CHECK_STR_EQ(ev.summary, "task: Explore the repo");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY("{\"type\":\"tool_use\",\"part\":{\"tool\":\"task\",\"state\":{\"status\":"
+                  "\"completed\",\"input\":{\"description\":\"Explore the repo\"}}}}",
+                  "task: Explore the repo");
     CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"todowrite\",\"state\":{"
                        "\"status\":\"running\",\"input\":{\"todos\":[]},\"title\":\"3 todos\"}}}",
                        &ev),
@@ -293,24 +292,15 @@ TEST(opencode_tool_use_details)
     agent_event_clear(&ev);
 
     /* paths: the last component, a trailing slash ignored, "/" kept whole; "path" as is */
-    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"read\",\"state\":{\"status\":"
-                       "\"completed\",\"input\":{\"filePath\":\"/a/dir/\"}}}}",
-                       &ev),
-                 0);
-    CHECK_STR_EQ(ev.summary, "read dir");
-    agent_event_clear(&ev);
-    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"read\",\"state\":{\"status\":"
-                       "\"completed\",\"input\":{\"filePath\":\"/\"}}}}",
-                       &ev),
-                 0);
-    CHECK_STR_EQ(ev.summary, "read /");
-    agent_event_clear(&ev);
-    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"list\",\"state\":{\"status\":"
-                       "\"completed\",\"input\":{\"path\":\"/work/src\"}}}}",
-                       &ev),
-                 0);
-    CHECK_STR_EQ(ev.summary, "list /work/src");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY("{\"type\":\"tool_use\",\"part\":{\"tool\":\"read\",\"state\":{\"status\":"
+                  "\"completed\",\"input\":{\"filePath\":\"/a/dir/\"}}}}",
+                  "read dir");
+    CHECK_SUMMARY("{\"type\":\"tool_use\",\"part\":{\"tool\":\"read\",\"state\":{\"status\":"
+                  "\"completed\",\"input\":{\"filePath\":\"/\"}}}}",
+                  "read /");
+    CHECK_SUMMARY("{\"type\":\"tool_use\",\"part\":{\"tool\":\"list\",\"state\":{\"status\":"
+                  "\"completed\",\"input\":{\"path\":\"/work/src\"}}}}",
+                  "list /work/src");
 
     /* no tool name, no state */
     CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{}}", &ev), 0);
@@ -390,9 +380,7 @@ TEST(opencode_text_and_reasoning)
     CHECK_STR_EQ(ev.text, "");
     CHECK_STR_EQ(ev.summary, "text");
     agent_event_clear(&ev);
-    CHECK_INT_EQ(parse("{\"type\":\"reasoning\"}", &ev), 0);
-    CHECK_STR_EQ(ev.summary, "reasoning");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY("{\"type\":\"reasoning\"}", "reasoning");
 }
 
 TEST(opencode_error_events)
@@ -433,12 +421,9 @@ TEST(opencode_error_events)
     CHECK_STR_EQ(ev.error, "boom\nsecond");
     CHECK_STR_EQ(ev.summary, "boom second");
     agent_event_clear(&ev);
-    CHECK_INT_EQ(parse("{\"type\":\"error\",\"error\":{\"name\":\"UnknownError\",\"message\":"
-                       "\"socket hang up\",\"data\":{\"statusCode\":99999}}}",
-                       &ev),
-                 0);
-    CHECK_STR_EQ(ev.summary, "UnknownError: socket hang up");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY("{\"type\":\"error\",\"error\":{\"name\":\"UnknownError\",\"message\":"
+                  "\"socket hang up\",\"data\":{\"statusCode\":99999}}}",
+                  "UnknownError: socket hang up");
     CHECK_INT_EQ(parse("{\"type\":\"error\",\"error\":{\"data\":{\"message\":\"   \"}}}", &ev), 0);
     CHECK_STR_EQ(ev.error, "unknown error");
     CHECK_STR_EQ(ev.summary, "unknown error");
@@ -474,9 +459,7 @@ TEST(opencode_other_and_odd_fields)
     CHECK_STR_EQ(ev.type, "");
     CHECK_INT_EQ(ev.time_ms, 0);
     agent_event_clear(&ev);
-    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":\"x\"}", &ev), 0);
-    CHECK_STR_EQ(ev.summary, "tool");
-    agent_event_clear(&ev);
+    CHECK_SUMMARY("{\"type\":\"tool_use\",\"part\":\"x\"}", "tool");
     CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":[],\"state\":{\"status\":1,"
                        "\"input\":{\"filePath\":{}}}}}",
                        &ev),
