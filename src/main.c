@@ -373,6 +373,12 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     GET("SANDBOX_MAX_RUNNING", sc->max_running, 1, 100000, sc->max_running, 1);
     GET("SANDBOX_IDLE_SECONDS", sc->idle_ms, 1, 30 * 24 * 3600, sc->idle_ms, 1000);
     GET("SANDBOX_UID_BASE", sc->uid_base, 65536, 4294901759ull, sc->uid_base, 1);
+    GET("SANDBOX_UID_RANGES", sc->uid_ranges, 1, 65535, sc->uid_ranges, 1);
+    /* Slot N is uid_base + N * 65536; the last id of the last range stays below (uid_t)-1. */
+    if (((uint64_t)sc->uid_ranges + 1) * 65536 + sc->uid_base > 0xffffffffull)
+        return err_set(err, -EINVAL,
+                       "SANDBOX_UID_BASE %u with SANDBOX_UID_RANGES %u goes past the last host id",
+                       sc->uid_base, sc->uid_ranges);
     GET("EXEC_TIMEOUT_MAX_SECONDS", sc->exec_timeout_max, 1, 7 * 24 * 3600, sc->exec_timeout_max,
         1000);
     GET("EXEC_TIMEOUT_SECONDS", sc->exec_timeout_ms, 1, sc->exec_timeout_max / 1000,
@@ -951,7 +957,7 @@ static int cmd_template(int argc, char **argv)
         config_release(&cfg);
         return 1;
     }
-    if (template_build(cfg.data_dir, o.args[0], sc.uid_base, o.force, &err) < 0) {
+    if (template_build(cfg.data_dir, o.args[0], o.force, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         r = 1;
     }

@@ -36,6 +36,7 @@ const char *const config_known_keys[] = {
     "SANDBOX_MAX_RUNNING",
     "SANDBOX_IDLE_SECONDS",
     "SANDBOX_UID_BASE",
+    "SANDBOX_UID_RANGES",
     "EXEC_TIMEOUT_SECONDS",
     "EXEC_TIMEOUT_MAX_SECONDS",
     "EXEC_OUTPUT_BYTES",

@@ -34,6 +34,7 @@ void sandbox_config_defaults(struct sandbox_config *cfg)
     cfg->max_running = 64;
     cfg->idle_ms = 10 * 60 * 1000;
     cfg->uid_base = 524288;
+    cfg->uid_ranges = 4096;
     cfg->exec_timeout_ms = 60 * 1000;
     cfg->exec_timeout_max = 60 * 60 * 1000;
     cfg->output_bytes = 1 << 20;
@@ -89,6 +90,7 @@ static struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct sto
              m->cfg.disk_bytes ? "/disk" : "");
     sbx->created_at = row->created_at;
     sbx->started_at = row->started_at;
+    sbx->id_slot = row->id_slot;
     sbx->last_used = time_mono_ms();
     sbx->next = m->all;
     m->all = sbx;
@@ -181,7 +183,7 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     enum cgroup_mode mode = cgroup_setup(hash);
     if ((r = policy_init(err)) < 0)
         goto fail;
-    if ((r = template_prepare(m->data_dir, m->template_name, m->cfg.uid_base, &m->tmpl, err)) < 0)
+    if ((r = template_prepare(m->data_dir, m->template_name, &m->tmpl, err)) < 0)
         goto fail;
     if ((r = make_init_memfd(err)) < 0)
         goto fail;
@@ -298,7 +300,13 @@ int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, cons
         return err_set(err, -EBUSY, "sandbox '%s' is in use", sbx->id);
     if (sbx->state == SBX_RUNNING)
         sandbox_stop(sbx, "discarded");
-    return sandbox_wipe(sbx, err);
+    if ((r = sandbox_wipe(sbx, err)) < 0)
+        return r;
+    /* Nothing on disk is owned by its id range any more: another sandbox may take it. */
+    if (sbx->id_slot && (r = store_sandbox_release_slot(m->store, sbx->id, err)) < 0)
+        return r;
+    sbx->id_slot = 0;
+    return 0;
 }
 
 static bool sandbox_busy(struct sandbox *s)

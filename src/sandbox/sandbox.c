@@ -4,13 +4,15 @@
  *   1. joins the sandbox's cgroup,
  *   2. with a disk limit, creates the sandbox's ext4 image on first use and mounts it (host
  *      mount namespace, so the workspace stays reachable from the host across idle stops),
- *   3. unshares mount, pid, net, uts, ipc and cgroup namespaces (owned by the host's user
+ *   3. makes the sandbox's user namespace: owned by the sandbox's own host uid (not root, so
+ *      per-user kernel counts such as inotify instances are per sandbox) and mapping root
+ *      inside to the sandbox's own host id range (so no two sandboxes share an owner on disk),
+ *   4. unshares mount, pid, net, uts, ipc and cgroup namespaces (owned by the host's user
  *      namespace, so root inside can never mount, reconfigure the network or set the hostname),
- *   4. builds the root: overlayfs (template below, the sandbox's layer above), the host's /usr
- *      read-only, /workspace, tmpfs /tmp, a minimal /dev,
- *   5. forks the init, which mounts /proc, pivots into the new root, enters a new user
- *      namespace (root inside = an unprivileged host uid range) once the setup child has
- *      written its id maps, and executes sandbox-init from a sealed memfd.
+ *   5. builds the root: overlayfs (the template below, idmapped into the sandbox's range, the
+ *      sandbox's layer above), the host's /usr read-only, /workspace, tmpfs /tmp, a minimal /dev,
+ *   6. forks the init, which mounts /proc, pivots into the new root, joins the user namespace
+ *      of step 3 and executes sandbox-init from a sealed memfd.
  * The setup child reports the init's pid on a pipe and exits; the init is then no child of the
  * server and outlives it. Between fork and exec nothing allocates: every string is prepared
  * before the fork. */
@@ -36,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -51,7 +54,11 @@
 
 /* Everything the setup child needs, computed before the fork. */
 struct plan {
-    uint32_t uid;
+    uint32_t uid;        /* the sandbox's host id range starts here (root inside) */
+    uint32_t uid_base;   /* where id ranges start: finding an older range of the sandbox's files */
+    int userns_fd;       /* the sandbox's user namespace, once made */
+    int userns_sync;     /* the namespace maker's end of its socket pair */
+    bool userns_as_root; /* make it owned by root (the host refused an unprivileged owner) */
     int report_fd;
     int memfd;
     int ctl_fd; /* the init's control socket, listening */
@@ -60,6 +67,7 @@ struct plan {
     char mkfs[64];
     char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
     char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
+    char lower_src[PATH_MAX], lower[PATH_MAX]; /* the template, and where it is idmapped */
     char overlay_opts[3 * PATH_MAX + 64];
     int nbinds;
     char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
@@ -193,6 +201,186 @@ static void child_mount_disk(const struct plan *p)
     close(img);
 }
 
+/* --- a sandbox's files move to its own id range --- */
+
+static uint32_t shift_id(uint32_t id, uint32_t from, uint32_t to)
+{
+    return id >= from && id - from < SANDBOX_IDS ? id - from + to : id;
+}
+
+/* Move the entries of the tree below dirfd from the id range at `from` to the one at `to`;
+ * ids outside that range stay as they are. No allocation: one stack buffer and one open
+ * directory per level. Returns 0 or -1 with errno. */
+static int shift_tree(int dirfd, uint32_t from, uint32_t to, int depth)
+{
+    char buf[2048] __attribute__((aligned(8)));
+    for (;;) {
+        long n = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
+        if (n <= 0)
+            return (int)n;
+        for (long off = 0; off < n;) {
+            /* glibc's struct dirent64 has the kernel's layout */
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+                continue;
+            struct stat st;
+            if (fstatat(dirfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -1;
+            uint32_t uid = shift_id(st.st_uid, from, to), gid = shift_id(st.st_gid, from, to);
+            if ((uid != st.st_uid || gid != st.st_gid) &&
+                fchownat(dirfd, d->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+                return -1;
+            /* chown drops the set-id bits of files; they belonged to the file, not the range */
+            if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID)) &&
+                fchmodat(dirfd, d->d_name, st.st_mode & 07777, 0) < 0)
+                return -1;
+            if (!S_ISDIR(st.st_mode))
+                continue;
+            if (depth >= 1024) {
+                errno = ELOOP;
+                return -1;
+            }
+            int fd = openat(dirfd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            int r = shift_tree(fd, from, to, depth + 1);
+            close(fd);
+            if (r < 0)
+                return r;
+        }
+    }
+}
+
+static void shift_dir(const struct plan *p, const char *path, uint32_t from)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return;
+        FAIL("open layer to move its ids");
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 ||
+        fchown(fd, shift_id(st.st_uid, from, p->uid), shift_id(st.st_gid, from, p->uid)) < 0 ||
+        shift_tree(fd, from, p->uid, 0) < 0)
+        FAIL("move a layer to the sandbox's id range");
+    close(fd);
+}
+
+/* Files made under another id range (by a server that gave every sandbox the same one, or
+ * before SANDBOX_UID_BASE changed) follow the sandbox to its range, found from the owner of its
+ * workspace directory, which is the root of the range that made it. */
+static void child_shift_ids(const struct plan *p)
+{
+    struct stat st;
+    if (stat(p->ws, &st) < 0 || (st.st_uid >= p->uid && st.st_uid - p->uid < SANDBOX_IDS) ||
+        st.st_uid < p->uid_base)
+        return;
+    uint32_t from = p->uid_base + (st.st_uid - p->uid_base) / SANDBOX_IDS * SANDBOX_IDS;
+    shift_dir(p, p->ws, from);
+    shift_dir(p, p->upper, from);
+}
+
+/* --- the sandbox's user namespace --- */
+
+/* The stack of the short-lived process that makes the namespace; it shares the setup child's
+ * memory (no page tables to copy) and exits before the setup child goes on. */
+static char userns_stack[16 << 10] __attribute__((aligned(16)));
+
+static int userns_maker(void *arg)
+{
+    const struct plan *p = arg;
+    char msg[1 + sizeof(int)] = {'u'};
+    /* Raw system calls: glibc's set*id would signal threads of a process this one is not. */
+    if (!p->userns_as_root && (syscall(SYS_setgroups, 0, NULL) < 0 ||
+                               syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
+                               syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0))
+        msg[0] = 'e';
+    if (msg[0] == 'u' && syscall(SYS_unshare, CLONE_NEWUSER) < 0)
+        msg[0] = 'e';
+    int e = errno;
+    memcpy(msg + 1, &e, sizeof(e));
+    if (write(p->userns_sync, msg, sizeof(msg)) == (ssize_t)sizeof(msg))
+        (void)!read(p->userns_sync, msg, 1); /* until the namespace has its maps and a holder */
+    _exit(0);
+}
+
+/* Make the namespace (with a process that unshares it and waits), write its id maps and keep a
+ * descriptor of it. Returns 0, or -1 with errno when it could not be made. */
+static int make_userns(struct plan *p)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    p->userns_sync = sv[1];
+    pid_t pid = clone(userns_maker, userns_stack + sizeof(userns_stack), CLONE_VM | SIGCHLD, p);
+    int r = -1;
+    char msg[1 + sizeof(int)], path[64];
+    if (pid < 0)
+        goto out;
+    if (read(sv[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
+        errno = EPROTO;
+    } else if (msg[0] != 'u') {
+        memcpy(&errno, msg + 1, sizeof(int));
+    } else {
+        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+        if (write_all(path, p->uid_map) == 0) {
+            snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+            if (write_all(path, p->gid_map) == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                p->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+                r = p->userns_fd < 0 ? -1 : 0;
+            }
+        }
+    }
+    int saved = errno;
+    if (write(sv[0], "k", 1) < 0) {
+        /* it has exited already */
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    errno = saved;
+out:
+    close(sv[0]);
+    close(sv[1]);
+    return r;
+}
+
+static void child_userns(struct plan *p)
+{
+    if (make_userns(p) == 0)
+        return;
+    /* A host that forbids unprivileged users to make user namespaces (a sysctl, an LSM)
+     * refuses our owner uid: fall back to root as the owner, which shares per-user kernel
+     * counts between sandboxes, and say so. */
+    if (errno != EPERM && errno != EACCES)
+        FAIL("create user namespace");
+    p->userns_as_root = true;
+    if (make_userns(p) < 0)
+        FAIL("create user namespace");
+}
+
+/* The template, read-only, with its ids mapped into the sandbox's range: a file owned by root
+ * in the template belongs to the sandbox's root, whichever range that is. */
+static void child_idmapped_lower(const struct plan *p)
+{
+    int fd = open_tree(AT_FDCWD, p->lower_src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0)
+        FAIL("clone template mount");
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                          MOUNT_ATTR_NODEV,
+                              .userns_fd = (uint64_t)p->userns_fd};
+    if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+        FAIL("idmap the template (needs Linux 5.19 or later and a filesystem that supports "
+             "idmapped mounts)");
+    if (mkdir(p->lower, 0700) < 0 && errno != EEXIST)
+        FAIL("create template mount point");
+    if (move_mount(fd, "", AT_FDCWD, p->lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        FAIL("mount the idmapped template");
+    close(fd);
+}
+
 static void bind_ro(const struct plan *p, const char *src, const char *dst, unsigned long extra)
 {
     if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
@@ -257,9 +445,8 @@ static void child_loopback_up(const struct plan *p)
 }
 
 /* The init: PID 1 of the new pid namespace. */
-static void child_init(const struct plan *p, int sync_fd)
+static void child_init(const struct plan *p)
 {
-    char c;
     setsid();
     /* A mount namespace of its own, so that pivoting leaves the setup child's root (and its
      * view of the host's /proc, where it writes our id maps) alone. */
@@ -290,13 +477,9 @@ static void child_init(const struct plan *p, int sync_fd)
         FAIL("detach old root");
     if (chdir("/") < 0)
         FAIL("chdir /");
-    if (unshare(CLONE_NEWUSER) < 0)
-        FAIL("unshare user namespace");
-    if (write(sync_fd, "u", 1) != 1 || read(sync_fd, &c, 1) != 1 || c != 'k') {
-        errno = EPROTO;
-        FAIL("wait for id maps");
-    }
-    close(sync_fd);
+    if (setns(p->userns_fd, CLONE_NEWUSER) < 0)
+        FAIL("join the sandbox's user namespace");
+    close(p->userns_fd);
     if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
         FAIL("become root in the sandbox");
     if (policy_apply_child() < 0)
@@ -321,8 +504,6 @@ static void child_init(const struct plan *p, int sync_fd)
 
 static void child_setup(struct plan *p)
 {
-    int sv[2];
-    char c;
     /* Do not take the server's process group or terminal signals along. */
     setsid();
     for (int i = 0; i < p->ncg; i++)
@@ -330,6 +511,7 @@ static void child_setup(struct plan *p)
             FAIL("join cgroup");
     if (p->disk)
         child_mount_disk(p);
+    child_shift_ids(p);
     /* The control socket on which the init takes commands from the server. The path is short
      * (relative to the sandbox directory) to fit a unix socket address. */
     if (chdir(p->dir) < 0)
@@ -344,11 +526,14 @@ static void child_setup(struct plan *p)
     if (mkdir_owned(p->upper, 0755, p->uid) < 0 || mkdir_owned(p->work, 0700, 0) < 0 ||
         mkdir_owned(p->ws, 0755, p->uid) < 0 || (mkdir(p->root, 0700) < 0 && errno != EEXIST))
         FAIL("create sandbox layers");
+    /* Before the new pid namespace: its maker must not become that namespace's PID 1. */
+    child_userns(p);
     if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
                 CLONE_NEWCGROUP) < 0)
         FAIL("unshare namespaces");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         FAIL("make mounts private");
+    child_idmapped_lower(p);
     if (mount("overlay", p->root, "overlay", MS_NOSUID | MS_NODEV, p->overlay_opts) < 0)
         FAIL("mount overlay root");
     if (p->opt_dir[0])
@@ -366,34 +551,18 @@ static void child_setup(struct plan *p)
     if (sethostname("sandbox", 7) < 0)
         FAIL("sethostname");
     child_loopback_up(p);
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-        FAIL("socketpair");
     pid_t init = fork();
     if (init < 0)
         FAIL("fork init");
-    if (init == 0) {
-        close(sv[0]);
-        child_init(p, sv[1]);
-    }
-    close(sv[1]);
+    if (init == 0)
+        child_init(p);
     char path[64];
     /* The sandbox's own OOM kills should pick anything but its init. */
     snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)init);
     write_all(path, "-998");
-    if (read(sv[0], &c, 1) != 1 || c != 'u') {
-        errno = EPROTO;
-        FAIL("init did not reach its user namespace");
-    }
-    snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)init);
-    if (write_all(path, p->uid_map) < 0)
-        FAIL("write uid_map");
-    snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)init);
-    if (write_all(path, p->gid_map) < 0)
-        FAIL("write gid_map");
-    if (write(sv[0], "k", 1) != 1)
-        FAIL("release init");
-    char msg[32];
-    int n = snprintf(msg, sizeof(msg), "pid %d\n", (int)init);
+    char msg[48];
+    int n = snprintf(msg, sizeof(msg), "pid %d%s\n", (int)init,
+                     p->userns_as_root ? " userns-owner=root" : "");
     if (write(p->report_fd, msg, (size_t)n) != n)
         FAIL("report init pid");
     _exit(0);
@@ -405,7 +574,9 @@ static void plan_init(struct plan *p, struct sandbox *sbx)
 {
     struct sandbox_manager *m = sbx->m;
     memset(p, 0, sizeof(*p));
-    p->uid = m->cfg.uid_base;
+    p->uid = m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS;
+    p->uid_base = m->cfg.uid_base;
+    p->userns_fd = -1;
     p->memfd = m->init_memfd;
     p->disk = m->cfg.disk_bytes > 0;
     p->disk_bytes = m->cfg.disk_bytes;
@@ -418,8 +589,10 @@ static void plan_init(struct plan *p, struct sandbox *sbx)
     snprintf(p->work, sizeof(p->work), "%s/work", layers);
     snprintf(p->ws, sizeof(p->ws), "%s/workspace", layers);
     snprintf(p->root, sizeof(p->root), "%s/root", sbx->dir);
+    snprintf(p->lower_src, sizeof(p->lower_src), "%s", m->tmpl.rootfs);
+    snprintf(p->lower, sizeof(p->lower), "%s/lower", sbx->dir);
     snprintf(p->overlay_opts, sizeof(p->overlay_opts), "lowerdir=%s,upperdir=%s,workdir=%s",
-             m->tmpl.rootfs, p->upper, p->work);
+             p->lower, p->upper, p->work);
     for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS - 1; i++) {
         snprintf(p->bind_src[i], sizeof(p->bind_src[i]), "%s", m->tmpl.binds[i]);
         snprintf(p->bind_dst[i], sizeof(p->bind_dst[i]), "%s%s", p->root, m->tmpl.binds[i]);
@@ -495,6 +668,11 @@ static void on_started(struct proc_watch *w, int status)
         if (n && err.msg[n - 1] == '\n')
             err.msg[n - 1] = '\0';
     } else {
+        if (strstr(w->data, " userns-owner=root"))
+            log_warn("sandbox user namespace owned by root sbx=%s: this host refuses user "
+                     "namespaces to unprivileged users, so per-user kernel limits (inotify "
+                     "instances, processes) are shared between sandboxes",
+                     sbx->id);
         sbx->init_pid = pid;
         sbx->init_start = proc_start_time(pid);
         int fd = pidfd_open_pid(pid);
@@ -526,9 +704,9 @@ static void on_started(struct proc_watch *w, int status)
     sbx->last_start_ms = time_mono_ms() - sbx->start_t0;
     sandbox_save(sbx);
     sandbox_open_listener(sbx);
-    log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s ms=%lld", sbx->id,
+    log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%lld", sbx->id,
              sbx->user_id, pid, sbx->template_name, cgroup_mode_name(cgroup_mode()),
-             (long long)sbx->last_start_ms);
+             sbx->m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS, (long long)sbx->last_start_ms);
     sandbox_notify(sbx, NULL);
 }
 
@@ -546,6 +724,9 @@ void sandbox_start(struct sandbox *sbx)
         if (sandbox_wipe(sbx, &err) < 0)
             goto fail;
     }
+    if (!sbx->id_slot &&
+        store_sandbox_claim_slot(m->store, sbx->id, m->cfg.uid_ranges, &sbx->id_slot, &err) < 0)
+        goto fail;
     if (cgroup_create(sbx->cgroup, &lim, &err) < 0)
         goto fail;
     struct plan *p = xmalloc(sizeof(*p));

@@ -33,7 +33,9 @@ struct sandbox_config {
     uint64_t tmp_bytes;        /* /tmp tmpfs size */
     unsigned max_running;      /* capacity: running sandboxes at once */
     uint64_t idle_ms;          /* stop after this long without calls or processes */
-    uint32_t uid_base;         /* host uid/gid that root inside maps to (65536 ids) */
+    uint32_t uid_base;         /* start of the host ids for sandboxes: each sandbox maps root to
+                                  65536 ids of its own, uid_base + slot * 65536 (slot >= 1) */
+    uint32_t uid_ranges;       /* how many such ranges (slots) there are */
     uint64_t exec_timeout_ms;  /* default exec timeout */
     uint64_t exec_timeout_max; /* largest timeout a client may ask for */
     size_t output_bytes;       /* default cap per output stream */
@@ -81,15 +83,14 @@ const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);
 
 /* --- templates --- */
 
-/* Build template `name` into DATA_DIR/templates/<name> for sandboxes whose root maps to host uid
- * uid_base. "debian" (root only; needs debootstrap and the network, and takes minutes): a Debian
- * tree made with debootstrap, apt and npm, moved into place only after its tools ran in it. Without
- * force a template of the same recipe that still passes those checks is kept. Progress and the
- * output of the programs it runs go to stderr. "host" needs no build: 0, with a note. Blocks;
- * for the command line, not the server's loop. Returns 0, or -EINVAL for an unknown name, -EBUSY
- * while another build of it runs, or another negative errno, with err set. */
-int template_build(const char *data_dir, const char *name, uint32_t uid_base, bool force,
-                   struct err *err);
+/* Build template `name` into DATA_DIR/templates/<name>. "debian" (root only; needs debootstrap and
+ * the network, and takes minutes): a Debian tree made with debootstrap, apt and npm, moved into
+ * place only after its tools ran in it. Without force a template of the same recipe that still
+ * passes those checks is kept. Progress and the output of the programs it runs go to stderr. "host"
+ * needs no build: 0, with a note. Blocks; for the command line, not the server's loop. Returns 0,
+ * or -EINVAL for an unknown name, -EBUSY while another build of it runs, or another negative errno,
+ * with err set. */
+int template_build(const char *data_dir, const char *name, bool force, struct err *err);
 
 /* --- acquiring a sandbox --- */
 

@@ -62,8 +62,8 @@ struct template_info {
     char binds[8][4096]; /* host dirs bind-mounted read-only at the same path */
     int nbinds;
 };
-int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
-                     struct template_info *out, struct err *err);
+int template_prepare(const char *data_dir, const char *name, struct template_info *out,
+                     struct err *err);
 
 /* --- directory trees (tree.c) --- */
 
@@ -105,6 +105,7 @@ struct sandbox {
     char dir[4096];       /* DATA_DIR/sandboxes/<id> (host, 0700) */
     char workspace[4096]; /* host path of /workspace */
     char cgroup[64];      /* cgroup name of the current start */
+    uint32_t id_slot;     /* host id range: root inside is m->cfg.uid_base + slot * 65536 */
     enum sandbox_state state;
     pid_t init_pid;
     uint64_t init_start;

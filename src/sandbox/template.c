@@ -1,10 +1,13 @@
 /* Templates: the read-only lower layer of a sandbox's root.
  *
- * "host" is assembled from the host itself: an almost empty tree owned by the sandbox's root
- * (so root inside can create files in /etc, /root, ...), symlinks mirroring the host's merged
- * /bin, /lib*, a synthesized /etc holding only what programs need (users, hosts, loader cache,
- * alternatives, CA certificates), and the host's /usr bind-mounted read-only at start. Nothing
- * else of the host (/root, /home, /var, /srv, the data dir) exists in it.
+ * Templates keep plain ids (root is 0) and each sandbox mounts its template idmapped into its
+ * own id range, so the template's root is the sandbox's root whichever range that is.
+ *
+ * "host" is assembled from the host itself: an almost empty tree owned by root (the sandbox's
+ * root, once idmapped, so root inside can create files in /etc, /root, ...), symlinks mirroring the
+ * host's merged /bin, /lib*, a synthesized /etc holding only what programs need (users, hosts,
+ * loader cache, alternatives, CA certificates), and the host's /usr bind-mounted read-only at
+ * start. Nothing else of the host (/root, /home, /var, /srv, the data dir) exists in it.
  *
  * "host" lives in DATA_DIR/templates/host-<recipe hash>; a changed recipe (or changed host files
  * it copies) gives a new directory, so running sandboxes keep their lower layer.
@@ -29,7 +32,7 @@
 #include "base/log.h"
 #include "base/util.h"
 
-#define HOST_RECIPE "host-template-4"
+#define HOST_RECIPE "host-template-5"
 
 static const char *const top_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 static const char *const empty_dirs[] = {
@@ -122,11 +125,11 @@ static int copy_tree(const char *src, const char *dst, uid_t uid, int depth)
     return r;
 }
 
-/* The recipe hash: recipe version, uid base, and the change times of the host files copied. */
-static void host_recipe_hash(uint32_t uid_base, char out[17])
+/* The recipe hash: recipe version and the change times of the host files copied. */
+static void host_recipe_hash(char out[17])
 {
     char buf[8192];
-    int n = snprintf(buf, sizeof(buf), "%s uid=%u", HOST_RECIPE, uid_base);
+    int n = snprintf(buf, sizeof(buf), "%s", HOST_RECIPE);
     for (size_t i = 0; i < ARRAY_SIZE(etc_files) + ARRAY_SIZE(etc_trees); i++) {
         const char *name =
             i < ARRAY_SIZE(etc_files) ? etc_files[i] : etc_trees[i - ARRAY_SIZE(etc_files)];
@@ -224,8 +227,8 @@ static int build_host(const char *dir, uid_t uid, struct template_info *out, str
     return 0;
 }
 
-int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
-                     struct template_info *out, struct err *err)
+int template_prepare(const char *data_dir, const char *name, struct template_info *out,
+                     struct err *err)
 {
     char base[PATH_MAX], dir[PATH_MAX], hash[17];
     memset(out, 0, sizeof(*out));
@@ -240,25 +243,23 @@ int template_prepare(const char *data_dir, const char *name, uint32_t uid_base,
             return err_set(
                 err, -ENOENT,
                 "template 'debian' is not built: run 'sandbox-mcp template build debian'");
-        /* Its skeleton belongs to the sandbox's root; another uid base would leave root inside
-         * unable to write /etc or /root. */
-        if (st.st_uid != uid_base)
+        /* Built by an older server, which handed parts of it to one shared id range. */
+        if (st.st_uid != 0)
             return err_set(err, -EINVAL,
-                           "template 'debian' was built for SANDBOX_UID_BASE %u, not %u: run "
-                           "'sandbox-mcp template build debian'",
-                           (unsigned)st.st_uid, uid_base);
+                           "template 'debian' was built for another id layout: run "
+                           "'sandbox-mcp template build debian'");
         snprintf(out->rootfs, sizeof(out->rootfs), "%s", dir);
         return 0;
     }
     if (strcmp(name, "host") != 0)
         return err_set(err, -EINVAL, "unknown template '%s' (host or debian)", name);
-    host_recipe_hash(uid_base, hash);
+    host_recipe_hash(hash);
     snprintf(dir, sizeof(dir), "%s/host-%s", base, hash);
     struct stat st;
     int64_t t0 = time_mono_ms();
     if (stat(dir, &st) < 0) {
         out->nbinds = 0;
-        int r = build_host(dir, (uid_t)uid_base, out, err);
+        int r = build_host(dir, 0, out, err);
         if (r < 0)
             return err_wrap(err, "template 'host'");
         log_info("sandbox template built name=host dir=%s ms=%lld", dir,

@@ -9,8 +9,11 @@
  * a chroot, and the mounts debootstrap makes, vanish with the process even when the build is
  * killed, so removing a half-built tree can never reach into the host's /dev.
  *
- * The recipe (a version, packages, apt sources, pnpm version, the host's local certificate
- * authorities and the uid base that owns the writable skeleton) is hashed into
+ * The tree keeps the ids debootstrap gave it (root is 0): each sandbox mounts it idmapped into
+ * its own id range, so the template's root is every sandbox's root.
+ *
+ * The recipe (a version, packages, apt sources, pnpm version and the host's local certificate
+ * authorities) is hashed into
  * DATA_DIR/templates/debian/recipe; a template with the same hash that still passes the checks is
  * kept.
  *
@@ -43,7 +46,7 @@
 #include "base/ids.h"
 #include "base/util.h"
 
-#define DEBIAN_RECIPE "debian-template-1"
+#define DEBIAN_RECIPE "debian-template-2"
 #define DEBIAN_SUITE "bookworm"
 #define DEBIAN_VARIANT "minbase"
 #define DEBIAN_MIRROR "http://deb.debian.org/debian"
@@ -71,14 +74,6 @@ static const char *const checks[][4] = {
     {"npm", "--version", NULL},
     {"pnpm", "--version", NULL},
 };
-
-/* Top-level directories that keep the host root as owner: /usr stays read-only inside, as it is
- * with the host template, and the others are mount points. */
-static const char *const skeleton_skip[] = {"usr", "proc", "sys", "dev"};
-/* Owned by the sandbox's root with everything in them, so that root inside can edit them. */
-static const char *const skeleton_whole[] = {"etc", "root", "home"};
-/* Owned by the sandbox's root themselves, so that programs can create their own files there. */
-static const char *const skeleton_dirs[] = {"var/tmp", "var/lib", "var/cache", "var/log"};
 
 static const char hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n";
 
@@ -263,12 +258,6 @@ static int run(struct run *r, struct err *err)
 
 /* --- walking trees (tree.c) --- */
 
-static int chown_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
-{
-    uid_t uid = *(const uid_t *)ctx;
-    return fchownat(dirfd, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-}
-
 static int size_entry(int dirfd, const char *name, const struct stat *st, void *ctx)
 {
     *(uint64_t *)ctx += (uint64_t)st->st_blocks * 512;
@@ -385,7 +374,7 @@ struct recipe {
     char hash[65];
 };
 
-static void recipe_init(struct recipe *rc, uint32_t uid_base)
+static void recipe_init(struct recipe *rc)
 {
     memset(rc, 0, sizeof(*rc));
     if (!host_apt_uri(false, rc->mirror, sizeof(rc->mirror)))
@@ -404,10 +393,8 @@ static void recipe_init(struct recipe *rc, uint32_t uid_base)
         n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? " " : "", packages[i]);
     char cas[65];
     local_cas_digest(cas);
-    rc->text =
-        xasprintf("recipe %s\nvariant %s\npackages %s\npnpm %s\nuid_base %u\n"
-                  "local_cas %s\n%s",
-                  DEBIAN_RECIPE, DEBIAN_VARIANT, list, PNPM_VERSION, uid_base, cas, rc->sources);
+    rc->text = xasprintf("recipe %s\nvariant %s\npackages %s\npnpm %s\nlocal_cas %s\n%s",
+                         DEBIAN_RECIPE, DEBIAN_VARIANT, list, PNPM_VERSION, cas, rc->sources);
     sha256_hex(rc->text, strlen(rc->text), rc->hash);
 }
 
@@ -493,44 +480,6 @@ static int copy_text(const char *src, const char *dst)
     return write_text(dst, buf);
 }
 
-/* Hand the writable skeleton to the sandbox's root (uid_base on the host). */
-static int own_skeleton(const char *rootfs, uid_t uid, struct err *err)
-{
-    char path[PATH_MAX];
-    if (chown(rootfs, uid, uid) < 0)
-        return err_set(err, -errno, "cannot chown '%s': %s", rootfs, strerror(errno));
-    DIR *d = opendir(rootfs);
-    if (!d)
-        return err_set(err, -errno, "cannot open '%s': %s", rootfs, strerror(errno));
-    int r = 0;
-    struct dirent *de;
-    while (r == 0 && (de = readdir(d))) {
-        bool skip = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
-        for (size_t i = 0; i < ARRAY_SIZE(skeleton_skip); i++)
-            skip = skip || strcmp(de->d_name, skeleton_skip[i]) == 0;
-        struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", rootfs, de->d_name);
-        if (skip || lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-            continue;
-        if (chown(path, uid, uid) < 0)
-            r = -errno;
-    }
-    closedir(d);
-    if (r < 0)
-        return err_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
-    for (size_t i = 0; i < ARRAY_SIZE(skeleton_whole); i++) {
-        snprintf(path, sizeof(path), "%s/%s", rootfs, skeleton_whole[i]);
-        if ((r = tree_walk(AT_FDCWD, path, chown_entry, &uid)) < 0)
-            return err_set(err, r, "cannot chown '%s': %s", path, strerror(-r));
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(skeleton_dirs); i++) {
-        snprintf(path, sizeof(path), "%s/%s", rootfs, skeleton_dirs[i]);
-        if (chown(path, uid, uid) < 0 && errno != ENOENT)
-            return err_set(err, -errno, "cannot chown '%s': %s", path, strerror(errno));
-    }
-    return 0;
-}
-
 /* What the build leaves behind that no sandbox needs: downloaded packages, apt's lists (apt
  * cannot run inside: /usr is read-only and there is no network) and npm's cache. */
 static int clean_tree(const char *rootfs, struct err *err)
@@ -590,7 +539,7 @@ static int run_in(const char *rootfs, const char *prefix, const char *const *arg
     return run(&r, err);
 }
 
-static int build_tree(const char *tmp, const struct recipe *rc, uid_t uid, struct err *err)
+static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
 {
     char rootfs[PATH_MAX], path[PATH_MAX], debootstrap[PATH_MAX];
     int r;
@@ -667,8 +616,6 @@ static int build_tree(const char *tmp, const struct recipe *rc, uid_t uid, struc
     snprintf(path, sizeof(path), "%s/workspace", rootfs);
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
         return err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
-    if ((r = own_skeleton(rootfs, uid, err)) < 0)
-        return r;
 
     fprintf(stderr, "template debian: checking the tools\n");
     if ((r = check_tree(rootfs, false, err)) < 0)
@@ -819,7 +766,7 @@ static int replace_tree(const char *base, const char *tmp, const char *dir, stru
 /* Keep the template in dir when its recipe is rc's and it passes the checks (unless force), else
  * build it in tmp and move it into place. */
 static int update_or_build(const char *base, const char *dir, const char *tmp,
-                           const struct recipe *rc, uid_t uid, bool force, struct err *err)
+                           const struct recipe *rc, bool force, struct err *err)
 {
     char rootfs[PATH_MAX];
     struct stat st;
@@ -838,7 +785,7 @@ static int update_or_build(const char *base, const char *dir, const char *tmp,
         }
     }
     int64_t t0 = time_mono_ms();
-    int r = build_tree(tmp, rc, uid, err);
+    int r = build_tree(tmp, rc, err);
     if (r < 0) {
         if (lstat(tmp, &st) == 0)
             fprintf(stderr,
@@ -857,8 +804,7 @@ static int update_or_build(const char *base, const char *dir, const char *tmp,
     return 0;
 }
 
-int template_build(const char *data_dir, const char *name, uint32_t uid_base, bool force,
-                   struct err *err)
+int template_build(const char *data_dir, const char *name, bool force, struct err *err)
 {
     if (strcmp(name, "host") == 0) {
         fprintf(stderr, "template host: nothing to build: it is assembled from the host when "
@@ -885,8 +831,8 @@ int template_build(const char *data_dir, const char *name, uint32_t uid_base, bo
     remove_leftovers(base);
 
     struct recipe rc;
-    recipe_init(&rc, uid_base);
-    int r = update_or_build(base, dir, tmp, &rc, (uid_t)uid_base, force, err);
+    recipe_init(&rc);
+    int r = update_or_build(base, dir, tmp, &rc, force, err);
     recipe_release(&rc);
     return r;
 }

@@ -10,7 +10,7 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, user_id, coalesce(session_id, ''), template, state, coalesce(init_pid, 0), "              \
     "coalesce(init_start, 0), coalesce(cgroup, ''), created_at, coalesce(started_at, 0), "         \
-    "coalesce(last_used_at, 0)"
+    "coalesce(last_used_at, 0), coalesce(id_slot, 0)"
 
 static void text_col(char *dst, size_t cap, sqlite3_stmt *s, int col)
 {
@@ -33,6 +33,7 @@ static void read_row(sqlite3_stmt *s, struct store_sandbox *sb)
     sb->created_at = sqlite3_column_int64(s, 8);
     sb->started_at = sqlite3_column_int64(s, 9);
     sb->last_used_at = sqlite3_column_int64(s, 10);
+    sb->id_slot = (uint32_t)sqlite3_column_int64(s, 11);
 }
 
 int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
@@ -122,5 +123,56 @@ int store_sandbox_list_running(struct store *st,
     }
     if (rc != SQLITE_DONE)
         return store_fail(st, rc, "list sandboxes", err);
+    return 0;
+}
+
+int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot, uint32_t *slot,
+                             struct err *err)
+{
+    /* The lowest free slot: 1 when it is free, else the first one above a taken slot. The
+     * unique index on id_slot makes both lookups index probes, and a race between two servers
+     * on one store ends in a constraint error rather than a shared range. */
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE sandboxes SET id_slot = ("
+                          "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE id_slot = 1) "
+                          "UNION ALL SELECT a.id_slot + 1 FROM sandboxes a WHERE a.id_slot IS NOT "
+                          "NULL AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE b.id_slot = "
+                          "a.id_slot + 1) ORDER BY 1 LIMIT 1) "
+                          "WHERE id = ? AND id_slot IS NULL RETURNING id_slot",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return err_set(err, -ENOENT, "sandbox '%s' not found or already has an id range", id);
+    if (rc != SQLITE_ROW)
+        return store_fail(st, rc, "claim id range", err);
+    int64_t got = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (got < 1 || got > (int64_t)max_slot) {
+        struct err ignored = {0};
+        store_sandbox_release_slot(st, id, &ignored);
+        return err_set(err, -ENOSPC,
+                       "no free host id range for another sandbox (all %u are held by sandboxes "
+                       "whose files exist; raise SANDBOX_UID_RANGES or let retention remove old "
+                       "sessions)",
+                       max_slot);
+    }
+    *slot = (uint32_t)got;
+    return 0;
+}
+
+int store_sandbox_release_slot(struct store *st, const char *id, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE sandboxes SET id_slot = NULL WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "release id range", err);
     return 0;
 }

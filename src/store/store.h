@@ -94,6 +94,7 @@ struct store_sandbox {
     int64_t init_start; /* process start time in clock ticks since boot */
     char cgroup[64];
     int64_t created_at, started_at, last_used_at;
+    uint32_t id_slot; /* host id range (SANDBOX_UID_BASE + slot * 65536), 0 = none yet */
 };
 
 /* Find the sandbox of user_id (session_id NULL/"" = the user's own). -ENOENT when none. */
@@ -103,6 +104,12 @@ int store_sandbox_find(struct store *st, const char *user_id, const char *sessio
 int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struct err *err);
 /* Record state, init process, cgroup and times of sb->id. */
 int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struct err *err);
+/* Give sandbox id the lowest free host id range slot (1..max_slot) and return it in *slot.
+ * -ENOSPC when every slot up to max_slot is held, -ENOENT when id has one already. */
+int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot, uint32_t *slot,
+                             struct err *err);
+/* Free sandbox id's slot (its files are gone) for reuse. */
+int store_sandbox_release_slot(struct store *st, const char *id, struct err *err);
 /* Call fn for each sandbox recorded as running. */
 int store_sandbox_list_running(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,

@@ -3,7 +3,7 @@
 // takes minutes: template_debian.test.mjs does it when SANDBOX_MCP_SLOW_TESTS=1.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
@@ -89,16 +89,18 @@ test('serve with SANDBOX_TEMPLATE=debian before it is built tells the caller how
   assertNoSanitizerReport(s.stderr());
 });
 
-test('serve refuses a debian template owned by another uid base than SANDBOX_UID_BASE', async () => {
+test('serve refuses a debian template of the older id layout (parts owned by a shared id range)', async () => {
   const d = dir();
-  // Owned by the user running the tests, which is never the uid base asked for here.
-  mkdirSync(path.join(d, 'templates', 'debian', 'rootfs'), { recursive: true });
-  const s = await startServer({ env: { SANDBOX_TEMPLATE: 'debian', SANDBOX_UID_BASE: '1048576' }, dataDir: d });
+  // Older servers handed the template's root to the one id range every sandbox shared.
+  const rootfs = path.join(d, 'templates', 'debian', 'rootfs');
+  mkdirSync(rootfs, { recursive: true });
+  chownSync(rootfs, 524288, 524288);
+  const s = await startServer({ env: { SANDBOX_TEMPLATE: 'debian' }, dataDir: d });
   try {
     const r = await rpc(s, EXEC('true'));
     assert.equal(r.body.result.isError, true);
     assert.match(r.body.result.content[0].text,
-      new RegExp(`template 'debian' was built for SANDBOX_UID_BASE ${process.getuid()}, not 1048576: run 'sandbox-mcp template build debian'`));
+      /template 'debian' was built for another id layout: run 'sandbox-mcp template build debian'/);
   } finally {
     await s.stop();
   }

@@ -11,8 +11,6 @@ import path from 'node:path';
 import { BIN, startServer, rpc, tempDir, removeDataDir } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
-const UID_BASE = 524288; // SANDBOX_UID_BASE's default
-
 const skip = process.env.SANDBOX_MCP_SLOW_TESTS !== '1'
   ? 'slow (builds the debian template with debootstrap, minutes and the network): set SANDBOX_MCP_SLOW_TESTS=1'
   : process.getuid() !== 0 ? 'building a template needs root' : false;
@@ -59,9 +57,9 @@ test('template build debian: built, verified, kept when up to date, and usable b
   assert.ok(existsSync(path.join(rootfs, 'usr', 'local', 'bin', 'pnpm')));
   assert.equal(readFileSync(path.join(rootfs, 'etc', 'hostname'), 'utf8'), 'sandbox\n');
   assert.equal(readFileSync(path.join(rootfs, 'etc', 'resolv.conf'), 'utf8'), '');
-  for (const d of ['', 'root', 'etc', 'etc/passwd', 'home', 'tmp', 'workspace', 'var/tmp'])
-    assert.equal(statSync(path.join(rootfs, d)).uid, UID_BASE, `owner of /${d}`);
-  for (const d of ['usr', 'usr/bin/python3', 'usr/local/bin'])
+  // Plain ids: each sandbox mounts the tree idmapped into its own range.
+  for (const d of ['', 'root', 'etc', 'etc/passwd', 'home', 'tmp', 'workspace', 'var/tmp', 'usr',
+    'usr/bin/python3', 'usr/local/bin'])
     assert.equal(statSync(path.join(rootfs, d)).uid, 0, `owner of /${d}`);
   const left = (await import('node:fs')).readdirSync(path.dirname(tmpl));
   assert.deepEqual(left.filter((n) => n !== 'debian.lock').sort(), ['debian']);
@@ -79,14 +77,16 @@ test('template build debian: built, verified, kept when up to date, and usable b
     assert.equal(out.exit_code, 0, JSON.stringify(out));
     assert.match(out.stdout, /^Python 3\.11\.\d+\nv18\.\d+\.\d+\n\d+\.\d+\.\d+\ngit version 2\.\d+/);
 
-    // Root inside owns the skeleton (edits /etc, builds in /workspace), not /usr.
+    // Root inside owns the whole tree through the idmapped template: it edits /etc, builds in
+    // /workspace and installs into /usr, all in the sandbox's own layer; the template is unchanged.
     const w = await rpc(server, EXEC(
       'cat /etc/hostname && echo x >> /etc/hosts && printf "int main(){return 0;}" > /workspace/a.c && ' +
       'gcc -o /workspace/a /workspace/a.c && /workspace/a && echo built && ' +
       '(touch /usr/bin/nope 2>/dev/null && echo usr-writable || echo usr-read-only)'));
     const wo = w.body.result.structuredContent;
     assert.equal(wo.exit_code, 0, JSON.stringify(wo));
-    assert.equal(wo.stdout, 'sandbox\nbuilt\nusr-read-only\n');
+    assert.equal(wo.stdout, 'sandbox\nbuilt\nusr-writable\n');
+    assert.ok(!existsSync(path.join(rootfs, 'usr', 'bin', 'nope')));
   } finally {
     await server.stop();
   }

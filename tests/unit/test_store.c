@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -264,6 +265,51 @@ TEST(runs_transitions_events_and_pages)
     CHECK_INT_EQ(store_proxy_token_add(st, &t, &err), 0);
     CHECK_INT_EQ(store_proxy_token_revoke_run(st, ids[1], &err), 1);
     CHECK_INT_EQ(store_proxy_token_check(st, "jti_1", &err), -EKEYREVOKED);
+    store_close(st);
+    free(path);
+}
+
+TEST(sandbox_id_ranges_lowest_free_and_reused)
+{
+    char *path = temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(st, "alice", &u, &err), 0);
+    const char *ids[] = {"sbx_a", "sbx_b", "sbx_c", "sbx_d"};
+    for (int i = 0; i < 4; i++) {
+        struct store_sandbox sb = {0};
+        snprintf(sb.id, sizeof(sb.id), "%s", ids[i]);
+        snprintf(sb.user_id, sizeof(sb.user_id), "%s", u.id);
+        snprintf(sb.session_id, sizeof(sb.session_id), "ses_%d", i);
+        snprintf(sb.template_name, sizeof(sb.template_name), "host");
+        CHECK_INT_EQ(store_sandbox_insert(st, &sb, &err), 0);
+    }
+    uint32_t slot = 0;
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_a", 3, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 1);
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_b", 3, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 2);
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_c", 3, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 3);
+    /* a second claim for a sandbox that holds one is refused, not a second range */
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_a", 3, &slot, &err), -ENOENT);
+    /* every range held: a clear error, and the sandbox stays without one */
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_d", 3, &slot, &err), -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "SANDBOX_UID_RANGES");
+    struct store_sandbox found;
+    CHECK_INT_EQ(store_sandbox_find(st, u.id, "ses_3", &found, &err), 0);
+    CHECK_INT_EQ(found.id_slot, 0);
+    /* a released range is the next one given */
+    CHECK_INT_EQ(store_sandbox_release_slot(st, "sbx_b", &err), 0);
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_d", 3, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 2);
+    CHECK_INT_EQ(store_sandbox_find(st, u.id, "ses_3", &found, &err), 0);
+    CHECK_INT_EQ(found.id_slot, 2);
+    CHECK_INT_EQ(store_sandbox_release_slot(st, "sbx_a", &err), 0);
+    CHECK_INT_EQ(store_sandbox_claim_slot(st, "sbx_b", 3, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 1);
     store_close(st);
     free(path);
 }
