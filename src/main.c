@@ -386,6 +386,10 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     GET("EXEC_OUTPUT_BYTES", sc->output_bytes, 1024, 64 << 20, sc->output_bytes, 1);
     GET("FILE_MAX_BYTES", sc->file_max_bytes, 1024, 64 << 20, sc->file_max_bytes, 1);
 #undef GET
+    sc->cgroup_root = config_get(cfg, "SANDBOX_CGROUP_ROOT");
+    if (config_get_u64(cfg, "SANDBOX_ALLOW_UNLIMITED", 0, 0, 1, &v, err) < 0)
+        return err->code;
+    sc->allow_unlimited = v == 1;
     const char *cpus = config_get(cfg, "SANDBOX_CPUS");
     if (cpus) {
         char *end;

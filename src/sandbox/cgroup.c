@@ -20,9 +20,8 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 
-#define CG_ROOT "/sys/fs/cgroup"
-
 static enum cgroup_mode mode = CGROUP_NONE;
+static char cg_root[PATH_MAX] = "/sys/fs/cgroup";
 static char v2_parent[PATH_MAX]; /* v2: group holding the sandbox groups */
 static char v1_parent[64];       /* v1: "sandbox-mcp/<instance>" below each controller */
 static const char *const v1_ctrls[] = {"memory", "pids", "cpu"};
@@ -115,9 +114,9 @@ static int setup_v2(const char *instance)
     if (v2_self(self, sizeof(self)) < 0)
         return -ENOENT;
     if (strcmp(self, "/") == 0)
-        snprintf(base, sizeof(base), CG_ROOT);
+        snprintf(base, sizeof(base), "%s", cg_root);
     else
-        snprintf(base, sizeof(base), CG_ROOT "%s", self);
+        snprintf(base, sizeof(base), "%s%s", cg_root, self);
     size_t blen = strlen(base);
     if (blen > 7 && strcmp(base + blen - 7, "/server") == 0)
         base[blen - 7] = '\0'; /* a restarted server already moved itself */
@@ -157,21 +156,28 @@ static int setup_v1(const char *instance)
     snprintf(v1_parent, sizeof(v1_parent), "sandbox-mcp/%s", instance);
     for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
         char path[PATH_MAX];
-        snprintf(path, sizeof(path), CG_ROOT "/%s/sandbox-mcp", v1_ctrls[i]);
+        struct statfs sfs;
+        snprintf(path, sizeof(path), "%s/%s", cg_root, v1_ctrls[i]);
+        if (statfs(path, &sfs) < 0 || sfs.f_type != CGROUP_SUPER_MAGIC)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/sandbox-mcp", cg_root, v1_ctrls[i]);
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
             continue;
         /* the instance's own group is made with its first sandbox (ensure_parents) */
         v1_have[i] = true;
         any = true;
     }
-    return any && v1_have[0] ? 0 : -ENOTSUP;
+    /* memory and pids both: a sandbox without either could exhaust the host */
+    return any && v1_have[0] && v1_have[1] ? 0 : -ENOTSUP;
 }
 
-enum cgroup_mode cgroup_setup(const char *instance)
+enum cgroup_mode cgroup_setup(const char *instance, const char *root)
 {
     struct statfs sfs;
     snprintf(instance_name, sizeof(instance_name), "%s", instance);
-    if (statfs(CG_ROOT, &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
+    if (root)
+        snprintf(cg_root, sizeof(cg_root), "%s", root);
+    if (statfs(cg_root, &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
         int r = setup_v2(instance);
         if (r == 0)
             return mode = CGROUP_V2;
@@ -197,7 +203,7 @@ static void group_path(char *out, size_t len, int ctrl, const char *name, const 
     if (mode == CGROUP_V2)
         snprintf(out, len, "%s/%s%s%s", v2_parent, name, file ? "/" : "", file ? file : "");
     else
-        snprintf(out, len, CG_ROOT "/%s/%s/%s%s%s", v1_ctrls[ctrl], v1_parent, name,
+        snprintf(out, len, "%s/%s/%s/%s%s%s", cg_root, v1_ctrls[ctrl], v1_parent, name,
                  file ? "/" : "", file ? file : "");
 }
 
@@ -213,9 +219,9 @@ static void ensure_parents(void)
     for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
         if (!v1_have[i])
             continue;
-        snprintf(path, sizeof(path), CG_ROOT "/%s/sandbox-mcp", v1_ctrls[i]);
+        snprintf(path, sizeof(path), "%s/%s/sandbox-mcp", cg_root, v1_ctrls[i]);
         mkdir(path, 0755);
-        snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], v1_parent);
+        snprintf(path, sizeof(path), "%s/%s/%s", cg_root, v1_ctrls[i], v1_parent);
         mkdir(path, 0755);
     }
 }
@@ -352,7 +358,7 @@ void cgroup_list(void (*fn)(const char *name, void *ctx), void *ctx)
     if (mode == CGROUP_V2)
         snprintf(path, sizeof(path), "%s", v2_parent);
     else
-        snprintf(path, sizeof(path), CG_ROOT "/memory/%s", v1_parent);
+        snprintf(path, sizeof(path), "%s/memory/%s", cg_root, v1_parent);
     DIR *d = opendir(path);
     if (!d)
         return;
@@ -372,7 +378,7 @@ void cgroup_teardown(void)
         return;
     }
     for (size_t i = 0; mode == CGROUP_V1 && i < ARRAY_SIZE(v1_ctrls); i++) {
-        snprintf(path, sizeof(path), CG_ROOT "/%s/%s", v1_ctrls[i], v1_parent);
+        snprintf(path, sizeof(path), "%s/%s/%s", cg_root, v1_ctrls[i], v1_parent);
         rmdir(path);
     }
 }

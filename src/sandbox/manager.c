@@ -180,7 +180,17 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
         snprintf(real, sizeof(real), "%s", m->data_dir);
     sha256_hex(real, strlen(real), hash);
     hash[12] = '\0';
-    enum cgroup_mode mode = cgroup_setup(hash);
+    enum cgroup_mode mode = cgroup_setup(hash, cfg->cgroup_root);
+    if (mode == CGROUP_NONE && !cfg->allow_unlimited) {
+        r = err_set(err, -ENOTSUP,
+                    "sandboxes need memory and process limits, and this host offers no usable "
+                    "cgroup hierarchy (cgroup v2 with the memory and pids controllers, or the "
+                    "cgroup v1 memory and pids controllers, under %s); give the server one, or "
+                    "set SANDBOX_ALLOW_UNLIMITED=1 to run sandboxes without those limits (only "
+                    "for code you trust)",
+                    cfg->cgroup_root ? cfg->cgroup_root : "/sys/fs/cgroup");
+        goto fail;
+    }
     if ((r = policy_init(err)) < 0)
         goto fail;
     if ((r = template_prepare(m->data_dir, m->template_name, &m->tmpl, err)) < 0)
@@ -210,7 +220,9 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
              (unsigned long long)m->cfg.pids_max, (unsigned long long)(m->cfg.disk_bytes >> 20),
              m->cfg.max_running, (unsigned long long)(m->cfg.idle_ms / 1000));
     if (mode == CGROUP_NONE)
-        log_warn("sandbox no usable cgroup hierarchy: memory and process limits are rlimits only");
+        log_warn("sandbox limits off: no usable cgroup hierarchy and SANDBOX_ALLOW_UNLIMITED=1, so "
+                 "a sandbox's memory and processes are bounded by rlimits only: run only code you "
+                 "trust");
     if ((r = store_sandbox_list_running(store, adopt_one, m, err)) < 0)
         goto fail;
     cgroup_list(reap_unknown, m);

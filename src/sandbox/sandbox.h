@@ -41,6 +41,8 @@ struct sandbox_config {
     size_t output_bytes;       /* default cap per output stream */
     size_t file_max_bytes;     /* largest file write/read */
     const char *agent_dir;     /* host directory mounted read-only at /opt/agents, or NULL */
+    const char *cgroup_root;   /* where the cgroup hierarchies are mounted; NULL: /sys/fs/cgroup */
+    bool allow_unlimited;      /* start sandboxes even without cgroup memory and pids limits */
 };
 
 /* Fill cfg with the built-in defaults (data_dir left NULL). */

@@ -26,9 +26,11 @@ struct cgroup_limits {
     double cpus;
 };
 
-/* Detect the hierarchy and prepare the parent group for sandboxes. Never fails hard: without a
- * usable hierarchy the mode is CGROUP_NONE and rlimits alone limit sandboxes (logged). */
-enum cgroup_mode cgroup_setup(const char *instance);
+/* Detect the hierarchy below root (NULL: /sys/fs/cgroup) and prepare the parent group for
+ * sandboxes. Usable: v2 with the memory and pids controllers, or v1 with memory and pids (cpu
+ * when present). Otherwise the mode is CGROUP_NONE, which the manager refuses unless the
+ * operator allows sandboxes without limits. */
+enum cgroup_mode cgroup_setup(const char *instance, const char *root);
 enum cgroup_mode cgroup_mode(void);
 const char *cgroup_mode_name(enum cgroup_mode mode);
 /* Create (or reuse) the group `name` and apply limits. */
