@@ -371,6 +371,11 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
         return err_set(err, -EINVAL, "SANDBOX_DISK_MB must be 0 (no limit) or at least 64");
     GET("SANDBOX_TMP_MB", sc->tmp_bytes, 1, 1 << 20, sc->tmp_bytes, 1 << 20);
     GET("SANDBOX_MAX_RUNNING", sc->max_running, 1, 100000, sc->max_running, 1);
+    GET("SANDBOX_MAX_RUNNING_PER_USER", sc->max_running_user, 1, 100000, sc->max_running_user, 1);
+    GET("SANDBOX_DISK_PER_USER_MB", sc->disk_user_bytes, 0, 1ull << 32, sc->disk_user_bytes,
+        1 << 20);
+    GET("SANDBOX_DISK_TOTAL_MB", sc->disk_total_bytes, 0, 1ull << 32, sc->disk_total_bytes,
+        1 << 20);
     GET("SANDBOX_IDLE_SECONDS", sc->idle_ms, 1, 30 * 24 * 3600, sc->idle_ms, 1000);
     GET("SANDBOX_UID_BASE", sc->uid_base, 65536, 4294901759ull, sc->uid_base, 1);
     GET("SANDBOX_UID_RANGES", sc->uid_ranges, 1, 65535, sc->uid_ranges, 1);
@@ -448,6 +453,12 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     if (config_get_u64(cfg, "RUNS_MAX_RUNNING", 4, 1, 10000, &v, err) < 0)
         return err->code;
     rc->max_running = (unsigned)v;
+    if (config_get_u64(cfg, "RUNS_MAX_RUNNING_PER_USER", 2, 1, 10000, &v, err) < 0)
+        return err->code;
+    rc->max_running_user = (unsigned)v;
+    if (config_get_u64(cfg, "RUNS_MAX_QUEUED_PER_USER", 10, 1, 100000, &v, err) < 0)
+        return err->code;
+    rc->max_queued_user = (unsigned)v;
     /* Days, fractions allowed (0 keeps workspaces forever). */
     const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
     double d = 7;

@@ -879,7 +879,10 @@ static void run_begin(struct run *r)
     }
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
-    r->sw = sandbox_acquire(r->e->mgr, &o, on_sandbox, r);
+    /* NULL when on_sandbox has run already, which may have ended (and freed) the run */
+    struct sandbox_waiter *w = sandbox_acquire(r->e->mgr, &o, on_sandbox, r);
+    if (w)
+        r->sw = w;
 }
 
 static bool session_busy(struct runs *e, const struct run *r)
@@ -890,9 +893,19 @@ static bool session_busy(struct runs *e, const struct run *r)
     return false;
 }
 
-/* Start queued runs while there is room. Starting one can end runs (and free them) before
- * run_begin() returns, and can come back here: so pick afresh after each start, and let a nested
- * call only ask for another round. */
+/* Runs of user_id past queued (phase != PH_QUEUED), and waiting. */
+static void user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued)
+{
+    *active = *queued = 0;
+    for (struct run *o = e->runs; o; o = o->next)
+        if (strcmp(o->user_id, user_id) == 0)
+            (*(o->phase == PH_QUEUED ? queued : active))++;
+}
+
+/* Start queued runs while there is room, first come first served among the users that are
+ * under their own limit (so one user's queue does not hold the others' back). Starting one can
+ * end runs (and free them) before run_begin() returns, and can come back here: so pick afresh
+ * after each start, and let a nested call only ask for another round. */
 static void run_schedule(struct runs *e)
 {
     if (e->scheduling) {
@@ -908,8 +921,12 @@ static void run_schedule(struct runs *e)
         for (struct run *r = e->runs; r; r = r->next) {
             if (r->phase != PH_QUEUED)
                 active++;
-            else if (!pick && r->retry_at <= now && !session_busy(e, r))
-                pick = r;
+            else if (!pick && r->retry_at <= now && !session_busy(e, r)) {
+                unsigned mine, waiting;
+                user_runs(e, r->user_id, &mine, &waiting);
+                if (mine < e->cfg.max_running_user)
+                    pick = r;
+            }
         }
         if (pick && active < e->cfg.max_running) {
             run_begin(pick);
@@ -1105,11 +1122,15 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         if (x->fail[0]) {
             struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
             x->phase = PH_ACQUIRE;
-            x->sw = sandbox_acquire(mgr, &o, on_sandbox_failed, x);
+            struct sandbox_waiter *w = sandbox_acquire(mgr, &o, on_sandbox_failed, x);
+            if (w)
+                x->sw = w;
             continue;
         }
         struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
-        x->sw = sandbox_acquire(mgr, &o, on_sandbox, x);
+        struct sandbox_waiter *w = sandbox_acquire(mgr, &o, on_sandbox, x);
+        if (w)
+            x->sw = w;
     }
     loop_timer_start(&e->tick, TICK_MS, on_tick);
     run_schedule(e);
@@ -1217,6 +1238,13 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     if (timeout > e->cfg.timeout_max_ms)
         return err_set(err, -EINVAL, "timeout_minutes is at most %llu on this server",
                        (unsigned long long)(e->cfg.timeout_max_ms / 60000));
+    unsigned mine, waiting;
+    user_runs(e, s->user_id, &mine, &waiting);
+    if (waiting >= e->cfg.max_queued_user)
+        return err_set(err, -EBUSY,
+                       "you have %u runs waiting to start, the most one user may have on this "
+                       "server; wait for some to start (list_runs) or cancel one (cancel_run)",
+                       waiting);
     int64_t now = time_now_ms();
     struct store_session ses = {0};
     if (s->session_id && *s->session_id) {

@@ -30,6 +30,8 @@ struct runs_config {
     uint64_t timeout_ms;       /* default per-run timeout */
     uint64_t timeout_max_ms;   /* the largest a client may ask for */
     unsigned max_running;      /* runs at once; the rest wait in order */
+    unsigned max_running_user; /* runs of one user at once (the rest of theirs wait) */
+    unsigned max_queued_user;  /* runs one user may have waiting; more are refused */
     uint64_t retention_ms;     /* workspaces of sessions idle this long are removed */
     const void *jwt_key;       /* signs the runs' proxy tokens */
     size_t jwt_keylen;

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -32,6 +33,9 @@ void sandbox_config_defaults(struct sandbox_config *cfg)
     cfg->disk_bytes = 10ull << 30;
     cfg->tmp_bytes = 512ull << 20;
     cfg->max_running = 64;
+    /* A team of ten shares the 64: each keeps its own sandbox and a few run sessions going. */
+    cfg->max_running_user = 6;
+    cfg->disk_user_bytes = 100ull << 30;
     cfg->idle_ms = 10 * 60 * 1000;
     cfg->uid_base = 524288;
     cfg->uid_ranges = 4096;
@@ -329,9 +333,90 @@ static bool sandbox_busy(struct sandbox *s)
     return sandbox_usage(s, &mem, &procs) == 0 && procs > 0;
 }
 
-/* Make room for one more running sandbox: stop the least recently used idle one. */
-static int make_room(struct sandbox_manager *m, struct err *err)
+int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
 {
+    const uint64_t size = m->cfg.disk_bytes, mib = 1 << 20;
+    if (!size)
+        return 0;
+    uint64_t mine = 0, all = 0;
+    int r;
+    if ((r = store_sandbox_count_ranges(m->store, sbx->user_id, &mine, err)) < 0 ||
+        (r = store_sandbox_count_ranges(m->store, NULL, &all, err)) < 0)
+        return r;
+    if (m->cfg.disk_user_bytes && (mine + 1) * size > m->cfg.disk_user_bytes)
+        return err_set(err, -ENOSPC,
+                       "your sandboxes' disks take %llu MiB already and another would pass the "
+                       "%llu MiB one user may have on this server; continue in one of your "
+                       "sessions (session_id) or wait until retention removes old ones",
+                       (unsigned long long)(mine * size / mib),
+                       (unsigned long long)(m->cfg.disk_user_bytes / mib));
+    if (m->cfg.disk_total_bytes) {
+        if ((all + 1) * size > m->cfg.disk_total_bytes)
+            return err_set(err, -ENOSPC,
+                           "the sandboxes' disks take %llu MiB already and another would pass "
+                           "the %llu MiB this server allows (SANDBOX_DISK_TOTAL_MB); retry when "
+                           "retention has removed old sessions",
+                           (unsigned long long)(all * size / mib),
+                           (unsigned long long)(m->cfg.disk_total_bytes / mib));
+        return 0;
+    }
+    /* Sparse images: what they may still grow into is committed too, and it must fit in what
+     * the filesystem has free. */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+    struct statvfs vfs;
+    if (statvfs(path, &vfs) < 0)
+        return err_set(err, -errno, "cannot stat '%s': %s", path, strerror(errno));
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize, growth = 0;
+    DIR *d = opendir(path);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] == '.' ||
+            snprintf(path, sizeof(path), "%s/sandboxes/%s/disk.img", m->data_dir, de->d_name) >=
+                (int)sizeof(path) ||
+            stat(path, &st) < 0)
+            continue;
+        uint64_t used = (uint64_t)st.st_blocks * 512;
+        if ((uint64_t)st.st_size > used)
+            growth += (uint64_t)st.st_size - used;
+    }
+    if (d)
+        closedir(d);
+    if (growth + size > avail)
+        return err_set(err, -ENOSPC,
+                       "no disk for another sandbox: the host has %llu MiB free and the "
+                       "sandboxes' disks may still grow by %llu MiB, so another %llu MiB disk "
+                       "would overcommit it; free space on the host, lower SANDBOX_DISK_MB, or "
+                       "set SANDBOX_DISK_TOTAL_MB to allow more",
+                       (unsigned long long)(avail / mib), (unsigned long long)(growth / mib),
+                       (unsigned long long)(size / mib));
+    return 0;
+}
+
+/* Make room for one more running sandbox of sbx's user: past the user's own limit, stop their
+ * least recently used idle one; past the server's, anyone's. */
+static int make_room(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
+{
+    unsigned mine = 0;
+    struct sandbox *own_lru = NULL;
+    for (struct sandbox *s = m->all; s; s = s->next) {
+        if (strcmp(s->user_id, sbx->user_id) != 0 || s->state == SBX_STOPPED)
+            continue;
+        mine++;
+        if (s->state == SBX_RUNNING && s->holds == 0 &&
+            (!own_lru || s->last_used < own_lru->last_used) && !sandbox_busy(s))
+            own_lru = s;
+    }
+    if (mine >= m->cfg.max_running_user) {
+        if (!own_lru)
+            return err_set(err, -EBUSY,
+                           "you have %u sandboxes running (your own and your runs' sessions), the "
+                           "most one user may have on this server, and all are busy; retry when "
+                           "a command or run of yours has ended",
+                           mine);
+        sandbox_stop(own_lru, "evicted (user limit)");
+    }
     if (m->running < m->cfg.max_running)
         return 0;
     struct sandbox *lru = NULL;
@@ -380,7 +465,7 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
         pp = &(*pp)->next;
     *pp = w;
     if (sbx->state == SBX_STOPPED) {
-        if (make_room(m, &err) < 0) {
+        if (make_room(m, sbx, &err) < 0) {
             *pp = NULL;
             free(w);
             cb(ctx, NULL, &err);

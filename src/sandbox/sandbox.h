@@ -32,6 +32,9 @@ struct sandbox_config {
     uint64_t disk_bytes;       /* writable layer + workspace size, 0 = no limit (plain dirs) */
     uint64_t tmp_bytes;        /* /tmp tmpfs size */
     unsigned max_running;      /* capacity: running sandboxes at once */
+    unsigned max_running_user; /* running sandboxes of one user at once */
+    uint64_t disk_user_bytes;  /* disk images one user's sandboxes may commit, 0 = no limit */
+    uint64_t disk_total_bytes; /* images all sandboxes may commit; 0 = what the disk has free */
     uint64_t idle_ms;          /* stop after this long without calls or processes */
     uint32_t uid_base;         /* start of the host ids for sandboxes: each sandbox maps root to
                                   65536 ids of its own, uid_base + slot * 65536 (slot >= 1) */

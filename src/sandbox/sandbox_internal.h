@@ -143,6 +143,10 @@ struct sandbox_manager {
     void *listener_ctx;
 };
 
+/* Whether a new disk image for sbx fits: within its user's share (SANDBOX_DISK_PER_USER_MB),
+ * within SANDBOX_DISK_TOTAL_MB, or without it within the free space the existing sparse images
+ * may not still grow into. 0, or -ENOSPC with err saying which limit. */
+int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
 /* Start sbx (state STOPPED): forks the setup child; waiters run when it reports. */
 void sandbox_start(struct sandbox *sbx);
 /* Kill sbx's processes (init first, then its cgroup); files stay. */

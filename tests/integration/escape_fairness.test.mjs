@@ -1,0 +1,168 @@
+// One user cannot take the server from the others: per-user limits on running sandboxes, on
+// concurrent and waiting runs, and on the disk their sandboxes' images commit, and no new image
+// when the images already made could outgrow the host's free space. Real OpenCode against the
+// scripted fake upstream (tests/lib/fake-anthropic.mjs) for the runs.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+
+import { startServer, rpc, cli, removeDataDir } from '../lib/server.mjs';
+import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+
+let fake, router;
+let nextId = 1;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+});
+after(async () => { await fake.close(); });
+
+async function call(srv, name, args = {}, token = srv.token) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } },
+    { token });
+  assert.equal(r.status, 200, r.text);
+  return r.body.result;
+}
+async function ok(srv, name, args, token) {
+  const res = await call(srv, name, args, token);
+  assert.equal(res.isError, undefined, JSON.stringify(res));
+  return res.structuredContent;
+}
+const text = (res) => (res.content || []).map((c) => c.text || '').join('');
+
+async function finished(srv, runId, token) {
+  for (;;) {
+    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 }, token);
+    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
+  }
+}
+
+async function until(cond, what, ms = 60000) {
+  const t0 = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function addUser(srv, name) {
+  assert.equal(cli(['user', 'add', name, '--data-dir', srv.dataDir]).status, 0);
+  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  assert.equal(tok.status, 0, tok.stderr);
+  return tok.stdout.trim();
+}
+
+async function withServer(env, fn) {
+  const srv = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url, ...env } });
+  try {
+    return await fn(srv, addUser(srv, 'bob'));
+  } finally {
+    await srv.stop();
+    removeDataDir(srv.dataDir);
+  }
+}
+
+test("a user at their running-sandbox limit waits for their own sandboxes, not for everyone's", async () => {
+  await withServer({ SANDBOX_MAX_RUNNING: '2', SANDBOX_MAX_RUNNING_PER_USER: '1', SANDBOX_DISK_MB: '0' },
+    async (srv, bob) => {
+      // The first user's own sandbox is busy with a process of theirs.
+      const busy = await ok(srv, 'container_exec', { command: 'nohup sleep 300 >/dev/null 2>&1 & echo started' });
+      assert.equal(busy.stdout, 'started\n');
+      const s = router.add('fair-sbx-7a1', [{ text: 'Done.' }]);
+      const run = await ok(srv, 'run_task', { task: 'fair-sbx-7a1' });
+      // Their run's session sandbox would be their second: it waits, and its agent never starts.
+      await new Promise((r) => setTimeout(r, 1500));
+      const waiting = await ok(srv, 'get_result', { run_id: run.run_id });
+      assert.ok(['queued', 'running'].includes(waiting.status), JSON.stringify(waiting));
+      assert.equal(s.requests.length, 0);
+      // The server's second slot is still there for another user.
+      const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
+      assert.equal(other.stdout, 'bob\n');
+      // Once their own sandbox is idle, it makes way for their run.
+      await ok(srv, 'container_exec', { command: 'pkill sleep; true' });
+      const done = await finished(srv, run.run_id);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    });
+});
+
+test("one user's runs past their limit wait while another user's run starts", async () => {
+  await withServer({ RUNS_MAX_RUNNING: '2', RUNS_MAX_RUNNING_PER_USER: '1', SANDBOX_DISK_MB: '0' },
+    async (srv, bob) => {
+      const a1 = router.add('fair-run-a1-3c9', [{ hold: true, text: 'A1 done.' }]);
+      const a2 = router.add('fair-run-a2-3c9', [{ text: 'A2 done.' }]);
+      const b1 = router.add('fair-run-b1-3c9', [{ hold: true, text: 'B1 done.' }]);
+      const ra1 = await ok(srv, 'run_task', { task: 'fair-run-a1-3c9' });
+      await a1.waitHeld();
+      const ra2 = await ok(srv, 'run_task', { task: 'fair-run-a2-3c9' });
+      const rb1 = await ok(srv, 'run_task', { task: 'fair-run-b1-3c9' }, bob);
+      // Submitted last, the other user's run gets the free slot; the first user's second waits.
+      await until(async () => (await ok(srv, 'get_result', { run_id: rb1.run_id }, bob)).status === 'running',
+        "the other user's run is running", 60000);
+      const second = await ok(srv, 'get_result', { run_id: ra2.run_id });
+      assert.equal(second.status, 'queued', JSON.stringify(second));
+      assert.equal(a2.requests.length, 0);
+      await b1.waitHeld();
+      a1.release();
+      b1.release();
+      for (const [r, token] of [[ra1], [ra2], [rb1, bob]])
+        assert.equal((await finished(srv, r.run_id, token)).status, 'succeeded');
+    });
+});
+
+test("a user's waiting runs are capped, with an error that says what to do", async () => {
+  await withServer({ RUNS_MAX_RUNNING: '1', RUNS_MAX_QUEUED_PER_USER: '1', SANDBOX_DISK_MB: '0' },
+    async (srv, bob) => {
+      const held = router.add('fair-queue-1-8e2', [{ hold: true, text: 'One.' }]);
+      router.add('fair-queue-2-8e2', [{ text: 'Two.' }]);
+      const r1 = await ok(srv, 'run_task', { task: 'fair-queue-1-8e2' });
+      await held.waitHeld();
+      const r2 = await ok(srv, 'run_task', { task: 'fair-queue-2-8e2' });
+      const r3 = await call(srv, 'run_task', { task: 'fair-queue-3-8e2' });
+      assert.equal(r3.isError, true, JSON.stringify(r3));
+      assert.match(text(r3), /runs waiting to start, the most one user may have/);
+      assert.match(text(r3), /cancel_run/);
+      // Another user's queue is their own.
+      const other = await ok(srv, 'run_task', { task: 'fair-queue-2-8e2' }, bob);
+      await ok(srv, 'cancel_run', { run_id: other.run_id }, bob);
+      held.release();
+      for (const r of [r1, r2]) assert.equal((await finished(srv, r.run_id)).status, 'succeeded');
+    });
+});
+
+test("a user's sandboxes' disk images are capped; the run that would pass the cap fails saying why", async () => {
+  await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_PER_USER_MB: '100' }, async (srv, bob) => {
+    const own = await ok(srv, 'container_exec', { command: 'echo mine' });
+    assert.equal(own.stdout, 'mine\n');
+    router.add('fair-disk-5b0', [{ text: 'Done.' }]);
+    const run = await ok(srv, 'run_task', { task: 'fair-disk-5b0' });
+    const done = await finished(srv, run.run_id);
+    assert.equal(done.status, 'failed', JSON.stringify(done));
+    assert.match(JSON.stringify(done), /your sandboxes' disks take 64 MiB already .* the 100 MiB one user may have/);
+    // The cap is per user.
+    const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
+    assert.equal(other.stdout, 'bob\n');
+  });
+});
+
+test('the images of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB', async () => {
+  await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_TOTAL_MB: '100' }, async (srv, bob) => {
+    assert.equal((await ok(srv, 'container_exec', { command: 'echo mine' })).stdout, 'mine\n');
+    const refused = await call(srv, 'container_exec', { command: 'echo bob' }, bob);
+    assert.equal(refused.isError, true, JSON.stringify(refused));
+    assert.match(text(refused), /SANDBOX_DISK_TOTAL_MB/);
+  });
+});
+
+test("a sparse image that could outgrow the host's free space is not made", async () => {
+  const { bavail, bsize } = statfsSync(tmpdir());
+  const mb = Math.ceil((bavail * bsize * 1.5) / (1 << 20));
+  await withServer({ SANDBOX_DISK_MB: String(mb), SANDBOX_DISK_PER_USER_MB: '0' }, async (srv) => {
+    const refused = await call(srv, 'container_exec', { command: 'echo too-big' });
+    assert.equal(refused.isError, true, JSON.stringify(refused));
+    assert.match(text(refused), /would overcommit it/);
+    assert.match(text(refused), /SANDBOX_DISK_TOTAL_MB/);
+  });
+});
