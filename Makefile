@@ -34,8 +34,10 @@ define objs
 $(patsubst src/%.c,$(1)/obj/%.o,$(2))
 endef
 
-# The sandbox helper (init and enter) is a separate static program, embedded in the server.
-HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c
+# The sandbox helper (init, listener, file worker) is a separate static program, embedded in the
+# server.
+HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c \
+              src/sandbox/fsops.c src/base/encode.c src/base/err.c src/base/utf8.c src/base/util.c
 INIT_BIN  := $(BUILD)/sandbox-helper
 INIT_BLOB := $(BUILD)/obj/gen/init_blob.o
 
@@ -61,9 +63,9 @@ $(BUILD)/gen/web.c: $(WEB) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_web $(WEB) > $@.tmp && mv $@.tmp $@
 
-$(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h
+$(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h src/sandbox/fsops.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc -Os -static -s -o $@ $(HELPER_SRC)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc -Os -static -s -o $@ $(HELPER_SRC) -ljansson
 $(BUILD)/gen/init_blob.S: $(INIT_BIN)
 	@mkdir -p $(dir $@)
 	printf '\t.section .rodata\n\t.global sandbox_helper_image\n\t.global sandbox_helper_image_end\n\t.balign 16\nsandbox_helper_image:\n\t.incbin "%s"\nsandbox_helper_image_end:\n\t.section .note.GNU-stack,"",@progbits\n' "$(abspath $(INIT_BIN))" > $@

@@ -1,5 +1,6 @@
 #pragma once
-/* Randomness, encodings and digests used for ids, tokens and secrets. */
+/* Randomness, encodings and digests used for ids, tokens and secrets. The randomness and
+ * encodings are in encode.c (libc only), the digests and ids in ids.c (OpenSSL). */
 
 #include <stddef.h>
 #include <stdint.h>

@@ -7,14 +7,16 @@
  * and the init's report on the connection: "pid <pid>", then "exit <wait status>", or
  * "<stage>: <error>" when the command could not start.
  *
- * A file operation forks a child that joins the sandbox's cgroup and namespaces (pidfd setns),
- * applies the sandbox policy, does the operation and writes its JSON result on a pipe. It stays
- * outside the pid namespace and is non-dumpable, so nothing inside can see or trace it. */
+ * A file operation runs in the sandbox helper's "sandbox-fs" role (helper/fs.c), started from
+ * the sealed memfd with the request in a memfd of its own: a fresh static program, so nothing
+ * of the server's memory (keys, tokens, other users' data) ever enters a sandbox. It joins the
+ * sandbox's cgroup and namespaces (pidfd setns), applies the sandbox policy, does the operation
+ * and writes its JSON result on a pipe. It stays outside the pid namespace and is non-dumpable,
+ * so nothing inside can see or trace it. */
 #include "sandbox/sandbox_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -36,8 +39,6 @@
 #include "base/utf8.h"
 #include "base/util.h"
 #include "sandbox/fsops.h"
-
-#define ENTER_NS (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP)
 
 /* Keeps the first half and the last half of a stream within cap bytes. */
 struct capture {
@@ -143,37 +144,6 @@ static void capture_release(struct capture *c)
 /* --- file worker, child side --- */
 
 /* What a file worker needs to join the sandbox, prepared before the fork. */
-struct exec_plan {
-    int pidfd;
-    int report_fd;
-    int ncg;
-    char cg_procs[4][4096];
-};
-
-#define FAIL(stage)                                                                                \
-    do {                                                                                           \
-        child_report(report, stage, errno);                                                        \
-        _exit(127);                                                                                \
-    } while (0)
-
-/* Join the cgroup and every namespace of the sandbox, then its user namespace as root. */
-static int enter_sandbox(const struct exec_plan *p, int report, bool pidns)
-{
-    for (int i = 0; i < p->ncg; i++) {
-        int fd = open(p->cg_procs[i], O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, "0", 1) != 1)
-            FAIL("join cgroup");
-        close(fd);
-    }
-    if (setns(p->pidfd, ENTER_NS | (pidns ? CLONE_NEWPID : 0)) < 0)
-        FAIL("enter sandbox namespaces");
-    if (setns(p->pidfd, CLONE_NEWUSER) < 0)
-        FAIL("enter sandbox user namespace");
-    if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
-        FAIL("become root in the sandbox");
-    return 0;
-}
-
 /* --- server side --- */
 
 static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *report);
@@ -482,6 +452,34 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
     return conn;
 }
 
+/* Start the sandbox helper in `role` with fds[i] at descriptor 3 + i and /dev/null as stdio.
+ * It runs from the sealed memfd: a fresh static program, nothing of this process's memory.
+ * Returns 0 and its pid, or a positive errno. */
+static int spawn_helper(struct sandbox_manager *m, const char *role, const int *fds, int nfds,
+                        pid_t *pid)
+{
+    int src[4];
+    for (int i = 0; i < nfds; i++)
+        src[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 64);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    for (int i = 0; i < 3; i++)
+        posix_spawn_file_actions_adddup2(&fa, m->devnull, i);
+    for (int i = 0; i < nfds; i++)
+        posix_spawn_file_actions_adddup2(&fa, src[i], 3 + i);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3 + nfds);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), m->init_memfd);
+    char *argv[] = {(char *)role, NULL};
+    char *envp[] = {NULL};
+    int r = posix_spawn(pid, path, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < nfds; i++)
+        if (src[i] >= 0)
+            close(src[i]);
+    return r;
+}
+
 void sandbox_open_listener(struct sandbox *sbx)
 {
     struct sandbox_manager *m = sbx->m;
@@ -493,21 +491,9 @@ void sandbox_open_listener(struct sandbox *sbx)
                   strerror(errno));
         return;
     }
-    int src[2] = {fcntl(sp[1], F_DUPFD_CLOEXEC, 64), fcntl(sbx->pidfd, F_DUPFD_CLOEXEC, 64)};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, src[0], 3);
-    posix_spawn_file_actions_adddup2(&fa, src[1], 4);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), m->init_memfd);
-    char *argv[] = {(char *)"sandbox-listen", NULL};
-    char *envp[] = {NULL};
+    int fds[2] = {sp[1], sbx->pidfd};
     pid_t pid;
-    int r = posix_spawn(&pid, path, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    close(src[0]);
-    close(src[1]);
+    int r = spawn_helper(m, "sandbox-listen", fds, 2, &pid);
     close(sp[1]);
     if (r != 0) {
         close(sp[0]);
@@ -540,13 +526,6 @@ void sandbox_open_listener(struct sandbox *sbx)
     memcpy(&fd, CMSG_DATA(c), sizeof(int));
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     m->listener_fn(m->listener_ctx, sbx->id, fd);
-}
-
-static void plan_enter(struct exec_plan *p, struct sandbox *sbx)
-{
-    memset(p, 0, sizeof(*p));
-    p->pidfd = sbx->pidfd;
-    p->ncg = cgroup_procs_paths(sbx->cgroup, p->cg_procs, 4);
 }
 
 struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
@@ -716,43 +695,6 @@ struct fs_job {
     void *ctx;
 };
 
-static void fs_child(const struct exec_plan *p, const struct fsop_request *req)
-{
-    int report = p->report_fd;
-    prctl(PR_SET_DUMPABLE, 0);
-    int out = fcntl(report, F_DUPFD_CLOEXEC, 10);
-    int pidfd = fcntl(p->pidfd, F_DUPFD_CLOEXEC, 10);
-    if (dup3(out, 3, O_CLOEXEC) < 0 || dup3(pidfd, 4, O_CLOEXEC) < 0)
-        _exit(127);
-    report = 3;
-    syscall(SYS_close_range, 5, ~0u, 0);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    struct exec_plan q = *p;
-    q.pidfd = 4;
-    enter_sandbox(&q, report, false);
-    close(4);
-    if (policy_apply_child() < 0)
-        FAIL("apply sandbox policy");
-    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-        FAIL("open /");
-    json_t *res = fsop_run(root, req);
-    char *text = json_dumps(res, JSON_COMPACT);
-    size_t len = text ? strlen(text) : 0, off = 0;
-    while (off < len) {
-        ssize_t n = write(report, text + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            _exit(1);
-        off += (size_t)n;
-    }
-    _exit(0);
-}
-
 static void on_fs_done(struct proc_watch *w, int status)
 {
     struct fs_job *job = container_of(w, struct fs_job, watch);
@@ -782,21 +724,37 @@ int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_d
 {
     if (sbx->state != SBX_RUNNING)
         return err_set(err, -ESRCH, "sandbox '%s' is not running", sbx->id);
+    char cg[4][4096];
+    const struct sock_fprog *filter = policy_filter();
+    struct fsop_worker_request w = {.ncg = cgroup_procs_paths(sbx->cgroup, cg, 4),
+                                    .filter = filter ? filter->filter : NULL,
+                                    .filter_len = filter ? filter->len : 0,
+                                    .op = *req};
+    for (int i = 0; i < w.ncg; i++)
+        w.cg_procs[i] = cg[i];
+    size_t len;
+    _cleanup_free_ char *blob = fsop_worker_encode(&w, &len);
+    _cleanup_close_ int memfd = memfd_create("sandbox-fs-request", MFD_CLOEXEC);
+    if (memfd < 0)
+        return err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(memfd, blob + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return err_set(err, -errno, "write file request: %s", strerror(errno));
+        off += (size_t)n;
+    }
     int rep[2];
     if (pipe2(rep, O_CLOEXEC) < 0)
         return err_set(err, -errno, "pipe: %s", strerror(errno));
-    struct exec_plan *p = xmalloc(sizeof(*p));
-    plan_enter(p, sbx);
-    p->report_fd = rep[1];
-    pid_t pid = fork();
-    if (pid == 0)
-        fs_child(p, req);
-    int saved = errno;
-    free(p);
+    int fds[3] = {rep[1], sbx->pidfd, memfd};
+    pid_t pid;
+    int r = spawn_helper(sbx->m, "sandbox-fs", fds, 3, &pid);
     close(rep[1]);
-    if (pid < 0) {
+    if (r != 0) {
         close(rep[0]);
-        return err_set(err, -saved, "fork: %s", strerror(saved));
+        return err_set(err, -r, "spawn file worker: %s", strerror(r));
     }
     struct fs_job *job = xcalloc(1, sizeof(*job));
     job->sbx = sbx;

@@ -59,6 +59,7 @@
  */
 
 #include <jansson.h>
+#include <linux/filter.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -114,3 +115,23 @@ int fsop_path_normalize(const char *cwd, const char *path, size_t len, char **re
  * (aborts on out of memory). Synchronous and blocking: meant for a worker process, not the
  * event loop; not thread-safe (uses strerror). */
 json_t *fsop_run(int root_fd, const struct fsop_request *req);
+
+/* --- the file worker's request ---
+ *
+ * A file operation runs in the sandbox helper's "sandbox-fs" role, a fresh static program that
+ * holds nothing of the server's memory. The server writes this request into a memfd the worker
+ * reads: which cgroups to join, the seccomp program to load once it has entered the sandbox,
+ * and the operation. */
+struct fsop_worker_request {
+    int ncg;
+    const char *cg_procs[4]; /* cgroup.procs files to write the worker's pid into */
+    const struct sock_filter *filter;
+    unsigned short filter_len; /* instructions, 0 = none */
+    struct fsop_request op;
+};
+
+/* Serialize w into a malloc'd buffer (caller frees) of *len bytes. */
+void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len);
+/* Parse buf (len bytes, which must stay alive and unchanged: the result points into it) into w.
+ * Returns 0, or -EINVAL when buf is not a whole, well-formed request. */
+int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *w);

@@ -148,6 +148,11 @@ int policy_init(struct err *err)
     return 0;
 }
 
+const struct sock_fprog *policy_filter(void)
+{
+    return filter.filter ? &filter : NULL;
+}
+
 int policy_apply_child(void)
 {
     return confine_apply(filter.filter ? &filter : NULL);

@@ -54,6 +54,8 @@ int policy_init(struct err *err);
  * to the sandbox set, set no_new_privs, rlimits and the seccomp filter. Async-signal-safe; returns
  * 0 or -errno. */
 int policy_apply_child(void);
+/* The seccomp program policy_init() built (for workers that load it themselves), or NULL. */
+const struct sock_fprog *policy_filter(void);
 
 /* --- template (template.c) --- */
 

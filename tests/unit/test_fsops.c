@@ -1311,4 +1311,68 @@ TEST(path_normalization)
     free(p);
 }
 
+TEST(worker_request_round_trip_and_refuses_damage)
+{
+    struct sock_filter prog[3] = {{0x20, 0, 0, 4}, {0x15, 0, 1, 62}, {0x06, 0, 0, 0x7fff0000}};
+    const unsigned char data[] = {'a', 0, 'b', 0xff};
+    struct fsop_worker_request w = {
+        .ncg = 2,
+        .cg_procs = {"/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"},
+        .filter = prog,
+        .filter_len = 3,
+        .op = {.kind = FSOP_WRITE,
+               .path = "dir/f\0x",
+               .path_len = 7,
+               .cwd = "/workspace",
+               .data = data,
+               .data_len = sizeof(data),
+               .append = true,
+               .mode = -1,
+               .offset = 1ull << 40,
+               .max_bytes = 77,
+               .recursive = true,
+               .max_entries = 9,
+               .protected_paths = {"/workspace", "/tmp"}}};
+    size_t len;
+    char *buf = fsop_worker_encode(&w, &len);
+    struct fsop_worker_request got;
+    CHECK_INT_EQ(fsop_worker_decode(buf, len, &got), 0);
+    CHECK_INT_EQ(got.ncg, 2);
+    CHECK_STR_EQ(got.cg_procs[1], "/sys/fs/cgroup/pids/x/cgroup.procs");
+    CHECK_INT_EQ(got.filter_len, 3);
+    CHECK(memcmp(got.filter, prog, sizeof(prog)) == 0);
+    CHECK_INT_EQ(got.op.kind, FSOP_WRITE);
+    CHECK_INT_EQ(got.op.path_len, 7);
+    CHECK(memcmp(got.op.path, "dir/f\0x", 7) == 0);
+    CHECK_STR_EQ(got.op.cwd, "/workspace");
+    CHECK_INT_EQ(got.op.data_len, sizeof(data));
+    CHECK(memcmp(got.op.data, data, sizeof(data)) == 0);
+    CHECK(got.op.append && got.op.recursive);
+    CHECK_INT_EQ(got.op.mode, -1);
+    CHECK(got.op.offset == 1ull << 40);
+    CHECK_INT_EQ(got.op.max_bytes, 77);
+    CHECK_INT_EQ(got.op.max_entries, 9);
+    CHECK_STR_EQ(got.op.protected_paths[0], "/workspace");
+    CHECK_STR_EQ(got.op.protected_paths[1], "/tmp");
+    CHECK(got.op.protected_paths[2] == NULL);
+    /* NULL strings stay NULL */
+    struct fsop_worker_request list = {.op = {.kind = FSOP_LIST}};
+    size_t llen;
+    char *lbuf = fsop_worker_encode(&list, &llen);
+    CHECK_INT_EQ(fsop_worker_decode(lbuf, llen, &got), 0);
+    CHECK(got.op.path == NULL && got.op.cwd == NULL && got.op.data == NULL && got.ncg == 0);
+    free(lbuf);
+    /* every cut, and a byte too many, is refused */
+    for (size_t n = 0; n < len; n++)
+        CHECK_INT_EQ(fsop_worker_decode(buf, n, &got), -EINVAL);
+    char *more = malloc(len + 1);
+    memcpy(more, buf, len);
+    more[len] = 0;
+    CHECK_INT_EQ(fsop_worker_decode(more, len + 1, &got), -EINVAL);
+    free(more);
+    buf[0] ^= 1; /* the magic */
+    CHECK_INT_EQ(fsop_worker_decode(buf, len, &got), -EINVAL);
+    free(buf);
+}
+
 TEST_MAIN()

@@ -7,3 +7,5 @@
 int init_main(void);
 /* "sandbox-listen": open 127.0.0.1:8788 in a sandbox's network namespace (listen.c). */
 int listen_main(void);
+/* "sandbox-fs": one file operation inside a sandbox, for the file tools (fs.c). */
+int fs_main(void);

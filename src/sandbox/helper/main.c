@@ -10,5 +10,7 @@ int main(int argc, char **argv, char **envp)
         return listen_main();
     if (argc > 0 && strcmp(argv[0], "sandbox-init") == 0)
         return init_main();
+    if (argc > 0 && strcmp(argv[0], "sandbox-fs") == 0)
+        return fs_main();
     return 127;
 }

@@ -1,0 +1,116 @@
+// The file tools' worker enters a sandbox's namespaces: it must carry nothing of the server's
+// memory there (the server holds provider keys and signing secrets). The test watches the
+// server's children from the host while file operations run, reads the memory of every one it
+// catches, and looks for a secret the server was given.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { startServer, rpc, tempDir, removeDataDir } from '../lib/server.mjs';
+
+const SECRET = `sk-ant-fsworker-${process.pid}-marker-7d1f0c`;
+
+// Scans the children of a pid until a stop file appears: each child that has entered the
+// sandbox (its mount namespace is the sandbox init's) has its memory (every readable mapping)
+// searched for the secret. Prints {"scanned": [...], "leaks": [...]} at the end.
+const SCANNER = `
+import json, os, re, sys, time
+parent, secret, stop, init = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3], int(sys.argv[4])
+sandbox_mnt = os.readlink(f'/proc/{init}/ns/mnt')
+scanned, leaks, seen = [], [], set()
+def children():
+    out = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f'/proc/{d}/stat') as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rindex(')') + 2:].split()[1]) == parent:
+            out.append(int(d))
+    return out
+def scan(pid):
+    try:
+        if os.readlink(f'/proc/{pid}/ns/mnt') != sandbox_mnt:
+            return None
+        exe = os.readlink(f'/proc/{pid}/exe')
+        argv0 = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')[0].decode()
+        found = False
+        with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb', 0) as mem:
+            for line in maps:
+                m = re.match(r'([0-9a-f]+)-([0-9a-f]+) r', line)
+                if not m or '[vvar]' in line or '[vsyscall]' in line:
+                    continue
+                lo, hi = int(m.group(1), 16), int(m.group(2), 16)
+                if hi - lo > (256 << 20):
+                    continue
+                try:
+                    mem.seek(lo)
+                    if secret in mem.read(hi - lo):
+                        found = True
+                        break
+                except (OSError, ValueError, OverflowError):
+                    continue
+        return {'pid': pid, 'exe': exe, 'argv0': argv0, 'found': found}
+    except OSError:
+        return None
+deadline = time.time() + 240
+while not os.path.exists(stop) and time.time() < deadline:
+    for pid in children():
+        if pid in seen:
+            continue
+        r = scan(pid)
+        if r is None:
+            continue
+        seen.add(pid)
+        scanned.append(r)
+        if r['found']:
+            leaks.append(r)
+print(json.dumps({'scanned': scanned, 'leaks': leaks}))
+`;
+
+test('the file worker that enters a sandbox holds none of the server\'s memory', async () => {
+  const dir = tempDir('smcp-fsworker-');
+  const stop = path.join(dir, 'stop');
+  const srv = await startServer({ env: { ANTHROPIC_API_KEY: SECRET, SANDBOX_DISK_MB: '0' } });
+  let nextId = 1;
+  const call = async (name, args) => {
+    const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
+    assert.equal(r.status, 200, r.text);
+    return r.body.result;
+  };
+  try {
+    // A tree whose recursive listing keeps the worker busy for a while.
+    const mk = await call('container_exec', {
+      command: 'mkdir -p /workspace/t && cd /workspace/t && for d in $(seq 1 40); do mkdir $d; ' +
+               '(cd $d && touch $(seq 1 500)); done; echo made' });
+    assert.equal(mk.structuredContent.stdout, 'made\n', JSON.stringify(mk));
+    const [row] = JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
+      "SELECT init_pid FROM sandboxes WHERE state = 'running'"], { encoding: 'utf8' }));
+    const scanner = spawn('python3', ['-c', SCANNER, String(srv.proc.pid), SECRET, stop, String(row.init_pid)],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    scanner.stdout.on('data', (d) => { out += d; });
+    const done = new Promise((resolve) => scanner.on('exit', resolve));
+    for (let i = 0; i < 20; i++) {
+      const res = await call('container_files_list', { path: '/workspace/t', recursive: true, max_entries: 100000 });
+      assert.equal(res.isError, undefined, JSON.stringify(res).slice(0, 500));
+      const w = await call('container_file_write', { path: `/workspace/w${i}.txt`, content: 'x'.repeat(1 << 20) });
+      assert.equal(w.isError, undefined, JSON.stringify(w).slice(0, 500));
+    }
+    writeFileSync(stop, '');
+    await done;
+    const result = JSON.parse(out);
+    assert.ok(result.scanned.length >= 1, `no file worker was caught running: ${out}`);
+    assert.deepEqual(result.leaks, [], `the secret was in a file worker's memory: ${JSON.stringify(result.leaks)}`);
+    for (const w of result.scanned) assert.match(w.exe, /memfd:sandbox-helper/, JSON.stringify(w));
+  } finally {
+    writeFileSync(stop, '');
+    await srv.stop();
+    removeDataDir(dir);
+  }
+});
