@@ -46,7 +46,7 @@ static int drop_caps(void)
     return 0;
 }
 
-int confine_apply(const struct sock_fprog *filter)
+int confine_apply(const struct sock_fprog *filters, size_t n)
 {
     static const struct {
         int res;
@@ -73,7 +73,8 @@ int confine_apply(const struct sock_fprog *filter)
         return r;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -errno;
-    if (filter && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter) < 0)
-        return -errno;
+    for (size_t i = 0; i < n; i++)
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filters[i]) < 0)
+            return -errno;
     return 0;
 }

@@ -2,8 +2,10 @@
 /* Confinement of a process entering a sandbox (confine.c). */
 
 #include <linux/filter.h>
+#include <stddef.h>
 
 /* Drop capabilities to the sandbox set (bounding, permitted, effective, inheritable; ambient
- * cleared), lower rlimits, set no_new_privs and load filter (may be NULL). Call as root of the
- * sandbox's user namespace. Async-signal-safe; returns 0 or -errno. */
-int confine_apply(const struct sock_fprog *filter);
+ * cleared), lower rlimits, set no_new_privs and load the n seccomp filters in order (the last
+ * loaded wins a tie between two results of the same action). Call as root of the sandbox's user
+ * namespace. Async-signal-safe; returns 0 or -errno. */
+int confine_apply(const struct sock_fprog *filters, size_t n);

@@ -454,9 +454,13 @@ static void child_init(const struct plan *p)
         FAIL("unshare mount namespace");
     if (mount("proc", p->proc_dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
         FAIL("mount /proc");
-    /* Like Docker: /proc/sys and friends read-only, kernel memory and keys hidden. */
+    /* Like Docker: /proc/sys and friends read-only; kernel memory, keys, hardware and timing
+     * details hidden (Docker's masked paths, and kallsyms): a file under /dev/null, a directory
+     * under an empty read-only tmpfs. */
     static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
-    static const char *const masked[] = {"kcore", "keys", "timer_list", "sched_debug", "kallsyms"};
+    static const char *const masked[] = {"acpi",  "asound",     "interrupts",    "kallsyms",
+                                         "kcore", "keys",       "latency_stats", "sched_debug",
+                                         "scsi",  "timer_list", "timer_stats"};
     char path[PATH_MAX], devnull[PATH_MAX];
     for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
         snprintf(path, sizeof(path), "%s/%s", p->proc_dst, ro[i]);
@@ -465,9 +469,17 @@ static void child_init(const struct plan *p)
     }
     snprintf(devnull, sizeof(devnull), "%s/null", p->dev_dst);
     for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
+        struct stat st;
         snprintf(path, sizeof(path), "%s/%s", p->proc_dst, masked[i]);
-        if (access(path, F_OK) == 0 && mount(devnull, path, NULL, MS_BIND, NULL) < 0)
+        if (stat(path, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "size=4k,mode=0555") < 0)
+                FAIL("mask /proc directory");
+        } else if (mount(devnull, path, NULL, MS_BIND, NULL) < 0) {
             FAIL("mask /proc file");
+        }
     }
     if (chdir(p->root) < 0)
         FAIL("chdir new root");

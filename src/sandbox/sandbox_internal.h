@@ -48,7 +48,22 @@ void cgroup_list(void (*fn)(const char *name, void *ctx), void *ctx);
 
 /* --- security policy applied to every process that enters a sandbox (policy.c) --- */
 
-/* Build the seccomp program once (libseccomp, exported to BPF). */
+/* The two seccomp programs of the sandbox policy for one architecture, loaded in this order:
+ * allow, the allow list (libseccomp; EPERM for what is not on it, foreign ABIs kill), then guard
+ * (ENOSYS for numbers above max_nr, TIOCSTI refused). max_nr is the highest system call number
+ * the allow list knows for the architecture. */
+struct policy_filters {
+    struct sock_fprog allow;
+    struct sock_fprog guard;
+    int max_nr;
+};
+/* Build the programs for arch (an SCMP_ARCH_* value, SCMP_ARCH_NATIVE for this machine) without
+ * loading them. On success *ret owns two allocated programs (policy_filters_release); on failure
+ * *ret is untouched. Any thread. */
+int policy_build(uint32_t arch, struct policy_filters *ret, struct err *err);
+void policy_filters_release(struct policy_filters *f);
+/* Build the native programs once for policy_apply_child (libseccomp, exported to BPF). Call at
+ * start, before any child. */
 int policy_init(struct err *err);
 /* Called in a forked child that has joined the sandbox user namespace as root: drop capabilities
  * to the sandbox set, set no_new_privs, rlimits and the seccomp filter. Async-signal-safe; returns
