@@ -725,13 +725,15 @@ int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_d
     if (sbx->state != SBX_RUNNING)
         return err_set(err, -ESRCH, "sandbox '%s' is not running", sbx->id);
     char cg[4][4096];
-    const struct sock_fprog *filter = policy_filter();
-    struct fsop_worker_request w = {.ncg = cgroup_procs_paths(sbx->cgroup, cg, 4),
-                                    .filter = filter ? filter->filter : NULL,
-                                    .filter_len = filter ? filter->len : 0,
-                                    .op = *req};
+    const struct sock_fprog *filters;
+    size_t nf = policy_filters_loaded(&filters);
+    struct fsop_worker_request w = {.ncg = cgroup_procs_paths(sbx->cgroup, cg, 4), .op = *req};
     for (int i = 0; i < w.ncg; i++)
         w.cg_procs[i] = cg[i];
+    for (size_t i = 0; i < nf && i < ARRAY_SIZE(w.filter); i++, w.nfilters++) {
+        w.filter[i] = filters[i].filter;
+        w.filter_len[i] = filters[i].len;
+    }
     size_t len;
     _cleanup_free_ char *blob = fsop_worker_encode(&w, &len);
     _cleanup_close_ int memfd = memfd_create("sandbox-fs-request", MFD_CLOEXEC);

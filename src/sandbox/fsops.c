@@ -923,9 +923,11 @@ void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
     wput_u32(&b, (uint32_t)w->ncg);
     for (int i = 0; i < w->ncg; i++)
         wput_str(&b, w->cg_procs[i], strlen(w->cg_procs[i]));
-    wput_u32(&b, w->filter_len);
-    if (w->filter_len)
-        wput(&b, w->filter, (size_t)w->filter_len * sizeof(struct sock_filter));
+    wput_u32(&b, (uint32_t)w->nfilters);
+    for (int i = 0; i < w->nfilters; i++) {
+        wput_u32(&b, w->filter_len[i]);
+        wput(&b, w->filter[i], (size_t)w->filter_len[i] * sizeof(struct sock_filter));
+    }
     wput_u32(&b, (uint32_t)op->kind);
     wput_str(&b, op->path, op->path_len);
     wput_str(&b, op->cwd, op->cwd ? strlen(op->cwd) : 0);
@@ -1021,11 +1023,19 @@ int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *
     for (uint32_t i = 0; i < ncg; i++)
         if (!(w->cg_procs[i] = rget_str(&b, NULL)))
             return -EINVAL;
-    uint32_t flen = rget_u32(&b);
-    if (flen > 0xffff)
+    uint32_t nf = rget_u32(&b);
+    if (nf > ARRAY_SIZE(w->filter))
         return -EINVAL;
-    w->filter_len = (unsigned short)flen;
-    w->filter = flen ? rget(&b, (size_t)flen * sizeof(struct sock_filter)) : NULL;
+    w->nfilters = (int)nf;
+    for (uint32_t i = 0; i < nf; i++) {
+        uint32_t flen = rget_u32(&b);
+        /* the kernel takes 1 to 4096 instructions */
+        if (flen < 1 || flen > 4096)
+            return -EINVAL;
+        w->filter_len[i] = (unsigned short)flen;
+        if (!(w->filter[i] = rget(&b, (size_t)flen * sizeof(struct sock_filter))))
+            return -EINVAL;
+    }
     uint32_t kind = rget_u32(&b);
     if (kind > FSOP_DELETE)
         return -EINVAL;

@@ -309,9 +309,10 @@ int policy_init(struct err *err)
     return 0;
 }
 
-const struct sock_fprog *policy_filter(void)
+size_t policy_filters_loaded(const struct sock_fprog **filters)
 {
-    return filter.filter ? &filter : NULL;
+    *filters = loaded;
+    return loaded[0].filter ? ARRAY_SIZE(loaded) : 0;
 }
 
 int policy_apply_child(void)

@@ -69,8 +69,9 @@ int policy_init(struct err *err);
  * to the sandbox set, set no_new_privs, rlimits and the seccomp filter. Async-signal-safe; returns
  * 0 or -errno. */
 int policy_apply_child(void);
-/* The seccomp program policy_init() built (for workers that load it themselves), or NULL. */
-const struct sock_fprog *policy_filter(void);
+/* The seccomp programs policy_init() built, in loading order, for workers that load them
+ * themselves: points *filters at them and returns how many (0 before policy_init). */
+size_t policy_filters_loaded(const struct sock_fprog **filters);
 
 /* --- template (template.c) --- */
 

@@ -552,12 +552,12 @@ for fam, typ, proto, name in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_I
                               (socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6, 'inet6-raw'),
                               (socket.AF_PACKET, socket.SOCK_RAW, 0, 'packet-raw'),
                               (socket.AF_PACKET, socket.SOCK_DGRAM, 0, 'packet-dgram'),
-                              (socket.AF_NETLINK, socket.SOCK_RAW, 0, 'netlink-raw')):
+                              (socket.AF_NETLINK, socket.SOCK_RAW, 15, 'netlink-uevent')):
     try:
         socket.socket(fam, typ, proto); print(name, 'ESCAPED')
     except OSError as e: print(name, errno.errorcode[e.errno])
 `);
-    assert.equal(r.stdout, 'inet-raw EPERM\ninet6-raw EPERM\npacket-raw EPERM\npacket-dgram EPERM\nnetlink-raw EPERM\n', both(r));
+    assert.equal(r.stdout, 'inet-raw EPERM\ninet6-raw EPERM\npacket-raw EPERM\npacket-dgram EPERM\nnetlink-uevent EPERM\n', both(r));
   });
 
   // ---------- privileged syscalls ----------

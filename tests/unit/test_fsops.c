@@ -1318,8 +1318,9 @@ TEST(worker_request_round_trip_and_refuses_damage)
     struct fsop_worker_request w = {
         .ncg = 2,
         .cg_procs = {"/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"},
-        .filter = prog,
-        .filter_len = 3,
+        .nfilters = 2,
+        .filter = {prog, prog + 1},
+        .filter_len = {3, 2},
         .op = {.kind = FSOP_WRITE,
                .path = "dir/f\0x",
                .path_len = 7,
@@ -1339,8 +1340,11 @@ TEST(worker_request_round_trip_and_refuses_damage)
     CHECK_INT_EQ(fsop_worker_decode(buf, len, &got), 0);
     CHECK_INT_EQ(got.ncg, 2);
     CHECK_STR_EQ(got.cg_procs[1], "/sys/fs/cgroup/pids/x/cgroup.procs");
-    CHECK_INT_EQ(got.filter_len, 3);
-    CHECK(memcmp(got.filter, prog, sizeof(prog)) == 0);
+    CHECK_INT_EQ(got.nfilters, 2);
+    CHECK_INT_EQ(got.filter_len[0], 3);
+    CHECK_INT_EQ(got.filter_len[1], 2);
+    CHECK(memcmp(got.filter[0], prog, sizeof(prog)) == 0);
+    CHECK(memcmp(got.filter[1], prog + 1, 2 * sizeof(prog[0])) == 0);
     CHECK_INT_EQ(got.op.kind, FSOP_WRITE);
     CHECK_INT_EQ(got.op.path_len, 7);
     CHECK(memcmp(got.op.path, "dir/f\0x", 7) == 0);

@@ -86,8 +86,11 @@ int fs_main(void)
     close(PIDFD);
     if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
         return fail("become root in the sandbox");
-    struct sock_fprog prog = {.len = w.filter_len, .filter = (struct sock_filter *)w.filter};
-    int r = confine_apply(w.filter_len ? &prog : NULL);
+    struct sock_fprog progs[2];
+    for (int i = 0; i < w.nfilters; i++)
+        progs[i] = (struct sock_fprog){.len = w.filter_len[i],
+                                       .filter = (struct sock_filter *)w.filter[i]};
+    int r = confine_apply(progs, (size_t)w.nfilters);
     if (r < 0) {
         errno = -r;
         return fail("apply sandbox policy");
