@@ -59,6 +59,10 @@ bool http_check_origin(struct http_server *srv, h2o_req_t *req);
  * 401 with WWW-Authenticate. */
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user);
+/* The one check of a user's token (the text after "Bearer "): 0 and user filled, -ENOENT for an
+ * unknown or revoked token, another negative errno (err set) when the store failed. */
+int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
+                     struct err *err);
 
 /* A streaming response body (SSE). The stream lives in the request pool; on_close runs once if
  * the client goes away before http_stream_end(). After end or close the caller drops it. */
