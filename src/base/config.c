@@ -22,6 +22,7 @@ const char *const config_known_keys[] = {
     "PREAUTH_TOTAL_BYTES",
     "SANDBOX_CONNECTIONS",
     "SANDBOX_REQUEST_BYTES",
+    "METRICS_TOKEN",
     "SHUTDOWN_GRACE_SECONDS",
     "FIRST_USER",
     "LOG_LEVEL",
@@ -255,6 +256,7 @@ int config_finish(struct config *cfg, struct err *err)
                             (uint64_t)1 << 40, &u, err)) < 0)
         return r;
     cfg->sandbox_bytes = u;
+    cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
     cfg->shutdown_grace_ms = 10000;
     size_t secs;
     if ((v = config_get(cfg, "SHUTDOWN_GRACE_SECONDS"))) {

@@ -32,6 +32,7 @@ struct config {
     size_t preauth_total_bytes;   /* all unauthenticated requests of the main listener */
     size_t sandbox_connections;   /* per sandbox listener */
     size_t sandbox_bytes;         /* requests buffered for one sandbox, authenticated or not */
+    const char *metrics_token;    /* Bearer token /metrics asks for; NULL: /metrics is not served */
     int shutdown_grace_ms;
     char *first_user;
     bool conformance_fixtures;

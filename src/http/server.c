@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/ids.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/metrics.h"
@@ -130,12 +132,38 @@ static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
+/* Equal, in a time that does not depend on where they differ. */
+static bool secret_equal(const char *given, const char *want)
+{
+    char a[65], b[65];
+    sha256_hex(given, strlen(given), a);
+    sha256_hex(want, strlen(want), b);
+    unsigned char d = 0;
+    for (size_t i = 0; i < 64; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
 static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
     http_request_track(route, req);
     if (!h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/metrics"))) {
         http_respond_error(req, 404, "not_found", "no such endpoint");
+        return 0;
+    }
+    /* Not served without METRICS_TOKEN; with it, only to its bearer. */
+    const char *want = route->srv->cfg->metrics_token;
+    if (!want) {
+        http_respond_error(req, 404, "not_found", "no such endpoint (set METRICS_TOKEN)");
+        return 0;
+    }
+    const char *auth = http_header(req, H2O_TOKEN_AUTHORIZATION);
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !secret_equal(auth + 7, want)) {
+        http_add_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"sandbox-mcp metrics\"");
+        http_respond_error(req, 401, "unauthorized",
+                           "/metrics needs 'Authorization: Bearer "
+                           "<METRICS_TOKEN>'");
         return 0;
     }
     size_t conns, preauth;
@@ -361,10 +389,10 @@ int http_server_run(struct http_server *srv)
 {
     const struct config *cfg = srv->cfg;
     log_info("http listening addr=%s loopback=%s max_body=%zu max_conns=%zu preauth_request=%zu "
-             "preauth_total=%zu sandbox_conns=%zu sandbox_bytes=%zu",
+             "preauth_total=%zu sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
              srv->address, srv->listen_loopback ? "yes" : "no", cfg->max_request_bytes,
              cfg->max_connections, cfg->preauth_request_bytes, cfg->preauth_total_bytes,
-             cfg->sandbox_connections, cfg->sandbox_bytes);
+             cfg->sandbox_connections, cfg->sandbox_bytes, cfg->metrics_token ? "token" : "off");
     int64_t deadline = 0;
     for (;;) {
         if (srv->stopping) {
