@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -454,6 +455,28 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     return 0;
 }
 
+/* Every connection, sandbox pipe and pidfd is a descriptor, and the usual soft limit of 1024 is
+ * far below what the connection caps allow: take the hard limit. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        log_warn("serve nofile err=\"%s\"", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            log_warn("serve nofile soft=%llu hard=%llu err=\"%s\"", (unsigned long long)was,
+                     (unsigned long long)rl.rlim_max, strerror(errno));
+            return;
+        }
+    }
+    log_info("serve nofile soft=%llu hard=%llu was=%llu", (unsigned long long)rl.rlim_cur,
+             (unsigned long long)rl.rlim_max, (unsigned long long)was);
+}
+
 static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
 {
     http_sandbox_listener(ctx, sandbox_id, fd);
@@ -479,6 +502,7 @@ static int cmd_serve(int argc, char **argv)
     struct store *st = NULL;
     if ((r = open_config_store(&o, &cfg, &st)))
         return r;
+    raise_nofile();
     if (ensure_jwt_secret(&cfg) < 0) {
         close_config_store(&cfg, st);
         return 1;
