@@ -70,8 +70,8 @@ struct http_conn {
 };
 
 static struct {
-    size_t conns;         /* on every listener */
-    size_t preauth_bytes; /* charged on every listener */
+    size_t conns; /* on every listener */
+    size_t bytes; /* charged on every listener */
 } totals;
 
 struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox)
@@ -114,7 +114,7 @@ static bool charge(struct http_conn *c, size_t n)
     if (n > c->charged && p->bytes + (n - c->charged) > p->max_bytes)
         return false;
     p->bytes = p->bytes - c->charged + n;
-    totals.preauth_bytes = totals.preauth_bytes - c->charged + n;
+    totals.bytes = totals.bytes - c->charged + n;
     c->charged = n;
     return true;
 }
@@ -149,10 +149,10 @@ bool http_conn_may_persist(h2o_req_t *req)
     return c && c->authenticated;
 }
 
-void http_gate_counts(size_t *conns, size_t *preauth_bytes)
+void http_gate_counts(size_t *conns, size_t *gated_bytes)
 {
     *conns = totals.conns;
-    *preauth_bytes = totals.preauth_bytes;
+    *gated_bytes = totals.bytes;
 }
 
 /* Answer on the socket directly (h2o has no request yet) and make the connection end; the

@@ -95,8 +95,9 @@ void http_gate_accept(struct http_pool *pool, h2o_accept_ctx_t *actx, h2o_socket
 /* Whether req's connection may carry another request: only when its first request carried a
  * valid credential on the main listener. Others must be answered with Connection: close. */
 bool http_conn_may_persist(h2o_req_t *req);
-/* Connections open and bytes charged to unauthenticated requests, over every listener. */
-void http_gate_counts(size_t *conns, size_t *preauth_bytes);
+/* Connections open, and bytes charged to the requests the gate watches (those not authenticated
+ * by their head, and every request on a sandbox's listener), over every listener. */
+void http_gate_counts(size_t *conns, size_t *gated_bytes);
 
 /* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
 const char *http_sandbox_of(h2o_req_t *req);

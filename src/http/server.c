@@ -166,11 +166,13 @@ static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
                            "<METRICS_TOKEN>'");
         return 0;
     }
-    size_t conns, preauth;
-    http_gate_counts(&conns, &preauth);
+    size_t conns, gated;
+    http_gate_counts(&conns, &gated);
     metrics_gauge_set("sandbox_mcp_http_connections", "HTTP connections open", (double)conns);
-    metrics_gauge_set("sandbox_mcp_http_preauth_bytes",
-                      "Bytes buffered for requests not yet authenticated", (double)preauth);
+    metrics_gauge_set("sandbox_mcp_http_gated_bytes",
+                      "Request bytes charged by the gate: unauthenticated requests, and every "
+                      "request on sandbox listeners",
+                      (double)gated);
     metrics_gauge_set("sandbox_mcp_http_inflight_requests", "HTTP requests being served",
                       route->srv->inflight);
     struct buf b;
