@@ -285,6 +285,17 @@ describe('unauthenticated clients on the main listener', () => {
     assert.equal(r.status, 200);
   });
 
+  test('a connection whose first request carried no token serves only that request', async () => {
+    // a second request pipelined behind an unauthenticated one would pass unchecked
+    const c = await connect(srv);
+    c.sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' + head(32 * 1024) + ' '.repeat(32 * 1024));
+    await Promise.race([c.closed, sleep(5000)]);
+    c.sock.destroy();
+    const replies = c.data().match(/^HTTP\/1\.1 \d+ /gm) || [];
+    assert.deepEqual(replies, ['HTTP/1.1 200 '], c.data().slice(0, 400));
+    assert.match(c.data(), /\r\nconnection: close\r\n/i);
+  });
+
   test('/metrics without its token is refused, with it served', async () => {
     let res = await fetch(`${srv.url}/metrics`);
     assert.equal(res.status, 401);
