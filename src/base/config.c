@@ -236,7 +236,7 @@ int config_finish(struct config *cfg, struct err *err)
                        "MAX_REQUEST_BYTES '%s' is not a size between 1024 and 67108864", v);
     uint64_t u;
     int r;
-    if ((r = config_get_u64(cfg, "MAX_CONNECTIONS", 1024, 8, 1 << 24, &u, err)) < 0)
+    if ((r = config_get_u64(cfg, "MAX_CONNECTIONS", 4096, 8, 1 << 24, &u, err)) < 0)
         return r;
     cfg->max_connections = u;
     if ((r = config_get_u64(cfg, "PREAUTH_REQUEST_BYTES", 64 * 1024, 4096, cfg->max_request_bytes,
