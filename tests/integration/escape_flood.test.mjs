@@ -188,14 +188,14 @@ describe('a sandbox floods its own proxy listener', () => {
       await sleep(2000);
     }
     const res = await flood;
+    const end = status(pid);
+    const grew = end.hwm - start.rss;
+    console.log(`flood: ${res.structuredContent?.stdout?.trim()} rss ${start.rss / MiB | 0} MiB -> peak ` +
+      `${end.hwm / MiB | 0} MiB, fds up to ${maxFds}`);
     assert.equal(res.isError, undefined, JSON.stringify(res));
     assert.equal(res.structuredContent.exit_code, 0, JSON.stringify(res.structuredContent));
     const st = JSON.parse(res.structuredContent.stdout);
     assert.ok(st.opened >= 1500, JSON.stringify(st));
-    const end = status(pid);
-    const grew = end.hwm - start.rss;
-    console.log(`flood: ${JSON.stringify(st)} rss ${start.rss / MiB | 0} MiB -> peak ${end.hwm / MiB | 0} MiB, ` +
-      `fds up to ${maxFds}`);
     assert.ok(grew < 200 * MiB, `server peak resident size grew ${grew / MiB | 0} MiB`);
     // the sandbox's connections are capped well below the descriptors it could otherwise take
     assert.ok(maxFds < 400, `server had ${maxFds} descriptors open`);
