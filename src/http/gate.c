@@ -64,9 +64,11 @@ struct http_conn {
     size_t charged;         /* bytes charged to the pool */
     size_t allowed;         /* input the request may fill, once its head is known */
     size_t scanned;         /* input already searched for the end of the head */
+    size_t drain_left;      /* after a refusal: bytes still read and dropped before closing */
     bool head_done;
     bool authenticated; /* its first request carried a valid credential (main listener) */
     bool gated;
+    bool draining; /* refused: h2o sees nothing more, the client's body is read and dropped */
 };
 
 static struct {
@@ -155,9 +157,12 @@ void http_gate_counts(size_t *conns, size_t *gated_bytes)
     *gated_bytes = totals.bytes;
 }
 
-/* Answer on the socket directly (h2o has no request yet) and make the connection end; the
- * caller then has h2o close it. A few hundred bytes into a socket that has sent nothing yet:
- * the send buffer has room, and a client that does not read it loses only its own answer. */
+/* Answer on the socket directly (h2o has no request yet) and end the connection's sending side.
+ * A few hundred bytes into a socket that has sent nothing yet: the send buffer has room. A
+ * client that goes on sending its body would see a reset, not the answer, if the socket were
+ * closed with its data unread, so the connection stays open while the body arrives, each read
+ * dropped at once, up to the largest body h2o would take; then, or at the client's close or at
+ * h2o's request timeout (which is not cleared, h2o never having seen the head), it closes. */
 static const char *refuse(struct http_conn *c, int status, const char *extra, const char *code,
                           const char *message)
 {
@@ -174,7 +179,20 @@ static const char *refuse(struct http_conn *c, int status, const char *extra, co
     (void)sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     shutdown(fd, SHUT_WR);
     note_refusal(c->pool, code);
-    return "refused by the gate";
+    charge(c, 0);
+    c->draining = true;
+    c->drain_left = c->pool->srv->cfg->max_request_bytes + GATE_SLACK;
+    return NULL;
+}
+
+static const char *drain(struct http_conn *c)
+{
+    size_t n = c->sock->input->size;
+    h2o_buffer_consume(&c->sock->input, n);
+    if (n > c->drain_left)
+        return "refused request drained";
+    c->drain_left -= n;
+    return NULL;
 }
 
 static bool name_is(const struct phr_header *h, const char *name)
@@ -255,8 +273,11 @@ static const char *gate_check(struct http_conn *c)
     const struct config *cfg = c->pool->srv->cfg;
     size_t in = c->sock->input->size;
     if (c->head_done) {
-        if (in > c->allowed + GATE_SLACK)
-            return refuse(c, 400, "", "bad_request", "more data than the request announced");
+        /* h2o may be reading the body: close rather than answer beside it */
+        if (in > c->allowed + GATE_SLACK) {
+            note_refusal(c->pool, "excess_data");
+            return "more data than the request announced";
+        }
         return NULL;
     }
     /* as much of the input as h2o parses as a head */
@@ -286,8 +307,10 @@ static void gate_on_read(h2o_socket_t *sock, const char *err)
 {
     struct http_conn *c = sock->on_close.data;
     h2o_socket_cb next = c->h2o_read;
-    if (!err)
+    if (!err && !c->draining)
         err = gate_check(c);
+    if (!err && c->draining && !(err = drain(c)))
+        return; /* h2o sees nothing of a refused connection */
     if (!c->gated)
         sock->_cb.read = next;
     /* may close the socket, and free c */
