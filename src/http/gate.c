@@ -223,8 +223,8 @@ static bool head_authorized(struct http_pool *p, const struct phr_header *hs, si
     return p->srv->proxy && proxy_head_authorized(p->srv->proxy, key, auth, p->sandbox);
 }
 
-/* The first request's head has arrived (len bytes): decide. Returns NULL to let h2o go on, or
- * an error that makes h2o close the connection. */
+/* The first request's head has arrived (len bytes): let it through (authenticated or not), or
+ * refuse it (c->draining). Returns NULL, as refuse() does. */
 static const char *judge_head(struct http_conn *c, size_t len, const struct phr_header *hs,
                               size_t n)
 {
@@ -268,6 +268,8 @@ static const char *judge_head(struct http_conn *c, size_t len, const struct phr_
     return NULL;
 }
 
+/* On every read while the gate watches: NULL to go on (c->draining when the request was
+ * refused), or an error for h2o to close the connection with. */
 static const char *gate_check(struct http_conn *c)
 {
     const struct config *cfg = c->pool->srv->cfg;
