@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -475,6 +476,37 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     return 0;
 }
 
+/* Every connection, sandbox pipe and pidfd is a descriptor, and the usual soft limit of 1024 is
+ * far below what the connection caps allow: take the hard limit, and say so when even that is
+ * short of what the caps let connections take. */
+static void raise_nofile(const struct config *cfg, const struct sandbox_config *sc)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        log_warn("serve nofile err=\"%s\"", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            log_warn("serve nofile soft=%llu hard=%llu err=\"%s\"", (unsigned long long)was,
+                     (unsigned long long)rl.rlim_max, strerror(errno));
+            return;
+        }
+    }
+    log_info("serve nofile soft=%llu hard=%llu was=%llu", (unsigned long long)rl.rlim_cur,
+             (unsigned long long)rl.rlim_max, (unsigned long long)was);
+    /* room for the server's own files and every sandbox's pipes besides the connections */
+    unsigned long long need = cfg->max_connections +
+                              (unsigned long long)sc->max_running * (cfg->sandbox_connections + 8) +
+                              256;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        log_warn("serve nofile-low soft=%llu need=%llu note=\"lower MAX_CONNECTIONS, "
+                 "SANDBOX_CONNECTIONS or SANDBOX_MAX_RUNNING, or raise the hard limit\"",
+                 (unsigned long long)rl.rlim_cur, need);
+}
+
 static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
 {
     http_sandbox_listener(ctx, sandbox_id, fd);
@@ -523,6 +555,7 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 2;
     }
+    raise_nofile(&cfg, &sc);
     _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;
     if (opencode) {
         /* The agents' programs are mounted into every sandbox, read-only. */

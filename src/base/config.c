@@ -17,6 +17,12 @@ const char *const config_known_keys[] = {
     "PUBLIC_URL",
     "ALLOWED_ORIGINS",
     "MAX_REQUEST_BYTES",
+    "MAX_CONNECTIONS",
+    "PREAUTH_REQUEST_BYTES",
+    "PREAUTH_TOTAL_BYTES",
+    "SANDBOX_CONNECTIONS",
+    "SANDBOX_REQUEST_BYTES",
+    "METRICS_TOKEN",
     "SHUTDOWN_GRACE_SECONDS",
     "FIRST_USER",
     "LOG_LEVEL",
@@ -236,6 +242,29 @@ int config_finish(struct config *cfg, struct err *err)
          cfg->max_request_bytes > 64 * 1024 * 1024))
         return err_set(err, -EINVAL,
                        "MAX_REQUEST_BYTES '%s' is not a size between 1024 and 67108864", v);
+    uint64_t u;
+    int r;
+    if ((r = config_get_u64(cfg, "MAX_CONNECTIONS", 4096, 8, 1 << 24, &u, err)) < 0)
+        return r;
+    cfg->max_connections = u;
+    if ((r = config_get_u64(cfg, "PREAUTH_REQUEST_BYTES", 64 * 1024, 4096, cfg->max_request_bytes,
+                            &u, err)) < 0)
+        return r;
+    cfg->preauth_request_bytes = u;
+    if ((r = config_get_u64(cfg, "PREAUTH_TOTAL_BYTES", 16 << 20, cfg->preauth_request_bytes,
+                            (uint64_t)1 << 40, &u, err)) < 0)
+        return r;
+    cfg->preauth_total_bytes = u;
+    if ((r = config_get_u64(cfg, "SANDBOX_CONNECTIONS", 32, 1, 1 << 20, &u, err)) < 0)
+        return r;
+    cfg->sandbox_connections = u;
+    /* at least one request of the largest size fits */
+    uint64_t one = cfg->max_request_bytes + cfg->preauth_request_bytes;
+    if ((r = config_get_u64(cfg, "SANDBOX_REQUEST_BYTES", one > (16 << 20) ? one : 16 << 20, one,
+                            (uint64_t)1 << 40, &u, err)) < 0)
+        return r;
+    cfg->sandbox_bytes = u;
+    cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
     cfg->shutdown_grace_ms = 10000;
     size_t secs;
     if ((v = config_get(cfg, "SHUTDOWN_GRACE_SECONDS"))) {

@@ -25,6 +25,14 @@ struct config {
     bool public_url_set;   /* configured, rather than derived from the listen address */
     char *allowed_origins; /* comma-separated Origin allow-list ("*" allows any) */
     size_t max_request_bytes;
+    /* What clients may hold before they are authenticated, and connections at once: on the main
+     * listener, and on each sandbox's proxy listener. */
+    size_t max_connections;       /* main listener */
+    size_t preauth_request_bytes; /* head and body of a request before its token is checked */
+    size_t preauth_total_bytes;   /* all unauthenticated requests of the main listener */
+    size_t sandbox_connections;   /* per sandbox listener */
+    size_t sandbox_bytes;         /* requests buffered for one sandbox, authenticated or not */
+    const char *metrics_token;    /* Bearer token /metrics asks for; NULL: /metrics is not served */
     int shutdown_grace_ms;
     char *first_user;
     bool conformance_fixtures;

@@ -68,32 +68,8 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
     }
     const char *tok = v.base + 7;
     size_t len = v.len - 7;
-    while (len && *tok == ' ')
-        tok++, len--;
-    while (len && tok[len - 1] == ' ')
-        len--;
     struct err err = {0};
-    char hash[65];
-    sha256_hex(tok, len, hash);
-    char head[4] = {hash[0], hash[1], hash[2], '\0'};
-    struct auth_entry *e = &auth_cache[strtoul(head, NULL, 16) % AUTH_CACHE_SIZE];
-    int64_t now = time_mono_ms();
-    int64_t version = store_data_version(srv->store);
-    if (strcmp(e->hash, hash) == 0 && now - e->checked_ms < AUTH_RECHECK_MS && version >= 0 &&
-        version == e->data_version) {
-        *user = e->user;
-        return true;
-    }
-    int r = len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, &err)
-                                  : -ENOENT;
-    if (r == 0) {
-        memcpy(e->hash, hash, sizeof(hash));
-        e->user = *user;
-        e->checked_ms = now;
-        e->data_version = version;
-    } else if (strcmp(e->hash, hash) == 0) {
-        e->hash[0] = '\0';
-    }
+    int r = http_token_check(srv, tok, len, user, &err);
     if (r == -ENOENT) {
         deny(req, "Bearer realm=\"sandbox-mcp\", error=\"invalid_token\"",
              "invalid or revoked token");
@@ -105,6 +81,37 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
         return false;
     }
     return true;
+}
+
+int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
+                     struct err *err)
+{
+    while (len && *tok == ' ')
+        tok++, len--;
+    while (len && tok[len - 1] == ' ')
+        len--;
+    char hash[65];
+    sha256_hex(tok, len, hash);
+    char head[4] = {hash[0], hash[1], hash[2], '\0'};
+    struct auth_entry *e = &auth_cache[strtoul(head, NULL, 16) % AUTH_CACHE_SIZE];
+    int64_t now = time_mono_ms();
+    int64_t version = store_data_version(srv->store);
+    if (strcmp(e->hash, hash) == 0 && now - e->checked_ms < AUTH_RECHECK_MS && version >= 0 &&
+        version == e->data_version) {
+        *user = e->user;
+        return 0;
+    }
+    int r =
+        len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, err) : -ENOENT;
+    if (r == 0) {
+        memcpy(e->hash, hash, sizeof(hash));
+        e->user = *user;
+        e->checked_ms = now;
+        e->data_version = version;
+    } else if (strcmp(e->hash, hash) == 0) {
+        e->hash[0] = '\0';
+    }
+    return r;
 }
 
 /* Host part of "scheme://host[:port]" or "host[:port]"; IPv6 literals keep their brackets. */

@@ -1,6 +1,6 @@
 #pragma once
-/* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1 and h2c, routes
- * /mcp, /sse, /healthz, /metrics. */
+/* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1 (no HTTP/2, see
+ * gate.c), routes /mcp, /sse, /healthz, /metrics. */
 
 #include "base/config.h"
 #include "base/err.h"

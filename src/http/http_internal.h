@@ -20,6 +20,7 @@ struct http_server {
     h2o_hostconf_t *sandbox_hosts[2];
     h2o_evloop_t *loop;
     h2o_socket_t *listener;
+    struct http_pool *pool; /* the main listener's connections */
     h2o_socket_t *signals;
     char address[128];
     bool listen_loopback;
@@ -59,6 +60,10 @@ bool http_check_origin(struct http_server *srv, h2o_req_t *req);
  * 401 with WWW-Authenticate. */
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user);
+/* The one check of a user's token (the text after "Bearer "): 0 and user filled, -ENOENT for an
+ * unknown or revoked token, another negative errno (err set) when the store failed. */
+int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
+                     struct err *err);
 
 /* A streaming response body (SSE). The stream lives in the request pool; on_close runs once if
  * the client goes away before http_stream_end(). After end or close the caller drops it. */
@@ -76,6 +81,23 @@ struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host,
  * the listener's data. */
 void http_accept_each(h2o_socket_t *listener, const char *err,
                       void (*fn)(h2o_socket_t *sock, void *ctx));
+
+/* gate.c: admission of connections and of their first request's body (main loop only). A pool
+ * holds one listener's connections: the main listener's (sandbox NULL; caps MAX_CONNECTIONS and
+ * PREAUTH_TOTAL_BYTES) or one sandbox's (SANDBOX_CONNECTIONS, SANDBOX_REQUEST_BYTES). The
+ * listener owns the first reference; each connection holds one until it closes. */
+struct http_pool;
+struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox);
+void http_pool_release(struct http_pool *pool);
+/* Take a just-accepted socket into pool and hand it to h2o through actx, or close it when the
+ * pool is at its connection cap. */
+void http_gate_accept(struct http_pool *pool, h2o_accept_ctx_t *actx, h2o_socket_t *sock);
+/* Whether req's connection may carry another request: only when its first request carried a
+ * valid credential on the main listener. Others must be answered with Connection: close. */
+bool http_conn_may_persist(h2o_req_t *req);
+/* Connections open, and bytes charged to the requests the gate watches (those not authenticated
+ * by their head, and every request on a sandbox's listener), over every listener. */
+void http_gate_counts(size_t *conns, size_t *gated_bytes);
 
 /* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
 const char *http_sandbox_of(h2o_req_t *req);

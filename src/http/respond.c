@@ -22,6 +22,7 @@ const char *http_status_reason(int status)
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
     case 499: return "Client Closed Request"; /* nginx's: logged, never read by the client */
     case 500: return "Internal Server Error";
     case 502: return "Bad Gateway";

@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/ids.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/metrics.h"
@@ -54,6 +56,8 @@ const char *http_request_track(struct http_route *route, h2o_req_t *req)
     t->started_ms = time_mono_ms();
     snprintf(t->id, sizeof(t->id), "r%llx", ++srv->next_request);
     srv->inflight++;
+    if (!http_conn_may_persist(req))
+        req->http1_is_persistent = 0;
     http_add_header_str(req, "x-request-id", t->id);
     return t->id;
 }
@@ -128,6 +132,18 @@ static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
+/* Equal, in a time that does not depend on where they differ. */
+static bool secret_equal(const char *given, const char *want)
+{
+    char a[65], b[65];
+    sha256_hex(given, strlen(given), a);
+    sha256_hex(want, strlen(want), b);
+    unsigned char d = 0;
+    for (size_t i = 0; i < 64; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
 static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -136,6 +152,27 @@ static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
         http_respond_error(req, 404, "not_found", "no such endpoint");
         return 0;
     }
+    /* Not served without METRICS_TOKEN; with it, only to its bearer. */
+    const char *want = route->srv->cfg->metrics_token;
+    if (!want) {
+        http_respond_error(req, 404, "not_found", "no such endpoint (set METRICS_TOKEN)");
+        return 0;
+    }
+    const char *auth = http_header(req, H2O_TOKEN_AUTHORIZATION);
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !secret_equal(auth + 7, want)) {
+        http_add_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"sandbox-mcp metrics\"");
+        http_respond_error(req, 401, "unauthorized",
+                           "/metrics needs 'Authorization: Bearer "
+                           "<METRICS_TOKEN>'");
+        return 0;
+    }
+    size_t conns, gated;
+    http_gate_counts(&conns, &gated);
+    metrics_gauge_set("sandbox_mcp_http_connections", "HTTP connections open", (double)conns);
+    metrics_gauge_set("sandbox_mcp_http_gated_bytes",
+                      "Request bytes charged by the gate: unauthenticated requests, and every "
+                      "request on sandbox listeners",
+                      (double)gated);
     metrics_gauge_set("sandbox_mcp_http_inflight_requests", "HTTP requests being served",
                       route->srv->inflight);
     struct buf b;
@@ -234,7 +271,7 @@ void http_accept_each(h2o_socket_t *listener, const char *err,
 static void accept_main(h2o_socket_t *sock, void *ctx)
 {
     struct http_server *srv = ctx;
-    h2o_accept(&srv->accept_ctx, sock);
+    http_gate_accept(srv->pool, &srv->accept_ctx, sock);
 }
 
 static void on_accept(h2o_socket_t *listener, const char *err)
@@ -309,6 +346,9 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     h2o_config_init(&srv->globalconf);
     srv->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("sandbox-mcp"));
     srv->globalconf.max_request_entity_size = cfg->max_request_bytes;
+    /* HTTP/1.1 only: h2o 2.2 buffers the bodies of up to 100 streams per HTTP/2 connection in
+     * frames, before any handler could check a token (see gate.c). */
+    srv->globalconf.http1.upgrade_to_http2 = 0;
     h2o_hostconf_t *host =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     http_routes_mcp(srv, host);
@@ -331,6 +371,7 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     srv->sandbox_hosts[0] = sbx_host;
     srv->sandbox_accept_ctx.ctx = &srv->ctx;
     srv->sandbox_accept_ctx.hosts = srv->sandbox_hosts;
+    srv->pool = http_pool_new(srv, NULL);
     srv->listener = h2o_evloop_socket_create(srv->loop, TAKE_FD(fd), H2O_SOCKET_FLAG_DONT_READ);
     srv->listener->data = srv;
     h2o_socket_read_start(srv->listener, on_accept);
@@ -348,8 +389,12 @@ const char *http_server_address(const struct http_server *srv)
 
 int http_server_run(struct http_server *srv)
 {
-    log_info("http listening addr=%s loopback=%s max_body=%zu", srv->address,
-             srv->listen_loopback ? "yes" : "no", srv->cfg->max_request_bytes);
+    const struct config *cfg = srv->cfg;
+    log_info("http listening addr=%s loopback=%s max_body=%zu max_conns=%zu preauth_request=%zu "
+             "preauth_total=%zu sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
+             srv->address, srv->listen_loopback ? "yes" : "no", cfg->max_request_bytes,
+             cfg->max_connections, cfg->preauth_request_bytes, cfg->preauth_total_bytes,
+             cfg->sandbox_connections, cfg->sandbox_bytes, cfg->metrics_token ? "token" : "off");
     int64_t deadline = 0;
     for (;;) {
         if (srv->stopping) {

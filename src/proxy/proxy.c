@@ -347,28 +347,92 @@ static h2o_iovec_t header_value(h2o_req_t *req, const char *name)
     return v;
 }
 
-/* The agent's token, from wherever this provider's clients put their key. */
-static char *client_token(h2o_req_t *req, const struct provider *prov)
+static h2o_iovec_t trim(h2o_iovec_t v)
 {
-    h2o_iovec_t v;
-    if ((prov->token_from & TOKEN_X_API_KEY) && (v = header_value(req, "x-api-key")).len)
-        return h2o_strdup(&req->pool, v.base, v.len).base;
-    v = header_value(req, "authorization");
-    if ((prov->token_from & TOKEN_BEARER) && v.len > 7 && strncasecmp(v.base, "Bearer ", 7) == 0)
-        return h2o_strdup(&req->pool, v.base + 7, v.len - 7).base;
-    if ((prov->token_from & TOKEN_BASIC_PASSWORD) && v.len > 6 &&
-        strncasecmp(v.base, "Basic ", 6) == 0 && v.len < 8192) {
-        unsigned char *raw = h2o_mem_alloc_pool(&req->pool, v.len);
+    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
+        v.base++, v.len--;
+    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
+        v.len--;
+    return v;
+}
+
+/* The agent's token from an x-api-key or Authorization header value, in the forms allowed by
+ * from (a provider's token_from), copied NUL-terminated into out. Returns its length, 0 if
+ * there is none or it does not fit. */
+static size_t token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authorization, char *out,
+                       size_t cap)
+{
+    h2o_iovec_t v = trim(x_api_key), tok = {NULL, 0};
+    unsigned char raw[6144];
+    if ((from & TOKEN_X_API_KEY) && v.len) {
+        tok = v;
+    } else if (v = trim(authorization),
+               (from & TOKEN_BEARER) && v.len > 7 && strncasecmp(v.base, "Bearer ", 7) == 0) {
+        tok = h2o_iovec_init(v.base + 7, v.len - 7);
+    } else if ((from & TOKEN_BASIC_PASSWORD) && v.len > 6 &&
+               strncasecmp(v.base, "Basic ", 6) == 0 && v.len < 8192) {
         ssize_t n = base64_decode(v.base + 6, v.len - 6, raw);
-        if (n <= 0)
-            return NULL;
-        const char *colon = memchr(raw, ':', (size_t)n);
+        const char *colon = n > 0 ? memchr(raw, ':', (size_t)n) : NULL;
         if (!colon)
-            return NULL;
-        return h2o_strdup(&req->pool, colon + 1, (size_t)n - (size_t)(colon + 1 - (char *)raw))
-            .base;
+            return 0;
+        tok = h2o_iovec_init(colon + 1, (size_t)n - (size_t)(colon + 1 - (char *)raw));
     }
-    return NULL;
+    if (!tok.len || tok.len >= cap)
+        return 0;
+    memcpy(out, tok.base, tok.len);
+    out[tok.len] = '\0';
+    return tok.len;
+}
+
+/* The one check of an agent's token: signature and expiry (once per token, then from the cache),
+ * and revocation (at most once a second per token). Returns 0 and fills claims, -EKEYREVOKED, or
+ * -EACCES with err saying why. */
+static int proxy_token_check(struct proxy *p, const char *token, size_t len,
+                             struct proxy_claims *claims, struct err *err)
+{
+    unsigned char hash[32];
+    SHA256((const unsigned char *)token, len, hash);
+    struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
+    int64_t now_ms = time_mono_ms();
+    bool cached = ce->used && memcmp(ce->hash, hash, sizeof(hash)) == 0;
+    if (cached) {
+        *claims = ce->claims;
+        if (claims->exp <= time_now_ms() / 1000) {
+            ce->used = false;
+            return err_set(err, -EACCES, "token expired");
+        }
+    } else {
+        int r =
+            proxy_token_verify(p->key, p->keylen, token, len, time_now_ms() / 1000, claims, err);
+        if (r < 0)
+            return r;
+    }
+    if (!cached || now_ms - ce->checked_ms >= REVOCATION_RECHECK_MS) {
+        int r = store_proxy_token_check(p->store, claims->jti, err);
+        if (r == -EKEYREVOKED) {
+            ce->used = false;
+            return r;
+        }
+        if (r < 0)
+            return err_set(err, -EACCES, "unknown token");
+        memcpy(ce->hash, hash, sizeof(hash));
+        ce->claims = *claims;
+        ce->checked_ms = now_ms;
+        ce->used = true;
+    }
+    return 0;
+}
+
+bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
+                           const char *listener_sandbox)
+{
+    char token[PROXY_TOKEN_MAX + 1];
+    size_t len = token_of(TOKEN_X_API_KEY | TOKEN_BEARER | TOKEN_BASIC_PASSWORD, x_api_key,
+                          authorization, token, sizeof(token));
+    struct proxy_claims claims;
+    struct err err = {0};
+    return len && proxy_token_check(p, token, len, &claims, &err) == 0 &&
+           strcmp(claims.sandbox, listener_sandbox) == 0;
 }
 
 /* A path we are willing to pass on: printable, starting with '/', no dot segments, no encoded
@@ -437,8 +501,10 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
                       (int)(slen > 64 ? 64 : slen), svc, p->names);
         return 0;
     }
-    char *token = client_token(req, prov);
-    if (!token || !*token) {
+    char token[PROXY_TOKEN_MAX + 1];
+    size_t tlen = token_of(prov->token_from, header_value(req, "x-api-key"),
+                           header_value(req, "authorization"), token, sizeof(token));
+    if (!tlen) {
         if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
                            H2O_STRLIT("Basic realm=\"sandbox-mcp proxy\""));
@@ -449,38 +515,14 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     }
     struct proxy_claims claims;
     struct err err = {0};
-    unsigned char hash[32];
-    SHA256((const unsigned char *)token, strlen(token), hash);
-    struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
-    int64_t now_ms = time_mono_ms();
-    bool cached = ce->used && memcmp(ce->hash, hash, sizeof(hash)) == 0;
-    if (cached) {
-        claims = ce->claims;
-        if (claims.exp <= time_now_ms() / 1000) {
-            ce->used = false;
-            respond_error(req, 401, "invalid_token", "token expired");
-            return 0;
-        }
-    } else if (proxy_token_verify(p->key, p->keylen, token, strlen(token), time_now_ms() / 1000,
-                                  &claims, &err) < 0) {
-        respond_error(req, 401, "invalid_token", "%s", err.msg);
+    int r = proxy_token_check(p, token, tlen, &claims, &err);
+    if (r == -EKEYREVOKED) {
+        respond_error(req, 403, "token_revoked", "%s", err.msg);
         return 0;
     }
-    if (!cached || now_ms - ce->checked_ms >= REVOCATION_RECHECK_MS) {
-        int r = store_proxy_token_check(p->store, claims.jti, &err);
-        if (r == -EKEYREVOKED) {
-            ce->used = false;
-            respond_error(req, 403, "token_revoked", "%s", err.msg);
-            return 0;
-        }
-        if (r < 0) {
-            respond_error(req, 401, "invalid_token", "unknown token");
-            return 0;
-        }
-        memcpy(ce->hash, hash, sizeof(hash));
-        ce->claims = claims;
-        ce->checked_ms = now_ms;
-        ce->used = true;
+    if (r < 0) {
+        respond_error(req, 401, "invalid_token", "%s", err.msg);
+        return 0;
     }
     if (!proxy_claims_grant(&claims, prov->name)) {
         respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",

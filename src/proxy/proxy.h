@@ -4,6 +4,7 @@
  * interface driven by the server's event loop. Main loop thread only. */
 
 #include <h2o.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/config.h"
@@ -21,6 +22,13 @@ void proxy_free(struct proxy *p);
 /* Handle one request under /proxy/. listener_sandbox is the sandbox whose in-namespace listener
  * the request came through, or "" for the main listener. Always answers (0). */
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
+
+/* Whether a request head carries a valid, unrevoked proxy token for listener_sandbox ("" for the
+ * main listener) in any of the forms clients send it (x-api-key, Authorization: Bearer, the
+ * Basic password); the values are the raw header values or empty. For deciding, before a body is
+ * read, whether the client is authenticated; proxy_handle still checks the request in full. */
+bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
+                           const char *listener_sandbox);
 
 /* Mint a token for user (services comma-separated) valid ttl_seconds; recorded for revocation.
  * run/session/sandbox may be NULL. Returns 0 and a malloc'd token and its id. */

@@ -7,10 +7,14 @@ import { httpRequest, rawExchange, parseMetrics, assertNoSanitizerReport } from 
 
 const PING = { jsonrpc: '2.0', id: 1, method: 'ping' };
 const MAX_BODY = 4 * 1024 * 1024;
+const METRICS_TOKEN = 'metrics-test-token';
+const metricsAuth = { headers: { authorization: `Bearer ${METRICS_TOKEN}` } };
 
 let server;
 before(async () => {
-  server = await startServer({ env: { ALLOWED_ORIGINS: 'https://app.example, https://other.example' } });
+  server = await startServer({ env: {
+    ALLOWED_ORIGINS: 'https://app.example, https://other.example', METRICS_TOKEN,
+  } });
   assert.match(server.token ?? '', /^smcp_/, `no first token on stdout:\n${server.stdout()}`);
 });
 after(async () => { await server?.stop(); });
@@ -56,7 +60,7 @@ test('/healthz answers 200 JSON with status ok', async () => {
 });
 
 test('/metrics counts /mcp requests by route and tool calls by tool and outcome', async () => {
-  const before_ = parseMetrics(await (await fetch(`${server.url}/metrics`)).text());
+  const before_ = parseMetrics(await (await fetch(`${server.url}/metrics`, metricsAuth)).text());
   const okKey = 'sandbox_mcp_tool_calls_total{tool="server_info",outcome="ok"}';
   const errKey = 'sandbox_mcp_tool_calls_total{tool="server_info",outcome="error"}';
   const r = await rpc(server, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'server_info', arguments: {} } });
@@ -65,7 +69,7 @@ test('/metrics counts /mcp requests by route and tool calls by tool and outcome'
   const bad = await rpc(server, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'server_info', arguments: { x: 1 } } });
   assert.equal(bad.body.result.isError, true);
 
-  const res = await fetch(`${server.url}/metrics`);
+  const res = await fetch(`${server.url}/metrics`, metricsAuth);
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
   const text = await res.text();

@@ -44,12 +44,14 @@ export function removeDataDir(dir) {
 }
 
 // Start `sandbox-mcp serve`. Resolves once it listens, with
-// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal)}.
-export async function startServer({ args = [], env = {}, dataDir, cwd, relative } = {}) {
+// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal)}. wrap: a command that
+// execs the server, e.g. ['prlimit', '--nofile=1024:', '--'].
+export async function startServer({ args = [], env = {}, dataDir, cwd, relative, wrap = [] } = {}) {
   const ownDir = !dataDir;
   dataDir = dataDir || tempDir();
   // relative: pass this path (relative to cwd) as --data-dir instead of the absolute one
-  const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data-dir', relative || dataDir, ...args], {
+  const argv = ['serve', '--listen', '127.0.0.1:0', '--data-dir', relative || dataDir, ...args];
+  const proc = spawn(wrap.length ? wrap[0] : BIN, wrap.length ? [...wrap.slice(1), BIN, ...argv] : argv, {
     cwd: cwd || dataDir,
     env: { ...cleanEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
