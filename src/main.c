@@ -535,7 +535,10 @@ static int cmd_serve(int argc, char **argv)
     }
     struct proxy *proxy = NULL;
     const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
-    if (proxy_new(&cfg, st, secret, strlen(secret), &proxy, &err) < 0) {
+    unsigned char jwt_key[32], view_key[32];
+    key_derive(secret, strlen(secret), KEY_PROXY_JWT, jwt_key);
+    key_derive(secret, strlen(secret), KEY_VIEW_TOKEN, view_key);
+    if (proxy_new(&cfg, st, jwt_key, sizeof(jwt_key), &proxy, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         http_server_free(http);
         mcp_server_free(mcp);
@@ -556,8 +559,10 @@ static int cmd_serve(int argc, char **argv)
     if (sandboxes) {
         rc.public_url = cfg.public_url;
         rc.opencode_bin = opencode;
-        rc.jwt_key = secret;
-        rc.jwt_keylen = strlen(secret);
+        rc.jwt_key = jwt_key;
+        rc.jwt_keylen = sizeof(jwt_key);
+        rc.view_key = view_key;
+        rc.view_keylen = sizeof(view_key);
         if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
             log_error("runs unavailable err=\"%s\"", err.msg);
             runs_unavailable = err.msg;
@@ -583,6 +588,8 @@ static int cmd_serve(int argc, char **argv)
     mcp_server_free(mcp);
     sandbox_manager_free(sandboxes);
     close_config_store(&cfg, st);
+    explicit_bzero(jwt_key, sizeof(jwt_key));
+    explicit_bzero(view_key, sizeof(view_key));
     metrics_reset();
     return 0;
 }
@@ -813,9 +820,11 @@ static int cmd_proxy_token(int argc, char **argv)
         struct store_user u;
         char *token = NULL, jti[64];
         const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
+        unsigned char key[32];
+        key_derive(secret, strlen(secret), KEY_PROXY_JWT, key);
         if (store_user_find(st, o.user, &u, &err) < 0 ||
-            proxy_mint(st, secret, strlen(secret), u.id, o.services, NULL, NULL, o.sandbox, ttl,
-                       &token, jti, &err) < 0) {
+            proxy_mint(st, key, sizeof(key), u.id, o.services, NULL, NULL, o.sandbox, ttl, &token,
+                       jti, &err) < 0) {
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
             r = 1;
         } else {
@@ -825,6 +834,7 @@ static int cmd_proxy_token(int argc, char **argv)
             explicit_bzero(token, strlen(token));
             free(token);
         }
+        explicit_bzero(key, sizeof(key));
     }
     close_config_store(&cfg, st);
     return r;

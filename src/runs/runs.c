@@ -106,6 +106,7 @@ struct runs_waiter {
 struct runs {
     struct runs_config cfg;
     char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
+    unsigned char *view_key;
     struct store *st;
     struct sandbox_manager *mgr;
     struct run *runs; /* active runs, in creation order */
@@ -1069,11 +1070,14 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->opencode_bin = cfg->opencode_bin ? xstrdup(cfg->opencode_bin) : NULL;
     e->default_model = xstrdup(cfg->default_model ? cfg->default_model : RUNS_DEFAULT_MODEL);
     e->github_token = cfg->github_token && *cfg->github_token ? xstrdup(cfg->github_token) : NULL;
+    e->view_key = xmalloc(cfg->view_keylen ? cfg->view_keylen : 1);
+    memcpy(e->view_key, cfg->view_key, cfg->view_keylen);
     e->cfg.data_dir = e->data_dir;
     e->cfg.public_url = e->public_url;
     e->cfg.opencode_bin = e->opencode_bin;
     e->cfg.default_model = e->default_model;
     e->cfg.github_token = e->github_token;
+    e->cfg.view_key = e->view_key;
     e->st = st;
     e->mgr = mgr;
     char path[PATH_MAX];
@@ -1153,6 +1157,9 @@ void runs_free(struct runs *e)
     if (e->github_token)
         explicit_bzero(e->github_token, strlen(e->github_token));
     free(e->github_token);
+    if (e->view_key)
+        explicit_bzero(e->view_key, e->cfg.view_keylen);
+    free(e->view_key);
     free(e);
 }
 

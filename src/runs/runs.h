@@ -33,10 +33,13 @@ struct runs_config {
     uint64_t retention_ms;     /* workspaces of sessions idle this long are removed */
     const void *jwt_key;       /* signs the runs' proxy tokens */
     size_t jwt_keylen;
+    const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
+    size_t view_keylen;
 };
 
-/* Create the engine and adopt the runs the store has as queued or running. Strings in cfg are
- * copied. mgr is needed (runs cannot work without sandboxes). */
+/* Create the engine and adopt the runs the store has as queued or running. Strings and the view
+ * key in cfg are copied (jwt_key is not: it must outlive the engine). mgr is needed (runs cannot
+ * work without sandboxes). */
 int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_manager *mgr,
              struct runs **ret, struct err *err);
 /* Stop watching; agents keep running (the next server adopts them). */

@@ -47,7 +47,9 @@ before(async () => {
     OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'sk-openai-real',
     PROXY_MAX_REQUEST_BYTES: '65536', PROXY_STALL_SECONDS: '1',
   } });
-  secret = readFileSync(path.join(server.dataDir, 'secrets', 'proxy_jwt_secret'), 'utf8').trim();
+  // proxy tokens are signed with a key derived from the server's secret for that purpose alone
+  const raw = readFileSync(path.join(server.dataDir, 'secrets', 'proxy_jwt_secret'), 'utf8').trim();
+  secret = crypto.createHmac('sha256', raw).update('sandbox-mcp proxy-jwt v1').digest();
 });
 
 after(async () => {
