@@ -823,8 +823,8 @@ static int cmd_proxy_token(int argc, char **argv)
         unsigned char key[32];
         key_derive(secret, strlen(secret), KEY_PROXY_JWT, key);
         if (store_user_find(st, o.user, &u, &err) < 0 ||
-            proxy_mint(st, key, sizeof(key), u.id, o.services, NULL, NULL, o.sandbox, ttl, &token,
-                       jti, &err) < 0) {
+            proxy_mint(st, key, sizeof(key), u.id, o.services, NULL, NULL, o.sandbox, NULL, ttl,
+                       &token, jti, &err) < 0) {
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
             r = 1;
         } else {

@@ -27,6 +27,7 @@ const char *const config_known_keys[] = {
     "ANTHROPIC_BASE_URL",
     "OPENAI_BASE_URL",
     "GITHUB_BASE_URL",
+    "GITHUB_REPOS",
     "SANDBOX_TEMPLATE",
     "SANDBOX_MEMORY_MB",
     "SANDBOX_PIDS",

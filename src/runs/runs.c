@@ -555,7 +555,7 @@ static void start_agent(struct run *r)
     char *token = NULL, jti[64];
     int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
     if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, r->user_id, "anthropic,openai,github",
-                   r->id, r->session_id, sandbox_id(r->sbx), ttl, &token, jti, &err) < 0) {
+                   r->id, r->session_id, sandbox_id(r->sbx), NULL, ttl, &token, jti, &err) < 0) {
         run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
         return;
     }

@@ -311,7 +311,7 @@ test('git clone through the github service, with the token as the Basic password
     assert.equal(git(['-C', work, 'push', '-q', repo, 'HEAD:refs/heads/main']).status, 0);
     git(['-C', repo, 'symbolic-ref', 'HEAD', 'refs/heads/main']);
     const gh = await startGitServer(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
-    const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB } });
+    const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB, GITHUB_REPOS: 'acme/widget' } });
     try {
       const r = cli(['proxy-token', '--user', 'admin', '--services', 'github', '--data-dir', srv.dataDir]);
       const token = r.stdout.trim();
