@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
+#include "egress/egress.h"
 #include "http/http.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
@@ -427,6 +428,13 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     rc->public_url = cfg->public_url;
     rc->default_model = config_get(cfg, "RUN_DEFAULT_MODEL");
     rc->github_token = config_get(cfg, "GITHUB_TOKEN");
+    rc->github_base_url = config_get(cfg, "GITHUB_BASE_URL");
+    rc->github_repos = config_get(cfg, "GITHUB_REPOS");
+    rc->fetch_allow = config_get(cfg, "FETCH_ALLOW");
+    struct egress_rules rules;
+    if (egress_rules_parse(rc->fetch_allow, &rules, err) < 0 ||
+        proxy_repos_check(rc->github_repos, err) < 0)
+        return err->code;
     const char *local = config_get(cfg, "RUNS_ALLOW_LOCAL_REPOS");
     rc->allow_local_repos = local && (strcmp(local, "1") == 0 || strcmp(local, "true") == 0);
     if (config_get_u64(cfg, "RUN_TIMEOUT_MAX_MINUTES", 240, 1, 7 * 24 * 60, &v, err) < 0)

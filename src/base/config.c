@@ -50,6 +50,7 @@ const char *const config_known_keys[] = {
     "RUNS_MAX_RUNNING",
     "RUNS_RETENTION_DAYS",
     "RUNS_ALLOW_LOCAL_REPOS",
+    "FETCH_ALLOW",
     NULL,
 };
 
