@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
+#include "egress/egress.h"
 #include "http/http.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
@@ -443,6 +444,13 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     rc->public_url = cfg->public_url;
     rc->default_model = config_get(cfg, "RUN_DEFAULT_MODEL");
     rc->github_token = config_get(cfg, "GITHUB_TOKEN");
+    rc->github_base_url = config_get(cfg, "GITHUB_BASE_URL");
+    rc->github_repos = config_get(cfg, "GITHUB_REPOS");
+    rc->fetch_allow = config_get(cfg, "FETCH_ALLOW");
+    struct egress_rules rules;
+    if (egress_rules_parse(rc->fetch_allow, &rules, err) < 0 ||
+        proxy_repos_check(rc->github_repos, err) < 0)
+        return err->code;
     const char *local = config_get(cfg, "RUNS_ALLOW_LOCAL_REPOS");
     rc->allow_local_repos = local && (strcmp(local, "1") == 0 || strcmp(local, "true") == 0);
     if (config_get_u64(cfg, "RUN_TIMEOUT_MAX_MINUTES", 240, 1, 7 * 24 * 60, &v, err) < 0)
@@ -589,7 +597,10 @@ static int cmd_serve(int argc, char **argv)
     }
     struct proxy *proxy = NULL;
     const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
-    if (proxy_new(&cfg, st, secret, strlen(secret), &proxy, &err) < 0) {
+    unsigned char jwt_key[32], view_key[32];
+    key_derive(secret, strlen(secret), KEY_PROXY_JWT, jwt_key);
+    key_derive(secret, strlen(secret), KEY_VIEW_TOKEN, view_key);
+    if (proxy_new(&cfg, st, jwt_key, sizeof(jwt_key), &proxy, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         http_server_free(http);
         mcp_server_free(mcp);
@@ -610,8 +621,10 @@ static int cmd_serve(int argc, char **argv)
     if (sandboxes) {
         rc.public_url = cfg.public_url;
         rc.opencode_bin = opencode;
-        rc.jwt_key = secret;
-        rc.jwt_keylen = strlen(secret);
+        rc.jwt_key = jwt_key;
+        rc.jwt_keylen = sizeof(jwt_key);
+        rc.view_key = view_key;
+        rc.view_keylen = sizeof(view_key);
         if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
             log_error("runs unavailable err=\"%s\"", err.msg);
             runs_unavailable = err.msg;
@@ -637,6 +650,8 @@ static int cmd_serve(int argc, char **argv)
     mcp_server_free(mcp);
     sandbox_manager_free(sandboxes);
     close_config_store(&cfg, st);
+    explicit_bzero(jwt_key, sizeof(jwt_key));
+    explicit_bzero(view_key, sizeof(view_key));
     metrics_reset();
     return 0;
 }
@@ -867,8 +882,10 @@ static int cmd_proxy_token(int argc, char **argv)
         struct store_user u;
         char *token = NULL, jti[64];
         const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
+        unsigned char key[32];
+        key_derive(secret, strlen(secret), KEY_PROXY_JWT, key);
         if (store_user_find(st, o.user, &u, &err) < 0 ||
-            proxy_mint(st, secret, strlen(secret), u.id, o.services, NULL, NULL, o.sandbox, ttl,
+            proxy_mint(st, key, sizeof(key), u.id, o.services, NULL, NULL, o.sandbox, NULL, ttl,
                        &token, jti, &err) < 0) {
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
             r = 1;
@@ -879,6 +896,7 @@ static int cmd_proxy_token(int argc, char **argv)
             explicit_bzero(token, strlen(token));
             free(token);
         }
+        explicit_bzero(key, sizeof(key));
     }
     close_config_store(&cfg, st);
     return r;

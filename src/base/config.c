@@ -33,6 +33,7 @@ const char *const config_known_keys[] = {
     "ANTHROPIC_BASE_URL",
     "OPENAI_BASE_URL",
     "GITHUB_BASE_URL",
+    "GITHUB_REPOS",
     "SANDBOX_TEMPLATE",
     "SANDBOX_MEMORY_MB",
     "SANDBOX_PIDS",
@@ -63,6 +64,7 @@ const char *const config_known_keys[] = {
     "RUNS_MAX_QUEUED_PER_USER",
     "RUNS_RETENTION_DAYS",
     "RUNS_ALLOW_LOCAL_REPOS",
+    "FETCH_ALLOW",
     NULL,
 };
 

@@ -2,6 +2,7 @@
 #include "base/ids.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,18 @@ void sha256_hex(const void *data, size_t len, char out[65])
     if (!sha256_md || !EVP_Digest(data, len, md, &mdlen, sha256_md, NULL) || mdlen != 32)
         abort();
     hex_encode(md, 32, out);
+}
+
+void key_derive(const void *secret, size_t len, const char *purpose, unsigned char out[32])
+{
+    char label[128];
+    int n = snprintf(label, sizeof(label), "sandbox-mcp %s", purpose);
+    unsigned int outlen = 32;
+    if (n <= 0 || (size_t)n >= sizeof(label) ||
+        !HMAC(EVP_sha256(), secret, (int)len, (const unsigned char *)label, (size_t)n, out,
+              &outlen) ||
+        outlen != 32)
+        abort();
 }
 
 void id_new(const char *prefix, char out[64])

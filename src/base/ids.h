@@ -23,6 +23,13 @@ size_t base64_encode(const void *in, size_t n, char *out);
 /* SHA-256 of data as 64 hex digits plus NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);
 
+/* A key for one purpose, derived from a secret: HMAC-SHA256(secret, "sandbox-mcp " purpose),
+ * 32 bytes into out. Keys of different purposes are independent: one of them, leaked or
+ * misused, is no use for the others or the secret. */
+#define KEY_PROXY_JWT "proxy-jwt v1"
+#define KEY_VIEW_TOKEN "view-token v1"
+void key_derive(const void *secret, size_t len, const char *purpose, unsigned char out[32]);
+
 /* A new random id "<prefix>_<26 base32 chars>" (128 bits) into out[64]. */
 void id_new(const char *prefix, char out[64]);
 

@@ -141,6 +141,16 @@ static int load_one(const struct config *cfg, const struct embedded_file *f, str
     }
     p->paths = string_list(json_object_get(d, "paths"));
     p->suffixes = string_list(json_object_get(d, "path_suffixes"));
+    const char *repos_env = json_string_value(json_object_get(d, "repos_env"));
+    if (repos_env) {
+        p->repo_scoped = true;
+        const char *repos = setting(cfg, repos_env);
+        if (proxy_repos_check(repos, err) < 0) {
+            json_decref(d);
+            return -EINVAL;
+        }
+        p->repos = repos ? xstrdup(repos) : NULL;
+    }
     const char *usage = json_string_value(json_object_get(d, "usage"));
     p->usage = usage && strcmp(usage, "anthropic") == 0 ? USAGE_ANTHROPIC
                : usage && strcmp(usage, "openai") == 0  ? USAGE_OPENAI
@@ -181,6 +191,7 @@ void providers_free(struct provider *p, size_t n)
         free(p[i].key_value);
         free_list(p[i].paths);
         free_list(p[i].suffixes);
+        free(p[i].repos);
     }
     free(p);
 }

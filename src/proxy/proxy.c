@@ -483,6 +483,41 @@ static void add_request_headers(struct transfer *t)
     t->headers = curl_slist_append(t->headers, "Expect:");
 }
 
+/* A repository-scoped service (git): the path names one repository, which must be on the
+ * operator's list, and a token naming a repository (a run's) opens that one only. A run's token
+ * naming none opens none. Answers and returns false when refused. */
+static bool repo_granted(h2o_req_t *req, const struct provider *prov,
+                         const struct proxy_claims *claims, const char *rest, size_t rlen)
+{
+    char repo[PROXY_REPO_MAX];
+    size_t used = proxy_repo_of_path(rest, rlen, repo);
+    bool suffix = false;
+    for (char **s = prov->suffixes; used && *s; s++)
+        suffix |= strlen(*s) == rlen - used && memcmp(*s, rest + used, rlen - used) == 0;
+    if (!used || !suffix) {
+        respond_error(req, 400, "path_not_allowed",
+                      "path '%.*s' does not name a repository as /owner/name/... for '%s'",
+                      (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
+        return false;
+    }
+    if (!proxy_repo_allowed(prov->repos, repo)) {
+        respond_error(req, 403, "repository_not_allowed",
+                      "repository '%s' is not one the operator's '%s' credential serves (the "
+                      "operator lists them in its allow list)",
+                      repo, prov->name);
+        return false;
+    }
+    if ((claims->repo[0] || claims->run[0]) && strcasecmp(claims->repo, repo) != 0) {
+        if (claims->repo[0])
+            respond_error(req, 403, "repository_not_granted",
+                          "this token opens repository '%s' only", claims->repo);
+        else
+            respond_error(req, 403, "repository_not_granted", "this token opens no repository");
+        return false;
+    }
+    return true;
+}
+
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
 {
     /* /proxy/<service>/<rest>?<query> */
@@ -550,6 +585,8 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
                       (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
         return 0;
     }
+    if (prov->repo_scoped && !repo_granted(req, prov, &claims, rest, rlen))
+        return 0;
     if (req->entity.base && req->entity.len > p->max_request_bytes) {
         respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
                       (unsigned long long)p->max_request_bytes);
@@ -609,14 +646,15 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
 
 int proxy_mint(struct store *st, const void *key, size_t keylen, const char *user_id,
                const char *services, const char *run_id, const char *session_id,
-               const char *sandbox_id, int64_t ttl_seconds, char **token, char jti[64],
-               struct err *err)
+               const char *sandbox_id, const char *repo, int64_t ttl_seconds, char **token,
+               char jti[64], struct err *err)
 {
     struct proxy_claims c = {0};
     snprintf(c.user, sizeof(c.user), "%s", user_id);
     snprintf(c.run, sizeof(c.run), "%s", run_id ? run_id : "");
     snprintf(c.session, sizeof(c.session), "%s", session_id ? session_id : "");
     snprintf(c.sandbox, sizeof(c.sandbox), "%s", sandbox_id ? sandbox_id : "");
+    snprintf(c.repo, sizeof(c.repo), "%s", repo ? repo : "");
     char list[256];
     snprintf(list, sizeof(list), "%s", services);
     for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {

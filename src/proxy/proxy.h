@@ -31,11 +31,28 @@ bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t a
                            const char *listener_sandbox);
 
 /* Mint a token for user (services comma-separated) valid ttl_seconds; recorded for revocation.
- * run/session/sandbox may be NULL. Returns 0 and a malloc'd token and its id. */
+ * run/session/sandbox/repo may be NULL; repo ("owner/name") limits the token's git requests to
+ * that repository. Returns 0 and a malloc'd token and its id. */
 int proxy_mint(struct store *st, const void *key, size_t keylen, const char *user_id,
                const char *services, const char *run_id, const char *session_id,
-               const char *sandbox_id, int64_t ttl_seconds, char **token, char jti[64],
-               struct err *err);
+               const char *sandbox_id, const char *repo, int64_t ttl_seconds, char **token,
+               char jti[64], struct err *err);
+
+/* --- GitHub repositories (repos.c; pure functions) --- */
+
+#define PROXY_REPO_MAX 200 /* "owner/name" */
+
+/* Check GITHUB_REPOS: comma-separated entries "owner/name", "owner/" and a star (every
+ * repository of owner), or a star alone (every repository); NULL or "" lists none. Returns 0,
+ * or -EINVAL naming the entry. */
+int proxy_repos_check(const char *spec, struct err *err);
+/* Whether repo ("owner/name") is on the list spec; case-insensitive, as GitHub names are. */
+bool proxy_repo_allowed(const char *spec, const char *repo);
+/* The repository a git path "/owner/name[.git]/..." names, as lowercase "owner/name" without
+ * ".git", into out. Returns how many bytes of path that took, 0 when it names none. */
+size_t proxy_repo_of_path(const char *path, size_t len, char out[PROXY_REPO_MAX]);
+/* The repository a URL names when it is base + "/owner/name[.git][/]", into out. */
+bool proxy_repo_of_url(const char *base, const char *url, char out[PROXY_REPO_MAX]);
 
 /* Names of the known providers, comma-separated (for messages and the CLI). */
 const char *proxy_provider_names(void);

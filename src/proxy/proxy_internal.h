@@ -19,6 +19,8 @@ struct provider {
     char **paths;     /* allowed path prefixes (segment boundary), NULL-terminated */
     char **suffixes;  /* allowed path suffixes, NULL-terminated */
     enum usage_kind usage;
+    bool repo_scoped; /* paths are /owner/name/<suffix>, each checked against repos */
+    char *repos;      /* repo_scoped: the operator's list (proxy_repo_allowed), or NULL */
 };
 
 /* providers.c */

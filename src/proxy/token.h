@@ -16,6 +16,7 @@ struct proxy_claims {
     char run[64];     /* "run": run id, "" for an operator token */
     char session[64]; /* "session" */
     char sandbox[64]; /* "sbx": the sandbox whose listener may carry it, "" = main listener only */
+    char repo[200];   /* "repo": the one repository ("owner/name") its git requests may name */
     char services[PROXY_SERVICES_MAX][32]; /* "svc": granted services */
     int nservices;
     int64_t iat, exp; /* seconds since the epoch */

@@ -20,8 +20,54 @@ bool repo_branch_valid(const char *b)
     return true;
 }
 
-int repo_check(const char *url, bool allow_local, char name[128], struct err *err)
+/* host[:port] of a network URL: a name, a dotted quad, or [IPv6]. */
+static int parse_authority(const char *url, const char *a, size_t n, struct repo_ref *ref,
+                           struct err *err)
 {
+    const char *host = a, *port = NULL;
+    size_t hl;
+    if (n > 0 && a[0] == '[') {
+        const char *close = memchr(a, ']', n);
+        if (!close || (close + 1 < a + n && close[1] != ':'))
+            return err_set(err, -EINVAL, "repository URL '%s' has a malformed host", url);
+        host = a + 1;
+        hl = (size_t)(close - host);
+        port = close + 1 < a + n ? close + 2 : NULL;
+    } else {
+        const char *colon = memchr(a, ':', n);
+        hl = colon ? (size_t)(colon - a) : n;
+        port = colon ? colon + 1 : NULL;
+    }
+    if (hl == 0 || hl >= sizeof(ref->host))
+        return err_set(err, -EINVAL, "repository URL '%s' has no host", url);
+    for (size_t i = 0; i < hl; i++) {
+        char c = host[i];
+        if (!isalnum((unsigned char)c) && c != '-' && c != '.' && c != '_' &&
+            !(a[0] == '[' && c == ':'))
+            return err_set(err, -EINVAL, "repository URL '%s' has a malformed host", url);
+        ref->host[i] = (char)tolower((unsigned char)c);
+    }
+    ref->host[hl] = '\0';
+    if (ref->host[0] == '-' || ref->host[0] == '.')
+        return err_set(err, -EINVAL, "repository URL '%s' has a malformed host", url);
+    ref->port = ref->http ? 80 : 443;
+    if (port) {
+        size_t pl = (size_t)(a + n - port);
+        unsigned v = 0;
+        for (size_t i = 0; i < pl; i++)
+            v = isdigit((unsigned char)port[i]) && v < 65536 ? v * 10 + (unsigned)(port[i] - '0')
+                                                             : 70000;
+        if (pl == 0 || v == 0 || v > 65535)
+            return err_set(err, -EINVAL, "repository URL '%s' has a malformed port", url);
+        ref->port = (uint16_t)v;
+    }
+    return 0;
+}
+
+int repo_check(const char *url, bool allow_local, struct repo_ref *ref, struct err *err)
+{
+    memset(ref, 0, sizeof(*ref));
+    char *name = ref->name;
     size_t n = strlen(url);
     if (n == 0 || n > 2048)
         return err_set(err, -EINVAL, "repository must be 1 to 2048 characters");
@@ -30,24 +76,36 @@ int repo_check(const char *url, bool allow_local, char name[128], struct err *er
             return err_set(err, -EINVAL,
                            "repository must not contain spaces or control characters");
     const char *path;
-    if (strncmp(url, "https://", 8) == 0) {
-        const char *host = url + 8;
+    bool https = strncmp(url, "https://", 8) == 0;
+    if (https || strncmp(url, "http://", 7) == 0) {
+        ref->http = !https;
+        const char *host = url + (https ? 8 : 7);
         size_t hl = strcspn(host, "/");
         if (memchr(host, '@', hl))
             return err_set(err, -EINVAL,
                            "repository URL must not carry credentials; the server uses "
-                           "GITHUB_TOKEN for github.com");
-        if (hl == 0)
-            return err_set(err, -EINVAL, "repository URL '%s' has no host", url);
+                           "GITHUB_TOKEN for the GitHub repositories its operator lists");
+        if (strpbrk(url, "?#\\%"))
+            return err_set(err, -EINVAL,
+                           "repository URL '%s' must not have a query, a fragment, backslashes "
+                           "or escapes",
+                           url);
+        int r = parse_authority(url, host, hl, ref, err);
+        if (r < 0)
+            return r;
         path = host + hl;
     } else if (strncmp(url, "file://", 7) == 0 || url[0] == '/') {
         if (!allow_local)
             return err_set(err, -EINVAL,
                            "local repositories are not allowed here (the operator can allow them "
                            "with RUNS_ALLOW_LOCAL_REPOS=1); use an https:// URL");
+        ref->local = true;
         path = url[0] == '/' ? url : url + 7;
     } else {
-        return err_set(err, -EINVAL, "repository '%s' must be an https:// URL", url);
+        return err_set(err, -EINVAL,
+                       "repository '%s' must be an https:// URL (ssh, git://, file:// and other "
+                       "transports are not fetched)",
+                       url);
     }
     /* The directory name: the last path segment without ".git", as git clone picks it. */
     size_t end = strlen(path);

@@ -2,10 +2,12 @@
  *
  * A run goes: queued (waiting for a slot, or for the session's previous run) -> running:
  *   1. acquire the session's sandbox (created with the session's first run);
- *   2. with a repository not yet in the workspace, clone it on the host (host git, host network,
- *      credentials in the environment only) into the run's directory, pack it, and unpack it in
- *      the sandbox from that archive (so nothing of the sandbox's choosing ever runs with
- *      credentials, and nothing on the host follows links the sandbox made);
+ *   2. with a repository not yet in the workspace, resolve its host and check every address
+ *      against the egress policy, then clone it on the host (host git, host network, pinned to
+ *      the addresses checked, no redirects, credentials in the environment only) into the run's
+ *      directory, pack it, and unpack it in the sandbox from that archive (so nothing of the
+ *      sandbox's choosing ever runs with credentials, and nothing on the host follows links the
+ *      sandbox made);
  *   3. note the starting commit, mint the run's proxy token, and start the agent as a process
  *      of the sandbox with the task on stdin and its stdout appended to the run's event file;
  *   4. store the events as they arrive (inotify, and a periodic look), each exactly once;
@@ -38,6 +40,7 @@
 #include "base/proc_watch.h"
 #include "base/utf8.h"
 #include "base/util.h"
+#include "egress/egress.h"
 #include "proxy/proxy.h"
 #include "runs/agent.h"
 #include "runs/runs_internal.h"
@@ -79,8 +82,10 @@ struct run {
     struct sandbox_exec *ex;
     struct proc_watch clone;
     bool clone_active;
-    char dir[PATH_MAX]; /* DATA_DIR/runs/<id> */
-    char repo_name[128];
+    struct egress_lookup *lookup; /* resolving the repository's host */
+    char dir[PATH_MAX];           /* DATA_DIR/runs/<id> */
+    struct repo_ref ref;
+    char github_repo[PROXY_REPO_MAX]; /* "owner/name" when the operator's token serves it */
     char workdir[512];
     char branch[256];
     char base[64];
@@ -106,6 +111,9 @@ struct runs_waiter {
 struct runs {
     struct runs_config cfg;
     char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
+    char *github_base, *github_repos;
+    unsigned char *view_key;
+    struct egress_rules fetch_rules;
     struct store *st;
     struct sandbox_manager *mgr;
     struct run *runs; /* active runs, in creation order */
@@ -342,6 +350,8 @@ static void run_finish(struct run *r)
         proc_watch_abandon(&r->clone);
         r->clone_active = false;
     }
+    egress_lookup_cancel(r->lookup);
+    r->lookup = NULL;
     if (r->ex) {
         /* a preparation step: on_prepared sees phase FINISHING and stops there */
         sandbox_exec_kill(r->ex);
@@ -553,8 +563,12 @@ static void start_agent(struct run *r)
     store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
     char *token = NULL, jti[64];
     int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
-    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, r->user_id, "anthropic,openai,github",
-                   r->id, r->session_id, sandbox_id(r->sbx), ttl, &token, jti, &err) < 0) {
+    /* git through the proxy only for the run's own repository, when the operator's token
+     * serves it */
+    const char *services = r->github_repo[0] ? "anthropic,openai,github" : "anthropic,openai";
+    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, r->user_id, services, r->id,
+                   r->session_id, sandbox_id(r->sbx), r->github_repo[0] ? r->github_repo : NULL,
+                   ttl, &token, jti, &err) < 0) {
         run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
         return;
     }
@@ -693,7 +707,48 @@ static void prepare_workspace(struct run *r, bool unpack)
         run_fail(r, "cannot prepare the workspace: %s", err.msg);
 }
 
-/* Clone output: "<sha>\n<branch>\n" then git's messages */
+/* What went wrong in a clone, in a few words of our own: git's output carries what the remote
+ * answered, which may be an internal service's words and must not reach the user. */
+static const char *clone_reason(const struct run *r, const char *out, char *buf, size_t cap)
+{
+    static const struct {
+        const char *needle, *reason;
+    } known[] = {
+        {"not found in upstream", NULL}, /* the branch: said below with its name */
+        {"Repository not found", "the repository does not exist, or it is private"},
+        {"does not appear to be a git repository", "there is no git repository at that address"},
+        {"does not exist", "the repository does not exist"},
+        {"returned error: 404", "the repository does not exist, or it is private"},
+        {"returned error: 30", "the server answered with a redirect, which is not followed"},
+        {"redirect", "the server answered with a redirect, which is not followed"},
+        {"Authentication failed", "authentication failed"},
+        {"could not read Username", "the repository needs credentials this server does not have"},
+        {"returned error: 401", "the repository needs credentials this server does not have"},
+        {"returned error: 403", "access to the repository was refused"},
+        {"SSL", "the server's TLS certificate could not be verified"},
+        {"certificate", "the server's TLS certificate could not be verified"},
+        {"Could not resolve host", "the host name could not be resolved"},
+        {"Connection refused", "the connection was refused"},
+        {"timed out", "the connection timed out"},
+        {"Failed to connect", "cannot connect to the server"},
+        {"Couldn't connect", "cannot connect to the server"},
+        {"returned error: 5", "the server failed"},
+        {"not valid: is this a git repository", "there is no git repository at that address"},
+        {"unable to access", "cannot reach the repository"},
+        {"remote error", "the server refused to serve the repository"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
+        if (!strstr(out, known[i].needle))
+            continue;
+        if (!known[i].reason) {
+            snprintf(buf, cap, "branch '%s' does not exist in the repository", r->branch_req);
+            return buf;
+        }
+        return known[i].reason;
+    }
+    return "git failed";
+}
+
 static void on_cloned(struct proc_watch *w, int status)
 {
     struct run *r = container_of(w, struct run, clone);
@@ -701,7 +756,6 @@ static void on_cloned(struct proc_watch *w, int status)
     _cleanup_free_ char *out = w->data;
     w->data = NULL;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        /* git's last words name the problem (not found, authentication, missing branch) */
         char *msg = out ? out : (char *)"";
         size_t n = strlen(msg);
         while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
@@ -710,15 +764,21 @@ static void on_cloned(struct proc_watch *w, int status)
         for (char *p = msg; *p; p++)
             if (*p == '\n' && p[1])
                 last = p + 1;
-        if (strncmp(last, "fatal: ", 7) == 0)
-            last += 7;
-        run_fail(r, "cannot clone '%s': %.400s", r->repository, *last ? last : "git failed");
+        /* git's own words go to the operator's log only */
+        for (char *p = last; *p; p++)
+            if (*p == '"' || (unsigned char)*p < ' ')
+                *p = '\'';
+        log_warn("run clone failed run=%s git=\"%.300s\"", r->id, last);
+        char buf[320];
+        run_fail(r, "cannot clone '%s': %s", r->repository, clone_reason(r, msg, buf, sizeof(buf)));
         return;
     }
     prepare_workspace(r, true);
 }
 
-static void clone_repository(struct run *r)
+/* Host-side clone with git. addrs (n of them, checked) pin the host's name so that git connects
+ * to nothing else; http is allowed when the operator's list allowed the host. */
+static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_addrs, bool http)
 {
     struct runs *e = r->e;
     r->phase = PH_CLONE;
@@ -727,39 +787,58 @@ static void clone_repository(struct run *r)
         run_fail(r, "pipe: %s", strerror(errno));
         return;
     }
-    /* The URL and paths go in the environment; the credential, for github.com only, as a git
-     * configuration entry from the environment: neither is ever in an argument list. */
+    /* The URL and paths go in the environment; the credential, for the operator's GitHub
+     * repositories only, as a git configuration entry from the environment: neither is ever in
+     * an argument list. */
     static const char script[] =
         "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; "
         "if [ -n \"$SMCP_BRANCH\" ]; then set -- --branch \"$SMCP_BRANCH\"; fi; "
         "git clone --quiet --no-hardlinks --template= \"$@\" -- \"$SMCP_URL\" \"$SMCP_DEST\" "
         ">&2; "
         "tar -C \"$SMCP_DEST\" -cf \"$SMCP_TAR\" .";
-    char *env[16];
-    size_t n = 0;
+    char *env[24];
+    size_t n = 0, ncfg = 0;
     env[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
     env[n++] = xasprintf("HOME=%s", r->dir);
     env[n++] = xstrdup("LANG=C.UTF-8");
     env[n++] = xstrdup("GIT_TERMINAL_PROMPT=0");
     env[n++] = xstrdup("GIT_CONFIG_NOSYSTEM=1");
     env[n++] = xstrdup("GIT_CONFIG_GLOBAL=/dev/null");
-    env[n++] = xstrdup(e->cfg.allow_local_repos ? "GIT_ALLOW_PROTOCOL=https:file"
-                                                : "GIT_ALLOW_PROTOCOL=https");
+    env[n++] = xstrdup(r->ref.local ? "GIT_ALLOW_PROTOCOL=file"
+                       : http       ? "GIT_ALLOW_PROTOCOL=https:http"
+                                    : "GIT_ALLOW_PROTOCOL=https");
     env[n++] = xasprintf("SMCP_URL=%s", r->repository);
     env[n++] = xasprintf("SMCP_DEST=%s/src", r->dir);
     env[n++] = xasprintf("SMCP_TAR=%s/repo.tar", r->dir);
     env[n++] = xasprintf("SMCP_BRANCH=%s", r->branch_req);
-    if (e->github_token && strncmp(r->repository, "https://github.com/", 19) == 0) {
+    env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.followRedirects", ncfg);
+    env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=false", ncfg++);
+    struct egress_addr literal;
+    if (n_addrs > 0 && egress_addr_parse(r->ref.host, &literal) < 0) {
+        struct buf pin;
+        buf_init(&pin, 0);
+        buf_printf(&pin, "GIT_CONFIG_VALUE_%zu=%s:%u:", ncfg, r->ref.host, (unsigned)r->ref.port);
+        for (int i = 0; i < n_addrs; i++) {
+            char text[EGRESS_ADDR_TEXT_MAX];
+            egress_addr_format(&addrs[i], text);
+            bool v4 = egress_addr_is_v4(&addrs[i]);
+            buf_printf(&pin, "%s%s%s%s", i ? "," : "", v4 ? "" : "[", text, v4 ? "" : "]");
+        }
+        env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.curloptResolve", ncfg++);
+        env[n++] = xstrdup(pin.data);
+        buf_release(&pin);
+    }
+    if (e->github_token && r->github_repo[0]) {
         char *cred = xasprintf("x-access-token:%s", e->github_token);
         char *b64 = xmalloc(strlen(cred) * 2 + 8);
         base64_encode(cred, strlen(cred), b64);
-        env[n++] = xstrdup("GIT_CONFIG_COUNT=1");
-        env[n++] = xstrdup("GIT_CONFIG_KEY_0=http.https://github.com/.extraheader");
-        env[n++] = xasprintf("GIT_CONFIG_VALUE_0=Authorization: Basic %s", b64);
+        env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.%s/.extraheader", ncfg, e->github_base);
+        env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=Authorization: Basic %s", ncfg++, b64);
         explicit_bzero(cred, strlen(cred));
         free(cred);
         free(b64);
     }
+    env[n++] = xasprintf("GIT_CONFIG_COUNT=%zu", ncfg);
     env[n] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -791,6 +870,41 @@ static void clone_repository(struct run *r)
     }
     r->clone_active = true;
     proc_watch_start(&r->clone, pid, pipefd[0], CLONE_OUTPUT_MAX, on_cloned);
+}
+
+/* Every address the repository's host resolved to must pass the egress policy. */
+static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const struct err *err)
+{
+    struct run *r = ctx;
+    r->lookup = NULL;
+    if (err) {
+        run_fail(r, "cannot clone '%s': %s", r->repository, err->msg);
+        return;
+    }
+    struct err e2 = {0};
+    bool by_rule;
+    if (egress_check(&r->e->fetch_rules, r->ref.host, addrs, n, r->ref.port, &by_rule, &e2) < 0) {
+        run_fail(r, "cannot clone '%s': %s", r->repository, e2.msg);
+        return;
+    }
+    if (r->ref.http && !by_rule) {
+        run_fail(r,
+                 "cannot clone '%s': http:// is fetched only from hosts the operator allows with "
+                 "FETCH_ALLOW; use https://",
+                 r->repository);
+        return;
+    }
+    spawn_clone(r, addrs, n, r->ref.http);
+}
+
+static void clone_repository(struct run *r)
+{
+    r->phase = PH_CLONE;
+    if (r->ref.local) {
+        spawn_clone(r, NULL, 0, false);
+        return;
+    }
+    r->lookup = egress_resolve(r->ref.host, on_resolved, r);
 }
 
 /* Does the workspace already hold the repository (a later run of the session)? */
@@ -844,7 +958,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         prepare_workspace(r, false);
         return;
     }
-    snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->repo_name);
+    snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->ref.name);
     struct buf cmd;
     buf_init(&cmd, 0);
     buf_puts(&cmd, "test -d ");
@@ -1044,7 +1158,11 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     snprintf(r->dir, sizeof(r->dir), "%s/runs/%s", e->data_dir, row->id);
     if (r->repository) {
         struct err err = {0};
-        repo_check(r->repository, true, r->repo_name, &err);
+        repo_check(r->repository, true, &r->ref, &err);
+        char repo[PROXY_REPO_MAX];
+        if (e->github_token && proxy_repo_of_url(e->github_base, r->repository, repo) &&
+            proxy_repo_allowed(e->github_repos, repo))
+            snprintf(r->github_repo, sizeof(r->github_repo), "%s", repo);
     }
     struct run **pp = &e->runs;
     while (*pp)
@@ -1086,13 +1204,29 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->opencode_bin = cfg->opencode_bin ? xstrdup(cfg->opencode_bin) : NULL;
     e->default_model = xstrdup(cfg->default_model ? cfg->default_model : RUNS_DEFAULT_MODEL);
     e->github_token = cfg->github_token && *cfg->github_token ? xstrdup(cfg->github_token) : NULL;
+    e->github_base = xstrdup(cfg->github_base_url && *cfg->github_base_url ? cfg->github_base_url
+                                                                           : "https://github.com");
+    for (size_t n = strlen(e->github_base); n > 0 && e->github_base[n - 1] == '/';)
+        e->github_base[--n] = '\0';
+    e->github_repos = cfg->github_repos ? xstrdup(cfg->github_repos) : NULL;
+    e->view_key = xmalloc(cfg->view_keylen ? cfg->view_keylen : 1);
+    memcpy(e->view_key, cfg->view_key, cfg->view_keylen);
     e->cfg.data_dir = e->data_dir;
     e->cfg.public_url = e->public_url;
     e->cfg.opencode_bin = e->opencode_bin;
     e->cfg.default_model = e->default_model;
     e->cfg.github_token = e->github_token;
+    e->cfg.github_base_url = e->github_base;
+    e->cfg.github_repos = e->github_repos;
+    e->cfg.view_key = e->view_key;
+    e->cfg.fetch_allow = NULL; /* parsed below; the text is not kept */
     e->st = st;
     e->mgr = mgr;
+    if (egress_rules_parse(cfg->fetch_allow, &e->fetch_rules, err) < 0 ||
+        proxy_repos_check(e->github_repos, err) < 0) {
+        runs_free(e);
+        return -EINVAL;
+    }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/runs", e->data_dir);
     if (mkdir(path, 0700) < 0 && errno != EEXIST) {
@@ -1152,6 +1286,7 @@ void runs_free(struct runs *e)
             kill(r->clone.pid, SIGKILL);
             proc_watch_abandon(&r->clone);
         }
+        egress_lookup_cancel(r->lookup);
         /* A preparation command still running is left to finish on its own: the loop has
          * stopped, so its callback never comes. */
         run_free(r);
@@ -1174,6 +1309,11 @@ void runs_free(struct runs *e)
     if (e->github_token)
         explicit_bzero(e->github_token, strlen(e->github_token));
     free(e->github_token);
+    free(e->github_base);
+    free(e->github_repos);
+    if (e->view_key)
+        explicit_bzero(e->view_key, e->cfg.view_keylen);
+    free(e->view_key);
     free(e);
 }
 
@@ -1227,9 +1367,23 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     if (!model_valid(model))
         return err_set(err, -EINVAL, "model '%s' is not of the form provider/model (e.g. %s)",
                        model, RUNS_DEFAULT_MODEL);
-    char name[128] = "";
-    if (s->repository && repo_check(s->repository, e->cfg.allow_local_repos, name, err) < 0)
+    struct repo_ref ref;
+    if (s->repository && repo_check(s->repository, e->cfg.allow_local_repos, &ref, err) < 0)
         return -EINVAL;
+    /* an address written out is checked now; a name when the run resolves it */
+    struct egress_addr literal;
+    bool by_rule;
+    if (s->repository && !ref.local && egress_addr_parse(ref.host, &literal) == 0) {
+        if (egress_check(&e->fetch_rules, ref.host, &literal, 1, ref.port, &by_rule, err) < 0) {
+            err_wrap(err, "cannot clone '%s'", s->repository);
+            return -EINVAL;
+        }
+        if (ref.http && !by_rule)
+            return err_set(err, -EINVAL,
+                           "cannot clone '%s': http:// is fetched only from hosts the operator "
+                           "allows with FETCH_ALLOW; use https://",
+                           s->repository);
+    }
     if (s->branch && !repo_branch_valid(s->branch))
         return err_set(err, -EINVAL, "branch '%s' is not a valid branch name", s->branch);
     if (s->branch && !s->repository)

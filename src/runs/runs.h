@@ -21,24 +21,30 @@ struct sandbox_manager;
 struct store;
 
 struct runs_config {
-    const char *data_dir;      /* runs/<id>/ below it */
-    const char *public_url;    /* base of web URLs */
-    const char *opencode_bin;  /* the OpenCode program on the host, NULL when not installed */
-    const char *default_model; /* provider/model */
-    const char *github_token;  /* for host-side clones of github.com, or NULL */
-    bool allow_local_repos;    /* file:// and absolute paths (tests, single-user setups) */
-    uint64_t timeout_ms;       /* default per-run timeout */
-    uint64_t timeout_max_ms;   /* the largest a client may ask for */
-    unsigned max_running;      /* runs at once; the rest wait in order */
-    unsigned max_running_user; /* runs of one user at once (the rest of theirs wait) */
-    unsigned max_queued_user;  /* runs one user may have waiting; more are refused */
-    uint64_t retention_ms;     /* workspaces of sessions idle this long are removed */
-    const void *jwt_key;       /* signs the runs' proxy tokens */
+    const char *data_dir;        /* runs/<id>/ below it */
+    const char *public_url;      /* base of web URLs */
+    const char *opencode_bin;    /* the OpenCode program on the host, NULL when not installed */
+    const char *default_model;   /* provider/model */
+    const char *github_token;    /* for host-side clones of the repositories below, or NULL */
+    const char *github_base_url; /* GitHub's address (GITHUB_BASE_URL), NULL for github.com */
+    const char *github_repos;    /* GITHUB_REPOS: repositories the token serves (proxy.h) */
+    const char *fetch_allow;     /* FETCH_ALLOW: what clones may reach beyond public addresses */
+    bool allow_local_repos;      /* file:// and absolute paths (tests, single-user setups) */
+    uint64_t timeout_ms;         /* default per-run timeout */
+    uint64_t timeout_max_ms;     /* the largest a client may ask for */
+    unsigned max_running;        /* runs at once; the rest wait in order */
+    unsigned max_running_user;   /* runs of one user at once (the rest of theirs wait) */
+    unsigned max_queued_user;    /* runs one user may have waiting; more are refused */
+    uint64_t retention_ms;       /* workspaces of sessions idle this long are removed */
+    const void *jwt_key;         /* signs the runs' proxy tokens */
     size_t jwt_keylen;
+    const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
+    size_t view_keylen;
 };
 
-/* Create the engine and adopt the runs the store has as queued or running. Strings in cfg are
- * copied. mgr is needed (runs cannot work without sandboxes). */
+/* Create the engine and adopt the runs the store has as queued or running. Strings and keys in
+ * cfg are copied (jwt_key excepted: it must outlive the engine). -EINVAL for a malformed
+ * FETCH_ALLOW or GITHUB_REPOS. mgr is needed (runs cannot work without sandboxes). */
 int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_manager *mgr,
              struct runs **ret, struct err *err);
 /* Stop watching; agents keep running (the next server adopts them). */

@@ -42,9 +42,19 @@ const char *agent_names(void);
 
 /* --- repositories (repo.c) --- */
 
-/* Check a repository reference: https URLs (no credentials in them), and file:// URLs or
- * absolute paths when local repositories are allowed. Fills name (the directory it is cloned
- * to, from its last path segment). */
-int repo_check(const char *url, bool allow_local, char name[128], struct err *err);
+/* A repository a run names. */
+struct repo_ref {
+    bool local;     /* file:// or an absolute path */
+    bool http;      /* http:// (fetched only from hosts the operator allows) */
+    char host[256]; /* network URLs: lowercase name or address (IPv6 without brackets) */
+    uint16_t port;  /* explicit, or the scheme's */
+    char name[128]; /* the directory it is cloned to, from its last path segment */
+};
+
+/* Check a repository reference: https:// and http:// URLs (no credentials, query or fragment in
+ * them), and file:// URLs or absolute paths when local repositories are allowed; every other
+ * transport (ssh, git://, ext::) is refused. Fills *ref. Where it may be fetched from is not
+ * decided here (egress). */
+int repo_check(const char *url, bool allow_local, struct repo_ref *ref, struct err *err);
 /* Check a branch name the way git does, roughly (no "..", no leading '-', printable). */
 bool repo_branch_valid(const char *branch);

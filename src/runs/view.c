@@ -1,7 +1,8 @@
 /* View tokens: the capability in a run's (or session's) web address. A token is
- * HMAC-SHA256(server secret, kind, id, generation), cut to 144 bits: unguessable, bound to one
- * run or session, never stored (the store keeps only the generation), and revoked by moving to
- * the next generation. It grants reading that page and its event stream, nothing else. */
+ * HMAC-SHA256(view key, kind, id, generation), cut to 144 bits (the view key is derived from the
+ * server secret for this purpose alone, so it is not the key that signs proxy tokens): unguessable,
+ * bound to one run or session, never stored (the store keeps only the generation), and revoked by
+ * moving to the next generation. It grants reading that page and its event stream, nothing else. */
 #include "runs/runs.h"
 
 #include <openssl/hmac.h>
@@ -24,7 +25,7 @@ static void derive(const struct runs *e, bool session, const char *id, int64_t g
     unsigned char mac[32];
     unsigned int maclen = sizeof(mac);
     const struct runs_config *cfg = runs_config_of(e);
-    HMAC(EVP_sha256(), cfg->jwt_key, (int)cfg->jwt_keylen, (const unsigned char *)msg, (size_t)n,
+    HMAC(EVP_sha256(), cfg->view_key, (int)cfg->view_keylen, (const unsigned char *)msg, (size_t)n,
          mac, &maclen);
     base64url_encode(mac, VIEW_BYTES, out);
 }

@@ -4,10 +4,12 @@
  * own id range, so the template's root is the sandbox's root whichever range that is.
  *
  * "host" is assembled from the host itself: an almost empty tree owned by root (the sandbox's
- * root, once idmapped, so root inside can create files in /etc, /root, ...), symlinks mirroring the
- * host's merged /bin, /lib*, a synthesized /etc holding only what programs need (users, hosts,
- * loader cache, alternatives, CA certificates), and the host's /usr bind-mounted read-only at
- * start. Nothing else of the host (/root, /home, /var, /srv, the data dir) exists in it.
+ * root, once idmapped, so root inside can create files in /etc, /root, ...), symlinks mirroring
+ * the host's merged /bin, /lib*, a synthesized /etc holding only what programs need (users,
+ * hosts, loader cache, alternatives, public CA certificates), and the host's /usr bind-mounted
+ * read-only at start. Nothing else of the host (/root, /home, /var, /srv, the data dir, private
+ * keys, git's system configuration) exists in it, and of what is copied only what any host user
+ * may read: a file or directory the host keeps from other users is a secret there and stays out.
  *
  * "host" lives in DATA_DIR/templates/host-<recipe hash>; a changed recipe (or changed host files
  * it copies) gives a new directory, so running sandboxes keep their lower layer.
@@ -32,19 +34,21 @@
 #include "base/log.h"
 #include "base/util.h"
 
-#define HOST_RECIPE "host-template-5"
+#define HOST_RECIPE "host-template-6"
 
 static const char *const top_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 static const char *const empty_dirs[] = {
-    "usr", "proc", "dev",     "tmp",     "workspace", "root",    "home", "opt", "mnt",
-    "run", "var",  "var/tmp", "var/lib", "var/cache", "var/log", "srv",  "sys", "etc"};
+    "usr", "proc",    "dev",     "tmp",       "workspace", "root", "home", "opt", "mnt",    "run",
+    "var", "var/tmp", "var/lib", "var/cache", "var/log",   "srv",  "sys",  "etc", "etc/ssl"};
 /* Host files copied into /etc (missing ones are skipped). */
 static const char *const etc_files[] = {
-    "ld.so.cache", "ld.so.conf",  "nsswitch.conf", "localtime", "mime.types",     "protocols",
-    "services",    "bash.bashrc", "profile",       "inputrc",   "debian_version", "os-release"};
-/* Host trees copied into /etc (symlinks stay symlinks). */
-static const char *const etc_trees[] = {"alternatives", "ld.so.conf.d", "ssl",  "ca-certificates",
-                                        "profile.d",    "python3",      "perl", "gitconfig"};
+    "ld.so.cache",    "ld.so.conf", "nsswitch.conf",  "localtime", "mime.types",
+    "protocols",      "services",   "bash.bashrc",    "profile",   "inputrc",
+    "debian_version", "os-release", "ssl/openssl.cnf"};
+/* Host trees copied into /etc (symlinks stay symlinks). Of /etc/ssl only the public CA
+ * certificates: its private/ holds the host's keys. */
+static const char *const etc_trees[] = {"alternatives", "ld.so.conf.d", "ssl/certs",
+                                        "profile.d",    "python3",      "perl"};
 
 static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
                              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
@@ -99,6 +103,9 @@ static int copy_tree(const char *src, const char *dst, uid_t uid, int depth)
             return -errno;
         return lchown(dst, uid, uid) < 0 ? -errno : 0;
     }
+    /* what the host keeps from its other users is not for the sandbox either */
+    if (!(st.st_mode & S_IROTH) || (S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)))
+        return 0;
     if (S_ISREG(st.st_mode))
         return copy_file(src, dst, &st, uid);
     if (!S_ISDIR(st.st_mode) || depth > 8)

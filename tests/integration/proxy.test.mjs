@@ -47,7 +47,9 @@ before(async () => {
     OPENAI_BASE_URL: 'http://127.0.0.1:9', OPENAI_API_KEY: 'sk-openai-real',
     PROXY_MAX_REQUEST_BYTES: '65536', PROXY_STALL_SECONDS: '1',
   } });
-  secret = readFileSync(path.join(server.dataDir, 'secrets', 'proxy_jwt_secret'), 'utf8').trim();
+  // proxy tokens are signed with a key derived from the server's secret for that purpose alone
+  const raw = readFileSync(path.join(server.dataDir, 'secrets', 'proxy_jwt_secret'), 'utf8').trim();
+  secret = crypto.createHmac('sha256', raw).update('sandbox-mcp proxy-jwt v1').digest();
 });
 
 after(async () => {
@@ -309,7 +311,7 @@ test('git clone through the github service, with the token as the Basic password
     assert.equal(git(['-C', work, 'push', '-q', repo, 'HEAD:refs/heads/main']).status, 0);
     git(['-C', repo, 'symbolic-ref', 'HEAD', 'refs/heads/main']);
     const gh = await startGitServer(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
-    const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB } });
+    const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB, GITHUB_REPOS: 'acme/widget' } });
     try {
       const r = cli(['proxy-token', '--user', 'admin', '--services', 'github', '--data-dir', srv.dataDir]);
       const token = r.stdout.trim();

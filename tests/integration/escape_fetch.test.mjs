@@ -1,0 +1,330 @@
+// What the server fetches on a user's behalf, and the operator's credentials and keys:
+//  - a run's repository is cloned only from public addresses, unless the operator's FETCH_ALLOW
+//    names more, checked on the resolved address (a trap listener counts connections);
+//  - GITHUB_TOKEN serves only the repositories on GITHUB_REPOS, for clones and the proxy, and a
+//    run's proxy token opens its own repository only;
+//  - the host template carries no private keys and no git system configuration;
+//  - view tokens and proxy tokens are signed with keys of their own.
+// Everything here connects to loopback listeners the test opens itself; whether an address is
+// public is the business of the policy's unit tests (tests/unit/test_egress.c).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
+import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
+
+const API_KEY = 'sk-ant-test-key';
+const GH_TOKEN = 'ghp_operator_token_for_listed_repos_only';
+const GH_AUTH = `Basic ${Buffer.from(`x-access-token:${GH_TOKEN}`).toString('base64')}`;
+const LEAK = 'internal-secret-banner-5e1f';
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+let fake, router, server, trap, gitsrv, scratch;
+let nextId = 1;
+
+// A listener that counts connections and never answers.
+async function startTrap(host = '127.0.0.1') {
+  const t = { connections: 0 };
+  t.server = net.createServer((sock) => { t.connections++; sock.destroy(); });
+  await new Promise((r) => t.server.listen(0, host, r));
+  t.port = t.server.address().port;
+  return t;
+}
+
+function git(args, cwd) {
+  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env,
+    GIT_AUTHOR_NAME: 'Tester', GIT_AUTHOR_EMAIL: 'tester@example.com',
+    GIT_COMMITTER_NAME: 'Tester', GIT_COMMITTER_EMAIL: 'tester@example.com' } });
+  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+// A bare repository ROOT/<rel>.git with one commit on main.
+function bareRepo(rel) {
+  const bare = path.join(scratch, 'git', `${rel}.git`);
+  const work = path.join(scratch, 'work', rel);
+  mkdirSync(path.dirname(bare), { recursive: true });
+  mkdirSync(work, { recursive: true });
+  git(['init', '-q', '--bare', bare]);
+  git(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
+  git(['init', '-q', '-b', 'main', work]);
+  writeFileSync(path.join(work, 'README.md'), `# ${rel}\n`);
+  git(['add', 'README.md'], work);
+  git(['commit', '-q', '-m', `${rel} initial`], work);
+  git(['push', '-q', bare, 'main'], work);
+}
+
+// git smart HTTP (git http-backend as CGI) standing in for GitHub and for an internal git server.
+// Every request is recorded with its Authorization header; /acme/leaky.git answers with a
+// protocol error whose text must not reach the user, /acme/moved.git with a redirect to `moved`.
+async function startGitServer(root, moved) {
+  const requests = [];
+  const srv = http.createServer((req, res) => {
+    requests.push({ method: req.method, url: req.url, auth: req.headers.authorization || null });
+    const u = new URL(req.url, 'http://x');
+    if (u.pathname.startsWith('/acme/moved.git/')) {
+      res.writeHead(302, { location: `${moved}${u.pathname.replace('/acme/moved.git', '/acme/widget.git')}${u.search}` });
+      res.end();
+      return;
+    }
+    if (u.pathname.startsWith('/acme/leaky.git/')) {
+      const pkt = (s) => `${(s.length + 4).toString(16).padStart(4, '0')}${s}`;
+      res.writeHead(200, { 'content-type': 'application/x-git-upload-pack-advertisement' });
+      res.end(`${pkt('# service=git-upload-pack\n')}0000${pkt(`ERR ${LEAK}\n`)}`);
+      return;
+    }
+    const cgi = spawn('git', ['http-backend'], { env: {
+      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
+      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
+      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_USER: 'x', REMOTE_ADDR: '127.0.0.1',
+      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
+    } });
+    req.pipe(cgi.stdin);
+    let head = Buffer.alloc(0), sent = false;
+    cgi.stdout.on('data', (d) => {
+      if (sent) { res.write(d); return; }
+      head = Buffer.concat([head, d]);
+      const i = head.indexOf('\r\n\r\n');
+      if (i < 0) return;
+      let status = 200;
+      const headers = {};
+      for (const l of head.subarray(0, i).toString().split('\r\n')) {
+        const [k, ...v] = l.split(':');
+        if (k.toLowerCase() === 'status') status = parseInt(v.join(':'), 10);
+        else headers[k] = v.join(':').trim();
+      }
+      res.writeHead(status, headers);
+      res.write(head.subarray(i + 4));
+      sent = true;
+    });
+    cgi.stdout.on('end', () => { if (!sent) res.writeHead(500); res.end(); });
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    port: srv.address().port,
+    requests,
+    seen: (p) => requests.filter((r) => new URL(r.url, 'http://x').pathname.startsWith(p)),
+    close: () => new Promise((r) => { srv.closeAllConnections?.(); srv.close(r); }),
+  };
+}
+
+async function tool(name, args = {}) {
+  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+    params: { name, arguments: args } });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.body && r.body.result, r.text);
+  return r.body.result;
+}
+
+const text = (res) => (res.content || []).map((c) => c.text || '').join('');
+
+async function runTask(args) {
+  const res = await tool('run_task', args);
+  assert.equal(res.isError, undefined, `run_task ${JSON.stringify(args)}: ${text(res)}`);
+  return res.structuredContent;
+}
+
+async function refusedTask(args, re) {
+  const res = await tool('run_task', args);
+  assert.equal(res.isError, true, `run_task ${args.repository} was not refused: ${text(res)}`);
+  assert.match(text(res), re);
+  return text(res);
+}
+
+async function waitRun(runId) {
+  for (;;) {
+    const res = await tool('get_result', { run_id: runId, wait_seconds: 30 });
+    const r = res.structuredContent;
+    assert.ok(r, text(res));
+    if (TERMINAL.has(r.status)) return r;
+  }
+}
+
+before(async () => {
+  scratch = tempDir('smcp-fetch-');
+  for (const rel of ['acme/widget', 'acme/gadget', 'acme/gizmo', 'other/thing', 'other/secret', 'plain'])
+    bareRepo(rel);
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  trap = await startTrap();
+  gitsrv = await startGitServer(path.join(scratch, 'git'), `http://127.0.0.1:${trap.port}`);
+  // The git server stands in for GitHub (GITHUB_BASE_URL) and is the one loopback port the
+  // operator allows; the trap's port is not.
+  server = await startServer({ env: {
+    ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url,
+    GITHUB_TOKEN: GH_TOKEN, GITHUB_BASE_URL: gitsrv.url, GITHUB_REPOS: 'acme/*',
+    FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`,
+  } });
+});
+
+after(async () => {
+  if (process.env.SHOW_STDERR) console.log(server?.stderr());
+  await server?.stop();
+  await fake?.close();
+  await gitsrv?.close();
+  await new Promise((r) => trap?.server.close(r));
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+test('a repository on a loopback address is refused at run_task, and nothing connects', async () => {
+  await refusedTask({ task: 'x', repository: `https://127.0.0.1:${trap.port}/acme/widget.git` },
+    /cannot clone .*: 127\.0\.0\.1 is a loopback address, which this server does not fetch from; an operator may allow it with FETCH_ALLOW/);
+  await refusedTask({ task: 'x', repository: `https://[::1]:${trap.port}/acme/widget.git` },
+    /::1 is a loopback address/);
+  await refusedTask({ task: 'x', repository: `https://[::ffff:127.0.0.1]:${trap.port}/a/b.git` },
+    /127\.0\.0\.1 is a loopback address/);
+  // allowed, but on another port only
+  await refusedTask({ task: 'x', repository: `http://127.0.0.1:${trap.port}/acme/widget.git` },
+    /loopback address/);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(trap.connections, 0);
+});
+
+test('a name that resolves to a loopback address fails the run before git connects', async () => {
+  const started = await runTask({ task: 'fetch-localhost: x', repository: `https://localhost:${trap.port}/acme/widget.git` });
+  const r = await waitRun(started.run_id);
+  assert.equal(r.status, 'failed', JSON.stringify(r));
+  assert.match(r.result.error,
+    /cannot clone '.*': 'localhost' resolves to (127\.0\.0\.1|::1), a loopback address, which this server does not fetch from; an operator may allow it with FETCH_ALLOW/);
+  assert.equal(trap.connections, 0);
+});
+
+test('file://, ssh://, git://, ext:: and scp-style repositories are refused', async () => {
+  const own = await startTrap(); // this test's own count
+  for (const repository of [
+    `file://${path.join(scratch, 'git', 'plain.git')}`,
+    path.join(scratch, 'git', 'plain.git'),
+    `ssh://git@127.0.0.1:${own.port}/acme/widget.git`,
+    `git@127.0.0.1:acme/widget.git`,
+    `git://127.0.0.1:${own.port}/acme/widget.git`,
+    'ext::true',
+  ])
+    await refusedTask({ task: 'x', repository }, /https:\/\/|local repositories/);
+  await new Promise((r) => own.server.close(r));
+  assert.equal(own.connections, 0);
+});
+
+// Runs take a while (the real agent starts in each): these go on at the same time.
+describe('runs', { concurrency: true }, () => {
+  test('with FETCH_ALLOW the local repository clones; git\'s own words stay out of the error', async () => {
+    const s = router.add('fetch-allowed', [
+      { tool: 'bash', input: { command: 'cat README.md', description: 'Read' } },
+      { text: 'Read it.' },
+    ]);
+    const ok = await runTask({ task: 'fetch-allowed: read', repository: `${gitsrv.url}/plain.git` });
+    const leaky = await runTask({ task: 'fetch-leaky: read', repository: `${gitsrv.url}/acme/leaky.git` });
+    const r = await waitRun(ok.run_id);
+    assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
+    assert.equal(toolResults(s.requests[1].body).at(-1).text.trim(), '# plain');
+    const l = await waitRun(leaky.run_id);
+    assert.equal(l.status, 'failed', JSON.stringify(l));
+    assert.ok(gitsrv.seen('/acme/leaky.git/').length >= 1, 'the leaky server was asked');
+    assert.match(l.result.error, /^cannot clone '.*leaky\.git': /);
+    assert.ok(!JSON.stringify(l).includes(LEAK), JSON.stringify(l));
+  });
+
+  test('a redirect is not followed', async () => {
+    const started = await runTask({ task: 'fetch-moved: x', repository: `${gitsrv.url}/acme/moved.git` });
+    const r = await waitRun(started.run_id);
+    assert.equal(r.status, 'failed', JSON.stringify(r));
+    assert.ok(gitsrv.seen('/acme/moved.git/').length >= 1);
+    assert.match(r.result.error, /^cannot clone '.*moved\.git': .*redirect/);
+    assert.equal(trap.connections, 0);
+  });
+
+  test('GITHUB_TOKEN is sent for a repository on GITHUB_REPOS and not for one outside it', async () => {
+    router.add('fetch-listed', [{ text: 'Fine.' }]);
+    router.add('fetch-unlisted', [{ text: 'Fine.' }]);
+    const a = await runTask({ task: 'fetch-listed: x', repository: `${gitsrv.url}/acme/gadget.git` });
+    const b = await runTask({ task: 'fetch-unlisted: x', repository: `${gitsrv.url}/other/thing.git` });
+    assert.equal((await waitRun(a.run_id)).status, 'succeeded');
+    assert.equal((await waitRun(b.run_id)).status, 'succeeded');
+    const listed = gitsrv.seen('/acme/gadget.git/');
+    const unlisted = gitsrv.seen('/other/thing.git/');
+    assert.ok(listed.length >= 1 && unlisted.length >= 1, JSON.stringify(gitsrv.requests));
+    for (const q of listed) assert.equal(q.auth, GH_AUTH, q.url);
+    for (const q of unlisted) assert.equal(q.auth, null, q.url);
+  });
+
+  test('a run\'s proxy token opens its own repository through the proxy and no other', async () => {
+    const probe = 'for p in acme/widget acme/gizmo other/secret; do '
+      + 'curl -s -o /dev/null -w "$p=%{http_code} " -u "x:$SANDBOX_MCP_PROXY_TOKEN" '
+      + '"http://127.0.0.1:8788/proxy/github/$p.git/info/refs?service=git-upload-pack"; done';
+    const own = router.add('fetch-proxy-own', [
+      { tool: 'bash', input: { command: probe, description: 'Probe' } }, { text: 'Probed.' }]);
+    const none = router.add('fetch-proxy-none', [
+      { tool: 'bash', input: { command: probe, description: 'Probe' } }, { text: 'Probed.' }]);
+    const out = (s) => toolResults(s.requests[1].body).at(-1).text.trim();
+    // a run without a repository: its token opens none
+    const b = await runTask({ task: 'fetch-proxy-none: x' });
+    assert.equal((await waitRun(b.run_id)).status, 'succeeded');
+    assert.equal(out(none), 'acme/widget=403 acme/gizmo=403 other/secret=403');
+    // a run of acme/widget: its token opens that one only
+    const a = await runTask({ task: 'fetch-proxy-own: x', repository: `${gitsrv.url}/acme/widget.git` });
+    assert.equal((await waitRun(a.run_id)).status, 'succeeded');
+    assert.equal(out(own), 'acme/widget=200 acme/gizmo=403 other/secret=403');
+    // nothing but the run's own repository reached the upstream
+    assert.equal(gitsrv.seen('/acme/gizmo.git/').length, 0);
+    assert.equal(gitsrv.seen('/other/secret.git/').length, 0);
+  });
+
+
+  test('view tokens and proxy tokens are signed with keys of their own, not the secret', async () => {
+    const secret = readFileSync(path.join(server.dataDir, 'secrets', 'proxy_jwt_secret'), 'utf8').trim();
+    const hmac = (key, msg) => crypto.createHmac('sha256', key).update(msg).digest();
+    const derived = (purpose) => hmac(secret, `sandbox-mcp ${purpose}`);
+    router.add('fetch-view', [{ text: 'Fine.' }]);
+    const run = await runTask({ task: 'fetch-view: x' });
+    const t = new URL(run.web_url).searchParams.get('t');
+    const view = (key) => hmac(key, `sandbox-mcp view\0run\0${run.run_id}\0${0}`).subarray(0, 18).toString('base64url');
+    assert.notEqual(t, view(secret), 'the view token is an HMAC under the bare secret');
+    assert.equal(t, view(derived('view-token v1')));
+    await waitRun(run.run_id);
+
+    // a real proxy token, and the same claims signed with the secret and with the view key
+    const r = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic', '--data-dir', server.dataDir]);
+    assert.equal(r.status, 0, r.stderr);
+    const real = r.stdout.trim();
+    const [h, p] = real.split('.');
+    const resign = (key) => `${h}.${p}.${hmac(key, `${h}.${p}`).toString('base64url')}`;
+    const call = (token) => fetch(`${server.url}/proxy/anthropic/v1/messages`, { method: 'POST',
+      headers: { 'x-api-key': token, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude-fake', max_tokens: 5, messages: [] }) });
+    assert.notEqual((await call(real)).status, 401); // through to the fake model
+    for (const key of [Buffer.from(secret), derived('view-token v1')]) {
+      const res = await call(resign(key));
+      assert.equal(res.status, 401);
+      assert.equal((await res.json()).code, 'invalid_token');
+    }
+  });
+});
+
+test('an operator\'s proxy token reaches only the repositories on GITHUB_REPOS', async () => {
+  const r = cli(['proxy-token', '--user', 'admin', '--services', 'github', '--data-dir', server.dataDir]);
+  assert.equal(r.status, 0, r.stderr);
+  const auth = `Basic ${Buffer.from(`x:${r.stdout.trim()}`).toString('base64')}`;
+  const get = (p) => fetch(`${server.url}/proxy/github/${p}/info/refs?service=git-upload-pack`,
+    { headers: { authorization: auth } });
+  const listed = await get('acme/widget.git');
+  assert.equal(listed.status, 200, await listed.text());
+  const unlisted = await get('other/secret.git');
+  assert.equal(unlisted.status, 403);
+  assert.equal((await unlisted.json()).code, 'repository_not_allowed');
+  assert.equal(gitsrv.seen('/other/secret.git/').length, 0);
+});
+
+test('the sandbox\'s /etc has public CA certificates but no private keys and no git configuration', async () => {
+  const res = await tool('container_exec', { command:
+    'test -e /etc/ssl/private && echo has-private; test -e /etc/gitconfig && echo has-gitconfig; '
+    + 'test -s /etc/ssl/certs/ca-certificates.crt && echo has-cas; ls /etc/ssl' });
+  const out = res.structuredContent?.stdout ?? text(res);
+  assert.doesNotMatch(out, /has-private|has-gitconfig|\bprivate\b/);
+  assert.match(out, /has-cas/);
+});
