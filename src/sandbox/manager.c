@@ -333,64 +333,108 @@ static bool sandbox_busy(struct sandbox *s)
     return sandbox_usage(s, &mem, &procs) == 0 && procs > 0;
 }
 
+/* What the disk image of sandbox `id` holds now (its allocated blocks) and may still take (up to
+ * its size): with no image yet, nothing and the whole configured size. */
+struct image_use {
+    uint64_t used, room;
+};
+
+static struct image_use image_use(const struct sandbox_manager *m, const char *id)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/sandboxes/%s/disk.img", m->data_dir, id);
+    if (stat(path, &st) < 0)
+        return (struct image_use){0, m->cfg.disk_bytes};
+    uint64_t used = (uint64_t)st.st_blocks * 512, size = (uint64_t)st.st_size;
+    return (struct image_use){used, size > used ? size - used : 0};
+}
+
+static const struct sandbox *find_running(const struct sandbox_manager *m, const char *id)
+{
+    for (const struct sandbox *s = m->all; s; s = s->next)
+        if (s->state != SBX_STOPPED && strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+struct user_disk {
+    const struct sandbox_manager *m;
+    const struct sandbox *sbx;
+    uint64_t total;
+};
+
+/* A sandbox of the user: what its image holds, and what it may still take while it runs. */
+static void add_user_image(const char *id, void *ctx)
+{
+    struct user_disk *u = ctx;
+    if (strcmp(id, u->sbx->id) == 0)
+        return;
+    struct image_use iu = image_use(u->m, id);
+    u->total += iu.used + (find_running(u->m, id) ? iu.room : 0);
+}
+
 int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
 {
-    const uint64_t size = m->cfg.disk_bytes, mib = 1 << 20;
-    if (!size)
+    const uint64_t mib = 1 << 20;
+    if (!m->cfg.disk_bytes)
         return 0;
-    uint64_t mine = 0, all = 0;
-    int r;
-    if ((r = store_sandbox_count_ranges(m->store, sbx->user_id, &mine, err)) < 0 ||
-        (r = store_sandbox_count_ranges(m->store, NULL, &all, err)) < 0)
-        return r;
-    if (m->cfg.disk_user_bytes && (mine + 1) * size > m->cfg.disk_user_bytes)
-        return err_set(err, -ENOSPC,
-                       "your sandboxes' disks take %llu MiB already and another would pass the "
-                       "%llu MiB one user may have on this server; continue in one of your "
-                       "sessions (session_id) or wait until retention removes old ones",
-                       (unsigned long long)(mine * size / mib),
-                       (unsigned long long)(m->cfg.disk_user_bytes / mib));
-    if (m->cfg.disk_total_bytes) {
-        if ((all + 1) * size > m->cfg.disk_total_bytes)
+    /* A stopped image cannot grow; a running one may, up to its size. */
+    const struct image_use mine = image_use(m, sbx->id);
+    uint64_t room = 0;
+    for (const struct sandbox *s = m->all; s; s = s->next)
+        if (s != sbx && s->state != SBX_STOPPED)
+            room += image_use(m, s->id).room;
+    if (m->cfg.disk_user_bytes) {
+        struct user_disk u = {m, sbx, mine.used + mine.room};
+        int r = store_sandbox_list_with_files(m->store, sbx->user_id, add_user_image, &u, err);
+        if (r < 0)
+            return r;
+        if (u.total > m->cfg.disk_user_bytes)
             return err_set(err, -ENOSPC,
-                           "the sandboxes' disks take %llu MiB already and another would pass "
-                           "the %llu MiB this server allows (SANDBOX_DISK_TOTAL_MB); retry when "
-                           "retention has removed old sessions",
-                           (unsigned long long)(all * size / mib),
+                           "your sandboxes' disks would hold up to %llu MiB with this one "
+                           "running, more than the %llu MiB one user may have on this server; "
+                           "continue in one of your sessions (session_id), stop using old ones "
+                           "and wait until retention removes them",
+                           (unsigned long long)(u.total / mib),
+                           (unsigned long long)(m->cfg.disk_user_bytes / mib));
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+    if (m->cfg.disk_total_bytes) {
+        uint64_t used = 0;
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+            if (de->d_name[0] != '.' && strcmp(de->d_name, sbx->id) != 0)
+                used += image_use(m, de->d_name).used;
+        if (d)
+            closedir(d);
+        uint64_t total = used + room + mine.used + mine.room;
+        if (total > m->cfg.disk_total_bytes)
+            return err_set(err, room ? -EBUSY : -ENOSPC,
+                           "the sandboxes' disks would hold up to %llu MiB with this one running, "
+                           "more than the %llu MiB this server allows (SANDBOX_DISK_TOTAL_MB); "
+                           "retry when other sandboxes have stopped",
+                           (unsigned long long)(total / mib),
                            (unsigned long long)(m->cfg.disk_total_bytes / mib));
         return 0;
     }
-    /* Sparse images: what they may still grow into is committed too, and it must fit in what
-     * the filesystem has free. */
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+    /* Sparse images: what the running ones may still grow into, this one's included, must fit
+     * in what the filesystem has free, so that no image finds the disk full. */
     struct statvfs vfs;
     if (statvfs(path, &vfs) < 0)
         return err_set(err, -errno, "cannot stat '%s': %s", path, strerror(errno));
-    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize, growth = 0;
-    DIR *d = opendir(path);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        struct stat st;
-        if (de->d_name[0] == '.' ||
-            snprintf(path, sizeof(path), "%s/sandboxes/%s/disk.img", m->data_dir, de->d_name) >=
-                (int)sizeof(path) ||
-            stat(path, &st) < 0)
-            continue;
-        uint64_t used = (uint64_t)st.st_blocks * 512;
-        if ((uint64_t)st.st_size > used)
-            growth += (uint64_t)st.st_size - used;
-    }
-    if (d)
-        closedir(d);
-    if (growth + size > avail)
-        return err_set(err, -ENOSPC,
-                       "no disk for another sandbox: the host has %llu MiB free and the "
-                       "sandboxes' disks may still grow by %llu MiB, so another %llu MiB disk "
-                       "would overcommit it; free space on the host, lower SANDBOX_DISK_MB, or "
-                       "set SANDBOX_DISK_TOTAL_MB to allow more",
-                       (unsigned long long)(avail / mib), (unsigned long long)(growth / mib),
-                       (unsigned long long)(size / mib));
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (room + mine.room > avail)
+        return err_set(err, room ? -EBUSY : -ENOSPC,
+                       "no disk room for this sandbox: the host has %llu MiB free, the running "
+                       "sandboxes' disks may still grow by %llu MiB and this one's by %llu MiB, "
+                       "which would overcommit it; %sfree space on the host, lower "
+                       "SANDBOX_DISK_MB, or set SANDBOX_DISK_TOTAL_MB to allow more",
+                       (unsigned long long)(avail / mib), (unsigned long long)(room / mib),
+                       (unsigned long long)(mine.room / mib),
+                       room ? "retry when other sandboxes have stopped, " : "");
     return 0;
 }
 

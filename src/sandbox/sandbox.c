@@ -736,10 +736,10 @@ void sandbox_start(struct sandbox *sbx)
         if (sandbox_wipe(sbx, &err) < 0)
             goto fail;
     }
-    /* No range yet: no files yet either, so this start makes its disk image. */
+    if (sandbox_disk_admit(m, sbx, &err) < 0)
+        goto fail;
     if (!sbx->id_slot &&
-        (sandbox_disk_admit(m, sbx, &err) < 0 ||
-         store_sandbox_claim_slot(m->store, sbx->id, m->cfg.uid_ranges, &sbx->id_slot, &err) < 0))
+        store_sandbox_claim_slot(m->store, sbx->id, m->cfg.uid_ranges, &sbx->id_slot, &err) < 0)
         goto fail;
     if (cgroup_create(sbx->cgroup, &lim, &err) < 0)
         goto fail;

@@ -177,22 +177,20 @@ int store_sandbox_release_slot(struct store *st, const char *id, struct err *err
     return 0;
 }
 
-int store_sandbox_count_ranges(struct store *st, const char *user_id, uint64_t *count,
-                               struct err *err)
+int store_sandbox_list_with_files(struct store *st, const char *user_id,
+                                  void (*fn)(const char *id, void *ctx), void *ctx,
+                                  struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          user_id ? "SELECT count(*) FROM sandboxes WHERE id_slot IS NOT NULL AND "
-                                    "user_id = ?"
-                                  : "SELECT count(*) FROM sandboxes WHERE id_slot IS NOT NULL",
-                          &s, err);
+    int r = store_prepare(
+        st, "SELECT id FROM sandboxes WHERE user_id = ? AND id_slot IS NOT NULL", &s, err);
     if (r < 0)
         return r;
-    if (user_id)
-        sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW)
-        return store_fail(st, rc, "count sandboxes", err);
-    *count = (uint64_t)sqlite3_column_int64(s, 0);
+    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        fn((const char *)sqlite3_column_text(s, 0), ctx);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "list sandboxes", err);
     return 0;
 }

@@ -108,10 +108,11 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
  * -ENOSPC when every slot up to max_slot is held, -ENOENT when id has one already. */
 int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot, uint32_t *slot,
                              struct err *err);
-/* How many sandboxes (of user_id, or of everyone when NULL) hold an id range, that is, have
- * files on disk. */
-int store_sandbox_count_ranges(struct store *st, const char *user_id, uint64_t *count,
-                               struct err *err);
+/* Call fn with the id of each sandbox of user_id that holds an id range, that is, has files on
+ * disk. */
+int store_sandbox_list_with_files(struct store *st, const char *user_id,
+                                  void (*fn)(const char *id, void *ctx), void *ctx,
+                                  struct err *err);
 /* Free sandbox id's slot (its files are gone) for reuse. */
 int store_sandbox_release_slot(struct store *st, const char *id, struct err *err);
 /* Call fn for each sandbox recorded as running. */

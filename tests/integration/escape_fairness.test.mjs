@@ -132,7 +132,7 @@ test("a user's waiting runs are capped, with an error that says what to do", asy
     });
 });
 
-test("a user's sandboxes' disk images are capped; the run that would pass the cap fails saying why", async () => {
+test("a user's sandboxes' disks are capped (what they hold, and may grow into while running); the run that would pass the cap fails saying why", async () => {
   await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_PER_USER_MB: '100' }, async (srv, bob) => {
     const own = await ok(srv, 'container_exec', { command: 'echo mine' });
     assert.equal(own.stdout, 'mine\n');
@@ -140,14 +140,14 @@ test("a user's sandboxes' disk images are capped; the run that would pass the ca
     const run = await ok(srv, 'run_task', { task: 'fair-disk-5b0' });
     const done = await finished(srv, run.run_id);
     assert.equal(done.status, 'failed', JSON.stringify(done));
-    assert.match(JSON.stringify(done), /your sandboxes' disks take 64 MiB already .* the 100 MiB one user may have/);
+    assert.match(JSON.stringify(done), /your sandboxes' disks would hold up to \d+ MiB with this one running, more than the 100 MiB one user may have/);
     // The cap is per user.
     const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
     assert.equal(other.stdout, 'bob\n');
   });
 });
 
-test('the images of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB', async () => {
+test('the disks of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB', async () => {
   await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_TOTAL_MB: '100' }, async (srv, bob) => {
     assert.equal((await ok(srv, 'container_exec', { command: 'echo mine' })).stdout, 'mine\n');
     const refused = await call(srv, 'container_exec', { command: 'echo bob' }, bob);
@@ -156,7 +156,7 @@ test('the images of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB', async ()
   });
 });
 
-test("a sparse image that could outgrow the host's free space is not made", async () => {
+test("a sandbox whose sparse image could outgrow the host's free space does not start", async () => {
   const { bavail, bsize } = statfsSync(tmpdir());
   const mb = Math.ceil((bavail * bsize * 1.5) / (1 << 20));
   await withServer({ SANDBOX_DISK_MB: String(mb), SANDBOX_DISK_PER_USER_MB: '0' }, async (srv) => {
