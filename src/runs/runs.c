@@ -869,6 +869,15 @@ static void on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *
     run_finish(r);
 }
 
+/* Acquire r's sandbox. The callback may run, and end r, before sandbox_acquire() returns:
+ * r is touched after it only when the wait goes on. */
+static void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, sandbox_ready_fn cb)
+{
+    struct sandbox_waiter *w = sandbox_acquire(r->e->mgr, o, cb, r);
+    if (w)
+        r->sw = w;
+}
+
 static void run_begin(struct run *r)
 {
     r->phase = PH_ACQUIRE;
@@ -879,7 +888,7 @@ static void run_begin(struct run *r)
     }
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
-    r->sw = sandbox_acquire(r->e->mgr, &o, on_sandbox, r);
+    run_acquire(r, &o, on_sandbox);
 }
 
 static bool session_busy(struct runs *e, const struct run *r)
@@ -1097,20 +1106,20 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         runs_free(e);
         return r;
     }
-    /* Runs that were past queued: re-acquire their sandboxes (adopted agents resume ingest). */
+    /* Runs that were past queued: re-acquire their sandboxes (adopted agents resume ingest). A
+     * run can end, and be freed, within its acquire; nothing starts meanwhile, so the next one
+     * in the list stays. */
+    e->scheduling = true;
     for (struct run *x = e->runs, *next; x; x = next) {
         next = x->next;
         if (x->phase == PH_QUEUED)
             continue;
-        if (x->fail[0]) {
-            struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
-            x->phase = PH_ACQUIRE;
-            x->sw = sandbox_acquire(mgr, &o, on_sandbox_failed, x);
-            continue;
-        }
         struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
-        x->sw = sandbox_acquire(mgr, &o, on_sandbox, x);
+        if (x->fail[0])
+            x->phase = PH_ACQUIRE;
+        run_acquire(x, &o, x->fail[0] ? on_sandbox_failed : on_sandbox);
     }
+    e->scheduling = false;
     loop_timer_start(&e->tick, TICK_MS, on_tick);
     run_schedule(e);
     *ret = e;
