@@ -49,6 +49,8 @@ const char *const config_known_keys[] = {
     "RUNS_MAX_RUNNING",
     "RUNS_RETENTION_DAYS",
     "RUNS_ALLOW_LOCAL_REPOS",
+    "RUNS_EVENTS_MAX_BYTES",
+    "RUNS_AGENT_LOG_MAX_BYTES",
     NULL,
 };
 

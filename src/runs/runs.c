@@ -7,10 +7,13 @@
  *      the sandbox from that archive (so nothing of the sandbox's choosing ever runs with
  *      credentials, and nothing on the host follows links the sandbox made);
  *   3. note the starting commit, mint the run's proxy token, and start the agent as a process
- *      of the sandbox with the task on stdin and its stdout appended to the run's event file;
+ *      of the sandbox with the task on stdin; the sandbox's init copies its stdout into the run's
+ *      event file and its stderr into its log, each up to a cap, and records its exit status in
+ *      the run's status file (no process of the sandbox holds any of these files);
  *   4. store the events as they arrive (inotify, and a periodic look), each exactly once;
- *   5. when the agent exits (the wrapper appends an exit line), is cancelled or times out:
- *      diff stat and commits against the starting commit, outcome, token revoked.
+ *   5. when the agent exits (the status file has its wait status), is cancelled, times out or
+ *      fills its event file: diff stat and commits against the starting commit, outcome, token
+ *      revoked.
  * Everything that must survive a restart is in the store and the run's directory. */
 #include "runs/runs.h"
 
@@ -86,12 +89,13 @@ struct run {
     char base[64];
     int agent_pid;
     int64_t offset;
-    int wd;         /* inotify watch, -1 when none */
-    bool skip_line; /* inside an oversized event line */
-    bool began;     /* moved to running (a retry after "at capacity" does not move it again) */
+    int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
+    bool skip_line;    /* inside an oversized event line */
+    bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
-    int exit_code;
-    char fail[512]; /* a failure before or around the agent */
+    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
+    int exit_signal; /* the signal that killed the agent, 0 when it exited */
+    char fail[512];  /* a failure before or around the agent */
 };
 
 struct runs_waiter {
@@ -121,6 +125,7 @@ struct runs {
 static void run_schedule(struct runs *e);
 static void run_finish(struct run *r);
 static void run_ingest(struct run *r);
+static void check_output(struct run *r);
 
 /* --- bookkeeping --- */
 
@@ -259,6 +264,10 @@ static void record_end(struct run *r, const char *changes)
         status = "failed";
         if (row.error && *row.error) {
             snprintf(why, sizeof(why), "the agent reported an error: %.400s", row.error);
+        } else if (r->exit_signal) {
+            snprintf(why, sizeof(why), "the agent was killed by signal %d (%s)", r->exit_signal,
+                     strsignal(r->exit_signal));
+            error = why;
         } else {
             snprintf(why, sizeof(why), "the agent exited with status %d", r->exit_code);
             error = why;
@@ -282,6 +291,8 @@ static void record_end(struct run *r, const char *changes)
     unlink(path);
     if (r->wd >= 0)
         inotify_rm_watch(e->inotify_fd, r->wd);
+    if (r->wd_status >= 0)
+        inotify_rm_watch(e->inotify_fd, r->wd_status);
     if (r->sbx)
         sandbox_release(r->sbx);
     if (r->sw)
@@ -350,8 +361,10 @@ static void run_finish(struct run *r)
     }
     if (r->agent_pid > 0 && r->sbx && (r->cancelled || r->timed_out))
         sandbox_kill_group(r->sbx, r->agent_pid);
-    if (r->agent_pid > 0)
+    if (r->agent_pid > 0) {
         run_ingest(r);
+        check_output(r);
+    }
     collect_changes(r);
 }
 
@@ -443,12 +456,6 @@ static void run_ingest(struct run *r)
             pos += ll + 1;
             if (ll == 0)
                 continue;
-            if (ll > strlen(RUN_EXIT_MARKER) &&
-                memcmp(line, RUN_EXIT_MARKER, strlen(RUN_EXIT_MARKER)) == 0) {
-                r->exited = true;
-                r->exit_code = atoi(line + strlen(RUN_EXIT_MARKER));
-                continue;
-            }
             struct agent_event *ev = &parsed[nev];
             if (!r->adapter || r->adapter->parse(line, ll, ev) < 0) {
                 memset(ev, 0, sizeof(*ev));
@@ -500,6 +507,67 @@ static void run_ingest(struct run *r)
     free(buf);
 }
 
+/* --- the agent's end --- */
+
+static void run_path(const struct run *r, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", r->dir, name);
+}
+
+/* The agent's end as the sandbox's init recorded it in the run's status file once it had reaped
+ * the agent and copied the rest of its output: 1 when it is there (r->exited and the exit status
+ * set), 0 when not yet, a negative errno when there is no such file (a run started by an earlier
+ * version, which has only its process to go by). */
+static int read_exit(struct run *r)
+{
+    if (r->exited)
+        return 1;
+    char path[PATH_MAX + 16], text[64];
+    run_path(r, "status", path, sizeof(path));
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, text, sizeof(text));
+    int ws;
+    if (n <= 0 || sandbox_spawn_status(text, (size_t)n, &ws) <= 0)
+        return 0;
+    r->exited = true;
+    r->exit_signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+    r->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + r->exit_signal;
+    return 1;
+}
+
+/* Has the agent ended? Its process being gone says nothing yet (the init may still be copying
+ * its last output); the init being gone, and the sandbox with it, does. */
+static bool agent_ended(struct run *r)
+{
+    int rc = read_exit(r);
+    if (rc > 0)
+        return true;
+    if (rc < 0)
+        return !sandbox_pid_alive(r->sbx, r->agent_pid);
+    return !sandbox_pid_alive(r->sbx, 1);
+}
+
+/* The event file reached its cap, so the init drops what the agent writes next: what the run
+ * did can no longer be told, and it fails. An agent still running is stopped; the run ends once
+ * its end is recorded. */
+static void check_output(struct run *r)
+{
+    char path[PATH_MAX + 16];
+    struct stat st;
+    uint64_t max = r->e->cfg.events_max_bytes;
+    run_path(r, "events.jsonl", path, sizeof(path));
+    if (r->fail[0] || stat(path, &st) < 0 || (uint64_t)st.st_size < max)
+        return;
+    snprintf(r->fail, sizeof(r->fail),
+             "the agent's output exceeded %llu bytes (RUNS_EVENTS_MAX_BYTES)",
+             (unsigned long long)max);
+    log_info("run output over its cap run=%s max=%llu", r->id, (unsigned long long)max);
+    if (!r->exited && r->sbx)
+        sandbox_kill_group(r->sbx, r->agent_pid);
+}
+
 static void on_inotify(h2o_socket_t *sock, const char *errstr)
 {
     struct runs *e = sock->data;
@@ -511,7 +579,7 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
         next = r->next;
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            if (r->exited)
+            if (read_exit(r) > 0)
                 run_finish(r);
         }
     }
@@ -519,12 +587,15 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
 
 /* --- starting the agent --- */
 
-/* Ingest whenever the agent writes to its event file. */
+/* Ingest whenever the init writes to the agent's event file, and end the run when it writes
+ * the agent's status. */
 static void watch_events(struct run *r)
 {
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+    run_path(r, "events.jsonl", path, sizeof(path));
     r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+    run_path(r, "status", path, sizeof(path));
+    r->wd_status = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
 }
 
 static int open_file(struct run *r, const char *name, int flags, struct err *err)
@@ -568,8 +639,8 @@ static void start_agent(struct run *r)
                              .program = program};
     r->adapter->launch(&l);
     free(token);
-    /* The wrapper seeds OpenCode's config directory (so it installs no plugin), runs the agent,
-     * and appends the exit line. */
+    /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
+     * agent, whose exit status the init records. */
     size_t argc = 0;
     while (l.argv[argc])
         argc++;
@@ -581,22 +652,28 @@ static void start_agent(struct run *r)
               "[ -e \"$c/package.json\" ] || printf '%s\\n' \"$p\" > \"$c/package.json\"; "
               "[ -e \"$c/package-lock.json\" ] || printf '{\"packages\":{\"\":%s}}\\n' \"$p\" "
               "> \"$c/package-lock.json\"; "
-              "\"$@\"; rc=$?; printf '" RUN_EXIT_MARKER "%d}\\n' \"$rc\"";
+              "exec \"$@\"";
     argv[3] = "agent";
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
-    int fds[3] = {open_file(r, "task.txt", O_RDONLY, &err),
+    int fds[4] = {open_file(r, "task.txt", O_RDONLY, &err),
                   open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
-                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err)};
+                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
     int pid = 0, rc = -EIO;
-    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0) {
+    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
         struct sandbox_spawn_opts so = {.argv = argv,
                                         .cwd = r->workdir,
                                         .env = (const char *const *)l.env,
-                                        .stdio = {fds[0], fds[1], fds[2]}};
+                                        .stdin_fd = fds[0],
+                                        .out_fd = fds[1],
+                                        .err_fd = fds[2],
+                                        .out_max = e->cfg.events_max_bytes,
+                                        .err_max = e->cfg.agent_log_max_bytes,
+                                        .status_fd = fds[3]};
         rc = sandbox_spawn(r->sbx, &so, &pid, &err);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     free(argv);
@@ -825,8 +902,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         return;
     }
     if (r->phase == PH_AGENT) { /* adopted: is the agent still there? */
-        if (!sandbox_pid_alive(sbx, r->agent_pid)) {
-            run_ingest(r);
+        if (agent_ended(r)) {
             r->adopted_dead = !r->exited;
             run_finish(r);
             return;
@@ -835,7 +911,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
                  r->agent_pid, (long long)r->offset);
         run_ingest(r);
-        if (r->exited)
+        if (read_exit(r) > 0)
             run_finish(r);
         return;
     }
@@ -934,7 +1010,8 @@ static void run_schedule(struct runs *e)
 static void remove_run_dir(const struct store_run *run, void *ctx)
 {
     struct runs *e = ctx;
-    static const char *const files[] = {"events.jsonl", "agent.log", "task.txt", "repo.tar"};
+    static const char *const files[] = {"events.jsonl", "agent.log", "status", "task.txt",
+                                        "repo.tar"};
     char path[PATH_MAX + 32];
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         snprintf(path, sizeof(path), "%s/runs/%s/%s", e->data_dir, run->id, files[i]);
@@ -983,10 +1060,9 @@ static void on_tick(struct loop_timer *t)
         }
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            if (r->exited || !sandbox_pid_alive(r->sbx, r->agent_pid)) {
-                run_ingest(r);
+            check_output(r);
+            if (agent_ended(r))
                 run_finish(r);
-            }
         }
     }
     for (struct runs_waiter **pp = &e->waiters; *pp;) {
@@ -1021,7 +1097,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     struct run *r = xcalloc(1, sizeof(*r));
     r->e = e;
     r->n = row->n;
-    r->wd = -1;
+    r->wd = r->wd_status = -1;
     r->exit_code = -1;
     snprintf(r->id, sizeof(r->id), "%s", row->id);
     snprintf(r->user_id, sizeof(r->user_id), "%s", row->user_id);

@@ -31,7 +31,10 @@ struct runs_config {
     uint64_t timeout_max_ms;   /* the largest a client may ask for */
     unsigned max_running;      /* runs at once; the rest wait in order */
     uint64_t retention_ms;     /* workspaces of sessions idle this long are removed */
-    const void *jwt_key;       /* signs the runs' proxy tokens */
+    /* What an agent may write to the host: its event file (stdout) ends the run when it reaches
+     * events_max_bytes; its log (stderr) keeps agent_log_max_bytes and drops the rest. */
+    uint64_t events_max_bytes, agent_log_max_bytes;
+    const void *jwt_key; /* signs the runs' proxy tokens */
     size_t jwt_keylen;
 };
 
