@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -608,6 +609,27 @@ static int open_file(struct run *r, const char *name, int flags, struct err *err
     return fd;
 }
 
+/* The task as a sealed memory file: the agent's stdin, read from the start, and no file of the
+ * host. */
+static int task_memfd(struct run *r, struct err *err)
+{
+    _cleanup_close_ int task = open_file(r, "task.txt", O_RDONLY, err);
+    if (task < 0)
+        return task;
+    _cleanup_close_ int fd = memfd_create("task", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(task, buf, sizeof(buf))) > 0)
+        if (write(fd, buf, (size_t)n) != n)
+            return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
+    if (n < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+        return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
+    return TAKE_FD(fd);
+}
+
 static void start_agent(struct run *r)
 {
     struct runs *e = r->e;
@@ -656,7 +678,7 @@ static void start_agent(struct run *r)
     argv[3] = "agent";
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
-    int fds[4] = {open_file(r, "task.txt", O_RDONLY, &err),
+    int fds[4] = {task_memfd(r, &err),
                   open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
                   open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
                   open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
