@@ -175,8 +175,8 @@ struct sandbox_spawn_opts {
     const char *const *env;  /* NAME=VALUE, NULL-terminated: the whole environment */
     int stdin_fd;            /* handed to the process as its stdin */
     /* Host files (opened for appending) that no process of the sandbox ever holds: the process
-     * writes its stdout and stderr to pipes, and the sandbox's init copies at most out_max and
-     * err_max bytes from them into these files and drops the rest. */
+     * writes its stdout and stderr to memory files, and the sandbox's init copies at most out_max
+     * and err_max bytes from them into these files and drops the rest. */
     int out_fd, err_fd;
     uint64_t out_max, err_max;
     /* A host file, empty, for the process's end: when the init has reaped the process and copied

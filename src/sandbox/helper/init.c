@@ -14,12 +14,14 @@
  *
  * A relayed request has a fourth descriptor, a status file, and a third list after the
  * environment, "<stdout max>\0<stderr max>\0\0". Its stdout and stderr are then files of the
- * host that no process of the sandbox may hold: the command gets pipes instead, and this process
- * copies from them into the files, at most that many bytes each (the rest is read and dropped).
- * When it reaps the command it copies what is left in the pipes, closes them (a process still
- * writing gets EPIPE) and writes "exit <wait status>\n" to the status file. The server reads it
- * there, whether or not it was connected, or restarted, meanwhile. Nothing in the sandbox can
- * reach those descriptors: this process is not dumpable, so its /proc/1/fd is closed to them. */
+ * host that no process of the sandbox may hold: the command writes to memory files of its own
+ * instead (files, not pipes: a program that writes a pipe without blocking may drop what is
+ * still queued when it exits), and this process copies what they gain into the host files every
+ * RELAY_TICK_MS, at most that many bytes each, and frees what it has copied or dropped (the
+ * memory is the sandbox's). When it reaps the command it copies the rest and writes
+ * "exit <wait status>\n" to the status file. The server reads it there, whether or not it was
+ * connected, or restarted, meanwhile. Nothing in the sandbox can reach those descriptors: this
+ * process is not dumpable, so its /proc/1/fd is closed to them. */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -32,7 +34,10 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -45,12 +50,14 @@
 #define MAX_CMDS 1024
 
 #define RELAY_CHUNK 65536
+#define RELAY_TICK_MS 50
 
-/* A pipe the command writes and the host file its bytes go to. */
+/* A memory file the command writes and the host file its bytes go to. */
 struct relay {
-    int from;      /* the pipe's read end, -1 when closed */
-    int to;        /* the host file, -1 when none */
-    uint64_t left; /* bytes the file may still take; the rest is dropped */
+    int from;        /* the memory file, -1 when none */
+    int to;          /* the host file, -1 when none */
+    uint64_t copied; /* bytes of from copied or dropped (and freed) */
+    uint64_t left;   /* bytes the host file may still take; the rest is dropped */
 };
 
 struct cmd {
@@ -61,10 +68,8 @@ struct cmd {
 };
 
 static struct cmd cmds[MAX_CMDS];
-static int ep = -1;
-
-/* epoll data: a descriptor of its own (control socket, signalfd, connection) or a relay */
-#define TAG_RELAY (1ull << 32)
+static int ep = -1, tick = -1;
+static unsigned relays; /* relayed commands running: the tick runs while there are any */
 
 /* The descriptor in *fd, which is -1 afterwards. */
 static int take_fd(int *fd)
@@ -261,7 +266,7 @@ static void start_command(int conn)
 {
     uint32_t len = 0;
     /* stdin, stdout, stderr and, for a relayed command, its status file */
-    int fds[4] = {-1, -1, -1, -1}, pipes[2][2] = {{-1, -1}, {-1, -1}};
+    int fds[4] = {-1, -1, -1, -1}, mem[2] = {-1, -1};
     union {
         char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
@@ -312,12 +317,13 @@ static void start_command(int conn)
     int child_fds[3] = {fds[0], fds[1], fds[2]};
     if (relayed) {
         for (int i = 0; i < 2; i++) {
-            if (pipe2(pipes[i], O_CLOEXEC) < 0) {
-                say_error(conn, "pipe", errno);
+            mem[i] = memfd_create(i == 0 ? "stdout" : "stderr", MFD_CLOEXEC);
+            if (mem[i] < 0) {
+                say_error(conn, "memfd_create", errno);
                 goto out;
             }
-            fcntl(pipes[i][0], F_SETFL, O_NONBLOCK);
-            child_fds[1 + i] = pipes[i][1];
+            fcntl(mem[i], F_SETFL, O_APPEND);
+            child_fds[1 + i] = mem[i];
         }
     }
     int started[2];
@@ -364,14 +370,17 @@ static void start_command(int conn)
     if (relayed) {
         for (int i = 0; i < 2; i++) {
             struct relay *r = &cmd->relay[i];
-            r->from = TAKE(pipes[i][0]);
+            r->from = TAKE(mem[i]);
             r->to = TAKE(fds[1 + i]);
+            r->copied = 0;
             r->left = max[i];
-            struct epoll_event ev = {.events = EPOLLIN,
-                                     .data.u64 = TAG_RELAY | (uint64_t)(slot * 2 + i)};
-            epoll_ctl(ep, EPOLL_CTL_ADD, r->from, &ev);
         }
         cmd->status_fd = TAKE(fds[3]);
+        if (relays++ == 0) {
+            struct itimerspec every = {.it_interval = {0, RELAY_TICK_MS * 1000000L},
+                                       .it_value = {0, RELAY_TICK_MS * 1000000L}};
+            timerfd_settime(tick, 0, &every, NULL);
+        }
     }
     say(conn, "pid", pid);
     conn = -1; /* kept until the command ends */
@@ -381,58 +390,69 @@ out:
         if (fds[i] >= 0)
             close(fds[i]);
     for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 2; k++)
-            if (pipes[i][k] >= 0)
-                close(pipes[i][k]);
+        if (mem[i] >= 0)
+            close(mem[i]);
     if (conn >= 0)
         close(conn);
 }
 
-/* Copy what the pipe holds now into the file, at most max bytes. False at end of file or on an
- * error of the pipe. */
-static bool relay_pump(struct relay *r, size_t max)
+/* Copy what the command added to its memory file into the host file, up to the cap, and free
+ * it. A sandbox that shrinks the file loses what was not copied yet; one that writes past the
+ * cap only has it freed. */
+static void relay_copy(struct relay *r)
 {
     static char buf[RELAY_CHUNK];
-    size_t done = 0;
-    while (r->from >= 0 && done < max) {
-        ssize_t n = read(r->from, buf, sizeof(buf));
+    struct stat st;
+    if (r->from < 0 || fstat(r->from, &st) < 0)
+        return;
+    uint64_t size = (uint64_t)st.st_size, from = r->copied;
+    if (size < from)
+        from = r->copied = size;
+    while (r->copied < size && r->left > 0) {
+        size_t want = size - r->copied < sizeof(buf) ? (size_t)(size - r->copied) : sizeof(buf);
+        if (want > r->left)
+            want = (size_t)r->left;
+        ssize_t n = pread(r->from, buf, want, (off_t)r->copied);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EAGAIN)
-            return true;
         if (n <= 0)
-            return false;
-        done += (size_t)n;
-        size_t keep = (uint64_t)n < r->left ? (size_t)n : (size_t)r->left;
-        for (size_t off = 0; off < keep;) {
-            ssize_t w = write(r->to, buf + off, keep - off);
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(r->to, buf + off, (size_t)(n - off));
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0) {
                 r->left = 0; /* the file takes no more (disk full): drop the rest */
                 break;
             }
-            off += (size_t)w;
-            r->left -= (uint64_t)w;
+            off += w;
         }
+        r->copied += (uint64_t)n;
+        r->left = r->left > (uint64_t)n ? r->left - (uint64_t)n : 0;
     }
-    return true;
+    if (r->left == 0)
+        r->copied = size;
+    if (r->copied > from)
+        fallocate(r->from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+                  (off_t)(r->copied - from));
 }
 
 static void relay_close(struct relay *r)
 {
-    if (r->from >= 0) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, r->from, NULL);
+    if (r->from >= 0)
         close(r->from);
-    }
     if (r->to >= 0)
         close(r->to);
     r->from = r->to = -1;
-    r->left = 0;
+    r->copied = r->left = 0;
 }
 
 static void cmd_clear(struct cmd *c)
 {
+    if (c->status_fd >= 0 && --relays == 0) {
+        struct itimerspec stop = {0};
+        timerfd_settime(tick, 0, &stop, NULL);
+    }
     c->pid = 0;
     c->conn = -1;
     if (c->status_fd >= 0)
@@ -442,15 +462,12 @@ static void cmd_clear(struct cmd *c)
         relay_close(&c->relay[i]);
 }
 
-/* The command was reaped: what it wrote is in its pipes (at most their size, since a writer
- * waits while a pipe is full), then the record of its end. */
+/* The command was reaped: the rest of what it wrote, then the record of its end. */
 static void cmd_ended(struct cmd *c, int status)
 {
     for (int i = 0; i < 2; i++) {
-        struct relay *r = &c->relay[i];
-        int size = r->from >= 0 ? fcntl(r->from, F_GETPIPE_SZ) : 0;
-        relay_pump(r, size > 0 ? (size_t)size : RELAY_CHUNK);
-        relay_close(r);
+        relay_copy(&c->relay[i]);
+        relay_close(&c->relay[i]);
     }
     if (c->status_fd >= 0) {
         char line[64];
@@ -488,26 +505,28 @@ int init_main(void)
     sigaddset(&chld, SIGCHLD);
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     ep = epoll_create1(EPOLL_CLOEXEC);
+    tick = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     fcntl(CTL_FD, F_SETFD, FD_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)sfd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = sfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
-    ev.data.u64 = CTL_FD;
+    ev.data.fd = CTL_FD;
     epoll_ctl(ep, EPOLL_CTL_ADD, CTL_FD, &ev);
+    ev.data.fd = tick;
+    epoll_ctl(ep, EPOLL_CTL_ADD, tick, &ev);
     for (;;) {
         struct epoll_event evs[32];
         int n = epoll_wait(ep, evs, 32, -1);
         for (int i = 0; i < n; i++) {
-            uint64_t tag = evs[i].data.u64;
-            int fd = (int)(uint32_t)tag;
-            if (tag & TAG_RELAY) {
-                /* a relay closed earlier in this round (its command was reaped) is skipped */
-                struct relay *r = &cmds[fd / 2].relay[fd % 2];
-                if (r->from >= 0 && !relay_pump(r, RELAY_CHUNK)) {
-                    /* every writer is gone: the file takes nothing more */
-                    epoll_ctl(ep, EPOLL_CTL_DEL, r->from, NULL);
-                    close(r->from);
-                    r->from = -1;
+            int fd = evs[i].data.fd;
+            if (fd == tick) {
+                uint64_t ticks;
+                if (read(tick, &ticks, sizeof(ticks)) < 0) {
+                    /* none due */
                 }
+                for (int k = 0; k < MAX_CMDS; k++)
+                    if (cmds[k].pid && cmds[k].status_fd >= 0)
+                        for (int j = 0; j < 2; j++)
+                            relay_copy(&cmds[k].relay[j]);
             } else if (fd == CTL_FD) {
                 int conn = accept4(CTL_FD, NULL, NULL, SOCK_CLOEXEC);
                 if (conn < 0)
@@ -515,8 +534,7 @@ int init_main(void)
                 start_command(conn);
                 struct cmd *c = cmd_of_conn(conn);
                 if (c) {
-                    struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP,
-                                              .data.u64 = (uint64_t)conn};
+                    struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
                     epoll_ctl(ep, EPOLL_CTL_ADD, conn, &cev);
                 }
             } else if (fd == sfd) {
