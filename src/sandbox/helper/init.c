@@ -51,6 +51,7 @@
 
 #define RELAY_CHUNK 65536
 #define RELAY_TICK_MS 50
+#define RELAY_TICK_BYTES (8u << 20) /* copied per file and tick, so other work waits little */
 
 /* A memory file the command writes and the host file its bytes go to. */
 struct relay {
@@ -396,10 +397,10 @@ out:
         close(conn);
 }
 
-/* Copy what the command added to its memory file into the host file, up to the cap, and free
- * it. A sandbox that shrinks the file loses what was not copied yet; one that writes past the
- * cap only has it freed. */
-static void relay_copy(struct relay *r)
+/* Copy what the command added to its memory file into the host file, at most budget bytes now
+ * and up to the cap in all, and free it. A sandbox that shrinks the file loses what was not
+ * copied yet; one that writes past the cap only has it freed. */
+static void relay_copy(struct relay *r, uint64_t budget)
 {
     static char buf[RELAY_CHUNK];
     struct stat st;
@@ -408,6 +409,8 @@ static void relay_copy(struct relay *r)
     uint64_t size = (uint64_t)st.st_size, from = r->copied;
     if (size < from)
         from = r->copied = size;
+    if (size - r->copied > budget && r->left > 0)
+        size = r->copied + budget;
     while (r->copied < size && r->left > 0) {
         size_t want = size - r->copied < sizeof(buf) ? (size_t)(size - r->copied) : sizeof(buf);
         if (want > r->left)
@@ -466,7 +469,7 @@ static void cmd_clear(struct cmd *c)
 static void cmd_ended(struct cmd *c, int status)
 {
     for (int i = 0; i < 2; i++) {
-        relay_copy(&c->relay[i]);
+        relay_copy(&c->relay[i], UINT64_MAX);
         relay_close(&c->relay[i]);
     }
     if (c->status_fd >= 0) {
@@ -526,7 +529,7 @@ int init_main(void)
                 for (int k = 0; k < MAX_CMDS; k++)
                     if (cmds[k].pid && cmds[k].status_fd >= 0)
                         for (int j = 0; j < 2; j++)
-                            relay_copy(&cmds[k].relay[j]);
+                            relay_copy(&cmds[k].relay[j], RELAY_TICK_BYTES);
             } else if (fd == CTL_FD) {
                 int conn = accept4(CTL_FD, NULL, NULL, SOCK_CLOEXEC);
                 if (conn < 0)
