@@ -468,6 +468,13 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     if (config_get_u64(cfg, "RUNS_MAX_QUEUED_PER_USER", 10, 1, 100000, &v, err) < 0)
         return err->code;
     rc->max_queued_user = (unsigned)v;
+    /* What an agent may write to the host: its event stream, and its log (no more is kept). */
+    if (config_get_u64(cfg, "RUNS_EVENTS_MAX_BYTES", 256ull << 20, 64 << 10, 1ull << 40,
+                       &rc->events_max_bytes, err) < 0)
+        return err->code;
+    if (config_get_u64(cfg, "RUNS_AGENT_LOG_MAX_BYTES", 16ull << 20, 64 << 10, 1ull << 40,
+                       &rc->agent_log_max_bytes, err) < 0)
+        return err->code;
     /* Days, fractions allowed (0 keeps workspaces forever). */
     const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
     double d = 7;

@@ -65,6 +65,8 @@ const char *const config_known_keys[] = {
     "RUNS_RETENTION_DAYS",
     "RUNS_ALLOW_LOCAL_REPOS",
     "FETCH_ALLOW",
+    "RUNS_EVENTS_MAX_BYTES",
+    "RUNS_AGENT_LOG_MAX_BYTES",
     NULL,
 };
 

@@ -9,10 +9,13 @@
  *      sandbox's choosing ever runs with credentials, and nothing on the host follows links the
  *      sandbox made);
  *   3. note the starting commit, mint the run's proxy token, and start the agent as a process
- *      of the sandbox with the task on stdin and its stdout appended to the run's event file;
+ *      of the sandbox with the task on stdin; the sandbox's init copies its stdout into the run's
+ *      event file and its stderr into its log, each up to a cap, and records its exit status in
+ *      the run's status file (no process of the sandbox holds any of these files);
  *   4. store the events as they arrive (inotify, and a periodic look), each exactly once;
- *   5. when the agent exits (the wrapper appends an exit line), is cancelled or times out:
- *      diff stat and commits against the starting commit, outcome, token revoked.
+ *   5. when the agent exits (the status file has its wait status), is cancelled, times out or
+ *      fills its event file: diff stat and commits against the starting commit, outcome, token
+ *      revoked.
  * Everything that must survive a restart is in the store and the run's directory. */
 #include "runs/runs.h"
 
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,12 +95,13 @@ struct run {
     char base[64];
     int agent_pid;
     int64_t offset;
-    int wd;         /* inotify watch, -1 when none */
-    bool skip_line; /* inside an oversized event line */
-    bool began;     /* moved to running (a retry after "at capacity" does not move it again) */
+    int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
+    bool skip_line;    /* inside an oversized event line */
+    bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
-    int exit_code;
-    char fail[512]; /* a failure before or around the agent */
+    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
+    int exit_signal; /* the signal that killed the agent, 0 when it exited */
+    char fail[512];  /* a failure before or around the agent */
 };
 
 struct runs_waiter {
@@ -129,6 +134,7 @@ struct runs {
 static void run_schedule(struct runs *e);
 static void run_finish(struct run *r);
 static void run_ingest(struct run *r);
+static void check_output(struct run *r);
 
 /* --- bookkeeping --- */
 
@@ -267,6 +273,10 @@ static void record_end(struct run *r, const char *changes)
         status = "failed";
         if (row.error && *row.error) {
             snprintf(why, sizeof(why), "the agent reported an error: %.400s", row.error);
+        } else if (r->exit_signal) {
+            snprintf(why, sizeof(why), "the agent was killed by signal %d (%s)", r->exit_signal,
+                     strsignal(r->exit_signal));
+            error = why;
         } else {
             snprintf(why, sizeof(why), "the agent exited with status %d", r->exit_code);
             error = why;
@@ -290,6 +300,8 @@ static void record_end(struct run *r, const char *changes)
     unlink(path);
     if (r->wd >= 0)
         inotify_rm_watch(e->inotify_fd, r->wd);
+    if (r->wd_status >= 0)
+        inotify_rm_watch(e->inotify_fd, r->wd_status);
     if (r->sbx)
         sandbox_release(r->sbx);
     if (r->sw)
@@ -360,8 +372,10 @@ static void run_finish(struct run *r)
     }
     if (r->agent_pid > 0 && r->sbx && (r->cancelled || r->timed_out))
         sandbox_kill_group(r->sbx, r->agent_pid);
-    if (r->agent_pid > 0)
+    if (r->agent_pid > 0) {
         run_ingest(r);
+        check_output(r);
+    }
     collect_changes(r);
 }
 
@@ -453,12 +467,6 @@ static void run_ingest(struct run *r)
             pos += ll + 1;
             if (ll == 0)
                 continue;
-            if (ll > strlen(RUN_EXIT_MARKER) &&
-                memcmp(line, RUN_EXIT_MARKER, strlen(RUN_EXIT_MARKER)) == 0) {
-                r->exited = true;
-                r->exit_code = atoi(line + strlen(RUN_EXIT_MARKER));
-                continue;
-            }
             struct agent_event *ev = &parsed[nev];
             if (!r->adapter || r->adapter->parse(line, ll, ev) < 0) {
                 memset(ev, 0, sizeof(*ev));
@@ -510,6 +518,67 @@ static void run_ingest(struct run *r)
     free(buf);
 }
 
+/* --- the agent's end --- */
+
+static void run_path(const struct run *r, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", r->dir, name);
+}
+
+/* The agent's end as the sandbox's init recorded it in the run's status file once it had reaped
+ * the agent and copied the rest of its output: 1 when it is there (r->exited and the exit status
+ * set), 0 when not yet, a negative errno when there is no such file (a run started by an earlier
+ * version, which has only its process to go by). */
+static int read_exit(struct run *r)
+{
+    if (r->exited)
+        return 1;
+    char path[PATH_MAX + 16], text[64];
+    run_path(r, "status", path, sizeof(path));
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, text, sizeof(text));
+    int ws;
+    if (n <= 0 || sandbox_spawn_status(text, (size_t)n, &ws) <= 0)
+        return 0;
+    r->exited = true;
+    r->exit_signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+    r->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + r->exit_signal;
+    return 1;
+}
+
+/* Has the agent ended? Its process being gone says nothing yet (the init may still be copying
+ * its last output); the init being gone, and the sandbox with it, does. */
+static bool agent_ended(struct run *r)
+{
+    int rc = read_exit(r);
+    if (rc > 0)
+        return true;
+    if (rc < 0)
+        return !sandbox_pid_alive(r->sbx, r->agent_pid);
+    return !sandbox_pid_alive(r->sbx, 1);
+}
+
+/* The event file reached its cap, so the init drops what the agent writes next: what the run
+ * did can no longer be told, and it fails. An agent still running is stopped; the run ends once
+ * its end is recorded. */
+static void check_output(struct run *r)
+{
+    char path[PATH_MAX + 16];
+    struct stat st;
+    uint64_t max = r->e->cfg.events_max_bytes;
+    run_path(r, "events.jsonl", path, sizeof(path));
+    if (r->fail[0] || stat(path, &st) < 0 || (uint64_t)st.st_size < max)
+        return;
+    snprintf(r->fail, sizeof(r->fail),
+             "the agent's output exceeded %llu bytes (RUNS_EVENTS_MAX_BYTES)",
+             (unsigned long long)max);
+    log_info("run output over its cap run=%s max=%llu", r->id, (unsigned long long)max);
+    if (!r->exited && r->sbx)
+        sandbox_kill_group(r->sbx, r->agent_pid);
+}
+
 static void on_inotify(h2o_socket_t *sock, const char *errstr)
 {
     struct runs *e = sock->data;
@@ -521,7 +590,7 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
         next = r->next;
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            if (r->exited)
+            if (read_exit(r) > 0)
                 run_finish(r);
         }
     }
@@ -529,12 +598,15 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
 
 /* --- starting the agent --- */
 
-/* Ingest whenever the agent writes to its event file. */
+/* Ingest whenever the init writes to the agent's event file, and end the run when it writes
+ * the agent's status. */
 static void watch_events(struct run *r)
 {
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+    run_path(r, "events.jsonl", path, sizeof(path));
     r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+    run_path(r, "status", path, sizeof(path));
+    r->wd_status = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
 }
 
 static int open_file(struct run *r, const char *name, int flags, struct err *err)
@@ -545,6 +617,27 @@ static int open_file(struct run *r, const char *name, int flags, struct err *err
     if (fd < 0)
         return err_set(err, -errno, "cannot open '%s': %s", path, strerror(errno));
     return fd;
+}
+
+/* The task as a sealed memory file: the agent's stdin, read from the start, and no file of the
+ * host. */
+static int task_memfd(struct run *r, struct err *err)
+{
+    _cleanup_close_ int task = open_file(r, "task.txt", O_RDONLY, err);
+    if (task < 0)
+        return task;
+    _cleanup_close_ int fd = memfd_create("task", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(task, buf, sizeof(buf))) > 0)
+        if (write(fd, buf, (size_t)n) != n)
+            return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
+    if (n < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+        return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
+    return TAKE_FD(fd);
 }
 
 static void start_agent(struct run *r)
@@ -582,8 +675,8 @@ static void start_agent(struct run *r)
                              .program = program};
     r->adapter->launch(&l);
     free(token);
-    /* The wrapper seeds OpenCode's config directory (so it installs no plugin), runs the agent,
-     * and appends the exit line. */
+    /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
+     * agent, whose exit status the init records. */
     size_t argc = 0;
     while (l.argv[argc])
         argc++;
@@ -595,22 +688,28 @@ static void start_agent(struct run *r)
               "[ -e \"$c/package.json\" ] || printf '%s\\n' \"$p\" > \"$c/package.json\"; "
               "[ -e \"$c/package-lock.json\" ] || printf '{\"packages\":{\"\":%s}}\\n' \"$p\" "
               "> \"$c/package-lock.json\"; "
-              "\"$@\"; rc=$?; printf '" RUN_EXIT_MARKER "%d}\\n' \"$rc\"";
+              "exec \"$@\"";
     argv[3] = "agent";
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
-    int fds[3] = {open_file(r, "task.txt", O_RDONLY, &err),
+    int fds[4] = {task_memfd(r, &err),
                   open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
-                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err)};
+                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
     int pid = 0, rc = -EIO;
-    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0) {
+    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
         struct sandbox_spawn_opts so = {.argv = argv,
                                         .cwd = r->workdir,
                                         .env = (const char *const *)l.env,
-                                        .stdio = {fds[0], fds[1], fds[2]}};
+                                        .stdin_fd = fds[0],
+                                        .out_fd = fds[1],
+                                        .err_fd = fds[2],
+                                        .out_max = e->cfg.events_max_bytes,
+                                        .err_max = e->cfg.agent_log_max_bytes,
+                                        .status_fd = fds[3]};
         rc = sandbox_spawn(r->sbx, &so, &pid, &err);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     free(argv);
@@ -939,8 +1038,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         return;
     }
     if (r->phase == PH_AGENT) { /* adopted: is the agent still there? */
-        if (!sandbox_pid_alive(sbx, r->agent_pid)) {
-            run_ingest(r);
+        if (agent_ended(r)) {
             r->adopted_dead = !r->exited;
             run_finish(r);
             return;
@@ -949,7 +1047,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
                  r->agent_pid, (long long)r->offset);
         run_ingest(r);
-        if (r->exited)
+        if (read_exit(r) > 0)
             run_finish(r);
         return;
     }
@@ -983,6 +1081,15 @@ static void on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *
     run_finish(r);
 }
 
+/* Acquire r's sandbox. The callback may run, and end r, before sandbox_acquire() returns:
+ * r is touched after it only when the wait goes on. */
+static void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, sandbox_ready_fn cb)
+{
+    struct sandbox_waiter *w = sandbox_acquire(r->e->mgr, o, cb, r);
+    if (w)
+        r->sw = w;
+}
+
 static void run_begin(struct run *r)
 {
     r->phase = PH_ACQUIRE;
@@ -993,10 +1100,7 @@ static void run_begin(struct run *r)
     }
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
-    /* NULL when on_sandbox has run already, which may have ended (and freed) the run */
-    struct sandbox_waiter *w = sandbox_acquire(r->e->mgr, &o, on_sandbox, r);
-    if (w)
-        r->sw = w;
+    run_acquire(r, &o, on_sandbox);
 }
 
 static bool session_busy(struct runs *e, const struct run *r)
@@ -1056,7 +1160,8 @@ static void run_schedule(struct runs *e)
 static void remove_run_dir(const struct store_run *run, void *ctx)
 {
     struct runs *e = ctx;
-    static const char *const files[] = {"events.jsonl", "agent.log", "task.txt", "repo.tar"};
+    static const char *const files[] = {"events.jsonl", "agent.log", "status", "task.txt",
+                                        "repo.tar"};
     char path[PATH_MAX + 32];
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         snprintf(path, sizeof(path), "%s/runs/%s/%s", e->data_dir, run->id, files[i]);
@@ -1105,10 +1210,9 @@ static void on_tick(struct loop_timer *t)
         }
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            if (r->exited || !sandbox_pid_alive(r->sbx, r->agent_pid)) {
-                run_ingest(r);
+            check_output(r);
+            if (agent_ended(r))
                 run_finish(r);
-            }
         }
     }
     for (struct runs_waiter **pp = &e->waiters; *pp;) {
@@ -1143,7 +1247,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     struct run *r = xcalloc(1, sizeof(*r));
     r->e = e;
     r->n = row->n;
-    r->wd = -1;
+    r->wd = r->wd_status = -1;
     r->exit_code = -1;
     snprintf(r->id, sizeof(r->id), "%s", row->id);
     snprintf(r->user_id, sizeof(r->user_id), "%s", row->user_id);
@@ -1248,24 +1352,20 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         runs_free(e);
         return r;
     }
-    /* Runs that were past queued: re-acquire their sandboxes (adopted agents resume ingest). */
+    /* Runs that were past queued: re-acquire their sandboxes (adopted agents resume ingest). A
+     * run can end, and be freed, within its acquire; nothing starts meanwhile, so the next one
+     * in the list stays. */
+    e->scheduling = true;
     for (struct run *x = e->runs, *next; x; x = next) {
         next = x->next;
         if (x->phase == PH_QUEUED)
             continue;
-        if (x->fail[0]) {
-            struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
-            x->phase = PH_ACQUIRE;
-            struct sandbox_waiter *w = sandbox_acquire(mgr, &o, on_sandbox_failed, x);
-            if (w)
-                x->sw = w;
-            continue;
-        }
         struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
-        struct sandbox_waiter *w = sandbox_acquire(mgr, &o, on_sandbox, x);
-        if (w)
-            x->sw = w;
+        if (x->fail[0])
+            x->phase = PH_ACQUIRE;
+        run_acquire(x, &o, x->fail[0] ? on_sandbox_failed : on_sandbox);
     }
+    e->scheduling = false;
     loop_timer_start(&e->tick, TICK_MS, on_tick);
     run_schedule(e);
     *ret = e;

@@ -36,7 +36,10 @@ struct runs_config {
     unsigned max_running_user;   /* runs of one user at once (the rest of theirs wait) */
     unsigned max_queued_user;    /* runs one user may have waiting; more are refused */
     uint64_t retention_ms;       /* workspaces of sessions idle this long are removed */
-    const void *jwt_key;         /* signs the runs' proxy tokens */
+    /* What an agent may write to the host: its event file (stdout) ends the run when it reaches
+     * events_max_bytes; its log (stderr) keeps agent_log_max_bytes and drops the rest. */
+    uint64_t events_max_bytes, agent_log_max_bytes;
+    const void *jwt_key; /* signs the runs' proxy tokens */
     size_t jwt_keylen;
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
     size_t view_keylen;

@@ -37,9 +37,6 @@ const struct agent_adapter *agent_find(const char *name);
 /* Names of the adapters, comma-separated (for messages). */
 const char *agent_names(void);
 
-/* The line the run's wrapper appends to the event file when the agent exits. */
-#define RUN_EXIT_MARKER "{\"type\":\"sandbox_mcp_exit\",\"code\":"
-
 /* --- repositories (repo.c) --- */
 
 /* A repository a run names. */

@@ -5,7 +5,9 @@
  * stdout and stderr attached; the init starts it already inside every namespace, the cgroup and
  * the policy of the sandbox (helper/init.c has the protocol). The server reads the output pipes
  * and the init's report on the connection: "pid <pid>", then "exit <wait status>", or
- * "<stage>: <error>" when the command could not start.
+ * "<stage>: <error>" when the command could not start. A spawned process (one that outlives the
+ * server) never gets a host file: the init relays its output into the host files with a cap and
+ * records its end in a status file, so neither depends on a server being connected.
  *
  * A file operation runs in the sandbox helper's "sandbox-fs" role (helper/fs.c), started from
  * the sealed memfd with the request in a memfd of its own: a fresh static program, so nothing
@@ -372,9 +374,11 @@ static void free_strv(char **v)
     free(v);
 }
 
-/* The request for the sandbox's init: a 4-byte length, then cwd, argv and envp as
- * NUL-separated lists each ended by an empty string (see helper/init.c). */
-static char *build_request(const char *cwd, const char *const *argv, char **envp, uint32_t *len)
+/* The request for the sandbox's init: a 4-byte length, then cwd, argv, envp and (for a relayed
+ * command) its options as NUL-separated lists each ended by an empty string (see
+ * helper/init.c). */
+static char *build_request(const char *cwd, const char *const *argv, char **envp,
+                           const char *const *opts, uint32_t *len)
 {
     struct buf b;
     buf_init(&b, 0);
@@ -387,6 +391,11 @@ static char *build_request(const char *cwd, const char *const *argv, char **envp
     for (size_t i = 0; envp[i]; i++)
         buf_append(&b, envp[i], strlen(envp[i]) + 1);
     buf_append(&b, "", 1);
+    if (opts) {
+        for (size_t i = 0; opts[i]; i++)
+            buf_append(&b, opts[i], strlen(opts[i]) + 1);
+        buf_append(&b, "", 1);
+    }
     size_t n;
     char *data = buf_steal(&b, &n);
     *len = (uint32_t)(n - sizeof(zero));
@@ -394,10 +403,12 @@ static char *build_request(const char *cwd, const char *const *argv, char **envp
     return data;
 }
 
-/* Hand a command to the sandbox's init over its control socket, with the command's stdin,
- * stdout and stderr attached. Returns the connection, on which the init reports. */
+/* Hand a command to the sandbox's init over its control socket, with nfds descriptors attached:
+ * the command's stdin, stdout and stderr, and for a relayed command (opts given) its status
+ * file. Returns the connection, on which the init reports. */
 static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
-                        const char *const *env, int in, int out, int errfd, struct err *err)
+                        const char *const *env, const char *const *opts, const int *fds,
+                        size_t nfds, struct err *err)
 {
     char path[108];
     snprintf(path, sizeof(path), "/proc/self/fd/%d/ctl.sock", sbx->dirfd);
@@ -416,22 +427,23 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
     }
     char **envp = build_env(env, cwd);
     uint32_t len;
-    char *req = build_request(cwd, argv, envp, &len);
+    char *req = build_request(cwd, argv, envp, opts, &len);
     free_strv(envp);
-    int fds[3] = {in, out, errfd};
     union {
-        char buf[CMSG_SPACE(sizeof(fds))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
     struct iovec iov = {.iov_base = req, .iov_len = sizeof(len)};
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(c), fds, sizeof(fds));
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
     bool ok = sendmsg(conn, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(len);
     /* The rest on the local socket; the init reads it at once. */
     for (size_t off = sizeof(len); ok && off < sizeof(len) + len;) {
@@ -557,7 +569,8 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     }
     const char *argv[] = {"/bin/sh", "-c", opts->command, NULL};
     int stdin_fd = opts->stdin_fd > 0 ? opts->stdin_fd : feed ? in[0] : m->devnull;
-    int conn = send_to_init(sbx, cwd, argv, opts->env, stdin_fd, out[1], errp[1], err);
+    int fds[3] = {stdin_fd, out[1], errp[1]};
+    int conn = send_to_init(sbx, cwd, argv, opts->env, NULL, fds, 3, err);
     if (in[0] >= 0)
         close(in[0]);
     close(out[1]);
@@ -608,8 +621,12 @@ int sandbox_spawn(struct sandbox *sbx, const struct sandbox_spawn_opts *opts, in
     if (sbx->state != SBX_RUNNING)
         return err_set(err, -ESRCH, "sandbox '%s' is not running", sbx->id);
     const char *cwd = opts->cwd && *opts->cwd ? opts->cwd : "/workspace";
-    int conn = send_to_init(sbx, cwd, opts->argv, opts->env, opts->stdio[0], opts->stdio[1],
-                            opts->stdio[2], err);
+    char out_max[24], err_max[24];
+    snprintf(out_max, sizeof(out_max), "%llu", (unsigned long long)opts->out_max);
+    snprintf(err_max, sizeof(err_max), "%llu", (unsigned long long)opts->err_max);
+    const char *relay[] = {out_max, err_max, NULL};
+    int fds[4] = {opts->stdin_fd, opts->out_fd, opts->err_fd, opts->status_fd};
+    int conn = send_to_init(sbx, cwd, opts->argv, opts->env, relay, fds, 4, err);
     if (conn < 0)
         return conn;
     /* The init forks and answers at once; a failed exec follows within the same moment. */
@@ -633,6 +650,16 @@ int sandbox_spawn(struct sandbox *sbx, const struct sandbox_spawn_opts *opts, in
     line[strcspn(line, "\n")] = '\0';
     return err_set(err, -EIO, "cannot start the process: %s",
                    len ? line : "the sandbox did not answer");
+}
+
+int sandbox_spawn_status(const char *text, size_t len, int *wait_status)
+{
+    char line[64];
+    if (len == 0 || len >= sizeof(line) || text[len - 1] != '\n')
+        return 0; /* not yet, or not all of it yet */
+    memcpy(line, text, len);
+    line[len] = '\0';
+    return sscanf(line, "exit %d", wait_status) == 1 ? 1 : 0;
 }
 
 /* The host pid of sbx's process whose pid inside the sandbox is pid; 0 when there is none. */

@@ -125,7 +125,7 @@ json_t *fsop_run(int root_fd, const struct fsop_request *req);
 struct fsop_worker_request {
     int ncg;
     const char *cg_procs[4]; /* cgroup.procs files to write the worker's pid into */
-    int nfilters; /* seccomp programs to load in order (at most 2) */
+    int nfilters;            /* seccomp programs to load in order (at most 2) */
     const struct sock_filter *filter[2];
     unsigned short filter_len[2]; /* instructions */
     struct fsop_request op;

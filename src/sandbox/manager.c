@@ -223,6 +223,15 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
              cgroup_mode_name(mode), m->tmpl.name, (unsigned long long)(m->cfg.memory_bytes >> 20),
              (unsigned long long)m->cfg.pids_max, (unsigned long long)(m->cfg.disk_bytes >> 20),
              m->cfg.max_running, (unsigned long long)(m->cfg.idle_ms / 1000));
+    struct statvfs vfs;
+    if (m->cfg.disk_bytes && !m->cfg.disk_total_bytes && statvfs(path, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < m->cfg.disk_bytes * m->cfg.max_running)
+        log_warn("sandbox disk-room free_mb=%llu: fewer than SANDBOX_MAX_RUNNING=%u sandboxes "
+                 "with SANDBOX_DISK_MB=%llu images can run at once without overcommitting the "
+                 "disk; idle ones are stopped to make room (lower SANDBOX_DISK_MB or set "
+                 "SANDBOX_DISK_TOTAL_MB to change that)",
+                 (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20),
+                 m->cfg.max_running, (unsigned long long)(m->cfg.disk_bytes >> 20));
     if (mode == CGROUP_NONE)
         log_warn("sandbox limits off: no usable cgroup hierarchy and SANDBOX_ALLOW_UNLIMITED=1, so "
                  "a sandbox's memory and processes are bounded by rlimits only: run only code you "
@@ -374,8 +383,11 @@ static void add_user_image(const char *id, void *ctx)
     u->total += iu.used + (find_running(u->m, id) ? iu.room : 0);
 }
 
-int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
+/* The checks of sandbox_disk_admit, once; *user_limit tells whether the user's share failed. */
+static int disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
+                      struct err *err)
 {
+    *user_limit = false;
     const uint64_t mib = 1 << 20;
     if (!m->cfg.disk_bytes)
         return 0;
@@ -390,7 +402,8 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
         int r = store_sandbox_list_with_files(m->store, sbx->user_id, add_user_image, &u, err);
         if (r < 0)
             return r;
-        if (u.total > m->cfg.disk_user_bytes)
+        if (u.total > m->cfg.disk_user_bytes) {
+            *user_limit = true;
             return err_set(err, -ENOSPC,
                            "your sandboxes' disks would hold up to %llu MiB with this one "
                            "running, more than the %llu MiB one user may have on this server; "
@@ -398,6 +411,7 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
                            "and wait until retention removes them",
                            (unsigned long long)(u.total / mib),
                            (unsigned long long)(m->cfg.disk_user_bytes / mib));
+        }
     }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
@@ -438,21 +452,46 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
     return 0;
 }
 
+/* The least recently used running sandbox other than sbx that is idle (no call in flight, no
+ * process running), of user_id or of anyone's when NULL. */
+static struct sandbox *lru_idle(struct sandbox_manager *m, const char *user_id,
+                                const struct sandbox *sbx)
+{
+    struct sandbox *lru = NULL;
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (s != sbx && s->state == SBX_RUNNING && s->holds == 0 &&
+            (!user_id || strcmp(s->user_id, user_id) == 0) &&
+            (!lru || s->last_used < lru->last_used) && !sandbox_busy(s))
+            lru = s;
+    return lru;
+}
+
+int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
+{
+    /* An idle running sandbox's image may still grow as long as it runs: stopping it (its files
+     * stay) gives that room back, as the capacity limit stops one for a slot. */
+    for (;;) {
+        bool user_limit;
+        int r = disk_check(m, sbx, &user_limit, err);
+        if (r == 0)
+            return 0;
+        struct sandbox *lru = lru_idle(m, user_limit ? sbx->user_id : NULL, sbx);
+        if (!lru)
+            return r;
+        sandbox_stop(lru, "evicted (disk room)");
+    }
+}
+
 /* Make room for one more running sandbox of sbx's user: past the user's own limit, stop their
  * least recently used idle one; past the server's, anyone's. */
 static int make_room(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
 {
     unsigned mine = 0;
-    struct sandbox *own_lru = NULL;
-    for (struct sandbox *s = m->all; s; s = s->next) {
-        if (strcmp(s->user_id, sbx->user_id) != 0 || s->state == SBX_STOPPED)
-            continue;
-        mine++;
-        if (s->state == SBX_RUNNING && s->holds == 0 &&
-            (!own_lru || s->last_used < own_lru->last_used) && !sandbox_busy(s))
-            own_lru = s;
-    }
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (strcmp(s->user_id, sbx->user_id) == 0 && s->state != SBX_STOPPED)
+            mine++;
     if (mine >= m->cfg.max_running_user) {
+        struct sandbox *own_lru = lru_idle(m, sbx->user_id, sbx);
         if (!own_lru)
             return err_set(err, -EBUSY,
                            "you have %u sandboxes running (your own and your runs' sessions), the "
@@ -463,11 +502,7 @@ static int make_room(struct sandbox_manager *m, const struct sandbox *sbx, struc
     }
     if (m->running < m->cfg.max_running)
         return 0;
-    struct sandbox *lru = NULL;
-    for (struct sandbox *s = m->all; s; s = s->next)
-        if (s->state == SBX_RUNNING && s->holds == 0 && (!lru || s->last_used < lru->last_used))
-            if (!sandbox_busy(s))
-                lru = s;
+    struct sandbox *lru = lru_idle(m, NULL, sbx);
     if (!lru)
         return err_set(err, -EBUSY, "at capacity: all %u sandboxes are busy; retry later",
                        m->cfg.max_running);

@@ -179,13 +179,27 @@ struct sandbox_spawn_opts {
     const char *const *argv; /* absolute program path first; NULL-terminated */
     const char *cwd;         /* inside the sandbox */
     const char *const *env;  /* NAME=VALUE, NULL-terminated: the whole environment */
-    int stdio[3];            /* stdin, stdout, stderr: host descriptors handed to the process */
+    int stdin_fd;            /* handed to the process as its stdin */
+    /* Host files (opened for appending) that no process of the sandbox ever holds: the process
+     * writes its stdout and stderr to memory files, and the sandbox's init copies at most out_max
+     * and err_max bytes from them into these files and drops the rest. */
+    int out_fd, err_fd;
+    uint64_t out_max, err_max;
+    /* A host file, empty, for the process's end: when the init has reaped the process and copied
+     * the rest of its output, it writes "exit <wait status>\n" there (sandbox_spawn_status). */
+    int status_fd;
 };
 /* Start a process in sbx (which the caller holds) in a session of its own. It belongs to the
- * sandbox, not to this server: it runs on when the server exits. Blocks for the init's answer
- * (a fork's time). Returns 0 and its pid inside the sandbox, or a negative errno with err. */
+ * sandbox, not to this server: it runs on when the server exits, and its output and end are
+ * recorded by the sandbox's init whether a server is there or not. Blocks for the init's answer
+ * (a fork's time). The descriptors in opts stay the caller's. Returns 0 and its pid inside the
+ * sandbox, or a negative errno with err. */
 int sandbox_spawn(struct sandbox *sbx, const struct sandbox_spawn_opts *opts, int *pid,
                   struct err *err);
+/* Read the end of a spawned process from the text of its status file (len bytes): 1 and its
+ * wait status when it is there, 0 when the process has not ended (or the init has not yet
+ * finished recording it). */
+int sandbox_spawn_status(const char *text, size_t len, int *wait_status);
 /* Whether process pid (inside the sandbox) still runs. */
 bool sandbox_pid_alive(struct sandbox *sbx, int pid);
 /* Kill process group pid (inside the sandbox) with SIGKILL. Returns 0 or -ESRCH. */

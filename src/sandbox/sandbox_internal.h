@@ -164,8 +164,9 @@ struct sandbox_manager {
 /* Whether sbx may start with its disk image (made now when it has none): what the images of
  * its user hold, and may still grow into while they run, stays within SANDBOX_DISK_PER_USER_MB;
  * what all images hold and the running ones may grow into stays within SANDBOX_DISK_TOTAL_MB,
- * or without it, what the running ones may grow into fits in the filesystem's free space. 0;
- * -EBUSY when other sandboxes stopping would make room; -ENOSPC otherwise; err says which. */
+ * or without it, what the running ones may grow into fits in the filesystem's free space. Idle
+ * running sandboxes are stopped (least recently used first) while that makes room. 0; -EBUSY
+ * when busy sandboxes ending would make room; -ENOSPC otherwise; err says which. */
 int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
 /* Start sbx (state STOPPED): forks the setup child; waiters run when it reports. */
 void sandbox_start(struct sandbox *sbx);

@@ -178,12 +178,11 @@ int store_sandbox_release_slot(struct store *st, const char *id, struct err *err
 }
 
 int store_sandbox_list_with_files(struct store *st, const char *user_id,
-                                  void (*fn)(const char *id, void *ctx), void *ctx,
-                                  struct err *err)
+                                  void (*fn)(const char *id, void *ctx), void *ctx, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(
-        st, "SELECT id FROM sandboxes WHERE user_id = ? AND id_slot IS NOT NULL", &s, err);
+    int r = store_prepare(st, "SELECT id FROM sandboxes WHERE user_id = ? AND id_slot IS NOT NULL",
+                          &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);

@@ -10,7 +10,18 @@
  * the command's stdin, stdout and stderr attached (SCM_RIGHTS) to the first bytes.
  * Answers on the connection, one line each: "pid <pid in the sandbox>", then "exit <status>"
  * when it ends, or "<stage>: <error>" if it could not start. A byte 'k' from the server kills
- * the command's process group. */
+ * the command's process group.
+ *
+ * A relayed request has a fourth descriptor, a status file, and a third list after the
+ * environment, "<stdout max>\0<stderr max>\0\0". Its stdout and stderr are then files of the
+ * host that no process of the sandbox may hold: the command writes to memory files of its own
+ * instead (files, not pipes: a program that writes a pipe without blocking may drop what is
+ * still queued when it exits), and this process copies what they gain into the host files every
+ * RELAY_TICK_MS, at most that many bytes each, and frees what it has copied or dropped (the
+ * memory is the sandbox's). When it reaps the command it copies the rest and writes
+ * "exit <wait status>\n" to the status file. The server reads it there, whether or not it was
+ * connected, or restarted, meanwhile. Nothing in the sandbox can reach those descriptors: this
+ * process is not dumpable, so its /proc/1/fd is closed to them. */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -23,7 +34,10 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -35,12 +49,37 @@
 #define REQUEST_MAX (4u << 20)
 #define MAX_CMDS 1024
 
+#define RELAY_CHUNK 65536
+#define RELAY_TICK_MS 50
+#define RELAY_TICK_BYTES (8u << 20) /* copied per file and tick, so other work waits little */
+
+/* A memory file the command writes and the host file its bytes go to. */
+struct relay {
+    int from;        /* the memory file, -1 when none */
+    int to;          /* the host file, -1 when none */
+    uint64_t copied; /* bytes of from copied or dropped (and freed) */
+    uint64_t left;   /* bytes the host file may still take; the rest is dropped */
+};
+
 struct cmd {
     pid_t pid;
-    int conn; /* -1 once the server went away: the command runs on unreported */
+    int conn;      /* -1 once the server went away: the command runs on unreported */
+    int status_fd; /* the host file for the command's end, -1 when none */
+    struct relay relay[2];
 };
 
 static struct cmd cmds[MAX_CMDS];
+static int ep = -1, tick = -1;
+static unsigned relays; /* relayed commands running: the tick runs while there are any */
+
+/* The descriptor in *fd, which is -1 afterwards. */
+static int take_fd(int *fd)
+{
+    int v = *fd;
+    *fd = -1;
+    return v;
+}
+#define TAKE(fd) take_fd(&(fd))
 
 /* "<word> <number>\n" on the connection */
 static void say(int conn, const char *word, long v)
@@ -212,12 +251,25 @@ static int child_main(void *arg)
     _exit(127);
 }
 
+/* Parse a byte cap of the request's option list. */
+static bool parse_max(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno)
+        return false;
+    *out = v;
+    return true;
+}
+
 static void start_command(int conn)
 {
     uint32_t len = 0;
-    int fds[3] = {-1, -1, -1};
+    /* stdin, stdout, stderr and, for a relayed command, its status file */
+    int fds[4] = {-1, -1, -1, -1}, mem[2] = {-1, -1};
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct iovec iov = {.iov_base = &len, .iov_len = sizeof(len)};
@@ -225,17 +277,21 @@ static void start_command(int conn)
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     ssize_t n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if (n != sizeof(len) || !c || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(3 * sizeof(int)) || len < 4 || len > REQUEST_MAX) {
-        if (c && c->cmsg_type == SCM_RIGHTS)
-            for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && i < 3; i++)
-                close(((int *)CMSG_DATA(c))[i]);
+    size_t nfds = c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS
+                      ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int)
+                      : 0;
+    if (nfds > 4)
+        nfds = 4;
+    if (nfds)
+        memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
+    bool relayed = nfds == 4;
+    char *req = NULL;
+    if (n != sizeof(len) || (msg.msg_flags & MSG_CTRUNC) || nfds < 3 || len < 4 ||
+        len > REQUEST_MAX) {
         say_error(conn, "bad request", EPROTO);
-        close(conn);
-        return;
+        goto out;
     }
-    memcpy(fds, CMSG_DATA(c), sizeof(fds));
-    char *req = malloc(len + 2);
+    req = malloc(len + 2);
     int slot = -1;
     for (int i = 0; i < MAX_CMDS; i++)
         if (cmds[i].pid == 0) {
@@ -248,13 +304,28 @@ static void start_command(int conn)
     }
     req[len] = req[len + 1] = '\0';
     char *end = req + len, *cwd = req;
-    char *argv[64], *envp[512];
-    size_t argc, envc;
+    char *argv[64], *envp[512], *opts[4];
+    size_t argc, envc, optc;
     char *p = split(cwd + strlen(cwd) + 1, end, argv, 64, &argc);
-    split(p, end, envp, 512, &envc);
-    if (argc == 0) {
+    p = split(p, end, envp, 512, &envc);
+    split(p, end, opts, 4, &optc);
+    uint64_t max[2] = {0, 0};
+    if (argc == 0 ||
+        (relayed && (optc != 2 || !parse_max(opts[0], &max[0]) || !parse_max(opts[1], &max[1])))) {
         say_error(conn, "bad request", EPROTO);
         goto out;
+    }
+    int child_fds[3] = {fds[0], fds[1], fds[2]};
+    if (relayed) {
+        for (int i = 0; i < 2; i++) {
+            mem[i] = memfd_create(i == 0 ? "stdout" : "stderr", MFD_CLOEXEC);
+            if (mem[i] < 0) {
+                say_error(conn, "memfd_create", errno);
+                goto out;
+            }
+            fcntl(mem[i], F_SETFL, O_APPEND);
+            child_fds[1 + i] = mem[i];
+        }
     }
     int started[2];
     if (pipe2(started, O_CLOEXEC) < 0) {
@@ -263,7 +334,7 @@ static void start_command(int conn)
     }
     struct child ch = {.conn = conn,
                        .started = started[1],
-                       .fds = fds,
+                       .fds = child_fds,
                        .cwd = cwd,
                        .argv = argv,
                        .argc = argc,
@@ -294,16 +365,120 @@ static void start_command(int conn)
         }
         goto out;
     }
-    cmds[slot].pid = pid;
-    cmds[slot].conn = conn;
+    struct cmd *cmd = &cmds[slot];
+    cmd->pid = pid;
+    cmd->conn = conn;
+    if (relayed) {
+        for (int i = 0; i < 2; i++) {
+            struct relay *r = &cmd->relay[i];
+            r->from = TAKE(mem[i]);
+            r->to = TAKE(fds[1 + i]);
+            r->copied = 0;
+            r->left = max[i];
+        }
+        cmd->status_fd = TAKE(fds[3]);
+        if (relays++ == 0) {
+            struct itimerspec every = {.it_interval = {0, RELAY_TICK_MS * 1000000L},
+                                       .it_value = {0, RELAY_TICK_MS * 1000000L}};
+            timerfd_settime(tick, 0, &every, NULL);
+        }
+    }
     say(conn, "pid", pid);
     conn = -1; /* kept until the command ends */
 out:
     free(req);
-    for (int i = 0; i < 3; i++)
-        close(fds[i]);
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    for (int i = 0; i < 2; i++)
+        if (mem[i] >= 0)
+            close(mem[i]);
     if (conn >= 0)
         close(conn);
+}
+
+/* Copy what the command added to its memory file into the host file, at most budget bytes now
+ * and up to the cap in all, and free it. A sandbox that shrinks the file loses what was not
+ * copied yet; one that writes past the cap only has it freed. */
+static void relay_copy(struct relay *r, uint64_t budget)
+{
+    static char buf[RELAY_CHUNK];
+    struct stat st;
+    if (r->from < 0 || fstat(r->from, &st) < 0)
+        return;
+    uint64_t size = (uint64_t)st.st_size, from = r->copied;
+    if (size < from)
+        from = r->copied = size;
+    if (size - r->copied > budget && r->left > 0)
+        size = r->copied + budget;
+    while (r->copied < size && r->left > 0) {
+        size_t want = size - r->copied < sizeof(buf) ? (size_t)(size - r->copied) : sizeof(buf);
+        if (want > r->left)
+            want = (size_t)r->left;
+        ssize_t n = pread(r->from, buf, want, (off_t)r->copied);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(r->to, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                r->left = 0; /* the file takes no more (disk full): drop the rest */
+                break;
+            }
+            off += w;
+        }
+        r->copied += (uint64_t)n;
+        r->left = r->left > (uint64_t)n ? r->left - (uint64_t)n : 0;
+    }
+    if (r->left == 0)
+        r->copied = size;
+    if (r->copied > from)
+        fallocate(r->from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+                  (off_t)(r->copied - from));
+}
+
+static void relay_close(struct relay *r)
+{
+    if (r->from >= 0)
+        close(r->from);
+    if (r->to >= 0)
+        close(r->to);
+    r->from = r->to = -1;
+    r->copied = r->left = 0;
+}
+
+static void cmd_clear(struct cmd *c)
+{
+    if (c->status_fd >= 0 && --relays == 0) {
+        struct itimerspec stop = {0};
+        timerfd_settime(tick, 0, &stop, NULL);
+    }
+    c->pid = 0;
+    c->conn = -1;
+    if (c->status_fd >= 0)
+        close(c->status_fd);
+    c->status_fd = -1;
+    for (int i = 0; i < 2; i++)
+        relay_close(&c->relay[i]);
+}
+
+/* The command was reaped: the rest of what it wrote, then the record of its end. */
+static void cmd_ended(struct cmd *c, int status)
+{
+    for (int i = 0; i < 2; i++) {
+        relay_copy(&c->relay[i], UINT64_MAX);
+        relay_close(&c->relay[i]);
+    }
+    if (c->status_fd >= 0) {
+        char line[64];
+        int n = snprintf(line, sizeof(line), "exit %d\n", status);
+        if (write(c->status_fd, line, (size_t)n) != n) {
+            /* the server learns nothing; it sees the sandbox's end instead */
+        }
+    }
 }
 
 static struct cmd *cmd_of_conn(int conn)
@@ -318,8 +493,13 @@ int init_main(void)
 {
     prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
     /* Not dumpable: processes in the sandbox (no CAP_SYS_PTRACE) can neither trace PID 1 nor
-     * open its /proc/1/fd, mem or environ. */
+     * open its /proc/1/fd, mem or environ, which hold the host files of relayed commands. */
     prctl(PR_SET_DUMPABLE, 0);
+    for (int i = 0; i < MAX_CMDS; i++) {
+        cmds[i].conn = cmds[i].status_fd = -1;
+        for (int k = 0; k < 2; k++)
+            cmds[i].relay[k].from = cmds[i].relay[k].to = -1;
+    }
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, 0);
@@ -327,18 +507,30 @@ int init_main(void)
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-    int ep = epoll_create1(EPOLL_CLOEXEC);
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    tick = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     fcntl(CTL_FD, F_SETFD, FD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = sfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
     ev.data.fd = CTL_FD;
     epoll_ctl(ep, EPOLL_CTL_ADD, CTL_FD, &ev);
+    ev.data.fd = tick;
+    epoll_ctl(ep, EPOLL_CTL_ADD, tick, &ev);
     for (;;) {
         struct epoll_event evs[32];
         int n = epoll_wait(ep, evs, 32, -1);
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
-            if (fd == CTL_FD) {
+            if (fd == tick) {
+                uint64_t ticks;
+                if (read(tick, &ticks, sizeof(ticks)) < 0) {
+                    /* none due */
+                }
+                for (int k = 0; k < MAX_CMDS; k++)
+                    if (cmds[k].pid && cmds[k].status_fd >= 0)
+                        for (int j = 0; j < 2; j++)
+                            relay_copy(&cmds[k].relay[j], RELAY_TICK_BYTES);
+            } else if (fd == CTL_FD) {
                 int conn = accept4(CTL_FD, NULL, NULL, SOCK_CLOEXEC);
                 if (conn < 0)
                     continue;
@@ -358,13 +550,13 @@ int init_main(void)
                     for (int k = 0; k < MAX_CMDS; k++) {
                         if (cmds[k].pid != pid)
                             continue;
+                        cmd_ended(&cmds[k], status);
                         if (cmds[k].conn >= 0) {
                             say(cmds[k].conn, "exit", status);
                             epoll_ctl(ep, EPOLL_CTL_DEL, cmds[k].conn, NULL);
                             close(cmds[k].conn);
                         }
-                        cmds[k].pid = 0;
-                        cmds[k].conn = -1;
+                        cmd_clear(&cmds[k]);
                     }
                 }
             } else {
