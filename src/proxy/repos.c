@@ -26,18 +26,29 @@ static size_t segment(const char *s, size_t max)
     return n;
 }
 
+/* The next comma-separated entry of a list at *p, spaces trimmed, as [*s, *e); false at the end.
+ * Advances *p past it. */
+static bool next_entry(const char **p, const char **s, const char **e)
+{
+    if (!**p)
+        return false;
+    size_t len = strcspn(*p, ",");
+    *s = *p;
+    *e = *p + len;
+    *p += len + ((*p)[len] == ',');
+    while (*s < *e && **s == ' ')
+        (*s)++;
+    while (*e > *s && (*e)[-1] == ' ')
+        (*e)--;
+    return true;
+}
+
 int proxy_repos_check(const char *spec, struct err *err)
 {
     if (!spec)
         return 0;
-    for (const char *p = spec; *p;) {
-        size_t len = strcspn(p, ",");
-        const char *s = p, *e = p + len;
-        p += len + (p[len] == ',');
-        while (s < e && *s == ' ')
-            s++;
-        while (e > s && e[-1] == ' ')
-            e--;
+    const char *s, *e;
+    for (const char *p = spec; next_entry(&p, &s, &e);) {
         if (s == e || (e - s == 1 && *s == '*'))
             continue;
         size_t o = segment(s, (size_t)(e - s));
@@ -61,14 +72,8 @@ bool proxy_repo_allowed(const char *spec, const char *repo)
     if (!spec || !slash)
         return false;
     size_t olen = (size_t)(slash - repo);
-    for (const char *p = spec; *p;) {
-        size_t len = strcspn(p, ",");
-        const char *s = p, *e = p + len;
-        p += len + (p[len] == ',');
-        while (s < e && *s == ' ')
-            s++;
-        while (e > s && e[-1] == ' ')
-            e--;
+    const char *s, *e;
+    for (const char *p = spec; next_entry(&p, &s, &e);) {
         if (e - s == 1 && *s == '*')
             return true;
         const char *es = memchr(s, '/', (size_t)(e - s));

@@ -134,7 +134,8 @@ test("a user's waiting runs are capped, with an error that says what to do", asy
 
 test("a user's sandboxes' disks are capped (what they hold, and may grow into while running); the run that would pass the cap fails saying why", async () => {
   await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_PER_USER_MB: '100' }, async (srv, bob) => {
-    const own = await ok(srv, 'container_exec', { command: 'echo mine' });
+    // Their own sandbox is busy, so it cannot be stopped to give its room back.
+    const own = await ok(srv, 'container_exec', { command: 'nohup sleep 300 >/dev/null 2>&1 & echo mine' });
     assert.equal(own.stdout, 'mine\n');
     router.add('fair-disk-5b0', [{ text: 'Done.' }]);
     const run = await ok(srv, 'run_task', { task: 'fair-disk-5b0' });
@@ -144,15 +145,27 @@ test("a user's sandboxes' disks are capped (what they hold, and may grow into wh
     // The cap is per user.
     const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
     assert.equal(other.stdout, 'bob\n');
+    // Once their own sandbox is idle, it is stopped (its files stay) to make room for the run.
+    await ok(srv, 'container_exec', { command: 'pkill sleep; true' });
+    const again = await ok(srv, 'run_task', { task: 'fair-disk-5b0 again' });
+    assert.equal((await finished(srv, again.run_id)).status, 'succeeded');
+    assert.match(srv.stderr(), /sandbox stopped sbx=\S+ user=\S+ reason=evicted \(disk room\)/);
   });
 });
 
-test('the disks of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB', async () => {
+test('the disks of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB; idle sandboxes make room', async () => {
   await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_TOTAL_MB: '100' }, async (srv, bob) => {
-    assert.equal((await ok(srv, 'container_exec', { command: 'echo mine' })).stdout, 'mine\n');
+    const busy = await ok(srv, 'container_exec', { command: 'nohup sleep 300 >/dev/null 2>&1 & echo mine' });
+    assert.equal(busy.stdout, 'mine\n');
     const refused = await call(srv, 'container_exec', { command: 'echo bob' }, bob);
     assert.equal(refused.isError, true, JSON.stringify(refused));
     assert.match(text(refused), /SANDBOX_DISK_TOTAL_MB/);
+    await ok(srv, 'container_exec', { command: 'pkill sleep; echo kept > /workspace/kept' });
+    assert.equal((await ok(srv, 'container_exec', { command: 'echo bob' }, bob)).stdout, 'bob\n');
+    assert.match(srv.stderr(), /reason=evicted \(disk room\)/);
+    // The stopped sandbox kept its files, and starts again in its turn (the other, idle now,
+    // making room).
+    assert.equal((await ok(srv, 'container_exec', { command: 'cat /workspace/kept' })).stdout, 'kept\n');
   });
 });
 
