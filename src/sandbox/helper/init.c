@@ -365,9 +365,14 @@ static void start_command(int conn)
         }
         goto out;
     }
+    /* A slot is set up when taken, not at start: writing every slot would make the whole table
+     * the init's own memory in every sandbox, where unused slots now stay untouched zero pages. */
     struct cmd *cmd = &cmds[slot];
     cmd->pid = pid;
     cmd->conn = conn;
+    cmd->status_fd = -1;
+    for (int i = 0; i < 2; i++)
+        cmd->relay[i].from = cmd->relay[i].to = -1;
     if (relayed) {
         for (int i = 0; i < 2; i++) {
             struct relay *r = &cmd->relay[i];
@@ -495,11 +500,6 @@ int init_main(void)
     /* Not dumpable: processes in the sandbox (no CAP_SYS_PTRACE) can neither trace PID 1 nor
      * open its /proc/1/fd, mem or environ, which hold the host files of relayed commands. */
     prctl(PR_SET_DUMPABLE, 0);
-    for (int i = 0; i < MAX_CMDS; i++) {
-        cmds[i].conn = cmds[i].status_fd = -1;
-        for (int k = 0; k < 2; k++)
-            cmds[i].relay[k].from = cmds[i].relay[k].to = -1;
-    }
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, 0);
