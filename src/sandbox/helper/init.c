@@ -365,8 +365,7 @@ static void start_command(int conn)
         }
         goto out;
     }
-    /* A slot is set up when taken, not at start: writing every slot would make the whole table
-     * the init's own memory in every sandbox, where unused slots now stay untouched zero pages. */
+    /* A slot is set up when it is taken. */
     struct cmd *cmd = &cmds[slot];
     cmd->pid = pid;
     cmd->conn = conn;
