@@ -59,7 +59,8 @@ if (seed.status !== 0) { console.error(seed.stderr); process.exit(1); }
 const seedMs = Date.now() - t0;
 const dbMiB = statSync(db).size / 2 ** 20;
 
-server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode' } });
+// One user queues every measured run_task: lift the per-user cap on waiting runs for it.
+server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode', RUNS_MAX_QUEUED_PER_USER: '100000' } });
 server.token = token;
 const client = mcpClient(server);
 async function call(name, args) {
