@@ -88,6 +88,7 @@ int egress_check(const struct egress_rules *rules, const char *host, const struc
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
 #define EGRESS_ADDRS_MAX 16
+#define EGRESS_LOOKUPS_MAX 32 /* lookup threads alive at once */
 
 struct egress_lookup;
 /* addrs (n of them, duplicates removed) are valid during the call only; err is NULL on
@@ -97,7 +98,10 @@ typedef void (*egress_resolved_fn)(void *ctx, const struct egress_addr *addrs, i
 
 /* Resolve host (a name, or a numeric address) for TCP with the system's resolver (getaddrinfo,
  * so /etc/hosts counts) on a thread of its own, and call cb on the loop with what it found.
- * Returns a handle for egress_lookup_cancel, valid until cb has run. Main loop thread only. */
-struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx);
+ * Returns a handle for egress_lookup_cancel, valid until cb has run; or NULL with err set (cb
+ * never called) when EGRESS_LOOKUPS_MAX lookups are alive or no pipe could be made. Main loop
+ * thread only. */
+struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
+                                     struct err *err);
 /* cb will not be called; the thread finishes on its own. */
 void egress_lookup_cancel(struct egress_lookup *l);

@@ -32,6 +32,10 @@ struct egress_lookup {
     atomic_int refs;
 };
 
+/* Lookup threads alive, cancelled ones included (a resolver may take seconds to give up):
+ * past the cap a lookup is refused rather than a thread more started. */
+static atomic_int threads;
+
 static void unref(struct egress_lookup *l)
 {
     if (atomic_fetch_sub(&l->refs, 1) == 1)
@@ -74,6 +78,7 @@ static void *lookup_thread(void *arg)
     (void)w;
     close(l->wfd);
     unref(l);
+    atomic_fetch_sub(&threads, 1);
     return NULL;
 }
 
@@ -95,16 +100,26 @@ static void on_done(h2o_socket_t *sock, const char *errstr)
     unref(l);
 }
 
-struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx)
+struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
+                                     struct err *err)
 {
+    if (atomic_fetch_add(&threads, 1) >= EGRESS_LOOKUPS_MAX) {
+        atomic_fetch_sub(&threads, 1);
+        err_set(err, -EAGAIN, "cannot resolve '%s' now: %d lookups are under way; retry later",
+                host, EGRESS_LOOKUPS_MAX);
+        return NULL;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        atomic_fetch_sub(&threads, 1);
+        err_set(err, -errno, "cannot resolve '%s': pipe: %s", host, strerror(errno));
+        return NULL;
+    }
     struct egress_lookup *l = xcalloc(1, sizeof(*l));
     snprintf(l->host, sizeof(l->host), "%s", host);
     l->cb = cb;
     l->ctx = ctx;
     atomic_init(&l->refs, 2);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        abort(); /* out of descriptors: as fatal here as out of memory */
     l->wfd = fds[1];
     l->sock = h2o_evloop_socket_create(loop_get(), fds[0], 0);
     l->sock->data = l;
@@ -115,6 +130,7 @@ struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, vo
     pthread_t th;
     if (pthread_create(&th, &attr, lookup_thread, l) != 0) {
         /* no thread: answer "cannot resolve" through the same path */
+        atomic_fetch_sub(&threads, 1);
         l->gai = EAI_AGAIN;
         close(l->wfd);
         unref(l);

@@ -1003,7 +1003,10 @@ static void clone_repository(struct run *r)
         spawn_clone(r, NULL, 0, false);
         return;
     }
-    r->lookup = egress_resolve(r->ref.host, on_resolved, r);
+    struct err err = {0};
+    r->lookup = egress_resolve(r->ref.host, on_resolved, r, &err);
+    if (!r->lookup)
+        run_fail(r, "cannot clone '%s': %s", r->repository, err.msg);
 }
 
 /* Does the workspace already hold the repository (a later run of the session)? */
