@@ -42,7 +42,7 @@ static const char usage_main[] =
     "  token create --user NAME [--label TEXT]\n"
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
-    "  token revoke TOKEN_ID\n"
+    "  token revoke ID       revoke an API token or an app's OAuth grant (grt_...)\n"
     "  proxy-token --user NAME --services LIST [--ttl DURATION]\n"
     "                        mint a token for the LLM/git proxy (to check a setup with curl)\n"
     "  proxy-token revoke JTI\n"
@@ -78,7 +78,10 @@ static const char usage_user[] = "usage: sandbox-mcp user add NAME [--data-dir D
 static const char usage_token[] =
     "usage: sandbox-mcp token create --user NAME [--label TEXT] [--data-dir DIR]\n"
     "       sandbox-mcp token list [--user NAME] [--data-dir DIR]\n"
-    "       sandbox-mcp token revoke TOKEN_ID [--data-dir DIR]\n";
+    "       sandbox-mcp token revoke ID [--data-dir DIR]\n"
+    "\n"
+    "The list shows API tokens and the apps connected through OAuth (ids grt_...); revoking a\n"
+    "grant disconnects the app and ends its tokens.\n";
 
 struct opts {
     const char *data_dir;
@@ -693,6 +696,18 @@ static void print_user_token(const struct store_token *t, void *ctx)
            t->revoked_at ? "revoked" : "active", created, used, t->label);
 }
 
+/* An OAuth grant, as a row of the token list: its id, "oauth" for a prefix, the app as label. */
+static void print_grant(const struct store_oauth_grant *g, void *ctx)
+{
+    (void)ctx;
+    char created[32], used[32] = "never";
+    time_format_rfc3339(g->created_at, created);
+    if (g->last_used_at)
+        time_format_rfc3339(g->last_used_at, used);
+    printf("%-30s %-16s %-14s %-8s %-24s %-24s %s (%s; %s)\n", g->id, g->user_name, "oauth",
+           "active", created, used, g->client_name, g->redirect_host, g->scope);
+}
+
 /* Commands with subcommands ("user add", "token list"...): -h/--help before the subcommand
  * prints usage (returns 1); a missing subcommand is a usage error naming the expected ones;
  * otherwise *sub is the subcommand and the options after it are parsed into o (0). */
@@ -776,7 +791,7 @@ static int cmd_token(int argc, char **argv)
     if (create && !o.user)
         return usage_error("token", usage_token, "%s", "'token create' needs --user NAME");
     if (revoke && o.nargs != 1)
-        return usage_error("token", usage_token, "%s", "'token revoke' takes exactly one TOKEN_ID");
+        return usage_error("token", usage_token, "%s", "'token revoke' takes exactly one ID");
     if (!revoke && o.nargs != 0)
         return usage_error("token", usage_token, "unexpected argument '%s'", o.args[0]);
     if (o.label && strlen(o.label) > 100)
@@ -801,8 +816,14 @@ static int cmd_token(int argc, char **argv)
                "CREATED", "LAST USED", "LABEL");
         if (o.user && store_user_find(st, o.user, &u, &err) < 0)
             r = 1;
-        else if (store_token_list(st, o.user, print_user_token, NULL, &err) < 0)
+        else if (store_token_list(st, o.user, print_user_token, NULL, &err) < 0 ||
+                 store_oauth_grant_list(st, o.user, print_grant, NULL, &err) < 0)
             r = 1;
+    } else if (strncmp(o.args[0], "grt_", 4) == 0) {
+        if (store_oauth_grant_revoke(st, o.args[0], NULL, &err) < 0)
+            r = 1;
+        else
+            printf("revoked OAuth grant %s (the app's tokens stop working)\n", o.args[0]);
     } else {
         if (store_token_revoke(st, o.args[0], &err) < 0)
             r = 1;

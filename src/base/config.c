@@ -67,6 +67,9 @@ const char *const config_known_keys[] = {
     "FETCH_ALLOW",
     "RUNS_EVENTS_MAX_BYTES",
     "RUNS_AGENT_LOG_MAX_BYTES",
+    "OAUTH_ACCESS_TTL",
+    "OAUTH_REFRESH_TTL",
+    "OAUTH_CIMD_ALLOW_LOOPBACK",
     NULL,
 };
 
@@ -276,6 +279,15 @@ int config_finish(struct config *cfg, struct err *err)
             return err_set(err, -EINVAL, "SHUTDOWN_GRACE_SECONDS '%s' is not a number 0..3600", v);
         cfg->shutdown_grace_ms = (int)secs * 1000;
     }
+    if ((r = config_get_u64(cfg, "OAUTH_ACCESS_TTL", 3600, 60, 86400, &u, err)) < 0)
+        return r;
+    cfg->oauth_access_ttl_s = (int64_t)u;
+    if ((r = config_get_u64(cfg, "OAUTH_REFRESH_TTL", 30 * 86400, 3600, 365 * 86400, &u, err)) < 0)
+        return r;
+    cfg->oauth_refresh_ttl_s = (int64_t)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_loopback = u == 1;
     if (!cfg->public_url && config_get(cfg, "PUBLIC_URL"))
         cfg->public_url_set = true;
     else if (cfg->public_url)

@@ -34,6 +34,9 @@ struct config {
     size_t sandbox_bytes;         /* requests buffered for one sandbox, authenticated or not */
     const char *metrics_token;    /* Bearer token /metrics asks for; NULL: /metrics is not served */
     int shutdown_grace_ms;
+    int64_t oauth_access_ttl_s;  /* OAuth access tokens live this long */
+    int64_t oauth_refresh_ttl_s; /* refresh tokens, unless used (and so rotated) before */
+    bool oauth_cimd_loopback;    /* tests only: client metadata documents on http://127.0.0.1 */
     char *first_user;
     bool conformance_fixtures;
 };

@@ -7,29 +7,64 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auth/auth.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "store/store.h"
 
-/* Tokens seen lately, by SHA-256: a client sends the same token with every request. Tokens
- * are revoked only by the CLI, another process, so an entry stays true as long as the
- * database's data version (which any other process's write changes) is the one it was checked
- * at; and for a minute at most, so that last use is still recorded. */
+/* Tokens seen lately, by SHA-256: a client sends the same token with every request. An entry
+ * stays true while the database's data version (which any other process's write changes, the
+ * CLI revoking a token say) and this process's revocation count are the ones it was checked at;
+ * for a minute at most, so that last use is still recorded; and never past the token's expiry. */
 #define AUTH_CACHE_SIZE 64
 #define AUTH_RECHECK_MS 60000
 struct auth_entry {
     char hash[65];
     struct store_user user;
+    unsigned scopes;
     int64_t checked_ms;
+    int64_t expires_ms; /* wall clock; 0 for API tokens */
     int64_t data_version;
+    uint64_t generation;
 };
 static struct auth_entry auth_cache[AUTH_CACHE_SIZE];
+static uint64_t auth_generation;
 
-static void deny(h2o_req_t *req, const char *www_auth, const char *message)
+void http_auth_cache_flush(void)
 {
-    http_add_header(req, H2O_TOKEN_WWW_AUTHENTICATE, www_auth);
+    auth_generation++;
+}
+
+/* WWW-Authenticate for /mcp (RFC 6750, RFC 9728): where the resource's metadata is, which scopes
+ * to ask for, and the error if a token was presented. */
+static void challenge(struct http_server *srv, h2o_req_t *req, const char *error, const char *scope)
+{
+    char v[1024];
+    int n = snprintf(v, sizeof(v),
+                     "Bearer realm=\"sandbox-mcp\", resource_metadata=\"%s/.well-known/"
+                     "oauth-protected-resource/mcp\", scope=\"%s\"",
+                     srv->cfg->public_url, scope);
+    if (error && n > 0 && (size_t)n < sizeof(v))
+        snprintf(v + n, sizeof(v) - (size_t)n, ", error=\"%s\"", error);
+    http_add_header(req, H2O_TOKEN_WWW_AUTHENTICATE, h2o_strdup(&req->pool, v, SIZE_MAX).base);
+}
+
+static void deny(struct http_server *srv, h2o_req_t *req, const char *error, const char *message)
+{
+    challenge(srv, req, error, AUTH_SCOPES_TEXT);
     http_respond_error(req, 401, "unauthorized", message);
+}
+
+void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed)
+{
+    char scope[128];
+    auth_scopes_format(needed, scope, sizeof(scope));
+    challenge(srv, req, "insufficient_scope", scope);
+    char msg[256];
+    snprintf(msg, sizeof(msg), "this token lacks the '%s' scope; sign in again and approve it",
+             scope);
+    http_respond_error(req, 403, "insufficient_scope", msg);
 }
 
 static bool query_has_token(h2o_req_t *req)
@@ -48,31 +83,30 @@ static bool query_has_token(h2o_req_t *req)
     return false;
 }
 
-bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user)
+bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
+                       unsigned *scopes)
 {
     if (query_has_token(req)) {
-        deny(req, "Bearer error=\"invalid_request\"",
+        deny(srv, req, "invalid_request",
              "tokens in the URL are not accepted: send 'Authorization: Bearer <token>'");
         return false;
     }
     ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
     if (i < 0) {
-        deny(req, "Bearer realm=\"sandbox-mcp\"", "missing 'Authorization: Bearer <token>' header");
+        deny(srv, req, NULL, "missing 'Authorization: Bearer <token>' header");
         return false;
     }
     h2o_iovec_t v = req->headers.entries[i].value;
     if (v.len < 7 || strncasecmp(v.base, "Bearer ", 7) != 0) {
-        deny(req, "Bearer realm=\"sandbox-mcp\", error=\"invalid_request\"",
-             "the Authorization header must use the Bearer scheme");
+        deny(srv, req, "invalid_request", "the Authorization header must use the Bearer scheme");
         return false;
     }
     const char *tok = v.base + 7;
     size_t len = v.len - 7;
     struct err err = {0};
-    int r = http_token_check(srv, tok, len, user, &err);
+    int r = http_token_check(srv, tok, len, user, scopes, &err);
     if (r == -ENOENT) {
-        deny(req, "Bearer realm=\"sandbox-mcp\", error=\"invalid_token\"",
-             "invalid or revoked token");
+        deny(srv, req, "invalid_token", "invalid, expired or revoked token");
         return false;
     }
     if (r < 0) {
@@ -83,13 +117,34 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
     return true;
 }
 
+/* An OAuth access token: its user and scopes, if it is live and was issued for this server's
+ * /mcp (a token for another resource is refused, whoever issued it). */
+static int oauth_check(struct http_server *srv, const char *tok, size_t len,
+                       struct store_user *user, unsigned *scopes, int64_t *expires, struct err *err)
+{
+    struct store_oauth_token t;
+    int r = store_oauth_access_check(srv->store, tok, len, user, &t, err);
+    if (r < 0)
+        return r;
+    char resource[600];
+    snprintf(resource, sizeof(resource), "%s/mcp", srv->cfg->public_url);
+    if (strcmp(t.resource, resource) != 0)
+        return err_set(err, -ENOENT, "the token was issued for another resource");
+    auth_scopes_parse(t.scope, scopes, NULL);
+    *expires = t.expires_at;
+    return 0;
+}
+
 int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
-                     struct err *err)
+                     unsigned *scopes, struct err *err)
 {
     while (len && *tok == ' ')
         tok++, len--;
     while (len && tok[len - 1] == ' ')
         len--;
+    unsigned got = 0;
+    if (!scopes)
+        scopes = &got;
     char hash[65];
     sha256_hex(tok, len, hash);
     char head[4] = {hash[0], hash[1], hash[2], '\0'};
@@ -97,17 +152,29 @@ int http_token_check(struct http_server *srv, const char *tok, size_t len, struc
     int64_t now = time_mono_ms();
     int64_t version = store_data_version(srv->store);
     if (strcmp(e->hash, hash) == 0 && now - e->checked_ms < AUTH_RECHECK_MS && version >= 0 &&
-        version == e->data_version) {
+        version == e->data_version && e->generation == auth_generation &&
+        (!e->expires_ms || e->expires_ms > time_now_ms())) {
         *user = e->user;
+        *scopes = e->scopes;
         return 0;
     }
-    int r =
-        len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, err) : -ENOENT;
+    int64_t expires = 0;
+    int r;
+    if (len == STORE_OAUTH_TOKEN_LEN && strncmp(tok, STORE_OAUTH_ACCESS_PREFIX, 8) == 0) {
+        r = oauth_check(srv, tok, len, user, scopes, &expires, err);
+    } else {
+        r = len > 0 && len <= 256 ? store_token_authenticate(srv->store, tok, len, user, err)
+                                  : -ENOENT;
+        *scopes = AUTH_SCOPES_ALL;
+    }
     if (r == 0) {
         memcpy(e->hash, hash, sizeof(hash));
         e->user = *user;
+        e->scopes = *scopes;
         e->checked_ms = now;
+        e->expires_ms = expires;
         e->data_version = version;
+        e->generation = auth_generation;
     } else if (strcmp(e->hash, hash) == 0) {
         e->hash[0] = '\0';
     }

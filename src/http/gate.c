@@ -217,7 +217,7 @@ static bool head_authorized(struct http_pool *p, const struct phr_header *hs, si
     if (!p->sandbox[0] && auth.len > 7 && strncasecmp(auth.base, "Bearer ", 7) == 0) {
         struct store_user user;
         struct err err = {0};
-        if (http_token_check(p->srv, auth.base + 7, auth.len - 7, &user, &err) == 0)
+        if (http_token_check(p->srv, auth.base + 7, auth.len - 7, &user, NULL, &err) == 0)
             return true;
     }
     return p->srv->proxy && proxy_head_authorized(p->srv->proxy, key, auth, p->sandbox);

@@ -12,6 +12,7 @@ struct http_server {
     struct mcp_server *mcp;
     struct proxy *proxy;
     struct runs *runs; /* NULL until set (or when runs are unavailable) */
+    struct auth *auth; /* the authorization server */
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
@@ -56,14 +57,21 @@ const char *http_status_reason(int status);
  * request may proceed; otherwise has answered 403. */
 bool http_check_origin(struct http_server *srv, h2o_req_t *req);
 
-/* Bearer-token authentication. Returns true and fills user on success; otherwise has answered
- * 401 with WWW-Authenticate. */
+/* Bearer-token authentication: an API token, or an OAuth access token issued for this server's
+ * /mcp. Returns true and fills user and scopes (AUTH_SCOPE_* bits; every one for an API token)
+ * on success; otherwise has answered 401 with WWW-Authenticate naming the resource metadata. */
 struct store_user;
-bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user);
-/* The one check of a user's token (the text after "Bearer "): 0 and user filled, -ENOENT for an
- * unknown or revoked token, another negative errno (err set) when the store failed. */
+bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
+                       unsigned *scopes);
+/* The one check of a user's token (the text after "Bearer "): 0 and user and scopes filled,
+ * -ENOENT for an unknown, revoked or expired token or one issued for another resource, another
+ * negative errno (err set) when the store failed. scopes may be NULL. */
 int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
-                     struct err *err);
+                     unsigned *scopes, struct err *err);
+/* Drop every cached token check (after a revocation in this process). */
+void http_auth_cache_flush(void);
+/* Answer 403 insufficient_scope for a token that lacks needed (AUTH_SCOPE_* bits). */
+void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed);
 
 /* A streaming response body (SSE). The stream lives in the request pool; on_close runs once if
  * the client goes away before http_stream_end(). After end or close the caller drops it. */
@@ -105,5 +113,8 @@ void http_sandbox_listeners_close(void);
 
 /* Route registration for each module. */
 void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host);
+/* The authorization server (src/auth): metadata, /authorize, /token, /register, /revoke, sign-in
+ * and the account page. */
+void http_routes_auth(struct http_server *srv, h2o_hostconf_t *host);
 /* /runs/, /sessions/ (pages, data, event streams) and /static/ */
 void http_routes_web(struct http_server *srv, h2o_hostconf_t *host);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auth/auth.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "mcp/jsonrpc.h"
@@ -125,6 +126,20 @@ static bool accepts(const char *accept, const char *type)
     return false;
 }
 
+/* The scope a tools/call in the body needs (0 for any other message). Read only for tokens
+ * that lack a tool scope, so a full token's request is parsed once. */
+static unsigned tool_scope(h2o_req_t *req)
+{
+    json_t *m = json_loadb(req->entity.base, req->entity.len, 0, NULL);
+    unsigned needed = 0;
+    const char *method = json_string_value(json_object_get(m, "method"));
+    const char *name = json_string_value(json_object_get(json_object_get(m, "params"), "name"));
+    if (method && name && strcmp(method, "tools/call") == 0)
+        needed = auth_tool_scope(name);
+    json_decref(m);
+    return needed;
+}
+
 static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -143,7 +158,8 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     struct store_user user;
-    if (!http_authenticate(srv, req, &user))
+    unsigned scopes;
+    if (!http_authenticate(srv, req, &user, &scopes))
         return 0;
     const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
     if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
@@ -156,6 +172,11 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     if (accept && !accepts(accept, "application/json") && !accepts(accept, "text/event-stream")) {
         rpc_error(req, 406, JSONRPC_INVALID_REQUEST,
                   "Not Acceptable: Client must accept both application/json and text/event-stream");
+        return 0;
+    }
+    unsigned needed = (scopes & AUTH_SCOPES_TOOLS) == AUTH_SCOPES_TOOLS ? 0 : tool_scope(req);
+    if (needed & ~scopes) {
+        http_insufficient_scope(srv, req, needed);
         return 0;
     }
     struct mcp_request_info info = {

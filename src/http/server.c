@@ -1,6 +1,7 @@
 /* The h2o server: listener, routes, request bookkeeping, signals and graceful stop. */
 #include "http/http_internal.h"
 
+#include "auth/auth.h"
 #include "proxy/proxy.h"
 
 #include <arpa/inet.h>
@@ -351,7 +352,9 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     srv->globalconf.http1.upgrade_to_http2 = 0;
     h2o_hostconf_t *host =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    srv->auth = auth_new(srv, err);
     http_routes_mcp(srv, host);
+    http_routes_auth(srv, host);
     http_routes_web(srv, host);
     http_add_route(srv, host, "/proxy", "/proxy", on_proxy);
     http_add_route(srv, host, "/healthz", "/healthz", on_healthz);

@@ -120,6 +120,108 @@ int store_sandbox_list_running(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                                struct err *err);
 
+/* --- OAuth (oauth.c): clients, grants, codes, tokens --- */
+
+#define STORE_OAUTH_CLIENT_ID_MAX 2048
+#define STORE_OAUTH_CLIENT_NAME_MAX 200
+/* Access tokens "smcp_at_" and refresh tokens "smcp_rt_", then 43 base64url characters; codes
+ * are the 43 characters alone. */
+#define STORE_OAUTH_TOKEN_LEN 51
+#define STORE_OAUTH_CODE_LEN 43
+#define STORE_OAUTH_ACCESS_PREFIX "smcp_at_"
+#define STORE_OAUTH_REFRESH_PREFIX "smcp_rt_"
+
+struct store_oauth_client {
+    char id[STORE_OAUTH_CLIENT_ID_MAX + 1];
+    char kind[16]; /* "registered" or "document" */
+    char name[STORE_OAUTH_CLIENT_NAME_MAX + 1];
+    char *redirect_uris;  /* JSON array text; owned (store_oauth_client_clear) */
+    char auth_method[24]; /* none, client_secret_post, client_secret_basic */
+    char secret_hash[65]; /* "" for public clients */
+    int64_t created_at, expires_at;
+};
+void store_oauth_client_clear(struct store_oauth_client *c);
+/* Insert or update (by id) a client. */
+int store_oauth_client_put(struct store *st, const struct store_oauth_client *c, struct err *err);
+/* -ENOENT when unknown. */
+int store_oauth_client_get(struct store *st, const char *id, struct store_oauth_client *out,
+                           struct err *err);
+/* Forget registered clients older than max_age_ms that no user approved, and documents past
+ * their expiry that no user approved. Returns the number of clients left, or < 0. */
+int store_oauth_clients_prune(struct store *st, int64_t max_age_ms, struct err *err);
+
+struct store_oauth_grant {
+    char id[64];
+    char user_id[64];
+    char user_name[128];
+    char client_id[STORE_OAUTH_CLIENT_ID_MAX + 1];
+    char client_name[STORE_OAUTH_CLIENT_NAME_MAX + 1];
+    char redirect_host[256];
+    char scope[128];
+    int64_t created_at, last_used_at;
+};
+/* The user's grant to the client; -ENOENT when none. */
+int store_oauth_grant_find(struct store *st, const char *user_id, const char *client_id,
+                           struct store_oauth_grant *out, struct err *err);
+/* Record the user's approval of the client for scope (replacing the scope of an existing grant,
+ * whose id and tokens stay). out gets the grant. */
+int store_oauth_grant_approve(struct store *st, const char *user_id, const char *client_id,
+                              const char *client_name, const char *redirect_host, const char *scope,
+                              struct store_oauth_grant *out, struct err *err);
+/* Each grant (of user_name, or all when NULL), newest first. */
+int store_oauth_grant_list(struct store *st, const char *user_name,
+                           void (*fn)(const struct store_oauth_grant *g, void *ctx), void *ctx,
+                           struct err *err);
+/* Revoke a grant (with its codes and tokens); user_id, when not NULL, must own it. -ENOENT
+ * when there is no such grant. */
+int store_oauth_grant_revoke(struct store *st, const char *grant_id, const char *user_id,
+                             struct err *err);
+
+/* A new authorization code under grant_id, bound to redirect_uri, the PKCE challenge, resource
+ * and scope; plain gets it. */
+int store_oauth_code_create(struct store *st, const char *grant_id, const char *redirect_uri,
+                            const char *challenge, const char *resource, const char *scope,
+                            int64_t ttl_ms, char plain[STORE_OAUTH_CODE_LEN + 1], struct err *err);
+struct store_oauth_code {
+    char family[65]; /* the code's hash: the family of the tokens issued for it */
+    struct store_oauth_grant grant;
+    char redirect_uri[2049];
+    char challenge[129];
+    char resource[1024];
+    char scope[128];
+};
+/* Redeem a code (once). -ENOENT unknown or expired; -EALREADY presented before, in which case
+ * every token issued for it is revoked. */
+int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
+                            struct store_oauth_code *out, struct err *err);
+
+/* Issue an access token (and a refresh token when refresh_ttl_ms > 0, else rt is "") in the
+ * family. */
+int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char *family,
+                             const char *scope, const char *resource, int64_t access_ttl_ms,
+                             int64_t refresh_ttl_ms, char at[STORE_OAUTH_TOKEN_LEN + 1],
+                             char rt[STORE_OAUTH_TOKEN_LEN + 1], struct err *err);
+struct store_oauth_token {
+    char family[65];
+    struct store_oauth_grant grant;
+    char scope[128];
+    char resource[1024];
+    int64_t expires_at;
+};
+/* Spend a refresh token (rotation). -ENOENT unknown or expired; -EALREADY spent before, in
+ * which case its whole family is revoked. */
+int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
+                              struct store_oauth_token *out, struct err *err);
+/* An access token's user, scope, resource and expiry. -ENOENT unknown, revoked or expired.
+ * Records the grant's last use (at most once a minute). */
+int store_oauth_access_check(struct store *st, const char *plain, size_t len,
+                             struct store_user *user, struct store_oauth_token *out,
+                             struct err *err);
+/* Revoke a token of client_id (RFC 7009): a refresh token ends its family, an access token
+ * itself. Unknown tokens, or another client's, are not an error (0). */
+int store_oauth_token_revoke(struct store *st, const char *plain, size_t len, const char *client_id,
+                             struct err *err);
+
 /* --- proxy tokens --- */
 
 struct store_proxy_token {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <sqlite3.h>
+#include <string.h>
 
 #include "store/store.h"
 
@@ -23,3 +24,15 @@ static inline void cleanup_stmtp(sqlite3_stmt **s)
 #define _cleanup_stmt_ __attribute__((cleanup(cleanup_stmtp)))
 /* Map an SQLite result code to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
+
+/* Copy column col of the current row into dst (cap bytes, truncating; "" for NULL). */
+static inline void store_copy_text(char *dst, size_t cap, sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    size_t n = t ? (size_t)sqlite3_column_bytes(s, col) : 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(dst, t, n);
+    dst[n] = '\0';
+}

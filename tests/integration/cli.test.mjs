@@ -141,7 +141,7 @@ test('`user add` creates a user once; a second add exits 1 with "already exists"
 });
 
 test('options may follow the positional arguments, as the usage text shows', () => {
-  // usage: "user add NAME [--data-dir DIR]" and "token revoke TOKEN_ID [--data-dir DIR]"
+  // usage: "user add NAME [--data-dir DIR]" and "token revoke ID [--data-dir DIR]"
   const d = dir();
   const add = run(['user', 'add', 'zoe', '--data-dir', d]);
   assert.equal(add.status, 0, `user add NAME --data-dir DIR: ${add.stderr}`);

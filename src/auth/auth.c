@@ -1,0 +1,51 @@
+/* The authorization server's state and routes. */
+#include "auth/auth_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth/cimd.h"
+#include "base/util.h"
+
+struct auth *auth_new(struct http_server *srv, struct err *err)
+{
+    const struct config *cfg = srv->cfg;
+    struct auth *a = xcalloc(1, sizeof(*a));
+    a->srv = srv;
+    a->cfg = cfg;
+    a->store = srv->store;
+    snprintf(a->issuer, sizeof(a->issuer), "%s", cfg->public_url);
+    snprintf(a->resource, sizeof(a->resource), "%s/mcp", cfg->public_url);
+    a->https = strncmp(cfg->public_url, "https://", 8) == 0;
+    a->cimd_loopback = cfg->oauth_cimd_loopback;
+    a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
+    a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
+    a->cimd = cimd_new(a->cimd_loopback);
+    return a;
+}
+
+void auth_free(struct auth *a)
+{
+    if (!a)
+        return;
+    cimd_free(a->cimd);
+    free(a);
+}
+
+void http_routes_auth(struct http_server *srv, h2o_hostconf_t *host)
+{
+    http_add_route(srv, host, "/.well-known/oauth-protected-resource", "/.well-known",
+                   auth_on_metadata);
+    http_add_route(srv, host, "/.well-known/oauth-authorization-server", "/.well-known",
+                   auth_on_metadata);
+    http_add_route(srv, host, "/.well-known/openid-configuration", "/.well-known",
+                   auth_on_metadata);
+    http_add_route(srv, host, "/authorize", "/authorize", auth_on_authorize);
+    http_add_route(srv, host, "/token", "/token", auth_on_token);
+    http_add_route(srv, host, "/register", "/register", auth_on_register);
+    http_add_route(srv, host, "/revoke", "/revoke", auth_on_revoke);
+    http_add_route(srv, host, "/login", "/login", auth_on_login);
+    http_add_route(srv, host, "/logout", "/logout", auth_on_logout);
+    http_add_route(srv, host, "/account", "/account", auth_on_account);
+}

@@ -1,0 +1,30 @@
+#pragma once
+/* The OAuth 2.1 authorization server (sign-in, consent, clients, codes, tokens) and the account
+ * page. http/ routes to it; the token check /mcp uses stays http_token_check(), whatever issued
+ * the token. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+/* Scopes: one for the sandbox tools, one for runs, offline_access for refresh tokens. */
+#define AUTH_SCOPE_SANDBOX 1u
+#define AUTH_SCOPE_RUNS 2u
+#define AUTH_SCOPE_OFFLINE 4u
+#define AUTH_SCOPES_TOOLS (AUTH_SCOPE_SANDBOX | AUTH_SCOPE_RUNS)
+#define AUTH_SCOPES_ALL (AUTH_SCOPES_TOOLS | AUTH_SCOPE_OFFLINE)
+/* What a client is told to ask for (WWW-Authenticate, metadata). */
+#define AUTH_SCOPES_TEXT "sandbox runs offline_access"
+
+/* Parse a space-separated scope list. -EINVAL (err names it) for an unknown scope. */
+int auth_scopes_parse(const char *text, unsigned *out, struct err *err);
+/* "sandbox runs offline_access", in that order, of the bits set. */
+void auth_scopes_format(unsigned scopes, char *out, size_t cap);
+/* The scope a tool needs (0 for none). */
+unsigned auth_tool_scope(const char *tool);
+
+struct http_server;
+struct auth;
+struct auth *auth_new(struct http_server *srv, struct err *err);
+void auth_free(struct auth *a);

@@ -1,0 +1,101 @@
+#pragma once
+/* Shared by the authorization server's files. */
+
+#include <h2o.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth/auth.h"
+#include "auth/form.h"
+#include "base/buf.h"
+#include "http/http_internal.h"
+#include "store/store.h"
+
+#define AUTH_CODE_TTL_MS (60 * 1000)
+#define AUTH_SESSION_TTL_S (30 * 86400)
+#define AUTH_FORM_MAX (64 * 1024)
+#define AUTH_STATE_MAX 2048
+#define AUTH_CLIENTS_MAX 10000                     /* registered and cached, not yet approved */
+#define AUTH_UNUSED_CLIENT_MS (24LL * 3600 * 1000) /* an unapproved registration is kept */
+
+struct cimd;
+
+struct auth {
+    struct http_server *srv;
+    const struct config *cfg;
+    struct store *store;
+    struct cimd *cimd;
+    char issuer[512];   /* PUBLIC_URL */
+    char resource[600]; /* PUBLIC_URL/mcp: the one resource tokens are issued for */
+    bool https;         /* cookies are Secure */
+    bool cimd_loopback; /* test only: http://127.0.0.1 documents */
+    int64_t access_ttl_ms, refresh_ttl_ms;
+};
+
+/* page.c: HTML pages, cookies, CSRF, forms, sessions */
+void html_text(struct buf *b, const char *s);
+/* The shared head, the title, then body (HTML), with the headers every page carries. */
+void auth_page(h2o_req_t *req, int status, const char *title, const char *body);
+/* A page saying what went wrong, for errors that must not go back to the client's redirect. */
+void auth_error_page(h2o_req_t *req, int status, const char *error, const char *description);
+const char *auth_cookie(h2o_req_t *req, const char *name);
+void auth_set_cookie(struct auth *a, h2o_req_t *req, const char *name, const char *value,
+                     int64_t max_age_s);
+/* The request's CSRF token (the smcp_csrf cookie), set when the client has none. */
+const char *auth_csrf_token(struct auth *a, h2o_req_t *req);
+/* Whether the form's csrf field matches the cookie. */
+bool auth_csrf_ok(h2o_req_t *req, const struct form *f);
+/* The signed-in user of the request (its session cookie); false when none. */
+bool auth_session_user(struct auth *a, h2o_req_t *req, struct store_user *user);
+/* Parse a form body (application/x-www-form-urlencoded); answers 400/415 itself on false. */
+bool auth_read_form(h2o_req_t *req, struct form *f, bool json_errors);
+/* The query string's fields; answers 400 itself on false. */
+bool auth_read_query(h2o_req_t *req, struct form *f);
+/* The client's address, for throttling. */
+void auth_peer(h2o_req_t *req, char *out, size_t cap);
+/* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
+bool auth_path_exact(h2o_req_t *req, const char *path, bool json);
+/* A 302/303 to location (copied). */
+void auth_redirect(h2o_req_t *req, int status, const char *location);
+/* Append "name=value" URL-encoded with separator sep. */
+void url_param(struct buf *b, char sep, const char *name, const char *value);
+/* JSON {"error", "error_description"} with no-store, as the token endpoints answer. */
+void auth_json_error(h2o_req_t *req, int status, const char *error, const char *description);
+void auth_json(h2o_req_t *req, int status, json_t *body); /* takes body */
+
+/* redirect.c */
+/* A redirect URI a client may register: https; http on a loopback address (any port, RFC 8252
+ * 7.3); or a private-use scheme with a dot (RFC 8252 7.1). No fragment. */
+bool auth_redirect_uri_ok(const char *uri);
+/* Whether requested matches one of the client's registered URIs (JSON array): exactly, or for
+ * loopback IP literals, with any port. */
+bool auth_redirect_uri_match(const char *registered_json, const char *requested);
+/* The host of a URI, for the consent page ("" when none). */
+void auth_uri_host(const char *uri, char *out, size_t cap);
+
+/* client.c: find a client by id: registered, or a metadata document fetched (and cached) */
+struct auth_client_lookup;
+typedef void (*auth_client_fn)(void *ctx, struct store_oauth_client *client, const struct err *err);
+/* cb runs exactly once, maybe before this returns; client is NULL on failure (err->code
+ * -ENOENT for an unknown client). The lookup is tied to req: it is cancelled if req goes. */
+void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, bool may_fetch,
+                      auth_client_fn cb, void *ctx);
+/* Authenticate the client of a token or revocation request (Basic or form credentials, or a
+ * public client's client_id): true with *out filled; otherwise answered 401 invalid_client. */
+bool auth_client_authenticate(struct auth *a, h2o_req_t *req, const struct form *f,
+                              struct store_oauth_client *out);
+
+/* Handlers */
+int auth_on_metadata(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_authorize(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_login(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_logout(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_token(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_revoke(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_register(h2o_handler_t *self, h2o_req_t *req);
+int auth_on_account(h2o_handler_t *self, h2o_req_t *req);
+
+/* signin.c: the sign-in form, for a request that needs a signed-in user */
+void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *return_to,
+                      const char *message);

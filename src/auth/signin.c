@@ -1,0 +1,295 @@
+/* Signing in: a password (verified on a worker thread, never on the loop) or a one-time code
+ * from `sandbox-mcp user login-link`; guesses are throttled per user and per address. A
+ * successful sign-in sets the session cookie and goes back to where it was asked for: an
+ * authorization request or the account page, never anywhere else. */
+#include "auth/auth_internal.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth/password.h"
+#include "auth/throttle.h"
+#include "base/log.h"
+#include "base/util.h"
+
+#define SESSION_COOKIE "smcp_session"
+#define PASSWORD_MAX 1024
+
+/* Where a sign-in may go next: an authorization request or the account page. */
+static const char *safe_return(const char *r)
+{
+    if (r && (strncmp(r, "/authorize?", 11) == 0 || strcmp(r, "/account") == 0) &&
+        !strpbrk(r, "\\\r\n") && r[1] != '/')
+        return r;
+    return "/account";
+}
+
+void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *ret,
+                      const char *message)
+{
+    const char *csrf = auth_csrf_token(a, req);
+    struct buf b;
+    buf_init(&b, 0);
+    buf_puts(&b, "<section class=\"card\">\n<h1>Sign in to sandbox-mcp</h1>\n");
+    if (message) {
+        buf_puts(&b, "<p class=\"error\" role=\"alert\">");
+        html_text(&b, message);
+        buf_puts(&b, "</p>\n");
+    }
+    buf_puts(&b, "<form method=\"post\" action=\"/login\" class=\"stack\">\n"
+                 "<label>User name <input name=\"name\" autocomplete=\"username\" "
+                 "autocapitalize=\"none\" required></label>\n"
+                 "<label>Password <input name=\"password\" type=\"password\" "
+                 "autocomplete=\"current-password\" required></label>\n");
+    buf_puts(&b, "<input type=\"hidden\" name=\"csrf\" value=\"");
+    html_text(&b, csrf);
+    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"return_to\" value=\"");
+    html_text(&b, safe_return(ret));
+    buf_puts(&b, "\">\n<button type=\"submit\" class=\"primary\">Sign in</button>\n</form>\n"
+                 "</section>\n<section class=\"card\">\n<h2>Have a one-time sign-in code?</h2>\n"
+                 "<form method=\"post\" action=\"/login\" class=\"stack\">\n"
+                 "<label>Code <input name=\"code\" autocomplete=\"one-time-code\" "
+                 "autocapitalize=\"none\" required></label>\n");
+    buf_puts(&b, "<input type=\"hidden\" name=\"csrf\" value=\"");
+    html_text(&b, csrf);
+    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"return_to\" value=\"");
+    html_text(&b, safe_return(ret));
+    buf_puts(&b, "\">\n<button type=\"submit\">Sign in with the code</button>\n</form>\n"
+                 "<p class=\"muted small\">An operator prints one with <code>sandbox-mcp user "
+                 "login-link NAME</code>.</p>\n</section>\n");
+    auth_page(req, status, "Sign in", b.data);
+    buf_release(&b);
+}
+
+static void signed_in(struct auth *a, h2o_req_t *req, const struct store_user *user,
+                      const char *ret, const char *how)
+{
+    char plain[STORE_SESSION_LEN + 1];
+    struct err err = {0};
+    if (store_web_session_create(a->store, user->id, AUTH_SESSION_TTL_S, plain, &err) < 0) {
+        log_error("auth store-failure reason=\"%s\"", err.msg);
+        auth_error_page(req, 503, "temporarily_unavailable", "Signing in failed; try again.");
+        return;
+    }
+    log_info("auth signed-in user=%s how=%s", user->name, how);
+    auth_set_cookie(a, req, SESSION_COOKIE, plain, AUTH_SESSION_TTL_S);
+    sodium_memzero(plain, sizeof(plain));
+    auth_redirect(req, 303, safe_return(ret));
+}
+
+static void throttled(struct auth *a, h2o_req_t *req, int64_t wait_ms, const char *ret)
+{
+    char secs[32];
+    snprintf(secs, sizeof(secs), "%lld", (long long)(wait_ms + 999) / 1000);
+    http_add_header(req, H2O_TOKEN_RETRY_AFTER, h2o_strdup(&req->pool, secs, SIZE_MAX).base);
+    char msg[160];
+    snprintf(msg, sizeof(msg), "Too many failed attempts. Try again in %s seconds.", secs);
+    auth_signin_page(a, req, 429, ret, msg);
+}
+
+struct login {
+    struct auth *a;
+    h2o_req_t *req;
+    struct password_check *check;
+    struct store_user user;
+    bool known;
+    char name[STORE_USER_NAME_MAX + 1];
+    char addr[64];
+    const char *ret;
+};
+
+static void login_dispose(void *p)
+{
+    struct login *l = p;
+    if (l->check)
+        password_check_cancel(l->check);
+}
+
+static void password_checked(void *ctx, int result)
+{
+    struct login *l = ctx;
+    l->check = NULL;
+    int64_t now = time_mono_ms();
+    if (result == 0 && l->known) {
+        throttle_success(l->name, l->addr, now);
+        signed_in(l->a, l->req, &l->user, l->ret, "password");
+        return;
+    }
+    throttle_failure(l->name, l->addr, now);
+    log_warn("auth sign-in-failed user=\"%s\" addr=%s", l->name, l->addr);
+    auth_signin_page(l->a, l->req, 401, l->ret, "Wrong user name or password.");
+}
+
+static void login_code(struct auth *a, h2o_req_t *req, const char *code, const char *addr,
+                       const char *ret)
+{
+    int64_t now = time_mono_ms(), wait = throttle_wait_ms("", addr, now);
+    if (wait > 0) {
+        throttled(a, req, wait, ret);
+        return;
+    }
+    struct store_user user;
+    struct err err = {0};
+    int r = store_login_link_consume(a->store, code, strlen(code), &user, &err);
+    if (r == 0) {
+        signed_in(a, req, &user, ret, "one-time-code");
+        return;
+    }
+    if (r != -ENOENT) {
+        log_error("auth store-failure reason=\"%s\"", err.msg);
+        auth_error_page(req, 503, "temporarily_unavailable", "Signing in failed; try again.");
+        return;
+    }
+    throttle_failure("", addr, now);
+    log_warn("auth code-failed addr=%s", addr);
+    auth_signin_page(a, req, 401, ret, "That code is unknown, used or expired.");
+}
+
+/* POST /login */
+static void login(struct auth *a, h2o_req_t *req)
+{
+    struct form f;
+    if (!auth_read_form(req, &f, false))
+        return;
+    const char *ret = h2o_strdup(&req->pool, safe_return(form_get(&f, "return_to")), SIZE_MAX).base;
+    if (!auth_csrf_ok(req, &f)) {
+        form_release(&f);
+        auth_signin_page(a, req, 403, ret,
+                         "The form's security token is missing or stale; try again.");
+        return;
+    }
+    char addr[64];
+    auth_peer(req, addr, sizeof(addr));
+    const char *code = form_get(&f, "code");
+    if (code && *code) {
+        login_code(a, req, code, addr, ret);
+        form_release(&f);
+        return;
+    }
+    const char *name = form_get(&f, "name"), *pw = form_get(&f, "password");
+    if (!name || !pw || !*name || !*pw || strlen(name) > STORE_USER_NAME_MAX ||
+        strlen(pw) > PASSWORD_MAX) {
+        form_release(&f);
+        auth_signin_page(a, req, 400, ret, "Enter your user name and password.");
+        return;
+    }
+    int64_t wait = throttle_wait_ms(name, addr, time_mono_ms());
+    if (wait > 0) {
+        form_release(&f);
+        throttled(a, req, wait, ret);
+        return;
+    }
+    struct login *l = h2o_mem_alloc_shared(&req->pool, sizeof(*l), login_dispose);
+    memset(l, 0, sizeof(*l));
+    l->a = a;
+    l->req = req;
+    l->ret = ret;
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    char hash[256] = "";
+    struct err err = {0};
+    int r = store_user_password(a->store, name, &l->user, hash, sizeof(hash), &err);
+    if (r < 0 && r != -ENOENT) {
+        form_release(&f);
+        log_error("auth store-failure reason=\"%s\"", err.msg);
+        auth_error_page(req, 503, "temporarily_unavailable", "Signing in failed; try again.");
+        return;
+    }
+    /* an unknown user, or one without a password, costs the same time as a wrong password */
+    l->known = r == 0 && hash[0];
+    l->check =
+        password_verify_async(l->known ? hash : NULL, pw, strlen(pw), password_checked, l, &err);
+    for (size_t i = 0; i < f.n; i++)
+        if (strcmp(f.f[i].name, "password") == 0)
+            sodium_memzero(f.f[i].value, strlen(f.f[i].value));
+    form_release(&f);
+    if (!l->check) {
+        http_add_header(req, H2O_TOKEN_RETRY_AFTER, "5");
+        auth_signin_page(a, req, 503, ret, "The server is busy checking sign-ins; try again soon.");
+    }
+}
+
+/* GET /login/link?t=...: a button, so that link previews do not spend the link. POST signs
+ * in. */
+static void link_page(struct auth *a, h2o_req_t *req)
+{
+    struct form q;
+    if (!auth_read_query(req, &q))
+        return;
+    const char *t = form_get(&q, "t");
+    struct buf b;
+    buf_init(&b, 0);
+    buf_puts(&b, "<section class=\"card\">\n<h1>Sign in to sandbox-mcp</h1>\n"
+                 "<p>This one-time link signs this browser in.</p>\n"
+                 "<form method=\"post\" action=\"/login\">\n<input type=\"hidden\" name=\"code\" "
+                 "value=\"");
+    html_text(&b, t ? t : "");
+    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"csrf\" value=\"");
+    html_text(&b, auth_csrf_token(a, req));
+    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"return_to\" value=\"/account\">\n"
+                 "<button type=\"submit\" class=\"primary\">Sign in</button>\n</form>\n"
+                 "</section>\n");
+    form_release(&q);
+    auth_page(req, 200, "Sign in", b.data);
+    buf_release(&b);
+}
+
+int auth_on_login(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct auth *a = route->srv->auth;
+    http_request_track(route, req);
+    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
+    if (post && !http_check_origin(route->srv, req))
+        return 0;
+    h2o_iovec_t p = req->path_normalized;
+    if (h2o_memis(p.base, p.len, H2O_STRLIT("/login/link")) && !post) {
+        link_page(a, req);
+    } else if (h2o_memis(p.base, p.len, H2O_STRLIT("/login")) && post) {
+        login(a, req);
+    } else if (h2o_memis(p.base, p.len, H2O_STRLIT("/login"))) {
+        struct form q;
+        if (!auth_read_query(req, &q))
+            return 0;
+        auth_signin_page(a, req, 200, form_get(&q, "return_to"), NULL);
+        form_release(&q);
+    } else {
+        auth_error_page(req, 404, "not_found", "There is no such page.");
+    }
+    return 0;
+}
+
+int auth_on_logout(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct auth *a = route->srv->auth;
+    http_request_track(route, req);
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
+        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
+        auth_error_page(req, 405, "invalid_request",
+                        "Sign out with the button on the account page.");
+        return 0;
+    }
+    if (!http_check_origin(route->srv, req))
+        return 0;
+    struct form f;
+    if (!auth_read_form(req, &f, false))
+        return 0;
+    bool ok = auth_csrf_ok(req, &f);
+    form_release(&f);
+    if (!ok) {
+        auth_error_page(req, 403, "invalid_request", "The form's security token is missing.");
+        return 0;
+    }
+    const char *s = auth_cookie(req, SESSION_COOKIE);
+    if (s) {
+        struct err err = {0};
+        store_web_session_delete(a->store, s, strlen(s), &err);
+    }
+    auth_set_cookie(a, req, SESSION_COOKIE, "", 0);
+    auth_redirect(req, 303, "/login?return_to=/account");
+    return 0;
+}
