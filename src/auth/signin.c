@@ -67,7 +67,7 @@ void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *re
 static void signed_in(struct auth *a, h2o_req_t *req, const struct store_user *user,
                       const char *ret, const char *how)
 {
-    char plain[STORE_SESSION_LEN + 1];
+    char plain[STORE_WEB_SESSION_LEN + 1];
     struct err err = {0};
     if (store_web_session_create(a->store, user->id, AUTH_SESSION_TTL_S, plain, &err) < 0) {
         log_error("auth store-failure reason=\"%s\"", err.msg);

@@ -1,0 +1,197 @@
+/* The authorization server's pure parts (form decoding, redirect URIs, scopes) and its store:
+ * codes single use, refresh rotation and replay, grants and revocation. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth/auth_internal.h"
+#include "base/util.h"
+#include "harness.h"
+#include "store/store.h"
+
+TEST(form_decodes_and_refuses_repeats_and_bad_escapes)
+{
+    struct form f;
+    struct err err = {0};
+    CHECK_INT_EQ(form_parse("a=1&b=x+y%21&c=&d", 17, &f, &err), 0);
+    CHECK_STR_EQ(form_get(&f, "a"), "1");
+    CHECK_STR_EQ(form_get(&f, "b"), "x y!");
+    CHECK_STR_EQ(form_get(&f, "c"), "");
+    CHECK_STR_EQ(form_get(&f, "d"), "");
+    CHECK(form_get(&f, "e") == NULL);
+    form_release(&f);
+    CHECK_INT_EQ(form_parse("a=1&a=2", 7, &f, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "repeated");
+    CHECK_INT_EQ(form_parse("a=%4", 4, &f, &err), -EINVAL);
+    CHECK_INT_EQ(form_parse("a=%zz", 5, &f, &err), -EINVAL);
+    CHECK_INT_EQ(form_parse("a=%00", 5, &f, &err), -EINVAL);
+    CHECK_INT_EQ(form_parse("a=%41", 5, &f, &err), 0);
+    CHECK_STR_EQ(form_get(&f, "a"), "A");
+    form_release(&f);
+    CHECK_INT_EQ(form_parse("", 0, &f, &err), 0);
+    CHECK_INT_EQ((int)f.n, 0);
+    char many[40 * 6 + 1] = "";
+    for (int i = 0; i < 40; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%sk%02d=1", i ? "&" : "", i);
+    CHECK_INT_EQ(form_parse(many, strlen(many), &f, &err), -EINVAL);
+}
+
+TEST(redirect_uris_registrable)
+{
+    CHECK(auth_redirect_uri_ok("https://claude.ai/api/mcp/auth_callback"));
+    CHECK(auth_redirect_uri_ok("https://chatgpt.com/connector_platform_oauth_redirect"));
+    CHECK(auth_redirect_uri_ok("http://127.0.0.1:33418/callback"));
+    CHECK(auth_redirect_uri_ok("http://[::1]/cb"));
+    CHECK(auth_redirect_uri_ok("http://localhost:6274/oauth/callback"));
+    CHECK(auth_redirect_uri_ok("com.example.app:/oauth2redirect"));
+    CHECK(!auth_redirect_uri_ok("http://example.com/cb"));
+    CHECK(!auth_redirect_uri_ok("http://127.0.0.1.evil.example/cb"));
+    CHECK(!auth_redirect_uri_ok("http://localhost.evil.example/cb"));
+    CHECK(!auth_redirect_uri_ok("https://example.com/cb#frag"));
+    CHECK(!auth_redirect_uri_ok("https://user@example.com/cb"));
+    CHECK(!auth_redirect_uri_ok("javascript:alert(1)"));
+    CHECK(!auth_redirect_uri_ok("https:///nohost"));
+    CHECK(!auth_redirect_uri_ok("https://exa mple.com/"));
+    CHECK(!auth_redirect_uri_ok(""));
+}
+
+TEST(redirect_uris_match_exactly_or_by_loopback_port)
+{
+    const char *reg = "[\"https://app.example/cb\",\"http://127.0.0.1/callback\"]";
+    CHECK(auth_redirect_uri_match(reg, "https://app.example/cb"));
+    CHECK(!auth_redirect_uri_match(reg, "https://app.example/cb/"));
+    CHECK(!auth_redirect_uri_match(reg, "https://app.example/cb?x=1"));
+    CHECK(!auth_redirect_uri_match(reg, "https://APP.example/cb"));
+    CHECK(auth_redirect_uri_match(reg, "http://127.0.0.1:5555/callback"));
+    CHECK(auth_redirect_uri_match(reg, "http://127.0.0.1/callback"));
+    CHECK(!auth_redirect_uri_match(reg, "http://127.0.0.1:5555/other"));
+    CHECK(!auth_redirect_uri_match(reg, "http://127.0.0.1:55x/callback"));
+    CHECK(!auth_redirect_uri_match(reg, "http://127.0.0.2:5555/callback"));
+    CHECK(!auth_redirect_uri_match("not json", "https://app.example/cb"));
+    char host[64];
+    auth_uri_host("https://claude.ai:443/api/cb", host, sizeof(host));
+    CHECK_STR_EQ(host, "claude.ai");
+    auth_uri_host("http://[::1]:80/x", host, sizeof(host));
+    CHECK_STR_EQ(host, "[::1]");
+}
+
+TEST(scopes_parse_format_and_tools)
+{
+    unsigned s;
+    struct err err = {0};
+    CHECK_INT_EQ(auth_scopes_parse("runs  sandbox", &s, &err), 0);
+    CHECK_INT_EQ(s, AUTH_SCOPES_TOOLS);
+    CHECK_INT_EQ(auth_scopes_parse("sandbox admin", &s, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "admin");
+    CHECK_INT_EQ(auth_scopes_parse("", &s, &err), 0);
+    CHECK_INT_EQ(s, 0);
+    char out[64];
+    auth_scopes_format(AUTH_SCOPE_OFFLINE | AUTH_SCOPE_SANDBOX, out, sizeof(out));
+    CHECK_STR_EQ(out, "sandbox offline_access");
+    CHECK_INT_EQ(auth_tool_scope("container_exec"), AUTH_SCOPE_SANDBOX);
+    CHECK_INT_EQ(auth_tool_scope("run_task"), AUTH_SCOPE_RUNS);
+    CHECK_INT_EQ(auth_tool_scope("opencode_list_runs"), AUTH_SCOPE_RUNS);
+    CHECK_INT_EQ(auth_tool_scope("server_info"), 0);
+}
+
+static char *temp_db(void)
+{
+    char dir[] = "/tmp/smcp-unit-XXXXXX";
+    if (!mkdtemp(dir))
+        abort();
+    return xasprintf("%s/test.db", dir);
+}
+
+TEST(store_codes_tokens_rotation_and_replay)
+{
+    char *path = temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user u, who;
+    CHECK_INT_EQ(store_user_add(st, "alice", &u, &err), 0);
+    struct store_oauth_client c = {.created_at = 1};
+    snprintf(c.id, sizeof(c.id), "cli_test");
+    snprintf(c.kind, sizeof(c.kind), "registered");
+    snprintf(c.name, sizeof(c.name), "Test app");
+    snprintf(c.auth_method, sizeof(c.auth_method), "none");
+    c.redirect_uris = xstrdup("[\"https://app.example/cb\"]");
+    CHECK_INT_EQ(store_oauth_client_put(st, &c, &err), 0);
+    store_oauth_client_clear(&c);
+    CHECK_INT_EQ(store_oauth_client_get(st, "cli_test", &c, &err), 0);
+    CHECK_STR_EQ(c.redirect_uris, "[\"https://app.example/cb\"]");
+    store_oauth_client_clear(&c);
+
+    struct store_oauth_grant g;
+    CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_test", "Test app", "app.example",
+                                           "sandbox offline_access", &g, &err),
+                 0);
+    char code[STORE_OAUTH_CODE_LEN + 1], at[STORE_OAUTH_TOKEN_LEN + 1],
+        rt[STORE_OAUTH_TOKEN_LEN + 1];
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
+                                         "sandbox offline_access", 60000, code, &err),
+                 0);
+    struct store_oauth_code k;
+    CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
+    CHECK_STR_EQ(k.grant.user_name, "alice");
+    CHECK_STR_EQ(k.challenge, "chal");
+    CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 600000,
+                                          at, rt, &err),
+                 0);
+    CHECK(strncmp(at, "smcp_at_", 8) == 0 && strlen(at) == STORE_OAUTH_TOKEN_LEN);
+    CHECK(strncmp(rt, "smcp_rt_", 8) == 0);
+    struct store_oauth_token t;
+    CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), 0);
+    CHECK_STR_EQ(who.name, "alice");
+    CHECK_STR_EQ(t.resource, "https://x/mcp");
+
+    /* the code again: refused, and what it issued is revoked */
+    CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -EALREADY);
+    CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), &t, &err), -ENOENT);
+
+    /* a fresh chain: rotation, then the spent refresh token replayed ends the family */
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
+                                         "sandbox offline_access", 60000, code, &err),
+                 0);
+    CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
+    CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 600000,
+                                          at, rt, &err),
+                 0);
+    char rt1[STORE_OAUTH_TOKEN_LEN + 1];
+    memcpy(rt1, rt, sizeof(rt1));
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), &t, &err), 0);
+    CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, t.family, t.scope, t.resource, 60000, 600000,
+                                          at, rt, &err),
+                 0);
+    CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), 0);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), &t, &err), -EALREADY);
+    CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), &t, &err), -ENOENT);
+
+    /* revoking the grant ends everything under it */
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
+                                         "sandbox", 60000, code, &err),
+                 0);
+    CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
+    CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 0, at, rt,
+                                          &err),
+                 0);
+    CHECK_STR_EQ(rt, "");
+    CHECK_INT_EQ(store_oauth_grant_revoke(st, g.id, "usr_other", &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_grant_revoke(st, g.id, u.id, &err), 0);
+    CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
+    /* an expired code is not redeemable */
+    CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_test", "Test app", "app.example",
+                                           "sandbox", &g, &err),
+                 0);
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
+                                         "sandbox", -1, code, &err),
+                 0);
+    CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -ENOENT);
+    store_close(st);
+    free(path);
+}
+
+TEST_MAIN()
