@@ -68,7 +68,7 @@ static const char usage_serve[] =
     "  --conformance-fixtures   also register the MCP conformance suite's test tools,\n"
     "                           resources and prompts (for testing only)\n"
     "On an empty data directory it creates the database, a proxy signing secret and a first\n"
-    "user, and prints that user's token once.\n";
+    "user, and prints that user's token once and how to add the server in Claude and ChatGPT.\n";
 
 static const char usage_migrate[] =
     "usage: sandbox-mcp migrate [--data-dir DIR] [--env-file FILE]\n"
@@ -322,6 +322,20 @@ static void print_welcome(const struct config *cfg, const char *user, const char
            "  }\n"
            "}\n\n",
            user, cfg->public_url, token, user, cfg->public_url, cfg->public_url, token);
+    /* Claude and ChatGPT reach the server from their clouds, over https only, and sign in with
+     * OAuth on the server's own pages: a user needs a password or a sign-in link, not a token. */
+    if (strncmp(cfg->public_url, "https://", 8) == 0)
+        printf("Claude and ChatGPT: add a connector with the URL\n"
+               "  %s/mcp\n"
+               "(Claude: a custom connector; ChatGPT: an app in developer mode), leave the OAuth\n"
+               "client id and secret empty, and sign in as %s on the page that opens. First give\n"
+               "%s a password, or print a one-time sign-in link:\n"
+               "  sandbox-mcp user passwd %s\n"
+               "  sandbox-mcp user login-link %s\n"
+               "Step by step: docs/DEPLOY.md.\n\n",
+               cfg->public_url, user, user, user, user);
+    else
+        printf("Claude and ChatGPT need a public https PUBLIC_URL: see docs/DEPLOY.md.\n\n");
     fflush(stdout);
 }
 

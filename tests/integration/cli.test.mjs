@@ -272,6 +272,43 @@ test('first start prints the token, the MCP URL and a client config; writes a 06
   }
 });
 
+test('first start with an https PUBLIC_URL says how to add the server in Claude and ChatGPT', async () => {
+  const publicUrl = 'https://mcp.example.test';
+  const s = await startServer({ dataDir: dir(), args: ['--public-url', `${publicUrl}/`], env: { FIRST_USER: 'ada' } });
+  try {
+    const out = s.stdout();
+    const i = out.indexOf('Claude and ChatGPT: add a connector with the URL\n');
+    assert.ok(i > 0, out);
+    const banner = out.slice(i);
+    // The connector URL on a line of its own (a trailing slash in PUBLIC_URL is dropped).
+    assert.ok(banner.includes(`\n  ${publicUrl}/mcp\n`), banner);
+    assert.match(banner, /leave the OAuth\nclient id and secret empty, and sign in as ada /);
+    assert.ok(banner.includes('\n  sandbox-mcp user passwd ada\n  sandbox-mcp user login-link ada\n'), banner);
+    assert.match(banner, /docs\/DEPLOY\.md/);
+    assert.ok(!out.includes('need a public https PUBLIC_URL'), out);
+    // The token appears where it did before (the endpoint block and the client configuration),
+    // never in the new lines or the log.
+    assert.equal(out.split(s.token).length - 1, 2, out);
+    assert.ok(!banner.includes(s.token), banner);
+    assert.ok(!s.stderr().includes(s.token));
+  } finally {
+    await s.stop();
+  }
+});
+
+test('first start with a plain http PUBLIC_URL points to docs/DEPLOY.md for Claude and ChatGPT', async () => {
+  const s = await startServer({ dataDir: dir(), args: ['--public-url', 'http://mcp.example.test:8788'] });
+  try {
+    const out = s.stdout();
+    assert.match(out, /\nClaude and ChatGPT need a public https PUBLIC_URL: see docs\/DEPLOY\.md\.\n/);
+    assert.ok(!out.includes('add a connector'), out);
+    assert.ok(!out.includes('user login-link'), out);
+    assert.equal(out.split(s.token).length - 1, 2, out);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('without --public-url the printed MCP URL and links use the port actually bound', async () => {
   // With `--listen 127.0.0.1:0` the kernel picks the port; a URL with port 0 is unusable.
   const s = await startServer();
