@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1040,6 +1041,11 @@ static int cmd_template(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* libsodium picks its implementations and seeds itself here, before any thread can use it */
+    if (sodium_init() < 0) {
+        fputs("sandbox-mcp: cannot initialise libsodium\n", stderr);
+        return 1;
+    }
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
