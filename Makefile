@@ -10,7 +10,7 @@
 PREFIX     ?= /usr/local
 BUILD      ?= build
 CC         ?= cc
-PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libcrypto libseccomp
+PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libcrypto libseccomp libsodium
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -160,7 +160,8 @@ run: deps
 # Debian packages needed to build and test; installed only when missing. The browser the web
 # page tests drive is installed by `make test` only, not by `make run`.
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
-            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev clang libclang-rt-14-dev clang-format \
+            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev libsodium-dev clang \
+            libclang-rt-14-dev clang-format \
             nodejs npm git curl ca-certificates sqlite3 debootstrap
 TEST_APT := chromium
 deps: deps-apt deps-npm

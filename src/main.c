@@ -4,14 +4,18 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include "auth/password.h"
 #include "base/cleanup.h"
 #include "base/config.h"
 #include "base/ids.h"
@@ -39,6 +43,9 @@ static const char usage_main[] =
     "  migrate               create or upgrade the database and exit\n"
     "  user add NAME         create a user\n"
     "  user list             list users\n"
+    "  user passwd NAME      set a user's password for the sign-in page (read from stdin)\n"
+    "  user login-link NAME [--ttl DURATION]\n"
+    "                        print a one-time sign-in link (default 15m, at most 24h)\n"
     "  token create --user NAME [--label TEXT]\n"
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
@@ -73,8 +80,19 @@ static const char usage_serve[] =
 static const char usage_migrate[] =
     "usage: sandbox-mcp migrate [--data-dir DIR] [--env-file FILE]\n"
     "\nCreates the database or applies pending migrations.\n";
-static const char usage_user[] = "usage: sandbox-mcp user add NAME [--data-dir DIR]\n"
-                                 "       sandbox-mcp user list [--data-dir DIR]\n";
+static const char usage_user[] =
+    "usage: sandbox-mcp user add NAME [--data-dir DIR]\n"
+    "       sandbox-mcp user list [--data-dir DIR]\n"
+    "       sandbox-mcp user passwd NAME [--data-dir DIR]\n"
+    "       sandbox-mcp user login-link NAME [--ttl DURATION] [--public-url URL] [--data-dir DIR]\n"
+    "\n"
+    "passwd sets the password NAME signs in with on the server's sign-in page (when a client\n"
+    "such as Claude or ChatGPT connects through OAuth), and signs NAME out of every browser.\n"
+    "It reads the password from the terminal, twice and without echo, or else as one line\n"
+    "of standard input: at least 10 characters, at most 1024 bytes.\n"
+    "login-link prints a link (PUBLIC_URL/login/link?t=CODE) that signs NAME in once within\n"
+    "DURATION (30s, 10m, 2h; default 15m, at most 24h); CODE also works in the one-time code\n"
+    "field of the sign-in page. The link goes to stdout, the explanation to stderr.\n";
 static const char usage_token[] =
     "usage: sandbox-mcp token create --user NAME [--label TEXT] [--data-dir DIR]\n"
     "       sandbox-mcp token list [--user NAME] [--data-dir DIR]\n"
@@ -739,6 +757,23 @@ static int parse_sub(const char *cmd, const char *usage, const char *expected, i
     return parse_opts(cmd, usage, argc - 1, argv + 1, allowed, o);
 }
 
+/* "90", "30s", "10m", "2h" -> seconds; -1 when malformed. */
+static int64_t parse_duration(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v <= 0 || v > 1000000000) /* no more than 30 years in seconds */
+        return -1;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        return v;
+    if (strcmp(end, "m") == 0)
+        return v * 60;
+    if (strcmp(end, "h") == 0)
+        return v * 3600;
+    return -1;
+}
+
 static void print_user(const struct store_user *u, void *ctx)
 {
     (void)ctx;
@@ -747,25 +782,218 @@ static void print_user(const struct store_user *u, void *ctx)
     printf("%-30s %-24s %s\n", u->id, u->name, created);
 }
 
+/* The terminal as it was before a prompt turned its echo off, put back on the way out however
+ * that comes. */
+static struct termios tty_saved;
+static volatile sig_atomic_t tty_quiet;
+
+static void tty_restore(void)
+{
+    if (tty_quiet) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &tty_saved);
+        tty_quiet = 0;
+    }
+}
+
+static void on_signal_restore_tty(int sig)
+{
+    tty_restore();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* One line of stdin into buf[PASSWORD_MAX_BYTES + 2], without its line end, read a byte at a
+ * time so that nothing of it stays in a stdio buffer. Returns its length, -EFBIG when it is
+ * longer than PASSWORD_MAX_BYTES, -ENODATA when stdin is empty, or -errno. */
+static ssize_t read_secret_line(char *buf)
+{
+    size_t n = 0;
+    bool got = false;
+    for (;;) {
+        char c;
+        ssize_t r = read(STDIN_FILENO, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0 && !got)
+            return -ENODATA;
+        if (r == 0 || c == '\n')
+            break;
+        got = true;
+        if (n > PASSWORD_MAX_BYTES)
+            return -EFBIG; /* even with a '\r' to drop, no password is this long */
+        buf[n++] = c;
+    }
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    if (n > PASSWORD_MAX_BYTES)
+        return -EFBIG;
+    buf[n] = '\0';
+    return (ssize_t)n;
+}
+
+/* Turn the terminal's echo off, prompt (in that order: what is typed after the prompt is not
+ * shown), and read a line. */
+static ssize_t prompt_secret(const char *prompt, char *buf)
+{
+    struct termios quiet = tty_saved;
+    quiet.c_lflag &= ~(tcflag_t)ECHO;
+    tty_quiet = 1;
+    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) < 0) {
+        tty_quiet = 0;
+        return -errno;
+    }
+    fputs(prompt, stderr);
+    fflush(stderr);
+    ssize_t n = read_secret_line(buf);
+    tty_restore();
+    fputc('\n', stderr);
+    return n;
+}
+
+/* The new password for name into pw[PASSWORD_MAX_BYTES + 2]: from the terminal, asked twice,
+ * or one line of stdin. Returns its length; or -1 after saying why, with the exit status in
+ * *status. */
+static ssize_t read_new_password(const char *name, char *pw, int *status)
+{
+    ssize_t n;
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &tty_saved) < 0) {
+        n = read_secret_line(pw);
+    } else {
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+            signal(sigs[i], on_signal_restore_tty);
+        _cleanup_free_ char *prompt = xasprintf("New password for %s: ", name);
+        n = prompt_secret(prompt, pw);
+        /* one that will be refused is refused before it is asked for again */
+        if (n >= 0 && password_acceptable(pw, (size_t)n, NULL) == 0) {
+            char again[PASSWORD_MAX_BYTES + 2];
+            ssize_t m = prompt_secret("Repeat it: ", again);
+            bool same = m == n && sodium_memcmp(pw, again, (size_t)n) == 0;
+            sodium_memzero(again, sizeof(again));
+            if (m >= 0 && !same) {
+                fputs("sandbox-mcp: the two passwords differ; nothing was changed\n", stderr);
+                *status = EXIT_USAGE;
+                return -1;
+            }
+            if (m < 0)
+                n = m;
+        }
+    }
+    if (n >= 0)
+        return n;
+    *status = n == -ENODATA || n == -EFBIG ? EXIT_USAGE : 1;
+    if (n == -ENODATA)
+        fputs("sandbox-mcp: no password on standard input\n", stderr);
+    else if (n == -EFBIG)
+        fprintf(stderr, "sandbox-mcp: the password is longer than %d bytes\n", PASSWORD_MAX_BYTES);
+    else
+        fprintf(stderr, "sandbox-mcp: cannot read the password: %s\n", strerror((int)-n));
+    return -1;
+}
+
+static int user_passwd(struct store *st, const char *name)
+{
+    struct err err = {0};
+    struct store_user u;
+    if (store_user_find(st, name, &u, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 1;
+    }
+    char pw[PASSWORD_MAX_BYTES + 2], hash[crypto_pwhash_STRBYTES];
+    int status = 1;
+    ssize_t n = read_new_password(name, pw, &status);
+    if (n < 0)
+        goto out;
+    if (password_acceptable(pw, (size_t)n, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s; nothing was changed\n", err.msg);
+        status = EXIT_USAGE;
+        goto out;
+    }
+    int ended;
+    status = 1;
+    if (password_hash(pw, (size_t)n, hash, &err) < 0 ||
+        store_user_set_password(st, name, hash, &err) < 0 ||
+        (ended = store_web_session_delete_user(st, u.id, &err)) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        goto out;
+    }
+    printf("password set for %s\n", name);
+    if (ended > 0)
+        fprintf(stderr, "signed %s out of %d browser session%s\n", name, ended,
+                ended == 1 ? "" : "s");
+    status = 0;
+out:
+    sodium_memzero(pw, sizeof(pw));
+    sodium_memzero(hash, sizeof(hash));
+    return status;
+}
+
+/* "15 minutes", "2 hours", "90 seconds". */
+static void format_duration(int64_t s, char out[32])
+{
+    const char *unit = "second";
+    if (s % 3600 == 0)
+        s /= 3600, unit = "hour";
+    else if (s % 60 == 0)
+        s /= 60, unit = "minute";
+    snprintf(out, 32, "%lld %s%s", (long long)s, unit, s == 1 ? "" : "s");
+}
+
+static int user_login_link(const struct config *cfg, struct store *st, const char *name,
+                           int64_t ttl)
+{
+    struct err err = {0};
+    char token[STORE_LINK_LEN + 1], within[32];
+    if (store_login_link_create(st, name, ttl, token, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 1;
+    }
+    format_duration(ttl, within);
+    printf("%s/login/link?t=%s\n", cfg->public_url, token);
+    fflush(stdout);
+    fprintf(stderr,
+            "Open it once, within %s, to sign in as %s; or paste the code after t= into the "
+            "one-time code field of the sign-in page.\n",
+            within, name);
+    if (!cfg->public_url_set)
+        fprintf(stderr, "note: PUBLIC_URL is not set, so the link names the listen address; set "
+                        "it (or pass --public-url) to the address browsers reach\n");
+    explicit_bzero(token, sizeof(token));
+    return 0;
+}
+
 static int cmd_user(int argc, char **argv)
 {
-    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
     const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_sub("user", usage_user, "'add' or 'list'", argc, argv, allowed, &o, &sub);
+    int r = parse_sub("user", usage_user, "'add', 'list', 'passwd' or 'login-link'", argc, argv,
+                      allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
-    bool add = strcmp(sub, "add") == 0;
-    if (!add && strcmp(sub, "list") != 0)
+    bool add = strcmp(sub, "add") == 0, list = strcmp(sub, "list") == 0,
+         passwd = strcmp(sub, "passwd") == 0, link = strcmp(sub, "login-link") == 0;
+    if (!add && !list && !passwd && !link)
         return usage_error("user", usage_user, "unknown subcommand '%s'", sub);
-    if (add && o.nargs != 1)
-        return usage_error("user", usage_user, "%s", "'user add' takes exactly one NAME");
-    if (!add && o.nargs != 0)
+    if (!list && o.nargs != 1)
+        return usage_error("user", usage_user, "'user %s' takes exactly one NAME", sub);
+    if (list && o.nargs != 0)
         return usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
-    if (add && !store_user_name_valid(o.args[0]))
+    if (!link && o.ttl)
+        return usage_error("user", usage_user, "%s", "--ttl applies to 'user login-link' only");
+    if (!link && o.public_url)
+        return usage_error("user", usage_user, "%s",
+                           "--public-url applies to 'user login-link' only");
+    if (!list && !store_user_name_valid(o.args[0]))
         return usage_error(
             "user", usage_user,
             "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)", o.args[0]);
+    int64_t ttl = o.ttl ? parse_duration(o.ttl) : 15 * 60;
+    if (link && (ttl <= 0 || ttl > STORE_LINK_TTL_MAX_S))
+        return usage_error("user", usage_user, "--ttl '%s' is not a duration between 1s and 24h",
+                           o.ttl);
     struct config cfg = {0};
     struct store *st = NULL;
     if ((r = open_config_store(&o, &cfg, &st)))
@@ -779,6 +1007,10 @@ static int cmd_user(int argc, char **argv)
         } else {
             printf("created user %s (%s)\n", u.name, u.id);
         }
+    } else if (passwd) {
+        r = user_passwd(st, o.args[0]);
+    } else if (link) {
+        r = user_login_link(&cfg, st, o.args[0], ttl);
     } else {
         printf("%-30s %-24s %s\n", "ID", "NAME", "CREATED");
         r = store_user_list(st, print_user, NULL, &err) < 0 ? 1 : 0;
@@ -860,23 +1092,6 @@ static const char usage_proxy_token[] =
     "at most 24h). With --sandbox the token works only on that sandbox's own listener,\n"
     "http://127.0.0.1:8788/proxy/... inside it. The token is printed on stdout; its id (JTI)\n"
     "on stderr.\n";
-
-/* "90", "30s", "10m", "2h" -> seconds; -1 when malformed. */
-static int64_t parse_duration(const char *s)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || v <= 0)
-        return -1;
-    if (*end == '\0' || strcmp(end, "s") == 0)
-        return v;
-    if (strcmp(end, "m") == 0)
-        return v * 60;
-    if (strcmp(end, "h") == 0)
-        return v * 3600;
-    return -1;
-}
 
 static int cmd_proxy_token(int argc, char **argv)
 {
@@ -1075,6 +1290,11 @@ static int cmd_template(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* libsodium picks its implementations and seeds itself here, before any thread can use it */
+    if (sodium_init() < 0) {
+        fputs("sandbox-mcp: cannot initialise libsodium\n", stderr);
+        return 1;
+    }
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;

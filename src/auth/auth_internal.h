@@ -52,7 +52,7 @@ bool auth_session_user(struct auth *a, h2o_req_t *req, struct store_user *user);
 bool auth_read_form(h2o_req_t *req, struct form *f, bool json_errors);
 /* The query string's fields; answers 400 itself on false. */
 bool auth_read_query(h2o_req_t *req, struct form *f);
-/* The client's address, for throttling. */
+/* The client's address, for throttling (an IPv6 one as its /64). */
 void auth_peer(h2o_req_t *req, char *out, size_t cap);
 /* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json);

@@ -199,8 +199,13 @@ void auth_peer(h2o_req_t *req, char *out, size_t cap)
         return;
     if (ss.ss_family == AF_INET)
         inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)cap);
-    else if (ss.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)cap);
+    else if (ss.ss_family == AF_INET6) {
+        /* one host commonly holds a whole /64 */
+        struct in6_addr a = ((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (!IN6_IS_ADDR_V4MAPPED(&a))
+            memset(a.s6_addr + 8, 0, 8);
+        inet_ntop(AF_INET6, &a, out, (socklen_t)cap);
+    }
 }
 
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json)

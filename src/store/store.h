@@ -82,6 +82,65 @@ int store_token_revoke(struct store *st, const char *token_id, struct err *err);
 int store_token_authenticate(struct store *st, const char *plain, size_t len,
                              struct store_user *out, struct err *err);
 
+/* --- passwords, one-time sign-in links and browser sessions (accounts.c) --- */
+
+/* Set the password of user_name to hash, a crypto_pwhash_str() string made by password_hash()
+ * (NULL or "" removes the password). It signs nobody out: a caller changing a password also
+ * calls store_web_session_delete_user(). -ENOENT when there is no such user. */
+int store_user_set_password(struct store *st, const char *user_name, const char *hash,
+                            struct err *err);
+
+/* The user named user_name into *out and its password hash into hash[cap] ("" when it has
+ * none). -ENOENT when there is no such user; -EOVERFLOW when the hash does not fit in cap (128,
+ * crypto_pwhash_STRBYTES, always does). */
+int store_user_password(struct store *st, const char *user_name, struct store_user *out, char *hash,
+                        size_t cap, struct err *err);
+
+/* A sign-in link's token: 43 base64url characters (32 random bytes), no prefix. It is the `t`
+ * of PUBLIC_URL/login/link?t=TOKEN, and the one-time code of the sign-in form. */
+#define STORE_LINK_LEN 43
+#define STORE_LINK_TTL_MAX_S (24 * 3600)
+
+/* Make a one-time sign-in link for user_name, valid for ttl_s seconds (1 to 24 h): its token
+ * goes to plain[STORE_LINK_LEN + 1] and only its SHA-256 is stored. Older links of the user
+ * stay valid; used and expired links (of every user) are deleted on the way. -ENOENT when there
+ * is no such user, -EINVAL for a ttl out of range. */
+int store_login_link_create(struct store *st, const char *user_name, int64_t ttl_s,
+                            char plain[STORE_LINK_LEN + 1], struct err *err);
+
+/* Use a sign-in link's token (plain[len], need not be NUL-terminated): the first use before it
+ * expires gives its user in *out and spends it. -ENOENT when it is unknown, used or expired, and
+ * at once, without a query, when len is not STORE_LINK_LEN. */
+int store_login_link_consume(struct store *st, const char *plain, size_t len,
+                             struct store_user *out, struct err *err);
+
+/* A browser session's token (the smcp_session cookie): 43 base64url characters. A session ends
+ * when it has not been used for its ttl, and at the latest STORE_WEB_SESSION_MAX_AGE_S after it
+ * was made; a user keeps STORE_WEB_SESSIONS_PER_USER sessions at most (the oldest go). */
+#define STORE_WEB_SESSION_LEN 43
+#define STORE_WEB_SESSION_MAX_AGE_S (30 * 24 * 3600)
+#define STORE_WEB_SESSIONS_PER_USER 32
+
+/* Make a session for user_id that lasts ttl_s seconds (1 s to 30 days) past its last use: its
+ * token goes to plain[STORE_WEB_SESSION_LEN + 1], only its SHA-256 is stored. Expired sessions
+ * (of every user) are deleted on the way. -ENOENT when there is no such user, -EINVAL for a ttl
+ * out of range. */
+int store_web_session_create(struct store *st, const char *user_id, int64_t ttl_s,
+                             char plain[STORE_WEB_SESSION_LEN + 1], struct err *err);
+
+/* The user of the session whose token is plain[len], into *out. Records the use (last seen, and
+ * the expiry moves ttl past it) at most once a minute per session, so most calls only read.
+ * -ENOENT when it is unknown or expired, at once when len is not STORE_WEB_SESSION_LEN. */
+int store_web_session_get(struct store *st, const char *plain, size_t len, struct store_user *out,
+                          struct err *err);
+
+/* End the session whose token is plain[len] (signing out). -ENOENT when there was none. */
+int store_web_session_delete(struct store *st, const char *plain, size_t len, struct err *err);
+
+/* End every session of user_id (signing out everywhere, as when the password changes). Returns
+ * how many there were, or < 0. */
+int store_web_session_delete_user(struct store *st, const char *user_id, struct err *err);
+
 /* --- sandboxes --- */
 
 struct store_sandbox {

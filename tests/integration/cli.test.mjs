@@ -1,11 +1,11 @@
 // The command line: usage errors, users and tokens, migrations, first start, configuration files.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
+import { BIN, startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
 const SERVER_INFO = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'server_info', arguments: {} } };
@@ -414,4 +414,170 @@ test('a PROXY_JWT_SECRET from the environment appears in neither stdout nor stde
   }
   assert.ok(!s.stderr().includes(secret));
   assert.ok(!s.stdout().includes(secret));
+});
+
+// ---------- passwords and sign-in links ----------
+
+const hasScript = spawnSync('script', ['--version']).status === 0;
+
+function sql(dataDir, query) {
+  return execFileSync('sqlite3', [path.join(dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' }).trim();
+}
+
+test('`user passwd` reads the password from stdin, stores only an Argon2id hash, and never shows it', () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  const password = 'tr0ub4dor & 3 horses';
+  const r = run(['user', 'passwd', 'bob', '--data-dir', d], { input: `${password}\n`, env: { LOG_LEVEL: 'debug' } });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'password set for bob\n');
+  assert.ok(!r.stderr.includes(password), r.stderr);
+  const bytes = dbBytes(d);
+  assert.ok(bytes.includes('$argon2id$'), 'an Argon2id hash is stored');
+  assert.ok(!bytes.includes(password), 'the password is stored in plain text');
+  // a line end from Windows is not part of the password, and a second one replaces the first
+  const again = run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'another long one\r\n' });
+  assert.equal(again.status, 0, again.stderr);
+  if (hasSqlite3) {
+    const hash = sql(d, "SELECT password_hash FROM users WHERE name = 'bob'");
+    assert.match(hash, /^\$argon2id\$v=19\$m=65536,t=2,p=1\$/);
+    assert.ok(!dbBytes(d).includes('another long one'));
+  }
+});
+
+test('`user passwd` signs the user out of every browser session, and no one else', { skip: !hasSqlite3 && 'sqlite3 command line tool not installed' }, () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  assert.equal(run(['user', 'add', 'carol', '--data-dir', d]).status, 0);
+  const now = Date.now();
+  sql(d, `INSERT INTO web_sessions SELECT hex(randomblob(32)), id, ${now}, 3600000, ${now}, ${now + 3600000} FROM users;` +
+         `INSERT INTO web_sessions SELECT hex(randomblob(32)), id, ${now}, 3600000, ${now}, ${now + 3600000} FROM users WHERE name = 'bob'`);
+  const r = run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'correct horse battery\n' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /signed bob out of 2 browser sessions/);
+  assert.equal(sql(d, "SELECT u.name FROM web_sessions w JOIN users u ON u.id = w.user_id"), 'carol');
+});
+
+test('`user passwd` refuses a short, long or missing password, and an unknown user', () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  const short = run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'nine char\n' });
+  assert.equal(short.status, 2);
+  assert.match(short.stderr, /at least 10 characters/);
+  assert.ok(!short.stderr.includes('nine char'));
+  // ten characters, some of them two bytes long, are enough
+  assert.equal(run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'é'.repeat(10) }).status, 0);
+  const long = run(['user', 'passwd', 'bob', '--data-dir', d], { input: `${'x'.repeat(1025)}\n` });
+  assert.equal(long.status, 2);
+  assert.match(long.stderr, /longer than 1024 bytes/);
+  assert.equal(run(['user', 'passwd', 'bob', '--data-dir', d], { input: `${'x'.repeat(1024)}\n` }).status, 0);
+  const none = run(['user', 'passwd', 'bob', '--data-dir', d], { input: '' });
+  assert.equal(none.status, 2);
+  assert.match(none.stderr, /no password on standard input/);
+  const empty = run(['user', 'passwd', 'bob', '--data-dir', d], { input: '\n' });
+  assert.equal(empty.status, 2);
+  assert.match(empty.stderr, /at least 10 characters/);
+  const nobody = run(['user', 'passwd', 'nobody', '--data-dir', d], { input: 'correct horse battery\n' });
+  assert.equal(nobody.status, 1);
+  assert.match(nobody.stderr, /no user named 'nobody'/);
+  const noName = run(['user', 'passwd', '--data-dir', d]);
+  assert.equal(noName.status, 2);
+  assert.match(noName.stderr, /'user passwd' takes exactly one NAME/);
+  // the password is never an argument
+  const extra = run(['user', 'passwd', 'bob', 'correct horse battery', '--data-dir', d]);
+  assert.equal(extra.status, 2);
+  if (hasSqlite3)
+    assert.equal(sql(d, "SELECT length(password_hash) > 0 FROM users WHERE name = 'bob'"), '1');
+});
+
+// Run `user passwd` on a terminal (script(1) gives it one), typing each answer once its prompt
+// is there. Resolves with {code, out}: everything the terminal showed.
+function passwdOnTty(dataDir, answers) {
+  const command = `'${BIN}' user passwd bob --data-dir '${dataDir}'`;
+  const p = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let next = 0;
+  const feed = () => {
+    const prompts = [/New password for bob: /g, /Repeat it: /g];
+    if (next < answers.length && (out.match(prompts[next]) || []).length > 0) {
+      p.stdin.write(`${answers[next]}\n`);
+      next++;
+    }
+  };
+  p.stdout.on('data', (b) => { out += b; feed(); });
+  p.stderr.on('data', (b) => { out += b; });
+  const timer = setTimeout(() => p.kill('SIGKILL'), 30000);
+  return new Promise((resolve) => p.on('exit', (code) => { clearTimeout(timer); resolve({ code, out }); }));
+}
+
+test('`user passwd` on a terminal asks twice without echo', { skip: !hasScript && 'script(1) not installed' }, async () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  const ok = await passwdOnTty(d, ['typed on a tty 1', 'typed on a tty 1']);
+  assert.equal(ok.code, 0, ok.out);
+  assert.match(ok.out, /New password for bob: [\s\S]*Repeat it: [\s\S]*password set for bob/);
+  assert.ok(!ok.out.includes('typed on a tty'), `the password was echoed:\n${ok.out}`);
+  assertNoSanitizerReport(ok.out);
+  const differ = await passwdOnTty(d, ['typed on a tty 2', 'typed on a tty 3']);
+  assert.equal(differ.code, 2, differ.out);
+  assert.match(differ.out, /the two passwords differ; nothing was changed/);
+  assert.ok(!differ.out.includes('typed on a tty'));
+});
+
+test('`user login-link` prints a one-time link under PUBLIC_URL; only its hash is stored', () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  const r = run(['user', 'login-link', 'bob', '--data-dir', d], { env: { PUBLIC_URL: 'https://mcp.example.test/' } });
+  assert.equal(r.status, 0, r.stderr);
+  const m = /^https:\/\/mcp\.example\.test\/login\/link\?t=([A-Za-z0-9_-]{43})\n$/.exec(r.stdout);
+  assert.ok(m, r.stdout);
+  assert.match(r.stderr, /once, within 15 minutes/);
+  assert.match(r.stderr, /one-time code field/);
+  assert.doesNotMatch(r.stderr, /PUBLIC_URL is not set/);
+  assert.ok(!dbBytes(d).includes(m[1]), 'the link is stored in plain text');
+  if (hasSqlite3) {
+    assert.equal(sql(d, 'SELECT count(*) FROM login_links'), '1');
+    assert.equal(sql(d, 'SELECT expires_at - created_at FROM login_links'), String(15 * 60 * 1000));
+  }
+  // every link is new; --public-url and --ttl
+  const two = run(['user', 'login-link', 'bob', '--ttl', '2h', '--public-url', 'http://10.0.0.5:8788', '--data-dir', d]);
+  assert.equal(two.status, 0, two.stderr);
+  assert.match(two.stdout, /^http:\/\/10\.0\.0\.5:8788\/login\/link\?t=[A-Za-z0-9_-]{43}\n$/);
+  assert.ok(!two.stdout.includes(m[1]));
+  assert.match(two.stderr, /within 2 hours/);
+  // without PUBLIC_URL the link names the listen address, and says so
+  const local = run(['user', 'login-link', 'bob', '--data-dir', d]);
+  assert.match(local.stdout, /^http:\/\/127\.0\.0\.1:8788\/login\/link\?t=/);
+  assert.match(local.stderr, /PUBLIC_URL is not set/);
+});
+
+test('`user login-link` refuses an unknown user and a bad --ttl', () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  const nobody = run(['user', 'login-link', 'nobody', '--data-dir', d]);
+  assert.equal(nobody.status, 1);
+  assert.match(nobody.stderr, /no user named 'nobody'/);
+  assert.equal(nobody.stdout, '');
+  for (const ttl of ['25h', '0', 'soon', '-5m', '1d', '99999999999999999h']) {
+    const r = run(['user', 'login-link', 'bob', '--ttl', ttl, '--data-dir', d]);
+    assert.equal(r.status, 2, ttl);
+    assert.match(r.stderr, /is not a duration between 1s and 24h/);
+  }
+  assert.equal(run(['user', 'login-link', 'bob', '--ttl', '24h', '--data-dir', d]).status, 0);
+  const other = run(['user', 'add', 'carol', '--ttl', '1h', '--data-dir', d]);
+  assert.equal(other.status, 2);
+  assert.match(other.stderr, /--ttl applies to 'user login-link' only/);
+});
+
+test('`user --help` and the main usage name passwd and login-link', () => {
+  const u = run(['user', '--help']);
+  assert.equal(u.status, 0);
+  assert.match(u.stdout, /user passwd NAME/);
+  assert.match(u.stdout, /user login-link NAME \[--ttl DURATION\]/);
+  const m = run(['--help']);
+  assert.match(m.stdout, /user passwd NAME/);
+  assert.match(m.stdout, /user login-link NAME/);
+  const bad = run(['user', 'frob']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /unknown subcommand 'frob'/);
 });

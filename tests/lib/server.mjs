@@ -8,11 +8,13 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BIN = process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'asan', 'sandbox-mcp');
 
-// Run a CLI command to completion; returns {status, stdout, stderr}.
-export function cli(args, { env = {}, cwd } = {}) {
+// Run a CLI command to completion (input: what it reads on stdin); returns {status, stdout,
+// stderr}.
+export function cli(args, { env = {}, cwd, input } = {}) {
   const r = spawnSync(BIN, args, {
     encoding: 'utf8',
     cwd,
+    input,
     env: { ...cleanEnv(), ...env },
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };

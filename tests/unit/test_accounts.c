@@ -1,0 +1,311 @@
+/* The store's passwords, one-time sign-in links and browser sessions. Times are moved by
+ * editing rows through a second connection, so nothing sleeps. */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "harness.h"
+#include "store/store.h"
+
+struct fixture {
+    char *path;
+    struct store *st;
+    sqlite3 *db; /* a second connection, to look at and age rows */
+    struct store_user alice, bob;
+};
+
+static void setup(struct fixture *f)
+{
+    char dir[] = "/tmp/smcp-unit-XXXXXX";
+    if (!mkdtemp(dir))
+        abort();
+    f->path = xasprintf("%s/test.db", dir);
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(f->path, &f->st, &err), 0);
+    CHECK_INT_EQ(store_user_add(f->st, "alice", &f->alice, &err), 0);
+    CHECK_INT_EQ(store_user_add(f->st, "bob", &f->bob, &err), 0);
+    CHECK_INT_EQ(sqlite3_open(f->path, &f->db), SQLITE_OK);
+    sqlite3_busy_timeout(f->db, 5000);
+    sqlite3_exec(f->db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+}
+
+static void teardown(struct fixture *f)
+{
+    sqlite3_close(f->db);
+    store_close(f->st);
+    free(f->path);
+}
+
+static void sql(struct fixture *f, const char *q)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(f->db, q, NULL, NULL, &msg) != SQLITE_OK)
+        CHECK_FAIL_("%s: %s", q, msg ? msg : "?");
+    sqlite3_free(msg);
+}
+
+static int64_t sql_int(struct fixture *f, const char *q)
+{
+    sqlite3_stmt *s;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(f->db, q, -1, &s, NULL) != SQLITE_OK) {
+        CHECK_FAIL_("%s: %s", q, sqlite3_errmsg(f->db));
+        return -1;
+    }
+    if (sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* Every byte of the database and its WAL. */
+static bool db_contains(struct fixture *f, const char *needle)
+{
+    bool found = false;
+    for (int i = 0; i < 2 && !found; i++) {
+        char *p = xasprintf("%s%s", f->path, i ? "-wal" : "");
+        FILE *file = fopen(p, "rb");
+        free(p);
+        if (!file)
+            continue;
+        static char buf[4 << 20];
+        size_t n = fread(buf, 1, sizeof(buf), file);
+        fclose(file);
+        found = memmem(buf, n, needle, strlen(needle)) != NULL;
+    }
+    return found;
+}
+
+TEST(password_set_read_and_clear)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char hash[128];
+    CHECK_INT_EQ(store_user_password(f.st, "alice", &u, hash, sizeof(hash), &err), 0);
+    CHECK_STR_EQ(hash, "");
+    CHECK_STR_EQ(u.name, "alice");
+    CHECK_STR_EQ(u.id, f.alice.id);
+    const char *h = "$argon2id$v=19$m=65536,t=2,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNo";
+    CHECK_INT_EQ(store_user_set_password(f.st, "alice", h, &err), 0);
+    CHECK_INT_EQ(store_user_password(f.st, "alice", &u, hash, sizeof(hash), &err), 0);
+    CHECK_STR_EQ(hash, h);
+    /* bob is untouched */
+    CHECK_INT_EQ(store_user_password(f.st, "bob", &u, hash, sizeof(hash), &err), 0);
+    CHECK_STR_EQ(hash, "");
+    CHECK_STR_EQ(u.name, "bob");
+    /* too small a buffer is an error, not a cut hash */
+    char small[16];
+    CHECK_INT_EQ(store_user_password(f.st, "alice", &u, small, sizeof(small), &err), -EOVERFLOW);
+    CHECK_INT_EQ(store_user_set_password(f.st, "alice", "", &err), 0);
+    CHECK_INT_EQ(store_user_password(f.st, "alice", &u, hash, sizeof(hash), &err), 0);
+    CHECK_STR_EQ(hash, "");
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM users WHERE password_set_at IS NOT NULL"), 0);
+    CHECK_INT_EQ(store_user_set_password(f.st, "nobody", h, &err), -ENOENT);
+    CHECK_STR_EQ(err.msg, "no user named 'nobody'");
+    CHECK_INT_EQ(store_user_password(f.st, "nobody", &u, hash, sizeof(hash), &err), -ENOENT);
+    teardown(&f);
+}
+
+TEST(login_link_is_single_use)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char a[STORE_LINK_LEN + 1], b[STORE_LINK_LEN + 1];
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 900, a, &err), 0);
+    CHECK_INT_EQ(strlen(a), STORE_LINK_LEN);
+    CHECK_INT_EQ(strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+                 STORE_LINK_LEN);
+    /* a second link for the same user does not spend the first */
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 900, b, &err), 0);
+    CHECK(strcmp(a, b) != 0);
+    CHECK_INT_EQ(store_login_link_consume(f.st, a, strlen(a), &u, &err), 0);
+    CHECK_STR_EQ(u.name, "alice");
+    CHECK_STR_EQ(u.id, f.alice.id);
+    CHECK_INT_EQ(store_login_link_consume(f.st, a, strlen(a), &u, &err), -ENOENT);
+    CHECK_STR_EQ(err.msg, "unknown, used or expired sign-in link");
+    CHECK_INT_EQ(store_login_link_consume(f.st, b, strlen(b), &u, &err), 0);
+    CHECK_INT_EQ(store_login_link_consume(f.st, b, strlen(b), &u, &err), -ENOENT);
+    teardown(&f);
+}
+
+TEST(login_link_wrong_expired_or_unknown_user)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char a[STORE_LINK_LEN + 1];
+    CHECK_INT_EQ(store_login_link_create(f.st, "nobody", 900, a, &err), -ENOENT);
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 0, a, &err), -EINVAL);
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", STORE_LINK_TTL_MAX_S + 1, a, &err),
+                 -EINVAL);
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 900, a, &err), 0);
+    /* only the hash is stored */
+    CHECK(!db_contains(&f, a));
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM login_links WHERE length(hash) = 64"), 1);
+    /* one character off, a prefix, a longer string, an empty one */
+    char wrong[STORE_LINK_LEN + 1];
+    memcpy(wrong, a, sizeof(wrong));
+    wrong[20] = wrong[20] == 'A' ? 'B' : 'A';
+    CHECK_INT_EQ(store_login_link_consume(f.st, wrong, strlen(wrong), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_login_link_consume(f.st, a, STORE_LINK_LEN - 1, &u, &err), -ENOENT);
+    char longer[4096];
+    memset(longer, 'x', sizeof(longer));
+    memcpy(longer, a, STORE_LINK_LEN);
+    CHECK_INT_EQ(store_login_link_consume(f.st, longer, sizeof(longer), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_login_link_consume(f.st, "", 0, &u, &err), -ENOENT);
+    /* none of that spent it */
+    sql(&f, "UPDATE login_links SET expires_at = 1");
+    CHECK_INT_EQ(store_login_link_consume(f.st, a, strlen(a), &u, &err), -ENOENT);
+    teardown(&f);
+}
+
+TEST(login_links_used_and_expired_are_pruned)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char a[STORE_LINK_LEN + 1], b[STORE_LINK_LEN + 1], c[STORE_LINK_LEN + 1];
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 900, a, &err), 0);
+    CHECK_INT_EQ(store_login_link_create(f.st, "bob", 900, b, &err), 0);
+    CHECK_INT_EQ(store_login_link_consume(f.st, a, strlen(a), &u, &err), 0);
+    sql(&f, "UPDATE login_links SET expires_at = 1 WHERE used_at IS NULL");
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM login_links"), 2);
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 60, c, &err), 0);
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM login_links"), 1);
+    CHECK_INT_EQ(
+        sql_int(&f, "SELECT (expires_at - created_at) FROM login_links WHERE used_at IS NULL"),
+        60000);
+    CHECK_INT_EQ(store_login_link_consume(f.st, c, strlen(c), &u, &err), 0);
+    teardown(&f);
+}
+
+TEST(sessions_get_delete_and_wrong_tokens)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char s1[STORE_WEB_SESSION_LEN + 1], s2[STORE_WEB_SESSION_LEN + 1];
+    CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 3600, s1, &err), 0);
+    CHECK_INT_EQ(strlen(s1), STORE_WEB_SESSION_LEN);
+    CHECK(!db_contains(&f, s1));
+    CHECK_INT_EQ(store_web_session_create(f.st, f.bob.id, 3600, s2, &err), 0);
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), 0);
+    CHECK_STR_EQ(u.name, "alice");
+    CHECK_INT_EQ(store_web_session_get(f.st, s2, strlen(s2), &u, &err), 0);
+    CHECK_STR_EQ(u.name, "bob");
+    /* and again: reading does not spend it */
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), 0);
+    char wrong[STORE_WEB_SESSION_LEN + 1];
+    memcpy(wrong, s1, sizeof(wrong));
+    wrong[0] = wrong[0] == 'A' ? 'B' : 'A';
+    CHECK_INT_EQ(store_web_session_get(f.st, wrong, strlen(wrong), &u, &err), -ENOENT);
+    CHECK_STR_EQ(err.msg, "unknown or expired session");
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, STORE_WEB_SESSION_LEN + 1, &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_get(f.st, "", 0, &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_create(f.st, "usr_nobody", 3600, s2, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 0, s2, &err), -EINVAL);
+    CHECK_INT_EQ(
+        store_web_session_create(f.st, f.alice.id, STORE_WEB_SESSION_MAX_AGE_S + 1, s2, &err),
+        -EINVAL);
+    CHECK_INT_EQ(store_web_session_delete(f.st, s1, strlen(s1), &err), 0);
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_delete(f.st, s1, strlen(s1), &err), -ENOENT);
+    teardown(&f);
+}
+
+TEST(sessions_expire_and_slide)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char s1[STORE_WEB_SESSION_LEN + 1], s2[STORE_WEB_SESSION_LEN + 1];
+    CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 3600, s1, &err), 0);
+    CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 3600, s2, &err), 0);
+    /* within a minute of the last use nothing is written */
+    sql(&f, "UPDATE web_sessions SET last_seen_at = last_seen_at - 30000, "
+            "expires_at = expires_at - 30000");
+    int64_t before = sql_int(&f, "SELECT max(expires_at) FROM web_sessions");
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), 0);
+    CHECK_INT_EQ(sql_int(&f, "SELECT max(expires_at) FROM web_sessions"), before);
+    /* later, a use moves the end along: an hour past now */
+    sql(&f, "UPDATE web_sessions SET created_at = created_at - 7200000, "
+            "last_seen_at = last_seen_at - 3000000, expires_at = expires_at - 3000000");
+    int64_t t0 = time_now_ms();
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), 0);
+    int64_t seen = sql_int(&f, "SELECT max(last_seen_at) FROM web_sessions");
+    int64_t end = sql_int(&f, "SELECT max(expires_at) FROM web_sessions");
+    CHECK(seen >= t0 && seen <= time_now_ms());
+    CHECK_INT_EQ(end - seen, 3600000);
+    /* but never past the maximum age */
+    char q[256];
+    snprintf(q, sizeof(q),
+             "UPDATE web_sessions SET created_at = %lld, last_seen_at = last_seen_at - 120000",
+             (long long)(time_now_ms() - (int64_t)STORE_WEB_SESSION_MAX_AGE_S * 1000 + 600000));
+    sql(&f, q);
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), 0);
+    CHECK_INT_EQ(sql_int(&f, "SELECT max(expires_at - created_at) FROM web_sessions"),
+                 (int64_t)STORE_WEB_SESSION_MAX_AGE_S * 1000);
+    /* an expired session is no session, and the next one made clears it away */
+    sql(&f, "UPDATE web_sessions SET expires_at = 1");
+    CHECK_INT_EQ(store_web_session_get(f.st, s1, strlen(s1), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_get(f.st, s2, strlen(s2), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_create(f.st, f.bob.id, 60, s1, &err), 0);
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM web_sessions"), 1);
+    teardown(&f);
+}
+
+TEST(sessions_sign_out_everywhere_and_cap)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char first[STORE_WEB_SESSION_LEN + 1], s[STORE_WEB_SESSION_LEN + 1],
+        bobs[STORE_WEB_SESSION_LEN + 1];
+    CHECK_INT_EQ(store_web_session_create(f.st, f.bob.id, 3600, bobs, &err), 0);
+    CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 3600, first, &err), 0);
+    sql(&f, "UPDATE web_sessions SET created_at = created_at - 1000");
+    for (int i = 0; i < STORE_WEB_SESSIONS_PER_USER + 5; i++)
+        CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 3600, s, &err), 0);
+    /* alice keeps her newest sessions only; bob's is not hers to lose */
+    char q[128];
+    snprintf(q, sizeof(q), "SELECT count(*) FROM web_sessions WHERE user_id = '%s'", f.alice.id);
+    CHECK_INT_EQ(sql_int(&f, q), STORE_WEB_SESSIONS_PER_USER);
+    CHECK_INT_EQ(store_web_session_get(f.st, first, strlen(first), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_get(f.st, s, strlen(s), &u, &err), 0);
+    CHECK_INT_EQ(store_web_session_get(f.st, bobs, strlen(bobs), &u, &err), 0);
+    CHECK_INT_EQ(store_web_session_delete_user(f.st, f.alice.id, &err),
+                 STORE_WEB_SESSIONS_PER_USER);
+    CHECK_INT_EQ(store_web_session_get(f.st, s, strlen(s), &u, &err), -ENOENT);
+    CHECK_INT_EQ(store_web_session_get(f.st, bobs, strlen(bobs), &u, &err), 0);
+    CHECK_INT_EQ(store_web_session_delete_user(f.st, f.alice.id, &err), 0);
+    teardown(&f);
+}
+
+TEST(a_deleted_user_takes_links_and_sessions_along)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    char l[STORE_LINK_LEN + 1], s[STORE_WEB_SESSION_LEN + 1];
+    CHECK_INT_EQ(store_login_link_create(f.st, "alice", 900, l, &err), 0);
+    CHECK_INT_EQ(store_web_session_create(f.st, f.alice.id, 3600, s, &err), 0);
+    CHECK_INT_EQ(store_login_link_create(f.st, "bob", 900, l, &err), 0);
+    sql(&f, "DELETE FROM users WHERE name = 'alice'");
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM login_links"), 1);
+    CHECK_INT_EQ(sql_int(&f, "SELECT count(*) FROM web_sessions"), 0);
+    teardown(&f);
+}
+
+TEST_MAIN()

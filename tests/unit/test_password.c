@@ -1,0 +1,232 @@
+/* Password hashes, and their checks on worker threads answered on the loop. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "auth/password.h"
+#include "base/loop.h"
+#include "base/util.h"
+#include "harness.h"
+
+static const char good[] = "correct horse battery staple";
+
+static void init(void)
+{
+    if (sodium_init() < 0)
+        CHECK_FAIL_("sodium_init failed");
+}
+
+/* Run the loop until *n reaches want and no check is left (a minute at most). */
+static void run_until(const int *n, int want)
+{
+    int64_t end = time_mono_ms() + 60000;
+    while ((*n < want || password_checks_outstanding() > 0) && time_mono_ms() < end)
+        h2o_evloop_run(loop_get(), 100);
+    if (*n < want || password_checks_outstanding() > 0)
+        CHECK_FAIL_("timed out: %d of %d answers, %d checks outstanding", *n, want,
+                    password_checks_outstanding());
+}
+
+TEST(acceptable_counts_characters_and_caps_bytes)
+{
+    struct err err = {0};
+    CHECK_INT_EQ(password_acceptable("123456789", 9, &err), -EINVAL);
+    CHECK_STR_EQ(err.msg, "the password must be at least 10 characters long");
+    CHECK_INT_EQ(password_acceptable("1234567890", 10, &err), 0);
+    /* nine characters of two bytes each are still nine characters */
+    const char *e9 = "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";
+    CHECK_INT_EQ(password_acceptable(e9, strlen(e9), &err), -EINVAL);
+    char big[PASSWORD_MAX_BYTES + 1];
+    memset(big, 'a', sizeof(big));
+    CHECK_INT_EQ(password_acceptable(big, PASSWORD_MAX_BYTES, &err), 0);
+    CHECK_INT_EQ(password_acceptable(big, sizeof(big), &err), -EINVAL);
+    CHECK_STR_EQ(err.msg, "the password is longer than 1024 bytes");
+}
+
+TEST(hash_and_verify)
+{
+    init();
+    struct err err = {0};
+    char a[crypto_pwhash_STRBYTES], b[crypto_pwhash_STRBYTES];
+    CHECK_INT_EQ(password_hash(good, strlen(good), a, &err), 0);
+    CHECK(strncmp(a, "$argon2id$", 10) == 0);
+    CHECK(strstr(a, good) == NULL);
+    CHECK(!password_needs_rehash(a));
+    /* salted: the same password hashes differently each time */
+    CHECK_INT_EQ(password_hash(good, strlen(good), b, &err), 0);
+    CHECK(strcmp(a, b) != 0);
+    CHECK_INT_EQ(password_verify(a, good, strlen(good)), 0);
+    CHECK_INT_EQ(password_verify(b, good, strlen(good)), 0);
+    CHECK_INT_EQ(password_verify(a, good, strlen(good) - 1), -EACCES);
+    CHECK_INT_EQ(password_verify(a, "correct horse battery stapLe", strlen(good)), -EACCES);
+    /* no password, or no user: the dummy never matches */
+    CHECK_INT_EQ(password_verify(NULL, good, strlen(good)), -EACCES);
+    CHECK_INT_EQ(password_verify("", "", 0), -EACCES);
+    CHECK_INT_EQ(password_hash("short", 5, a, &err), -EINVAL);
+}
+
+TEST(verify_tells_a_broken_hash_from_a_mismatch)
+{
+    init();
+    CHECK_INT_EQ(password_verify("$argon2id$v=19$m=65536,t=2,p=1$!!!", good, strlen(good)),
+                 -EINVAL);
+    /* weaker limits than ours: it still checks, and asks to be hashed again */
+    char weak[crypto_pwhash_STRBYTES];
+    CHECK_INT_EQ(crypto_pwhash_str(weak, good, strlen(good), crypto_pwhash_OPSLIMIT_MIN,
+                                   crypto_pwhash_MEMLIMIT_MIN),
+                 0);
+    CHECK_INT_EQ(password_verify(weak, good, strlen(good)), 0);
+    CHECK(password_needs_rehash(weak));
+    CHECK(password_needs_rehash("not a hash"));
+}
+
+struct answer {
+    int n;
+    int result[32];
+    bool on_loop_thread;
+};
+static pthread_t main_thread;
+
+static void on_answer(void *ctx, int result)
+{
+    struct answer *a = ctx;
+    if (!pthread_equal(pthread_self(), main_thread))
+        a->on_loop_thread = false;
+    if (a->n < 32)
+        a->result[a->n] = result;
+    a->n++;
+}
+
+struct slot {
+    int i;
+};
+static int slot_results[32];
+static int slot_calls;
+static void on_slot(void *ctx, int result)
+{
+    struct slot *s = ctx;
+    slot_results[s->i] = result;
+    slot_calls++;
+}
+
+TEST(async_answers_on_the_loop)
+{
+    init();
+    main_thread = pthread_self();
+    struct err err = {0};
+    char h[crypto_pwhash_STRBYTES];
+    CHECK_INT_EQ(password_hash(good, strlen(good), h, &err), 0);
+    /* the caller's copies may go at once */
+    char pw[64], stored[crypto_pwhash_STRBYTES];
+    memcpy(stored, h, sizeof(h));
+    snprintf(pw, sizeof(pw), "%s", good);
+    static struct slot slots[4];
+    slot_calls = 0;
+    for (int i = 0; i < 4; i++)
+        slots[i] = (struct slot){i};
+    struct password_check *c[4];
+    c[0] = password_verify_async(stored, pw, strlen(pw), on_slot, &slots[0], &err);
+    c[1] = password_verify_async(stored, "wrong password", 14, on_slot, &slots[1], &err);
+    c[2] = password_verify_async(NULL, pw, strlen(pw), on_slot, &slots[2], &err);
+    c[3] = password_verify_async("", pw, strlen(pw), on_slot, &slots[3], &err);
+    for (int i = 0; i < 4; i++)
+        CHECK(c[i] != NULL);
+    memset(pw, 0, sizeof(pw));
+    memset(stored, 0, sizeof(stored));
+    CHECK_INT_EQ(slot_calls, 0); /* never from within the call */
+    run_until(&slot_calls, 4);
+    CHECK_INT_EQ(slot_calls, 4);
+    CHECK_INT_EQ(slot_results[0], 0);
+    CHECK_INT_EQ(slot_results[1], -EACCES);
+    CHECK_INT_EQ(slot_results[2], -EACCES);
+    CHECK_INT_EQ(slot_results[3], -EACCES);
+
+    /* a password too long to be anyone's fails like a wrong one (they may answer in any order) */
+    slot_calls = 0;
+    char longer[PASSWORD_MAX_BYTES + 10];
+    memset(longer, 'x', sizeof(longer));
+    CHECK(password_verify_async(h, longer, sizeof(longer), on_slot, &slots[0], &err) != NULL);
+    CHECK(password_verify_async(h, good, strlen(good), on_slot, &slots[1], &err) != NULL);
+    run_until(&slot_calls, 2);
+    CHECK_INT_EQ(slot_results[0], -EACCES);
+    CHECK_INT_EQ(slot_results[1], 0);
+
+    struct answer a = {.on_loop_thread = true};
+    CHECK(password_verify_async(h, good, strlen(good), on_answer, &a, &err) != NULL);
+    run_until(&a.n, 1);
+    CHECK(a.on_loop_thread);
+    CHECK_INT_EQ(a.result[0], 0);
+
+    char toolong[crypto_pwhash_STRBYTES + 1];
+    memset(toolong, '$', sizeof(toolong) - 1);
+    toolong[sizeof(toolong) - 1] = '\0';
+    CHECK(password_verify_async(toolong, good, strlen(good), on_answer, &a, &err) == NULL);
+    CHECK_INT_EQ(err.code, -EINVAL);
+}
+
+TEST(at_most_so_many_checks_and_cancel)
+{
+    init();
+    struct err err = {0};
+    struct answer a = {.on_loop_thread = true};
+    enum { MAX = PASSWORD_RUNNING_MAX + PASSWORD_WAITING_MAX };
+    struct password_check *c[MAX];
+    for (int i = 0; i < MAX; i++) {
+        c[i] = password_verify_async(NULL, good, strlen(good), on_answer, &a, &err);
+        CHECK(c[i] != NULL);
+    }
+    err_clear(&err);
+    CHECK(password_verify_async(NULL, good, strlen(good), on_answer, &a, &err) == NULL);
+    CHECK_INT_EQ(err.code, -EBUSY);
+    CHECK_STR_CONTAINS(err.msg, "busy");
+    CHECK_INT_EQ(password_checks_outstanding(), MAX);
+    /* cancelled ones, waiting or (c[1], most likely) running, never answer */
+    for (int i = 1; i < MAX; i++)
+        password_check_cancel(c[i]);
+    password_check_cancel(NULL);
+    CHECK(password_checks_outstanding() >= 1 && password_checks_outstanding() <= 2);
+    /* room again at once: the waiting ones are gone */
+    struct password_check *more =
+        password_verify_async(NULL, good, strlen(good), on_answer, &a, &err);
+    CHECK(more != NULL);
+    run_until(&a.n, 2);
+    CHECK_INT_EQ(a.n, 2);
+    CHECK(a.on_loop_thread);
+    for (int i = 0; i < 2; i++)
+        CHECK_INT_EQ(a.result[i], -EACCES);
+    CHECK_INT_EQ(password_checks_outstanding(), 0);
+}
+
+/* Each answer cancels the other check if it has not answered yet: whether that one is still
+ * running, or finished and about to be answered in the same turn of the loop, it must not
+ * answer. */
+static struct {
+    struct password_check *c[2];
+    bool gone[2];
+    int calls;
+} pair;
+
+static void on_pair(void *ctx, int result)
+{
+    int i = ctx == &pair.c[0] ? 0 : 1;
+    pair.gone[i] = true;
+    pair.calls++;
+    if (!pair.gone[1 - i]) {
+        password_check_cancel(pair.c[1 - i]);
+        pair.gone[1 - i] = true;
+    }
+}
+
+TEST(cancel_from_a_callback)
+{
+    init();
+    struct err err = {0};
+    memset(&pair, 0, sizeof(pair));
+    pair.c[0] = password_verify_async(NULL, good, strlen(good), on_pair, &pair.c[0], &err);
+    pair.c[1] = password_verify_async(NULL, good, strlen(good), on_pair, &pair.c[1], &err);
+    CHECK(pair.c[0] && pair.c[1]);
+    run_until(&pair.calls, 1);
+    CHECK_INT_EQ(pair.calls, 1);
+}
+
+TEST_MAIN()
