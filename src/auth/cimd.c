@@ -1,16 +1,32 @@
-/* Client ID Metadata Documents: the checks on a client_id URL, on the addresses a fetch of it
- * may connect to, on the document, and on the answer's caching and content type headers. Pure
- * functions of their arguments. */
+/* Client ID Metadata Documents: the URL and document checks (pure), and the fetch.
+ *
+ * A fetch is a request the server makes to wherever a stranger's client_id points, so it goes
+ * the way a run's clone does: the server resolves the name itself, every address must be public
+ * (the egress policy with an empty allow list), and curl connects to those addresses only. Two
+ * things hold curl to them: CURLOPT_RESOLVE pins the name, in a DNS cache of the fetch's own (a
+ * share handle), so curl never asks the resolver and no pin outlives its fetch; and the socket
+ * callback refuses any address and port that was not checked, whatever curl thinks the name is.
+ * Redirects are not followed, proxies from the environment are not used, and the whole fetch,
+ * resolution included, has a few seconds and 64 KiB. */
 #include "auth/cimd.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
+#include "base/cleanup.h"
+#include "base/curl_loop.h"
+#include "base/loop.h"
 #include "base/utf8.h"
+#include "base/util.h"
 #include "egress/egress.h"
+#include "version.h"
 
 #define SHOWN 200 /* bytes of a URL or value a message repeats */
 
@@ -544,4 +560,407 @@ int cimd_addrs_check(const char *url, bool allow_loopback_http, const struct egr
     struct client_url u;
     int r = url_parse(url, allow_loopback_http, &u, err);
     return r < 0 ? r : addrs_check(url, &u, addrs, n, err);
+}
+
+/* --- fetching --- */
+
+struct cimd {
+    bool allow_loopback_http;
+    struct curl_loop *cl;
+    long connect_ms, total_ms;
+    int n; /* fetches under way */
+    struct cimd_fetch *head;
+};
+
+enum stop { STOP_NONE, STOP_STATUS, STOP_TYPE, STOP_SIZE, STOP_ADDRESS };
+
+struct cimd_fetch {
+    struct cimd *c;
+    struct cimd_fetch *prev, *next;
+    cimd_fetched_fn cb;
+    void *ctx;
+    char url[CIMD_URL_MAX + 1];
+    struct client_url u;
+    struct egress_lookup *lookup;
+    struct loop_timer deadline;                 /* while resolving; curl keeps time after that */
+    int64_t deadline_ms;                        /* monotonic: the whole fetch ends by then */
+    struct egress_addr addrs[EGRESS_ADDRS_MAX]; /* the checked ones: curl connects to no other */
+    int naddrs;
+    CURL *easy;
+    CURLSH *share; /* the fetch's own DNS cache, holding the pin */
+    struct curl_slist *resolve, *headers;
+    char *body;
+    size_t body_len;
+    long status;
+    int64_t content_length; /* -1: not given */
+    bool has_type, has_cache;
+    char content_type[128];
+    char cache_control[512];
+    char location[SHOWN + 1];
+    enum stop stopped;
+    char errbuf[CURL_ERROR_SIZE];
+    struct cimd_client client;
+};
+
+static void on_done(CURL *easy, CURLcode rc);
+
+struct cimd *cimd_new(bool allow_loopback_http)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct cimd *c = xcalloc(1, sizeof(*c));
+    c->allow_loopback_http = allow_loopback_http;
+    c->connect_ms = CIMD_CONNECT_TIMEOUT_MS;
+    c->total_ms = CIMD_TOTAL_TIMEOUT_MS;
+    c->cl = curl_loop_new(on_done);
+    return c;
+}
+
+void cimd_set_timeouts(struct cimd *c, long connect_ms, long total_ms)
+{
+    c->connect_ms = connect_ms;
+    c->total_ms = total_ms;
+}
+
+static void release(struct cimd_fetch *f)
+{
+    if (f->easy) {
+        curl_easy_cleanup(f->easy);
+        f->easy = NULL;
+    }
+    if (f->share) {
+        curl_share_cleanup(f->share);
+        f->share = NULL;
+    }
+    curl_slist_free_all(f->resolve);
+    curl_slist_free_all(f->headers);
+    f->resolve = f->headers = NULL;
+    free(f->body);
+    f->body = NULL;
+}
+
+static void unlink_fetch(struct cimd_fetch *f)
+{
+    struct cimd *c = f->c;
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        c->head = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+    c->n--;
+}
+
+/* The end of a fetch: the slot is free before cb runs, so cb may start another. */
+static void finish(struct cimd_fetch *f, const struct cimd_client *client, int64_t max_age,
+                   const struct err *err)
+{
+    loop_timer_stop(&f->deadline);
+    unlink_fetch(f);
+    release(f);
+    f->cb(f->ctx, client, max_age, err);
+    free(f);
+}
+
+void cimd_fetch_cancel(struct cimd_fetch *f)
+{
+    if (!f)
+        return;
+    loop_timer_stop(&f->deadline);
+    egress_lookup_cancel(f->lookup);
+    f->lookup = NULL;
+    if (f->easy)
+        curl_loop_remove(f->c->cl, f->easy);
+    unlink_fetch(f);
+    release(f);
+    free(f);
+}
+
+void cimd_free(struct cimd *c)
+{
+    if (!c)
+        return;
+    while (c->head)
+        cimd_fetch_cancel(c->head);
+    curl_loop_free(c->cl);
+    free(c);
+    curl_global_cleanup();
+}
+
+/* curl is about to connect: only to an address that was checked, on the URL's port. */
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *sa)
+{
+    struct cimd_fetch *f = clientp;
+    struct egress_addr a = {{0}};
+    uint16_t port;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKET_BAD;
+    if (sa->family == AF_INET && sa->addrlen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa->addr;
+        a.b[10] = a.b[11] = 0xff;
+        memcpy(a.b + 12, &in->sin_addr, 4);
+        port = ntohs(in->sin_port);
+    } else if (sa->family == AF_INET6 && sa->addrlen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&sa->addr;
+        memcpy(a.b, &in6->sin6_addr, 16);
+        port = ntohs(in6->sin6_port);
+    } else {
+        f->stopped = STOP_ADDRESS;
+        return CURL_SOCKET_BAD;
+    }
+    bool checked = false;
+    for (int i = 0; i < f->naddrs && !checked; i++)
+        checked = memcmp(&f->addrs[i], &a, sizeof(a)) == 0;
+    if (!checked || port != f->u.port) {
+        f->stopped = STOP_ADDRESS;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(sa->family, sa->socktype | SOCK_CLOEXEC, sa->protocol);
+}
+
+static bool header_is(const char *h, size_t n, const char *name, const char **value, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    if (n <= nl || h[nl] != ':' || strncasecmp(h, name, nl) != 0)
+        return false;
+    const char *v = h + nl + 1, *e = h + n;
+    while (v < e && (*v == ' ' || *v == '\t'))
+        v++;
+    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    *value = v;
+    *vlen = (size_t)(e - v);
+    return true;
+}
+
+/* Headers one line at a time. At their end the answer is judged before any of the body is
+ * read: a status other than 200, a type that is not JSON or a length over the cap stops it. */
+static size_t on_header(char *data, size_t size, size_t nitems, void *userdata)
+{
+    struct cimd_fetch *f = userdata;
+    size_t n = size * nitems;
+    const char *v;
+    size_t vl;
+    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) { /* a new answer: 1xx ones come first */
+        f->has_type = f->has_cache = false;
+        f->content_type[0] = f->cache_control[0] = f->location[0] = '\0';
+        f->content_length = -1;
+    } else if (n <= 2 && (data[0] == '\r' || data[0] == '\n')) {
+        long code = 0;
+        curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 100 && code < 200)
+            return n;
+        f->status = code;
+        if (code != 200)
+            f->stopped = STOP_STATUS;
+        else if (!cimd_content_type_ok(f->has_type ? f->content_type : NULL))
+            f->stopped = STOP_TYPE;
+        else if (f->content_length > CIMD_BODY_MAX)
+            f->stopped = STOP_SIZE;
+        return f->stopped ? 0 : n;
+    } else if (header_is(data, n, "content-type", &v, &vl)) {
+        f->has_type = true;
+        snprintf(f->content_type, sizeof(f->content_type), "%.*s", (int)vl, v);
+    } else if (header_is(data, n, "cache-control", &v, &vl)) {
+        size_t have = strlen(f->cache_control);
+        snprintf(f->cache_control + have, sizeof(f->cache_control) - have, "%s%.*s",
+                 f->has_cache ? ", " : "", (int)vl, v);
+        f->has_cache = true;
+    } else if (header_is(data, n, "content-length", &v, &vl)) {
+        int64_t len = delta_seconds(v, vl);
+        f->content_length = len >= 0 && v[0] != '"' ? len : -1;
+    } else if (header_is(data, n, "location", &v, &vl)) {
+        snprintf(f->location, sizeof(f->location), "%.*s", (int)vl, v);
+    }
+    return n;
+}
+
+/* The body, counted as it arrives whatever Content-Length said. */
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct cimd_fetch *f = userdata;
+    size_t n = size * nmemb;
+    if (n > CIMD_BODY_MAX - f->body_len) {
+        f->stopped = STOP_SIZE;
+        return 0;
+    }
+    if (!f->body)
+        f->body = xmalloc(CIMD_BODY_MAX + 1);
+    memcpy(f->body + f->body_len, data, n);
+    f->body_len += n;
+    return n;
+}
+
+static void on_done(CURL *easy, CURLcode rc)
+{
+    struct cimd_fetch *f = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&f);
+    struct err e = {0};
+    const char *why = f->errbuf[0] ? f->errbuf : curl_easy_strerror(rc);
+    if (f->stopped == STOP_SIZE || rc == CURLE_FILESIZE_EXCEEDED)
+        err_set(&e, -EFBIG, "the document is larger than %d bytes", CIMD_BODY_MAX);
+    else if (f->stopped == STOP_ADDRESS)
+        err_set(&e, -EACCES, "curl was about to connect to an address that was not checked");
+    else if (f->stopped == STOP_STATUS && f->status >= 300 && f->status < 400)
+        err_set(&e, -EPROTO,
+                "the answer is a redirect (HTTP %ld%s%s), which is not followed: a client_id "
+                "must be the document's own URL",
+                f->status, f->location[0] ? " to " : "", f->location);
+    else if (f->stopped == STOP_STATUS)
+        err_set(&e, -EPROTO, "the answer is HTTP %ld, not 200", f->status);
+    else if (f->stopped == STOP_TYPE)
+        err_set(&e, -EPROTO, "the answer's content type '%s' is not JSON", f->content_type);
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+        err_set(&e, -ETIMEDOUT, "no complete answer within %ld ms of the start", f->c->total_ms);
+    else if (rc == CURLE_COULDNT_CONNECT)
+        err_set(&e, -ECONNREFUSED, "cannot connect: %s", why);
+    else if (rc == CURLE_COULDNT_RESOLVE_HOST)
+        err_set(&e, -EHOSTUNREACH, "cannot connect: %s", why);
+    else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION ||
+             rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM ||
+             rc == CURLE_SSL_CIPHER || rc == CURLE_UNSUPPORTED_PROTOCOL)
+        err_set(&e, -EPROTO, "%s", why);
+    else if (rc == CURLE_URL_MALFORMAT)
+        err_set(&e, -EINVAL, "%s", why);
+    else if (rc != CURLE_OK)
+        err_set(&e, -EIO, "%s", why);
+    else if (f->status != 200)
+        err_set(&e, -EPROTO, "the answer is HTTP %ld, not 200", f->status);
+    else
+        cimd_document_parse(f->url, f->body ? f->body : "", f->body_len, &f->client, &e);
+    if (e.code) {
+        err_wrap(&e, "client metadata '%.*s'", SHOWN, f->url);
+        finish(f, NULL, 0, &e);
+        return;
+    }
+    finish(f, &f->client, cimd_max_age(f->has_cache ? f->cache_control : NULL), NULL);
+}
+
+static void start_transfer(struct cimd_fetch *f, const struct egress_addr *addrs, int n)
+{
+    struct cimd *c = f->c;
+    f->naddrs = n < EGRESS_ADDRS_MAX ? n : EGRESS_ADDRS_MAX;
+    memcpy(f->addrs, addrs, sizeof(*addrs) * (size_t)f->naddrs);
+    f->content_length = -1;
+    CURL *e = f->easy = curl_easy_init();
+    f->share = curl_share_init();
+    if (!e || !f->share)
+        abort(); /* out of memory */
+    curl_share_setopt(f->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    struct egress_addr lit;
+    if (egress_addr_parse(f->u.host, &lit) < 0) {
+        char pin[300 + EGRESS_ADDRS_MAX * (EGRESS_ADDR_TEXT_MAX + 3)];
+        size_t k = (size_t)snprintf(pin, sizeof(pin), "%s:%u:", f->u.host, (unsigned)f->u.port);
+        for (int i = 0; i < f->naddrs; i++) {
+            char text[EGRESS_ADDR_TEXT_MAX];
+            egress_addr_format(&f->addrs[i], text);
+            bool v4 = egress_addr_is_v4(&f->addrs[i]);
+            k += (size_t)snprintf(pin + k, sizeof(pin) - k, "%s%s%s%s", i ? "," : "", v4 ? "" : "[",
+                                  text, v4 ? "" : "]");
+        }
+        f->resolve = curl_slist_append(NULL, pin);
+    }
+    f->headers = curl_slist_append(NULL, "Accept: application/json");
+    curl_easy_setopt(e, CURLOPT_URL, f->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, f);
+    curl_easy_setopt(e, CURLOPT_SHARE, f->share);
+    if (f->resolve)
+        curl_easy_setopt(e, CURLOPT_RESOLVE, f->resolve);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
+    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* none, whatever the environment says */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, f->u.http ? "http" : "https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    /* what resolution left of the whole fetch's time (at least 1 ms: 0 would mean none) */
+    long left = (long)(f->deadline_ms - time_mono_ms());
+    left = left < 1 ? 1 : left;
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, c->connect_ms < left ? c->connect_ms : left);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, left);
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)CIMD_BODY_MAX);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
+    curl_easy_setopt(e, CURLOPT_USERAGENT,
+                     "sandbox-mcp/" SANDBOX_MCP_VERSION " (OAuth client metadata)");
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
+    curl_loop_add(c->cl, e);
+}
+
+static void on_resolve_timeout(struct loop_timer *t)
+{
+    struct cimd_fetch *f = container_of(t, struct cimd_fetch, deadline);
+    egress_lookup_cancel(f->lookup); /* the thread finishes on its own */
+    f->lookup = NULL;
+    struct err e = {0};
+    err_set(&e, -ETIMEDOUT, "client metadata '%.*s': cannot resolve '%s' within %ld ms", SHOWN,
+            f->url, f->u.host, f->c->total_ms);
+    finish(f, NULL, 0, &e);
+}
+
+static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const struct err *err)
+{
+    struct cimd_fetch *f = ctx;
+    f->lookup = NULL;
+    loop_timer_stop(&f->deadline);
+    struct err e = {0};
+    if (err) {
+        e = *err;
+        err_wrap(&e, "client metadata '%.*s'", SHOWN, f->url);
+        finish(f, NULL, 0, &e);
+        return;
+    }
+    if (addrs_check(f->url, &f->u, addrs, n, &e) < 0) {
+        finish(f, NULL, 0, &e);
+        return;
+    }
+    start_transfer(f, addrs, n);
+}
+
+struct cimd_fetch *cimd_fetch(struct cimd *c, const char *url, cimd_fetched_fn cb, void *ctx,
+                              struct err *err)
+{
+    struct client_url u;
+    if (url_parse(url, c->allow_loopback_http, &u, err) < 0)
+        return NULL;
+    if (c->n >= CIMD_FETCHES_MAX) {
+        err_set(err, -EBUSY,
+                "cannot fetch client metadata '%.*s' now: %d fetches are under way; retry later",
+                SHOWN, url, CIMD_FETCHES_MAX);
+        return NULL;
+    }
+    struct cimd_fetch *f = xcalloc(1, sizeof(*f));
+    f->c = c;
+    f->cb = cb;
+    f->ctx = ctx;
+    f->u = u;
+    memcpy(f->url, url, strlen(url) + 1);
+    f->next = c->head;
+    if (c->head)
+        c->head->prev = f;
+    c->head = f;
+    c->n++;
+    f->deadline_ms = time_mono_ms() + c->total_ms;
+    struct egress_addr lit;
+    if (egress_addr_parse(u.host, &lit) == 0) {
+        if (addrs_check(f->url, &f->u, &lit, 1, err) < 0) {
+            cimd_fetch_cancel(f);
+            return NULL;
+        }
+        start_transfer(f, &lit, 1);
+        return f;
+    }
+    f->lookup = egress_resolve(u.host, on_resolved, f, err);
+    if (!f->lookup) {
+        err_wrap(err, "client metadata '%.*s'", SHOWN, url);
+        cimd_fetch_cancel(f);
+        return NULL;
+    }
+    loop_timer_start(&f->deadline, (uint64_t)c->total_ms, on_resolve_timeout);
+    return f;
 }
