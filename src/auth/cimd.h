@@ -80,13 +80,13 @@ int cimd_addrs_check(const char *url, bool allow_loopback_http, const struct egr
 struct cimd;
 struct cimd_fetch;
 
-/* client is valid during the call only. On success err is NULL and max_age_s is what
- * cimd_max_age said (0: do not keep it); on failure client is NULL, max_age_s is 0 (errors are
- * not to be kept) and err->code is one of -EACCES (an address is not public), -ENOENT (the name
- * does not resolve), -EAGAIN (too many lookups), -ECONNREFUSED/-EHOSTUNREACH (no connection),
- * -ETIMEDOUT, -EFBIG (the document is larger than CIMD_BODY_MAX), -EPROTO (TLS, an HTTP status
- * other than 200 (a redirect included), a content type that is not JSON), -EIO, or -EINVAL (the
- * document, as cimd_document_parse says); err->msg names the URL. */
+/* client (about 26 KB) is valid during the call only: copy what is kept. On success err is NULL and
+ * max_age_s is what cimd_max_age said (0: do not keep it); on failure client is NULL, max_age_s is
+ * 0 (errors are not to be kept) and err->code is one of -EACCES (an address is not public), -ENOENT
+ * (the name does not resolve), -ECONNREFUSED/-EHOSTUNREACH (no connection), -ETIMEDOUT, -EFBIG (the
+ * document is larger than CIMD_BODY_MAX), -EPROTO (TLS, an HTTP status other than 200 (a redirect
+ * included), a content type that is not JSON), -EIO, or -EINVAL (the document, as
+ * cimd_document_parse says); err->msg names the URL. */
 typedef void (*cimd_fetched_fn)(void *ctx, const struct cimd_client *client, int64_t max_age_s,
                                 const struct err *err);
 
@@ -106,8 +106,9 @@ void cimd_set_timeouts(struct cimd *c, long connect_ms, long total_ms);
  * those addresses only, over https only, following no redirect, within the timeouts and
  * CIMD_BODY_MAX; and parse it. cb runs once, on the loop, never from within this call. Returns a
  * handle for cimd_fetch_cancel, valid until cb has run; or NULL with err set (cb never called)
- * when url is refused, when url's host is an address the policy refuses, or with -EBUSY when
- * CIMD_FETCHES_MAX fetches are under way. */
+ * when url is refused, when url's host is an address the policy refuses, with -EBUSY when
+ * CIMD_FETCHES_MAX fetches are under way, or with -EAGAIN when the resolver has as many lookups
+ * as it takes. */
 struct cimd_fetch *cimd_fetch(struct cimd *c, const char *url, cimd_fetched_fn cb, void *ctx,
                               struct err *err);
 /* Stop f; its callback will not run. NULL is accepted. Not after f's callback has run. */
