@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <stdbool.h>
 
+#include "base/curl_loop.h"
 #include "proxy/proxy.h"
 
 enum token_from { TOKEN_X_API_KEY = 1, TOKEN_BEARER = 2, TOKEN_BASIC_PASSWORD = 4 };
@@ -28,14 +29,6 @@ int providers_load(const struct config *cfg, struct provider **out, size_t *n, s
 void providers_free(struct provider *p, size_t n);
 unsigned method_bit(const char *m, size_t len);
 bool provider_path_allowed(const struct provider *p, const char *path, size_t len);
-
-/* curl_loop.c: libcurl multi on the h2o loop. done runs once per finished easy handle. */
-struct curl_loop;
-struct curl_loop *curl_loop_new(void (*done)(CURL *easy, CURLcode rc));
-void curl_loop_free(struct curl_loop *cl);
-void curl_loop_add(struct curl_loop *cl, CURL *easy);
-/* Remove without calling done (the client went away). */
-void curl_loop_remove(struct curl_loop *cl, CURL *easy);
 
 /* usage.c: token counts read from a provider's response, streaming (SSE) or not. */
 struct usage_parser {

@@ -1,7 +1,7 @@
 /* libcurl's multi-socket interface on the h2o loop. curl's sockets and its timeout (a timerfd)
  * live in a private epoll set; that epoll descriptor is one h2o socket, readable whenever any of
  * them is ready. No threads, and no transfer waits for another. */
-#include "proxy/proxy_internal.h"
+#include "base/curl_loop.h"
 
 #include <errno.h>
 #include <stdlib.h>
