@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "auth/cimd.h"
+#include "base/log.h"
 #include "base/util.h"
 
 struct auth *auth_new(struct http_server *srv, struct err *err)
@@ -22,6 +23,14 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
     a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
     a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
     a->cimd = cimd_new(a->cimd_loopback);
+    const char *path = strchr(strstr(cfg->public_url, "://") + 3, '/');
+    if (path)
+        log_warn("auth public-url-path path=\"%s\": OAuth clients look for the metadata at the "
+                 "origin's root; serve the server at the root of its host name",
+                 path);
+    if (a->cimd_loopback)
+        log_warn("auth cimd-loopback: client metadata documents are fetched from loopback "
+                 "addresses (OAUTH_CIMD_ALLOW_LOOPBACK is for tests)");
     return a;
 }
 

@@ -9,8 +9,11 @@ const char *http_status_reason(int status)
 {
     switch (status) {
     case 200: return "OK";
+    case 201: return "Created";
     case 202: return "Accepted";
     case 204: return "No Content";
+    case 302: return "Found";
+    case 303: return "See Other";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
