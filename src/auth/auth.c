@@ -16,9 +16,6 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
     a->srv = srv;
     a->cfg = cfg;
     a->store = srv->store;
-    snprintf(a->issuer, sizeof(a->issuer), "%s", cfg->public_url);
-    snprintf(a->resource, sizeof(a->resource), "%s/mcp", cfg->public_url);
-    a->https = strncmp(cfg->public_url, "https://", 8) == 0;
     a->cimd_loopback = cfg->oauth_cimd_loopback;
     a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
     a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
@@ -32,6 +29,18 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
         log_warn("auth cimd-loopback: client metadata documents are fetched from loopback "
                  "addresses (OAUTH_CIMD_ALLOW_LOOPBACK is for tests)");
     return a;
+}
+
+const char *auth_issuer(const struct auth *a)
+{
+    return a->cfg->public_url;
+}
+
+void auth_resource(const struct auth *a, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/mcp", a->cfg->public_url);
+    if (n < 0 || (size_t)n >= cap)
+        out[0] = '\0';
 }
 
 void auth_free(struct auth *a)

@@ -26,12 +26,15 @@ struct auth {
     const struct config *cfg;
     struct store *store;
     struct cimd *cimd;
-    char issuer[512];   /* PUBLIC_URL */
-    char resource[600]; /* PUBLIC_URL/mcp: the one resource tokens are issued for */
-    bool https;         /* cookies are Secure */
     bool cimd_loopback; /* test only: http://127.0.0.1 documents */
     int64_t access_ttl_ms, refresh_ttl_ms;
 };
+
+/* PUBLIC_URL, the issuer. Read from the configuration at each use: with --listen HOST:0 the
+ * server knows its URL only once it listens, after auth_new. */
+const char *auth_issuer(const struct auth *a);
+/* PUBLIC_URL/mcp, the one resource tokens are issued for, into out ("" when it does not fit). */
+void auth_resource(const struct auth *a, char *out, size_t cap);
 
 /* page.c: HTML pages, cookies, CSRF, forms, sessions */
 void html_text(struct buf *b, const char *s);

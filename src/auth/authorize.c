@@ -40,7 +40,7 @@ static void send_back(struct authz *z, const char *k1, const char *v1, const cha
         url_param(&b, '&', k2, v2);
     if (z->state)
         url_param(&b, '&', "state", z->state);
-    url_param(&b, '&', "iss", z->a->issuer);
+    url_param(&b, '&', "iss", auth_issuer(z->a));
     auth_redirect(z->req, z->post ? 303 : 302, b.data);
     buf_release(&b);
 }
@@ -226,8 +226,10 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         fail(z, "invalid_scope", err.msg);
         return;
     }
+    char own[600];
+    auth_resource(a, own, sizeof(own));
     const char *resource = form_get(&z->f, "resource");
-    if (resource && strcmp(resource, a->resource) != 0) {
+    if (resource && strcmp(resource, own) != 0) {
         fail(z, "invalid_target", "this server issues tokens only for its own /mcp resource");
         return;
     }
@@ -250,7 +252,7 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         auth_scopes_parse(g.scope, &granted, NULL);
     if (!z->post) {
         if (r == 0 && (granted & scopes) == scopes)
-            issue_code(z, &g, scope_str, a->resource);
+            issue_code(z, &g, scope_str, own);
         else
             consent_page(z, c, &user, scopes);
         return;
@@ -276,7 +278,7 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
     }
     log_info("oauth consent-approved user=%s client=\"%.200s\" scope=\"%s\"", user.name, c->id,
              all);
-    issue_code(z, &g, scope_str, a->resource);
+    issue_code(z, &g, scope_str, own);
 }
 
 int auth_on_authorize(h2o_handler_t *self, h2o_req_t *req)

@@ -13,22 +13,24 @@ static json_t *scopes_json(void)
 
 static json_t *resource_metadata(struct auth *a)
 {
-    return json_pack("{s:s, s:[s], s:o, s:[s], s:s}", "resource", a->resource,
-                     "authorization_servers", a->issuer, "scopes_supported", scopes_json(),
-                     "bearer_methods_supported", "header", "resource_name", "sandbox-mcp");
+    char resource[600];
+    auth_resource(a, resource, sizeof(resource));
+    return json_pack("{s:s, s:[s], s:o, s:[s], s:s}", "resource", resource, "authorization_servers",
+                     auth_issuer(a), "scopes_supported", scopes_json(), "bearer_methods_supported",
+                     "header", "resource_name", "sandbox-mcp");
 }
 
 static json_t *server_metadata(struct auth *a)
 {
     char url[700];
     json_t *m = json_object();
-    json_object_set_new(m, "issuer", json_string(a->issuer));
+    json_object_set_new(m, "issuer", json_string(auth_issuer(a)));
     static const char *const endpoints[][2] = {{"authorization_endpoint", "/authorize"},
                                                {"token_endpoint", "/token"},
                                                {"registration_endpoint", "/register"},
                                                {"revocation_endpoint", "/revoke"}};
     for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
-        snprintf(url, sizeof(url), "%s%s", a->issuer, endpoints[i][1]);
+        snprintf(url, sizeof(url), "%s%s", auth_issuer(a), endpoints[i][1]);
         json_object_set_new(m, endpoints[i][0], json_string(url));
     }
     json_object_set_new(m, "response_types_supported", json_pack("[s]", "code"));
@@ -42,7 +44,7 @@ static json_t *server_metadata(struct auth *a)
     json_object_set_new(m, "scopes_supported", scopes_json());
     json_object_set_new(m, "client_id_metadata_document_supported", json_true());
     json_object_set_new(m, "authorization_response_iss_parameter_supported", json_true());
-    snprintf(url, sizeof(url), "%s/account", a->issuer);
+    snprintf(url, sizeof(url), "%s/account", auth_issuer(a));
     json_object_set_new(m, "service_documentation", json_string(url));
     return m;
 }

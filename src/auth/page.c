@@ -104,7 +104,8 @@ void auth_set_cookie(struct auth *a, h2o_req_t *req, const char *name, const cha
 {
     char line[512];
     snprintf(line, sizeof(line), "%s=%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax%s", name,
-             value, (long long)max_age_s, a->https ? "; Secure" : "");
+             value, (long long)max_age_s,
+             strncmp(auth_issuer(a), "https://", 8) == 0 ? "; Secure" : "");
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL,
                    h2o_strdup(&req->pool, line, SIZE_MAX).base, strlen(line));
 }
