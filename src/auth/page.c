@@ -52,7 +52,10 @@ void auth_page(h2o_req_t *req, int status, const char *title, const char *body)
     buf_puts(&b, body);
     buf_puts(&b, "</main>\n</body>\n</html>\n");
     http_add_header_str(req, "content-security-policy", csp);
-    http_add_header_str(req, "referrer-policy", "no-referrer");
+    /* Not no-referrer: a browser posts a form from such a page with "Origin: null", which the
+     * origin check refuses. same-origin tells this server its own origin and other sites
+     * nothing. */
+    http_add_header_str(req, "referrer-policy", "same-origin");
     http_add_header_str(req, "x-content-type-options", "nosniff");
     http_add_header_str(req, "x-frame-options", "DENY");
     http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
