@@ -29,7 +29,7 @@ function cleanEnv() {
                    'GITHUB_BASE_URL', 'FETCH_ALLOW'])
     delete env[k];
   for (const k of Object.keys(env))
-    if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k === 'FILE_MAX_BYTES')
+    if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k.startsWith('OAUTH_') || k === 'FILE_MAX_BYTES')
     delete env[k];
   env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
   env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
