@@ -1,0 +1,830 @@
+// The OAuth 2.1 authorization server, over plain HTTP with no redirect followed: metadata, the
+// code flow and everything it refuses (PKCE, codes, redirect URIs, resources, clients, refresh
+// replay, expiry, scopes, CSRF, open redirects, registrations, password guessing), the account
+// page and the CLI's view of grants. The browser flow with the official SDK is in
+// tests/e2e/oauth.test.mjs.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+
+import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
+import { assertNoSanitizerReport } from '../lib/http.mjs';
+import {
+  CookieJar, pkce, sha256hex, request, forms, isSignInPage, isConsentPage, setPassword, register,
+  registerPublic, authorizePath, authorizeParams, signIn, decide, authorizeAndApprove, tokenRequest,
+  obtainTokens,
+} from '../lib/oauth.mjs';
+
+const PASSWORD = 'correct horse battery staple';
+const SCOPES = ['sandbox', 'runs', 'offline_access'];
+const PING = { jsonrpc: '2.0', id: 1, method: 'ping' };
+const call = (name, args = {}) => ({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: args } });
+const ACCESS = /^smcp_at_[A-Za-z0-9_-]{43}$/;
+const REFRESH = /^smcp_rt_[A-Za-z0-9_-]{43}$/;
+const CB = 'http://127.0.0.1:9/callback'; // never contacted: redirects are read, not followed
+
+async function stopCleanly(s) {
+  const { code, signal } = await s.stop();
+  assertNoSanitizerReport(s.stderr(), 'server');
+  assert.equal(signal, null, `server killed by ${signal}:\n${s.stderr()}`);
+  assert.equal(code, 0, `server exited ${code}:\n${s.stderr()}`);
+}
+
+let server;
+let jar; // admin, signed in once: approvals below need no new sign-in
+before(async () => {
+  server = await startServer();
+  setPassword(server, 'admin', PASSWORD);
+  jar = new CookieJar();
+  const r = await signIn(server, jar, { name: 'admin', password: PASSWORD });
+  assert.equal(r.status, 303, r.text);
+});
+after(async () => { if (server) await stopCleanly(server); });
+
+// /mcp with token: the HTTP status (and response).
+const mcp = (token, message = PING) => rpc(server, message, { token });
+
+// A client of its own and its first code (consent given by the signed-in admin).
+async function codeFor({ scope = 'sandbox runs offline_access', redirect_uri = CB, name = 'test client', resource } = {}) {
+  const client = await registerPublic(server, [redirect_uri], name);
+  const { verifier, challenge } = pkce();
+  const params = authorizeParams(server, { client_id: client.client_id, redirect_uri, challenge, scope, resource });
+  const a = await authorizeAndApprove(server, jar, params);
+  assert.ok(a.code, `no code in ${a.location}`);
+  return { client, verifier, challenge, code: a.code, params, redirect_uri };
+}
+
+const exchange = (c, extra = {}) => tokenRequest(server, { grant_type: 'authorization_code', code: c.code,
+  code_verifier: c.verifier, redirect_uri: c.redirect_uri, client_id: c.client.client_id, resource: server.mcpUrl, ...extra });
+
+const refresh = (client, refresh_token, extra = {}) => tokenRequest(server, { grant_type: 'refresh_token',
+  refresh_token, client_id: client.client_id, ...extra });
+
+function assertFramingDenied(res, what) {
+  assert.equal(res.headers.get('x-frame-options'), 'DENY', what);
+  assert.match(res.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/, what);
+}
+
+describe('metadata', () => {
+  test('protected resource metadata at both paths (RFC 9728)', async () => {
+    for (const p of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
+      const r = await request(server, p);
+      assert.equal(r.status, 200, p);
+      assert.match(r.headers.get('content-type'), /^application\/json/, p);
+      assert.deepEqual(r.body, {
+        resource: server.mcpUrl, authorization_servers: [server.url], scopes_supported: SCOPES,
+        bearer_methods_supported: ['header'], resource_name: 'sandbox-mcp',
+      }, p);
+    }
+  });
+
+  test('authorization server metadata (RFC 8414) and its OpenID discovery alias: S256 only', async () => {
+    const a = await request(server, '/.well-known/oauth-authorization-server');
+    const o = await request(server, '/.well-known/openid-configuration');
+    assert.equal(a.status, 200);
+    assert.equal(o.status, 200);
+    assert.match(a.headers.get('content-type'), /^application\/json/);
+    assert.deepEqual(o.body, a.body);
+    const m = a.body;
+    assert.equal(m.issuer, server.url);
+    assert.equal(m.authorization_endpoint, `${server.url}/authorize`);
+    assert.equal(m.token_endpoint, `${server.url}/token`);
+    assert.equal(m.registration_endpoint, `${server.url}/register`);
+    assert.equal(m.revocation_endpoint, `${server.url}/revoke`);
+    assert.deepEqual(m.response_types_supported, ['code']);
+    assert.deepEqual(m.grant_types_supported, ['authorization_code', 'refresh_token']);
+    assert.deepEqual(m.code_challenge_methods_supported, ['S256']);
+    assert.deepEqual([...m.token_endpoint_auth_methods_supported].sort(), ['client_secret_basic', 'client_secret_post', 'none']);
+    assert.deepEqual(m.scopes_supported, SCOPES);
+    assert.equal(m.client_id_metadata_document_supported, true);
+    assert.equal(m.authorization_response_iss_parameter_supported, true);
+  });
+
+  test('/mcp without a token: 401 naming the resource metadata and the scopes; a bad one adds invalid_token', async () => {
+    const r = await mcp(null);
+    assert.equal(r.status, 401);
+    const h = r.headers.get('www-authenticate') ?? '';
+    assert.match(h, /^Bearer /);
+    assert.ok(h.includes(`resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`), h);
+    assert.ok(h.includes('scope="sandbox runs offline_access"'), h);
+    assert.doesNotMatch(h, /error=/);
+    for (const token of ['smcp_at_' + 'A'.repeat(43), 'smcp_rt_' + 'A'.repeat(43), 'nonsense']) {
+      const bad = await mcp(token);
+      assert.equal(bad.status, 401, token);
+      const b = bad.headers.get('www-authenticate') ?? '';
+      assert.match(b, /error="invalid_token"/, token);
+      assert.ok(b.includes(`resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`), b);
+    }
+  });
+});
+
+describe('the code flow', () => {
+  test('sign-in page, consent page, code with state and iss, tokens that work on /mcp', async () => {
+    const fresh = new CookieJar();
+    const client = await registerPublic(server, [CB], 'Flow Test App');
+    const { verifier, challenge } = pkce();
+    const params = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge,
+      scope: 'sandbox runs offline_access', state: 'state-<&>-1' });
+    // not signed in: the sign-in page, with a CSRF cookie for its forms
+    const first = await request(server, authorizePath(params), { jar: fresh });
+    assert.equal(first.status, 200);
+    assert.ok(isSignInPage(first.text), first.text);
+    assert.equal(first.location, null);
+    const csrfCookie = first.headers.getSetCookie().find((c) => c.startsWith('smcp_csrf='));
+    assert.ok(csrfCookie, 'a smcp_csrf cookie');
+    assert.match(csrfCookie, /; HttpOnly/);
+    assert.match(csrfCookie, /; SameSite=Lax/);
+    assert.match(csrfCookie, /; Path=\//);
+    assert.doesNotMatch(csrfCookie, /Secure/, 'http PUBLIC_URL: not Secure');
+    const [pwForm, codeForm] = forms(first.text);
+    assert.deepEqual(pwForm.inputs.sort(), ['csrf', 'name', 'password', 'return_to']);
+    assert.ok(codeForm.inputs.includes('code'));
+    assert.equal(pwForm.fields.csrf, fresh.get('smcp_csrf'));
+    assert.match(pwForm.fields.return_to, /^\/authorize\?/);
+    // signing in goes back to the same authorization request
+    const login = await signIn(server, fresh, { name: 'admin', password: PASSWORD, page: first.text });
+    assert.equal(login.status, 303, login.text);
+    const back = Object.fromEntries(login.location.searchParams);
+    assert.equal(login.location.pathname, '/authorize');
+    for (const k of Object.keys(params)) assert.equal(back[k], params[k], k);
+    const session = login.headers.getSetCookie().find((c) => c.startsWith('smcp_session='));
+    assert.ok(session, 'a session cookie');
+    assert.match(session, /; HttpOnly/);
+    assert.match(session, /; SameSite=Lax/);
+    // the consent page names the app, the user, where it goes back to and what it asks for
+    const consent = await request(server, login.location.pathname + login.location.search, { jar: fresh });
+    assert.equal(consent.status, 200);
+    assert.ok(isConsentPage(consent.text));
+    assert.match(consent.text, /Flow Test App/);
+    assert.match(consent.text, /127\.0\.0\.1/);
+    assert.match(consent.text, /<strong>admin<\/strong>/);
+    assert.match(consent.text, /registered itself/);
+    assert.match(consent.text, /\(sandbox\)/);
+    assert.match(consent.text, /\(runs\)/);
+    assert.match(consent.text, /\(offline_access\)/);
+    // approve: back to the client with the code, state unchanged and iss
+    const ok = await decide(server, fresh, consent.text, 'approve');
+    assert.equal(ok.status, 303);
+    assert.equal(`${ok.location.origin}${ok.location.pathname}`, CB);
+    const q = ok.location.searchParams;
+    assert.match(q.get('code'), /^[A-Za-z0-9_-]{43}$/);
+    assert.equal(q.get('state'), 'state-<&>-1');
+    assert.equal(q.get('iss'), server.url);
+    const t = await tokenRequest(server, { grant_type: 'authorization_code', code: q.get('code'), code_verifier: verifier,
+      redirect_uri: CB, client_id: client.client_id, resource: server.mcpUrl });
+    assert.equal(t.status, 200, t.text);
+    assert.match(t.headers.get('content-type'), /^application\/json/);
+    assert.equal(t.body.token_type, 'Bearer');
+    assert.equal(t.body.expires_in, 3600);
+    assert.equal(t.body.scope, 'sandbox runs offline_access');
+    assert.match(t.body.access_token, ACCESS);
+    assert.match(t.body.refresh_token, REFRESH);
+    const info = await mcp(t.body.access_token, call('server_info'));
+    assert.equal(info.status, 200, info.text);
+    assert.equal(info.body.result.structuredContent.user, 'admin');
+    // the approval is remembered: the next request for the same scopes needs no consent page
+    const again = await request(server, authorizePath({ ...params, code_challenge: pkce().challenge, state: 's2' }), { jar: fresh });
+    assert.equal(again.status, 302, again.text);
+    assert.ok(again.location.searchParams.get('code'));
+    assert.equal(again.location.searchParams.get('state'), 's2');
+  });
+
+  test('no scope asked: "sandbox runs" and no refresh token; without offline_access no refresh token', async () => {
+    for (const scope of [null, 'sandbox runs']) {
+      const c = await codeFor({ scope });
+      const t = await exchange(c);
+      assert.equal(t.status, 200, t.text);
+      assert.equal(t.body.scope, 'sandbox runs');
+      assert.equal(t.body.refresh_token, undefined);
+    }
+  });
+
+  test('Deny goes back with access_denied, state and iss', async () => {
+    const client = await registerPublic(server, [CB], 'Denied App');
+    const params = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge, state: 'deny-me' });
+    const consent = await request(server, authorizePath(params), { jar });
+    assert.ok(isConsentPage(consent.text), consent.text);
+    const r = await decide(server, jar, consent.text, 'deny');
+    assert.equal(r.status, 303);
+    assert.equal(r.location.searchParams.get('error'), 'access_denied');
+    assert.equal(r.location.searchParams.get('state'), 'deny-me');
+    assert.equal(r.location.searchParams.get('iss'), server.url);
+    assert.equal(r.location.searchParams.get('code'), null);
+  });
+
+  test('PKCE is required, S256 only; an unknown scope or response type goes back as an error', async () => {
+    const client = await registerPublic(server, [CB]);
+    const base = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge, state: 'pk' });
+    const cases = [
+      [{ code_challenge_method: 'plain' }, 'invalid_request'],
+      [{ code_challenge: undefined, code_challenge_method: undefined }, 'invalid_request'],
+      [{ code_challenge_method: undefined }, 'invalid_request'],
+      [{ code_challenge: 'short' }, 'invalid_request'],
+      [{ scope: 'sandbox admin' }, 'invalid_scope'],
+      [{ response_type: 'token' }, 'unsupported_response_type'],
+    ];
+    for (const [change, error] of cases) {
+      const r = await request(server, authorizePath({ ...base, ...change }), { jar });
+      assert.equal(r.status, 302, JSON.stringify(change));
+      assert.equal(r.location.searchParams.get('error'), error, JSON.stringify(change));
+      assert.equal(r.location.searchParams.get('state'), 'pk');
+      assert.equal(r.location.searchParams.get('iss'), server.url);
+      assert.equal(r.location.searchParams.get('code'), null);
+    }
+  });
+});
+
+describe('codes', () => {
+  test('a wrong code_verifier is refused, and it spends the code', async () => {
+    const c = await codeFor();
+    const wrong = await exchange(c, { code_verifier: pkce().verifier });
+    assert.equal(wrong.status, 400);
+    assert.equal(wrong.body.error, 'invalid_grant');
+    const tooShort = await exchange(await codeFor(), { code_verifier: 'abc' });
+    assert.equal(tooShort.body.error, 'invalid_grant');
+    const right = await exchange(c);
+    assert.equal(right.status, 400);
+    assert.equal(right.body.error, 'invalid_grant');
+    assert.equal(right.body.access_token, undefined);
+  });
+
+  test('a code used twice is refused, and the tokens issued from it stop working', async () => {
+    const c = await codeFor();
+    const first = await exchange(c);
+    assert.equal(first.status, 200, first.text);
+    const { access_token, refresh_token } = first.body;
+    assert.equal((await mcp(access_token)).status, 200);
+    const second = await exchange(c);
+    assert.equal(second.status, 400);
+    assert.equal(second.body.error, 'invalid_grant');
+    const after = await mcp(access_token);
+    assert.equal(after.status, 401);
+    assert.match(after.headers.get('www-authenticate'), /error="invalid_token"/);
+    const r = await refresh(c.client, refresh_token);
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error, 'invalid_grant');
+  });
+
+  test('a code goes only to the client it was issued to', async () => {
+    const c = await codeFor();
+    const other = await registerPublic(server, [CB]);
+    const r = await exchange(c, { client_id: other.client_id });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error, 'invalid_grant');
+  });
+
+  test('an unknown code, a missing verifier, an unknown grant type', async () => {
+    const c = await codeFor();
+    assert.equal((await exchange(c, { code: 'A'.repeat(43) })).body.error, 'invalid_grant');
+    const noVerifier = await tokenRequest(server, { grant_type: 'authorization_code', code: c.code, client_id: c.client.client_id });
+    assert.equal(noVerifier.status, 400);
+    assert.equal(noVerifier.body.error, 'invalid_request');
+    const pw = await tokenRequest(server, { grant_type: 'password', username: 'admin', password: PASSWORD, client_id: c.client.client_id });
+    assert.equal(pw.status, 400);
+    assert.equal(pw.body.error, 'unsupported_grant_type');
+  });
+});
+
+describe('redirect URIs', () => {
+  test('at /authorize: one the client did not register gets an error page, never a redirect', async () => {
+    const client = await registerPublic(server, [CB, 'https://app.example/cb']);
+    for (const redirect_uri of ['https://evil.example/cb', 'https://app.example/cb/other', 'https://app.example/cb?x=1',
+      'http://127.0.0.1:9/elsewhere', 'http://localhost:9/callback']) {
+      const params = authorizeParams(server, { client_id: client.client_id, redirect_uri, challenge: pkce().challenge });
+      for (const j of [jar, new CookieJar()]) {
+        const r = await request(server, authorizePath(params), { jar: j });
+        assert.equal(r.status, 400, redirect_uri);
+        assert.equal(r.location, null, redirect_uri);
+        assert.match(r.text, /redirect_uri/);
+        assert.doesNotMatch(r.text, /action="\/login"/, 'no sign-in before the redirect URI is checked');
+      }
+    }
+    // a client with two URIs must name one
+    const none = authorizeParams(server, { client_id: client.client_id, redirect_uri: undefined, challenge: pkce().challenge });
+    const r = await request(server, authorizePath(none), { jar });
+    assert.equal(r.status, 400);
+    assert.equal(r.location, null);
+  });
+
+  test('a loopback redirect URI may use another port (RFC 8252)', async () => {
+    const c = await codeFor({ redirect_uri: 'http://127.0.0.1:9/callback' });
+    const client = c.client;
+    const other = 'http://127.0.0.1:54321/callback';
+    const r = await authorizeAndApprove(server, jar, authorizeParams(server, { client_id: client.client_id, redirect_uri: other, challenge: pkce().challenge }));
+    assert.equal(`${r.location.origin}${r.location.pathname}`, other);
+    assert.ok(r.code);
+  });
+
+  test('at /token: a redirect_uri other than the authorization request\'s is refused', async () => {
+    const c = await codeFor();
+    const r = await exchange(c, { redirect_uri: 'http://127.0.0.1:10/callback' });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error, 'invalid_grant');
+  });
+});
+
+describe('resources', () => {
+  test('at /authorize: another resource goes back with invalid_target', async () => {
+    const client = await registerPublic(server, [CB]);
+    for (const resource of ['https://other.example/mcp', `${server.url}/other`, `${server.url}/mcp/`]) {
+      const params = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge, resource, state: 'rs' });
+      const r = await request(server, authorizePath(params), { jar });
+      assert.equal(r.status, 302, resource);
+      assert.equal(r.location.searchParams.get('error'), 'invalid_target', resource);
+      assert.equal(r.location.searchParams.get('state'), 'rs');
+      assert.equal(r.location.searchParams.get('code'), null);
+    }
+  });
+
+  test('at /token: another resource is invalid_target, for a code and for a refresh', async () => {
+    const c = await codeFor();
+    const r = await exchange(c, { resource: 'https://other.example/mcp' });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error, 'invalid_target');
+    const c2 = await codeFor();
+    const t = await exchange(c2);
+    assert.equal(t.status, 200);
+    const rr = await refresh(c2.client, t.body.refresh_token, { resource: 'https://other.example/mcp' });
+    assert.equal(rr.status, 400);
+    assert.equal(rr.body.error, 'invalid_target');
+    const unnamed = await tokenRequest(server, { grant_type: 'refresh_token', refresh_token: t.body.refresh_token });
+    assert.equal(unnamed.status, 401, 'a refresh names its client');
+    assert.equal(unnamed.body.error, 'invalid_client');
+  });
+});
+
+describe('clients', () => {
+  test('an unknown client_id: 401 invalid_client at /authorize (a page, no redirect) and at /token', async () => {
+    const params = authorizeParams(server, { client_id: 'cli_doesnotexist', redirect_uri: CB, challenge: pkce().challenge });
+    const r = await request(server, authorizePath(params), { jar });
+    assert.equal(r.status, 401);
+    assert.equal(r.location, null);
+    assert.match(r.text, /invalid_client/);
+    const t = await tokenRequest(server, { grant_type: 'authorization_code', code: 'A'.repeat(43), code_verifier: pkce().verifier,
+      redirect_uri: CB, client_id: 'cli_doesnotexist' });
+    assert.equal(t.status, 401);
+    assert.equal(t.body.error, 'invalid_client');
+    const missing = await request(server, '/authorize?response_type=code', { jar });
+    assert.equal(missing.status, 400);
+    assert.equal(missing.location, null);
+  });
+
+  test('a confidential client must present its secret, a public one must not', async () => {
+    const reg = await register(server, { client_name: 'Confidential', redirect_uris: [CB], token_endpoint_auth_method: 'client_secret_basic' });
+    assert.equal(reg.status, 201, reg.text);
+    const { client_id, client_secret } = reg.body;
+    assert.match(client_secret, /^[A-Za-z0-9_-]{40,}$/);
+    const { verifier, challenge } = pkce();
+    const a = await authorizeAndApprove(server, jar, authorizeParams(server, { client_id, redirect_uri: CB, challenge }));
+    const form = { grant_type: 'authorization_code', code: a.code, code_verifier: verifier, redirect_uri: CB };
+    const none = await tokenRequest(server, { ...form, client_id });
+    assert.equal(none.status, 401);
+    assert.equal(none.body.error, 'invalid_client');
+    const wrong = await tokenRequest(server, form, { basic: [client_id, `${client_secret}x`] });
+    assert.equal(wrong.status, 401);
+    assert.equal(wrong.body.error, 'invalid_client');
+    assert.match(wrong.headers.get('www-authenticate') ?? '', /^Basic /);
+    const right = await tokenRequest(server, form, { basic: [client_id, client_secret] });
+    assert.equal(right.status, 200, right.text);
+    // a public client that sends a secret is refused
+    const c = await codeFor();
+    const pub = await exchange(c, { client_secret: 'made-up' });
+    assert.equal(pub.status, 401);
+    assert.equal(pub.body.error, 'invalid_client');
+  });
+});
+
+describe('tokens', () => {
+  test('a refresh token rotates; replayed, it ends the chain: the rotated tokens stop working too', async () => {
+    const c = await codeFor();
+    const t0 = (await exchange(c)).body;
+    const r1 = await refresh(c.client, t0.refresh_token);
+    assert.equal(r1.status, 200, r1.text);
+    assert.match(r1.body.access_token, ACCESS);
+    assert.match(r1.body.refresh_token, REFRESH);
+    assert.notEqual(r1.body.refresh_token, t0.refresh_token);
+    assert.notEqual(r1.body.access_token, t0.access_token);
+    assert.equal(r1.body.scope, 'sandbox runs offline_access');
+    assert.equal((await mcp(r1.body.access_token)).status, 200);
+    // a refresh may narrow the scope, never widen it
+    const narrow = await refresh(c.client, r1.body.refresh_token, { scope: 'runs' });
+    assert.equal(narrow.status, 200, narrow.text);
+    assert.match(narrow.body.scope, /^runs\b/);
+    assert.equal((await mcp(narrow.body.access_token, call('container_exec', { command: 'true' }))).status, 403);
+    const r2 = narrow.body;
+    // the spent token presented again: refused, and the chain (every token since the code) ends
+    const replay = await refresh(c.client, t0.refresh_token);
+    assert.equal(replay.status, 400);
+    assert.equal(replay.body.error, 'invalid_grant');
+    for (const at of [t0.access_token, r1.body.access_token, r2.access_token])
+      assert.equal((await mcp(at)).status, 401);
+    const next = await refresh(c.client, r2.refresh_token);
+    assert.equal(next.status, 400);
+    assert.equal(next.body.error, 'invalid_grant');
+  });
+
+  test('a refresh cannot widen the scope', async () => {
+    const c = await codeFor({ scope: 'runs offline_access' });
+    const t = (await exchange(c)).body;
+    const r = await refresh(c.client, t.refresh_token, { scope: 'sandbox runs offline_access' });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error, 'invalid_scope');
+  });
+
+  test('an expired access token gets 401 (its expiry moved into the past in the database); refreshing still works', async () => {
+    const c = await codeFor();
+    const t = (await exchange(c)).body;
+    assert.equal((await mcp(t.access_token)).status, 200);
+    const db = path.join(server.dataDir, 'sandbox-mcp.db');
+    const sql = (q) => execFileSync('sqlite3', ['-cmd', '.timeout 5000', db, q], { encoding: 'utf8' }).trim();
+    const past = Date.now() - 1000;
+    assert.equal(sql(`UPDATE oauth_tokens SET expires_at = ${past} WHERE hash = '${sha256hex(t.access_token)}' AND kind = 'access' RETURNING kind`), 'access');
+    const r = await mcp(t.access_token);
+    assert.equal(r.status, 401);
+    assert.match(r.headers.get('www-authenticate'), /error="invalid_token"/);
+    const fresh = await refresh(c.client, t.refresh_token);
+    assert.equal(fresh.status, 200, fresh.text);
+    assert.equal((await mcp(fresh.body.access_token)).status, 200);
+    // an expired refresh token is refused like an unknown one
+    assert.equal(sql(`UPDATE oauth_tokens SET expires_at = ${past} WHERE hash = '${sha256hex(fresh.body.refresh_token)}' RETURNING kind`), 'refresh');
+    const late = await refresh(c.client, fresh.body.refresh_token);
+    assert.equal(late.status, 400);
+    assert.equal(late.body.error, 'invalid_grant');
+  });
+
+  test('insufficient_scope: a runs-only token calling a container_* tool gets 403 naming the scope', async () => {
+    const runsOnly = (await exchange(await codeFor({ scope: 'runs' }))).body;
+    assert.equal(runsOnly.scope, 'runs');
+    const r = await mcp(runsOnly.access_token, call('container_exec', { command: 'true' }));
+    assert.equal(r.status, 403, r.text);
+    const h = r.headers.get('www-authenticate') ?? '';
+    assert.match(h, /^Bearer /);
+    assert.match(h, /error="insufficient_scope"/);
+    assert.match(h, /scope="sandbox"/);
+    assert.ok(h.includes(`resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`), h);
+    assert.equal(r.body.code, 'insufficient_scope');
+    for (const m of [call('list_runs'), call('server_info'), { jsonrpc: '2.0', id: 3, method: 'tools/list' }, PING]) {
+      const ok = await mcp(runsOnly.access_token, m);
+      assert.equal(ok.status, 200, `${JSON.stringify(m)}: ${ok.text}`);
+    }
+    const sandboxOnly = (await exchange(await codeFor({ scope: 'sandbox' }))).body;
+    for (const name of ['list_runs', 'get_result', 'run_task', 'cancel_run']) {
+      const denied = await mcp(sandboxOnly.access_token, call(name, {}));
+      assert.equal(denied.status, 403, name);
+      assert.match(denied.headers.get('www-authenticate'), /scope="runs"/);
+    }
+    // an API token keeps every scope
+    assert.equal((await mcp(server.token, call('list_runs'))).status, 200);
+  });
+
+  test('token responses carry Cache-Control: no-store, answers and errors alike', async () => {
+    const c = await codeFor();
+    const responses = [await exchange(c), await exchange(c), await tokenRequest(server, { grant_type: 'authorization_code' }),
+      await tokenRequest(server, { grant_type: 'x', client_id: c.client.client_id })];
+    for (const r of responses) {
+      assert.match(r.headers.get('cache-control') ?? '', /no-store/, `${r.status} ${r.text}`);
+      assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
+    }
+    assert.deepEqual(responses.map((r) => r.status), [200, 400, 401, 400]);
+  });
+
+  test('/revoke (RFC 7009): an access token; a refresh token and its chain; only the client\'s own; unknown ones', async () => {
+    const c = await codeFor();
+    const t = (await exchange(c)).body;
+    const revoke = (token, client_id = c.client.client_id) => request(server, '/revoke', { form: { token, client_id } });
+    // another client cannot revoke it
+    const other = await registerPublic(server, [CB]);
+    assert.equal((await revoke(t.access_token, other.client_id)).status, 200);
+    assert.equal((await mcp(t.access_token)).status, 200);
+    // its own client can
+    const r = await revoke(t.access_token);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.body, {});
+    assert.equal((await mcp(t.access_token)).status, 401);
+    const n = (await refresh(c.client, t.refresh_token)).body;
+    assert.equal((await mcp(n.access_token)).status, 200);
+    assert.equal((await revoke(n.refresh_token)).status, 200);
+    assert.equal((await mcp(n.access_token)).status, 401);
+    assert.equal((await refresh(c.client, n.refresh_token)).body.error, 'invalid_grant');
+    assert.equal((await revoke('smcp_at_' + 'B'.repeat(43))).status, 200);
+    const unknown = await request(server, '/revoke', { form: { token: n.access_token, client_id: 'cli_nobody' } });
+    assert.equal(unknown.status, 401);
+    assert.equal(unknown.body.error, 'invalid_client');
+  });
+});
+
+describe('pages', () => {
+  test('sign-in, consent, account and error pages cannot be framed', async () => {
+    const client = await registerPublic(server, [CB], 'Framing App');
+    const params = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge });
+    const signInPage = await request(server, authorizePath(params), { jar: new CookieJar() });
+    assert.ok(isSignInPage(signInPage.text));
+    const consent = await request(server, authorizePath(params), { jar });
+    assert.ok(isConsentPage(consent.text));
+    const account = await request(server, '/account', { jar });
+    const error = await request(server, authorizePath({ ...params, redirect_uri: 'https://evil.example/' }), { jar });
+    const login = await request(server, '/login');
+    for (const [what, r] of Object.entries({ signInPage, consent, account, error, login })) {
+      assertFramingDenied(r, what);
+      assert.match(r.headers.get('cache-control') ?? '', /no-store/, what);
+      assert.match(r.text, /<meta name="viewport"/, what);
+    }
+  });
+
+  test('CSRF: POST /login, /authorize, /account/revoke and /logout without the token or with a wrong one get 403', async () => {
+    const other = 'A'.repeat(43);
+    // /login
+    const j = new CookieJar();
+    await request(server, '/login', { jar: j });
+    assert.ok(j.get('smcp_csrf'));
+    for (const csrf of [undefined, other]) {
+      const form = { name: 'admin', password: PASSWORD, return_to: '/account', ...(csrf ? { csrf } : {}) };
+      const r = await request(server, '/login', { jar: j, form });
+      assert.equal(r.status, 403, `login csrf=${csrf}`);
+      assert.equal(j.get('smcp_session'), undefined);
+    }
+    // a field that matches no cookie
+    const bare = await request(server, '/login', { form: { name: 'admin', password: PASSWORD, csrf: other } });
+    assert.equal(bare.status, 403);
+    // /authorize: the consent form
+    const client = await registerPublic(server, [CB], 'CSRF App');
+    const params = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge });
+    const consent = await request(server, authorizePath(params), { jar });
+    assert.ok(isConsentPage(consent.text));
+    for (const csrf of ['', other]) {
+      const r = await decide(server, jar, consent.text, 'approve', { csrf });
+      assert.equal(r.status, 403, `authorize csrf=${csrf}`);
+      assert.equal(r.location, null);
+    }
+    // /account/revoke and /logout, signed in
+    const page = await request(server, '/account', { jar });
+    const rev = forms(page.text).find((f) => f.action === '/account/revoke');
+    assert.ok(rev, 'a revoke form on the account page');
+    for (const csrf of ['', other]) {
+      const r = await request(server, '/account/revoke', { jar, form: { ...rev.fields, csrf } });
+      assert.equal(r.status, 403, `revoke csrf=${csrf}`);
+      const out = await request(server, '/logout', { jar, form: { csrf } });
+      assert.equal(out.status, 403, `logout csrf=${csrf}`);
+    }
+    // nothing happened: still signed in, the item still listed
+    const still = await request(server, '/account', { jar });
+    assert.ok(!isSignInPage(still.text));
+    assert.ok(still.text.includes(`value="${rev.fields.id}"`));
+  });
+
+  test('signing out ends the session', async () => {
+    const j = new CookieJar();
+    assert.equal((await signIn(server, j, { name: 'admin', password: PASSWORD })).status, 303);
+    const page = await request(server, '/account', { jar: j });
+    const out = forms(page.text).find((f) => f.action === '/logout');
+    const session = j.get('smcp_session');
+    const r = await request(server, '/logout', { jar: j, form: out.fields });
+    assert.equal(r.status, 303);
+    assert.equal(j.get('smcp_session'), undefined);
+    assert.ok(isSignInPage((await request(server, '/account', { jar: j })).text));
+    // the old cookie is dead too, not just forgotten by this browser
+    const old = new CookieJar();
+    old.set('smcp_session', session);
+    assert.ok(isSignInPage((await request(server, '/account', { jar: old })).text));
+  });
+
+  test('after signing in the browser goes only to /authorize?… or /account', async () => {
+    const j = new CookieJar();
+    for (const returnTo of ['https://evil.example', '//evil.example', '/\\evil.example', '/\\/evil.example',
+      'javascript:alert(1)', '/account/../login', 'http://127.0.0.1/authorize?x=1', '/authorize', '']) {
+      const r = await signIn(server, j, { name: 'admin', password: PASSWORD, returnTo });
+      assert.equal(r.status, 303, returnTo);
+      assert.equal(r.headers.get('location'), '/account', returnTo);
+    }
+    const page = await request(server, `/login?return_to=${encodeURIComponent('https://evil.example/')}`, { jar: j });
+    assert.ok(forms(page.text).every((f) => f.fields.return_to === undefined || f.fields.return_to === '/account'));
+    const good = '/authorize?client_id=cli_x&state=1';
+    const r = await signIn(server, j, { name: 'admin', password: PASSWORD, returnTo: good });
+    assert.equal(r.headers.get('location'), good);
+  });
+
+  test('a one-time sign-in code works once', async () => {
+    const link = cli(['user', 'login-link', '--data-dir', server.dataDir, 'admin']);
+    assert.equal(link.status, 0, link.stderr);
+    const url = new URL(link.stdout.trim().split('\n').pop());
+    assert.equal(url.pathname, '/login/link');
+    const code = url.searchParams.get('t');
+    assert.match(code, /^[A-Za-z0-9_-]{43}$/);
+    // the link's page only shows a button (a link preview does not spend it)
+    const j = new CookieJar();
+    const page = await request(server, `/login/link?t=${code}`, { jar: j });
+    assert.equal(page.status, 200);
+    assertFramingDenied(page, 'link page');
+    const form = forms(page.text).find((f) => f.action === '/login');
+    assert.equal(form.fields.code, code);
+    const r = await request(server, '/login', { jar: j, form: form.fields });
+    assert.equal(r.status, 303, r.text);
+    assert.equal(r.headers.get('location'), '/account');
+    assert.ok(j.get('smcp_session'));
+    const account = await request(server, '/account', { jar: j });
+    assert.match(account.text, /<h1>admin<\/h1>/);
+    // a second time, from another browser: refused
+    const k = new CookieJar();
+    const again = await signIn(server, k, { code, page: (await request(server, '/login', { jar: k })).text });
+    assert.equal(again.status, 401);
+    assert.equal(k.get('smcp_session'), undefined);
+  });
+});
+
+describe('registration (RFC 7591)', () => {
+  test('accepted: https, loopback http and private-use redirect URIs; a secret only for confidential clients', async () => {
+    const pub = await register(server, { client_name: 'Ok', redirect_uris: ['https://app.example/cb', 'http://127.0.0.1/cb',
+      'http://[::1]:8080/cb', 'http://localhost:3000/cb', 'com.example.app:/oauth'], token_endpoint_auth_method: 'none' });
+    assert.equal(pub.status, 201, pub.text);
+    assert.match(pub.body.client_id, /^cli_/);
+    assert.equal(pub.body.client_secret, undefined);
+    assert.equal(pub.body.token_endpoint_auth_method, 'none');
+    assert.match(pub.headers.get('cache-control') ?? '', /no-store/);
+    const conf = await register(server, { redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'client_secret_post' });
+    assert.equal(conf.status, 201);
+    assert.ok(conf.body.client_secret);
+    const dflt = await register(server, { redirect_uris: ['https://app.example/cb'] });
+    assert.equal(dflt.body.token_endpoint_auth_method, 'client_secret_basic');
+  });
+
+  test('refused: http off loopback, a fragment, a bad auth method or grant, bad JSON, too large', async () => {
+    const ok = { client_name: 'x', redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'none' };
+    const cases = [
+      [{ ...ok, redirect_uris: ['http://app.example/cb'] }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: ['http://192.168.1.2/cb'] }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: ['https://app.example/cb#frag'] }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: ['https://user@app.example/cb'] }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: [] }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: undefined }, 'invalid_redirect_uri'],
+      [{ ...ok, redirect_uris: Array.from({ length: 11 }, (_, i) => `https://app.example/${i}`) }, 'invalid_redirect_uri'],
+      [{ ...ok, token_endpoint_auth_method: 'private_key_jwt' }, 'invalid_client_metadata'],
+      [{ ...ok, grant_types: ['implicit'] }, 'invalid_client_metadata'],
+      [{ ...ok, grant_types: ['client_credentials'] }, 'invalid_client_metadata'],
+      [{ ...ok, response_types: ['token'] }, 'invalid_client_metadata'],
+      ['{"redirect_uris": ["https://app.example/cb"]', 'invalid_client_metadata'],
+      ['[]', 'invalid_client_metadata'],
+      ['{"redirect_uris": ["https://a.example/cb"], "redirect_uris": ["https://b.example/cb"]}', 'invalid_client_metadata'],
+      [{ ...ok, client_name: 'x'.repeat(20000) }, 'invalid_client_metadata'],
+    ];
+    for (const [json, error] of cases) {
+      const r = await register(server, json);
+      assert.equal(r.status, 400, `${JSON.stringify(json).slice(0, 100)}: ${r.text}`);
+      assert.equal(r.body?.error, error, JSON.stringify(json).slice(0, 100));
+      assert.equal(r.body.client_id, undefined);
+    }
+    const form = await request(server, '/register', { body: JSON.stringify(ok), headers: { 'content-type': 'text/plain' } });
+    assert.equal(form.status, 400);
+    const get = await request(server, '/register');
+    assert.equal(get.status, 405);
+  });
+});
+
+describe('the account page and the CLI', () => {
+  test('the account page lists the connected app and an API token with last use; revoking each ends its token', async () => {
+    const made = cli(['token', 'create', '--user', 'admin', '--label', 'phone-api-token', '--data-dir', server.dataDir]);
+    assert.equal(made.status, 0, made.stderr);
+    const apiToken = made.stdout.trim();
+    assert.equal((await mcp(apiToken)).status, 200);
+    const { client, tokens } = await obtainTokens(server, { jar, client: await registerPublic(server, [CB], 'Account Page App') });
+    assert.equal((await mcp(tokens.access_token)).status, 200);
+
+    const page = await request(server, '/account', { jar });
+    assert.equal(page.status, 200);
+    assertFramingDenied(page, 'account');
+    const items = page.text.split('<li class="item">').slice(1);
+    const app = items.find((i) => i.includes('Account Page App'));
+    assert.ok(app, page.text);
+    assert.match(app, /\(127\.0\.0\.1\)/);
+    assert.match(app, /sandbox runs offline_access/);
+    assert.match(app, /last used \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+    const tok = items.find((i) => i.includes('phone-api-token'));
+    assert.ok(tok, page.text);
+    assert.ok(tok.includes(apiToken.slice(0, 12)), 'the token prefix');
+    assert.ok(!tok.includes(apiToken), 'never the whole token');
+    assert.match(tok, /last used \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+
+    const appForm = forms(app)[0];
+    assert.equal(appForm.fields.kind, 'client');
+    assert.match(appForm.fields.id, /^grt_/);
+    const r1 = await request(server, '/account/revoke', { jar, form: appForm.fields });
+    assert.equal(r1.status, 200);
+    assert.match(r1.text, /Revoked\./);
+    assert.doesNotMatch(r1.text, /Account Page App/);
+    assert.equal((await mcp(tokens.access_token)).status, 401);
+    assert.equal((await refresh(client, tokens.refresh_token)).body.error, 'invalid_grant');
+
+    const tokForm = forms(tok)[0];
+    assert.equal(tokForm.fields.kind, 'token');
+    const r2 = await request(server, '/account/revoke', { jar, form: tokForm.fields });
+    assert.equal(r2.status, 200);
+    assert.match(r2.text, /Revoked\./);
+    assert.doesNotMatch(r2.text, /phone-api-token/);
+    assert.equal((await mcp(apiToken)).status, 401);
+    // the same again: nothing to revoke
+    const r3 = await request(server, '/account/revoke', { jar, form: tokForm.fields });
+    assert.match(r3.text, /already gone/);
+    assert.equal((await mcp(server.token)).status, 200, 'the other API token still works');
+  });
+
+  test('another user cannot revoke what is not theirs', async () => {
+    assert.equal(cli(['user', 'add', '--data-dir', server.dataDir, 'mallory']).status, 0);
+    setPassword(server, 'mallory', 'mallory password 1');
+    const m = new CookieJar();
+    assert.equal((await signIn(server, m, { name: 'mallory', password: 'mallory password 1' })).status, 303);
+    const { tokens } = await obtainTokens(server, { jar, client: await registerPublic(server, [CB], 'Not Mallory\'s') });
+    const grant = forms((await request(server, '/account', { jar })).text.split('<li class="item">')
+      .find((i) => i.includes('Not Mallory&#39;s'))).find((f) => f.fields.kind === 'client').fields.id;
+    const r = await request(server, '/account/revoke', { jar: m, form: { csrf: m.get('smcp_csrf'), kind: 'client', id: grant } });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /already gone/);
+    assert.equal((await mcp(tokens.access_token)).status, 200);
+    assert.doesNotMatch((await request(server, '/account', { jar: m })).text, /Not Mallory/);
+  });
+
+  test('`token list` shows the OAuth grant; `token revoke grt_…` ends its tokens', async () => {
+    const { tokens } = await obtainTokens(server, { jar, client: await registerPublic(server, [CB], 'CLI Listed App') });
+    assert.equal((await mcp(tokens.access_token)).status, 200);
+    const list = cli(['token', 'list', '--data-dir', server.dataDir]);
+    assert.equal(list.status, 0, list.stderr);
+    assertNoSanitizerReport(list.stderr, 'token list');
+    const row = list.stdout.split('\n').find((l) => l.includes('CLI Listed App'));
+    assert.ok(row, list.stdout);
+    const [id, user, prefix, state] = row.split(/\s+/);
+    assert.match(id, /^grt_/);
+    assert.equal(user, 'admin');
+    assert.equal(prefix, 'oauth');
+    assert.equal(state, 'active');
+    assert.ok(!list.stdout.includes(tokens.access_token.slice(8)), 'no token in the list');
+    const rev = cli(['token', 'revoke', '--data-dir', server.dataDir, id]);
+    assert.equal(rev.status, 0, rev.stderr);
+    assert.match(rev.stdout, /revoked OAuth grant/);
+    assert.equal((await mcp(tokens.access_token)).status, 401);
+    assert.doesNotMatch(cli(['token', 'list', '--data-dir', server.dataDir]).stdout, /CLI Listed App/);
+    const again = cli(['token', 'revoke', '--data-dir', server.dataDir, id]);
+    assert.notEqual(again.status, 0);
+  });
+});
+
+describe('password guessing', () => {
+  let s;
+  before(async () => {
+    s = await startServer();
+    setPassword(s, 'admin', PASSWORD);
+  });
+  after(async () => { if (s) await stopCleanly(s); });
+
+  test('is throttled: 429 with Retry-After, and then even the right password is refused', async () => {
+    const statuses = [];
+    let throttled;
+    for (let i = 0; i < 15 && !throttled; i++) {
+      const j = new CookieJar();
+      const r = await signIn(s, j, { name: 'admin', password: `wrong ${i}` });
+      statuses.push(r.status);
+      assert.equal(j.get('smcp_session'), undefined);
+      if (r.status === 429) throttled = r;
+      else assert.equal(r.status, 401, r.text);
+    }
+    assert.ok(throttled, `no 429 after ${statuses.length} wrong passwords: ${statuses}`);
+    assert.ok(statuses[0] === 401, 'the first wrong password is only wrong');
+    const wait = throttled.headers.get('retry-after');
+    assert.match(wait ?? '', /^[1-9]\d*$/);
+    assert.ok(isSignInPage(throttled.text));
+    const j = new CookieJar();
+    const right = await signIn(s, j, { name: 'admin', password: PASSWORD });
+    assert.equal(right.status, 429);
+    assert.match(right.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
+    assert.equal(j.get('smcp_session'), undefined);
+  });
+});
+
+describe('a token issued for another resource', () => {
+  const dataDir = tempDir();
+  after(() => removeDataDir(dataDir));
+
+  test('is refused once PUBLIC_URL changes (same data dir, restarted)', async () => {
+    const one = 'http://127.0.0.1:7', two = 'http://127.0.0.1:8';
+    let s = await startServer({ dataDir, env: { PUBLIC_URL: one } });
+    let tokens;
+    try {
+      setPassword(s, 'admin', PASSWORD);
+      const meta = await request(s, '/.well-known/oauth-protected-resource/mcp');
+      assert.equal(meta.body.resource, `${one}/mcp`);
+      ({ tokens } = await obtainTokens(s, { password: PASSWORD, resource: `${one}/mcp` }));
+      assert.equal((await rpc(s, PING, { token: tokens.access_token })).status, 200);
+    } finally { await stopCleanly(s); }
+    // the same PUBLIC_URL after a restart: still good
+    s = await startServer({ dataDir, env: { PUBLIC_URL: one } });
+    try {
+      assert.equal((await rpc(s, PING, { token: tokens.access_token })).status, 200);
+    } finally { await stopCleanly(s); }
+    s = await startServer({ dataDir, env: { PUBLIC_URL: two } });
+    try {
+      const r = await rpc(s, PING, { token: tokens.access_token });
+      assert.equal(r.status, 401);
+      assert.match(r.headers.get('www-authenticate'), /error="invalid_token"/);
+      assert.ok(r.headers.get('www-authenticate').includes(`resource_metadata="${two}/.well-known/oauth-protected-resource/mcp"`));
+    } finally { await stopCleanly(s); }
+  });
+});
