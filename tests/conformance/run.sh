@@ -3,7 +3,9 @@
 # Run the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
 # tests/package.json) against the sandbox-mcp binary with --conformance-fixtures, then, against the
 # same server, the stateless-revision (2026-07-28) scenarios of the pinned prerelease suite
-# (the npm alias conformance-next in tests/package.json), one invocation per scenario.
+# (the npm alias conformance-next in tests/package.json), one invocation per scenario, and its
+# authorization-server scenarios (authorization-server-metadata-endpoint, authorization-code-grant)
+# through authorization.mjs, which registers the suite's client and plays the browser's part.
 #
 #   sh tests/conformance/run.sh
 #
@@ -16,7 +18,8 @@
 #
 # The server's token is sent by auth-header.mjs, preloaded into the suite's Node process, because
 # the suite itself cannot send an Authorization header. Scenarios listed in expected-failures.yml
-# (stable) and scenarios or checks listed in expected-failures-2026.yml (prerelease) may fail; any
+# (stable) and scenarios or checks listed in expected-failures-2026.yml (prerelease; its
+# 'authorization' list for the authorization-server scenarios) may fail; any
 # other failure, a stale baseline entry, or a server that crashes or does not exit 0 on SIGTERM
 # makes this script exit non-zero. Once the suites have run, the last line sums both runs:
 #   conformance: N passed, M failed, K expected-failures
@@ -82,7 +85,8 @@ trap 'exit 143' TERM
 (
     cd "$work" || exit 1
     unset LISTEN DATA_DIR PUBLIC_URL ALLOWED_ORIGINS PROXY_JWT_SECRET ANTHROPIC_API_KEY \
-        OPENAI_API_KEY GITHUB_TOKEN LOG_LEVEL MAX_REQUEST_BYTES SHUTDOWN_GRACE_SECONDS FIRST_USER
+        OPENAI_API_KEY GITHUB_TOKEN LOG_LEVEL MAX_REQUEST_BYTES SHUTDOWN_GRACE_SECONDS FIRST_USER \
+        OAUTH_ACCESS_TTL OAUTH_REFRESH_TTL OAUTH_CIMD_ALLOW_LOOPBACK
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     export ASAN_OPTIONS UBSAN_OPTIONS
@@ -138,6 +142,24 @@ for scenario in $next_scenarios; do
         --expected-failures "$next_baseline" -o "$out/next-$next_version"
 done
 
+# The authorization server: the first user signs in with a password set here; the suite's token
+# request goes without the bearer shim.
+echo "conformance: prerelease authorization-server scenarios"
+password=conformance-$$-$(date +%s)
+if ! printf '%s\n' "$password" | "$bin" user passwd --data-dir "$work/data" admin >"$work/passwd.log" 2>&1; then
+    cat "$work/passwd.log" >&2
+    printf 'Unexpected failures (not in baseline):\n  ✗ (sandbox-mcp user passwd failed)\n' >"$work/authorization.log"
+    echo "authorization 1" >>"$work/cli.status"
+else
+    {
+        "$node" "$here/authorization.mjs" --issuer "http://$addr" --node "$node" --cli "$next_cli" \
+            --baseline "$next_baseline" --user admin --password "$password" \
+            --out "$out/authorization" 2>&1
+        echo "authorization $?" >>"$work/cli.status"
+    } | tee "$work/authorization.log"
+fi
+logs="$logs authorization"
+
 # Stop the server the way an init system would and require a clean exit.
 crashed=0
 if ! kill -0 "$server_pid" 2>/dev/null; then
@@ -181,16 +203,20 @@ passed=0 unexpected=0 expected=0
 fail=0
 for name in $logs; do
     txt=$work/$name.txt
+    [ -f "$work/$name.log" ] || : >"$work/$name.log"
     sed "s/${esc}\[[0-9;]*m//g" "$work/$name.log" >"$txt"
     case $name in
     stable) total=$(grep -c '^=== Running scenario: ' "$txt") bl=$baseline ;;
+    authorization) # one line per scenario in the suite's summary: "✓ name: ..." or "✗ name: ..."
+        total=$(sed -n '/=== SUMMARY ===/,$p' "$txt" | grep -c '^[✓✗] ') bl=$next_baseline ;;
     *) total=1 bl=$next_baseline ;;
     esac
     e=$(section 'Expected failures (in baseline):' '~' "$txt")
     u=$(section 'Unexpected failures (not in baseline):' '✗' "$txt")
     stale=$(section 'Stale baseline entries' '✓' "$txt")
-    if [ "$name" = stable ]; then
+    if [ "$total" -gt 1 ]; then
         p=$((total - e - u))
+        [ $p -ge 0 ] || p=0
     else # one scenario: it passed when nothing in it failed
         p=0
         [ $((e + u)) -eq 0 ] && p=1
