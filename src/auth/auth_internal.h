@@ -35,6 +35,8 @@ struct auth {
 
 /* page.c: HTML pages, cookies, CSRF, forms, sessions */
 void html_text(struct buf *b, const char *s);
+/* <input type="hidden" name=name value=value> */
+void html_hidden(struct buf *b, const char *name, const char *value);
 /* The shared head, the title, then body (HTML), with the headers every page carries. */
 void auth_page(h2o_req_t *req, int status, const char *title, const char *body);
 /* A page saying what went wrong, for errors that must not go back to the client's redirect. */
@@ -56,6 +58,8 @@ bool auth_read_query(h2o_req_t *req, struct form *f);
 void auth_peer(h2o_req_t *req, char *out, size_t cap);
 /* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json);
+/* auth_path_exact for a JSON endpoint that takes only POST (405 otherwise). */
+bool auth_post_only(h2o_req_t *req, const char *path);
 /* A 302/303 to location (copied). */
 void auth_redirect(h2o_req_t *req, int status, const char *location);
 /* Append "name=value" URL-encoded with separator sep. */

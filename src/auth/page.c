@@ -31,6 +31,13 @@ void html_text(struct buf *b, const char *s)
     }
 }
 
+void html_hidden(struct buf *b, const char *name, const char *value)
+{
+    buf_printf(b, "<input type=\"hidden\" name=\"%s\" value=\"", name);
+    html_text(b, value);
+    buf_puts(b, "\">\n");
+}
+
 static const struct embedded_file *web_file(const char *name)
 {
     for (const struct embedded_file *f = embedded_web; f->name; f++)
@@ -217,6 +224,17 @@ bool auth_path_exact(h2o_req_t *req, const char *path, bool json)
         auth_json_error(req, 404, "not_found", "no such endpoint");
     else
         auth_error_page(req, 404, "not_found", "There is no such page.");
+    return false;
+}
+
+bool auth_post_only(h2o_req_t *req, const char *path)
+{
+    if (!auth_path_exact(req, path, true))
+        return false;
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
+        return true;
+    http_add_header(req, H2O_TOKEN_ALLOW, "POST");
+    auth_json_error(req, 405, "invalid_request", "use POST");
     return false;
 }
 
