@@ -58,13 +58,15 @@ bool auth_read_query(h2o_req_t *req, struct form *f);
 void auth_peer(h2o_req_t *req, char *out, size_t cap);
 /* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json);
-/* auth_path_exact for a JSON endpoint that takes only POST (405 otherwise). */
+/* auth_path_exact for a JSON endpoint that takes only POST: OPTIONS gets a CORS preflight
+ * answer (these endpoints use no cookies), any other method 405. */
 bool auth_post_only(h2o_req_t *req, const char *path);
 /* A 302/303 to location (copied). */
 void auth_redirect(h2o_req_t *req, int status, const char *location);
 /* Append "name=value" URL-encoded with separator sep. */
 void url_param(struct buf *b, char sep, const char *name, const char *value);
-/* JSON {"error", "error_description"} with no-store, as the token endpoints answer. */
+/* JSON {"error", "error_description"} with no-store, as the token endpoints answer; readable
+ * by any origin (no cookies are involved). */
 void auth_json_error(h2o_req_t *req, int status, const char *error, const char *description);
 void auth_json(h2o_req_t *req, int status, json_t *body); /* takes body */
 

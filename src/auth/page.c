@@ -233,6 +233,17 @@ bool auth_post_only(h2o_req_t *req, const char *path)
         return false;
     if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
         return true;
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("OPTIONS"))) {
+        /* a browser-based client's preflight: these endpoints take no cookies, so any origin
+         * may call them */
+        http_add_header_str(req, "access-control-allow-origin", "*");
+        http_add_header_str(req, "access-control-allow-methods", "POST");
+        http_add_header_str(req, "access-control-allow-headers",
+                            "authorization, content-type, mcp-protocol-version");
+        http_add_header_str(req, "access-control-max-age", "600");
+        http_respond(req, 204, NULL, NULL, 0);
+        return false;
+    }
     http_add_header(req, H2O_TOKEN_ALLOW, "POST");
     auth_json_error(req, 405, "invalid_request", "use POST");
     return false;
@@ -265,6 +276,7 @@ void auth_json(h2o_req_t *req, int status, json_t *body)
     char *text = json_dumps(body, JSON_COMPACT);
     http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
     http_add_header_str(req, "pragma", "no-cache");
+    http_add_header_str(req, "access-control-allow-origin", "*");
     http_respond(req, status, "application/json", text, strlen(text));
     free(text);
     json_decref(body);
