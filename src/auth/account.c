@@ -32,15 +32,11 @@ struct listing {
 static void revoke_button(struct buf *b, const char *csrf, const char *kind, const char *id,
                           const char *label)
 {
-    buf_puts(b, "<form method=\"post\" action=\"/account/revoke\">"
-                "<input type=\"hidden\" name=\"csrf\" value=\"");
-    html_text(b, csrf);
-    buf_printf(b,
-               "\"><input type=\"hidden\" name=\"kind\" value=\"%s\">"
-               "<input type=\"hidden\" name=\"id\" value=\"",
-               kind);
-    html_text(b, id);
-    buf_puts(b, "\"><button type=\"submit\">");
+    buf_puts(b, "<form method=\"post\" action=\"/account/revoke\">\n");
+    html_hidden(b, "csrf", csrf);
+    html_hidden(b, "kind", kind);
+    html_hidden(b, "id", id);
+    buf_puts(b, "<button type=\"submit\">");
     html_text(b, label);
     buf_puts(b, "</button></form>");
 }
@@ -100,10 +96,9 @@ static void page(struct auth *a, h2o_req_t *req, const struct store_user *user, 
         html_text(&b, note);
         buf_puts(&b, "</p>\n");
     }
-    buf_puts(&b, "<form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" "
-                 "value=\"");
-    html_text(&b, csrf);
-    buf_puts(&b, "\"><button type=\"submit\">Sign out</button></form>\n</section>\n"
+    buf_puts(&b, "<form method=\"post\" action=\"/logout\">\n");
+    html_hidden(&b, "csrf", csrf);
+    buf_puts(&b, "<button type=\"submit\">Sign out</button></form>\n</section>\n"
                  "<section class=\"card\">\n<h2>Connected apps</h2>\n<ul class=\"list\">\n");
     store_oauth_grant_list(a->store, user->name, grant_row, &l, &err);
     if (!l.n)

@@ -38,6 +38,8 @@ void auth_resource(const struct auth *a, char *out, size_t cap);
 
 /* page.c: HTML pages, cookies, CSRF, forms, sessions */
 void html_text(struct buf *b, const char *s);
+/* <input type="hidden" name=name value=value> */
+void html_hidden(struct buf *b, const char *name, const char *value);
 /* The shared head, the title, then body (HTML), with the headers every page carries. */
 void auth_page(h2o_req_t *req, int status, const char *title, const char *body);
 /* A page saying what went wrong, for errors that must not go back to the client's redirect. */
@@ -59,11 +61,15 @@ bool auth_read_query(h2o_req_t *req, struct form *f);
 void auth_peer(h2o_req_t *req, char *out, size_t cap);
 /* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json);
+/* auth_path_exact for a JSON endpoint that takes only POST: OPTIONS gets a CORS preflight
+ * answer (these endpoints use no cookies), any other method 405. */
+bool auth_post_only(h2o_req_t *req, const char *path);
 /* A 302/303 to location (copied). */
 void auth_redirect(h2o_req_t *req, int status, const char *location);
 /* Append "name=value" URL-encoded with separator sep. */
 void url_param(struct buf *b, char sep, const char *name, const char *value);
-/* JSON {"error", "error_description"} with no-store, as the token endpoints answer. */
+/* JSON {"error", "error_description"} with no-store, as the token endpoints answer; readable
+ * by any origin (no cookies are involved). */
 void auth_json_error(h2o_req_t *req, int status, const char *error, const char *description);
 void auth_json(h2o_req_t *req, int status, json_t *body); /* takes body */
 

@@ -80,13 +80,6 @@ static const char *return_to(struct authz *z)
     return out;
 }
 
-static void hidden(struct buf *b, const char *name, const char *value)
-{
-    buf_printf(b, "<input type=\"hidden\" name=\"%s\" value=\"", name);
-    html_text(b, value);
-    buf_puts(b, "\">\n");
-}
-
 static const struct {
     unsigned bit;
     const char *name, *what;
@@ -137,10 +130,10 @@ static void consent_page(struct authz *z, const struct store_oauth_client *c,
     for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
         const char *v = form_get(&z->f, keep[i]);
         if (v)
-            hidden(&b, keep[i], v);
+            html_hidden(&b, keep[i], v);
     }
-    hidden(&b, "redirect_uri", z->redirect_uri);
-    hidden(&b, "csrf", auth_csrf_token(a, z->req));
+    html_hidden(&b, "redirect_uri", z->redirect_uri);
+    html_hidden(&b, "csrf", auth_csrf_token(a, z->req));
     buf_puts(&b, "<div class=\"actions\">\n"
                  "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"primary\">"
                  "Approve</button>\n"

@@ -31,6 +31,13 @@ void html_text(struct buf *b, const char *s)
     }
 }
 
+void html_hidden(struct buf *b, const char *name, const char *value)
+{
+    buf_printf(b, "<input type=\"hidden\" name=\"%s\" value=\"", name);
+    html_text(b, value);
+    buf_puts(b, "\">\n");
+}
+
 static const struct embedded_file *web_file(const char *name)
 {
     for (const struct embedded_file *f = embedded_web; f->name; f++)
@@ -224,6 +231,28 @@ bool auth_path_exact(h2o_req_t *req, const char *path, bool json)
     return false;
 }
 
+bool auth_post_only(h2o_req_t *req, const char *path)
+{
+    if (!auth_path_exact(req, path, true))
+        return false;
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
+        return true;
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("OPTIONS"))) {
+        /* a browser-based client's preflight: these endpoints take no cookies, so any origin
+         * may call them */
+        http_add_header_str(req, "access-control-allow-origin", "*");
+        http_add_header_str(req, "access-control-allow-methods", "POST");
+        http_add_header_str(req, "access-control-allow-headers",
+                            "authorization, content-type, mcp-protocol-version");
+        http_add_header_str(req, "access-control-max-age", "600");
+        http_respond(req, 204, NULL, NULL, 0);
+        return false;
+    }
+    http_add_header(req, H2O_TOKEN_ALLOW, "POST");
+    auth_json_error(req, 405, "invalid_request", "use POST");
+    return false;
+}
+
 void auth_redirect(h2o_req_t *req, int status, const char *location)
 {
     http_add_header(req, H2O_TOKEN_LOCATION, h2o_strdup(&req->pool, location, SIZE_MAX).base);
@@ -251,6 +280,7 @@ void auth_json(h2o_req_t *req, int status, json_t *body)
     char *text = json_dumps(body, JSON_COMPACT);
     http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
     http_add_header_str(req, "pragma", "no-cache");
+    http_add_header_str(req, "access-control-allow-origin", "*");
     http_respond(req, status, "application/json", text, strlen(text));
     free(text);
     json_decref(body);

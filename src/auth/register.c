@@ -45,13 +45,8 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
     struct http_route *route = (struct http_route *)self;
     struct auth *a = route->srv->auth;
     http_request_track(route, req);
-    if (!auth_path_exact(req, "/register", true))
+    if (!auth_post_only(req, "/register"))
         return 0;
-    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
-        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
-        auth_json_error(req, 405, "invalid_request", "use POST");
-        return 0;
-    }
     const char *ct = http_header(req, H2O_TOKEN_CONTENT_TYPE);
     if (!ct || strncasecmp(ct, "application/json", 16) != 0) {
         reg_error(req, "invalid_client_metadata", "the body must be application/json");

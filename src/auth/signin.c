@@ -44,20 +44,16 @@ void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *re
                  "autocapitalize=\"none\" required></label>\n"
                  "<label>Password <input name=\"password\" type=\"password\" "
                  "autocomplete=\"current-password\" required></label>\n");
-    buf_puts(&b, "<input type=\"hidden\" name=\"csrf\" value=\"");
-    html_text(&b, csrf);
-    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"return_to\" value=\"");
-    html_text(&b, safe_return(ret));
-    buf_puts(&b, "\">\n<button type=\"submit\" class=\"primary\">Sign in</button>\n</form>\n"
+    html_hidden(&b, "csrf", csrf);
+    html_hidden(&b, "return_to", safe_return(ret));
+    buf_puts(&b, "<button type=\"submit\" class=\"primary\">Sign in</button>\n</form>\n"
                  "</section>\n<section class=\"card\">\n<h2>Have a one-time sign-in code?</h2>\n"
                  "<form method=\"post\" action=\"/login\" class=\"stack\">\n"
                  "<label>Code <input name=\"code\" autocomplete=\"one-time-code\" "
                  "autocapitalize=\"none\" required></label>\n");
-    buf_puts(&b, "<input type=\"hidden\" name=\"csrf\" value=\"");
-    html_text(&b, csrf);
-    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"return_to\" value=\"");
-    html_text(&b, safe_return(ret));
-    buf_puts(&b, "\">\n<button type=\"submit\">Sign in with the code</button>\n</form>\n"
+    html_hidden(&b, "csrf", csrf);
+    html_hidden(&b, "return_to", safe_return(ret));
+    buf_puts(&b, "<button type=\"submit\">Sign in with the code</button>\n</form>\n"
                  "<p class=\"muted small\">An operator prints one with <code>sandbox-mcp user "
                  "login-link NAME</code>.</p>\n</section>\n");
     auth_page(req, status, "Sign in", b.data);
@@ -224,13 +220,11 @@ static void link_page(struct auth *a, h2o_req_t *req)
     buf_init(&b, 0);
     buf_puts(&b, "<section class=\"card\">\n<h1>Sign in to sandbox-mcp</h1>\n"
                  "<p>This one-time link signs this browser in.</p>\n"
-                 "<form method=\"post\" action=\"/login\">\n<input type=\"hidden\" name=\"code\" "
-                 "value=\"");
-    html_text(&b, t ? t : "");
-    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"csrf\" value=\"");
-    html_text(&b, auth_csrf_token(a, req));
-    buf_puts(&b, "\">\n<input type=\"hidden\" name=\"return_to\" value=\"/account\">\n"
-                 "<button type=\"submit\" class=\"primary\">Sign in</button>\n</form>\n"
+                 "<form method=\"post\" action=\"/login\">\n");
+    html_hidden(&b, "code", t ? t : "");
+    html_hidden(&b, "csrf", auth_csrf_token(a, req));
+    html_hidden(&b, "return_to", "/account");
+    buf_puts(&b, "<button type=\"submit\" class=\"primary\">Sign in</button>\n</form>\n"
                  "</section>\n");
     form_release(&q);
     auth_page(req, 200, "Sign in", b.data);

@@ -161,69 +161,65 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
     issue(a, req, &t.grant, t.family, want | (had & AUTH_SCOPE_OFFLINE), t.resource);
 }
 
-int auth_on_token(h2o_handler_t *self, h2o_req_t *req)
+static void token_request(struct auth *a, h2o_req_t *req, const struct form *f,
+                          const struct store_oauth_client *c)
+{
+    const char *gt = form_get(f, "grant_type");
+    if (!gt)
+        auth_json_error(req, 400, "invalid_request", "grant_type is required");
+    else if (strcmp(gt, "authorization_code") == 0)
+        by_code(a, req, f, c);
+    else if (strcmp(gt, "refresh_token") == 0)
+        by_refresh(a, req, f, c);
+    else
+        auth_json_error(req, 400, "unsupported_grant_type",
+                        "grant_type must be authorization_code or refresh_token");
+}
+
+static void revoke_request(struct auth *a, h2o_req_t *req, const struct form *f,
+                           const struct store_oauth_client *c)
+{
+    const char *tok = form_get(f, "token");
+    struct err err = {0};
+    if (!tok) {
+        auth_json_error(req, 400, "invalid_request", "token is required");
+    } else if (store_oauth_token_revoke(a->store, tok, strlen(tok), c->id, &err) < 0) {
+        log_error("oauth store-failure reason=\"%s\"", err.msg);
+        auth_json_error(req, 503, "temporarily_unavailable", "try again");
+    } else {
+        http_auth_cache_flush();
+        auth_json(req, 200, json_object());
+    }
+}
+
+/* A client's POST of a form to path: the form read, the client authenticated, then fn. */
+static int client_request(h2o_handler_t *self, h2o_req_t *req, const char *path,
+                          void (*fn)(struct auth *a, h2o_req_t *req, const struct form *f,
+                                     const struct store_oauth_client *c))
 {
     struct http_route *route = (struct http_route *)self;
     struct auth *a = route->srv->auth;
     http_request_track(route, req);
-    if (!auth_path_exact(req, "/token", true))
+    if (!auth_post_only(req, path))
         return 0;
-    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
-        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
-        auth_json_error(req, 405, "invalid_request", "use POST");
-        return 0;
-    }
     struct form f;
     if (!auth_read_form(req, &f, true))
         return 0;
     struct store_oauth_client c;
     if (auth_client_authenticate(a, req, &f, &c)) {
-        const char *gt = form_get(&f, "grant_type");
-        if (!gt)
-            auth_json_error(req, 400, "invalid_request", "grant_type is required");
-        else if (strcmp(gt, "authorization_code") == 0)
-            by_code(a, req, &f, &c);
-        else if (strcmp(gt, "refresh_token") == 0)
-            by_refresh(a, req, &f, &c);
-        else
-            auth_json_error(req, 400, "unsupported_grant_type",
-                            "grant_type must be authorization_code or refresh_token");
+        fn(a, req, &f, &c);
         store_oauth_client_clear(&c);
     }
     form_release(&f);
     return 0;
 }
 
+int auth_on_token(h2o_handler_t *self, h2o_req_t *req)
+{
+    return client_request(self, req, "/token", token_request);
+}
+
 int auth_on_revoke(h2o_handler_t *self, h2o_req_t *req)
 {
-    struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
-    http_request_track(route, req);
-    if (!auth_path_exact(req, "/revoke", true))
-        return 0;
-    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
-        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
-        auth_json_error(req, 405, "invalid_request", "use POST");
-        return 0;
-    }
-    struct form f;
-    if (!auth_read_form(req, &f, true))
-        return 0;
-    struct store_oauth_client c;
-    if (auth_client_authenticate(a, req, &f, &c)) {
-        const char *tok = form_get(&f, "token");
-        struct err err = {0};
-        if (!tok) {
-            auth_json_error(req, 400, "invalid_request", "token is required");
-        } else if (store_oauth_token_revoke(a->store, tok, strlen(tok), c.id, &err) < 0) {
-            log_error("oauth store-failure reason=\"%s\"", err.msg);
-            auth_json_error(req, 503, "temporarily_unavailable", "try again");
-        } else {
-            http_auth_cache_flush();
-            auth_json(req, 200, json_object());
-        }
-        store_oauth_client_clear(&c);
-    }
-    form_release(&f);
-    return 0;
+    return client_request(self, req, "/revoke", revoke_request);
 }

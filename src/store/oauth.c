@@ -13,7 +13,6 @@
 #define GRANT_COLUMNS                                                                              \
     "g.id, g.user_id, u.name, g.client_id, g.client_name, g.redirect_host, g.scope, "              \
     "g.created_at, coalesce(g.last_used_at, 0)"
-#define GRANT_COLUMN_COUNT 9
 
 static void read_grant(sqlite3_stmt *s, int col, struct store_oauth_grant *g)
 {
@@ -273,6 +272,24 @@ int store_oauth_code_create(struct store *st, const char *grant_id, const char *
     return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "save code", err);
 }
 
+/* The grant a code or token was issued under (-ENOENT when revoked since). */
+static int grant_by_id(struct store *st, const char *id, struct store_oauth_grant *out,
+                       struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *g = NULL;
+    int r = store_prepare(st,
+                          "SELECT " GRANT_COLUMNS " FROM oauth_grants g JOIN users u "
+                          "ON u.id = g.user_id WHERE g.id = ?",
+                          &g, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(g, 1, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(g) != SQLITE_ROW)
+        return err_set(err, -ENOENT, "the grant was revoked");
+    read_grant(g, 0, out);
+    return 0;
+}
+
 static int revoke_family(struct store *st, const char *family, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
@@ -315,18 +332,7 @@ int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
             rc = sqlite3_step(s);
         store_release(s);
         s = NULL;
-        _cleanup_stmt_ sqlite3_stmt *g = NULL;
-        r = store_prepare(st,
-                          "SELECT " GRANT_COLUMNS " FROM oauth_grants g JOIN users u "
-                          "ON u.id = g.user_id WHERE g.id = ?",
-                          &g, err);
-        if (r < 0)
-            return r;
-        sqlite3_bind_text(g, 1, grant_id, -1, SQLITE_STATIC);
-        if (sqlite3_step(g) != SQLITE_ROW)
-            return err_set(err, -ENOENT, "unknown code");
-        read_grant(g, 0, &out->grant);
-        return 0;
+        return grant_by_id(st, grant_id, &out->grant, err);
     }
     if (rc != SQLITE_DONE)
         return store_fail(st, rc, "redeem code", err);
@@ -431,18 +437,7 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
             rc = sqlite3_step(s);
         store_release(s);
         s = NULL;
-        _cleanup_stmt_ sqlite3_stmt *g = NULL;
-        r = store_prepare(st,
-                          "SELECT " GRANT_COLUMNS " FROM oauth_grants g JOIN users u "
-                          "ON u.id = g.user_id WHERE g.id = ?",
-                          &g, err);
-        if (r < 0)
-            return r;
-        sqlite3_bind_text(g, 1, grant_id, -1, SQLITE_STATIC);
-        if (sqlite3_step(g) != SQLITE_ROW)
-            return err_set(err, -ENOENT, "unknown refresh token");
-        read_grant(g, 0, &out->grant);
-        return 0;
+        return grant_by_id(st, grant_id, &out->grant, err);
     }
     if (rc != SQLITE_DONE)
         return store_fail(st, rc, "spend refresh token", err);

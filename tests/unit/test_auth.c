@@ -129,8 +129,9 @@ TEST(store_codes_tokens_rotation_and_replay)
                  0);
     char code[STORE_OAUTH_CODE_LEN + 1], at[STORE_OAUTH_TOKEN_LEN + 1],
         rt[STORE_OAUTH_TOKEN_LEN + 1];
-    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
-                                         "sandbox offline_access", 60000, code, &err),
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
+                                         "https://x/mcp", "sandbox offline_access", 60000, code,
+                                         &err),
                  0);
     struct store_oauth_code k;
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
@@ -152,8 +153,9 @@ TEST(store_codes_tokens_rotation_and_replay)
     CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), &t, &err), -ENOENT);
 
     /* a fresh chain: rotation, then the spent refresh token replayed ends the family */
-    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
-                                         "sandbox offline_access", 60000, code, &err),
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
+                                         "https://x/mcp", "sandbox offline_access", 60000, code,
+                                         &err),
                  0);
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
     CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 600000,
@@ -171,13 +173,13 @@ TEST(store_codes_tokens_rotation_and_replay)
     CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), &t, &err), -ENOENT);
 
     /* revoking the grant ends everything under it */
-    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
-                                         "sandbox", 60000, code, &err),
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
+                                         "https://x/mcp", "sandbox", 60000, code, &err),
                  0);
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
-    CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 0, at, rt,
-                                          &err),
-                 0);
+    CHECK_INT_EQ(
+        store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 0, at, rt, &err),
+        0);
     CHECK_STR_EQ(rt, "");
     CHECK_INT_EQ(store_oauth_grant_revoke(st, g.id, "usr_other", &err), -ENOENT);
     CHECK_INT_EQ(store_oauth_grant_revoke(st, g.id, u.id, &err), 0);
@@ -186,8 +188,8 @@ TEST(store_codes_tokens_rotation_and_replay)
     CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_test", "Test app", "app.example",
                                            "sandbox", &g, &err),
                  0);
-    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal", "https://x/mcp",
-                                         "sandbox", -1, code, &err),
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
+                                         "https://x/mcp", "sandbox", -1, code, &err),
                  0);
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -ENOENT);
     store_close(st);
