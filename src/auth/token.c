@@ -50,13 +50,15 @@ static void issue(struct auth *a, h2o_req_t *req, const struct store_oauth_grant
     auth_json(req, 200, body);
 }
 
-static void replayed(h2o_req_t *req, const char *what, const struct store_oauth_grant *g)
+/* A code or refresh token presented after its use: someone else may hold it. */
+static void replayed(h2o_req_t *req, const struct store_oauth_client *c, const char *what,
+                     const char *revoked)
 {
     http_auth_cache_flush();
-    log_warn("oauth replay what=%s: the tokens issued from it are revoked", what);
-    auth_json_error(req, 400, "invalid_grant",
-                    "this grant was already used; everything issued from it is revoked");
-    (void)g;
+    log_warn("oauth replay client=\"%.200s\" what=%s revoked=\"%s\"", c->id, what, revoked);
+    char msg[160];
+    snprintf(msg, sizeof(msg), "this %s was already used; %s", what, revoked);
+    auth_json_error(req, 400, "invalid_grant", msg);
 }
 
 static void by_code(struct auth *a, h2o_req_t *req, const struct form *f,
@@ -71,7 +73,7 @@ static void by_code(struct auth *a, h2o_req_t *req, const struct form *f,
     struct err err = {0};
     int r = store_oauth_code_redeem(a->store, code, strlen(code), &k, &err);
     if (r == -EALREADY) {
-        replayed(req, "code", NULL);
+        replayed(req, c, "code", "the tokens issued for it are revoked");
         return;
     }
     if (r == -ENOENT) {
@@ -120,9 +122,10 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
     }
     struct store_oauth_token t;
     struct err err = {0};
-    int r = store_oauth_refresh_spend(a->store, rt, strlen(rt), &t, &err);
+    int r = store_oauth_refresh_spend(a->store, rt, strlen(rt), c->id, &t, &err);
     if (r == -EALREADY) {
-        replayed(req, "refresh_token", NULL);
+        replayed(req, c, "refresh token",
+                 "the grant is revoked; the user must approve the app again");
         return;
     }
     if (r == -ENOENT) {
@@ -133,10 +136,6 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
     if (r < 0) {
         log_error("oauth store-failure reason=\"%s\"", err.msg);
         auth_json_error(req, 500, "server_error", "the server could not check the token");
-        return;
-    }
-    if (strcmp(t.grant.client_id, c->id) != 0) {
-        auth_json_error(req, 400, "invalid_grant", "the refresh token belongs to another client");
         return;
     }
     unsigned had = 0, want;

@@ -408,7 +408,7 @@ int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char 
     "g.user_id "
 
 int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
-                              struct store_oauth_token *out, struct err *err)
+                              const char *client_id, struct store_oauth_token *out, struct err *err)
 {
     if (len != STORE_OAUTH_TOKEN_LEN || strncmp(plain, STORE_OAUTH_REFRESH_PREFIX, 8) != 0)
         return err_set(err, -ENOENT, "unknown refresh token");
@@ -418,13 +418,15 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE oauth_tokens SET spent_at = ?1 WHERE hash = ?2 AND kind = "
-                          "'refresh' AND spent_at IS NULL AND expires_at >= ?1 "
+                          "'refresh' AND spent_at IS NULL AND expires_at >= ?1 AND grant_id IN "
+                          "(SELECT id FROM oauth_grants WHERE client_id = ?3) "
                           "RETURNING family, grant_id, scope, resource, expires_at",
                           &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_int64(s, 1, now);
     sqlite3_bind_text(s, 2, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, client_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         char grant_id[64];
@@ -445,19 +447,21 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
     s = NULL;
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
     r = store_prepare(st,
-                      "SELECT family FROM oauth_tokens WHERE hash = ? AND kind = 'refresh' "
-                      "AND spent_at IS NOT NULL",
+                      "SELECT t.grant_id FROM oauth_tokens t JOIN oauth_grants g ON g.id = "
+                      "t.grant_id WHERE t.hash = ? AND t.kind = 'refresh' AND t.spent_at IS NOT "
+                      "NULL AND g.client_id = ?",
                       &q, err);
     if (r < 0)
         return r;
     sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, client_id, -1, SQLITE_STATIC);
     if (sqlite3_step(q) == SQLITE_ROW) {
-        char family[65];
-        store_copy_text(family, sizeof(family), q, 0);
+        char grant_id[64];
+        store_copy_text(grant_id, sizeof(grant_id), q, 0);
         store_release(q);
         q = NULL;
-        r = revoke_family(st, family, err);
-        if (r < 0)
+        r = store_oauth_grant_revoke(st, grant_id, NULL, err);
+        if (r < 0 && r != -ENOENT)
             return r;
         return err_set(err, -EALREADY, "the refresh token was used before");
     }

@@ -267,10 +267,12 @@ struct store_oauth_token {
     char resource[1024];
     int64_t expires_at;
 };
-/* Spend a refresh token (rotation). -ENOENT unknown or expired; -EALREADY spent before, in
- * which case its whole family is revoked. */
+/* Spend a refresh token of client_id (rotation). -ENOENT unknown, expired or another
+ * client's (which leaves it unspent); -EALREADY spent before, in which case the whole grant is
+ * revoked: the user's approval of the client, and every code and token under it. */
 int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
-                              struct store_oauth_token *out, struct err *err);
+                              const char *client_id, struct store_oauth_token *out,
+                              struct err *err);
 /* An access token's user, scope, resource and expiry. -ENOENT unknown, revoked or expired.
  * Records the grant's last use (at most once a minute). */
 int store_oauth_access_check(struct store *st, const char *plain, size_t len,

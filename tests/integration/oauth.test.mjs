@@ -396,9 +396,16 @@ describe('clients', () => {
 });
 
 describe('tokens', () => {
-  test('a refresh token rotates; replayed, it ends the chain: the rotated tokens stop working too', async () => {
+  test('a refresh token rotates; replayed, it revokes the whole grant: every token of the app stops working and the user must approve again', async () => {
     const c = await codeFor();
     const t0 = (await exchange(c)).body;
+    // a second sign-in of the same app (another device): the approval is remembered, no consent
+    const { verifier, challenge } = pkce();
+    const again = await authorizeAndApprove(server, jar, authorizeParams(server, {
+      client_id: c.client.client_id, redirect_uri: CB, challenge, scope: 'sandbox runs offline_access' }));
+    assert.ok(again.code, `no code in ${again.location}`);
+    const other = (await exchange({ ...c, code: again.code, verifier })).body;
+    assert.equal((await mcp(other.access_token)).status, 200);
     const r1 = await refresh(c.client, t0.refresh_token);
     assert.equal(r1.status, 200, r1.text);
     assert.match(r1.body.access_token, ACCESS);
@@ -413,15 +420,28 @@ describe('tokens', () => {
     assert.match(narrow.body.scope, /^runs\b/);
     assert.equal((await mcp(narrow.body.access_token, call('container_exec', { command: 'true' }))).status, 403);
     const r2 = narrow.body;
-    // the spent token presented again: refused, and the chain (every token since the code) ends
+    // another client presenting it cannot spend it
+    const stranger = await registerPublic(server, [CB], 'stranger');
+    const stolen = await refresh(stranger, r2.refresh_token);
+    assert.equal(stolen.status, 400);
+    assert.equal(stolen.body.error, 'invalid_grant');
+    // the spent token presented again: refused, and the whole grant ends, the other device too
     const replay = await refresh(c.client, t0.refresh_token);
     assert.equal(replay.status, 400);
     assert.equal(replay.body.error, 'invalid_grant');
-    for (const at of [t0.access_token, r1.body.access_token, r2.access_token])
+    for (const at of [t0.access_token, r1.body.access_token, r2.access_token, other.access_token])
       assert.equal((await mcp(at)).status, 401);
-    const next = await refresh(c.client, r2.refresh_token);
-    assert.equal(next.status, 400);
-    assert.equal(next.body.error, 'invalid_grant');
+    for (const rt of [r2.refresh_token, other.refresh_token]) {
+      const next = await refresh(c.client, rt);
+      assert.equal(next.status, 400);
+      assert.equal(next.body.error, 'invalid_grant');
+    }
+    // the approval is gone: the next authorization shows the consent page again
+    const fresh = pkce();
+    const page = await request(server, authorizePath(authorizeParams(server, {
+      client_id: c.client.client_id, redirect_uri: CB, challenge: fresh.challenge, scope: 'sandbox' })), { jar });
+    assert.equal(page.status, 200);
+    assert.ok(isConsentPage(page.text), 'consent asked again');
   });
 
   test('a refresh cannot widen the scope', async () => {

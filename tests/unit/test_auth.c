@@ -150,9 +150,9 @@ TEST(store_codes_tokens_rotation_and_replay)
     /* the code again: refused, and what it issued is revoked */
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -EALREADY);
     CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), "cli_test", &t, &err), -ENOENT);
 
-    /* a fresh chain: rotation, then the spent refresh token replayed ends the family */
+    /* a fresh chain: rotation, then the spent refresh token replayed ends the grant */
     CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
                                          "https://x/mcp", "sandbox offline_access", 60000, code,
                                          &err),
@@ -163,14 +163,21 @@ TEST(store_codes_tokens_rotation_and_replay)
                  0);
     char rt1[STORE_OAUTH_TOKEN_LEN + 1];
     memcpy(rt1, rt, sizeof(rt1));
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), &t, &err), 0);
+    /* another client cannot spend it (and does not use it up) */
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_other", &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_test", &t, &err), 0);
     CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, t.family, t.scope, t.resource, 60000, 600000,
                                           at, rt, &err),
                  0);
     CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), 0);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), &t, &err), -EALREADY);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_test", &t, &err), -EALREADY);
     CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), "cli_test", &t, &err), -ENOENT);
+    /* the replay revoked the whole grant: the user approves again */
+    CHECK_INT_EQ(store_oauth_grant_find(st, u.id, "cli_test", &g, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_test", "Test app", "app.example",
+                                           "sandbox", &g, &err),
+                 0);
 
     /* revoking the grant ends everything under it */
     CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
