@@ -643,7 +643,9 @@ static void handshake_done(h2o_socket_t *sock, const char *err)
     /* h2o's accept functions handle the input already there at once */
     h2o_buffer_t *early = sock->input;
     h2o_buffer_init(&sock->input, &h2o_socket_buffer_prototype);
-    if (http_tls_selected_h2(sock)) {
+    bool h2 = http_tls_selected_h2(sock);
+    log_debug("http tls-handshake protocol=%s", h2 ? "h2" : "http/1.1");
+    if (h2) {
         struct h2_watch *w = xcalloc(1, sizeof(*w));
         w->conn = c;
         w->preface_left = H2_PREFACE_LEN;
