@@ -364,8 +364,8 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     sslen = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sslen);
 
-    /* Signals arrive through the loop. Processes the server starts set their own mask (the
-     * sandbox init's commands and git clones start with none blocked). */
+    /* Signals arrive through the loop. The processes that run other programs set their own mask
+     * (the sandbox init's commands and git clones start with none blocked). */
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
