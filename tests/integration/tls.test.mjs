@@ -9,6 +9,7 @@ import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
+import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 
@@ -280,6 +281,35 @@ describe('HTTP/2 request after request', () => {
     mine.close();
     assert.equal(open, true, 'the authenticated connection was closed');
     assert.ok(m.answered >= a.answered + 200, `${m.answered} answered`);
+  });
+});
+
+describe('TLS handshakes', () => {
+  let srv;
+  before(async () => {
+    const c = ca.issue('handshakes');
+    srv = await startServer({ tls: { cert: c.certFile, key: c.keyFile, ca: ca.caFile }, env: { MAX_CONNECTIONS: '8' } });
+  });
+  after(async () => { await srv?.stop(); });
+
+  test('connections that never finish their handshake count against MAX_CONNECTIONS until the handshake timeout closes them', async () => {
+    const idle = await Promise.all(Array.from({ length: 8 }, () => new Promise((resolve, reject) => {
+      const sock = net.connect(portOf(srv), '127.0.0.1');
+      const closed = new Promise((r) => sock.once('close', () => r(true)));
+      sock.on('error', () => { /* reset by the server */ });
+      sock.once('connect', () => resolve({ sock, closed }));
+      sock.once('error', reject);
+    })));
+    await assert.rejects(tlsConnect(srv), 'a handshake past the cap');
+    await logged(srv, /http refused reason=connections/);
+    // h2o's handshake timeout is 10 s; the server closes them, the client does not
+    const gone = await Promise.all(idle.map((c) => Promise.race([c.closed, sleep(60000).then(() => false)])));
+    assert.deepEqual(gone, Array(8).fill(true));
+    const sock = await tlsConnect(srv);
+    sock.destroy();
+    const r = await rpc(srv, PING);
+    assert.equal(r.status, 200);
+    assertNoSanitizerReport(srv.stderr(), 'server');
   });
 });
 
