@@ -10,7 +10,7 @@
 PREFIX     ?= /usr/local
 BUILD      ?= build
 CC         ?= cc
-PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libcrypto libseccomp libsodium
+PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libssl libcrypto libseccomp libsodium
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

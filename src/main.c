@@ -67,11 +67,16 @@ static const char usage_main[] =
 
 static const char usage_serve[] =
     "usage: sandbox-mcp serve [--listen HOST:PORT] [--data-dir DIR] [--env-file FILE]\n"
-    "                         [--public-url URL] [--conformance-fixtures]\n"
+    "                         [--public-url URL] [--tls-cert FILE --tls-key FILE]\n"
+    "                         [--conformance-fixtures]\n"
     "\n"
-    "Runs the MCP server (POST /mcp) until SIGTERM or SIGINT.\n"
+    "Runs the MCP server (POST /mcp) until SIGTERM or SIGINT. With TLS, SIGHUP reads the\n"
+    "certificate and key again for new connections.\n"
     "  --listen HOST:PORT       address to listen on (default 127.0.0.1:8788, or LISTEN)\n"
-    "  --public-url URL         base URL clients use (default http://LISTEN, or PUBLIC_URL)\n"
+    "  --public-url URL         base URL clients use (default http(s)://LISTEN, or PUBLIC_URL)\n"
+    "  --tls-cert FILE          serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate\n"
+    "                           chain (or TLS_CERT)\n"
+    "  --tls-key FILE           its PEM private key (or TLS_KEY)\n"
     "  --conformance-fixtures   also register the MCP conformance suite's test tools,\n"
     "                           resources and prompts (for testing only)\n"
     "On an empty data directory it creates the database, a proxy signing secret and a first\n"
@@ -106,6 +111,8 @@ struct opts {
     const char *env_file;
     const char *listen;
     const char *public_url;
+    const char *tls_cert;
+    const char *tls_key;
     const char *user;
     const char *label;
     const char *services;
@@ -128,7 +135,9 @@ enum {
     OPT_SERVICES,
     OPT_TTL,
     OPT_FORCE,
-    OPT_SANDBOX
+    OPT_SANDBOX,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY
 };
 
 static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
@@ -161,6 +170,8 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         {"ttl", required_argument, NULL, OPT_TTL},
         {"force", no_argument, NULL, OPT_FORCE},
         {"sandbox", required_argument, NULL, OPT_SANDBOX},
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -200,6 +211,8 @@ static int parse_opts(const char *cmd, const char *usage, int argc, char **argv,
         case OPT_SERVICES: o->services = optarg; break;
         case OPT_TTL: o->ttl = optarg; break;
         case OPT_SANDBOX: o->sandbox = optarg; break;
+        case OPT_TLS_CERT: o->tls_cert = optarg; break;
+        case OPT_TLS_KEY: o->tls_key = optarg; break;
         case OPT_FIXTURES: o->fixtures = true; break;
         case OPT_FORCE: o->force = true; break;
         }
@@ -226,6 +239,10 @@ static int load_config(const struct opts *o, struct config *cfg)
         cfg->data_dir = xstrdup(o->data_dir);
     if (o->public_url)
         cfg->public_url = xstrdup(o->public_url);
+    if (o->tls_cert)
+        cfg->tls_cert = xstrdup(o->tls_cert);
+    if (o->tls_key)
+        cfg->tls_key = xstrdup(o->tls_key);
     cfg->conformance_fixtures = o->fixtures;
     if (config_finish(cfg, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
@@ -564,8 +581,8 @@ static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
 
 static int cmd_serve(int argc, char **argv)
 {
-    static const int allowed[] = {OPT_DATA_DIR,   OPT_ENV_FILE, OPT_LISTEN,
-                                  OPT_PUBLIC_URL, OPT_FIXTURES, 0};
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
+                                  OPT_FIXTURES, OPT_TLS_CERT, OPT_TLS_KEY, 0};
     struct opts o = {0};
     int r = parse_opts("serve", usage_serve, argc, argv, allowed, &o);
     if (r)
@@ -656,7 +673,8 @@ static int cmd_serve(int argc, char **argv)
     if (!cfg.public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
         free(cfg.public_url);
-        cfg.public_url = xasprintf("http://%s", http_server_address(http));
+        cfg.public_url =
+            xasprintf("%s://%s", cfg.tls_cert ? "https" : "http", http_server_address(http));
     }
     struct runs *runs = NULL;
     const char *runs_unavailable = "sandboxes are unavailable";

@@ -23,6 +23,8 @@ const char *const config_known_keys[] = {
     "SANDBOX_CONNECTIONS",
     "SANDBOX_REQUEST_BYTES",
     "METRICS_TOKEN",
+    "TLS_CERT",
+    "TLS_KEY",
     "SHUTDOWN_GRACE_SECONDS",
     "FIRST_USER",
     "LOG_LEVEL",
@@ -272,6 +274,15 @@ int config_finish(struct config *cfg, struct err *err)
         return r;
     cfg->sandbox_bytes = u;
     cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
+    if (!cfg->tls_cert)
+        cfg->tls_cert = dup_or(cfg, "TLS_CERT", NULL);
+    if (!cfg->tls_key)
+        cfg->tls_key = dup_or(cfg, "TLS_KEY", NULL);
+    if (!cfg->tls_cert != !cfg->tls_key)
+        return err_set(err, -EINVAL,
+                       "TLS_CERT and TLS_KEY (--tls-cert, --tls-key) must be set together: %s is "
+                       "missing",
+                       cfg->tls_cert ? "TLS_KEY" : "TLS_CERT");
     cfg->shutdown_grace_ms = 10000;
     size_t secs;
     if ((v = config_get(cfg, "SHUTDOWN_GRACE_SECONDS"))) {
@@ -294,7 +305,8 @@ int config_finish(struct config *cfg, struct err *err)
         cfg->public_url_set = true;
     if (!cfg->public_url) {
         v = config_get(cfg, "PUBLIC_URL");
-        cfg->public_url = v ? xstrdup(v) : xasprintf("http://%s", cfg->listen);
+        cfg->public_url =
+            v ? xstrdup(v) : xasprintf("%s://%s", cfg->tls_cert ? "https" : "http", cfg->listen);
     }
     size_t n = strlen(cfg->public_url);
     while (n > 0 && cfg->public_url[n - 1] == '/')
@@ -318,6 +330,8 @@ void config_release(struct config *cfg)
     free(cfg->public_url);
     free(cfg->allowed_origins);
     free(cfg->first_user);
+    free(cfg->tls_cert);
+    free(cfg->tls_key);
     memset(cfg, 0, sizeof(*cfg));
 }
 

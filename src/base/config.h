@@ -33,6 +33,10 @@ struct config {
     size_t sandbox_connections;   /* per sandbox listener */
     size_t sandbox_bytes;         /* requests buffered for one sandbox, authenticated or not */
     const char *metrics_token;    /* Bearer token /metrics asks for; NULL: /metrics is not served */
+    /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
+     * both NULL: plain HTTP */
+    char *tls_cert;
+    char *tls_key;
     int shutdown_grace_ms;
     int64_t oauth_access_ttl_s;  /* OAuth access tokens live this long */
     int64_t oauth_refresh_ttl_s; /* refresh tokens, unless used (and so rotated) before */

@@ -114,6 +114,7 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
         http_respond_error(req, 503, "unavailable", "authentication is temporarily unavailable");
         return false;
     }
+    http_conn_authenticated(req);
     return true;
 }
 

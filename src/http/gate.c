@@ -1,32 +1,55 @@
 /* Admission: how many connections a listener holds and how many bytes their requests may buffer
- * before a token is checked. h2o 2.2 reads a whole request body into the socket's input before
- * any handler runs, so a handler's 401 comes too late to protect memory. The gate therefore sits
- * between the event loop and h2o's own read callback for a connection's first request: it parses
- * the request head as it arrives, and when the head announces a body larger than a small
- * pre-authentication allowance without a valid credential, it answers 401 itself and has h2o
- * close the connection, before any of the body is read.
+ * before a token is checked. h2o 2.2 reads a whole request body into memory before any handler
+ * runs, so a handler's 401 comes too late to protect memory. The gate therefore sits between the
+ * event loop and h2o's own read callback and reads what a client sends before h2o does.
  *
  * Every accepted socket gets a record here (its pool, what it is charged); the record is found
  * from the socket through on_close, which h2o leaves to the application on server sockets.
  *
- * A connection whose first request the gate saw authenticated (main listener) leaves the gate and
- * may carry further requests. Any other connection serves one request: h2o sets its own read
- * callback again before a second request, so later heads would pass unseen. Every connection on
- * a sandbox's listener is of the second kind, so the gate charges each of that sandbox's requests
- * (the announced body, or the largest allowed for a chunked one) to the sandbox's budget until
- * the connection closes, whether the token is valid or not.
+ * HTTP/1 (plain, and over TLS alike): the gate parses the first request's head as it arrives,
+ * and when the head announces a body larger than a small pre-authentication allowance without a
+ * valid credential, it answers 401 itself and has h2o close the connection, before any of the
+ * body is read. A connection whose first request the gate saw authenticated (main listener)
+ * leaves the gate and may carry further requests. Any other connection serves one request: h2o
+ * sets its own read callback again before a second request, so later heads would pass unseen.
+ * Every connection on a sandbox's listener is of the second kind, so the gate charges each of
+ * that sandbox's requests (the announced body, or the largest allowed for a chunked one) to the
+ * sandbox's budget until the connection closes, whether the token is valid or not.
  *
- * HTTP/2 is not offered (see http_server_new): h2o 2.2 buffers up to 100 streams of
- * MAX_REQUEST_BYTES each per connection, in frames the gate could not attribute. */
+ * TLS (main listener only): the gate runs the handshake itself, with h2o's handshake timeout,
+ * and hands the connection to h2o's HTTP/1 or HTTP/2 side by ALPN (as h2o_accept would), with
+ * the input that came with the end of the handshake held back until the gate is in front.
+ *
+ * HTTP/2 (only over TLS; h2c is off): h2o opens up to 100 streams per connection with a 16 MiB
+ * window each and buffers every stream's body before a handler sees it. So until a connection
+ * is authenticated the gate follows its frames (9-byte headers after the 24-byte preface,
+ * across reads) and charges every frame as its header arrives, payload announced included,
+ * except WINDOW_UPDATE (which h2o only counts): at most PREAUTH_REQUEST_BYTES per connection,
+ * and against the listener's PREAUTH_TOTAL_BYTES. Past either, the connection is closed. The
+ * charge is not given back when a stream ends: an ended request still holds its body while it
+ * waits behind the 16 h2o runs at once and its response waits for the client to read it, and
+ * the allowance is then also what bounds how many requests an unauthenticated connection makes.
+ * A connection is authenticated by a valid credential in a request's header block, which the
+ * gate decodes with an HPACK table of its own kept in step with h2o's (so a large first request
+ * with a token passes, as on HTTP/1), or by a handler that accepted a credential
+ * (http_conn_authenticated); from then on it is not charged, its user being accountable.
+ * h2o stops reading a connection whose output piles up and starts again with its own callback
+ * when it drains; that happens inside a turn of the loop, and a socket is read only after the
+ * next poll, so putting the gate back after every turn (http_gate_after_loop) loses nothing. */
 #include "http/http_internal.h"
 
 #include <errno.h>
+#include <h2o/cache_digests.h>
+#include <h2o/http1.h>
+#include <h2o/http2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "proxy/proxy.h"
@@ -43,6 +66,32 @@ int phr_parse_request(const char *buf, size_t len, const char **method, size_t *
                       const char **path, size_t *path_len, int *minor_version,
                       struct phr_header *headers, size_t *num_headers, size_t last_len);
 
+/* h2o's HPACK decoder, as libh2o exports it (its header, h2o/http2_internal.h, includes a
+ * khash.h that is not installed). */
+typedef struct st_h2o_hpack_header_table_t {
+    struct st_h2o_hpack_header_table_entry_t *entries;
+    size_t num_entries, entry_capacity, entry_start_index;
+    size_t hpack_size;
+    size_t hpack_capacity;
+    size_t hpack_max_capacity;
+} h2o_hpack_header_table_t;
+void h2o_hpack_dispose_header_table(h2o_hpack_header_table_t *header_table);
+int h2o_hpack_parse_headers(h2o_req_t *req, h2o_hpack_header_table_t *header_table,
+                            const uint8_t *src, size_t len, int *pseudo_header_exists_map,
+                            size_t *content_length, h2o_cache_digests_t **digests,
+                            const char **err_desc);
+
+/* HTTP/2 framing (RFC 9113 section 4.1) and the frames the gate looks into */
+#define H2_PREFACE_LEN 24
+#define H2_FRAME_HEAD 9
+#define H2_MAX_FRAME 16384 /* h2o's SETTINGS_MAX_FRAME_SIZE: larger frames end the connection */
+#define H2_HEADERS 0x1
+#define H2_WINDOW_UPDATE 0x8
+#define H2_CONTINUATION 0x9
+#define H2_END_HEADERS 0x4
+#define H2_PADDED 0x8
+#define H2_PRIORITY 0x20
+
 /* What may arrive beyond the announced request (a client pipelining) before the connection is
  * closed; h2o discards it anyway, since gated connections serve one request. */
 #define GATE_SLACK (64 * 1024)
@@ -57,14 +106,39 @@ struct http_pool {
     char sandbox[64];        /* "" for the main listener */
 };
 
+/* An HTTP/2 connection not yet authenticated: where the gate is in its frames, what it has
+ * charged, and the header block being received. */
+struct http_conn;
+struct h2_watch {
+    h2o_linklist_t link; /* in watched_h2 */
+    struct http_conn *conn;
+    size_t preface_left; /* bytes of the client preface still to come */
+    uint8_t head[H2_FRAME_HEAD];
+    size_t head_len;     /* bytes of the current frame header seen */
+    size_t payload_left; /* bytes of the current frame's payload still to come */
+    uint8_t type, flags;
+    bool collect;     /* the payload goes to block */
+    size_t frame_at;  /* where the current frame's payload starts in block */
+    bool in_block;    /* a header block awaits its CONTINUATION */
+    bool hpack_lost;  /* the decoder lost step with h2o's: credentials are not looked for */
+    struct buf block; /* HEADERS and CONTINUATION payloads of the block being received */
+    h2o_hpack_header_table_t table;
+    size_t received; /* bytes charged */
+};
+
 struct http_conn {
     struct http_pool *pool;
     h2o_socket_t *sock;
-    h2o_socket_cb h2o_read; /* h2o's read callback, called after the gate's */
-    size_t charged;         /* bytes charged to the pool */
-    size_t allowed;         /* input the request may fill, once its head is known */
-    size_t scanned;         /* input already searched for the end of the head */
-    size_t drain_left;      /* after a refusal: bytes still read and dropped before closing */
+    h2o_accept_ctx_t *actx;
+    struct timeval connected_at;
+    SSL_CTX *ssl_ctx;              /* TLS: a reference to the context it is accepted with */
+    h2o_timeout_entry_t handshake; /* TLS: linked until the handshake is done */
+    struct h2_watch *h2;           /* HTTP/2 until authenticated */
+    h2o_socket_cb h2o_read;        /* h2o's read callback, called after the gate's */
+    size_t charged;                /* bytes charged to the pool */
+    size_t allowed;                /* input the request may fill, once its head is known */
+    size_t scanned;                /* input already searched for the end of the head */
+    size_t drain_left; /* after a refusal: bytes still read and dropped before closing */
     bool head_done;
     bool authenticated; /* its first request carried a valid credential (main listener) */
     bool gated;
@@ -75,6 +149,8 @@ static struct {
     size_t conns; /* on every listener */
     size_t bytes; /* charged on every listener */
 } totals;
+
+static h2o_linklist_t watched_h2 = {&watched_h2, &watched_h2};
 
 struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox)
 {
@@ -121,9 +197,33 @@ static bool charge(struct http_conn *c, size_t n)
     return true;
 }
 
+static void h2_unwatch(struct http_conn *c)
+{
+    struct h2_watch *w = c->h2;
+    if (!w)
+        return;
+    h2o_linklist_unlink(&w->link);
+    buf_release(&w->block);
+    h2o_hpack_dispose_header_table(&w->table);
+    free(w);
+    c->h2 = NULL;
+}
+
+/* The connection's user is known: the gate charges it no more. */
+static void authenticate(struct http_conn *c)
+{
+    h2_unwatch(c);
+    c->authenticated = true;
+    c->gated = false;
+    charge(c, 0);
+}
+
 static void conn_closed(void *data)
 {
     struct http_conn *c = data;
+    h2_unwatch(c);
+    h2o_timeout_unlink(&c->handshake);
+    SSL_CTX_free(c->ssl_ctx);
     charge(c, 0);
     c->pool->conns--;
     totals.conns--;
@@ -151,10 +251,23 @@ bool http_conn_may_persist(h2o_req_t *req)
     return c && c->authenticated;
 }
 
+void http_conn_authenticated(h2o_req_t *req)
+{
+    struct http_conn *c = conn_of(req);
+    if (c && c->h2)
+        authenticate(c);
+}
+
 void http_gate_counts(size_t *conns, size_t *gated_bytes)
 {
     *conns = totals.conns;
     *gated_bytes = totals.bytes;
+}
+
+static void refusal_sent(h2o_socket_t *sock, const char *err)
+{
+    if (!err)
+        shutdown(h2o_socket_get_fd(sock), SHUT_WR);
 }
 
 /* Answer on the socket directly (h2o has no request yet) and end the connection's sending side.
@@ -173,11 +286,18 @@ static const char *refuse(struct http_conn *c, int status, const char *extra, co
                  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%sConnection: close\r\n"
                  "Content-Length: %d\r\n\r\n",
                  status, http_status_reason(status), extra, blen);
-    int fd = h2o_socket_get_fd(c->sock);
-    struct iovec iov[2] = {{head, (size_t)hlen}, {body, (size_t)blen}};
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
-    (void)sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    shutdown(fd, SHUT_WR);
+    if (c->sock->ssl) {
+        /* encrypted into h2o's buffers at once; the sending side ends once it is out */
+        h2o_iovec_t bufs[2] = {h2o_iovec_init(head, (size_t)hlen),
+                               h2o_iovec_init(body, (size_t)blen)};
+        h2o_socket_write(c->sock, bufs, 2, refusal_sent);
+    } else {
+        int fd = h2o_socket_get_fd(c->sock);
+        struct iovec iov[2] = {{head, (size_t)hlen}, {body, (size_t)blen}};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+        (void)sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        shutdown(fd, SHUT_WR);
+    }
     note_refusal(c->pool, code);
     charge(c, 0);
     c->draining = true;
@@ -201,17 +321,11 @@ static bool name_is(const struct phr_header *h, const char *name)
     return h->name_len == n && strncasecmp(h->name, name, n) == 0;
 }
 
-/* Whether the head carries a credential the listener accepts: a user's bearer token or a proxy
- * token on the main listener, a proxy token of this sandbox on a sandbox's listener. */
-static bool head_authorized(struct http_pool *p, const struct phr_header *hs, size_t n)
+/* Whether the Authorization and X-API-Key values (either may be empty) carry a credential the
+ * listener accepts: a user's bearer token or a proxy token on the main listener, a proxy token
+ * of this sandbox on a sandbox's listener. */
+static bool credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key)
 {
-    h2o_iovec_t auth = {NULL, 0}, key = {NULL, 0};
-    for (size_t i = 0; i < n; i++) {
-        if (name_is(&hs[i], "authorization"))
-            auth = h2o_iovec_init(hs[i].value, hs[i].value_len);
-        else if (name_is(&hs[i], "x-api-key"))
-            key = h2o_iovec_init(hs[i].value, hs[i].value_len);
-    }
     if (!auth.len && !key.len)
         return false;
     if (!p->sandbox[0] && auth.len > 7 && strncasecmp(auth.base, "Bearer ", 7) == 0) {
@@ -221,6 +335,18 @@ static bool head_authorized(struct http_pool *p, const struct phr_header *hs, si
             return true;
     }
     return p->srv->proxy && proxy_head_authorized(p->srv->proxy, key, auth, p->sandbox);
+}
+
+static bool head_authorized(struct http_pool *p, const struct phr_header *hs, size_t n)
+{
+    h2o_iovec_t auth = {NULL, 0}, key = {NULL, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (name_is(&hs[i], "authorization"))
+            auth = h2o_iovec_init(hs[i].value, hs[i].value_len);
+        else if (name_is(&hs[i], "x-api-key"))
+            key = h2o_iovec_init(hs[i].value, hs[i].value_len);
+    }
+    return credential_ok(p, auth, key);
 }
 
 /* The first request's head has arrived (len bytes): let it through (authenticated or not), or
@@ -305,11 +431,174 @@ static const char *gate_check(struct http_conn *c)
     return NULL;
 }
 
+/* A header block is complete: decode it with the connection's own HPACK table, as h2o will
+ * with its table, and say whether it carries a credential the main listener accepts. */
+static bool h2_block_authorized(struct http_conn *c)
+{
+    struct h2_watch *w = c->h2;
+    /* the request the decoder fills (its pool and headers); the loop's thread only */
+    static h2o_req_t req;
+    memset(&req, 0, sizeof(req));
+    h2o_mem_init_pool(&req.pool);
+    int pseudo = 0;
+    size_t content_length;
+    const char *err_desc = NULL;
+    int r = h2o_hpack_parse_headers(&req, &w->table, (const uint8_t *)w->block.data, w->block.len,
+                                    &pseudo, &content_length, NULL, &err_desc);
+    bool ok = false;
+    if (r != 0 && r != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR) {
+        w->hpack_lost = true; /* and h2o ends the connection */
+    } else {
+        ssize_t a = h2o_find_header(&req.headers, H2O_TOKEN_AUTHORIZATION, -1);
+        ssize_t k = h2o_find_header_by_str(&req.headers, H2O_STRLIT("x-api-key"), -1);
+        h2o_iovec_t auth = a >= 0 ? req.headers.entries[a].value : h2o_iovec_init(NULL, 0);
+        h2o_iovec_t key = k >= 0 ? req.headers.entries[k].value : h2o_iovec_init(NULL, 0);
+        ok = credential_ok(c->pool, auth, key);
+    }
+    h2o_mem_clear_pool(&req.pool);
+    return ok;
+}
+
+/* The current frame's payload is all there. Returns true when it completed a header block
+ * with a valid credential. */
+static bool h2_frame_end(struct http_conn *c)
+{
+    struct h2_watch *w = c->h2;
+    if (!w->collect)
+        return false;
+    w->collect = false;
+    if (w->block.overflowed) {
+        w->hpack_lost = true; /* h2o refuses the stream without decoding the block */
+        return false;
+    }
+    if (w->type == H2_HEADERS) {
+        /* the header block fragment lies between the pad length and priority fields and the
+         * padding */
+        size_t len = w->block.len - w->frame_at;
+        uint8_t *f = (uint8_t *)w->block.data + w->frame_at;
+        size_t front = 0, pad = 0;
+        if (w->flags & H2_PADDED) {
+            pad = len ? f[0] : 0;
+            front = 1;
+        }
+        if (w->flags & H2_PRIORITY)
+            front += 5;
+        if (front + pad > len) {
+            w->hpack_lost = true; /* a protocol error: h2o ends the connection */
+            return false;
+        }
+        memmove(f, f + front, len - front - pad);
+        w->block.len = w->frame_at + len - front - pad;
+    }
+    if (!(w->flags & H2_END_HEADERS)) {
+        w->in_block = true;
+        return false;
+    }
+    w->in_block = false;
+    bool ok = h2_block_authorized(c);
+    buf_reset(&w->block);
+    return ok;
+}
+
+/* A frame header is complete: charge the frame and decide whether its payload is kept. */
+static const char *h2_frame_begin(struct http_conn *c)
+{
+    struct h2_watch *w = c->h2;
+    const uint8_t *h = w->head;
+    size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+    w->type = h[3];
+    w->flags = h[4];
+    w->head_len = 0;
+    w->payload_left = len;
+    if (len > H2_MAX_FRAME)
+        return "http2 frame larger than allowed"; /* h2o would end the connection too */
+    if (w->type != H2_WINDOW_UPDATE)
+        w->received += H2_FRAME_HEAD + len;
+    /* a header block is one HEADERS and the CONTINUATION frames right after it */
+    if (w->in_block && w->type != H2_CONTINUATION)
+        w->hpack_lost = true;
+    w->collect = !w->hpack_lost && (w->type == H2_HEADERS || w->type == H2_CONTINUATION);
+    if (w->collect && w->type == H2_CONTINUATION && !w->in_block)
+        w->collect = false, w->hpack_lost = true;
+    if (w->collect)
+        w->frame_at = w->block.len;
+    return NULL;
+}
+
+/* Follow the n bytes that have just arrived at p. Returns NULL, or an error for h2o to close
+ * the connection with; c->h2 is NULL once the connection is authenticated. */
+static const char *h2_follow(struct http_conn *c, const uint8_t *p, size_t n)
+{
+    struct h2_watch *w = c->h2;
+    size_t limit = c->pool->srv->cfg->preauth_request_bytes;
+    while (n) {
+        size_t take;
+        if (w->preface_left) {
+            take = n < w->preface_left ? n : w->preface_left;
+            w->preface_left -= take;
+            w->received += take;
+        } else if (w->payload_left) {
+            take = n < w->payload_left ? n : w->payload_left;
+            if (w->collect)
+                buf_append(&w->block, p, take);
+            w->payload_left -= take;
+            if (!w->payload_left && h2_frame_end(c)) {
+                authenticate(c);
+                return NULL;
+            }
+        } else {
+            take = H2_FRAME_HEAD - w->head_len;
+            take = n < take ? n : take;
+            memcpy(w->head + w->head_len, p, take);
+            w->head_len += take;
+            if (w->head_len == H2_FRAME_HEAD) {
+                const char *err = h2_frame_begin(c);
+                if (err)
+                    return err;
+                if (!w->payload_left && h2_frame_end(c)) {
+                    authenticate(c);
+                    return NULL;
+                }
+            }
+        }
+        p += take;
+        n -= take;
+        if (w->received > limit) {
+            note_refusal(c->pool, "unauthorized");
+            return "unauthenticated http2 connection over its allowance";
+        }
+    }
+    if (!charge(c, w->received)) {
+        note_refusal(c->pool, "busy");
+        return "too many unauthenticated requests in progress";
+    }
+    return NULL;
+}
+
+/* On every read of an unauthenticated HTTP/2 connection: follow what arrived. When the
+ * connection is refused, what h2o has not parsed yet is dropped, and the error has h2o close
+ * it. */
+static const char *h2_check(struct http_conn *c)
+{
+    h2o_buffer_t *in = c->sock->input;
+    size_t n = c->sock->bytes_read < in->size ? c->sock->bytes_read : in->size;
+    const char *err = h2_follow(c, (const uint8_t *)in->bytes + in->size - n, n);
+    if (err) {
+        h2_unwatch(c);
+        charge(c, 0);
+        c->gated = false;
+        h2o_buffer_consume(&c->sock->input, c->sock->input->size);
+    }
+    return err;
+}
+
 static void gate_on_read(h2o_socket_t *sock, const char *err)
 {
     struct http_conn *c = sock->on_close.data;
     h2o_socket_cb next = c->h2o_read;
-    if (!err && !c->draining)
+    if (!err && c->h2)
+        err = h2_check(c);
+    else if (!err && c->gated && !c->draining)
         err = gate_check(c);
     if (!err && c->draining && !(err = drain(c)))
         return; /* h2o sees nothing of a refused connection */
@@ -317,6 +606,65 @@ static void gate_on_read(h2o_socket_t *sock, const char *err)
         sock->_cb.read = next;
     /* may close the socket, and free c */
     next(sock, err);
+}
+
+/* Put the gate in front of h2o's read callback. */
+static void hook(struct http_conn *c)
+{
+    c->h2o_read = c->sock->_cb.read;
+    c->sock->_cb.read = gate_on_read;
+}
+
+void http_gate_after_loop(void)
+{
+    for (h2o_linklist_t *l = watched_h2.next; l != &watched_h2; l = l->next) {
+        struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct h2_watch, link, l)->conn;
+        if (c->sock->_cb.read == c->h2o_read)
+            hook(c);
+    }
+}
+
+static void handshake_timed_out(h2o_timeout_entry_t *entry)
+{
+    struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct http_conn, handshake, entry);
+    h2o_socket_close(c->sock); /* frees c */
+}
+
+/* The TLS handshake is over: hand the connection to h2o's side for the protocol chosen, with
+ * the gate in front before h2o sees any input. */
+static void handshake_done(h2o_socket_t *sock, const char *err)
+{
+    struct http_conn *c = sock->on_close.data;
+    h2o_timeout_unlink(&c->handshake);
+    if (err) {
+        h2o_socket_close(sock);
+        return;
+    }
+    /* h2o's accept functions handle the input already there at once */
+    h2o_buffer_t *early = sock->input;
+    h2o_buffer_init(&sock->input, &h2o_socket_buffer_prototype);
+    bool h2 = http_tls_selected_h2(sock);
+    log_debug("http tls-handshake protocol=%s", h2 ? "h2" : "http/1.1");
+    if (h2) {
+        struct h2_watch *w = xcalloc(1, sizeof(*w));
+        w->conn = c;
+        w->preface_left = H2_PREFACE_LEN;
+        buf_init(&w->block, H2O_MAX_REQLEN);
+        w->table.hpack_capacity = w->table.hpack_max_capacity =
+            H2O_HTTP2_SETTINGS_DEFAULT.header_table_size;
+        h2o_linklist_insert(&watched_h2, &w->link);
+        c->h2 = w;
+        h2o_http2_accept(c->actx, sock, c->connected_at);
+    } else {
+        h2o_http1_accept(c->actx, sock, c->connected_at);
+    }
+    hook(c);
+    h2o_buffer_dispose(&sock->input);
+    sock->input = early;
+    if (early->size) {
+        sock->bytes_read = early->size;
+        gate_on_read(sock, NULL);
+    }
 }
 
 void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t *sock)
@@ -329,14 +677,25 @@ void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t 
     struct http_conn *c = xcalloc(1, sizeof(*c));
     c->pool = p;
     c->sock = sock;
+    c->actx = actx;
     c->gated = true;
+    c->handshake.cb = handshake_timed_out;
     p->refs++;
     p->conns++;
     totals.conns++;
     sock->on_close.cb = conn_closed;
     sock->on_close.data = c;
+    SSL_CTX *tls = p->sandbox[0] ? NULL : p->srv->ssl_ctx;
+    if (tls) {
+        /* the context may be swapped by a reload before the handshake makes its SSL object */
+        SSL_CTX_up_ref(tls);
+        c->ssl_ctx = tls;
+        c->connected_at = *h2o_get_timestamp(actx->ctx, NULL, NULL);
+        h2o_timeout_link(actx->ctx->loop, &actx->ctx->handshake_timeout, &c->handshake);
+        h2o_socket_ssl_handshake(sock, tls, NULL, handshake_done);
+        return;
+    }
     h2o_accept(actx, sock);
     /* h2o's HTTP/1 connection reads with its own callback from now on; the gate goes first */
-    c->h2o_read = sock->_cb.read;
-    sock->_cb.read = gate_on_read;
+    hook(c);
 }

@@ -1,6 +1,7 @@
 #pragma once
-/* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1 (no HTTP/2, see
- * gate.c), routes /mcp, /sse, /healthz, /metrics. */
+/* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1, or HTTPS with
+ * HTTP/2 and HTTP/1.1 by ALPN when cfg names a certificate (tls.c, gate.c); routes /mcp, /sse,
+ * /healthz, /metrics, the run pages and /proxy/. */
 
 #include "base/config.h"
 #include "base/err.h"
@@ -29,7 +30,7 @@ void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int 
 const char *http_server_address(const struct http_server *srv);
 
 /* Run the loop until SIGTERM or SIGINT, then stop accepting and let in-flight requests finish
- * for the configured grace period. Returns 0. */
+ * for the configured grace period; SIGHUP reads the TLS certificate and key again. Returns 0. */
 int http_server_run(struct http_server *srv);
 
 void http_server_free(struct http_server *srv);

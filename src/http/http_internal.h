@@ -23,6 +23,7 @@ struct http_server {
     h2o_socket_t *listener;
     struct http_pool *pool; /* the main listener's connections */
     h2o_socket_t *signals;
+    SSL_CTX *ssl_ctx; /* the main listener's TLS (tls.c), swapped on SIGHUP; NULL: plain HTTP */
     char address[128];
     bool listen_loopback;
     bool stopping;
@@ -103,9 +104,24 @@ void http_gate_accept(struct http_pool *pool, h2o_accept_ctx_t *actx, h2o_socket
 /* Whether req's connection may carry another request: only when its first request carried a
  * valid credential on the main listener. Others must be answered with Connection: close. */
 bool http_conn_may_persist(h2o_req_t *req);
+/* A handler found req's credential valid: on HTTP/2, its connection is no longer charged by
+ * the gate (on HTTP/1 the gate has judged the head already). */
+void http_conn_authenticated(h2o_req_t *req);
+/* After each turn of the event loop: h2o starts reading an HTTP/2 connection again with its
+ * own callback after it stopped to let its output drain; put the gate back in front. */
+void http_gate_after_loop(void);
 /* Connections open, and bytes charged to the requests the gate watches (those not authenticated
  * by their head, and every request on a sandbox's listener), over every listener. */
 void http_gate_counts(size_t *conns, size_t *gated_bytes);
+
+/* tls.c: an OpenSSL server context for the PEM files cert (a chain) and key: TLS 1.2 or later,
+ * ALPN h2 and http/1.1. Returns 0 and the context (the caller's reference), or a negative errno
+ * with err naming the file and the problem. */
+int http_tls_context_new(const char *cert, const char *key, SSL_CTX **ret, struct err *err);
+/* subject="..." not_after="..." of ctx's certificate, for the log. */
+void http_tls_describe(SSL_CTX *ctx, char *out, size_t cap);
+/* Whether the client of a TLS socket whose handshake is done chose HTTP/2 by ALPN. */
+bool http_tls_selected_h2(h2o_socket_t *sock);
 
 /* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
 const char *http_sandbox_of(h2o_req_t *req);

@@ -296,14 +296,43 @@ static void begin_stop(struct http_server *srv, const char *why)
     h2o_context_request_shutdown(&srv->ctx);
 }
 
+/* SIGHUP: read the certificate and key again for the connections to come. Open connections
+ * keep the context they were accepted with; on failure the old one stays in use. */
+static void tls_reload(struct http_server *srv)
+{
+    const struct config *cfg = srv->cfg;
+    if (!srv->ssl_ctx) {
+        log_info("http sighup tls=off note=\"nothing to reload\"");
+        return;
+    }
+    SSL_CTX *ctx;
+    struct err err = {0};
+    if (http_tls_context_new(cfg->tls_cert, cfg->tls_key, &ctx, &err) < 0) {
+        log_error(
+            "http tls reload-failed err=\"%s\" note=\"the previous certificate stays in use\"",
+            err.msg);
+        return;
+    }
+    SSL_CTX *old = srv->ssl_ctx;
+    srv->ssl_ctx = ctx;
+    SSL_CTX_free(old);
+    char desc[512];
+    http_tls_describe(ctx, desc, sizeof(desc));
+    log_info("http tls reloaded cert=%s %s", cfg->tls_cert, desc);
+}
+
 static void on_signal(h2o_socket_t *sock, const char *err)
 {
     struct http_server *srv = sock->data;
     if (err)
         return;
     struct signalfd_siginfo si;
-    while (read(h2o_socket_get_fd(sock), &si, sizeof(si)) == sizeof(si))
-        begin_stop(srv, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+    while (read(h2o_socket_get_fd(sock), &si, sizeof(si)) == sizeof(si)) {
+        if (si.ssi_signo == SIGHUP)
+            tls_reload(srv);
+        else
+            begin_stop(srv, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+    }
 }
 
 int http_server_new(const struct config *cfg, struct store *st, struct mcp_server *mcp,
@@ -314,27 +343,44 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     int r = parse_listen(cfg->listen, &ss, &sslen, err);
     if (r < 0)
         return r;
-    _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return err_set(err, -errno, "socket: %s", strerror(errno));
+    SSL_CTX *ssl_ctx = NULL;
+    if (cfg->tls_cert && (r = http_tls_context_new(cfg->tls_cert, cfg->tls_key, &ssl_ctx, err)) < 0)
+        return r;
+    _cleanup_close_ int fd = -1, sfd = -1;
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        r = err_set(err, -errno, "socket: %s", strerror(errno));
+        goto fail;
+    }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0)
-        return err_set(err, -errno, "cannot listen on '%s': %s", cfg->listen, strerror(errno));
-    if (listen(fd, 1024) < 0)
-        return err_set(err, -errno, "listen '%s': %s", cfg->listen, strerror(errno));
+    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0) {
+        r = err_set(err, -errno, "cannot listen on '%s': %s", cfg->listen, strerror(errno));
+        goto fail;
+    }
+    if (listen(fd, 1024) < 0) {
+        r = err_set(err, -errno, "listen '%s': %s", cfg->listen, strerror(errno));
+        goto fail;
+    }
     sslen = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sslen);
 
+    /* Signals arrive through the loop. The processes that run other programs set their own mask
+     * (the sandbox init's commands and git clones start with none blocked). */
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
-    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-        return err_set(err, -errno, "sigprocmask: %s", strerror(errno));
-    _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0)
-        return err_set(err, -errno, "signalfd: %s", strerror(errno));
+    sigaddset(&mask, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+        r = err_set(err, -errno, "sigprocmask: %s", strerror(errno));
+        goto fail;
+    }
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        r = err_set(err, -errno, "signalfd: %s", strerror(errno));
+        goto fail;
+    }
     signal(SIGPIPE, SIG_IGN);
 
     struct http_server *srv = xcalloc(1, sizeof(*srv));
@@ -342,14 +388,17 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     srv->store = st;
     srv->mcp = mcp;
     srv->listen_loopback = sockaddr_is_loopback(&ss);
+    srv->ssl_ctx = ssl_ctx;
     format_addr(&ss, srv->address, sizeof(srv->address));
 
     h2o_config_init(&srv->globalconf);
     srv->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("sandbox-mcp"));
     srv->globalconf.max_request_entity_size = cfg->max_request_bytes;
-    /* HTTP/1.1 only: h2o 2.2 buffers the bodies of up to 100 streams per HTTP/2 connection in
-     * frames, before any handler could check a token (see gate.c). */
+    /* HTTP/2 only over TLS, chosen by ALPN, where the gate reads its frames (gate.c); never h2c,
+     * whose Upgrade would hand the connection to h2o's HTTP/2 side behind the gate's back. */
     srv->globalconf.http1.upgrade_to_http2 = 0;
+    /* Requests of one HTTP/2 connection being handled at once; the others wait, bodies read. */
+    srv->globalconf.http2.max_concurrent_requests_per_connection = 16;
     h2o_hostconf_t *host =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     srv->auth = auth_new(srv, err);
@@ -383,6 +432,9 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     h2o_socket_read_start(srv->signals, on_signal);
     *ret = srv;
     return 0;
+fail:
+    SSL_CTX_free(ssl_ctx);
+    return r;
 }
 
 const char *http_server_address(const struct http_server *srv)
@@ -393,11 +445,17 @@ const char *http_server_address(const struct http_server *srv)
 int http_server_run(struct http_server *srv)
 {
     const struct config *cfg = srv->cfg;
-    log_info("http listening addr=%s loopback=%s max_body=%zu max_conns=%zu preauth_request=%zu "
-             "preauth_total=%zu sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
-             srv->address, srv->listen_loopback ? "yes" : "no", cfg->max_request_bytes,
-             cfg->max_connections, cfg->preauth_request_bytes, cfg->preauth_total_bytes,
-             cfg->sandbox_connections, cfg->sandbox_bytes, cfg->metrics_token ? "token" : "off");
+    if (srv->ssl_ctx) {
+        char desc[512];
+        http_tls_describe(srv->ssl_ctx, desc, sizeof(desc));
+        log_info("http tls cert=%s %s", cfg->tls_cert, desc);
+    }
+    log_info("http listening addr=%s tls=%s loopback=%s max_body=%zu max_conns=%zu "
+             "preauth_request=%zu preauth_total=%zu sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
+             srv->address, srv->ssl_ctx ? "on" : "off", srv->listen_loopback ? "yes" : "no",
+             cfg->max_request_bytes, cfg->max_connections, cfg->preauth_request_bytes,
+             cfg->preauth_total_bytes, cfg->sandbox_connections, cfg->sandbox_bytes,
+             cfg->metrics_token ? "token" : "off");
     int64_t deadline = 0;
     for (;;) {
         if (srv->stopping) {
@@ -411,6 +469,7 @@ int http_server_run(struct http_server *srv)
             }
         }
         h2o_evloop_run(srv->loop, srv->stopping ? 50 : INT32_MAX);
+        http_gate_after_loop();
     }
     log_info("http stopped");
     return 0;

@@ -1,21 +1,24 @@
 // Start the real sandbox-mcp binary on a random loopback port with a temporary data dir.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { Agent, fetch as undiciFetch } from 'undici';
+
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BIN = process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'asan', 'sandbox-mcp');
 
-// Run a CLI command to completion (input: what it reads on stdin); returns {status, stdout,
-// stderr}.
-export function cli(args, { env = {}, cwd, input } = {}) {
+// Run a CLI command to completion (input: what it reads on stdin; or until timeout ms, then
+// SIGTERM); returns {status, stdout, stderr}.
+export function cli(args, { env = {}, cwd, input, timeout } = {}) {
   const r = spawnSync(BIN, args, {
     encoding: 'utf8',
     cwd,
     input,
     env: { ...cleanEnv(), ...env },
+    timeout,
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
@@ -26,7 +29,7 @@ function cleanEnv() {
   for (const k of ['LISTEN', 'DATA_DIR', 'PUBLIC_URL', 'ALLOWED_ORIGINS', 'PROXY_JWT_SECRET',
                    'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GITHUB_TOKEN', 'LOG_LEVEL',
                    'MAX_REQUEST_BYTES', 'SHUTDOWN_GRACE_SECONDS', 'FIRST_USER', 'GITHUB_REPOS',
-                   'GITHUB_BASE_URL', 'FETCH_ALLOW'])
+                   'GITHUB_BASE_URL', 'FETCH_ALLOW', 'TLS_CERT', 'TLS_KEY'])
     delete env[k];
   for (const k of Object.keys(env))
     if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k.startsWith('OAUTH_') || k === 'FILE_MAX_BYTES')
@@ -47,13 +50,16 @@ export function removeDataDir(dir) {
 }
 
 // Start `sandbox-mcp serve`. Resolves once it listens, with
-// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal)}. wrap: a command that
-// execs the server, e.g. ['prlimit', '--nofile=1024:', '--'].
-export async function startServer({ args = [], env = {}, dataDir, cwd, relative, wrap = [] } = {}) {
+// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal), fetch(url, init)}.
+// wrap: a command that execs the server, e.g. ['prlimit', '--nofile=1024:', '--'].
+// tls: {cert, key, ca} (file paths) serves HTTPS: url is https://, and fetch() (which rpc() uses)
+// trusts ca; h2: true has fetch() offer HTTP/2 as well.
+export async function startServer({ args = [], env = {}, dataDir, cwd, relative, wrap = [], tls } = {}) {
   const ownDir = !dataDir;
   dataDir = dataDir || tempDir();
   // relative: pass this path (relative to cwd) as --data-dir instead of the absolute one
   const argv = ['serve', '--listen', '127.0.0.1:0', '--data-dir', relative || dataDir, ...args];
+  if (tls) argv.push('--tls-cert', tls.cert, '--tls-key', tls.key);
   const proc = spawn(wrap.length ? wrap[0] : BIN, wrap.length ? [...wrap.slice(1), BIN, ...argv] : argv, {
     cwd: cwd || dataDir,
     env: { ...cleanEnv(), ...env },
@@ -78,11 +84,15 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     }, 10);
     exited.then(({ code }) => { clearInterval(timer); reject(new Error(`server exited ${code}: ${err}`)); });
   });
-  const url = `http://${addr}`;
+  const url = `${tls ? 'https' : 'http'}://${addr}`;
   const tokenMatch = out.match(/Access token:\s+(\S+)/);
+  const agent = tls ? new Agent({ connect: { ca: readFileSync(tls.ca) }, allowH2: !!tls.h2 }) : null;
   return {
     url,
     mcpUrl: `${url}/mcp`,
+    ca: tls ? readFileSync(tls.ca, 'utf8') : null,
+    agent,
+    fetch: agent ? (u, init = {}) => undiciFetch(u, { ...init, dispatcher: agent }) : fetch,
     token: tokenMatch ? tokenMatch[1] : null,
     dataDir,
     proc,
@@ -92,6 +102,7 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     async stop(signal = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await exited;
+      await agent?.destroy();
       if (ownDir) removeDataDir(dataDir);
       return r;
     },
@@ -100,7 +111,7 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
 
 // POST a JSON-RPC message to /mcp. Returns {status, headers, body (parsed JSON or null), text}.
 export async function rpc(server, message, { headers = {}, token = server.token } = {}) {
-  const res = await fetch(server.mcpUrl, {
+  const res = await (server.fetch || fetch)(server.mcpUrl, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',

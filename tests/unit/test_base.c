@@ -151,6 +151,27 @@ TEST(config_rejects_bad_numbers_and_urls)
     config_release(&cfg);
 }
 
+TEST(config_tls_cert_and_key_go_together)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    config_set(&cfg, "TLS_CERT", "/etc/ssl/mcp.pem");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "TLS_KEY is missing");
+    config_release(&cfg);
+    config_set(&cfg, "TLS_KEY", "/etc/ssl/mcp.key");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "TLS_CERT is missing");
+    config_release(&cfg);
+    config_set(&cfg, "LISTEN", "0.0.0.0:8443");
+    config_set(&cfg, "TLS_CERT", "/etc/ssl/mcp.pem");
+    config_set(&cfg, "TLS_KEY", "/etc/ssl/mcp.key");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_STR_EQ(cfg.tls_cert, "/etc/ssl/mcp.pem");
+    CHECK_STR_EQ(cfg.public_url, "https://0.0.0.0:8443");
+    config_release(&cfg);
+}
+
 TEST(time_format)
 {
     char out[32];
