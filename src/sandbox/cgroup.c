@@ -106,7 +106,7 @@ static int enable_controllers(const char *group)
 }
 
 /* v2 wants processes only in leaves: when our own group is not the root, move the server into a
- * "server" leaf and put sandboxes in a "sandboxes" sibling, both under our group (systemd's
+ * "server" leaf and put sandboxes in a "sandbox-mcp" sibling, both under our group (systemd's
  * Delegate=yes gives us that group). */
 static int setup_v2(const char *instance)
 {
