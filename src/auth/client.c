@@ -63,10 +63,15 @@ static void fetched(void *ctx, const struct cimd_client *doc, int64_t max_age_s,
     c.redirect_uris = json_dumps(uris, JSON_COMPACT);
     json_decref(uris);
     c.expires_at = time_now_ms() + max_age_s * 1000;
-    if (store_oauth_client_put(l->a->store, &c, &err) < 0) {
-        log_warn("oauth client-cache-failed reason=\"%s\"", err.msg);
-        /* the document is good for this request even if it could not be cached */
-    }
+    /* The document is good for this request even when it is not kept: the store holds at most
+     * AUTH_CLIENTS_MAX clients no user approved, documents included. */
+    int left = store_oauth_clients_prune(l->a->store, AUTH_UNUSED_CLIENT_MS, &err);
+    if (left >= 0 && left < AUTH_CLIENTS_MAX)
+        left = store_oauth_client_put(l->a->store, &c, &err);
+    else if (left >= 0)
+        err_set(&err, -ENOSPC, "too many clients are kept");
+    if (left < 0 || err.code)
+        log_warn("oauth client-cache-skipped reason=\"%s\"", err.msg);
     l->cb(l->ctx, &c, NULL);
     store_oauth_client_clear(&c);
 }
