@@ -73,10 +73,7 @@ void url_param(struct buf *b, char sep, const char *name, const char *value);
 void auth_json_error(h2o_req_t *req, int status, const char *error, const char *description);
 void auth_json(h2o_req_t *req, int status, json_t *body); /* takes body */
 
-/* redirect.c */
-/* A redirect URI a client may register: https; http on a loopback address (any port, RFC 8252
- * 7.3); or a private-use scheme with a dot (RFC 8252 7.1). No fragment. */
-bool auth_redirect_uri_ok(const char *uri);
+/* redirect.c (which URIs may be registered: cimd_redirect_uri_check) */
 /* Whether requested matches one of the client's registered URIs (JSON array): exactly, or for
  * loopback IP literals, with any port. */
 bool auth_redirect_uri_match(const char *registered_json, const char *requested);

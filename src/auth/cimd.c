@@ -234,7 +234,7 @@ static bool loopback_authority(const char *a, size_t n)
     return false;
 }
 
-static int redirect_uri_check(const char *s, size_t n, size_t i, struct err *err)
+int cimd_redirect_uri_check(const char *s, size_t n, size_t i, struct err *err)
 {
     if (n == 0)
         return err_set(err, -EINVAL, "redirect_uris[%zu] is empty", i);
@@ -416,7 +416,7 @@ int cimd_document_parse(const char *url, const char *body, size_t len, struct ci
         if (!json_is_string(e))
             return err_set(err, -EINVAL, "redirect_uris[%zu] must be a string", i);
         size_t n = json_string_length(e);
-        if ((r = redirect_uri_check(json_string_value(e), n, i, err)) < 0)
+        if ((r = cimd_redirect_uri_check(json_string_value(e), n, i, err)) < 0)
             return r;
         memcpy(out->redirect_uris[i], json_string_value(e), n + 1);
     }

@@ -57,6 +57,13 @@ struct cimd_client {
 int cimd_document_parse(const char *url, const char *body, size_t len, struct cimd_client *out,
                         struct err *err);
 
+/* The rule for every redirect URI a client names, in a document or in a registration (RFC
+ * 7591): s (n bytes) is at most CIMD_URI_MAX bytes of URI characters without a fragment, and an
+ * https://host URL without a user name, an http:// URL on 127.0.0.1, [::1] or localhost (any
+ * port), or a private-use scheme with a dot (RFC 8252 section 7.1). Returns 0, or -EINVAL with
+ * a message naming redirect_uris[i]. Pure. */
+int cimd_redirect_uri_check(const char *s, size_t n, size_t i, struct err *err);
+
 /* Seconds the answer may be kept, from the Cache-Control header value (NULL when there was
  * none): 0 for no-store or no-cache; else s-maxage, or max-age, clamped to
  * [CIMD_MAX_AGE_MIN, CIMD_MAX_AGE_MAX]; CIMD_MAX_AGE_DEFAULT when neither is given. Pure. */

@@ -1,12 +1,11 @@
-/* Redirect URIs: which a client may register, and whether a request's matches. */
+/* Redirect URIs: whether a request's matches a registered one (which may be registered is
+ * cimd_redirect_uri_check's rule). */
 #include "auth/auth_internal.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
-#define REDIRECT_URI_MAX 2000
 
 static bool loopback_literal(const char *host, size_t n)
 {
@@ -33,33 +32,6 @@ static bool split(const char *uri, size_t *scheme, const char **auth, size_t *al
         const char *colon = memchr(*auth, ':', *alen);
         *hlen = colon ? (size_t)(colon - *auth) : *alen;
     }
-    return true;
-}
-
-bool auth_redirect_uri_ok(const char *uri)
-{
-    size_t n = strlen(uri), scheme, alen, hlen;
-    const char *auth;
-    if (n == 0 || n > REDIRECT_URI_MAX || strchr(uri, '#'))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)uri[i] <= ' ' || uri[i] == 0x7f)
-            return false;
-    if (strncasecmp(uri, "https://", 8) == 0)
-        return split(uri, &scheme, &auth, &alen, &hlen) && hlen > 0 && !memchr(auth, '@', alen);
-    if (strncasecmp(uri, "http://", 7) == 0) {
-        if (!split(uri, &scheme, &auth, &alen, &hlen) || memchr(auth, '@', alen))
-            return false;
-        return loopback_literal(auth, hlen) ||
-               (hlen == 9 && strncasecmp(auth, "localhost", 9) == 0);
-    }
-    /* a private-use scheme: reverse domain name, so it has a dot (RFC 8252 7.1) */
-    size_t s = strcspn(uri, ":");
-    if (s == n || s == 0 || !memchr(uri, '.', s))
-        return false;
-    for (size_t i = 0; i < s; i++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-", uri[i]))
-            return false;
     return true;
 }
 

@@ -9,12 +9,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auth/cimd.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
 
 #define REGISTER_BODY_MAX (16 * 1024)
-#define REDIRECT_URIS_MAX 10
 
 static void reg_error(h2o_req_t *req, const char *error, const char *description)
 {
@@ -67,18 +67,22 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
     size_t i;
     json_t *v;
     if (!json_is_array(uris) || json_array_size(uris) == 0 ||
-        json_array_size(uris) > REDIRECT_URIS_MAX) {
+        json_array_size(uris) > CIMD_REDIRECT_URIS_MAX) {
         json_decref(m);
         reg_error(req, "invalid_redirect_uri", "redirect_uris must list 1 to 10 URIs");
         return 0;
     }
+    struct err err = {0};
     json_array_foreach(uris, i, v)
     {
-        if (!json_is_string(v) || !auth_redirect_uri_ok(json_string_value(v))) {
+        if (!json_is_string(v)) {
             json_decref(m);
-            reg_error(req, "invalid_redirect_uri",
-                      "each redirect URI must be https, http on a loopback address, or a "
-                      "private-use scheme, without a fragment");
+            reg_error(req, "invalid_redirect_uri", "redirect_uris must hold strings");
+            return 0;
+        }
+        if (cimd_redirect_uri_check(json_string_value(v), json_string_length(v), i, &err) < 0) {
+            json_decref(m);
+            reg_error(req, "invalid_redirect_uri", err.msg);
             return 0;
         }
     }
@@ -104,7 +108,6 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     const char *name = json_string_value(json_object_get(m, "client_name"));
-    struct err err = {0};
     int left = store_oauth_clients_prune(a->store, AUTH_UNUSED_CLIENT_MS, &err);
     if (left < 0 || left >= AUTH_CLIENTS_MAX) {
         json_decref(m);

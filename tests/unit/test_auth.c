@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "auth/auth_internal.h"
+#include "auth/cimd.h"
 #include "base/util.h"
 #include "harness.h"
 #include "store/store.h"
@@ -37,23 +38,29 @@ TEST(form_decodes_and_refuses_repeats_and_bad_escapes)
     CHECK_INT_EQ(form_parse(many, strlen(many), &f, &err), -EINVAL);
 }
 
+static bool registrable(const char *uri)
+{
+    struct err err = {0};
+    return cimd_redirect_uri_check(uri, strlen(uri), 0, &err) == 0;
+}
+
 TEST(redirect_uris_registrable)
 {
-    CHECK(auth_redirect_uri_ok("https://claude.ai/api/mcp/auth_callback"));
-    CHECK(auth_redirect_uri_ok("https://chatgpt.com/connector_platform_oauth_redirect"));
-    CHECK(auth_redirect_uri_ok("http://127.0.0.1:33418/callback"));
-    CHECK(auth_redirect_uri_ok("http://[::1]/cb"));
-    CHECK(auth_redirect_uri_ok("http://localhost:6274/oauth/callback"));
-    CHECK(auth_redirect_uri_ok("com.example.app:/oauth2redirect"));
-    CHECK(!auth_redirect_uri_ok("http://example.com/cb"));
-    CHECK(!auth_redirect_uri_ok("http://127.0.0.1.evil.example/cb"));
-    CHECK(!auth_redirect_uri_ok("http://localhost.evil.example/cb"));
-    CHECK(!auth_redirect_uri_ok("https://example.com/cb#frag"));
-    CHECK(!auth_redirect_uri_ok("https://user@example.com/cb"));
-    CHECK(!auth_redirect_uri_ok("javascript:alert(1)"));
-    CHECK(!auth_redirect_uri_ok("https:///nohost"));
-    CHECK(!auth_redirect_uri_ok("https://exa mple.com/"));
-    CHECK(!auth_redirect_uri_ok(""));
+    CHECK(registrable("https://claude.ai/api/mcp/auth_callback"));
+    CHECK(registrable("https://chatgpt.com/connector_platform_oauth_redirect"));
+    CHECK(registrable("http://127.0.0.1:33418/callback"));
+    CHECK(registrable("http://[::1]/cb"));
+    CHECK(registrable("http://localhost:6274/oauth/callback"));
+    CHECK(registrable("com.example.app:/oauth2redirect"));
+    CHECK(!registrable("http://example.com/cb"));
+    CHECK(!registrable("http://127.0.0.1.evil.example/cb"));
+    CHECK(!registrable("http://localhost.evil.example/cb"));
+    CHECK(!registrable("https://example.com/cb#frag"));
+    CHECK(!registrable("https://user@example.com/cb"));
+    CHECK(!registrable("javascript:alert(1)"));
+    CHECK(!registrable("https:///nohost"));
+    CHECK(!registrable("https://exa mple.com/"));
+    CHECK(!registrable(""));
 }
 
 TEST(redirect_uris_match_exactly_or_by_loopback_port)
