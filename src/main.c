@@ -669,7 +669,7 @@ static int cmd_serve(int argc, char **argv)
     }
     http_server_set_proxy(http, proxy);
     if (sandboxes)
-        sandbox_manager_set_listener(sandboxes, on_sandbox_listener, http);
+        sandbox_manager_set_listener(sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, http);
     if (!cfg.public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
         free(cfg.public_url);

@@ -464,11 +464,11 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
     return conn;
 }
 
-/* Start the sandbox helper in `role` with fds[i] at descriptor 3 + i and /dev/null as stdio.
- * It runs from the sealed memfd: a fresh static program, nothing of this process's memory.
- * Returns 0 and its pid, or a positive errno. */
-static int spawn_helper(struct sandbox_manager *m, const char *role, const int *fds, int nfds,
-                        pid_t *pid)
+/* Start the sandbox helper with argv (argv[0] its role) and fds[i] at descriptor 3 + i and
+ * /dev/null as stdio. It runs from the sealed memfd: a fresh static program, nothing of this
+ * process's memory. Returns 0 and its pid, or a positive errno. */
+static int spawn_helper(struct sandbox_manager *m, const char *const *argv, const int *fds,
+                        int nfds, pid_t *pid)
 {
     int src[4];
     for (int i = 0; i < nfds; i++)
@@ -482,9 +482,8 @@ static int spawn_helper(struct sandbox_manager *m, const char *role, const int *
     posix_spawn_file_actions_addclosefrom_np(&fa, 3 + nfds);
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), m->init_memfd);
-    char *argv[] = {(char *)role, NULL};
     char *envp[] = {NULL};
-    int r = posix_spawn(pid, path, &fa, NULL, argv, envp);
+    int r = posix_spawn(pid, path, &fa, NULL, (char *const *)argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     for (int i = 0; i < nfds; i++)
         if (src[i] >= 0)
@@ -492,10 +491,23 @@ static int spawn_helper(struct sandbox_manager *m, const char *role, const int *
     return r;
 }
 
-void sandbox_open_listener(struct sandbox *sbx)
+void sandbox_open_listeners(struct sandbox *sbx, int only)
 {
     struct sandbox_manager *m = sbx->m;
-    if (!m->listener_fn || sbx->pidfd < 0)
+    if (sbx->pidfd < 0)
+        return;
+    /* one helper run opens them all: the hooks in want[], their ports as its arguments */
+    int want[SANDBOX_LISTENERS_MAX], n = 0;
+    char ports[SANDBOX_LISTENERS_MAX][8];
+    const char *argv[SANDBOX_LISTENERS_MAX + 2] = {"sandbox-listen"};
+    for (int i = 0; i < m->nlisteners; i++) {
+        if (only >= 0 && i != only)
+            continue;
+        snprintf(ports[n], sizeof(ports[n]), "%u", (unsigned)m->listeners[i].port);
+        argv[1 + n] = ports[n];
+        want[n++] = i;
+    }
+    if (n == 0)
         return;
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
@@ -505,39 +517,47 @@ void sandbox_open_listener(struct sandbox *sbx)
     }
     int fds[2] = {sp[1], sbx->pidfd};
     pid_t pid;
-    int r = spawn_helper(m, "sandbox-listen", fds, 2, &pid);
+    int r = spawn_helper(m, argv, fds, 2, &pid);
     close(sp[1]);
     if (r != 0) {
         close(sp[0]);
         log_error("sandbox listener failed sbx=%s err=\"spawn: %s\"", sbx->id, strerror(r));
         return;
     }
-    /* The helper does four system calls and exits: wait for it here. */
+    /* The helper does a few system calls and exits: wait for it here. */
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     char byte[256];
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(SANDBOX_LISTENERS_MAX * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct iovec iov = {.iov_base = byte, .iov_len = sizeof(byte) - 1};
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n = recvmsg(sp[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ssize_t got = recvmsg(sp[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     close(sp[0]);
-    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (!c || c->cmsg_type != SCM_RIGHTS) {
-        byte[n > 0 ? n : 0] = '\0';
+    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    int nfds =
+        c && c->cmsg_type == SCM_RIGHTS ? (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)) : 0;
+    int lfd[SANDBOX_LISTENERS_MAX];
+    if (nfds > 0)
+        memcpy(lfd, CMSG_DATA(c), (size_t)(nfds < n ? nfds : n) * sizeof(int));
+    if (nfds != n) {
+        for (int i = 0; i < nfds && i < n; i++)
+            close(lfd[i]);
+        byte[got > 0 ? got : 0] = '\0';
         byte[strcspn(byte, "\n")] = '\0';
         log_error("sandbox listener failed sbx=%s err=\"%s\"", sbx->id,
-                  n > 0 ? byte : "helper died");
+                  got > 0 && nfds == 0 ? byte : "helper died");
         return;
     }
-    int fd;
-    memcpy(&fd, CMSG_DATA(c), sizeof(int));
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    m->listener_fn(m->listener_ctx, sbx->id, fd);
+    for (int i = 0; i < n; i++) {
+        fcntl(lfd[i], F_SETFL, fcntl(lfd[i], F_GETFL) | O_NONBLOCK);
+        const struct sandbox_listener_hook *h = &m->listeners[want[i]];
+        h->fn(h->ctx, sbx->id, lfd[i]);
+    }
 }
 
 struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
@@ -779,7 +799,8 @@ int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_d
         return err_set(err, -errno, "pipe: %s", strerror(errno));
     int fds[3] = {rep[1], sbx->pidfd, memfd};
     pid_t pid;
-    int r = spawn_helper(sbx->m, "sandbox-fs", fds, 3, &pid);
+    static const char *const fs_argv[] = {"sandbox-fs", NULL};
+    int r = spawn_helper(sbx->m, fs_argv, fds, 3, &pid);
     close(rep[1]);
     if (r != 0) {
         close(rep[0]);

@@ -2,6 +2,7 @@
  * of sandboxes that outlived a previous server process. */
 #include "sandbox/sandbox_internal.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -636,11 +637,13 @@ void sandbox_manager_list(struct sandbox_manager *m,
     }
 }
 
-void sandbox_manager_set_listener(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx)
+void sandbox_manager_set_listener(struct sandbox_manager *m, uint16_t port, sandbox_listener_fn fn,
+                                  void *ctx)
 {
-    m->listener_fn = fn;
-    m->listener_ctx = ctx;
+    assert(m->nlisteners < SANDBOX_LISTENERS_MAX);
+    int i = m->nlisteners++;
+    m->listeners[i] = (struct sandbox_listener_hook){port, fn, ctx};
     for (struct sandbox *s = m->all; s; s = s->next)
         if (s->state == SBX_RUNNING)
-            sandbox_open_listener(s);
+            sandbox_open_listeners(s, i);
 }

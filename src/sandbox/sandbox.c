@@ -715,7 +715,7 @@ static void on_started(struct proc_watch *w, int status)
     sbx->last_used = time_mono_ms();
     sbx->last_start_ms = time_mono_ms() - sbx->start_t0;
     sandbox_save(sbx);
-    sandbox_open_listener(sbx);
+    sandbox_open_listeners(sbx, -1);
     log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%lld", sbx->id,
              sbx->user_id, pid, sbx->template_name, cgroup_mode_name(cgroup_mode()),
              sbx->m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS, (long long)sbx->last_start_ms);
@@ -797,8 +797,8 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
         close(sbx->pidfd);
         sbx->pidfd = -1;
     }
-    if (sbx->m->listener_fn)
-        sbx->m->listener_fn(sbx->m->listener_ctx, sbx->id, -1);
+    for (int i = 0; i < sbx->m->nlisteners; i++)
+        sbx->m->listeners[i].fn(sbx->m->listeners[i].ctx, sbx->id, -1);
     /* Exec helpers live outside the pid namespace but inside the cgroup. */
     cgroup_destroy(sbx->cgroup);
     sbx->state = SBX_STOPPED;

@@ -71,12 +71,19 @@ struct sandbox_info {
 void sandbox_manager_list(struct sandbox_manager *m,
                           void (*fn)(const struct sandbox_info *i, void *ctx), void *ctx);
 
-/* Each running sandbox has a proxy listener, 127.0.0.1:8788 inside its network namespace. The
- * manager opens it when the sandbox starts (or is re-adopted) and calls fn with the listening
- * socket (which fn then owns), and with fd -1 when the sandbox stops. Setting the hook opens the
- * listeners of sandboxes already running. */
+/* Each running sandbox has listening sockets on 127.0.0.1 inside its network namespace, which
+ * the server serves from its own loop, so it knows the sandbox of every connection on them: the
+ * proxy listener (LLM and git proxy) and the egress proxy (the sandbox's only way out). The
+ * manager opens every registered port when a sandbox starts (or is re-adopted), all in one
+ * helper run, and calls the port's fn with its listening socket (which fn then owns), and with
+ * fd -1 when the sandbox stops. Registering a port opens it in the sandboxes already running.
+ * At most SANDBOX_LISTENERS_MAX ports; main loop only. */
+#define SANDBOX_PROXY_PORT 8788
+#define SANDBOX_EGRESS_PORT 3128
+#define SANDBOX_LISTENERS_MAX 4
 typedef void (*sandbox_listener_fn)(void *ctx, const char *sandbox_id, int fd);
-void sandbox_manager_set_listener(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx);
+void sandbox_manager_set_listener(struct sandbox_manager *m, uint16_t port, sandbox_listener_fn fn,
+                                  void *ctx);
 
 /* Stop the sandbox of (user_id, session_id) and remove its files (retention of finished
  * sessions). Returns 0, -ENOENT when it has none, -EBUSY while it is held. */

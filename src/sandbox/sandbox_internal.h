@@ -157,8 +157,12 @@ struct sandbox_manager {
     struct loop_timer idle_timer;
     struct loop_timer exec_timer;
     struct sandbox_exec *execs; /* running execs, for deadlines */
-    sandbox_listener_fn listener_fn;
-    void *listener_ctx;
+    struct sandbox_listener_hook {
+        uint16_t port;
+        sandbox_listener_fn fn;
+        void *ctx;
+    } listeners[SANDBOX_LISTENERS_MAX];
+    int nlisteners;
 };
 
 /* Whether sbx may start with its disk image (made now when it has none): what the images of
@@ -180,7 +184,8 @@ bool sandbox_alive(struct sandbox *sbx);
 void sandbox_save(struct sandbox *sbx);
 /* Finish waiters with sbx (err NULL) or err. */
 void sandbox_notify(struct sandbox *sbx, const struct err *err);
-/* Open sbx's proxy listener through the helper and pass it to the manager's hook (exec.c). */
-void sandbox_open_listener(struct sandbox *sbx);
+/* Open sbx's listeners (every registered port, or only the one at index only >= 0) through the
+ * helper and pass each to its hook (exec.c). */
+void sandbox_open_listeners(struct sandbox *sbx, int only);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);

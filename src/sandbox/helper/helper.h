@@ -5,7 +5,8 @@
 /* "sandbox-init": PID 1 of a sandbox; reaps orphans and starts the commands the server sends
  * on its control socket (protocol in init.c), until killed. */
 int init_main(void);
-/* "sandbox-listen": open 127.0.0.1:8788 in a sandbox's network namespace (listen.c). */
-int listen_main(void);
+/* "sandbox-listen PORT...": open 127.0.0.1:PORT for each port in a sandbox's network namespace
+ * (listen.c). */
+int listen_main(int nports, char **ports);
 /* "sandbox-fs": one file operation inside a sandbox, for the file tools (fs.c). */
 int fs_main(void);

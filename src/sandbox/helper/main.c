@@ -7,7 +7,7 @@
 int main(int argc, char **argv, char **envp)
 {
     if (argc > 0 && strcmp(argv[0], "sandbox-listen") == 0)
-        return listen_main();
+        return listen_main(argc - 1, argv + 1);
     if (argc > 0 && strcmp(argv[0], "sandbox-init") == 0)
         return init_main();
     if (argc > 0 && strcmp(argv[0], "sandbox-fs") == 0)
