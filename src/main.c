@@ -579,6 +579,22 @@ static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
     http_sandbox_listener(ctx, sandbox_id, fd);
 }
 
+/* Every sandbox is judged under the deployment's mode until users and runs narrow it. */
+static enum egress_mode egress_mode_of(void *ctx, const char *sandbox_id)
+{
+    return egress_policy_mode(ctx);
+}
+
+static void on_egress_attempt(void *ctx, const struct egress_attempt *a)
+{
+    log_info("egress connect sbx=%s method=%s host=%s port=%u addr=%s verdict=%s reason=%s "
+             "status=%d up=%llu down=%llu ms=%lld",
+             a->sandbox_id, a->method[0] ? a->method : "-", a->host[0] ? a->host : "-",
+             (unsigned)a->port, a->addr[0] ? a->addr : "-", a->verdict, a->reason, a->status,
+             (unsigned long long)a->up, (unsigned long long)a->down,
+             (long long)(a->end_ms - a->start_ms));
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
@@ -622,6 +638,19 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 2;
     }
+    struct egress_policy *policy = NULL;
+    struct egress_proxy *egress = NULL;
+    if (egress_policy_new(&cfg, &policy, &serr) < 0 ||
+        egress_proxy_new(&cfg, policy, &egress, &serr) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
+        egress_policy_free(policy);
+        close_config_store(&cfg, st);
+        return 2;
+    }
+    egress_proxy_set_mode(egress, egress_mode_of, policy);
+    egress_proxy_set_recorder(egress, on_egress_attempt, NULL);
+    sc.egress = egress_policy_mode(policy) != EGRESS_MODE_NONE;
+    log_info("egress mode=%s", egress_mode_name(egress_policy_mode(policy)));
     raise_nofile(&cfg, &sc);
     _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;
     if (opencode) {
@@ -651,6 +680,8 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
+        egress_proxy_free(egress);
+        egress_policy_free(policy);
         close_config_store(&cfg, st);
         return 1;
     }
@@ -664,12 +695,16 @@ static int cmd_serve(int argc, char **argv)
         http_server_free(http);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
+        egress_proxy_free(egress);
+        egress_policy_free(policy);
         close_config_store(&cfg, st);
         return 2;
     }
     http_server_set_proxy(http, proxy);
-    if (sandboxes)
+    if (sandboxes) {
         sandbox_manager_set_listener(sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, http);
+        sandbox_manager_set_listener(sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener, egress);
+    }
     if (!cfg.public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
         free(cfg.public_url);
@@ -698,6 +733,8 @@ static int cmd_serve(int argc, char **argv)
         proxy_free(proxy);
         mcp_server_free(mcp);
         sandbox_manager_free(sandboxes);
+        egress_proxy_free(egress);
+        egress_policy_free(policy);
         close_config_store(&cfg, st);
         return 1;
     }
@@ -709,6 +746,8 @@ static int cmd_serve(int argc, char **argv)
     proxy_free(proxy);
     mcp_server_free(mcp);
     sandbox_manager_free(sandboxes);
+    egress_proxy_free(egress);
+    egress_policy_free(policy);
     close_config_store(&cfg, st);
     explicit_bzero(jwt_key, sizeof(jwt_key));
     explicit_bzero(view_key, sizeof(view_key));

@@ -7,6 +7,7 @@
  * nowhere. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -105,3 +106,50 @@ struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, vo
                                      struct err *err);
 /* cb will not be called; the thread finishes on its own. */
 void egress_lookup_cancel(struct egress_lookup *l);
+
+/* --- the egress proxy (proxy.c): a sandbox's only way out --- */
+
+/* Each running sandbox has a listener at 127.0.0.1:3128 inside its network namespace, served
+ * here on the main loop: an HTTP/1.1 proxy for CONNECT host:port (TLS is not intercepted) and
+ * absolute-form plain HTTP requests (GET http://host/path), each judged by the operator's
+ * policy (the name first, then every address it resolves to outside the sandbox), connected
+ * only to a checked address, then relayed both ways through bounded buffers. */
+struct egress_proxy;
+struct egress_policy;
+struct config;
+
+/* One attempt, as it ended: verdict "allowed" or "denied", reason the policy's reason name for a
+ * denial, or "ok", "unreachable", "timeout", "busy", "bad_request" for the rest. addr is "" when
+ * no address was chosen. Strings are valid during the call only. */
+struct egress_attempt {
+    const char *sandbox_id;
+    const char *method; /* "CONNECT", "GET", ... ("" when no head was read) */
+    const char *host;
+    uint16_t port;
+    const char *addr;
+    const char *verdict;
+    const char *reason;
+    int status;               /* what the sandbox was answered, 0 when the upstream answered */
+    uint64_t up, down;        /* bytes sandbox -> upstream, upstream -> sandbox */
+    int64_t start_ms, end_ms; /* wall clock */
+};
+typedef void (*egress_recorder_fn)(void *ctx, const struct egress_attempt *a);
+/* The mode a sandbox's requests are judged under. */
+typedef enum egress_mode (*egress_mode_fn)(void *ctx, const char *sandbox_id);
+
+/* Create the proxy under policy (borrowed; it must outlive the proxy). Reads
+ * SANDBOX_EGRESS_CONNECTIONS (connections of one sandbox at once, default 64) from cfg. Until
+ * egress_proxy_set_mode says otherwise, every sandbox is judged under the policy's own mode.
+ * Returns 0 or -EINVAL with err set. Main loop only. */
+int egress_proxy_new(const struct config *cfg, const struct egress_policy *policy,
+                     struct egress_proxy **out, struct err *err);
+/* Close every listener and connection (recording the connections) and free the proxy. */
+void egress_proxy_free(struct egress_proxy *p);
+void egress_proxy_set_mode(struct egress_proxy *p, egress_mode_fn fn, void *ctx);
+/* fn is called once for every connection when it ends, denied ones included. */
+void egress_proxy_set_recorder(struct egress_proxy *p, egress_recorder_fn fn, void *ctx);
+/* Serve a sandbox's listening socket (fd owned from now on); fd -1 closes the sandbox's listener
+ * and its connections. Matches sandbox_listener_fn with p as ctx. */
+void egress_proxy_listener(void *p, const char *sandbox_id, int fd);
+/* Connections open through the proxy, over every sandbox. */
+size_t egress_proxy_connections(const struct egress_proxy *p);

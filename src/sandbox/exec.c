@@ -333,8 +333,9 @@ static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
     return 0;
 }
 
-/* Build argv/envp for /bin/sh -c. */
-static char **build_env(const char *const *extra, const char *cwd)
+/* Build argv/envp for /bin/sh -c. With egress, the proxy at SANDBOX_EGRESS_PORT is named in
+ * both spellings tools read, and the proxy listener at 127.0.0.1:8788 stays direct. */
+static char **build_env(const char *const *extra, const char *cwd, bool egress)
 {
     static const char *const base[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -346,19 +347,30 @@ static char **build_env(const char *const *extra, const char *cwd)
         "HOSTNAME=sandbox",
         "TMPDIR=/tmp",
     };
+#define EGRESS_URL "http://127.0.0.1:3128"
+    _Static_assert(SANDBOX_EGRESS_PORT == 3128, "EGRESS_URL names the egress port");
+    static const char *const proxy[] = {
+        "HTTP_PROXY=" EGRESS_URL,           "HTTPS_PROXY=" EGRESS_URL,
+        "http_proxy=" EGRESS_URL,           "https_proxy=" EGRESS_URL,
+        "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+    };
+#undef EGRESS_URL
     size_t n = 0;
     while (extra && extra[n])
         n++;
-    char **env = xcalloc(ARRAY_SIZE(base) + n + 2, sizeof(char *));
+    char **env = xcalloc(ARRAY_SIZE(base) + ARRAY_SIZE(proxy) + n + 2, sizeof(char *));
     size_t k = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(base); i++) {
-        size_t nl = strcspn(base[i], "=") + 1;
+    for (size_t i = 0; i < ARRAY_SIZE(base) + ARRAY_SIZE(proxy); i++) {
+        const char *var = i < ARRAY_SIZE(base) ? base[i] : proxy[i - ARRAY_SIZE(base)];
+        if (i >= ARRAY_SIZE(base) && !egress)
+            break;
+        size_t nl = strcspn(var, "=") + 1;
         bool overridden = false;
         for (size_t j = 0; j < n; j++)
-            if (strncmp(extra[j], base[i], nl) == 0)
+            if (strncmp(extra[j], var, nl) == 0)
                 overridden = true;
         if (!overridden)
-            env[k++] = xstrdup(base[i]);
+            env[k++] = xstrdup(var);
     }
     env[k++] = xasprintf("PWD=%s", cwd);
     for (size_t j = 0; j < n; j++)
@@ -425,7 +437,7 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
                        "container_initialize",
                        strerror(e));
     }
-    char **envp = build_env(env, cwd);
+    char **envp = build_env(env, cwd, sbx->m->cfg.egress);
     uint32_t len;
     char *req = build_request(cwd, argv, envp, opts, &len);
     free_strv(envp);

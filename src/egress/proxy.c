@@ -1,0 +1,729 @@
+/* The egress proxy: what a sandbox's 127.0.0.1:3128 serves. The listener lives in the sandbox's
+ * network namespace (the sandbox manager made it there), while this side runs in the host's, so
+ * the sandbox needs no interface, route or DNS of its own, and this is its only way out.
+ *
+ * A connection goes through these stages, one at a time:
+ *   head     read the request head (at most HEAD_MAX bytes): CONNECT host:port, or an
+ *            absolute-form plain HTTP request, which is rewritten to origin form with
+ *            Connection: close and without Proxy-* headers
+ *   judge    the policy on the name (egress_policy_check_name), then on every address the name
+ *            resolves to (egress_resolve on a thread; egress_policy_check_addrs)
+ *   connect  non-blocking, to the checked addresses in turn, within CONNECT_MS
+ *   relay    bytes both ways; each direction reads at most RELAY_BUF bytes and reads again only
+ *            once they are written, so a slow reader holds back its writer, and what a
+ *            connection holds stays bounded whatever either side does
+ * The sockets are h2o sockets that h2o never reads itself (H2O_SOCKET_FLAG_DONT_READ): h2o's
+ * own reads drain the kernel's buffer into a growing buffer, which would not be bounded. Every
+ * connection ends in finish(), which records it once. */
+#include "egress/egress.h"
+
+#include <errno.h>
+#include <h2o.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/util.h"
+
+#define HEAD_MAX 8192
+#define RELAY_BUF (64 * 1024)
+#define CONNECT_MS 10000        /* head and connect, each */
+#define IDLE_MS (5 * 60 * 1000) /* relay without a byte either way */
+#define ACCEPT_BATCH 16
+
+/* picohttpparser, as built into libh2o, which installs no header for it */
+struct phr_header {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+};
+int phr_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
+                      const char **path, size_t *path_len, int *minor_version,
+                      struct phr_header *headers, size_t *num_headers, size_t last_len);
+
+struct egress_proxy {
+    const struct egress_policy *policy;
+    egress_mode_fn mode_fn;
+    void *mode_ctx;
+    egress_recorder_fn record;
+    void *record_ctx;
+    size_t max_conns;
+    struct sbx *sandboxes;
+    size_t conns;
+};
+
+/* One sandbox's listener and its connections. */
+struct sbx {
+    struct sbx *next;
+    struct egress_proxy *p;
+    h2o_socket_t *sock;
+    int fd;
+    char id[64];
+    struct conn *conns;
+    size_t nconns;
+};
+
+enum stage { ST_HEAD, ST_JUDGE, ST_CONNECT, ST_RELAY, ST_ANSWER };
+
+/* One direction of the relay: read from `from`, write to `to`. */
+struct dir {
+    char *buf;
+    bool writing;
+    bool eof; /* from has ended, and to has been told (shutdown) */
+};
+
+struct conn {
+    struct conn *next, **pprev;
+    struct sbx *sbx;
+    h2o_socket_t *client, *upstream;
+    enum stage stage;
+    struct loop_timer timer;
+    struct egress_lookup *lookup;
+    char head[HEAD_MAX];
+    size_t head_len;
+    size_t head_end; /* where the head ended: what follows is the client's next bytes */
+    bool silent;     /* closed before it sent a byte: nothing to record */
+    char method[16];
+    char host[256];
+    uint16_t port;
+    bool is_connect;
+    char *forward; /* absolute form: the rewritten head and what followed it */
+    size_t forward_len;
+    struct egress_addr addrs[EGRESS_ADDRS_MAX];
+    int naddrs, next_addr;
+    char addr[EGRESS_ADDR_TEXT_MAX];
+    struct dir up, down;
+    uint64_t nup, ndown;
+    int64_t start_ms;
+    const char *verdict, *reason;
+    int status;
+    char answer[512]; /* the error response being written */
+};
+
+static void finish(struct conn *c);
+static void relay_start(struct conn *c);
+static void answer(struct conn *c, int status, const char *verdict, const char *reason,
+                   const char *why);
+
+static void record(struct conn *c)
+{
+    struct egress_proxy *p = c->sbx->p;
+    if (!p->record || c->silent)
+        return;
+    struct egress_attempt a = {.sandbox_id = c->sbx->id,
+                               .method = c->method,
+                               .host = c->host,
+                               .port = c->port,
+                               .addr = c->addr,
+                               .verdict = c->verdict ? c->verdict : "denied",
+                               .reason = c->reason ? c->reason : "bad_request",
+                               .status = c->status,
+                               .up = c->nup,
+                               .down = c->ndown,
+                               .start_ms = c->start_ms,
+                               .end_ms = time_now_ms()};
+    p->record(p->record_ctx, &a);
+}
+
+static void finish(struct conn *c)
+{
+    record(c);
+    loop_timer_stop(&c->timer);
+    egress_lookup_cancel(c->lookup);
+    if (c->client)
+        h2o_socket_close(c->client);
+    if (c->upstream)
+        h2o_socket_close(c->upstream);
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    c->sbx->nconns--;
+    c->sbx->p->conns--;
+    free(c->forward);
+    free(c->up.buf);
+    free(c->down.buf);
+    free(c);
+}
+
+static void on_timeout(struct loop_timer *t)
+{
+    struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, timer));
+    if (c->stage == ST_HEAD) {
+        c->reason = "timeout";
+        finish(c);
+    } else if (c->stage == ST_RELAY || c->stage == ST_ANSWER) {
+        finish(c); /* idle, or the sandbox does not read its answer */
+    } else if (c->stage == ST_CONNECT) {
+        answer(c, 504, "allowed", "timeout", "the upstream did not answer in time");
+    } else {
+        answer(c, 504, "allowed", "timeout", "the name did not resolve in time");
+    }
+}
+
+static void on_answered(h2o_socket_t *sock, const char *err)
+{
+    finish(sock->data);
+}
+
+/* Answer the sandbox with status and a one-line reason, then close. */
+static void answer(struct conn *c, int status, const char *verdict, const char *reason,
+                   const char *why)
+{
+    static const struct {
+        int status;
+        const char *text;
+    } texts[] = {{400, "Bad Request"},        {403, "Forbidden"},
+                 {405, "Method Not Allowed"}, {431, "Request Header Fields Too Large"},
+                 {502, "Bad Gateway"},        {503, "Service Unavailable"},
+                 {504, "Gateway Timeout"}};
+    const char *text = "Error";
+    for (size_t i = 0; i < ARRAY_SIZE(texts); i++)
+        if (texts[i].status == status)
+            text = texts[i].text;
+    c->verdict = verdict;
+    c->reason = reason;
+    c->status = status;
+    c->stage = ST_ANSWER;
+    egress_lookup_cancel(c->lookup);
+    c->lookup = NULL;
+    if (c->upstream) {
+        h2o_socket_close(c->upstream);
+        c->upstream = NULL;
+    }
+    h2o_socket_read_stop(c->client);
+    /* the reason, on one line of at most 300 bytes */
+    char line[301];
+    snprintf(line, sizeof(line), "%s", why);
+    line[strcspn(line, "\r\n")] = '\0';
+    int n = snprintf(c->answer, sizeof(c->answer),
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+                     status, text, strlen(line) + 1, line);
+    h2o_iovec_t buf = h2o_iovec_init(c->answer, (size_t)n);
+    loop_timer_start(&c->timer, CONNECT_MS, on_timeout);
+    h2o_socket_write(c->client, &buf, 1, on_answered);
+}
+
+/* --- connect --- */
+
+static void try_connect(struct conn *c);
+
+static void on_connected(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    if (err) {
+        h2o_socket_close(c->upstream);
+        c->upstream = NULL;
+        try_connect(c);
+        return;
+    }
+    relay_start(c);
+}
+
+static void try_connect(struct conn *c)
+{
+    while (c->next_addr < c->naddrs) {
+        const struct egress_addr *a = &c->addrs[c->next_addr++];
+        egress_addr_format(a, c->addr);
+        struct sockaddr_storage ss = {0};
+        socklen_t len;
+        if (egress_addr_is_v4(a)) {
+            struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+            s->sin_family = AF_INET;
+            s->sin_port = htons(c->port);
+            memcpy(&s->sin_addr, a->b + 12, 4);
+            len = sizeof(*s);
+        } else {
+            struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+            s->sin6_family = AF_INET6;
+            s->sin6_port = htons(c->port);
+            memcpy(&s->sin6_addr, a->b, 16);
+            len = sizeof(*s);
+        }
+        c->upstream = h2o_socket_connect(loop_get(), (struct sockaddr *)&ss, len, on_connected);
+        if (!c->upstream)
+            continue;
+        h2o_socket_dont_read(c->upstream, 1);
+        c->upstream->data = c;
+        return;
+    }
+    char why[400];
+    snprintf(why, sizeof(why), "cannot connect to '%s' port %u", c->host, (unsigned)c->port);
+    answer(c, 502, "allowed", "unreachable", why);
+}
+
+/* --- judge --- */
+
+static enum egress_mode mode_of(struct conn *c)
+{
+    struct egress_proxy *p = c->sbx->p;
+    return p->mode_fn ? p->mode_fn(p->mode_ctx, c->sbx->id) : egress_policy_mode(p->policy);
+}
+
+static void judge_addrs(struct conn *c, const struct egress_addr *addrs, int n)
+{
+    struct err why = {0};
+    enum egress_reason r =
+        egress_policy_check_addrs(c->sbx->p->policy, c->host, addrs, n, c->port, &why);
+    if (r != EGRESS_OK) {
+        if (n > 0)
+            egress_addr_format(&addrs[0], c->addr);
+        answer(c, 403, "denied", egress_reason_name(r), why.msg);
+        return;
+    }
+    c->naddrs = n < EGRESS_ADDRS_MAX ? n : EGRESS_ADDRS_MAX;
+    memcpy(c->addrs, addrs, (size_t)c->naddrs * sizeof(*addrs));
+    c->stage = ST_CONNECT;
+    loop_timer_start(&c->timer, CONNECT_MS, on_timeout);
+    try_connect(c);
+}
+
+static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const struct err *err)
+{
+    struct conn *c = ctx;
+    c->lookup = NULL;
+    if (err) {
+        answer(c, 502, "denied", egress_reason_name(EGRESS_DENY_UNRESOLVED), err->msg);
+        return;
+    }
+    judge_addrs(c, addrs, n);
+}
+
+static void judge(struct conn *c)
+{
+    c->stage = ST_JUDGE;
+    struct err why = {0};
+    enum egress_reason r =
+        egress_policy_check_name(c->sbx->p->policy, mode_of(c), c->host, c->port, &why);
+    if (r != EGRESS_OK) {
+        answer(c, 403, "denied", egress_reason_name(r), why.msg);
+        return;
+    }
+    struct egress_addr lit;
+    if (egress_addr_parse(c->host, &lit) == 0) {
+        judge_addrs(c, &lit, 1);
+        return;
+    }
+    struct err err = {0};
+    c->lookup = egress_resolve(c->host, on_resolved, c, &err);
+    if (!c->lookup)
+        answer(c, 503, "allowed", "busy", err.msg);
+}
+
+/* --- head --- */
+
+/* host:port (CONNECT) or the authority of a URL: "name", "name:port", "[v6]", "[v6]:port".
+ * Returns 0, or -1 when it is malformed or needs a port it does not have. */
+static int parse_authority(const char *s, size_t len, uint16_t def_port, char *host,
+                           size_t host_cap, uint16_t *port)
+{
+    const char *end = s + len, *colon = NULL;
+    const char *h = s, *he;
+    if (len > 0 && s[0] == '[') {
+        const char *rb = memchr(s, ']', len);
+        if (!rb)
+            return -1;
+        h = s + 1;
+        he = rb;
+        if (rb + 1 < end) {
+            if (rb[1] != ':')
+                return -1;
+            colon = rb + 1;
+        }
+    } else {
+        colon = memrchr(s, ':', len);
+        he = colon ? colon : end;
+    }
+    size_t hl = (size_t)(he - h);
+    if (hl == 0 || hl >= host_cap)
+        return -1;
+    for (const char *q = h; q < he; q++)
+        if (*q <= ' ' || *q == '/' || *q == '@' || *q == '\\' || *q == '%' ||
+            (unsigned char)*q >= 0x7f)
+            return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    for (char *q = host; *q; q++)
+        if (*q >= 'A' && *q <= 'Z')
+            *q = (char)(*q - 'A' + 'a');
+    if (!colon) {
+        if (!def_port)
+            return -1;
+        *port = def_port;
+        return 0;
+    }
+    unsigned long v = 0;
+    const char *q = colon + 1;
+    if (q == end || end - q > 5)
+        return -1;
+    for (; q < end; q++) {
+        if (*q < '0' || *q > '9')
+            return -1;
+        v = v * 10 + (unsigned long)(*q - '0');
+    }
+    if (v == 0 || v > 65535)
+        return -1;
+    *port = (uint16_t)v;
+    return 0;
+}
+
+static bool header_dropped(const struct phr_header *h)
+{
+    static const char *const hop[] = {"connection", "keep-alive", "te", "trailer", "upgrade"};
+    if (h->name_len >= 6 && strncasecmp(h->name, "proxy-", 6) == 0)
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+        if (h->name_len == strlen(hop[i]) && strncasecmp(h->name, hop[i], h->name_len) == 0)
+            return true;
+    return false;
+}
+
+static void append(char **buf, size_t *len, size_t cap, const void *data, size_t n)
+{
+    if (*len + n <= cap) {
+        memcpy(*buf + *len, data, n);
+        *len += n;
+    }
+}
+
+/* The head is complete (hlen bytes of c->head): parse it into the target and, for an
+ * absolute-form request, the rewritten head. */
+static void on_head(struct conn *c, size_t hlen, const char *method, size_t mlen, const char *path,
+                    size_t plen, const struct phr_header *hdrs, size_t nh)
+{
+    snprintf(c->method, sizeof(c->method), "%.*s", (int)(mlen < 15 ? mlen : 15), method);
+    c->head_end = hlen;
+    if (mlen == 7 && memcmp(method, "CONNECT", 7) == 0) {
+        c->is_connect = true;
+        if (parse_authority(path, plen, 0, c->host, sizeof(c->host), &c->port) < 0) {
+            answer(c, 400, "denied", "bad_request", "CONNECT takes host:port");
+            return;
+        }
+    } else {
+        static const char scheme[] = "http://";
+        if (plen < sizeof(scheme) - 1 || strncasecmp(path, scheme, sizeof(scheme) - 1) != 0) {
+            answer(c, 400, "denied", "bad_request",
+                   plen >= 8 && strncasecmp(path, "https://", 8) == 0
+                       ? "https goes through CONNECT host:443"
+                       : "this is a proxy: ask for an absolute http:// URL, or CONNECT host:port");
+            return;
+        }
+        const char *auth = path + sizeof(scheme) - 1, *pend = path + plen;
+        const char *slash = memchr(auth, '/', (size_t)(pend - auth));
+        const char *q = memchr(auth, '?', (size_t)(pend - auth));
+        const char *aend = slash && (!q || slash < q) ? slash : q ? q : pend;
+        if (parse_authority(auth, (size_t)(aend - auth), 80, c->host, sizeof(c->host), &c->port) <
+            0) {
+            answer(c, 400, "denied", "bad_request", "the URL's host is malformed");
+            return;
+        }
+        /* METHOD origin-form HTTP/1.1, the headers but hop-by-hop and Proxy-* ones, then
+         * Connection: close and whatever of the body came with the head */
+        size_t cap = HEAD_MAX + 64 + (c->head_len - hlen), len = 0;
+        c->forward = xmalloc(cap);
+        append(&c->forward, &len, cap, method, mlen);
+        append(&c->forward, &len, cap, " ", 1);
+        if (aend == pend || *aend == '?')
+            append(&c->forward, &len, cap, "/", 1);
+        append(&c->forward, &len, cap, aend, (size_t)(pend - aend));
+        append(&c->forward, &len, cap, " HTTP/1.1\r\n", 11);
+        for (size_t i = 0; i < nh; i++) {
+            if (!hdrs[i].name || header_dropped(&hdrs[i]))
+                continue;
+            append(&c->forward, &len, cap, hdrs[i].name, hdrs[i].name_len);
+            append(&c->forward, &len, cap, ": ", 2);
+            append(&c->forward, &len, cap, hdrs[i].value, hdrs[i].value_len);
+            append(&c->forward, &len, cap, "\r\n", 2);
+        }
+        append(&c->forward, &len, cap, "Connection: close\r\n\r\n", 21);
+        append(&c->forward, &len, cap, c->head + hlen, c->head_len - hlen);
+        c->forward_len = len;
+        c->head_len = hlen; /* what followed is in forward */
+    }
+    judge(c);
+}
+
+static void on_head_read(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    size_t prev = c->head_len;
+    ssize_t n;
+    do
+        n = read(h2o_socket_get_fd(sock), c->head + c->head_len, sizeof(c->head) - c->head_len);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        c->silent = c->head_len == 0;
+        c->reason = "bad_request";
+        finish(c);
+        return;
+    }
+    c->head_len += (size_t)n;
+    const char *method, *path;
+    size_t mlen, plen, nh = 64;
+    int minor;
+    struct phr_header hdrs[64];
+    int r = phr_parse_request(c->head, c->head_len, &method, &mlen, &path, &plen, &minor, hdrs, &nh,
+                              prev);
+    if (r == -2 && c->head_len < sizeof(c->head))
+        return;
+    h2o_socket_read_stop(sock);
+    if (r == -2) {
+        answer(c, 431, "denied", "bad_request", "the request head is larger than 8 KiB");
+        return;
+    }
+    if (r < 0) {
+        answer(c, 400, "denied", "bad_request", "malformed request");
+        return;
+    }
+    on_head(c, (size_t)r, method, mlen, path, plen, hdrs, nh);
+}
+
+/* --- relay --- */
+
+static void on_client_read(h2o_socket_t *sock, const char *err);
+static void on_upstream_read(h2o_socket_t *sock, const char *err);
+
+static void relay_done_if_both(struct conn *c)
+{
+    if (c->up.eof && c->down.eof && !c->up.writing && !c->down.writing) {
+        c->reason = "ok";
+        finish(c);
+    }
+}
+
+static void on_upstream_written(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    if (err) {
+        c->reason = "ok";
+        finish(c);
+        return;
+    }
+    c->up.writing = false;
+    loop_timer_start(&c->timer, IDLE_MS, on_timeout);
+    if (c->up.eof) {
+        shutdown(h2o_socket_get_fd(c->upstream), SHUT_WR);
+        relay_done_if_both(c);
+        return;
+    }
+    h2o_socket_read_start(c->client, on_client_read);
+}
+
+static void on_client_written(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    if (err) {
+        c->reason = "ok";
+        finish(c);
+        return;
+    }
+    c->down.writing = false;
+    loop_timer_start(&c->timer, IDLE_MS, on_timeout);
+    if (c->down.eof) {
+        shutdown(h2o_socket_get_fd(c->client), SHUT_WR);
+        relay_done_if_both(c);
+        return;
+    }
+    h2o_socket_read_start(c->upstream, on_upstream_read);
+}
+
+/* Read what `from` has (at most RELAY_BUF) and write it to `to`; false when the connection
+ * ended. */
+static bool pump(struct conn *c, struct dir *d, h2o_socket_t *from, h2o_socket_t *to,
+                 uint64_t *count, h2o_socket_cb written)
+{
+    ssize_t n;
+    do
+        n = read(h2o_socket_get_fd(from), d->buf, RELAY_BUF);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return true;
+    h2o_socket_read_stop(from);
+    if (n < 0) {
+        c->reason = "ok";
+        finish(c);
+        return false;
+    }
+    if (n == 0) {
+        d->eof = true;
+        shutdown(h2o_socket_get_fd(to), SHUT_WR);
+        relay_done_if_both(c);
+        return true;
+    }
+    *count += (uint64_t)n;
+    d->writing = true;
+    h2o_iovec_t buf = h2o_iovec_init(d->buf, (size_t)n);
+    h2o_socket_write(to, &buf, 1, written);
+    return true;
+}
+
+static void on_client_read(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    pump(c, &c->up, c->client, c->upstream, &c->nup, on_upstream_written);
+}
+
+static void on_upstream_read(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    pump(c, &c->down, c->upstream, c->client, &c->ndown, on_client_written);
+}
+
+static void relay_start(struct conn *c)
+{
+    c->stage = ST_RELAY;
+    c->verdict = "allowed";
+    c->reason = "ok";
+    c->up.buf = xmalloc(RELAY_BUF);
+    c->down.buf = xmalloc(RELAY_BUF);
+    loop_timer_start(&c->timer, IDLE_MS, on_timeout);
+    if (c->is_connect) {
+        /* the answer first, then what the client sent after its head (a TLS hello, say) */
+        static const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+        memcpy(c->down.buf, ok, sizeof(ok) - 1);
+        c->down.writing = true;
+        h2o_iovec_t b = h2o_iovec_init(c->down.buf, sizeof(ok) - 1);
+        h2o_socket_write(c->client, &b, 1, on_client_written);
+        size_t hlen = c->head_end;
+        if (c->head_len > hlen) {
+            memcpy(c->up.buf, c->head + hlen, c->head_len - hlen);
+            c->nup += c->head_len - hlen;
+            c->up.writing = true;
+            h2o_iovec_t u = h2o_iovec_init(c->up.buf, c->head_len - hlen);
+            h2o_socket_write(c->upstream, &u, 1, on_upstream_written);
+        } else {
+            h2o_socket_read_start(c->client, on_client_read);
+        }
+        return;
+    }
+    c->status = 0;
+    c->nup += c->forward_len;
+    c->up.writing = true;
+    h2o_iovec_t f = h2o_iovec_init(c->forward, c->forward_len);
+    h2o_socket_write(c->upstream, &f, 1, on_upstream_written);
+    h2o_socket_read_start(c->upstream, on_upstream_read);
+}
+
+/* --- accept --- */
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    struct sbx *s = listener->data;
+    struct egress_proxy *p = s->p;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        struct conn *c = xcalloc(1, sizeof(*c));
+        c->sbx = s;
+        c->start_ms = time_now_ms();
+        c->client = h2o_evloop_socket_create(loop_get(), fd, H2O_SOCKET_FLAG_DONT_READ);
+        c->client->data = c;
+        c->next = s->conns;
+        if (c->next)
+            c->next->pprev = &c->next;
+        c->pprev = &s->conns;
+        s->conns = c;
+        s->nconns++;
+        p->conns++;
+        if (s->nconns > p->max_conns) {
+            char why[200];
+            snprintf(why, sizeof(why),
+                     "this sandbox has %zu proxy connections open, the most it may", p->max_conns);
+            answer(c, 503, "denied", "busy", why);
+            continue;
+        }
+        loop_timer_start(&c->timer, CONNECT_MS, on_timeout);
+        h2o_socket_read_start(c->client, on_head_read);
+    }
+}
+
+static void sbx_free(struct sbx *s)
+{
+    while (s->conns) {
+        if (!s->conns->reason)
+            s->conns->reason = "closed";
+        finish(s->conns);
+    }
+    h2o_socket_read_stop(s->sock);
+    h2o_socket_close(s->sock);
+    free(s);
+}
+
+void egress_proxy_listener(void *ctx, const char *sandbox_id, int fd)
+{
+    struct egress_proxy *p = ctx;
+    for (struct sbx **pp = &p->sandboxes; *pp; pp = &(*pp)->next) {
+        struct sbx *s = *pp;
+        if (strcmp(s->id, sandbox_id) != 0)
+            continue;
+        *pp = s->next;
+        sbx_free(s);
+        break;
+    }
+    if (fd < 0)
+        return;
+    struct sbx *s = xcalloc(1, sizeof(*s));
+    s->p = p;
+    s->fd = fd;
+    snprintf(s->id, sizeof(s->id), "%s", sandbox_id);
+    s->sock = h2o_evloop_socket_create(loop_get(), fd, H2O_SOCKET_FLAG_DONT_READ);
+    s->sock->data = s;
+    h2o_socket_read_start(s->sock, on_accept);
+    s->next = p->sandboxes;
+    p->sandboxes = s;
+}
+
+int egress_proxy_new(const struct config *cfg, const struct egress_policy *policy,
+                     struct egress_proxy **out, struct err *err)
+{
+    uint64_t conns;
+    int r = config_get_u64(cfg, "SANDBOX_EGRESS_CONNECTIONS", 64, 1, 1 << 16, &conns, err);
+    if (r < 0)
+        return r;
+    struct egress_proxy *p = xcalloc(1, sizeof(*p));
+    p->policy = policy;
+    p->max_conns = conns;
+    *out = p;
+    return 0;
+}
+
+void egress_proxy_free(struct egress_proxy *p)
+{
+    if (!p)
+        return;
+    while (p->sandboxes) {
+        struct sbx *s = p->sandboxes;
+        p->sandboxes = s->next;
+        sbx_free(s);
+    }
+    free(p);
+}
+
+void egress_proxy_set_mode(struct egress_proxy *p, egress_mode_fn fn, void *ctx)
+{
+    p->mode_fn = fn;
+    p->mode_ctx = ctx;
+}
+
+void egress_proxy_set_recorder(struct egress_proxy *p, egress_recorder_fn fn, void *ctx)
+{
+    p->record = fn;
+    p->record_ctx = ctx;
+}
+
+size_t egress_proxy_connections(const struct egress_proxy *p)
+{
+    return p->conns;
+}
