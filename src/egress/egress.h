@@ -66,6 +66,9 @@ struct egress_rules {
 
 /* Parse spec (NULL or "" is the empty list) into *out. Returns 0, or -EINVAL naming the entry. */
 int egress_rules_parse(const char *spec, struct egress_rules *out, struct err *err);
+/* The same, for a list read from the configuration key key (named in the messages). */
+int egress_rules_parse_key(const char *spec, const char *key, struct egress_rules *out,
+                           struct err *err);
 
 enum egress_verdict {
     EGRESS_DENIED,
