@@ -218,6 +218,12 @@ static int parse_entry(char *e, struct egress_rule *r)
 
 int egress_rules_parse(const char *spec, struct egress_rules *out, struct err *err)
 {
+    return egress_rules_parse_key(spec, "FETCH_ALLOW", out, err);
+}
+
+int egress_rules_parse_key(const char *spec, const char *key, struct egress_rules *out,
+                           struct err *err)
+{
     out->n = 0;
     if (!spec)
         return 0;
@@ -234,18 +240,18 @@ int egress_rules_parse(const char *spec, struct egress_rules *out, struct err *e
         if (s == e)
             continue;
         if ((size_t)(e - s) >= sizeof(entry))
-            return err_set(err, -EINVAL, "FETCH_ALLOW entry '%.40s...' is too long", s);
+            return err_set(err, -EINVAL, "%s entry '%.40s...' is too long", key, s);
         memcpy(entry, s, (size_t)(e - s));
         entry[e - s] = '\0';
         char shown[300];
         memcpy(shown, entry, sizeof(shown));
         if (out->n == EGRESS_RULES_MAX)
-            return err_set(err, -EINVAL, "FETCH_ALLOW has more than %d entries", EGRESS_RULES_MAX);
+            return err_set(err, -EINVAL, "%s has more than %d entries", key, EGRESS_RULES_MAX);
         if (parse_entry(entry, &out->rule[out->n]) < 0)
             return err_set(err, -EINVAL,
-                           "FETCH_ALLOW entry '%s' is not an address, a network (address/bits) "
-                           "or a host name, with an optional :port",
-                           shown);
+                           "%s entry '%s' is not an address, a network (address/bits) or a host "
+                           "name, with an optional :port",
+                           key, shown);
         out->n++;
     }
     return 0;

@@ -67,6 +67,9 @@ struct egress_rules {
 
 /* Parse spec (NULL or "" is the empty list) into *out. Returns 0, or -EINVAL naming the entry. */
 int egress_rules_parse(const char *spec, struct egress_rules *out, struct err *err);
+/* The same, for a list read from the configuration key key (named in the messages). */
+int egress_rules_parse_key(const char *spec, const char *key, struct egress_rules *out,
+                           struct err *err);
 
 enum egress_verdict {
     EGRESS_DENIED,
@@ -85,6 +88,74 @@ enum egress_verdict egress_decide(const struct egress_rules *rules, const char *
  * does not fetch from; an operator may allow it with FETCH_ALLOW". n == 0 is -EHOSTUNREACH. */
 int egress_check(const struct egress_rules *rules, const char *host, const struct egress_addr *a,
                  int n, uint16_t port, bool *by_rule, struct err *err);
+
+/* --- the sandboxes' network policy (netpolicy.c) ---
+ * A sandbox reaches the network only through the server's HTTP proxy, which asks two questions
+ * of every request: may this name and port be asked for at all (stage 1, before resolving), and
+ * may each address the name resolved to be connected to (stage 2). The policy is built once from
+ * the operator's configuration, is immutable afterwards, and its checks are pure: any thread. */
+
+struct config;
+
+/* How much network a sandbox has, from none to every public address. A deployment sets one, a
+ * user or a run may only narrow it. */
+enum egress_mode { EGRESS_MODE_NONE, EGRESS_MODE_ALLOWLIST, EGRESS_MODE_PUBLIC };
+/* "none" | "allowlist" | "public" -> 0, or -EINVAL (text NULL included). */
+int egress_mode_parse(const char *text, enum egress_mode *out);
+/* "none", "allowlist" or "public". */
+const char *egress_mode_name(enum egress_mode m);
+/* The narrower of two modes (none < allowlist < public). */
+enum egress_mode egress_mode_narrow(enum egress_mode a, enum egress_mode b);
+
+/* Host patterns of SANDBOX_NETWORK_ALLOW: at most this many, each name at most 253 bytes. */
+#define EGRESS_PATTERNS_MAX 256
+
+/* The operator's policy: mode, host patterns, explicit address rules, the host's own addresses. */
+struct egress_policy;
+/* From cfg: SANDBOX_NETWORK (the mode, default allowlist); SANDBOX_NETWORK_ALLOW (comma-separated
+ * host patterns: "pypi.org", "*.example.org" (deeper names only), "host:port"; case-insensitive,
+ * a trailing dot ignored; added to the built-in list); SANDBOX_NETWORK_DEFAULTS (1 keeps the
+ * built-in list of package registries and git hosts, 0 drops it); SANDBOX_NETWORK_ADDRS
+ * (addresses, networks and host names that may be reached although not public, in FETCH_ALLOW's
+ * syntax). The host's own addresses are read once here (getifaddrs). Returns 0 and *out (free
+ * with egress_policy_free), or -EINVAL with a message naming the key and the bad entry. */
+int egress_policy_new(const struct config *cfg, struct egress_policy **out, struct err *err);
+/* The same with the host's own addresses given (n_own of them, copied) instead of read from the
+ * machine, so tests do not depend on it. */
+int egress_policy_new_with_own(const struct config *cfg, const struct egress_addr *own, int n_own,
+                               struct egress_policy **out, struct err *err);
+void egress_policy_free(struct egress_policy *p);
+/* The deployment's mode: the widest any sandbox of this server may have. */
+enum egress_mode egress_policy_mode(const struct egress_policy *p);
+
+enum egress_reason {
+    EGRESS_OK,
+    EGRESS_DENY_MODE_NONE,  /* the sandbox has no network */
+    EGRESS_DENY_NOT_LISTED, /* the name (or an address given as the host) is not allowed */
+    EGRESS_DENY_PORT,       /* the name is allowed, this port is not */
+    EGRESS_DENY_ADDRESS,    /* it resolves to an address that is not public */
+    EGRESS_DENY_SELF,       /* it resolves to an address of this server's host */
+    EGRESS_DENY_UNRESOLVED, /* it resolves to nothing */
+};
+/* Stage 1, the name alone: may host:port be asked for under mode (narrowed by the policy's own,
+ * so a caller cannot widen it)? host is a name or an address (an IPv6 one with or without
+ * brackets), as the request gave it. allowlist: a name must match a pattern, on ports 80 and 443
+ * unless the pattern names its port; an address only when SANDBOX_NETWORK_ADDRS names it. public:
+ * any name or address, any port. What is not a host name (a name the C library would read as an
+ * address, such as 127.1 or 0x7f000001, bytes outside letters, digits, '-', '_' and '.') is
+ * refused in every mode. EGRESS_OK, or the reason with a message in *why (may be NULL). Pure. */
+enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum egress_mode mode,
+                                            const char *host, uint16_t port, struct err *why);
+/* Stage 2, every address host resolved to (n of them): each must be public and not one of the
+ * host's own addresses, or named in SANDBOX_NETWORK_ADDRS (an own address only by an entry that
+ * is exactly that address, or the name host itself). n == 0 is EGRESS_DENY_UNRESOLVED. The first
+ * refused address decides: EGRESS_OK, or the reason with a message naming host, port, address and
+ * class in *why (may be NULL). Pure given the policy. */
+enum egress_reason egress_policy_check_addrs(const struct egress_policy *p, const char *host,
+                                             const struct egress_addr *a, int n, uint16_t port,
+                                             struct err *why);
+/* "ok", "mode_none", "not_listed", "port", "address", "self", "unresolved", for records. */
+const char *egress_reason_name(enum egress_reason r);
 
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
