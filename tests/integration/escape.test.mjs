@@ -1112,6 +1112,7 @@ describe('escape attempts against a server whose output goes to a file', () => {
     for (const k of Object.keys(env))
       if (/^(SANDBOX_|EXEC_)/.test(k) || ['LISTEN', 'DATA_DIR', 'PUBLIC_URL', 'FIRST_USER', 'LOG_LEVEL'].includes(k))
         delete env[k];
+    env.SANDBOX_NETWORK = 'none'; // as tests/lib/server.mjs: no test reaches past this machine
     env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
     const logFd = openSync(logPath, 'a');
     const inheritedFd = openSync(inheritedPath, 'r');

@@ -34,6 +34,9 @@ function cleanEnv() {
   for (const k of Object.keys(env))
     if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k.startsWith('OAUTH_') || k === 'FILE_MAX_BYTES')
     delete env[k];
+  // No test may send a packet off this machine: sandboxes get no network unless a test asks for
+  // it (and then only to loopback addresses it names in SANDBOX_NETWORK_ADDRS).
+  env.SANDBOX_NETWORK = 'none';
   env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
   env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
   return env;
