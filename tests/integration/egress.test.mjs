@@ -74,7 +74,9 @@ function serverWith(vars, env = {}) {
   const dir = tempDir('smcp-egress-');
   const file = path.join(dir, 'egress.env');
   writeFileSync(file, Object.entries(vars).map(([k, v]) => `${k}=${v}\n`).join(''));
-  return startServer({ args: ['--env-file', file], env });
+  // the same values in the environment too, which wins over the file: the harness's own
+  // SANDBOX_NETWORK=none (no test reaches past this machine by default) must not win here
+  return startServer({ args: ['--env-file', file], env: { ...vars, ...env } });
 }
 
 // The egress log lines of a server, as objects.
