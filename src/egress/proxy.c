@@ -30,6 +30,7 @@
 #include "base/cleanup.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "base/picohttp.h"
 #include "base/loop.h"
 #include "base/util.h"
 
@@ -38,17 +39,6 @@
 #define CONNECT_MS 10000        /* head and connect, each */
 #define IDLE_MS (5 * 60 * 1000) /* relay without a byte either way */
 #define ACCEPT_BATCH 16
-
-/* picohttpparser, as built into libh2o, which installs no header for it */
-struct phr_header {
-    const char *name;
-    size_t name_len;
-    const char *value;
-    size_t value_len;
-};
-int phr_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
-                      const char **path, size_t *path_len, int *minor_version,
-                      struct phr_header *headers, size_t *num_headers, size_t last_len);
 
 struct egress_proxy {
     const struct egress_policy *policy;

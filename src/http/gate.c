@@ -51,20 +51,10 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/picohttp.h"
 #include "base/util.h"
 #include "proxy/proxy.h"
 #include "store/store.h"
-
-/* picohttpparser, as built into libh2o, which installs no header for it */
-struct phr_header {
-    const char *name;
-    size_t name_len;
-    const char *value;
-    size_t value_len;
-};
-int phr_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
-                      const char **path, size_t *path_len, int *minor_version,
-                      struct phr_header *headers, size_t *num_headers, size_t last_len);
 
 /* h2o's HPACK decoder, as libh2o exports it (its header, h2o/http2_internal.h, includes a
  * khash.h that is not installed). */
