@@ -564,13 +564,17 @@ static void raise_nofile(const struct config *cfg, const struct sandbox_config *
     }
     log_info("serve nofile soft=%llu hard=%llu was=%llu", (unsigned long long)rl.rlim_cur,
              (unsigned long long)rl.rlim_max, (unsigned long long)was);
-    /* room for the server's own files and every sandbox's pipes besides the connections */
-    unsigned long long need = cfg->max_connections +
-                              (unsigned long long)sc->max_running * (cfg->sandbox_connections + 8) +
-                              256;
+    /* room for the server's own files and every sandbox's pipes besides the connections: its
+     * proxy listener's, and its egress proxy's, two descriptors each (the sandbox's side and the
+     * upstream) */
+    unsigned long long per_sandbox =
+        cfg->sandbox_connections + 2ULL * cfg->sandbox_egress_connections + 8;
+    unsigned long long need =
+        cfg->max_connections + (unsigned long long)sc->max_running * per_sandbox + 256;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
         log_warn("serve nofile-low soft=%llu need=%llu note=\"lower MAX_CONNECTIONS, "
-                 "SANDBOX_CONNECTIONS or SANDBOX_MAX_RUNNING, or raise the hard limit\"",
+                 "SANDBOX_CONNECTIONS, SANDBOX_EGRESS_CONNECTIONS or SANDBOX_MAX_RUNNING, or raise "
+                 "the hard limit\"",
                  (unsigned long long)rl.rlim_cur, need);
 }
 

@@ -278,6 +278,9 @@ int config_finish(struct config *cfg, struct err *err)
                             (uint64_t)1 << 40, &u, err)) < 0)
         return r;
     cfg->sandbox_bytes = u;
+    if ((r = config_get_u64(cfg, "SANDBOX_EGRESS_CONNECTIONS", 64, 1, 1 << 16, &u, err)) < 0)
+        return r;
+    cfg->sandbox_egress_connections = u;
     cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
     if (!cfg->tls_cert)
         cfg->tls_cert = dup_or(cfg, "TLS_CERT", NULL);

@@ -27,12 +27,13 @@ struct config {
     size_t max_request_bytes;
     /* What clients may hold before they are authenticated, and connections at once: on the main
      * listener, and on each sandbox's proxy listener. */
-    size_t max_connections;       /* main listener */
-    size_t preauth_request_bytes; /* head and body of a request before its token is checked */
-    size_t preauth_total_bytes;   /* all unauthenticated requests of the main listener */
-    size_t sandbox_connections;   /* per sandbox listener */
-    size_t sandbox_bytes;         /* requests buffered for one sandbox, authenticated or not */
-    const char *metrics_token;    /* Bearer token /metrics asks for; NULL: /metrics is not served */
+    size_t max_connections;            /* main listener */
+    size_t preauth_request_bytes;      /* head and body of a request before its token is checked */
+    size_t preauth_total_bytes;        /* all unauthenticated requests of the main listener */
+    size_t sandbox_connections;        /* per sandbox listener */
+    size_t sandbox_bytes;              /* requests buffered for one sandbox, authenticated or not */
+    size_t sandbox_egress_connections; /* per sandbox, through its egress proxy */
+    const char *metrics_token; /* Bearer token /metrics asks for; NULL: /metrics is not served */
     /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
      * both NULL: plain HTTP */
     char *tls_cert;

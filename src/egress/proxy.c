@@ -678,13 +678,9 @@ void egress_proxy_listener(void *ctx, const char *sandbox_id, int fd)
 int egress_proxy_new(const struct config *cfg, const struct egress_policy *policy,
                      struct egress_proxy **out, struct err *err)
 {
-    uint64_t conns;
-    int r = config_get_u64(cfg, "SANDBOX_EGRESS_CONNECTIONS", 64, 1, 1 << 16, &conns, err);
-    if (r < 0)
-        return r;
     struct egress_proxy *p = xcalloc(1, sizeof(*p));
     p->policy = policy;
-    p->max_conns = conns;
+    p->max_conns = cfg->sandbox_egress_connections;
     *out = p;
     return 0;
 }
