@@ -200,6 +200,7 @@ struct egress_attempt {
     const char *addr;
     const char *verdict;
     const char *reason;
+    const char *why;          /* the one-line reason the sandbox was answered, "" when none */
     int status;               /* what the sandbox was answered, 0 when the upstream answered */
     uint64_t up, down;        /* bytes sandbox -> upstream, upstream -> sandbox */
     int64_t start_ms, end_ms; /* wall clock */

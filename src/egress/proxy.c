@@ -97,6 +97,7 @@ struct conn {
     const char *verdict, *reason;
     int status;
     char answer[512]; /* the error response being written */
+    char why[301];    /* its reason, one line */
 };
 
 static void finish(struct conn *c);
@@ -116,6 +117,7 @@ static void record(struct conn *c)
                                .addr = c->addr,
                                .verdict = c->verdict ? c->verdict : "denied",
                                .reason = c->reason ? c->reason : "bad_request",
+                               .why = c->why,
                                .status = c->status,
                                .up = c->nup,
                                .down = c->ndown,
@@ -191,8 +193,8 @@ static void answer(struct conn *c, int status, const char *verdict, const char *
     }
     h2o_socket_read_stop(c->client);
     /* the reason, on one line of at most 300 bytes */
-    char line[301];
-    snprintf(line, sizeof(line), "%s", why);
+    char *line = c->why;
+    snprintf(line, sizeof(c->why), "%s", why);
     line[strcspn(line, "\r\n")] = '\0';
     int n = snprintf(c->answer, sizeof(c->answer),
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
