@@ -46,6 +46,8 @@ static const char usage_main[] =
     "  user passwd NAME      set a user's password for the sign-in page (read from stdin)\n"
     "  user login-link NAME [--ttl DURATION]\n"
     "                        print a one-time sign-in link (default 15m, at most 24h)\n"
+    "  user network NAME [none|allowlist|public|default]\n"
+    "                        show or narrow what NAME's sandboxes may reach\n"
     "  token create --user NAME [--label TEXT]\n"
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
@@ -90,6 +92,7 @@ static const char usage_user[] =
     "       sandbox-mcp user list [--data-dir DIR]\n"
     "       sandbox-mcp user passwd NAME [--data-dir DIR]\n"
     "       sandbox-mcp user login-link NAME [--ttl DURATION] [--public-url URL] [--data-dir DIR]\n"
+    "       sandbox-mcp user network NAME [none|allowlist|public|default] [--data-dir DIR]\n"
     "\n"
     "passwd sets the password NAME signs in with on the server's sign-in page (when a client\n"
     "such as Claude or ChatGPT connects through OAuth), and signs NAME out of every browser.\n"
@@ -97,7 +100,10 @@ static const char usage_user[] =
     "of standard input: at least 10 characters, at most 1024 bytes.\n"
     "login-link prints a link (PUBLIC_URL/login/link?t=CODE) that signs NAME in once within\n"
     "DURATION (30s, 10m, 2h; default 15m, at most 24h); CODE also works in the one-time code\n"
-    "field of the sign-in page. The link goes to stdout, the explanation to stderr.\n";
+    "field of the sign-in page. The link goes to stdout, the explanation to stderr.\n"
+    "network sets how much network NAME's sandboxes get: none, allowlist or public, never\n"
+    "more than the server's SANDBOX_NETWORK (a wider mode is refused); default follows the\n"
+    "server's. Without a mode it prints NAME's setting and what applies.\n";
 static const char usage_token[] =
     "usage: sandbox-mcp token create --user NAME [--label TEXT] [--data-dir DIR]\n"
     "       sandbox-mcp token list [--user NAME] [--data-dir DIR]\n"
@@ -583,22 +589,6 @@ static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
     http_sandbox_listener(ctx, sandbox_id, fd);
 }
 
-/* Every sandbox is judged under the deployment's mode until users and runs narrow it. */
-static enum egress_mode egress_mode_of(void *ctx, const char *sandbox_id)
-{
-    return egress_policy_mode(ctx);
-}
-
-static void on_egress_attempt(void *ctx, const struct egress_attempt *a)
-{
-    log_info("egress connect sbx=%s method=%s host=%s port=%u addr=%s verdict=%s reason=%s "
-             "status=%d up=%llu down=%llu ms=%lld",
-             a->sandbox_id, a->method[0] ? a->method : "-", a->host[0] ? a->host : "-",
-             (unsigned)a->port, a->addr[0] ? a->addr : "-", a->verdict, a->reason, a->status,
-             (unsigned long long)a->up, (unsigned long long)a->down,
-             (long long)(a->end_ms - a->start_ms));
-}
-
 static int cmd_serve(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
@@ -651,8 +641,6 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 2;
     }
-    egress_proxy_set_mode(egress, egress_mode_of, policy);
-    egress_proxy_set_recorder(egress, on_egress_attempt, NULL);
     sc.egress = egress_policy_mode(policy) != EGRESS_MODE_NONE;
     log_info("egress mode=%s", egress_mode_name(egress_policy_mode(policy)));
     raise_nofile(&cfg, &sc);
@@ -669,6 +657,9 @@ static int cmd_serve(int argc, char **argv)
     struct sandbox_manager *sandboxes = NULL;
     if (sandbox_manager_new(&sc, st, &sandboxes, &serr) < 0)
         log_error("sandbox runtime unavailable err=\"%s\"", serr.msg);
+    struct runs_network *network = runs_network_new(st, sandboxes, policy);
+    egress_proxy_set_mode(egress, runs_network_mode, network);
+    egress_proxy_set_recorder(egress, runs_network_record, network);
     struct mcp_server *mcp = mcp_server_new(&info);
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
@@ -683,8 +674,9 @@ static int cmd_serve(int argc, char **argv)
     if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         mcp_server_free(mcp);
-        sandbox_manager_free(sandboxes);
         egress_proxy_free(egress);
+        runs_network_free(network);
+        sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
         close_config_store(&cfg, st);
         return 1;
@@ -698,8 +690,9 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         http_server_free(http);
         mcp_server_free(mcp);
-        sandbox_manager_free(sandboxes);
         egress_proxy_free(egress);
+        runs_network_free(network);
+        sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
         close_config_store(&cfg, st);
         return 2;
@@ -724,20 +717,24 @@ static int cmd_serve(int argc, char **argv)
         rc.jwt_keylen = sizeof(jwt_key);
         rc.view_key = view_key;
         rc.view_keylen = sizeof(view_key);
+        rc.network = policy;
         if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
             log_error("runs unavailable err=\"%s\"", err.msg);
             runs_unavailable = err.msg;
         }
     }
+    runs_network_set_runs(network, runs);
     tools_runs_register(mcp, runs, st, runs_unavailable);
     http_server_set_runs(http, runs);
     if (first_start(&cfg, st) < 0) {
+        runs_network_set_runs(network, NULL);
         runs_free(runs);
         http_server_free(http);
         proxy_free(proxy);
         mcp_server_free(mcp);
-        sandbox_manager_free(sandboxes);
         egress_proxy_free(egress);
+        runs_network_free(network);
+        sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
         close_config_store(&cfg, st);
         return 1;
@@ -745,12 +742,14 @@ static int cmd_serve(int argc, char **argv)
     log_info("serve start version=%s data_dir=%s public_url=%s", SANDBOX_MCP_VERSION, cfg.data_dir,
              cfg.public_url);
     http_server_run(http);
+    runs_network_set_runs(network, NULL); /* the engine goes first, the proxy's records after */
     runs_free(runs);
     http_server_free(http);
     proxy_free(proxy);
     mcp_server_free(mcp);
-    sandbox_manager_free(sandboxes);
     egress_proxy_free(egress);
+    runs_network_free(network);
+    sandbox_manager_free(sandboxes);
     egress_policy_free(policy);
     close_config_store(&cfg, st);
     explicit_bzero(jwt_key, sizeof(jwt_key));
@@ -1025,20 +1024,72 @@ static int user_login_link(const struct config *cfg, struct store *st, const cha
     return 0;
 }
 
+/* Show NAME's network setting, or set it (arg "default" clears it) to mode, which may not be
+ * wider than the server's. */
+static int user_network(const struct config *cfg, struct store *st, const char *name,
+                        const char *arg, enum egress_mode mode)
+{
+    struct err err = {0};
+    struct egress_policy *policy = NULL;
+    if (egress_policy_new(cfg, &policy, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 2;
+    }
+    enum egress_mode server = egress_policy_mode(policy);
+    struct store_user u;
+    char mine[STORE_NETWORK_MAX];
+    int r = 1;
+    if (store_user_find(st, name, &u, &err) < 0)
+        goto out;
+    if (arg) {
+        bool clear = strcmp(arg, "default") == 0;
+        if (!clear && egress_mode_narrow(mode, server) != mode) {
+            err_set(&err, -EINVAL,
+                    "'%s' is wider than this server's SANDBOX_NETWORK ('%s'); a user's setting "
+                    "can only narrow it",
+                    arg, egress_mode_name(server));
+            goto out;
+        }
+        if (store_user_network_set(st, name, clear ? NULL : egress_mode_name(mode), &err) < 0)
+            goto out;
+    }
+    if (store_user_network_get(st, u.id, mine, &err) < 0)
+        goto out;
+    printf("%s: network %s (user setting: %s; server: %s)\n", name,
+           egress_mode_name(runs_network_bound(policy, st, u.id)), mine[0] ? mine : "default",
+           egress_mode_name(server));
+    r = 0;
+out:
+    if (r)
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+    egress_policy_free(policy);
+    return r;
+}
+
 static int cmd_user(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
     const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_sub("user", usage_user, "'add', 'list', 'passwd' or 'login-link'", argc, argv,
-                      allowed, &o, &sub);
+    int r = parse_sub("user", usage_user, "'add', 'list', 'passwd', 'login-link' or 'network'",
+                      argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool add = strcmp(sub, "add") == 0, list = strcmp(sub, "list") == 0,
-         passwd = strcmp(sub, "passwd") == 0, link = strcmp(sub, "login-link") == 0;
-    if (!add && !list && !passwd && !link)
+         passwd = strcmp(sub, "passwd") == 0, link = strcmp(sub, "login-link") == 0,
+         network = strcmp(sub, "network") == 0;
+    if (!add && !list && !passwd && !link && !network)
         return usage_error("user", usage_user, "unknown subcommand '%s'", sub);
-    if (!list && o.nargs != 1)
+    if (network && (o.nargs < 1 || o.nargs > 2))
+        return usage_error("user", usage_user, "%s",
+                           "'user network' takes NAME and, to change it, a mode");
+    enum egress_mode mode = EGRESS_MODE_NONE;
+    if (network && o.nargs == 2 && strcmp(o.args[1], "default") != 0 &&
+        egress_mode_parse(o.args[1], &mode) < 0)
+        return usage_error("user", usage_user,
+                           "network mode '%s' is not none, allowlist, public or default",
+                           o.args[1]);
+    if (!list && !network && o.nargs != 1)
         return usage_error("user", usage_user, "'user %s' takes exactly one NAME", sub);
     if (list && o.nargs != 0)
         return usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
@@ -1072,6 +1123,8 @@ static int cmd_user(int argc, char **argv)
         r = user_passwd(st, o.args[0]);
     } else if (link) {
         r = user_login_link(&cfg, st, o.args[0], ttl);
+    } else if (network) {
+        r = user_network(&cfg, st, o.args[0], o.nargs == 2 ? o.args[1] : NULL, mode);
     } else {
         printf("%-30s %-24s %s\n", "ID", "NAME", "CREATED");
         r = store_user_list(st, print_user, NULL, &err) < 0 ? 1 : 0;

@@ -31,6 +31,10 @@ static const struct family families[] = {
     {"sandbox_mcp_http_request_duration_seconds", "HTTP request latency by route", "histogram"},
     {"sandbox_mcp_tool_calls_total", "MCP tools/call by tool and outcome", "counter"},
     {"sandbox_mcp_tool_call_duration_seconds", "MCP tools/call latency by tool", "histogram"},
+    {"sandbox_mcp_egress_connections_total",
+     "Connections of sandboxes through the egress proxy by verdict and reason", "counter"},
+    {"sandbox_mcp_egress_bytes_total",
+     "Bytes relayed by the egress proxy, up (sandbox to upstream) and down", "counter"},
 };
 
 static struct series *series;
@@ -101,6 +105,18 @@ void metrics_tool_call(const char *tool, const char *outcome, double seconds)
     get(families[2].name, labels)->value += 1;
     snprintf(labels, sizeof(labels), "tool=\"%s\"", t);
     observe(get(families[3].name, labels), seconds);
+}
+
+void metrics_egress(const char *verdict, const char *reason, unsigned long long up,
+                    unsigned long long down)
+{
+    char v[32], r[64], labels[192];
+    escape_label(v, sizeof(v), verdict);
+    escape_label(r, sizeof(r), reason);
+    snprintf(labels, sizeof(labels), "verdict=\"%s\",reason=\"%s\"", v, r);
+    get(families[4].name, labels)->value += 1;
+    get(families[5].name, "direction=\"up\"")->value += (double)up;
+    get(families[5].name, "direction=\"down\"")->value += (double)down;
 }
 
 void metrics_gauge_set(const char *name, const char *help, double value)

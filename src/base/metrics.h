@@ -8,6 +8,9 @@
 void metrics_http_request(const char *route, int status, double seconds);
 /* Count one tools/call by tool name and outcome ("ok", "error", "protocol_error", "cancelled"). */
 void metrics_tool_call(const char *tool, const char *outcome, double seconds);
+/* Count one connection of a sandbox's egress proxy by verdict and reason, and its bytes. */
+void metrics_egress(const char *verdict, const char *reason, unsigned long long up,
+                    unsigned long long down);
 /* Set a gauge (e.g. in-flight requests). */
 void metrics_gauge_set(const char *name, const char *help, double value);
 

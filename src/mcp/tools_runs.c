@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/cleanup.h"
 #include "base/util.h"
 #include "mcp/mcp.h"
 #include "runs/runs.h"
@@ -72,6 +74,7 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
         .title = opt_str(args, "title"),
         .agent = opt_str(args, "agent"),
         .timeout_ms = tm ? (uint64_t)(json_number_value(tm) * 60000.0) : 0,
+        .network = opt_str(args, "network"),
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
@@ -101,6 +104,48 @@ struct get_job {
     struct runs_waiter *waiter;
 };
 
+/* One paragraph on what the run's sandbox reached and was refused, for the text content: the
+ * first few of each, with the reason for a refusal. "" when it tried nothing. */
+static char *network_text(const json_t *net)
+{
+    size_t nr = json_array_size(json_object_get(net, "reached"));
+    json_int_t refused = json_integer_value(json_object_get(net, "denied_attempts"));
+    if (!json_is_object(net) || (nr == 0 && refused == 0))
+        return xstrdup("");
+    struct buf b;
+    buf_init(&b, 256);
+    buf_printf(&b, "\n\nNetwork (%s): ", json_string_value(json_object_get(net, "mode")));
+    size_t i;
+    json_t *h;
+    json_array_foreach(json_object_get(net, "reached"), i, h)
+    {
+        if (i == 5) {
+            buf_printf(&b, ", ...");
+            break;
+        }
+        buf_printf(&b, "%s%s:%lld", i ? ", " : "reached ",
+                   json_string_value(json_object_get(h, "host")),
+                   (long long)json_integer_value(json_object_get(h, "port")));
+    }
+    if (refused) {
+        buf_printf(&b, "%s%lld attempts refused (", nr ? "; " : "", (long long)refused);
+        json_array_foreach(json_object_get(net, "denied"), i, h)
+        {
+            if (i == 5) {
+                buf_printf(&b, ", ...");
+                break;
+            }
+            buf_printf(&b, "%s%s:%lld %s", i ? ", " : "",
+                       json_string_value(json_object_get(h, "host")),
+                       (long long)json_integer_value(json_object_get(h, "port")),
+                       json_string_value(json_object_get(h, "reason")));
+        }
+        buf_printf(&b, ")");
+    }
+    buf_printf(&b, ".");
+    return buf_steal(&b, NULL);
+}
+
 static void answer_result(void *ctx)
 {
     struct get_job *j = ctx;
@@ -118,10 +163,12 @@ static void answer_result(void *ctx)
             content =
                 text_content("Run %s is %s (%s); %lld events so far.", r.id, r.status,
                              r.status_reason ? r.status_reason : "", (long long)r.event_count);
-        else
+        else {
+            _cleanup_free_ char *net = network_text(json_object_get(sc, "network"));
             content =
-                text_content("Run %s %s.\n\n%s%s%s", r.id, r.status, r.summary ? r.summary : "",
-                             r.error ? "\n\nError: " : "", r.error ? r.error : "");
+                text_content("Run %s %s.\n\n%s%s%s%s", r.id, r.status, r.summary ? r.summary : "",
+                             r.error ? "\n\nError: " : "", r.error ? r.error : "", net);
+        }
         mcp_call_tool_result(j->call, content, sc, false);
     }
     store_run_release(&r);
@@ -280,7 +327,11 @@ static const char run_task_schema[] =
     "\"agent\":{\"type\":\"string\",\"enum\":[\"opencode\"],"
     "\"description\":\"The coding agent (default opencode)\"},"
     "\"timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":10080,"
-    "\"description\":\"Stop the agent after this long (default 50)\"}},"
+    "\"description\":\"Stop the agent after this long (default 50)\"},"
+    "\"network\":{\"type\":\"string\",\"enum\":[\"none\",\"allowlist\",\"public\"],"
+    "\"description\":\"What the agent's sandbox may reach: nothing, the operator's allow list "
+    "(package registries and git hosts), or any public address. Default: the most this server "
+    "gives you; asking for more is an error\"}},"
     "\"required\":[\"task\"],\"additionalProperties\":false}";
 
 static const char run_task_output[] =
@@ -328,7 +379,8 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     static const char get_result_desc[] =
         "The state and outcome of a run: status, the agent's summary or error, files changed "
         "with insertions/deletions, the commits it made, token usage and cost, and its latest "
-        "event. wait_seconds holds the call until the run ends (at most 60 s).";
+        "event, and its network: the hosts its sandbox reached and the attempts refused, with "
+        "the reason. wait_seconds holds the call until the run ends (at most 60 s).";
     static const char list_runs_desc[] =
         "Your runs, newest first, optionally of one session or status; pages with cursor "
         "(has_more and next_cursor).";

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "runs/runs_internal.h"
 #include "store/store.h"
 
 #define PREVIEW_CHARS 120
@@ -64,6 +65,9 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
         "transitions", transitions, "web_url", url, "exit_code",
         r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
     json_object_set_new(j, "session_web_url", json_string(session_url));
+    if (runs_network_of(e))
+        runs_network_flush(runs_network_of(e)); /* what the last moments counted, too */
+    json_object_set_new(j, "network", runs_network_summary(st, r));
     return j;
 }
 

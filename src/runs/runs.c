@@ -99,9 +99,10 @@ struct run {
     bool skip_line;    /* inside an oversized event line */
     bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
-    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
-    int exit_signal; /* the signal that killed the agent, 0 when it exited */
-    char fail[512];  /* a failure before or around the agent */
+    int exit_code;            /* as a shell reports it: 128 + the signal for a killed agent */
+    int exit_signal;          /* the signal that killed the agent, 0 when it exited */
+    enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
+    char fail[512];           /* a failure before or around the agent */
 };
 
 struct runs_waiter {
@@ -122,6 +123,7 @@ struct runs {
     struct store *st;
     struct sandbox_manager *mgr;
     struct run *runs; /* active runs, in creation order */
+    struct runs_network *network;
     struct runs_waiter *waiters;
     int inotify_fd;
     h2o_socket_t *inotify_sock;
@@ -1262,6 +1264,8 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
     snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
     r->timeout_ms = (uint64_t)row->timeout_ms;
+    if (egress_mode_parse(row->network, &r->network) < 0)
+        r->network = EGRESS_MODE_PUBLIC;
     snprintf(r->dir, sizeof(r->dir), "%s/runs/%s", e->data_dir, row->id);
     if (r->repository) {
         struct err err = {0};
@@ -1436,6 +1440,16 @@ void runs_web_url(const struct runs *e, bool session, const char *id, char *out,
     snprintf(out, cap, "%s/%s/%s?t=%s", e->public_url, session ? "sessions" : "runs", id, token);
 }
 
+void runs_set_network(struct runs *e, struct runs_network *n)
+{
+    e->network = n;
+}
+
+struct runs_network *runs_network_of(const struct runs *e)
+{
+    return e->network;
+}
+
 struct store *runs_store_of(const struct runs *e)
 {
     return e->st;
@@ -1491,6 +1505,17 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         return err_set(err, -EINVAL, "branch '%s' is not a valid branch name", s->branch);
     if (s->branch && !s->repository)
         return err_set(err, -EINVAL, "branch needs a repository");
+    enum egress_mode bound = runs_network_bound(e->cfg.network, e->st, s->user_id), network = bound;
+    if (s->network) {
+        if (egress_mode_parse(s->network, &network) < 0)
+            return err_set(err, -EINVAL, "network '%s' is not one of none, allowlist, public",
+                           s->network);
+        if (egress_mode_narrow(network, bound) != network)
+            return err_set(err, -EINVAL,
+                           "network '%s' is wider than this server allows you ('%s'); ask for "
+                           "'%s' or less",
+                           s->network, egress_mode_name(bound), egress_mode_name(bound));
+    }
     uint64_t timeout = s->timeout_ms ? s->timeout_ms : e->cfg.timeout_ms;
     if (timeout > e->cfg.timeout_max_ms)
         return err_set(err, -EINVAL, "timeout_minutes is at most %llu on this server",
@@ -1544,6 +1569,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.status_reason = (char *)"accepted";
     row.timeout_ms = (int64_t)timeout;
     row.created_at = now;
+    snprintf(row.network, sizeof(row.network), "%s", egress_mode_name(network));
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/runs/%s", e->data_dir, row.id);
     if (mkdir(dir, 0700) < 0)
@@ -1566,12 +1592,25 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     }
     struct run *run = run_alloc(e, &row);
     (void)run;
-    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s", row.id, ses.id,
-             s->user_id, agent, model, s->repository ? s->repository : "-");
+    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s",
+             row.id, ses.id, s->user_id, agent, model, s->repository ? s->repository : "-",
+             row.network);
     snprintf(run_id, 64, "%s", row.id);
     snprintf(session_id, 64, "%s", ses.id);
     run_schedule(e);
     return 0;
+}
+
+bool runs_session_run(const struct runs *e, const char *session_id, char run_id[64],
+                      enum egress_mode *mode)
+{
+    for (const struct run *r = e->runs; r; r = r->next)
+        if (r->phase != PH_QUEUED && strcmp(r->session_id, session_id) == 0) {
+            snprintf(run_id, 64, "%s", r->id);
+            *mode = r->network;
+            return true;
+        }
+    return false;
 }
 
 int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct err *err)

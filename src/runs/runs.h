@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
+#include "egress/egress.h"
 
 #define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
 
@@ -43,6 +44,7 @@ struct runs_config {
     size_t jwt_keylen;
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
     size_t view_keylen;
+    const struct egress_policy *network; /* the deployment's sandbox network (borrowed) */
 };
 
 /* Create the engine and adopt the runs the store has as queued or running. Strings and keys in
@@ -66,12 +68,17 @@ struct runs_submit {
     const char *title;      /* NULL: none */
     const char *agent;      /* NULL: "opencode" */
     uint64_t timeout_ms;    /* 0: the default */
+    const char *network;    /* "none", "allowlist", "public"; NULL: the most the user may have */
 };
 
 /* Check and record a run (status queued) and schedule it. Fills run_id and session_id. Returns
  * 0, -EINVAL for bad input, -ENOENT for a session that is not the user's, with err set. */
 int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
                 struct err *err);
+
+/* Whether session_id has a run under way: its id and the network mode it was given. */
+bool runs_session_run(const struct runs *e, const char *session_id, char run_id[64],
+                      enum egress_mode *mode);
 
 /* Cancel a queued or running run of user_id. -ENOENT when it is not the user's, -EALREADY when
  * it has ended. */
@@ -110,3 +117,31 @@ json_t *runs_describe_short(struct runs *e, const struct store_run *r);
 /* The store and configuration the engine uses. */
 struct store *runs_store_of(const struct runs *e);
 const struct runs_config *runs_config_of(const struct runs *e);
+
+/* --- sandbox network (network.c): how much each sandbox may reach, and what it tried --- */
+
+/* The widest mode user_id's sandboxes may have: the deployment's, narrowed by the user's own
+ * setting (`sandbox-mcp user network`). EGRESS_MODE_NONE when the user cannot be read. */
+enum egress_mode runs_network_bound(const struct egress_policy *p, struct store *st,
+                                    const char *user_id);
+
+/* The egress proxy's two questions, answered for every sandbox: the mode it is judged under
+ * (its user's bound, narrowed by the run under way in its session), and where each attempt is
+ * counted (per sandbox and run, in the store, a moment later; on /metrics; in the log, at most
+ * a few lines a second). Main loop only. */
+struct runs_network;
+struct runs_network *runs_network_new(struct store *st, struct sandbox_manager *mgr,
+                                      const struct egress_policy *p);
+/* The engine whose runs narrow their sandboxes' mode (NULL: none). */
+void runs_network_set_runs(struct runs_network *n, struct runs *e);
+/* Writes what it still holds to the store. */
+void runs_network_free(struct runs_network *n);
+/* Match egress_mode_fn and egress_recorder_fn, with n as ctx. */
+enum egress_mode runs_network_mode(void *n, const char *sandbox_id);
+void runs_network_record(void *n, const struct egress_attempt *a);
+/* Write what is held to the store now. */
+void runs_network_flush(struct runs_network *n);
+
+/* A run's network as get_result shows it: its mode, the hosts reached with connections and
+ * bytes, the attempts denied with their reasons, those that failed (new reference). */
+json_t *runs_network_summary(struct store *st, const struct store_run *r);

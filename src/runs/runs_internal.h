@@ -55,3 +55,11 @@ struct repo_ref {
 int repo_check(const char *url, bool allow_local, struct repo_ref *ref, struct err *err);
 /* Check a branch name the way git does, roughly (no "..", no leading '-', printable). */
 bool repo_branch_valid(const char *branch);
+
+/* --- sandbox network (network.c) --- */
+
+struct runs;
+struct runs_network;
+/* The network record the engine's descriptions read (set by runs_network_set_runs). */
+void runs_set_network(struct runs *e, struct runs_network *n);
+struct runs_network *runs_network_of(const struct runs *e);

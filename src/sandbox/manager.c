@@ -637,6 +637,16 @@ void sandbox_manager_list(struct sandbox_manager *m,
     }
 }
 
+int sandbox_manager_find(struct sandbox_manager *m, const char *id, struct sandbox_info *out)
+{
+    const struct sandbox *s = find_running(m, id);
+    if (!s)
+        return -ENOENT;
+    *out = (struct sandbox_info){s->id, s->user_id, s->session_id, s->init_pid,
+                                 s->state == SBX_RUNNING};
+    return 0;
+}
+
 void sandbox_manager_set_listener(struct sandbox_manager *m, uint16_t port, sandbox_listener_fn fn,
                                   void *ctx)
 {

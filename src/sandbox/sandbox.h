@@ -73,6 +73,10 @@ struct sandbox_info {
 void sandbox_manager_list(struct sandbox_manager *m,
                           void (*fn)(const struct sandbox_info *i, void *ctx), void *ctx);
 
+/* The sandbox id while it is not stopped: 0 and *out (valid until the manager next runs), or
+ * -ENOENT. */
+int sandbox_manager_find(struct sandbox_manager *m, const char *id, struct sandbox_info *out);
+
 /* Each running sandbox has listening sockets on 127.0.0.1 inside its network namespace, which
  * the server serves from its own loop, so it knows the sandbox of every connection on them: the
  * proxy listener (LLM and git proxy) and the egress proxy (the sandbox's only way out). The

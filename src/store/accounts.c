@@ -37,12 +37,6 @@ static void new_secret(char plain[44], char hash[65])
 _Static_assert(STORE_LINK_LEN == 43 && STORE_WEB_SESSION_LEN == 43, "tokens are 32 bytes");
 
 /* Run a statement that returns no rows. */
-static int step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err)
-{
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, what, err);
-}
-
 /* --- passwords --- */
 
 int store_user_set_password(struct store *st, const char *user_name, const char *hash,
@@ -62,7 +56,7 @@ int store_user_set_password(struct store *st, const char *user_name, const char 
         sqlite3_bind_int64(s, 2, time_now_ms());
     }
     sqlite3_bind_text(s, 3, user_name, -1, SQLITE_STATIC);
-    if ((r = step_done(st, s, "set password", err)) < 0)
+    if ((r = store_step_done(st, s, "set password", err)) < 0)
         return r;
     if (sqlite3_changes(st->db) == 0)
         return err_set(err, -ENOENT, "no user named '%s'", user_name);
@@ -117,7 +111,7 @@ int store_login_link_create(struct store *st, const char *user_name, int64_t ttl
                                &s, err)) < 0)
             return r;
         sqlite3_bind_int64(s, 1, now);
-        if ((r = step_done(st, s, "prune sign-in links", err)) < 0)
+        if ((r = store_step_done(st, s, "prune sign-in links", err)) < 0)
             return r;
     }
     char hash[65];
@@ -132,7 +126,7 @@ int store_login_link_create(struct store *st, const char *user_name, int64_t ttl
     sqlite3_bind_text(s, 2, u.id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, now);
     sqlite3_bind_int64(s, 4, now + ttl_s * 1000);
-    if ((r = step_done(st, s, "insert sign-in link", err)) < 0)
+    if ((r = store_step_done(st, s, "insert sign-in link", err)) < 0)
         explicit_bzero(plain, STORE_LINK_LEN + 1);
     return r;
 }
@@ -192,7 +186,7 @@ int store_web_session_create(struct store *st, const char *user_id, int64_t ttl_
         if ((r = store_prepare(st, "DELETE FROM web_sessions WHERE expires_at <= ?", &s, err)) < 0)
             return r;
         sqlite3_bind_int64(s, 1, now);
-        if ((r = step_done(st, s, "prune sessions", err)) < 0)
+        if ((r = store_step_done(st, s, "prune sessions", err)) < 0)
             return r;
     }
     char hash[65];
@@ -293,7 +287,7 @@ int store_web_session_delete(struct store *st, const char *plain, size_t len, st
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-    if ((r = step_done(st, s, "delete session", err)) < 0)
+    if ((r = store_step_done(st, s, "delete session", err)) < 0)
         return r;
     if (sqlite3_changes(st->db) == 0)
         return err_set(err, -ENOENT, "unknown session");
@@ -307,7 +301,7 @@ int store_web_session_delete_user(struct store *st, const char *user_id, struct 
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    if ((r = step_done(st, s, "delete sessions", err)) < 0)
+    if ((r = store_step_done(st, s, "delete sessions", err)) < 0)
         return r;
     return sqlite3_changes(st->db);
 }

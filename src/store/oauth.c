@@ -27,16 +27,6 @@ static void read_grant(sqlite3_stmt *s, int col, struct store_oauth_grant *g)
     g->last_used_at = sqlite3_column_int64(s, col + 8);
 }
 
-static int exec_sql(struct store *st, const char *sql, struct err *err)
-{
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st, sql, &s, err);
-    if (r < 0)
-        return r;
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_fail(st, rc, sql, err);
-}
-
 /* --- clients --- */
 
 void store_oauth_client_clear(struct store_oauth_client *c)
@@ -387,7 +377,7 @@ int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char 
     int64_t now = time_now_ms();
     new_secret(STORE_OAUTH_ACCESS_PREFIX, at, ah);
     rt[0] = '\0';
-    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
     r = insert_token(st, ah, grant_id, family, "access", scope, resource, now, access_ttl_ms, err);
@@ -397,10 +387,10 @@ int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char 
                          err);
     }
     if (r < 0) {
-        exec_sql(st, "ROLLBACK", NULL);
+        store_exec(st, "ROLLBACK", NULL);
         return r;
     }
-    return exec_sql(st, "COMMIT", err);
+    return store_exec(st, "COMMIT", err);
 }
 
 #define TOKEN_JOIN                                                                                 \

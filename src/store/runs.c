@@ -21,26 +21,6 @@ static char *dup_col(sqlite3_stmt *s, int col)
     return t ? xstrdup((const char *)t) : NULL;
 }
 
-static int step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err)
-{
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
-        return store_fail(st, rc, what, err);
-    return 0;
-}
-
-static int exec_sql(struct store *st, const char *sql, struct err *err)
-{
-    char *msg = NULL;
-    int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        err_set(err, -EIO, "%s: %s", sql, msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-        return -EIO;
-    }
-    return 0;
-}
-
 /* The one row of kind ("run", "session") id, by sql (binding id), or with user_id by
  * sql_by_user (binding id and user_id): 0 with *s on it, or -ENOENT saying "<kind> '<id>' not
  * found". */
@@ -95,7 +75,7 @@ int store_session_create(struct store *st, const struct store_session *ses, stru
     sqlite3_bind_text(s, 4, ses->agent_session, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 5, ses->created_at);
     sqlite3_bind_int64(s, 6, ses->last_run_at);
-    return step_done(st, s, "insert session", err);
+    return store_step_done(st, s, "insert session", err);
 }
 
 int store_session_get(struct store *st, const char *user_id, const char *id,
@@ -126,7 +106,7 @@ int store_session_update(struct store *st, const char *id, const char *agent_ses
     sqlite3_bind_text(s, 2, repository ? repository : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, last_run_at);
     sqlite3_bind_text(s, 4, id, -1, SQLITE_STATIC);
-    return step_done(st, s, "update session", err);
+    return store_step_done(st, s, "update session", err);
 }
 
 int store_session_list_expired(struct store *st, int64_t before,
@@ -159,7 +139,7 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
         return r;
     sqlite3_bind_int64(s, 1, at);
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
-    return step_done(st, s, "mark session cleaned", err);
+    return store_step_done(st, s, "mark session cleaned", err);
 }
 
 /* --- runs --- */
@@ -170,7 +150,7 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
     "summary, error, changes, timeout_ms, created_at, coalesce(started_at, 0), "                   \
     "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
-    "view_generation"
+    "view_generation, coalesce(network, '')"
 
 static void read_run(sqlite3_stmt *s, struct store_run *r)
 {
@@ -205,6 +185,7 @@ static void read_run(sqlite3_stmt *s, struct store_run *r)
     r->output_tokens = sqlite3_column_int64(s, 27);
     r->cost = sqlite3_column_double(s, 28);
     r->view_generation = sqlite3_column_int64(s, 29);
+    text_col(r->network, sizeof(r->network), s, 30);
 }
 
 void store_run_release(struct store_run *r)
@@ -234,21 +215,23 @@ static int add_transition(struct store *st, const char *id, const char *status, 
     sqlite3_bind_int64(s, 2, at);
     sqlite3_bind_text(s, 3, status, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, reason, -1, SQLITE_STATIC);
-    return step_done(st, s, "record transition", err);
+    return store_step_done(st, s, "record transition", err);
 }
 
 int store_run_insert(struct store *st, const struct store_run *run, struct err *err)
 {
-    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
     {
         _cleanup_stmt_ sqlite3_stmt *s = NULL;
-        r = store_prepare(st,
-                          "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
-                          "title, model, agent, repository, branch, timeout_ms, created_at) "
-                          "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?)",
-                          &s, err);
+        r = store_prepare(
+            st,
+            "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
+            "title, model, agent, repository, branch, timeout_ms, created_at, network) "
+            "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?, "
+            "nullif(?, ''))",
+            &s, err);
         if (r == 0) {
             sqlite3_bind_text(s, 1, run->id, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 2, run->user_id, -1, SQLITE_STATIC);
@@ -262,16 +245,17 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             sqlite3_bind_text(s, 10, run->branch, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s, 11, run->timeout_ms);
             sqlite3_bind_int64(s, 12, run->created_at);
-            r = step_done(st, s, "insert run", err);
+            sqlite3_bind_text(s, 13, run->network, -1, SQLITE_STATIC);
+            r = store_step_done(st, s, "insert run", err);
         }
     }
     if (r == 0)
         r = add_transition(st, run->id, "queued", run->status_reason, run->created_at, err);
     if (r < 0) {
-        exec_sql(st, "ROLLBACK", NULL);
+        store_exec(st, "ROLLBACK", NULL);
         return r;
     }
-    return exec_sql(st, "COMMIT", err);
+    return store_exec(st, "COMMIT", err);
 }
 
 int store_run_get(struct store *st, const char *user_id, const char *id, struct store_run *out,
@@ -291,7 +275,7 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
                          int64_t at, struct err *err)
 {
     bool final = strcmp(status, "queued") != 0 && strcmp(status, "running") != 0;
-    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
     {
@@ -309,7 +293,7 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
             sqlite3_bind_int64(s, 3, at);
             sqlite3_bind_int(s, 4, final);
             sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
-            r = step_done(st, s, "update run status", err);
+            r = store_step_done(st, s, "update run status", err);
             if (r == 0 && sqlite3_changes(st->db) == 0)
                 r = err_set(err, -EALREADY, "run '%s' has already ended", id);
         }
@@ -317,10 +301,10 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
     if (r == 0)
         r = add_transition(st, id, status, reason, at, err);
     if (r < 0) {
-        exec_sql(st, "ROLLBACK", NULL);
+        store_exec(st, "ROLLBACK", NULL);
         return r;
     }
-    return exec_sql(st, "COMMIT", err);
+    return store_exec(st, "COMMIT", err);
 }
 
 int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
@@ -338,7 +322,7 @@ int store_run_set_started(struct store *st, const char *id, const char *workdir,
     sqlite3_bind_text(s, 3, base_commit, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 4, agent_pid);
     sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
-    return step_done(st, s, "record run start", err);
+    return store_step_done(st, s, "record run start", err);
 }
 
 int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
@@ -358,13 +342,13 @@ int store_run_set_outcome(struct store *st, const char *id, int success, const c
     sqlite3_bind_text(s, 4, changes, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 5, exit_code);
     sqlite3_bind_text(s, 6, id, -1, SQLITE_STATIC);
-    return step_done(st, s, "record run outcome", err);
+    return store_step_done(st, s, "record run outcome", err);
 }
 
 int store_run_add_events(struct store *st, const char *run_id, const struct store_run_event *ev,
                          size_t n, int64_t new_offset, struct err *err)
 {
-    int r = exec_sql(st, "BEGIN IMMEDIATE", err);
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
     int64_t in = 0, out = 0;
@@ -387,11 +371,11 @@ int store_run_add_events(struct store *st, const char *run_id, const struct stor
             sqlite3_bind_text(s, 3, ev[i].type, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 4, ev[i].summary, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 5, ev[i].raw, -1, SQLITE_STATIC);
-            r = step_done(st, s, "insert run event", err);
+            r = store_step_done(st, s, "insert run event", err);
             if (r == 0) {
                 sqlite3_reset(bump);
                 sqlite3_bind_text(bump, 1, run_id, -1, SQLITE_STATIC);
-                r = step_done(st, bump, "count run event", err);
+                r = store_step_done(st, bump, "count run event", err);
             }
             if (ev[i].text)
                 text = ev[i].text;
@@ -417,14 +401,14 @@ int store_run_add_events(struct store *st, const char *run_id, const struct stor
             sqlite3_bind_text(s, 5, text, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 6, error, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 7, run_id, -1, SQLITE_STATIC);
-            r = step_done(st, s, "advance run offset", err);
+            r = store_step_done(st, s, "advance run offset", err);
         }
     }
     if (r < 0) {
-        exec_sql(st, "ROLLBACK", NULL);
+        store_exec(st, "ROLLBACK", NULL);
         return r;
     }
-    return exec_sql(st, "COMMIT", err);
+    return store_exec(st, "COMMIT", err);
 }
 
 int store_run_list(struct store *st, const struct store_run_list_opts *o,
@@ -557,7 +541,7 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    if ((r = step_done(st, s, "revoke view links", err)) < 0)
+    if ((r = store_step_done(st, s, "revoke view links", err)) < 0)
         return r;
     if (sqlite3_changes(st->db) == 0)
         return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);

@@ -70,6 +70,22 @@ int store_fail(struct store *st, int rc, const char *what, struct err *err)
     return err_set(err, code, "database %s: %s", what, sqlite3_errmsg(st->db));
 }
 
+int store_step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err)
+{
+    int rc = sqlite3_step(s);
+    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, what, err);
+}
+
+int store_exec(struct store *st, const char *sql, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, sql, &s, err);
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(s);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_fail(st, rc, sql, err);
+}
+
 static int migration_number(const char *name)
 {
     int n = 0, digits = 0;

@@ -335,6 +335,9 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
 #define STORE_RUN_STATUS_MAX 16
 
 /* A run row. The long texts are malloc'd (NULL when absent) and freed by store_run_release(). */
+/* "none", "allowlist" or "public", and its terminating NUL */
+#define STORE_NETWORK_MAX 16
+
 struct store_run {
     int64_t n; /* creation order */
     char id[64], user_id[64], session_id[64];
@@ -352,7 +355,8 @@ struct store_run {
     int success;   /* -1 = not finished */
     int64_t input_tokens, output_tokens;
     double cost;
-    int64_t view_generation; /* of its web address */
+    int64_t view_generation;         /* of its web address */
+    char network[STORE_NETWORK_MAX]; /* its sandbox's network mode, "" for older runs */
 };
 void store_run_release(struct store_run *r);
 
@@ -421,3 +425,35 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
 int store_run_transitions(struct store *st, const char *run_id,
                           void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),
                           void *ctx, struct err *err);
+
+/* --- sandbox network (egress.c) --- */
+
+/* A user's network mode ("none", "allowlist", "public"), or "" when the deployment's applies. */
+int store_user_network_get(struct store *st, const char *user_id, char out[STORE_NETWORK_MAX],
+                           struct err *err);
+/* Set it by user name; NULL or "" returns the user to the deployment's. -ENOENT for no user. */
+int store_user_network_set(struct store *st, const char *name, const char *mode, struct err *err);
+
+/* One destination of a sandbox (and run) with one outcome, and how often it was tried. */
+struct store_egress_row {
+    const char *user_id, *sandbox_id;
+    const char *run_id; /* "" outside a run */
+    const char *host;
+    int port;
+    const char *verdict, *reason, *why, *addr;
+    int64_t attempts;
+    int64_t bytes_up, bytes_down;
+    int64_t first_at, last_at;
+};
+/* A sandbox and run keep at most this many rows; further destinations count under host '*'. */
+#define STORE_EGRESS_ROWS_MAX 200
+/* Add n rows, in one transaction, to the counts kept (a row of the same sandbox, run, host,
+ * port, verdict and reason grows; why and addr become the latest). */
+int store_egress_add(struct store *st, const struct store_egress_row *rows, size_t n,
+                     struct err *err);
+/* Call fn for each row of run_id, the most tried first. */
+int store_egress_list(struct store *st, const char *run_id,
+                      void (*fn)(const struct store_egress_row *row, void *ctx), void *ctx,
+                      struct err *err);
+/* Forget the rows outside runs last touched before before_ms. */
+int store_egress_prune(struct store *st, int64_t before_ms, struct err *err);

@@ -22,6 +22,10 @@ static inline void cleanup_stmtp(sqlite3_stmt **s)
     store_release(*s);
 }
 #define _cleanup_stmt_ __attribute__((cleanup(cleanup_stmtp)))
+/* Step s, which must finish without a row: 0, or store_fail naming what. */
+int store_step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err);
+/* Run one statement of sql (a literal, prepared once like store_prepare's): 0, or -errno. */
+int store_exec(struct store *st, const char *sql, struct err *err);
 /* Map an SQLite result code to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
 

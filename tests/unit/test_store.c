@@ -314,4 +314,103 @@ TEST(sandbox_id_ranges_lowest_free_and_reused)
     free(path);
 }
 
+struct egress_seen {
+    int rows;
+    int64_t attempts, up, down;
+    char star[16];
+    int64_t star_attempts;
+};
+
+static void see_egress(const struct store_egress_row *row, void *ctx)
+{
+    struct egress_seen *s = ctx;
+    s->rows++;
+    s->attempts += row->attempts;
+    s->up += row->bytes_up;
+    s->down += row->bytes_down;
+    if (strcmp(row->host, "*") == 0) {
+        snprintf(s->star, sizeof(s->star), "%s", row->host);
+        s->star_attempts = row->attempts;
+    }
+}
+
+TEST(egress_counts_grow_per_destination_and_stay_bounded)
+{
+    char *path = temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user a;
+    CHECK_INT_EQ(store_user_add(st, "alice", &a, &err), 0);
+    char mine[STORE_NETWORK_MAX];
+    CHECK_INT_EQ(store_user_network_get(st, a.id, mine, &err), 0);
+    CHECK_STR_EQ(mine, "");
+    CHECK_INT_EQ(store_user_network_set(st, "alice", "none", &err), 0);
+    CHECK_INT_EQ(store_user_network_get(st, a.id, mine, &err), 0);
+    CHECK_STR_EQ(mine, "none");
+    CHECK(store_user_network_set(st, "alice", "everything", &err) < 0);
+    CHECK_INT_EQ(store_user_network_set(st, "nobody", "none", &err), -ENOENT);
+    CHECK_INT_EQ(store_user_network_set(st, "alice", NULL, &err), 0);
+    CHECK_INT_EQ(store_user_network_get(st, a.id, mine, &err), 0);
+    CHECK_STR_EQ(mine, "");
+
+    /* the same destination and outcome adds to one row; another outcome is a row of its own */
+    struct store_egress_row e = {.user_id = a.id,
+                                 .sandbox_id = "sbx_1",
+                                 .run_id = "run_1",
+                                 .host = "pypi.org",
+                                 .port = 443,
+                                 .verdict = "allowed",
+                                 .reason = "ok",
+                                 .why = "",
+                                 .addr = "192.0.2.1",
+                                 .attempts = 2,
+                                 .bytes_up = 10,
+                                 .bytes_down = 100,
+                                 .first_at = 1,
+                                 .last_at = 2};
+    struct store_egress_row more[2] = {e, e};
+    more[1].verdict = "denied";
+    more[1].reason = "port";
+    more[1].bytes_up = more[1].bytes_down = 0;
+    CHECK_INT_EQ(store_egress_add(st, &e, 1, &err), 0);
+    CHECK_INT_EQ(store_egress_add(st, more, 2, &err), 0);
+    struct egress_seen seen = {0};
+    CHECK_INT_EQ(store_egress_list(st, "run_1", see_egress, &seen, &err), 0);
+    CHECK_INT_EQ(seen.rows, 2);
+    CHECK_INT_EQ(seen.attempts, 6);
+    CHECK_INT_EQ(seen.down, 200);
+
+    /* a run trying thousands of names keeps a bounded number of rows, counting every attempt */
+    char host[64];
+    for (int i = 0; i < 3 * STORE_EGRESS_ROWS_MAX; i++) {
+        snprintf(host, sizeof(host), "h%d.example", i);
+        struct store_egress_row x = e;
+        x.run_id = "run_2";
+        x.host = host;
+        x.attempts = 1;
+        CHECK_INT_EQ(store_egress_add(st, &x, 1, &err), 0);
+    }
+    memset(&seen, 0, sizeof(seen));
+    CHECK_INT_EQ(store_egress_list(st, "run_2", see_egress, &seen, &err), 0);
+    CHECK_INT_EQ(seen.rows, STORE_EGRESS_ROWS_MAX);
+    CHECK_INT_EQ(seen.attempts, 3 * STORE_EGRESS_ROWS_MAX);
+    CHECK_STR_EQ(seen.star, "*");
+    CHECK_INT_EQ(seen.star_attempts, 2 * STORE_EGRESS_ROWS_MAX + 1);
+
+    /* rows outside runs are pruned by age; a run's stay with the run */
+    struct store_egress_row old = e;
+    old.run_id = "";
+    CHECK_INT_EQ(store_egress_add(st, &old, 1, &err), 0);
+    CHECK_INT_EQ(store_egress_prune(st, 100, &err), 0);
+    memset(&seen, 0, sizeof(seen));
+    CHECK_INT_EQ(store_egress_list(st, "run_1", see_egress, &seen, &err), 0);
+    CHECK_INT_EQ(seen.rows, 2);
+    memset(&seen, 0, sizeof(seen));
+    CHECK_INT_EQ(store_egress_list(st, "", see_egress, &seen, &err), 0);
+    CHECK_INT_EQ(seen.rows, 0);
+    store_close(st);
+    free(path);
+}
+
 TEST_MAIN()

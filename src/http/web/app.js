@@ -43,6 +43,43 @@ async function getJson(path) {
 
 // --- the run page ---
 
+function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+// What the run's sandbox reached and what it was refused, with the reason.
+function showNetwork(net) {
+  const card = $('network');
+  card.hidden = !net;
+  if (!net) return;
+  setText('network-mode', `· ${net.mode}`);
+  setText('network-totals', `${net.connections} connection${net.connections === 1 ? '' : 's'}, `
+    + `${bytes(net.bytes_down)} down, ${bytes(net.bytes_up)} up; `
+    + `${net.denied_attempts} refused, ${net.failed_attempts} failed`);
+  const reached = $('network-reached');
+  reached.replaceChildren();
+  for (const h of net.reached) {
+    const li = el('li');
+    li.append(el('span', 'host', `${h.host}:${h.port}`),
+      el('span', 'muted', ` ${h.connections}× · ${bytes(h.bytes_down)} down · ${bytes(h.bytes_up)} up`));
+    reached.append(li);
+  }
+  if (!net.reached.length) reached.append(el('li', 'muted', 'none'));
+  const denied = $('network-denied');
+  denied.replaceChildren();
+  for (const h of [...net.denied, ...net.failed]) {
+    const li = el('li');
+    li.append(el('span', 'host', `${h.host}:${h.port}`),
+      el('span', 'reason', ` ${h.reason.replace(/_/g, ' ')} ${h.attempts}×`),
+      el('div', 'muted', h.message));
+    denied.append(li);
+  }
+  if (!net.denied.length && !net.failed.length) denied.append(el('li', 'muted', 'none'));
+}
+
 function showRun(run) {
   document.title = `${run.title || 'Run'} · ${run.status} · sandbox-mcp`;
   setText('title', run.title || 'Run');
@@ -54,6 +91,7 @@ function showRun(run) {
   setText('created', when(run.created_at));
   setText('started', when(run.started_at));
   setText('finished', when(run.finished_at));
+  showNetwork(run.network);
   const done = !['queued', 'running'].includes(run.status);
   $('outcome').hidden = !done;
   if (!done) return;
@@ -132,6 +170,7 @@ async function runPage() {
     try {
       const r = await getJson(`/runs/${id}/data`);
       if (['queued', 'running'].includes(r.status)) setStatus(r.status, r.status_reason);
+      showNetwork(r.network);
     } catch { /* next time */ }
   }, 5000);
 }
