@@ -63,7 +63,8 @@ async function pageAt(url, viewport) {
 test('a running run: events appear as the agent works, then the final state', async () => {
   const s = router.add('web-live-71b', [
     { tool: 'write', input: { filePath: '/workspace/web/notes.md', content: '# Notes\nfirst line\n' } },
-    { hold: true, tool: 'bash', input: { command: 'cd /workspace/web && git init -q 2>/dev/null; echo done', description: 'Finish up' } },
+    // (the curl is refused: these servers give sandboxes no network; the page shows the refusal)
+    { hold: true, tool: 'bash', input: { command: "cd /workspace/web && git init -q 2>/dev/null; curl -s --noproxy '' -x http://127.0.0.1:3128 http://localhost:9/ >/dev/null; echo done", description: 'Finish up' } },
     { text: 'Wrote notes.md for you.' },
   ]);
   const run = await ok('run_task', { task: 'web-live-71b: write some notes', title: 'Notes for the page' });
@@ -91,6 +92,10 @@ test('a running run: events appear as the agent works, then the final state', as
   assert.equal(after.length, result.event_count);
   assert.equal(await page.textContent('#summary'), 'Wrote notes.md for you.');
   assert.match(await page.textContent('#usage'), /input tokens/);
+  // what the run's sandbox tried on the network, and why it was refused
+  assert.equal(await page.isVisible('#network'), true);
+  assert.match(await page.textContent('#network-mode'), /none/);
+  assert.match(await page.textContent('#network-denied'), /localhost:9 mode none 1×.*no network/s);
   await page.screenshot({ path: path.join(shots, 'run-finished-phone.png'), fullPage: true });
   assert.deepEqual(phone.problems, []);
   await phone.context.close();
