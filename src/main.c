@@ -641,7 +641,6 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 2;
     }
-    sc.egress = egress_policy_mode(policy) != EGRESS_MODE_NONE;
     log_info("egress mode=%s", egress_mode_name(egress_policy_mode(policy)));
     raise_nofile(&cfg, &sc);
     _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;

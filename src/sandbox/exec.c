@@ -333,9 +333,11 @@ static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
     return 0;
 }
 
-/* Build argv/envp for /bin/sh -c. With egress, the proxy at SANDBOX_EGRESS_PORT is named in
- * both spellings tools read, and the proxy listener at 127.0.0.1:8788 stays direct. */
-static char **build_env(const char *const *extra, const char *cwd, bool egress)
+/* Build argv/envp for /bin/sh -c. The egress proxy at SANDBOX_EGRESS_PORT is named in both
+ * spellings tools read, whatever the mode (with none, a tool meets the proxy's refusal and its
+ * reason rather than "could not resolve host"), and the proxy listener at 127.0.0.1:8788 stays
+ * direct. */
+static char **build_env(const char *const *extra, const char *cwd)
 {
     static const char *const base[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -362,8 +364,6 @@ static char **build_env(const char *const *extra, const char *cwd, bool egress)
     size_t k = 0;
     for (size_t i = 0; i < ARRAY_SIZE(base) + ARRAY_SIZE(proxy); i++) {
         const char *var = i < ARRAY_SIZE(base) ? base[i] : proxy[i - ARRAY_SIZE(base)];
-        if (i >= ARRAY_SIZE(base) && !egress)
-            break;
         size_t nl = strcspn(var, "=") + 1;
         bool overridden = false;
         for (size_t j = 0; j < n; j++)
@@ -437,7 +437,7 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
                        "container_initialize",
                        strerror(e));
     }
-    char **envp = build_env(env, cwd, sbx->m->cfg.egress);
+    char **envp = build_env(env, cwd);
     uint32_t len;
     char *req = build_request(cwd, argv, envp, opts, &len);
     free_strv(envp);

@@ -46,8 +46,6 @@ struct sandbox_config {
     const char *agent_dir;     /* host directory mounted read-only at /opt/agents, or NULL */
     const char *cgroup_root;   /* where the cgroup hierarchies are mounted; NULL: /sys/fs/cgroup */
     bool allow_unlimited;      /* start sandboxes even without cgroup memory and pids limits */
-    bool egress;               /* sandboxes reach out through the egress proxy: every command's
-                                  environment names it (HTTP_PROXY and the like) */
 };
 
 /* Fill cfg with the built-in defaults (data_dir left NULL). */
