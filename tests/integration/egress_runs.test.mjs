@@ -16,6 +16,7 @@ import path from 'node:path';
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { parseMetrics } from '../lib/http.mjs';
+import { startNpmRegistry, NPM_FIXTURE } from '../lib/registries.mjs';
 
 const METRICS_TOKEN = 'egress-runs-metrics';
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -23,7 +24,7 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 // -p makes curl tunnel with CONNECT even for http:// URLs.
 const VIA = "curl -sS --noproxy '' -x http://127.0.0.1:3128 --max-time 20";
 
-let fake, router, srv, web, svc, ports;
+let fake, router, srv, web, svc, ports, npm;
 let nextId = 1;
 
 function freePort() {
@@ -92,7 +93,9 @@ before(async () => {
   });
   svc = net.createServer((s) => s.end('a loopback service\n'));
   await Promise.all([new Promise((r) => web.listen(0, '127.0.0.1', r)), new Promise((r) => svc.listen(0, '127.0.0.1', r))]);
-  ports = { web: web.address().port, svc: svc.address().port, server: await freePort(), unlisted: await freePort() };
+  npm = await startNpmRegistry();
+  ports = { web: web.address().port, svc: svc.address().port, server: await freePort(), unlisted: await freePort(),
+    npm: npm.port };
   const env = {
     ANTHROPIC_API_KEY: 'sk-ant-test-key',
     ANTHROPIC_BASE_URL: fake.url,
@@ -100,9 +103,9 @@ before(async () => {
     SANDBOX_NETWORK: 'allowlist',
     SANDBOX_NETWORK_DEFAULTS: '0',
     // names the sandbox may ask for: all localhost, so every lookup stays on this machine
-    SANDBOX_NETWORK_ALLOW: `localhost:${ports.web},localhost:${ports.svc},localhost:${ports.server}`,
-    // and of the addresses they resolve to, only the web upstream's may be reached
-    SANDBOX_NETWORK_ADDRS: `127.0.0.1:${ports.web}`,
+    SANDBOX_NETWORK_ALLOW: `localhost:${ports.web},localhost:${ports.svc},localhost:${ports.server},localhost:${ports.npm}`,
+    // and of the addresses they resolve to, only the web upstream's and the registry's
+    SANDBOX_NETWORK_ADDRS: `127.0.0.1:${ports.web},127.0.0.1:${ports.npm}`,
   };
   srv = await startServer({ env, args: ['--listen', `127.0.0.1:${ports.server}`] });
   assert.ok(srv.url.endsWith(`:${ports.server}`), srv.url);
@@ -114,6 +117,40 @@ after(async () => {
   await fake?.close();
   web?.close();
   svc?.close();
+  await npm?.close();
+});
+
+test('a run installs a dependency from the package registry and runs the test that needs it', async () => {
+  const dir = '/workspace/padder';
+  const script = router.add('net-npm-4e9', [
+    { tool: 'write', input: { filePath: `${dir}/package.json`, content: `${JSON.stringify({
+      name: 'padder', version: '0.1.0', private: true, scripts: { test: 'node test.js' },
+      dependencies: { [NPM_FIXTURE.name]: NPM_FIXTURE.version } }, null, 2)}\n` } },
+    { tool: 'write', input: { filePath: `${dir}/test.js`, content: [
+      "const assert = require('node:assert');",
+      `const pad = require('${NPM_FIXTURE.name}');`,
+      "assert.strictEqual(pad('7', 3, '0'), '007');",
+      "console.log('padder test passed');", ''].join('\n') } },
+    // the registry is a loopback service named localhost, which NO_PROXY would keep from the
+    // proxy (right for the sandbox's own services); a real registry's name is not on that list
+    { tool: 'bash', input: { description: 'Install and test', command: `cd ${dir} && unset NO_PROXY no_proxy && `
+      + `npm install --registry http://localhost:${ports.npm}/ --no-audit --no-fund --no-update-notifier && npm test --no-update-notifier` } },
+    { text: 'Installed the dependency; the test passes.' },
+  ]);
+  const r = await ok('run_task', { task: 'Install the dependencies and run the tests (net-npm-4e9)' });
+  const run = await waitRun(r.run_id);
+  assert.equal(run.status, 'succeeded', JSON.stringify(run));
+  const out = script.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n');
+  assert.match(out, /added 1 package/, out);
+  assert.match(out, /padder test passed/, out);
+  // the registry saw the package document and the tarball, through the proxy
+  const paths = npm.requests.map((q) => q.url);
+  assert.ok(paths.includes(`/${NPM_FIXTURE.name}`), paths.join(' '));
+  assert.ok(paths.some((p) => p.endsWith(`${NPM_FIXTURE.name}-${NPM_FIXTURE.version}.tgz`)), paths.join(' '));
+  const reached = run.network.reached.find((h) => h.host === 'localhost' && h.port === ports.npm);
+  assert.ok(reached && reached.connections >= 2, JSON.stringify(run.network));
+  assert.ok(reached.bytes_down > 0);
+  assert.equal(run.network.denied_attempts, 0, JSON.stringify(run.network.denied));
 });
 
 test("a run's network summary: the host it reached with bytes, and every refusal with its reason", async () => {
