@@ -178,6 +178,26 @@ struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, vo
 /* cb will not be called; the thread finishes on its own. */
 void egress_lookup_cancel(struct egress_lookup *l);
 
+/* --- the sandboxes' bandwidth cap (rate.c) ---
+ * A token bucket: bytes pass while it holds tokens, which it gains at rate bytes a second up to
+ * its burst (a quarter of a second's worth, at least EGRESS_RATE_BURST_MIN). Pure: the caller
+ * gives the time, in milliseconds of a monotonic clock. */
+#define EGRESS_RATE_BURST_MIN (64 * 1024)
+struct egress_rate {
+    uint64_t rate;  /* bytes a second; 0: no cap */
+    uint64_t burst; /* most bytes the bucket holds */
+    uint64_t milli; /* tokens held, in thousandths of a byte */
+    int64_t last_ms;
+};
+/* A full bucket for rate (0: no cap) at now_ms. */
+void egress_rate_init(struct egress_rate *b, uint64_t rate, int64_t now_ms);
+/* Whole bytes that may pass now (UINT64_MAX without a cap). */
+uint64_t egress_rate_available(struct egress_rate *b, int64_t now_ms);
+/* n bytes passed (more than are available empties the bucket). */
+void egress_rate_take(struct egress_rate *b, uint64_t n);
+/* Milliseconds until need bytes (at most the burst) are available, 0 when they are now. */
+uint64_t egress_rate_wait_ms(struct egress_rate *b, uint64_t need, int64_t now_ms);
+
 /* --- the egress proxy (proxy.c): a sandbox's only way out --- */
 
 /* Each running sandbox has a listener at 127.0.0.1:3128 inside its network namespace, served
