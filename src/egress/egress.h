@@ -160,7 +160,8 @@ const char *egress_reason_name(enum egress_reason r);
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
 #define EGRESS_ADDRS_MAX 16
-#define EGRESS_LOOKUPS_MAX 32 /* lookup threads alive at once */
+#define EGRESS_LOOKUPS_MAX 32      /* lookup threads alive at once */
+#define EGRESS_LOOKUPS_PER_OWNER 8 /* of them for one owner (a sandbox) */
 
 struct egress_lookup;
 /* addrs (n of them, duplicates removed) are valid during the call only; err is NULL on
@@ -175,8 +176,30 @@ typedef void (*egress_resolved_fn)(void *ctx, const struct egress_addr *addrs, i
  * thread only. */
 struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
                                      struct err *err);
+/* The same on behalf of owner (a sandbox id, at most 63 bytes; NULL: nobody's), which may have at
+ * most EGRESS_LOOKUPS_PER_OWNER lookups alive at once, cancelled ones whose thread has not ended
+ * included, so that one sandbox cannot hold every lookup thread; beyond it NULL with -EAGAIN and
+ * a message saying so. */
+struct egress_lookup *egress_resolve_for(const char *host, const char *owner, egress_resolved_fn cb,
+                                         void *ctx, struct err *err);
 /* cb will not be called; the thread finishes on its own. */
 void egress_lookup_cancel(struct egress_lookup *l);
+
+/* The count of lookups alive, in all and per owner, that egress_resolve keeps (under a lock of
+ * its own). Pure; the caller serializes. */
+struct egress_lookups {
+    int total;
+    struct {
+        char owner[64]; /* "" when the slot is free */
+        int n;
+    } slot[EGRESS_LOOKUPS_MAX];
+};
+/* Count one more lookup for owner (NULL: counted in the total only): 0, or -EAGAIN with a message
+ * when EGRESS_LOOKUPS_MAX are alive, or per_owner of owner's. */
+int egress_lookups_claim(struct egress_lookups *t, const char *owner, int per_owner,
+                         struct err *err);
+/* One of owner's lookups (a claim that succeeded) has ended. */
+void egress_lookups_release(struct egress_lookups *t, const char *owner);
 
 /* --- the sandboxes' bandwidth cap (rate.c) ---
  * A token bucket: bytes pass while it holds tokens, which it gains at rate bytes a second up to

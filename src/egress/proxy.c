@@ -306,7 +306,7 @@ static void judge(struct conn *c)
         return;
     }
     struct err err = {0};
-    c->lookup = egress_resolve(c->host, on_resolved, c, &err);
+    c->lookup = egress_resolve_for(c->host, c->sbx->id, on_resolved, c, &err);
     if (!c->lookup)
         answer(c, 503, "allowed", "busy", err.msg);
 }

@@ -1,7 +1,10 @@
 /* The egress proxy's limits per sandbox. The bandwidth cap's token bucket (src/egress/rate.c), on
  * an injected clock: it starts full, refills at the rate without losing fractions of a byte, never
- * holds more than its burst, and says how long to wait for a given amount. */
+ * holds more than its burst, and says how long to wait for a given amount. The count of name
+ * lookups alive (src/egress/resolve.c): per owner and in all. */
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "egress/egress.h"
 #include "harness.h"
@@ -99,6 +102,48 @@ TEST(rate_zero_is_no_cap)
     egress_rate_take(&b, UINT64_MAX);
     CHECK(egress_rate_available(&b, 0) == UINT64_MAX);
     CHECK_INT_EQ(egress_rate_wait_ms(&b, 100 * MiB, 0), 0);
+}
+
+TEST(lookups_per_owner_and_in_all)
+{
+    static struct egress_lookups t;
+    struct err err = {0};
+    for (int i = 0; i < 8; i++)
+        CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), 0);
+    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), -EAGAIN);
+    CHECK_STR_CONTAINS(err.msg, "8 name lookups of this sandbox are under way");
+    /* another owner, and lookups of nobody's, are not held back by a's */
+    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_b", 8, &err), 0);
+    CHECK_INT_EQ(egress_lookups_claim(&t, NULL, 8, &err), 0);
+    CHECK_INT_EQ(t.total, 10);
+    /* one of a's ends: a may start one more, and no more */
+    egress_lookups_release(&t, "sbx_a");
+    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), 0);
+    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), -EAGAIN);
+    /* many owners fill the pool: then nobody gets one, a newcomer included */
+    char owner[32];
+    int owners = 0;
+    while (t.total < EGRESS_LOOKUPS_MAX) {
+        snprintf(owner, sizeof(owner), "sbx_%d", owners++);
+        CHECK_INT_EQ(egress_lookups_claim(&t, owner, 8, &err), 0);
+    }
+    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_new", 8, &err), -EAGAIN);
+    CHECK_STR_CONTAINS(err.msg, "32 name lookups are under way");
+    CHECK_INT_EQ(egress_lookups_claim(&t, NULL, 8, &err), -EAGAIN);
+    /* as they end, their slots are freed and taken again */
+    egress_lookups_release(&t, "sbx_b");
+    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_new", 8, &err), 0);
+    egress_lookups_release(&t, "sbx_new");
+    egress_lookups_release(&t, NULL);
+    for (int i = 0; i < 8; i++)
+        egress_lookups_release(&t, "sbx_a");
+    for (int i = 0; i < owners; i++) {
+        snprintf(owner, sizeof(owner), "sbx_%d", i);
+        egress_lookups_release(&t, owner);
+    }
+    CHECK_INT_EQ(t.total, 0);
+    for (int i = 0; i < EGRESS_LOOKUPS_MAX; i++)
+        CHECK_INT_EQ(t.slot[i].n, 0);
 }
 
 TEST_MAIN()
