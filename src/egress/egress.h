@@ -252,10 +252,12 @@ typedef void (*egress_recorder_fn)(void *ctx, const struct egress_attempt *a);
 /* The mode a sandbox's requests are judged under. */
 typedef enum egress_mode (*egress_mode_fn)(void *ctx, const char *sandbox_id);
 
-/* Create the proxy under policy (borrowed; it must outlive the proxy). Reads
- * SANDBOX_EGRESS_CONNECTIONS (connections of one sandbox at once, default 64) from cfg. Until
- * egress_proxy_set_mode says otherwise, every sandbox is judged under the policy's own mode.
- * Returns 0 or -EINVAL with err set. Main loop only. */
+/* Create the proxy under policy (borrowed; it must outlive the proxy). Takes from cfg
+ * SANDBOX_EGRESS_CONNECTIONS (connections of one sandbox at once) and SANDBOX_EGRESS_RATE (bytes
+ * a second one sandbox's connections may relay, each way, 0 for no cap). A sandbox may have
+ * EGRESS_LOOKUPS_PER_OWNER name lookups under way. Until egress_proxy_set_mode says otherwise,
+ * every sandbox is judged under the policy's own mode. Returns 0 or -EINVAL with err set. Main
+ * loop only. */
 int egress_proxy_new(const struct config *cfg, const struct egress_policy *policy,
                      struct egress_proxy **out, struct err *err);
 /* Close every listener and connection (recording the connections) and free the proxy. */

@@ -151,6 +151,27 @@ TEST(config_rejects_bad_numbers_and_urls)
     config_release(&cfg);
 }
 
+TEST(config_egress_rate_default_off_and_floor)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.sandbox_egress_rate, 100 * 1024 * 1024);
+    config_release(&cfg);
+    config_set(&cfg, "SANDBOX_EGRESS_RATE", "0");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.sandbox_egress_rate, 0);
+    config_release(&cfg);
+    config_set(&cfg, "SANDBOX_EGRESS_RATE", "65536");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.sandbox_egress_rate, 65536);
+    config_release(&cfg);
+    config_set(&cfg, "SANDBOX_EGRESS_RATE", "65535");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "SANDBOX_EGRESS_RATE '65535' is below 65536");
+    config_release(&cfg);
+}
+
 TEST(config_tls_cert_and_key_go_together)
 {
     struct config cfg = {0};
