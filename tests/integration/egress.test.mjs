@@ -241,6 +241,8 @@ print(opened, answered)
     // 1 GiB at the default cap (100 MiB/s) takes about ten seconds, the whole of the rounds below
     const big = sh(srv, `${CURL} --max-time 100 -o /dev/null -w '%{size_download}' http://127.0.0.1:${up.webPort}/big?n=${GiB}`,
       undefined, { timeout_ms: 120000 });
+    // the download holds its connection before the flood takes every other one the cap leaves
+    for (let i = 0; i < 400 && !up.seen.some((x) => x.url === `/big?n=${GiB}`); i++) await sleep(25);
     const connects = sh(srv, 'python3 -c "$PY"', undefined, { env: { PY: flood, ECHO: String(up.echoPort) }, timeout_ms: 60000 });
     let maxFds = 0;
     await sleep(2000);
