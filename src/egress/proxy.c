@@ -9,9 +9,12 @@
  *   judge    the policy on the name (egress_policy_check_name), then on every address the name
  *            resolves to (egress_resolve on a thread; egress_policy_check_addrs)
  *   connect  non-blocking, to the checked addresses in turn, within CONNECT_MS
- *   relay    bytes both ways; each direction reads at most RELAY_BUF bytes and reads again only
- *            once they are written, so a slow reader holds back its writer, and what a
- *            connection holds stays bounded whatever either side does
+ *   relay    bytes both ways; each direction reads at most a buffer's worth and reads again
+ *            only once it is written, so a slow reader holds back its writer, and what a
+ *            connection holds stays bounded whatever either side does. Buffers are RELAY_BUF;
+ *            a direction whose reads fill it (a download, say) gets RELAY_BUF_BULK, as long as
+ *            fewer than RELAY_BULK_MAX of its sandbox's have one: per byte relayed the cost is
+ *            mostly system calls and wakeups, which a larger buffer makes fewer (bench/NOTES.md)
  * Each direction of a sandbox's relays draws on a token bucket of its own (SANDBOX_EGRESS_RATE
  * bytes a second): a read takes at most what the bucket holds, and a connection that finds it
  * empty stops reading and waits in line on its sandbox's timer, so the sandbox's connections
@@ -24,6 +27,7 @@
 #include <errno.h>
 #include <h2o.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +44,10 @@
 
 #define HEAD_MAX 8192
 #define RELAY_BUF (64 * 1024)
-#define CONNECT_MS 10000        /* head and connect, each */
-#define IDLE_MS (5 * 60 * 1000) /* relay without a byte either way */
+#define RELAY_BUF_BULK (256 * 1024) /* for a direction whose reads fill RELAY_BUF */
+#define RELAY_BULK_MAX 16           /* directions of one sandbox with such a buffer at once */
+#define CONNECT_MS 10000            /* head and connect, each */
+#define IDLE_MS (5 * 60 * 1000)     /* relay without a byte either way */
 #define ACCEPT_BATCH 16
 #define RATE_READ_MIN (16 * 1024) /* under the cap, wait for this much rather than read less */
 /* Waits for the cap are powers of two of milliseconds up to this: h2o's timers are lists of one
@@ -81,6 +87,7 @@ struct sbx {
     struct conn *conns;
     size_t nconns;
     struct throttle up, down; /* sandbox -> upstream, upstream -> sandbox */
+    int bulk;                 /* directions with a RELAY_BUF_BULK buffer */
 };
 
 enum stage { ST_HEAD, ST_JUDGE, ST_CONNECT, ST_RELAY, ST_ANSWER };
@@ -89,6 +96,8 @@ enum stage { ST_HEAD, ST_JUDGE, ST_CONNECT, ST_RELAY, ST_ANSWER };
 struct dir {
     struct conn *c;
     char *buf;
+    size_t cap;
+    bool full; /* its last read filled the buffer */
     bool writing;
     bool eof;     /* from has ended, and to has been told (shutdown) */
     bool waiting; /* in its throttle's line, not reading */
@@ -172,6 +181,7 @@ static void finish(struct conn *c)
     c->sbx->nconns--;
     c->sbx->p->conns--;
     free(c->forward);
+    c->sbx->bulk -= (c->up.cap == RELAY_BUF_BULK) + (c->down.cap == RELAY_BUF_BULK);
     free(c->up.buf);
     free(c->down.buf);
     free(c);
@@ -249,6 +259,11 @@ static void on_connected(h2o_socket_t *sock, const char *err)
         try_connect(c);
         return;
     }
+    /* each end coalesces its own writes; what the relay holds back waiting for an ACK (Nagle)
+     * would only delay a TLS handshake's next flight by the peer's delayed ACK, 40 ms */
+    int one = 1;
+    setsockopt(h2o_socket_get_fd(c->upstream), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(h2o_socket_get_fd(c->client), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     relay_start(c);
 }
 
@@ -661,7 +676,15 @@ static bool pump(struct conn *c, struct dir *d, h2o_socket_t *from, h2o_socket_t
                  uint64_t *count, h2o_socket_cb written)
 {
     struct throttle *t = throttle_of(d);
-    size_t want = RELAY_BUF;
+    if (d->full && d->cap < RELAY_BUF_BULK && c->sbx->bulk < RELAY_BULK_MAX) {
+        /* a bulk transfer: a larger buffer (free now, nothing is being written from it) takes
+         * fewer system calls and wakeups per byte, which is most of what relaying costs */
+        free(d->buf);
+        d->buf = xmalloc(RELAY_BUF_BULK);
+        d->cap = RELAY_BUF_BULK;
+        c->sbx->bulk++;
+    }
+    size_t want = d->cap;
     if (t->bucket.rate) {
         uint64_t avail = egress_rate_available(&t->bucket, (int64_t)h2o_now(loop_get()));
         bool granted = d->granted;
@@ -693,6 +716,7 @@ static bool pump(struct conn *c, struct dir *d, h2o_socket_t *from, h2o_socket_t
         return true;
     }
     *count += (uint64_t)n;
+    d->full = (size_t)n == d->cap;
     egress_rate_take(&t->bucket, (uint64_t)n);
     d->writing = true;
     h2o_iovec_t buf = h2o_iovec_init(d->buf, (size_t)n);
@@ -720,6 +744,7 @@ static void relay_start(struct conn *c)
     c->up.c = c->down.c = c;
     c->up.buf = xmalloc(RELAY_BUF);
     c->down.buf = xmalloc(RELAY_BUF);
+    c->up.cap = c->down.cap = RELAY_BUF;
     loop_timer_start(&c->timer, IDLE_MS, on_timeout);
     if (c->is_connect) {
         /* the answer first, then what the client sent after its head (a TLS hello, say) */
