@@ -136,7 +136,7 @@ test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_B
 	BUILD=$(BUILD) sh tests/run.sh
 
 # Benchmarks: release build against peers on this machine; results in bench/out/*.md.
-BENCH_APT := bubblewrap util-linux wrk
+BENCH_APT := bubblewrap util-linux wrk tinyproxy
 bench: deps
 	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp $(BUILD)/spawntime
 	BUILD=$(BUILD) sh bench/run.sh

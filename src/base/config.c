@@ -56,6 +56,7 @@ const char *const config_known_keys[] = {
     "SANDBOX_NETWORK_DEFAULTS",
     "SANDBOX_NETWORK_ADDRS",
     "SANDBOX_EGRESS_CONNECTIONS",
+    "SANDBOX_EGRESS_RATE",
     "EXEC_TIMEOUT_SECONDS",
     "EXEC_TIMEOUT_MAX_SECONDS",
     "EXEC_OUTPUT_BYTES",
@@ -281,6 +282,16 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "SANDBOX_EGRESS_CONNECTIONS", 64, 1, 1 << 16, &u, err)) < 0)
         return r;
     cfg->sandbox_egress_connections = u;
+    /* a lower cap than 64 KiB a second would leave a connection waiting seconds between reads */
+    if ((r = config_get_u64(cfg, "SANDBOX_EGRESS_RATE", 100 << 20, 0, (uint64_t)1 << 40, &u, err)) <
+        0)
+        return r;
+    if (u > 0 && u < 65536)
+        return err_set(err, -EINVAL,
+                       "SANDBOX_EGRESS_RATE '%llu' is below 65536 bytes a second; 0 turns the cap "
+                       "off",
+                       (unsigned long long)u);
+    cfg->sandbox_egress_rate = u;
     cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
     if (!cfg->tls_cert)
         cfg->tls_cert = dup_or(cfg, "TLS_CERT", NULL);

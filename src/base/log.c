@@ -42,3 +42,51 @@ void log_write(enum log_level level, const char *fmt, ...)
             *p = ' ';
     fprintf(stderr, "%s\n", line);
 }
+
+/* The keys of log_ratelimit, each with its current one-second window. */
+struct rate_key {
+    char key[64]; /* "" when free */
+    int64_t window_ms, used_ms;
+    unsigned n;    /* lines allowed in the window */
+    uint64_t held; /* lines held back since the last one allowed */
+};
+static struct rate_key rate_keys[LOG_RATE_KEYS];
+
+bool log_ratelimit(const char *key, unsigned per_second, int64_t now_ms, uint64_t *suppressed)
+{
+    size_t klen = strnlen(key, sizeof(rate_keys[0].key) - 1);
+    int slot = -1, oldest = 0;
+    for (int i = 0; i < LOG_RATE_KEYS; i++) {
+        if (rate_keys[i].key[0] && strncmp(rate_keys[i].key, key, klen) == 0 &&
+            rate_keys[i].key[klen] == '\0') {
+            slot = i;
+            break;
+        }
+        if (!rate_keys[i].key[0] ||
+            (rate_keys[oldest].key[0] && rate_keys[i].used_ms < rate_keys[oldest].used_ms))
+            oldest = i;
+    }
+    if (slot < 0) {
+        slot = oldest;
+        memset(&rate_keys[slot], 0, sizeof(rate_keys[slot]));
+        memcpy(rate_keys[slot].key, key, klen);
+        rate_keys[slot].window_ms = now_ms;
+    }
+    struct rate_key *k = &rate_keys[slot];
+    k->used_ms = now_ms;
+    if (now_ms - k->window_ms >= 1000 || now_ms < k->window_ms) {
+        k->window_ms = now_ms;
+        k->n = 0;
+    }
+    if (k->n >= per_second) {
+        k->held++;
+        if (suppressed)
+            *suppressed = k->held;
+        return false;
+    }
+    k->n++;
+    if (suppressed)
+        *suppressed = k->held;
+    k->held = 0;
+    return true;
+}

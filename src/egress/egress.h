@@ -160,7 +160,8 @@ const char *egress_reason_name(enum egress_reason r);
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
 #define EGRESS_ADDRS_MAX 16
-#define EGRESS_LOOKUPS_MAX 32 /* lookup threads alive at once */
+#define EGRESS_LOOKUPS_MAX 32      /* lookup threads alive at once */
+#define EGRESS_LOOKUPS_PER_OWNER 8 /* of them for one owner (a sandbox) */
 
 struct egress_lookup;
 /* addrs (n of them, duplicates removed) are valid during the call only; err is NULL on
@@ -175,8 +176,50 @@ typedef void (*egress_resolved_fn)(void *ctx, const struct egress_addr *addrs, i
  * thread only. */
 struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
                                      struct err *err);
+/* The same on behalf of owner (a sandbox id, at most 63 bytes; NULL: nobody's), which may have at
+ * most EGRESS_LOOKUPS_PER_OWNER lookups alive at once, cancelled ones whose thread has not ended
+ * included, so that one sandbox cannot hold every lookup thread; beyond it NULL with -EAGAIN and
+ * a message saying so. */
+struct egress_lookup *egress_resolve_for(const char *host, const char *owner, egress_resolved_fn cb,
+                                         void *ctx, struct err *err);
 /* cb will not be called; the thread finishes on its own. */
 void egress_lookup_cancel(struct egress_lookup *l);
+
+/* The count of lookups alive, in all and per owner, that egress_resolve keeps (under a lock of
+ * its own). Pure; the caller serializes. */
+struct egress_lookups {
+    int total;
+    struct {
+        char owner[64]; /* "" when the slot is free */
+        int n;
+    } slot[EGRESS_LOOKUPS_MAX];
+};
+/* Count one more lookup for owner (NULL: counted in the total only): 0, or -EAGAIN with a message
+ * when EGRESS_LOOKUPS_MAX are alive, or per_owner of owner's. */
+int egress_lookups_claim(struct egress_lookups *t, const char *owner, int per_owner,
+                         struct err *err);
+/* One of owner's lookups (a claim that succeeded) has ended. */
+void egress_lookups_release(struct egress_lookups *t, const char *owner);
+
+/* --- the sandboxes' bandwidth cap (rate.c) ---
+ * A token bucket: bytes pass while it holds tokens, which it gains at rate bytes a second up to
+ * its burst (a quarter of a second's worth, at least EGRESS_RATE_BURST_MIN). Pure: the caller
+ * gives the time, in milliseconds of a monotonic clock. */
+#define EGRESS_RATE_BURST_MIN (64 * 1024)
+struct egress_rate {
+    uint64_t rate;  /* bytes a second; 0: no cap */
+    uint64_t burst; /* most bytes the bucket holds */
+    uint64_t milli; /* tokens held, in thousandths of a byte */
+    int64_t last_ms;
+};
+/* A full bucket for rate (0: no cap) at now_ms. */
+void egress_rate_init(struct egress_rate *b, uint64_t rate, int64_t now_ms);
+/* Whole bytes that may pass now (UINT64_MAX without a cap). */
+uint64_t egress_rate_available(struct egress_rate *b, int64_t now_ms);
+/* n bytes passed (more than are available empties the bucket). */
+void egress_rate_take(struct egress_rate *b, uint64_t n);
+/* Milliseconds until need bytes (at most the burst) are available, 0 when they are now. */
+uint64_t egress_rate_wait_ms(struct egress_rate *b, uint64_t need, int64_t now_ms);
 
 /* --- the egress proxy (proxy.c): a sandbox's only way out --- */
 
@@ -209,10 +252,12 @@ typedef void (*egress_recorder_fn)(void *ctx, const struct egress_attempt *a);
 /* The mode a sandbox's requests are judged under. */
 typedef enum egress_mode (*egress_mode_fn)(void *ctx, const char *sandbox_id);
 
-/* Create the proxy under policy (borrowed; it must outlive the proxy). Reads
- * SANDBOX_EGRESS_CONNECTIONS (connections of one sandbox at once, default 64) from cfg. Until
- * egress_proxy_set_mode says otherwise, every sandbox is judged under the policy's own mode.
- * Returns 0 or -EINVAL with err set. Main loop only. */
+/* Create the proxy under policy (borrowed; it must outlive the proxy). Takes from cfg
+ * SANDBOX_EGRESS_CONNECTIONS (connections of one sandbox at once) and SANDBOX_EGRESS_RATE (bytes
+ * a second one sandbox's connections may relay, each way, 0 for no cap). A sandbox may have
+ * EGRESS_LOOKUPS_PER_OWNER name lookups under way. Until egress_proxy_set_mode says otherwise,
+ * every sandbox is judged under the policy's own mode. Returns 0 or -EINVAL with err set. Main
+ * loop only. */
 int egress_proxy_new(const struct config *cfg, const struct egress_policy *policy,
                      struct egress_proxy **out, struct err *err);
 /* Close every listener and connection (recording the connections) and free the proxy. */

@@ -9,9 +9,16 @@
  *   judge    the policy on the name (egress_policy_check_name), then on every address the name
  *            resolves to (egress_resolve on a thread; egress_policy_check_addrs)
  *   connect  non-blocking, to the checked addresses in turn, within CONNECT_MS
- *   relay    bytes both ways; each direction reads at most RELAY_BUF bytes and reads again only
- *            once they are written, so a slow reader holds back its writer, and what a
- *            connection holds stays bounded whatever either side does
+ *   relay    bytes both ways; each direction reads at most a buffer's worth and reads again
+ *            only once it is written, so a slow reader holds back its writer, and what a
+ *            connection holds stays bounded whatever either side does. Buffers are RELAY_BUF;
+ *            a direction whose reads fill it (a download, say) gets RELAY_BUF_BULK, as long as
+ *            fewer than RELAY_BULK_MAX of its sandbox's have one: per byte relayed the cost is
+ *            mostly system calls and wakeups, which a larger buffer makes fewer (bench/NOTES.md)
+ * Each direction of a sandbox's relays draws on a token bucket of its own (SANDBOX_EGRESS_RATE
+ * bytes a second): a read takes at most what the bucket holds, and a connection that finds it
+ * empty stops reading and waits in line on its sandbox's timer, so the sandbox's connections
+ * take turns (first come, first served) and the kernel's buffers hold the sender back meanwhile.
  * The sockets are h2o sockets that h2o never reads itself (H2O_SOCKET_FLAG_DONT_READ): h2o's
  * own reads drain the kernel's buffer into a growing buffer, which would not be bounded. Every
  * connection ends in finish(), which records it once. */
@@ -20,6 +27,7 @@
 #include <errno.h>
 #include <h2o.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +44,15 @@
 
 #define HEAD_MAX 8192
 #define RELAY_BUF (64 * 1024)
-#define CONNECT_MS 10000        /* head and connect, each */
-#define IDLE_MS (5 * 60 * 1000) /* relay without a byte either way */
+#define RELAY_BUF_BULK (256 * 1024) /* for a direction whose reads fill RELAY_BUF */
+#define RELAY_BULK_MAX 16           /* directions of one sandbox with such a buffer at once */
+#define CONNECT_MS 10000            /* head and connect, each */
+#define IDLE_MS (5 * 60 * 1000)     /* relay without a byte either way */
 #define ACCEPT_BATCH 16
+#define RATE_READ_MIN (16 * 1024) /* under the cap, wait for this much rather than read less */
+/* Waits for the cap are powers of two of milliseconds up to this: h2o's timers are lists of one
+ * duration each, so the number of durations must stay small. */
+#define RATE_TICK_MAX 128
 
 struct egress_proxy {
     const struct egress_policy *policy;
@@ -47,8 +61,20 @@ struct egress_proxy {
     egress_recorder_fn record;
     void *record_ctx;
     size_t max_conns;
+    uint64_t rate;
     struct sbx *sandboxes;
     size_t conns;
+};
+
+struct dir;
+
+/* One direction of a sandbox's bandwidth cap: its bucket, and the connections waiting for it to
+ * refill, in the order they came. The timer is armed while any wait. */
+struct throttle {
+    struct egress_rate bucket;
+    struct dir *head, **tail;
+    struct loop_timer timer;
+    bool armed;
 };
 
 /* One sandbox's listener and its connections. */
@@ -60,15 +86,23 @@ struct sbx {
     char id[64];
     struct conn *conns;
     size_t nconns;
+    struct throttle up, down; /* sandbox -> upstream, upstream -> sandbox */
+    int bulk;                 /* directions with a RELAY_BUF_BULK buffer */
 };
 
 enum stage { ST_HEAD, ST_JUDGE, ST_CONNECT, ST_RELAY, ST_ANSWER };
 
 /* One direction of the relay: read from `from`, write to `to`. */
 struct dir {
+    struct conn *c;
     char *buf;
+    size_t cap;
+    bool full; /* its last read filled the buffer */
     bool writing;
-    bool eof; /* from has ended, and to has been told (shutdown) */
+    bool eof;     /* from has ended, and to has been told (shutdown) */
+    bool waiting; /* in its throttle's line, not reading */
+    bool granted; /* let out of the line: reads before those still in it */
+    struct dir *next_waiting;
 };
 
 struct conn {
@@ -126,9 +160,15 @@ static void record(struct conn *c)
     p->record(p->record_ctx, &a);
 }
 
+static void throttle_remove(struct throttle *t, struct dir *d);
+
 static void finish(struct conn *c)
 {
     record(c);
+    if (c->up.waiting)
+        throttle_remove(&c->sbx->up, &c->up);
+    if (c->down.waiting)
+        throttle_remove(&c->sbx->down, &c->down);
     loop_timer_stop(&c->timer);
     egress_lookup_cancel(c->lookup);
     if (c->client)
@@ -141,6 +181,7 @@ static void finish(struct conn *c)
     c->sbx->nconns--;
     c->sbx->p->conns--;
     free(c->forward);
+    c->sbx->bulk -= (c->up.cap == RELAY_BUF_BULK) + (c->down.cap == RELAY_BUF_BULK);
     free(c->up.buf);
     free(c->down.buf);
     free(c);
@@ -218,6 +259,11 @@ static void on_connected(h2o_socket_t *sock, const char *err)
         try_connect(c);
         return;
     }
+    /* each end coalesces its own writes; what the relay holds back waiting for an ACK (Nagle)
+     * would only delay a TLS handshake's next flight by the peer's delayed ACK, 40 ms */
+    int one = 1;
+    setsockopt(h2o_socket_get_fd(c->upstream), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(h2o_socket_get_fd(c->client), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     relay_start(c);
 }
 
@@ -306,7 +352,7 @@ static void judge(struct conn *c)
         return;
     }
     struct err err = {0};
-    c->lookup = egress_resolve(c->host, on_resolved, c, &err);
+    c->lookup = egress_resolve_for(c->host, c->sbx->id, on_resolved, c, &err);
     if (!c->lookup)
         answer(c, 503, "allowed", "busy", err.msg);
 }
@@ -486,6 +532,100 @@ static void on_head_read(h2o_socket_t *sock, const char *err)
 static void on_client_read(h2o_socket_t *sock, const char *err);
 static void on_upstream_read(h2o_socket_t *sock, const char *err);
 
+static struct throttle *throttle_of(struct dir *d)
+{
+    return d == &d->c->up ? &d->c->sbx->up : &d->c->sbx->down;
+}
+
+static void read_resume(struct dir *d)
+{
+    struct conn *c = d->c;
+    if (d == &c->up)
+        h2o_socket_read_start(c->client, on_client_read);
+    else
+        h2o_socket_read_start(c->upstream, on_upstream_read);
+}
+
+static void on_throttle(struct loop_timer *timer);
+
+static void throttle_arm(struct throttle *t)
+{
+    uint64_t wait = egress_rate_wait_ms(&t->bucket, RATE_READ_MIN, (int64_t)h2o_now(loop_get()));
+    uint64_t ms = 1;
+    while (ms < wait && ms < RATE_TICK_MAX)
+        ms <<= 1;
+    t->armed = true;
+    loop_timer_start(&t->timer, ms, on_throttle);
+}
+
+/* d stops reading until its turn comes: at the end of the line, or at its head when it was let
+ * out and found the bucket emptied by those let out before it. */
+static void throttle_wait(struct throttle *t, struct dir *d, bool first)
+{
+    d->waiting = true;
+    if (first) {
+        d->next_waiting = t->head;
+        if (!t->head)
+            t->tail = &d->next_waiting;
+        t->head = d;
+    } else {
+        d->next_waiting = NULL;
+        if (!t->head)
+            t->tail = &t->head;
+        *t->tail = d;
+        t->tail = &d->next_waiting;
+    }
+    if (!t->armed)
+        throttle_arm(t);
+}
+
+static void throttle_remove(struct throttle *t, struct dir *d)
+{
+    struct dir **pp = &t->head;
+    while (*pp != d)
+        pp = &(*pp)->next_waiting;
+    *pp = d->next_waiting;
+    if (!*pp)
+        t->tail = pp;
+    d->waiting = false;
+}
+
+/* The bucket has refilled: let connections out of the line, in order, as many as it has a
+ * buffer's worth of tokens for (at least one). */
+static void on_throttle(struct loop_timer *timer)
+{
+    struct throttle *t = (struct throttle *)((char *)timer - offsetof(struct throttle, timer));
+    t->armed = false;
+    uint64_t budget = egress_rate_available(&t->bucket, (int64_t)h2o_now(loop_get()));
+    if (budget >= RATE_READ_MIN) {
+        while (t->head && budget > 0) {
+            struct dir *d = t->head;
+            t->head = d->next_waiting;
+            if (!t->head)
+                t->tail = &t->head;
+            d->waiting = false;
+            d->granted = true;
+            read_resume(d);
+            budget -= budget < RELAY_BUF ? budget : RELAY_BUF;
+        }
+    }
+    if (t->head)
+        throttle_arm(t);
+}
+
+static void throttle_init(struct throttle *t, uint64_t rate)
+{
+    egress_rate_init(&t->bucket, rate, (int64_t)h2o_now(loop_get()));
+    t->head = NULL;
+    t->tail = &t->head;
+}
+
+static void throttle_release(struct throttle *t)
+{
+    loop_timer_stop(&t->timer);
+    t->armed = false;
+}
+
 static void relay_done_if_both(struct conn *c)
 {
     if (c->up.eof && c->down.eof && !c->up.writing && !c->down.writing) {
@@ -530,14 +670,36 @@ static void on_client_written(h2o_socket_t *sock, const char *err)
     h2o_socket_read_start(c->upstream, on_upstream_read);
 }
 
-/* Read what `from` has (at most RELAY_BUF) and write it to `to`; false when the connection
- * ended. */
+/* Read what `from` has (at most RELAY_BUF, and what the sandbox's bucket allows) and write it to
+ * `to`; false when the connection ended. */
 static bool pump(struct conn *c, struct dir *d, h2o_socket_t *from, h2o_socket_t *to,
                  uint64_t *count, h2o_socket_cb written)
 {
+    struct throttle *t = throttle_of(d);
+    if (d->full && d->cap < RELAY_BUF_BULK && c->sbx->bulk < RELAY_BULK_MAX) {
+        /* a bulk transfer: a larger buffer (free now, nothing is being written from it) takes
+         * fewer system calls and wakeups per byte, which is most of what relaying costs */
+        free(d->buf);
+        d->buf = xmalloc(RELAY_BUF_BULK);
+        d->cap = RELAY_BUF_BULK;
+        c->sbx->bulk++;
+    }
+    size_t want = d->cap;
+    if (t->bucket.rate) {
+        uint64_t avail = egress_rate_available(&t->bucket, (int64_t)h2o_now(loop_get()));
+        bool granted = d->granted;
+        d->granted = false;
+        if (granted ? avail == 0 : t->head || avail < RATE_READ_MIN) {
+            h2o_socket_read_stop(from);
+            throttle_wait(t, d, granted);
+            return true;
+        }
+        if (avail < want)
+            want = (size_t)avail;
+    }
     ssize_t n;
     do
-        n = read(h2o_socket_get_fd(from), d->buf, RELAY_BUF);
+        n = read(h2o_socket_get_fd(from), d->buf, want);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return true;
@@ -554,6 +716,8 @@ static bool pump(struct conn *c, struct dir *d, h2o_socket_t *from, h2o_socket_t
         return true;
     }
     *count += (uint64_t)n;
+    d->full = (size_t)n == d->cap;
+    egress_rate_take(&t->bucket, (uint64_t)n);
     d->writing = true;
     h2o_iovec_t buf = h2o_iovec_init(d->buf, (size_t)n);
     h2o_socket_write(to, &buf, 1, written);
@@ -577,8 +741,10 @@ static void relay_start(struct conn *c)
     c->stage = ST_RELAY;
     c->verdict = "allowed";
     c->reason = "ok";
+    c->up.c = c->down.c = c;
     c->up.buf = xmalloc(RELAY_BUF);
     c->down.buf = xmalloc(RELAY_BUF);
+    c->up.cap = c->down.cap = RELAY_BUF;
     loop_timer_start(&c->timer, IDLE_MS, on_timeout);
     if (c->is_connect) {
         /* the answer first, then what the client sent after its head (a TLS hello, say) */
@@ -591,6 +757,7 @@ static void relay_start(struct conn *c)
         if (c->head_len > hlen) {
             memcpy(c->up.buf, c->head + hlen, c->head_len - hlen);
             c->nup += c->head_len - hlen;
+            egress_rate_take(&c->sbx->up.bucket, c->head_len - hlen);
             c->up.writing = true;
             h2o_iovec_t u = h2o_iovec_init(c->up.buf, c->head_len - hlen);
             h2o_socket_write(c->upstream, &u, 1, on_upstream_written);
@@ -601,6 +768,7 @@ static void relay_start(struct conn *c)
     }
     c->status = 0;
     c->nup += c->forward_len;
+    egress_rate_take(&c->sbx->up.bucket, c->forward_len);
     c->up.writing = true;
     h2o_iovec_t f = h2o_iovec_init(c->forward, c->forward_len);
     h2o_socket_write(c->upstream, &f, 1, on_upstream_written);
@@ -648,6 +816,8 @@ static void sbx_free(struct sbx *s)
             s->conns->reason = "closed";
         finish(s->conns);
     }
+    throttle_release(&s->up);
+    throttle_release(&s->down);
     h2o_socket_read_stop(s->sock);
     h2o_socket_close(s->sock);
     free(s);
@@ -670,6 +840,8 @@ void egress_proxy_listener(void *ctx, const char *sandbox_id, int fd)
     s->p = p;
     s->fd = fd;
     snprintf(s->id, sizeof(s->id), "%s", sandbox_id);
+    throttle_init(&s->up, p->rate);
+    throttle_init(&s->down, p->rate);
     s->sock = h2o_evloop_socket_create(loop_get(), fd, H2O_SOCKET_FLAG_DONT_READ);
     s->sock->data = s;
     h2o_socket_read_start(s->sock, on_accept);
@@ -683,6 +855,7 @@ int egress_proxy_new(const struct config *cfg, const struct egress_policy *polic
     struct egress_proxy *p = xcalloc(1, sizeof(*p));
     p->policy = policy;
     p->max_conns = cfg->sandbox_egress_connections;
+    p->rate = cfg->sandbox_egress_rate;
     *out = p;
     return 0;
 }

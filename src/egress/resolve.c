@@ -1,7 +1,9 @@
 /* Name resolution off the loop: getaddrinfo may wait seconds for a DNS server, so each lookup
  * runs on a thread of its own, which writes one byte to a pipe the loop watches when it is done.
  * The lookup is shared by the thread and the loop (two references); whoever lets go last frees
- * it, so a cancelled lookup needs no waiting for its thread. */
+ * it, so a cancelled lookup needs no waiting for its thread. The threads alive are counted, in all
+ * and per owner, until each thread ends: a cancelled lookup still holds its thread, and a sandbox
+ * that asks and hangs up again and again must not take them all. */
 #include "egress/egress.h"
 
 #include <errno.h>
@@ -21,6 +23,7 @@
 
 struct egress_lookup {
     char host[256];
+    char owner[64]; /* "" for nobody's */
     struct egress_addr addrs[EGRESS_ADDRS_MAX];
     int n;
     int gai; /* getaddrinfo's result */
@@ -33,8 +36,57 @@ struct egress_lookup {
 };
 
 /* Lookup threads alive, cancelled ones included (a resolver may take seconds to give up):
- * past the cap a lookup is refused rather than a thread more started. */
-static atomic_int threads;
+ * past the caps a lookup is refused rather than a thread more started. */
+static struct egress_lookups alive;
+static pthread_mutex_t alive_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int slot_of(const struct egress_lookups *t, const char *owner)
+{
+    for (int i = 0; i < EGRESS_LOOKUPS_MAX; i++)
+        if (t->slot[i].n > 0 && strcmp(t->slot[i].owner, owner) == 0)
+            return i;
+    return -1;
+}
+
+int egress_lookups_claim(struct egress_lookups *t, const char *owner, int per_owner,
+                         struct err *err)
+{
+    int i = owner && owner[0] ? slot_of(t, owner) : -1;
+    if (i >= 0 && t->slot[i].n >= per_owner)
+        return err_set(err, -EAGAIN,
+                       "%d name lookups of this sandbox are under way, the most it may have at "
+                       "once; retry when one has ended",
+                       per_owner);
+    if (t->total >= EGRESS_LOOKUPS_MAX)
+        return err_set(err, -EAGAIN, "%d name lookups are under way; retry later",
+                       EGRESS_LOOKUPS_MAX);
+    t->total++;
+    if (!owner || !owner[0])
+        return 0;
+    if (i < 0) {
+        /* a free slot exists: no more owners than lookups alive */
+        for (i = 0; t->slot[i].n > 0; i++)
+            ;
+        snprintf(t->slot[i].owner, sizeof(t->slot[i].owner), "%s", owner);
+    }
+    t->slot[i].n++;
+    return 0;
+}
+
+void egress_lookups_release(struct egress_lookups *t, const char *owner)
+{
+    t->total--;
+    int i = owner && owner[0] ? slot_of(t, owner) : -1;
+    if (i >= 0 && --t->slot[i].n == 0)
+        t->slot[i].owner[0] = '\0';
+}
+
+static void release(const char *owner)
+{
+    pthread_mutex_lock(&alive_lock);
+    egress_lookups_release(&alive, owner);
+    pthread_mutex_unlock(&alive_lock);
+}
 
 static void unref(struct egress_lookup *l)
 {
@@ -77,8 +129,8 @@ static void *lookup_thread(void *arg)
     ssize_t w = write(l->wfd, "", 1);
     (void)w;
     close(l->wfd);
+    release(l->owner);
     unref(l);
-    atomic_fetch_sub(&threads, 1);
     return NULL;
 }
 
@@ -100,23 +152,25 @@ static void on_done(h2o_socket_t *sock, const char *errstr)
     unref(l);
 }
 
-struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
-                                     struct err *err)
+struct egress_lookup *egress_resolve_for(const char *host, const char *owner, egress_resolved_fn cb,
+                                         void *ctx, struct err *err)
 {
-    if (atomic_fetch_add(&threads, 1) >= EGRESS_LOOKUPS_MAX) {
-        atomic_fetch_sub(&threads, 1);
-        err_set(err, -EAGAIN, "cannot resolve '%s' now: %d lookups are under way; retry later",
-                host, EGRESS_LOOKUPS_MAX);
+    pthread_mutex_lock(&alive_lock);
+    int r = egress_lookups_claim(&alive, owner, EGRESS_LOOKUPS_PER_OWNER, err);
+    pthread_mutex_unlock(&alive_lock);
+    if (r < 0) {
+        err_wrap(err, "cannot resolve '%s' now", host);
         return NULL;
     }
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0) {
-        atomic_fetch_sub(&threads, 1);
         err_set(err, -errno, "cannot resolve '%s': pipe: %s", host, strerror(errno));
+        release(owner);
         return NULL;
     }
     struct egress_lookup *l = xcalloc(1, sizeof(*l));
     snprintf(l->host, sizeof(l->host), "%s", host);
+    snprintf(l->owner, sizeof(l->owner), "%s", owner ? owner : "");
     l->cb = cb;
     l->ctx = ctx;
     atomic_init(&l->refs, 2);
@@ -130,13 +184,19 @@ struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, vo
     pthread_t th;
     if (pthread_create(&th, &attr, lookup_thread, l) != 0) {
         /* no thread: answer "cannot resolve" through the same path */
-        atomic_fetch_sub(&threads, 1);
+        release(l->owner);
         l->gai = EAI_AGAIN;
         close(l->wfd);
         unref(l);
     }
     pthread_attr_destroy(&attr);
     return l;
+}
+
+struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
+                                     struct err *err)
+{
+    return egress_resolve_for(host, NULL, cb, ctx, err);
 }
 
 void egress_lookup_cancel(struct egress_lookup *l)

@@ -5,8 +5,8 @@
  * mode when submitted). Every attempt is then counted three ways: in the store per sandbox, run,
  * destination and outcome (gathered here and written a moment later, many in one transaction,
  * so a sandbox opening thousands of connections costs a few writes a second); on /metrics; and
- * in the log, one line each, at most LOG_PER_SECOND of them a second (the rest are counted and
- * the count is logged). */
+ * in the log, one line each, at most LOG_PER_SECOND of a sandbox's a second (the next line
+ * written says how many were held back). */
 #include "runs/runs.h"
 
 #include <stdio.h>
@@ -22,8 +22,8 @@
 #include "store/store.h"
 
 #define FLUSH_MS 250
-#define PENDING_MAX 256 /* distinct rows held between writes; one more writes at once */
-#define LOG_PER_SECOND 50
+#define PENDING_MAX 256   /* distinct rows held between writes; one more writes at once */
+#define LOG_PER_SECOND 20 /* egress lines of one sandbox */
 #define PRUNE_MS (60 * 60 * 1000)
 #define KEEP_MS (30LL * 24 * 60 * 60 * 1000) /* attempts outside runs are kept 30 days */
 
@@ -46,8 +46,6 @@ struct runs_network {
     size_t npending;
     struct loop_timer flush_timer;
     bool flush_armed;
-    int64_t log_second;
-    unsigned logged, suppressed;
     int64_t pruned_at;
 };
 
@@ -158,34 +156,25 @@ static void on_flush(struct loop_timer *t)
     runs_network_flush(n);
 }
 
-static void log_attempt(struct runs_network *n, const struct egress_attempt *a)
+static void log_attempt(const struct egress_attempt *a)
 {
-    int64_t second = time_mono_ms() / 1000;
-    if (second != n->log_second) {
-        if (n->suppressed)
-            log_warn("egress log suppressed lines=%u note=\"more than %d attempts a second; "
-                     "every one is still counted in the store and on /metrics\"",
-                     n->suppressed, LOG_PER_SECOND);
-        n->log_second = second;
-        n->logged = n->suppressed = 0;
-    }
-    if (n->logged >= LOG_PER_SECOND) {
-        n->suppressed++;
+    char key[96];
+    uint64_t held = 0;
+    snprintf(key, sizeof(key), "egress %s", a->sandbox_id);
+    if (!log_ratelimit(key, LOG_PER_SECOND, time_mono_ms(), &held))
         return;
-    }
-    n->logged++;
     log_info("egress connect sbx=%s method=%s host=%s port=%u addr=%s verdict=%s reason=%s "
-             "status=%d up=%llu down=%llu ms=%lld",
+             "status=%d up=%llu down=%llu ms=%lld suppressed=%llu",
              a->sandbox_id, a->method[0] ? a->method : "-", a->host[0] ? a->host : "-",
              (unsigned)a->port, a->addr[0] ? a->addr : "-", a->verdict, a->reason, a->status,
              (unsigned long long)a->up, (unsigned long long)a->down,
-             (long long)(a->end_ms - a->start_ms));
+             (long long)(a->end_ms - a->start_ms), (unsigned long long)held);
 }
 
 void runs_network_record(void *ctx, const struct egress_attempt *a)
 {
     struct runs_network *n = ctx;
-    log_attempt(n, a);
+    log_attempt(a);
     metrics_egress(a->verdict, a->reason, a->up, a->down);
     char user_id[64], run_id[64];
     enum egress_mode run_mode;

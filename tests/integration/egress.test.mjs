@@ -14,7 +14,7 @@ import path from 'node:path';
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { portOf } from '../lib/http.mjs';
 
-const MiB = 1024 * 1024;
+const MiB = 1024 * 1024, GiB = 1024 * MiB;
 let nextId = 1;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const fdCount = (pid) => readdirSync(`/proc/${pid}/fd`).length;
@@ -207,7 +207,7 @@ for h in held: h.close()
     assert.equal(ok.stdout, 'hello from upstream GET /after-cap\n', ok.stderr);
   });
 
-  test("a flood of CONNECTs and a large download from one sandbox: another user's exec and /healthz keep answering, descriptors stay bounded", async () => {
+  test("a flood of CONNECTs and a gigabyte download from one sandbox (under the default SANDBOX_EGRESS_RATE): another user's exec and /healthz keep answering, descriptors stay bounded", async () => {
     assert.equal(cli(['user', 'add', 'bob', '--data-dir', srv.dataDir]).status, 0);
     const tok = cli(['token', 'create', '--user', 'bob', '--data-dir', srv.dataDir]);
     assert.equal(tok.status, 0, tok.stderr);
@@ -244,8 +244,11 @@ while time.time() < end:
     conns = keep
 print(opened, answered)
 `;
-    const big = sh(srv, `${CURL} -o /dev/null -w '%{size_download}' http://127.0.0.1:${up.webPort}/big?n=${512 * MiB}`,
+    // 1 GiB at the default cap (100 MiB/s) takes about ten seconds, the whole of the rounds below
+    const big = sh(srv, `${CURL} --max-time 100 -o /dev/null -w '%{size_download}' http://127.0.0.1:${up.webPort}/big?n=${GiB}`,
       undefined, { timeout_ms: 120000 });
+    // the download holds its connection before the flood takes every other one the cap leaves
+    for (let i = 0; i < 400 && !up.seen.some((x) => x.url === `/big?n=${GiB}`); i++) await sleep(25);
     const connects = sh(srv, 'python3 -c "$PY"', undefined, { env: { PY: flood, ECHO: String(up.echoPort) }, timeout_ms: 60000 });
     let maxFds = 0;
     await sleep(2000);
@@ -261,7 +264,7 @@ print(opened, answered)
     const [b, c] = await Promise.all([big, connects]);
     console.log(`egress flood: connects ${c.stdout.trim()}, download ${b.stdout}, fds ${base} -> ${maxFds}`);
     assert.equal(b.exit_code, 0, b.stderr);
-    assert.equal(b.stdout, String(512 * MiB));
+    assert.equal(b.stdout, String(GiB));
     assert.equal(c.exit_code, 0, c.stderr);
     const [opened, answered] = c.stdout.trim().split(' ').map(Number);
     assert.ok(opened >= 300 && answered > 0, c.stdout);
@@ -272,14 +275,53 @@ print(opened, answered)
     let rows = [];
     for (let i = 0; i < 100 && !rows.length; i++, await sleep(50)) {
       rows = sql(srv, `SELECT attempts, bytes_down FROM egress_attempts WHERE host = '127.0.0.1' AND port = ${up.webPort} `
-        + `AND verdict = 'allowed' AND reason = 'ok' AND bytes_down > ${512 * MiB}`);
+        + `AND verdict = 'allowed' AND reason = 'ok' AND bytes_down > ${GiB}`);
     }
     assert.equal(rows.length, 1, 'the download is recorded with its bytes');
     // (those past the sandbox's connection cap are answered before their head is read: no host)
     const counted = () => sql(srv, `SELECT sum(attempts) AS n FROM egress_attempts WHERE port IN (${up.echoPort}, 0)`)[0].n;
     for (let i = 0; i < 100 && counted() < answered; i++) await sleep(100);
     assert.ok(counted() >= answered, `${counted()} CONNECTs counted, ${answered} answered`);
-    assert.match(srv.stderr(), /egress log suppressed lines=\d+/);
+    assert.match(srv.stderr(), / egress connect .* suppressed=[1-9]\d*\n/);
+  });
+});
+
+describe("SANDBOX_EGRESS_RATE: a sandbox's connections share its cap", () => {
+  const RATE = MiB, BURST = RATE / 4;
+  let up, srv;
+  before(async () => {
+    up = await startUpstreams();
+    srv = await serverWith({
+      SANDBOX_NETWORK: 'public',
+      SANDBOX_NETWORK_ADDRS: `127.0.0.1:${up.webPort}`,
+      SANDBOX_EGRESS_RATE: String(RATE),
+    });
+  });
+  after(async () => {
+    await srv?.stop();
+    up?.close();
+  });
+
+  // Bounds that a slow machine only makes easier to meet: bytes received can only fall short of
+  // what the cap allows in the time taken, and a connection that started late gets less.
+  test('three downloads at once get no more than the burst and the rate over their time, and take turns', async () => {
+    const url = `http://127.0.0.1:${up.webPort}/big?n=${64 * MiB}`;
+    const r = await sh(srv, `${CURL} --parallel --parallel-immediate --max-time 3 -o /dev/null -o /dev/null -o /dev/null ` +
+      `-w '%{size_download} %{time_total}\n' '${url}&1' '${url}&2' '${url}&3'; true`);
+    const got = r.stdout.trim().split('\n').map((l) => l.split(' ').map(Number));
+    assert.equal(got.length, 3, r.stdout + r.stderr);
+    const total = got.reduce((a, [n]) => a + n, 0), secs = Math.max(...got.map(([, t]) => t));
+    console.log(`egress rate: ${got.map(([n]) => n).join(' + ')} = ${total} bytes in ${secs} s at ${RATE} B/s`);
+    // uncapped, loopback moves these 192 MiB in well under the 3 s
+    assert.ok(total <= BURST + RATE * (secs + 0.5), `${total} bytes in ${secs} s`);
+    for (const [n] of got) assert.ok(n >= total / 6, `one connection got ${n} of ${total} bytes`);
+    // what the proxy itself relayed (headers, and what curl had not read when it gave up,
+    // included) over the connections' lives
+    for (let i = 0; i < 100 && attempts(srv).filter((x) => x.method === 'GET').length < 3; i++) await sleep(50);
+    const rec = attempts(srv).filter((x) => x.method === 'GET');
+    assert.equal(rec.length, 3, JSON.stringify(rec));
+    const down = rec.reduce((a, x) => a + Number(x.down), 0), ms = Math.max(...rec.map((x) => Number(x.ms)));
+    assert.ok(down >= total && down <= BURST + RATE * (ms / 1000 + 0.5), `relayed ${down} bytes in ${ms} ms`);
   });
 });
 

@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "base/ids.h"
 #include "base/json_write.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "harness.h"
 
@@ -151,6 +152,27 @@ TEST(config_rejects_bad_numbers_and_urls)
     config_release(&cfg);
 }
 
+TEST(config_egress_rate_default_off_and_floor)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.sandbox_egress_rate, 100 * 1024 * 1024);
+    config_release(&cfg);
+    config_set(&cfg, "SANDBOX_EGRESS_RATE", "0");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.sandbox_egress_rate, 0);
+    config_release(&cfg);
+    config_set(&cfg, "SANDBOX_EGRESS_RATE", "65536");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.sandbox_egress_rate, 65536);
+    config_release(&cfg);
+    config_set(&cfg, "SANDBOX_EGRESS_RATE", "65535");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "SANDBOX_EGRESS_RATE '65535' is below 65536");
+    config_release(&cfg);
+}
+
 TEST(config_tls_cert_and_key_go_together)
 {
     struct config cfg = {0};
@@ -170,6 +192,61 @@ TEST(config_tls_cert_and_key_go_together)
     CHECK_STR_EQ(cfg.tls_cert, "/etc/ssl/mcp.pem");
     CHECK_STR_EQ(cfg.public_url, "https://0.0.0.0:8443");
     config_release(&cfg);
+}
+
+TEST(log_ratelimit_per_key_and_second)
+{
+    uint64_t held = 99;
+    int64_t t = 5000;
+    for (int i = 0; i < 3; i++) {
+        CHECK(log_ratelimit("egress sbx_a", 3, t + i, &held));
+        CHECK_INT_EQ(held, 0);
+    }
+    CHECK(!log_ratelimit("egress sbx_a", 3, t + 10, &held));
+    CHECK_INT_EQ(held, 1);
+    CHECK(!log_ratelimit("egress sbx_a", 3, t + 999, &held));
+    CHECK_INT_EQ(held, 2);
+    /* another key has its own count */
+    CHECK(log_ratelimit("egress sbx_b", 3, t + 999, &held));
+    CHECK_INT_EQ(held, 0);
+    /* the next second: allowed again, told how many were held back, and that count restarts */
+    CHECK(log_ratelimit("egress sbx_a", 3, t + 1000, &held));
+    CHECK_INT_EQ(held, 2);
+    CHECK(log_ratelimit("egress sbx_a", 3, t + 1001, NULL));
+    CHECK(log_ratelimit("egress sbx_a", 3, t + 1002, &held));
+    CHECK_INT_EQ(held, 0);
+    CHECK(!log_ratelimit("egress sbx_a", 3, t + 1003, NULL));
+    /* a clock that goes back starts a window rather than holding lines back for ever */
+    CHECK(log_ratelimit("egress sbx_a", 3, t, &held));
+    CHECK_INT_EQ(held, 1);
+    CHECK(!log_ratelimit("never", 0, t, &held));
+    CHECK_INT_EQ(held, 1);
+}
+
+TEST(log_ratelimit_keys_are_bounded_and_cut)
+{
+    int64_t t = 100000;
+    char key[80];
+    /* more keys than are kept: each new one is allowed, the least recently used forgotten */
+    CHECK(log_ratelimit("kept", 1, t, NULL));
+    CHECK(!log_ratelimit("kept", 1, t, NULL));
+    for (int i = 0; i < LOG_RATE_KEYS + 10; i++) {
+        snprintf(key, sizeof(key), "key %d", i);
+        CHECK(log_ratelimit(key, 1, t + 1 + i, NULL));
+        CHECK(!log_ratelimit(key, 1, t + 1 + i, NULL));
+    }
+    /* "kept" was forgotten, so it starts afresh within the same second */
+    uint64_t held = 99;
+    CHECK(log_ratelimit("kept", 1, t + 300, &held));
+    CHECK_INT_EQ(held, 0);
+    /* keys longer than 63 bytes are cut: these two are one key */
+    memset(key, 'k', 70);
+    key[70] = '\0';
+    CHECK(log_ratelimit(key, 1, t + 400, NULL));
+    key[68] = 'x';
+    CHECK(!log_ratelimit(key, 1, t + 400, NULL));
+    key[60] = 'x';
+    CHECK(log_ratelimit(key, 1, t + 400, NULL));
 }
 
 TEST(time_format)
