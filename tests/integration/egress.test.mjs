@@ -6,13 +6,14 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
+import { rpc, cli } from '../lib/server.mjs';
 import { portOf } from '../lib/http.mjs';
+import { serverWith, attempts, waitAttempts } from '../lib/egress.mjs';
 
 const MiB = 1024 * 1024, GiB = 1024 * MiB;
 let nextId = 1;
@@ -71,36 +72,13 @@ function startUpstreams() {
   }));
 }
 
-function serverWith(vars, env = {}) {
-  const dir = tempDir('smcp-egress-');
-  const file = path.join(dir, 'egress.env');
-  writeFileSync(file, Object.entries(vars).map(([k, v]) => `${k}=${v}\n`).join(''));
-  // the same values in the environment too, which wins over the file: the harness's own
-  // SANDBOX_NETWORK=none (no test reaches past this machine by default) must not win here
-  return startServer({ args: ['--env-file', file], env: { ...vars, ...env } });
-}
-
 function sql(srv, query) {
   const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
   return out.trim() ? JSON.parse(out) : [];
 }
 
-// The egress log lines of a server, as objects.
-function attempts(srv) {
-  return srv.stderr().split('\n').filter((l) => / egress connect /.test(l)).map((l) => {
-    const o = {};
-    for (const m of l.matchAll(/(\w+)=(\S*)/g)) o[m[1]] = m[2];
-    return o;
-  });
-}
-
 async function waitAttempt(srv, pred) {
-  for (let i = 0; i < 100; i++) {
-    const a = attempts(srv).find(pred);
-    if (a) return a;
-    await sleep(50);
-  }
-  assert.fail(`no such egress record in:\n${attempts(srv).map((a) => JSON.stringify(a)).join('\n')}`);
+  return (await waitAttempts(srv, pred))[0];
 }
 
 describe('mode public, loopback upstreams named by address', () => {

@@ -5,15 +5,13 @@
 // name localhost, which the proxy resolves on the host from /etc/hosts.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 
-import { startServer, rpc, tempDir } from '../lib/server.mjs';
+import { rpc } from '../lib/server.mjs';
+import { serverWith, attempts, waitAttempts } from '../lib/egress.mjs';
 import { startNpmRegistry, startPythonIndex, startGitServer, allowLocalhost, NPM_FIXTURE, PY_FIXTURE }
   from '../lib/registries.mjs';
 
 let nextId = 1;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function tool(srv, name, args = {}) {
   const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
@@ -32,35 +30,6 @@ const VIA_PROXY = 'unset NO_PROXY no_proxy; ';
 async function sh(srv, command, env) {
   const r = await tool(srv, 'container_exec', { command: VIA_PROXY + command, timeout_ms: 120000, ...(env ? { env } : {}) });
   return r.structuredContent;
-}
-
-async function serverWith(vars) {
-  const dir = tempDir('smcp-egress-tools-');
-  const file = path.join(dir, 'egress.env');
-  writeFileSync(file, Object.entries(vars).map(([k, v]) => `${k}=${v}\n`).join(''));
-  // the environment wins over the file: the harness's own SANDBOX_NETWORK=none must not win here
-  const srv = await startServer({ args: ['--env-file', file], env: vars });
-  const stop = srv.stop.bind(srv);
-  srv.stop = async () => { const r = await stop(); rmSync(dir, { recursive: true, force: true }); return r; };
-  return srv;
-}
-
-// The egress log lines of a server, as objects.
-function attempts(srv) {
-  return srv.stderr().split('\n').filter((l) => / egress connect /.test(l)).map((l) => {
-    const o = {};
-    for (const m of l.matchAll(/(\w+)=(\S*)/g)) o[m[1]] = m[2];
-    return o;
-  });
-}
-
-async function waitAttempts(srv, pred) {
-  for (let i = 0; i < 100; i++) {
-    const a = attempts(srv).filter(pred);
-    if (a.length) return a;
-    await sleep(50);
-  }
-  assert.fail(`no such egress record in:\n${attempts(srv).map((a) => JSON.stringify(a)).join('\n')}`);
 }
 
 const out = (r) => `exit ${r.exit_code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;

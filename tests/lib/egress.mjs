@@ -1,0 +1,42 @@
+// Helpers for the egress suites: a server with its own network settings, and the egress proxy's
+// log lines of a server, as objects.
+import assert from 'node:assert/strict';
+import { rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { startServer, tempDir } from './server.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A server with vars (SANDBOX_NETWORK and the like) in its env file and, the same, in its
+// environment, which wins over the file: the harness's own SANDBOX_NETWORK=none (no test reaches
+// past this machine by default) must not win here. env adds to the environment only. The env
+// file's directory goes with the server.
+export async function serverWith(vars, env = {}) {
+  const dir = tempDir('smcp-egress-');
+  const file = path.join(dir, 'egress.env');
+  writeFileSync(file, Object.entries(vars).map(([k, v]) => `${k}=${v}\n`).join(''));
+  const srv = await startServer({ args: ['--env-file', file], env: { ...vars, ...env } });
+  const stop = srv.stop.bind(srv);
+  srv.stop = async (...a) => { const r = await stop(...a); rmSync(dir, { recursive: true, force: true }); return r; };
+  return srv;
+}
+
+// The `egress connect` lines a server logged, as objects of their key=value pairs.
+export function attempts(srv) {
+  return srv.stderr().split('\n').filter((l) => / egress connect /.test(l)).map((l) => {
+    const o = {};
+    for (const m of l.matchAll(/(\w+)=(\S*)/g)) o[m[1]] = m[2];
+    return o;
+  });
+}
+
+// The lines for which pred holds, once there is one (the line follows the connection's end).
+export async function waitAttempts(srv, pred) {
+  for (let i = 0; i < 100; i++) {
+    const a = attempts(srv).filter(pred);
+    if (a.length) return a;
+    await sleep(50);
+  }
+  assert.fail(`no such egress record in:\n${attempts(srv).map((a) => JSON.stringify(a)).join('\n')}`);
+}
