@@ -267,3 +267,25 @@ test("a user's setting narrows their container sandbox and their runs; the CLI r
   r = await exec(`${VIA} http://localhost:${ports.web}/back`);
   assert.equal(r.stdout, 'hello from upstream /back\n', r.stderr);
 });
+
+test("a tunnel still open when its sandbox is wiped is recorded as it closes, as the user's", async () => {
+  const dave = addUser('dave-net');
+  const userId = JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
+    "SELECT id FROM users WHERE name = 'dave-net'"], { encoding: 'utf8' }))[0].id;
+  const hold = `
+import socket, time
+s = socket.create_connection(('127.0.0.1', 3128))
+s.sendall(b'CONNECT localhost:${ports.web} HTTP/1.1\\r\\n\\r\\n')
+print(s.recv(100).decode().split('\\r\\n')[0], flush=True)
+time.sleep(600)
+`;
+  const r = await ok('container_exec', { command: '(python3 -c "$PY" > /tmp/hold.out 2>&1 &); '
+    + 'for i in $(seq 100); do [ -s /tmp/hold.out ] && break; sleep 0.1; done; cat /tmp/hold.out',
+  env: { PY: hold } }, dave);
+  assert.match(r.stdout, /^HTTP\/1\.1 200/, r.stdout + r.stderr);
+  await ok('container_initialize', {}, dave);
+  const rows = () => JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
+    `SELECT host, port, verdict, attempts FROM egress_attempts WHERE user_id = '${userId}'`], { encoding: 'utf8' }) || '[]');
+  for (let i = 0; i < 50 && !rows().length; i++) await new Promise((res) => setTimeout(res, 100));
+  assert.deepEqual(rows(), [{ host: 'localhost', port: ports.web, verdict: 'allowed', attempts: 1 }]);
+});
