@@ -119,6 +119,18 @@ describe('mode allowlist, exactly the test upstreams allowed', () => {
     assert.ok(a.length >= 2 && a.every((x) => x.method === 'CONNECT' && x.host === 'localhost' &&
       x.addr === '127.0.0.1' && x.verdict === 'allowed'), JSON.stringify(a));
   });
+
+  test('wget and curl as they are: plain http and https through the announced proxy', async () => {
+    const seenNpm = npm.requests.length, seenGit = git.requests.length;
+    const r = await sh(srv, `wget -q -O - http://localhost:${npm.port}/${NPM_FIXTURE.name} | head -c 200; echo; ` +
+      `wget -q -O /dev/null --ca-certificate=/workspace/fixture-ca.pem '${git.url}/repo.git/info/refs?service=git-upload-pack' && echo wget-https-ok; ` +
+      `curl -sS --cacert /workspace/fixture-ca.pem -o /dev/null -w '%{http_code}\\n' '${git.url}/repo.git/info/refs?service=git-upload-pack'`);
+    assert.equal(r.exit_code, 0, out(r));
+    assert.match(r.stdout, new RegExp(`^\\{"_id":"${NPM_FIXTURE.name}"|^\\{\\s*"name":\\s*"${NPM_FIXTURE.name}"|"name":"${NPM_FIXTURE.name}"`), out(r));
+    assert.match(r.stdout, /\nwget-https-ok\n200\n$/, out(r));
+    assert.equal(npm.requests.length, seenNpm + 1);
+    assert.equal(git.requests.length, seenGit + 2);
+  });
 });
 
 // With the network off the proxy refuses everything, upstreams named in SANDBOX_NETWORK_ADDRS
