@@ -21,6 +21,7 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/seal.h"
 #include "base/util.h"
 #include "egress/egress.h"
 #include "http/http.h"
@@ -48,6 +49,8 @@ static const char usage_main[] =
     "                        print a one-time sign-in link (default 15m, at most 24h)\n"
     "  user network NAME [none|allowlist|public|default]\n"
     "                        show or narrow what NAME's sandboxes may reach\n"
+    "  user credential set|delete NAME github | user credential list NAME\n"
+    "                        NAME's own GitHub token (read from stdin), sealed at rest\n"
     "  token create --user NAME [--label TEXT]\n"
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
@@ -93,6 +96,8 @@ static const char usage_user[] =
     "       sandbox-mcp user passwd NAME [--data-dir DIR]\n"
     "       sandbox-mcp user login-link NAME [--ttl DURATION] [--public-url URL] [--data-dir DIR]\n"
     "       sandbox-mcp user network NAME [none|allowlist|public|default] [--data-dir DIR]\n"
+    "       sandbox-mcp user credential set|delete NAME github [--data-dir DIR]\n"
+    "       sandbox-mcp user credential list NAME [--data-dir DIR]\n"
     "\n"
     "passwd sets the password NAME signs in with on the server's sign-in page (when a client\n"
     "such as Claude or ChatGPT connects through OAuth), and signs NAME out of every browser.\n"
@@ -103,7 +108,11 @@ static const char usage_user[] =
     "field of the sign-in page. The link goes to stdout, the explanation to stderr.\n"
     "network sets how much network NAME's sandboxes get: none, allowlist or public, never\n"
     "more than the server's SANDBOX_NETWORK (a wider mode is refused); default follows the\n"
-    "server's. Without a mode it prints NAME's setting and what applies.\n";
+    "server's. Without a mode it prints NAME's setting and what applies.\n"
+    "credential set stores NAME's own token for a service (github: a fine-grained personal\n"
+    "token or an app installation token), read from the terminal without echo or as one line\n"
+    "of standard input, never from the command line. It is sealed with the key in\n"
+    "DATA_DIR/secrets/credentials.key and never shown again; list names the services set.\n";
 static const char usage_token[] =
     "usage: sandbox-mcp token create --user NAME [--label TEXT] [--data-dir DIR]\n"
     "       sandbox-mcp token list [--user NAME] [--data-dir DIR]\n"
@@ -1065,18 +1074,110 @@ out:
     return r;
 }
 
+static void print_credential(const struct store_credential *c, void *ctx)
+{
+    (void)ctx;
+    char when[32];
+    time_format_rfc3339(c->updated_at, when);
+    printf("%-10s set %s\n", c->service, when);
+}
+
+/* user credential set|delete NAME SERVICE, user credential list NAME. */
+static int cmd_user_credential(const struct opts *o)
+{
+    const char *action = o->nargs > 0 ? o->args[0] : "";
+    bool set = strcmp(action, "set") == 0, del = strcmp(action, "delete") == 0,
+         list = strcmp(action, "list") == 0;
+    if (!set && !del && !list)
+        return usage_error("user", usage_user, "%s", "'user credential' takes set, delete or list");
+    if ((list && o->nargs != 2) || (!list && o->nargs != 3))
+        return usage_error("user", usage_user,
+                           "'user credential %s' takes NAME%s (a token is read from stdin, never "
+                           "from the command line)",
+                           action, list ? "" : " and a service (github)");
+    if (o->ttl || o->public_url)
+        return usage_error("user", usage_user, "%s", "--ttl and --public-url do not apply here");
+    const char *name = o->args[1], *service = list ? NULL : o->args[2];
+    if (service && strcmp(service, "github") != 0)
+        return usage_error("user", usage_user, "unknown service '%s': the only one is github",
+                           service);
+    struct config cfg = {0};
+    struct store *st = NULL;
+    int r = open_config_store(o, &cfg, &st);
+    if (r)
+        return r;
+    struct err err = {0};
+    struct store_user u;
+    char token[PASSWORD_MAX_BYTES + 2];
+    unsigned char key[SEAL_KEY_BYTES];
+    unsigned char *sealed = NULL;
+    size_t len = 0;
+    r = 1;
+    if (store_user_find(st, name, &u, &err) < 0)
+        goto out;
+    if (list) {
+        r = store_credential_list(st, u.id, print_credential, NULL, &err) < 0 ? 1 : 0;
+        goto out;
+    }
+    if (del) {
+        if (store_credential_delete(st, u.id, service, &err) < 0)
+            goto out;
+        printf("%s credential of %s deleted\n", service, name);
+        r = 0;
+        goto out;
+    }
+    ssize_t n;
+    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &tty_saved) == 0) {
+        _cleanup_free_ char *prompt = xasprintf("%s token for %s: ", service, name);
+        n = prompt_secret(prompt, token);
+    } else {
+        n = read_secret_line(token);
+    }
+    bool shaped = n > 0 && n <= 255;
+    for (ssize_t i = 0; shaped && i < n; i++)
+        shaped = token[i] > ' ' && token[i] < 0x7f;
+    if (!shaped) {
+        err_set(&err, -EINVAL, "%s; nothing was changed",
+                n == -ENODATA || n == 0 ? "no token on standard input"
+                                        : "a token is one line of 1 to 255 printable characters "
+                                          "without spaces");
+        r = EXIT_USAGE;
+        goto out;
+    }
+    char label[160];
+    snprintf(label, sizeof(label), "credential %s %s", u.id, service);
+    if (seal_key_load(cfg.data_dir, "credentials.key", key, &err) < 0)
+        goto out;
+    seal(key, token, (size_t)n, label, &sealed, &len);
+    if (store_credential_set(st, u.id, service, sealed, len, time_now_ms(), &err) < 0)
+        goto out;
+    printf("%s credential of %s set (sealed; it is not shown again)\n", service, name);
+    r = 0;
+out:
+    if (r == 1 || (r == EXIT_USAGE && err.msg[0]))
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+    sodium_memzero(token, sizeof(token));
+    sodium_memzero(key, sizeof(key));
+    free(sealed);
+    close_config_store(&cfg, st);
+    return r;
+}
+
 static int cmd_user(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
     const char *sub = NULL;
     struct opts o = {0};
-    int r = parse_sub("user", usage_user, "'add', 'list', 'passwd', 'login-link' or 'network'",
-                      argc, argv, allowed, &o, &sub);
+    int r = parse_sub("user", usage_user,
+                      "'add', 'list', 'passwd', 'login-link', 'network' or 'credential'", argc,
+                      argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool add = strcmp(sub, "add") == 0, list = strcmp(sub, "list") == 0,
          passwd = strcmp(sub, "passwd") == 0, link = strcmp(sub, "login-link") == 0,
-         network = strcmp(sub, "network") == 0;
+         network = strcmp(sub, "network") == 0, credential = strcmp(sub, "credential") == 0;
+    if (credential)
+        return cmd_user_credential(&o);
     if (!add && !list && !passwd && !link && !network)
         return usage_error("user", usage_user, "unknown subcommand '%s'", sub);
     if (network && (o.nargs < 1 || o.nargs > 2))

@@ -457,3 +457,23 @@ int store_egress_list(struct store *st, const char *run_id,
                       struct err *err);
 /* Forget the rows outside runs last touched before before_ms. */
 int store_egress_prune(struct store *st, int64_t before_ms, struct err *err);
+
+/* --- users' credentials (credentials.c): sealed values only, see base/seal.h --- */
+
+struct store_credential {
+    char service[16];
+    int64_t created_at, updated_at;
+};
+/* Set (or replace) user_id's credential for service. */
+int store_credential_set(struct store *st, const char *user_id, const char *service,
+                         const unsigned char *sealed, size_t len, int64_t now, struct err *err);
+/* The sealed value: *sealed malloc'd, or -ENOENT. */
+int store_credential_get(struct store *st, const char *user_id, const char *service,
+                         unsigned char **sealed, size_t *len, struct err *err);
+/* 0, or -ENOENT when there was none. */
+int store_credential_delete(struct store *st, const char *user_id, const char *service,
+                            struct err *err);
+/* Call fn for each of user_id's credentials (never the value), by service. */
+int store_credential_list(struct store *st, const char *user_id,
+                          void (*fn)(const struct store_credential *c, void *ctx), void *ctx,
+                          struct err *err);

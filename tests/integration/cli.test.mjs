@@ -581,3 +581,55 @@ test('`user --help` and the main usage name passwd and login-link', () => {
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /unknown subcommand 'frob'/);
 });
+
+test('`user credential`: a token from stdin, sealed at rest, listed but never shown, argv refused', () => {
+  const d = dir();
+  assert.equal(run(['user', 'add', 'bob', '--data-dir', d]).status, 0);
+  assert.equal(run(['user', 'add', 'eve', '--data-dir', d]).status, 0);
+  const TOKEN = 'github_pat_11ABCDEFG0123456789_sealedAtRestTestToken';
+  let r = run(['user', 'credential', 'set', 'bob', 'github', '--data-dir', d], { input: `${TOKEN}\n` });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /github credential of bob set/);
+  assert.ok(!r.stdout.includes(TOKEN) && !r.stderr.includes(TOKEN));
+  // the database never holds it in the clear; the key is the server's, private
+  assert.ok(!dbBytes(d).includes(TOKEN), 'the token is stored in plain text');
+  assert.ok(!dbBytes(d).includes('sealedAtRest'), 'part of the token is stored in plain text');
+  const key = statSync(path.join(d, 'secrets', 'credentials.key'));
+  assert.equal(key.mode & 0o777, 0o600);
+  assert.equal(key.size, 32);
+  if (hasSqlite3) assert.equal(sql(d, "SELECT count(*) FROM credentials WHERE service = 'github'"), '1');
+  r = run(['user', 'credential', 'list', 'bob', '--data-dir', d]);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^github +set \d{4}-\d\d-\d\dT/);
+  assert.ok(!r.stdout.includes(TOKEN));
+  assert.equal(run(['user', 'credential', 'list', 'eve', '--data-dir', d]).stdout, '');
+
+  // a token on the command line is refused, and so are no token, a token with a space, an
+  // unknown service and an unknown user, each changing nothing
+  r = run(['user', 'credential', 'set', 'eve', 'github', TOKEN, '--data-dir', d]);
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /read from stdin, never from the command line/);
+  assert.ok(!r.stderr.includes(TOKEN));
+  r = run(['user', 'credential', 'set', 'eve', 'github', '--data-dir', d], { input: '' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /no token on standard input; nothing was changed/);
+  r = run(['user', 'credential', 'set', 'eve', 'github', '--data-dir', d], { input: 'two words\n' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /without spaces; nothing was changed/);
+  r = run(['user', 'credential', 'set', 'eve', 'gitlab', '--data-dir', d], { input: `${TOKEN}\n` });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /unknown service 'gitlab'/);
+  r = run(['user', 'credential', 'set', 'nobody', 'github', '--data-dir', d], { input: `${TOKEN}\n` });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /no user named 'nobody'/);
+  assert.equal(run(['user', 'credential', 'list', 'eve', '--data-dir', d]).stdout, '');
+
+  // set again replaces it; delete removes it, a second delete says there is none
+  r = run(['user', 'credential', 'set', 'bob', 'github', '--data-dir', d], { input: 'ghs_installationToken42\r\n' });
+  assert.equal(r.status, 0, r.stderr);
+  if (hasSqlite3) assert.equal(sql(d, 'SELECT count(*) FROM credentials'), '1');
+  assert.equal(run(['user', 'credential', 'delete', 'bob', 'github', '--data-dir', d]).status, 0);
+  r = run(['user', 'credential', 'delete', 'bob', 'github', '--data-dir', d]);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /no github credential is set/);
+});
