@@ -537,13 +537,19 @@ static struct throttle *throttle_of(struct dir *d)
     return d == &d->c->up ? &d->c->sbx->up : &d->c->sbx->down;
 }
 
-static void read_resume(struct dir *d)
+/* The socket direction d reads from, and the callback for its reads. */
+static h2o_socket_t *dir_source(struct dir *d, h2o_socket_cb *on_read)
 {
     struct conn *c = d->c;
-    if (d == &c->up)
-        h2o_socket_read_start(c->client, on_client_read);
-    else
-        h2o_socket_read_start(c->upstream, on_upstream_read);
+    *on_read = d == &c->up ? on_client_read : on_upstream_read;
+    return d == &c->up ? c->client : c->upstream;
+}
+
+static void read_resume(struct dir *d)
+{
+    h2o_socket_cb on_read;
+    h2o_socket_t *from = dir_source(d, &on_read);
+    h2o_socket_read_start(from, on_read);
 }
 
 static void on_throttle(struct loop_timer *timer);
@@ -634,40 +640,33 @@ static void relay_done_if_both(struct conn *c)
     }
 }
 
-static void on_upstream_written(h2o_socket_t *sock, const char *err)
+/* What direction d read has been written: read again, or pass its end on. */
+static void dir_written(struct dir *d, const char *err)
 {
-    struct conn *c = sock->data;
+    struct conn *c = d->c;
     if (err) {
         c->reason = "ok";
         finish(c);
         return;
     }
-    c->up.writing = false;
+    d->writing = false;
     loop_timer_start(&c->timer, IDLE_MS, on_timeout);
-    if (c->up.eof) {
-        shutdown(h2o_socket_get_fd(c->upstream), SHUT_WR);
+    if (d->eof) {
+        shutdown(h2o_socket_get_fd(d == &c->up ? c->upstream : c->client), SHUT_WR);
         relay_done_if_both(c);
         return;
     }
-    h2o_socket_read_start(c->client, on_client_read);
+    read_resume(d);
+}
+
+static void on_upstream_written(h2o_socket_t *sock, const char *err)
+{
+    dir_written(&((struct conn *)sock->data)->up, err);
 }
 
 static void on_client_written(h2o_socket_t *sock, const char *err)
 {
-    struct conn *c = sock->data;
-    if (err) {
-        c->reason = "ok";
-        finish(c);
-        return;
-    }
-    c->down.writing = false;
-    loop_timer_start(&c->timer, IDLE_MS, on_timeout);
-    if (c->down.eof) {
-        shutdown(h2o_socket_get_fd(c->client), SHUT_WR);
-        relay_done_if_both(c);
-        return;
-    }
-    h2o_socket_read_start(c->upstream, on_upstream_read);
+    dir_written(&((struct conn *)sock->data)->down, err);
 }
 
 /* Read what `from` has (at most RELAY_BUF, and what the sandbox's bucket allows) and write it to

@@ -106,6 +106,23 @@ struct get_job {
 
 /* One paragraph on what the run's sandbox reached and was refused, for the text content: the
  * first few of each, with the reason for a refusal. "" when it tried nothing. */
+/* The first few host:port of a network summary's list, with each one's reason when asked. */
+static void add_hosts(struct buf *b, const json_t *list, bool reasons)
+{
+    size_t i;
+    json_t *h;
+    json_array_foreach(list, i, h)
+    {
+        if (i == 5) {
+            buf_printf(b, ", ...");
+            break;
+        }
+        buf_printf(b, "%s%s:%lld%s%s", i ? ", " : "", json_string_value(json_object_get(h, "host")),
+                   (long long)json_integer_value(json_object_get(h, "port")), reasons ? " " : "",
+                   reasons ? json_string_value(json_object_get(h, "reason")) : "");
+    }
+}
+
 static char *network_text(const json_t *net)
 {
     size_t nr = json_array_size(json_object_get(net, "reached"));
@@ -115,31 +132,13 @@ static char *network_text(const json_t *net)
     struct buf b;
     buf_init(&b, 256);
     buf_printf(&b, "\n\nNetwork (%s): ", json_string_value(json_object_get(net, "mode")));
-    size_t i;
-    json_t *h;
-    json_array_foreach(json_object_get(net, "reached"), i, h)
-    {
-        if (i == 5) {
-            buf_printf(&b, ", ...");
-            break;
-        }
-        buf_printf(&b, "%s%s:%lld", i ? ", " : "reached ",
-                   json_string_value(json_object_get(h, "host")),
-                   (long long)json_integer_value(json_object_get(h, "port")));
+    if (nr) {
+        buf_printf(&b, "reached ");
+        add_hosts(&b, json_object_get(net, "reached"), false);
     }
     if (refused) {
         buf_printf(&b, "%s%lld attempts refused (", nr ? "; " : "", (long long)refused);
-        json_array_foreach(json_object_get(net, "denied"), i, h)
-        {
-            if (i == 5) {
-                buf_printf(&b, ", ...");
-                break;
-            }
-            buf_printf(&b, "%s%s:%lld %s", i ? ", " : "",
-                       json_string_value(json_object_get(h, "host")),
-                       (long long)json_integer_value(json_object_get(h, "port")),
-                       json_string_value(json_object_get(h, "reason")));
-        }
+        add_hosts(&b, json_object_get(net, "denied"), true);
         buf_printf(&b, ")");
     }
     buf_printf(&b, ".");

@@ -5,13 +5,11 @@
 // are not allowed are refused before any lookup.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import path from 'node:path';
 
-import { rpc, cli } from '../lib/server.mjs';
+import { rpc, cli, sqlRows } from '../lib/server.mjs';
 import { portOf } from '../lib/http.mjs';
 import { serverWith, attempts, waitAttempts } from '../lib/egress.mjs';
 
@@ -70,11 +68,6 @@ function startUpstreams() {
     echoPort: echo.address().port,
     close: () => { web.closeAllConnections(); web.close(); echo.close(); },
   }));
-}
-
-function sql(srv, query) {
-  const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
-  return out.trim() ? JSON.parse(out) : [];
 }
 
 async function waitAttempt(srv, pred) {
@@ -252,12 +245,12 @@ print(opened, answered)
     // lines a second and says how many it left out
     let rows = [];
     for (let i = 0; i < 100 && !rows.length; i++, await sleep(50)) {
-      rows = sql(srv, `SELECT attempts, bytes_down FROM egress_attempts WHERE host = '127.0.0.1' AND port = ${up.webPort} `
+      rows = sqlRows(srv, `SELECT attempts, bytes_down FROM egress_attempts WHERE host = '127.0.0.1' AND port = ${up.webPort} `
         + `AND verdict = 'allowed' AND reason = 'ok' AND bytes_down > ${GiB}`);
     }
     assert.equal(rows.length, 1, 'the download is recorded with its bytes');
     // (those past the sandbox's connection cap are answered before their head is read: no host)
-    const counted = () => sql(srv, `SELECT sum(attempts) AS n FROM egress_attempts WHERE port IN (${up.echoPort}, 0)`)[0].n;
+    const counted = () => sqlRows(srv, `SELECT sum(attempts) AS n FROM egress_attempts WHERE port IN (${up.echoPort}, 0)`)[0].n;
     for (let i = 0; i < 100 && counted() < answered; i++) await sleep(100);
     assert.ok(counted() >= answered, `${counted()} CONNECTs counted, ${answered} answered`);
     assert.match(srv.stderr(), / egress connect .* suppressed=[1-9]\d*\n/);

@@ -8,12 +8,10 @@
 // refused before any lookup, and every name that is looked up is localhost.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
+import { startServer, rpc, cli, sqlRows } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { parseMetrics } from '../lib/http.mjs';
 import { startNpmRegistry, NPM_FIXTURE } from '../lib/registries.mjs';
@@ -210,9 +208,8 @@ test("a run's network summary: the host it reached with bytes, and every refusal
   assert.ok(m.get('sandbox_mcp_egress_bytes_total{direction="down"}') >= net.bytes_down);
 
   // and the store keeps each attempt's destination, outcome and bytes for the run
-  const rows = JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
-    `SELECT host, port, verdict, reason, attempts FROM egress_attempts WHERE run_id = '${run.run_id}' ORDER BY host, port`],
-  { encoding: 'utf8' }));
+  const rows = sqlRows(srv,
+    `SELECT host, port, verdict, reason, attempts FROM egress_attempts WHERE run_id = '${run.run_id}' ORDER BY host, port`);
   assert.equal(rows.reduce((n, r) => n + r.attempts, 0), 7);
 });
 
@@ -270,8 +267,7 @@ test("a user's setting narrows their container sandbox and their runs; the CLI r
 
 test("a tunnel still open when its sandbox is wiped is recorded as it closes, as the user's", async () => {
   const dave = addUser('dave-net');
-  const userId = JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
-    "SELECT id FROM users WHERE name = 'dave-net'"], { encoding: 'utf8' }))[0].id;
+  const userId = sqlRows(srv, "SELECT id FROM users WHERE name = 'dave-net'")[0].id;
   const hold = `
 import socket, time
 s = socket.create_connection(('127.0.0.1', 3128))
@@ -284,8 +280,7 @@ time.sleep(600)
   env: { PY: hold } }, dave);
   assert.match(r.stdout, /^HTTP\/1\.1 200/, r.stdout + r.stderr);
   await ok('container_initialize', {}, dave);
-  const rows = () => JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
-    `SELECT host, port, verdict, attempts FROM egress_attempts WHERE user_id = '${userId}'`], { encoding: 'utf8' }) || '[]');
+  const rows = () => sqlRows(srv, `SELECT host, port, verdict, attempts FROM egress_attempts WHERE user_id = '${userId}'`);
   for (let i = 0; i < 50 && !rows().length; i++) await new Promise((res) => setTimeout(res, 100));
   assert.deepEqual(rows(), [{ host: 'localhost', port: ports.web, verdict: 'allowed', attempts: 1 }]);
 });

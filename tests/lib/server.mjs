@@ -1,5 +1,5 @@
 // Start the real sandbox-mcp binary on a random loopback port with a temporary data dir.
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -134,4 +134,10 @@ export async function rpc(server, message, { headers = {}, token = server.token 
 export function sseMessages(text) {
   return text.split(/\n\n/).map((ev) => ev.split('\n').filter((l) => l.startsWith('data:'))
     .map((l) => l.slice(5).trim()).join('')).filter(Boolean).map((d) => JSON.parse(d));
+}
+
+// The rows query gives on srv's database, as objects (sqlite3 -json).
+export function sqlRows(srv, query) {
+  const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
+  return out.trim() ? JSON.parse(out) : [];
 }
