@@ -1110,8 +1110,6 @@ static int cmd_user_credential(const struct opts *o)
     struct store_user u;
     char token[PASSWORD_MAX_BYTES + 2];
     unsigned char key[SEAL_KEY_BYTES];
-    unsigned char *sealed = NULL;
-    size_t len = 0;
     r = 1;
     if (store_user_find(st, name, &u, &err) < 0)
         goto out;
@@ -1133,23 +1131,17 @@ static int cmd_user_credential(const struct opts *o)
     } else {
         n = read_secret_line(token);
     }
-    bool shaped = n > 0 && n <= 255;
-    for (ssize_t i = 0; shaped && i < n; i++)
-        shaped = token[i] > ' ' && token[i] < 0x7f;
-    if (!shaped) {
-        err_set(&err, -EINVAL, "%s; nothing was changed",
-                n == -ENODATA || n == 0 ? "no token on standard input"
-                                        : "a token is one line of 1 to 255 printable characters "
-                                          "without spaces");
+    const char *why = n == -ENODATA || n == 0 ? "no token on standard input"
+                      : n == -EFBIG           ? "the token is longer than 255 characters"
+                      : n < 0                 ? strerror((int)-n)
+                                              : store_credential_problem(token, (size_t)n);
+    if (why) {
+        err_set(&err, -EINVAL, "%s; nothing was changed", why);
         r = EXIT_USAGE;
         goto out;
     }
-    char label[160];
-    snprintf(label, sizeof(label), "credential %s %s", u.id, service);
-    if (seal_key_load(cfg.data_dir, "credentials.key", key, &err) < 0)
-        goto out;
-    seal(key, token, (size_t)n, label, &sealed, &len);
-    if (store_credential_set(st, u.id, service, sealed, len, time_now_ms(), &err) < 0)
+    if (store_credential_key_load(cfg.data_dir, key, &err) < 0 ||
+        store_credential_seal(st, key, u.id, service, token, (size_t)n, time_now_ms(), &err) < 0)
         goto out;
     printf("%s credential of %s set (sealed; it is not shown again)\n", service, name);
     r = 0;
@@ -1158,7 +1150,6 @@ out:
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
     sodium_memzero(token, sizeof(token));
     sodium_memzero(key, sizeof(key));
-    free(sealed);
     close_config_store(&cfg, st);
     return r;
 }

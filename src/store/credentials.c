@@ -1,15 +1,45 @@
-/* Users' credentials in the store: sealed blobs, opened only by the caller with the key. */
+/* Users' credentials in the store: sealed and opened here, with the key the caller holds, under
+ * the one label that binds a value to its user and service. */
 #include "store/store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "base/util.h"
 #include "store/store_internal.h"
 
-int store_credential_set(struct store *st, const char *user_id, const char *service,
-                         const unsigned char *sealed, size_t len, int64_t now, struct err *err)
+int store_credential_key_load(const char *data_dir, unsigned char key[SEAL_KEY_BYTES],
+                              struct err *err)
+{
+    return seal_key_load(data_dir, STORE_CREDENTIAL_KEY, key, err);
+}
+
+const char *store_credential_problem(const char *value, size_t n)
+{
+    if (n == 0)
+        return "the token is empty";
+    if (n > STORE_CREDENTIAL_MAX)
+        return "the token is longer than 255 characters";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (c == ' ')
+            return "the token holds a space";
+        if (c < ' ' || c >= 0x7f)
+            return "the token holds a character that is not printable ASCII";
+    }
+    return NULL;
+}
+
+static void credential_label(char *out, size_t cap, const char *user_id, const char *service)
+{
+    snprintf(out, cap, "credential %s %s", user_id, service);
+}
+
+static int credential_put(struct store *st, const char *user_id, const char *service,
+                          const unsigned char *sealed, size_t len, int64_t now, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r =
@@ -27,8 +57,8 @@ int store_credential_set(struct store *st, const char *user_id, const char *serv
     return store_step_done(st, s, "store a credential", err);
 }
 
-int store_credential_get(struct store *st, const char *user_id, const char *service,
-                         unsigned char **sealed, size_t *len, struct err *err)
+static int credential_get(struct store *st, const char *user_id, const char *service,
+                          unsigned char **sealed, size_t *len, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r = store_prepare(st, "SELECT sealed FROM credentials WHERE user_id = ? AND service = ?",
@@ -46,6 +76,35 @@ int store_credential_get(struct store *st, const char *user_id, const char *serv
     *sealed = xmalloc(*len ? *len : 1);
     memcpy(*sealed, sqlite3_column_blob(s, 0), *len);
     return 0;
+}
+
+int store_credential_seal(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                          const char *user_id, const char *service, const char *value, size_t n,
+                          int64_t now, struct err *err)
+{
+    const char *why = store_credential_problem(value, n);
+    if (why)
+        return err_set(err, -EINVAL, "%s", why);
+    char label[160];
+    credential_label(label, sizeof(label), user_id, service);
+    _cleanup_free_ unsigned char *sealed = NULL;
+    size_t len = 0;
+    seal(key, value, n, label, &sealed, &len);
+    return credential_put(st, user_id, service, sealed, len, now, err);
+}
+
+int store_credential_open(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                          const char *user_id, const char *service, char **value, size_t *n,
+                          struct err *err)
+{
+    _cleanup_free_ unsigned char *sealed = NULL;
+    size_t len = 0;
+    int r = credential_get(st, user_id, service, &sealed, &len, err);
+    if (r < 0)
+        return r;
+    char label[160];
+    credential_label(label, sizeof(label), user_id, service);
+    return unseal(key, sealed, len, label, value, n, err);
 }
 
 int store_credential_delete(struct store *st, const char *user_id, const char *service,

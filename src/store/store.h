@@ -8,6 +8,7 @@
 
 #include "base/embedded.h"
 #include "base/err.h"
+#include "base/seal.h"
 
 struct store;
 
@@ -458,18 +459,35 @@ int store_egress_list(struct store *st, const char *run_id,
 /* Forget the rows outside runs last touched before before_ms. */
 int store_egress_prune(struct store *st, int64_t before_ms, struct err *err);
 
-/* --- users' credentials (credentials.c): sealed values only, see base/seal.h --- */
+/* --- users' credentials (credentials.c): sealed with the server's key (base/seal.h), bound to
+ * the user and the service, so that a value copied onto another row does not open --- */
+
+#define STORE_CREDENTIAL_KEY "credentials.key" /* in DATA_DIR/secrets */
+#define STORE_CREDENTIAL_MAX 255               /* characters of a token */
 
 struct store_credential {
     char service[16];
     int64_t created_at, updated_at;
 };
-/* Set (or replace) user_id's credential for service. */
-int store_credential_set(struct store *st, const char *user_id, const char *service,
-                         const unsigned char *sealed, size_t len, int64_t now, struct err *err);
-/* The sealed value: *sealed malloc'd, or -ENOENT. */
-int store_credential_get(struct store *st, const char *user_id, const char *service,
-                         unsigned char **sealed, size_t *len, struct err *err);
+/* The key credentials are sealed with, DATA_DIR/secrets/credentials.key (made when it does not
+ * exist; see seal_key_load). The server loads it once at start, the CLI when it sets one. */
+int store_credential_key_load(const char *data_dir, unsigned char key[SEAL_KEY_BYTES],
+                              struct err *err);
+/* Why value (n bytes) cannot be a credential, or NULL when it can: a token is 1 to
+ * STORE_CREDENTIAL_MAX printable ASCII characters without spaces. The reason is a static string
+ * that never quotes the value. */
+const char *store_credential_problem(const char *value, size_t n);
+/* Seal value (n bytes) with key for user_id and service, and set (or replace) it. -EINVAL (err
+ * says why, never quoting the value) when store_credential_problem finds fault with it. */
+int store_credential_seal(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                          const char *user_id, const char *service, const char *value, size_t n,
+                          int64_t now, struct err *err);
+/* Open user_id's credential for service: *value malloc'd and NUL-terminated, *n bytes; the
+ * caller wipes (sodium_memzero) and frees it. -ENOENT when none is set, -EBADMSG when it does
+ * not open with key. */
+int store_credential_open(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                          const char *user_id, const char *service, char **value, size_t *n,
+                          struct err *err);
 /* 0, or -ENOENT when there was none. */
 int store_credential_delete(struct store *st, const char *user_id, const char *service,
                             struct err *err);

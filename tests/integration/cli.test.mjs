@@ -604,8 +604,8 @@ test('`user credential`: a token from stdin, sealed at rest, listed but never sh
   assert.ok(!r.stdout.includes(TOKEN));
   assert.equal(run(['user', 'credential', 'list', 'eve', '--data-dir', d]).stdout, '');
 
-  // a token on the command line is refused, and so are no token, a token with a space, an
-  // unknown service and an unknown user, each changing nothing
+  // a token on the command line is refused, and so are no token, a token with a space, one too
+  // long, an unknown service and an unknown user, each changing nothing
   r = run(['user', 'credential', 'set', 'eve', 'github', TOKEN, '--data-dir', d]);
   assert.equal(r.status, 2);
   assert.match(r.stderr, /read from stdin, never from the command line/);
@@ -615,7 +615,12 @@ test('`user credential`: a token from stdin, sealed at rest, listed but never sh
   assert.match(r.stderr, /no token on standard input; nothing was changed/);
   r = run(['user', 'credential', 'set', 'eve', 'github', '--data-dir', d], { input: 'two words\n' });
   assert.equal(r.status, 2);
-  assert.match(r.stderr, /without spaces; nothing was changed/);
+  assert.match(r.stderr, /the token holds a space; nothing was changed/);
+  for (const long of ['a'.repeat(256), 'a'.repeat(2000)]) {
+    r = run(['user', 'credential', 'set', 'eve', 'github', '--data-dir', d], { input: `${long}\n` });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /the token is longer than 255 characters; nothing was changed/);
+  }
   r = run(['user', 'credential', 'set', 'eve', 'gitlab', '--data-dir', d], { input: `${TOKEN}\n` });
   assert.equal(r.status, 2);
   assert.match(r.stderr, /unknown service 'gitlab'/);

@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "base/seal.h"
 #include "base/util.h"
 #include "harness.h"
+#include "store/store.h"
 
 TEST(sealed_values_open_only_with_their_key_and_label)
 {
@@ -69,6 +72,83 @@ TEST(the_key_is_made_once_private_and_read_back)
     rmdir(dir);
     free(path);
     free(sdir);
+}
+
+TEST(what_a_token_may_be_is_checked_in_one_place)
+{
+    char longest[STORE_CREDENTIAL_MAX + 2];
+    memset(longest, 'a', sizeof(longest));
+    CHECK(store_credential_problem("ghp_abc", 7) == NULL);
+    CHECK(store_credential_problem("!~", 2) == NULL);
+    CHECK(store_credential_problem(longest, STORE_CREDENTIAL_MAX) == NULL);
+    CHECK_STR_CONTAINS(store_credential_problem(longest, STORE_CREDENTIAL_MAX + 1), "longer");
+    CHECK_STR_CONTAINS(store_credential_problem("", 0), "empty");
+    CHECK_STR_CONTAINS(store_credential_problem("two words", 9), "space");
+    CHECK_STR_CONTAINS(store_credential_problem("tab\there", 8), "not printable");
+    CHECK_STR_CONTAINS(store_credential_problem("del\x7f", 4), "not printable");
+    CHECK_STR_CONTAINS(store_credential_problem("caf\xc3\xa9", 5), "not printable");
+    CHECK_STR_CONTAINS(store_credential_problem("nul\0x", 5), "not printable");
+}
+
+/* A credential set through the store opens to what was set, for its user alone, with the
+ * server's key alone; a replaced one opens to the new value. */
+TEST(credentials_are_sealed_per_user_and_open_only_there)
+{
+    CHECK(sodium_init() >= 0);
+    char dir[] = "/tmp/smcp-seal-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *path = xasprintf("%s/test.db", dir);
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user alice, bob;
+    CHECK_INT_EQ(store_user_add(st, "alice", &alice, &err), 0);
+    CHECK_INT_EQ(store_user_add(st, "bob", &bob, &err), 0);
+    unsigned char key[SEAL_KEY_BYTES], other[SEAL_KEY_BYTES];
+    CHECK_INT_EQ(store_credential_key_load(dir, key, &err), 0);
+    randombytes_buf(other, sizeof(other));
+
+    char *value = NULL;
+    size_t n = 0;
+    CHECK_INT_EQ(store_credential_open(st, key, alice.id, "github", &value, &n, &err), -ENOENT);
+    CHECK_INT_EQ(store_credential_seal(st, key, alice.id, "github", "ghp_first", 9, 1000, &err), 0);
+    CHECK_INT_EQ(store_credential_open(st, key, alice.id, "github", &value, &n, &err), 0);
+    CHECK_INT_EQ(n, 9);
+    CHECK_STR_EQ(value, "ghp_first");
+    free(value);
+    CHECK_INT_EQ(
+        store_credential_seal(st, key, alice.id, "github", "ghs_second_one", 14, 2000, &err), 0);
+    CHECK_INT_EQ(store_credential_open(st, key, alice.id, "github", &value, &n, &err), 0);
+    CHECK_STR_EQ(value, "ghs_second_one");
+    free(value);
+    CHECK_INT_EQ(store_credential_open(st, other, alice.id, "github", &value, &n, &err), -EBADMSG);
+
+    /* a value the rule refuses is not stored, and says why without quoting it */
+    CHECK_INT_EQ(store_credential_seal(st, key, bob.id, "github", "ghp secret", 10, 3000, &err),
+                 -EINVAL);
+    CHECK(strstr(err.msg, "secret") == NULL);
+    CHECK_INT_EQ(store_credential_open(st, key, bob.id, "github", &value, &n, &err), -ENOENT);
+
+    /* alice's sealed value copied onto bob's row does not open there */
+    sqlite3 *db;
+    CHECK_INT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    char *sql = xasprintf("INSERT INTO credentials SELECT '%s', service, sealed, created_at, "
+                          "updated_at FROM credentials WHERE user_id = '%s'",
+                          bob.id, alice.id);
+    CHECK_INT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    free(sql);
+    sqlite3_close(db);
+    CHECK_INT_EQ(store_credential_open(st, key, bob.id, "github", &value, &n, &err), -EBADMSG);
+    CHECK_INT_EQ(store_credential_delete(st, bob.id, "github", &err), 0);
+    CHECK_INT_EQ(store_credential_delete(st, bob.id, "github", &err), -ENOENT);
+    CHECK_INT_EQ(store_credential_open(st, key, alice.id, "github", &value, &n, &err), 0);
+    CHECK_STR_EQ(value, "ghs_second_one");
+    free(value);
+    store_close(st);
+    char *rm = xasprintf("rm -rf '%s'", dir);
+    CHECK_INT_EQ(system(rm), 0);
+    free(rm);
+    free(path);
 }
 
 TEST_MAIN()
