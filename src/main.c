@@ -622,6 +622,15 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 1;
     }
+    /* read once, or made on a first start, so that a key that cannot be read stops the server
+     * here rather than a user's first use of it */
+    unsigned char credential_key[SEAL_KEY_BYTES];
+    struct err kerr = {0};
+    if (store_credential_key_load(cfg.data_dir, credential_key, &kerr) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", kerr.msg);
+        close_config_store(&cfg, st);
+        return 1;
+    }
     static const struct mcp_server_info info = {
         .name = "sandbox-mcp",
         .title = "sandbox-mcp",
@@ -706,6 +715,8 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     http_server_set_proxy(http, proxy);
+    http_server_set_credential_key(http, credential_key);
+    explicit_bzero(credential_key, sizeof(credential_key));
     if (sandboxes) {
         sandbox_manager_set_listener(sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, http);
         sandbox_manager_set_listener(sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener, egress);

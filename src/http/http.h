@@ -5,6 +5,7 @@
 
 #include "base/config.h"
 #include "base/err.h"
+#include "base/seal.h"
 
 struct http_server;
 struct store;
@@ -21,6 +22,10 @@ void http_server_set_proxy(struct http_server *srv, struct proxy *p);
 /* The run engine behind the run and session pages (NULL: they answer 503). */
 struct runs;
 void http_server_set_runs(struct http_server *srv, struct runs *runs);
+/* The key users' credentials are sealed with (copied; see store_credential_key_load), with
+ * which the account page sets a user's own. Until it is set, the page cannot store one. */
+void http_server_set_credential_key(struct http_server *srv,
+                                    const unsigned char key[SEAL_KEY_BYTES]);
 
 /* Serve /proxy/ on a sandbox's in-namespace listener (fd owned from now on); fd -1 closes the
  * sandbox's listener. Matches sandbox_listener_fn, so it can be the sandbox manager's hook. */

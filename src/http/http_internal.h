@@ -13,6 +13,8 @@ struct http_server {
     struct proxy *proxy;
     struct runs *runs; /* NULL until set (or when runs are unavailable) */
     struct auth *auth; /* the authorization server */
+    unsigned char credential_key[SEAL_KEY_BYTES];
+    bool has_credential_key;
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;

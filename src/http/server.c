@@ -113,6 +113,13 @@ void http_server_set_proxy(struct http_server *srv, struct proxy *p)
     srv->proxy = p;
 }
 
+void http_server_set_credential_key(struct http_server *srv,
+                                    const unsigned char key[SEAL_KEY_BYTES])
+{
+    memcpy(srv->credential_key, key, SEAL_KEY_BYTES);
+    srv->has_credential_key = true;
+}
+
 static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -484,6 +491,8 @@ void http_server_free(struct http_server *srv)
     if (srv->signals)
         h2o_socket_close(srv->signals);
     http_sandbox_listeners_close();
+    explicit_bzero(srv->credential_key, sizeof(srv->credential_key));
+    srv->has_credential_key = false;
     /* The h2o context is not disposed: h2o 2.2 asserts that every timeout list is empty, which
      * connections abandoned at the end of the grace period violate, and the process is about to
      * exit anyway. The server stays reachable so leak checkers do not report its memory. */

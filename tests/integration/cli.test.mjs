@@ -638,3 +638,22 @@ test('`user credential`: a token from stdin, sealed at rest, listed but never sh
   assert.equal(r.status, 1);
   assert.match(r.stderr, /no github credential is set/);
 });
+
+test('serve makes the credentials key once, keeps it, and does not start with a file that is not a key', async () => {
+  const d = dir();
+  const key = path.join(d, 'secrets', 'credentials.key');
+  let s = await startServer({ dataDir: d });
+  await s.stop();
+  assert.equal(statSync(key).mode & 0o777, 0o600);
+  const made = readFileSync(key);
+  assert.equal(made.length, 32);
+  // the CLI seals with the key the server made, and a restart keeps it
+  assert.equal(run(['user', 'credential', 'set', 'admin', 'github', '--data-dir', d], { input: 'ghp_keptKey\n' }).status, 0);
+  assert.deepEqual(readFileSync(key), made);
+  s = await startServer({ dataDir: d });
+  await s.stop();
+  assert.deepEqual(readFileSync(key), made);
+  writeFileSync(key, 'short');
+  await assert.rejects(startServer({ dataDir: d }), /credentials\.key' does not hold a key of 32 bytes/);
+  assert.equal(readFileSync(key, 'utf8'), 'short', 'never replaced');
+});
