@@ -1,13 +1,22 @@
 /* GET /account: the signed-in user's connected apps (OAuth grants) and API tokens, with last
- * use, each revocable. POST /account/revoke revokes one. */
+ * use, each revocable, and their own GitHub token, whether one is stored and since when. POST
+ * /account/revoke revokes one; POST /account/credential/set and /account/credential/delete set
+ * (or replace) and delete the GitHub token, then redirect back to GET /account. */
 #include "auth/auth_internal.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/cleanup.h"
 #include "base/log.h"
+#include "base/util.h"
+
+/* A token of STORE_CREDENTIAL_MAX characters, each percent-escaped, and the form's other fields;
+ * anything larger is not a token and is refused before it is parsed. */
+#define CREDENTIAL_FORM_MAX 4096
 
 static void when(struct buf *b, int64_t ms)
 {
@@ -81,7 +90,70 @@ static void token_row(const struct store_token *t, void *ctx)
     buf_puts(b, "</li>\n");
 }
 
-static void page(struct auth *a, h2o_req_t *req, const struct store_user *user, const char *note)
+struct stored {
+    bool found;
+    int64_t created_at, updated_at;
+};
+
+static void find_github(const struct store_credential *c, void *ctx)
+{
+    struct stored *g = ctx;
+    if (strcmp(c->service, "github") == 0)
+        *g = (struct stored){true, c->created_at, c->updated_at};
+}
+
+static void credential_form(struct buf *b, const char *csrf, const char *action)
+{
+    buf_printf(b, "<form method=\"post\" action=\"/account/credential/%s\" class=\"stack\">\n",
+               action);
+    html_hidden(b, "csrf", csrf);
+    html_hidden(b, "service", "github");
+}
+
+/* The GitHub card: whether a token is stored and when, never any of it; a form to set or replace
+ * it (never filled in) and one to delete it. */
+static void github_card(struct auth *a, struct buf *b, const char *csrf,
+                        const struct store_user *user, const char *problem)
+{
+    struct stored g = {0};
+    struct err err = {0};
+    store_credential_list(a->store, user->id, find_github, &g, &err);
+    buf_puts(b, "<section class=\"card\" id=\"github\">\n<h2>GitHub</h2>\n");
+    if (g.found) {
+        buf_puts(b, "<p>A token is stored, set ");
+        when(b, g.created_at);
+        if (g.updated_at != g.created_at) {
+            buf_puts(b, ", replaced ");
+            when(b, g.updated_at);
+        }
+        buf_puts(b, ".</p>\n");
+    } else {
+        buf_puts(b, "<p class=\"muted\">No token is stored.</p>\n");
+    }
+    if (problem) {
+        buf_puts(b, "<p class=\"error\" role=\"alert\">");
+        html_text(b, problem);
+        buf_puts(b, "</p>\n");
+    }
+    credential_form(b, csrf, "set");
+    buf_printf(b,
+               "<label>%s <input name=\"token\" type=\"password\" autocomplete=\"off\" "
+               "autocapitalize=\"none\" spellcheck=\"false\" required></label>\n"
+               "<button type=\"submit\" class=\"primary\">%s</button>\n</form>\n",
+               g.found ? "New token" : "Token", g.found ? "Replace token" : "Save token");
+    if (g.found) {
+        credential_form(b, csrf, "delete");
+        buf_puts(b, "<button type=\"submit\" class=\"danger\">Delete token</button>\n</form>\n");
+    }
+    buf_puts(b, "<p class=\"muted small\">Your own fine-grained personal access token or app "
+                "installation token: 1 to 255 characters without spaces. It is sealed on the "
+                "server and never shown again, here or anywhere.</p>\n</section>\n");
+}
+
+/* The page, with note (a status line under the name) and problem (what was wrong with a token
+ * just sent, in the GitHub card) when not NULL. */
+static void page(struct auth *a, h2o_req_t *req, int status, const struct store_user *user,
+                 const char *note, const char *problem)
 {
     const char *csrf = auth_csrf_token(a, req);
     struct buf b;
@@ -111,8 +183,34 @@ static void page(struct auth *a, h2o_req_t *req, const struct store_user *user, 
         buf_puts(&b, "<li class=\"muted\">No API token. An operator makes one with "
                      "<code>sandbox-mcp token create</code>.</li>\n");
     buf_puts(&b, "</ul>\n</section>\n");
-    auth_page(req, 200, "Account", b.data);
+    github_card(a, &b, csrf, user, problem);
+    auth_page(req, status, "Account", b.data);
     buf_release(&b);
+}
+
+/* What GET /account?done=... says after a change redirected there: fixed words only, so that the
+ * address carries nothing of what was sent. */
+static const char *done_note(h2o_req_t *req)
+{
+    static const struct {
+        const char *done, *note;
+    } notes[] = {
+        {"github-set", "Your GitHub token is saved."},
+        {"github-deleted", "Your GitHub token is deleted."},
+    };
+    if (req->query_at == SIZE_MAX)
+        return NULL;
+    struct form f;
+    struct err err = {0};
+    const char *q = req->path.base + req->query_at + 1;
+    if (form_parse(q, req->path.len - req->query_at - 1, &f, &err) < 0)
+        return NULL;
+    const char *done = form_get(&f, "done"), *note = NULL;
+    for (size_t i = 0; done && i < ARRAY_SIZE(notes); i++)
+        if (strcmp(done, notes[i].done) == 0)
+            note = notes[i].note;
+    form_release(&f);
+    return note;
 }
 
 struct owned {
@@ -152,7 +250,67 @@ static void revoke_one(struct auth *a, h2o_req_t *req, const struct store_user *
         log_info("auth revoked user=%s kind=%s id=%s", user->name, kind, id);
     }
     form_release(&f);
-    page(a, req, user, r == 0 ? "Revoked." : "Nothing to revoke: it was already gone.");
+    page(a, req, 200, user, r == 0 ? "Revoked." : "Nothing to revoke: it was already gone.", NULL);
+}
+
+/* POST /account/credential/set and /delete: the signed-in user's own GitHub token. The token is
+ * never written back: not into the page, the log or the address redirected to. */
+static void credential_change(struct auth *a, h2o_req_t *req, const struct store_user *user,
+                              bool set)
+{
+    if (req->entity.len > CREDENTIAL_FORM_MAX) {
+        page(a, req, 413, user, NULL,
+             "Not saved: that is far longer than a token (at most 255 characters). Nothing was "
+             "changed.");
+        return;
+    }
+    struct form f;
+    if (!auth_read_form(req, &f, false))
+        return;
+    if (!auth_csrf_ok(req, &f)) {
+        form_release(&f);
+        auth_error_page(req, 403, "invalid_request", "The form's security token is missing.");
+        return;
+    }
+    const char *service = form_get(&f, "service"), *token = form_get(&f, "token");
+    size_t n = token ? strlen(token) : 0;
+    struct err err = {0};
+    int r;
+    if (!service || strcmp(service, "github") != 0) {
+        r = err_set(&err, -EINVAL, "Nothing was changed: only a GitHub token can be kept here.");
+    } else if (!a->srv->has_credential_key) {
+        r = err_set(&err, -EAGAIN, "This server cannot store tokens now; try again later.");
+    } else if (set) {
+        const char *why = store_credential_problem(token ? token : "", n);
+        if (why)
+            r = err_set(&err, -EINVAL,
+                        "Not saved: %s. A GitHub token is 1 to 255 printable "
+                        "characters without spaces. Nothing was changed.",
+                        why);
+        else
+            r = store_credential_seal(a->store, a->srv->credential_key, user->id, "github", token,
+                                      n, time_now_ms(), &err);
+    } else {
+        r = store_credential_delete(a->store, user->id, "github", &err);
+    }
+    for (size_t i = 0; i < f.n; i++)
+        if (strcmp(f.f[i].name, "token") == 0)
+            sodium_memzero(f.f[i].value, strlen(f.f[i].value));
+    form_release(&f);
+    if (r == 0) {
+        log_info("auth credential-%s user=%s service=github", set ? "set" : "deleted", user->name);
+        auth_redirect(req, 303, set ? "/account?done=github-set" : "/account?done=github-deleted");
+    } else if (r == -EINVAL) {
+        page(a, req, 400, user, NULL, err.msg);
+    } else if (r == -ENOENT && !set) {
+        page(a, req, 200, user, "There was no GitHub token to delete.", NULL);
+    } else {
+        log_error("auth store-failure user=%s reason=\"%s\"", user->name, err.msg);
+        page(a, req, 503, user, NULL,
+             r == -EAGAIN ? err.msg
+                          : "Nothing was changed: the server could not store it; try "
+                            "again.");
+    }
 }
 
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
@@ -166,14 +324,21 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
     h2o_iovec_t p = req->path_normalized;
     struct store_user user;
     bool in = auth_session_user(a, req, &user);
+    bool set = h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/set"));
     if (h2o_memis(p.base, p.len, H2O_STRLIT("/account")) && !post) {
         if (in)
-            page(a, req, &user, NULL);
+            page(a, req, 200, &user, done_note(req), NULL);
         else
             auth_signin_page(a, req, 200, "/account", NULL);
     } else if (h2o_memis(p.base, p.len, H2O_STRLIT("/account/revoke")) && post) {
         if (in)
             revoke_one(a, req, &user);
+        else
+            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
+    } else if ((set || h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/delete"))) &&
+               post) {
+        if (in)
+            credential_change(a, req, &user, set);
         else
             auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
     } else {

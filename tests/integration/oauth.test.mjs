@@ -1,14 +1,16 @@
 // The OAuth 2.1 authorization server, over plain HTTP with no redirect followed: metadata, the
 // code flow and everything it refuses (PKCE, codes, redirect URIs, resources, clients, refresh
 // replay, expiry, scopes, CSRF, open redirects, registrations, password guessing), the account
-// page and the CLI's view of grants. The browser flow with the official SDK is in
+// page (with the user's own GitHub token) and the CLI's view of grants. The browser flow with the official SDK is in
 // tests/e2e/oauth.test.mjs.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 import {
   CookieJar, pkce, sha256hex, request, forms, isSignInPage, isConsentPage, setPassword, register,
@@ -761,6 +763,163 @@ describe('the account page and the CLI', () => {
     assert.match(r.text, /already gone/);
     assert.equal((await mcp(tokens.access_token)).status, 200);
     assert.doesNotMatch((await request(server, '/account', { jar: m })).text, /Not Mallory/);
+  });
+
+  test('the account page sets, replaces and deletes the user\'s own GitHub token, never showing it', async () => {
+    const FIRST = `github_pat_11PAGE${randomBytes(12).toString('hex')}`;
+    const SECOND = `ghs_Replaced+/=&%~!${randomBytes(16).toString('hex')}`; // escaped in the form
+    const sent = [FIRST, SECOND];
+    const row = (name = 'admin') => sqlRows(server, 'SELECT hex(sealed) AS sealed, length(sealed) AS len, '
+      + 'c.created_at, c.updated_at FROM credentials c JOIN users u ON u.id = c.user_id '
+      + `WHERE u.name = '${name}' AND c.service = 'github'`)[0];
+    const listed = (name = 'admin') => {
+      const r = cli(['user', 'credential', 'list', name, '--data-dir', server.dataDir]);
+      assert.equal(r.status, 0, r.stderr);
+      return r.stdout;
+    };
+    const card = (html) => html.slice(html.indexOf('<section class="card" id="github">'));
+    const dbFiles = () => ['sandbox-mcp.db', 'sandbox-mcp.db-wal'].map((f) => {
+      try { return readFileSync(path.join(server.dataDir, f)).toString('latin1'); } catch { return ''; }
+    }).join('');
+    // nothing of a token sent, not even its random part, anywhere it could leak
+    const assertNoToken = (text, what) => {
+      for (const t of sent) {
+        assert.ok(!text.includes(t), `${what} holds a token`);
+        assert.ok(!text.includes(t.slice(-16)), `${what} holds part of a token`);
+        assert.ok(!text.includes(encodeURIComponent(t).slice(-16)), `${what} holds part of a token`);
+      }
+    };
+    const submit = async (j, action, form) => {
+      const r = await request(server, `/account/credential/${action}`, { jar: j, form });
+      assertNoToken(r.text, `${action} answer`);
+      assertNoToken(r.headers.get('location') ?? '', `${action} redirect`);
+      return r;
+    };
+
+    // none yet: a form to set one, a password field, no delete button
+    let page = await request(server, '/account', { jar });
+    assert.equal(page.status, 200);
+    assert.match(card(page.text), /<h2>GitHub<\/h2>\n<p class="muted">No token is stored\.<\/p>/);
+    const setForm = forms(page.text).find((f) => f.action === '/account/credential/set');
+    assert.ok(setForm, 'a form to set the token');
+    assert.deepEqual(Object.keys(setForm.fields).sort(), ['csrf', 'service']);
+    assert.equal(setForm.fields.service, 'github');
+    assert.ok(setForm.inputs.includes('token'));
+    assert.match(card(page.text), /<input name="token" type="password" autocomplete="off"[^>]*>/);
+    assert.doesNotMatch(card(page.text), /maxlength/, 'a pasted token is never cut short by the browser');
+    assert.equal(forms(page.text).find((f) => f.action === '/account/credential/delete'), undefined);
+    assert.equal(listed(), '');
+
+    // set: POST, 303 back to /account with a fixed notice, then listed as stored with its date
+    let r = await submit(jar, 'set', { ...setForm.fields, token: FIRST });
+    assert.equal(r.status, 303, r.text);
+    assert.equal(r.headers.get('location'), '/account?done=github-set');
+    page = await request(server, '/account?done=github-set', { jar });
+    assert.match(page.text, /<p role="status">Your GitHub token is saved\.<\/p>/);
+    assert.match(card(page.text), /<p>A token is stored, set \d{4}-\d\d-\d\d \d\d:\d\d UTC\.<\/p>/);
+    assertNoToken(page.text, 'the account page');
+    assert.match(listed(), /^github +set \d{4}-\d\d-\d\dT/);
+    const first = row();
+    // nonce (24 bytes), the sealed token, tag (16 bytes): this token's length, and never in clear
+    assert.equal(Number(first.len), 24 + FIRST.length + 16);
+    assertNoToken(dbFiles(), 'the database');
+    const del = forms(page.text).find((f) => f.action === '/account/credential/delete');
+    assert.ok(del, 'a delete button once one is stored');
+    assert.deepEqual(forms(page.text).find((f) => f.action === '/account/credential/set').inputs.sort(),
+      ['csrf', 'service', 'token']);
+
+    // replace: a new sealed value of the new token's length, set when it was first set
+    r = await submit(jar, 'set', { ...setForm.fields, token: SECOND });
+    assert.equal(r.status, 303, r.text);
+    const second = row();
+    assert.notEqual(second.sealed, first.sealed);
+    assert.equal(Number(second.len), 24 + SECOND.length + 16);
+    assert.equal(second.created_at, first.created_at);
+    assert.ok(second.updated_at > first.updated_at);
+    page = await request(server, '/account', { jar });
+    assert.match(card(page.text), /A token is stored, set [^<]* UTC, replaced \d{4}-\d\d-\d\d \d\d:\d\d UTC\./);
+    assert.doesNotMatch(page.text, /role="status"/, 'the notice is only on the page redirected to');
+    assertNoToken(page.text + dbFiles(), 'the page and database');
+
+    // refused, each with its reason on the page and nothing changed
+    const bad = [
+      [{ ...setForm.fields, token: 'two words' }, 400, /Not saved: the token holds a space\./],
+      [{ ...setForm.fields, token: ' ghp_leading' }, 400, /Not saved: the token holds a space\./],
+      [{ ...setForm.fields, token: `ghp_${'x'.repeat(252)}` }, 400, /Not saved: the token is longer than 255 characters\./],
+      [{ ...setForm.fields, token: 'tab\there' }, 400, /Not saved: the token holds a character that is not printable ASCII\./],
+      [{ ...setForm.fields, token: 'caf\u00e9' }, 400, /not printable ASCII/],
+      [{ ...setForm.fields, token: '' }, 400, /Not saved: the token is empty\./],
+      [{ ...setForm.fields }, 400, /Not saved: the token is empty\./],
+      [{ ...setForm.fields, service: 'gitlab', token: 'ghp_valid' }, 400, /only a GitHub token/],
+      [{ ...setForm.fields, token: `ghp_${'y'.repeat(5000)}` }, 413, /far longer than a token/],
+    ];
+    for (const [form, status, message] of bad) {
+      if (form.token) sent.push(form.token);
+      r = await submit(jar, 'set', form);
+      assert.equal(r.status, status, `${JSON.stringify(form).slice(0, 80)}: ${r.text}`);
+      assert.match(r.text, message);
+      assert.match(r.text, /<p class="error" role="alert">/);
+      assert.match(r.text, /Nothing was changed/);
+      assert.ok(forms(r.text).some((f) => f.action === '/account/credential/set'), 'the form again, empty');
+      assert.deepEqual(row(), second, JSON.stringify(form).slice(0, 80));
+    }
+    // without the form's CSRF token or with another one: 403, on either form
+    for (const csrf of ['', 'A'.repeat(43)]) {
+      r = await submit(jar, 'set', { ...setForm.fields, csrf, token: 'ghp_forged' });
+      assert.equal(r.status, 403);
+      assert.match(r.text, /security token is missing/);
+      r = await submit(jar, 'delete', { ...del.fields, csrf });
+      assert.equal(r.status, 403);
+    }
+    r = await submit(jar, 'set', { service: 'github', token: 'ghp_forged' });
+    assert.equal(r.status, 403);
+    // signed out: the sign-in page
+    const anon = new CookieJar();
+    anon.set('smcp_csrf', setForm.fields.csrf);
+    r = await submit(anon, 'set', { ...setForm.fields, token: 'ghp_forged' });
+    assert.equal(r.status, 401);
+    assert.ok(isSignInPage(r.text));
+    r = await submit(anon, 'delete', del.fields);
+    assert.equal(r.status, 401);
+    // another user's session acts on their own token only, never admin's
+    assert.equal(cli(['user', 'add', '--data-dir', server.dataDir, 'carol']).status, 0);
+    setPassword(server, 'carol', 'carol password 1');
+    const c = new CookieJar();
+    assert.equal((await signIn(server, c, { name: 'carol', password: 'carol password 1' })).status, 303);
+    r = await submit(c, 'delete', { ...del.fields, csrf: c.get('smcp_csrf') });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /There was no GitHub token to delete\./);
+    r = await submit(c, 'set', { ...setForm.fields, token: 'ghp_forged' }); // admin's CSRF token
+    assert.equal(r.status, 403);
+    sent.push('ghp_carols_own_token');
+    r = await submit(c, 'set', { service: 'github', csrf: c.get('smcp_csrf'), token: 'ghp_carols_own_token' });
+    assert.equal(r.status, 303);
+    assert.equal(Number(row('carol').len), 24 + 'ghp_carols_own_token'.length + 16);
+    assert.deepEqual(row(), second, 'admin\'s token is untouched');
+    assert.match(card((await request(server, '/account', { jar: c })).text), /A token is stored/);
+
+    // delete: 303 back with a notice, gone from the page, the database and the CLI's list
+    r = await submit(jar, 'delete', del.fields);
+    assert.equal(r.status, 303, r.text);
+    assert.equal(r.headers.get('location'), '/account?done=github-deleted');
+    page = await request(server, '/account?done=github-deleted', { jar });
+    assert.match(page.text, /<p role="status">Your GitHub token is deleted\.<\/p>/);
+    assert.match(card(page.text), /No token is stored\./);
+    assert.equal(forms(page.text).find((f) => f.action === '/account/credential/delete'), undefined);
+    assert.equal(row(), undefined);
+    assert.equal(listed(), '');
+    assert.match(listed('carol'), /^github +set /, 'carol\'s stays');
+    r = await submit(jar, 'delete', del.fields);
+    assert.equal(r.status, 200);
+    assert.match(r.text, /There was no GitHub token to delete\./);
+    // only fixed words come back through the address
+    assert.doesNotMatch((await request(server, '/account?done=%3Cscript%3E', { jar })).text, /role="status"|script/);
+
+    // the server's log names what happened and whose, never a token
+    const log = server.stderr() + server.stdout();
+    assertNoToken(log, 'the server log');
+    assert.match(log, /auth credential-set user=admin service=github/);
+    assert.match(log, /auth credential-deleted user=admin service=github/);
   });
 
   test('`token list` shows the OAuth grant; `token revoke grt_…` ends its tokens', async () => {
