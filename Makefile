@@ -10,7 +10,7 @@
 PREFIX     ?= /usr/local
 BUILD      ?= build
 CC         ?= cc
-PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libssl libcrypto libseccomp libsodium
+PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libssl libcrypto libseccomp libsodium zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -162,8 +162,8 @@ run: deps
 # tools the egress tests run inside sandboxes (python3 with venv for pip, wget) or around them
 # (ip, to bring up loopback in a network namespace of their own).
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
-            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev libsodium-dev clang \
-            libclang-rt-14-dev clang-format \
+            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev libsodium-dev zlib1g-dev \
+            clang libclang-rt-14-dev clang-format \
             nodejs npm git curl ca-certificates sqlite3 debootstrap
 TEST_APT := chromium python3 python3-venv wget iproute2
 deps: deps-apt deps-npm
