@@ -714,9 +714,9 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 2;
     }
+    proxy_set_seal_key(proxy, credential_key);
     http_server_set_proxy(http, proxy);
     http_server_set_credential_key(http, credential_key);
-    explicit_bzero(credential_key, sizeof(credential_key));
     if (sandboxes) {
         sandbox_manager_set_listener(sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, http);
         sandbox_manager_set_listener(sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener, egress);
@@ -737,6 +737,8 @@ static int cmd_serve(int argc, char **argv)
         rc.view_key = view_key;
         rc.view_keylen = sizeof(view_key);
         rc.network = policy;
+        rc.seal_key = credential_key;
+        rc.github_api_url = proxy_service_api(proxy, "github");
         if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
             log_error("runs unavailable err=\"%s\"", err.msg);
             runs_unavailable = err.msg;
@@ -773,6 +775,7 @@ static int cmd_serve(int argc, char **argv)
     close_config_store(&cfg, st);
     explicit_bzero(jwt_key, sizeof(jwt_key));
     explicit_bzero(view_key, sizeof(view_key));
+    explicit_bzero(credential_key, sizeof(credential_key));
     metrics_reset();
     return 0;
 }
@@ -1357,9 +1360,10 @@ static int cmd_proxy_token(int argc, char **argv)
         const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
         unsigned char key[32];
         key_derive(secret, strlen(secret), KEY_PROXY_JWT, key);
+        struct proxy_grant g = {
+            .user_id = u.id, .services = o.services, .sandbox_id = o.sandbox, .ttl_seconds = ttl};
         if (store_user_find(st, o.user, &u, &err) < 0 ||
-            proxy_mint(st, key, sizeof(key), u.id, o.services, NULL, NULL, o.sandbox, NULL, ttl,
-                       &token, jti, &err) < 0) {
+            proxy_mint(st, key, sizeof(key), &g, &token, jti, &err) < 0) {
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
             r = 1;
         } else {

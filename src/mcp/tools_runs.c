@@ -75,6 +75,7 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
         .agent = opt_str(args, "agent"),
         .timeout_ms = tm ? (uint64_t)(json_number_value(tm) * 60000.0) : 0,
         .network = opt_str(args, "network"),
+        .pull_request = opt_str(args, "pull_request"),
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
@@ -145,6 +146,24 @@ static char *network_text(const json_t *net)
     return buf_steal(&b, NULL);
 }
 
+/* One line on the delivery: the pull request, or why there is none. */
+static char *delivery_text(const json_t *d)
+{
+    const char *status = json_string_value(json_object_get(d, "status"));
+    if (!status)
+        return xstrdup("");
+    const json_t *pr = json_object_get(d, "pull_request");
+    const char *reason = json_string_value(json_object_get(d, "reason"));
+    if (pr)
+        return xasprintf("\n\nPull request #%lld (%s%s): %s%s%s",
+                         (long long)json_integer_value(json_object_get(pr, "number")),
+                         json_is_true(json_object_get(pr, "draft")) ? "draft, " : "",
+                         json_string_value(json_object_get(pr, "state")),
+                         json_string_value(json_object_get(pr, "url")), reason ? "; " : "",
+                         reason ? reason : "");
+    return xasprintf("\n\nDelivery %s%s%s", status, reason ? ": " : ".", reason ? reason : "");
+}
+
 static void answer_result(void *ctx)
 {
     struct get_job *j = ctx;
@@ -164,9 +183,10 @@ static void answer_result(void *ctx)
                              r.status_reason ? r.status_reason : "", (long long)r.event_count);
         else {
             _cleanup_free_ char *net = network_text(json_object_get(sc, "network"));
+            _cleanup_free_ char *dv = delivery_text(json_object_get(sc, "delivery"));
             content =
-                text_content("Run %s %s.\n\n%s%s%s%s", r.id, r.status, r.summary ? r.summary : "",
-                             r.error ? "\n\nError: " : "", r.error ? r.error : "", net);
+                text_content("Run %s %s.\n\n%s%s%s%s%s", r.id, r.status, r.summary ? r.summary : "",
+                             r.error ? "\n\nError: " : "", r.error ? r.error : "", dv, net);
         }
         mcp_call_tool_result(j->call, content, sc, false);
     }
@@ -315,7 +335,13 @@ static const char run_task_schema[] =
     "\"description\":\"Git repository to work in (https URL); cloned into the session's "
     "workspace. Omit to work in an empty workspace (or the session's)\"},"
     "\"branch\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"
-    "\"description\":\"Branch to check out (default: the repository's default branch)\"},"
+    "\"description\":\"Branch to start from, and the pull request's base (default: the "
+    "repository's default branch)\"},"
+    "\"pull_request\":{\"type\":\"string\",\"enum\":[\"none\",\"draft\",\"ready\"],"
+    "\"description\":\"When the run ends with changes, push them to the session's own branch "
+    "and open a pull request (draft or ready for review) against the base, or comment on the "
+    "session's pull request. Default: draft for a GitHub repository your credential serves, "
+    "else none\"},"
     "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
     "\"description\":\"Continue an earlier run's session: same sandbox, workspace and agent "
     "conversation. Omit to start a new session\"},"

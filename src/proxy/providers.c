@@ -60,7 +60,7 @@ bool provider_path_allowed(const struct provider *p, const char *path, size_t le
 }
 
 /* The header value carrying the key: "{key}" replaced; "basic:USER:{key}" becomes HTTP Basic. */
-static char *key_value(const char *format, const char *key)
+char *provider_key_value(const char *format, const char *key)
 {
     const char *at = strstr(format, "{key}");
     if (!at)
@@ -114,13 +114,27 @@ static int load_one(const struct config *cfg, const struct embedded_file *f, str
     size_t n = strlen(p->upstream);
     while (n > 0 && p->upstream[n - 1] == '/')
         p->upstream[--n] = '\0';
+    /* A REST API beside the upstream (GitHub's): its own setting, else the file's when the
+     * upstream is the file's, else the upstream's /api/v3 (how GitHub Enterprise lays it out). */
+    const char *api = json_string_value(json_object_get(d, "api"));
+    if (api) {
+        const char *api_over = setting(cfg, json_string_value(json_object_get(d, "api_env")));
+        p->api = api_over ? xstrdup(api_over)
+                 : over   ? xasprintf("%s/api/v3", p->upstream)
+                          : xstrdup(api);
+        for (size_t k = strlen(p->api); k > 0 && p->api[k - 1] == '/';)
+            p->api[--k] = '\0';
+    }
     const char *key_env = json_string_value(json_object_get(d, "key_env"));
     const char *key = setting(cfg, key_env);
     p->key = key ? xstrdup(key) : NULL;
     p->key_header = xstrdup(header);
     for (char *c = p->key_header; *c; c++)
         *c = (char)tolower((unsigned char)*c);
-    p->key_value = key ? key_value(format, key) : NULL;
+    p->key_format = xstrdup(format);
+    p->key_value = key ? provider_key_value(format, key) : NULL;
+    const char *own = json_string_value(json_object_get(d, "user_credential"));
+    p->user_credential = own ? xstrdup(own) : NULL;
     size_t i;
     const json_t *v;
     json_array_foreach(json_object_get(d, "token_from"), i, v)
@@ -192,6 +206,9 @@ void providers_free(struct provider *p, size_t n)
         free_list(p[i].paths);
         free_list(p[i].suffixes);
         free(p[i].repos);
+        free(p[i].key_format);
+        free(p[i].api);
+        free(p[i].user_credential);
     }
     free(p);
 }

@@ -19,10 +19,12 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/seal.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "http/watch.h"
+#include "proxy/receive_pack.h"
 #include "proxy/token.h"
 #include "store/store.h"
 
@@ -38,6 +40,8 @@ struct proxy {
     uint64_t max_request_bytes;
     uint64_t stall_seconds;
     char names[256];
+    unsigned char seal_key[SEAL_KEY_BYTES];
+    bool have_seal_key;
 };
 
 static struct proxy *the_proxy; /* for curl's completion callback */
@@ -326,7 +330,7 @@ static void on_done(CURL *easy, CURLcode rc)
 
 /* --- request side --- */
 
-static const struct provider *find_provider(struct proxy *p, const char *name, size_t len)
+static const struct provider *find_provider(const struct proxy *p, const char *name, size_t len)
 {
     for (size_t i = 0; i < p->nproviders; i++)
         if (strlen(p->providers[i].name) == len && memcmp(p->providers[i].name, name, len) == 0)
@@ -456,7 +460,7 @@ static bool path_clean(const char *p, size_t len)
     return true;
 }
 
-static void add_request_headers(struct transfer *t)
+static void add_request_headers(struct transfer *t, const char *key_value)
 {
     h2o_req_t *req = t->req;
     const struct provider *prov = t->prov;
@@ -476,18 +480,65 @@ static void add_request_headers(struct transfer *t)
         t->headers = curl_slist_append(t->headers, line);
         free(line);
     }
-    char *key = xasprintf("%s: %s", prov->key_header, prov->key_value);
+    char *key = xasprintf("%s: %s", prov->key_header, key_value);
     t->headers = curl_slist_append(t->headers, key);
     explicit_bzero(key, strlen(key));
     free(key);
     t->headers = curl_slist_append(t->headers, "Expect:");
 }
 
+static const char zero_id[] = "0000000000000000000000000000000000000000";
+
+/* A push refused: answered 403, logged, and kept among the run's events (the agent's attempts
+ * are part of what the run did). */
+static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                         const char *repo, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                         const char *repo, const char *fmt, ...)
+{
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\"", claims->user,
+             claims->run[0] ? claims->run : "-", repo, why);
+    if (claims->run[0]) {
+        json_t *raw =
+            json_pack("{s:s, s:s, s:s}", "type", "push_refused", "repository", repo, "reason", why);
+        char *text = json_dumps(raw, JSON_COMPACT);
+        json_decref(raw);
+        char summary[512];
+        snprintf(summary, sizeof(summary), "push to %s refused: %s", repo, why);
+        struct store_run_event ev = {
+            .time = time_now_ms(), .type = "push_refused", .summary = summary, .raw = text};
+        struct err err = {0};
+        if (store_run_add_events(p->store, claims->run, &ev, 1, -1, &err) < 0)
+            log_error("push refusal not recorded run=%s err=\"%s\"", claims->run, err.msg);
+        free(text);
+    }
+    respond_error(req, 403, "push_not_allowed", "%s", why);
+}
+
+/* Whether the request is part of a push: git-receive-pack's advertisement or the push itself. */
+static bool is_push(h2o_req_t *req, const char *rest, size_t rlen)
+{
+    static const char rp[] = "/git-receive-pack";
+    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
+    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
+    bool advert = rlen >= 10 && memcmp(rest + rlen - 10, "/info/refs", 10) == 0 &&
+                  h2o_strstr(query, qlen, H2O_STRLIT("git-receive-pack")) != SIZE_MAX;
+    return advert || (rlen >= sizeof(rp) - 1 &&
+                      memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0);
+}
+
 /* A repository-scoped service (git): the path names one repository, which must be on the
  * operator's list, and a token naming a repository (a run's) opens that one only. A run's token
  * naming none opens none. Answers and returns false when refused. */
-static bool repo_granted(h2o_req_t *req, const struct provider *prov,
-                         const struct proxy_claims *claims, const char *rest, size_t rlen)
+static bool repo_granted(struct proxy *p, h2o_req_t *req, const struct provider *prov,
+                         const struct proxy_claims *claims, const char *rest, size_t rlen,
+                         bool own_credential, bool push, char repo_out[PROXY_REPO_MAX])
 {
     char repo[PROXY_REPO_MAX];
     size_t used = proxy_repo_of_path(rest, rlen, repo);
@@ -500,20 +551,85 @@ static bool repo_granted(h2o_req_t *req, const struct provider *prov,
                       (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
         return false;
     }
-    if (!proxy_repo_allowed(prov->repos, repo)) {
-        respond_error(req, 403, "repository_not_allowed",
-                      "repository '%s' is not one the operator's '%s' credential serves (the "
-                      "operator lists them in its allow list)",
-                      repo, prov->name);
+    if (!own_credential && !proxy_repo_allowed(prov->repos, repo)) {
+        if (push)
+            push_refused(p, req, claims, repo, "repository '%s' is not one a credential serves",
+                         repo);
+        else
+            respond_error(req, 403, "repository_not_allowed",
+                          "repository '%s' is not one the operator's '%s' credential serves (the "
+                          "operator lists them in its allow list), and you have no '%s' "
+                          "credential of your own",
+                          repo, prov->name, prov->name);
         return false;
     }
     if ((claims->repo[0] || claims->run[0]) && strcasecmp(claims->repo, repo) != 0) {
-        if (claims->repo[0])
+        if (push)
+            push_refused(p, req, claims, repo, "this token opens repository '%s' only",
+                         claims->repo[0] ? claims->repo : "(none)");
+        else if (claims->repo[0])
             respond_error(req, 403, "repository_not_granted",
                           "this token opens repository '%s' only", claims->repo);
         else
             respond_error(req, 403, "repository_not_granted", "this token opens no repository");
         return false;
+    }
+    snprintf(repo_out, PROXY_REPO_MAX, "%s", repo);
+    return true;
+}
+
+/* Pushes (git-receive-pack): a token pushes only when it names a branch, and then exactly one
+ * ref, that branch, created or moved forward: no other branch, no tag, no deletion, no rewrite.
+ * The request body is the whole push (commands, then the pack), so it is checked before any of
+ * it goes upstream. Answers and returns false when refused. */
+static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                         const char *repo, const char *rest, size_t rlen)
+{
+    static const char rp[] = "/git-receive-pack";
+    bool post =
+        rlen >= sizeof(rp) - 1 && memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0;
+    if (!claims->branch[0]) {
+        push_refused(p, req, claims, repo,
+                     "this token pushes nothing: the server pushes a run's commits to its "
+                     "session's branch when the run ends");
+        return false;
+    }
+    if (!post)
+        return true;
+    char want[300];
+    snprintf(want, sizeof(want), "refs/heads/%s", claims->branch);
+    struct rp_request push;
+    struct err err = {0};
+    if (rp_parse(req->entity.base ? req->entity.base : "", req->entity.len, &push, &err) < 0) {
+        push_refused(p, req, claims, repo, "a push the proxy cannot read: %s", err.msg);
+        return false;
+    }
+    if (push.ncmds != 1 || strcmp(push.cmds[0].ref, want) != 0) {
+        const char *other = push.ncmds ? push.cmds[0].ref : "";
+        for (size_t i = 0; i < push.ncmds; i++)
+            if (strcmp(push.cmds[i].ref, want) != 0)
+                other = push.cmds[i].ref;
+        push_refused(p, req, claims, repo,
+                     "this token pushes to branch '%s' of %s only, not '%.200s'", claims->branch,
+                     claims->repo, other);
+        return false;
+    }
+    const struct rp_command *c = &push.cmds[0];
+    if (strcmp(c->new_id, zero_id) == 0) {
+        push_refused(p, req, claims, repo, "deleting branch '%s' is not allowed", claims->branch);
+        return false;
+    }
+    if (strcmp(c->old_id, zero_id) != 0) {
+        int ff = rp_descends(push.pack, push.pack_len, c->new_id, c->old_id,
+                             p->max_request_bytes * 4, &err);
+        if (ff != 1) {
+            push_refused(p, req, claims, repo,
+                         "only fast-forward pushes to '%s' are allowed: %.12s does not descend "
+                         "from %.12s%s%s",
+                         claims->branch, c->new_id, c->old_id, ff < 0 ? ": " : "",
+                         ff < 0 ? err.msg : "");
+            return false;
+        }
     }
     return true;
 }
@@ -585,14 +701,36 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
                       (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
         return 0;
     }
-    if (prov->repo_scoped && !repo_granted(req, prov, &claims, rest, rlen))
+    /* the user's own credential for the service, when they have one */
+    _cleanup_free_ char *own_value = NULL;
+    if (prov->user_credential && p->have_seal_key) {
+        char *own = NULL;
+        size_t own_len = 0;
+        if (store_credential_open(p->store, p->seal_key, claims.user, prov->user_credential, &own,
+                                  &own_len, &err) == 0) {
+            own_value = provider_key_value(prov->key_format, own);
+            explicit_bzero(own, own_len);
+            free(own);
+        } else if (err.code != -ENOENT) {
+            log_warn("proxy credential unusable service=%s user=%s err=\"%s\"", prov->name,
+                     claims.user, err.msg);
+        }
+    }
+    char repo[PROXY_REPO_MAX] = "";
+    bool push = prov->repo_scoped && is_push(req, rest, rlen);
+    if (prov->repo_scoped &&
+        (!repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
+         (push && !push_granted(p, req, &claims, repo, rest, rlen)))) {
+        if (own_value)
+            explicit_bzero(own_value, strlen(own_value));
         return 0;
+    }
     if (req->entity.base && req->entity.len > p->max_request_bytes) {
         respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
                       (unsigned long long)p->max_request_bytes);
         return 0;
     }
-    if (!prov->key_value) {
+    if (!own_value && !prov->key_value) {
         respond_error(req, 503, "not_configured", "service '%s' has no key configured", prov->name);
         return 0;
     }
@@ -615,7 +753,9 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
     size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
     t->url = xasprintf("%s%.*s%.*s", prov->upstream, (int)rlen, rest, (int)qlen, query);
-    add_request_headers(t);
+    add_request_headers(t, own_value ? own_value : prov->key_value);
+    if (own_value)
+        explicit_bzero(own_value, strlen(own_value));
     CURL *e = t->easy = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, t->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
@@ -644,17 +784,17 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     return 0;
 }
 
-int proxy_mint(struct store *st, const void *key, size_t keylen, const char *user_id,
-               const char *services, const char *run_id, const char *session_id,
-               const char *sandbox_id, const char *repo, int64_t ttl_seconds, char **token,
-               char jti[64], struct err *err)
+int proxy_mint(struct store *st, const void *key, size_t keylen, const struct proxy_grant *g,
+               char **token, char jti[64], struct err *err)
 {
     struct proxy_claims c = {0};
-    snprintf(c.user, sizeof(c.user), "%s", user_id);
-    snprintf(c.run, sizeof(c.run), "%s", run_id ? run_id : "");
-    snprintf(c.session, sizeof(c.session), "%s", session_id ? session_id : "");
-    snprintf(c.sandbox, sizeof(c.sandbox), "%s", sandbox_id ? sandbox_id : "");
-    snprintf(c.repo, sizeof(c.repo), "%s", repo ? repo : "");
+    const char *services = g->services;
+    snprintf(c.user, sizeof(c.user), "%s", g->user_id);
+    snprintf(c.run, sizeof(c.run), "%s", g->run_id ? g->run_id : "");
+    snprintf(c.session, sizeof(c.session), "%s", g->session_id ? g->session_id : "");
+    snprintf(c.sandbox, sizeof(c.sandbox), "%s", g->sandbox_id ? g->sandbox_id : "");
+    snprintf(c.repo, sizeof(c.repo), "%s", g->repo ? g->repo : "");
+    snprintf(c.branch, sizeof(c.branch), "%s", g->repo && g->branch ? g->branch : "");
     char list[256];
     snprintf(list, sizeof(list), "%s", services);
     for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
@@ -663,14 +803,14 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const char *use
         snprintf(c.services[c.nservices++], sizeof(c.services[0]), "%s", s);
     }
     c.iat = time_now_ms() / 1000;
-    c.exp = c.iat + ttl_seconds;
+    c.exp = c.iat + g->ttl_seconds;
     id_new("jti", c.jti);
     int r = proxy_token_mint(key, keylen, &c, token, err);
     if (r < 0)
         return r;
     struct store_proxy_token row = {0};
     snprintf(row.jti, sizeof(row.jti), "%s", c.jti);
-    snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
+    snprintf(row.user_id, sizeof(row.user_id), "%s", g->user_id);
     snprintf(row.run_id, sizeof(row.run_id), "%s", c.run);
     snprintf(row.session_id, sizeof(row.session_id), "%s", c.session);
     snprintf(row.sandbox_id, sizeof(row.sandbox_id), "%s", c.sandbox);
@@ -740,10 +880,29 @@ void proxy_free(struct proxy *p)
     curl_loop_free(p->cl);
     providers_free(p->providers, p->nproviders);
     explicit_bzero(p->key, p->keylen);
+    explicit_bzero(p->seal_key, sizeof(p->seal_key));
     free(p->key);
     if (the_proxy == p)
         the_proxy = NULL;
     free(p);
+}
+
+void proxy_set_seal_key(struct proxy *p, const unsigned char *key)
+{
+    memcpy(p->seal_key, key, SEAL_KEY_BYTES);
+    p->have_seal_key = true;
+}
+
+const char *proxy_service_upstream(const struct proxy *p, const char *service)
+{
+    const struct provider *prov = find_provider(p, service, strlen(service));
+    return prov ? prov->upstream : NULL;
+}
+
+const char *proxy_service_api(const struct proxy *p, const char *service)
+{
+    const struct provider *prov = find_provider(p, service, strlen(service));
+    return prov ? prov->api : NULL;
 }
 
 const char *proxy_provider_names(void)

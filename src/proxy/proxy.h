@@ -30,13 +30,17 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
 bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
                            const char *listener_sandbox);
 
-/* Mint a token for user (services comma-separated) valid ttl_seconds; recorded for revocation.
- * run/session/sandbox/repo may be NULL; repo ("owner/name") limits the token's git requests to
- * that repository. Returns 0 and a malloc'd token and its id. */
-int proxy_mint(struct store *st, const void *key, size_t keylen, const char *user_id,
-               const char *services, const char *run_id, const char *session_id,
-               const char *sandbox_id, const char *repo, int64_t ttl_seconds, char **token,
-               char jti[64], struct err *err);
+/* What a proxy token grants: user's requests to services (comma-separated); run, session and
+ * sandbox may be NULL (sandbox NULL: the main listener only); repo ("owner/name") limits its git
+ * requests to that repository, and branch, when set, lets it push to that one branch of repo,
+ * fast-forward only (no other ref, no tag, no deletion); without branch it pushes nothing. */
+struct proxy_grant {
+    const char *user_id, *services, *run_id, *session_id, *sandbox_id, *repo, *branch;
+    int64_t ttl_seconds;
+};
+/* Mint a token for g, recorded for revocation. Returns 0 and a malloc'd token and its id. */
+int proxy_mint(struct store *st, const void *key, size_t keylen, const struct proxy_grant *g,
+               char **token, char jti[64], struct err *err);
 
 /* --- GitHub repositories (repos.c; pure functions) --- */
 
@@ -53,6 +57,14 @@ bool proxy_repo_allowed(const char *spec, const char *repo);
 size_t proxy_repo_of_path(const char *path, size_t len, char out[PROXY_REPO_MAX]);
 /* The repository a URL names when it is base + "/owner/name[.git][/]", into out. */
 bool proxy_repo_of_url(const char *base, const char *url, char out[PROXY_REPO_MAX]);
+
+/* Users' own credentials (store_credential_open) are opened with key (SEAL_KEY_BYTES, copied):
+ * a user's request to a service with user_credential in its file carries theirs, not the
+ * operator's. Without a key, only the operator's keys are used. */
+void proxy_set_seal_key(struct proxy *p, const unsigned char *key);
+/* The upstream and REST API base URLs of service (no trailing slash), NULL when unknown. */
+const char *proxy_service_upstream(const struct proxy *p, const char *service);
+const char *proxy_service_api(const struct proxy *p, const char *service);
 
 /* Names of the known providers, comma-separated (for messages and the CLI). */
 const char *proxy_provider_names(void);

@@ -12,9 +12,14 @@ enum usage_kind { USAGE_NONE, USAGE_ANTHROPIC, USAGE_OPENAI };
 struct provider {
     char *name;
     char *upstream;   /* base URL without a trailing slash */
+    char *api;        /* a REST API of the service's (GitHub's), or NULL */
     char *key;        /* the real credential, NULL when not configured */
     char *key_header; /* lowercase header name */
     char *key_value;  /* the full header value with the key in it */
+    char *key_format; /* how a key becomes that value (provider_key_value) */
+    /* the service of users' own credentials (store_credential_open) used instead of the
+     * operator's key when the requesting user has one, or NULL */
+    char *user_credential;
     unsigned token_from;
     unsigned methods; /* bit per method in method_bit() */
     char **paths;     /* allowed path prefixes (segment boundary), NULL-terminated */
@@ -28,6 +33,9 @@ struct provider {
 int providers_load(const struct config *cfg, struct provider **out, size_t *n, struct err *err);
 void providers_free(struct provider *p, size_t n);
 unsigned method_bit(const char *m, size_t len);
+/* A key as the header value format says (malloc'd): "{key}" replaced, "basic:USER:{key}" as
+ * HTTP Basic. */
+char *provider_key_value(const char *format, const char *key);
 bool provider_path_allowed(const struct provider *p, const char *path, size_t len);
 
 /* usage.c: token counts read from a provider's response, streaming (SSE) or not. */

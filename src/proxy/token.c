@@ -34,6 +34,8 @@ int proxy_token_mint(const void *key, size_t keylen, const struct proxy_claims *
         json_object_set_new(claims, "sbx", json_string(c->sandbox));
     if (c->repo[0])
         json_object_set_new(claims, "repo", json_string(c->repo));
+    if (c->branch[0])
+        json_object_set_new(claims, "push", json_string(c->branch));
     json_t *svc = json_array();
     for (int i = 0; i < c->nservices; i++)
         json_array_append_new(svc, json_string(c->services[i]));
@@ -111,7 +113,8 @@ int proxy_token_verify(const void *key, size_t keylen, const char *token, size_t
         !copy_claim(claims, "run", out->run, sizeof(out->run), false) ||
         !copy_claim(claims, "session", out->session, sizeof(out->session), false) ||
         !copy_claim(claims, "sbx", out->sandbox, sizeof(out->sandbox), false) ||
-        !copy_claim(claims, "repo", out->repo, sizeof(out->repo), false)) {
+        !copy_claim(claims, "repo", out->repo, sizeof(out->repo), false) ||
+        !copy_claim(claims, "push", out->branch, sizeof(out->branch), false)) {
         r = err_set(err, -EACCES, "malformed token claims");
         goto out;
     }

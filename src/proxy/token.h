@@ -17,6 +17,8 @@ struct proxy_claims {
     char session[64]; /* "session" */
     char sandbox[64]; /* "sbx": the sandbox whose listener may carry it, "" = main listener only */
     char repo[200];   /* "repo": the one repository ("owner/name") its git requests may name */
+    char
+        branch[256]; /* "push": the one branch of repo it may push to, fast-forward only; "" none */
     char services[PROXY_SERVICES_MAX][32]; /* "svc": granted services */
     int nservices;
     int64_t iat, exp; /* seconds since the epoch */

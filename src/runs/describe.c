@@ -68,6 +68,13 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
     if (runs_network_of(e))
         runs_network_flush(runs_network_of(e)); /* what the last moments counted, too */
     json_object_set_new(j, "network", runs_network_summary(st, r));
+    /* delivery: what became of the push and the pull request; the pull request on its own */
+    json_t *delivery = r->delivery ? json_loads(r->delivery, 0, NULL) : NULL;
+    json_t *pr = json_object_get(delivery, "pull_request");
+    json_object_set(j, "pull_request", pr ? pr : json_null());
+    json_object_set_new(j, "delivery", delivery ? delivery : json_null());
+    if (r->pull_request[0])
+        json_object_set_new(j, "pull_request_mode", json_string(r->pull_request));
     return j;
 }
 

@@ -42,11 +42,13 @@
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/proc_watch.h"
+#include "base/seal.h"
 #include "base/utf8.h"
 #include "base/util.h"
 #include "egress/egress.h"
 #include "proxy/proxy.h"
 #include "runs/agent.h"
+#include "runs/deliver.h"
 #include "runs/runs_internal.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -65,8 +67,10 @@ enum phase {
     PH_CLONE,     /* host-side clone running */
     PH_PREPARE,   /* unpacking / probing in the sandbox */
     PH_AGENT,     /* the agent runs; events are ingested */
-    PH_FINISHING, /* collecting the changes */
+    PH_FINISHING, /* collecting the changes, delivering them */
 };
+
+enum pr_mode { PR_NONE, PR_DRAFT, PR_READY };
 
 struct run {
     struct runs *e;
@@ -74,7 +78,7 @@ struct run {
     int64_t n;
     char id[64], user_id[64], session_id[64];
     char agent[32], model[128];
-    char *task, *repository;
+    char *task, *repository, *title;
     char branch_req[256];
     uint64_t timeout_ms;
     const struct agent_adapter *adapter;
@@ -89,7 +93,13 @@ struct run {
     struct egress_lookup *lookup; /* resolving the repository's host */
     char dir[PATH_MAX];           /* DATA_DIR/runs/<id> */
     struct repo_ref ref;
-    char github_repo[PROXY_REPO_MAX]; /* "owner/name" when the operator's token serves it */
+    char github_repo[PROXY_REPO_MAX]; /* "owner/name" when the repository is on GitHub */
+    enum pr_mode pr;                  /* what the run delivers */
+    char work_branch[256];            /* delivering: the session's branch, pushed to */
+    char base_branch[256];            /* delivering: what work_branch was made from */
+    bool new_work_branch;             /* made by this run (recorded on the session once made) */
+    struct delivery *dv;
+    char *pending_changes; /* the changes, while the delivery runs */
     char workdir[512];
     char branch[256];
     char base[64];
@@ -117,8 +127,11 @@ struct runs_waiter {
 struct runs {
     struct runs_config cfg;
     char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
-    char *github_base, *github_repos;
+    char *github_base, *github_repos, *github_api;
     unsigned char *view_key;
+    unsigned char seal_key[SEAL_KEY_BYTES];
+    bool have_seal_key;
+    struct deliverer *deliverer;
     struct egress_rules fetch_rules;
     struct store *st;
     struct sandbox_manager *mgr;
@@ -154,6 +167,7 @@ static void run_free(struct run *r)
 {
     free(r->task);
     free(r->repository);
+    free(r->title);
     free(r);
 }
 
@@ -195,6 +209,35 @@ static void sh_quote(struct buf *b, const char *s)
     for (; *s; s++)
         buf_puts(b, *s == '\'' ? "'\\''" : (char[]){*s, 0});
     buf_puts(b, "'");
+}
+
+static void wipe_free(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
+/* The GitHub token that serves repo ("owner/name") for user_id: their own, else the operator's
+ * for the repositories the operator lists; NULL when none does (malloc'd: wipe_free it). */
+static char *github_credential(struct runs *e, const char *user_id, const char *repo)
+{
+    if (!repo[0])
+        return NULL;
+    if (e->have_seal_key) {
+        char *own = NULL;
+        size_t n = 0;
+        struct err err = {0};
+        int rc = store_credential_open(e->st, e->seal_key, user_id, "github", &own, &n, &err);
+        if (rc == 0)
+            return own;
+        if (rc != -ENOENT)
+            log_warn("github credential unusable user=%s err=\"%s\"", user_id, err.msg);
+    }
+    if (e->github_token && proxy_repo_allowed(e->github_repos, repo))
+        return xstrdup(e->github_token);
+    return NULL;
 }
 
 /* --- the end of a run --- */
@@ -245,7 +288,7 @@ static char *parse_changes(const char *out)
     return text;
 }
 
-static void record_end(struct run *r, const char *changes)
+static void record_end(struct run *r, const char *changes, json_t *delivery)
 {
     struct runs *e = r->e;
     struct err err = {0};
@@ -292,6 +335,12 @@ static void record_end(struct run *r, const char *changes)
     if (store_run_set_outcome(e->st, r->id, success, NULL, error, changes,
                               r->exited ? r->exit_code : -1, &err) < 0)
         log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
+    if (delivery) {
+        char *text = json_dumps(delivery, JSON_COMPACT);
+        if (store_run_set_delivery(e->st, r->id, text, &err) < 0)
+            log_error("run delivery not stored run=%s err=\"%s\"", r->id, err.msg);
+        free(text);
+    }
     int revoked = store_proxy_token_revoke_run(e->st, r->id, &err);
     if (revoked < 0)
         log_error("run tokens not revoked run=%s err=\"%s\"", r->id, err.msg);
@@ -314,6 +363,125 @@ static void record_end(struct run *r, const char *changes)
     run_schedule(e);
 }
 
+/* Whether the run has done what it was asked, as far as can be told before its end is
+ * recorded (record_end decides it for good, the same way). */
+static bool run_ok(struct run *r)
+{
+    if (r->cancelled || r->timed_out || r->fail[0] || !r->exited || r->exit_code != 0)
+        return false;
+    struct err err = {0};
+    _cleanup_(store_run_release) struct store_run row = {0};
+    return store_run_get(r->e->st, NULL, r->id, &row, &err) == 0 && !(row.error && *row.error);
+}
+
+static bool delivering(const struct run *r)
+{
+    return r->pr != PR_NONE && r->github_repo[0] && r->work_branch[0];
+}
+
+static void on_delivered(void *ctx, json_t *delivery)
+{
+    struct run *r = ctx;
+    r->dv = NULL;
+    char *changes = r->pending_changes;
+    r->pending_changes = NULL;
+    record_end(r, changes, delivery);
+    free(changes);
+}
+
+/* The pull request's text: the agent's summary and a link to the run's page. */
+static char *delivery_body(struct run *r, bool follow_up)
+{
+    struct err err = {0};
+    _cleanup_(store_run_release) struct store_run row = {0};
+    store_run_get(r->e->st, NULL, r->id, &row, &err);
+    char url[512];
+    runs_web_url_gen(r->e, r->id, row.view_generation, url, sizeof(url));
+    const char *summary = row.summary && *row.summary ? row.summary : "(the agent left no summary)";
+    return xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n",
+                     follow_up ? "**Follow-up run**: " : "", follow_up && r->title ? r->title : "",
+                     follow_up ? "\n\n" : "", summary, r->id, url);
+}
+
+/* Push the run's commits and open or comment on the pull request; record_end when done. */
+static json_t *deliver(struct run *r, char *changes)
+{
+    struct runs *e = r->e;
+    if (!r->repository)
+        return NULL;
+    if (!r->github_repo[0])
+        return deliver_skipped("the repository is not on GitHub (%s), so there is no pull request",
+                               e->github_base);
+    if (r->pr == PR_NONE) {
+        char *cred = github_credential(e, r->user_id, r->github_repo);
+        bool served = cred != NULL;
+        wipe_free(cred);
+        return served ? deliver_skipped("the run was asked for no pull request (pull_request "
+                                        "'none')")
+                      : deliver_skipped("no GitHub credential serves %s: set yours with "
+                                        "`sandbox-mcp user credential set NAME github` or on the "
+                                        "account page, then ask again",
+                                        r->github_repo);
+    }
+    if (!r->work_branch[0])
+        return deliver_skipped("the run ended before its branch was made");
+    if (!run_ok(r))
+        return deliver_skipped("the run did not succeed, so nothing was pushed");
+    json_t *c = changes ? json_loads(changes, 0, NULL) : NULL;
+    json_t *commits = json_object_get(c, "commits");
+    if (json_array_size(commits) == 0) {
+        json_decref(c);
+        return deliver_skipped("the run made no commits and left no changes, so nothing was "
+                               "pushed");
+    }
+    char *cred = github_credential(e, r->user_id, r->github_repo);
+    if (!cred) {
+        json_decref(c);
+        return deliver_skipped("no GitHub credential serves %s: set yours with `sandbox-mcp user "
+                               "credential set NAME github` or on the account page",
+                               r->github_repo);
+    }
+    struct store_session ses = {0};
+    struct err err = {0};
+    store_session_get(e->st, NULL, r->session_id, &ses, &err);
+    bool follow_up = ses.pr_number > 0;
+    char *body = delivery_body(r, follow_up);
+    char title[256];
+    const char *what = r->title && *r->title ? r->title : r->task;
+    size_t tl = strcspn(what, "\n");
+    snprintf(title, sizeof(title), "%.*s", (int)(tl > 200 ? 200 : tl), what);
+    struct deliver_opts o = {.st = e->st,
+                             .jwt_key = e->cfg.jwt_key,
+                             .jwt_keylen = e->cfg.jwt_keylen,
+                             .sbx = r->sbx,
+                             .user_id = r->user_id,
+                             .run_id = r->id,
+                             .session_id = r->session_id,
+                             .workdir = r->workdir,
+                             .proxy_url = PROXY_URL,
+                             .repo = r->github_repo,
+                             .work_branch = r->work_branch,
+                             .base_branch = r->base_branch,
+                             .credential = cred,
+                             .api = e->github_api,
+                             .draft = r->pr == PR_DRAFT,
+                             .title = title,
+                             .body = body,
+                             .pr_number = ses.pr_number,
+                             .pr_url = ses.pr_url,
+                             .commits = commits};
+    r->pending_changes = changes;
+    r->dv = deliver_start(e->deliverer, &o, on_delivered, r, &err);
+    wipe_free(cred);
+    free(body);
+    json_decref(c);
+    if (!r->dv) {
+        r->pending_changes = NULL;
+        return deliver_skipped("the push could not start: %s", err.msg);
+    }
+    return NULL;
+}
+
 static void on_changes(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
@@ -321,7 +489,11 @@ static void on_changes(void *ctx, const struct sandbox_exec_result *res, const s
     char *changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
     if (err)
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
-    record_end(r, changes);
+    json_t *skipped = deliver(r, changes);
+    if (r->dv) /* on_delivered ends it */
+        return;
+    record_end(r, changes, skipped);
+    json_decref(skipped);
     free(changes);
 }
 
@@ -329,28 +501,45 @@ static void collect_changes(struct run *r)
 {
     r->phase = PH_FINISHING;
     if (!r->sbx || !r->base[0] || !r->workdir[0]) {
-        record_end(r, NULL);
+        json_t *skipped =
+            delivering(r) ? deliver_skipped("the run ended before its workspace was ready") : NULL;
+        record_end(r, NULL, skipped);
+        json_decref(skipped);
         return;
     }
     struct buf cmd;
     buf_init(&cmd, 0);
     buf_puts(&cmd, "cd ");
     sh_quote(&cmd, r->workdir);
-    buf_puts(&cmd, " || exit 1; g='git -c core.quotepath=off'; $g rev-parse --abbrev-ref HEAD; "
+    buf_puts(&cmd, " || exit 1; g='git -c core.quotepath=off'; ");
+    /* What the agent of a run that delivers left uncommitted is committed by the server, so
+     * that it is pushed with the rest. */
+    if (delivering(r) && run_ok(r))
+        buf_puts(&cmd, "if [ -n \"$(git status --porcelain)\" ]; then git add -A && git -c "
+                       "user.name=sandbox-mcp -c user.email=sandbox-mcp@localhost -c "
+                       "core.hooksPath=/dev/null commit -q --no-verify -m \"$SMCP_MSG\" >&2; fi; ");
+    buf_puts(&cmd, "$g rev-parse --abbrev-ref HEAD; "
                    "echo ---; git add -A -N . 2>/dev/null; $g diff --numstat ");
     buf_puts(&cmd, r->base);
     buf_puts(&cmd, " --; echo ---; $g log --format='%H %s' ");
     buf_puts(&cmd, r->base);
     buf_puts(&cmd, "..HEAD --");
-    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", NULL};
+    const char *what = r->title && *r->title ? r->title : "Changes";
+    size_t wl = strcspn(what, "\n");
+    char *msg = xasprintf("SMCP_MSG=%.*s (left uncommitted by the agent)\n\nCommitted by "
+                          "sandbox-mcp when run %s ended: the agent left these changes "
+                          "uncommitted.",
+                          (int)(wl > 120 ? 120 : wl), what, r->id);
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", msg, NULL};
     struct sandbox_exec_opts o = {
         .command = cmd.data, .env = env, .timeout_ms = 60000, .output_bytes = 1 << 20};
     struct err err = {0};
     r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_changes, r, &err);
     buf_release(&cmd);
+    free(msg);
     if (!r->ex) {
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err.msg);
-        record_end(r, NULL);
+        record_end(r, NULL, NULL);
     }
 }
 
@@ -658,12 +847,20 @@ static void start_agent(struct run *r)
     store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
     char *token = NULL, jti[64];
     int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
-    /* git through the proxy only for the run's own repository, when the operator's token
-     * serves it */
-    const char *services = r->github_repo[0] ? "anthropic,openai,github" : "anthropic,openai";
-    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, r->user_id, services, r->id,
-                   r->session_id, sandbox_id(r->sbx), r->github_repo[0] ? r->github_repo : NULL,
-                   ttl, &token, jti, &err) < 0) {
+    /* git through the proxy only for the run's own repository, when a credential serves it;
+     * pushes to the session's branch only, when the run delivers */
+    char *cred = github_credential(e, r->user_id, r->github_repo);
+    bool git = cred != NULL;
+    wipe_free(cred);
+    struct proxy_grant g = {.user_id = r->user_id,
+                            .services = git ? "anthropic,openai,github" : "anthropic,openai",
+                            .run_id = r->id,
+                            .session_id = r->session_id,
+                            .sandbox_id = sandbox_id(r->sbx),
+                            .repo = git ? r->github_repo : NULL,
+                            .branch = delivering(r) ? r->work_branch : NULL,
+                            .ttl_seconds = ttl};
+    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, &err) < 0) {
         run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
         return;
     }
@@ -762,10 +959,20 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
         return;
     }
     if (r->repository) {
-        char sha[64] = "", branch[256] = "";
-        sscanf(res->out, "%63s %255s", sha, branch);
+        char sha[64] = "", branch[256] = "", made[16] = "";
+        sscanf(res->out, "%63s %255s %15s", sha, branch, made);
         snprintf(r->base, sizeof(r->base), "%s", sha);
         snprintf(r->branch, sizeof(r->branch), "%s", branch);
+        if (strcmp(made, "made") == 0) {
+            /* the session's branch, made from the one checked out: its pull request's base */
+            struct err e2 = {0};
+            snprintf(r->base_branch, sizeof(r->base_branch), "%s", branch);
+            if (store_session_set_branch(r->e->st, r->session_id, r->work_branch, r->base_branch,
+                                         &e2) < 0)
+                log_error("session branch not recorded run=%s err=\"%s\"", r->id, e2.msg);
+        } else if (delivering(r) && r->base_branch[0]) {
+            snprintf(r->branch, sizeof(r->branch), "%s", r->base_branch);
+        }
     }
     start_agent(r);
 }
@@ -783,12 +990,24 @@ static void prepare_workspace(struct run *r, bool unpack)
         buf_puts(&cmd, "; mkdir -p \"$d\"; tar -x --no-same-owner -C \"$d\" -f -");
     if (r->repository) {
         buf_puts(&cmd, "; cd \"$d\"");
-        if (!unpack && r->branch_req[0]) {
+        bool work = delivering(r), made = work && !r->base_branch[0];
+        if (work && !made) {
+            /* the session's branch, made by an earlier run */
+            buf_puts(&cmd, "; git checkout -q ");
+            sh_quote(&cmd, r->work_branch);
+            buf_puts(&cmd, " --");
+        } else if (!unpack && r->branch_req[0]) {
             buf_puts(&cmd, "; git checkout -q ");
             sh_quote(&cmd, r->branch_req);
             buf_puts(&cmd, " --");
         }
         buf_puts(&cmd, "; git rev-parse HEAD; git rev-parse --abbrev-ref HEAD");
+        if (made) {
+            /* the session's branch, made from what is checked out */
+            buf_puts(&cmd, "; git checkout -q -b ");
+            sh_quote(&cmd, r->work_branch);
+            buf_puts(&cmd, "; echo made");
+        }
     } else {
         buf_puts(&cmd, "; mkdir -p \"$d\"");
     }
@@ -929,8 +1148,10 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
         env[n++] = xstrdup(pin.data);
         buf_release(&pin);
     }
-    if (e->github_token && r->github_repo[0]) {
-        char *cred = xasprintf("x-access-token:%s", e->github_token);
+    char *token = github_credential(e, r->user_id, r->github_repo);
+    if (token) {
+        char *cred = xasprintf("x-access-token:%s", token);
+        wipe_free(token);
         char *b64 = xmalloc(strlen(cred) * 2 + 8);
         base64_encode(cred, strlen(cred), b64);
         env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.%s/.extraheader", ncfg, e->github_base);
@@ -1262,7 +1483,11 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     snprintf(r->model, sizeof(r->model), "%s", row->model);
     r->task = xstrdup(row->task ? row->task : "");
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
+    r->title = row->title ? xstrdup(row->title) : NULL;
     snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
+    r->pr = strcmp(row->pull_request, "draft") == 0   ? PR_DRAFT
+            : strcmp(row->pull_request, "ready") == 0 ? PR_READY
+                                                      : PR_NONE;
     r->timeout_ms = (uint64_t)row->timeout_ms;
     if (egress_mode_parse(row->network, &r->network) < 0)
         r->network = EGRESS_MODE_PUBLIC;
@@ -1270,10 +1495,20 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     if (r->repository) {
         struct err err = {0};
         repo_check(r->repository, true, &r->ref, &err);
-        char repo[PROXY_REPO_MAX];
-        if (e->github_token && proxy_repo_of_url(e->github_base, r->repository, repo) &&
-            proxy_repo_allowed(e->github_repos, repo))
-            snprintf(r->github_repo, sizeof(r->github_repo), "%s", repo);
+        proxy_repo_of_url(e->github_base, r->repository, r->github_repo);
+    }
+    if (r->pr != PR_NONE && r->github_repo[0]) {
+        /* the session's branch: an earlier run's, or the one this run makes */
+        struct store_session ses = {0};
+        struct err err = {0};
+        store_session_get(e->st, NULL, r->session_id, &ses, &err);
+        if (ses.work_branch[0]) {
+            snprintf(r->work_branch, sizeof(r->work_branch), "%s", ses.work_branch);
+            snprintf(r->base_branch, sizeof(r->base_branch), "%s", ses.base_branch);
+        } else {
+            deliver_branch_name(r->session_id, r->title && *r->title ? r->title : r->task,
+                                r->work_branch);
+        }
     }
     struct run **pp = &e->runs;
     while (*pp)
@@ -1320,6 +1555,15 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     for (size_t n = strlen(e->github_base); n > 0 && e->github_base[n - 1] == '/';)
         e->github_base[--n] = '\0';
     e->github_repos = cfg->github_repos ? xstrdup(cfg->github_repos) : NULL;
+    e->github_api = xstrdup(cfg->github_api_url && *cfg->github_api_url ? cfg->github_api_url
+                                                                        : "https://api.github.com");
+    if (cfg->seal_key) {
+        memcpy(e->seal_key, cfg->seal_key, SEAL_KEY_BYTES);
+        e->have_seal_key = true;
+    }
+    e->cfg.seal_key = NULL;
+    e->cfg.github_api_url = e->github_api;
+    e->deliverer = deliverer_new();
     e->view_key = xmalloc(cfg->view_keylen ? cfg->view_keylen : 1);
     memcpy(e->view_key, cfg->view_key, cfg->view_keylen);
     e->cfg.data_dir = e->data_dir;
@@ -1384,6 +1628,7 @@ void runs_free(struct runs *e)
     if (!e)
         return;
     loop_timer_stop(&e->tick);
+    deliverer_free(e->deliverer); /* before the runs its callbacks would end */
     while (e->runs) {
         struct run *r = e->runs;
         e->runs = r->next;
@@ -1396,6 +1641,7 @@ void runs_free(struct runs *e)
         egress_lookup_cancel(r->lookup);
         /* A preparation command still running is left to finish on its own: the loop has
          * stopped, so its callback never comes. */
+        free(r->pending_changes);
         run_free(r);
     }
     while (e->waiters) {
@@ -1418,6 +1664,8 @@ void runs_free(struct runs *e)
     free(e->github_token);
     free(e->github_base);
     free(e->github_repos);
+    free(e->github_api);
+    explicit_bzero(e->seal_key, sizeof(e->seal_key));
     if (e->view_key)
         explicit_bzero(e->view_key, e->cfg.view_keylen);
     free(e->view_key);
@@ -1540,7 +1788,55 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         if (strcmp(ses.agent, agent) != 0)
             return err_set(err, -EINVAL, "session '%s' belongs to agent '%s'", s->session_id,
                            ses.agent);
-    } else {
+    }
+    /* A later run of a session without a repository works where the session's last one did:
+     * the agent's conversation belongs to that directory. */
+    const char *repository = s->repository       ? s->repository
+                             : ses.repository[0] ? ses.repository
+                                                 : NULL;
+    /* Delivery: a pull request on a GitHub repository a credential serves; by default a draft
+     * when one can be opened, else none (get_result says why). */
+    const char *pr = "none";
+    char gh[PROXY_REPO_MAX] = "";
+    if (repository)
+        proxy_repo_of_url(e->github_base, repository, gh);
+    if (s->pull_request && strcmp(s->pull_request, "none") != 0 &&
+        strcmp(s->pull_request, "draft") != 0 && strcmp(s->pull_request, "ready") != 0)
+        return err_set(err, -EINVAL, "pull_request '%s' is not one of none, draft, ready",
+                       s->pull_request);
+    if (s->pull_request && strcmp(s->pull_request, "none") != 0) {
+        if (!gh[0])
+            return err_set(err, -EINVAL,
+                           "pull_request '%s' needs a repository on GitHub (%s/OWNER/NAME)%s",
+                           s->pull_request, e->github_base,
+                           repository ? "" : "; this run names no repository");
+        char *cred = github_credential(e, s->user_id, gh);
+        bool served = cred != NULL;
+        wipe_free(cred);
+        if (!served)
+            return err_set(err, -EINVAL,
+                           "pull_request '%s' needs a GitHub credential for %s: set yours with "
+                           "`sandbox-mcp user credential set NAME github` or on the account page",
+                           s->pull_request, gh);
+        pr = s->pull_request;
+    } else if (!s->pull_request && gh[0]) {
+        char *cred = github_credential(e, s->user_id, gh);
+        pr = cred ? "draft" : "none";
+        wipe_free(cred);
+    }
+    if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->repository &&
+        strcmp(s->repository, ses.repository) != 0)
+        return err_set(err, -EINVAL,
+                       "session '%s' delivers to branch '%s' of %s; start a new session for "
+                       "another repository",
+                       ses.id, ses.work_branch, ses.repository);
+    if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->branch &&
+        strcmp(s->branch, ses.base_branch) != 0)
+        return err_set(err, -EINVAL,
+                       "session '%s' delivers to branch '%s', made from '%s'; start a new "
+                       "session to work from '%s'",
+                       ses.id, ses.work_branch, ses.base_branch, s->branch);
+    if (!ses.id[0]) {
         id_new("ses", ses.id);
         snprintf(ses.user_id, sizeof(ses.user_id), "%s", s->user_id);
         snprintf(ses.agent, sizeof(ses.agent), "%s", agent);
@@ -1549,11 +1845,6 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         if (r < 0)
             return r;
     }
-    /* A later run of a session without a repository works where the session's last one did:
-     * the agent's conversation belongs to that directory. */
-    const char *repository = s->repository       ? s->repository
-                             : ses.repository[0] ? ses.repository
-                                                 : NULL;
     if (s->repository)
         store_session_update(e->st, ses.id, NULL, s->repository, now, err);
     struct store_run row = {0};
@@ -1570,6 +1861,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.timeout_ms = (int64_t)timeout;
     row.created_at = now;
     snprintf(row.network, sizeof(row.network), "%s", egress_mode_name(network));
+    snprintf(row.pull_request, sizeof(row.pull_request), "%s", pr);
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/runs/%s", e->data_dir, row.id);
     if (mkdir(dir, 0700) < 0)
@@ -1592,9 +1884,10 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     }
     struct run *run = run_alloc(e, &row);
     (void)run;
-    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s",
+    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s "
+             "pull_request=%s",
              row.id, ses.id, s->user_id, agent, model, s->repository ? s->repository : "-",
-             row.network);
+             row.network, pr);
     snprintf(run_id, 64, "%s", row.id);
     snprintf(session_id, 64, "%s", ses.id);
     run_schedule(e);
@@ -1633,13 +1926,13 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     /* The status is final now; the agent is stopped and the changes collected after. */
     transition(run, "cancelled", "cancelled by the user");
     switch (run->phase) {
-    case PH_QUEUED: record_end(run, NULL); break;
+    case PH_QUEUED: record_end(run, NULL, NULL); break;
     case PH_ACQUIRE:
         if (run->sw) {
             sandbox_acquire_cancel(run->sw);
             run->sw = NULL;
         }
-        record_end(run, NULL);
+        record_end(run, NULL, NULL);
         break;
     case PH_FINISHING: break;
     default: run_finish(run);

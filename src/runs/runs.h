@@ -45,6 +45,9 @@ struct runs_config {
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
     size_t view_keylen;
     const struct egress_policy *network; /* the deployment's sandbox network (borrowed) */
+    /* Opens users' own credentials (store_credential_open); NULL: only the operator's token */
+    const unsigned char *seal_key;
+    const char *github_api_url; /* GitHub's REST API, for pull requests */
 };
 
 /* Create the engine and adopt the runs the store has as queued or running. Strings and keys in
@@ -69,6 +72,8 @@ struct runs_submit {
     const char *agent;      /* NULL: "opencode" */
     uint64_t timeout_ms;    /* 0: the default */
     const char *network;    /* "none", "allowlist", "public"; NULL: the most the user may have */
+    /* "none", "draft", "ready"; NULL: draft for a GitHub repository a credential serves */
+    const char *pull_request;
 };
 
 /* Check and record a run (status queued) and schedule it. Fills run_id and session_id. Returns

@@ -45,7 +45,8 @@ static int find_row(struct store *st, const char *sql, const char *sql_by_user, 
 
 #define SESSION_COLUMNS                                                                            \
     "id, user_id, agent, coalesce(agent_session, ''), created_at, last_run_at, "                   \
-    "coalesce(cleaned_at, 0), coalesce(repository, '')"
+    "coalesce(cleaned_at, 0), coalesce(repository, ''), coalesce(work_branch, ''), "               \
+    "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, '')"
 
 static void read_session(sqlite3_stmt *s, struct store_session *out)
 {
@@ -58,6 +59,10 @@ static void read_session(sqlite3_stmt *s, struct store_session *out)
     out->last_run_at = sqlite3_column_int64(s, 5);
     out->cleaned_at = sqlite3_column_int64(s, 6);
     text_col(out->repository, sizeof(out->repository), s, 7);
+    text_col(out->work_branch, sizeof(out->work_branch), s, 8);
+    text_col(out->base_branch, sizeof(out->base_branch), s, 9);
+    out->pr_number = sqlite3_column_int64(s, 10);
+    text_col(out->pr_url, sizeof(out->pr_url), s, 11);
 }
 
 int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
@@ -109,6 +114,34 @@ int store_session_update(struct store *st, const char *id, const char *agent_ses
     return store_step_done(st, s, "update session", err);
 }
 
+int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
+                             const char *base_branch, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE sessions SET work_branch = ?, base_branch = ? WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, work_branch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, base_branch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, id, -1, SQLITE_STATIC);
+    return store_step_done(st, s, "record session branch", err);
+}
+
+int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
+                                   const char *url, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r =
+        store_prepare(st, "UPDATE sessions SET pr_number = ?, pr_url = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_int64(s, 1, number);
+    sqlite3_bind_text(s, 2, url, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, id, -1, SQLITE_STATIC);
+    return store_step_done(st, s, "record session pull request", err);
+}
+
 int store_session_list_expired(struct store *st, int64_t before,
                                void (*fn)(const struct store_session *s, void *ctx), void *ctx,
                                struct err *err)
@@ -150,7 +183,7 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
     "summary, error, changes, timeout_ms, created_at, coalesce(started_at, 0), "                   \
     "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
-    "view_generation, coalesce(network, '')"
+    "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery"
 
 static void read_run(sqlite3_stmt *s, struct store_run *r)
 {
@@ -186,6 +219,8 @@ static void read_run(sqlite3_stmt *s, struct store_run *r)
     r->cost = sqlite3_column_double(s, 28);
     r->view_generation = sqlite3_column_int64(s, 29);
     text_col(r->network, sizeof(r->network), s, 30);
+    text_col(r->pull_request, sizeof(r->pull_request), s, 31);
+    r->delivery = dup_col(s, 32);
 }
 
 void store_run_release(struct store_run *r)
@@ -199,8 +234,9 @@ void store_run_release(struct store_run *r)
     free(r->summary);
     free(r->error);
     free(r->changes);
+    free(r->delivery);
     r->task = r->title = r->repository = r->status_reason = r->summary = r->error = r->changes =
-        NULL;
+        r->delivery = NULL;
 }
 
 static int add_transition(struct store *st, const char *id, const char *status, const char *reason,
@@ -228,9 +264,9 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
         r = store_prepare(
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
-            "title, model, agent, repository, branch, timeout_ms, created_at, network) "
-            "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?, "
-            "nullif(?, ''))",
+            "title, model, agent, repository, branch, timeout_ms, created_at, network, "
+            "pull_request) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?, "
+            "nullif(?, ''), nullif(?, ''))",
             &s, err);
         if (r == 0) {
             sqlite3_bind_text(s, 1, run->id, -1, SQLITE_STATIC);
@@ -246,6 +282,7 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             sqlite3_bind_int64(s, 11, run->timeout_ms);
             sqlite3_bind_int64(s, 12, run->created_at);
             sqlite3_bind_text(s, 13, run->network, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 14, run->pull_request, -1, SQLITE_STATIC);
             r = store_step_done(st, s, "insert run", err);
         }
     }
@@ -345,6 +382,17 @@ int store_run_set_outcome(struct store *st, const char *id, int success, const c
     return store_step_done(st, s, "record run outcome", err);
 }
 
+int store_run_set_delivery(struct store *st, const char *id, const char *delivery, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE runs SET delivery = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, delivery, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    return store_step_done(st, s, "record run delivery", err);
+}
+
 int store_run_add_events(struct store *st, const char *run_id, const struct store_run_event *ev,
                          size_t n, int64_t new_offset, struct err *err)
 {
@@ -389,7 +437,8 @@ int store_run_add_events(struct store *st, const char *run_id, const struct stor
     if (r == 0) {
         _cleanup_stmt_ sqlite3_stmt *s = NULL;
         r = store_prepare(st,
-                          "UPDATE runs SET events_offset = ?, input_tokens = input_tokens + ?, "
+                          "UPDATE runs SET events_offset = iif(?1 < 0, events_offset, ?1), "
+                          "input_tokens = input_tokens + ?, "
                           "output_tokens = output_tokens + ?, cost = cost + ?, summary = "
                           "coalesce(?, summary), error = coalesce(?, error) WHERE id = ?",
                           &s, err);

@@ -315,6 +315,10 @@ struct store_session {
     char agent_session[128]; /* "" until the agent named its conversation */
     char repository[2048];   /* "" until a run named one */
     int64_t created_at, last_run_at, cleaned_at;
+    char work_branch[256]; /* the branch its runs deliver to, "" until one delivers */
+    char base_branch[256]; /* the branch work_branch was made from (the pull request's base) */
+    int64_t pr_number;     /* its pull request, 0 = none yet */
+    char pr_url[512];
 };
 
 int store_session_create(struct store *st, const struct store_session *s, struct err *err);
@@ -328,6 +332,12 @@ int store_session_update(struct store *st, const char *id, const char *agent_ses
                          const char *repository, int64_t last_run_at, struct err *err);
 /* Sessions whose last run ended before `before` (ms) and whose workspace is still there, with
  * no run queued or running. */
+/* Record the branch a session's runs deliver to and the base it was made from. */
+int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
+                             const char *base_branch, struct err *err);
+/* Record the session's pull request. */
+int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
+                                   const char *url, struct err *err);
 int store_session_list_expired(struct store *st, int64_t before,
                                void (*fn)(const struct store_session *s, void *ctx), void *ctx,
                                struct err *err);
@@ -358,6 +368,8 @@ struct store_run {
     double cost;
     int64_t view_generation;         /* of its web address */
     char network[STORE_NETWORK_MAX]; /* its sandbox's network mode, "" for older runs */
+    char pull_request[8];            /* "none", "draft", "ready"; "" for older runs */
+    char *delivery;                  /* JSON, NULL until the run delivered or tried to */
 };
 void store_run_release(struct store_run *r);
 
@@ -386,7 +398,10 @@ struct store_run_event {
     int64_t input_tokens, output_tokens;
     double cost;
 };
-/* Append events (numbered after the run's last) and move the run's offset to new_offset, in one
+/* Record what became of the run's delivery (JSON, see runs/deliver.c). */
+int store_run_set_delivery(struct store *st, const char *id, const char *delivery, struct err *err);
+/* Append events (numbered after the run's last) and move the run's offset to new_offset (a
+ * negative one keeps it: events of the server's own, not from the agent's file), in one
  * transaction: an event is stored exactly once however often ingest is interrupted. Usage is
  * added to the run's; the latest text and error become its summary and error. */
 int store_run_add_events(struct store *st, const char *run_id, const struct store_run_event *ev,

@@ -324,6 +324,18 @@ test('git clone through the github service, with the token as the Basic password
       // without a token git is asked for credentials and fails
       const anon = await run('git', ['-c', 'credential.helper=', 'ls-remote', url], { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
       assert.notEqual(anon.status, 0);
+      // a token without a branch to push (the operator's here) pushes nothing, and says so
+      const before = spawnSync('git', ['-C', repo, 'rev-parse', 'main'], { encoding: 'utf8' }).stdout;
+      git(['-C', path.join(dir, 'clone'), 'commit', '-q', '--allow-empty', '-m', 'second']);
+      const push = await run('git', ['-c', 'credential.helper=', '-C', path.join(dir, 'clone'), 'push', '-q',
+        url.replace('http://', `http://x-access-token:${token}@`), 'HEAD:refs/heads/main'], { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+      assert.notEqual(push.status, 0);
+      assert.equal(spawnSync('git', ['-C', repo, 'rev-parse', 'main'], { encoding: 'utf8' }).stdout, before);
+      const info = await fetch(`${url}/info/refs?service=git-receive-pack`, {
+        headers: { authorization: `Basic ${Buffer.from(`x:${token}`).toString('base64')}` } });
+      assert.equal(info.status, 403);
+      assert.equal((await info.json()).code, 'push_not_allowed');
+      assert.match(srv.stderr(), /proxy push refused user=\S+ run=- repo=acme\/widget why="this token pushes nothing/);
       assert.ok(!srv.stderr().includes(REAL_GITHUB));
     } finally {
       await srv.stop();

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "runs/deliver.h"
 #include "runs/runs_internal.h"
 
 static struct repo_ref ok(const char *url, bool local)
@@ -79,6 +80,27 @@ TEST(other_transports_and_odd_urls_are_refused)
         else if (!strstr(err.msg, bad[i].says))
             CHECK_FAIL_("'%s': \"%s\" does not say '%s'", bad[i].url, err.msg, bad[i].says);
     }
+}
+
+/* A session's branch: its id's tail and a slug of the title, a valid branch name whatever the
+ * title holds. */
+TEST(session_branch_names)
+{
+    char b[128];
+    deliver_branch_name("ses_abcdefgh12345678", "Add a greeting", b);
+    CHECK_STR_EQ(b, "sandbox-mcp/12345678-add-a-greeting");
+    CHECK(repo_branch_valid(b));
+    deliver_branch_name("ses_abcdefgh12345678", "  ..Fix: the \"login\" page ~^:?*[ -- now!  ", b);
+    CHECK_STR_EQ(b, "sandbox-mcp/12345678-fix-the-login-page-now");
+    CHECK(repo_branch_valid(b));
+    deliver_branch_name("ses_abcdefgh12345678", "Überprüfe die Ä-Tests", b);
+    CHECK_STR_EQ(b, "sandbox-mcp/12345678-berpr-fe-die-tests");
+    CHECK(repo_branch_valid(b));
+    deliver_branch_name("ses_abcdefgh12345678", "!!!", b);
+    CHECK_STR_EQ(b, "sandbox-mcp/12345678");
+    deliver_branch_name("ses_x", "a very long title that goes on and on past forty characters", b);
+    CHECK_STR_EQ(b, "sandbox-mcp/ses_x-a-very-long-title-that-goes-on-and-on-pa");
+    CHECK(repo_branch_valid(b));
 }
 
 TEST_MAIN()

@@ -233,6 +233,26 @@ TEST(runs_transitions_events_and_pages)
     int64_t last = 0;
     CHECK_INT_EQ(store_run_events(st, ids[1], 0, 100, last_event, &last, &err), 0);
     CHECK_INT_EQ(last, 3);
+    /* an event of the server's own (a refused push) keeps the offset where ingest left it */
+    CHECK_INT_EQ(store_run_add_events(st, ids[1], ev, 1, -1, &err), 0);
+    CHECK_INT_EQ(store_run_get(st, NULL, ids[1], &r, &err), 0);
+    CHECK_INT_EQ(r.event_count, 4);
+    CHECK_INT_EQ(r.events_offset, 180);
+    CHECK(r.delivery == NULL);
+    store_run_release(&r);
+
+    /* delivery: the session's branch and pull request, the run's outcome of it */
+    CHECK_INT_EQ(store_session_set_branch(st, "ses_a", "sandbox-mcp/x-y", "main", &err), 0);
+    CHECK_INT_EQ(store_session_set_pull_request(st, "ses_a", 7, "https://h/a/b/pull/7", &err), 0);
+    CHECK_INT_EQ(store_session_get(st, a.id, "ses_a", &got, &err), 0);
+    CHECK_STR_EQ(got.work_branch, "sandbox-mcp/x-y");
+    CHECK_STR_EQ(got.base_branch, "main");
+    CHECK_INT_EQ(got.pr_number, 7);
+    CHECK_STR_EQ(got.pr_url, "https://h/a/b/pull/7");
+    CHECK_INT_EQ(store_run_set_delivery(st, ids[1], "{\"status\":\"delivered\"}", &err), 0);
+    CHECK_INT_EQ(store_run_get(st, NULL, ids[1], &r, &err), 0);
+    CHECK_STR_EQ(r.delivery, "{\"status\":\"delivered\"}");
+    store_run_release(&r);
 
     /* pages, newest first, each run once */
     struct store_run_list_opts o = {.user_id = a.id, .limit = 2};

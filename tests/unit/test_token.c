@@ -47,6 +47,23 @@ TEST(token_round_trip)
     CHECK(proxy_claims_grant(&out, "github"));
     CHECK(!proxy_claims_grant(&out, "openai"));
     CHECK_INT_EQ(out.exp, 2000);
+    CHECK_STR_EQ(out.repo, "");
+    CHECK_STR_EQ(out.branch, "");
+    free(tok);
+}
+
+/* The repository and the one branch a token may push survive the round trip; a token without
+ * them names none. */
+TEST(token_repo_and_push_branch)
+{
+    struct proxy_claims c = sample(), out;
+    strcpy(c.repo, "acme/widget");
+    strcpy(c.branch, "sandbox-mcp/abcd1234-add-hello");
+    char *tok = mint(&c);
+    struct err err = {0};
+    CHECK_INT_EQ(proxy_token_verify(key, strlen(key), tok, strlen(tok), 1500, &out, &err), 0);
+    CHECK_STR_EQ(out.repo, "acme/widget");
+    CHECK_STR_EQ(out.branch, "sandbox-mcp/abcd1234-add-hello");
     free(tok);
 }
 

@@ -1,0 +1,222 @@
+// Runs that deliver: each user's own GitHub token, the session's branch pushed through the
+// sandbox's git proxy (that branch only, fast-forward only), and a pull request opened, then
+// commented on by a later run of the session. A local fake GitHub (git http-backend and the REST
+// endpoints, tests/lib/fake-github.mjs) stands in for GitHub through GITHUB_BASE_URL and
+// GITHUB_API_URL; real OpenCode, scripted fake model (tests/lib/fake-anthropic.mjs).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+import { startServer, rpc, cli, sqlRows } from '../lib/server.mjs';
+import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
+import { startFakeGitHub } from '../lib/fake-github.mjs';
+
+const TOKEN = 'github_pat_11DELIVERYtestTOKEN_alice0123456789';
+const WORK = /^sandbox-mcp\/[A-Za-z0-9]{8}-/;
+
+let fake, router, gh, server;
+let nextId = 1;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  gh = await startFakeGitHub({ tokens: [TOKEN], repos: {
+    'acme/widget': { files: { 'README.md': '# widget\n' } },
+    'acme/other': { files: { 'README.md': '# other\n' } },
+    'acme/locked': { files: { 'README.md': '# locked\n' } },
+    'acme/open': { public: true, files: { 'README.md': '# open\n' } },
+  } });
+  server = await startServer({ env: {
+    ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
+  } });
+});
+
+after(async () => {
+  await server?.stop();
+  await gh?.close();
+  await fake?.close();
+});
+
+async function call(name, args) {
+  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
+  assert.equal(r.status, 200, r.text);
+  return r.body.result;
+}
+
+async function ok(name, args) {
+  const res = await call(name, args);
+  assert.equal(res.isError, undefined, JSON.stringify(res));
+  return res.structuredContent;
+}
+
+async function finished(runId) {
+  for (;;) {
+    const r = await ok('get_result', { run_id: runId, wait_seconds: 30 });
+    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
+  }
+}
+
+function credential(action) {
+  const r = cli(['user', 'credential', action, 'admin', 'github', '--data-dir', server.dataDir],
+    action === 'set' ? { input: `${TOKEN}\n` } : {});
+  assert.equal(r.status, 0, r.stderr);
+}
+
+// The proxy's Basic credential for a push from the agent's shell, with its own proxy token.
+const AGENT_AUTH = 'h="Authorization: Basic $(printf \'x-access-token:%s\' "$SANDBOX_MCP_PROXY_TOKEN" | base64 -w0)"';
+const proxyRepo = (name) => `http://127.0.0.1:8788/proxy/github/${name}.git`;
+
+test('without a credential: no pull request by default, delivery says why, and asking for one is refused', async () => {
+  router.add('nocred-5d1', [
+    { tool: 'bash', input: { command: 'echo change > change.txt && git add -A && git -c user.name=A -c user.email=a@x commit -qm Change', description: 'Commit' } },
+    { text: 'Changed.' },
+  ]);
+  // a public repository clones without a credential; with none, the run delivers nothing
+  const started = await ok('run_task', { task: 'nocred-5d1: change something', repository: gh.repoUrl('acme/open') });
+  const r = await finished(started.run_id);
+  assert.equal(r.status, 'succeeded', JSON.stringify(r));
+  assert.equal(r.pull_request_mode, 'none');
+  assert.equal(r.pull_request, null);
+  assert.equal(r.delivery.status, 'skipped');
+  assert.match(r.delivery.reason, /no GitHub credential serves acme\/open: set yours with `sandbox-mcp user credential set NAME github` or on the account page/);
+  assert.match((await call('get_result', { run_id: r.run_id })).content[0].text, /Delivery skipped: no GitHub credential serves acme\/open/);
+  assert.deepEqual(gh.refs('acme/open'), ['refs/heads/main']);
+  assert.equal(gh.pulls.length, 0);
+  // a private one does not clone at all
+  router.add('nocred-6e2', [{ text: 'Nothing.' }]);
+  const priv = await finished((await ok('run_task', { task: 'nocred-6e2: look', repository: gh.repoUrl('acme/widget') })).run_id);
+  assert.equal(priv.status, 'failed');
+  assert.match(priv.result.error, /needs credentials this server does not have/);
+  const refused = await call('run_task', { task: 'x', repository: gh.repoUrl('acme/widget'), pull_request: 'draft' });
+  assert.equal(refused.isError, true);
+  assert.match(refused.content[0].text, /pull_request 'draft' needs a GitHub credential for acme\/widget: set yours with `sandbox-mcp user credential set NAME github`/);
+  const local = await call('run_task', { task: 'x', pull_request: 'ready' });
+  assert.equal(local.isError, true);
+  assert.match(local.content[0].text, /needs a repository on GitHub .*names no repository/);
+  const bad = await call('run_task', { task: 'x', repository: gh.repoUrl('acme/widget'), pull_request: 'merged' });
+  assert.equal(bad.isError, true);
+});
+
+test('a run\'s commits arrive on the session\'s branch with a draft pull request; a later run pushes to the same branch and comments', async () => {
+  credential('set');
+  // (1) the agent commits one file and leaves another uncommitted; it looks for the token
+  const s1 = router.add('deliver-a7c', [
+    { tool: 'write', input: { filePath: '/workspace/widget/hello.txt', content: 'hello\n' } },
+    { tool: 'bash', input: { command: 'git add hello.txt && git -c user.name=Agent -c user.email=a@x commit -qm "Add hello" && echo notes > notes.txt && git branch --show-current', description: 'Commit' } },
+    { tool: 'bash', input: { command: 'env; git config --list --show-origin; cat ~/.gitconfig .git/config 2>&1; grep -rl "$(echo ' + Buffer.from(TOKEN.slice(0, 20)).toString('base64') + ' | base64 -d)" /workspace /root /tmp /etc /home /var /run 2>/dev/null | head -5; echo end', description: 'Look for secrets' } },
+    { text: 'Added hello.txt; notes are in notes.txt.' },
+  ]);
+  const started = await ok('run_task', { task: 'deliver-a7c: add hello.txt', title: 'Add a greeting', repository: gh.repoUrl('acme/widget') });
+  const r = await finished(started.run_id);
+  const diag = JSON.stringify(r, null, 1);
+  assert.equal(r.status, 'succeeded', diag);
+  assert.equal(r.branch, 'main', diag); // the base
+  assert.equal(r.pull_request_mode, 'draft');
+  const d = r.delivery;
+  assert.equal(d.status, 'delivered', diag);
+  assert.match(d.branch, WORK);
+  assert.match(d.branch, /-add-a-greeting$/);
+  assert.equal(d.base, 'main');
+  // the agent worked on the session's branch
+  assert.equal(toolResults(s1.requests[2].body).at(-1).text.trim(), d.branch);
+  // the branch has exactly the run's commits on top of main: the agent's and the server's
+  const pushed = gh.log('acme/widget', null, `main..refs/heads/${d.branch}`);
+  assert.deepEqual(pushed.map((c) => c.subject), ['Add a greeting (left uncommitted by the agent)', 'Add hello']);
+  assert.deepEqual(d.commits, pushed.map((c) => c.sha));
+  assert.deepEqual(r.changes.commits.map((c) => c.sha), d.commits);
+  assert.equal(gh.show('acme/widget', d.branch, 'notes.txt'), 'notes\n');
+  assert.equal(gh.show('acme/widget', d.branch, 'hello.txt'), 'hello\n');
+  // the pull request: title, body, base, head, draft, opened with the user's token
+  assert.equal(gh.pulls.length, 1);
+  const pr = gh.pulls[0];
+  assert.equal(pr.title, 'Add a greeting');
+  assert.equal(pr.base, 'main');
+  assert.equal(pr.head, d.branch);
+  assert.equal(pr.draft, true);
+  assert.equal(pr.token, TOKEN);
+  assert.match(pr.body, /Added hello.txt; notes are in notes.txt./);
+  assert.ok(pr.body.includes(r.web_url), pr.body);
+  assert.deepEqual(r.pull_request, { url: pr.html_url, number: pr.number, state: 'open', draft: true });
+  const text = (await call('get_result', { run_id: r.run_id })).content[0].text;
+  assert.ok(text.includes(`Pull request #${pr.number} (draft, open): ${pr.html_url}`), text);
+
+  // nothing in the sandbox ever saw the user's token
+  const seen = toolResults(s1.requests[3].body).at(-1).text;
+  assert.match(seen, /end\s*$/);
+  assert.ok(!seen.includes(TOKEN.slice(0, 20)), seen);
+
+  // (2) a later run in the session: pushes to the same branch, and comments on the pull request
+  router.add('deliver-b8d', [
+    { tool: 'bash', input: { command: 'echo more >> hello.txt && git commit -qam "More hello" && git branch --show-current', description: 'Commit' } },
+    { text: 'Made hello longer.' },
+  ]);
+  const second = await ok('run_task', { task: 'deliver-b8d: make hello longer', title: 'Longer greeting', session_id: started.session_id });
+  const r2 = await finished(second.run_id);
+  assert.equal(r2.status, 'succeeded', JSON.stringify(r2));
+  assert.equal(r2.delivery.status, 'delivered', JSON.stringify(r2.delivery));
+  assert.equal(r2.delivery.branch, d.branch);
+  assert.equal(r2.pull_request.number, pr.number);
+  assert.equal(gh.pulls.length, 1);
+  const log = gh.log('acme/widget', null, `main..refs/heads/${d.branch}`);
+  assert.deepEqual(log.map((c) => c.subject), ['More hello', 'Add a greeting (left uncommitted by the agent)', 'Add hello']);
+  assert.deepEqual(r2.delivery.commits, [log[0].sha]);
+  assert.equal(gh.comments.length, 1);
+  assert.equal(gh.comments[0].number, pr.number);
+  assert.match(gh.comments[0].body, /Follow-up run\*\*: Longer greeting/);
+  assert.match(gh.comments[0].body, /Made hello longer\./);
+  assert.ok(gh.comments[0].body.includes(r2.web_url));
+
+  // (3) the agent's own pushes: only the session's branch, fast-forward only; each refusal is
+  // among the run's events
+  const s4 = router.add('deliver-d0f', [
+    { tool: 'bash', input: { command: `${AGENT_AUTH}; for t in "HEAD:refs/heads/main ${proxyRepo('acme/widget')}" "HEAD:refs/heads/${d.branch} ${proxyRepo('acme/other')}" "+HEAD~2:refs/heads/${d.branch} ${proxyRepo('acme/widget')}" "HEAD:refs/tags/v1 ${proxyRepo('acme/widget')}" ":refs/heads/${d.branch} ${proxyRepo('acme/widget')}"; do set -- $t; git -c credential.helper= -c http.extraHeader="$h" push -q "$2" "$1" >/dev/null 2>&1; echo "push $?"; done`, description: 'Push elsewhere' } },
+    { text: 'Tried again.' },
+  ]);
+  const fourth = await ok('run_task', { task: 'deliver-d0f: try pushing again', session_id: started.session_id });
+  const r4 = await finished(fourth.run_id);
+  assert.equal(r4.status, 'succeeded', JSON.stringify(r4));
+  const refusedAll = (text, n) => assert.match(text, new RegExp(`^(push [1-9]\\d*\\n){${n}}$`), text);
+  refusedAll(toolResults(s4.requests[1].body).at(-1).text, 5);
+  assert.deepEqual(gh.refs('acme/widget').sort(), ['refs/heads/main', `refs/heads/${d.branch}`].sort());
+  assert.equal(gh.log('acme/widget', null, `main..refs/heads/${d.branch}`).length, 3);
+  const refusals = sqlRows(server, `SELECT summary FROM run_events WHERE run_id = '${r4.run_id}' AND type = 'push_refused' ORDER BY seq`).map((e) => e.summary);
+  assert.equal(refusals.length, 5, refusals.join('\n'));
+  assert.match(refusals[0], /pushes to branch '.*' of acme\/widget only, not 'refs\/heads\/main'/);
+  assert.match(refusals[1], /push to acme\/other refused: this token opens repository 'acme\/widget' only/);
+  assert.match(refusals[2], /only fast-forward pushes/);
+  assert.match(refusals[3], /not 'refs\/tags\/v1'/);
+  assert.match(refusals[4], /deleting branch/);
+  assert.equal(r4.delivery.status, 'skipped');
+  assert.match(r4.delivery.reason, /no commits/);
+
+  // the token is nowhere the server writes: its log, the database's text, any response
+  const all = JSON.stringify([r, r2, r4]);
+  assert.ok(!all.includes(TOKEN));
+  assert.ok(!server.stderr().includes(TOKEN) && !server.stdout().includes(TOKEN));
+  const dump = sqlRows(server, 'SELECT group_concat(raw, \'\') AS t FROM run_events')[0].t;
+  assert.ok(!dump.includes(TOKEN.slice(0, 20)));
+  for (const f of readdirSync(path.join(server.dataDir, 'runs'), { recursive: true })) {
+    const p = path.join(server.dataDir, 'runs', f);
+    if (statSync(p).isFile()) assert.ok(!readFileSync(p, 'latin1').includes(TOKEN), p);
+  }
+});
+
+test('a refused pull request is reported with GitHub\'s reason and leaves the run succeeded', async () => {
+  credential('set');
+  gh.refuse('acme/locked', 'pulls', 403, 'Resource not accessible by personal access token');
+  router.add('deliver-e1a', [
+    { tool: 'bash', input: { command: 'echo x > x.txt', description: 'Write' } },
+    { text: 'Wrote x.' },
+  ]);
+  const started = await ok('run_task', { task: 'deliver-e1a: write x', repository: gh.repoUrl('acme/locked'), pull_request: 'ready' });
+  const r = await finished(started.run_id);
+  assert.equal(r.status, 'succeeded', JSON.stringify(r));
+  assert.equal(r.delivery.status, 'failed');
+  assert.match(r.delivery.reason, /pushed, but the pull request was not opened: HTTP 403: Resource not accessible by personal access token/);
+  assert.equal(r.pull_request, null);
+  // the push itself went through
+  assert.equal(gh.log('acme/locked', null, `main..refs/heads/${r.delivery.branch}`).length, 1);
+});
