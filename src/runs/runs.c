@@ -14,8 +14,8 @@
  *      the run's status file (no process of the sandbox holds any of these files);
  *   4. store the events as they arrive (inotify, and a periodic look), each exactly once;
  *   5. when the agent exits (the status file has its wait status), is cancelled, times out or
- *      fills its event file: diff stat and commits against the starting commit, outcome, token
- *      revoked.
+ *      fills its event file: diff stat and commits against the starting commit, the full diff
+ *      for the run's page (cut to its limits, diff.c), outcome, token revoked.
  * Everything that must survive a restart is in the store and the run's directory. */
 #include "runs/runs.h"
 
@@ -39,6 +39,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/ids.h"
+#include "base/json_write.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/proc_watch.h"
@@ -47,6 +48,7 @@
 #include "egress/egress.h"
 #include "proxy/proxy.h"
 #include "runs/agent.h"
+#include "runs/diff.h"
 #include "runs/runs_internal.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -103,6 +105,8 @@ struct run {
     int exit_signal;          /* the signal that killed the agent, 0 when it exited */
     enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
     char fail[512];           /* a failure before or around the agent */
+    char *changes;            /* the diff stat and commits, while the full diff is read */
+    struct diff *diff;        /* the full diff, parsed as git writes it */
 };
 
 struct runs_waiter {
@@ -152,6 +156,8 @@ static void transition(struct run *r, const char *status, const char *reason)
 
 static void run_free(struct run *r)
 {
+    free(r->changes);
+    diff_free(r->diff);
     free(r->task);
     free(r->repository);
     free(r);
@@ -314,15 +320,63 @@ static void record_end(struct run *r, const char *changes)
     run_schedule(e);
 }
 
+/* The full diff for the run's page: parsed as it streams out of git (diff.c), so it is cut to
+ * its limits whatever git writes; stored, then the end recorded. */
+static void on_diff_output(void *ctx, enum sandbox_stream s, const char *data, size_t len)
+{
+    struct run *r = ctx;
+    if (s == SANDBOX_STDOUT)
+        diff_feed(r->diff, data, len);
+}
+
+static void on_diff(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    r->ex = NULL;
+    json_t *j = diff_finish(r->diff, res && res->exit_code == 0 && !res->timed_out);
+    diff_free(r->diff);
+    r->diff = NULL;
+    if (!res || res->exit_code != 0) {
+        const char *why = err ? err->msg : res->err_len ? res->err : "git diff failed";
+        size_t n = strcspn(why, "\n");
+        log_warn("run diff incomplete run=%s err=\"%.*s\"", r->id, (int)(n < 200 ? n : 200), why);
+    }
+    /* a diff cut short is kept (it says so); a git that failed at once gives none */
+    struct err serr = {0};
+    if (res && (res->exit_code == 0 || json_array_size(json_object_get(j, "files")) ||
+                json_integer_value(json_object_get(j, "more_files")))) {
+        char *text = json_write_text(j, NULL);
+        if (store_run_set_diff(r->e->st, r->id, text, &serr) < 0)
+            log_error("run diff not stored run=%s err=\"%s\"", r->id, serr.msg);
+        free(text);
+    }
+    json_decref(j);
+    record_end(r, r->changes);
+}
+
+static void collect_diff(struct run *r)
+{
+    _cleanup_free_ char *cmd = diff_command(r->base);
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", NULL};
+    struct sandbox_exec_opts o = {
+        .command = cmd, .cwd = r->workdir, .env = env, .timeout_ms = 60000, .output_bytes = 8192};
+    struct err err = {0};
+    r->diff = diff_new(NULL);
+    r->ex = cmd ? sandbox_exec_start(r->sbx, &o, on_diff_output, on_diff, r, &err) : NULL;
+    if (!r->ex) {
+        log_warn("run diff unavailable run=%s err=\"%s\"", r->id, cmd ? err.msg : "no base");
+        record_end(r, r->changes);
+    }
+}
+
 static void on_changes(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     r->ex = NULL;
-    char *changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
+    r->changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
     if (err)
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
-    record_end(r, changes);
-    free(changes);
+    collect_diff(r);
 }
 
 static void collect_changes(struct run *r)
