@@ -1,6 +1,8 @@
 /* The web pages of runs and sessions, for people watching from a phone or a browser:
  *   GET /runs/<id>?t=TOKEN            the page (static HTML; app.js renders it)
  *   GET /runs/<id>/data?t=TOKEN       the run as get_result shows it (JSON)
+ *   GET /runs/<id>/diff?t=TOKEN       its full diff, cut to what a page shows (JSON,
+ *                                     src/runs/diff.h), or null when there is none
  *   GET /runs/<id>/events?t=TOKEN     its events as Server-Sent Events, resumable with
  *                                     Last-Event-ID, ending when the run ends
  *   GET /sessions/<id>[/data]?t=TOKEN the runs of a session
@@ -240,6 +242,22 @@ static void serve_events(struct http_server *srv, h2o_req_t *req, const char *ru
     pump(&es->timer);
 }
 
+/* --- the diff --- */
+
+/* The stored text as it is (the engine wrote it as JSON): it is large, and read once a page. */
+static void serve_diff(struct http_server *srv, h2o_req_t *req, const char *run_id)
+{
+    _cleanup_free_ char *diff = NULL;
+    struct err err = {0};
+    security_headers(req);
+    if (store_run_get_diff(srv->store, run_id, &diff, &err) < 0) {
+        http_respond_error(req, 403, "forbidden", "this view token does not open this page");
+        return;
+    }
+    http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    http_respond(req, 200, "application/json", diff ? diff : "null", diff ? strlen(diff) : 4);
+}
+
 /* --- routes --- */
 
 /* "/<prefix>/<id>[/<rest>]": the id (at most 63 characters of [A-Za-z0-9_]) and the rest. */
@@ -276,7 +294,7 @@ static bool is_get(h2o_req_t *req)
     return false;
 }
 
-/* The common part of /runs/ and /sessions/: a GET of "/<kind>s/<id>[/data|/events]" with the
+/* The common part of /runs/ and /sessions/: a GET of "/<kind>s/<id>[/data|/events|/diff]" with the
  * view token of that id. Fills id and rest ("" for the page) or answers and returns false. */
 static bool open_target(struct http_server *srv, h2o_req_t *req, bool session, char id[64],
                         const char **rest)
@@ -285,7 +303,7 @@ static bool open_target(struct http_server *srv, h2o_req_t *req, bool session, c
         return false;
     if (!split_path(req, strlen(session ? "/sessions/" : "/runs/"), id, rest) ||
         !(!**rest || strcmp(*rest, "/") == 0 || strcmp(*rest, "/data") == 0 ||
-          (!session && strcmp(*rest, "/events") == 0))) {
+          (!session && (strcmp(*rest, "/events") == 0 || strcmp(*rest, "/diff") == 0)))) {
         http_respond_error(req, 404, "not_found", "no such page");
         return false;
     }
@@ -308,6 +326,8 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
         respond_page(req, 200, "run.html");
     } else if (strcmp(rest, "/events") == 0) {
         serve_events(srv, req, id);
+    } else if (strcmp(rest, "/diff") == 0) {
+        serve_diff(srv, req, id);
     } else {
         struct store_run r = {0};
         struct err err = {0};

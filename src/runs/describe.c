@@ -96,12 +96,16 @@ json_t *runs_describe_short(struct runs *e, const struct store_run *r)
             *p = ' ';
     char url[512];
     runs_web_url_gen(e, r->id, r->view_generation, url, sizeof(url));
+    json_t *delivery = r->delivery ? json_loads(r->delivery, 0, NULL) : NULL;
+    json_t *pr = json_object_get(delivery, "pull_request");
     json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:o, s:o, s:s}", "run_id", r->id,
                           "session_id", r->session_id, "status", r->status, "title", r->title,
                           "task_preview", preview, "model", r->model, "created_at",
                           time_or_null(r->created_at), "finished_at", time_or_null(r->finished_at),
                           "success", r->success >= 0 ? json_boolean(r->success == 1) : json_null(),
                           "web_url", url);
+    json_object_set(j, "pull_request", pr ? pr : json_null());
+    json_decref(delivery);
     free(preview);
     return j;
 }

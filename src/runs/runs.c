@@ -14,8 +14,8 @@
  *      the run's status file (no process of the sandbox holds any of these files);
  *   4. store the events as they arrive (inotify, and a periodic look), each exactly once;
  *   5. when the agent exits (the status file has its wait status), is cancelled, times out or
- *      fills its event file: diff stat and commits against the starting commit, outcome, token
- *      revoked.
+ *      fills its event file: diff stat and commits against the starting commit, the full diff
+ *      for the run's page (cut to its limits, diff.c), outcome, token revoked.
  * Everything that must survive a restart is in the store and the run's directory. */
 #include "runs/runs.h"
 
@@ -39,6 +39,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/ids.h"
+#include "base/json_write.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/proc_watch.h"
@@ -49,6 +50,7 @@
 #include "proxy/proxy.h"
 #include "runs/agent.h"
 #include "runs/deliver.h"
+#include "runs/diff.h"
 #include "runs/runs_internal.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -99,7 +101,6 @@ struct run {
     char base_branch[256];            /* delivering: what work_branch was made from */
     bool new_work_branch;             /* made by this run (recorded on the session once made) */
     struct delivery *dv;
-    char *pending_changes; /* the changes, while the delivery runs */
     char workdir[512];
     char branch[256];
     char base[64];
@@ -113,6 +114,8 @@ struct run {
     int exit_signal;          /* the signal that killed the agent, 0 when it exited */
     enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
     char fail[512];           /* a failure before or around the agent */
+    char *changes;            /* the diff stat and commits, while the full diff is read */
+    struct diff *diff;        /* the full diff, parsed as git writes it */
 };
 
 struct runs_waiter {
@@ -165,6 +168,8 @@ static void transition(struct run *r, const char *status, const char *reason)
 
 static void run_free(struct run *r)
 {
+    free(r->changes);
+    diff_free(r->diff);
     free(r->task);
     free(r->repository);
     free(r->title);
@@ -383,10 +388,7 @@ static void on_delivered(void *ctx, json_t *delivery)
 {
     struct run *r = ctx;
     r->dv = NULL;
-    char *changes = r->pending_changes;
-    r->pending_changes = NULL;
-    record_end(r, changes, delivery);
-    free(changes);
+    record_end(r, r->changes, delivery);
 }
 
 /* The pull request's text: the agent's summary and a link to the run's page. */
@@ -404,7 +406,7 @@ static char *delivery_body(struct run *r, bool follow_up)
 }
 
 /* Push the run's commits and open or comment on the pull request; record_end when done. */
-static json_t *deliver(struct run *r, char *changes)
+static json_t *deliver(struct run *r, const char *changes)
 {
     struct runs *e = r->e;
     if (!r->repository)
@@ -470,31 +472,82 @@ static json_t *deliver(struct run *r, char *changes)
                              .pr_number = ses.pr_number,
                              .pr_url = ses.pr_url,
                              .commits = commits};
-    r->pending_changes = changes;
     r->dv = deliver_start(e->deliverer, &o, on_delivered, r, &err);
     wipe_free(cred);
     free(body);
     json_decref(c);
-    if (!r->dv) {
-        r->pending_changes = NULL;
+    if (!r->dv)
         return deliver_skipped("the push could not start: %s", err.msg);
-    }
     return NULL;
+}
+
+/* The changes and the diff are in: deliver them when the run asks, then record the end. */
+static void deliver_and_end(struct run *r)
+{
+    json_t *skipped = deliver(r, r->changes);
+    if (r->dv) /* on_delivered ends it */
+        return;
+    record_end(r, r->changes, skipped);
+    json_decref(skipped);
+}
+
+/* The full diff for the run's page: parsed as it streams out of git (diff.c), so it is cut to
+ * its limits whatever git writes; stored, then the end recorded. */
+static void on_diff_output(void *ctx, enum sandbox_stream s, const char *data, size_t len)
+{
+    struct run *r = ctx;
+    if (s == SANDBOX_STDOUT)
+        diff_feed(r->diff, data, len);
+}
+
+static void on_diff(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    r->ex = NULL;
+    json_t *j = diff_finish(r->diff, res && res->exit_code == 0 && !res->timed_out);
+    diff_free(r->diff);
+    r->diff = NULL;
+    if (!res || res->exit_code != 0) {
+        const char *why = err ? err->msg : res->err_len ? res->err : "git diff failed";
+        size_t n = strcspn(why, "\n");
+        log_warn("run diff incomplete run=%s err=\"%.*s\"", r->id, (int)(n < 200 ? n : 200), why);
+    }
+    /* a diff cut short is kept (it says so); a git that failed at once gives none */
+    struct err serr = {0};
+    if (res && (res->exit_code == 0 || json_array_size(json_object_get(j, "files")) ||
+                json_integer_value(json_object_get(j, "more_files")))) {
+        char *text = json_write_text(j, NULL);
+        if (store_run_set_diff(r->e->st, r->id, text, &serr) < 0)
+            log_error("run diff not stored run=%s err=\"%s\"", r->id, serr.msg);
+        free(text);
+    }
+    json_decref(j);
+    deliver_and_end(r);
+}
+
+static void collect_diff(struct run *r)
+{
+    _cleanup_free_ char *cmd = diff_command(r->base);
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", NULL};
+    struct sandbox_exec_opts o = {
+        .command = cmd, .cwd = r->workdir, .env = env, .timeout_ms = 60000, .output_bytes = 8192};
+    struct err err = {0};
+    r->diff = diff_new(NULL);
+    r->ex = cmd ? sandbox_exec_start(r->sbx, &o, on_diff_output, on_diff, r, &err) : NULL;
+    if (!r->ex) {
+        log_warn("run diff unavailable run=%s err=\"%s\"", r->id, cmd ? err.msg : "no base");
+        deliver_and_end(r);
+    }
 }
 
 static void on_changes(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     r->ex = NULL;
-    char *changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
+    r->changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
     if (err)
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
-    json_t *skipped = deliver(r, changes);
-    if (r->dv) /* on_delivered ends it */
-        return;
-    record_end(r, changes, skipped);
-    json_decref(skipped);
-    free(changes);
+    collect_diff(r);
 }
 
 static void collect_changes(struct run *r)
@@ -1641,7 +1694,6 @@ void runs_free(struct runs *e)
         egress_lookup_cancel(r->lookup);
         /* A preparation command still running is left to finish on its own: the loop has
          * stopped, so its callback never comes. */
-        free(r->pending_changes);
         run_free(r);
     }
     while (e->waiters) {

@@ -393,6 +393,28 @@ int store_run_set_delivery(struct store *st, const char *id, const char *deliver
     return store_step_done(st, s, "record run delivery", err);
 }
 
+int store_run_set_diff(struct store *st, const char *id, const char *diff, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE runs SET diff = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, diff, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    return store_step_done(st, s, "record run diff", err);
+}
+
+int store_run_get_diff(struct store *st, const char *id, char **out, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    *out = NULL;
+    int r = find_row(st, "SELECT diff FROM runs WHERE id = ?", NULL, id, NULL, "run", &s, err);
+    if (r < 0)
+        return r;
+    *out = dup_col(s, 0);
+    return 0;
+}
+
 int store_run_add_events(struct store *st, const char *run_id, const struct store_run_event *ev,
                          size_t n, int64_t new_offset, struct err *err)
 {

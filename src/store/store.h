@@ -390,6 +390,13 @@ int store_run_set_started(struct store *st, const char *id, const char *workdir,
 int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
                           const char *error, const char *changes, int exit_code, struct err *err);
 
+/* A run's full diff (JSON text, src/runs/diff.h), kept apart from the row's other columns:
+ * store_run_get and the lists never read it (it is up to half a megabyte), only the run's page. */
+int store_run_set_diff(struct store *st, const char *id, const char *diff, struct err *err);
+/* *out: the stored diff (malloc'd; the caller frees), or NULL when there is none. -ENOENT when
+ * there is no such run. */
+int store_run_get_diff(struct store *st, const char *id, char **out, struct err *err);
+
 struct store_run_event {
     int64_t time;
     const char *type, *summary, *raw;

@@ -3,19 +3,22 @@
 // upstream. Screenshots (phone and desktop width) go to tests/out/screenshots/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-import { startServer, rpc, cli } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { startFakeGitHub } from '../lib/fake-github.mjs';
 
 const shots = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'out', 'screenshots');
 const PHONE = { width: 390, height: 844 };
 const DESKTOP = { width: 1280, height: 900 };
 
-let fake, router, server, browser;
+let fake, router, server, browser, scratch, gh;
+const GH_TOKEN = 'github_pat_11WEBPAGEtest0123456789abcdef';
 let nextId = 1;
 
 before(async () => {
@@ -23,7 +26,13 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+  gh = await startFakeGitHub({ tokens: [GH_TOKEN], repos: { 'acme/widget': {} } });
+  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    RUNS_ALLOW_LOCAL_REPOS: '1', GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api,
+    FETCH_ALLOW: `127.0.0.1:${gh.port}` } });
+  const cred = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${GH_TOKEN}\n` });
+  assert.equal(cred.status, 0, cred.stderr);
+  scratch = tempDir('smcp-web-');
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu'],
@@ -34,7 +43,31 @@ after(async () => {
   await browser?.close();
   await server?.stop();
   await fake?.close();
+  await gh?.close();
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
+
+function git(args, cwd) {
+  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env,
+    GIT_AUTHOR_NAME: 'Tester', GIT_AUTHOR_EMAIL: 'tester@example.com',
+    GIT_COMMITTER_NAME: 'Tester', GIT_COMMITTER_EMAIL: 'tester@example.com' } });
+  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+// A bare repository <name>.git whose main has one commit with README.md.
+function bareRepo(name) {
+  const bare = path.join(scratch, `${name}.git`);
+  const work = path.join(scratch, `${name}-work`);
+  git(['init', '-q', '--bare', bare]);
+  git(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
+  git(['init', '-q', '-b', 'main', work]);
+  writeFileSync(path.join(work, 'README.md'), `# ${name}\n`);
+  git(['add', 'README.md'], work);
+  git(['commit', '-q', '-m', 'Initial commit'], work);
+  git(['push', '-q', bare, 'main'], work);
+  return bare;
+}
 
 async function ok(name, args) {
   const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
@@ -50,14 +83,17 @@ async function finished(runId) {
   }
 }
 
+// A page at url; problems collects script errors, dialogs what alert() and the like asked.
 async function pageAt(url, viewport) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   const problems = [];
+  const dialogs = [];
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
   const res = await page.goto(url);
-  return { page, context, res, problems };
+  return { page, context, res, problems, dialogs };
 }
 
 test('a running run: events appear as the agent works, then the final state', async () => {
@@ -162,7 +198,7 @@ test('without the view token the page and the stream are 401; another run\'s tok
   assert.doesNotMatch(await wrong.page.textContent('body'), /Secret result|web-denied/);
   await wrong.context.close();
 
-  for (const suffix of ['/events', '/data']) {
+  for (const suffix of ['/events', '/data', '/diff']) {
     let r = await fetch(`${base}${suffix}`);
     assert.equal(r.status, 401);
     assert.doesNotMatch(await r.text(), /Secret/);
@@ -185,4 +221,134 @@ test('without the view token the page and the stream are 401; another run\'s tok
   const again = await ok('get_result', { run_id: run.run_id });
   assert.notEqual(again.web_url, run.web_url);
   assert.equal((await fetch(again.web_url)).status, 200);
+});
+
+test('the run\'s diff on a phone: a block a file, cut where it is long, what the agent wrote as text', async () => {
+  const evil = '<img src=x onerror="window.__pwned=1;alert(1)"><script>window.__pwned=2;alert(2)</script>';
+  const evilName = '<img src=x onerror=alert(3)>.txt';
+  const commitMsg = 'Add big.txt <svg onload=alert(4)>';
+  const repo = bareRepo('diffpage');
+  const W = '/workspace/diffpage';
+  router.add('web-diff-5d1', [
+    { tool: 'write', input: { filePath: `${W}/evil.html`, content: `${evil}\n${'x'.repeat(1500)}\n` } },
+    { tool: 'bash', input: { description: 'Make the files', command: [
+      `cd ${W}`,
+      'seq 1 1000 > big.txt',
+      "printf '\\000\\001\\002\\377binary' > blob.bin",
+      `printf 'hello\\n' > '${evilName}'`,
+      "printf 'more\\n' >> README.md",
+      'w=$(printf "w%.0s" $(seq 1 1100))',
+      'for i in $(seq 1 451); do echo "$i $w"; done > wide1.txt',
+      'cp wide1.txt wide2.txt',
+      'echo after > zz-after.txt',
+      `git add big.txt && git -c user.name=Agent -c user.email=agent@example.com commit -qm '${commitMsg}'`,
+    ].join(' && ') } },
+    { text: 'Made the files.' },
+  ]);
+  const run = await ok('run_task', { task: 'web-diff-5d1: make some files', repository: repo, title: 'Diff page' });
+  const result = await finished(run.run_id);
+  assert.equal(result.status, 'succeeded', JSON.stringify(result));
+  assert.equal(result.changes.files_changed, 8, JSON.stringify(result.changes));
+  assert.equal(result.diff, undefined, 'get_result leaves the diff to the page');
+
+  // the diff as served: the files in git's order, cut where they are long
+  const diff = await (await fetch(result.web_url.replace('?', '/diff?'))).json();
+  assert.deepEqual(diff.files.map((f) => f.path), [evilName, 'README.md', 'big.txt', 'blob.bin',
+    'evil.html', 'wide1.txt', 'wide2.txt']);
+  assert.equal(diff.more_files, 1); // zz-after.txt: past the half megabyte
+  assert.equal(diff.truncated, true);
+  const byPath = Object.fromEntries(diff.files.map((f) => [f.path, f]));
+  assert.equal(byPath['big.txt'].insertions, 1000);
+  assert.equal(byPath['big.txt'].more_lines, 601); // "@@" and 1000 lines, 400 shown
+  assert.equal(byPath['blob.bin'].binary, true);
+  assert.equal(byPath['blob.bin'].hunks, '');
+  assert.equal(byPath['README.md'].status, 'modified');
+  assert.equal(byPath['evil.html'].status, 'added');
+  assert.ok(byPath['evil.html'].hunks.includes(`+${evil}`));
+  assert.match(byPath['evil.html'].hunks, /\+x{999} \[\.\.\. 501 more bytes\]/);
+  assert.equal(byPath['wide1.txt'].more_lines, 52);
+  assert.ok(byPath['wide2.txt'].more_lines > 0);
+
+  const { page, context, problems, dialogs } = await pageAt(run.web_url, PHONE);
+  await page.waitForFunction(() => document.querySelectorAll('#diff details.file').length > 0);
+  assert.equal(await page.isVisible('#changes'), true);
+  const summaries = await page.$$eval('#diff details.file > summary', (l) => l.map((x) => x.textContent));
+  assert.equal(summaries.length, 7);
+  assert.match(summaries[0], /^<img src=x onerror=alert\(3\)>\.txt \+1 −0 added$/);
+  assert.match(summaries[2], /^big\.txt \+1000 −0 added$/);
+  assert.match(summaries[3], /^blob\.bin added binary$/);
+  assert.match(await page.textContent('#diff > .more'), /^1 more file$/);
+  assert.equal(await page.isVisible('#diff-note'), true);
+  assert.equal(await page.isVisible('#files'), false);
+  // a long diff starts folded; each block opens with a tap
+  for (const s of await page.$$('#diff details.file > summary')) await s.click();
+  const more = await page.$$eval('#diff details.file', (l) => l.map((d) => d.querySelector('.more')?.textContent || ''));
+  assert.deepEqual(more.slice(0, 6), ['', '', '601 more lines', '', '', '52 more lines']);
+  assert.match(more[6], /^\d+ more lines$/);
+  assert.match(await page.textContent('#diff details.file:nth-of-type(4)'), /Binary file, not shown/);
+  // what the agent wrote is on the page as text, and nothing of it ran
+  const evilText = await page.$eval('#diff details.file:nth-of-type(5) .hunks', (x) => x.textContent);
+  assert.ok(evilText.includes(`+${evil}`), evilText.slice(0, 300));
+  assert.match(await page.textContent('#commits'), /Add big\.txt <svg onload=alert\(4\)>/);
+  await page.waitForTimeout(300);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.$$eval('img, svg, script:not([src])', (l) => l.length), 0);
+  assert.deepEqual(dialogs, []);
+  // lines are coloured by kind, readable, and wrap inside their block: the page is no wider
+  const kinds = await page.$$eval('#diff details.file:nth-of-type(2) .ln', (l) => l.map((x) => x.className));
+  assert.deepEqual(kinds, ['ln hunk', 'ln ctx', 'ln add']);
+  const style = await page.$eval('#diff .ln.add', (x) => {
+    const c = getComputedStyle(x);
+    return { size: parseFloat(c.fontSize), bg: c.backgroundColor };
+  });
+  assert.ok(style.size >= 12, `font size ${style.size}px`);
+  assert.notEqual(style.bg, 'rgba(0, 0, 0, 0)');
+  const width = await page.evaluate(() => [document.documentElement.scrollWidth, document.body.scrollWidth]);
+  assert.ok(width[0] <= PHONE.width && width[1] <= PHONE.width, `page ${width} wider than ${PHONE.width}`);
+  // the picture: the long blocks folded again
+  for (const i of [3, 6, 7]) await page.click(`#diff details.file:nth-of-type(${i}) > summary`);
+  await page.locator('#changes').scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(shots, 'run-diff-phone.png'), fullPage: true });
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('a run\'s pull request: linked on the run and session pages, with the pushed commits', async () => {
+  router.add('web-pr-8a2', [
+    { tool: 'bash', input: { command: 'echo fix > fix.txt && git add fix.txt && git -c user.name=A -c user.email=a@x commit -qm "Fix <script>alert(1)</script>" && echo rest > rest.txt', description: 'Commit' } },
+    { text: 'Opened it.' },
+  ]);
+  const run = await ok('run_task', { task: 'web-pr-8a2: fix it', title: 'PR run', repository: gh.repoUrl('acme/widget') });
+  const result = await finished(run.run_id);
+  assert.equal(result.delivery?.status, 'delivered', JSON.stringify(result));
+  const pr = result.pull_request;
+  assert.equal(pr.url, gh.pulls[0].html_url);
+  const { page, context, problems, dialogs } = await pageAt('about:blank', PHONE);
+  // the session page is given a pull request address that is not http(s), which is not linked
+  await page.route(/\/sessions\/[^/]+\/data\?/, async (route) => {
+    const res = await route.fetch();
+    const body = await res.json();
+    body.runs = body.runs.map((r) => ({ ...r, pull_request: { ...r.pull_request, url: 'javascript:alert(5)' } }));
+    route.fulfill({ response: res, json: body });
+  });
+  await page.goto(run.web_url);
+  await page.waitForFunction(() => !document.querySelector('#pull-request').hidden);
+  assert.equal(await page.textContent('#pr-link'), `Pull request #${pr.number}`);
+  assert.equal(await page.getAttribute('#pr-link', 'href'), pr.url);
+  assert.equal(await page.textContent('#pr-state'), '(open, draft)');
+  assert.equal(await page.textContent('#delivery'), `delivered · branch ${result.delivery.branch} · 2 commits pushed`);
+  const commits = await page.$$eval('#commits li', (l) => l.map((x) => x.textContent));
+  assert.deepEqual(commits, result.changes.commits.map((c) => `${c.sha.slice(0, 10)} ${c.message}`));
+  assert.equal(commits.length, 2);
+  assert.ok(commits.some((c) => c.endsWith(' Fix <script>alert(1)</script>')), commits.join('\n'));
+  await page.screenshot({ path: path.join(shots, 'run-pull-request-phone.png'), fullPage: true });
+  // on the session page: linked only when the address is http(s)
+  await page.goto(result.session_web_url);
+  await page.waitForSelector('#runs li a.pr');
+  assert.equal(await page.textContent('#runs li a.pr'), `pull request #${pr.number}`);
+  assert.equal(await page.getAttribute('#runs li a.pr', 'href'), null);
+  assert.equal(await page.$$eval('script:not([src]), b', (l) => l.length), 0);
+  assert.deepEqual(dialogs, []);
+  assert.deepEqual(problems, []);
+  await context.close();
 });

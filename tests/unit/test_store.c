@@ -276,6 +276,17 @@ TEST(runs_transitions_events_and_pages)
     CHECK_INT_EQ(store_run_list(st, &o, count_run, &count, &more, &err), 0);
     CHECK_INT_EQ(count, 1);
 
+    /* the diff is kept apart: absent until set, then read back whole */
+    char *diff = (char *)"x";
+    CHECK_INT_EQ(store_run_get_diff(st, ids[2], &diff, &err), 0);
+    CHECK(diff == NULL);
+    CHECK_INT_EQ(store_run_set_diff(st, ids[2], "{\"files\":[]}", &err), 0);
+    CHECK_INT_EQ(store_run_get_diff(st, ids[2], &diff, &err), 0);
+    CHECK_STR_EQ(diff, "{\"files\":[]}");
+    free(diff);
+    CHECK_INT_EQ(store_run_get_diff(st, "run_none", &diff, &err), -ENOENT);
+    CHECK(diff == NULL);
+
     /* run tokens are revoked together */
     struct store_proxy_token t = {0};
     snprintf(t.jti, sizeof(t.jti), "jti_1");

@@ -80,6 +80,128 @@ function showNetwork(net) {
   if (!net.denied.length && !net.failed.length) denied.append(el('li', 'muted', 'none'));
 }
 
+function plural(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// An address to link to: http(s) only; anything else is shown as text, never followed.
+function safeUrl(u) {
+  try {
+    const url = new URL(String(u));
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function showCommits(list) {
+  const commits = $('commits');
+  commits.replaceChildren();
+  for (const k of list) {
+    const sha = String((typeof k === 'string' ? k : k && k.sha) || '');
+    const msg = typeof k === 'string' ? '' : String((k && k.message) || '');
+    const li = el('li');
+    li.append(el('code', 'sha', sha.slice(0, 10)), el('span', 'msg', ` ${msg}`));
+    commits.append(li);
+  }
+  if (!list.length) commits.append(el('li', 'muted', 'none'));
+}
+
+// The pull request the run's work went to, and how it was delivered (when the run has one).
+function showDelivery(pr, delivery) {
+  const box = $('pull-request');
+  const d = delivery || {};
+  box.hidden = !pr && !d.status;
+  if (box.hidden) return;
+  const link = $('pr-link');
+  link.hidden = !pr;
+  $('pr-state').textContent = '';
+  if (pr) {
+    link.textContent = `Pull request${pr.number != null ? ` #${pr.number}` : ''}`;
+    const href = safeUrl(pr.url);
+    if (href) link.href = href;
+    else link.removeAttribute('href');
+    const state = [pr.state, pr.draft ? 'draft' : ''].filter(Boolean).join(', ');
+    $('pr-state').textContent = state ? `(${state})` : '';
+  }
+  const said = [];
+  if (d.status) said.push(`${d.status}${d.reason ? `: ${d.reason}` : ''}`);
+  if (d.branch) said.push(`branch ${d.branch}`);
+  if (Array.isArray(d.commits) && d.commits.length && d.status === 'delivered')
+    said.push(`${plural(d.commits.length, 'commit', 'commits')} pushed`);
+  $('delivery').textContent = said.join(' · ');
+  $('delivery').hidden = !said.length;
+}
+
+// --- the diff: one collapsible block a file, its lines coloured by kind, as text ---
+
+const OPEN_LINES = 120; // a diff this short opens whole
+
+function diffLines(hunks) {
+  const box = el('div', 'hunks');
+  for (const line of hunks.split('\n')) {
+    const c = line[0];
+    const kind = c === '+' ? 'add' : c === '-' ? 'del' : c === '@' ? 'hunk' : c === '\\' ? 'note' : 'ctx';
+    box.append(el('div', `ln ${kind}`, line || ' '));
+  }
+  return box;
+}
+
+function fileBlock(f, open) {
+  const d = el('details', 'file');
+  const s = el('summary');
+  s.append(el('span', 'path', f.old_path ? `${f.old_path} → ${f.path}` : f.path), ' ');
+  if (!f.binary) {
+    s.append(el('span', 'plus', `+${f.insertions}`), ' ', el('span', 'minus', `−${f.deletions}`), ' ');
+  }
+  s.append(el('span', `tag tag-${f.status}`, f.status));
+  if (f.binary) s.append(' ', el('span', 'tag', 'binary'));
+  if (f.old_mode && f.new_mode) s.append(' ', el('span', 'tag', `mode ${f.old_mode} → ${f.new_mode}`));
+  d.append(s);
+  // the lines are put on the page when the block is first opened
+  const fill = () => {
+    if (d.dataset.filled) return;
+    d.dataset.filled = '1';
+    if (f.binary) d.append(el('p', 'muted blank', 'Binary file, not shown.'));
+    else if (f.hunks) d.append(diffLines(f.hunks));
+    else d.append(el('p', 'muted blank', 'No lines changed.'));
+    if (f.more_lines > 0) d.append(el('p', 'more', plural(f.more_lines, 'more line', 'more lines')));
+  };
+  d.addEventListener('toggle', () => { if (d.open) fill(); });
+  if (open) {
+    d.open = true;
+    fill();
+  }
+  return d;
+}
+
+function showDiff(diff) {
+  const box = $('diff');
+  box.replaceChildren();
+  const shown = diff.files.reduce((n, f) => n + (f.hunks ? f.hunks.split('\n').length : 0), 0);
+  for (const f of diff.files) box.append(fileBlock(f, shown <= OPEN_LINES));
+  if (diff.more_files > 0) box.append(el('p', 'more', plural(diff.more_files, 'more file', 'more files')));
+  $('files').hidden = diff.files.length > 0 || diff.more_files > 0;
+  const note = $('diff-note');
+  note.hidden = !diff.truncated;
+  note.textContent = 'Parts of this diff are left out: it is cut to what a page can show.';
+}
+
+let diffAsked = false;
+
+async function loadDiff() {
+  if (diffAsked) return;
+  diffAsked = true;
+  let diff;
+  try {
+    diff = await getJson(`/runs/${id}/diff`);
+  } catch {
+    diffAsked = false; // asked again with the next look at the run
+    return;
+  }
+  if (diff && Array.isArray(diff.files)) showDiff(diff);
+}
+
 function showRun(run) {
   document.title = `${run.title || 'Run'} · ${run.status} · sandbox-mcp`;
   setText('title', run.title || 'Run');
@@ -94,6 +216,7 @@ function showRun(run) {
   showNetwork(run.network);
   const done = !['queued', 'running'].includes(run.status);
   $('outcome').hidden = !done;
+  $('changes').hidden = !done;
   if (!done) return;
   setText('summary', run.result && run.result.summary ? run.result.summary : '(no summary)');
   const err = $('error');
@@ -111,14 +234,10 @@ function showRun(run) {
       el('span', 'minus', ` -${f.deletions}`));
     files.append(li);
   }
-  const commits = $('commits');
-  commits.replaceChildren();
-  for (const k of c.commits || []) {
-    const li = el('li');
-    li.append(el('code', 'sha', k.sha.slice(0, 10)), el('span', 'msg', ` ${k.message}`));
-    commits.append(li);
-  }
-  if (!(c.commits || []).length) commits.append(el('li', 'muted', 'none'));
+  showDelivery(run.pull_request, run.delivery);
+  // the run's commits: what a delivery pushed (the agent's, and the server's own last one)
+  showCommits(c.commits || []);
+  loadDiff();
   const u = run.usage || {};
   setText('usage', `${u.input_tokens || 0} input tokens, ${u.output_tokens || 0} output tokens, `
     + `$${Number(u.cost || 0).toFixed(4)}`);
@@ -193,7 +312,15 @@ async function sessionPage() {
     const a = el('a', 'run-title', r.title || r.task_preview);
     a.href = new URL(r.web_url, location.href).pathname + new URL(r.web_url, location.href).search;
     const st = el('span', `status status-${r.status}`, r.status);
-    li.append(st, a, el('div', 'muted', when(r.created_at)));
+    li.append(st, a);
+    if (r.pull_request) {
+      const pr = el('a', 'pr', `pull request${r.pull_request.number != null ? ` #${r.pull_request.number}` : ''}`);
+      const href = safeUrl(r.pull_request.url);
+      if (href) pr.href = href;
+      pr.rel = 'noreferrer noopener';
+      li.append(' ', pr);
+    }
+    li.append(el('div', 'muted', when(r.created_at)));
     list.append(li);
   }
 }
