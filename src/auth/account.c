@@ -224,16 +224,24 @@ static void find_token(const struct store_token *t, void *ctx)
     o->found |= strcmp(t->id, o->id) == 0 && !t->revoked_at;
 }
 
+/* The page's form, read and its CSRF token checked; false when refused (and answered). */
+static bool read_page_form(h2o_req_t *req, struct form *f)
+{
+    if (!auth_read_form(req, f, false))
+        return false;
+    if (!auth_csrf_ok(req, f)) {
+        form_release(f);
+        auth_error_page(req, 403, "invalid_request", "The form's security token is missing.");
+        return false;
+    }
+    return true;
+}
+
 static void revoke_one(struct auth *a, h2o_req_t *req, const struct store_user *user)
 {
     struct form f;
-    if (!auth_read_form(req, &f, false))
+    if (!read_page_form(req, &f))
         return;
-    if (!auth_csrf_ok(req, &f)) {
-        form_release(&f);
-        auth_error_page(req, 403, "invalid_request", "The form's security token is missing.");
-        return;
-    }
     const char *kind = form_get(&f, "kind"), *id = form_get(&f, "id");
     struct err err = {0};
     int r = -ENOENT;
@@ -265,13 +273,8 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
         return;
     }
     struct form f;
-    if (!auth_read_form(req, &f, false))
+    if (!read_page_form(req, &f))
         return;
-    if (!auth_csrf_ok(req, &f)) {
-        form_release(&f);
-        auth_error_page(req, 403, "invalid_request", "The form's security token is missing.");
-        return;
-    }
     const char *service = form_get(&f, "service"), *token = form_get(&f, "token");
     size_t n = token ? strlen(token) : 0;
     struct err err = {0};

@@ -7,17 +7,6 @@
 
 #include "base/util.h"
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decode s[0..n) into a new string; NULL when it holds an invalid escape or a NUL. */
 static char *decode(const char *s, size_t n)
 {
@@ -27,8 +16,8 @@ static char *decode(const char *s, size_t n)
         if (c == '+') {
             c = ' ';
         } else if (c == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int hi = i + 2 < n ? hex_value((unsigned char)s[i + 1]) : -1;
+            int lo = i + 2 < n ? hex_value((unsigned char)s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 free(out);
                 return NULL;

@@ -106,3 +106,14 @@ bool str_ieq(const char *a, size_t alen, const char *b)
 {
     return strlen(b) == alen && strncasecmp(a, b, alen) == 0;
 }
+
+int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}

@@ -24,3 +24,5 @@ void time_format_rfc3339(int64_t ms, char out[32]);
 bool str_equal_ct(const char *a, size_t alen, const char *b, size_t blen);
 /* Case-insensitive equality of a counted string with a C string. */
 bool str_ieq(const char *a, size_t alen, const char *b);
+/* The value of a hexadecimal digit (either case), or -1. */
+int hex_value(unsigned char c);

@@ -620,8 +620,9 @@ static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_cla
         return false;
     }
     if (strcmp(c->old_id, zero_id) != 0) {
+        /* what a pack may inflate to is bounded (a push is checked on the loop) */
         int ff = rp_descends(push.pack, push.pack_len, c->new_id, c->old_id,
-                             p->max_request_bytes * 4, &err);
+                             p->max_request_bytes * 16, &err);
         if (ff != 1) {
             push_refused(p, req, claims, repo,
                          "only fast-forward pushes to '%s' are allowed: %.12s does not descend "

@@ -25,17 +25,6 @@
 
 /* --- object ids --- */
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool is_lower_hex(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -48,7 +37,8 @@ static bool is_lower_hex(const unsigned char *s, size_t n)
 static bool hex_to_raw(const unsigned char *hex, unsigned char raw[RAWSZ])
 {
     for (int i = 0; i < RAWSZ; i++) {
-        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        int hi = hex_value((unsigned char)hex[2 * i]),
+            lo = hex_value((unsigned char)hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return false;
         raw[i] = (unsigned char)(hi << 4 | lo);
@@ -74,7 +64,7 @@ static int check_id(const unsigned char *s, size_t n, struct err *err)
         return 0;
     bool hex = true;
     for (size_t i = 0; i < n && hex; i++)
-        hex = hexval(s[i]) >= 0;
+        hex = hex_value((unsigned char)s[i]) >= 0;
     if (n == 64 && hex)
         return err_set(err, -EINVAL,
                        "object id '%.64s' is SHA-256: only SHA-1 repositories are supported",
@@ -93,7 +83,7 @@ static int pkt_next(const unsigned char *buf, size_t len, size_t *pos, const uns
         return err_set(err, -EINVAL, "pkt-line at byte %zu is truncated", *pos);
     size_t plen = 0;
     for (int i = 0; i < 4; i++) {
-        int v = hexval(buf[*pos + i]);
+        int v = hex_value((unsigned char)buf[*pos + i]);
         if (v < 0)
             return err_set(err, -EINVAL, "pkt-line at byte %zu has no hex length", *pos);
         plen = plen << 4 | (size_t)v;

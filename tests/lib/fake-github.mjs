@@ -41,6 +41,48 @@ function json(res, status, body) {
   res.end(text);
 }
 
+// Answer req with `git http-backend` (git's smart HTTP as CGI) serving the repositories under
+// root; env adds to the CGI's environment (REMOTE_USER lets it accept pushes).
+export function gitHttpBackend(req, res, root, env = {}) {
+  const u = new URL(req.url, 'http://x');
+  const cgi = spawn('git', ['http-backend'], { env: {
+    ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
+    QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
+    CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_ADDR: '127.0.0.1',
+    HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
+    GIT_PROTOCOL: req.headers['git-protocol'] || '', ...env,
+  } });
+  const fail = (status, text) => { res.writeHead(status, { 'content-type': 'text/plain' }); res.end(text); };
+  cgi.on('error', (e) => { if (!res.headersSent) fail(500, `git http-backend: ${e.message}\n`); });
+  req.pipe(cgi.stdin);
+  cgi.stdin.on('error', () => {});
+  let head = Buffer.alloc(0), sent = false;
+  cgi.stdout.on('data', (d) => {
+    if (sent) { res.write(d); return; }
+    head = Buffer.concat([head, d]);
+    const crlf = head.indexOf('\r\n\r\n'), lf = head.indexOf('\n\n');
+    const i = crlf >= 0 ? crlf : lf;
+    if (i < 0) return;
+    let status = 200;
+    const headers = {};
+    for (const l of head.subarray(0, i).toString().split(/\r?\n/)) {
+      const c = l.indexOf(':');
+      if (c < 0) continue;
+      const k = l.slice(0, c).trim(), v = l.slice(c + 1).trim();
+      if (k.toLowerCase() === 'status') status = parseInt(v, 10);
+      else headers[k] = v;
+    }
+    res.writeHead(status, headers);
+    res.write(head.subarray(i + (crlf >= 0 ? 4 : 2)));
+    sent = true;
+  });
+  cgi.stdout.on('end', () => {
+    if (res.headersSent && !sent) return;
+    if (!sent) fail(502, 'git http-backend gave no answer\n');
+    else res.end();
+  });
+}
+
 export async function startFakeGitHub({ tokens = [], repos = {} } = {}) {
   const root = mkdtempSync(path.join(tmpdir(), 'smcp-github-'));
   const shas = {};
@@ -127,40 +169,6 @@ export async function startFakeGitHub({ tokens = [], repos = {} } = {}) {
     return json(res, 404, { message: 'Not Found' });
   }
 
-  function gitBackend(req, res, u) {
-    const cgi = spawn('git', ['http-backend'], { env: {
-      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
-      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method, REMOTE_USER: 'fake',
-      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_ADDR: '127.0.0.1',
-      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
-      GIT_PROTOCOL: req.headers['git-protocol'] || '', ...GIT_ENV,
-    } });
-    cgi.on('error', () => { if (!res.headersSent) { res.writeHead(500); res.end(); } });
-    req.pipe(cgi.stdin);
-    cgi.stdin.on('error', () => {});
-    let head = Buffer.alloc(0), sent = false;
-    cgi.stdout.on('data', (d) => {
-      if (sent) { res.write(d); return; }
-      head = Buffer.concat([head, d]);
-      const crlf = head.indexOf('\r\n\r\n'), lf = head.indexOf('\n\n');
-      const i = crlf >= 0 ? crlf : lf;
-      if (i < 0) return;
-      let status = 200;
-      const headers = {};
-      for (const l of head.subarray(0, i).toString().split(/\r?\n/)) {
-        const c = l.indexOf(':');
-        if (c < 0) continue;
-        const k = l.slice(0, c).trim(), v = l.slice(c + 1).trim();
-        if (k.toLowerCase() === 'status') status = parseInt(v, 10);
-        else headers[k] = v;
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(i + (crlf >= 0 ? 4 : 2)));
-      sent = true;
-    });
-    cgi.stdout.on('end', () => { if (!sent) { res.writeHead(502); } res.end(); });
-  }
-
   const server = http.createServer(async (req, res) => {
     const u = new URL(req.url, 'http://x');
     const token = tokenOf(req);
@@ -178,7 +186,7 @@ export async function startFakeGitHub({ tokens = [], repos = {} } = {}) {
     }
     try {
       if (kind === 'rest') await rest(req, res, u, token);
-      else gitBackend(req, res, u);
+      else gitHttpBackend(req, res, root, { REMOTE_USER: 'fake', ...GIT_ENV });
     } catch (e) {
       if (!res.headersSent) json(res, 500, { message: e.message });
     }

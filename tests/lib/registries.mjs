@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
+import { gitHttpBackend } from './fake-github.mjs';
 import { makeCA } from './tls.mjs';
 
 // --- archives ---
@@ -362,42 +363,7 @@ export async function startGitServer({ repos = { 'repo.git': { files: GIT_FIXTUR
   const ca = tls ? makeCA() : null;
   const cert = ca?.issue('git');
   const s = await listen((req, res) => {
-    const u = new URL(req.url, 'http://x');
-    const cgi = spawn('git', ['http-backend'], { env: {
-      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
-      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
-      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_ADDR: '127.0.0.1',
-      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
-      GIT_PROTOCOL: req.headers['git-protocol'] || '',
-    } });
-    cgi.on('error', (e) => { if (!res.headersSent) send(res, 500, 'text/plain', `git http-backend: ${e.message}\n`); });
-    req.pipe(cgi.stdin);
-    cgi.stdin.on('error', () => {});
-    let head = Buffer.alloc(0), sent = false;
-    cgi.stdout.on('data', (d) => {
-      if (sent) { res.write(d); return; }
-      head = Buffer.concat([head, d]);
-      const crlf = head.indexOf('\r\n\r\n'), lf = head.indexOf('\n\n');
-      const i = crlf >= 0 ? crlf : lf;
-      if (i < 0) return;
-      let status = 200;
-      const headers = {};
-      for (const l of head.subarray(0, i).toString().split(/\r?\n/)) {
-        const c = l.indexOf(':');
-        if (c < 0) continue;
-        const k = l.slice(0, c).trim(), v = l.slice(c + 1).trim();
-        if (k.toLowerCase() === 'status') status = parseInt(v, 10);
-        else headers[k] = v;
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(i + (crlf >= 0 ? 4 : 2)));
-      sent = true;
-    });
-    cgi.stdout.on('end', () => {
-      if (res.headersSent && !sent) return;
-      if (!sent) send(res, 502, 'text/plain', 'git http-backend gave no answer\n');
-      else res.end();
-    });
+    gitHttpBackend(req, res, root);
   }, { tls: cert, name });
   return {
     url: s.origin, port: s.port, requests: s.requests, repos: shas, ca: ca?.ca ?? null,
