@@ -27,6 +27,7 @@ before(async () => {
     'acme/other': { files: { 'README.md': '# other\n' } },
     'acme/locked': { files: { 'README.md': '# locked\n' } },
     'acme/open': { public: true, files: { 'README.md': '# open\n' } },
+    'acme/empty': { empty: true },
   } });
   server = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
@@ -219,4 +220,23 @@ test('a refused pull request is reported with GitHub\'s reason and leaves the ru
   assert.equal(r.pull_request, null);
   // the push itself went through
   assert.equal(gh.log('acme/locked', null, `main..refs/heads/${r.delivery.branch}`).length, 1);
+});
+
+test('an empty repository: the agent starts from nothing and the push creates its default branch', async () => {
+  credential('set');
+  const s = router.add('deliver-f2b', [
+    { tool: 'bash', input: { command: 'git branch --show-current; git rev-parse -q --verify HEAD || echo no-commits; echo "# new" > README.md && git add README.md && git -c user.name=A -c user.email=a@x commit -qm "First commit"', description: 'Start' } },
+    { text: 'Started the project.' },
+  ]);
+  const started = await ok('run_task', { task: 'deliver-f2b: start the project', repository: gh.repoUrl('acme/empty') });
+  const r = await finished(started.run_id);
+  assert.equal(r.status, 'succeeded', JSON.stringify(r));
+  assert.equal(toolResults(s.requests[1].body).at(-1).text, 'main\nno-commits\n');
+  assert.equal(r.delivery.status, 'delivered', JSON.stringify(r.delivery));
+  assert.equal(r.delivery.branch, 'main');
+  assert.match(r.delivery.reason, /the repository was empty: the push created its branch 'main', so there is no pull request/);
+  assert.equal(r.pull_request, null);
+  assert.deepEqual(gh.refs('acme/empty'), ['refs/heads/main']);
+  assert.deepEqual(gh.log('acme/empty', 'main').map((c) => c.subject), ['First commit']);
+  assert.deepEqual(r.changes.commits.map((c) => c.message), ['First commit']);
 });

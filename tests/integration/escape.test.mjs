@@ -264,10 +264,11 @@ describe('escape attempts against a sandbox with the default limits', () => {
     const dir = main.dataDir;
     assert.ok(existsSync(path.join(dir, 'sandbox-mcp.db')), 'sanity: the database exists on the host');
     const r = await exec(`ls -la ${dir}; cat ${dir}/sandbox-mcp.db | head -c 64; ls ${dir}/secrets; ` +
-      "find / \\( -path /proc -o -path /usr -o -path /sys \\) -prune -o \\( -name 'sandbox-mcp.db*' -o -name proxy_jwt_secret -o -name 'disk.img' \\) -print 2>/dev/null");
+      "find / \\( -path /proc -o -path /usr -o -path /sys \\) -prune -o \\( -name 'sandbox-mcp.db*' -o -name proxy_jwt_secret -o -name credentials.key -o -name 'disk.img' \\) -print 2>/dev/null");
+    assert.ok(existsSync(path.join(dir, 'secrets', 'credentials.key')), 'sanity: the credentials key exists on the host');
     assert.equal(r.stdout, '', `data dir contents visible: ${r.stdout}`);
     assert.match(r.stderr, /No such file or directory/);
-    for (const p of [dir, `${dir}/sandbox-mcp.db`, `${dir}/secrets/proxy_jwt_secret`,
+    for (const p of [dir, `${dir}/sandbox-mcp.db`, `${dir}/secrets/proxy_jwt_secret`, `${dir}/secrets/credentials.key`,
                      `../../..${dir}/sandbox-mcp.db`, `/proc/1/root${dir}/sandbox-mcp.db`]) {
       await fileToolFails('container_file_read', { path: p });
     }
