@@ -103,7 +103,8 @@ struct run {
     struct delivery *dv;
     char workdir[512];
     char branch[256];
-    char base[64];
+    char base[64]; /* the starting commit; "" in a repository without commits */
+    bool prepared; /* the workspace is ready: changes are told against base */
     int agent_pid;
     int64_t offset;
     int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
@@ -527,7 +528,9 @@ static void on_diff(void *ctx, const struct sandbox_exec_result *res, const stru
 
 static void collect_diff(struct run *r)
 {
-    _cleanup_free_ char *cmd = diff_command(r->base);
+    /* without a starting commit, against git's empty tree */
+    _cleanup_free_ char *cmd =
+        diff_command(r->base[0] ? r->base : "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
     const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", NULL};
     struct sandbox_exec_opts o = {
         .command = cmd, .cwd = r->workdir, .env = env, .timeout_ms = 60000, .output_bytes = 8192};
@@ -553,7 +556,7 @@ static void on_changes(void *ctx, const struct sandbox_exec_result *res, const s
 static void collect_changes(struct run *r)
 {
     r->phase = PH_FINISHING;
-    if (!r->sbx || !r->base[0] || !r->workdir[0]) {
+    if (!r->sbx || !r->prepared || !r->workdir[0] || (!r->base[0] && !r->repository)) {
         json_t *skipped =
             delivering(r) ? deliver_skipped("the run ended before its workspace was ready") : NULL;
         record_end(r, NULL, skipped);
@@ -564,19 +567,27 @@ static void collect_changes(struct run *r)
     buf_init(&cmd, 0);
     buf_puts(&cmd, "cd ");
     sh_quote(&cmd, r->workdir);
-    buf_puts(&cmd, " || exit 1; g='git -c core.quotepath=off'; ");
+    /* Without a starting commit (a repository that had none) the changes are the files against
+     * the empty tree and every commit there is, if any. */
+    if (r->base[0]) {
+        buf_puts(&cmd, " || exit 1; b=");
+        sh_quote(&cmd, r->base);
+        buf_puts(&cmd, "; l=\"$b..HEAD\"; ");
+    } else {
+        buf_puts(&cmd, " || exit 1; b=$(git hash-object -t tree /dev/null); l=HEAD; "
+                       "git rev-parse -q --verify HEAD >/dev/null || l=; ");
+    }
+    buf_puts(&cmd, "g='git -c core.quotepath=off'; ");
     /* What the agent of a run that delivers left uncommitted is committed by the server, so
      * that it is pushed with the rest. */
     if (delivering(r) && run_ok(r))
         buf_puts(&cmd, "if [ -n \"$(git status --porcelain)\" ]; then git add -A && git -c "
                        "user.name=sandbox-mcp -c user.email=sandbox-mcp@localhost -c "
-                       "core.hooksPath=/dev/null commit -q --no-verify -m \"$SMCP_MSG\" >&2; fi; ");
-    buf_puts(&cmd, "$g rev-parse --abbrev-ref HEAD; "
-                   "echo ---; git add -A -N . 2>/dev/null; $g diff --numstat ");
-    buf_puts(&cmd, r->base);
-    buf_puts(&cmd, " --; echo ---; $g log --format='%H %s' ");
-    buf_puts(&cmd, r->base);
-    buf_puts(&cmd, "..HEAD --");
+                       "core.hooksPath=/dev/null commit -q --no-verify -m \"$SMCP_MSG\" >&2 && "
+                       "l=${l:-HEAD}; fi; ");
+    buf_puts(&cmd, "$g symbolic-ref -q --short HEAD || echo HEAD; "
+                   "echo ---; git add -A -N . 2>/dev/null; $g diff --numstat \"$b\" --; echo ---; "
+                   "if [ -n \"$l\" ]; then $g log --format='%H %s' \"$l\" --; fi");
     const char *what = r->title && *r->title ? r->title : "Changes";
     size_t wl = strcspn(what, "\n");
     char *msg = xasprintf("SMCP_MSG=%.*s (left uncommitted by the agent)\n\nCommitted by "
@@ -997,7 +1008,8 @@ static bool prepared(struct run *r, const struct err *err)
     return true;
 }
 
-/* Output of the preparation: "<HEAD sha>\n<branch>\n" */
+/* Output of the preparation: "<branch>\n<HEAD sha>\n" ("-" for the sha in a repository without
+ * commits), then "made" or "empty" when the run made the session's branch */
 static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
@@ -1013,13 +1025,17 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
     }
     if (r->repository) {
         char sha[64] = "", branch[256] = "", made[16] = "";
-        sscanf(res->out, "%63s %255s %15s", sha, branch, made);
-        snprintf(r->base, sizeof(r->base), "%s", sha);
+        sscanf(res->out, "%255s %63s %15s", branch, sha, made);
+        snprintf(r->base, sizeof(r->base), "%s", strcmp(sha, "-") == 0 ? "" : sha);
         snprintf(r->branch, sizeof(r->branch), "%s", branch);
-        if (strcmp(made, "made") == 0) {
-            /* the session's branch, made from the one checked out: its pull request's base */
+        if (strcmp(made, "made") == 0 || strcmp(made, "empty") == 0) {
+            /* the session's branch, made from the one checked out: its pull request's base; in
+             * an empty repository, the branch checked out, with no base (its push creates it) */
             struct err e2 = {0};
-            snprintf(r->base_branch, sizeof(r->base_branch), "%s", branch);
+            if (strcmp(made, "empty") == 0)
+                snprintf(r->work_branch, sizeof(r->work_branch), "%s", branch);
+            snprintf(r->base_branch, sizeof(r->base_branch), "%s",
+                     strcmp(made, "made") == 0 ? branch : "");
             if (store_session_set_branch(r->e->st, r->session_id, r->work_branch, r->base_branch,
                                          &e2) < 0)
                 log_error("session branch not recorded run=%s err=\"%s\"", r->id, e2.msg);
@@ -1027,11 +1043,15 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
             snprintf(r->branch, sizeof(r->branch), "%s", r->base_branch);
         }
     }
+    r->prepared = true;
     start_agent(r);
 }
 
 /* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
- * existing one, and print the starting commit and branch. */
+ * existing one, and print the branch and the starting commit (none in a repository without
+ * commits). The archive holds the git directory as .GIT, a name git never checks out, and it
+ * becomes .git only once all is unpacked: a workspace with .git is whole, and an unpack that
+ * stopped half-way is made afresh by the session's next run instead of failing it again. */
 static void prepare_workspace(struct run *r, bool unpack)
 {
     r->phase = PH_PREPARE;
@@ -1040,26 +1060,31 @@ static void prepare_workspace(struct run *r, bool unpack)
     buf_puts(&cmd, "set -e; d=");
     sh_quote(&cmd, r->workdir);
     if (unpack)
-        buf_puts(&cmd, "; mkdir -p \"$d\"; tar -x --no-same-owner -C \"$d\" -f -");
+        buf_puts(&cmd, "; mkdir -p \"$d\"; rm -rf \"$d/.GIT\" \"$d/.git\"; "
+                       "tar -x --no-same-owner -C \"$d\" -f -; mv \"$d/.GIT\" \"$d/.git\"");
     if (r->repository) {
         buf_puts(&cmd, "; cd \"$d\"");
-        bool work = delivering(r), made = work && !r->base_branch[0];
-        if (work && !made) {
-            /* the session's branch, made by an earlier run */
-            buf_puts(&cmd, "; git checkout -q ");
-            sh_quote(&cmd, r->work_branch);
-            buf_puts(&cmd, " --");
-        } else if (!unpack && r->branch_req[0]) {
-            buf_puts(&cmd, "; git checkout -q ");
-            sh_quote(&cmd, r->branch_req);
-            buf_puts(&cmd, " --");
+        bool work = delivering(r), made = work && r->new_work_branch;
+        const char *branch = work && !made                 ? r->work_branch /* an earlier run's */
+                             : !unpack && r->branch_req[0] ? r->branch_req
+                                                           : NULL;
+        if (branch) {
+            /* in a repository without any commit yet, the branch is born with the first */
+            buf_puts(&cmd, "; b=");
+            sh_quote(&cmd, branch);
+            buf_puts(&cmd,
+                     "; if [ -n \"$(git for-each-ref --count=1)\" ]; then "
+                     "git checkout -q \"$b\" --; else git symbolic-ref HEAD \"refs/heads/$b\"; fi");
         }
-        buf_puts(&cmd, "; git rev-parse HEAD; git rev-parse --abbrev-ref HEAD");
+        buf_puts(&cmd, "; git symbolic-ref -q --short HEAD || echo HEAD; "
+                       "git rev-parse -q --verify 'HEAD^{commit}' || echo -");
         if (made) {
-            /* the session's branch, made from what is checked out */
-            buf_puts(&cmd, "; git checkout -q -b ");
+            /* the session's branch, made from what is checked out; in a repository without
+             * commits it is the branch checked out, which the first push creates */
+            buf_puts(&cmd, "; if git rev-parse -q --verify HEAD >/dev/null; then "
+                           "git checkout -q -b ");
             sh_quote(&cmd, r->work_branch);
-            buf_puts(&cmd, "; echo made");
+            buf_puts(&cmd, "; echo made; else echo empty; fi");
         }
     } else {
         buf_puts(&cmd, "; mkdir -p \"$d\"");
@@ -1082,12 +1107,11 @@ static void prepare_workspace(struct run *r, bool unpack)
 
 /* What went wrong in a clone, in a few words of our own: git's output carries what the remote
  * answered, which may be an internal service's words and must not reach the user. */
-static const char *clone_reason(const struct run *r, const char *out, char *buf, size_t cap)
+static const char *clone_reason(const char *out)
 {
     static const struct {
         const char *needle, *reason;
     } known[] = {
-        {"not found in upstream", NULL}, /* the branch: said below with its name */
         {"Repository not found", "the repository does not exist, or it is private"},
         {"does not appear to be a git repository", "there is no git repository at that address"},
         {"does not exist", "the repository does not exist"},
@@ -1110,16 +1134,49 @@ static const char *clone_reason(const struct run *r, const char *out, char *buf,
         {"unable to access", "cannot reach the repository"},
         {"remote error", "the server refused to serve the repository"},
     };
-    for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
-        if (!strstr(out, known[i].needle))
-            continue;
-        if (!known[i].reason) {
-            snprintf(buf, cap, "branch '%s' does not exist in the repository", r->branch_req);
-            return buf;
-        }
-        return known[i].reason;
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+        if (strstr(out, known[i].needle))
+            return known[i].reason;
     return "git failed";
+}
+
+/* The clone's HEAD names a branch it does not have, and it has several: fail, naming some of
+ * them. out ends with what the clone script printed: "smcp-branches <n>\n" and up to ten
+ * names, one a line. */
+static void fail_branches(struct run *r, char *out)
+{
+    char *at = NULL;
+    for (char *p = out; (p = strstr(p, "smcp-branches ")); p++)
+        if (p == out || p[-1] == '\n')
+            at = p;
+    unsigned long total = at ? strtoul(at + 14, NULL, 10) : 0;
+    char *list = at ? strchr(at, '\n') : NULL, *save = NULL;
+    struct buf names;
+    buf_init(&names, 0);
+    unsigned shown = 0;
+    for (char *line = list ? strtok_r(list, "\n", &save) : NULL; line && shown < 10;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (!repo_branch_valid(line) || names.len + strlen(line) > 300)
+            break;
+        buf_printf(&names, "%s'%s'", shown ? ", " : "", line);
+        shown++;
+    }
+    if (shown == 0)
+        run_fail(r,
+                 "cannot clone '%s': the branch its HEAD names does not exist; pass the branch to "
+                 "work on as branch",
+                 r->repository);
+    else if (total > shown)
+        run_fail(r,
+                 "cannot clone '%s': the branch its HEAD names does not exist; pass one of its %lu "
+                 "branches as branch: %s and %lu more",
+                 r->repository, total, names.data, total - shown);
+    else
+        run_fail(r,
+                 "cannot clone '%s': the branch its HEAD names does not exist; pass one of its "
+                 "branches as branch: %s",
+                 r->repository, names.data);
+    buf_release(&names);
 }
 
 static void on_cloned(struct proc_watch *w, int status)
@@ -1128,6 +1185,16 @@ static void on_cloned(struct proc_watch *w, int status)
     r->clone_active = false;
     _cleanup_free_ char *out = w->data;
     w->data = NULL;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+        log_info("run clone has no branch at HEAD run=%s", r->id);
+        fail_branches(r, out ? out : (char *)"");
+        return;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+        run_fail(r, "cannot clone '%s': branch '%s' does not exist in the repository",
+                 r->repository, r->branch_req);
+        return;
+    }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char *msg = out ? out : (char *)"";
         size_t n = strlen(msg);
@@ -1142,8 +1209,7 @@ static void on_cloned(struct proc_watch *w, int status)
             if (*p == '"' || (unsigned char)*p < ' ')
                 *p = '\'';
         log_warn("run clone failed run=%s git=\"%.300s\"", r->id, last);
-        char buf[320];
-        run_fail(r, "cannot clone '%s': %s", r->repository, clone_reason(r, msg, buf, sizeof(buf)));
+        run_fail(r, "cannot clone '%s': %s", r->repository, clone_reason(msg));
         return;
     }
     prepare_workspace(r, true);
@@ -1162,13 +1228,39 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     }
     /* The URL and paths go in the environment; the credential, for the operator's GitHub
      * repositories only, as a git configuration entry from the environment: neither is ever in
-     * an argument list. */
+     * an argument list.
+     * What to check out is decided once everything is fetched: the requested branch (or tag);
+     * else the remote's HEAD; else, when HEAD names a branch the remote does not have, its only
+     * branch, and with several, exit 3 listing them; a repository without commits keeps HEAD
+     * unborn, named as the remote's (or the requested branch, or init.defaultBranch). A
+     * requested branch that is not there: exit 4. The git directory is packed as .GIT (see
+     * prepare_workspace). */
     static const char script[] =
         "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; "
-        "if [ -n \"$SMCP_BRANCH\" ]; then set -- --branch \"$SMCP_BRANCH\"; fi; "
-        "git clone --quiet --no-hardlinks --template= \"$@\" -- \"$SMCP_URL\" \"$SMCP_DEST\" "
-        ">&2; "
-        "tar -C \"$SMCP_DEST\" -cf \"$SMCP_TAR\" .";
+        "git clone --quiet --no-checkout --no-hardlinks --template= -- \"$SMCP_URL\" "
+        "\"$SMCP_DEST\" >&2; "
+        "cd \"$SMCP_DEST\"; b=$SMCP_BRANCH; h=$(git symbolic-ref -q --short HEAD || :); "
+        "all=$(git for-each-ref --format='%(refname:lstrip=3)' refs/remotes/origin/ | "
+        "grep -vx HEAD || :); "
+        "if [ -z \"$b\" ] && ! git rev-parse -q --verify HEAD >/dev/null; then "
+        "  n=$(printf '%s' \"$all\" | grep -c '' || :); "
+        "  if [ \"$n\" -gt 1 ]; then "
+        "    printf 'smcp-branches %s\\n' \"$n\"; printf '%s\\n' \"$all\" | head -n 10; exit 3; "
+        "  fi; "
+        "  b=$all; "
+        "fi; "
+        "if [ -z \"$b\" ]; then "
+        "  if git rev-parse -q --verify HEAD >/dev/null; then git checkout -q; fi; "
+        "elif git rev-parse -q --verify \"refs/remotes/origin/$b\" >/dev/null; then "
+        "  git checkout -q -B \"$b\" --track \"refs/remotes/origin/$b\" --; "
+        "elif git rev-parse -q --verify \"refs/tags/$b\" >/dev/null; then "
+        "  git checkout -q --detach \"refs/tags/$b^{commit}\" --; "
+        "elif [ -z \"$all\" ]; then "
+        "  git symbolic-ref HEAD \"refs/heads/$b\"; "
+        "else exit 4; fi; "
+        "if [ -n \"$b\" ] && [ \"$h\" != \"$b\" ] && "
+        "git rev-parse -q --verify \"refs/heads/$h\" >/dev/null; then git branch -q -D \"$h\"; fi; "
+        "mv .git .GIT; tar -cf \"$SMCP_TAR\" .";
     char *env[24];
     size_t n = 0, ncfg = 0;
     env[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
@@ -1186,6 +1278,9 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     env[n++] = xasprintf("SMCP_BRANCH=%s", r->branch_req);
     env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.followRedirects", ncfg);
     env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=false", ncfg++);
+    /* HEAD of an empty clone when the remote does not say what its HEAD names */
+    env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=init.defaultBranch", ncfg);
+    env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=main", ncfg++);
     struct egress_addr literal;
     if (n_addrs > 0 && egress_addr_parse(r->ref.host, &literal) < 0) {
         struct buf pin;
@@ -1561,6 +1656,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
         } else {
             deliver_branch_name(r->session_id, r->title && *r->title ? r->title : r->task,
                                 r->work_branch);
+            r->new_work_branch = true;
         }
     }
     struct run **pp = &e->runs;
@@ -1590,6 +1686,7 @@ static void adopt(const struct store_run *row, void *ctx)
     snprintf(r->workdir, sizeof(r->workdir), "%s", row->workdir);
     snprintf(r->branch, sizeof(r->branch), "%s", row->branch);
     snprintf(r->base, sizeof(r->base), "%s", row->base_commit);
+    r->prepared = true;
     r->phase = PH_AGENT;
 }
 

@@ -150,6 +150,24 @@ function bareRepo(name) {
   return bare;
 }
 
+// A bare repository <name>.git without a commit, whose HEAD names head.
+function emptyRepo(name, head) {
+  const bare = path.join(scratch, `${name}.git`);
+  git(['init', '-q', '--bare', bare]);
+  git(['symbolic-ref', 'HEAD', `refs/heads/${head}`], bare);
+  return bare;
+}
+
+// bareRepo(name) with exactly the given branches (each at main's commit unless it is feature),
+// and its HEAD naming master, a branch it does not have.
+function headlessRepo(name, branches) {
+  const bare = bareRepo(name);
+  for (const b of branches) if (b !== 'main' && b !== 'feature') git(['branch', b, 'main'], bare);
+  git(['symbolic-ref', 'HEAD', 'refs/heads/master'], bare);
+  for (const b of ['main', 'feature']) if (!branches.includes(b)) git(['branch', '-D', b], bare);
+  return bare;
+}
+
 function addUser(srv, name) {
   const add = cli(['user', 'add', name, '--data-dir', srv.dataDir]);
   assert.equal(add.status, 0, add.stderr);
@@ -426,6 +444,119 @@ describe('runs', { concurrency: true }, () => {
       // the agent never started
       assert.equal(scripts[i].requests.length + scripts[i].titles.length, 0, diag);
     });
+  });
+
+  test('an empty repository: the agent starts from nothing; its commits and files are the changes', async () => {
+    const as = { token: addUser(server, 'repo-empty') }; // its own user: its runs count against no other test's limits
+    const blank = emptyRepo('blank', 'trunk');
+    const s1 = router.add('blank-1', [
+      { tool: 'write', input: { filePath: '/workspace/blank/notes.txt', content: 'first\nsecond\n' } },
+      { tool: 'bash', input: { command: `git add notes.txt && ${COMMIT} -m "Start notes" && echo draft > draft.txt && git branch --show-current && ls -A`,
+        description: 'Commit the notes' } },
+      { text: 'Started the notes.' },
+    ]);
+    // with branch, that branch; and no commit at all
+    const s2 = router.add('void-1', [
+      { tool: 'bash', input: { command: 'git symbolic-ref --short HEAD && echo x > a.txt', description: 'Where am I' } },
+      { text: 'Wrote a.txt.' },
+    ]);
+    const [a, b] = await Promise.all([
+      runTask(server, { task: 'blank-1: start the notes', repository: blank }, as),
+      runTask(server, { task: 'void-1: write a.txt', repository: emptyRepo('void', 'main'), branch: 'dev' }, as),
+    ]);
+    const [ra, rb] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, b.run_id, as)]);
+    let diag = JSON.stringify(ra, null, 1);
+    assert.equal(ra.status, 'succeeded', diag);
+    assert.equal(ra.branch, 'trunk', diag); // as the remote's HEAD names it
+    assert.equal(toolResults(s1.requests[2].body).at(-1).text, 'trunk\n.git\ndraft.txt\nnotes.txt\n');
+    assert.equal(ra.changes.branch, 'trunk', diag);
+    assert.deepEqual(ra.changes.files.map(({ path: p, insertions, deletions }) => ({ path: p, insertions, deletions })),
+      [{ path: 'draft.txt', insertions: 1, deletions: 0 }, { path: 'notes.txt', insertions: 2, deletions: 0 }], diag);
+    assert.equal(ra.changes.files_changed, 2, diag);
+    assert.equal(ra.changes.insertions, 3, diag);
+    assert.deepEqual(ra.changes.commits.map((c) => c.message), ['Start notes'], diag);
+    const [rowA] = sql(server, `SELECT base_commit, workdir FROM runs WHERE id = ${q(a.run_id)}`);
+    assert.deepEqual(rowA, { base_commit: null, workdir: '/workspace/blank' }); // no starting commit
+
+    diag = JSON.stringify(rb, null, 1);
+    assert.equal(rb.status, 'succeeded', diag);
+    assert.equal(rb.branch, 'dev', diag);
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, 'dev\n');
+    assert.deepEqual(rb.changes.files.map((f) => f.path), ['a.txt'], diag);
+    assert.deepEqual(rb.changes.commits, [], diag);
+    assert.equal(rb.changes.branch, 'dev', diag);
+
+    // the same session again: it starts from the first run's commit
+    const s3 = router.add('blank-2', [
+      { tool: 'bash', input: { command: `echo third >> notes.txt && ${COMMIT} -a -m "More notes"`, description: 'Commit more' } },
+      { text: 'More notes.' },
+    ]);
+    const c = await runTask(server, { task: 'blank-2: add to the notes', session_id: a.session_id }, as);
+    const rc = await waitRun(server, c.run_id, as);
+    diag = JSON.stringify(rc, null, 1);
+    assert.equal(rc.status, 'succeeded', diag);
+    assert.equal(s3.remaining, 0, diag);
+    assert.equal(rc.repository, blank);
+    assert.equal(rc.branch, 'trunk', diag);
+    assert.ok(userTexts(s3.requests[0].body).some((t) => t.includes('blank-1')), 'the conversation did not go on');
+    assert.deepEqual(rc.changes.commits.map((x) => x.message), ['More notes'], diag);
+    assert.deepEqual(rc.changes.files.find((f) => f.path === 'notes.txt'),
+      { path: 'notes.txt', insertions: 1, deletions: 0, binary: false }, diag);
+    const [rowC] = sql(server, `SELECT base_commit FROM runs WHERE id = ${q(c.run_id)}`);
+    assert.ok(ra.changes.commits[0].sha.startsWith(rowC.base_commit) || rowC.base_commit.startsWith(ra.changes.commits[0].sha), JSON.stringify(rowC));
+  });
+
+  test('a HEAD naming no branch: the only branch is cloned; with several, the run names them', async () => {
+    const as = { token: addUser(server, 'repo-head') }; // its own user: its runs count against no other test's limits
+    const lost = headlessRepo('lost', ['main']);
+    const many = ['main', 'feature', ...Array.from({ length: 10 }, (_, i) => `b${String(i + 1).padStart(2, '0')}`)];
+    const forked = headlessRepo('forked', many);
+    const s1 = router.add('lost-1', [
+      { tool: 'bash', input: { command: 'git branch --show-current && cat README.md', description: 'Where am I' } },
+      { text: 'On main.' },
+    ]);
+    // a run of the session without repository, asked for while the first is under way, works
+    // in the first one's repository
+    const s2 = router.add('lost-2', [
+      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
+      { text: 'In lost.' },
+    ]);
+    const sf = router.add('forked-1', [{ text: 'Should not run.' }]);
+    const [a, f] = await Promise.all([
+      runTask(server, { task: 'lost-1: which branch?', repository: lost }, as),
+      runTask(server, { task: 'forked-1: which branch?', repository: forked }, as),
+    ]);
+    const b = await runTask(server, { task: 'lost-2: where are you?', session_id: a.session_id }, as);
+    const [ra, rf] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, f.run_id, as)]);
+    let diag = JSON.stringify(ra, null, 1);
+    assert.equal(ra.status, 'succeeded', diag);
+    assert.equal(ra.branch, 'main', diag);
+    assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'main\n# lost\n');
+    const rb = await waitRun(server, b.run_id, as);
+    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
+    assert.equal(rb.repository, lost);
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/lost\n');
+
+    diag = JSON.stringify(rf, null, 1);
+    assert.equal(rf.status, 'failed', diag);
+    assert.equal(sf.requests.length + sf.titles.length, 0, diag);
+    const err = rf.result.error;
+    assert.match(err, /^cannot clone '[^']*forked\.git': /, diag);
+    assert.match(err, /\bbranch\b/, diag);
+    assert.match(err, /'b01', 'b02', .*'b10'/, diag); // the first ten, sorted
+    assert.doesNotMatch(err, /'main'|'feature'/, diag);
+    assert.match(err, /12/, diag);
+
+    // the same session, with a branch: the clone is made afresh and works
+    const sg = router.add('forked-2', [
+      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
+      { text: 'On feature.' },
+    ]);
+    const g = await runTask(server, { task: 'forked-2: which branch?', session_id: f.session_id, repository: forked, branch: 'feature' }, as);
+    const rg = await waitRun(server, g.run_id, as);
+    assert.equal(rg.status, 'succeeded', JSON.stringify(rg, null, 1));
+    assert.equal(rg.branch, 'feature');
+    assert.equal(toolResults(sg.requests[1].body).at(-1).text, 'feature\nfeature work\n');
   });
 
   test('the agent holds a proxy token, never the real key', async () => {
