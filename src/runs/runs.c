@@ -895,6 +895,33 @@ static int task_memfd(struct run *r, struct err *err)
     return TAKE_FD(fd);
 }
 
+struct conversation_dir {
+    int64_t before;    /* the run starting now */
+    char workdir[512]; /* "" until found */
+};
+
+static void on_session_run(const struct store_run *row, void *ctx)
+{
+    struct conversation_dir *d = ctx;
+    if (!d->workdir[0] && row->n < d->before && row->workdir[0] && row->event_count > 0)
+        snprintf(d->workdir, sizeof(d->workdir), "%s", row->workdir);
+}
+
+/* Whether r works where its session's conversation was held (its newest earlier run that the
+ * agent spoke in): OpenCode keeps a conversation with the directory it began in, and asked to
+ * continue it in another one it hangs without a word. True when that is not known. */
+static bool conversation_here(struct run *r)
+{
+    struct conversation_dir d = {.before = r->n};
+    struct store_run_list_opts o = {
+        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
+    struct err err = {0};
+    bool more;
+    if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0 || !d.workdir[0])
+        return true;
+    return strcmp(d.workdir, r->workdir) == 0;
+}
+
 static void start_agent(struct run *r)
 {
     struct runs *e = r->e;
@@ -909,6 +936,11 @@ static void start_agent(struct run *r)
     }
     struct store_session ses = {0};
     store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
+    if (ses.agent_session[0] && !conversation_here(r)) {
+        log_info("run starts a new conversation run=%s session=%s workdir=%s", r->id, r->session_id,
+                 r->workdir);
+        ses.agent_session[0] = '\0';
+    }
     char *token = NULL, jti[64];
     int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
     /* git through the proxy only for the run's own repository, when a credential serves it;

@@ -559,6 +559,25 @@ describe('runs', { concurrency: true }, () => {
     assert.equal(toolResults(sg.requests[1].body).at(-1).text, 'feature\nfeature work\n');
   });
 
+  test('a session that moves from /workspace to a repository works there, in a new conversation', async () => {
+    const as = { token: addUser(server, 'repo-move') }; // its own user: its runs count against no other test's limits
+    const cog = bareRepo('cog');
+    router.add('cog-1', [{ text: 'Nothing to do.' }]);
+    const a = await runTask(server, { task: 'cog-1: say nothing' }, as);
+    assert.equal((await waitRun(server, a.run_id, as)).status, 'succeeded');
+    // OpenCode, asked to go on with a conversation in another directory, hangs without a word
+    const s2 = router.add('cog-2', [
+      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
+      { text: 'In cog.' },
+    ]);
+    const b = await runTask(server, { task: 'cog-2: where are you?', session_id: a.session_id, repository: cog, timeout_minutes: 5 }, as);
+    const rb = await waitRun(server, b.run_id, as);
+    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/cog\n');
+    const said = userTexts(s2.requests[0].body);
+    assert.ok(said[0].includes('cog-2') && !said.some((t) => t.includes('cog-1')), JSON.stringify(said));
+  });
+
   test('the agent holds a proxy token, never the real key', async () => {
     // Counts only, so that nothing secret lands in the events; the key's pattern is split so
     // that the command itself does not contain it. Lines: the real key in the environment, a
