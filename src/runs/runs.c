@@ -1074,6 +1074,12 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
         } else if (delivering(r) && r->base_branch[0]) {
             snprintf(r->branch, sizeof(r->branch), "%s", r->base_branch);
         }
+        /* the session's repository is the one its workspace holds: a later run without one
+         * works there */
+        struct err serr = {0};
+        if (store_session_update(r->e->st, r->session_id, NULL, r->repository, time_now_ms(),
+                                 &serr) < 0)
+            log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
     }
     r->prepared = true;
     start_agent(r);
@@ -1971,10 +1977,15 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                            ses.agent);
     }
     /* A later run of a session without a repository works where the session's last one did:
-     * the agent's conversation belongs to that directory. */
-    const char *repository = s->repository       ? s->repository
-                             : ses.repository[0] ? ses.repository
-                                                 : NULL;
+     * the agent's conversation belongs to that directory. That is the repository of the
+     * session's newest run still to end, else the one its workspace holds (recorded once it was
+     * unpacked there: a repository that could not be cloned is not the session's). */
+    const char *repository = s->repository;
+    for (const struct run *o = e->runs; o && !s->repository && ses.id[0]; o = o->next)
+        if (strcmp(o->session_id, ses.id) == 0 && o->repository)
+            repository = o->repository;
+    if (!repository && ses.repository[0])
+        repository = ses.repository;
     /* Delivery: a pull request on a GitHub repository a credential serves; by default a draft
      * when one can be opened, else none (get_result says why). */
     const char *pr = "none";
@@ -2026,8 +2037,6 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         if (r < 0)
             return r;
     }
-    if (s->repository)
-        store_session_update(e->st, ses.id, NULL, s->repository, now, err);
     struct store_run row = {0};
     id_new("run", row.id);
     snprintf(row.user_id, sizeof(row.user_id), "%s", s->user_id);

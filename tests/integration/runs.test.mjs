@@ -578,6 +578,55 @@ describe('runs', { concurrency: true }, () => {
     assert.ok(said[0].includes('cog-2') && !said.some((t) => t.includes('cog-1')), JSON.stringify(said));
   });
 
+  test('a run whose start failed leaves its session usable', async () => {
+    const as = { token: addUser(server, 'repo-again') }; // its own user: its runs count against no other test's limits
+    const ratchet = bareRepo('ratchet');
+    const missing = path.join(scratch, 'not-there.git');
+    const none = [router.add('ratchet-1', [{ text: 'Should not run.' }]), router.add('missing-1', [{ text: 'Should not run.' }])];
+    const [a, m] = await Promise.all([
+      runTask(server, { task: 'ratchet-1: anything', repository: ratchet, branch: 'no-such-branch' }, as),
+      runTask(server, { task: 'missing-1: anything', repository: missing }, as),
+    ]);
+    const [ra, rm] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, m.run_id, as)]);
+    assert.equal(ra.status, 'failed', JSON.stringify(ra, null, 1));
+    assert.match(ra.result.error, /branch 'no-such-branch' does not exist/);
+    assert.equal(rm.status, 'failed', JSON.stringify(rm, null, 1));
+    assert.match(rm.result.error, /^cannot clone /);
+    for (const s of none) assert.equal(s.requests.length + s.titles.length, 0);
+
+    // the same session with an existing branch
+    const s1 = router.add('ratchet-2', [
+      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
+      { text: 'On feature.' },
+    ]);
+    // the session whose repository could not be cloned has none: a run without one works in
+    // /workspace, and one naming a repository clones it
+    const s2 = router.add('missing-2', [
+      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
+      { text: 'In the workspace.' },
+    ]);
+    const [b, n] = await Promise.all([
+      runTask(server, { task: 'ratchet-2: which branch?', session_id: a.session_id, branch: 'feature', repository: ratchet }, as),
+      runTask(server, { task: 'missing-2: where are you?', session_id: m.session_id }, as),
+    ]);
+    const [rb, rn] = await Promise.all([waitRun(server, b.run_id, as), waitRun(server, n.run_id, as)]);
+    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
+    assert.equal(rb.branch, 'feature');
+    assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'feature\nfeature work\n');
+    assert.equal(rn.status, 'succeeded', JSON.stringify(rn, null, 1));
+    assert.equal(rn.repository, null);
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace\n');
+
+    const s3 = router.add('missing-3', [
+      { tool: 'bash', input: { command: 'pwd && git branch --show-current', description: 'Where am I' } },
+      { text: 'In ratchet.' },
+    ]);
+    const o = await runTask(server, { task: 'missing-3: where are you?', session_id: m.session_id, repository: ratchet }, as);
+    const ro = await waitRun(server, o.run_id, as);
+    assert.equal(ro.status, 'succeeded', JSON.stringify(ro, null, 1));
+    assert.equal(toolResults(s3.requests[1].body).at(-1).text, '/workspace/ratchet\nmain\n');
+  });
+
   test('the agent holds a proxy token, never the real key', async () => {
     // Counts only, so that nothing secret lands in the events; the key's pattern is split so
     // that the command itself does not contain it. Lines: the real key in the environment, a
