@@ -389,6 +389,14 @@ static void on_delivered(void *ctx, json_t *delivery)
 {
     struct run *r = ctx;
     r->dv = NULL;
+    if (!r->base_branch[0] &&
+        strcmp(json_string_value(json_object_get(delivery, "status")), "delivered") == 0) {
+        /* the push made an empty repository's first branch: the session's next run works on
+         * a branch of its own again, made from this one, with a pull request */
+        struct err err = {0};
+        if (store_session_set_branch(r->e->st, r->session_id, NULL, NULL, &err) < 0)
+            log_error("session branch not reset run=%s err=\"%s\"", r->id, err.msg);
+    }
     record_end(r, r->changes, delivery);
 }
 
@@ -2022,7 +2030,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                        "session '%s' delivers to branch '%s' of %s; start a new session for "
                        "another repository",
                        ses.id, ses.work_branch, ses.repository);
-    if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->branch &&
+    if (ses.work_branch[0] && ses.base_branch[0] && strcmp(pr, "none") != 0 && s->branch &&
         strcmp(s->branch, ses.base_branch) != 0)
         return err_set(err, -EINVAL,
                        "session '%s' delivers to branch '%s', made from '%s'; start a new "

@@ -332,7 +332,8 @@ int store_session_update(struct store *st, const char *id, const char *agent_ses
                          const char *repository, int64_t last_run_at, struct err *err);
 /* Sessions whose last run ended before `before` (ms) and whose workspace is still there, with
  * no run queued or running. */
-/* Record the branch a session's runs deliver to and the base it was made from. */
+/* Record the branch a session's runs deliver to and the base it was made from (NULLs: none, the
+ * next delivering run makes one). */
 int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
                              const char *base_branch, struct err *err);
 /* Record the session's pull request. */

@@ -239,4 +239,16 @@ test('an empty repository: the agent starts from nothing and the push creates it
   assert.deepEqual(gh.refs('acme/empty'), ['refs/heads/main']);
   assert.deepEqual(gh.log('acme/empty', 'main').map((c) => c.subject), ['First commit']);
   assert.deepEqual(r.changes.commits.map((c) => c.message), ['First commit']);
+  // the session's next run works on a branch of its own, and opens a pull request against main
+  router.add('deliver-g3c', [
+    { tool: 'bash', input: { command: 'echo more >> README.md && git commit -qam More', description: 'More' } },
+    { text: 'Added more.' },
+  ]);
+  const next = await finished((await ok('run_task', { task: 'deliver-g3c: add more', session_id: started.session_id })).run_id);
+  assert.equal(next.delivery.status, 'delivered', JSON.stringify(next.delivery));
+  assert.match(next.delivery.branch, WORK);
+  assert.equal(next.delivery.base, 'main');
+  assert.equal(next.pull_request.number, gh.pulls.at(-1).number);
+  assert.equal(gh.pulls.at(-1).base, 'main');
+  assert.deepEqual(gh.log('acme/empty', 'main').map((c) => c.subject), ['First commit']);
 });
