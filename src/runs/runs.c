@@ -1510,9 +1510,31 @@ static void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, san
         r->sw = w;
 }
 
+/* A delivering run's branch: the session's, made by an earlier run, or the one this run makes.
+ * Looked at again when the run starts: a run queued behind the session's first finds the branch
+ * that one made. */
+static void load_work_branch(struct run *r)
+{
+    if (r->pr == PR_NONE || !r->github_repo[0])
+        return;
+    struct store_session ses = {0};
+    struct err err = {0};
+    store_session_get(r->e->st, NULL, r->session_id, &ses, &err);
+    r->new_work_branch = !ses.work_branch[0];
+    if (ses.work_branch[0]) {
+        snprintf(r->work_branch, sizeof(r->work_branch), "%s", ses.work_branch);
+        snprintf(r->base_branch, sizeof(r->base_branch), "%s", ses.base_branch);
+    } else {
+        r->base_branch[0] = '\0';
+        deliver_branch_name(r->session_id, r->title && *r->title ? r->title : r->task,
+                            r->work_branch);
+    }
+}
+
 static void run_begin(struct run *r)
 {
     r->phase = PH_ACQUIRE;
+    load_work_branch(r);
     if (!r->began) {
         r->began = true;
         r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
@@ -1691,20 +1713,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
         repo_check(r->repository, true, &r->ref, &err);
         proxy_repo_of_url(e->github_base, r->repository, r->github_repo);
     }
-    if (r->pr != PR_NONE && r->github_repo[0]) {
-        /* the session's branch: an earlier run's, or the one this run makes */
-        struct store_session ses = {0};
-        struct err err = {0};
-        store_session_get(e->st, NULL, r->session_id, &ses, &err);
-        if (ses.work_branch[0]) {
-            snprintf(r->work_branch, sizeof(r->work_branch), "%s", ses.work_branch);
-            snprintf(r->base_branch, sizeof(r->base_branch), "%s", ses.base_branch);
-        } else {
-            deliver_branch_name(r->session_id, r->title && *r->title ? r->title : r->task,
-                                r->work_branch);
-            r->new_work_branch = true;
-        }
-    }
+    load_work_branch(r);
     struct run **pp = &e->runs;
     while (*pp)
         pp = &(*pp)->next;

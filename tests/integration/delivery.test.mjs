@@ -212,14 +212,24 @@ test('a refused pull request is reported with GitHub\'s reason and leaves the ru
     { tool: 'bash', input: { command: 'echo x > x.txt', description: 'Write' } },
     { text: 'Wrote x.' },
   ]);
+  router.add('deliver-e1b', [
+    { tool: 'bash', input: { command: 'echo y > y.txt', description: 'Write' } },
+    { text: 'Wrote y.' },
+  ]);
   const started = await ok('run_task', { task: 'deliver-e1a: write x', repository: gh.repoUrl('acme/locked'), pull_request: 'ready' });
+  // queued behind the first, before that one has made the session's branch
+  const queued = await ok('run_task', { task: 'deliver-e1b: write y', session_id: started.session_id, pull_request: 'ready' });
   const r = await finished(started.run_id);
   assert.equal(r.status, 'succeeded', JSON.stringify(r));
   assert.equal(r.delivery.status, 'failed');
   assert.match(r.delivery.reason, /pushed, but the pull request was not opened: HTTP 403: Resource not accessible by personal access token/);
   assert.equal(r.pull_request, null);
-  // the push itself went through
-  assert.equal(gh.log('acme/locked', null, `main..refs/heads/${r.delivery.branch}`).length, 1);
+  // the push itself went through, and the queued run pushed to the same branch
+  const r2 = await finished(queued.run_id);
+  assert.equal(r2.status, 'succeeded', JSON.stringify(r2));
+  assert.equal(r2.delivery.branch, r.delivery.branch);
+  assert.match(r2.delivery.reason, /pushed, but the pull request was not opened/);
+  assert.equal(gh.log('acme/locked', null, `main..refs/heads/${r.delivery.branch}`).length, 2);
 });
 
 test('an empty repository: the agent starts from nothing and the push creates its default branch', async () => {
