@@ -431,18 +431,6 @@ static void on_pushed(void *ctx, const struct sandbox_exec_result *res, const st
     open_or_comment(v);
 }
 
-static char *env_entry(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *env_entry(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        abort();
-    va_end(ap);
-    return s;
-}
-
 struct delivery *deliver_start(struct deliverer *d, const struct deliver_opts *o,
                                deliver_done_fn done, void *ctx, struct err *err)
 {
@@ -463,17 +451,17 @@ struct delivery *deliver_start(struct deliverer *d, const struct deliver_opts *o
     /* The token goes in the environment of this one git, as configuration scoped to the
      * proxy's address; hooks and credential helpers are off. */
     char *env[] = {
-        env_entry("GIT_CONFIG_NOSYSTEM=1"),
-        env_entry("GIT_TERMINAL_PROMPT=0"),
-        env_entry("GIT_CONFIG_COUNT=3"),
-        env_entry("GIT_CONFIG_KEY_0=http.%s/github/.extraHeader", o->proxy_url),
-        env_entry("GIT_CONFIG_VALUE_0=Authorization: Basic %s", b64),
-        env_entry("GIT_CONFIG_KEY_1=core.hooksPath"),
-        env_entry("GIT_CONFIG_VALUE_1=/dev/null"),
-        env_entry("GIT_CONFIG_KEY_2=credential.helper"),
-        env_entry("GIT_CONFIG_VALUE_2="),
-        env_entry("SMCP_URL=%s/github/%s.git", o->proxy_url, o->repo),
-        env_entry("SMCP_REF=HEAD:refs/heads/%s", o->work_branch),
+        xasprintf("GIT_CONFIG_NOSYSTEM=1"),
+        xasprintf("GIT_TERMINAL_PROMPT=0"),
+        xasprintf("GIT_CONFIG_COUNT=3"),
+        xasprintf("GIT_CONFIG_KEY_0=http.%s/github/.extraHeader", o->proxy_url),
+        xasprintf("GIT_CONFIG_VALUE_0=Authorization: Basic %s", b64),
+        xasprintf("GIT_CONFIG_KEY_1=core.hooksPath"),
+        xasprintf("GIT_CONFIG_VALUE_1=/dev/null"),
+        xasprintf("GIT_CONFIG_KEY_2=credential.helper"),
+        xasprintf("GIT_CONFIG_VALUE_2="),
+        xasprintf("SMCP_URL=%s/github/%s.git", o->proxy_url, o->repo),
+        xasprintf("SMCP_REF=HEAD:refs/heads/%s", o->work_branch),
         NULL,
     };
     explicit_bzero(cred, strlen(cred));
