@@ -491,6 +491,27 @@ static const char zero_id[] = "0000000000000000000000000000000000000000";
 
 /* A push refused: answered 403, logged, and kept among the run's events (the agent's attempts
  * are part of what the run did). */
+/* How many of a token's refused pushes become events of its run; the rest are only counted in
+ * the log. By token id, in a small table (a token that loses its slot starts counting again). */
+#define PUSH_EVENTS_MAX 32
+static struct {
+    char jti[64];
+    unsigned n;
+} push_events[64];
+
+static bool push_event_wanted(const char *jti)
+{
+    unsigned h = 0;
+    for (const char *c = jti; *c; c++)
+        h = h * 31 + (unsigned char)*c;
+    size_t i = h % (sizeof(push_events) / sizeof(push_events[0]));
+    if (strcmp(push_events[i].jti, jti) != 0) {
+        snprintf(push_events[i].jti, sizeof(push_events[i].jti), "%s", jti);
+        push_events[i].n = 0;
+    }
+    return push_events[i].n++ < PUSH_EVENTS_MAX;
+}
+
 static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
                          const char *repo, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -502,9 +523,16 @@ static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_cla
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\"", claims->user,
-             claims->run[0] ? claims->run : "-", repo, why);
-    if (claims->run[0]) {
+    /* code in a sandbox can ask again and again: the log says a few a second, and a run keeps
+     * the first PUSH_EVENTS_MAX of a token's refusals */
+    char key[80];
+    snprintf(key, sizeof(key), "push %s", claims->jti);
+    uint64_t suppressed = 0;
+    if (log_ratelimit(key, 5, time_mono_ms(), &suppressed))
+        log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\" suppressed=%llu",
+                 claims->user, claims->run[0] ? claims->run : "-", repo, why,
+                 (unsigned long long)suppressed);
+    if (claims->run[0] && push_event_wanted(claims->jti)) {
         json_t *raw =
             json_pack("{s:s, s:s, s:s}", "type", "push_refused", "repository", repo, "reason", why);
         char *text = json_dumps(raw, JSON_COMPACT);
