@@ -1,19 +1,29 @@
-/* Provider definitions: one declarative JSON file per provider in proxy/, embedded in the
- * binary. The upstream can be overridden by the variable the file names (e.g.
- * ANTHROPIC_BASE_URL); the key comes from the variable it names (e.g. ANTHROPIC_API_KEY). */
+/* Provider definitions: one declarative JSON file per provider, proxy/<name>.json embedded in
+ * the binary, and more (or replacements) in the directory PROXY_PROVIDERS_DIR names. The upstream
+ * can be overridden by the variable the file names (e.g. ANTHROPIC_BASE_URL); the key comes from
+ * the variable it names (e.g. ANTHROPIC_API_KEY). A file with an "agent" object is an LLM
+ * provider: runs may name its models, and agents are pointed at it through the proxy. */
 #include "proxy/proxy_internal.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/buf.h"
+#include "base/cleanup.h"
 #include "base/embedded.h"
 #include "base/ids.h"
 #include "base/util.h"
+
+#define PROVIDER_FILE_MAX (64 * 1024) /* bytes of one provider file */
 
 static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"};
 
@@ -90,13 +100,99 @@ static const char *setting(const struct config *cfg, const char *name)
     return v && *v ? v : NULL;
 }
 
-static int load_one(const struct config *cfg, const struct embedded_file *f, struct provider *p,
-                    struct err *err)
+static bool name_valid(const char *name)
 {
+    size_t n = strlen(name);
+    if (n == 0 || n > PROXY_NAME_MAX ||
+        !(islower((unsigned char)name[0]) || isdigit((unsigned char)name[0])))
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!islower((unsigned char)*c) && !isdigit((unsigned char)*c) && *c != '-' && *c != '_')
+            return false;
+    return true;
+}
+
+/* An agent's base path: "" or "/seg[/seg...]" of URL-safe characters, no dot segments. */
+static bool base_path_valid(const char *path)
+{
+    if (!*path)
+        return true;
+    if (path[0] != '/' || strlen(path) > 200 || path[strlen(path) - 1] == '/' ||
+        strstr(path, "//") || strstr(path, "/."))
+        return false;
+    for (const char *c = path; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("/-._~", *c))
+            return false;
+    return true;
+}
+
+static void provider_release(struct provider *p)
+{
+    free(p->name);
+    free(p->upstream);
+    if (p->key)
+        explicit_bzero(p->key, strlen(p->key));
+    free(p->key);
+    free(p->key_header);
+    if (p->key_value)
+        explicit_bzero(p->key_value, strlen(p->key_value));
+    free(p->key_value);
+    free_list(p->paths);
+    free_list(p->suffixes);
+    free(p->repos);
+    free(p->key_format);
+    free(p->api);
+    free(p->user_credential);
+    free(p->key_env);
+    free(p->agent_path);
+    memset(p, 0, sizeof(*p));
+}
+
+/* The "agent" object: how an agent's client library speaks to the provider. */
+static int load_agent(const char *file, const json_t *agent, struct provider *p, struct err *err)
+{
+    const char *format = json_string_value(json_object_get(agent, "format"));
+    const json_t *bp = json_object_get(agent, "base_path");
+    const char *base = bp ? json_string_value(bp) : "";
+    if (!json_is_object(agent))
+        return err_set(err, -EINVAL, "provider '%s': \"agent\" is not an object", file);
+    if (format && strcmp(format, "anthropic") == 0)
+        p->wire = PROXY_WIRE_ANTHROPIC;
+    else if (format && strcmp(format, "openai") == 0)
+        p->wire = PROXY_WIRE_OPENAI;
+    else if (format && strcmp(format, "openai-compatible") == 0)
+        p->wire = PROXY_WIRE_OPENAI_COMPATIBLE;
+    else
+        return err_set(err, -EINVAL,
+                       "provider '%s': agent.format is one of anthropic, openai, "
+                       "openai-compatible",
+                       file);
+    if (!base || !base_path_valid(base))
+        return err_set(err, -EINVAL,
+                       "provider '%s': agent.base_path is \"\" or a path like \"/v1\" (no trailing "
+                       "slash, no dot segments)",
+                       file);
+    if (!p->key_env)
+        return err_set(err, -EINVAL, "provider '%s': an agent provider needs key_env", file);
+    p->llm = true;
+    p->agent_path = xstrdup(base);
+    return 0;
+}
+
+/* One provider file (file: its base name, "<name>.json"; data NUL-terminated) into *p, which is
+ * left released on failure. */
+static int load_one(const struct config *cfg, const char *file, const char *data, size_t size,
+                    struct provider *p, struct err *err)
+{
+    memset(p, 0, sizeof(*p));
     json_error_t jerr;
-    json_t *d = json_loadb(f->data, f->size, 0, &jerr);
+    json_t *d = json_loadb(data, size, JSON_REJECT_DUPLICATES, &jerr);
     if (!d)
-        return err_set(err, -EINVAL, "provider '%s': line %d: %s", f->name, jerr.line, jerr.text);
+        return err_set(err, -EINVAL, "provider '%s': line %d: %s", file, jerr.line, jerr.text);
+    if (!json_is_object(d)) {
+        json_decref(d);
+        return err_set(err, -EINVAL, "provider '%s' is not a JSON object", file);
+    }
     const char *name = json_string_value(json_object_get(d, "name"));
     const char *upstream = json_string_value(json_object_get(d, "upstream"));
     const char *header = json_string_value(json_object_get(d, "key_header"));
@@ -104,9 +200,17 @@ static int load_one(const struct config *cfg, const struct embedded_file *f, str
     if (!name || !upstream || !header || !format) {
         json_decref(d);
         return err_set(err, -EINVAL, "provider '%s' needs name, upstream, key_header, key_format",
-                       f->name);
+                       file);
     }
-    memset(p, 0, sizeof(*p));
+    size_t nlen = strlen(name);
+    if (!name_valid(name) || strncmp(file, name, nlen) != 0 || strcmp(file + nlen, ".json") != 0) {
+        err_set(err, -EINVAL,
+                "provider '%s': name '%.40s' must be the file's name without .json, of lowercase "
+                "letters, digits, '-' and '_' (at most %d)",
+                file, name, PROXY_NAME_MAX);
+        json_decref(d);
+        return -EINVAL;
+    }
     p->name = xstrdup(name);
     const char *env = json_string_value(json_object_get(d, "upstream_env"));
     const char *over = setting(cfg, env);
@@ -126,6 +230,7 @@ static int load_one(const struct config *cfg, const struct embedded_file *f, str
             p->api[--k] = '\0';
     }
     const char *key_env = json_string_value(json_object_get(d, "key_env"));
+    p->key_env = key_env ? xstrdup(key_env) : NULL;
     const char *key = setting(cfg, key_env);
     p->key = key ? xstrdup(key) : NULL;
     p->key_header = xstrdup(header);
@@ -155,37 +260,148 @@ static int load_one(const struct config *cfg, const struct embedded_file *f, str
     }
     p->paths = string_list(json_object_get(d, "paths"));
     p->suffixes = string_list(json_object_get(d, "path_suffixes"));
+    int r = 0;
     const char *repos_env = json_string_value(json_object_get(d, "repos_env"));
     if (repos_env) {
         p->repo_scoped = true;
         const char *repos = setting(cfg, repos_env);
-        if (proxy_repos_check(repos, err) < 0) {
-            json_decref(d);
-            return -EINVAL;
-        }
-        p->repos = repos ? xstrdup(repos) : NULL;
+        if (proxy_repos_check(repos, err) < 0)
+            r = -EINVAL;
+        else
+            p->repos = repos ? xstrdup(repos) : NULL;
     }
     const char *usage = json_string_value(json_object_get(d, "usage"));
     p->usage = usage && strcmp(usage, "anthropic") == 0 ? USAGE_ANTHROPIC
                : usage && strcmp(usage, "openai") == 0  ? USAGE_OPENAI
                                                         : USAGE_NONE;
+    const json_t *agent = json_object_get(d, "agent");
+    if (r == 0 && agent && !json_is_null(agent))
+        r = load_agent(file, agent, p, err);
     json_decref(d);
+    if (r < 0)
+        provider_release(p);
+    return r;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct provider *)a)->name, ((const struct provider *)b)->name);
+}
+
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Read dir/file, a regular file of at most PROVIDER_FILE_MAX bytes, into a NUL-terminated
+ * malloc'd *out. */
+static int read_provider_file(const char *dir, const char *file, char **out, size_t *len,
+                              struct err *err)
+{
+    _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return err_set(err, -errno, "cannot read provider '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode) || st.st_size > PROVIDER_FILE_MAX)
+        return err_set(err, -EINVAL, "provider '%s' is not a regular file of at most %d bytes",
+                       path, PROVIDER_FILE_MAX);
+    char *data = xmalloc((size_t)st.st_size + 1);
+    size_t n = 0;
+    while (n < (size_t)st.st_size) {
+        ssize_t k = read(fd, data + n, (size_t)st.st_size - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : EIO;
+            free(data);
+            return err_set(err, -e, "cannot read provider '%s': %s", path, strerror(e));
+        }
+        n += (size_t)k;
+    }
+    data[n] = '\0';
+    *out = data;
+    *len = n;
+    return 0;
+}
+
+/* The names of dir's *.json files (not hidden), sorted; NULL-terminated, malloc'd. */
+static int list_dir(const char *dir, char ***out, struct err *err)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return err_set(err, -errno, "PROXY_PROVIDERS_DIR '%s': %s", dir, strerror(errno));
+    size_t n = 0;
+    char **names = xcalloc(PROXY_PROVIDERS_MAX + 1, sizeof(char *));
+    const struct dirent *de;
+    int r = 0;
+    while ((de = readdir(dh))) {
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+            continue;
+        if (n == PROXY_PROVIDERS_MAX) {
+            r = err_set(err, -E2BIG, "PROXY_PROVIDERS_DIR '%s' has more than %d provider files",
+                        dir, PROXY_PROVIDERS_MAX);
+            break;
+        }
+        names[n++] = xstrdup(de->d_name);
+    }
+    closedir(dh);
+    if (r < 0) {
+        free_list(names);
+        return r;
+    }
+    qsort(names, n, sizeof(char *), by_string);
+    *out = names;
     return 0;
 }
 
 int providers_load(const struct config *cfg, struct provider **out, size_t *n, struct err *err)
 {
     size_t count = 0;
-    while (embedded_providers[count].name)
-        count++;
-    struct provider *list = xcalloc(count ? count : 1, sizeof(*list));
-    for (size_t i = 0; i < count; i++) {
-        int r = load_one(cfg, &embedded_providers[i], &list[i], err);
+    struct provider *list = xcalloc(PROXY_PROVIDERS_MAX, sizeof(*list));
+    int r = 0;
+    for (const struct embedded_file *f = embedded_providers; f->name && r == 0; f++) {
+        if (count == PROXY_PROVIDERS_MAX)
+            r = err_set(err, -E2BIG, "more than %d provider files", PROXY_PROVIDERS_MAX);
+        else if ((r = load_one(cfg, f->name, f->data, f->size, &list[count], err)) == 0)
+            count++;
+    }
+    const char *dir = config_get(cfg, "PROXY_PROVIDERS_DIR");
+    char **files = NULL;
+    if (r == 0 && dir)
+        r = list_dir(dir, &files, err);
+    for (size_t i = 0; r == 0 && files && files[i]; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        struct provider p;
+        if ((r = read_provider_file(dir, files[i], &data, &len, err)) < 0)
+            break;
+        r = load_one(cfg, files[i], data, len, &p, err);
+        free(data);
         if (r < 0) {
-            providers_free(list, i);
-            return r;
+            err_wrap(err, "PROXY_PROVIDERS_DIR '%s'", dir);
+            break;
+        }
+        size_t k = 0;
+        while (k < count && strcmp(list[k].name, p.name) != 0)
+            k++;
+        if (k < count) { /* replaces the embedded file of that name */
+            provider_release(&list[k]);
+            list[k] = p;
+        } else if (count == PROXY_PROVIDERS_MAX) {
+            provider_release(&p);
+            r = err_set(err, -E2BIG, "more than %d provider files", PROXY_PROVIDERS_MAX);
+        } else {
+            list[count++] = p;
         }
     }
+    free_list(files);
+    if (r < 0) {
+        providers_free(list, count);
+        return r;
+    }
+    qsort(list, count, sizeof(*list), by_name);
     *out = list;
     *n = count;
     return 0;
@@ -193,22 +409,68 @@ int providers_load(const struct config *cfg, struct provider **out, size_t *n, s
 
 void providers_free(struct provider *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(p[i].name);
-        free(p[i].upstream);
-        if (p[i].key)
-            explicit_bzero(p[i].key, strlen(p[i].key));
-        free(p[i].key);
-        free(p[i].key_header);
-        if (p[i].key_value)
-            explicit_bzero(p[i].key_value, strlen(p[i].key_value));
-        free(p[i].key_value);
-        free_list(p[i].paths);
-        free_list(p[i].suffixes);
-        free(p[i].repos);
-        free(p[i].key_format);
-        free(p[i].api);
-        free(p[i].user_credential);
-    }
+    for (size_t i = 0; i < n; i++)
+        provider_release(&p[i]);
     free(p);
+}
+
+/* "providers with a key: a, b; without one: c (set C_API_KEY)", cut with "…" when long. */
+static void llm_list(struct buf *b, const struct proxy_llm *llms, size_t n)
+{
+    size_t ready = 0;
+    for (size_t i = 0; i < n; i++)
+        ready += llms[i].has_key;
+    if (n == 0) {
+        buf_puts(b, "this server has no LLM provider (docs/PROXY.md)");
+        return;
+    }
+    if (ready == 0)
+        buf_puts(b, "no provider has a key yet; ");
+    else
+        buf_puts(b, "providers with a key: ");
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (llms[i].has_key)
+            buf_printf(b, "%s%s", k++ ? ", " : "", llms[i].name);
+    if (ready == n)
+        return;
+    buf_puts(b, ready ? "; without one: " : "providers: ");
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (!llms[i].has_key)
+            buf_printf(b, "%s%s (set %s)", k++ ? ", " : "", llms[i].name, llms[i].key_env);
+}
+
+int proxy_llm_check(const struct proxy_llm *llms, size_t n, const char *model, struct err *err)
+{
+    const char *slash = strchr(model, '/');
+    size_t plen = slash ? (size_t)(slash - model) : 0;
+    const struct proxy_llm *found = NULL;
+    for (size_t i = 0; slash && i < n && !found; i++)
+        if (strlen(llms[i].name) == plen && memcmp(llms[i].name, model, plen) == 0)
+            found = &llms[i];
+    if (found && found->has_key && slash[1])
+        return 0;
+    struct buf list;
+    buf_init(&list, 300);
+    llm_list(&list, llms, n);
+    if (list.overflowed) /* names and settings are ASCII: no character is split */
+        memcpy(list.data + list.len - 3, "…", 3);
+    const char *example = n ? llms[0].name : "anthropic";
+    for (size_t i = n; i-- > 0;)
+        if (llms[i].has_key)
+            example = llms[i].name;
+    int r;
+    if (!slash || plen == 0 || !slash[1])
+        r = err_set(err, -EINVAL,
+                    "model '%.120s' is not of the form provider/model (e.g. %s/%.80s); %s", model,
+                    example, slash ? "model-name" : model, list.data);
+    else if (!found)
+        r = err_set(err, -EINVAL, "model '%.120s': this server has no provider '%.*s'; %s", model,
+                    (int)(plen > 40 ? 40 : plen), model, list.data);
+    else
+        r = err_set(err, -EINVAL,
+                    "model '%.120s': provider '%s' has no key on this server: set %s in .dev.vars "
+                    "or the server's environment and restart it; %s",
+                    model, found->name, found->key_env, list.data);
+    buf_release(&list);
+    return r;
 }

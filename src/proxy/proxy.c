@@ -39,7 +39,9 @@ struct proxy {
     struct curl_loop *cl;
     uint64_t max_request_bytes;
     uint64_t stall_seconds;
-    char names[256];
+    char *names;            /* "anthropic, github, openai" */
+    struct proxy_llm *llms; /* the providers with an "agent" object, pointing into providers */
+    size_t nllms;
     unsigned char seal_key[SEAL_KEY_BYTES];
     bool have_seal_key;
 };
@@ -891,10 +893,22 @@ int proxy_new(const struct config *cfg, struct store *st, const void *key, size_
         proxy_free(p);
         return r;
     }
+    struct buf names;
+    buf_init(&names, 0); /* at most PROXY_PROVIDERS_MAX names of PROXY_NAME_MAX bytes */
+    p->llms = xcalloc(p->nproviders + 1, sizeof(*p->llms));
     for (size_t i = 0; i < p->nproviders; i++) {
-        size_t n = strlen(p->names);
-        snprintf(p->names + n, sizeof(p->names) - n, "%s%s", i ? ", " : "", p->providers[i].name);
+        const struct provider *prov = &p->providers[i];
+        buf_printf(&names, "%s%s", i ? ", " : "", prov->name);
+        if (prov->llm)
+            p->llms[p->nllms++] = (struct proxy_llm){.name = prov->name,
+                                                     .key_env = prov->key_env,
+                                                     .has_key = prov->key != NULL,
+                                                     .wire = prov->wire,
+                                                     .base_path = prov->agent_path};
     }
+    p->names = buf_steal(&names, NULL);
+    if (!p->names)
+        p->names = xstrdup("");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     p->cl = curl_loop_new(on_done);
     the_proxy = p;
@@ -908,6 +922,8 @@ void proxy_free(struct proxy *p)
         return;
     curl_loop_free(p->cl);
     providers_free(p->providers, p->nproviders);
+    free(p->llms);
+    free(p->names);
     explicit_bzero(p->key, p->keylen);
     explicit_bzero(p->seal_key, sizeof(p->seal_key));
     free(p->key);
@@ -937,4 +953,10 @@ const char *proxy_service_api(const struct proxy *p, const char *service)
 const char *proxy_provider_names(void)
 {
     return the_proxy ? the_proxy->names : "";
+}
+
+const struct proxy_llm *proxy_llms(const struct proxy *p, size_t *n)
+{
+    *n = p->nllms;
+    return p->llms;
 }

@@ -68,3 +68,30 @@ const char *proxy_service_api(const struct proxy *p, const char *service);
 
 /* Names of the known providers, comma-separated (for messages and the CLI). */
 const char *proxy_provider_names(void);
+
+/* --- LLM providers, as agents are pointed at them (providers.c) --- */
+
+#define PROXY_PROVIDERS_MAX 32 /* provider files the server loads */
+#define PROXY_NAME_MAX 31      /* bytes of a provider's name: [a-z0-9][a-z0-9_-]* */
+
+/* The API an LLM provider speaks, as its file's agent.format names it: "anthropic" (the Messages
+ * API), "openai" (OpenAI's own, the Responses API included), "openai-compatible" (chat
+ * completions, as OpenRouter and most gateways serve it). */
+enum proxy_wire { PROXY_WIRE_ANTHROPIC, PROXY_WIRE_OPENAI, PROXY_WIRE_OPENAI_COMPATIBLE };
+
+/* A provider file with an "agent" object: one a run's model may name ("provider/model"). */
+struct proxy_llm {
+    const char *name;      /* the service, and the provider part of "provider/model" */
+    const char *key_env;   /* the setting that holds its key, e.g. "ANTHROPIC_API_KEY" */
+    bool has_key;          /* that setting is set */
+    enum proxy_wire wire;  /* what the agent's client library must speak */
+    const char *base_path; /* added to /proxy/<name> for that library: "/v1", or "" */
+};
+
+/* The LLM providers in name order, *n of them; owned by p, valid until proxy_free. */
+const struct proxy_llm *proxy_llms(const struct proxy *p, size_t *n);
+
+/* Whether a run may use model ("provider/model"): its provider is one of llms (n of them) and has
+ * its key. Returns 0, or -EINVAL with err naming the fix: the form to write, the setting that
+ * holds the provider's key, or the providers there are (with a key, and without). Pure. */
+int proxy_llm_check(const struct proxy_llm *llms, size_t n, const char *model, struct err *err);

@@ -27,9 +27,15 @@ struct provider {
     enum usage_kind usage;
     bool repo_scoped; /* paths are /owner/name/<suffix>, each checked against repos */
     char *repos;      /* repo_scoped: the operator's list (proxy_repo_allowed), or NULL */
+    char *key_env;    /* the setting that holds the key, or NULL */
+    bool llm;         /* the file has an "agent" object: agents may be pointed at it */
+    enum proxy_wire wire;
+    char *agent_path; /* llm: added to /proxy/<name> for the agent's client ("/v1" or "") */
 };
 
 /* providers.c */
+/* The embedded provider files, then those of PROXY_PROVIDERS_DIR (a file there replaces the
+ * embedded one of the same name), sorted by name. */
 int providers_load(const struct config *cfg, struct provider **out, size_t *n, struct err *err);
 void providers_free(struct provider *p, size_t n);
 unsigned method_bit(const char *m, size_t len);
