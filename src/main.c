@@ -739,6 +739,7 @@ static int cmd_serve(int argc, char **argv)
         rc.network = policy;
         rc.seal_key = credential_key;
         rc.github_api_url = proxy_service_api(proxy, "github");
+        rc.llms = proxy_llms(proxy, &rc.nllms);
         if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
             log_error("runs unavailable err=\"%s\"", err.msg);
             runs_unavailable = err.msg;

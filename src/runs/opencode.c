@@ -1,7 +1,7 @@
-/* The OpenCode adapter: `opencode run --format json` in the run's directory, its Anthropic and
- * OpenAI providers pointed at the sandbox's proxy listener with the run's token as the key (read
- * from the environment, so it is in no file and no argument), every permission granted (the
- * sandbox is the boundary), and nothing fetched from the network. */
+/* The OpenCode adapter: `opencode run --format json` in the run's directory, the LLM providers
+ * of the proxy's provider files pointed at the sandbox's proxy listener with the run's token as
+ * the key (read from the environment, so it is in no file and no argument), every permission
+ * granted (the sandbox is the boundary), and nothing fetched from the network. */
 #include "runs/runs_internal.h"
 
 #include <jansson.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "proxy/proxy.h"
 #include "runs/agent.h"
 
 #define TOKEN_ENV "SANDBOX_MCP_PROXY_TOKEN"
@@ -24,21 +25,48 @@ void agent_launch_release(struct agent_launch *l)
     l->argv = l->env = NULL;
 }
 
+/* The AI SDK package OpenCode speaks a wire format with; OpenCode bundles all three (it imports
+ * a bundled package instead of installing it, and a sandbox could not fetch one). */
+static const char *sdk_package(enum proxy_wire w)
+{
+    switch (w) {
+    case PROXY_WIRE_ANTHROPIC: return "@ai-sdk/anthropic";
+    case PROXY_WIRE_OPENAI: return "@ai-sdk/openai";
+    case PROXY_WIRE_OPENAI_COMPATIBLE: break;
+    }
+    return "@ai-sdk/openai-compatible";
+}
+
+char *opencode_config(const struct agent_launch *l)
+{
+    const char *slash = strchr(l->model, '/');
+    size_t plen = slash ? (size_t)(slash - l->model) : 0;
+    json_t *providers = json_object(), *enabled = json_array();
+    for (size_t i = 0; i < l->nproviders; i++) {
+        const struct proxy_llm *p = &l->providers[i];
+        char *base = xasprintf("%s/%s%s", l->proxy_url, p->name, p->base_path);
+        json_t *prov = json_pack("{s:s, s:{s:s, s:s}}", "npm", sdk_package(p->wire), "options",
+                                 "baseURL", base, "apiKey", "{env:" TOKEN_ENV "}");
+        free(base);
+        /* OpenCode knows a model only from its catalogue or the configuration */
+        if (slash && slash[1] && strlen(p->name) == plen && memcmp(p->name, l->model, plen) == 0)
+            json_object_set_new(prov, "models", json_pack("{s:{}}", slash + 1));
+        json_object_set_new(providers, p->name, prov);
+        json_array_append_new(enabled, json_string(p->name));
+    }
+    json_t *cfg = json_pack("{s:s, s:b, s:s, s:o, s:o, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
+                            "https://opencode.ai/config.json", "autoupdate", 0, "share", "disabled",
+                            "enabled_providers", enabled, "provider", providers, "permission",
+                            "edit", "allow", "bash", "allow", "webfetch", "allow",
+                            "external_directory", "allow", "doom_loop", "allow");
+    char *text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(cfg);
+    return text;
+}
+
 void opencode_launch(struct agent_launch *l)
 {
-    char *base_a = xasprintf("%s/anthropic/v1", l->proxy_url);
-    char *base_o = xasprintf("%s/openai/v1", l->proxy_url);
-    json_t *cfg = json_pack(
-        "{s:s, s:b, s:s, s:{s:{s:{s:s, s:s}}, s:{s:{s:s, s:s}}}, s:{s:s, s:s, s:s, s:s, s:s}}",
-        "$schema", "https://opencode.ai/config.json", "autoupdate", 0, "share", "disabled",
-        "provider", "anthropic", "options", "baseURL", base_a, "apiKey", "{env:" TOKEN_ENV "}",
-        "openai", "options", "baseURL", base_o, "apiKey", "{env:" TOKEN_ENV "}", "permission",
-        "edit", "allow", "bash", "allow", "webfetch", "allow", "external_directory", "allow",
-        "doom_loop", "allow");
-    free(base_a);
-    free(base_o);
-    char *cfg_text = json_dumps(cfg, JSON_COMPACT);
-    json_decref(cfg);
+    char *cfg_text = opencode_config(l);
 
     size_t n = 0;
     l->argv = xcalloc(12, sizeof(char *));

@@ -48,6 +48,7 @@
 #include "base/util.h"
 #include "egress/egress.h"
 #include "proxy/proxy.h"
+#include "proxy/token.h"
 #include "runs/agent.h"
 #include "runs/deliver.h"
 #include "runs/diff.h"
@@ -930,6 +931,30 @@ static bool conversation_here(struct run *r)
     return strcmp(d.workdir, r->workdir) == 0;
 }
 
+/* The LLM providers a run's token grants and its agent is pointed at: every one with a key, the
+ * model's own first, as many as a token holds beside github (when git). Fills out and services
+ * (their names and github, comma-separated); returns how many. */
+static size_t run_llms(const struct run *r, bool git, struct proxy_llm out[PROXY_SERVICES_MAX],
+                       char *services, size_t cap)
+{
+    const struct runs_config *c = &r->e->cfg;
+    size_t n = 0, plen = strcspn(r->model, "/"), len = 0;
+    services[0] = '\0';
+    for (int own = 1; own >= 0; own--)
+        for (size_t i = 0; i < c->nllms && n + git < PROXY_SERVICES_MAX; i++) {
+            const struct proxy_llm *p = &c->llms[i];
+            bool mine = strlen(p->name) == plen && memcmp(p->name, r->model, plen) == 0;
+            if (p->has_key && mine == own) {
+                out[n++] = *p;
+                len +=
+                    (size_t)snprintf(services + len, cap - len, "%s%s", n > 1 ? "," : "", p->name);
+            }
+        }
+    if (git)
+        snprintf(services + len, cap - len, "%sgithub", n ? "," : "");
+    return n;
+}
+
 static void start_agent(struct run *r)
 {
     struct runs *e = r->e;
@@ -956,8 +981,15 @@ static void start_agent(struct run *r)
     char *cred = github_credential(e, r->user_id, r->github_repo);
     bool git = cred != NULL;
     wipe_free(cred);
+    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, &err) < 0) {
+        run_fail(r, "%s", err.msg); /* the configuration changed since run_task */
+        return;
+    }
+    struct proxy_llm llms[PROXY_SERVICES_MAX];
+    char services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
+    size_t nllms = run_llms(r, git, llms, services, sizeof(services));
     struct proxy_grant g = {.user_id = r->user_id,
-                            .services = git ? "anthropic,openai,github" : "anthropic,openai",
+                            .services = services,
                             .run_id = r->id,
                             .session_id = r->session_id,
                             .sandbox_id = sandbox_id(r->sbx),
@@ -975,7 +1007,9 @@ static void start_agent(struct run *r)
                              .session = ses.agent_session,
                              .proxy_token = token,
                              .proxy_url = PROXY_URL,
-                             .program = program};
+                             .program = program,
+                             .providers = llms,
+                             .nproviders = nllms};
     r->adapter->launch(&l);
     free(token);
     /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
@@ -1754,6 +1788,10 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->public_url = xstrdup(cfg->public_url ? cfg->public_url : "");
     e->opencode_bin = cfg->opencode_bin ? xstrdup(cfg->opencode_bin) : NULL;
     e->default_model = xstrdup(cfg->default_model ? cfg->default_model : RUNS_DEFAULT_MODEL);
+    struct err model_err = {0};
+    if (proxy_llm_check(cfg->llms, cfg->nllms, e->default_model, &model_err) < 0)
+        log_warn("runs default-model=%s note=\"run_task without a model is refused: %s\"",
+                 e->default_model, model_err.msg);
     e->github_token = cfg->github_token && *cfg->github_token ? xstrdup(cfg->github_token) : NULL;
     e->github_base = xstrdup(cfg->github_base_url && *cfg->github_base_url ? cfg->github_base_url
                                                                            : "https://github.com");
@@ -1933,9 +1971,16 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
                        agent_names());
     const char *model = s->model && *s->model ? s->model : e->default_model;
+    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, model, err) < 0)
+        return model == e->default_model
+                   ? err_wrap(err, "no model was given, so the server's default "
+                                   "(RUN_DEFAULT_MODEL) was tried")
+                   : -EINVAL;
     if (!model_valid(model))
-        return err_set(err, -EINVAL, "model '%s' is not of the form provider/model (e.g. %s)",
-                       model, RUNS_DEFAULT_MODEL);
+        return err_set(err, -EINVAL,
+                       "model '%.120s' has characters a model name does not (letters, digits and "
+                       "/._:-@, at most 120 bytes)",
+                       model);
     struct repo_ref ref;
     if (s->repository && repo_check(s->repository, e->cfg.allow_local_repos, &ref, err) < 0)
         return -EINVAL;

@@ -20,6 +20,7 @@
 struct runs;
 struct sandbox_manager;
 struct store;
+struct proxy_llm;
 
 struct runs_config {
     const char *data_dir;        /* runs/<id>/ below it */
@@ -48,6 +49,10 @@ struct runs_config {
     /* Opens users' own credentials (store_credential_open); NULL: only the operator's token */
     const unsigned char *seal_key;
     const char *github_api_url; /* GitHub's REST API, for pull requests */
+    /* The LLM providers a run's model may name (proxy_llms; borrowed: must outlive the engine).
+     * run_task refuses a model whose provider is not among them or has no key. */
+    const struct proxy_llm *llms;
+    size_t nllms;
 };
 
 /* Create the engine and adopt the runs the store has as queued or running. Strings and keys in

@@ -6,6 +6,8 @@
 
 #include "base/err.h"
 
+struct proxy_llm;
+
 /* --- agent adapters (opencode.c) --- */
 
 /* How an agent is started: its program inside the sandbox, its arguments and environment. The
@@ -16,12 +18,22 @@ struct agent_launch {
     const char *proxy_token; /* the run's proxy JWT */
     const char *proxy_url;   /* the sandbox's proxy listener, ".../proxy" */
     const char *program;     /* the agent's program inside the sandbox */
-    char **argv, **env;      /* filled by the adapter (malloc'd, NULL-terminated) */
+    /* The LLM providers the run's token grants, the model's own first: the agent is pointed at
+     * each through the proxy (proxy_url/<name><base_path>) */
+    const struct proxy_llm *providers;
+    size_t nproviders;
+    char **argv, **env; /* filled by the adapter (malloc'd, NULL-terminated) */
 };
 void agent_launch_release(struct agent_launch *l);
 
 /* OpenCode: `opencode run --format json` with its providers pointed at the proxy. */
 void opencode_launch(struct agent_launch *l);
+/* OpenCode's configuration for l (OPENCODE_CONFIG_CONTENT, compact JSON, malloc'd): each of
+ * l's providers with the AI SDK package of its wire format (all bundled in OpenCode, so nothing
+ * is fetched), its base URL on the proxy and the run's token (from the environment) as its key;
+ * the model's own provider lists the model, so a provider OpenCode has never heard of works;
+ * only those providers enabled; every permission granted. Pure. */
+char *opencode_config(const struct agent_launch *l);
 
 struct agent_event;
 

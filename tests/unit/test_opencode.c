@@ -2,9 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "base/utf8.h"
 #include "harness.h"
+#include "proxy/proxy.h"
 #include "runs/agent.h"
+#include "runs/runs_internal.h"
 
 /* Lines as OpenCode 1.18.33 printed them (`run --format json` against a scripted provider). */
 static const char step_start_line[] =
@@ -719,6 +723,110 @@ TEST(opencode_clear_is_idempotent)
     agent_event_clear(&ev);
     CHECK(ev.summary == NULL && ev.text == NULL);
     agent_event_clear(&ev);
+}
+
+/* --- the configuration OpenCode is started with --- */
+
+static const struct proxy_llm launch_llms[] = {
+    {"fakeco", "FAKECO_API_KEY", true, PROXY_WIRE_OPENAI_COMPATIBLE, "/v1"},
+    {"anthropic", "ANTHROPIC_API_KEY", true, PROXY_WIRE_ANTHROPIC, "/v1"},
+    {"router", "ROUTER_API_KEY", true, PROXY_WIRE_OPENAI, ""},
+};
+
+static json_t *config_of(const char *model, size_t nllms)
+{
+    struct agent_launch l = {.model = model,
+                             .proxy_url = "http://127.0.0.1:8788/proxy",
+                             .proxy_token = "secret-token",
+                             .providers = launch_llms,
+                             .nproviders = nllms};
+    char *text = opencode_config(&l);
+    CHECK(text != NULL);
+    CHECK(!strstr(text ? text : "", "secret-token")); /* the token comes from the environment */
+    json_t *cfg = json_loads(text ? text : "", 0, NULL);
+    free(text);
+    CHECK(json_is_object(cfg));
+    return cfg;
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b, const char *c)
+{
+    o = json_object_get(o, a);
+    if (b)
+        o = json_object_get(o, b);
+    if (c)
+        o = json_object_get(o, c);
+    return json_string_value(o) ? json_string_value(o) : "(none)";
+}
+
+TEST(opencode_config_from_the_providers)
+{
+    json_t *cfg = config_of("fakeco/vendor/model-1:free", 3);
+    const json_t *prov = json_object_get(cfg, "provider");
+    CHECK_INT_EQ(json_object_size(prov), 3);
+    const json_t *f = json_object_get(prov, "fakeco"), *a = json_object_get(prov, "anthropic"),
+                 *r = json_object_get(prov, "router");
+    CHECK_STR_EQ(str_at(f, "npm", NULL, NULL), "@ai-sdk/openai-compatible");
+    CHECK_STR_EQ(str_at(a, "npm", NULL, NULL), "@ai-sdk/anthropic");
+    CHECK_STR_EQ(str_at(r, "npm", NULL, NULL), "@ai-sdk/openai");
+    CHECK_STR_EQ(str_at(f, "options", "baseURL", NULL), "http://127.0.0.1:8788/proxy/fakeco/v1");
+    CHECK_STR_EQ(str_at(a, "options", "baseURL", NULL), "http://127.0.0.1:8788/proxy/anthropic/v1");
+    CHECK_STR_EQ(str_at(r, "options", "baseURL", NULL), "http://127.0.0.1:8788/proxy/router");
+    CHECK_STR_EQ(str_at(f, "options", "apiKey", NULL), "{env:SANDBOX_MCP_PROXY_TOKEN}");
+    CHECK_STR_EQ(str_at(a, "options", "apiKey", NULL), "{env:SANDBOX_MCP_PROXY_TOKEN}");
+    /* the model's own provider lists the model (the part after the first slash), no other */
+    const json_t *models = json_object_get(f, "models");
+    CHECK_INT_EQ(json_object_size(models), 1);
+    CHECK(json_is_object(json_object_get(models, "vendor/model-1:free")));
+    CHECK(json_object_get(a, "models") == NULL);
+    CHECK(json_object_get(r, "models") == NULL);
+    /* only these providers, and everything allowed */
+    const json_t *enabled = json_object_get(cfg, "enabled_providers");
+    CHECK_INT_EQ(json_array_size(enabled), 3);
+    CHECK_STR_EQ(json_string_value(json_array_get(enabled, 0)), "fakeco");
+    CHECK_STR_EQ(str_at(cfg, "permission", "bash", NULL), "allow");
+    CHECK_STR_EQ(str_at(cfg, "permission", "edit", NULL), "allow");
+    CHECK_STR_EQ(str_at(cfg, "share", NULL, NULL), "disabled");
+    CHECK(json_is_false(json_object_get(cfg, "autoupdate")));
+    json_decref(cfg);
+}
+
+TEST(opencode_config_with_one_provider)
+{
+    json_t *cfg = config_of("anthropic/claude-sonnet-4-5", 2);
+    const json_t *prov = json_object_get(cfg, "provider");
+    CHECK_INT_EQ(json_object_size(prov), 2);
+    CHECK(json_is_object(json_object_get(
+        json_object_get(json_object_get(prov, "anthropic"), "models"), "claude-sonnet-4-5")));
+    CHECK(json_object_get(json_object_get(prov, "fakeco"), "models") == NULL);
+    json_decref(cfg);
+    cfg = config_of("anthropic/claude-sonnet-4-5", 0);
+    CHECK_INT_EQ(json_object_size(json_object_get(cfg, "provider")), 0);
+    CHECK_INT_EQ(json_array_size(json_object_get(cfg, "enabled_providers")), 0);
+    json_decref(cfg);
+}
+
+TEST(opencode_launch_keeps_the_token_out_of_argv)
+{
+    struct agent_launch l = {.model = "fakeco/m",
+                             .session = "ses_1",
+                             .proxy_url = "http://127.0.0.1:8788/proxy",
+                             .proxy_token = "secret-token",
+                             .program = "/opt/agents/opencode",
+                             .providers = launch_llms,
+                             .nproviders = 1};
+    opencode_launch(&l);
+    bool in_env = false;
+    for (size_t i = 0; l.argv[i]; i++)
+        CHECK(!strstr(l.argv[i], "secret-token"));
+    for (size_t i = 0; l.env[i]; i++) {
+        in_env |= strcmp(l.env[i], "SANDBOX_MCP_PROXY_TOKEN=secret-token") == 0;
+        if (strncmp(l.env[i], "OPENCODE_CONFIG_CONTENT=", 24) == 0)
+            CHECK_STR_CONTAINS(l.env[i], "\"fakeco\":{\"models\":{\"m\":{}}");
+    }
+    CHECK(in_env);
+    CHECK_STR_EQ(l.argv[6], "fakeco/m");
+    agent_launch_release(&l);
 }
 
 TEST_MAIN()
