@@ -60,7 +60,7 @@ const seedMs = Date.now() - t0;
 const dbMiB = statSync(db).size / 2 ** 20;
 
 // One user queues every measured run_task: lift the per-user cap on waiting runs for it.
-server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode', RUNS_MAX_QUEUED_PER_USER: '100000' } });
+server = await startServer({ dataDir, env: { OPENCODE_BIN: '/nonexistent/opencode', ANTHROPIC_API_KEY: 'sk-bench', RUNS_MAX_QUEUED_PER_USER: '100000' } });
 server.token = token;
 const client = mcpClient(server);
 async function call(name, args) {
