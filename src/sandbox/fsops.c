@@ -602,6 +602,36 @@ static int temp_create(int dir, const char *name, char **tmp_name)
     return -EEXIST;
 }
 
+/* Remove the regular files of dir that sort before its keep last ones, except name. Best
+ * effort: what cannot be listed or removed stays. */
+static void prune_dir(int dir, const char *name, size_t keep)
+{
+    int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    _cleanup_closedir_ DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    _cleanup_(names_release) struct names all = {0};
+    if (names_read(d, &all) < 0)
+        return;
+    _cleanup_free_ char **files = xmalloc((all.n + 1) * sizeof(*files));
+    size_t n = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        struct stat st;
+        if (all.v[i][0] != '.' && fstatat(dirfd(d), all.v[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode))
+            files[n++] = all.v[i];
+    }
+    if (n > 1)
+        qsort(files, n, sizeof(*files), names_cmp);
+    for (size_t i = 0; i + keep < n; i++)
+        if (strcmp(files[i], name) != 0)
+            unlinkat(dirfd(d), files[i], 0);
+}
+
 static int fsop_write(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
                       struct err *err)
 {
@@ -664,6 +694,8 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
         unlinkat(dir, tmp_name, 0);
         return fail(err, r, "write", path);
     }
+    if (req->keep > 0)
+        prune_dir(dir, name, req->keep);
     *ret =
         json_pack("{s:o,s:I,s:I,s:b}", "path", json_path(path), "bytes_written",
                   (json_int_t)req->data_len, "size", (json_int_t)tst.st_size, "created", created);
@@ -934,6 +966,7 @@ void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
     wput_str(&b, (const char *)op->data, op->data_len);
     wput_u32(&b, op->append ? 1 : 0);
     wput_u32(&b, (uint32_t)op->mode);
+    wput_u64(&b, op->keep);
     wput_u64(&b, op->offset);
     wput_u64(&b, op->max_bytes);
     wput_u32(&b, op->recursive ? 1 : 0);
@@ -1045,6 +1078,7 @@ int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *
     op->data = (const unsigned char *)rget_str(&b, &op->data_len);
     op->append = rget_bool(&b);
     op->mode = (int)rget_u32(&b);
+    op->keep = (size_t)rget_u64(&b);
     op->offset = rget_u64(&b);
     op->max_bytes = (size_t)rget_u64(&b);
     op->recursive = rget_bool(&b);

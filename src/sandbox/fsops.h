@@ -35,7 +35,11 @@
  *     half-written. append writes the existing content followed by data. The mode is req->mode
  *     (setuid and setgid bits dropped) when >= 0, else the existing file's (the same way),
  *     else 0644. A directory target is refused with EISDIR, a symlink with ELOOP
- *     ("is a symlink"), other non-regular files with EINVAL.
+ *     ("is a symlink"), other non-regular files with EINVAL. With keep > 0 the target's
+ *     directory is then pruned to its keep newest regular files, by name (the names that sort
+ *     last): older regular files are removed; symlinks, directories and names starting with '.'
+ *     are left alone, and the file just written is never removed. For a directory the server
+ *     keeps for itself, whose names start with a time stamp.
  *
  *   LIST: {"path", "entries": [{"name", "type": "file|directory|symlink|other", "size",
  *          "mtime": "2026-01-02T03:04:05.678Z", "mode": "0644"}, ...],
@@ -90,7 +94,8 @@ struct fsop_request {
     const unsigned char *data;
     size_t data_len;
     bool append;
-    int mode; /* < 0: keep the existing file's mode, or 0644 for a new file */
+    int mode;    /* < 0: keep the existing file's mode, or 0644 for a new file */
+    size_t keep; /* > 0: prune the directory to this many files afterwards (see WRITE) */
 
     /* READ */
     uint64_t offset;

@@ -483,6 +483,55 @@ TEST(append)
     fx_teardown(&f);
 }
 
+TEST(write_keep_prunes_the_oldest_files_by_name)
+{
+    struct fx f;
+    fx_setup(&f);
+    CHECK(mkdir(host(&f, "workspace/out"), 0755) == 0);
+    static const char *const old[] = {"20260101-a", "20260102-b", "20260103-c", ".hidden"};
+    for (size_t i = 0; i < 4; i++) {
+        char rel[64];
+        snprintf(rel, sizeof(rel), "workspace/out/%s", old[i]);
+        host_write(host(&f, rel), "x", 1);
+    }
+    CHECK(mkdir(host(&f, "workspace/out/20250101-dir"), 0755) == 0);
+    char secret[PATH_MAX];
+    snprintf(secret, sizeof(secret), "%s/secret", f.outside);
+    CHECK(symlink(secret, host(&f, "workspace/out/20250101-link")) == 0);
+    struct fsop_request req = {.kind = FSOP_WRITE,
+                               .path = "out/20260104-d",
+                               .data = (const unsigned char *)"new",
+                               .data_len = 3,
+                               .mode = -1,
+                               .keep = 2};
+    json_auto_t *a = run(&f, req);
+    CHECK_OK(a);
+    /* the two newest regular files stay; links, directories and dot files are not counted */
+    CHECK(!host_exists(host(&f, "workspace/out/20260101-a")));
+    CHECK(!host_exists(host(&f, "workspace/out/20260102-b")));
+    CHECK(host_exists(host(&f, "workspace/out/20260103-c")));
+    CHECK(host_exists(host(&f, "workspace/out/20260104-d")));
+    CHECK(host_exists(host(&f, "workspace/out/.hidden")));
+    CHECK(host_exists(host(&f, "workspace/out/20250101-dir")));
+    CHECK(host_exists(host(&f, "workspace/out/20250101-link")));
+    /* the file just written stays even when its name sorts first */
+    req.path = "out/0-first";
+    req.keep = 1;
+    json_auto_t *b = run(&f, req);
+    CHECK_OK(b);
+    CHECK(host_exists(host(&f, "workspace/out/0-first")));
+    CHECK(!host_exists(host(&f, "workspace/out/20260103-c")));
+    CHECK(host_exists(host(&f, "workspace/out/20260104-d")));
+    /* without keep nothing goes */
+    req.path = "out/1-second";
+    req.keep = 0;
+    json_auto_t *c = run(&f, req);
+    CHECK_OK(c);
+    CHECK(host_exists(host(&f, "workspace/out/0-first")));
+    check_outside_untouched(&f);
+    fx_teardown(&f);
+}
+
 TEST(write_modes)
 {
     struct fx f;
@@ -1329,6 +1378,7 @@ TEST(worker_request_round_trip_and_refuses_damage)
                .data_len = sizeof(data),
                .append = true,
                .mode = -1,
+               .keep = 5,
                .offset = 1ull << 40,
                .max_bytes = 77,
                .recursive = true,
@@ -1353,6 +1403,7 @@ TEST(worker_request_round_trip_and_refuses_damage)
     CHECK(memcmp(got.op.data, data, sizeof(data)) == 0);
     CHECK(got.op.append && got.op.recursive);
     CHECK_INT_EQ(got.op.mode, -1);
+    CHECK_INT_EQ(got.op.keep, 5);
     CHECK(got.op.offset == 1ull << 40);
     CHECK_INT_EQ(got.op.max_bytes, 77);
     CHECK_INT_EQ(got.op.max_entries, 9);
