@@ -99,7 +99,7 @@ try {
   const big = [];
   for (let i = 0; i < Math.min(N, 100); i++) big.push(await timeIt(() => call('container_exec', { command: 'head -c 1048576 /dev/zero | tr "\\0" a' })));
   const bigS = summarize(big);
-  row('`container_exec` printing 1 MiB through /mcp (captured and returned)', bigS);
+  row('`container_exec` printing 1 MiB through /mcp (captured, kept in the sandbox, head and tail returned)', bigS);
 
   const bwTrue = summarize(await spawnTimes(['bwrap', ...bwrapArgs, 'true'], N));
   row('peer: bubblewrap, a new sandbox running `true`', bwTrue, 'no HTTP, no cgroup, no overlay, no disk');

@@ -458,7 +458,7 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     GET("EXEC_TIMEOUT_SECONDS", sc->exec_timeout_ms, 1, sc->exec_timeout_max / 1000,
         sc->exec_timeout_ms, 1000);
     GET("EXEC_OUTPUT_BYTES", sc->output_bytes, 1024, 64 << 20, sc->output_bytes, 1);
-    GET("FILE_MAX_BYTES", sc->file_max_bytes, 1024, 64 << 20, sc->file_max_bytes, 1);
+    sc->file_max_bytes = cfg->file_max_bytes; /* checked against MAX_REQUEST_BYTES */
 #undef GET
     sc->cgroup_root = config_get(cfg, "SANDBOX_CGROUP_ROOT");
     if (config_get_u64(cfg, "SANDBOX_ALLOW_UNLIMITED", 0, 0, 1, &v, err) < 0)
@@ -678,6 +678,7 @@ static int cmd_serve(int argc, char **argv)
     egress_proxy_set_mode(egress, runs_network_mode, network);
     egress_proxy_set_recorder(egress, runs_network_record, network);
     struct mcp_server *mcp = mcp_server_new(&info);
+    mcp_server_set_reply_budget(mcp, cfg.reply_max_bytes);
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
     tools_container_register(mcp, sandboxes, serr.msg, &sc);

@@ -63,6 +63,7 @@ const char *const config_known_keys[] = {
     "EXEC_TIMEOUT_MAX_SECONDS",
     "EXEC_OUTPUT_BYTES",
     "FILE_MAX_BYTES",
+    "REPLY_MAX_BYTES",
     "PROXY_MAX_REQUEST_BYTES",
     "PROXY_STALL_SECONDS",
     "PROXY_PROVIDERS_DIR",
@@ -282,6 +283,22 @@ int config_finish(struct config *cfg, struct err *err)
                             (uint64_t)1 << 40, &u, err)) < 0)
         return r;
     cfg->sandbox_bytes = u;
+    if ((r = config_get_u64(cfg, "REPLY_MAX_BYTES", 100000, 16384, 16 << 20, &u, err)) < 0)
+        return r;
+    cfg->reply_max_bytes = u;
+    /* The content of a write arrives in one request; promising more than that carries would
+     * only turn writes into 413s. */
+    size_t file_max = config_file_write_max(cfg->max_request_bytes);
+    if ((r = config_get_u64(cfg, "FILE_MAX_BYTES", file_max, 1024, 64 << 20, &u, err)) < 0)
+        return r;
+    if (u > file_max)
+        return err_set(err, -EINVAL,
+                       "FILE_MAX_BYTES %llu is more than one request of MAX_REQUEST_BYTES %zu can "
+                       "carry (%zu bytes, sent as base64); lower FILE_MAX_BYTES to %zu or less, or "
+                       "raise MAX_REQUEST_BYTES to at least %llu",
+                       (unsigned long long)u, cfg->max_request_bytes, file_max, file_max,
+                       (unsigned long long)((u + 2) / 3 * 4 + CONFIG_WRITE_ENVELOPE));
+    cfg->file_max_bytes = u;
     if ((r = config_get_u64(cfg, "SANDBOX_EGRESS_CONNECTIONS", 64, 1, 1 << 16, &u, err)) < 0)
         return r;
     cfg->sandbox_egress_connections = u;
@@ -355,6 +372,13 @@ void config_release(struct config *cfg)
     free(cfg->tls_cert);
     free(cfg->tls_key);
     memset(cfg, 0, sizeof(*cfg));
+}
+
+size_t config_file_write_max(size_t max_request_bytes)
+{
+    size_t envelope = CONFIG_WRITE_ENVELOPE < max_request_bytes / 4 ? CONFIG_WRITE_ENVELOPE
+                                                                    : max_request_bytes / 4;
+    return (max_request_bytes - envelope) / 4 * 3;
 }
 
 int config_get_u64(const struct config *cfg, const char *key, uint64_t def, uint64_t min,

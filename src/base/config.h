@@ -25,6 +25,11 @@ struct config {
     bool public_url_set;   /* configured, rather than derived from the listen address */
     char *allowed_origins; /* comma-separated Origin allow-list ("*" allows any) */
     size_t max_request_bytes;
+    /* The most bytes a tool result should take as serialized JSON (the MCP reply budget). */
+    size_t reply_max_bytes;
+    /* The most bytes of content one container_file_write takes: what a request of
+     * max_request_bytes carries as base64 (config_file_write_max), or less when configured. */
+    size_t file_max_bytes;
     /* What clients may hold before they are authenticated, and connections at once: on the main
      * listener, and on each sandbox's proxy listener. */
     size_t max_connections;            /* main listener */
@@ -65,6 +70,12 @@ void config_set(struct config *cfg, const char *key, const char *value);
 int config_finish(struct config *cfg, struct err *err);
 
 void config_release(struct config *cfg);
+
+/* What a request of max_request_bytes carries of a file's content sent as base64 (3 bytes in 4),
+ * with CONFIG_WRITE_ENVELOPE bytes (or a quarter of the request, if less) left for the JSON-RPC
+ * message around it: the default and the largest FILE_MAX_BYTES. */
+#define CONFIG_WRITE_ENVELOPE 16384
+size_t config_file_write_max(size_t max_request_bytes);
 
 /* Read an unsigned number: def when unset, -EINVAL (err set) when not a number in min..max. */
 int config_get_u64(const struct config *cfg, const char *key, uint64_t def, uint64_t min,

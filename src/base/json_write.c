@@ -97,3 +97,54 @@ char *json_write_text(const json_t *v, size_t *len)
     json_write(&b, v);
     return buf_steal(&b, len);
 }
+
+static size_t char_cost(unsigned char c)
+{
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+        return 2;
+    return c < 0x20 ? 6 : 1;
+}
+
+size_t json_string_cost(const char *s, size_t n)
+{
+    size_t cost = n;
+    for (size_t i = 0; i < n; i++)
+        if (needs_escape((unsigned char)s[i]))
+            cost += char_cost((unsigned char)s[i]) - 1;
+    return cost;
+}
+
+static bool continuation(unsigned char c)
+{
+    return (c & 0xC0) == 0x80;
+}
+
+size_t json_prefix_fit(const char *s, size_t n, size_t budget)
+{
+    size_t i = 0, cost = 0;
+    while (i < n) {
+        size_t c = char_cost((unsigned char)s[i]);
+        if (cost + c > budget)
+            break;
+        cost += c;
+        i++;
+    }
+    while (i > 0 && i < n && continuation((unsigned char)s[i]))
+        i--;
+    return i;
+}
+
+size_t json_suffix_fit(const char *s, size_t n, size_t budget)
+{
+    size_t i = n, cost = 0;
+    while (i > 0) {
+        size_t c = char_cost((unsigned char)s[i - 1]);
+        if (cost + c > budget)
+            break;
+        cost += c;
+        i--;
+    }
+    while (i < n && continuation((unsigned char)s[i]))
+        i++;
+    return i;
+}

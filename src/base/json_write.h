@@ -16,3 +16,15 @@ void json_write(struct buf *b, const json_t *v);
 
 /* The JSON text of v, malloc'd and NUL-terminated; *len (if non-NULL) is its length. */
 char *json_write_text(const json_t *v, size_t *len);
+
+/* Bytes s[0..n) takes inside a JSON string as json_write writes it (quotes not counted): one a
+ * byte, two for '"', '\\' and the control characters with a short escape, six for the others. */
+size_t json_string_cost(const char *s, size_t n);
+
+/* The length of the longest prefix of s[0..n) (valid UTF-8) that costs at most budget and ends on
+ * a character boundary. */
+size_t json_prefix_fit(const char *s, size_t n, size_t budget);
+
+/* Where the longest suffix of s[0..n) (valid UTF-8) that costs at most budget and starts on a
+ * character boundary begins (n when not even one character fits). */
+size_t json_suffix_fit(const char *s, size_t n, size_t budget);

@@ -43,6 +43,7 @@ struct mcp_server {
     mcp_tool_observer_fn observer;
     json_t *tools_listed;  /* the tools/list array, built on first use after the last change */
     char *tools_result[2]; /* its whole result serialized: [0] legacy, [1] stateless revision */
+    size_t reply_budget;
 };
 
 struct mcp_exchange {
@@ -122,6 +123,7 @@ struct mcp_server *mcp_server_new(const struct mcp_server_info *info)
     struct mcp_server *srv = xcalloc(1, sizeof(*srv));
     srv->info = *info;
     srv->capabilities = json_pack("{s:{s:b}}", "tools", "listChanged", 0);
+    srv->reply_budget = MCP_REPLY_BUDGET_DEFAULT;
     mcp_server_add_method(srv, "initialize", core_initialize, NULL, NULL, NULL);
     mcp_server_add_method(srv, "ping", core_ping, NULL, NULL, NULL);
     mcp_server_add_method(srv, "server/discover", core_discover, NULL, NULL, NULL);
@@ -343,6 +345,21 @@ static bool cacheable_in_modern(const char *method)
         if (strcmp(*c, method) == 0)
             return true;
     return false;
+}
+
+void mcp_server_set_reply_budget(struct mcp_server *srv, size_t bytes)
+{
+    srv->reply_budget = bytes;
+}
+
+size_t mcp_server_reply_budget(const struct mcp_server *srv)
+{
+    return srv->reply_budget;
+}
+
+size_t mcp_call_reply_budget(const struct mcp_call *call)
+{
+    return call->ex->srv->reply_budget;
 }
 
 const json_t *mcp_call_client_capabilities(const struct mcp_call *call)

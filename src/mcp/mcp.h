@@ -94,6 +94,15 @@ struct mcp_tool_def {
  * programmer error). Strings in def must outlive the server. */
 void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def);
 
+/* The reply budget (REPLY_MAX_BYTES): the most bytes a tool's result, its content and
+ * structuredContent together, should take as serialized JSON, so that model clients take it
+ * whole. Tools that return large data (command output, file contents, listings) cut it to fit and
+ * say so in the text. Set it before the tools are registered (some derive their limits from it). */
+#define MCP_REPLY_BUDGET_DEFAULT 100000
+void mcp_server_set_reply_budget(struct mcp_server *srv, size_t bytes);
+size_t mcp_server_reply_budget(const struct mcp_server *srv);
+size_t mcp_call_reply_budget(const struct mcp_call *call);
+
 /* Names of the listed tools, in registration order (new reference). */
 json_t *mcp_server_tool_names(const struct mcp_server *srv);
 

@@ -9,13 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/buf.h"
 #include "base/ids.h"
+#include "base/json_write.h"
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
 #include "mcp/mcp.h"
+#include "mcp/reply.h"
 #include "sandbox/fsops.h"
 #include "sandbox/sandbox.h"
 
@@ -23,6 +26,11 @@
 #define ENV_MAX_BYTES (128 << 10)
 #define COMMAND_MAX_BYTES (1 << 20)
 #define PROGRESS_CHUNK_MAX (16 << 10)
+/* Where the output a reply leaves out is kept inside the sandbox: in its writable layer (so it
+ * survives idle stops, and container_initialize discards it), outside /workspace (no noise in a
+ * repository), the newest few files only (bounded disk). */
+#define EXEC_SAVE_DIR "/var/tmp/exec-output"
+#define EXEC_SAVE_KEEP 8
 
 enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE };
 
@@ -32,6 +40,14 @@ struct tools_container {
     uint64_t timeout_max;
     size_t output_bytes;
     size_t file_max_bytes;
+    size_t read_max; /* the most a file read returns: what fits the reply budget as base64 */
+};
+
+/* A stream of a finished command, and how the reply shows it. */
+struct saved_stream {
+    struct reply_cut cut;
+    char *path;  /* where the sandbox keeps it, when the reply leaves part of it out */
+    char *error; /* why it could not be kept */
 };
 
 struct job {
@@ -52,6 +68,10 @@ struct job {
     uint64_t timeout_ms;
     uint64_t streamed;
     bool cancelled;
+    /* exec result (out and err copied), kept while the parts a reply leaves out are saved */
+    struct sandbox_exec_result res;
+    struct saved_stream saved[2];
+    int saving;
     /* file operations */
     struct fsop_request req;
     unsigned char *data;
@@ -72,6 +92,12 @@ static void job_free(struct job *j)
     free(j->env);
     free(j->stdin_data);
     free(j->data);
+    free(j->res.out);
+    free(j->res.err);
+    for (int i = 0; i < 2; i++) {
+        free(j->saved[i].path);
+        free(j->saved[i].error);
+    }
     free(j);
 }
 
@@ -92,10 +118,13 @@ static const char *str_arg(const json_t *args, const char *key)
 static void on_exec_output(void *ctx, enum sandbox_stream s, const char *data, size_t len)
 {
     struct job *j = ctx;
-    if (!mcp_call_wants_progress(j->call) || j->streamed >= j->t->output_bytes)
+    /* Stream output as progress messages, up to what the sandbox keeps and the reply budget. */
+    size_t cap = j->t->output_bytes;
+    if (cap > mcp_call_reply_budget(j->call))
+        cap = mcp_call_reply_budget(j->call);
+    if (!mcp_call_wants_progress(j->call) || j->streamed >= cap)
         return;
-    /* Stream output as progress messages, up to the same cap as the final result. */
-    while (len > 0 && j->streamed < j->t->output_bytes) {
+    while (len > 0 && j->streamed < cap) {
         size_t n = len < PROGRESS_CHUNK_MAX ? len : PROGRESS_CHUNK_MAX;
         size_t clean_len;
         char *clean = utf8_sanitize(data, n, &clean_len);
@@ -109,8 +138,98 @@ static void on_exec_output(void *ctx, enum sandbox_stream s, const char *data, s
     }
 }
 
-static json_t *exec_text(const struct sandbox_exec_result *r)
+/* --- exec replies: what fits the reply budget, the rest kept in the sandbox --- */
+
+struct stream_view {
+    const char *name;
+    const char *data;
+    size_t len;
+    uint64_t total; /* bytes the command wrote */
+    bool kept_all;  /* the sandbox kept all of them (else its head and tail) */
+};
+
+static struct stream_view stream_of(const struct job *j, int i)
 {
+    const struct sandbox_exec_result *r = &j->res;
+    if (i == 0)
+        return (struct stream_view){"stdout", r->out, r->out_len, r->out_total, !r->out_truncated};
+    return (struct stream_view){"stderr", r->err, r->err_len, r->err_total, !r->err_truncated};
+}
+
+static bool stream_cut(const struct job *j, int i)
+{
+    return j->saved[i].cut.head < stream_of(j, i).len;
+}
+
+/* head, the note on a line of its own, tail */
+static void append_cut(struct buf *b, const struct stream_view *v, struct reply_cut cut,
+                       const char *note)
+{
+    buf_append(b, v->data, cut.head);
+    if (cut.head && v->data[cut.head - 1] != '\n')
+        buf_puts(b, "\n");
+    buf_printf(b, "%s\n", note);
+    buf_append(b, v->data + cut.tail, v->len - cut.tail);
+}
+
+/* What the model reads about the part of a stream the reply leaves out: how much, where the
+ * sandbox keeps it and the call that reads on. */
+static char *cut_note(const struct job *j, int i)
+{
+    struct stream_view v = stream_of(j, i);
+    const struct saved_stream *s = &j->saved[i];
+    size_t left = s->cut.tail - s->cut.head;
+    if (s->error)
+        return xasprintf("[... %zu bytes not shown; they could not be kept in the sandbox: %s ...]",
+                         left, s->error);
+    if (!s->path)
+        return xasprintf("[... %zu bytes not shown ...]", left);
+    struct buf b;
+    buf_init(&b, 0);
+    buf_printf(&b,
+               "[... %zu bytes not shown. The sandbox keeps this %s in %s (%zu bytes): continue "
+               "with container_file_read {\"path\": \"%s\", \"offset\": %zu}; the part shown "
+               "below starts at offset %zu.",
+               left, v.name, s->path, v.len, s->path, s->cut.head, s->cut.tail);
+    if (!v.kept_all)
+        buf_printf(
+            &b,
+            " That file holds the first and last %zu bytes the command wrote; the %llu "
+            "between them were not kept (redirect the output to a file to keep all of it).",
+            j->t->output_bytes / 2,
+            (unsigned long long)(v.total > j->t->output_bytes ? v.total - j->t->output_bytes : 0));
+    buf_puts(&b, " ...]");
+    return buf_steal(&b, NULL);
+}
+
+static void stream_text(struct buf *b, const struct job *j, int i)
+{
+    struct stream_view v = stream_of(j, i);
+    if (!v.len)
+        return;
+    struct reply_cut cut = j->saved[i].cut;
+    if (!stream_cut(j, i)) {
+        if (v.kept_all)
+            buf_printf(b, "--- %s ---\n", v.name);
+        else
+            buf_printf(b,
+                       "--- %s (truncated: %llu bytes written, the first and last %zu kept) ---\n",
+                       v.name, (unsigned long long)v.total, j->t->output_bytes / 2);
+        buf_append(b, v.data, v.len);
+    } else {
+        buf_printf(b, "--- %s (%llu bytes written; shown: the first %zu and the last %zu) ---\n",
+                   v.name, (unsigned long long)v.total, cut.head, v.len - cut.tail);
+        char *note = cut_note(j, i);
+        append_cut(b, &v, cut, note);
+        free(note);
+    }
+    if (b->data[b->len - 1] != '\n')
+        buf_puts(b, "\n");
+}
+
+static json_t *exec_content(const struct job *j)
+{
+    const struct sandbox_exec_result *r = &j->res;
     struct buf b;
     buf_init(&b, 0);
     if (r->signal)
@@ -119,26 +238,181 @@ static json_t *exec_text(const struct sandbox_exec_result *r)
     else
         buf_printf(&b, "exit code %d (%llu ms)\n", r->exit_code,
                    (unsigned long long)r->duration_ms);
-    /* the streams can be large: appended, not formatted */
-    if (r->out_len) {
-        buf_printf(&b, "--- stdout%s ---\n", r->out_truncated ? " (truncated)" : "");
-        buf_append(&b, r->out, r->out_len);
-        if (r->out[r->out_len - 1] != '\n')
-            buf_puts(&b, "\n");
-    }
-    if (r->err_len) {
-        buf_printf(&b, "--- stderr%s ---\n", r->err_truncated ? " (truncated)" : "");
-        buf_append(&b, r->err, r->err_len);
-        if (r->err[r->err_len - 1] != '\n')
-            buf_puts(&b, "\n");
-    }
+    stream_text(&b, j, 0);
+    stream_text(&b, j, 1);
     size_t n;
     char *text = buf_steal(&b, &n);
-    /* The streams are valid UTF-8 already (sanitized when captured): no second check. */
+    /* The streams are valid UTF-8 already (sanitized when captured, cut on character
+     * boundaries): no second check. */
     json_t *content =
         json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
     free(text);
     return content;
+}
+
+/* The stream as structuredContent carries it: whole, or head and tail around a short note. */
+static json_t *stream_json(const struct job *j, int i)
+{
+    struct stream_view v = stream_of(j, i);
+    if (!stream_cut(j, i))
+        return json_stringn_nocheck(v.data, v.len);
+    const struct saved_stream *s = &j->saved[i];
+    char note[160];
+    snprintf(note, sizeof(note), "[... %zu bytes not shown%s%s%s ...]", s->cut.tail - s->cut.head,
+             s->path ? ": read " : "", s->path ? v.name : "",
+             s->path ? "_file from its offset" : "");
+    struct buf b;
+    buf_init(&b, 0);
+    append_cut(&b, &v, s->cut, note);
+    size_t n;
+    char *text = buf_steal(&b, &n);
+    json_t *str = json_stringn_nocheck(text, n);
+    free(text);
+    return str;
+}
+
+static json_t *exec_structured(const struct job *j)
+{
+    const struct sandbox_exec_result *r = &j->res;
+    bool out_cut = stream_cut(j, 0), err_cut = stream_cut(j, 1);
+    json_t *sc = json_pack(
+        "{s:i, s:b, s:o, s:o, s:b, s:b, s:I, s:I, s:I, s:b, s:s}", "exit_code", r->exit_code,
+        "timed_out", r->timed_out, "stdout", stream_json(j, 0), "stderr", stream_json(j, 1),
+        "stdout_truncated", r->out_truncated || out_cut, "stderr_truncated",
+        r->err_truncated || err_cut, "stdout_bytes", (json_int_t)r->out_total, "stderr_bytes",
+        (json_int_t)r->err_total, "duration_ms", (json_int_t)r->duration_ms, "truncated",
+        r->out_truncated || r->err_truncated || out_cut || err_cut, "sandbox_id",
+        sandbox_id(j->sbx));
+    json_object_set_new(sc, "signal", r->signal ? json_integer(r->signal) : json_null());
+    for (int i = 0; i < 2; i++) {
+        const struct saved_stream *s = &j->saved[i];
+        bool kept = stream_cut(j, i) && s->path;
+        char key[32];
+        snprintf(key, sizeof(key), "%s_file", stream_of(j, i).name);
+        json_object_set_new(sc, key, kept ? json_string(s->path) : json_null());
+        snprintf(key, sizeof(key), "%s_file_offset", stream_of(j, i).name);
+        json_object_set_new(sc, key, kept ? json_integer((json_int_t)s->cut.head) : json_null());
+    }
+    return sc;
+}
+
+/* Choose the cuts of both streams so that the whole result fits the budget. Each stream is
+ * shown twice, in the text and in structuredContent, so each copy gets half of what is left
+ * after the rest of the result; the smaller stream keeps up to half of that, the larger the
+ * rest. */
+static void exec_fit(struct job *j)
+{
+    size_t budget = mcp_call_reply_budget(j->call);
+    size_t avail = budget > REPLY_SLACK ? budget - REPLY_SLACK : 0;
+    size_t cost[2];
+    for (int i = 0; i < 2; i++) {
+        struct stream_view v = stream_of(j, i);
+        cost[i] = json_string_cost(v.data, v.len);
+    }
+    size_t per_copy = avail / 2;
+    for (int round = 0; round < 8; round++) {
+        size_t share[2];
+        reply_share(cost[0], cost[1], per_copy, &share[0], &share[1]);
+        for (int i = 0; i < 2; i++) {
+            struct stream_view v = stream_of(j, i);
+            j->saved[i].cut = reply_cut_text(v.data, v.len, share[i]);
+        }
+        json_t *content = exec_content(j), *sc = exec_structured(j);
+        size_t total = reply_result_cost(content, sc);
+        json_decref(content);
+        json_decref(sc);
+        if (total <= avail || per_copy == 0)
+            return;
+        size_t step = (total - avail) / 2 + 64;
+        per_copy = per_copy > step ? per_copy - step : 0;
+    }
+}
+
+static void exec_reply(struct job *j)
+{
+    exec_fit(j);
+    mcp_call_tool_result(j->call, exec_content(j), exec_structured(j), false);
+    job_end(j);
+}
+
+static void save_failed(struct saved_stream *s, const char *msg)
+{
+    free(s->path);
+    s->path = NULL;
+    free(s->error);
+    s->error = xstrndup(msg, 200);
+}
+
+static void exec_save_next(struct job *j);
+
+static void on_saved(void *ctx, json_t *res, const struct err *err)
+{
+    struct job *j = ctx;
+    struct saved_stream *s = &j->saved[j->saving - 1];
+    const char *msg = err ? err->msg : json_string_value(json_object_get(res, "error"));
+    if (msg) {
+        log_warn("mcp exec-output-save-failed sbx=%s path=%s err=\"%s\"", sandbox_id(j->sbx),
+                 s->path, msg);
+        save_failed(s, msg);
+    }
+    json_decref(res);
+    exec_save_next(j);
+}
+
+/* Write the streams the reply cuts into the sandbox, one after the other, then reply. */
+static void exec_save_next(struct job *j)
+{
+    while (j->saving < 2) {
+        struct saved_stream *s = &j->saved[j->saving++];
+        if (!s->path)
+            continue;
+        struct stream_view v = stream_of(j, j->saving - 1);
+        j->req = (struct fsop_request){
+            .kind = FSOP_WRITE,
+            .path = s->path,
+            .path_len = strlen(s->path),
+            .cwd = "/",
+            .data = (const unsigned char *)v.data,
+            .data_len = v.len,
+            .mode = -1,
+            .keep = EXEC_SAVE_KEEP,
+        };
+        struct err e = {0};
+        if (sandbox_fs(j->sbx, &j->req, on_saved, j, &e) == 0)
+            return;
+        save_failed(s, e.msg);
+    }
+    exec_reply(j);
+}
+
+/* The command has finished: keep its result, fit it to the budget, and save what the reply
+ * cannot show (streams are named after the time, so that pruning by name drops the oldest). */
+static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
+{
+    j->res = *r;
+    j->res.out = xmalloc(r->out_len + 1);
+    memcpy(j->res.out, r->out, r->out_len + 1);
+    j->res.err = xmalloc(r->err_len + 1);
+    memcpy(j->res.err, r->err, r->err_len + 1);
+    char stamp[32], rnd[8];
+    int64_t now = time_now_ms();
+    time_t secs = (time_t)(now / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+    unsigned char raw[3];
+    rand_bytes(raw, sizeof(raw));
+    rnd[base64url_encode(raw, sizeof(raw), rnd)] = '\0';
+    for (int i = 0; i < 2; i++)
+        j->saved[i].path = xasprintf("%s/%s.%03dZ-%s.%s", EXEC_SAVE_DIR, stamp, (int)(now % 1000),
+                                     rnd, stream_of(j, i).name);
+    exec_fit(j);
+    for (int i = 0; i < 2; i++)
+        if (!stream_cut(j, i)) {
+            free(j->saved[i].path);
+            j->saved[i].path = NULL;
+        }
+    exec_save_next(j);
 }
 
 static void on_exec_done(void *ctx, const struct sandbox_exec_result *r, const struct err *err)
@@ -168,19 +442,7 @@ static void on_exec_done(void *ctx, const struct sandbox_exec_result *r, const s
         job_end(j);
         return;
     }
-    json_t *sc = json_pack(
-        "{s:i, s:b, s:o, s:o, s:b, s:b, s:I, s:I, s:I, s:b, s:s}", "exit_code", r->exit_code,
-        "timed_out", r->timed_out, "stdout", json_stringn_nocheck(r->out, r->out_len), "stderr",
-        json_stringn_nocheck(r->err, r->err_len), "stdout_truncated", r->out_truncated,
-        "stderr_truncated", r->err_truncated, "stdout_bytes", (json_int_t)r->out_total,
-        "stderr_bytes", (json_int_t)r->err_total, "duration_ms", (json_int_t)r->duration_ms,
-        "truncated", r->out_truncated || r->err_truncated, "sandbox_id", sandbox_id(j->sbx));
-    if (r->signal)
-        json_object_set_new(sc, "signal", json_integer(r->signal));
-    else
-        json_object_set_new(sc, "signal", json_null());
-    mcp_call_tool_result(j->call, exec_text(r), sc, false);
-    job_end(j);
+    exec_finished(j, r);
 }
 
 static void on_cancel(struct mcp_call *call, void *ctx)
@@ -210,7 +472,8 @@ static const char *type_mark(const char *type)
     return strcmp(type, "directory") == 0 ? "/" : strcmp(type, "symlink") == 0 ? "@" : "";
 }
 
-static json_t *listing_text(const json_t *res)
+/* The listing as text; dropped: entries left out to fit the reply. */
+static json_t *listing_text(const json_t *res, size_t dropped)
 {
     struct buf b;
     buf_init(&b, 0);
@@ -228,6 +491,11 @@ static json_t *listing_text(const json_t *res)
                    json_string_value(json_object_get(e, "name")),
                    type_mark(json_string_value(json_object_get(e, "type"))));
     }
+    if (dropped)
+        buf_printf(&b,
+                   "[... %zu more entries not shown, to keep this reply small: list a "
+                   "subdirectory, or without recursive, to see the rest]\n",
+                   dropped);
     size_t n;
     char *text = buf_steal(&b, &n);
     /* The streams are valid UTF-8 already (sanitized when captured): no second check. */
@@ -251,6 +519,109 @@ static char *file_uri(const char *path)
     return buf_steal(&b, NULL);
 }
 
+static size_t reply_avail(const struct job *j)
+{
+    size_t budget = mcp_call_reply_budget(j->call);
+    return budget > REPLY_SLACK ? budget - REPLY_SLACK : 0;
+}
+
+/* The listing's text, with entries dropped from the end of res (its truncated flag and count
+ * set) until the whole result fits the reply budget. */
+static json_t *listing_fit(const struct job *j, json_t *res)
+{
+    size_t avail = reply_avail(j), dropped = 0;
+    json_t *entries = json_object_get(res, "entries");
+    for (;;) {
+        json_t *content = listing_text(res, dropped);
+        size_t cost = reply_result_cost(content, res);
+        size_t n = json_array_size(entries);
+        if (cost <= avail || n == 0)
+            return content;
+        json_decref(content);
+        /* drop about what the excess holds, by the entries' average cost */
+        size_t drop = (cost - avail) / (cost / n + 1) + 1;
+        if (drop > n)
+            drop = n;
+        for (size_t k = 0; k < drop; k++)
+            json_array_remove(entries, n - 1 - k);
+        dropped += drop;
+        json_object_set_new(res, "truncated", json_true());
+        json_object_set_new(res, "count", json_integer((json_int_t)(n - drop)));
+    }
+}
+
+/* A file read as a resource (text or base64 blob), cut further when the result would not fit
+ * the reply budget (the read was sized for base64; escapes in text or a long path can still
+ * exceed it), with a note on what follows and where to continue. Sets "bytes", "truncated",
+ * "next_offset" and "eof" in res. */
+static json_t *read_fit(const struct job *j, json_t *res)
+{
+    const char *path = json_string_value(json_object_get(res, "path"));
+    bool binary = json_is_true(json_object_get(res, "binary"));
+    const char *key = binary ? "base64" : "text";
+    json_t *data = json_incref(json_object_get(res, key));
+    json_object_del(res, key);
+    const char *s = json_string_value(data);
+    size_t len = json_string_length(data), n = len;
+    uint64_t offset = (uint64_t)json_integer_value(json_object_get(res, "offset"));
+    uint64_t size = (uint64_t)json_integer_value(json_object_get(res, "size"));
+    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(res, "bytes"));
+    bool more = json_is_true(json_object_get(res, "truncated"));
+    char *uri = file_uri(path);
+    size_t avail = reply_avail(j);
+    json_t *content = NULL;
+    for (int round = 0; round < 8; round++) {
+        if (n < len) {
+            /* base64 is cut at whole groups of 4 characters (3 bytes) */
+            bytes = binary ? n / 4 * 3 : n;
+            more = true;
+        }
+        uint64_t next = offset + bytes;
+        json_object_set_new(res, "bytes", json_integer((json_int_t)bytes));
+        json_object_set_new(res, "truncated", json_boolean(more));
+        json_object_set_new(res, "next_offset", json_integer((json_int_t)next));
+        json_object_set_new(res, "eof", json_boolean(!more));
+        json_t *resource =
+            json_pack("{s:s, s:O, s:o}", "uri", uri, "mimeType", json_object_get(res, "mime_type"),
+                      binary ? "blob" : "text", json_stringn_nocheck(s, n));
+        content = json_pack("[{s:s, s:o}]", "type", "resource", "resource", resource);
+        char *note = NULL;
+        if (more && size > next)
+            note = xasprintf("[... %llu more bytes (the file has %llu): continue with "
+                             "container_file_read {\"path\": \"%s\", \"offset\": %llu}]",
+                             (unsigned long long)(size - next), (unsigned long long)size, path,
+                             (unsigned long long)next);
+        else if (more)
+            note = xasprintf("[... more bytes follow: continue with container_file_read "
+                             "{\"path\": \"%s\", \"offset\": %llu}]",
+                             path, (unsigned long long)next);
+        else if (bytes == 0 && offset > 0)
+            note = xasprintf("[nothing to read: offset %llu is at or past the end of the file "
+                             "(%llu bytes)]",
+                             (unsigned long long)offset, (unsigned long long)size);
+        if (note)
+            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", note));
+        free(note);
+        size_t cost = reply_result_cost(content, res);
+        if (cost <= avail || n == 0)
+            break;
+        json_decref(content);
+        content = NULL;
+        size_t over = cost - avail + 16;
+        if (binary) {
+            n = n > over ? (n - over) / 4 * 4 : 0;
+        } else {
+            size_t have = json_string_cost(s, n);
+            n = json_prefix_fit(s, n, have > over ? have - over : 0);
+        }
+    }
+    if (!content) /* only when 8 rounds did not fit: nothing of the data */
+        content = json_pack("[{s:s, s:s}]", "type", "text", "text", "the file could not be shown");
+    free(uri);
+    json_decref(data);
+    return content;
+}
+
 static void on_fs_done(void *ctx, json_t *res, const struct err *err)
 {
     struct job *j = ctx;
@@ -269,22 +640,11 @@ static void on_fs_done(void *ctx, json_t *res, const struct err *err)
     }
     json_t *content = NULL;
     const char *path = json_string_value(json_object_get(res, "path"));
+    json_object_set_new(res, "sandbox_id", json_string(sandbox_id(j->sbx)));
     switch (j->op) {
     case OP_READ: {
         const char *type = json_string_value(json_object_get(res, "type"));
-        if (type && strcmp(type, "directory") == 0) {
-            content = listing_text(res);
-            break;
-        }
-        char *uri = file_uri(path);
-        json_t *resource =
-            json_pack("{s:s, s:O}", "uri", uri, "mimeType", json_object_get(res, "mime_type"));
-        free(uri);
-        bool binary = json_is_true(json_object_get(res, "binary"));
-        const char *key = binary ? "base64" : "text";
-        json_object_set(resource, binary ? "blob" : "text", json_object_get(res, key));
-        json_object_del(res, key);
-        content = json_pack("[{s:s, s:o}]", "type", "resource", "resource", resource);
+        content = type && strcmp(type, "directory") == 0 ? listing_fit(j, res) : read_fit(j, res);
         break;
     }
     case OP_WRITE: {
@@ -296,7 +656,7 @@ static void on_fs_done(void *ctx, json_t *res, const struct err *err)
         free(text);
         break;
     }
-    case OP_LIST: content = listing_text(res); break;
+    case OP_LIST: content = listing_fit(j, res); break;
     case OP_DELETE: {
         char *text = xasprintf("deleted %s (%lld entries)", path,
                                (long long)json_integer_value(json_object_get(res, "deleted")));
@@ -306,7 +666,6 @@ static void on_fs_done(void *ctx, json_t *res, const struct err *err)
     }
     default: break;
     }
-    json_object_set_new(res, "sandbox_id", json_string(sandbox_id(j->sbx)));
     mcp_call_tool_result(j->call, content, res, false);
     job_end(j);
 }
@@ -564,8 +923,11 @@ static void tool_file_write(struct mcp_call *call, const json_t *args, void *ctx
     }
     if (len > t->file_max_bytes) {
         free(data);
-        return mcp_call_tool_error(call, "content is %zu bytes; the limit is %zu bytes", len,
-                                   t->file_max_bytes);
+        return mcp_call_tool_error(call,
+                                   "content is %zu bytes; the limit is %zu bytes a call: write "
+                                   "larger files in pieces, the first replacing the file and "
+                                   "the others with append",
+                                   len, t->file_max_bytes);
     }
     struct job *j = job_new(t, call, args, OP_WRITE);
     if (!j) {
@@ -591,7 +953,8 @@ static void tool_file_read(struct mcp_call *call, const json_t *args, void *ctx)
     set_path(j, "path");
     j->req.kind = FSOP_READ;
     j->req.offset = (uint64_t)json_integer_value(json_object_get(args, "offset"));
-    j->req.max_bytes = (size_t)json_integer_value(json_object_get(args, "max_bytes"));
+    size_t max = (size_t)json_integer_value(json_object_get(args, "max_bytes"));
+    j->req.max_bytes = max && max < t->read_max ? max : t->read_max;
     start_job(j);
 }
 
@@ -664,47 +1027,48 @@ static const char exec_output[] =
     "\"stderr\":{\"type\":\"string\"},\"stdout_truncated\":{\"type\":\"boolean\"},"
     "\"stderr_truncated\":{\"type\":\"boolean\"},\"truncated\":{\"type\":\"boolean\"},"
     "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"
-    "\"duration_ms\":{\"type\":\"integer\"},\"sandbox_id\":{\"type\":\"string\"}},"
+    "\"duration_ms\":{\"type\":\"integer\"},\"sandbox_id\":{\"type\":\"string\"},"
+    "\"stdout_file\":{\"type\":[\"string\",\"null\"],\"description\":\"Where the sandbox keeps "
+    "stdout when this reply leaves part of it out (read it with container_file_read)\"},"
+    "\"stdout_file_offset\":{\"type\":[\"integer\",\"null\"],\"description\":\"Offset in "
+    "stdout_file where the part left out begins\"},"
+    "\"stderr_file\":{\"type\":[\"string\",\"null\"]},"
+    "\"stderr_file_offset\":{\"type\":[\"integer\",\"null\"]}},"
     "\"required\":[\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\"]}";
 
-static const char write_schema[] = OBJ_REQ(
-    PATH_PROP(
-        "File path; relative paths are under /workspace") ","
-                                                          "\"content\":{\"type\":\"string\","
-                                                          "\"description\":\"File content, as text "
-                                                          "or base64\"},"
-                                                          "\"encoding\":{\"type\":\"string\","
-                                                          "\"enum\":[\"utf8\",\"base64\"],"
-                                                          "\"description\":\"How "
-                                                          "content is encoded (default utf8)\"},"
-                                                          "\"append\":{\"type\":\"boolean\","
-                                                          "\"description\":\"Append instead of "
-                                                          "replacing\"},"
-                                                          "\"mode\":{\"anyOf\":[{\"type\":"
-                                                          "\"string\",\"minLength\":1,"
-                                                          "\"maxLength\":5},{\"type\":"
-                                                          "\"integer\",\"minimum\":0,\"maximum\":"
-                                                          "4095}],\"description\":\"Permissions, "
-                                                          "octal like "
-                                                          "\\\"0755\\\"\"},"
-                                                          "\"session_id\":{\"type\":\"string\","
-                                                          "\"minLength\":1,\"maxLength\":64}",
-    "\"path\",\"content\"");
+static char *write_schema(size_t file_max)
+{
+    return xasprintf(
+        "{\"type\":\"object\",\"properties\":{"
+        "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
+        "\"description\":\"File path; relative paths are under /workspace\"},"
+        "\"content\":{\"type\":\"string\",\"description\":\"File content, as text or base64: at "
+        "most %zu bytes (decoded) a call; write larger files in pieces with append\"},"
+        "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf8\",\"base64\"],"
+        "\"description\":\"How content is encoded (default utf8)\"},"
+        "\"append\":{\"type\":\"boolean\",\"description\":\"Append instead of replacing\"},"
+        "\"mode\":{\"anyOf\":[{\"type\":\"string\",\"minLength\":1,\"maxLength\":5},"
+        "{\"type\":\"integer\",\"minimum\":0,\"maximum\":4095}],"
+        "\"description\":\"Permissions, octal like \\\"0755\\\"\"},"
+        "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
+        "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
+        file_max);
+}
 
-static const char read_schema[] =
-    OBJ_REQ(PATH_PROP("File or directory path; relative paths are under "
-                      "/workspace") ","
-                                    "\"offset\":{\"type\":\"integer\","
-                                    "\"minimum\":0,\"description\":\"Byte "
-                                    "offset to start at\"},"
-                                    "\"max_bytes\":{\"type\":\"integer\","
-                                    "\"minimum\":1,\"maximum\":8388608,"
-                                    "\"description\":"
-                                    "\"Most bytes to return (default 1 "
-                                    "MiB)\"},"
-                                    "\"session_id\":{\"type\":\"string\","
-                                    "\"minLength\":1,\"maxLength\":64}",
-            "\"path\"");
+static char *read_schema(size_t read_max)
+{
+    return xasprintf(
+        "{\"type\":\"object\",\"properties\":{"
+        "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
+        "\"description\":\"File or directory path; relative paths are under /workspace\"},"
+        "\"offset\":{\"type\":\"integer\",\"minimum\":0,\"description\":\"Byte offset to start "
+        "at (a read that stops before the end names the offset to continue from)\"},"
+        "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":%zu,"
+        "\"description\":\"Most bytes to return (default and largest %zu)\"},"
+        "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
+        "\"required\":[\"path\"],\"additionalProperties\":false}",
+        read_max, read_max);
+}
 
 static const char list_schema[] = OBJ(PATH_PROP(
     "Directory to list (default /workspace)") ","
@@ -739,9 +1103,45 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
     t->timeout_max = cfg->exec_timeout_max;
     t->output_bytes = cfg->output_bytes;
     t->file_max_bytes = cfg->file_max_bytes;
-    static char *exec_in;
+    /* a read's bytes go out as base64 at worst (4 for 3), beside a few KiB of the rest */
+    size_t budget = mcp_server_reply_budget(srv);
+    size_t room = budget > REPLY_SLACK + 3072 ? budget - REPLY_SLACK - 3072 : 0;
+    t->read_max = room / 4 * 3;
+    if (t->read_max > FSOP_READ_MAX_BYTES)
+        t->read_max = FSOP_READ_MAX_BYTES;
+    if (t->read_max < 1024)
+        t->read_max = 1024;
+    static char *exec_in, *write_in, *read_in, *exec_desc, *write_desc, *read_desc;
     free(exec_in);
     exec_in = exec_schema(cfg->exec_timeout_max);
+    free(write_in);
+    write_in = write_schema(cfg->file_max_bytes);
+    free(read_in);
+    read_in = read_schema(t->read_max);
+    free(exec_desc);
+    exec_desc = xasprintf(
+        "Run a shell command (/bin/sh -c) in your isolated Linux sandbox, in /workspace by "
+        "default. Returns stdout, stderr, the exit code or signal, and whether it timed out. "
+        "Each stream keeps its first and last %zu bytes. A reply shows about %zu bytes of "
+        "output: when there is more, it shows the head and tail and saves the whole output in "
+        "a file under " EXEC_SAVE_DIR ", whose path and the container_file_read offset to "
+        "continue from are in the reply. Background processes (nohup cmd &) keep "
+        "running after the call returns. Send a progress token to get output as it arrives.",
+        cfg->output_bytes / 2, (budget - REPLY_SLACK) / 2);
+    free(write_desc);
+    write_desc = xasprintf(
+        "Write a file in your sandbox (relative paths are under /workspace), creating parent "
+        "directories. The write is atomic: a failed write leaves the old file as it was. At "
+        "most %zu bytes of content a call (what one request carries as base64): write larger "
+        "files in pieces, the first replacing the file and the others with append.",
+        cfg->file_max_bytes);
+    free(read_desc);
+    read_desc = xasprintf(
+        "Read a file from your sandbox (relative paths are under /workspace). Text comes back "
+        "as text, binary content as base64; a directory returns its listing. At most %zu bytes "
+        "a call: a read that stops before the end says so and gives the offset to continue "
+        "from (next_offset; eof is true at the end).",
+        t->read_max);
     const struct mcp_tool_def defs[] = {
         {"container_initialize", "Start a fresh sandbox",
          "(Re)start your Linux sandbox from a clean state: its processes are killed and its "
@@ -753,21 +1153,12 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
          "Check that your sandbox is up and answering (runs a trivial process in it); reports "
          "uptime, memory in use and the number of processes.",
          schema_session_only, NULL, MCP_TOOL_READ_ONLY, tool_ping, t},
-        {"container_exec", "Run a command",
-         "Run a shell command (/bin/sh -c) in your isolated Linux sandbox, in /workspace by "
-         "default. Returns stdout, stderr, the exit code or signal, and whether it timed out. "
-         "Output is capped at 1 MiB per stream (head and tail kept). Background processes "
-         "(nohup cmd &) keep running after the call returns. Send a progress token to get "
-         "output as it arrives.",
-         exec_in, exec_output, MCP_TOOL_DESTRUCTIVE | MCP_TOOL_OPEN_WORLD, tool_exec, t},
-        {"container_file_write", "Write a file",
-         "Write a file in your sandbox (relative paths are under /workspace), creating parent "
-         "directories. The write is atomic: a failed write leaves the old file as it was.",
-         write_schema, NULL, MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_file_write, t},
-        {"container_file_read", "Read a file",
-         "Read a file from your sandbox (relative paths are under /workspace). Text comes back "
-         "as text, binary content as base64; a directory returns its listing.",
-         read_schema, NULL, MCP_TOOL_READ_ONLY, tool_file_read, t},
+        {"container_exec", "Run a command", exec_desc, exec_in, exec_output,
+         MCP_TOOL_DESTRUCTIVE | MCP_TOOL_OPEN_WORLD, tool_exec, t},
+        {"container_file_write", "Write a file", write_desc, write_in, NULL,
+         MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_file_write, t},
+        {"container_file_read", "Read a file", read_desc, read_in, NULL, MCP_TOOL_READ_ONLY,
+         tool_file_read, t},
         {"container_files_list", "List files",
          "List a directory in your sandbox (default /workspace) with type, size, mtime and "
          "mode of each entry; optionally recursive.",

@@ -822,8 +822,8 @@ int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_d
     job->sbx = sbx;
     job->cb = cb;
     job->ctx = ctx;
-    /* base64 of the largest file plus the JSON around it */
-    size_t max = sbx->m->cfg.file_max_bytes / 3 * 4 + (1 << 20);
+    /* base64 of the largest read plus the JSON around it */
+    size_t max = FSOP_READ_MAX_BYTES / 3 * 4 + (1 << 20);
     proc_watch_start(&job->watch, pid, rep[0], max, on_fs_done);
     return 0;
 }

@@ -43,7 +43,7 @@ void sandbox_config_defaults(struct sandbox_config *cfg)
     cfg->exec_timeout_ms = 60 * 1000;
     cfg->exec_timeout_max = 60 * 60 * 1000;
     cfg->output_bytes = 1 << 20;
-    cfg->file_max_bytes = 8 << 20;
+    cfg->file_max_bytes = 3 << 20;
 }
 
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m)

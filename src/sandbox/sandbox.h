@@ -42,7 +42,7 @@ struct sandbox_config {
     uint64_t exec_timeout_ms;  /* default exec timeout */
     uint64_t exec_timeout_max; /* largest timeout a client may ask for */
     size_t output_bytes;       /* default cap per output stream */
-    size_t file_max_bytes;     /* largest file write/read */
+    size_t file_max_bytes;     /* largest content of one file write */
     const char *agent_dir;     /* host directory mounted read-only at /opt/agents, or NULL */
     const char *cgroup_root;   /* where the cgroup hierarchies are mounted; NULL: /sys/fs/cgroup */
     bool allow_unlimited;      /* start sandboxes even without cgroup memory and pids limits */

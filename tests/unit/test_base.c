@@ -194,6 +194,45 @@ TEST(config_tls_cert_and_key_go_together)
     config_release(&cfg);
 }
 
+TEST(config_file_limit_follows_the_request_cap)
+{
+    struct config cfg = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    /* what a 4 MiB request carries as base64, after 16 KiB of envelope */
+    CHECK_INT_EQ(cfg.file_max_bytes, (4194304 - 16384) / 4 * 3);
+    CHECK_INT_EQ(cfg.reply_max_bytes, 100000);
+    config_release(&cfg);
+    config_set(&cfg, "MAX_REQUEST_BYTES", "1048576");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.file_max_bytes, 774144);
+    config_release(&cfg);
+    config_set(&cfg, "FILE_MAX_BYTES", "2097152");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    CHECK_INT_EQ(cfg.file_max_bytes, 2097152);
+    config_release(&cfg);
+    /* a limit no request could carry is refused, naming both settings and the fix */
+    config_set(&cfg, "FILE_MAX_BYTES", "8388608");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "FILE_MAX_BYTES 8388608 is more than one request of "
+                                "MAX_REQUEST_BYTES 4194304 can carry (3133440 bytes");
+    CHECK_STR_CONTAINS(err.msg, "raise MAX_REQUEST_BYTES to at least 11201196");
+    config_release(&cfg);
+    /* ... and the request size it names is enough */
+    CHECK(config_file_write_max(11201196) >= 8388608);
+    CHECK(config_file_write_max(11201195) < 8388608);
+    config_set(&cfg, "MAX_REQUEST_BYTES", "11201196");
+    config_set(&cfg, "FILE_MAX_BYTES", "8388608");
+    CHECK_INT_EQ(config_finish(&cfg, &err), 0);
+    config_release(&cfg);
+    /* the smallest request cap still leaves room for the envelope */
+    CHECK_INT_EQ(config_file_write_max(1024), 576);
+    config_set(&cfg, "REPLY_MAX_BYTES", "16383");
+    CHECK_INT_EQ(config_finish(&cfg, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "REPLY_MAX_BYTES");
+    config_release(&cfg);
+}
+
 TEST(log_ratelimit_per_key_and_second)
 {
     uint64_t held = 99;
@@ -327,6 +366,39 @@ TEST(json_write_matches_jansson)
         text[i] = i % 97 == 96 ? '\n' : (char)('a' + i % 26);
     check_same_as_jansson(json_pack("{s:s%}", "stdout", text, big));
     free(text);
+}
+
+TEST(json_cost_and_fits)
+{
+    /* one a byte, two for the short escapes, six for other control characters */
+    CHECK_INT_EQ(json_string_cost("abc", 3), 3);
+    CHECK_INT_EQ(json_string_cost("a\"b\\c\n\t", 7), 11);
+    CHECK_INT_EQ(json_string_cost("\x01", 1), 6);
+    CHECK_INT_EQ(json_string_cost("\xC3\xA9", 2), 2);
+    /* the cost is what json_write writes between the quotes */
+    const char mixed[] = "x\"\x01\xE2\x82\xAC\n";
+    size_t len;
+    json_t *v = json_stringn(mixed, sizeof(mixed) - 1);
+    char *text = json_write_text(v, &len);
+    CHECK_INT_EQ(json_string_cost(mixed, sizeof(mixed) - 1), len - 2);
+    free(text);
+    json_decref(v);
+    /* prefixes and suffixes never split a character or an escape's cost */
+    const char *s = "ab\xE2\x82\xAC\"cd"; /* a b EURO " c d: 8 bytes, cost 9 */
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 100), 8);
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 2), 2);
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 3), 2); /* the euro sign's lead byte alone is cut */
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 5), 5);
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 6), 5); /* '"' costs two */
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 7), 6);
+    CHECK_INT_EQ(json_prefix_fit(s, 8, 0), 0);
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 100), 0);
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 2), 6);
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 3), 6); /* '"' costs two */
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 4), 5);
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 5), 5); /* not into the euro sign */
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 7), 2);
+    CHECK_INT_EQ(json_suffix_fit(s, 8, 0), 8);
 }
 
 TEST_MAIN()

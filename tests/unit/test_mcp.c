@@ -5,6 +5,8 @@
 #include "harness.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
+#include "mcp/reply.h"
+#include "base/json_write.h"
 
 struct capture {
     int status;
@@ -378,6 +380,41 @@ TEST(unsupported_legacy_header)
     json_decref(v);
     buf_release(&c.body);
     mcp_server_free(s);
+}
+
+TEST(reply_cuts_keep_head_and_tail_within_the_budget)
+{
+    struct reply_cut c = reply_cut_text("short\n", 6, 100);
+    CHECK_INT_EQ(c.head, 6);
+    CHECK_INT_EQ(c.tail, 6);
+    /* lines of 10 bytes ("line 0001\n"...): cuts at line breaks, within the budget */
+    struct buf b;
+    buf_init(&b, 0);
+    for (int i = 1; i <= 1000; i++)
+        buf_printf(&b, "line %04d\n", i);
+    c = reply_cut_text(b.data, b.len, 1000);
+    CHECK(c.head < c.tail);
+    CHECK(json_string_cost(b.data, c.head) + json_string_cost(b.data + c.tail, b.len - c.tail) <=
+          1000);
+    CHECK(c.head > 300 && b.len - c.tail > 300);
+    CHECK(b.data[c.head - 1] == '\n');
+    CHECK(b.data[c.tail - 1] == '\n');
+    /* without line breaks: character boundaries only */
+    const char *euros = "\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC"; /* 12 bytes */
+    c = reply_cut_text(euros, 12, 8);
+    CHECK_INT_EQ(c.head, 3);
+    CHECK_INT_EQ(c.tail, 9);
+    buf_release(&b);
+
+    size_t a, z;
+    reply_share(10, 20, 100, &a, &z);
+    CHECK(a == 10 && z == 20);
+    reply_share(10, 2000, 100, &a, &z); /* the small one whole, the large the rest */
+    CHECK(a == 10 && z == 90);
+    reply_share(2000, 3000, 100, &a, &z); /* both large: half each */
+    CHECK(a == 50 && z == 50);
+    reply_share(3000, 30, 100, &a, &z);
+    CHECK(a == 70 && z == 30);
 }
 
 TEST_MAIN()
