@@ -39,6 +39,7 @@
 #include "http/http_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <h2o/cache_digests.h>
 #include <h2o/http1.h>
 #include <h2o/http2.h>
@@ -51,6 +52,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/picohttp.h"
 #include "base/util.h"
 #include "proxy/proxy.h"
@@ -133,6 +135,17 @@ struct http_conn {
     bool authenticated; /* its first request carried a valid credential (main listener) */
     bool gated;
     bool draining; /* refused: h2o sees nothing more, the client's body is read and dropped */
+    int linger_fd; /* another descriptor of the socket, kept open past h2o's close; or -1 */
+};
+
+/* A connection closed by h2o with the client still sending: its socket, read and dropped
+ * until the client stops, or at most LINGER_SECONDS and a byte count. */
+#define LINGER_SECONDS 10
+struct lingering {
+    h2o_linklist_t link; /* in lingering, which keeps them reachable */
+    h2o_socket_t *sock;
+    struct loop_timer timer;
+    size_t left;
 };
 
 static struct {
@@ -141,6 +154,7 @@ static struct {
 } totals;
 
 static h2o_linklist_t watched_h2 = {&watched_h2, &watched_h2};
+static h2o_linklist_t lingering = {&lingering, &lingering};
 
 struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox)
 {
@@ -208,9 +222,53 @@ static void authenticate(struct http_conn *c)
     charge(c, 0);
 }
 
+static void linger_end(struct lingering *l)
+{
+    loop_timer_stop(&l->timer);
+    h2o_linklist_unlink(&l->link);
+    h2o_socket_close(l->sock);
+    free(l);
+}
+
+static void linger_timed_out(struct loop_timer *t)
+{
+    linger_end(H2O_STRUCT_FROM_MEMBER(struct lingering, timer, t));
+}
+
+static void linger_on_read(h2o_socket_t *sock, const char *err)
+{
+    struct lingering *l = sock->data;
+    size_t n = sock->input->size;
+    h2o_buffer_consume(&sock->input, n);
+    if (err || n >= l->left) {
+        linger_end(l);
+        return;
+    }
+    l->left -= n;
+}
+
+/* h2o has written its answer and closed its descriptor: end the sending side, then read what
+ * the client still sends until it closes too. */
+static void linger_start(struct http_conn *c)
+{
+    int fd = c->linger_fd;
+    c->linger_fd = -1;
+    shutdown(fd, SHUT_WR);
+    struct lingering *l = xcalloc(1, sizeof(*l));
+    size_t max = c->pool->srv->cfg->max_request_bytes;
+    l->left = 4 * max > (16 << 20) ? 4 * max : 16 << 20;
+    l->sock = h2o_evloop_socket_create(loop_get(), fd, H2O_SOCKET_FLAG_DONT_READ);
+    l->sock->data = l;
+    h2o_linklist_insert(&lingering, &l->link);
+    h2o_socket_read_start(l->sock, linger_on_read);
+    loop_timer_start(&l->timer, LINGER_SECONDS * 1000, linger_timed_out);
+}
+
 static void conn_closed(void *data)
 {
     struct http_conn *c = data;
+    if (c->linger_fd >= 0)
+        linger_start(c);
     h2_unwatch(c);
     h2o_timeout_unlink(&c->handshake);
     SSL_CTX_free(c->ssl_ctx);
@@ -239,6 +297,14 @@ bool http_conn_may_persist(h2o_req_t *req)
 {
     struct http_conn *c = conn_of(req);
     return c && c->authenticated;
+}
+
+void http_conn_linger(h2o_req_t *req)
+{
+    struct http_conn *c = conn_of(req);
+    if (!c || c->linger_fd >= 0 || req->version >= 0x200)
+        return;
+    c->linger_fd = fcntl(h2o_socket_get_fd(c->sock), F_DUPFD_CLOEXEC, 3);
 }
 
 void http_conn_authenticated(h2o_req_t *req)
@@ -669,6 +735,7 @@ void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t 
     c->sock = sock;
     c->actx = actx;
     c->gated = true;
+    c->linger_fd = -1;
     c->handshake.cb = handshake_timed_out;
     p->refs++;
     p->conns++;

@@ -109,6 +109,11 @@ bool http_conn_may_persist(h2o_req_t *req);
 /* A handler found req's credential valid: on HTTP/2, its connection is no longer charged by
  * the gate (on HTTP/1 the gate has judged the head already). */
 void http_conn_authenticated(h2o_req_t *req);
+/* req is answered before its body was read (413), and its connection closes after the answer:
+ * keep reading and dropping what the client still sends, for a while (at most LINGER_SECONDS,
+ * and the larger of 16 MiB and 4 x MAX_REQUEST_BYTES), so that closing the socket with unread
+ * data does not reset the connection before the client has read the answer. HTTP/1 only. */
+void http_conn_linger(h2o_req_t *req);
 /* After each turn of the event loop: h2o starts reading an HTTP/2 connection again with its
  * own callback after it stopped to let its output drain; put the gate back in front. */
 void http_gate_after_loop(void);

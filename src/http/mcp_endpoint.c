@@ -9,6 +9,7 @@
 
 #include "auth/auth.h"
 #include "base/cleanup.h"
+#include "base/json_write.h"
 #include "base/log.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
@@ -219,8 +220,77 @@ static int on_sse(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
+/* --- bodies over MAX_REQUEST_BYTES ---
+ *
+ * h2o refuses a request body over its limit itself, before any handler runs: at once when the
+ * Content-Length says so, else once the chunked body read so far passes it; it answers 413 with
+ * a plain-text body and closes the connection, without reading further. That response goes
+ * through the filters of the host's fallback path (the request was never routed), so this
+ * filter turns it, for POST /mcp, into a JSON-RPC error a client can show: the limit in bytes
+ * and what to do instead. The id is null: the body, which holds it, is not read. */
+
+struct too_large_filter {
+    h2o_filter_t super;
+    struct http_server *srv;
+};
+
+struct replace_body {
+    h2o_ostream_t super;
+    h2o_iovec_t body;
+    bool sent;
+};
+
+static void replace_body_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                              h2o_send_state_t state)
+{
+    struct replace_body *o = (struct replace_body *)self;
+    (void)bufs, (void)bufcnt;
+    h2o_iovec_t out = o->sent ? h2o_iovec_init(NULL, 0) : o->body;
+    o->sent = true;
+    h2o_ostream_send_next(&o->super, req, &out, out.len ? 1 : 0, state);
+}
+
+static void too_large_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    struct too_large_filter *f = (struct too_large_filter *)self;
+    if (req->res.status == 413 &&
+        h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/mcp"))) {
+        const struct config *cfg = f->srv->cfg;
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "request body too large: this server takes at most %zu bytes a request "
+                 "(MAX_REQUEST_BYTES); send less in one request, e.g. write a large file in "
+                 "pieces with container_file_write, at most %zu bytes of content a call, the "
+                 "first replacing the file and the others with append: true",
+                 cfg->max_request_bytes, cfg->file_max_bytes);
+        json_t *e = jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST, msg,
+                                  json_pack("{s:I, s:I}", "max_request_bytes",
+                                            (json_int_t)cfg->max_request_bytes, "file_max_bytes",
+                                            (json_int_t)cfg->file_max_bytes));
+        size_t len;
+        char *text = json_write_text(e, &len);
+        json_decref(e);
+        struct replace_body *o =
+            (struct replace_body *)h2o_add_ostream(req, sizeof(struct replace_body), slot);
+        o->super.do_send = replace_body_send;
+        o->body = h2o_strdup(&req->pool, text, len);
+        o->sent = false;
+        free(text);
+        req->res.content_length = len;
+        h2o_set_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE,
+                       H2O_STRLIT("application/json"), 1);
+        slot = &o->super.next;
+        http_conn_linger(req);
+    }
+    h2o_setup_next_ostream(req, slot);
+}
+
 void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host)
 {
     http_add_route(srv, host, "/mcp", "/mcp", on_mcp);
     http_add_route(srv, host, "/sse", "/sse", on_sse);
+    struct too_large_filter *f = (struct too_large_filter *)h2o_create_filter(
+        &host->fallback_path, sizeof(struct too_large_filter));
+    f->super.on_setup_ostream = too_large_setup;
+    f->srv = srv;
 }

@@ -122,6 +122,12 @@ test('a chunked body of 4 MiB + 1 bytes is rejected with 413', async () => {
   Buffer.from(JSON.stringify(PING)).copy(body);
   const reply = await rawExchange(server, [head, `${n.toString(16)}\r\n`, body, '\r\n0\r\n\r\n']);
   assert.match(reply, /^HTTP\/1\.1 413 /, `reply: ${reply.slice(0, 200)}`);
+  // a JSON-RPC error naming the limit (the id is unknown: the body is not parsed)
+  assert.match(reply, /\r\ncontent-type: application\/json\r\n/i);
+  const msg = JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
+  assert.equal(msg.id, null);
+  assert.equal(msg.error.code, -32600);
+  assert.match(msg.error.message, /at most 4194304 bytes a request/);
 });
 
 test('a declared Content-Length of 4 MiB + 1 is rejected with 413 before the body is sent', async () => {

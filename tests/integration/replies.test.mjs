@@ -1,10 +1,12 @@
 // Reply sizes: container_exec and container_file_read results stay within the reply budget
 // (REPLY_MAX_BYTES) as serialized JSON, say what they left out and where to read on; the output
-// a reply cuts is kept in the sandbox under /var/tmp/exec-output (the newest 8 files);
-// FILE_MAX_BYTES agrees with the request cap.
+// a reply cuts is kept in the sandbox under /var/tmp/exec-output (the newest 8 files); request
+// bodies over MAX_REQUEST_BYTES get a JSON-RPC error naming the limit; FILE_MAX_BYTES agrees with
+// the request cap.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, rpc } from '../lib/server.mjs';
+import { rawExchange } from '../lib/http.mjs';
 
 const BUDGET = 100000; // the default REPLY_MAX_BYTES
 let server;
@@ -230,6 +232,36 @@ test('a smaller REPLY_MAX_BYTES is honoured; only the newest 8 kept outputs stay
   } finally {
     await srv.stop();
   }
+});
+
+// One HTTP/1.1 response from raw bytes: status, headers, body.
+function parseResponse(raw) {
+  const end = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, end).split('\r\n');
+  const headers = Object.fromEntries(head.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  return { status: Number(head[0].split(' ')[1]), headers, body: raw.slice(end + 4) };
+}
+
+test('a 5 MB write gets a JSON-RPC error naming the request limit and the way to write in pieces', async () => {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'container_file_write',
+    arguments: { path: 'big.bin', content: Buffer.alloc(5 * 1024 * 1024 / 4 * 3, 1).toString('base64'), encoding: 'base64' } } });
+  const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+    `Accept: application/json, text/event-stream\r\nAuthorization: Bearer ${server.token}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+  const res = parseResponse(await rawExchange(server, [head, body]));
+  assert.equal(res.status, 413);
+  assert.match(res.headers['content-type'], /^application\/json/);
+  assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.body));
+  const msg = JSON.parse(res.body);
+  assert.equal(msg.jsonrpc, '2.0');
+  assert.equal(msg.id, null);
+  assert.equal(msg.error.code, -32600);
+  assert.match(msg.error.message, /at most 4194304 bytes a request \(MAX_REQUEST_BYTES\)/);
+  assert.match(msg.error.message, /container_file_write, at most 3133440 bytes of content a call, .* append: true/);
+  assert.deepEqual(msg.error.data, { max_request_bytes: 4194304, file_max_bytes: 3133440 });
+  // the same server answers the next request as usual
+  const ok = await call(server, 'container_exec', { command: 'ls big.bin 2>&1; true' });
+  assert.match(ok.structuredContent.stdout, /No such file/);
 });
 
 test('FILE_MAX_BYTES agrees with MAX_REQUEST_BYTES: the largest write fits in one request, one more byte is refused by the tool', async () => {
