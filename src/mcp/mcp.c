@@ -1,5 +1,6 @@
 /* Protocol handling for POST /mcp: version eras, header checks, dispatch, replies. */
 #include "mcp/mcp.h"
+#include "mcp/mcp_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,8 +42,12 @@ struct mcp_server {
     size_t ntools;
     json_t *capabilities;
     mcp_tool_observer_fn observer;
-    json_t *tools_listed;  /* the tools/list array, built on first use after the last change */
-    char *tools_result[2]; /* its whole result serialized: [0] legacy, [1] stateless revision */
+    /* the tools/list array and its whole result serialized, built on first use after the last
+     * change: [0] legacy revisions, [1] the stateless revision */
+    json_t *tools_listed[2];
+    char *tools_result[2];
+    const struct mcp_task_source *task_source; /* NULL: no tasks */
+    void *task_ctx;
     size_t reply_budget;
 };
 
@@ -72,6 +77,8 @@ struct mcp_call {
     bool modern;
     bool log_enabled;
     bool cancelled;
+    bool cancel_on_close; /* cancelled by a client that goes away, whatever the revision */
+    bool task_requested;
     const struct tool *tool;
     int64_t started_ms;
     void (*on_cancel)(struct mcp_call *call, void *ctx);
@@ -144,9 +151,10 @@ void mcp_server_free(struct mcp_server *srv)
     }
     free(srv->methods);
     free(srv->tools);
-    json_decref(srv->tools_listed);
-    free(srv->tools_result[0]);
-    free(srv->tools_result[1]);
+    for (int i = 0; i < 2; i++) {
+        json_decref(srv->tools_listed[i]);
+        free(srv->tools_result[i]);
+    }
     json_decref(srv->capabilities);
     free(srv);
 }
@@ -179,6 +187,16 @@ static json_t *parse_schema(const char *tool, const char *text)
     return s;
 }
 
+static void forget_tools_list(struct mcp_server *srv)
+{
+    for (int i = 0; i < 2; i++) {
+        json_decref(srv->tools_listed[i]);
+        srv->tools_listed[i] = NULL;
+        free(srv->tools_result[i]);
+        srv->tools_result[i] = NULL;
+    }
+}
+
 void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
 {
     srv->tools = xrealloc(srv->tools, (srv->ntools + 1) * sizeof(*srv->tools));
@@ -186,12 +204,7 @@ void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
     t->def = *def;
     t->input_schema = parse_schema(def->name, def->input_schema);
     t->output_schema = def->output_schema ? parse_schema(def->name, def->output_schema) : NULL;
-    json_decref(srv->tools_listed);
-    srv->tools_listed = NULL;
-    for (int i = 0; i < 2; i++) {
-        free(srv->tools_result[i]);
-        srv->tools_result[i] = NULL;
-    }
+    forget_tools_list(srv);
 }
 
 json_t *mcp_server_tool_names(const struct mcp_server *srv)
@@ -206,6 +219,25 @@ json_t *mcp_server_tool_names(const struct mcp_server *srv)
 void mcp_server_set_tool_observer(struct mcp_server *srv, mcp_tool_observer_fn fn)
 {
     srv->observer = fn;
+}
+
+void mcp_server_set_task_source(struct mcp_server *srv, const struct mcp_task_source *ops,
+                                void *ctx)
+{
+    if (srv->task_source) {
+        fprintf(stderr, "BUG: a second task source\n");
+        abort();
+    }
+    srv->task_source = ops;
+    srv->task_ctx = ctx;
+    mcp_tasks_register_methods(srv);
+    forget_tools_list(srv); /* execution.taskSupport appears */
+}
+
+const struct mcp_task_source *mcp_server_task_source(const struct mcp_server *srv, void **ctx)
+{
+    *ctx = srv->task_ctx;
+    return srv->task_source;
 }
 
 static const struct method *find_method(const struct mcp_server *srv, const char *name)
@@ -371,7 +403,9 @@ const json_t *mcp_call_client_capabilities(const struct mcp_call *call)
 static void decorate_result(struct mcp_call *call, json_t *result)
 {
     if (call->modern) {
-        json_object_set_new(result, "resultType", json_string("complete"));
+        /* "task" when a tools/call made one; every other result is complete */
+        if (!json_object_get(result, "resultType"))
+            json_object_set_new(result, "resultType", json_string("complete"));
         json_t *meta = json_object_get(result, "_meta");
         if (!json_is_object(meta)) {
             meta = json_object();
@@ -407,6 +441,17 @@ void mcp_call_error(struct mcp_call *call, int code, const char *message, json_t
 
 void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured, bool is_error)
 {
+    if (is_error && call->task_requested && !call->modern) {
+        /* Refused before a task existed, where the requestor waits for a CreateTaskResult: a
+         * JSON-RPC error carries the reason to it. */
+        const char *text = json_string_value(json_object_get(json_array_get(content, 0), "text"));
+        char msg[2048];
+        snprintf(msg, sizeof(msg), "%s", text ? text : "the tool refused the call");
+        json_decref(content);
+        json_decref(structured);
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, msg, NULL);
+        return;
+    }
     if (!content) {
         content = json_array();
         if (structured) {
@@ -492,14 +537,30 @@ bool mcp_call_cancelled(const struct mcp_call *call)
     return call->cancelled;
 }
 
+void mcp_call_cancel_on_close(struct mcp_call *call)
+{
+    call->cancel_on_close = true;
+}
+
+bool mcp_call_modern(const struct mcp_call *call)
+{
+    return call->modern;
+}
+
+bool mcp_call_task_requested(const struct mcp_call *call)
+{
+    return call->task_requested;
+}
+
 void mcp_exchange_detach(struct mcp_exchange *ex)
 {
     ex->ops = NULL;
     /* Under the stateless revision a closed stream cancels the request; older revisions cancel
-     * only by notification, which a stateless server cannot correlate, so their calls finish. */
+     * only by notification, which a stateless server cannot correlate, so their calls finish
+     * (except those that only wait to read). */
     for (struct mcp_call *c = ex->calls, *next; c; c = next) {
         next = c->next;
-        if (c->modern && !c->cancelled) {
+        if ((c->modern || c->cancel_on_close) && !c->cancelled) {
             c->cancelled = true;
             if (c->on_cancel)
                 c->on_cancel(c, c->cancel_ctx);
@@ -594,6 +655,9 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
         field = "name";
     else if (strcmp(method, "resources/read") == 0)
         field = "uri";
+    else if (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/update") == 0 ||
+             strcmp(method, "tasks/cancel") == 0)
+        field = "taskId"; /* the tasks extension routes on it */
     if (field) {
         const char *body = json_string_value(json_object_get(params, field));
         if (!info->mcp_name) {
@@ -624,12 +688,18 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
 }
 
 /* Methods the stateless revision removed: the handshake, ping, per-session log levels and
- * subscriptions (replaced by subscriptions/listen, which this server does not offer). */
+ * subscriptions (replaced by subscriptions/listen, which this server does not offer), and the
+ * 2025-11-25 tasks methods its tasks extension dropped. */
 static bool removed_in_modern(const char *method)
 {
-    static const char *const removed[] = {
-        "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-        NULL};
+    static const char *const removed[] = {"initialize",
+                                          "ping",
+                                          "logging/setLevel",
+                                          "resources/subscribe",
+                                          "resources/unsubscribe",
+                                          "tasks/result",
+                                          "tasks/list",
+                                          NULL};
     for (const char *const *r = removed; *r; r++)
         if (strcmp(*r, method) == 0)
             return true;
@@ -782,8 +852,11 @@ static void core_initialize(struct mcp_call *call, const json_t *params, void *c
     const char *chosen =
         requested && is_legacy_version(requested) ? requested : MCP_VERSION_LATEST_LEGACY;
     snprintf(call->version, sizeof(call->version), "%s", chosen);
-    json_t *r = json_pack("{s:s, s:O, s:o}", "protocolVersion", chosen, "capabilities",
-                          srv->capabilities, "serverInfo", server_info_json(srv));
+    json_t *caps = json_deep_copy(srv->capabilities);
+    if (strcmp(chosen, "2025-11-25") != 0)
+        json_object_del(caps, "tasks"); /* tasks came with 2025-11-25 */
+    json_t *r = json_pack("{s:s, s:o, s:o}", "protocolVersion", chosen, "capabilities", caps,
+                          "serverInfo", server_info_json(srv));
     if (srv->info.instructions)
         json_object_set_new(r, "instructions", json_string(srv->info.instructions));
     mcp_call_reply(call, r);
@@ -800,9 +873,19 @@ static void core_discover(struct mcp_call *call, const json_t *params, void *ctx
     (void)params, (void)ctx;
     struct mcp_server *srv = call->ex->srv;
     json_t *caps = json_deep_copy(srv->capabilities);
-    /* Subscriptions and session log levels do not exist in the stateless revision. */
+    /* Subscriptions and session log levels do not exist in the stateless revision, and tasks
+     * are an extension there, which replaces the 2025-11-25 capability. */
     json_object_del(json_object_get(caps, "resources"), "subscribe");
     json_object_del(caps, "logging");
+    json_object_del(caps, "tasks");
+    if (srv->task_source) {
+        json_t *ext = json_object_get(caps, "extensions");
+        if (!json_is_object(ext)) {
+            ext = json_object();
+            json_object_set_new(caps, "extensions", ext);
+        }
+        json_object_set_new(ext, MCP_TASKS_EXTENSION, json_object());
+    }
     json_t *r =
         json_pack("{s:o, s:o}", "supportedVersions", supported_versions(), "capabilities", caps);
     if (srv->info.instructions)
@@ -810,7 +893,9 @@ static void core_discover(struct mcp_call *call, const json_t *params, void *ctx
     mcp_call_reply(call, r);
 }
 
-static json_t *tool_json(const struct tool *t)
+/* A tool as tools/list shows it; task support is a 2025-11-25 notion (the stateless revision's
+ * extension lets the server decide per call). */
+static json_t *tool_json(const struct tool *t, bool tasks)
 {
     json_t *o = json_pack("{s:s, s:O}", "name", t->def.name, "inputSchema", t->input_schema);
     if (t->def.title)
@@ -827,6 +912,8 @@ static json_t *tool_json(const struct tool *t)
     if (t->def.title)
         json_object_set_new(a, "title", json_string(t->def.title));
     json_object_set_new(o, "annotations", a);
+    if (tasks && (f & MCP_TOOL_TASK))
+        json_object_set_new(o, "execution", json_pack("{s:s}", "taskSupport", "optional"));
     return o;
 }
 
@@ -840,22 +927,24 @@ static void core_tools_list(struct mcp_call *call, const json_t *params, void *c
         return;
     }
     /* The list only changes when a tool is added: build it once, share it with each reply. */
-    if (!srv->tools_listed) {
-        srv->tools_listed = json_array();
+    int rev = call->modern ? 1 : 0;
+    if (!srv->tools_listed[rev]) {
+        srv->tools_listed[rev] = json_array();
         for (size_t i = 0; i < srv->ntools; i++)
             if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
-                json_array_append_new(srv->tools_listed, tool_json(&srv->tools[i]));
+                json_array_append_new(srv->tools_listed[rev],
+                                      tool_json(&srv->tools[i], srv->task_source && !rev));
     }
     struct mcp_exchange *ex = call->ex;
     if (ex->batch || ex->streaming || !ex->ops) {
-        mcp_call_reply(call, json_pack("{s:O}", "tools", srv->tools_listed));
+        mcp_call_reply(call, json_pack("{s:O}", "tools", srv->tools_listed[rev]));
         return;
     }
     /* A lone request: its reply is the serialized result (made once per revision) with the
      * request's id around it, with no JSON tree built or serialized for it. */
-    char **cached = &srv->tools_result[call->modern ? 1 : 0];
+    char **cached = &srv->tools_result[rev];
     if (!*cached) {
-        json_t *result = json_pack("{s:O}", "tools", srv->tools_listed);
+        json_t *result = json_pack("{s:O}", "tools", srv->tools_listed[rev]);
         decorate_result(call, result);
         *cached = json_dumps(result, JSON_COMPACT);
         json_decref(result);
@@ -890,6 +979,24 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
         return;
     }
     call->tool = tool;
+    char msg[512];
+    if (call->ex->srv->task_source) {
+        bool task = false;
+        int code = mcp_tasks_check_request(call, params, &task, msg, sizeof(msg));
+        if (code) {
+            mcp_call_error(call, code, msg, NULL);
+            return;
+        }
+        if (task && (tool->def.flags & MCP_TOOL_TASK)) {
+            call->task_requested = true;
+        } else if (task && !call->modern) {
+            /* 2025-11-25: a task for a tool that does not offer them is method-not-found; the
+             * extension leaves the choice to the server, which answers such a tool directly. */
+            snprintf(msg, sizeof(msg), "Tool '%.128s' does not support task-augmented calls", name);
+            mcp_call_error(call, JSONRPC_METHOD_NOT_FOUND, msg, NULL);
+            return;
+        }
+    }
     const json_t *args = json_object_get(params, "arguments");
     json_t *empty = NULL;
     if (!args || json_is_null(args))
@@ -898,7 +1005,6 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
         return;
     }
-    char msg[512];
     if (!schema_validate(tool->input_schema, args, msg, sizeof(msg))) {
         mcp_call_tool_error(call, "invalid arguments for %s: %s", name, msg);
     } else {

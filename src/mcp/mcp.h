@@ -7,6 +7,9 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
 
 #define MCP_VERSION_MODERN "2026-07-28"
 #define MCP_VERSION_LATEST_LEGACY "2025-11-25"
@@ -73,6 +76,7 @@ enum {
     MCP_TOOL_IDEMPOTENT = 1 << 2,
     MCP_TOOL_OPEN_WORLD = 1 << 3,
     MCP_TOOL_HIDDEN = 1 << 4, /* callable but not listed (aliases) */
+    MCP_TOOL_TASK = 1 << 5,   /* may run as a task (execution.taskSupport "optional") */
 };
 
 /* A tool's handler: args has been validated against the input schema and is borrowed only for
@@ -156,6 +160,71 @@ bool mcp_call_wants_progress(const struct mcp_call *call);
 void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(struct mcp_call *call, void *ctx),
                         void *ctx);
 bool mcp_call_cancelled(const struct mcp_call *call);
+
+/* Whether the caller asked for this tools/call to run as a task: a `task` parameter under the
+ * 2025-11-25 revisions, or the io.modelcontextprotocol/tasks extension among the request's
+ * client capabilities under the stateless one. Only for tools flagged MCP_TOOL_TASK, and only
+ * once a task source is registered. The handler then answers with mcp_call_task_created(), or
+ * with a tool error when it refuses the call (sent as a -32602 error where a task was due). */
+bool mcp_call_task_requested(const struct mcp_call *call);
+
+/* --- tasks: long work a client polls (2025-11-25 experimental tasks; the stateless revision's
+ * io.modelcontextprotocol/tasks extension). The protocol layer owns the wire shapes and methods
+ * (tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update); a source says what a task
+ * is. */
+
+enum mcp_task_status {
+    MCP_TASK_WORKING,
+    MCP_TASK_COMPLETED, /* result is the tool's CallToolResult (isError as tool_error says) */
+    MCP_TASK_FAILED,    /* result is a JSON-RPC error object {code, message} */
+    MCP_TASK_CANCELLED, /* result, when set, is the CallToolResult the cancelled work left */
+};
+
+struct mcp_task {
+    char id[64];
+    enum mcp_task_status status;
+    char *status_message; /* owned, or NULL */
+    int64_t created_ms;   /* wall clock, ms since the epoch */
+    int64_t updated_ms;
+    int64_t ttl_ms;  /* kept this long after creation; -1 for as long as the server keeps it */
+    int64_t poll_ms; /* suggested interval between polls; 0 for none */
+    bool tool_error; /* completed with a tool error (2025-11-25 calls that `failed`) */
+    json_t *result;  /* owned, or NULL; see the statuses */
+};
+void mcp_task_release(struct mcp_task *t);
+
+/* Where tasks come from (the runs). Every function is called on the loop thread with the
+ * caller's user id; a task of another user is "not found". */
+struct mcp_task_source {
+    /* Fill *out with task id (result too when want_result and the task has ended). 0, -ENOENT
+     * when unknown, or another negative errno with err set. */
+    int (*get)(void *ctx, const char *user_id, const char *id, bool want_result,
+               struct mcp_task *out, struct err *err);
+    /* Call cb(cb_ctx) once when task id may have ended (its end, or a while without one; the
+     * caller looks again). Returns a handle for wait_cancel, or NULL when cb has already run. */
+    void *(*wait)(void *ctx, const char *id, void (*cb)(void *cb_ctx), void *cb_ctx);
+    void (*wait_cancel)(void *ctx, void *handle);
+    /* Stop a task that has not ended; once this returns 0 get() reports MCP_TASK_CANCELLED.
+     * -ENOENT, -EALREADY when it has ended, or another negative errno with err set. */
+    int (*cancel)(void *ctx, const char *user_id, const char *id, struct err *err);
+    /* The user's tasks, newest first, at most limit, after cursor (a value this function wrote
+     * to next, or NULL for the first page): each() for every one, next set to "" on the last
+     * page. -EINVAL for a cursor it did not issue. */
+    int (*list)(void *ctx, const char *user_id, const char *cursor, unsigned limit,
+                void (*each)(const struct mcp_task *t, void *each_ctx), void *each_ctx,
+                char next[64], struct err *err);
+};
+
+/* Turn tasks on with their source (ops and ctx must outlive the server; one source a server):
+ * the capability (`tasks` for the 2025-11-25 revision, the extension in server/discover), the
+ * methods, and execution.taskSupport on tools flagged MCP_TOOL_TASK. */
+void mcp_server_set_task_source(struct mcp_server *srv, const struct mcp_task_source *ops,
+                                void *ctx);
+
+/* Answer a tools/call for which mcp_call_task_requested() with the task it made, in the shape
+ * the call's revision wants. note: what a model may be told meanwhile (2025-11-25's
+ * model-immediate-response), or NULL. */
+void mcp_call_task_created(struct mcp_call *call, const struct mcp_task *t, const char *note);
 
 /* Whether a protocol version string is one this server speaks. */
 bool mcp_version_supported(const char *v);

@@ -1,4 +1,5 @@
 /* The protocol layer driven directly, with a sink that records what would go on the wire. */
+#include <errno.h>
 #include <jansson.h>
 
 #include "base/buf.h"
@@ -415,6 +416,486 @@ TEST(reply_cuts_keep_head_and_tail_within_the_budget)
     CHECK(a == 50 && z == 50);
     reply_share(3000, 30, 100, &a, &z);
     CHECK(a == 70 && z == 30);
+}
+
+/* --- tasks: a source of tasks held in memory, and a tool that makes them --- */
+
+struct fake_task {
+    char id[16], user[16];
+    enum mcp_task_status status;
+    bool tool_error;
+    json_t *result;
+};
+static struct fake_task ftasks[8];
+static int nftasks;
+static void (*fwait_cb)(void *);
+static void *fwait_ctx;
+static int fwait_cancels;
+
+static struct fake_task *ftask(const char *user, const char *id)
+{
+    for (int i = 0; i < nftasks; i++)
+        if (strcmp(ftasks[i].id, id) == 0 && strcmp(ftasks[i].user, user) == 0)
+            return &ftasks[i];
+    return NULL;
+}
+
+static void ftask_fill(const struct fake_task *f, bool want_result, struct mcp_task *out)
+{
+    snprintf(out->id, sizeof(out->id), "%s", f->id);
+    out->status = f->status;
+    out->status_message = f->status == MCP_TASK_WORKING ? strdup("busy") : NULL;
+    out->created_ms = 1767225600000; /* 2026-01-01T00:00:00Z */
+    out->updated_ms = out->created_ms + 1500;
+    out->ttl_ms = -1;
+    out->poll_ms = 5000;
+    out->tool_error = f->tool_error;
+    out->result = want_result && f->result ? json_deep_copy(f->result) : NULL;
+}
+
+static int f_get(void *ctx, const char *user, const char *id, bool want_result,
+                 struct mcp_task *out, struct err *err)
+{
+    (void)ctx;
+    struct fake_task *f = ftask(user, id);
+    if (!f)
+        return err_set(err, -ENOENT, "task '%s' not found", id);
+    ftask_fill(f, want_result, out);
+    return 0;
+}
+
+static void *f_wait(void *ctx, const char *id, void (*cb)(void *), void *cb_ctx)
+{
+    (void)ctx, (void)id;
+    fwait_cb = cb;
+    fwait_ctx = cb_ctx;
+    return &fwait_cb;
+}
+
+static void f_wait_cancel(void *ctx, void *handle)
+{
+    (void)ctx, (void)handle;
+    fwait_cb = NULL;
+    fwait_cancels++;
+}
+
+static int f_cancel(void *ctx, const char *user, const char *id, struct err *err)
+{
+    (void)ctx;
+    struct fake_task *f = ftask(user, id);
+    if (!f)
+        return err_set(err, -ENOENT, "not found");
+    if (f->status != MCP_TASK_WORKING)
+        return err_set(err, -EALREADY, "ended");
+    f->status = MCP_TASK_CANCELLED;
+    return 0;
+}
+
+static int f_list(void *ctx, const char *user, const char *cursor, unsigned limit,
+                  void (*each)(const struct mcp_task *t, void *each_ctx), void *each_ctx,
+                  char next[64], struct err *err)
+{
+    (void)ctx, (void)limit;
+    if (cursor)
+        return err_set(err, -EINVAL, "bad cursor");
+    for (int i = nftasks - 1; i >= 0; i--)
+        if (strcmp(ftasks[i].user, user) == 0) {
+            struct mcp_task t = {0};
+            ftask_fill(&ftasks[i], false, &t);
+            each(&t, each_ctx);
+            mcp_task_release(&t);
+        }
+    next[0] = '\0';
+    return 0;
+}
+
+static const struct mcp_task_source fake_source = {f_get, f_wait, f_wait_cancel, f_cancel, f_list};
+
+/* "job": with a task asked for, makes one for the caller; {"refuse":true} is refused. */
+static void job_tool(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    (void)ctx;
+    if (json_is_true(json_object_get(args, "refuse"))) {
+        mcp_call_tool_error(call, "job refused: no such thing");
+        return;
+    }
+    if (!mcp_call_task_requested(call)) {
+        mcp_call_tool_result(call, NULL, json_pack("{s:s}", "done", "now"), false);
+        return;
+    }
+    struct fake_task *f = &ftasks[nftasks++];
+    snprintf(f->id, sizeof(f->id), "task%d", nftasks);
+    snprintf(f->user, sizeof(f->user), "%s", mcp_call_principal(call)->user_id);
+    f->status = MCP_TASK_WORKING;
+    f->tool_error = false;
+    f->result = NULL;
+    struct mcp_task t = {0};
+    ftask_fill(f, false, &t);
+    mcp_call_task_created(call, &t, "started a job");
+    mcp_task_release(&t);
+}
+
+static struct mcp_server *task_server(void)
+{
+    for (int i = 0; i < nftasks; i++)
+        json_decref(ftasks[i].result);
+    nftasks = 0;
+    fwait_cb = NULL;
+    fwait_cancels = 0;
+    struct mcp_server *s = server();
+    struct mcp_tool_def job = {.name = "job",
+                               .input_schema = "{\"type\":\"object\",\"properties\":{\"refuse\":"
+                                               "{\"type\":\"boolean\"}}}",
+                               .fn = job_tool,
+                               .flags = MCP_TOOL_TASK};
+    mcp_server_add_tool(s, &job);
+    mcp_server_set_task_source(s, &fake_source, NULL);
+    return s;
+}
+
+static void task_finish(const char *id, const char *result_json)
+{
+    for (int i = 0; i < nftasks; i++)
+        if (strcmp(ftasks[i].id, id) == 0) {
+            ftasks[i].status = MCP_TASK_COMPLETED;
+            ftasks[i].result = json_loads(result_json, 0, NULL);
+            ftasks[i].tool_error = json_is_true(json_object_get(ftasks[i].result, "isError"));
+        }
+}
+
+#define TASKS_EXT "{\"extensions\":{\"io.modelcontextprotocol/tasks\":{}}}"
+
+/* One request of user: under 2025-11-25 (caps NULL) or the stateless revision with those client
+ * capabilities; params is a JSON object's text. Returns the parsed reply (NULL while pending). */
+static json_t *task_req(struct mcp_server *s, const char *user, const char *caps,
+                        const char *method, const char *params, struct capture *c)
+{
+    json_t *p = json_loads(params, 0, NULL);
+    struct mcp_request_info info = {.protocol_version = caps ? "2026-07-28" : "2025-11-25",
+                                    .mcp_method = method};
+    snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user);
+    const char *name = json_string_value(json_object_get(p, "name"));
+    if (!name)
+        name = json_string_value(json_object_get(p, "taskId"));
+    info.mcp_name = name;
+    if (caps)
+        json_object_set_new(p, "_meta",
+                            json_pack("{s:s, s:o}", "io.modelcontextprotocol/protocolVersion",
+                                      "2026-07-28", "io.modelcontextprotocol/clientCapabilities",
+                                      json_loads(caps, 0, NULL)));
+    json_t *m =
+        json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method, "params", p);
+    char *body = json_dumps(m, JSON_COMPACT);
+    json_t *v = run(s, &info, body, c);
+    buf_release(&c->body);
+    free(body);
+    json_decref(m);
+    return v;
+}
+
+static json_t *res(json_t *v)
+{
+    return json_object_get(v, "result");
+}
+
+static const char *str_at(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+TEST(tasks_capabilities_by_revision)
+{
+    struct mcp_server *s = task_server();
+    struct capture c;
+    json_t *v = task_req(s, "u1", NULL, "initialize", "{\"protocolVersion\":\"2025-11-25\"}", &c);
+    json_t *tasks = json_object_get(json_object_get(res(v), "capabilities"), "tasks");
+    CHECK(json_is_object(json_object_get(tasks, "list")));
+    CHECK(json_is_object(json_object_get(tasks, "cancel")));
+    CHECK(json_is_object(
+        json_object_get(json_object_get(json_object_get(tasks, "requests"), "tools"), "call")));
+    json_decref(v);
+    /* tasks came with 2025-11-25 */
+    v = task_req(s, "u1", NULL, "initialize", "{\"protocolVersion\":\"2025-06-18\"}", &c);
+    CHECK(!json_object_get(json_object_get(res(v), "capabilities"), "tasks"));
+    json_decref(v);
+    v = task_req(s, "u1", NULL, "tools/list", "{}", &c);
+    size_t i;
+    json_t *t;
+    int with_execution = 0;
+    json_array_foreach(json_object_get(res(v), "tools"), i, t)
+    {
+        json_t *ex = json_object_get(t, "execution");
+        if (ex) {
+            with_execution++;
+            CHECK_STR_EQ(str_at(t, "name"), "job");
+            CHECK_STR_EQ(str_at(ex, "taskSupport"), "optional");
+        }
+    }
+    CHECK_INT_EQ(with_execution, 1);
+    json_decref(v);
+    /* the stateless revision: the extension in server/discover, nothing per tool */
+    v = task_req(s, "u1", "{}", "server/discover", "{}", &c);
+    json_t *caps = json_object_get(res(v), "capabilities");
+    CHECK(!json_object_get(caps, "tasks"));
+    CHECK(json_is_object(
+        json_object_get(json_object_get(caps, "extensions"), "io.modelcontextprotocol/tasks")));
+    json_decref(v);
+    v = task_req(s, "u1", "{}", "tools/list", "{}", &c);
+    json_array_foreach(json_object_get(res(v), "tools"), i, t)
+        CHECK(!json_object_get(t, "execution"));
+    json_decref(v);
+    mcp_server_free(s);
+}
+
+TEST(tasks_2025_11_25_lifecycle)
+{
+    struct mcp_server *s = task_server();
+    struct capture c;
+    json_t *v = task_req(s, "u1", NULL, "tools/call",
+                         "{\"name\":\"job\",\"arguments\":{},\"task\":{\"ttl\":60000}}", &c);
+    json_t *task = json_object_get(res(v), "task");
+    CHECK_STR_EQ(str_at(task, "taskId"), "task1");
+    CHECK_STR_EQ(str_at(task, "status"), "working");
+    CHECK_STR_EQ(str_at(task, "statusMessage"), "busy");
+    CHECK_STR_EQ(str_at(task, "createdAt"), "2026-01-01T00:00:00.000Z");
+    CHECK_STR_EQ(str_at(task, "lastUpdatedAt"), "2026-01-01T00:00:01.500Z");
+    CHECK(json_is_null(json_object_get(task, "ttl")));
+    CHECK_INT_EQ(json_integer_value(json_object_get(task, "pollInterval")), 5000);
+    CHECK_STR_EQ(str_at(json_object_get(res(v), "_meta"),
+                        "io.modelcontextprotocol/model-immediate-response"),
+                 "started a job");
+    json_decref(v);
+    /* the same tool without a task answers at once */
+    v = task_req(s, "u1", NULL, "tools/call", "{\"name\":\"job\",\"arguments\":{}}", &c);
+    CHECK_STR_EQ(str_at(json_object_get(res(v), "structuredContent"), "done"), "now");
+    json_decref(v);
+
+    v = task_req(s, "u1", NULL, "tasks/get", "{\"taskId\":\"task1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "working");
+    CHECK(!json_object_get(res(v), "result"));
+    json_decref(v);
+    /* tasks/result waits for the end */
+    v = task_req(s, "u1", NULL, "tasks/result", "{\"taskId\":\"task1\"}", &c);
+    CHECK(v == NULL);
+    CHECK_INT_EQ(c.replies, 0);
+    CHECK(fwait_cb != NULL);
+    task_finish("task1", "{\"content\":[{\"type\":\"text\",\"text\":\"all done\"}],"
+                         "\"structuredContent\":{\"n\":1}}");
+    buf_init(&c.body, 0);
+    fwait_cb(fwait_ctx);
+    CHECK_INT_EQ(c.replies, 1);
+    v = json_loads(c.body.data, 0, NULL);
+    buf_release(&c.body);
+    CHECK_STR_EQ(str_at(json_array_get(json_object_get(res(v), "content"), 0), "text"), "all done");
+    CHECK_STR_EQ(str_at(json_object_get(json_object_get(res(v), "_meta"),
+                                        "io.modelcontextprotocol/related-task"),
+                        "taskId"),
+                 "task1");
+    json_decref(v);
+    v = task_req(s, "u1", NULL, "tasks/get", "{\"taskId\":\"task1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "completed");
+    json_decref(v);
+    /* an ended task answers tasks/result at once */
+    v = task_req(s, "u1", NULL, "tasks/result", "{\"taskId\":\"task1\"}", &c);
+    CHECK_INT_EQ(
+        json_integer_value(json_object_get(json_object_get(res(v), "structuredContent"), "n")), 1);
+    json_decref(v);
+    /* ...and refuses to be cancelled */
+    v = task_req(s, "u1", NULL, "tasks/cancel", "{\"taskId\":\"task1\"}", &c);
+    CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+    CHECK_STR_CONTAINS(str_at(json_object_get(v, "error"), "message"),
+                       "already in terminal status 'completed'");
+    json_decref(v);
+
+    /* a second task, cancelled while it works; a third that ends with a tool error */
+    json_decref(task_req(s, "u1", NULL, "tools/call", "{\"name\":\"job\",\"task\":{}}", &c));
+    v = task_req(s, "u1", NULL, "tasks/cancel", "{\"taskId\":\"task2\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "taskId"), "task2");
+    CHECK_STR_EQ(str_at(res(v), "status"), "cancelled");
+    json_decref(v);
+    json_decref(task_req(s, "u1", NULL, "tools/call", "{\"name\":\"job\",\"task\":{}}", &c));
+    task_finish("task3", "{\"content\":[],\"isError\":true}");
+    v = task_req(s, "u1", NULL, "tasks/get", "{\"taskId\":\"task3\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "failed");
+    json_decref(v);
+
+    /* tasks/list: the caller's own */
+    v = task_req(s, "u1", NULL, "tasks/list", "{}", &c);
+    json_t *list = json_object_get(res(v), "tasks");
+    CHECK_INT_EQ(json_array_size(list), 3);
+    CHECK_STR_EQ(str_at(json_array_get(list, 0), "taskId"), "task3");
+    CHECK(!json_object_get(res(v), "nextCursor"));
+    json_decref(v);
+    v = task_req(s, "u1", NULL, "tasks/list", "{\"cursor\":\"x\"}", &c);
+    CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+    json_decref(v);
+    v = task_req(s, "u2", NULL, "tasks/list", "{}", &c);
+    CHECK_INT_EQ(json_array_size(json_object_get(res(v), "tasks")), 0);
+    json_decref(v);
+    /* another user's task does not exist for them */
+    const char *methods[] = {"tasks/get", "tasks/result", "tasks/cancel"};
+    for (size_t m = 0; m < 3; m++) {
+        v = task_req(s, "u2", NULL, methods[m], "{\"taskId\":\"task1\"}", &c);
+        CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+        CHECK_STR_CONTAINS(str_at(json_object_get(v, "error"), "message"), "Task not found");
+        json_decref(v);
+    }
+    mcp_server_free(s);
+}
+
+TEST(tasks_2025_11_25_refusals)
+{
+    struct mcp_server *s = task_server();
+    struct capture c;
+    static const struct {
+        const char *method, *params;
+        int code;
+        const char *says;
+    } refused[] = {
+        /* a task for a tool that offers none is method-not-found */
+        {"tools/call", "{\"name\":\"echo\",\"task\":{}}", JSONRPC_METHOD_NOT_FOUND, "echo"},
+        {"tools/call", "{\"name\":\"job\",\"task\":5}", JSONRPC_INVALID_PARAMS, "params.task"},
+        {"tools/call", "{\"name\":\"job\",\"task\":{\"ttl\":\"soon\"}}", JSONRPC_INVALID_PARAMS,
+         "params.task.ttl"},
+        /* refused before a task existed: an error that names why, where a task was due */
+        {"tools/call", "{\"name\":\"job\",\"arguments\":{\"refuse\":true},\"task\":{}}",
+         JSONRPC_INVALID_PARAMS, "job refused"},
+        {"tools/call", "{\"name\":\"job\",\"arguments\":{\"refuse\":\"yes\"},\"task\":{}}",
+         JSONRPC_INVALID_PARAMS, "field 'refuse'"},
+        {"tasks/update", "{\"taskId\":\"x\",\"inputResponses\":{}}", JSONRPC_METHOD_NOT_FOUND,
+         "tasks/update"},
+        {"tasks/get", "{}", JSONRPC_INVALID_PARAMS, "taskId"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        json_t *v = task_req(s, "u1", NULL, refused[i].method, refused[i].params, &c);
+        CHECK_INT_EQ(err_code(v), refused[i].code);
+        CHECK_STR_CONTAINS(str_at(json_object_get(v, "error"), "message"), refused[i].says);
+        json_decref(v);
+    }
+    /* without a task the refusal stays a tool result */
+    json_t *v = task_req(s, "u1", NULL, "tools/call",
+                         "{\"name\":\"job\",\"arguments\":{\"refuse\":true}}", &c);
+    CHECK(json_is_true(json_object_get(res(v), "isError")));
+    json_decref(v);
+    CHECK_INT_EQ(nftasks, 0);
+    mcp_server_free(s);
+}
+
+TEST(tasks_result_dropped_when_the_client_leaves)
+{
+    struct mcp_server *s = task_server();
+    struct capture c;
+    json_decref(task_req(s, "u1", NULL, "tools/call", "{\"name\":\"job\",\"task\":{}}", &c));
+    memset(&c, 0, sizeof(c));
+    struct mcp_request_info info = {.protocol_version = "2025-11-25"};
+    snprintf(info.principal.user_id, sizeof(info.principal.user_id), "u1");
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tasks/result\","
+                       "\"params\":{\"taskId\":\"task1\"}}";
+    struct mcp_exchange *ex = mcp_exchange_start(s, &info, body, strlen(body), &ops, &c);
+    CHECK(ex != NULL);
+    CHECK(fwait_cb != NULL);
+    /* a legacy call would run on; this one only waited to read, so it stops waiting */
+    mcp_exchange_detach(ex);
+    CHECK_INT_EQ(fwait_cancels, 1);
+    CHECK(fwait_cb == NULL);
+    CHECK_INT_EQ(c.replies, 0);
+    mcp_server_free(s);
+}
+
+TEST(tasks_extension_lifecycle)
+{
+    struct mcp_server *s = task_server();
+    struct capture c;
+    /* without the extension declared the tool answers directly */
+    json_t *v = task_req(s, "u1", "{}", "tools/call", "{\"name\":\"job\",\"arguments\":{}}", &c);
+    CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
+    CHECK(json_object_get(res(v), "content") != NULL);
+    json_decref(v);
+    /* with it, a flat CreateTaskResult; a 2025-11-25 `task` parameter means nothing here */
+    v = task_req(s, "u1", TASKS_EXT, "tools/call",
+                 "{\"name\":\"job\",\"arguments\":{},\"task\":{\"ttl\":5}}", &c);
+    json_t *r = res(v);
+    CHECK_STR_EQ(str_at(r, "resultType"), "task");
+    CHECK_STR_EQ(str_at(r, "taskId"), "task1");
+    CHECK_STR_EQ(str_at(r, "status"), "working");
+    CHECK(json_is_null(json_object_get(r, "ttlMs")));
+    CHECK(!json_object_get(r, "ttl"));
+    CHECK_INT_EQ(json_integer_value(json_object_get(r, "pollIntervalMs")), 5000);
+    CHECK(!json_object_get(r, "task"));
+    json_decref(v);
+    /* a tool without tasks is answered directly even with the extension */
+    v = task_req(s, "u1", TASKS_EXT, "tools/call", "{\"name\":\"echo\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
+    json_decref(v);
+
+    /* every task method needs the extension declared */
+    const char *gated[] = {"tasks/get", "tasks/cancel", "tasks/update"};
+    for (size_t m = 0; m < 3; m++) {
+        v = task_req(s, "u1", "{}", gated[m], "{\"taskId\":\"task1\",\"inputResponses\":{}}", &c);
+        CHECK_INT_EQ(c.status, 400);
+        CHECK_INT_EQ(err_code(v), MCP_MISSING_CLIENT_CAPABILITY);
+        CHECK(json_object_get(json_object_get(json_object_get(json_object_get(v, "error"), "data"),
+                                              "requiredCapabilities"),
+                              "extensions") != NULL);
+        json_decref(v);
+    }
+    v = task_req(s, "u1", TASKS_EXT, "tasks/get", "{\"taskId\":\"task1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "working");
+    CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
+    CHECK(!json_object_get(res(v), "result"));
+    json_decref(v);
+    /* a tool error is a completed task, its result inlined */
+    task_finish("task1", "{\"content\":[{\"type\":\"text\",\"text\":\"no\"}],\"isError\":true}");
+    v = task_req(s, "u1", TASKS_EXT, "tasks/get", "{\"taskId\":\"task1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "completed");
+    CHECK(json_is_true(json_object_get(json_object_get(res(v), "result"), "isError")));
+    CHECK(!json_object_get(json_object_get(res(v), "result"), "_meta"));
+    json_decref(v);
+    /* cancel and update acknowledge, an ended task too; an unknown one is not found */
+    const char *acked[] = {"tasks/cancel", "tasks/update"};
+    for (size_t m = 0; m < 2; m++) {
+        v = task_req(s, "u1", TASKS_EXT, acked[m], "{\"taskId\":\"task1\",\"inputResponses\":{}}",
+                     &c);
+        CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
+        CHECK_INT_EQ(json_object_size(res(v)), 2); /* resultType and _meta */
+        json_decref(v);
+        v = task_req(s, "u2", TASKS_EXT, acked[m], "{\"taskId\":\"task1\",\"inputResponses\":{}}",
+                     &c);
+        CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+        json_decref(v);
+    }
+    v = task_req(s, "u1", TASKS_EXT, "tasks/update", "{\"taskId\":\"task1\"}", &c);
+    CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+    json_decref(v);
+    /* a working task cancelled shows as cancelled, without a result */
+    json_decref(task_req(s, "u1", TASKS_EXT, "tools/call", "{\"name\":\"job\"}", &c));
+    json_decref(task_req(s, "u1", TASKS_EXT, "tasks/cancel", "{\"taskId\":\"task2\"}", &c));
+    v = task_req(s, "u1", TASKS_EXT, "tasks/get", "{\"taskId\":\"task2\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "cancelled");
+    json_decref(v);
+    /* tasks/result and tasks/list are not part of the extension */
+    const char *removed[] = {"tasks/result", "tasks/list"};
+    for (size_t m = 0; m < 2; m++) {
+        v = task_req(s, "u1", TASKS_EXT, removed[m], "{\"taskId\":\"task1\"}", &c);
+        CHECK_INT_EQ(c.status, 404);
+        CHECK_INT_EQ(err_code(v), JSONRPC_METHOD_NOT_FOUND);
+        json_decref(v);
+    }
+    /* Mcp-Name must carry the task id */
+    struct mcp_request_info info = {
+        .protocol_version = "2026-07-28", .mcp_method = "tasks/get", .mcp_name = "task2"};
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\",\"params\":{"
+                       "\"taskId\":\"task1\",\"_meta\":{\"io.modelcontextprotocol/"
+                       "protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/"
+                       "clientCapabilities\":" TASKS_EXT "}}}";
+    v = run(s, &info, body, &c);
+    CHECK_INT_EQ(err_code(v), MCP_HEADER_MISMATCH);
+    json_decref(v);
+    buf_release(&c.body);
+    mcp_server_free(s);
+    for (int i = 0; i < nftasks; i++)
+        json_decref(ftasks[i].result);
+    nftasks = 0;
 }
 
 TEST_MAIN()
