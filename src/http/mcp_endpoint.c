@@ -127,16 +127,32 @@ static bool accepts(const char *accept, const char *type)
     return false;
 }
 
-/* The scope a tools/call in the body needs (0 for any other message). Read only for tokens
- * that lack a tool scope, so a full token's request is parsed once. */
+/* The scope one message needs: a tools/call's tool's, the runs' for a tasks/ method (the tasks
+ * are runs), else 0. */
+static unsigned message_scope(const json_t *m)
+{
+    const char *method = json_string_value(json_object_get(m, "method"));
+    const char *name = json_string_value(json_object_get(json_object_get(m, "params"), "name"));
+    if (method && name && strcmp(method, "tools/call") == 0)
+        return auth_tool_scope(name);
+    if (method && strncmp(method, "tasks/", 6) == 0)
+        return AUTH_SCOPE_RUNS;
+    return 0;
+}
+
+/* The scopes the body's messages need (each of a batch). Read only for tokens that lack a tool
+ * scope, so a full token's request is parsed once. */
 static unsigned tool_scope(h2o_req_t *req)
 {
     json_t *m = json_loadb(req->entity.base, req->entity.len, 0, NULL);
     unsigned needed = 0;
-    const char *method = json_string_value(json_object_get(m, "method"));
-    const char *name = json_string_value(json_object_get(json_object_get(m, "params"), "name"));
-    if (method && name && strcmp(method, "tools/call") == 0)
-        needed = auth_tool_scope(name);
+    if (json_is_array(m)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(m, i, e) needed |= message_scope(e);
+    } else {
+        needed = message_scope(m);
+    }
     json_decref(m);
     return needed;
 }

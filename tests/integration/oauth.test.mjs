@@ -486,7 +486,8 @@ describe('tokens', () => {
     assert.match(h, /scope="sandbox"/);
     assert.ok(h.includes(`resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`), h);
     assert.equal(r.body.code, 'insufficient_scope');
-    for (const m of [call('list_runs'), call('server_info'), { jsonrpc: '2.0', id: 3, method: 'tools/list' }, PING]) {
+    const listTasks = { jsonrpc: '2.0', id: 4, method: 'tasks/list', params: {} };
+    for (const m of [call('list_runs'), call('server_info'), { jsonrpc: '2.0', id: 3, method: 'tools/list' }, PING, listTasks]) {
       const ok = await mcp(runsOnly.access_token, m);
       assert.equal(ok.status, 200, `${JSON.stringify(m)}: ${ok.text}`);
     }
@@ -494,6 +495,13 @@ describe('tokens', () => {
     for (const name of ['list_runs', 'get_result', 'run_task', 'cancel_run']) {
       const denied = await mcp(sandboxOnly.access_token, call(name, {}));
       assert.equal(denied.status, 403, name);
+      assert.match(denied.headers.get('www-authenticate'), /scope="runs"/);
+    }
+    // the MCP tasks are runs; a batch needs what each of its calls needs
+    for (const m of [listTasks, { jsonrpc: '2.0', id: 5, method: 'tasks/get', params: { taskId: 'run_x' } },
+      [PING, call('run_task', { task: 'sneak in' })]]) {
+      const denied = await mcp(sandboxOnly.access_token, m);
+      assert.equal(denied.status, 403, JSON.stringify(m));
       assert.match(denied.headers.get('www-authenticate'), /scope="runs"/);
     }
     // an API token keeps every scope
