@@ -1,6 +1,12 @@
 /* run_task, get_result, list_runs, cancel_run: fire-and-forget coding runs. The engine
  * (src/runs) does the work; these read and shape what the store holds. Another user's runs and
- * sessions are "not found", never "forbidden", so ids reveal nothing. */
+ * sessions are "not found", never "forbidden", so ids reveal nothing.
+ *
+ * The runs are also the server's MCP tasks: a run_task a client asks to run as a task answers
+ * with the run as a task, whose id is the run id (unguessable, and bound to its user like every
+ * run), working while the run is queued or running, then completed (its result what get_result
+ * says, an error result unless the run succeeded) or cancelled. Runs are kept, so tasks are too:
+ * their ttl is unlimited. */
 #include "mcp/tools.h"
 
 #include <errno.h>
@@ -12,12 +18,17 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
+#include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
 #include "runs/runs.h"
 #include "store/store.h"
 
 #define TASK_MAX 50000
 #define WAIT_MAX_SECONDS 60
+/* how often a task's client is asked to look (a run takes minutes) */
+#define TASK_POLL_MS 5000
+/* how long a tasks/result waits on the engine before looking at the run again */
+#define TASK_WAIT_MS (10 * 60 * 1000)
 
 struct tools_runs {
     struct runs *runs; /* NULL when runs are unavailable */
@@ -55,6 +66,14 @@ static json_t *text_content(const char *fmt, ...)
     return c;
 }
 
+static bool run_active(const struct store_run *r)
+{
+    return strcmp(r->status, "queued") == 0 || strcmp(r->status, "running") == 0;
+}
+
+static int task_get(void *ctx, const char *user_id, const char *id, bool want_result,
+                    struct mcp_task *out, struct err *err);
+
 /* --- run_task --- */
 
 static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
@@ -87,13 +106,22 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
     }
     runs_web_url(t->runs, false, run_id, url, sizeof(url));
     runs_web_url(t->runs, true, session_id, session_url, sizeof(session_url));
+    _cleanup_free_ char *text = xasprintf("Run %s queued in session %s. Check on it with "
+                                          "get_result (run_id %s), or watch it at %s",
+                                          run_id, session_id, run_id, url);
+    if (mcp_call_task_requested(call)) {
+        /* the run is in the store now: a tasks/get right after this answer finds it */
+        struct mcp_task task = {0};
+        if (task_get(t, p->user_id, run_id, false, &task, &err) < 0)
+            mcp_call_error(call, JSONRPC_INTERNAL_ERROR, err.msg, NULL);
+        else
+            mcp_call_task_created(call, &task, text);
+        mcp_task_release(&task);
+        return;
+    }
     json_t *sc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "run_id", run_id, "session_id", session_id,
                            "status", "queued", "web_url", url, "session_web_url", session_url);
-    mcp_call_tool_result(call,
-                         text_content("Run %s queued in session %s. Check on it with get_result "
-                                      "(run_id %s), or watch it at %s",
-                                      run_id, session_id, run_id, url),
-                         sc, false);
+    mcp_call_tool_result(call, text_content("%s", text), sc, false);
 }
 
 /* --- get_result --- */
@@ -164,6 +192,25 @@ static char *delivery_text(const json_t *d)
     return xasprintf("\n\nDelivery %s%s%s", status, reason ? ": " : ".", reason ? reason : "");
 }
 
+/* What get_result answers about run r: its text content and structured content. */
+static void describe_run(struct tools_runs *t, const struct store_run *r, json_t **content,
+                         json_t **structured)
+{
+    json_t *sc = runs_describe(t->runs, r);
+    if (run_active(r)) {
+        *content =
+            text_content("Run %s is %s (%s); %lld events so far.", r->id, r->status,
+                         r->status_reason ? r->status_reason : "", (long long)r->event_count);
+    } else {
+        _cleanup_free_ char *net = network_text(json_object_get(sc, "network"));
+        _cleanup_free_ char *dv = delivery_text(json_object_get(sc, "delivery"));
+        *content =
+            text_content("Run %s %s.\n\n%s%s%s%s%s", r->id, r->status, r->summary ? r->summary : "",
+                         r->error ? "\n\nError: " : "", r->error ? r->error : "", dv, net);
+    }
+    *structured = sc;
+}
+
 static void answer_result(void *ctx)
 {
     struct get_job *j = ctx;
@@ -174,20 +221,8 @@ static void answer_result(void *ctx)
     if (store_run_get(j->t->st, p->user_id, j->run_id, &r, &err) < 0) {
         mcp_call_tool_error(j->call, "%s", err.msg);
     } else {
-        json_t *sc = runs_describe(j->t->runs, &r);
-        bool active = strcmp(r.status, "queued") == 0 || strcmp(r.status, "running") == 0;
-        json_t *content;
-        if (active)
-            content =
-                text_content("Run %s is %s (%s); %lld events so far.", r.id, r.status,
-                             r.status_reason ? r.status_reason : "", (long long)r.event_count);
-        else {
-            _cleanup_free_ char *net = network_text(json_object_get(sc, "network"));
-            _cleanup_free_ char *dv = delivery_text(json_object_get(sc, "delivery"));
-            content =
-                text_content("Run %s %s.\n\n%s%s%s%s%s", r.id, r.status, r.summary ? r.summary : "",
-                             r.error ? "\n\nError: " : "", r.error ? r.error : "", dv, net);
-        }
+        json_t *content, *sc;
+        describe_run(j->t, &r, &content, &sc);
         mcp_call_tool_result(j->call, content, sc, false);
     }
     store_run_release(&r);
@@ -325,6 +360,108 @@ static void tool_cancel_run(struct mcp_call *call, const json_t *args, void *ctx
     store_run_release(&r);
 }
 
+/* --- the runs as MCP tasks --- */
+
+static void describe_run(struct tools_runs *t, const struct store_run *r, json_t **content,
+                         json_t **structured);
+
+static void task_of_run(const struct store_run *r, struct mcp_task *out)
+{
+    snprintf(out->id, sizeof(out->id), "%s", r->id);
+    bool active = run_active(r);
+    out->status = active                                ? MCP_TASK_WORKING
+                  : strcmp(r->status, "cancelled") == 0 ? MCP_TASK_CANCELLED
+                                                        : MCP_TASK_COMPLETED;
+    const char *msg = strcmp(r->status, "failed") == 0 && r->error ? r->error : r->status_reason;
+    out->status_message = msg && *msg ? xstrdup(msg) : NULL;
+    out->created_ms = r->created_at;
+    out->updated_ms = r->finished_at ? r->finished_at : r->started_at;
+    out->ttl_ms = -1;
+    out->poll_ms = TASK_POLL_MS;
+    out->tool_error = strcmp(r->status, "failed") == 0;
+}
+
+static int task_get(void *ctx, const char *user_id, const char *id, bool want_result,
+                    struct mcp_task *out, struct err *err)
+{
+    struct tools_runs *t = ctx;
+    struct store_run r = {0};
+    int rc = store_run_get(t->st, user_id, id, &r, err);
+    if (rc == 0) {
+        task_of_run(&r, out);
+        if (want_result && !run_active(&r)) {
+            json_t *content, *sc;
+            describe_run(t, &r, &content, &sc);
+            out->result = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", sc,
+                                    "isError", strcmp(r.status, "succeeded") != 0);
+        }
+    }
+    store_run_release(&r);
+    return rc;
+}
+
+static void *task_wait(void *ctx, const char *id, void (*cb)(void *cb_ctx), void *cb_ctx)
+{
+    struct tools_runs *t = ctx;
+    return runs_wait(t->runs, id, TASK_WAIT_MS, cb, cb_ctx);
+}
+
+static void task_wait_cancel(void *ctx, void *handle)
+{
+    (void)ctx;
+    runs_wait_cancel(handle);
+}
+
+static int task_cancel(void *ctx, const char *user_id, const char *id, struct err *err)
+{
+    struct tools_runs *t = ctx;
+    return runs_cancel(t->runs, user_id, id, err);
+}
+
+struct task_list {
+    void (*each)(const struct mcp_task *t, void *each_ctx);
+    void *each_ctx;
+    char last[64];
+};
+
+static void list_task(const struct store_run *r, void *ctx)
+{
+    struct task_list *l = ctx;
+    struct mcp_task task = {0};
+    task_of_run(r, &task);
+    l->each(&task, l->each_ctx);
+    mcp_task_release(&task);
+    snprintf(l->last, sizeof(l->last), "%s", r->id);
+}
+
+/* The cursor is the id of the last run of the page: the caller's own, so it tells nothing. */
+static int task_list(void *ctx, const char *user_id, const char *cursor, unsigned limit,
+                     void (*each)(const struct mcp_task *t, void *each_ctx), void *each_ctx,
+                     char next[64], struct err *err)
+{
+    struct tools_runs *t = ctx;
+    struct store_run_list_opts o = {.user_id = user_id, .limit = limit};
+    if (cursor) {
+        struct store_run r = {0};
+        int rc = store_run_get(t->st, user_id, cursor, &r, err);
+        o.before = r.n;
+        store_run_release(&r);
+        if (rc < 0)
+            return rc == -ENOENT ? err_set(err, -EINVAL, "invalid cursor") : rc;
+    }
+    struct task_list l = {each, each_ctx, ""};
+    bool more = false;
+    int rc = store_run_list(t->st, &o, list_task, &l, &more, err);
+    if (rc < 0)
+        return rc;
+    snprintf(next, 64, "%s", more ? l.last : "");
+    return 0;
+}
+
+static const struct mcp_task_source task_source = {
+    task_get, task_wait, task_wait_cancel, task_cancel, task_list,
+};
+
 /* --- registration --- */
 
 static const char run_task_schema[] =
@@ -413,7 +550,7 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
                                           "cancelled.";
     const struct mcp_tool_def defs[] = {
         {"run_task", "Start a coding run", run_task_desc, run_task_schema, run_task_output,
-         MCP_TOOL_OPEN_WORLD, tool_run_task, t},
+         MCP_TOOL_OPEN_WORLD | MCP_TOOL_TASK, tool_run_task, t},
         {"get_result", "Get a run's result", get_result_desc, get_result_schema, NULL,
          MCP_TOOL_READ_ONLY, tool_get_result, t},
         {"list_runs", "List runs", list_runs_desc, list_runs_schema, NULL, MCP_TOOL_READ_ONLY,
@@ -422,7 +559,7 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
          MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_cancel_run, t},
         /* the names of the original TypeScript sandbox-mcp, for clients written against it */
         {"opencode_run_task", "Start a coding run", run_task_desc, run_task_schema, run_task_output,
-         MCP_TOOL_OPEN_WORLD | MCP_TOOL_HIDDEN, tool_run_task, t},
+         MCP_TOOL_OPEN_WORLD | MCP_TOOL_HIDDEN | MCP_TOOL_TASK, tool_run_task, t},
         {"opencode_get_result", "Get a run's result", get_result_desc, get_result_schema, NULL,
          MCP_TOOL_READ_ONLY | MCP_TOOL_HIDDEN, tool_get_result, t},
         {"opencode_list_runs", "List runs", list_runs_desc, list_runs_schema, NULL,
@@ -430,4 +567,6 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);
+    if (runs)
+        mcp_server_set_task_source(srv, &task_source, t);
 }
