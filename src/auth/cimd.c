@@ -2,23 +2,18 @@
  *
  * A fetch is a request the server makes to wherever a stranger's client_id points, so it goes
  * the way a run's clone does: the server resolves the name itself, every address must be public
- * (the egress policy with an empty allow list), and curl connects to those addresses only. Two
- * things hold curl to them: CURLOPT_RESOLVE pins the name, in a DNS cache of the fetch's own (a
- * share handle), so curl never asks the resolver and no pin outlives its fetch; and the socket
- * callback refuses any address and port that was not checked, whatever curl thinks the name is.
+ * (the egress policy with an empty allow list), and curl connects to those addresses only
+ * (egress_pin_apply: the name pinned in a DNS cache of the fetch's own, every socket checked).
  * Redirects are not followed, proxies from the environment are not used, and the whole fetch,
  * resolution included, has a few seconds and 64 KiB. */
 #include "auth/cimd.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #include "base/cleanup.h"
 #include "base/curl_loop.h"
@@ -518,40 +513,18 @@ bool cimd_content_type_ok(const char *ct)
 
 /* --- addresses --- */
 
-/* Every address must be public; an http:// test URL's loopback address is allowed by a rule
- * naming exactly it and its port. */
+/* Every address must be public; an http:// test URL's own loopback address is allowed. */
 static int addrs_check(const char *url, const struct client_url *u, const struct egress_addr *a,
                        int n, struct err *err)
 {
-    struct egress_rules rules = {0};
-    struct egress_addr lit;
-    if (u->http && egress_addr_parse(u->host, &lit) == 0) {
-        rules.n = 1;
-        rules.rule[0].net = lit;
-        rules.rule[0].prefix = 128;
-        rules.rule[0].port = u->port;
-    }
-    bool by_rule;
     struct err e = {0};
-    if (egress_check(&rules, u->host, a, n, u->port, &by_rule, &e) == 0)
-        return 0;
-    for (int i = 0; e.code == -EACCES && i < n; i++) {
-        if (egress_decide(&rules, u->host, &a[i], u->port) != EGRESS_DENIED)
-            continue;
-        char text[EGRESS_ADDR_TEXT_MAX];
-        egress_addr_format(&a[i], text);
-        const char *cls = egress_class_name(egress_classify(&a[i]));
-        if (egress_addr_parse(u->host, &lit) == 0)
-            return err_set(err, -EACCES,
-                           "client metadata '%.*s': %s is %s; client metadata is fetched from "
-                           "public addresses only",
-                           SHOWN, url, text, cls);
-        return err_set(err, -EACCES,
-                       "client metadata '%.*s': '%s' resolves to %s, %s; client metadata is "
-                       "fetched from public addresses only",
-                       SHOWN, url, u->host, text, cls);
-    }
-    return err_set(err, e.code, "client metadata '%.*s': %s", SHOWN, url, e.msg);
+    int r = egress_public_only(u->host, u->port, u->http, a, n, &e);
+    if (r == -EACCES)
+        return err_set(err, r,
+                       "client metadata '%.*s': %s; client metadata is fetched from public "
+                       "addresses only",
+                       SHOWN, url, e.msg);
+    return r < 0 ? err_set(err, r, "client metadata '%.*s': %s", SHOWN, url, e.msg) : 0;
 }
 
 int cimd_addrs_check(const char *url, bool allow_loopback_http, const struct egress_addr *addrs,
@@ -582,13 +555,11 @@ struct cimd_fetch {
     char url[CIMD_URL_MAX + 1];
     struct client_url u;
     struct egress_lookup *lookup;
-    struct loop_timer deadline;                 /* while resolving; curl keeps time after that */
-    int64_t deadline_ms;                        /* monotonic: the whole fetch ends by then */
-    struct egress_addr addrs[EGRESS_ADDRS_MAX]; /* the checked ones: curl connects to no other */
-    int naddrs;
+    struct loop_timer deadline; /* while resolving; curl keeps time after that */
+    int64_t deadline_ms;        /* monotonic: the whole fetch ends by then */
+    struct egress_pin pin;      /* the checked addresses: curl connects to no other */
     CURL *easy;
-    CURLSH *share; /* the fetch's own DNS cache, holding the pin */
-    struct curl_slist *resolve, *headers;
+    struct curl_slist *headers;
     char *body;
     size_t body_len;
     long status;
@@ -627,13 +598,9 @@ static void release(struct cimd_fetch *f)
         curl_easy_cleanup(f->easy);
         f->easy = NULL;
     }
-    if (f->share) {
-        curl_share_cleanup(f->share);
-        f->share = NULL;
-    }
-    curl_slist_free_all(f->resolve);
+    egress_pin_release(&f->pin);
     curl_slist_free_all(f->headers);
-    f->resolve = f->headers = NULL;
+    f->headers = NULL;
     free(f->body);
     f->body = NULL;
 }
@@ -684,37 +651,6 @@ void cimd_free(struct cimd *c)
     curl_loop_free(c->cl);
     free(c);
     curl_global_cleanup();
-}
-
-/* curl is about to connect: only to an address that was checked, on the URL's port. */
-static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *sa)
-{
-    struct cimd_fetch *f = clientp;
-    struct egress_addr a = {{0}};
-    uint16_t port;
-    if (purpose != CURLSOCKTYPE_IPCXN)
-        return CURL_SOCKET_BAD;
-    if (sa->family == AF_INET && sa->addrlen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa->addr;
-        a.b[10] = a.b[11] = 0xff;
-        memcpy(a.b + 12, &in->sin_addr, 4);
-        port = ntohs(in->sin_port);
-    } else if (sa->family == AF_INET6 && sa->addrlen >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&sa->addr;
-        memcpy(a.b, &in6->sin6_addr, 16);
-        port = ntohs(in6->sin6_port);
-    } else {
-        f->stopped = STOP_ADDRESS;
-        return CURL_SOCKET_BAD;
-    }
-    bool checked = false;
-    for (int i = 0; i < f->naddrs && !checked; i++)
-        checked = memcmp(&f->addrs[i], &a, sizeof(a)) == 0;
-    if (!checked || port != f->u.port) {
-        f->stopped = STOP_ADDRESS;
-        return CURL_SOCKET_BAD;
-    }
-    return socket(sa->family, sa->socktype | SOCK_CLOEXEC, sa->protocol);
 }
 
 static bool header_is(const char *h, size_t n, const char *name, const char **value, size_t *vlen)
@@ -798,7 +734,7 @@ static void on_done(CURL *easy, CURLcode rc)
     const char *why = f->errbuf[0] ? f->errbuf : curl_easy_strerror(rc);
     if (f->stopped == STOP_SIZE || rc == CURLE_FILESIZE_EXCEEDED)
         err_set(&e, -EFBIG, "the document is larger than %d bytes", CIMD_BODY_MAX);
-    else if (f->stopped == STOP_ADDRESS)
+    else if (f->stopped == STOP_ADDRESS || f->pin.refused)
         err_set(&e, -EACCES, "curl was about to connect to an address that was not checked");
     else if (f->stopped == STOP_STATUS && f->status >= 300 && f->status < 400)
         err_set(&e, -EPROTO,
@@ -838,36 +774,14 @@ static void on_done(CURL *easy, CURLcode rc)
 static void start_transfer(struct cimd_fetch *f, const struct egress_addr *addrs, int n)
 {
     struct cimd *c = f->c;
-    f->naddrs = n < EGRESS_ADDRS_MAX ? n : EGRESS_ADDRS_MAX;
-    memcpy(f->addrs, addrs, sizeof(*addrs) * (size_t)f->naddrs);
     f->content_length = -1;
     CURL *e = f->easy = curl_easy_init();
-    f->share = curl_share_init();
-    if (!e || !f->share)
+    if (!e)
         abort(); /* out of memory */
-    curl_share_setopt(f->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    struct egress_addr lit;
-    if (egress_addr_parse(f->u.host, &lit) < 0) {
-        char pin[300 + EGRESS_ADDRS_MAX * (EGRESS_ADDR_TEXT_MAX + 3)];
-        size_t k = (size_t)snprintf(pin, sizeof(pin), "%s:%u:", f->u.host, (unsigned)f->u.port);
-        for (int i = 0; i < f->naddrs; i++) {
-            char text[EGRESS_ADDR_TEXT_MAX];
-            egress_addr_format(&f->addrs[i], text);
-            bool v4 = egress_addr_is_v4(&f->addrs[i]);
-            k += (size_t)snprintf(pin + k, sizeof(pin) - k, "%s%s%s%s", i ? "," : "", v4 ? "" : "[",
-                                  text, v4 ? "" : "]");
-        }
-        f->resolve = curl_slist_append(NULL, pin);
-    }
+    egress_pin_apply(&f->pin, e, f->u.host, f->u.port, addrs, n);
     f->headers = curl_slist_append(NULL, "Accept: application/json");
     curl_easy_setopt(e, CURLOPT_URL, f->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, f);
-    curl_easy_setopt(e, CURLOPT_SHARE, f->share);
-    if (f->resolve)
-        curl_easy_setopt(e, CURLOPT_RESOLVE, f->resolve);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
-    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* none, whatever the environment says */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, f->u.http ? "http" : "https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);

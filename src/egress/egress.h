@@ -6,6 +6,7 @@
  * addresses it checked, so a name that resolves differently a moment later (DNS rebinding) gets
  * nowhere. */
 
+#include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,10 @@ struct config;
 enum egress_mode { EGRESS_MODE_NONE, EGRESS_MODE_ALLOWLIST, EGRESS_MODE_PUBLIC };
 /* "none" | "allowlist" | "public" -> 0, or -EINVAL (text NULL included). */
 int egress_mode_parse(const char *text, enum egress_mode *out);
+/* Whether s (lowercase, no trailing dot) is a host name: dot-separated labels of 1..63 letters,
+ * digits, '-' (not first) or '_', at most 253 bytes, and nothing the C library would read as an
+ * IPv4 address (127.1, 0x7f000001: getaddrinfo accepts inet_aton's forms). Pure. */
+bool egress_name_valid(const char *s);
 /* "none", "allowlist" or "public". */
 const char *egress_mode_name(enum egress_mode m);
 /* The narrower of two modes (none < allowlist < public). */
@@ -200,6 +205,38 @@ int egress_lookups_claim(struct egress_lookups *t, const char *owner, int per_ow
                          struct err *err);
 /* One of owner's lookups (a claim that succeeded) has ended. */
 void egress_lookups_release(struct egress_lookups *t, const char *owner);
+
+/* --- requests to a URL a user gave (pin.c) --- */
+
+/* Whether the server may connect to addrs (n of them: what host resolved to, or host itself when
+ * it is an address) on port for a user, with no operator allow list: 0 when every one is public,
+ * or is host itself when host is an address and allow_own_address (the loopback URLs of tests);
+ * else -EACCES with a message naming the first address refused and its class ("10.0.0.1 is a
+ * private address (RFC 1918)" when host is that address, "'h' resolves to 127.0.0.1, a loopback
+ * address" when it is a name), or -EHOSTUNREACH when n is 0. Pure. */
+int egress_public_only(const char *host, uint16_t port, bool allow_own_address,
+                       const struct egress_addr *a, int n, struct err *err);
+
+/* Holding a curl transfer to checked addresses: whatever the server fetches from a name a user gave
+ * goes only to the addresses that were checked: CURLOPT_RESOLVE pins the name in a DNS cache of the
+ * transfer's own (a share handle), so curl never asks the resolver and no pin outlives the
+ * transfer, and the open-socket callback refuses any address or port that was not checked, whatever
+ * curl thinks the name is. Proxies from the environment are not used. */
+struct egress_pin {
+    struct egress_addr addrs[EGRESS_ADDRS_MAX];
+    int n;
+    uint16_t port;
+    bool refused; /* curl was about to connect elsewhere: the transfer failed */
+    CURLSH *share;
+    struct curl_slist *resolve;
+};
+/* Hold easy to addrs (n of them; at most EGRESS_ADDRS_MAX are kept) for host (a name, or an
+ * address: then nothing is pinned, the socket check alone holds) and port. p must stay where it
+ * is until the transfer has ended and egress_pin_release has run. */
+void egress_pin_apply(struct egress_pin *p, CURL *easy, const char *host, uint16_t port,
+                      const struct egress_addr *addrs, int n);
+/* Free what egress_pin_apply made, after curl_easy_cleanup of its transfer. */
+void egress_pin_release(struct egress_pin *p);
 
 /* --- the sandboxes' bandwidth cap (rate.c) ---
  * A token bucket: bytes pass while it holds tokens, which it gains at rate bytes a second up to

@@ -110,11 +110,9 @@ const char *egress_reason_name(enum egress_reason r)
     return "unknown";
 }
 
-/* Whether s (lowercase, no trailing dot) is a host name: dot-separated labels of 1..63 letters,
- * digits, '-' (not first) or '_', at most 253 bytes, and nothing the C library would read as an
- * IPv4 address (127.1, 0x7f000001: getaddrinfo accepts inet_aton's forms), which a last label of
- * digits only rules out along with the rest of such names. */
-static bool name_valid(const char *s)
+/* A last label of digits only rules out what the C library would read as an IPv4 address along
+ * with the rest of such names. */
+bool egress_name_valid(const char *s)
 {
     size_t n = strlen(s), label = 0;
     if (n == 0 || n > NAME_MAX_LEN)
@@ -237,7 +235,7 @@ static int parse_pattern(char *e, struct pattern *pat, struct err *err)
         return err_set(
             err, -EINVAL,
             ALLOW_KEY " entry '%s' has a '*' that does not begin it, as in *.example.org", entry);
-    if (name_valid(n)) {
+    if (egress_name_valid(n)) {
         snprintf(pat->name, sizeof(pat->name), "%s", n);
         return 0;
     }
@@ -427,7 +425,7 @@ enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum 
     char name[NAME_MAX_LEN + 2];
     struct egress_addr addr;
     bool is_addr = normalize(host, name) == 0 && egress_addr_parse(name, &addr) == 0;
-    if (!is_addr && (name[0] == '\0' || !name_valid(name))) {
+    if (!is_addr && (name[0] == '\0' || !egress_name_valid(name))) {
         char h[NAME_MAX_LEN + 1];
         shown(host, h);
         err_set(why, -EACCES, "'%s' is neither a host name nor an address", h);
