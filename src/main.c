@@ -28,6 +28,7 @@
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
+#include "notify/notify.h"
 #include "proxy/proxy.h"
 #include "runs/runs.h"
 #include "sandbox/sandbox.h"
@@ -51,6 +52,9 @@ static const char usage_main[] =
     "                        show or narrow what NAME's sandboxes may reach\n"
     "  user credential set|delete NAME github | user credential list NAME\n"
     "                        NAME's own GitHub token (read from stdin), sealed at rest\n"
+    "  user notify add NAME webhook|ntfy URL | user notify list NAME\n"
+    "  user notify remove|test NAME ID\n"
+    "                        where NAME is told that a run ended or opened a pull request\n"
     "  token create --user NAME [--label TEXT]\n"
     "                        create an API token (printed once; only its hash is kept)\n"
     "  token list [--user NAME]\n"
@@ -98,6 +102,9 @@ static const char usage_user[] =
     "       sandbox-mcp user network NAME [none|allowlist|public|default] [--data-dir DIR]\n"
     "       sandbox-mcp user credential set|delete NAME github [--data-dir DIR]\n"
     "       sandbox-mcp user credential list NAME [--data-dir DIR]\n"
+    "       sandbox-mcp user notify add NAME webhook|ntfy URL [--data-dir DIR]\n"
+    "       sandbox-mcp user notify list NAME [--data-dir DIR]\n"
+    "       sandbox-mcp user notify remove|test NAME ID [--data-dir DIR]\n"
     "\n"
     "passwd sets the password NAME signs in with on the server's sign-in page (when a client\n"
     "such as Claude or ChatGPT connects through OAuth), and signs NAME out of every browser.\n"
@@ -112,7 +119,11 @@ static const char usage_user[] =
     "credential set stores NAME's own token for a service (github: a fine-grained personal\n"
     "token or an app installation token), read from the terminal without echo or as one line\n"
     "of standard input, never from the command line. It is sealed with the key in\n"
-    "DATA_DIR/secrets/credentials.key and never shown again; list names the services set.\n";
+    "DATA_DIR/secrets/credentials.key and never shown again; list names the services set.\n"
+    "notify add tells NAME at URL when a run ends or opens a pull request (at most 5 targets):\n"
+    "webhook, a JSON POST to an https URL signed with a secret printed once now; ntfy, a push\n"
+    "to an ntfy topic (https://ntfy.sh/TOPIC or a server of your own). test queues a test\n"
+    "notification that the running server sends; list shows how the last ones went.\n";
 static const char usage_token[] =
     "usage: sandbox-mcp token create --user NAME [--label TEXT] [--data-dir DIR]\n"
     "       sandbox-mcp token list [--user NAME] [--data-dir DIR]\n"
@@ -409,6 +420,11 @@ static int first_start(struct config *cfg, struct store *st)
     log_info("store first-user user=%s", u.name);
     print_welcome(cfg, u.name, token);
     return 0;
+}
+
+static void notify_run_url(void *runs, const char *run_id, char *out, size_t cap)
+{
+    runs_web_url(runs, false, run_id, out, cap);
 }
 
 static void on_tool_done(const char *tool, const char *outcome, double seconds)
@@ -749,9 +765,19 @@ static int cmd_serve(int argc, char **argv)
     runs_network_set_runs(network, runs);
     tools_runs_register(mcp, runs, st, runs_unavailable);
     http_server_set_runs(http, runs);
+    struct notify_config nc = {.seal_key = credential_key,
+                               .allow_loopback_http = cfg.notify_test_loopback,
+                               .retry_base_ms = cfg.notify_retry_base_ms};
+    struct notifier *notifier = notifier_new(&nc, st);
+    if (runs)
+        notifier_set_run_url(notifier, notify_run_url, runs);
+    if (cfg.notify_test_loopback)
+        log_warn("notify test-loopback enabled=yes note=\"notifications may go to "
+                 "http://127.0.0.1; for tests only\"");
     if (first_start(&cfg, st) < 0) {
         runs_network_set_runs(network, NULL);
         runs_free(runs);
+        notifier_free(notifier);
         http_server_free(http);
         proxy_free(proxy);
         mcp_server_free(mcp);
@@ -767,6 +793,7 @@ static int cmd_serve(int argc, char **argv)
     http_server_run(http);
     runs_network_set_runs(network, NULL); /* the engine goes first, the proxy's records after */
     runs_free(runs);
+    notifier_free(notifier);
     http_server_free(http);
     proxy_free(proxy);
     mcp_server_free(mcp);
@@ -1170,14 +1197,108 @@ out:
     return r;
 }
 
+static void print_target(const struct store_notify_target *t, void *ctx)
+{
+    (void)ctx;
+    char when[32], shown[STORE_NOTIFY_URL_MAX + 8];
+    notify_url_shown(t->url, shown, sizeof(shown));
+    printf("%-30s %-8s %s\n", t->id, t->kind, shown);
+    time_format_rfc3339(t->created_at, when);
+    printf("    added %s", when);
+    if (t->last_status[0]) {
+        time_format_rfc3339(t->last_at, when);
+        printf("; last %s %s%s%s", t->last_status, when, t->last_error[0] ? ": " : "",
+               t->last_error);
+    }
+    if (t->pending)
+        printf("; %lld waiting%s%s", (long long)t->pending,
+               t->pending_error[0] ? ", last try: " : "", t->pending_error);
+    printf("\n");
+}
+
+/* user notify add NAME KIND URL | list NAME | remove NAME ID | test NAME ID */
+static int cmd_user_notify(const struct opts *o)
+{
+    const char *action = o->nargs > 0 ? o->args[0] : "";
+    bool add = strcmp(action, "add") == 0, list = strcmp(action, "list") == 0,
+         remove = strcmp(action, "remove") == 0, test = strcmp(action, "test") == 0;
+    if (!add && !list && !remove && !test)
+        return usage_error("user", usage_user, "%s",
+                           "'user notify' takes add, list, remove or test");
+    if ((add && o->nargs != 4) || (list && o->nargs != 2) || ((remove || test) && o->nargs != 3))
+        return usage_error("user", usage_user, "'user notify %s' takes NAME%s", action,
+                           add    ? ", webhook or ntfy, and a URL"
+                           : list ? ""
+                                  : " and a target ID (see 'user notify list NAME')");
+    if (o->ttl || o->public_url)
+        return usage_error("user", usage_user, "%s", "--ttl and --public-url do not apply here");
+    const char *name = o->args[1];
+    enum notify_kind kind = NOTIFY_WEBHOOK;
+    if (add && notify_kind_parse(o->args[2], &kind) < 0)
+        return usage_error("user", usage_user, "unknown target kind '%s': webhook or ntfy",
+                           o->args[2]);
+    struct config cfg = {0};
+    struct store *st = NULL;
+    int r = open_config_store(o, &cfg, &st);
+    if (r)
+        return r;
+    struct err err = {0};
+    struct store_user u;
+    unsigned char key[SEAL_KEY_BYTES];
+    char secret[NOTIFY_SECRET_LEN + 1] = "", event_id[64];
+    struct store_notify_target t;
+    r = 1;
+    if (store_user_find(st, name, &u, &err) < 0)
+        goto out;
+    if (list) {
+        r = store_notify_target_list(st, u.id, print_target, NULL, &err) < 0 ? 1 : 0;
+    } else if (remove) {
+        if (store_notify_target_delete(st, u.id, o->args[2], &err) == 0) {
+            printf("notification target %s of %s removed\n", o->args[2], name);
+            r = 0;
+        }
+    } else if (test) {
+        if (store_notify_test(st, u.id, o->args[2], time_now_ms(), event_id, &err) == 0) {
+            printf("test notification %s queued for %s; the running server sends it within a "
+                   "few seconds ('user notify list %s' shows how it went)\n",
+                   event_id, o->args[2], name);
+            r = 0;
+        }
+    } else if (notify_url_check(o->args[3], kind, cfg.notify_test_loopback, NULL, &err) < 0) {
+        err_wrap(&err, "not added");
+        r = EXIT_USAGE;
+    } else {
+        if (kind == NOTIFY_WEBHOOK)
+            notify_secret_new(secret);
+        if (store_credential_key_load(cfg.data_dir, key, &err) == 0 &&
+            store_notify_target_add(st, key, u.id, notify_kind_name(kind), o->args[3],
+                                    secret[0] ? secret : NULL, &t, &err) == 0) {
+            printf("%s target %s added for %s\n", t.kind, t.id, name);
+            if (secret[0])
+                printf("signing secret (shown only now; keep it where the receiver checks the "
+                       "%s header):\n%s\n",
+                       NOTIFY_SIGNATURE_HEADER, secret);
+            r = 0;
+        }
+    }
+out:
+    if (r)
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+    sodium_memzero(secret, sizeof(secret));
+    sodium_memzero(key, sizeof(key));
+    close_config_store(&cfg, st);
+    return r;
+}
+
 static int cmd_user(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
     const char *sub = NULL;
     struct opts o = {0};
     int r = parse_sub("user", usage_user,
-                      "'add', 'list', 'passwd', 'login-link', 'network' or 'credential'", argc,
-                      argv, allowed, &o, &sub);
+                      "'add', 'list', 'passwd', 'login-link', 'network', 'credential' or "
+                      "'notify'",
+                      argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool add = strcmp(sub, "add") == 0, list = strcmp(sub, "list") == 0,
@@ -1185,6 +1306,8 @@ static int cmd_user(int argc, char **argv)
          network = strcmp(sub, "network") == 0, credential = strcmp(sub, "credential") == 0;
     if (credential)
         return cmd_user_credential(&o);
+    if (strcmp(sub, "notify") == 0)
+        return cmd_user_notify(&o);
     if (!add && !list && !passwd && !link && !network)
         return usage_error("user", usage_user, "unknown subcommand '%s'", sub);
     if (network && (o.nargs < 1 || o.nargs > 2))

@@ -82,6 +82,8 @@ const char *const config_known_keys[] = {
     "OAUTH_ACCESS_TTL",
     "OAUTH_REFRESH_TTL",
     "OAUTH_CIMD_ALLOW_LOOPBACK",
+    "NOTIFY_RETRY_SECONDS",
+    "NOTIFY_TEST_ALLOW_LOOPBACK",
     NULL,
 };
 
@@ -338,6 +340,12 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "OAUTH_CIMD_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
         return r;
     cfg->oauth_cimd_loopback = u == 1;
+    if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
+        return r;
+    cfg->notify_retry_base_ms = (int64_t)u * 1000;
+    if ((r = config_get_u64(cfg, "NOTIFY_TEST_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
+        return r;
+    cfg->notify_test_loopback = u == 1;
     if (!cfg->public_url && config_get(cfg, "PUBLIC_URL"))
         cfg->public_url_set = true;
     else if (cfg->public_url)

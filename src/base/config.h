@@ -48,6 +48,9 @@ struct config {
     int64_t oauth_access_ttl_s;  /* OAuth access tokens live this long */
     int64_t oauth_refresh_ttl_s; /* refresh tokens, unless used (and so rotated) before */
     bool oauth_cimd_loopback;    /* tests only: client metadata documents on http://127.0.0.1 */
+
+    int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
+    bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */
     char *first_user;
     bool conformance_fixtures;
 };

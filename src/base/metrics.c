@@ -35,6 +35,8 @@ static const struct family families[] = {
      "Connections of sandboxes through the egress proxy by verdict and reason", "counter"},
     {"sandbox_mcp_egress_bytes_total",
      "Bytes relayed by the egress proxy, up (sandbox to upstream) and down", "counter"},
+    {"sandbox_mcp_notify_attempts_total",
+     "Attempts to send a notification by target kind and outcome", "counter"},
 };
 
 static struct series *series;
@@ -117,6 +119,15 @@ void metrics_egress(const char *verdict, const char *reason, unsigned long long 
     get(families[4].name, labels)->value += 1;
     get(families[5].name, "direction=\"up\"")->value += (double)up;
     get(families[5].name, "direction=\"down\"")->value += (double)down;
+}
+
+void metrics_notify(const char *kind, const char *outcome)
+{
+    char k[32], o[32], labels[192];
+    escape_label(k, sizeof(k), kind);
+    escape_label(o, sizeof(o), outcome);
+    snprintf(labels, sizeof(labels), "kind=\"%s\",outcome=\"%s\"", k, o);
+    get(families[6].name, labels)->value += 1;
 }
 
 void metrics_gauge_set(const char *name, const char *help, double value)

@@ -11,6 +11,9 @@ void metrics_tool_call(const char *tool, const char *outcome, double seconds);
 /* Count one connection of a sandbox's egress proxy by verdict and reason, and its bytes. */
 void metrics_egress(const char *verdict, const char *reason, unsigned long long up,
                     unsigned long long down);
+/* Count one attempt to send a notification by target kind ("webhook", "ntfy") and outcome
+ * ("delivered", "retry", "failed"). */
+void metrics_notify(const char *kind, const char *outcome);
 /* Set a gauge (e.g. in-flight requests). */
 void metrics_gauge_set(const char *name, const char *help, double value);
 

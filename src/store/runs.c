@@ -337,11 +337,18 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
     }
     if (r == 0)
         r = add_transition(st, id, status, reason, at, err);
-    if (r < 0) {
+    if (r == 0 && final) { /* the run's end and its notification are one write */
+        char type[32];
+        snprintf(type, sizeof(type), "run.%s", status);
+        r = store_notify_enqueue(st, type, id, NULL, at, err);
+    }
+    if (r < 0 || (r = store_exec(st, "COMMIT", err)) < 0) {
         store_exec(st, "ROLLBACK", NULL);
+        st->notify_queued = false;
         return r;
     }
-    return store_exec(st, "COMMIT", err);
+    store_notify_committed(st);
+    return 0;
 }
 
 int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,

@@ -518,3 +518,95 @@ int store_credential_delete(struct store *st, const char *user_id, const char *s
 int store_credential_list(struct store *st, const char *user_id,
                           void (*fn)(const struct store_credential *c, void *ctx), void *ctx,
                           struct err *err);
+
+/* --- notifications (notify.c): users' targets and the outbox of what is to be sent them --- */
+
+#define STORE_NOTIFY_TARGETS_MAX 5   /* per user */
+#define STORE_NOTIFY_URL_MAX 1024    /* bytes of a target's URL */
+#define STORE_NOTIFY_PENDING_MAX 100 /* rows of a user waiting to be sent; later events dropped */
+#define STORE_NOTIFY_ENDED_MAX 100   /* ended rows a user keeps (until pruned) when testing */
+#define STORE_NOTIFY_ERROR_MAX 300   /* bytes of an error kept */
+#define STORE_NOTIFY_PR_URL_MAX 511
+
+struct store_notify_target {
+    char id[64], user_id[64];
+    char kind[8]; /* "webhook" or "ntfy" */
+    char url[STORE_NOTIFY_URL_MAX + 1];
+    int64_t created_at;
+    char last_status[16]; /* "delivered", "failed", "dropped"; "" before the first */
+    char last_error[STORE_NOTIFY_ERROR_MAX + 1];
+    int64_t last_at;
+    int64_t pending;                                /* rows waiting (listing only) */
+    char pending_error[STORE_NOTIFY_ERROR_MAX + 1]; /* the latest of their errors (listing only) */
+};
+
+/* Called once after a commit that queued rows (set by the sender; NULL: none). The store's
+ * caller is in the middle of its work then: the hook only arms a timer. */
+void store_set_notify_hook(struct store *st, void (*fn)(void *ctx), void *ctx);
+
+/* Add a target of kind ("webhook", "ntfy") with url (checked by the caller) for user_id, with
+ * secret (NUL-terminated, or NULL) sealed with key and bound to the user and the target. *out
+ * gets the new row. -EDQUOT when the user has STORE_NOTIFY_TARGETS_MAX already. */
+int store_notify_target_add(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                            const char *user_id, const char *kind, const char *url,
+                            const char *secret, struct store_notify_target *out, struct err *err);
+/* Target id of user_id (any user's when NULL); -ENOENT when none. */
+int store_notify_target_get(struct store *st, const char *user_id, const char *id,
+                            struct store_notify_target *out, struct err *err);
+/* Delete target id of user_id, and whatever of it is waiting; -ENOENT when none. */
+int store_notify_target_delete(struct store *st, const char *user_id, const char *id,
+                               struct err *err);
+/* Call fn for each of user_id's targets, oldest first, with pending and pending_error. */
+int store_notify_target_list(struct store *st, const char *user_id,
+                             void (*fn)(const struct store_notify_target *t, void *ctx), void *ctx,
+                             struct err *err);
+/* Open target id's secret: *secret malloc'd and NUL-terminated (the caller wipes and frees
+ * it), or NULL when it has none. -EBADMSG when it does not open with key. */
+int store_notify_target_secret(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                               const char *id, char **secret, struct err *err);
+
+/* The id of an event: "evt_" and 32 hex digits derived from type and subject (a run id, a pull
+ * request's URL), so that an event recorded twice is one event. */
+void store_notify_event_id(const char *type, const char *subject, char out[64]);
+/* Queue event type ("pull_request.opened") of run_id, with pr_url (or NULL), at `at` (ms) for
+ * every target of the run's user, in a transaction of its own. A final run status queues its
+ * event in the transition's own transaction (store_run_transition). Targets whose user has
+ * STORE_NOTIFY_PENDING_MAX rows waiting get nothing, and say so (last_status "dropped"). */
+int store_notify_event(struct store *st, const char *type, const char *run_id, const char *pr_url,
+                       int64_t at, struct err *err);
+/* Queue a test notification to target id of user_id; its event id goes to event_id. -ENOENT when
+ * there is no such target, -EDQUOT when STORE_NOTIFY_PENDING_MAX rows are waiting. */
+int store_notify_test(struct store *st, const char *user_id, const char *id, int64_t at,
+                      char event_id[64], struct err *err);
+
+/* A row of the outbox (the sender's view). */
+struct store_notify_row {
+    int64_t n;
+    char target_id[64], user_id[64], event_id[64], run_id[64];
+    char type[24];
+    char pr_url[STORE_NOTIFY_PR_URL_MAX + 1];
+    char *payload; /* malloc'd; NULL before the first attempt */
+    char last_error[STORE_NOTIFY_ERROR_MAX + 1];
+    int attempts;
+    int64_t created_at, next_at;
+};
+/* Call fn for each waiting row due at now (next_at <= now), the longest due first, at most
+ * limit. row is valid during the call only. */
+int store_notify_due(struct store *st, int64_t now, unsigned limit,
+                     void (*fn)(const struct store_notify_row *row, void *ctx), void *ctx,
+                     struct err *err);
+/* The earliest next_at of a waiting row into *at (0 when none). */
+int store_notify_next_due(struct store *st, int64_t *at, struct err *err);
+/* Claim row n for an attempt: count it, and move next_at to until so that no one else takes it
+ * meanwhile (and a crash retries it then). -EALREADY when it is not waiting and due at now. */
+int store_notify_claim(struct store *st, int64_t n, int64_t now, int64_t until, struct err *err);
+/* Fix the row's payload (its first attempt). */
+int store_notify_set_payload(struct store *st, int64_t n, const char *payload, struct err *err);
+/* Try row n again at next_at; error (NULL: keep the last) says why the attempt failed. */
+int store_notify_retry(struct store *st, int64_t n, int64_t next_at, const char *error,
+                       struct err *err);
+/* End row n, delivered or failed (with error), at now; its target remembers how it went. */
+int store_notify_end(struct store *st, int64_t n, bool delivered, const char *error, int64_t now,
+                     struct err *err);
+/* Delete rows that ended before `before` (ms). Returns how many, or < 0. */
+int store_notify_prune(struct store *st, int64_t before, struct err *err);

@@ -1,12 +1,17 @@
 #pragma once
 
 #include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "store/store.h"
 
 struct store {
     sqlite3 *db;
+    void (*notify_hook)(void *ctx); /* store_set_notify_hook */
+    void *notify_ctx;
+    bool notify_queued; /* rows were queued in the transaction under way */
 };
 
 /* Prepare sql on st; on failure fill err. sql must be a string that lives as long as the store
@@ -28,6 +33,13 @@ int store_step_done(struct store *st, sqlite3_stmt *s, const char *what, struct 
 int store_exec(struct store *st, const char *sql, struct err *err);
 /* Map an SQLite result code to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
+
+/* Queue notification type for run_id (and pr_url, or NULL) at `at` to every target of the run's
+ * user, within the caller's transaction (notify.c). */
+int store_notify_enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
+                         int64_t at, struct err *err);
+/* After a commit: tell the hook, once, that rows were queued. */
+void store_notify_committed(struct store *st);
 
 /* Copy column col of the current row into dst (cap bytes, truncating; "" for NULL). */
 static inline void store_copy_text(char *dst, size_t cap, sqlite3_stmt *s, int col)
