@@ -1,7 +1,10 @@
 /* GET /account: the signed-in user's connected apps (OAuth grants) and API tokens, with last
- * use, each revocable, and their own GitHub token, whether one is stored and since when. POST
- * /account/revoke revokes one; POST /account/credential/set and /account/credential/delete set
- * (or replace) and delete the GitHub token, then redirect back to GET /account. */
+ * use, each revocable; their own GitHub token, whether one is stored and since when; and their
+ * notification targets with how the last notifications went. POST /account/revoke revokes one;
+ * POST /account/credential/set and /account/credential/delete set (or replace) and delete the
+ * GitHub token; POST /account/notify/add, /remove and /test add a target (a webhook's signing
+ * secret is shown on the page that answers, once), remove one and queue a test notification.
+ * Changes redirect back to GET /account, but for the page that shows a new secret. */
 #include "auth/auth_internal.h"
 
 #include <errno.h>
@@ -13,10 +16,20 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "notify/notify.h"
 
 /* A token of STORE_CREDENTIAL_MAX characters, each percent-escaped, and the form's other fields;
  * anything larger is not a token and is refused before it is parsed. */
 #define CREDENTIAL_FORM_MAX 4096
+/* A target's URL (STORE_NOTIFY_URL_MAX) percent-escaped fits too. */
+#define NOTIFY_FORM_MAX 4096
+
+/* What a page says besides the lists: note, a status line under the name; github, what was wrong
+ * with a token just sent; notify, what was wrong with a target just sent; secret, the signing
+ * secret of the webhook just added (shown this once). NULL when there is nothing to say. */
+struct said {
+    const char *note, *github, *notify, *secret;
+};
 
 static void when(struct buf *b, int64_t ms)
 {
@@ -150,10 +163,103 @@ static void github_card(struct auth *a, struct buf *b, const char *csrf,
                 "server and never shown again, here or anywhere.</p>\n</section>\n");
 }
 
-/* The page, with note (a status line under the name) and problem (what was wrong with a token
- * just sent, in the GitHub card) when not NULL. */
+static void target_button(struct buf *b, const char *csrf, const char *action, const char *id,
+                          const char *label)
+{
+    buf_printf(b, "<form method=\"post\" action=\"/account/notify/%s\">\n", action);
+    html_hidden(b, "csrf", csrf);
+    html_hidden(b, "id", id);
+    buf_puts(b, "<button type=\"submit\">");
+    html_text(b, label);
+    buf_puts(b, "</button></form>");
+}
+
+static void target_row(const struct store_notify_target *t, void *ctx)
+{
+    struct listing *l = ctx;
+    struct buf *b = l->b;
+    char shown[STORE_NOTIFY_URL_MAX + 8];
+    notify_url_shown(t->url, shown, sizeof(shown));
+    l->n++;
+    buf_printf(b, "<li class=\"item\"><div><strong>%s</strong> <code>",
+               strcmp(t->kind, "ntfy") == 0 ? "ntfy" : "Webhook");
+    html_text(b, shown);
+    buf_puts(b, "</code><br><span class=\"muted small\">added ");
+    when(b, t->created_at);
+    if (t->last_status[0]) {
+        buf_puts(b, " · last ");
+        html_text(b, t->last_status);
+        buf_puts(b, " ");
+        when(b, t->last_at);
+    } else {
+        buf_puts(b, " · nothing sent yet");
+    }
+    if (t->pending)
+        buf_printf(b, " · %lld waiting", (long long)t->pending);
+    buf_puts(b, "</span>");
+    const char *problem = t->pending_error[0]                        ? t->pending_error
+                          : strcmp(t->last_status, "delivered") != 0 ? t->last_error
+                                                                     : "";
+    if (problem[0]) {
+        buf_puts(b, "<br><span class=\"error small\">");
+        html_text(b, t->pending_error[0] ? "Last try: " : "");
+        html_text(b, problem);
+        buf_puts(b, "</span>");
+    }
+    buf_puts(b, "</div>");
+    target_button(b, l->csrf, "test", t->id, "Send a test");
+    target_button(b, l->csrf, "remove", t->id, "Remove");
+    buf_puts(b, "</li>\n");
+}
+
+/* The notifications card: the targets, each with how its last notification went, a test button
+ * and a remove button; the secret of a webhook just added; a form to add one. */
+static void notify_card(struct auth *a, struct buf *b, const char *csrf,
+                        const struct store_user *user, const struct said *said)
+{
+    struct listing l = {b, csrf, 0};
+    struct err err = {0};
+    buf_puts(b, "<section class=\"card\" id=\"notifications\">\n<h2>Notifications</h2>\n"
+                "<ul class=\"list\">\n");
+    store_notify_target_list(a->store, user->id, target_row, &l, &err);
+    if (!l.n)
+        buf_puts(b, "<li class=\"muted\">No target: nothing tells you when a run ends.</li>\n");
+    buf_puts(b, "</ul>\n");
+    if (said->secret) {
+        buf_puts(b, "<p role=\"status\">The webhook's signing secret, shown only now: keep it "
+                    "where your receiver checks the <code>" NOTIFY_SIGNATURE_HEADER
+                    "</code> header.</p>\n<p><code>");
+        html_text(b, said->secret);
+        buf_puts(b, "</code></p>\n");
+    }
+    if (said->notify) {
+        buf_puts(b, "<p class=\"error\" role=\"alert\">");
+        html_text(b, said->notify);
+        buf_puts(b, "</p>\n");
+    }
+    if (l.n < STORE_NOTIFY_TARGETS_MAX) {
+        buf_puts(b, "<form method=\"post\" action=\"/account/notify/add\" class=\"stack\">\n");
+        html_hidden(b, "csrf", csrf);
+        buf_puts(b, "<label>Kind <select name=\"kind\"><option value=\"ntfy\">ntfy topic (a push "
+                    "to your phone)</option><option value=\"webhook\">Webhook (a signed JSON "
+                    "POST)</option></select></label>\n"
+                    "<label>URL <input name=\"url\" type=\"url\" autocomplete=\"off\" "
+                    "autocapitalize=\"none\" spellcheck=\"false\" "
+                    "placeholder=\"https://ntfy.sh/your-topic\" required></label>\n"
+                    "<button type=\"submit\" class=\"primary\">Add target</button>\n</form>\n");
+    }
+    buf_printf(b,
+               "<p class=\"muted small\">You are told when a run succeeds, fails or is "
+               "cancelled and when it opens a pull request, at up to %d https addresses on "
+               "the public internet. An ntfy topic's name is all it takes to read it: pick "
+               "one nobody can guess. Each notification links to the run's page.</p>\n"
+               "</section>\n",
+               STORE_NOTIFY_TARGETS_MAX);
+}
+
+/* The page, with what said says. */
 static void page(struct auth *a, h2o_req_t *req, int status, const struct store_user *user,
-                 const char *note, const char *problem)
+                 const struct said *said)
 {
     const char *csrf = auth_csrf_token(a, req);
     struct buf b;
@@ -163,9 +269,9 @@ static void page(struct auth *a, h2o_req_t *req, int status, const struct store_
     buf_puts(&b, "<section class=\"card\">\n<h1>");
     html_text(&b, user->name);
     buf_puts(&b, "</h1>\n");
-    if (note) {
+    if (said->note) {
         buf_puts(&b, "<p role=\"status\">");
-        html_text(&b, note);
+        html_text(&b, said->note);
         buf_puts(&b, "</p>\n");
     }
     buf_puts(&b, "<form method=\"post\" action=\"/logout\">\n");
@@ -183,7 +289,8 @@ static void page(struct auth *a, h2o_req_t *req, int status, const struct store_
         buf_puts(&b, "<li class=\"muted\">No API token. An operator makes one with "
                      "<code>sandbox-mcp token create</code>.</li>\n");
     buf_puts(&b, "</ul>\n</section>\n");
-    github_card(a, &b, csrf, user, problem);
+    github_card(a, &b, csrf, user, said->github);
+    notify_card(a, &b, csrf, user, said);
     auth_page(req, status, "Account", b.data);
     buf_release(&b);
 }
@@ -197,6 +304,9 @@ static const char *done_note(h2o_req_t *req)
     } notes[] = {
         {"github-set", "Your GitHub token is saved."},
         {"github-deleted", "Your GitHub token is deleted."},
+        {"notify-added", "The notification target is added."},
+        {"notify-removed", "The notification target is removed."},
+        {"notify-test", "A test notification is on its way; this page shows how it went."},
     };
     if (req->query_at == SIZE_MAX)
         return NULL;
@@ -258,7 +368,8 @@ static void revoke_one(struct auth *a, h2o_req_t *req, const struct store_user *
         log_info("auth revoked user=%s kind=%s id=%s", user->name, kind, id);
     }
     form_release(&f);
-    page(a, req, 200, user, r == 0 ? "Revoked." : "Nothing to revoke: it was already gone.", NULL);
+    page(a, req, 200, user,
+         &(struct said){.note = r == 0 ? "Revoked." : "Nothing to revoke: it was already gone."});
 }
 
 /* POST /account/credential/set and /delete: the signed-in user's own GitHub token. The token is
@@ -267,9 +378,9 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
                               bool set)
 {
     if (req->entity.len > CREDENTIAL_FORM_MAX) {
-        page(a, req, 413, user, NULL,
-             "Not saved: that is far longer than a token (at most 255 characters). Nothing was "
-             "changed.");
+        page(a, req, 413, user,
+             &(struct said){.github = "Not saved: that is far longer than a token (at most 255 "
+                                      "characters). Nothing was changed."});
         return;
     }
     struct form f;
@@ -304,16 +415,106 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
         log_info("auth credential-%s user=%s service=github", set ? "set" : "deleted", user->name);
         auth_redirect(req, 303, set ? "/account?done=github-set" : "/account?done=github-deleted");
     } else if (r == -EINVAL) {
-        page(a, req, 400, user, NULL, err.msg);
+        page(a, req, 400, user, &(struct said){.github = err.msg});
     } else if (r == -ENOENT && !set) {
-        page(a, req, 200, user, "There was no GitHub token to delete.", NULL);
+        page(a, req, 200, user, &(struct said){.note = "There was no GitHub token to delete."});
     } else {
         log_error("auth store-failure user=%s reason=\"%s\"", user->name, err.msg);
-        page(a, req, 503, user, NULL,
-             r == -EAGAIN ? err.msg
-                          : "Nothing was changed: the server could not store it; try "
-                            "again.");
+        page(a, req, 503, user,
+             &(struct said){.github = r == -EAGAIN ? err.msg
+                                                   : "Nothing was changed: the server could not "
+                                                     "store it; try again."});
     }
+}
+
+/* POST /account/notify/add: a target of the signed-in user's. A webhook's secret is made here,
+ * sealed, and shown on the page that answers, never again; the URL is not logged. */
+static void notify_add(struct auth *a, h2o_req_t *req, const struct store_user *user)
+{
+    if (req->entity.len > NOTIFY_FORM_MAX) {
+        page(a, req, 413, user,
+             &(struct said){.notify = "Not added: that is far longer than a URL may be (1024 "
+                                      "bytes). Nothing was changed."});
+        return;
+    }
+    struct form f;
+    if (!read_page_form(req, &f))
+        return;
+    const char *kind_name = form_get(&f, "kind"), *url = form_get(&f, "url");
+    enum notify_kind kind;
+    struct err err = {0}, why = {0};
+    char secret[NOTIFY_SECRET_LEN + 1] = "";
+    struct store_notify_target t;
+    int r;
+    if (notify_kind_parse(kind_name, &kind) < 0) {
+        r = err_set(&err, -EINVAL, "Not added: the kind is webhook or ntfy.");
+    } else if (!a->srv->has_credential_key) {
+        r = err_set(&err, -EAGAIN, "This server cannot keep targets now; try again later.");
+    } else if (notify_url_check(url ? url : "", kind, a->cfg->notify_test_loopback, NULL, &why) <
+               0) {
+        r = err_set(&err, -EINVAL, "Not added: %s. Nothing was changed.", why.msg);
+    } else {
+        if (kind == NOTIFY_WEBHOOK)
+            notify_secret_new(secret);
+        r = store_notify_target_add(a->store, a->srv->credential_key, user->id,
+                                    notify_kind_name(kind), url, secret[0] ? secret : NULL, &t,
+                                    &err);
+        if (r == -EDQUOT)
+            r = err_set(&err, -EINVAL,
+                        "Not added: you have %d targets, the most there may be; "
+                        "remove one first.",
+                        STORE_NOTIFY_TARGETS_MAX);
+    }
+    form_release(&f);
+    if (r == 0) {
+        log_info("auth notify-added user=%s target=%s kind=%s", user->name, t.id, t.kind);
+        if (secret[0])
+            page(a, req, 200, user,
+                 &(struct said){.note = "The webhook is added.", .secret = secret});
+        else
+            auth_redirect(req, 303, "/account?done=notify-added");
+    } else if (r == -EINVAL) {
+        page(a, req, 400, user, &(struct said){.notify = err.msg});
+    } else {
+        log_error("auth store-failure user=%s reason=\"%s\"", user->name, err.msg);
+        page(a, req, 503, user,
+             &(struct said){.notify = r == -EAGAIN ? err.msg
+                                                   : "Nothing was changed: the server could not "
+                                                     "store it; try again."});
+    }
+    sodium_memzero(secret, sizeof(secret));
+}
+
+/* POST /account/notify/remove and /test: one of the signed-in user's targets. */
+static void notify_change(struct auth *a, h2o_req_t *req, const struct store_user *user, bool test)
+{
+    if (req->entity.len > NOTIFY_FORM_MAX) {
+        page(a, req, 413, user, &(struct said){.notify = "That is not a form of this page."});
+        return;
+    }
+    struct form f;
+    if (!read_page_form(req, &f))
+        return;
+    const char *id = form_get(&f, "id");
+    struct err err = {0};
+    char event_id[64];
+    int r = !id    ? -ENOENT
+            : test ? store_notify_test(a->store, user->id, id, time_now_ms(), event_id, &err)
+                   : store_notify_target_delete(a->store, user->id, id, &err);
+    if (r == 0)
+        log_info("auth notify-%s user=%s target=%.64s", test ? "test" : "removed", user->name, id);
+    form_release(&f);
+    if (r == 0)
+        auth_redirect(req, 303,
+                      test ? "/account?done=notify-test" : "/account?done=notify-removed");
+    else if (r == -ENOENT)
+        page(a, req, 200, user, &(struct said){.note = "There is no such notification target."});
+    else if (r == -EDQUOT)
+        page(a, req, 429, user, &(struct said){.notify = err.msg});
+    else
+        page(a, req, 503, user,
+             &(struct said){.notify = "Nothing was changed: the server could not store it; try "
+                                      "again."});
 }
 
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
@@ -330,7 +531,7 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
     bool set = h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/set"));
     if (h2o_memis(p.base, p.len, H2O_STRLIT("/account")) && !post) {
         if (in)
-            page(a, req, 200, &user, done_note(req), NULL);
+            page(a, req, 200, &user, &(struct said){.note = done_note(req)});
         else
             auth_signin_page(a, req, 200, "/account", NULL);
     } else if (h2o_memis(p.base, p.len, H2O_STRLIT("/account/revoke")) && post) {
@@ -344,6 +545,16 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
             credential_change(a, req, &user, set);
         else
             auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
+    } else if (post && (h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/add")) ||
+                        h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/remove")) ||
+                        h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/test")))) {
+        if (!in)
+            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
+        else if (p.len == sizeof("/account/notify/add") - 1)
+            notify_add(a, req, &user);
+        else
+            notify_change(a, req, &user,
+                          h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/test")));
     } else {
         auth_error_page(req, 404, "not_found", "There is no such page.");
     }
