@@ -11,11 +11,12 @@ import path from 'node:path';
 import { startServer, rpc, cli, sqlRows } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
+import { startReceiver } from '../lib/notify-receiver.mjs';
 
 const TOKEN = 'github_pat_11DELIVERYtestTOKEN_alice0123456789';
 const WORK = /^sandbox-mcp\/[A-Za-z0-9]{8}-/;
 
-let fake, router, gh, server;
+let fake, router, gh, server, hook;
 let nextId = 1;
 
 before(async () => {
@@ -32,11 +33,14 @@ before(async () => {
   server = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
+    NOTIFY_TEST_ALLOW_LOOPBACK: '1',
   } });
+  hook = await startReceiver();
 });
 
 after(async () => {
   await server?.stop();
+  await hook?.close();
   await gh?.close();
   await fake?.close();
 });
@@ -103,6 +107,9 @@ test('without a credential: no pull request by default, delivery says why, and a
 
 test('a run\'s commits arrive on the session\'s branch with a draft pull request; a later run pushes to the same branch and comments', async () => {
   credential('set');
+  const target = cli(['user', 'notify', 'add', 'admin', 'webhook', hook.url('/delivery'), '--data-dir', server.dataDir],
+    { env: { NOTIFY_TEST_ALLOW_LOOPBACK: '1' } });
+  assert.equal(target.status, 0, target.stderr);
   // (1) the agent commits one file and leaves another uncommitted; it looks for the token
   const s1 = router.add('deliver-a7c', [
     { tool: 'write', input: { filePath: '/workspace/widget/hello.txt', content: 'hello\n' } },
@@ -144,6 +151,16 @@ test('a run\'s commits arrive on the session\'s branch with a draft pull request
   const text = (await call('get_result', { run_id: r.run_id })).content[0].text;
   assert.ok(text.includes(`Pull request #${pr.number} (draft, open): ${pr.html_url}`), text);
 
+  // the user is told: the pull request opened, then the run's end, which links it too
+  const told = (run, type) => hook.waitFor((q) => q.json?.run_id === run && q.json.type === type, `${type} of ${run}`);
+  const [opened] = await told(r.run_id, 'pull_request.opened');
+  assert.equal(opened.json.pull_request_url, pr.html_url);
+  assert.equal(opened.json.url, r.web_url);
+  assert.equal(opened.json.title, 'Add a greeting');
+  const [done] = await told(r.run_id, 'run.succeeded');
+  assert.equal(done.json.pull_request_url, pr.html_url);
+  assert.match(done.json.summary, /Added hello.txt/);
+
   // nothing in the sandbox ever saw the user's token
   const seen = toolResults(s1.requests[3].body).at(-1).text;
   assert.match(seen, /end\s*$/);
@@ -169,6 +186,10 @@ test('a run\'s commits arrive on the session\'s branch with a draft pull request
   assert.match(gh.comments[0].body, /Follow-up run\*\*: Longer greeting/);
   assert.match(gh.comments[0].body, /Made hello longer\./);
   assert.ok(gh.comments[0].body.includes(r2.web_url));
+  // a comment opens no pull request: the end of the run alone is told, with the session's one
+  const [done2] = await told(r2.run_id, 'run.succeeded');
+  assert.equal(done2.json.pull_request_url, pr.html_url);
+  assert.equal(hook.requests.filter((q) => q.json?.type === 'pull_request.opened').length, 1);
 
   // (3) the agent's own pushes: only the session's branch, fast-forward only; each refusal is
   // among the run's events
