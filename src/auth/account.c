@@ -51,12 +51,14 @@ struct listing {
     int n;
 };
 
-static void revoke_button(struct buf *b, const char *csrf, const char *kind, const char *id,
-                          const char *label)
+/* A button that posts the page's CSRF token, kind (unless NULL) and id to action. */
+static void post_button(struct buf *b, const char *csrf, const char *action, const char *kind,
+                        const char *id, const char *label)
 {
-    buf_puts(b, "<form method=\"post\" action=\"/account/revoke\">\n");
+    buf_printf(b, "<form method=\"post\" action=\"%s\">\n", action);
     html_hidden(b, "csrf", csrf);
-    html_hidden(b, "kind", kind);
+    if (kind)
+        html_hidden(b, "kind", kind);
     html_hidden(b, "id", id);
     buf_puts(b, "<button type=\"submit\">");
     html_text(b, label);
@@ -79,7 +81,7 @@ static void grant_row(const struct store_oauth_grant *g, void *ctx)
     buf_puts(b, " · last used ");
     when(b, g->last_used_at);
     buf_puts(b, "</span></div>");
-    revoke_button(b, l->csrf, "client", g->id, "Disconnect");
+    post_button(b, l->csrf, "/account/revoke", "client", g->id, "Disconnect");
     buf_puts(b, "</li>\n");
 }
 
@@ -99,7 +101,7 @@ static void token_row(const struct store_token *t, void *ctx)
     buf_puts(b, " · last used ");
     when(b, t->last_used_at);
     buf_puts(b, "</span></div>");
-    revoke_button(b, l->csrf, "token", t->id, "Revoke");
+    post_button(b, l->csrf, "/account/revoke", "token", t->id, "Revoke");
     buf_puts(b, "</li>\n");
 }
 
@@ -163,17 +165,6 @@ static void github_card(struct auth *a, struct buf *b, const char *csrf,
                 "server and never shown again, here or anywhere.</p>\n</section>\n");
 }
 
-static void target_button(struct buf *b, const char *csrf, const char *action, const char *id,
-                          const char *label)
-{
-    buf_printf(b, "<form method=\"post\" action=\"/account/notify/%s\">\n", action);
-    html_hidden(b, "csrf", csrf);
-    html_hidden(b, "id", id);
-    buf_puts(b, "<button type=\"submit\">");
-    html_text(b, label);
-    buf_puts(b, "</button></form>");
-}
-
 static void target_row(const struct store_notify_target *t, void *ctx)
 {
     struct listing *l = ctx;
@@ -207,8 +198,8 @@ static void target_row(const struct store_notify_target *t, void *ctx)
         buf_puts(b, "</span>");
     }
     buf_puts(b, "</div>");
-    target_button(b, l->csrf, "test", t->id, "Send a test");
-    target_button(b, l->csrf, "remove", t->id, "Remove");
+    post_button(b, l->csrf, "/account/notify/test", NULL, t->id, "Send a test");
+    post_button(b, l->csrf, "/account/notify/remove", NULL, t->id, "Remove");
     buf_puts(b, "</li>\n");
 }
 

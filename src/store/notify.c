@@ -471,38 +471,19 @@ int store_notify_retry(struct store *st, int64_t n, int64_t next_at, const char 
     return store_step_done(st, s, "reschedule a notification", err);
 }
 
-static int end_row(struct store *st, int64_t n, const char *state, const char *error, int64_t now,
-                   struct err *err)
+/* Run sql (a literal) with its parameters state, error, now and the row n. */
+static int record_outcome(struct store *st, const char *sql, const char *what, int64_t n,
+                          const char *state, const char *error, int64_t now, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE notify_outbox SET state = ?, last_error = ?, done_at = ? WHERE n "
-                          "= ? AND state = 'pending'",
-                          &s, err);
+    int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, error, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, now);
     sqlite3_bind_int64(s, 4, n);
-    return store_step_done(st, s, "end a notification", err);
-}
-
-static int remember(struct store *st, int64_t n, const char *state, const char *error, int64_t now,
-                    struct err *err)
-{
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE notify_targets SET last_status = ?, last_error = ?, last_at = ? "
-                          "WHERE id = (SELECT target_id FROM notify_outbox WHERE n = ?)",
-                          &s, err);
-    if (r < 0)
-        return r;
-    sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, error, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, now);
-    sqlite3_bind_int64(s, 4, n);
-    return store_step_done(st, s, "record how a notification went", err);
+    return store_step_done(st, s, what, err);
 }
 
 int store_notify_end(struct store *st, int64_t n, bool delivered, const char *error, int64_t now,
@@ -515,8 +496,15 @@ int store_notify_end(struct store *st, int64_t n, bool delivered, const char *er
     int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
-    if ((r = end_row(st, n, state, e, now, err)) < 0 ||
-        (sqlite3_changes(st->db) > 0 && (r = remember(st, n, state, e, now, err)) < 0) ||
+    if ((r = record_outcome(st,
+                            "UPDATE notify_outbox SET state = ?, last_error = ?, done_at = ? "
+                            "WHERE n = ? AND state = 'pending'",
+                            "end a notification", n, state, e, now, err)) < 0 ||
+        (sqlite3_changes(st->db) > 0 &&
+         (r = record_outcome(st,
+                             "UPDATE notify_targets SET last_status = ?, last_error = ?, last_at "
+                             "= ? WHERE id = (SELECT target_id FROM notify_outbox WHERE n = ?)",
+                             "record how a notification went", n, state, e, now, err)) < 0) ||
         (r = store_exec(st, "COMMIT", err)) < 0) {
         store_exec(st, "ROLLBACK", NULL);
         return r;
