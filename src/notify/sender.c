@@ -38,7 +38,7 @@ struct attempt {
     int64_t n;  /* its outbox row */
     int number; /* 1 for an event's first attempt */
     int64_t created_at;
-    char target_id[64], event_id[64], type[24];
+    char target_id[64], user_id[64], event_id[64], type[24];
     enum notify_kind kind;
     struct notify_url u;
     char *url, *secret, *body;
@@ -392,6 +392,7 @@ static bool start(struct notifier *nt, const struct store_notify_row *row)
     a->created_at = row->created_at;
     a->start_ms = time_mono_ms();
     snprintf(a->target_id, sizeof(a->target_id), "%s", row->target_id);
+    snprintf(a->user_id, sizeof(a->user_id), "%s", row->user_id);
     snprintf(a->event_id, sizeof(a->event_id), "%s", row->event_id);
     snprintf(a->type, sizeof(a->type), "%s", row->type);
     a->url = xstrdup(t.url);
@@ -452,6 +453,15 @@ struct due {
     int n;
 };
 
+/* Attempts under way for user_id's targets. */
+static int in_flight(const struct notifier *nt, const char *user_id)
+{
+    int k = 0;
+    for (const struct attempt *a = nt->head; a; a = a->next)
+        k += strcmp(a->user_id, user_id) == 0;
+    return k;
+}
+
 static void collect(const struct store_notify_row *row, void *ctx)
 {
     struct due *d = ctx;
@@ -473,12 +483,13 @@ static void on_timer(struct loop_timer *t)
     }
     struct due d = {.n = 0};
     if (nt->n < NOTIFY_IN_FLIGHT_MAX &&
-        store_notify_due(nt->st, now, (unsigned)(NOTIFY_IN_FLIGHT_MAX - nt->n), collect, &d, &err) <
-            0)
+        store_notify_due(nt->st, now, (unsigned)(NOTIFY_IN_FLIGHT_MAX - nt->n),
+                         NOTIFY_IN_FLIGHT_PER_USER, collect, &d, &err) < 0)
         log_error("notify outbox unreadable err=\"%s\"", err.msg);
     int started = 0;
     for (int i = 0; i < d.n; i++) {
-        started += start(nt, &d.rows[i]);
+        if (in_flight(nt, d.rows[i].user_id) < NOTIFY_IN_FLIGHT_PER_USER)
+            started += start(nt, &d.rows[i]);
         free(d.rows[i].payload);
     }
     /* a row due that could not be started (the database refused) is looked at again in a

@@ -372,7 +372,7 @@ int store_notify_test(struct store *st, const char *user_id, const char *id, int
 
 /* --- the outbox --- */
 
-int store_notify_due(struct store *st, int64_t now, unsigned limit,
+int store_notify_due(struct store *st, int64_t now, unsigned limit, unsigned per_user,
                      void (*fn)(const struct store_notify_row *row, void *ctx), void *ctx,
                      struct err *err)
 {
@@ -381,14 +381,16 @@ int store_notify_due(struct store *st, int64_t now, unsigned limit,
         st,
         "SELECT n, target_id, user_id, event_id, coalesce(run_id, ''), type, "
         "coalesce(pr_url, ''), payload, attempts, created_at, next_at, coalesce(last_error, '') "
-        "FROM "
-        "notify_outbox WHERE state = 'pending' AND next_at <= ? ORDER BY "
-        "next_at, n LIMIT ?",
+        "FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY next_at, n) AS k "
+        "FROM (SELECT * FROM notify_outbox WHERE state = 'pending' AND next_at <= ?1 ORDER BY "
+        "next_at, n LIMIT ?2)) WHERE k <= ?3 ORDER BY next_at, n LIMIT ?4",
         &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int(s, 2, (int)limit);
+    sqlite3_bind_int(s, 2, STORE_NOTIFY_DUE_SCAN);
+    sqlite3_bind_int(s, 3, (int)per_user);
+    sqlite3_bind_int(s, 4, (int)limit);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         struct store_notify_row row = {0};

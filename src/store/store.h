@@ -591,8 +591,11 @@ struct store_notify_row {
     int64_t created_at, next_at;
 };
 /* Call fn for each waiting row due at now (next_at <= now), the longest due first, at most
- * limit. row is valid during the call only. */
-int store_notify_due(struct store *st, int64_t now, unsigned limit,
+ * limit, and at most per_user of each user's among the STORE_NOTIFY_DUE_SCAN longest due (so
+ * that one user's many rows do not keep the others' waiting). row is valid during the call
+ * only. */
+#define STORE_NOTIFY_DUE_SCAN 256
+int store_notify_due(struct store *st, int64_t now, unsigned limit, unsigned per_user,
                      void (*fn)(const struct store_notify_row *row, void *ctx), void *ctx,
                      struct err *err);
 /* The earliest next_at of a waiting row into *at (0 when none). */

@@ -393,9 +393,9 @@ TEST(store_outbox_from_a_run_end_to_delivery)
     CHECK_INT_EQ(store_run_transition(st, "run_b", "succeeded", "done", 2000, &err), 0);
     CHECK_INT_EQ(hooked, 1); /* bob has no target */
     struct rows r = {0};
-    CHECK_INT_EQ(store_notify_due(st, 1999, 16, collect, &r, &err), 0);
+    CHECK_INT_EQ(store_notify_due(st, 1999, 16, 16, collect, &r, &err), 0);
     CHECK_INT_EQ(r.n, 0);
-    CHECK_INT_EQ(store_notify_due(st, 2000, 16, collect, &r, &err), 0);
+    CHECK_INT_EQ(store_notify_due(st, 2000, 16, 16, collect, &r, &err), 0);
     CHECK_INT_EQ(r.n, 2);
     char want[64];
     store_notify_event_id("run.failed", "run_a", want);
@@ -411,8 +411,23 @@ TEST(store_outbox_from_a_run_end_to_delivery)
     CHECK_INT_EQ(
         store_notify_event(st, "pull_request.opened", "run_a", "https://gh/p/1", 2600, &err), 0);
     struct rows all = {0};
-    CHECK_INT_EQ(store_notify_due(st, 9999, 16, collect, &all, &err), 0);
+    CHECK_INT_EQ(store_notify_due(st, 9999, 16, 16, collect, &all, &err), 0);
     CHECK_INT_EQ(all.n, 4);
+    struct rows fair = {0}; /* one user's rows take their turn */
+    CHECK_INT_EQ(store_notify_due(st, 9999, 16, 1, collect, &fair, &err), 0);
+    CHECK_INT_EQ(fair.n, 1);
+    CHECK_INT_EQ(fair.row[0].n, all.row[0].n);
+    struct store_notify_target bt;
+    char bev[64];
+    CHECK_INT_EQ(
+        store_notify_target_add(st, key, b.id, "ntfy", "https://ntfy.sh/b", NULL, &bt, &err), 0);
+    CHECK_INT_EQ(store_notify_test(st, b.id, bt.id, 3000, bev, &err), 0);
+    struct rows turn = {0};
+    CHECK_INT_EQ(store_notify_due(st, 9999, 2, 1, collect, &turn, &err), 0);
+    CHECK_INT_EQ(turn.n, 2);
+    CHECK_STR_EQ(turn.row[0].user_id, a.id);
+    CHECK_STR_EQ(turn.row[1].event_id, bev);
+    CHECK_INT_EQ(store_notify_target_delete(st, b.id, bt.id, &err), 0);
     /* claimed: counted, and not due again until the lease ends */
     int64_t row = r.row[0].n;
     CHECK_INT_EQ(store_notify_claim(st, row, 3000, 63000, &err), 0);
@@ -423,7 +438,7 @@ TEST(store_outbox_from_a_run_end_to_delivery)
     CHECK_INT_EQ(store_notify_next_due(st, &next, &err), 0);
     CHECK_INT_EQ(next, 2000);
     struct rows again = {0};
-    CHECK_INT_EQ(store_notify_due(st, 5000, 16, collect, &again, &err), 0);
+    CHECK_INT_EQ(store_notify_due(st, 5000, 16, 16, collect, &again, &err), 0);
     bool seen = false;
     for (int i = 0; i < again.n; i++)
         if (again.row[i].n == row) {
@@ -443,11 +458,11 @@ TEST(store_outbox_from_a_run_end_to_delivery)
     /* ended rows go after a while; waiting ones stay; a removed target takes its rows along */
     CHECK_INT_EQ(store_notify_prune(st, 6001, &err), 1);
     struct rows left = {0};
-    CHECK_INT_EQ(store_notify_due(st, 99999, 16, collect, &left, &err), 0);
+    CHECK_INT_EQ(store_notify_due(st, 99999, 16, 16, collect, &left, &err), 0);
     CHECK_INT_EQ(left.n, 3);
     CHECK_INT_EQ(store_notify_target_delete(st, a.id, n.id, &err), 0);
     struct rows after = {0};
-    CHECK_INT_EQ(store_notify_due(st, 99999, 16, collect, &after, &err), 0);
+    CHECK_INT_EQ(store_notify_due(st, 99999, 16, 16, collect, &after, &err), 0);
     CHECK_INT_EQ(after.n, 1);
     store_close(st);
 }
