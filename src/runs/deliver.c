@@ -292,11 +292,13 @@ static void record_new_pull(struct delivery *v)
     const json_t *pr = json_object_get(v->result, "pull_request");
     struct err err = {0};
     const char *url = json_string_value(json_object_get(pr, "url"));
+    /* the notification first: should the server stop between the two, the next start finds
+     * the pull request again and queues the same event, which is kept once */
+    if (store_notify_event(v->st, "pull_request.opened", v->run_id, url, time_now_ms(), &err) < 0)
+        log_error("pull request notification not queued run=%s err=\"%s\"", v->run_id, err.msg);
     if (store_session_set_pull_request(
             v->st, v->session_id, json_integer_value(json_object_get(pr, "number")), url, &err) < 0)
         log_error("pull request not recorded run=%s err=\"%s\"", v->run_id, err.msg);
-    if (store_notify_event(v->st, "pull_request.opened", v->run_id, url, time_now_ms(), &err) < 0)
-        log_error("pull request notification not queued run=%s err=\"%s\"", v->run_id, err.msg);
 }
 
 static void on_rest_done(CURL *easy, CURLcode rc)
