@@ -19,6 +19,11 @@ int64_t time_now_ms(void);
 int64_t time_mono_ms(void);
 /* Format an epoch-milliseconds time as RFC 3339 UTC ("2026-01-02T03:04:05.678Z") into out[32]. */
 void time_format_rfc3339(int64_t ms, char out[32]);
+/* A byte count as people write it into out[32]: "8 MiB", "1.5 GiB", "512 KiB", "1000 bytes"
+ * (binary units, at most one decimal, whole units without one). */
+void format_bytes(uint64_t n, char out[32]);
+/* A duration in milliseconds the same way: "60 s", "1.5 min", "4 h", "250 ms". */
+void format_span_ms(uint64_t ms, char out[32]);
 
 /* Compare two byte strings in constant time for equal lengths; false if lengths differ. */
 bool str_equal_ct(const char *a, size_t alen, const char *b, size_t blen);

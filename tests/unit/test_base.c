@@ -299,6 +299,31 @@ TEST(time_format)
     CHECK_STR_EQ(out, "1969-01-01T00:00:00.000Z");
 }
 
+TEST(format_bytes_and_durations)
+{
+    char out[32];
+    format_bytes(1000, out);
+    CHECK_STR_EQ(out, "1000 bytes");
+    format_bytes(512 << 10, out);
+    CHECK_STR_EQ(out, "512 KiB");
+    format_bytes(1 << 20, out);
+    CHECK_STR_EQ(out, "1 MiB");
+    format_bytes(3 << 19, out);
+    CHECK_STR_EQ(out, "1.5 MiB");
+    format_bytes(10ull << 30, out);
+    CHECK_STR_EQ(out, "10 GiB");
+    format_span_ms(250, out);
+    CHECK_STR_EQ(out, "250 ms");
+    format_span_ms(60000, out);
+    CHECK_STR_EQ(out, "60 s");
+    format_span_ms(90 * 60000, out);
+    CHECK_STR_EQ(out, "90 min");
+    format_span_ms(240 * 60000, out);
+    CHECK_STR_EQ(out, "4 h");
+    format_span_ms(7 * 24 * 3600000ull, out);
+    CHECK_STR_EQ(out, "168 h");
+}
+
 TEST(constant_time_compare)
 {
     CHECK(str_equal_ct("abc", 3, "abc", 3));
