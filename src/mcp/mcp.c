@@ -2,13 +2,16 @@
 #include "mcp/mcp.h"
 #include "mcp/mcp_internal.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "base/log.h"
 #include "base/buf.h"
+#include "base/cleanup.h"
 #include "base/json_write.h"
 #include "base/util.h"
 #include "mcp/jsonrpc.h"
@@ -197,13 +200,109 @@ static void forget_tools_list(struct mcp_server *srv)
     }
 }
 
+/* ---------- tool errors ---------- */
+
+static const char *const tool_error_names[] = {
+    [MCP_TOOL_FAILED] = "failed",
+    [MCP_TOOL_INVALID_ARGUMENTS] = "invalid_arguments",
+    [MCP_TOOL_NOT_FOUND] = "not_found",
+    [MCP_TOOL_ALREADY_EXISTS] = "already_exists",
+    [MCP_TOOL_PERMISSION_DENIED] = "permission_denied",
+    [MCP_TOOL_IS_A_DIRECTORY] = "is_a_directory",
+    [MCP_TOOL_NOT_A_DIRECTORY] = "not_a_directory",
+    [MCP_TOOL_NOT_EMPTY] = "not_empty",
+    [MCP_TOOL_TOO_LARGE] = "too_large",
+    [MCP_TOOL_NO_SPACE] = "no_space",
+    [MCP_TOOL_BUSY] = "busy",
+    [MCP_TOOL_TIMED_OUT] = "timed_out",
+    [MCP_TOOL_CANCELLED] = "cancelled",
+    [MCP_TOOL_UNAVAILABLE] = "unavailable",
+};
+
+const char *mcp_tool_error_name(enum mcp_tool_error code)
+{
+    if ((size_t)code >= ARRAY_SIZE(tool_error_names) || !tool_error_names[code])
+        return tool_error_names[MCP_TOOL_FAILED];
+    return tool_error_names[code];
+}
+
+enum mcp_tool_error mcp_tool_error_from_errno(int neg_errno)
+{
+    switch (-neg_errno) {
+    case EINVAL:
+    case ELOOP:
+    case ENAMETOOLONG: return MCP_TOOL_INVALID_ARGUMENTS;
+    case ENOENT: return MCP_TOOL_NOT_FOUND;
+    case EEXIST: return MCP_TOOL_ALREADY_EXISTS;
+    case EACCES:
+    case EPERM:
+    case EROFS: return MCP_TOOL_PERMISSION_DENIED;
+    case EISDIR: return MCP_TOOL_IS_A_DIRECTORY;
+    case ENOTDIR: return MCP_TOOL_NOT_A_DIRECTORY;
+    case ENOTEMPTY: return MCP_TOOL_NOT_EMPTY;
+    case EFBIG:
+    case E2BIG:
+    case EMSGSIZE: return MCP_TOOL_TOO_LARGE;
+    case ENOSPC:
+    case EDQUOT: return MCP_TOOL_NO_SPACE;
+    case EBUSY:
+    case EAGAIN: return MCP_TOOL_BUSY;
+    case ETIMEDOUT: return MCP_TOOL_TIMED_OUT;
+    case ECANCELED: return MCP_TOOL_CANCELLED;
+    case ENOTSUP:
+    case ENOSYS: return MCP_TOOL_UNAVAILABLE;
+    }
+    return MCP_TOOL_FAILED;
+}
+
+static json_t *tool_error_json(enum mcp_tool_error code, const char *message)
+{
+    return json_pack("{s:{s:s, s:s}}", "error", "code", mcp_tool_error_name(code), "message",
+                     message);
+}
+
+/* The "error" property every output schema gets. */
+static json_t *tool_error_schema(void)
+{
+    json_t *codes = json_array();
+    for (size_t i = 0; i < ARRAY_SIZE(tool_error_names); i++)
+        json_array_append_new(codes, json_string(tool_error_names[i]));
+    return json_pack("{s:s, s:s, s:{s:{s:s, s:o}, s:{s:s}}, s:[s, s]}", "type", "object",
+                     "description", "Only when isError is true: why the call failed", "properties",
+                     "code", "type", "string", "enum", codes, "message", "type", "string",
+                     "required", "code", "message");
+}
+
+/* A success's output schema, made to hold for failed calls too (see mcp_server_add_tool). */
+static json_t *parse_output_schema(const char *tool, const char *text)
+{
+    json_t *s = parse_schema(tool, text);
+    json_t *props = json_object_get(s, "properties");
+    if (!json_is_object(props) || json_object_get(props, "error") || json_object_get(s, "anyOf") ||
+        json_object_get(s, "oneOf")) {
+        fprintf(stderr,
+                "BUG: tool '%s' output schema: needs properties, without error, anyOf or oneOf\n",
+                tool);
+        abort();
+    }
+    json_object_set_new(props, "error", tool_error_schema());
+    json_t *required = json_object_get(s, "required");
+    if (required) {
+        json_object_set_new(
+            s, "anyOf", json_pack("[{s:O}, {s:[s]}]", "required", required, "required", "error"));
+        json_object_del(s, "required");
+    }
+    return s;
+}
+
 void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
 {
     srv->tools = xrealloc(srv->tools, (srv->ntools + 1) * sizeof(*srv->tools));
     struct tool *t = &srv->tools[srv->ntools++];
     t->def = *def;
     t->input_schema = parse_schema(def->name, def->input_schema);
-    t->output_schema = def->output_schema ? parse_schema(def->name, def->output_schema) : NULL;
+    t->output_schema =
+        def->output_schema ? parse_output_schema(def->name, def->output_schema) : NULL;
     forget_tools_list(srv);
 }
 
@@ -452,6 +551,10 @@ void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *struct
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, msg, NULL);
         return;
     }
+    if (is_error && !structured) {
+        const char *text = json_string_value(json_object_get(json_array_get(content, 0), "text"));
+        structured = tool_error_json(MCP_TOOL_FAILED, text ? text : "the tool failed");
+    }
     if (!content) {
         content = json_array();
         if (structured) {
@@ -460,7 +563,7 @@ void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *struct
             free(text);
         }
     }
-    if (structured && call->tool && call->tool->output_schema && !is_error) {
+    if (structured && call->tool && call->tool->output_schema) {
         char msg[512];
         if (!schema_validate(call->tool->output_schema, structured, msg, sizeof(msg)))
             log_warn("mcp output-schema-mismatch tool=%s reason=\"%s\"", call->tool->def.name, msg);
@@ -473,15 +576,34 @@ void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *struct
     mcp_call_reply(call, r);
 }
 
-void mcp_call_tool_error(struct mcp_call *call, const char *fmt, ...)
+static void tool_fail(struct mcp_call *call, enum mcp_tool_error code, const char *fmt, va_list ap)
 {
     char text[2048];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+    mcp_call_tool_result(call, content, tool_error_json(code, text), true);
+}
+
+void mcp_call_tool_fail(struct mcp_call *call, enum mcp_tool_error code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    tool_fail(call, code, fmt, ap);
     va_end(ap);
-    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
-    mcp_call_tool_result(call, content, NULL, true);
+}
+
+void mcp_call_tool_error(struct mcp_call *call, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tool_fail(call, MCP_TOOL_FAILED, fmt, ap);
+    va_end(ap);
+}
+
+void mcp_call_tool_err(struct mcp_call *call, const struct err *err)
+{
+    mcp_call_tool_fail(call, mcp_tool_error_from_errno(err->code), "%s",
+                       err->msg[0] ? err->msg : "the tool failed");
 }
 
 const struct mcp_principal *mcp_call_principal(const struct mcp_call *call)
@@ -1006,7 +1128,8 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
         return;
     }
     if (!schema_validate(tool->input_schema, args, msg, sizeof(msg))) {
-        mcp_call_tool_error(call, "invalid arguments for %s: %s", name, msg);
+        mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS, "invalid arguments for %s: %s", name,
+                           msg);
     } else {
         tool->def.fn(call, args, tool->def.ctx);
     }

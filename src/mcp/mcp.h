@@ -88,14 +88,17 @@ struct mcp_tool_def {
     const char *title;
     const char *description;
     const char *input_schema;  /* JSON text */
-    const char *output_schema; /* JSON text or NULL */
+    const char *output_schema; /* JSON text: the structuredContent of a success, or NULL */
     unsigned flags;
     mcp_tool_fn fn;
     void *ctx;
 };
 
 /* Register a tool; the schemas are parsed and checked, and a bad built-in schema aborts (a
- * programmer error). Strings in def must outlive the server. */
+ * programmer error). The output schema describes a successful call's structuredContent; the
+ * registry adds the shape every failed call has (mcp_call_tool_fail): a property "error", and
+ * the success's "required" moved into anyOf [{required: those}, {required: ["error"]}], so the
+ * listed schema holds for both. Strings in def must outlive the server. */
 void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def);
 
 /* The reply budget (REPLY_MAX_BYTES): the most bytes a tool's result, its content and
@@ -140,12 +143,45 @@ const json_t *mcp_call_client_capabilities(const struct mcp_call *call);
 void mcp_call_reply(struct mcp_call *call, json_t *result);
 /* Answer with a JSON-RPC error; data is stolen (may be NULL). */
 void mcp_call_error(struct mcp_call *call, int code, const char *message, json_t *data);
-/* Tool results: content array (stolen), structured content (stolen, may be NULL). */
+/* Tool results: content array (stolen, NULL: the structured content as JSON text), structured
+ * content (stolen, may be NULL). Structured content is checked against the tool's output schema
+ * (a mismatch is logged). An error result without structured content gets the error shape, code
+ * failed, with the first text of content as its message. */
 void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *structured,
                           bool is_error);
-/* A tool execution error with a formatted text message. */
+
+/* Why a tool call failed, as clients see it in structuredContent.error.code. */
+enum mcp_tool_error {
+    MCP_TOOL_FAILED,            /* "failed": anything else */
+    MCP_TOOL_INVALID_ARGUMENTS, /* "invalid_arguments": the arguments, as the message says */
+    MCP_TOOL_NOT_FOUND,         /* "not_found": no such run, session, file or directory */
+    MCP_TOOL_ALREADY_EXISTS,    /* "already_exists" */
+    MCP_TOOL_PERMISSION_DENIED, /* "permission_denied" */
+    MCP_TOOL_IS_A_DIRECTORY,    /* "is_a_directory" */
+    MCP_TOOL_NOT_A_DIRECTORY,   /* "not_a_directory" */
+    MCP_TOOL_NOT_EMPTY,         /* "not_empty": a directory deleted without recursive */
+    MCP_TOOL_TOO_LARGE,         /* "too_large" */
+    MCP_TOOL_NO_SPACE,          /* "no_space": the sandbox's disk is full */
+    MCP_TOOL_BUSY,              /* "busy": at capacity or starting; retry later */
+    MCP_TOOL_TIMED_OUT,         /* "timed_out" */
+    MCP_TOOL_CANCELLED,         /* "cancelled": the client cancelled the call */
+    MCP_TOOL_UNAVAILABLE,       /* "unavailable": this server cannot offer the tool now */
+};
+/* The code's name ("not_found"). */
+const char *mcp_tool_error_name(enum mcp_tool_error code);
+/* The code for a negative errno (-ENOENT: MCP_TOOL_NOT_FOUND; unknown ones MCP_TOOL_FAILED). */
+enum mcp_tool_error mcp_tool_error_from_errno(int neg_errno);
+
+/* A tool execution error: isError, the formatted message as text content and structuredContent
+ * {"error": {"code": name of code, "message": the message}}. */
+void mcp_call_tool_fail(struct mcp_call *call, enum mcp_tool_error code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same with code MCP_TOOL_FAILED. */
 void mcp_call_tool_error(struct mcp_call *call, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same from a struct err: its message, and the code its errno maps to. */
+struct err;
+void mcp_call_tool_err(struct mcp_call *call, const struct err *err);
 
 /* Send notifications/progress if the request carried a progress token (else nothing).
  * total < 0 means unknown; message may be NULL. Progress values must increase. */

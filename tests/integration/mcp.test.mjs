@@ -69,7 +69,9 @@ test('tools/list lists server_info with schemas and read-only annotations', asyn
   assert.equal(tool.inputSchema.type, 'object');
   assert.equal(tool.inputSchema.properties.include_tools.type, 'boolean');
   assert.equal(tool.outputSchema.type, 'object');
-  assert.ok(tool.outputSchema.required.includes('user'));
+  // a success has user; a failed call has error instead
+  assert.ok(tool.outputSchema.anyOf[0].required.includes('user'));
+  assert.deepEqual(tool.outputSchema.anyOf[1].required, ['error']);
   assert.equal(tool.annotations.readOnlyHint, true);
   assert.equal(tool.annotations.destructiveHint, false);
   assert.equal(typeof tool.description, 'string');
@@ -120,7 +122,9 @@ test('tools/call with a wrongly typed argument is a tool error naming the argume
   assert.equal(r.body.result.isError, true);
   assert.equal(r.body.result.content[0].type, 'text');
   assert.match(r.body.result.content[0].text, /include_tools/);
-  assert.equal(r.body.result.structuredContent, undefined);
+  // the error shape every failed call has, with the same words
+  assert.deepEqual(r.body.result.structuredContent,
+    { error: { code: 'invalid_arguments', message: r.body.result.content[0].text } });
 });
 
 test('tools/call with an unknown argument is a tool error naming it', async () => {

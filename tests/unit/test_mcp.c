@@ -3,6 +3,8 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/err.h"
 #include "harness.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
@@ -71,6 +73,22 @@ static void cancellable_tool(struct mcp_call *call, const json_t *args, void *ct
     mcp_call_on_cancel(call, on_cancel, NULL);
 }
 
+/* A tool with an output schema: n = 1 succeeds, 2 fails from an errno, else with a code. */
+static void shaped_tool(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    (void)ctx;
+    json_int_t n = json_integer_value(json_object_get(args, "n"));
+    struct err e = {0};
+    if (n == 1) {
+        mcp_call_tool_result(call, NULL, json_pack("{s:s}", "path", "/x"), false);
+    } else if (n == 2) {
+        err_set(&e, -ENOENT, "cannot read '/x': No such file or directory");
+        mcp_call_tool_err(call, &e);
+    } else {
+        mcp_call_tool_fail(call, MCP_TOOL_BUSY, "at capacity: retry later");
+    }
+}
+
 static struct mcp_server *server(void)
 {
     struct mcp_server_info info = {.name = "t", .version = "1"};
@@ -92,6 +110,14 @@ static struct mcp_server *server(void)
     mcp_server_add_tool(s, &park);
     mcp_server_add_tool(s, &canc);
     mcp_server_add_tool(s, &hidden);
+    struct mcp_tool_def shaped = {
+        .name = "shaped",
+        .input_schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}",
+        .output_schema = "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":"
+                         "\"string\"}},\"required\":[\"path\"]}",
+        .fn = shaped_tool,
+        .flags = MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT};
+    mcp_server_add_tool(s, &shaped);
     return s;
 }
 
@@ -173,7 +199,7 @@ TEST(tools_list_hides_aliases)
     struct capture c;
     json_t *v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", &c);
     json_t *tools = json_object_get(json_object_get(v, "result"), "tools");
-    CHECK_INT_EQ(json_array_size(tools), 3);
+    CHECK_INT_EQ(json_array_size(tools), 4);
     json_decref(v);
     buf_release(&c.body);
     v = run(
@@ -210,6 +236,126 @@ TEST(tool_argument_errors_are_results)
     json_decref(v);
     buf_release(&c.body);
     mcp_server_free(s);
+}
+
+/* One tools/call of shaped with n; returns its result (the caller frees the reply v). */
+static json_t *call_shaped(struct mcp_server *s, int n, json_t **v)
+{
+    struct mcp_request_info info = {0};
+    struct capture c;
+    char body[200];
+    snprintf(body, sizeof(body),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"shaped\",\"arguments\":{\"n\":%d}}}",
+             n);
+    *v = run(s, &info, body, &c);
+    buf_release(&c.body);
+    return json_object_get(*v, "result");
+}
+
+TEST(output_schema_holds_for_errors_too)
+{
+    struct mcp_server *s = server();
+    struct mcp_request_info info = {0};
+    struct capture c;
+    json_t *v = run(s, &info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", &c);
+    buf_release(&c.body);
+    json_t *tools = json_object_get(json_object_get(v, "result"), "tools");
+    json_t *schema = NULL, *ann = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i,
+                       t) if (strcmp(json_string_value(json_object_get(t, "name")), "shaped") == 0)
+    {
+        schema = json_object_get(t, "outputSchema");
+        ann = json_object_get(t, "annotations");
+    }
+    CHECK(schema != NULL);
+    /* required moved into anyOf with the error's; an error property of code and message */
+    CHECK(json_object_get(schema, "required") == NULL);
+    char *any = json_dumps(json_object_get(schema, "anyOf"), JSON_COMPACT);
+    CHECK_STR_EQ(any, "[{\"required\":[\"path\"]},{\"required\":[\"error\"]}]");
+    free(any);
+    json_t *e = json_object_get(json_object_get(schema, "properties"), "error");
+    CHECK_STR_EQ(json_string_value(json_object_get(e, "type")), "object");
+    CHECK(json_object_get(json_object_get(e, "properties"), "code") != NULL);
+    CHECK(json_is_true(json_object_get(ann, "readOnlyHint")));
+    CHECK(json_is_true(json_object_get(ann, "idempotentHint")));
+    CHECK(json_is_false(json_object_get(ann, "destructiveHint")));
+    CHECK(json_is_false(json_object_get(ann, "openWorldHint")));
+    json_decref(v);
+
+    json_t *r = call_shaped(s, 1, &v);
+    CHECK_STR_EQ(
+        json_string_value(json_object_get(json_object_get(r, "structuredContent"), "path")), "/x");
+    CHECK(json_object_get(r, "isError") == NULL);
+    json_decref(v);
+
+    struct {
+        int n;
+        const char *code, *message;
+    } cases[] = {
+        {2, "not_found", "cannot read '/x': No such file or directory"},
+        {3, "busy", "at capacity: retry later"},
+        /* arguments that break the input schema */
+        {-1, "invalid_arguments", "invalid arguments for shaped"},
+    };
+    for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
+        if (cases[k].n < 0) {
+            v = run(s, &info,
+                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                    "\"name\":\"shaped\",\"arguments\":{\"n\":\"x\"}}}",
+                    &c);
+            buf_release(&c.body);
+            r = json_object_get(v, "result");
+        } else {
+            r = call_shaped(s, cases[k].n, &v);
+        }
+        CHECK(json_is_true(json_object_get(r, "isError")));
+        json_t *err = json_object_get(json_object_get(r, "structuredContent"), "error");
+        CHECK_STR_EQ(json_string_value(json_object_get(err, "code")), cases[k].code);
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(err, "message")), cases[k].message);
+        /* the same words as text for the model */
+        CHECK_STR_CONTAINS(json_string_value(json_object_get(
+                               json_array_get(json_object_get(r, "content"), 0), "text")),
+                           cases[k].message);
+        json_decref(v);
+    }
+    mcp_server_free(s);
+}
+
+TEST(tool_errors_without_structured_content_get_the_error_shape)
+{
+    struct mcp_server *s = server();
+    struct mcp_request_info info = {0};
+    struct capture c;
+    memset(&c, 0, sizeof(c));
+    buf_init(&c.body, 0);
+    const char *body =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"park\"}}";
+    mcp_exchange_start(s, &info, body, strlen(body), &ops, &c);
+    mcp_call_tool_result(parked, json_pack("[{s:s, s:s}]", "type", "text", "text", "it broke"),
+                         NULL, true);
+    json_t *v = json_loads(c.body.data, 0, NULL);
+    json_t *e = json_object_get(json_object_get(json_object_get(v, "result"), "structuredContent"),
+                                "error");
+    CHECK_STR_EQ(json_string_value(json_object_get(e, "code")), "failed");
+    CHECK_STR_EQ(json_string_value(json_object_get(e, "message")), "it broke");
+    json_decref(v);
+    buf_release(&c.body);
+    mcp_server_free(s);
+}
+
+TEST(tool_error_codes_follow_errno)
+{
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(-ENOENT)), "not_found");
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(-EINVAL)), "invalid_arguments");
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(-EBUSY)), "busy");
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(-EISDIR)), "is_a_directory");
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(-ENOTEMPTY)), "not_empty");
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(-EIO)), "failed");
+    CHECK_STR_EQ(mcp_tool_error_name(mcp_tool_error_from_errno(0)), "failed");
+    CHECK_STR_EQ(mcp_tool_error_name((enum mcp_tool_error)99), "failed");
 }
 
 TEST(progress_streams_only_with_token_and_sse)
