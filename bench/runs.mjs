@@ -81,7 +81,9 @@ rows.push(['`list_runs` first page (10)', await measure(() => call('list_runs', 
 rows.push(['`list_runs` limit 100', await measure(() => call('list_runs', { limit: 100 }))]);
 rows.push(['`list_runs` status failed', await measure(() => call('list_runs', { status: 'failed' }))]);
 rows.push(['`list_runs` of one session', await measure((i) => call('list_runs', { session_id: `ses_bench${String((i % SESSIONS) + 1).padStart(6, '0')}` }))]);
-const deep = String(Math.floor(RUNS / 2));
+// a cursor as list_runs makes them: the id of a page's last run (here the middle one), encoded
+const deep = Buffer.from(`run_bench${String(Math.floor(RUNS / 2)).padStart(7, '0')}`).toString('base64url');
+if (!(await call('list_runs', { cursor: deep })).runs?.length) throw new Error(`cursor ${deep} gave no page`);
 rows.push(['`list_runs` page at the middle (cursor)', await measure(() => call('list_runs', { cursor: deep }))]);
 // run_task: each queues a run in one session (the engine starts it, finds no agent, fails it)
 const first = await call('run_task', { task: 'bench: warm up' });

@@ -647,16 +647,6 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 1;
     }
-    static const struct mcp_server_info info = {
-        .name = "sandbox-mcp",
-        .title = "sandbox-mcp",
-        .version = SANDBOX_MCP_VERSION,
-        .description = "Isolated Linux sandboxes and long-running coding agents for AI assistants",
-        .instructions =
-            "container_exec runs shell commands in your own isolated Linux sandbox (files in "
-            "/workspace persist); the other container_* tools read, write, list and "
-            "delete its files. Use server_info to check the connection.",
-    };
     struct sandbox_config sc;
     struct runs_config rc;
     struct err serr = {0};
@@ -693,11 +683,28 @@ static int cmd_serve(int argc, char **argv)
     struct runs_network *network = runs_network_new(st, sandboxes, policy);
     egress_proxy_set_mode(egress, runs_network_mode, network);
     egress_proxy_set_recorder(egress, runs_network_record, network);
+    /* what the tools and the instructions tell a model, from this configuration */
+    const struct tools_facts facts = {
+        .sandbox = &sc,
+        .reply_max_bytes = cfg.reply_max_bytes,
+        .network = egress_mode_name(egress_policy_mode(policy)),
+        .run_timeout_ms = rc.timeout_ms,
+        .run_timeout_max_ms = rc.timeout_max_ms,
+        .default_model = rc.default_model ? rc.default_model : RUNS_DEFAULT_MODEL,
+    };
+    _cleanup_free_ char *instructions = tools_instructions(&facts);
+    const struct mcp_server_info info = {
+        .name = "sandbox-mcp",
+        .title = "sandbox-mcp",
+        .version = SANDBOX_MCP_VERSION,
+        .description = "Isolated Linux sandboxes and long-running coding agents for AI assistants",
+        .instructions = instructions,
+    };
     struct mcp_server *mcp = mcp_server_new(&info);
     mcp_server_set_reply_budget(mcp, cfg.reply_max_bytes);
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
-    tools_container_register(mcp, sandboxes, serr.msg, &sc);
+    tools_container_register(mcp, sandboxes, serr.msg, &facts);
     if (cfg.conformance_fixtures) {
         log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for "
                  "production\"");
@@ -763,7 +770,7 @@ static int cmd_serve(int argc, char **argv)
         }
     }
     runs_network_set_runs(network, runs);
-    tools_runs_register(mcp, runs, st, runs_unavailable);
+    tools_runs_register(mcp, runs, st, runs_unavailable, &facts);
     http_server_set_runs(http, runs);
     struct notify_config nc = {.seal_key = credential_key,
                                .allow_loopback_http = cfg.notify_test_loopback,

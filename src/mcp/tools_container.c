@@ -78,10 +78,6 @@ struct job {
     size_t data_len;
 };
 
-static const char session_prop[] =
-    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
-    "\"description\":\"Act on this run session's sandbox instead of your own\"}";
-
 static void job_free(struct job *j)
 {
     json_decref(j->args);
@@ -420,7 +416,7 @@ static void on_exec_done(void *ctx, const struct sandbox_exec_result *r, const s
     struct job *j = ctx;
     j->exec = NULL;
     if (err) {
-        mcp_call_tool_error(j->call, "%s", err->msg);
+        mcp_call_tool_err(j->call, err);
         job_end(j);
         return;
     }
@@ -454,18 +450,12 @@ static void on_cancel(struct mcp_call *call, void *ctx)
     if (j->waiter) {
         sandbox_acquire_cancel(j->waiter);
         j->waiter = NULL;
-        mcp_call_tool_error(j->call, "cancelled");
+        mcp_call_tool_fail(j->call, MCP_TOOL_CANCELLED, "cancelled");
         job_end(j);
     }
 }
 
 /* --- file operations --- */
-
-static json_t *fs_error(const json_t *res)
-{
-    const char *msg = json_string_value(json_object_get(res, "error"));
-    return json_pack("[{s:s, s:s}]", "type", "text", "text", msg ? msg : "file operation failed");
-}
 
 static const char *type_mark(const char *type)
 {
@@ -626,14 +616,15 @@ static void on_fs_done(void *ctx, json_t *res, const struct err *err)
 {
     struct job *j = ctx;
     if (err) {
-        mcp_call_tool_error(j->call, "%s", err->msg);
+        mcp_call_tool_err(j->call, err);
         job_end(j);
         return;
     }
     if (json_object_get(res, "error")) {
-        json_t *sc = json_pack("{s:O, s:O}", "error", json_object_get(res, "error"), "errno",
-                               json_object_get(res, "errno"));
-        mcp_call_tool_result(j->call, fs_error(res), sc, true);
+        const char *msg = json_string_value(json_object_get(res, "error"));
+        int code = (int)json_integer_value(json_object_get(res, "errno"));
+        mcp_call_tool_fail(j->call, mcp_tool_error_from_errno(-code), "%s",
+                           msg ? msg : "file operation failed");
         json_decref(res);
         job_end(j);
         return;
@@ -677,13 +668,13 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
     struct job *j = ctx;
     j->waiter = NULL;
     if (err) {
-        mcp_call_tool_error(j->call, "%s", err->msg);
+        mcp_call_tool_err(j->call, err);
         job_free(j);
         return;
     }
     j->sbx = sbx;
     if (j->cancelled) {
-        mcp_call_tool_error(j->call, "cancelled");
+        mcp_call_tool_fail(j->call, MCP_TOOL_CANCELLED, "cancelled");
         job_end(j);
         return;
     }
@@ -713,14 +704,14 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
         j->exec = sandbox_exec_start(sbx, &o, j->op == OP_EXEC ? on_exec_output : NULL,
                                      on_exec_done, j, &e);
         if (!j->exec) {
-            mcp_call_tool_error(j->call, "%s", e.msg);
+            mcp_call_tool_err(j->call, &e);
             job_end(j);
         }
         return;
     }
     default:
         if (sandbox_fs(sbx, &j->req, on_fs_done, j, &e) < 0) {
-            mcp_call_tool_error(j->call, "%s", e.msg);
+            mcp_call_tool_err(j->call, &e);
             job_end(j);
         }
         return;
@@ -746,7 +737,8 @@ static struct job *job_new(struct tools_container *t, struct mcp_call *call, con
                            enum op op)
 {
     if (!t->mgr) {
-        mcp_call_tool_error(call, "sandboxes are not available on this server: %s", t->unavailable);
+        mcp_call_tool_fail(call, MCP_TOOL_UNAVAILABLE,
+                           "sandboxes are not available on this server: %s", t->unavailable);
         return NULL;
     }
     struct job *j = xcalloc(1, sizeof(*j));
@@ -794,42 +786,50 @@ static void tool_exec(struct mcp_call *call, const json_t *args, void *ctx)
     if (nested) {
         /* The Cloudflare container server's form: {"args": {"args": "cmd", "timeout": ms}} */
         if (command)
-            return mcp_call_tool_error(call, "give either command or args.args, not both");
+            return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                      "give either command or args.args, not both");
         command = str_arg(nested, "args");
         command_len = json_string_length(json_object_get(nested, "args"));
         if (!timeout)
             timeout = json_integer_value(json_object_get(nested, "timeout"));
     }
     if (!command || !*command)
-        return mcp_call_tool_error(call, "command is required (a shell command line)");
+        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                  "command is required (a shell command line)");
     if (strlen(command) != command_len)
-        return mcp_call_tool_error(call, "command must not contain NUL bytes");
+        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                  "command must not contain NUL bytes");
     if (timeout < 0 || (uint64_t)timeout > t->timeout_max)
-        return mcp_call_tool_error(call, "timeout_ms must be between 1 and %llu",
-                                   (unsigned long long)t->timeout_max);
+        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                  "timeout_ms must be between 1 and %llu",
+                                  (unsigned long long)t->timeout_max);
     const json_t *env = json_object_get(args, "env");
     if (json_object_size(env) > ENV_MAX_VARS)
-        return mcp_call_tool_error(call, "env has more than %d variables", ENV_MAX_VARS);
+        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                  "env has more than %d variables", ENV_MAX_VARS);
     const char *key;
     const json_t *val;
     size_t env_bytes = 0;
     json_object_foreach((json_t *)env, key, val)
     {
         if (!env_name_valid(key))
-            return mcp_call_tool_error(
-                call,
+            return mcp_call_tool_fail(
+                call, MCP_TOOL_INVALID_ARGUMENTS,
                 "env name '%s' is not valid (letters, digits and '_', not starting with a "
                 "digit)",
                 key);
         if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val))
-            return mcp_call_tool_error(call, "env.%s must be a string without NUL bytes", key);
+            return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                      "env.%s must be a string without NUL bytes", key);
         env_bytes += strlen(key) + json_string_length(val) + 2;
     }
     if (env_bytes > ENV_MAX_BYTES)
-        return mcp_call_tool_error(call, "env is larger than %d bytes", ENV_MAX_BYTES);
+        return mcp_call_tool_fail(call, MCP_TOOL_TOO_LARGE, "env is larger than %d bytes",
+                                  ENV_MAX_BYTES);
     const char *cwd = str_arg(args, "cwd");
     if (cwd && strlen(cwd) != json_string_length(json_object_get(args, "cwd")))
-        return mcp_call_tool_error(call, "cwd must not contain NUL bytes");
+        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                  "cwd must not contain NUL bytes");
     struct job *j = job_new(t, call, args, OP_EXEC);
     if (!j)
         return;
@@ -840,7 +840,7 @@ static void tool_exec(struct mcp_call *call, const json_t *args, void *ctx)
         char *norm = NULL;
         struct err e = {0};
         if (fsop_path_normalize("/workspace", cwd, strlen(cwd), &norm, &e) < 0) {
-            mcp_call_tool_error(call, "cwd: %s", e.msg);
+            mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS, "cwd: %s", e.msg);
             job_free(j);
             return;
         }
@@ -905,8 +905,9 @@ static void tool_file_write(struct mcp_call *call, const json_t *args, void *ctx
     bool b64 = encoding && strcmp(encoding, "base64") == 0;
     int mode;
     if (parse_mode(json_object_get(args, "mode"), &mode) < 0)
-        return mcp_call_tool_error(call, "mode must be octal digits like \"0644\" (or an integer "
-                                         "up to 4095)");
+        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                  "mode must be octal digits like \"0644\" (or an integer up "
+                                  "to 4095)");
     unsigned char *data = NULL;
     size_t len = json_string_length(content);
     if (b64) {
@@ -914,7 +915,8 @@ static void tool_file_write(struct mcp_call *call, const json_t *args, void *ctx
         ssize_t n = base64_decode(json_string_value(content), len, data);
         if (n < 0) {
             free(data);
-            return mcp_call_tool_error(call, "content is not valid base64");
+            return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                                      "content is not valid base64");
         }
         len = (size_t)n;
     } else {
@@ -923,11 +925,11 @@ static void tool_file_write(struct mcp_call *call, const json_t *args, void *ctx
     }
     if (len > t->file_max_bytes) {
         free(data);
-        return mcp_call_tool_error(call,
-                                   "content is %zu bytes; the limit is %zu bytes a call: write "
-                                   "larger files in pieces, the first replacing the file and "
-                                   "the others with append",
-                                   len, t->file_max_bytes);
+        return mcp_call_tool_fail(call, MCP_TOOL_TOO_LARGE,
+                                  "content is %zu bytes; the limit is %zu bytes a call: write "
+                                  "larger files in pieces, the first replacing the file and "
+                                  "the others with append",
+                                  len, t->file_max_bytes);
     }
     struct job *j = job_new(t, call, args, OP_WRITE);
     if (!j) {
@@ -985,117 +987,220 @@ static void tool_file_delete(struct mcp_call *call, const json_t *args, void *ct
 
 /* --- schemas and registration --- */
 
-#define OBJ(props) "{\"type\":\"object\",\"properties\":{" props "},\"additionalProperties\":false}"
-#define OBJ_REQ(props, req)                                                                        \
-    "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" req                           \
-    "],\"additionalProperties\":false}"
+/* The JSON Schema text of the tools, one property a line (clang-format would scatter them).
+ * Descriptions are written for a model that has never seen this server; those with a limit the
+ * operator configures are made in tools_container_register. */
+/* clang-format off */
+#define SESSION_PROP                                                                               \
+    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"                        \
+    "\"description\":\"Work in the sandbox of this run session (the session_id run_task "          \
+    "returned) instead of your own\"}"
 #define PATH_PROP(desc)                                                                            \
     "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,\"description\":\"" desc "\"}"
+/* Output schemas: every field a success gives, and the ones it always gives. */
+#define OUTPUT(props, req) "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" req "]}"
+#define NULLABLE(type) "{\"anyOf\":[{\"type\":\"" type "\"},{\"type\":\"null\"}]}"
+#define SANDBOX_ID_OUT "\"sandbox_id\":{\"type\":\"string\",\"description\":\"The sandbox used\"}"
 
-static const char schema_session_only[] = OBJ("\"session_id\":{\"type\":\"string\",\"minLength\":1,"
-                                              "\"maxLength\":64,\"description\":\"Act on this run "
-                                              "session's sandbox instead of your own\"}");
+static const char session_only_schema[] =
+    "{\"type\":\"object\",\"properties\":{" SESSION_PROP "},\"additionalProperties\":false}";
 
-static char *exec_schema(uint64_t timeout_max)
+/* container_initialize and container_ping: sandbox_describe() */
+#define SANDBOX_OUT                                                                                \
+    SANDBOX_ID_OUT ","                                                                             \
+    "\"template\":{\"type\":\"string\",\"description\":\"The root file system it runs on\"},"      \
+    "\"cgroup\":{\"type\":\"string\"},"                                                            \
+    "\"limits\":{\"type\":\"object\",\"description\":\"memory_bytes, processes, disk_bytes, "      \
+        "tmp_bytes, and cpus when capped\"},"                                                      \
+    "\"started_at\":{\"type\":\"string\"},"                                                        \
+    "\"uptime_ms\":{\"type\":\"integer\"},"                                                        \
+    "\"start_ms\":{\"type\":\"integer\",\"description\":\"How long its last start took\"}"
+
+static const char initialize_output[] = OUTPUT(SANDBOX_OUT, "\"sandbox_id\"");
+
+static const char ping_output[] = OUTPUT(
+    SANDBOX_OUT ","
+    "\"up\":{\"type\":\"boolean\"},"
+    "\"memory_bytes\":{\"type\":\"integer\",\"description\":\"Memory in use\"},"
+    "\"processes\":{\"type\":\"integer\"},"
+    "\"answer_ms\":{\"type\":\"integer\"}",
+    "\"sandbox_id\",\"up\"");
+
+static char *exec_schema(const struct sandbox_config *c)
 {
-    return xasprintf(
-        "{\"type\":\"object\",\"properties\":{"
+    char def[32], max[32];
+    format_span_ms(c->exec_timeout_ms, def);
+    format_span_ms(c->exec_timeout_max, max);
+    return xasprintf("{\"type\":\"object\",\"properties\":{"
         "\"command\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":%d,"
-        "\"description\":\"Shell command line, run as /bin/sh -c COMMAND\"},"
+            "\"description\":\"Shell command line, run as /bin/sh -c COMMAND (pipes, && and "
+            "redirections work)\"},"
         "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":%llu,"
-        "\"description\":\"Kill the command and everything it started after this long "
-        "(default 60000)\"},"
+            "\"description\":\"Kill the command and everything it started after this many "
+            "milliseconds (default %llu, that is %s; at most %s)\"},"
         "\"cwd\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
-        "\"description\":\"Working directory; relative paths are under /workspace (the "
-        "default)\"},"
+            "\"description\":\"Working directory; relative paths are under /workspace (the "
+            "default)\"},"
         "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"
-        "\"description\":\"Extra environment variables\"},"
-        "\"stdin\":{\"type\":\"string\",\"description\":\"Text fed to the command's standard "
-        "input\"},"
-        "\"args\":{\"type\":\"object\",\"properties\":{\"args\":{\"type\":\"string\"},"
-        "\"timeout\":{\"type\":\"integer\",\"minimum\":1}},\"required\":[\"args\"],"
-        "\"description\":\"Alternative form {args: command, timeout: ms}, as the Cloudflare "
-        "container server takes it\"},"
-        "%s},\"additionalProperties\":false}",
-        COMMAND_MAX_BYTES, (unsigned long long)timeout_max, session_prop);
+            "\"description\":\"Extra environment variables for this command, {NAME: value}\"},"
+        "\"stdin\":{\"type\":\"string\","
+            "\"description\":\"Text fed to the command's standard input (default: none)\"},"
+        "\"args\":{\"type\":\"object\",\"properties\":{"
+                "\"args\":{\"type\":\"string\",\"description\":\"Shell command line\"},"
+                "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
+                    "\"description\":\"Timeout in milliseconds\"}},"
+            "\"required\":[\"args\"],"
+            "\"description\":\"The same as command and timeout_ms, in the form the Cloudflare "
+            "container server takes; give either this or command\"},"
+        SESSION_PROP
+        "},\"additionalProperties\":false}",
+        COMMAND_MAX_BYTES, (unsigned long long)c->exec_timeout_max,
+        (unsigned long long)c->exec_timeout_ms, def, max);
 }
 
-static const char exec_output[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"exit_code\":{\"type\":\"integer\"},\"signal\":{\"type\":[\"integer\",\"null\"]},"
-    "\"timed_out\":{\"type\":\"boolean\"},\"stdout\":{\"type\":\"string\"},"
-    "\"stderr\":{\"type\":\"string\"},\"stdout_truncated\":{\"type\":\"boolean\"},"
-    "\"stderr_truncated\":{\"type\":\"boolean\"},\"truncated\":{\"type\":\"boolean\"},"
-    "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"
-    "\"duration_ms\":{\"type\":\"integer\"},\"sandbox_id\":{\"type\":\"string\"},"
-    "\"stdout_file\":{\"type\":[\"string\",\"null\"],\"description\":\"Where the sandbox keeps "
-    "stdout when this reply leaves part of it out (read it with container_file_read)\"},"
-    "\"stdout_file_offset\":{\"type\":[\"integer\",\"null\"],\"description\":\"Offset in "
-    "stdout_file where the part left out begins\"},"
-    "\"stderr_file\":{\"type\":[\"string\",\"null\"]},"
-    "\"stderr_file_offset\":{\"type\":[\"integer\",\"null\"]}},"
-    "\"required\":[\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\"]}";
+static const char exec_output[] = OUTPUT(
+    "\"exit_code\":{\"type\":\"integer\","
+        "\"description\":\"The command's exit status (-1 when a signal ended it)\"},"
+    "\"signal\":" NULLABLE("integer") ","
+    "\"timed_out\":{\"type\":\"boolean\",\"description\":\"Killed for running past timeout_ms\"},"
+    "\"stdout\":{\"type\":\"string\"},"
+    "\"stderr\":{\"type\":\"string\"},"
+    "\"stdout_truncated\":{\"type\":\"boolean\","
+        "\"description\":\"stdout was longer than the cap: its middle is left out\"},"
+    "\"stderr_truncated\":{\"type\":\"boolean\"},"
+    "\"truncated\":{\"type\":\"boolean\",\"description\":\"Either stream was cut\"},"
+    "\"stdout_bytes\":{\"type\":\"integer\","
+        "\"description\":\"All the bytes written to stdout, kept or not\"},"
+    "\"stderr_bytes\":{\"type\":\"integer\"},"
+    "\"duration_ms\":{\"type\":\"integer\"},"
+    SANDBOX_ID_OUT ","
+    "\"stdout_file\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],"
+        "\"description\":\"Where the sandbox keeps stdout when this reply leaves part of it out "
+        "(read it with container_file_read)\"},"
+    "\"stdout_file_offset\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],"
+        "\"description\":\"Offset in stdout_file where the part left out begins\"},"
+    "\"stderr_file\":" NULLABLE("string") ","
+    "\"stderr_file_offset\":" NULLABLE("integer"),
+    "\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\"");
 
 static char *write_schema(size_t file_max)
 {
-    return xasprintf(
-        "{\"type\":\"object\",\"properties\":{"
-        "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
-        "\"description\":\"File path; relative paths are under /workspace\"},"
-        "\"content\":{\"type\":\"string\",\"description\":\"File content, as text or base64: at "
-        "most %zu bytes (decoded) a call; write larger files in pieces with append\"},"
+    return xasprintf("{\"type\":\"object\",\"properties\":{"
+        PATH_PROP("File path; relative paths are under /workspace") ","
+        "\"content\":{\"type\":\"string\",\"description\":\"The file's content: text, or base64 "
+            "when encoding is base64; at most %zu bytes (decoded) a call: write larger files "
+            "in pieces with append\"},"
         "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf8\",\"base64\"],"
-        "\"description\":\"How content is encoded (default utf8)\"},"
-        "\"append\":{\"type\":\"boolean\",\"description\":\"Append instead of replacing\"},"
+            "\"description\":\"utf8 (the default) for text, base64 for any bytes\"},"
+        "\"append\":{\"type\":\"boolean\",\"description\":\"Add content at the end of the file "
+            "instead of replacing it (default false)\"},"
         "\"mode\":{\"anyOf\":[{\"type\":\"string\",\"minLength\":1,\"maxLength\":5},"
-        "{\"type\":\"integer\",\"minimum\":0,\"maximum\":4095}],"
-        "\"description\":\"Permissions, octal like \\\"0755\\\"\"},"
-        "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
-        "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
-        file_max);
+                "{\"type\":\"integer\",\"minimum\":0,\"maximum\":4095}],"
+            "\"description\":\"Permission bits in octal, like \\\"0755\\\" for a program "
+            "(default: the file's own, 0644 for a new file)\"},"
+        SESSION_PROP
+        "},\"required\":[\"path\",\"content\"],\"additionalProperties\":false}", file_max);
 }
+
+static const char write_output[] = OUTPUT(
+    "\"path\":{\"type\":\"string\",\"description\":\"The absolute path written\"},"
+    "\"bytes_written\":{\"type\":\"integer\"},"
+    "\"size\":{\"type\":\"integer\",\"description\":\"The file's size after the write\"},"
+    "\"created\":{\"type\":\"boolean\",\"description\":\"The file did not exist before\"},"
+    SANDBOX_ID_OUT,
+    "\"path\",\"bytes_written\"");
+
+#define ENTRIES_OUT                                                                                \
+    "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"              \
+        "\"name\":{\"type\":\"string\"},"                                                          \
+        "\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"directory\",\"symlink\",\"other\"]},"  \
+        "\"size\":{\"type\":\"integer\"},"                                                         \
+        "\"mtime\":{\"type\":\"string\"},"                                                         \
+        "\"mode\":{\"type\":\"string\",\"description\":\"Permission bits in octal\"}}}},"          \
+    "\"count\":{\"type\":\"integer\"}"
 
 static char *read_schema(size_t read_max)
 {
-    return xasprintf(
-        "{\"type\":\"object\",\"properties\":{"
-        "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,"
-        "\"description\":\"File or directory path; relative paths are under /workspace\"},"
+    return xasprintf("{\"type\":\"object\",\"properties\":{"
+        PATH_PROP("File or directory path; relative paths are under /workspace") ","
         "\"offset\":{\"type\":\"integer\",\"minimum\":0,\"description\":\"Byte offset to start "
-        "at (a read that stops before the end names the offset to continue from)\"},"
+            "at (default 0); a read that stops before the end gives the offset to continue from "
+            "as next_offset\"},"
         "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":%zu,"
-        "\"description\":\"Most bytes to return (default and largest %zu)\"},"
-        "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
-        "\"required\":[\"path\"],\"additionalProperties\":false}",
-        read_max, read_max);
+            "\"description\":\"Most bytes to return (default and largest %zu)\"},"
+        SESSION_PROP
+        "},\"required\":[\"path\"],\"additionalProperties\":false}", read_max, read_max);
 }
 
-static const char list_schema[] = OBJ(PATH_PROP(
-    "Directory to list (default /workspace)") ","
-                                              "\"recursive\":{\"type\":\"boolean\",\"description\":"
-                                              "\"Descend into subdirectories\"},"
-                                              "\"max_entries\":{\"type\":\"integer\",\"minimum\":1,"
-                                              "\"maximum\":100000,\"description\":"
-                                              "\"Most entries to return (default 1000)\"},"
-                                              "\"session_id\":{\"type\":\"string\",\"minLength\":1,"
-                                              "\"maxLength\":64}");
+static const char read_output[] = OUTPUT(
+    "\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"directory\"]},"
+    "\"path\":{\"type\":\"string\",\"description\":\"The absolute path read\"},"
+    "\"size\":{\"type\":\"integer\",\"description\":\"The whole file's size\"},"
+    "\"offset\":{\"type\":\"integer\"},"
+    "\"bytes\":{\"type\":\"integer\",\"description\":\"Bytes returned from offset on\"},"
+    "\"truncated\":{\"type\":\"boolean\",\"description\":\"More follows (for a directory: "
+        "more entries than listed)\"},"
+    "\"next_offset\":{\"type\":\"integer\",\"description\":\"The offset to continue from\"},"
+    "\"eof\":{\"type\":\"boolean\",\"description\":\"The read reached the end of the file\"},"
+    "\"binary\":{\"type\":\"boolean\","
+        "\"description\":\"Not text: the content is a base64 blob\"},"
+    "\"mime_type\":{\"type\":\"string\"},"
+    ENTRIES_OUT ","
+    SANDBOX_ID_OUT,
+    "\"type\",\"path\"");
 
-static const char delete_schema[] =
-    OBJ_REQ(PATH_PROP("File or directory to delete; relative paths are under "
-                      "/workspace") ","
-                                    "\"recursive\":{\"type\":\"boolean\","
-                                    "\"description\":\"Delete a directory and "
-                                    "everything "
-                                    "in it\"},"
-                                    "\"session_id\":{\"type\":\"string\","
-                                    "\"minLength\":1,\"maxLength\":64}",
-            "\"path\"");
+static const char list_schema[] = "{\"type\":\"object\",\"properties\":{"
+    PATH_PROP("Directory to list (default /workspace)") ","
+    "\"recursive\":{\"type\":\"boolean\","
+        "\"description\":\"Descend into subdirectories (default false)\"},"
+    "\"max_entries\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100000,"
+        "\"description\":\"Most entries to return (default 1000)\"},"
+    SESSION_PROP
+    "},\"additionalProperties\":false}";
+
+static const char list_output[] = OUTPUT(
+    "\"path\":{\"type\":\"string\"},"
+    ENTRIES_OUT ","
+    "\"truncated\":{\"type\":\"boolean\",\"description\":\"There were more than max_entries\"},"
+    SANDBOX_ID_OUT,
+    "\"path\",\"entries\"");
+
+static const char delete_schema[] = "{\"type\":\"object\",\"properties\":{"
+    PATH_PROP("File or directory to delete; relative paths are under /workspace") ","
+    "\"recursive\":{\"type\":\"boolean\",\"description\":\"Delete a directory and everything "
+        "in it (default false: a directory must be empty)\"},"
+    SESSION_PROP
+    "},\"required\":[\"path\"],\"additionalProperties\":false}";
+
+static const char delete_output[] = OUTPUT(
+    "\"path\":{\"type\":\"string\"},"
+    "\"deleted\":{\"type\":\"integer\",\"description\":\"Files and directories removed\"},"
+    SANDBOX_ID_OUT,
+    "\"path\",\"deleted\"");
+/* clang-format on */
+
+/* What a sandbox may reach, in a sentence, for container_exec's description. */
+static const char *network_sentence(const char *mode)
+{
+    if (strcmp(mode, "public") == 0)
+        return "Network: any public internet host, through the HTTP(S) proxy that HTTP_PROXY and "
+               "HTTPS_PROXY name (curl, pip, npm, git and apt use it); private and loopback "
+               "addresses are refused, and raw TCP or UDP has no way out.";
+    if (strcmp(mode, "allowlist") == 0)
+        return "Network: only the hosts on this server's allow list (by default package "
+               "registries such as pypi.org, registry.npmjs.org, deb.debian.org and crates.io, "
+               "and git hosts such as github.com), through the HTTP(S) proxy that HTTP_PROXY and "
+               "HTTPS_PROXY name (curl, pip, npm, git and apt use it); other hosts are refused "
+               "with 403 and the reason, and raw TCP or UDP has no way out.";
+    return "The sandbox has no network: connections to other hosts are refused.";
+}
 
 static struct tools_container the_tools;
 
 void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mgr,
-                              const char *unavailable, const struct sandbox_config *cfg)
+                              const char *unavailable, const struct tools_facts *f)
 {
+    const struct sandbox_config *cfg = f->sandbox;
     struct tools_container *t = &the_tools;
     t->mgr = mgr;
     free(t->unavailable);
@@ -1111,62 +1216,85 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
         t->read_max = FSOP_READ_MAX_BYTES;
     if (t->read_max < 1024)
         t->read_max = 1024;
-    static char *exec_in, *write_in, *read_in, *exec_desc, *write_desc, *read_desc;
+    /* built once per server start; the strings must outlive the server, as registered tools do */
+    static char *exec_in, *exec_desc, *write_in, *write_desc, *read_in, *read_desc, *init_desc;
     free(exec_in);
-    exec_in = exec_schema(cfg->exec_timeout_max);
-    free(write_in);
-    write_in = write_schema(cfg->file_max_bytes);
-    free(read_in);
-    read_in = read_schema(t->read_max);
     free(exec_desc);
-    exec_desc = xasprintf(
-        "Run a shell command (/bin/sh -c) in your isolated Linux sandbox, in /workspace by "
-        "default. Returns stdout, stderr, the exit code or signal, and whether it timed out. "
-        "Each stream keeps its first and last %zu bytes. A reply shows about %zu bytes of "
-        "output: when there is more, it shows the head and tail and saves the whole output in "
-        "a file under " EXEC_SAVE_DIR ", whose path and the container_file_read offset to "
-        "continue from are in the reply. Background processes (nohup cmd &) keep "
-        "running after the call returns. Send a progress token to get output as it arrives.",
-        cfg->output_bytes / 2, (budget - REPLY_SLACK) / 2);
+    free(write_in);
     free(write_desc);
-    write_desc = xasprintf(
-        "Write a file in your sandbox (relative paths are under /workspace), creating parent "
-        "directories. The write is atomic: a failed write leaves the old file as it was. At "
-        "most %zu bytes of content a call (what one request carries as base64): write larger "
-        "files in pieces, the first replacing the file and the others with append.",
-        cfg->file_max_bytes);
+    free(read_in);
     free(read_desc);
+    free(init_desc);
+    char def[32], max[32], out[32], shown[32], read_max[32], idle[32];
+    format_span_ms(cfg->exec_timeout_ms, def);
+    format_span_ms(cfg->exec_timeout_max, max);
+    format_bytes(cfg->output_bytes / 2, out);
+    format_bytes((budget - REPLY_SLACK) / 2, shown);
+    format_bytes(t->read_max, read_max);
+    format_span_ms(cfg->idle_ms, idle);
+    exec_in = exec_schema(cfg);
+    exec_desc = xasprintf(
+        "Run a shell command line (/bin/sh -c) in your own isolated Linux sandbox, as root "
+        "inside it, in /workspace unless cwd says otherwise. Files, installed packages and "
+        "background processes (nohup cmd > log 2>&1 &) stay between calls until "
+        "container_initialize; the sandbox stops after %s idle and starts again with its files "
+        "on the next call. The command is killed with everything it started after timeout_ms "
+        "(default %s, at most %s). Returns stdout, stderr, the exit code or signal, and whether "
+        "it timed out. Each stream keeps its first and last %s. A reply shows about %s of "
+        "output: when there is more, it shows the head and tail and keeps the whole output in a "
+        "file under " EXEC_SAVE_DIR ", whose path and the container_file_read offset to "
+        "continue from are in the reply (stdout_file, stdout_file_offset). %s With a progress "
+        "token, output arrives as progress notifications while the command runs.",
+        idle, def, max, out, shown, network_sentence(f->network));
+    write_in = write_schema(cfg->file_max_bytes);
+    write_desc = xasprintf(
+        "Write a file in your sandbox (relative paths are under /workspace), creating missing "
+        "parent directories; with append, add to its end instead of replacing it. Content is "
+        "UTF-8 text, or any bytes with encoding base64. At most %zu bytes of content a call (what "
+        "one "
+        "request carries as base64): write larger files in pieces, the first replacing the file "
+        "and the others with append. The file is replaced atomically: a failed write leaves it "
+        "as it was.",
+        cfg->file_max_bytes);
+    read_in = read_schema(t->read_max);
     read_desc = xasprintf(
-        "Read a file from your sandbox (relative paths are under /workspace). Text comes back "
-        "as text, binary content as base64; a directory returns its listing. At most %zu bytes "
-        "a call: a read that stops before the end says so and gives the offset to continue "
-        "from (next_offset; eof is true at the end).",
-        t->read_max);
+        "Read a file from your sandbox (relative paths are under /workspace). Valid UTF-8 text "
+        "comes back as a text resource, anything else as a base64 blob, with its mimeType; a "
+        "directory gives its listing. At most %s a call: a read that stops before the end says "
+        "so and gives the offset to continue from (next_offset; eof is true at the end).",
+        read_max);
+    init_desc = xasprintf(
+        "Start your sandbox over from a clean state: every process in it is killed and all its "
+        "files, /workspace included, are deleted. You do not need this to begin: the other "
+        "container_* tools start the sandbox by themselves and its files stay between calls "
+        "(it stops after %s idle and starts again with them). Returns the sandbox id, its "
+        "template, limits and how long the start took.",
+        idle);
+    /* Whether a command may reach hosts outside the sandbox depends on the egress mode. */
+    unsigned exec_world = strcmp(f->network, "none") != 0 ? MCP_TOOL_OPEN_WORLD : 0;
     const struct mcp_tool_def defs[] = {
-        {"container_initialize", "Start a fresh sandbox",
-         "(Re)start your Linux sandbox from a clean state: its processes are killed and its "
-         "files (writable layer and /workspace) discarded. Returns the sandbox id, template, "
-         "limits and how long the start took. The other container tools start the sandbox by "
-         "themselves; call this only to start over.",
-         schema_session_only, NULL, MCP_TOOL_DESTRUCTIVE, tool_initialize, t},
+        {"container_initialize", "Start a fresh sandbox", init_desc, session_only_schema,
+         initialize_output, MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_initialize, t},
         {"container_ping", "Check the sandbox",
-         "Check that your sandbox is up and answering (runs a trivial process in it); reports "
-         "uptime, memory in use and the number of processes.",
-         schema_session_only, NULL, MCP_TOOL_READ_ONLY, tool_ping, t},
+         "Check that your sandbox is up and answers (starting it when it is stopped): uptime, "
+         "memory in use and the number of processes.",
+         session_only_schema, ping_output, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_ping, t},
         {"container_exec", "Run a command", exec_desc, exec_in, exec_output,
-         MCP_TOOL_DESTRUCTIVE | MCP_TOOL_OPEN_WORLD, tool_exec, t},
-        {"container_file_write", "Write a file", write_desc, write_in, NULL,
-         MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_file_write, t},
-        {"container_file_read", "Read a file", read_desc, read_in, NULL, MCP_TOOL_READ_ONLY,
-         tool_file_read, t},
+         MCP_TOOL_DESTRUCTIVE | exec_world, tool_exec, t},
+        {"container_file_write", "Write a file", write_desc, write_in, write_output,
+         MCP_TOOL_DESTRUCTIVE, tool_file_write, t},
+        {"container_file_read", "Read a file", read_desc, read_in, read_output,
+         MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_file_read, t},
         {"container_files_list", "List files",
-         "List a directory in your sandbox (default /workspace) with type, size, mtime and "
-         "mode of each entry; optionally recursive.",
-         list_schema, NULL, MCP_TOOL_READ_ONLY, tool_files_list, t},
+         "List a directory of your sandbox (default /workspace): name, type, size, mtime and "
+         "mode of each entry, descending into subdirectories with recursive. At most "
+         "max_entries entries (default 1000); truncated says when there were more.",
+         list_schema, list_output, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_files_list, t},
         {"container_file_delete", "Delete a file",
-         "Delete a file or directory (recursive) in your sandbox. Refuses / and /workspace "
-         "itself; a missing path is an error.",
-         delete_schema, NULL, MCP_TOOL_DESTRUCTIVE, tool_file_delete, t},
+         "Delete a file, or with recursive a directory and everything in it, in your sandbox "
+         "(relative paths are under /workspace). A missing path is an error (not_found); / and "
+         "/workspace themselves are refused.",
+         delete_schema, delete_output, MCP_TOOL_DESTRUCTIVE, tool_file_delete, t},
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);

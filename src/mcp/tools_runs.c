@@ -9,6 +9,7 @@
  * their ttl is unlimited. */
 #include "mcp/tools.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/ids.h"
 #include "base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
@@ -42,7 +44,8 @@ static bool available(struct tools_runs *t, struct mcp_call *call)
 {
     if (t->runs)
         return true;
-    mcp_call_tool_error(call, "runs are unavailable on this server: %s", t->unavailable);
+    mcp_call_tool_fail(call, MCP_TOOL_UNAVAILABLE, "runs are unavailable on this server: %s",
+                       t->unavailable);
     return false;
 }
 
@@ -101,7 +104,7 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
     char run_id[64], session_id[64], url[512], session_url[512];
     struct err err = {0};
     if (runs_submit(t->runs, &s, run_id, session_id, &err) < 0) {
-        mcp_call_tool_error(call, "%s", err.msg);
+        mcp_call_tool_err(call, &err);
         return;
     }
     runs_web_url(t->runs, false, run_id, url, sizeof(url));
@@ -219,7 +222,7 @@ static void answer_result(void *ctx)
     struct store_run r = {0};
     struct err err = {0};
     if (store_run_get(j->t->st, p->user_id, j->run_id, &r, &err) < 0) {
-        mcp_call_tool_error(j->call, "%s", err.msg);
+        mcp_call_tool_err(j->call, &err);
     } else {
         json_t *content, *sc;
         describe_run(j->t, &r, &content, &sc);
@@ -250,7 +253,7 @@ static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx
     int rc = store_run_get(t->st, p->user_id, id, &r, &err);
     store_run_release(&r);
     if (rc < 0) {
-        mcp_call_tool_error(call, "%s", err.msg);
+        mcp_call_tool_err(call, &err);
         return;
     }
     struct get_job *j = xcalloc(1, sizeof(*j));
@@ -269,21 +272,50 @@ static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx
 
 /* --- list_runs --- */
 
+/* A page's cursor is the last run it listed, by id, base64url-encoded: opaque to clients, it
+ * reveals nothing beyond the run id its holder has already seen, and it leads on only in the
+ * list of the run's own user (another's, or an altered one, names no run of the caller). */
+#define CURSOR_MAX 128
+
+static void cursor_encode(const char *run_id, char out[CURSOR_MAX])
+{
+    base64url_encode(run_id, strlen(run_id), out);
+}
+
+/* The run a cursor names into run_id; -EINVAL when it is not a cursor's shape. */
+static int cursor_decode(const char *cursor, char run_id[64])
+{
+    size_t n = strlen(cursor);
+    unsigned char raw[CURSOR_MAX];
+    if (n == 0 || n >= CURSOR_MAX)
+        return -EINVAL;
+    ssize_t len = base64_decode(cursor, n, raw);
+    if (len <= 0 || len >= 64)
+        return -EINVAL;
+    for (ssize_t i = 0; i < len; i++)
+        if (!isalnum(raw[i]) && raw[i] != '_')
+            return -EINVAL;
+    memcpy(run_id, raw, (size_t)len);
+    run_id[len] = '\0';
+    return 0;
+}
+
 struct list_ctx {
     json_t *runs;
-    int64_t last_n;
+    char last_id[64];
 };
 
 static void add_run(const struct store_run *r, void *ctx)
 {
     struct list_ctx *l = ctx;
     json_array_append_new(l->runs, runs_describe_short(the_tools.runs, r));
-    l->last_n = r->n;
+    snprintf(l->last_id, sizeof(l->last_id), "%s", r->id);
 }
 
-static void tool_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
+/* list_runs, and the seed's opencode_list_runs with created_before (ms, 0: any). */
+static void list_runs(struct mcp_call *call, struct tools_runs *t, const json_t *args,
+                      int64_t created_before)
 {
-    struct tools_runs *t = ctx;
     if (!available(t, call))
         return;
     const struct mcp_principal *p = mcp_call_principal(call);
@@ -291,26 +323,39 @@ static void tool_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
         .user_id = p->user_id,
         .session_id = opt_str(args, "session_id"),
         .status = opt_str(args, "status"),
+        .created_before = created_before,
         .limit = 10,
     };
     const json_t *lim = json_object_get(args, "limit");
     if (lim)
         o.limit = (unsigned)json_integer_value(lim);
+    struct err err = {0};
     const char *cursor = opt_str(args, "cursor");
     if (cursor) {
-        char *end = NULL;
-        long long v = strtoll(cursor, &end, 10);
-        if (!end || *end || v <= 0) {
-            mcp_call_tool_error(call, "cursor '%s' is not one list_runs returned", cursor);
+        char id[64];
+        struct store_run from = {0};
+        int r = cursor_decode(cursor, id);
+        if (r == 0)
+            r = store_run_get(t->st, p->user_id, id, &from, &err);
+        o.before = from.n;
+        store_run_release(&from);
+        if (r == -EINVAL || r == -ENOENT) {
+            mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                               "cursor '%.*s' is not one list_runs gave you: pass next_cursor "
+                               "exactly as the previous page returned it, or omit it to start "
+                               "from the newest run",
+                               CURSOR_MAX, cursor);
             return;
         }
-        o.before = v;
+        if (r < 0) {
+            mcp_call_tool_err(call, &err);
+            return;
+        }
     }
-    struct err err = {0};
     if (o.session_id) {
         struct store_session ses;
         if (store_session_get(t->st, p->user_id, o.session_id, &ses, &err) < 0) {
-            mcp_call_tool_error(call, "%s", err.msg);
+            mcp_call_tool_err(call, &err);
             return;
         }
     }
@@ -318,12 +363,12 @@ static void tool_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
     bool more = false;
     if (store_run_list(t->st, &o, add_run, &l, &more, &err) < 0) {
         json_decref(l.runs);
-        mcp_call_tool_error(call, "%s", err.msg);
+        mcp_call_tool_err(call, &err);
         return;
     }
-    char next[32] = "";
+    char next[CURSOR_MAX] = "";
     if (more)
-        snprintf(next, sizeof(next), "%lld", (long long)l.last_n);
+        cursor_encode(l.last_id, next);
     size_t count = json_array_size(l.runs);
     json_t *sc = json_pack("{s:o, s:b, s:s?}", "runs", l.runs, "has_more", more, "next_cursor",
                            more ? next : NULL);
@@ -339,8 +384,15 @@ static void tool_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
     mcp_call_tool_result(call, content, sc, false);
 }
 
+static void tool_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    list_runs(call, ctx, args, 0);
+}
+
 /* --- cancel_run --- */
 
+/* Idempotent: a run that has already ended (cancelled, or finished by itself) is answered with
+ * its final status, as a repeated cancel expects, and already_ended says so. */
 static void tool_cancel_run(struct mcp_call *call, const json_t *args, void *ctx)
 {
     struct tools_runs *t = ctx;
@@ -349,14 +401,23 @@ static void tool_cancel_run(struct mcp_call *call, const json_t *args, void *ctx
     const char *id = json_string_value(json_object_get(args, "run_id"));
     const struct mcp_principal *p = mcp_call_principal(call);
     struct err err = {0};
-    if (runs_cancel(t->runs, p->user_id, id, &err) < 0) {
-        mcp_call_tool_error(call, "%s", err.msg);
+    int rc = runs_cancel(t->runs, p->user_id, id, &err);
+    if (rc < 0 && rc != -EALREADY) {
+        mcp_call_tool_err(call, &err);
         return;
     }
     struct store_run r = {0};
-    store_run_get(t->st, p->user_id, id, &r, &err);
-    json_t *sc = json_pack("{s:s, s:s}", "run_id", id, "status", r.status[0] ? r.status : "");
-    mcp_call_tool_result(call, text_content("Run %s is %s.", id, r.status), sc, false);
+    if (store_run_get(t->st, p->user_id, id, &r, &err) < 0) {
+        store_run_release(&r);
+        mcp_call_tool_err(call, &err);
+        return;
+    }
+    bool already = rc == -EALREADY;
+    json_t *sc =
+        json_pack("{s:s, s:s, s:b}", "run_id", id, "status", r.status, "already_ended", already);
+    json_t *content = already ? text_content("Run %s had already ended: it is %s.", id, r.status)
+                              : text_content("Run %s is %s.", id, r.status);
+    mcp_call_tool_result(call, content, sc, false);
     store_run_release(&r);
 }
 
@@ -462,108 +523,320 @@ static const struct mcp_task_source task_source = {
     task_get, task_wait, task_wait_cancel, task_cancel, task_list,
 };
 
+/* --- the seed's names ---
+ * The opencode_* tools of the original TypeScript sandbox-mcp took camelCase parameters (runId,
+ * sessionId), its own status names (started for a run not yet at work, completed for one that
+ * succeeded) and before, a Unix time, as the list's cursor. The aliases take those as well as
+ * this server's names, and answer as the tools they stand for. */
+
+/* Rename key seed to key ours in a copy of args; false (with the call answered) when both are
+ * given and differ. */
+static bool seed_rename(struct mcp_call *call, json_t *args, const char *seed, const char *ours)
+{
+    json_t *v = json_object_get(args, seed);
+    if (!v)
+        return true;
+    json_t *mine = json_object_get(args, ours);
+    if (mine && !json_equal(mine, v)) {
+        mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
+                           "%s and %s name the same thing: give one of them", ours, seed);
+        return false;
+    }
+    json_object_set(args, ours, v);
+    json_object_del(args, seed);
+    return true;
+}
+
+/* The statuses the seed's list_runs filtered on, as this server names them. */
+static const char *seed_status(const char *status)
+{
+    if (status && strcmp(status, "started") == 0)
+        return "queued";
+    if (status && strcmp(status, "completed") == 0)
+        return "succeeded";
+    return status;
+}
+
+static void alias_run_task(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    json_auto_t *a = json_deep_copy(args);
+    if (seed_rename(call, a, "sessionId", "session_id"))
+        tool_run_task(call, a, ctx);
+}
+
+static void alias_get_result(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    json_auto_t *a = json_deep_copy(args);
+    if (seed_rename(call, a, "runId", "run_id"))
+        tool_get_result(call, a, ctx);
+}
+
+static void alias_list_runs(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    json_auto_t *a = json_deep_copy(args);
+    if (!seed_rename(call, a, "sessionId", "session_id"))
+        return;
+    const char *status = json_string_value(json_object_get(a, "status"));
+    if (status && seed_status(status) != status)
+        json_object_set_new(a, "status", json_string(seed_status(status)));
+    /* before: the seed's Unix time, in seconds or milliseconds (a time in seconds is below 1e11
+     * until the year 5138; in milliseconds, above it since 1973) */
+    int64_t before = 0;
+    const json_t *b = json_object_get(a, "before");
+    if (b) {
+        double v = json_number_value(b);
+        before = v < 1e11 ? (int64_t)(v * 1000.0) : (int64_t)v;
+        if (before <= 0)
+            before = 1;
+    }
+    list_runs(call, ctx, a, before);
+}
+
 /* --- registration --- */
 
-static const char run_task_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"task\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":50000,"
-    "\"description\":\"What the coding agent should do, as you would tell a colleague\"},"
-    "\"repository\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":2048,"
-    "\"description\":\"Git repository to work in (https URL); cloned into the session's "
-    "workspace. Omit to work in an empty workspace (or the session's)\"},"
-    "\"branch\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"
-    "\"description\":\"Branch to start from, and the pull request's base (default: the "
-    "repository's default branch)\"},"
-    "\"pull_request\":{\"type\":\"string\",\"enum\":[\"none\",\"draft\",\"ready\"],"
-    "\"description\":\"When the run ends with changes, push them to the session's own branch "
-    "and open a pull request (draft or ready for review) against the base, or comment on the "
-    "session's pull request. Default: draft for a GitHub repository your credential serves, "
-    "else none\"},"
-    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
-    "\"description\":\"Continue an earlier run's session: same sandbox, workspace and agent "
-    "conversation. Omit to start a new session\"},"
-    "\"model\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":120,"
-    "\"description\":\"provider/model (default anthropic/claude-sonnet-4-5)\"},"
-    "\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100,"
-    "\"description\":\"A short name for the run\"},"
-    "\"agent\":{\"type\":\"string\",\"enum\":[\"opencode\"],"
-    "\"description\":\"The coding agent (default opencode)\"},"
-    "\"timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":10080,"
-    "\"description\":\"Stop the agent after this long (default 50)\"},"
-    "\"network\":{\"type\":\"string\",\"enum\":[\"none\",\"allowlist\",\"public\"],"
-    "\"description\":\"What the agent's sandbox may reach: nothing, the operator's allow list "
-    "(package registries and git hosts), or any public address. Default: the most this server "
-    "gives you; asking for more is an error\"}},"
-    "\"required\":[\"task\"],\"additionalProperties\":false}";
+/* The JSON Schema text of the tools, one property a line (clang-format would scatter them). */
+/* clang-format off */
+#define NULLABLE(type) "{\"anyOf\":[{\"type\":\"" type "\"},{\"type\":\"null\"}]}"
+#define OBJECT_OR_NULL "{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"null\"}]"
+#define STATUSES "\"queued\",\"running\",\"succeeded\",\"failed\",\"cancelled\""
+#define STATUS_DESC                                                                                \
+    "Only runs in this status: queued (waiting to start), running, succeeded, failed or "          \
+    "cancelled"
+#define RUN_ID_PROP                                                                                \
+    "\"run_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"                            \
+        "\"description\":\"The run_id run_task returned\"}"
+#define SESSION_FILTER_PROP                                                                        \
+    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"                        \
+        "\"description\":\"Only runs of this session (the session_id run_task returned)\"}"
+#define WAIT_PROP                                                                                  \
+    "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,\"maximum\":60,"                          \
+        "\"description\":\"Hold the call until the run ends or this many seconds pass (default "   \
+        "0: answer at once); 30 to 60 is the way to wait for a run\"}"
+#define LIST_PROPS                                                                                 \
+    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100,"                               \
+        "\"description\":\"Runs per page (default 10)\"},"                                         \
+    "\"cursor\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128,"                           \
+        "\"description\":\"The next_cursor of the previous page, as it was\"}"
 
-static const char run_task_output[] =
-    "{\"type\":\"object\",\"properties\":{\"run_id\":{\"type\":\"string\"},"
-    "\"session_id\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
-    "\"web_url\":{\"type\":\"string\"},\"session_web_url\":{\"type\":\"string\"}},"
+/* run_task's input schema; seed adds the seed's sessionId. */
+static char *run_task_schema(const struct tools_facts *f, bool seed)
+{
+    return xasprintf("{\"type\":\"object\",\"properties\":{"
+        "\"task\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":%d,"
+            "\"description\":\"What the coding agent should do, as you would tell a colleague: "
+            "the goal, where to look, how to check the work\"},"
+        "\"repository\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":2048,"
+            "\"description\":\"Git repository to work in (an https URL), cloned into the "
+            "session's workspace. Omit to work in an empty workspace, or in the session's\"},"
+        "\"branch\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,"
+            "\"description\":\"Branch to start from, and the pull request's base (default: the "
+            "repository's default branch)\"},"
+        "\"pull_request\":{\"type\":\"string\",\"enum\":[\"none\",\"draft\",\"ready\"],"
+            "\"description\":\"When the run ends with commits, push them to the session's own "
+            "branch and open a pull request (draft or ready for review) against the base, or "
+            "comment on the session's pull request. Default: draft for a GitHub repository your "
+            "credential serves, else none\"},"
+        "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+            "\"description\":\"Continue an earlier run's session: the same sandbox, workspace "
+            "and agent conversation. Omit to start a new session\"},"
+        "%s"
+        "\"model\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":120,"
+            "\"description\":\"provider/model (default %s); the provider must be one this "
+            "server has a key for\"},"
+        "\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100,"
+            "\"description\":\"A short name for the run, shown in lists and on its page\"},"
+        "\"agent\":{\"type\":\"string\",\"enum\":[\"opencode\"],"
+            "\"description\":\"The coding agent (default opencode)\"},"
+        "\"timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":%llu,"
+            "\"description\":\"Stop the agent after this many minutes (default %llu)\"},"
+        "\"network\":{\"type\":\"string\",\"enum\":[\"none\",\"allowlist\",\"public\"],"
+            "\"description\":\"What the agent's sandbox may reach: nothing, the operator's allow "
+            "list (package registries and git hosts), or any public address. Default: the most "
+            "this server gives you (here at most %s); asking for more is an error\"}},"
+        "\"required\":[\"task\"],\"additionalProperties\":false}",
+        TASK_MAX,
+        seed ? "\"sessionId\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+                   "\"description\":\"The same as session_id\"},"
+             : "",
+        f->default_model, (unsigned long long)(f->run_timeout_max_ms / 60000),
+        (unsigned long long)(f->run_timeout_ms / 60000), f->network);
+}
+
+static const char run_task_output[] = "{\"type\":\"object\",\"properties\":{"
+    "\"run_id\":{\"type\":\"string\",\"description\":\"Pass it to get_result\"},"
+    "\"session_id\":{\"type\":\"string\",\"description\":\"Pass it to run_task to continue, or "
+        "to the container_* tools to look at the workspace\"},"
+    "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES "]},"
+    "\"web_url\":{\"type\":\"string\",\"description\":\"The run's live page, for a person\"},"
+    "\"session_web_url\":{\"type\":\"string\"}},"
     "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
 
-static const char get_result_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"run_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-    "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,\"maximum\":60,"
-    "\"description\":\"Hold the call until the run ends or this many seconds pass\"}},"
-    "\"required\":[\"run_id\"],\"additionalProperties\":false}";
+static const char get_result_schema[] = "{\"type\":\"object\",\"properties\":{"
+    RUN_ID_PROP ","
+    WAIT_PROP
+    "},\"required\":[\"run_id\"],\"additionalProperties\":false}";
 
-static const char list_runs_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-    "\"status\":{\"type\":\"string\",\"enum\":[\"queued\",\"running\",\"succeeded\","
-    "\"failed\",\"cancelled\"]},"
-    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100,\"description\":"
-    "\"Runs per page (default 10)\"},"
-    "\"cursor\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":32,\"description\":"
-    "\"next_cursor of the previous page\"}},\"additionalProperties\":false}";
+static const char get_result_seed_schema[] = "{\"type\":\"object\",\"properties\":{"
+    RUN_ID_PROP ","
+    "\"runId\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+        "\"description\":\"The same as run_id\"},"
+    WAIT_PROP
+    "},\"anyOf\":[{\"required\":[\"run_id\"]},{\"required\":[\"runId\"]}],"
+    "\"additionalProperties\":false}";
 
-static const char cancel_run_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"run_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
-    "\"required\":[\"run_id\"],\"additionalProperties\":false}";
+static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
+    "\"run_id\":{\"type\":\"string\"},"
+    "\"session_id\":{\"type\":\"string\"},"
+    "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES "]},"
+    "\"status_reason\":" NULLABLE("string") ","
+    "\"task\":{\"type\":\"string\"},"
+    "\"title\":" NULLABLE("string") ","
+    "\"model\":{\"type\":\"string\"},"
+    "\"agent\":{\"type\":\"string\"},"
+    "\"repository\":" NULLABLE("string") ","
+    "\"branch\":" NULLABLE("string") ","
+    "\"created_at\":" NULLABLE("string") ","
+    "\"started_at\":" NULLABLE("string") ","
+    "\"finished_at\":" NULLABLE("string") ","
+    "\"result\":{\"type\":\"object\",\"properties\":{"
+            "\"success\":" NULLABLE("boolean") ","
+            "\"summary\":" NULLABLE("string") ","
+            "\"error\":" NULLABLE("string") "},"
+        "\"description\":\"success (null while the run is under way), the agent's summary, the "
+        "error\"},"
+    "\"changes\":" OBJECT_OR_NULL ",\"description\":\"files_changed, insertions, deletions, "
+        "files, commits (sha and message), branch\"},"
+    "\"usage\":{\"type\":\"object\",\"properties\":{"
+        "\"input_tokens\":{\"type\":\"integer\"},"
+        "\"output_tokens\":{\"type\":\"integer\"},"
+        "\"cost\":{\"type\":\"number\"}}},"
+    "\"event_count\":{\"type\":\"integer\"},"
+    "\"latest_event\":" OBJECT_OR_NULL "},"
+    "\"transitions\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},"
+        "\"description\":\"Every status change with its time and reason\"},"
+    "\"web_url\":{\"type\":\"string\",\"description\":\"The run's live page, for a person\"},"
+    "\"session_web_url\":{\"type\":\"string\"},"
+    "\"exit_code\":" NULLABLE("integer") ","
+    "\"network\":" OBJECT_OR_NULL ",\"description\":\"The mode, the hosts the sandbox reached "
+        "and the attempts refused, with the reason\"},"
+    "\"pull_request\":" OBJECT_OR_NULL ",\"description\":\"url, number, state, draft\"},"
+    "\"delivery\":" OBJECT_OR_NULL ",\"description\":\"status (delivered, skipped or failed), "
+        "reason, branch, commits\"},"
+    "\"pull_request_mode\":{\"type\":\"string\"}},"
+    "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
+
+static const char list_runs_schema[] = "{\"type\":\"object\",\"properties\":{"
+    SESSION_FILTER_PROP ","
+    "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES "],"
+        "\"description\":\"" STATUS_DESC "\"},"
+    LIST_PROPS
+    "},\"additionalProperties\":false}";
+
+static const char list_runs_seed_schema[] = "{\"type\":\"object\",\"properties\":{"
+    SESSION_FILTER_PROP ","
+    "\"sessionId\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+        "\"description\":\"The same as session_id\"},"
+    "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES ",\"started\",\"completed\"],"
+        "\"description\":\"" STATUS_DESC "; started is queued and completed is succeeded\"},"
+    "\"before\":{\"type\":\"number\",\"exclusiveMinimum\":0,"
+        "\"description\":\"Only runs created before this Unix time (seconds or milliseconds)\"},"
+    LIST_PROPS
+    "},\"additionalProperties\":false}";
+
+static const char list_runs_output[] = "{\"type\":\"object\",\"properties\":{"
+    "\"runs\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+            "\"run_id\":{\"type\":\"string\"},"
+            "\"session_id\":{\"type\":\"string\"},"
+            "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES "]},"
+            "\"title\":" NULLABLE("string") ","
+            "\"task_preview\":{\"type\":\"string\"},"
+            "\"model\":{\"type\":\"string\"},"
+            "\"created_at\":" NULLABLE("string") ","
+            "\"finished_at\":" NULLABLE("string") ","
+            "\"success\":" NULLABLE("boolean") ","
+            "\"web_url\":{\"type\":\"string\"},"
+            "\"pull_request\":" OBJECT_OR_NULL "}},"
+            "\"required\":[\"run_id\",\"session_id\",\"status\"]},"
+        "\"description\":\"Newest first\"},"
+    "\"has_more\":{\"type\":\"boolean\"},"
+    "\"next_cursor\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],"
+        "\"description\":\"Pass it as cursor for the next page (null without has_more)\"}},"
+    "\"required\":[\"runs\",\"has_more\"]}";
+
+static const char cancel_run_schema[] = "{\"type\":\"object\",\"properties\":{"
+    RUN_ID_PROP
+    "},\"required\":[\"run_id\"],\"additionalProperties\":false}";
+
+static const char cancel_run_output[] = "{\"type\":\"object\",\"properties\":{"
+    "\"run_id\":{\"type\":\"string\"},"
+    "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES "],"
+        "\"description\":\"cancelled, or the status the run had already ended in\"},"
+    "\"already_ended\":{\"type\":\"boolean\","
+        "\"description\":\"The run had ended before this call: nothing was stopped\"}},"
+    "\"required\":[\"run_id\",\"status\"]}";
+/* clang-format on */
 
 void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store *st,
-                         const char *unavailable)
+                         const char *unavailable, const struct tools_facts *f)
 {
     struct tools_runs *t = &the_tools;
     t->runs = runs;
     t->st = st;
     free(t->unavailable);
     t->unavailable = xstrdup(unavailable ? unavailable : "unknown reason");
-    static const char run_task_desc[] =
-        "Hand a coding task to an agent (OpenCode) that works on it in its own sandbox, for "
-        "minutes or hours, while you are away. Returns at once with a run_id (check on it with "
-        "get_result) and a web_url where a person can watch it. Give a git repository to work "
-        "in; pass the session_id of an earlier run to continue in the same workspace and "
-        "conversation.";
+    /* built once per server start; the strings must outlive the server, as registered tools do */
+    static char *run_task_in, *run_task_seed_in, *run_task_desc;
+    free(run_task_in);
+    free(run_task_seed_in);
+    free(run_task_desc);
+    run_task_in = run_task_schema(f, false);
+    run_task_seed_in = run_task_schema(f, true);
+    char def[32], max[32];
+    format_span_ms(f->run_timeout_ms, def);
+    format_span_ms(f->run_timeout_max_ms, max);
+    run_task_desc = xasprintf(
+        "Hand a coding task to an agent (OpenCode) that works on it in a sandbox of its own, for "
+        "minutes or hours, while you do something else (default timeout %s, at most %s). "
+        "Returns at once with run_id, session_id and web_url: give the user web_url, where a "
+        "person can watch the run live, then check on it with get_result (wait_seconds 30 to "
+        "60, every minute or so; not in a tight loop). Give a git repository to work in; pass "
+        "the session_id of an earlier run to continue in the same workspace and conversation. "
+        "The agent needs a model provider this server has a key for (the operator sets it, "
+        "e.g. ANTHROPIC_API_KEY); the model defaults to %s.",
+        def, max, f->default_model);
     static const char get_result_desc[] =
-        "The state and outcome of a run: status, the agent's summary or error, files changed "
-        "with insertions/deletions, the commits it made, token usage and cost, and its latest "
-        "event, and its network: the hosts its sandbox reached and the attempts refused, with "
-        "the reason. wait_seconds holds the call until the run ends (at most 60 s).";
+        "The state and outcome of a run: status (queued, running, succeeded, failed, "
+        "cancelled) and its reason, the agent's summary or error, files changed with insertions "
+        "and deletions, the commits it made, the pull request, token usage and cost, its latest "
+        "event, and the hosts its sandbox reached or was refused. To wait for a run, pass "
+        "wait_seconds (at most 60): the call returns as soon as the run ends, so call again "
+        "while status is queued or running rather than polling rapidly.";
     static const char list_runs_desc[] =
-        "Your runs, newest first, optionally of one session or status; pages with cursor "
-        "(has_more and next_cursor).";
-    static const char cancel_run_desc[] = "Stop a queued or running run; its status becomes "
-                                          "cancelled.";
+        "Your runs, newest first, optionally only one session's or those in one status; 10 a "
+        "page by default (limit, at most 100). When has_more is true, pass next_cursor as "
+        "cursor for the next page.";
+    static const char cancel_run_desc[] =
+        "Stop a queued or running run: the agent is stopped and the status becomes cancelled. "
+        "Cancelling a run that has already ended changes nothing and answers with its final "
+        "status (already_ended true).";
     const struct mcp_tool_def defs[] = {
-        {"run_task", "Start a coding run", run_task_desc, run_task_schema, run_task_output,
+        {"run_task", "Start a coding run", run_task_desc, run_task_in, run_task_output,
          MCP_TOOL_OPEN_WORLD | MCP_TOOL_TASK, tool_run_task, t},
-        {"get_result", "Get a run's result", get_result_desc, get_result_schema, NULL,
-         MCP_TOOL_READ_ONLY, tool_get_result, t},
-        {"list_runs", "List runs", list_runs_desc, list_runs_schema, NULL, MCP_TOOL_READ_ONLY,
-         tool_list_runs, t},
-        {"cancel_run", "Cancel a run", cancel_run_desc, cancel_run_schema, NULL,
+        {"get_result", "Get a run's result", get_result_desc, get_result_schema, get_result_output,
+         MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_get_result, t},
+        {"list_runs", "List runs", list_runs_desc, list_runs_schema, list_runs_output,
+         MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_list_runs, t},
+        {"cancel_run", "Cancel a run", cancel_run_desc, cancel_run_schema, cancel_run_output,
          MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_cancel_run, t},
-        /* the names of the original TypeScript sandbox-mcp, for clients written against it */
-        {"opencode_run_task", "Start a coding run", run_task_desc, run_task_schema, run_task_output,
-         MCP_TOOL_OPEN_WORLD | MCP_TOOL_HIDDEN | MCP_TOOL_TASK, tool_run_task, t},
-        {"opencode_get_result", "Get a run's result", get_result_desc, get_result_schema, NULL,
-         MCP_TOOL_READ_ONLY | MCP_TOOL_HIDDEN, tool_get_result, t},
-        {"opencode_list_runs", "List runs", list_runs_desc, list_runs_schema, NULL,
-         MCP_TOOL_READ_ONLY | MCP_TOOL_HIDDEN, tool_list_runs, t},
+        /* the names of the original TypeScript sandbox-mcp, with its parameter names, for
+         * clients written against it */
+        {"opencode_run_task", "Start a coding run", run_task_desc, run_task_seed_in,
+         run_task_output, MCP_TOOL_OPEN_WORLD | MCP_TOOL_HIDDEN | MCP_TOOL_TASK, alias_run_task, t},
+        {"opencode_get_result", "Get a run's result", get_result_desc, get_result_seed_schema,
+         get_result_output, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT | MCP_TOOL_HIDDEN,
+         alias_get_result, t},
+        {"opencode_list_runs", "List runs", list_runs_desc, list_runs_seed_schema, list_runs_output,
+         MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT | MCP_TOOL_HIDDEN, alias_list_runs, t},
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);

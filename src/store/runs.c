@@ -496,13 +496,13 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
     /* One statement per filter, each walking its own index backwards from the cursor. */
     static const char *const sql[] = {
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_user WHERE user_id = ?1 AND n < ?4 "
-        "ORDER BY n DESC LIMIT ?5",
+        "AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
-        "user_id = ?1 AND n < ?4 ORDER BY n DESC LIMIT ?5",
+        "user_id = ?1 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_user_status WHERE user_id = ?1 AND "
-        "status = ?3 AND n < ?4 ORDER BY n DESC LIMIT ?5",
+        "status = ?3 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
-        "user_id = ?1 AND status = ?3 AND n < ?4 ORDER BY n DESC LIMIT ?5",
+        "user_id = ?1 AND status = ?3 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
     };
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r = store_prepare(st, sql[(o->session_id ? 1 : 0) + (o->status ? 2 : 0)], &s, err);
@@ -513,6 +513,7 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
     sqlite3_bind_text(s, 3, o->status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 4, o->before > 0 ? o->before : INT64_MAX);
     sqlite3_bind_int64(s, 5, (int64_t)o->limit + 1);
+    sqlite3_bind_int64(s, 6, o->created_before > 0 ? o->created_before : INT64_MAX);
     unsigned seen = 0;
     int rc;
     *more = false;

@@ -420,6 +420,7 @@ struct store_run_list_opts {
     const char *session_id; /* NULL = all sessions */
     const char *status;     /* NULL = any */
     int64_t before;         /* only runs with n < before; 0 = from the newest */
+    int64_t created_before; /* only runs created before this time (ms); 0 = any */
     unsigned limit;
 };
 /* Runs newest first; fn gets each (valid during the call). *more tells whether older ones

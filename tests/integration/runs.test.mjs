@@ -386,7 +386,10 @@ describe('runs', { concurrency: true }, () => {
     await s.waitHeld();
     assert.equal((await ok(server, 'get_result', { run_id: started.run_id })).status, 'running');
     const c = await ok(server, 'cancel_run', { run_id: started.run_id });
-    assert.deepEqual(c, { run_id: started.run_id, status: 'cancelled' });
+    assert.deepEqual(c, { run_id: started.run_id, status: 'cancelled', already_ended: false });
+    // cancelling again changes nothing and says so
+    const again = await ok(server, 'cancel_run', { run_id: started.run_id });
+    assert.deepEqual(again, { run_id: started.run_id, status: 'cancelled', already_ended: true });
     const r = await waitRun(server, started.run_id);
     assert.equal(r.status, 'cancelled', JSON.stringify(r, null, 1));
     assert.match(r.finished_at, ISO);
@@ -702,9 +705,21 @@ describe('runs', { concurrency: true }, () => {
     const adminIds = ids(await ok(server, 'list_runs', { limit: 100 }));
     for (const id of [a.run_id, b.run_id, c.run_id]) assert.ok(!adminIds.includes(id));
 
+    // the seed's names: sessionId, and its statuses started (a run not yet at work: d waits
+    // behind c in c's session) and completed (succeeded)
+    const d = await runTask(server, { task: 'lister-D: after C', session_id: c.session_id }, as);
+    const seed = async (args) => ids(await ok(server, 'opencode_list_runs', args, as));
+    assert.deepEqual(await seed({ status: 'started' }), [d.run_id]);
+    assert.deepEqual(await seed({ status: 'completed' }), [b.run_id, a.run_id]);
+    assert.deepEqual(await seed({ status: 'running' }), [c.run_id]);
+    assert.deepEqual(await seed({ sessionId: a.session_id, status: 'completed' }), [b.run_id, a.run_id]);
+    assert.deepEqual(await seed({ sessionId: c.session_id }), [d.run_id, c.run_id]);
+
+    await ok(server, 'cancel_run', { run_id: d.run_id }, as);
     await ok(server, 'cancel_run', { run_id: c.run_id }, as);
     assert.equal((await waitRun(server, c.run_id, as)).status, 'cancelled');
-    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'cancelled' }, as)), [c.run_id]);
+    assert.equal((await waitRun(server, d.run_id, as)).status, 'cancelled');
+    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'cancelled' }, as)), [d.run_id, c.run_id]);
     assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'running' }, as)), []);
   });
 });

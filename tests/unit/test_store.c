@@ -275,6 +275,14 @@ TEST(runs_transitions_events_and_pages)
     o = (struct store_run_list_opts){.user_id = a.id, .status = "succeeded", .limit = 10};
     CHECK_INT_EQ(store_run_list(st, &o, count_run, &count, &more, &err), 0);
     CHECK_INT_EQ(count, 1);
+    /* created before a time: runs i are created at 1000 + i */
+    o = (struct store_run_list_opts){.user_id = a.id, .created_before = 1003, .limit = 2};
+    memset(&seen, 0, sizeof(seen));
+    CHECK_INT_EQ(store_run_list(st, &o, collect_run, &seen, &more, &err), 0);
+    CHECK_INT_EQ(seen.count, 2);
+    CHECK_STR_EQ(seen.id[0], ids[2]);
+    CHECK_STR_EQ(seen.id[1], ids[1]);
+    CHECK(more);
 
     /* the diff is kept apart: absent until set, then read back whole */
     char *diff = (char *)"x";
