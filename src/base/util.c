@@ -92,15 +92,19 @@ void time_format_rfc3339(int64_t ms, char out[32])
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
 }
 
-/* value/unit with one decimal, dropped when it is 0 */
-static void format_scaled(uint64_t value, uint64_t unit, const char *name, char out[32])
+/* value/unit with one decimal, dropped when it is 0; false (out untouched) when one decimal
+ * would not be exact */
+static bool format_scaled(uint64_t value, uint64_t unit, const char *name, char out[32])
 {
-    uint64_t tenths = (value * 10 + unit / 2) / unit;
+    if (value * 10 % unit != 0)
+        return false;
+    uint64_t tenths = value * 10 / unit;
     if (tenths % 10 == 0)
         snprintf(out, 32, "%llu %s", (unsigned long long)(tenths / 10), name);
     else
         snprintf(out, 32, "%llu.%llu %s", (unsigned long long)(tenths / 10),
                  (unsigned long long)(tenths % 10), name);
+    return true;
 }
 
 void format_bytes(uint64_t n, char out[32])
@@ -116,19 +120,21 @@ void format_bytes(uint64_t n, char out[32])
         unit *= 1024;
         u++;
     }
-    format_scaled(n, unit, units[u], out);
+    if (!format_scaled(n, unit, units[u], out))
+        snprintf(out, 32, "%llu bytes", (unsigned long long)n);
 }
 
 void format_span_ms(uint64_t ms, char out[32])
 {
-    if (ms < 1000)
+    bool done = false;
+    if (ms >= 2 * 3600000)
+        done = format_scaled(ms, 3600000, "h", out);
+    if (!done && ms >= 120000)
+        done = format_scaled(ms, 60000, "min", out);
+    if (!done && ms >= 1000)
+        done = format_scaled(ms, 1000, "s", out);
+    if (!done)
         snprintf(out, 32, "%llu ms", (unsigned long long)ms);
-    else if (ms < 120000)
-        format_scaled(ms, 1000, "s", out);
-    else if (ms < 2 * 3600000)
-        format_scaled(ms, 60000, "min", out);
-    else
-        format_scaled(ms, 3600000, "h", out);
 }
 
 bool str_equal_ct(const char *a, size_t alen, const char *b, size_t blen)

@@ -19,10 +19,10 @@ int64_t time_now_ms(void);
 int64_t time_mono_ms(void);
 /* Format an epoch-milliseconds time as RFC 3339 UTC ("2026-01-02T03:04:05.678Z") into out[32]. */
 void time_format_rfc3339(int64_t ms, char out[32]);
-/* A byte count as people write it into out[32]: "8 MiB", "1.5 GiB", "512 KiB", "1000 bytes"
- * (binary units, at most one decimal, whole units without one). */
+/* A byte count as people write it into out[32], and exactly: "8 MiB", "1.5 GiB", "512 KiB"
+ * (binary units, at most one decimal, none for whole units), else "1000 bytes". */
 void format_bytes(uint64_t n, char out[32]);
-/* A duration in milliseconds the same way: "60 s", "1.5 min", "4 h", "250 ms". */
+/* A duration in milliseconds the same way: "60 s", "1.5 min", "4 h", else "61234 ms". */
 void format_span_ms(uint64_t ms, char out[32]);
 
 /* Compare two byte strings in constant time for equal lengths; false if lengths differ. */

@@ -312,6 +312,11 @@ TEST(format_bytes_and_durations)
     CHECK_STR_EQ(out, "1.5 MiB");
     format_bytes(10ull << 30, out);
     CHECK_STR_EQ(out, "10 GiB");
+    /* exact, or in bytes */
+    format_bytes(71928, out);
+    CHECK_STR_EQ(out, "71928 bytes");
+    format_bytes(100000, out);
+    CHECK_STR_EQ(out, "100000 bytes");
     format_span_ms(250, out);
     CHECK_STR_EQ(out, "250 ms");
     format_span_ms(60000, out);
@@ -322,6 +327,10 @@ TEST(format_bytes_and_durations)
     CHECK_STR_EQ(out, "4 h");
     format_span_ms(7 * 24 * 3600000ull, out);
     CHECK_STR_EQ(out, "168 h");
+    format_span_ms(150 * 60000 + 30000, out);
+    CHECK_STR_EQ(out, "150.5 min");
+    format_span_ms(61234, out);
+    CHECK_STR_EQ(out, "61234 ms");
 }
 
 TEST(constant_time_compare)
