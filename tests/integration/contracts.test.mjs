@@ -14,7 +14,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
-import { startServer, cli, sqlRows, tempDir } from '../lib/server.mjs';
+import { startServer, addUser, sqlRows, tempDir } from '../lib/server.mjs';
 
 const TOOLS = ['server_info', 'container_initialize', 'container_ping', 'container_exec',
   'container_file_write', 'container_file_read', 'container_files_list', 'container_file_delete',
@@ -49,14 +49,6 @@ async function connect(server, token = server.token) {
   await client.connect(new StreamableHTTPClientTransport(new URL(server.mcpUrl), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
   return client;
-}
-
-function addUser(server, name) {
-  const add = cli(['user', 'add', name, '--data-dir', server.dataDir]);
-  assert.equal(add.status, 0, add.stderr);
-  const tok = cli(['token', 'create', '--user', name, '--data-dir', server.dataDir]);
-  assert.equal(tok.status, 0, tok.stderr);
-  return tok.stdout.match(/smcp_\S+/)[0];
 }
 
 function text(res) {

@@ -136,6 +136,15 @@ export function sseMessages(text) {
     .map((l) => l.slice(5).trim()).join('')).filter(Boolean).map((d) => JSON.parse(d));
 }
 
+// Add user name to srv's data dir with a token of its own; returns the token.
+export function addUser(srv, name) {
+  const add = cli(['user', 'add', name, '--data-dir', srv.dataDir]);
+  if (add.status !== 0) throw new Error(`user add ${name}: ${add.stderr}`);
+  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  if (tok.status !== 0) throw new Error(`token create ${name}: ${tok.stderr}`);
+  return tok.stdout.match(/smcp_\S+/)[0];
+}
+
 // The rows query gives on srv's database, as objects (sqlite3 -json).
 export function sqlRows(srv, query) {
   const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });

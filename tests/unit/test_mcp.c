@@ -324,16 +324,23 @@ TEST(output_schema_holds_for_errors_too)
     mcp_server_free(s);
 }
 
+/* Start a call of park, which waits in parked to be answered. */
+static struct mcp_exchange *start_park(struct mcp_server *s, struct mcp_request_info *info,
+                                       struct capture *c)
+{
+    memset(c, 0, sizeof(*c));
+    buf_init(&c->body, 0);
+    const char *body =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"park\"}}";
+    return mcp_exchange_start(s, info, body, strlen(body), &ops, c);
+}
+
 TEST(tool_errors_without_structured_content_get_the_error_shape)
 {
     struct mcp_server *s = server();
     struct mcp_request_info info = {0};
     struct capture c;
-    memset(&c, 0, sizeof(c));
-    buf_init(&c.body, 0);
-    const char *body =
-        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"park\"}}";
-    mcp_exchange_start(s, &info, body, strlen(body), &ops, &c);
+    start_park(s, &info, &c);
     mcp_call_tool_result(parked, json_pack("[{s:s, s:s}]", "type", "text", "text", "it broke"),
                          NULL, true);
     json_t *v = json_loads(c.body.data, 0, NULL);
@@ -389,11 +396,7 @@ TEST(async_call_answers_later_and_detach_drops_output)
     struct mcp_server *s = server();
     struct mcp_request_info info = {0};
     struct capture c;
-    memset(&c, 0, sizeof(c));
-    buf_init(&c.body, 0);
-    const char *body =
-        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"park\"}}";
-    struct mcp_exchange *ex = mcp_exchange_start(s, &info, body, strlen(body), &ops, &c);
+    struct mcp_exchange *ex = start_park(s, &info, &c);
     CHECK(ex != NULL);
     CHECK_INT_EQ(c.replies, 0);
     mcp_call_tool_error(parked, "late");
@@ -401,11 +404,11 @@ TEST(async_call_answers_later_and_detach_drops_output)
     CHECK_STR_CONTAINS(c.body.data, "late");
     buf_release(&c.body);
 
-    memset(&c, 0, sizeof(c));
-    ex = mcp_exchange_start(s, &info, body, strlen(body), &ops, &c);
+    ex = start_park(s, &info, &c);
     mcp_exchange_detach(ex);
     mcp_call_tool_error(parked, "nobody listens");
     CHECK_INT_EQ(c.replies, 0);
+    buf_release(&c.body);
     mcp_server_free(s);
 }
 
