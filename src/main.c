@@ -684,7 +684,7 @@ static int cmd_serve(int argc, char **argv)
     egress_proxy_set_mode(egress, runs_network_mode, network);
     egress_proxy_set_recorder(egress, runs_network_record, network);
     /* what the tools and the instructions tell a model, from this configuration */
-    const struct tools_facts facts = {
+    struct tools_facts facts = {
         .sandbox = &sc,
         .reply_max_bytes = cfg.reply_max_bytes,
         .network = egress_mode_name(egress_policy_mode(policy)),
@@ -770,6 +770,7 @@ static int cmd_serve(int argc, char **argv)
         }
     }
     runs_network_set_runs(network, runs);
+    facts.llms = proxy_llms(proxy, &facts.nllms);
     tools_runs_register(mcp, runs, st, runs_unavailable, &facts);
     http_server_set_runs(http, runs);
     struct notify_config nc = {.seal_key = credential_key,

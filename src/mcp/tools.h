@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 struct mcp_server;
+struct proxy_llm;
 struct sandbox_config;
 
 /* What the tools' descriptions, schemas and annotations, and the server's instructions, say
@@ -17,6 +18,8 @@ struct tools_facts {
     uint64_t run_timeout_ms;              /* a run's default timeout */
     uint64_t run_timeout_max_ms;          /* the largest run_task accepts */
     const char *default_model;            /* provider/model a run uses without model */
+    const struct proxy_llm *llms;         /* the LLM providers a model may name (proxy_llms), */
+    size_t nllms;                         /* or none known yet (0) */
 };
 
 /* The server's instructions for a model that has never seen it (allocated; the caller frees). */

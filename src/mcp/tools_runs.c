@@ -22,6 +22,7 @@
 #include "base/util.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
+#include "proxy/proxy.h"
 #include "runs/runs.h"
 #include "store/store.h"
 
@@ -791,6 +792,18 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     free(run_task_desc);
     run_task_in = run_task_schema(f, false);
     run_task_seed_in = run_task_schema(f, true);
+    /* the providers a model may name, as the operator configured them */
+    struct buf providers;
+    buf_init(&providers, 0);
+    for (size_t i = 0; i < f->nllms; i++)
+        if (f->llms[i].has_key)
+            buf_printf(&providers, "%s%s", providers.len ? ", " : "", f->llms[i].name);
+    _cleanup_free_ char *models =
+        providers.len ? xasprintf("Models of these providers work here: %s.", providers.data)
+        : f->nllms    ? xstrdup("No model provider has its key set on this server yet: run_task "
+                                   "refuses runs until the operator sets one (e.g. ANTHROPIC_API_KEY).")
+                      : xstrdup("");
+    buf_release(&providers);
     char def[32], max[32];
     format_span_ms(f->run_timeout_ms, def);
     format_span_ms(f->run_timeout_max_ms, max);
@@ -802,8 +815,9 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
         "60, every minute or so; not in a tight loop). Give a git repository to work in; pass "
         "the session_id of an earlier run to continue in the same workspace and conversation. "
         "The agent needs a model provider this server has a key for (the operator sets it, "
-        "e.g. ANTHROPIC_API_KEY); the model defaults to %s.",
-        def, max, f->default_model);
+        "e.g. ANTHROPIC_API_KEY), and run_task refuses a model without one; the model defaults "
+        "to %s. %s",
+        def, max, f->default_model, models);
     static const char get_result_desc[] =
         "The state and outcome of a run: status (queued, running, succeeded, failed, "
         "cancelled) and its reason, the agent's summary or error, files changed with insertions "

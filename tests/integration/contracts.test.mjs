@@ -168,6 +168,7 @@ describe('a server with sandboxes and runs', () => {
     assert.match(get('container_file_write').description, /At most 3133440 bytes of content a call/);
     assert.match(get('run_task').description, /get_result/);
     assert.match(get('run_task').description, /ANTHROPIC_API_KEY/);
+    assert.match(get('run_task').description, /Models of these providers work here: anthropic\./);
     assert.match(get('get_result').description, /wait_seconds/);
     // timeout_minutes: the schema's maximum is what run_task accepts
     assert.equal(get('run_task').inputSchema.properties.timeout_minutes.maximum, 240);
@@ -348,9 +349,10 @@ describe('a server whose sandboxes reach the network, with a shorter run timeout
 describe('a server without sandboxes', () => {
   let server, c, cgroups;
   before(async () => {
-    // no usable cgroup hierarchy: the sandbox runtime, and runs with it, do not start
+    // no usable cgroup hierarchy: the sandbox runtime, and runs with it, do not start; and no
+    // model provider's key
     cgroups = mkdtempSync(path.join(tempDir(), 'cgroup-'));
-    server = await startServer({ env: { ...NO_AGENT, SANDBOX_CGROUP_ROOT: cgroups } });
+    server = await startServer({ env: { ...NO_AGENT, ANTHROPIC_API_KEY: '', SANDBOX_CGROUP_ROOT: cgroups } });
     c = await Checked.open(server);
   });
   after(async () => {
@@ -371,6 +373,9 @@ describe('a server without sandboxes', () => {
     for (const [name, args] of calls)
       await c.fails(name, args, 'unavailable', /unavailable|not available/);
     await c.ok('server_info', {});
+    const { tools } = await c.client.listTools();
+    assert.match(tools.find((t) => t.name === 'run_task').description,
+      /No model provider has its key set on this server yet/);
     noMismatch(server);
   });
 });
