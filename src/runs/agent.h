@@ -50,6 +50,15 @@ struct agent_event {
     bool truncated;
     /* AGENT_EV_TOOL_USE whose state.status is "error" */
     bool tool_failed;
+    /* AGENT_EV_TOOL_USE: the tool's name as the agent gave it ("bash", "edit"), cut to 31 bytes,
+     * bytes outside printable ASCII as '?'; "" when absent. */
+    char tool[32];
+    /* AGENT_EV_TOOL_USE: what the call worked on, as one line like summary: a command's first
+     * line, a file's path as given, a search pattern, a URL; NULL when the call names none. */
+    char *target;
+    /* AGENT_EV_TOOL_USE of a command that completed with a non-zero exit status: that status;
+     * otherwise 0. */
+    int exit_status;
     /* AGENT_EV_STEP_FINISH: tokens as the provider counted them, so they add up to what the
      * proxy meters. OpenCode splits the provider's counts, so input_tokens = tokens.input +
      * tokens.cache.read + tokens.cache.write and output_tokens = tokens.output +

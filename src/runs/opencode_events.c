@@ -275,8 +275,10 @@ static char *tool_summary(struct agent_event *ev, const json_t *part)
     } else if (str_is(tool, n, "bash")) {
         /* a command that fails still "completed"; its exit status is in the metadata */
         double code = num_at(json_object_get(state, "metadata"), "exit");
-        if (code != 0 && fabs(code) < 1e9 && code == floor(code))
+        if (code != 0 && fabs(code) < 1e9 && code == floor(code)) {
             suffix = xasprintf(" (exit %d)", (int)code);
+            ev->exit_status = (int)code;
+        }
     }
     if (str_is(status, sn, "error")) {
         ev->tool_failed = true;
@@ -285,6 +287,31 @@ static char *tool_summary(struct agent_event *ev, const json_t *part)
             ev->error = xstrdup("tool failed");
     }
     return sum_finish(&s, suffix);
+}
+
+/* The tool's name and what it worked on: a command (not its description), else what the summary
+ * names. */
+static void tool_target(struct agent_event *ev, const json_t *part)
+{
+    const json_t *state = json_object_get(part, "state");
+    const json_t *input = json_object_get(state, "input");
+    size_t n = 0, dn = 0;
+    const char *tool = text_at(part, "tool", &n), *d = NULL;
+    for (size_t i = 0; tool && i < n && i < sizeof(ev->tool) - 1; i++)
+        ev->tool[i] = tool[i] >= 0x20 && tool[i] < 0x7F ? tool[i] : '?';
+    if ((str_is(tool, n, "bash") && (d = text_at(input, "command", &dn))) ||
+        (d = text_at(input, "filePath", &dn)) || (d = text_at(input, "pattern", &dn)) ||
+        (d = text_at(input, "url", &dn)) || (d = text_at(input, "path", &dn)) ||
+        (d = text_at(input, "query", &dn)) || (d = text_at(input, "description", &dn))) {
+        first_line(&d, &dn);
+        struct summary s = {0};
+        sum_add(&s, d, dn);
+        ev->target = sum_finish(&s, NULL);
+        if (!ev->target[0]) {
+            free(ev->target);
+            ev->target = NULL;
+        }
+    }
 }
 
 /* "step finish (tool-calls): 110 in, 20 out, $0.0006134" */
@@ -505,7 +532,10 @@ int opencode_parse_event(const char *line, size_t len, struct agent_event *ev)
 
     switch (ev->kind) {
     case AGENT_EV_STEP_START: ev->summary = xstrdup("step start"); break;
-    case AGENT_EV_TOOL_USE: ev->summary = tool_summary(ev, part); break;
+    case AGENT_EV_TOOL_USE:
+        ev->summary = tool_summary(ev, part);
+        tool_target(ev, part);
+        break;
     case AGENT_EV_STEP_FINISH: ev->summary = step_finish(ev, part); break;
     case AGENT_EV_TEXT:
     case AGENT_EV_REASONING: ev->summary = text_event(ev, part); break;
@@ -524,5 +554,6 @@ void agent_event_clear(struct agent_event *ev)
     free(ev->summary);
     free(ev->text);
     free(ev->error);
+    free(ev->target);
     memset(ev, 0, sizeof(*ev));
 }

@@ -313,6 +313,52 @@ TEST(opencode_tool_use_details)
     agent_event_clear(&ev);
 }
 
+TEST(opencode_tool_and_target)
+{
+    struct agent_event ev;
+    /* a command: the command itself, not its description; its exit status */
+    CHECK_INT_EQ(parse(bash_exit_line, &ev), 0);
+    CHECK_STR_EQ(ev.tool, "bash");
+    CHECK_STR_EQ(ev.target, "git add hello.txt && git commit -q -m \"Add hello\"");
+    CHECK_INT_EQ(ev.exit_status, 128);
+    agent_event_clear(&ev);
+    CHECK_INT_EQ(parse(bash_line, &ev), 0);
+    CHECK_STR_EQ(ev.target, "ls");
+    CHECK_INT_EQ(ev.exit_status, 0);
+    agent_event_clear(&ev);
+    /* a file as given (the summary has only its name) */
+    CHECK_INT_EQ(parse(write_line, &ev), 0);
+    CHECK_STR_EQ(ev.tool, "write");
+    CHECK_STR_EQ(ev.target, "/tmp/ocx/../repo/hello.txt");
+    agent_event_clear(&ev);
+    CHECK_INT_EQ(parse(glob_error_line, &ev), 0);
+    CHECK_STR_EQ(ev.target, "**/*.txt");
+    CHECK(ev.tool_failed);
+    agent_event_clear(&ev);
+    /* nothing to name; a command's first line, one line; a name with odd bytes */
+    CHECK_INT_EQ(parse(write_schema_line, &ev), 0);
+    CHECK(ev.target == NULL);
+    agent_event_clear(&ev);
+    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"bash\",\"state\":{"
+                       "\"input\":{\"command\":\"\\n  make\\t -j2 \\nmake install\"}}}}",
+                       &ev),
+                 0);
+    CHECK_STR_EQ(ev.target, "make -j2");
+    agent_event_clear(&ev);
+    CHECK_INT_EQ(parse("{\"type\":\"tool_use\",\"part\":{\"tool\":\"b\\u00e9sh\\n\",\"state\":{"
+                       "\"input\":{\"path\":\"/src\"}}}}",
+                       &ev),
+                 0);
+    CHECK_STR_EQ(ev.tool, "b??sh?");
+    CHECK_STR_EQ(ev.target, "/src");
+    agent_event_clear(&ev);
+    /* other kinds have neither */
+    CHECK_INT_EQ(parse(step_start_line, &ev), 0);
+    CHECK_STR_EQ(ev.tool, "");
+    CHECK(ev.target == NULL);
+    agent_event_clear(&ev);
+}
+
 TEST(opencode_step_finish)
 {
     struct agent_event ev;
