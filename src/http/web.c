@@ -4,7 +4,8 @@
  *   GET /runs/<id>/diff?t=TOKEN       its full diff, cut to what a page shows (JSON,
  *                                     src/runs/diff.h), or null when there is none
  *   GET /runs/<id>/events?t=TOKEN     its events as Server-Sent Events, resumable with
- *                                     Last-Event-ID, ending when the run ends
+ *                                     Last-Event-ID, and its phase whenever it changes,
+ *                                     ending when the run ends
  *   GET /sessions/<id>[/data]?t=TOKEN the runs of a session
  *   GET /static/app.js, app.css, icon.svg   the page's script, style and icon (embedded)
  * The token is the view capability of that run or session (src/runs/view.c): without it a
@@ -150,6 +151,7 @@ struct event_stream {
     struct loop_timer timer;
     struct buf out;
     size_t batch;
+    char phase[RUNS_PHASE_TEXT_MAX]; /* the phase last sent */
 };
 
 static void stream_free(struct event_stream *es)
@@ -202,6 +204,22 @@ static void pump(struct loop_timer *t)
     bool ended = r == 0 && strcmp(row.status, "queued") != 0 && strcmp(row.status, "running") != 0;
     char status[STORE_RUN_STATUS_MAX];
     snprintf(status, sizeof(status), "%s", row.status);
+    char phase[RUNS_PHASE_TEXT_MAX];
+    if (r == 0) {
+        runs_phase_text(&row, phase, sizeof(phase));
+        if (strcmp(phase, es->phase) != 0) {
+            /* "event: phase", {phase, elapsed_seconds} (no id: it is not resumed, but sent anew
+             * to each stream) */
+            snprintf(es->phase, sizeof(es->phase), "%s", phase);
+            json_t *j =
+                json_pack("{s:o, s:I}", "phase", runs_phase_describe(&row), "elapsed_seconds",
+                          (json_int_t)(runs_elapsed_ms(&row, time_now_ms()) / 1000));
+            char *data = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+            json_decref(j);
+            buf_printf(&es->out, "event: phase\ndata: %s\n\n", data);
+            free(data);
+        }
+    }
     store_run_release(&row);
     store_run_events(st, es->run_id, es->last_seq, EVENTS_PER_PUMP, add_event, es, &err);
     int64_t now = time_mono_ms();

@@ -135,6 +135,11 @@ struct get_job {
     struct mcp_call *call;
     char run_id[64];
     struct runs_waiter *waiter;
+    /* progress told so far (a client's progress token): how often, and the last phase and
+     * event count told */
+    unsigned told;
+    char phase[RUNS_PHASE_TEXT_MAX];
+    int64_t events;
 };
 
 /* One paragraph on what the run's sandbox reached and was refused, for the text content: the
@@ -196,22 +201,42 @@ static char *delivery_text(const json_t *d)
     return xasprintf("\n\nDelivery %s%s%s", status, reason ? ": " : ".", reason ? reason : "");
 }
 
+/* The run's latest events, one a line ("- bash: Run the tests (exit 1)"). */
+static void add_recent(struct buf *b, const json_t *recent)
+{
+    size_t i;
+    json_t *ev;
+    if (json_array_size(recent))
+        buf_printf(b, "\n\nLatest events:");
+    json_array_foreach(recent, i, ev)
+        buf_printf(b, "\n- %s", json_string_value(json_object_get(ev, "summary")));
+}
+
 /* What get_result answers about run r: its text content and structured content. */
 static void describe_run(struct tools_runs *t, const struct store_run *r, json_t **content,
                          json_t **structured)
 {
     json_t *sc = runs_describe(t->runs, r);
-    if (run_active(r)) {
+    bool active = run_active(r);
+    char phase[RUNS_PHASE_TEXT_MAX], took[32];
+    runs_phase_text(r, phase, sizeof(phase));
+    runs_duration_text(runs_elapsed_ms(r, time_now_ms()), took, sizeof(took));
+    struct buf recent;
+    buf_init(&recent, 0);
+    if (active || strcmp(r->status, "succeeded") != 0)
+        add_recent(&recent, json_object_get(sc, "recent_events"));
+    if (active) {
         *content =
-            text_content("Run %s is %s (%s); %lld events so far.", r->id, r->status,
-                         r->status_reason ? r->status_reason : "", (long long)r->event_count);
+            text_content("Run %s is %s, %s so far: %s (%lld events).%s", r->id, r->status, took,
+                         phase, (long long)r->event_count, recent.data ? recent.data : "");
     } else {
         _cleanup_free_ char *net = network_text(json_object_get(sc, "network"));
         _cleanup_free_ char *dv = delivery_text(json_object_get(sc, "delivery"));
-        *content =
-            text_content("Run %s %s.\n\n%s%s%s%s%s", r->id, r->status, r->summary ? r->summary : "",
-                         r->error ? "\n\nError: " : "", r->error ? r->error : "", dv, net);
+        *content = text_content("Run %s %s (in %s).\n\n%s%s%s%s%s%s", r->id, phase, took,
+                                r->summary ? r->summary : "", r->error ? "\n\nError: " : "",
+                                r->error ? r->error : "", dv, net, recent.data ? recent.data : "");
     }
+    buf_release(&recent);
     *structured = sc;
 }
 
@@ -231,6 +256,25 @@ static void answer_result(void *ctx)
     }
     store_run_release(&r);
     free(j);
+}
+
+/* The run moved on: tell a client that sent a progress token its phase, when it is another or
+ * the run recorded more events since. */
+static void tell_progress(void *ctx)
+{
+    struct get_job *j = ctx;
+    struct store_run r = {0};
+    struct err err = {0};
+    if (store_run_get(j->t->st, NULL, j->run_id, &r, &err) == 0) {
+        char phase[RUNS_PHASE_TEXT_MAX];
+        runs_phase_text(&r, phase, sizeof(phase));
+        if (j->told == 0 || strcmp(phase, j->phase) != 0 || r.event_count != j->events) {
+            snprintf(j->phase, sizeof(j->phase), "%s", phase);
+            j->events = r.event_count;
+            mcp_call_progress(j->call, ++j->told, -1, phase);
+        }
+    }
+    store_run_release(&r);
 }
 
 static void on_get_cancel(struct mcp_call *call, void *ctx)
@@ -268,6 +312,11 @@ static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx
     if (w) {
         j->waiter = w;
         mcp_call_on_cancel(call, on_get_cancel, j);
+        if (mcp_call_wants_progress(call)) {
+            /* where the run is now, then each step it takes while the call waits */
+            runs_wait_progress(w, tell_progress);
+            tell_progress(j);
+        }
     }
 }
 
@@ -711,6 +760,27 @@ static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
         "\"input_tokens\":{\"type\":\"integer\"},"
         "\"output_tokens\":{\"type\":\"integer\"},"
         "\"cost\":{\"type\":\"number\"}}},"
+    "\"phase\":{\"type\":\"object\",\"properties\":{"
+            "\"name\":{\"type\":\"string\",\"enum\":[\"preparing\",\"cloning\",\"agent\","
+                "\"finishing\",\"delivering\"," STATUSES "]},"
+            "\"step\":{\"type\":\"integer\",\"description\":\"The agent's steps so far\"},"
+            "\"detail\":" NULLABLE("string") ","
+            "\"text\":{\"type\":\"string\"},"
+            "\"since\":" NULLABLE("string") "},"
+        "\"required\":[\"name\",\"step\",\"text\"],"
+        "\"description\":\"What the run is doing now, or how it ended; text is one line to pass "
+        "on, e.g. 'cloning https://github.com/o/r', 'step 3: ran `npm test`', 'collecting the "
+        "changes', 'succeeded after 4 steps', 'failed while cloning'\"},"
+    "\"elapsed_seconds\":{\"type\":\"integer\",\"description\":\"How long the run has been "
+        "going (waiting, while queued), or how long it ran once it ended\"},"
+    "\"recent_events\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+            "\"seq\":{\"type\":\"integer\"},"
+            "\"time\":{\"type\":\"string\"},"
+            "\"type\":{\"type\":\"string\"},"
+            "\"summary\":{\"type\":\"string\"}},"
+            "\"required\":[\"seq\",\"time\",\"type\",\"summary\"]},"
+        "\"description\":\"Its last 5 events that tell of its work (tool calls, the agent's "
+        "messages, errors), oldest first\"},"
     "\"event_count\":{\"type\":\"integer\"},"
     "\"latest_event\":" OBJECT_OR_NULL "},"
     "\"transitions\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},"
@@ -820,11 +890,14 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
         def, max, f->default_model, models);
     static const char get_result_desc[] =
         "The state and outcome of a run: status (queued, running, succeeded, failed, "
-        "cancelled) and its reason, the agent's summary or error, files changed with insertions "
+        "cancelled) and its reason, its phase (what it is doing now, e.g. 'step 3: ran `npm "
+        "test`', or how it ended), elapsed_seconds, its latest events, the agent's summary or "
+        "error, files changed with insertions "
         "and deletions, the commits it made, the pull request, token usage and cost, its latest "
         "event, and the hosts its sandbox reached or was refused. To wait for a run, pass "
         "wait_seconds (at most 60): the call returns as soon as the run ends, so call again "
-        "while status is queued or running rather than polling rapidly.";
+        "while status is queued or running rather than polling rapidly; with a progress token "
+        "it reports the phase as progress notifications while it waits.";
     static const char list_runs_desc[] =
         "Your runs, newest first, optionally only one session's or those in one status; 10 a "
         "page by default (limit, at most 100). When has_more is true, pass next_cursor as "

@@ -9,6 +9,7 @@
 #include "store/store.h"
 
 #define PREVIEW_CHARS 120
+#define RECENT_EVENTS 5
 
 static json_t *time_or_null(int64_t ms)
 {
@@ -65,6 +66,11 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
         "transitions", transitions, "web_url", url, "exit_code",
         r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
     json_object_set_new(j, "session_web_url", json_string(session_url));
+    /* what it is doing now (or how it ended), for how long, and its latest work */
+    json_object_set_new(j, "phase", runs_phase_describe(r));
+    json_object_set_new(j, "elapsed_seconds",
+                        json_integer((json_int_t)(runs_elapsed_ms(r, time_now_ms()) / 1000)));
+    json_object_set_new(j, "recent_events", runs_recent_events(st, r->id, RECENT_EVENTS));
     if (runs_network_of(e))
         runs_network_flush(runs_network_of(e)); /* what the last moments counted, too */
     json_object_set_new(j, "network", runs_network_summary(st, r));

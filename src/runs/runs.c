@@ -118,6 +118,10 @@ struct run {
     char fail[512];           /* a failure before or around the agent */
     char *changes;            /* the diff stat and commits, while the full diff is read */
     struct diff *diff;        /* the full diff, parsed as git writes it */
+    /* Its phase as recorded (phase.c), and the agent's steps counted so far */
+    char ph_name[16], ph_detail[RUNS_PHASE_TEXT_MAX], ended_in[64];
+    int64_t steps, ph_steps;
+    bool ph_final; /* the final one is recorded: nothing changes it */
 };
 
 struct runs_waiter {
@@ -126,6 +130,8 @@ struct runs_waiter {
     char run_id[64];
     int64_t deadline;
     void (*cb)(void *ctx);
+    void (*progress)(void *ctx); /* NULL: only the end */
+    uint64_t told;               /* the round of notify_progress that told it last */
     void *ctx;
 };
 
@@ -149,6 +155,7 @@ struct runs {
     int64_t next_retention;
     bool scheduling, reschedule;
     int64_t last_removed; /* retention: the last run whose directory was removed */
+    uint64_t progress_round;
 };
 
 static void run_schedule(struct runs *e);
@@ -207,6 +214,87 @@ static void notify_waiters(struct runs *e, const char *run_id)
             pp = &w->next;
         }
     }
+}
+
+/* Tell run_id's waiters that want to know that it moved on, each once. A callback may end or
+ * cancel any wait, so the list is looked at afresh after each. */
+static void notify_progress(struct runs *e, const char *run_id)
+{
+    uint64_t round = ++e->progress_round;
+    for (;;) {
+        struct runs_waiter *w = e->waiters;
+        while (w && !(w->progress && w->told != round && strcmp(w->run_id, run_id) == 0))
+            w = w->next;
+        if (!w)
+            return;
+        w->told = round;
+        w->progress(w->ctx);
+    }
+}
+
+/* Record r's phase when it differs from the one recorded, and tell the waiters. A run that
+ * moves to another phase while it works (transit) also records a transition (status running,
+ * the phase as its reason), so its status_reason and its history follow the phases. */
+static bool record_phase(struct run *r, const char *name, char *detail, bool transit)
+{
+    if (r->ph_final)
+        return false;
+    detail[utf8_boundary(detail, strlen(detail))] = '\0'; /* whole characters only */
+    bool renamed = strcmp(name, r->ph_name) != 0;
+    if (!renamed && strcmp(detail, r->ph_detail) == 0 && r->steps == r->ph_steps)
+        return false;
+    snprintf(r->ph_name, sizeof(r->ph_name), "%s", name);
+    snprintf(r->ph_detail, sizeof(r->ph_detail), "%s", detail);
+    r->ph_steps = r->steps;
+    struct err err = {0};
+    if (store_run_set_phase(r->e->st, r->id, name, r->steps, detail, time_now_ms(), &err) < 0)
+        log_error("run phase not stored run=%s err=\"%s\"", r->id, err.msg);
+    if (renamed && transit && r->began)
+        transition(r, "running", detail);
+    notify_progress(r->e, r->id);
+    return true;
+}
+
+/* Whether it was another phase (and so recorded). */
+static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
+{
+    char detail[RUNS_PHASE_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    return record_phase(r, name, detail, true);
+}
+
+/* Where r ended, for its final phase ("at step 3", "while cloning"): noted once, when it stops
+ * working (before it collects its changes). */
+static void note_end(struct run *r)
+{
+    if (r->ended_in[0])
+        return;
+    if (strcmp(r->ph_name, "agent") == 0 && r->steps > 0)
+        snprintf(r->ended_in, sizeof(r->ended_in), "at step %lld", (long long)r->steps);
+    else if (strcmp(r->ph_name, "agent") == 0)
+        snprintf(r->ended_in, sizeof(r->ended_in), "before its first step");
+    else
+        snprintf(r->ended_in, sizeof(r->ended_in), "while %s", r->ph_name);
+}
+
+/* The final phase: how the run ended (status), and where. Recorded before the final
+ * transition, so that whoever it wakes reads it. */
+static void set_final_phase(struct run *r, const char *status)
+{
+    char detail[RUNS_PHASE_TEXT_MAX];
+    note_end(r);
+    if (strcmp(status, "succeeded") == 0)
+        snprintf(detail, sizeof(detail), "after %lld step%s", (long long)r->steps,
+                 r->steps == 1 ? "" : "s");
+    else
+        snprintf(detail, sizeof(detail), "%s", r->ended_in);
+    record_phase(r, status, detail, false);
+    r->ph_final = true;
 }
 
 /* Shell words: 'x' with each ' as '\'' */
@@ -352,6 +440,7 @@ static void record_end(struct run *r, const char *changes, json_t *delivery)
     if (revoked < 0)
         log_error("run tokens not revoked run=%s err=\"%s\"", r->id, err.msg);
     store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
+    set_final_phase(r, status);
     transition(r, status, reason);
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/repo.tar", r->dir);
@@ -482,6 +571,11 @@ static json_t *deliver(struct run *r, const char *changes)
                              .pr_number = ses.pr_number,
                              .pr_url = ses.pr_url,
                              .commits = commits};
+    if (follow_up)
+        set_phase(r, "delivering", "pushing to %s and commenting on pull request #%lld",
+                  r->work_branch, (long long)ses.pr_number);
+    else
+        set_phase(r, "delivering", "pushing to %s and opening a pull request", r->work_branch);
     r->dv = deliver_start(e->deliverer, &o, on_delivered, r, &err);
     wipe_free(cred);
     free(body);
@@ -565,6 +659,7 @@ static void on_changes(void *ctx, const struct sandbox_exec_result *res, const s
 static void collect_changes(struct run *r)
 {
     r->phase = PH_FINISHING;
+    note_end(r);
     if (!r->sbx || !r->prepared || !r->workdir[0] || (!r->base[0] && !r->repository)) {
         json_t *skipped =
             delivering(r) ? deliver_skipped("the run ended before its workspace was ready") : NULL;
@@ -572,6 +667,7 @@ static void collect_changes(struct run *r)
         json_decref(skipped);
         return;
     }
+    set_phase(r, "finishing", "collecting the changes");
     struct buf cmd;
     buf_init(&cmd, 0);
     buf_puts(&cmd, "cd ");
@@ -693,6 +789,8 @@ static void run_ingest(struct run *r)
     if (fd < 0)
         return;
     char *buf = xmalloc(LINE_MAX_BYTES + 1);
+    char activity[RUNS_PHASE_TEXT_MAX] = ""; /* what the agent did last, for its phase */
+    bool shown = false;                      /* an event that tells of its work */
     for (;;) {
         ssize_t got = pread(fd, buf, LINE_MAX_BYTES, r->offset);
         if (got <= 0)
@@ -702,6 +800,10 @@ static void run_ingest(struct run *r)
         struct agent_event parsed[64];
         char *raws[64];
         char agent_session[128] = "";
+        /* what this batch says of the agent's work, kept once the batch is stored */
+        char did[RUNS_PHASE_TEXT_MAX] = "";
+        int64_t steps = 0;
+        bool told = false;
         if (r->skip_line) {
             /* the rest of an oversized line */
             char *nl = memchr(buf, '\n', len);
@@ -748,6 +850,10 @@ static void run_ingest(struct run *r)
             redact_tokens(ev->summary);
             redact_tokens(ev->text);
             redact_tokens(ev->error);
+            redact_tokens(ev->target);
+            steps += ev->kind == AGENT_EV_STEP_START;
+            phase_activity(ev, r->workdir, did, sizeof(did));
+            told = told || phase_event_shown(ev->type);
             evs[nev] = (struct store_run_event){
                 .time = ev->time_ms ? ev->time_ms : time_now_ms(),
                 .type = ev->type,
@@ -776,10 +882,18 @@ static void run_ingest(struct run *r)
         if (agent_session[0])
             store_session_update(e->st, r->session_id, agent_session, NULL, time_now_ms(), &err);
         r->offset += (int64_t)pos;
+        r->steps += steps;
+        if (did[0])
+            snprintf(activity, sizeof(activity), "%s", did);
+        shown = shown || told;
         if (pos == 0)
             break;
     }
     free(buf);
+    bool moved = strcmp(r->ph_name, "agent") == 0 && (activity[0] || r->steps != r->ph_steps) &&
+                 set_phase(r, "agent", "%s", activity[0] ? activity : r->ph_detail);
+    if (shown && !moved)
+        notify_progress(e, r->id);
 }
 
 /* --- the agent's end --- */
@@ -1060,6 +1174,7 @@ static void start_agent(struct run *r)
         log_error("run start not stored run=%s err=\"%s\"", r->id, err.msg);
     watch_events(r);
     r->phase = PH_AGENT;
+    set_phase(r, "agent", "starting the agent");
     log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s", r->id, sandbox_id(r->sbx),
              pid, r->agent, r->model);
     run_ingest(r);
@@ -1135,6 +1250,8 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
 static void prepare_workspace(struct run *r, bool unpack)
 {
     r->phase = PH_PREPARE;
+    set_phase(r, "preparing", "%s",
+              unpack ? "unpacking the repository into the workspace" : "preparing the workspace");
     struct buf cmd;
     buf_init(&cmd, 0);
     buf_puts(&cmd, "set -e; d=");
@@ -1450,6 +1567,7 @@ static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const
 static void clone_repository(struct run *r)
 {
     r->phase = PH_CLONE;
+    set_phase(r, "cloning", "cloning %s", r->repository);
     if (r->ref.local) {
         spawn_clone(r, NULL, 0, false);
         return;
@@ -1480,6 +1598,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         if (err->code == -EBUSY && !r->cancelled && !r->timed_out) {
             /* at capacity: stay queued and try again in a while */
             r->phase = PH_QUEUED;
+            set_phase(r, "preparing", "waiting for a sandbox: the server is at capacity");
             r->retry_at = time_mono_ms() + 2000;
             return;
         }
@@ -1569,6 +1688,7 @@ static void run_begin(struct run *r)
 {
     r->phase = PH_ACQUIRE;
     load_work_branch(r);
+    set_phase(r, "preparing", "preparing the sandbox");
     if (!r->began) {
         r->began = true;
         r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
@@ -1735,6 +1855,9 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
     r->title = row->title ? xstrdup(row->title) : NULL;
     snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
+    snprintf(r->ph_name, sizeof(r->ph_name), "%s", row->phase[0] ? row->phase : "queued");
+    snprintf(r->ph_detail, sizeof(r->ph_detail), "%s", row->phase_detail ? row->phase_detail : "");
+    r->steps = r->ph_steps = row->phase_step;
     r->pr = strcmp(row->pull_request, "draft") == 0   ? PR_DRAFT
             : strcmp(row->pull_request, "ready") == 0 ? PR_READY
                                                       : PR_NONE;
@@ -1764,6 +1887,8 @@ static void adopt(const struct store_run *row, void *ctx)
     r->began = true;
     int64_t elapsed = time_now_ms() - (row->started_at ? row->started_at : row->created_at);
     r->deadline = time_mono_ms() + ((int64_t)r->timeout_ms - elapsed);
+    if (!row->phase[0]) /* a run from before phases were kept */
+        snprintf(r->ph_name, sizeof(r->ph_name), "%s", row->agent_pid > 0 ? "agent" : "preparing");
     if (row->agent_pid <= 0) {
         /* The server went away while preparing: nothing of the agent ever ran. */
         snprintf(r->fail, sizeof(r->fail), "interrupted: the server restarted while preparing");
@@ -2176,6 +2301,7 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     run->cancelled = true;
     log_info("run cancel requested run=%s", run_id);
     /* The status is final now; the agent is stopped and the changes collected after. */
+    set_final_phase(run, "cancelled");
     transition(run, "cancelled", "cancelled by the user");
     switch (run->phase) {
     case PH_QUEUED: record_end(run, NULL, NULL); break;
@@ -2208,6 +2334,11 @@ struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_
     w->next = e->waiters;
     e->waiters = w;
     return w;
+}
+
+void runs_wait_progress(struct runs_waiter *w, void (*progress)(void *ctx))
+{
+    w->progress = progress;
 }
 
 void runs_wait_cancel(struct runs_waiter *w)

@@ -124,6 +124,31 @@ json_t *runs_describe(struct runs *e, const struct store_run *r);
 /* A run as list_runs shows it (new reference). */
 json_t *runs_describe_short(struct runs *e, const struct store_run *r);
 
+/* --- phases (phase.c): what a run is doing now, or how it ended --- */
+
+#define RUNS_PHASE_TEXT_MAX 320
+
+/* The run's phase in one line, into out: "preparing the sandbox", "cloning <repository>", "step
+ * 3: ran `make test`", "collecting the changes", "succeeded after 4 steps", "failed while
+ * cloning". */
+void runs_phase_text(const struct store_run *r, char *out, size_t cap);
+/* The phase as get_result and the run's page show it: {name, step, detail, text, since} (new
+ * reference). */
+json_t *runs_phase_describe(const struct store_run *r);
+/* How long the run has been going (since it started, or was queued when it has not), or how
+ * long it went once it ended, in ms. */
+int64_t runs_elapsed_ms(const struct store_run *r, int64_t now_ms);
+/* "14s", "2m 05s", "1h 02m" */
+void runs_duration_text(int64_t ms, char *out, size_t cap);
+/* Up to n of the run's latest events that tell of its work (tool calls, the agent's words,
+ * errors, refused pushes; not a turn's start and end), oldest first: [{seq, time, type,
+ * summary}] (new reference). */
+json_t *runs_recent_events(struct store *st, const char *run_id, unsigned n);
+
+/* Also call progress(ctx) of waiter w whenever its run moves to another phase or records an
+ * event that tells of its work, until w's callback runs or it is cancelled. */
+void runs_wait_progress(struct runs_waiter *w, void (*progress)(void *ctx));
+
 /* The store and configuration the engine uses. */
 struct store *runs_store_of(const struct runs *e);
 const struct runs_config *runs_config_of(const struct runs *e);

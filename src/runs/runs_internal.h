@@ -68,6 +68,16 @@ int repo_check(const char *url, bool allow_local, struct repo_ref *ref, struct e
 /* Check a branch name the way git does, roughly (no "..", no leading '-', printable). */
 bool repo_branch_valid(const char *branch);
 
+/* --- phases (phase.c) --- */
+
+struct agent_event;
+/* What ev says the agent did, for the phase line, into out: "thinking" (a step's start),
+ * "ran `make test` (exit 1)", "edited src/x.c" (paths under workdir relative to it), "said
+ * \"...\"", "error: ..."; false (out untouched) when it says nothing of that (a step's end). */
+bool phase_activity(const struct agent_event *ev, const char *workdir, char *out, size_t cap);
+/* Whether events of this type are among a run's recent events (runs_recent_events). */
+bool phase_event_shown(const char *type);
+
 /* --- sandbox network (network.c) --- */
 
 struct runs;

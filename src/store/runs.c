@@ -183,7 +183,8 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
     "summary, error, changes, timeout_ms, created_at, coalesce(started_at, 0), "                   \
     "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
-    "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery"
+    "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
+    "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0)"
 
 static void read_run(sqlite3_stmt *s, struct store_run *r)
 {
@@ -221,6 +222,10 @@ static void read_run(sqlite3_stmt *s, struct store_run *r)
     text_col(r->network, sizeof(r->network), s, 30);
     text_col(r->pull_request, sizeof(r->pull_request), s, 31);
     r->delivery = dup_col(s, 32);
+    text_col(r->phase, sizeof(r->phase), s, 33);
+    r->phase_step = sqlite3_column_int64(s, 34);
+    r->phase_detail = dup_col(s, 35);
+    r->phase_at = sqlite3_column_int64(s, 36);
 }
 
 void store_run_release(struct store_run *r)
@@ -235,8 +240,9 @@ void store_run_release(struct store_run *r)
     free(r->error);
     free(r->changes);
     free(r->delivery);
+    free(r->phase_detail);
     r->task = r->title = r->repository = r->status_reason = r->summary = r->error = r->changes =
-        r->delivery = NULL;
+        r->delivery = r->phase_detail = NULL;
 }
 
 static int add_transition(struct store *st, const char *id, const char *status, const char *reason,
@@ -265,8 +271,8 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
             "title, model, agent, repository, branch, timeout_ms, created_at, network, "
-            "pull_request) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?, "
-            "nullif(?, ''), nullif(?, ''))",
+            "pull_request, phase, phase_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, "
+            "nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12)",
             &s, err);
         if (r == 0) {
             sqlite3_bind_text(s, 1, run->id, -1, SQLITE_STATIC);
@@ -367,6 +373,25 @@ int store_run_set_started(struct store *st, const char *id, const char *workdir,
     sqlite3_bind_int64(s, 4, agent_pid);
     sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
     return store_step_done(st, s, "record run start", err);
+}
+
+int store_run_set_phase(struct store *st, const char *id, const char *phase, int64_t step,
+                        const char *detail, int64_t at, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r =
+        store_prepare(st,
+                      "UPDATE runs SET phase = ?, phase_step = ?, phase_detail = nullif(?, ''), "
+                      "phase_at = ? WHERE id = ?",
+                      &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, phase, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, step);
+    sqlite3_bind_text(s, 3, detail, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, at);
+    sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+    return store_step_done(st, s, "record run phase", err);
 }
 
 int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
@@ -549,19 +574,17 @@ int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r
     return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list active runs", err);
 }
 
-int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
-                     void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
-                     struct err *err)
+/* Events by sql, which binds the run, a seq bound and a limit. */
+static int list_events(struct store *st, const char *sql, const char *run_id, int64_t bound,
+                       unsigned limit, void (*fn)(const struct store_run_event_row *e, void *ctx),
+                       void *ctx, struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "SELECT seq, time, type, summary, raw FROM run_events WHERE run_id = ? "
-                          "AND seq > ? ORDER BY seq LIMIT ?",
-                          &s, err);
+    int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
     sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, after);
+    sqlite3_bind_int64(s, 2, bound);
     sqlite3_bind_int64(s, 3, limit);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -575,6 +598,26 @@ int store_run_events(struct store *st, const char *run_id, int64_t after, unsign
         fn(&e, ctx);
     }
     return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list run events", err);
+}
+
+int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
+                     void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
+                     struct err *err)
+{
+    return list_events(st,
+                       "SELECT seq, time, type, summary, raw FROM run_events WHERE run_id = ? "
+                       "AND seq > ? ORDER BY seq LIMIT ?",
+                       run_id, after, limit, fn, ctx, err);
+}
+
+int store_run_events_back(struct store *st, const char *run_id, int64_t before, unsigned limit,
+                          void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
+                          struct err *err)
+{
+    return list_events(st,
+                       "SELECT seq, time, type, summary, '' FROM run_events WHERE run_id = ? "
+                       "AND seq < ? ORDER BY seq DESC LIMIT ?",
+                       run_id, before > 0 ? before : INT64_MAX, limit, fn, ctx, err);
 }
 
 int store_run_transitions(struct store *st, const char *run_id,

@@ -371,6 +371,12 @@ struct store_run {
     char network[STORE_NETWORK_MAX]; /* its sandbox's network mode, "" for older runs */
     char pull_request[8];            /* "none", "draft", "ready"; "" for older runs */
     char *delivery;                  /* JSON, NULL until the run delivered or tried to */
+    /* Its phase (runs/phase.c): "queued" ... "delivering", then "succeeded", "failed" or
+     * "cancelled"; "" for runs from before phases were kept. */
+    char phase[16];
+    int64_t phase_step; /* the agent's steps so far */
+    char *phase_detail; /* the phase in a few words, NULL when none */
+    int64_t phase_at;   /* ms, when the phase began; 0 = unknown */
 };
 void store_run_release(struct store_run *r);
 
@@ -386,6 +392,9 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
 /* Record where the agent works (workdir, branch, starting commit) and its process. */
 int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
                           const char *base_commit, int64_t agent_pid, struct err *err);
+/* Record the run's phase (see struct store_run), begun at `at`. */
+int store_run_set_phase(struct store *st, const char *id, const char *phase, int64_t step,
+                        const char *detail, int64_t at, struct err *err);
 /* Record the outcome (before the final transition); a NULL summary or error keeps the one the
  * events gave. */
 int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
@@ -440,6 +449,11 @@ struct store_run_event_row {
 int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
                      void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
                      struct err *err);
+/* Events of a run with seq < before (0: from the newest), newest first, at most limit; raw is ""
+ * (not read). */
+int store_run_events_back(struct store *st, const char *run_id, int64_t before, unsigned limit,
+                          void (*fn)(const struct store_run_event_row *e, void *ctx), void *ctx,
+                          struct err *err);
 /* The view generation of a run (session false) or session: the links to its page given out so
  * far carry it. -ENOENT when there is no such run or session. */
 int store_view_generation(struct store *st, bool session, const char *id, int64_t *gen,

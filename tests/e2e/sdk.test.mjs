@@ -237,10 +237,11 @@ for (const mode of MODES) {
     let server;
     let client;
     let fake;
+    let router;
 
     before(async () => {
       fake = await startFake();
-      const router = agentRouter();
+      router = agentRouter();
       fake.handle(router);
       router.add('sdk-run-3f7', [
         { tool: 'write', input: { filePath: '/workspace/notes.md', content: '# Notes\n' } },
@@ -274,6 +275,46 @@ for (const mode of MODES) {
       assert.equal(read.content[0].resource.text, '# Notes\n');
       const list = await client.callTool({ name: 'list_runs', arguments: { session_id: sessionId } });
       assert.deepEqual(list.structuredContent.runs.map((x) => x.run_id), [runId]);
+    });
+
+    test('get_result with onprogress hears the run\'s phase at once, then each step, then the result', async () => {
+      const marker = `sdk-phase-${mode.name}`;
+      const s = router.add(marker, [
+        { hold: true, tool: 'write', input: { filePath: '/workspace/phase.md', content: '# Phase\n' } },
+        { text: 'Wrote phase.md.' },
+      ]);
+      const started = await client.callTool({ name: 'run_task', arguments: { task: `${marker}: write phase.md` } });
+      assert.notEqual(started.isError, true, JSON.stringify(started));
+      const runId = started.structuredContent.run_id;
+      await s.waitHeld();
+      const heard = [];
+      let r;
+      do {
+        const calls = [];
+        const res = await client.callTool({ name: 'get_result', arguments: { run_id: runId, wait_seconds: 30 } },
+          undefined, {
+            timeout: 60000,
+            onprogress: (p) => {
+              calls.push(p);
+              // the model answers only once the wait has begun: every later phase is heard
+              if (heard.length + calls.length === 1) s.release();
+            },
+          });
+        calls.push({ result: res });
+        heard.push(...calls);
+        r = res.structuredContent;
+      } while (r.status === 'queued' || r.status === 'running');
+      const diag = JSON.stringify(heard, null, 1);
+      assert.equal(r.status, 'succeeded', diag);
+      assert.ok(heard.at(-1).result, diag);
+      const messages = heard.filter((p) => !p.result).map((p) => p.message);
+      assert.equal(messages[0], 'starting the agent', diag);
+      assert.ok(messages.includes('step 1: wrote phase.md'), diag);
+      assert.equal(messages.at(-1), 'succeeded after 2 steps', diag);
+      assert.deepEqual(r.phase, { name: 'succeeded', step: 2, detail: 'after 2 steps', text: 'succeeded after 2 steps',
+        since: r.phase.since });
+      assert.deepEqual(r.recent_events.map((e) => e.summary), ['write phase.md', 'Wrote phase.md.']);
+      assert.equal(typeof r.elapsed_seconds, 'number');
     });
   });
 }

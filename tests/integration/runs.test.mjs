@@ -10,6 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
+import { modernRequest } from '../lib/http.mjs';
 
 const API_KEY = 'sk-ant-test-key';
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -20,7 +21,7 @@ const AGENT_TYPES = new Set(['step_start', 'text', 'tool_use', 'step_finish']);
 // `git commit` in the sandbox without relying on a configured identity
 const COMMIT = 'git -c user.name=Agent -c user.email=agent@example.com commit -q';
 
-let fake, router, server, env, scratch;
+let fake, router, server, env, scratch, phaseUser;
 let nextId = 1;
 const repos = {};
 
@@ -115,6 +116,58 @@ function events(srv, runId) {
   return rows;
 }
 
+// get_result with a progress token, read as it streams: {progress: [{progress, message}],
+// result, first} where first resolves with the first progress notification. modern: under the
+// 2026-07-28 revision, else the legacy one.
+function progressCall(srv, args, { modern = false, token = 'ptok', auth = srv.token } = {}) {
+  const call = { name: 'get_result', arguments: args };
+  const id = nextId++;
+  const { message, headers } = modern
+    ? modernRequest(id, 'tools/call', call, { meta: { progressToken: token } })
+    : { message: { jsonrpc: '2.0', id, method: 'tools/call', params: { ...call, _meta: { progressToken: token } } },
+      headers: {} };
+  let gotFirst;
+  const first = new Promise((resolve) => { gotFirst = resolve; });
+  const out = { progress: [], result: null, first };
+  out.done = (async () => {
+    const res = await fetch(srv.mcpUrl, { method: 'POST', body: JSON.stringify(message), headers: {
+      'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${auth}`, ...headers } });
+    assert.equal(res.status, 200);
+    if (/^application\/json/.test(res.headers.get('content-type'))) {
+      // nothing to wait for: the answer at once
+      const body = await res.json();
+      assert.equal(body.id, id);
+      out.result = body.result;
+      return out;
+    }
+    assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+    const decoder = new TextDecoder();
+    let buf = '';
+    for await (const chunk of res.body) {
+      buf += decoder.decode(chunk, { stream: true });
+      let cut;
+      while ((cut = buf.indexOf('\n\n')) >= 0) {
+        const data = buf.slice(0, cut).split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
+        buf = buf.slice(cut + 2);
+        if (!data) continue;
+        const msg = JSON.parse(data);
+        if (msg.method === 'notifications/progress') {
+          assert.equal(msg.params.progressToken, token);
+          out.progress.push(msg.params);
+          gotFirst(msg.params);
+        } else {
+          assert.equal(msg.id, id);
+          out.result = msg.result;
+        }
+      }
+    }
+    assert.ok(out.result, `no result after ${JSON.stringify(out.progress)}`);
+    return out;
+  })();
+  return out;
+}
+
 function agentTypes(rows) {
   return rows.map((e) => e.type).filter((t) => AGENT_TYPES.has(t));
 }
@@ -192,7 +245,9 @@ before(async () => {
   env = { ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
-  for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix']) repos[name] = bareRepo(name);
+  for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix', 'pawl']) repos[name] = bareRepo(name);
+  // made here, not in its test: the CLI runs synchronously, and the runs' tests start together
+  phaseUser = { token: addUser(server, 'phase-watch') };
 });
 
 after(async () => {
@@ -356,6 +411,95 @@ describe('runs', { concurrency: true }, () => {
     assert.deepEqual(inSession.runs.map((x) => x.run_id), [again.run_id, r.run_id]);
   });
 
+  test('a run\'s phase, elapsed time and latest events; get_result streams them as progress while it waits', async () => {
+    const as = phaseUser; // its own user: its runs count against no other test's limits
+    const s = router.add('pawl-ph', [
+      { tool: 'bash', input: { command: 'ls README.md', description: 'List the readme' } },
+      { hold: true, tool: 'write', input: { filePath: '/workspace/pawl/notes.md', content: 'notes\n' } },
+      { text: 'Wrote notes.md.' },
+    ]);
+    const started = await runTask(server, { task: 'pawl-ph: list, then write notes', repository: repos.pawl }, as);
+    const runId = started.run_id;
+    await s.waitHeld();
+    // while the model thinks about step 2, the first step's command is among the latest events
+    let mid;
+    for (;;) {
+      const res = await tool(server, 'get_result', { run_id: runId }, as);
+      mid = res.structuredContent;
+      if (mid.recent_events.some((e) => e.summary === 'bash: List the readme')) {
+        assert.match(text(res), /^Run \S+ is running, (\d+h )?(\d+m )?\d+[sm] so far: step 1: ran `ls README\.md` \(\d+ events\)\./);
+        assert.match(text(res), /\n\nLatest events:\n- bash: List the readme$/);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    let diag = JSON.stringify(mid, null, 1);
+    assert.equal(mid.status, 'running', diag);
+    assert.equal(mid.phase.name, 'agent', diag);
+    // OpenCode begins step 2 once the model's answer starts: until then it is on step 1
+    assert.equal(mid.phase.step, 1, diag);
+    assert.equal(mid.phase.detail, 'ran `ls README.md`', diag);
+    assert.equal(mid.phase.text, 'step 1: ran `ls README.md`', diag);
+    assert.match(mid.phase.since, ISO);
+    assert.ok(Number.isInteger(mid.elapsed_seconds) && mid.elapsed_seconds >= 0, diag);
+    assert.deepEqual(mid.recent_events.map((e) => [e.type, e.summary]), [['tool_use', 'bash: List the readme']], diag);
+    for (const e of mid.recent_events) {
+      assert.ok(Number.isInteger(e.seq) && e.seq > 0);
+      assert.match(e.time, ISO);
+    }
+
+    // two waits with a progress token, one under each protocol revision: each hears the phase
+    // at once, then every step until the run ends
+    const waits = [progressCall(server, { run_id: runId, wait_seconds: 60 }, { token: 'legacy-tok', auth: as.token }),
+      progressCall(server, { run_id: runId, wait_seconds: 60 }, { modern: true, token: 'modern-tok', auth: as.token })];
+    const firsts = await Promise.all(waits.map((w) => w.first));
+    for (const f of firsts) assert.equal(f.message, 'step 1: ran `ls README.md`');
+    s.release();
+    const heard = [];
+    for (const w of waits) {
+      const messages = [];
+      let got = await w.done;
+      for (;;) {
+        // each call counts its progress from 1, and says no total
+        const values = got.progress.map((p) => p.progress);
+        assert.deepEqual(values, values.map((_, i) => i + 1), JSON.stringify(got.progress));
+        for (const p of got.progress) assert.equal(p.total, undefined);
+        messages.push(...got.progress.map((p) => p.message));
+        if (!['queued', 'running'].includes(got.result.structuredContent.status)) break;
+        // (a slow machine may need more than one wait to see the end)
+        got = await progressCall(server, { run_id: runId, wait_seconds: 60 }, { auth: as.token }).done;
+      }
+      heard.push({ messages, result: got.result });
+    }
+    for (const { messages, result } of heard) {
+      diag = `${JSON.stringify(messages)}\n${JSON.stringify(result, null, 1)}`;
+      assert.equal(result.structuredContent.status, 'succeeded', diag);
+      // in order: the write of step 2, collecting the changes, the end
+      const at = (re) => messages.findIndex((m) => re.test(m));
+      assert.ok(at(/^step 2: wrote notes\.md$/) > 0, diag);
+      assert.ok(at(/^collecting the changes$/) > at(/^step 2: wrote notes\.md$/), diag);
+      assert.equal(messages.at(-1), 'succeeded after 3 steps', diag);
+      assert.match(result.content[0].text, /^Run \S+ succeeded after 3 steps \(in (\d+h )?(\d+m )?\d+[sm]\)\.\n\nWrote notes\.md\./);
+    }
+
+    const r = heard[0].result.structuredContent;
+    diag = JSON.stringify(r, null, 1);
+    assert.deepEqual(r.phase, { name: 'succeeded', step: 3, detail: 'after 3 steps', text: 'succeeded after 3 steps', since: r.phase.since }, diag);
+    assert.ok(Date.parse(r.phase.since) <= Date.parse(r.finished_at), diag);
+    assert.equal(r.elapsed_seconds, Math.floor((Date.parse(r.finished_at) - Date.parse(r.started_at)) / 1000), diag);
+    assert.deepEqual(r.recent_events.map((e) => e.summary), ['bash: List the readme', 'write notes.md', 'Wrote notes.md.'], diag);
+    // the run's history tells its phases in order, and its status_reason followed them
+    const phases = r.transitions.map((t) => `${t.status}: ${t.reason}`);
+    assert.deepEqual(phases, ['queued: accepted', 'running: preparing the sandbox', `running: cloning ${repos.pawl}`,
+      'running: unpacking the repository into the workspace', 'running: starting the agent',
+      'running: collecting the changes', 'succeeded: the agent finished'], diag);
+
+    // a finished run answers at once, with its phase, and no progress
+    const again = await progressCall(server, { run_id: runId, wait_seconds: 30 }, { auth: as.token }).done;
+    assert.deepEqual(again.progress, []);
+    assert.equal(again.result.structuredContent.phase.text, 'succeeded after 3 steps');
+  });
+
   test('a run on another branch; a run without repository works in /workspace', async () => {
     const s1 = router.add('gadget-br', [
       { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
@@ -395,6 +539,9 @@ describe('runs', { concurrency: true }, () => {
     assert.match(r.finished_at, ISO);
     assert.equal(r.result.success, false);
     assert.equal(r.transitions.at(-1).status, 'cancelled');
+    // where it was when it was cancelled: the model had not answered its first step
+    assert.equal(r.phase.name, 'cancelled');
+    assert.equal(r.phase.text, 'cancelled before its first step', JSON.stringify(r.phase));
     // the agent is gone: its request to the model was dropped
     await waitUntil(() => s.aborted >= 1, 'the held request closed after cancel');
     events(server, r.run_id);
@@ -444,6 +591,7 @@ describe('runs', { concurrency: true }, () => {
       assert.equal(r.result.success, false);
       assert.match(r.result.error, cases[i].re, diag);
       if (cases[i].branch) assert.match(r.result.error, /branch/i, diag);
+      assert.equal(r.phase.text, 'failed while cloning', diag);
       // the agent never started
       assert.equal(scripts[i].requests.length + scripts[i].titles.length, 0, diag);
     });
@@ -807,6 +955,8 @@ test('kill -9 of the server mid-run: a new server on the same data dir takes the
       'step_start', 'text', 'step_finish']);
     assert.equal(r.event_count, ev.length);
     assert.equal(r.transitions.at(-1).status, 'succeeded');
+    // the new server counted on from the steps the first one had seen
+    assert.equal(r.phase.text, 'succeeded after 3 steps', diag);
   } finally {
     await srv.stop();
     removeDataDir(dataDir);

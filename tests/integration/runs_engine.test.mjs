@@ -101,7 +101,8 @@ test('runs wait for a slot in order, and a session runs one at a time', async ()
       `${results.b.started_at} < ${results.a.finished_at}`);
     assert.ok(Date.parse(results.d.started_at) >= Math.min(Date.parse(results.a.finished_at),
       Date.parse(results.c.finished_at)));
-    const waited = results.d.transitions.map((t) => t.status);
+    // (its phases while running are transitions of their own)
+    const waited = results.d.transitions.map((t) => t.status).filter((x, i, a) => x !== a[i - 1]);
     assert.deepEqual(waited, ['queued', 'running', 'succeeded']);
   });
 });

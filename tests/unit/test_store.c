@@ -5,8 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/cleanup.h"
 #include "base/util.h"
 #include "harness.h"
+#include "runs/runs.h"
 #include "store/store.h"
 
 static char *temp_db(void)
@@ -304,6 +306,93 @@ TEST(runs_transitions_events_and_pages)
     CHECK_INT_EQ(store_proxy_token_add(st, &t, &err), 0);
     CHECK_INT_EQ(store_proxy_token_revoke_run(st, ids[1], &err), 1);
     CHECK_INT_EQ(store_proxy_token_check(st, "jti_1", &err), -EKEYREVOKED);
+    store_close(st);
+    free(path);
+}
+
+static void collect_seq(const struct store_run_event_row *e, void *ctx)
+{
+    struct page *p = ctx;
+    if (p->count < 8)
+        p->n[p->count++] = e->seq;
+}
+
+TEST(runs_phase_and_latest_events)
+{
+    char *path = temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(st, "alice", &u, &err), 0);
+    struct store_session ses = {0};
+    snprintf(ses.id, sizeof(ses.id), "ses_p");
+    snprintf(ses.user_id, sizeof(ses.user_id), "%s", u.id);
+    snprintf(ses.agent, sizeof(ses.agent), "opencode");
+    CHECK_INT_EQ(store_session_create(st, &ses, &err), 0);
+    char id[64];
+    make_run(st, u.id, "ses_p", 0, id);
+
+    /* a new run is queued, since it was made */
+    struct store_run r = {0};
+    CHECK_INT_EQ(store_run_get(st, NULL, id, &r, &err), 0);
+    CHECK_STR_EQ(r.phase, "queued");
+    CHECK_INT_EQ(r.phase_at, 1000);
+    CHECK_INT_EQ(r.phase_step, 0);
+    CHECK(r.phase_detail == NULL);
+    store_run_release(&r);
+    CHECK_INT_EQ(store_run_set_phase(st, id, "agent", 3, "ran `make`", 4000, &err), 0);
+    CHECK_INT_EQ(store_run_get(st, NULL, id, &r, &err), 0);
+    CHECK_STR_EQ(r.phase, "agent");
+    CHECK_INT_EQ(r.phase_step, 3);
+    CHECK_STR_EQ(r.phase_detail, "ran `make`");
+    CHECK_INT_EQ(r.phase_at, 4000);
+    store_run_release(&r);
+    /* no detail is NULL; a phase that is not one is refused */
+    CHECK_INT_EQ(store_run_set_phase(st, id, "failed", 3, "", 5000, &err), 0);
+    CHECK_INT_EQ(store_run_get(st, NULL, id, &r, &err), 0);
+    CHECK(r.phase_detail == NULL);
+    store_run_release(&r);
+    CHECK(store_run_set_phase(st, id, "bogus", 3, "x", 5000, &err) < 0);
+
+    /* events backwards: newest first, below a bound */
+    struct store_run_event ev[] = {
+        {.time = 1, .type = "step_start", .summary = "step start", .raw = "{}"},
+        {.time = 2, .type = "tool_use", .summary = "write a.txt", .raw = "{}"},
+        {.time = 3, .type = "step_finish", .summary = "step finish", .raw = "{}"},
+        {.time = 4, .type = "step_start", .summary = "step start", .raw = "{}"},
+        {.time = 5, .type = "tool_use", .summary = "bash: Commit", .raw = "{}"},
+        {.time = 6, .type = "reasoning", .summary = "hmm", .raw = "{}"},
+        {.time = 7, .type = "text", .summary = "Done.", .raw = "{}"},
+        {.time = 8, .type = "step_finish", .summary = "step finish", .raw = "{}"},
+    };
+    CHECK_INT_EQ(store_run_add_events(st, id, ev, ARRAY_SIZE(ev), 100, &err), 0);
+    struct page seen = {0};
+    CHECK_INT_EQ(store_run_events_back(st, id, 0, 3, collect_seq, &seen, &err), 0);
+    CHECK_INT_EQ(seen.count, 3);
+    CHECK(seen.n[0] == 8 && seen.n[1] == 7 && seen.n[2] == 6);
+    memset(&seen, 0, sizeof(seen));
+    CHECK_INT_EQ(store_run_events_back(st, id, 3, 10, collect_seq, &seen, &err), 0);
+    CHECK(seen.count == 2 && seen.n[0] == 2 && seen.n[1] == 1);
+
+    /* the latest that tell of the work, oldest first */
+    json_t *recent = runs_recent_events(st, id, 2);
+    CHECK_INT_EQ(json_array_size(recent), 2);
+    CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(recent, 0), "summary")),
+                 "bash: Commit");
+    CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(recent, 0), "seq")), 5);
+    CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(recent, 0), "time")),
+                 "1970-01-01T00:00:00.005Z");
+    CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(recent, 1), "type")), "text");
+    json_decref(recent);
+    recent = runs_recent_events(st, id, 5);
+    CHECK_INT_EQ(json_array_size(recent), 3);
+    CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(recent, 0), "summary")),
+                 "write a.txt");
+    json_decref(recent);
+    recent = runs_recent_events(st, "run_none", 5);
+    CHECK_INT_EQ(json_array_size(recent), 0);
+    json_decref(recent);
     store_close(st);
     free(path);
 }
