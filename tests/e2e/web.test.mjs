@@ -114,6 +114,9 @@ test('a running run: events appear as the agent works, then the final state', as
   assert.equal(await page.textContent('#title'), 'Notes for the page');
   assert.match(await page.textContent('#timeline'), /write/);
   assert.equal(await page.isVisible('#live'), true);
+  // the phase: the step and what the agent did in it, and how long the run has been going
+  await page.waitForFunction(() => document.querySelector('#phase').textContent === 'step 1: wrote web/notes.md');
+  assert.match(await page.textContent('#elapsed'), /^· (\d+h )?(\d+m )?\d+[sm] so far$/);
   await page.screenshot({ path: path.join(shots, 'run-running-phone.png'), fullPage: true });
   const before = await page.$$eval('#timeline li', (l) => l.length);
   s.release();
@@ -121,6 +124,9 @@ test('a running run: events appear as the agent works, then the final state', as
   await page.waitForFunction(() => document.querySelector('#status').textContent === 'succeeded',
     null, { timeout: 120000 });
   await page.waitForFunction(() => !document.querySelector('#outcome').hidden);
+  // the phase, live over the event stream, says how it ended
+  await page.waitForFunction(() => document.querySelector('#phase').textContent === 'succeeded after 3 steps');
+  assert.match(await page.textContent('#elapsed'), /^· took /);
   const after = await page.$$eval('#timeline li', (l) => l.map((x) => Number(x.dataset.seq)));
   assert.ok(after.length > before, `${after.length} > ${before}`);
   assert.deepEqual(after, after.map((_, i) => i + 1), 'each event once, in order');

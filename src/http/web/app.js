@@ -32,7 +32,7 @@ function setStatus(status, reason) {
   const s = $('status');
   s.textContent = status;
   s.className = `status status-${status}`;
-  setText('status-reason', reason || '');
+  $('status-reason').textContent = reason || '';
 }
 
 async function getJson(path) {
@@ -202,10 +202,42 @@ async function loadDiff() {
   if (diff && Array.isArray(diff.files)) showDiff(diff);
 }
 
+// --- the phase: what the run is doing now, and for how long (or how it ended, and how long it
+// took); the clock runs on here between the server's words ---
+
+function duration(secs) {
+  const s = Math.max(0, Math.floor(secs));
+  if (s < 60) return `${s}s`;
+  const pad = (n) => String(n).padStart(2, '0');
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  return `${Math.floor(s / 3600)}h ${pad(Math.floor(s / 60) % 60)}m`;
+}
+
+let clock = null; // {secs, at, done}
+
+function showElapsed() {
+  if (!clock) return;
+  const secs = clock.done ? clock.secs : clock.secs + (Date.now() - clock.at) / 1000;
+  $('elapsed').textContent = clock.done ? `· took ${duration(secs)}` : `· ${duration(secs)} so far`;
+}
+
+function showPhase(phase, elapsed, done) {
+  if (!phase) return;
+  $('phase').textContent = phase.text;
+  $('phase').dataset.phase = phase.name;
+  if (typeof elapsed === 'number') clock = { secs: elapsed, at: Date.now(), done };
+  showElapsed();
+}
+
+setInterval(showElapsed, 1000);
+
 function showRun(run) {
   document.title = `${run.title || 'Run'} · ${run.status} · sandbox-mcp`;
   setText('title', run.title || 'Run');
-  setStatus(run.status, run.status_reason);
+  const ended = !['queued', 'running'].includes(run.status);
+  // while it runs the phase says what the reason would, and more
+  setStatus(run.status, ended ? run.status_reason : '');
+  showPhase(run.phase, run.elapsed_seconds, ended);
   setText('task', run.task);
   setText('repository', run.repository || 'none');
   setText('branch', run.branch);
@@ -275,7 +307,11 @@ async function runPage() {
   live.hidden = false;
   src.addEventListener('run-event', (m) => {
     addEvent(JSON.parse(m.data));
-    if (run.status === 'queued') setStatus('running', 'the agent is working');
+    if (run.status === 'queued') setStatus('running', '');
+  });
+  src.addEventListener('phase', (m) => {
+    const p = JSON.parse(m.data);
+    showPhase(p.phase, p.elapsed_seconds, ['succeeded', 'failed', 'cancelled'].includes(p.phase.name));
   });
   src.addEventListener('end', async () => {
     src.close();
@@ -288,7 +324,10 @@ async function runPage() {
     if (live.hidden) { clearInterval(timer); return; }
     try {
       const r = await getJson(`/runs/${id}/data`);
-      if (['queued', 'running'].includes(r.status)) setStatus(r.status, r.status_reason);
+      if (['queued', 'running'].includes(r.status)) {
+        setStatus(r.status, '');
+        showPhase(r.phase, r.elapsed_seconds, false);
+      }
       showNetwork(r.network);
     } catch { /* next time */ }
   }, 5000);
