@@ -483,7 +483,12 @@ static void task_of_run(const struct store_run *r, struct mcp_task *out)
     out->status = active                                ? MCP_TASK_WORKING
                   : strcmp(r->status, "cancelled") == 0 ? MCP_TASK_CANCELLED
                                                         : MCP_TASK_COMPLETED;
-    const char *msg = strcmp(r->status, "failed") == 0 && r->error ? r->error : r->status_reason;
+    /* while it works, what it is doing (its phase) */
+    char phase[RUNS_PHASE_TEXT_MAX];
+    runs_phase_text(r, phase, sizeof(phase));
+    const char *msg = strcmp(r->status, "failed") == 0 && r->error ? r->error
+                      : active                                     ? phase
+                                                                   : r->status_reason;
     out->status_message = msg && *msg ? xstrdup(msg) : NULL;
     out->created_ms = r->created_at;
     out->updated_ms = r->finished_at ? r->finished_at : r->started_at;

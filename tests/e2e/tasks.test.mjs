@@ -158,7 +158,10 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
       if (m.type === 'taskCreated') { id = m.task.taskId; break; }
     }
     await script.waitHeld();
-    assert.equal((await client.experimental.tasks.getTask(id)).status, 'working');
+    const working = await client.experimental.tasks.getTask(id);
+    assert.equal(working.status, 'working');
+    // what the run is doing: the agent waits for the model's first answer
+    assert.equal(working.statusMessage, 'starting the agent');
     // tasks/result holds until the task ends
     const waiting = client.experimental.tasks.getTaskResult(id, CallToolResultSchema, { timeout: 120000 });
     const cancelled = await client.experimental.tasks.cancelTask(id);
