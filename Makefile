@@ -49,7 +49,7 @@ ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migr
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all run test test-suites unit fuzz bench deps deps-apt deps-npm deps-bench install clean \
+.PHONY: all run test test-build test-suites unit fuzz bench deps deps-apt deps-npm deps-bench install clean \
         format format-check
 all: $(BUILD)/sandbox-mcp
 
@@ -129,10 +129,14 @@ unit: $(UNIT_BIN)
 
 # test and run install dependencies first, then build in a second make so that pkg-config is
 # asked again once the libraries exist (on a fresh machine they do not at first).
+# The build runs one job per core; the suites then run on their own.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
 test: deps
 	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(TEST_APT)"
+	$(MAKE) --no-print-directory -j$(NPROC) test-build
 	$(MAKE) --no-print-directory test-suites
-test-suites: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
+test-build: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
+test-suites: test-build
 	BUILD=$(BUILD) sh tests/run.sh
 
 # Benchmarks: release build against peers on this machine; results in bench/out/*.md.
@@ -154,7 +158,7 @@ fuzz: $(FUZZ_BIN)
 	done
 
 run: deps
-	$(MAKE) --no-print-directory $(BUILD)/sandbox-mcp
+	$(MAKE) --no-print-directory -j$(NPROC) $(BUILD)/sandbox-mcp
 	$(BUILD)/sandbox-mcp serve
 
 # Debian packages needed to build and test; installed only when missing. What only tests use is
