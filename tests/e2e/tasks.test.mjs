@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
-import { startServer, rpc, cli } from '../lib/server.mjs';
+import { startServer, rpc, addUser } from '../lib/server.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 const MODERN = '2026-07-28';
@@ -25,13 +25,6 @@ async function connect(token) {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
   }));
   return c;
-}
-
-function addUser(name) {
-  assert.equal(cli(['user', 'add', name, '--data-dir', server.dataDir]).status, 0);
-  const tok = cli(['token', 'create', '--user', name, '--data-dir', server.dataDir]);
-  assert.equal(tok.status, 0, tok.stderr);
-  return tok.stdout.match(/smcp_\S+/)[0];
 }
 
 // A request of the stateless revision; caps are the request's client capabilities.
@@ -65,7 +58,7 @@ before(async () => {
   fake.handle(router);
   server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
   client = await connect(server.token);
-  otherToken = addUser('mallory');
+  otherToken = addUser(server, 'mallory');
   other = await connect(otherToken);
 });
 

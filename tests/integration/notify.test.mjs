@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, addUser } from '../lib/server.mjs';
 import { assertNoSanitizerReport, parseMetrics } from '../lib/http.mjs';
 import { CookieJar, request, forms, signIn, setPassword } from '../lib/oauth.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
@@ -65,14 +65,6 @@ function testEvent(dataDir, user, id) {
   const r = notify(dataDir, ['test', user, id]);
   assert.equal(r.status, 0, r.stderr);
   return r.stdout.match(/evt_[0-9a-f]{32}/)[0];
-}
-
-function addUser(srv, name) {
-  const add = cli(['user', 'add', name, '--data-dir', srv.dataDir]);
-  assert.equal(add.status, 0, add.stderr);
-  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
-  assert.equal(tok.status, 0, tok.stderr);
-  return tok.stdout.match(/smcp_\S+/)[0];
 }
 
 async function ok(token, name, args) {
