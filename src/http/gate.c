@@ -141,6 +141,10 @@ struct http_conn {
 /* A connection closed by h2o with the client still sending: its socket, read and dropped
  * until the client stops, or at most LINGER_SECONDS and a byte count. */
 #define LINGER_SECONDS 10
+/* Lingering sockets have left the connection caps: at most this many at once, so a client that
+ * repeats oversized requests cannot pile up descriptors; past it the socket closes at once. */
+#define LINGER_MAX 64
+static size_t nlingering;
 struct lingering {
     h2o_linklist_t link; /* in lingering, which keeps them reachable */
     h2o_socket_t *sock;
@@ -228,6 +232,7 @@ static void linger_end(struct lingering *l)
     h2o_linklist_unlink(&l->link);
     h2o_socket_close(l->sock);
     free(l);
+    nlingering--;
 }
 
 static void linger_timed_out(struct loop_timer *t)
@@ -302,9 +307,11 @@ bool http_conn_may_persist(h2o_req_t *req)
 void http_conn_linger(h2o_req_t *req)
 {
     struct http_conn *c = conn_of(req);
-    if (!c || c->linger_fd >= 0 || req->version >= 0x200)
+    if (!c || c->linger_fd >= 0 || req->version >= 0x200 || nlingering >= LINGER_MAX)
         return;
     c->linger_fd = fcntl(h2o_socket_get_fd(c->sock), F_DUPFD_CLOEXEC, 3);
+    if (c->linger_fd >= 0)
+        nlingering++;
 }
 
 void http_conn_authenticated(h2o_req_t *req)
