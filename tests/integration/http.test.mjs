@@ -1,9 +1,11 @@
 // HTTP layer: routes, status codes, headers, body limits, Origin/Host checks, metrics.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import net from 'node:net';
 
 import { startServer, rpc } from '../lib/server.mjs';
-import { httpRequest, rawExchange, parseMetrics, assertNoSanitizerReport } from '../lib/http.mjs';
+import { httpRequest, rawExchange, parseMetrics, assertNoSanitizerReport, portOf } from '../lib/http.mjs';
 
 const PING = { jsonrpc: '2.0', id: 1, method: 'ping' };
 const MAX_BODY = 4 * 1024 * 1024;
@@ -136,6 +138,35 @@ test('a declared Content-Length of 4 MiB + 1 is rejected with 413 before the bod
     `Content-Length: ${MAX_BODY + 1}\r\n\r\n`;
   const reply = await rawExchange(server, [head]);
   assert.match(reply, /^HTTP\/1\.1 413 /, `reply: ${reply.slice(0, 200)}`);
+});
+
+test('sockets a client keeps open after 413s are capped: the server holds at most 64 of them', async () => {
+  // After a 413 the server reads and drops what the client still sends, outside the gate's
+  // connection caps: a client repeating oversized requests must not pile up descriptors.
+  const fds = () => readdirSync(`/proc/${server.proc.pid}/fd`).length;
+  const before = fds();
+  const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+    `Authorization: Bearer ${server.token}\r\nContent-Length: ${MAX_BODY + 1}\r\n\r\n`;
+  const socks = [];
+  try {
+    for (let i = 0; i < 100; i++) {
+      const s = net.connect(portOf(server), '127.0.0.1');
+      socks.push(s);
+      const reply = await new Promise((resolve, reject) => {
+        let got = '';
+        s.on('error', reject);
+        s.on('data', (d) => { got += d; if (got.includes('\r\n\r\n')) resolve(got); });
+        s.on('close', () => resolve(got));
+        s.write(head);
+      });
+      assert.match(reply, /^HTTP\/1\.1 413 /);
+    }
+    await new Promise((r) => setTimeout(r, 300)); // the last ones' closes reach the server
+    const held = fds() - before;
+    assert.ok(held <= 64 + 8, `the server holds ${held} more descriptors`);
+  } finally {
+    for (const s of socks) s.destroy();
+  }
 });
 
 test('a body of exactly 4 MiB (valid JSON padded with whitespace) is accepted', async () => {
