@@ -443,6 +443,20 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
         return err_set(err, -EINVAL, "SANDBOX_TEMPLATE '%s' is not host or debian", tmpl);
     if (tmpl)
         sc->template_name = tmpl;
+    sc->template_dir = config_get(cfg, "SANDBOX_TEMPLATE_DIR");
+    if (sc->template_dir && sc->template_dir[0] != '/')
+        return err_set(err, -EINVAL, "SANDBOX_TEMPLATE_DIR '%s' is not an absolute path",
+                       sc->template_dir);
+    sc->template_mirror = config_get(cfg, "SANDBOX_TEMPLATE_MIRROR");
+    if (sc->template_mirror && strncmp(sc->template_mirror, "http://", 7) != 0 &&
+        strncmp(sc->template_mirror, "https://", 8) != 0 &&
+        strncmp(sc->template_mirror, "file:///", 8) != 0)
+        return err_set(err, -EINVAL,
+                       "SANDBOX_TEMPLATE_MIRROR '%s' is not an http://, https:// or file:/// URL",
+                       sc->template_mirror);
+    if (sc->template_mirror && strpbrk(sc->template_mirror, " \t\r\n\"'"))
+        return err_set(err, -EINVAL, "SANDBOX_TEMPLATE_MIRROR '%s' holds a space or a quote",
+                       sc->template_mirror);
 #define GET(key, def, min, max, dst, scale)                                                        \
     do {                                                                                           \
         if (config_get_u64(cfg, key, (def) / (scale), min, max, &v, err) < 0)                      \
@@ -462,6 +476,8 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     GET("SANDBOX_DISK_TOTAL_MB", sc->disk_total_bytes, 0, 1ull << 32, sc->disk_total_bytes,
         1 << 20);
     GET("SANDBOX_IDLE_SECONDS", sc->idle_ms, 1, 30 * 24 * 3600, sc->idle_ms, 1000);
+    GET("SANDBOX_TEMPLATE_RETRY_SECONDS", sc->template_retry_ms, 1, 3600, sc->template_retry_ms,
+        1000);
     GET("SANDBOX_UID_BASE", sc->uid_base, 65536, 4294901759ull, sc->uid_base, 1);
     GET("SANDBOX_UID_RANGES", sc->uid_ranges, 1, 65535, sc->uid_ranges, 1);
     /* Slot N is uid_base + N * 65536; the last id of the last range stays below (uid_t)-1. */
@@ -680,6 +696,8 @@ static int cmd_serve(int argc, char **argv)
     struct sandbox_manager *sandboxes = NULL;
     if (sandbox_manager_new(&sc, st, &sandboxes, &serr) < 0)
         log_error("sandbox runtime unavailable err=\"%s\"", serr.msg);
+    else
+        sandbox_manager_keep_template(sandboxes);
     struct runs_network *network = runs_network_new(st, sandboxes, policy);
     egress_proxy_set_mode(egress, runs_network_mode, network);
     egress_proxy_set_recorder(egress, runs_network_record, network);
@@ -1597,11 +1615,14 @@ static int cmd_links(int argc, char **argv)
 static const char usage_template[] =
     "usage: sandbox-mcp template build NAME [--force] [--data-dir DIR] [--env-file FILE]\n"
     "\n"
-    "Builds the sandbox template NAME in DATA_DIR/templates for serve with SANDBOX_TEMPLATE=NAME.\n"
-    "  debian    Debian bookworm made with debootstrap: python3, pip, venv, git, gcc, make,\n"
-    "            curl, node, npm and pnpm. Needs root, debootstrap and the network, and takes\n"
-    "            minutes; the mirror is the host's apt mirror. Sandboxes that are running keep\n"
-    "            the tree they started on.\n"
+    "Builds the sandbox template NAME in SANDBOX_TEMPLATE_DIR (default DATA_DIR/templates).\n"
+    "serve builds the default one, debian, by itself in the background; this command does it\n"
+    "ahead of time, or again with --force.\n"
+    "  debian    Debian trixie (bookworm where the mirror lacks trixie) made with debootstrap\n"
+    "            from SANDBOX_TEMPLATE_MIRROR (default: the host's apt mirror): python3, pip,\n"
+    "            venv, numpy, pandas, matplotlib, scipy, git, gcc, make, curl, node, npm and\n"
+    "            pnpm. Needs root, debootstrap and the network, and takes minutes. Sandboxes\n"
+    "            that are running keep the tree they started on.\n"
     "  host      assembled from the host when the first sandbox starts; needs no build.\n"
     "A template whose recipe is unchanged and whose tools still run is kept; --force\n"
     "rebuilds it anyway.\n";
@@ -1633,7 +1654,17 @@ static int cmd_template(int argc, char **argv)
         config_release(&cfg);
         return 1;
     }
-    if (template_build(cfg.data_dir, o.args[0], o.force, &err) < 0) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", sc.template_dir ? sc.template_dir : "");
+    if (!sc.template_dir)
+        snprintf(dir, sizeof(dir), "%s/templates", cfg.data_dir);
+    /* Set by the server for the build it runs itself (template_keeper.c). */
+    const char *fd = getenv("SANDBOX_TEMPLATE_STATUS_FD");
+    struct template_build_opts to = {.dir = dir,
+                                     .mirror = sc.template_mirror,
+                                     .force = o.force,
+                                     .status_fd = fd ? atoi(fd) : -1};
+    if (template_build(o.args[0], &to, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         r = 1;
     }

@@ -21,6 +21,16 @@ add() { # suite passed failed
 "
 }
 
+# The debian sandbox template, shared by the suites that need it (tests/lib/server.mjs
+# debianTemplate()): built now, beside the unit tests, so that it is ready when they get there.
+# It is kept between runs on one machine and only verified when up to date.
+export SANDBOX_MCP_TEST_TEMPLATES=${SANDBOX_MCP_TEST_TEMPLATES:-/var/tmp/sandbox-mcp-test-templates}
+mkdir -p "$SANDBOX_MCP_TEST_TEMPLATES"
+env -u SANDBOX_TEMPLATE SANDBOX_TEMPLATE_DIR="$SANDBOX_MCP_TEST_TEMPLATES" \
+    "$BUILD/sandbox-mcp" template build debian --data-dir "$SANDBOX_MCP_TEST_TEMPLATES" \
+    --env-file /dev/null > "$OUT/template.log" 2>&1 &
+template_pid=$!
+
 echo "== unit tests (ASan/UBSan)"
 up=0 uf=0
 for t in "$BUILD"/asan/tests/test_*; do
@@ -85,6 +95,9 @@ if [ -x tests/conformance/run.sh ] || [ -f tests/conformance/run.sh ]; then
     [ $rc -ne 0 ] && tail -n 40 "$OUT/conformance.log"
     add conformance "$p" "$f"
 fi
+
+wait "$template_pid"
+echo "== debian template: $(grep -E '^template debian: (built|up to date)' "$OUT/template.log" | tail -n 1)"
 
 echo
 echo "== summary"

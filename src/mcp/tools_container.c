@@ -428,10 +428,14 @@ static void on_exec_done(void *ctx, const struct sandbox_exec_result *r, const s
         json_object_set_new(d, "memory_bytes", json_integer((json_int_t)mem));
         json_object_set_new(d, "processes", json_integer((json_int_t)procs));
         json_object_set_new(d, "answer_ms", json_integer((json_int_t)r->duration_ms));
+        const char *note = json_string_value(json_object_get(d, "template_note"));
         char *text = xasprintf(
-            "sandbox %s is up: uptime %lld s, %llu processes, %.1f MiB in use", sandbox_id(j->sbx),
+            "sandbox %s is up: uptime %lld s, %llu processes, %.1f MiB in use (template %s)%s%s",
+            sandbox_id(j->sbx),
             (long long)json_integer_value(json_object_get(d, "uptime_ms")) / 1000,
-            (unsigned long long)procs, (double)mem / (1 << 20));
+            (unsigned long long)procs, (double)mem / (1 << 20),
+            json_string_value(json_object_get(d, "template")), note ? "\n\n" : "",
+            note ? note : "");
         mcp_call_tool_result(j->call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), d,
                              false);
         free(text);
@@ -682,9 +686,12 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
     switch (j->op) {
     case OP_INIT: {
         json_t *d = sandbox_describe(sbx);
-        char *text = xasprintf("sandbox %s started fresh in %lld ms (template %s)", sandbox_id(sbx),
-                               (long long)json_integer_value(json_object_get(d, "start_ms")),
-                               json_string_value(json_object_get(d, "template")));
+        const char *note = json_string_value(json_object_get(d, "template_note"));
+        char *text =
+            xasprintf("sandbox %s started fresh in %lld ms (template %s)%s%s", sandbox_id(sbx),
+                      (long long)json_integer_value(json_object_get(d, "start_ms")),
+                      json_string_value(json_object_get(d, "template")), note ? "\n\n" : "",
+                      note ? note : "");
         mcp_call_tool_result(j->call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), d,
                              false);
         free(text);
@@ -1008,7 +1015,10 @@ static const char session_only_schema[] =
 /* container_initialize and container_ping: sandbox_describe() */
 #define SANDBOX_OUT                                                                                \
     SANDBOX_ID_OUT ","                                                                             \
-    "\"template\":{\"type\":\"string\",\"description\":\"The root file system it runs on\"},"      \
+    "\"template\":{\"type\":\"string\",\"description\":\"The root file system it runs on: "          \
+        "debian (the default toolset) or host\"},"                                                  \
+    "\"template_note\":{\"type\":\"string\",\"description\":\"When the sandbox is not on the "       \
+        "default template: why (being built, failed) and how to move onto it\"},"                  \
     "\"cgroup\":{\"type\":\"string\"},"                                                            \
     "\"limits\":{\"type\":\"object\",\"description\":\"memory_bytes, processes, disk_bytes, "      \
         "tmp_bytes, and cpus when capped\"},"                                                      \

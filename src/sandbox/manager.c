@@ -28,7 +28,8 @@ extern const char sandbox_helper_image_end[];
 void sandbox_config_defaults(struct sandbox_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->template_name = "host";
+    cfg->template_name = "debian";
+    cfg->template_retry_ms = 60 * 1000;
     cfg->memory_bytes = 2ull << 30;
     cfg->pids_max = 512;
     cfg->disk_bytes = 10ull << 30;
@@ -160,9 +161,17 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     /* Absolute: the setup child changes directory while it builds a sandbox. */
     char abs_dir[PATH_MAX];
     m->data_dir = xstrdup(realpath(cfg->data_dir, abs_dir) ? abs_dir : cfg->data_dir);
-    m->template_name = xstrdup(cfg->template_name ? cfg->template_name : "host");
+    m->template_name = xstrdup(cfg->template_name ? cfg->template_name : "debian");
     m->cfg.data_dir = m->data_dir;
     m->cfg.template_name = m->template_name;
+    if (cfg->template_dir)
+        m->template_dir =
+            xstrdup(realpath(cfg->template_dir, abs_dir) ? abs_dir : cfg->template_dir);
+    else
+        m->template_dir = xasprintf("%s/templates", m->data_dir);
+    m->cfg.template_dir = m->template_dir;
+    m->template_mirror = cfg->template_mirror ? xstrdup(cfg->template_mirror) : NULL;
+    m->cfg.template_mirror = m->template_mirror;
     m->agent_dir = cfg->agent_dir ? xstrdup(cfg->agent_dir) : NULL;
     m->cfg.agent_dir = m->agent_dir;
     m->store = store;
@@ -198,8 +207,18 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     }
     if ((r = policy_init(err)) < 0)
         goto fail;
-    if ((r = template_prepare(m->data_dir, m->template_name, &m->tmpl, err)) < 0)
+    /* The host template always: new sandboxes start on it while the debian one is not usable. */
+    if ((r = template_prepare(m->template_dir, "host", &m->host, err)) < 0)
         goto fail;
+    m->tmpl = m->host;
+    if (strcmp(m->template_name, "debian") == 0) {
+        struct err terr = {0};
+        m->keeper.state = KEEPER_BUILDING;
+        if (template_prepare(m->template_dir, "debian", &m->debian, &terr) == 0) {
+            m->keeper.usable = true;
+            m->tmpl = m->debian;
+        }
+    }
     if ((r = make_init_memfd(err)) < 0)
         goto fail;
     m->init_memfd = r;
@@ -219,11 +238,13 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
             goto fail;
         }
     }
-    log_info("sandbox runtime cgroup=%s template=%s memory_mb=%llu pids=%llu disk_mb=%llu "
-             "max_running=%u idle_s=%llu",
-             cgroup_mode_name(mode), m->tmpl.name, (unsigned long long)(m->cfg.memory_bytes >> 20),
-             (unsigned long long)m->cfg.pids_max, (unsigned long long)(m->cfg.disk_bytes >> 20),
-             m->cfg.max_running, (unsigned long long)(m->cfg.idle_ms / 1000));
+    log_info(
+        "sandbox runtime cgroup=%s template=%s new-sandboxes=%s template_dir=%s memory_mb=%llu "
+        "pids=%llu disk_mb=%llu max_running=%u idle_s=%llu",
+        cgroup_mode_name(mode), m->template_name, m->tmpl.name, m->template_dir,
+        (unsigned long long)(m->cfg.memory_bytes >> 20), (unsigned long long)m->cfg.pids_max,
+        (unsigned long long)(m->cfg.disk_bytes >> 20), m->cfg.max_running,
+        (unsigned long long)(m->cfg.idle_ms / 1000));
     struct statvfs vfs;
     if (m->cfg.disk_bytes && !m->cfg.disk_total_bytes && statvfs(path, &vfs) == 0 &&
         (uint64_t)vfs.f_bavail * vfs.f_frsize < m->cfg.disk_bytes * m->cfg.max_running)
@@ -254,6 +275,7 @@ void sandbox_manager_free(struct sandbox_manager *m)
         return;
     loop_timer_stop(&m->idle_timer);
     loop_timer_stop(&m->exec_timer);
+    keeper_stop(m);
     struct sandbox *s = m->all;
     while (s) {
         struct sandbox *next = s->next;
@@ -277,6 +299,8 @@ void sandbox_manager_free(struct sandbox_manager *m)
     if (m->devnull >= 0)
         close(m->devnull);
     free(m->data_dir);
+    free(m->template_dir);
+    free(m->template_mirror);
     free(m->template_name);
     free(m->agent_dir);
     free(m);

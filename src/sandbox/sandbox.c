@@ -854,9 +854,14 @@ json_t *sandbox_describe(const struct sandbox *sbx)
                                (json_int_t)c->disk_bytes, "tmp_bytes", (json_int_t)c->tmp_bytes);
     if (c->cpus > 0)
         json_object_set_new(limits, "cpus", json_real(c->cpus));
-    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:I}", "sandbox_id", sbx->id, "template",
-                     sbx->template_name, "cgroup", cgroup_mode_name(cgroup_mode()), "limits",
-                     limits, "started_at", started, "uptime_ms",
-                     (json_int_t)(time_now_ms() - sbx->started_at), "start_ms",
-                     (json_int_t)sbx->last_start_ms);
+    json_t *d =
+        json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:I}", "sandbox_id", sbx->id, "template",
+                  sbx->template_name, "cgroup", cgroup_mode_name(cgroup_mode()), "limits", limits,
+                  "started_at", started, "uptime_ms", (json_int_t)(time_now_ms() - sbx->started_at),
+                  "start_ms", (json_int_t)sbx->last_start_ms);
+    char *note = sandbox_manager_template_note(sbx->m, sbx->template_name);
+    if (note)
+        json_object_set_new(d, "template_note", json_string(note));
+    free(note);
+    return d;
 }

@@ -24,28 +24,31 @@ struct sandbox;
 struct sandbox_manager;
 
 struct sandbox_config {
-    const char *data_dir;      /* sandboxes/ and templates/ live below it */
-    const char *template_name; /* "host" (default) or "debian" */
-    uint64_t memory_bytes;     /* cgroup memory limit */
-    uint64_t pids_max;         /* cgroup pids limit */
-    double cpus;               /* CPU quota in cores, 0 = fair share only */
-    uint64_t disk_bytes;       /* writable layer + workspace size, 0 = no limit (plain dirs) */
-    uint64_t tmp_bytes;        /* /tmp tmpfs size */
-    unsigned max_running;      /* capacity: running sandboxes at once */
-    unsigned max_running_user; /* running sandboxes of one user at once */
-    uint64_t disk_user_bytes;  /* disk images one user's sandboxes may commit, 0 = no limit */
-    uint64_t disk_total_bytes; /* images all sandboxes may commit; 0 = what the disk has free */
-    uint64_t idle_ms;          /* stop after this long without calls or processes */
-    uint32_t uid_base;         /* start of the host ids for sandboxes: each sandbox maps root to
-                                  65536 ids of its own, uid_base + slot * 65536 (slot >= 1) */
-    uint32_t uid_ranges;       /* how many such ranges (slots) there are */
-    uint64_t exec_timeout_ms;  /* default exec timeout */
-    uint64_t exec_timeout_max; /* largest timeout a client may ask for */
-    size_t output_bytes;       /* default cap per output stream */
-    size_t file_max_bytes;     /* largest content of one file write */
-    const char *agent_dir;     /* host directory mounted read-only at /opt/agents, or NULL */
-    const char *cgroup_root;   /* where the cgroup hierarchies are mounted; NULL: /sys/fs/cgroup */
-    bool allow_unlimited;      /* start sandboxes even without cgroup memory and pids limits */
+    const char *data_dir;        /* sandboxes/ and templates/ live below it */
+    const char *template_name;   /* "debian" (default) or "host" */
+    const char *template_dir;    /* where templates live; NULL: DATA_DIR/templates */
+    const char *template_mirror; /* Debian mirror for the debian template; NULL: the host's */
+    uint64_t template_retry_ms;  /* first wait after a failed template build (then doubling) */
+    uint64_t memory_bytes;       /* cgroup memory limit */
+    uint64_t pids_max;           /* cgroup pids limit */
+    double cpus;                 /* CPU quota in cores, 0 = fair share only */
+    uint64_t disk_bytes;         /* writable layer + workspace size, 0 = no limit (plain dirs) */
+    uint64_t tmp_bytes;          /* /tmp tmpfs size */
+    unsigned max_running;        /* capacity: running sandboxes at once */
+    unsigned max_running_user;   /* running sandboxes of one user at once */
+    uint64_t disk_user_bytes;    /* disk images one user's sandboxes may commit, 0 = no limit */
+    uint64_t disk_total_bytes;   /* images all sandboxes may commit; 0 = what the disk has free */
+    uint64_t idle_ms;            /* stop after this long without calls or processes */
+    uint32_t uid_base;           /* start of the host ids for sandboxes: each sandbox maps root to
+                                    65536 ids of its own, uid_base + slot * 65536 (slot >= 1) */
+    uint32_t uid_ranges;         /* how many such ranges (slots) there are */
+    uint64_t exec_timeout_ms;    /* default exec timeout */
+    uint64_t exec_timeout_max;   /* largest timeout a client may ask for */
+    size_t output_bytes;         /* default cap per output stream */
+    size_t file_max_bytes;       /* largest content of one file write */
+    const char *agent_dir;       /* host directory mounted read-only at /opt/agents, or NULL */
+    const char *cgroup_root; /* where the cgroup hierarchies are mounted; NULL: /sys/fs/cgroup */
+    bool allow_unlimited;    /* start sandboxes even without cgroup memory and pids limits */
 };
 
 /* Fill cfg with the built-in defaults (data_dir left NULL). */
@@ -94,19 +97,38 @@ void sandbox_manager_set_listener(struct sandbox_manager *m, uint16_t port, sand
 int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, const char *session_id,
                             struct err *err);
 
+/* With SANDBOX_TEMPLATE=debian, take care of that template for the server (template_keeper.c):
+ * new sandboxes get the tree in place at once if there is one, while a build child verifies it
+ * (its tools run) or builds it when it is missing, outdated or broken, retried with backoff; until
+ * it is usable they start on the host template. Loop thread; a no-op for "host". */
+void sandbox_manager_keep_template(struct sandbox_manager *m);
+
+/* What a sandbox on template sandbox_template should tell its user about the configured one
+ * (being built, failed, ready to move onto), or NULL when nothing; the caller frees it. */
+char *sandbox_manager_template_note(const struct sandbox_manager *m, const char *sandbox_template);
+
 /* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);
 
 /* --- templates --- */
 
-/* Build template `name` into DATA_DIR/templates/<name>. "debian" (root only; needs debootstrap and
- * the network, and takes minutes): a Debian tree made with debootstrap, apt and npm, moved into
- * place only after its tools ran in it. Without force a template of the same recipe that still
- * passes those checks is kept. Progress and the output of the programs it runs go to stderr. "host"
- * needs no build: 0, with a note. Blocks; for the command line, not the server's loop. Returns 0,
- * or -EINVAL for an unknown name, -EBUSY while another build of it runs, or another negative errno,
- * with err set. */
-int template_build(const char *data_dir, const char *name, bool force, struct err *err);
+struct template_build_opts {
+    const char *dir;    /* the templates directory (SANDBOX_TEMPLATE_DIR) */
+    const char *mirror; /* the Debian mirror, or NULL for the host's apt mirror (else Debian's) */
+    bool force;         /* rebuild even when up to date */
+    int status_fd;      /* -1, or where to write one line per step for the server */
+};
+
+/* Build template `name` into o->dir/<name>. "debian" (root only; needs debootstrap and the
+ * network, and takes minutes): a Debian tree made with debootstrap, apt and npm, moved into place
+ * only after its tools ran in it. Without force a template of the same recipe that still passes
+ * those checks is kept. Waits while another process builds it. Progress and the output of the
+ * programs it runs go to stderr; with a status_fd, also lines "verifying", "outdated <why>",
+ * "invalid <why>", "waiting <why>", "building <step>", "ready [<what>]", "failed <why>". "host"
+ * needs no build: 0, with a note. Blocks; for the command line and the server's build child, not
+ * the server's loop. Returns 0, or -EINVAL for an unknown name, or another negative errno, with
+ * err set. */
+int template_build(const char *name, const struct template_build_opts *o, struct err *err);
 
 /* --- acquiring a sandbox --- */
 

@@ -82,8 +82,12 @@ struct template_info {
     char binds[8][4096]; /* host dirs bind-mounted read-only at the same path */
     int nbinds;
 };
-int template_prepare(const char *data_dir, const char *name, struct template_info *out,
+/* base: the templates directory. "debian" fails with -ENOENT until it is built. */
+int template_prepare(const char *base, const char *name, struct template_info *out,
                      struct err *err);
+
+/* Kill a build under way (its unfinished tree is removed by the next build). */
+void keeper_stop(struct sandbox_manager *m);
 
 /* --- directory trees (tree.c) --- */
 
@@ -142,13 +146,44 @@ struct sandbox {
     struct sandbox_waiter *waiters;
 };
 
+/* The server's care of the debian template (template_keeper.c). */
+enum keeper_state {
+    KEEPER_OFF,       /* the configured template is "host" */
+    KEEPER_VERIFYING, /* checking the tree in place */
+    KEEPER_WAITING,   /* another process builds it */
+    KEEPER_BUILDING,  /* a build is under way */
+    KEEPER_READY,     /* verified or built */
+    KEEPER_RETRY,     /* the last build failed; the next is scheduled */
+};
+
+struct template_keeper {
+    enum keeper_state state;
+    bool usable;       /* the debian tree may be given to new sandboxes */
+    unsigned failures; /* failed builds in a row */
+    char step[160];    /* what the build is doing */
+    char error[512];   /* why the last build failed */
+    char built[160];   /* what the last build made, "" when it was verified only */
+    int64_t since_ms;  /* epoch ms: when the current attempt began */
+    int64_t retry_at;  /* epoch ms: when the next attempt starts (KEEPER_RETRY) */
+    pid_t pid;         /* the build child, 0 when none */
+    h2o_socket_t *sock;
+    char line[600];
+    size_t line_len;
+    struct loop_timer retry;
+};
+
 struct sandbox_manager {
     struct sandbox_config cfg;
     char *data_dir;
+    char *template_dir;
+    char *template_mirror;
     char *template_name;
     char *agent_dir;
     struct store *store;
-    struct template_info tmpl;
+    struct template_info tmpl;   /* what new starts get */
+    struct template_info host;   /* the host template, always prepared */
+    struct template_info debian; /* the debian template, when keeper.usable */
+    struct template_keeper keeper;
     int init_memfd; /* sealed, read-only: the sandbox helper (init and enter) */
     int devnull;    /* the stdin of commands given none */
     char mkfs[64];  /* mkfs.ext4 path, "" when disk limits are off */

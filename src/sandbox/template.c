@@ -11,12 +11,13 @@
  * keys, git's system configuration) exists in it, and of what is copied only what any host user
  * may read: a file or directory the host keeps from other users is a secret there and stays out.
  *
- * "host" lives in DATA_DIR/templates/host-<recipe hash>; a changed recipe (or changed host files
- * it copies) gives a new directory, so running sandboxes keep their lower layer.
+ * "host" lives in TEMPLATE_DIR/host-<recipe hash>; a changed recipe (or changed host files it
+ * copies) gives a new directory, so running sandboxes keep their lower layer.
  *
- * "debian" is a debootstrap tree in DATA_DIR/templates/debian/rootfs, built ahead of time by
- * `sandbox-mcp template build debian` (template_build.c), which also keeps replaced trees while
- * sandboxes use them. */
+ * "debian" is a debootstrap tree in TEMPLATE_DIR/debian/rootfs, built by `sandbox-mcp template
+ * build debian` (template_build.c; the server runs it itself, template_keeper.c), which also keeps
+ * replaced trees while sandboxes use them. TEMPLATE_DIR is SANDBOX_TEMPLATE_DIR, by default
+ * DATA_DIR/templates. */
 #include "sandbox/sandbox_internal.h"
 
 #include <dirent.h>
@@ -234,22 +235,18 @@ static int build_host(const char *dir, uid_t uid, struct template_info *out, str
     return 0;
 }
 
-int template_prepare(const char *data_dir, const char *name, struct template_info *out,
-                     struct err *err)
+int template_prepare(const char *base, const char *name, struct template_info *out, struct err *err)
 {
-    char base[PATH_MAX], dir[PATH_MAX], hash[17];
+    char dir[PATH_MAX], hash[17];
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", name);
-    snprintf(base, sizeof(base), "%s/templates", data_dir);
     if (mkdir(base, 0700) < 0 && errno != EEXIST)
         return err_set(err, -errno, "cannot create '%s': %s", base, strerror(errno));
     if (strcmp(name, "debian") == 0) {
         snprintf(dir, sizeof(dir), "%s/debian/rootfs", base);
         struct stat st;
         if (stat(dir, &st) < 0)
-            return err_set(
-                err, -ENOENT,
-                "template 'debian' is not built: run 'sandbox-mcp template build debian'");
+            return err_set(err, -ENOENT, "template 'debian' is not built yet");
         /* Built by an older server, which handed parts of it to one shared id range. */
         if (st.st_uid != 0)
             return err_set(err, -EINVAL,

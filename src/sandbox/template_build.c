@@ -1,9 +1,11 @@
-/* Building the "debian" template: `sandbox-mcp template build debian`.
+/* Building the "debian" template: `sandbox-mcp template build debian`, which the server also runs
+ * as a child of its own (template_keeper.c).
  *
- * A trusted step run by root, not by the server: debootstrap a Debian bookworm minbase tree from
- * the host's mirror, install what coding agents expect with apt inside it (python3, pip, venv,
- * git, a C toolchain, node, npm) and pnpm with npm, check that every tool runs, and only then move
- * the tree into place as DATA_DIR/templates/debian/rootfs.
+ * A trusted step run by root: debootstrap a Debian minbase tree (trixie, or bookworm where the
+ * mirror has no trixie) from the configured mirror, install what coding agents expect with apt
+ * inside it (python3, pip, venv, git, a C toolchain, node, npm, numpy, pandas, matplotlib, scipy)
+ * and pnpm with npm, check that every tool runs, and only then move the tree into place as
+ * TEMPLATE_DIR/debian/rootfs. A build that fails removes what it made.
  *
  * Every program runs in a private mount namespace of its own: the /proc and /dev bind mounts of
  * a chroot, and the mounts debootstrap makes, vanish with the process even when the build is
@@ -29,6 +31,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +44,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/ids.h"
 #include "base/util.h"
 
-#define DEBIAN_RECIPE "debian-template-2"
-#define DEBIAN_SUITE "bookworm"
+#define DEBIAN_RECIPE "debian-template-3"
+#define DEBIAN_SUITE "trixie"
+/* Where the mirror has no DEBIAN_SUITE (an old or partial mirror). */
+#define DEBIAN_SUITE_FALLBACK "bookworm"
 #define DEBIAN_VARIANT "minbase"
 #define DEBIAN_MIRROR "http://deb.debian.org/debian"
-/* The newest pnpm line that still runs on bookworm's node 18. */
+/* A pnpm line that runs on trixie's node 20 and bookworm's node 18. */
 #define PNPM_VERSION "10.34.9"
 /* Slack when telling from start times whether a sandbox may use a replaced tree: its overlay is
  * mounted a moment before its init starts. */
@@ -60,13 +67,28 @@
 #define LOCAL_CAS "/usr/local/share/ca-certificates"
 #define LOCAL_CA_MAX (256 * 1024)
 
-static const char *const packages[] = {"python3", "python3-pip",     "python3-venv",
-                                       "git",     "build-essential", "ca-certificates",
-                                       "curl",    "nodejs",          "npm"};
+static const char *const packages[] = {"python3",
+                                       "python3-pip",
+                                       "python3-venv",
+                                       "git",
+                                       "build-essential",
+                                       "ca-certificates",
+                                       "curl",
+                                       "nodejs",
+                                       "npm",
+                                       "python3-numpy",
+                                       "python3-pandas",
+                                       "python3-scipy",
+                                       "python3-matplotlib"};
 
 /* Each must exit 0 in the finished tree; run through env(1), which searches PATH. */
 static const char *const checks[][4] = {
     {"python3", "-c", "import sys; print(sys.version)", NULL},
+    {"python3", "-c",
+     "import numpy, pandas, scipy, matplotlib; import matplotlib.pyplot; "
+     "print('numpy', numpy.__version__, 'pandas', pandas.__version__, 'scipy', scipy.__version__, "
+     "'matplotlib', matplotlib.__version__)",
+     NULL},
     {"pip3", "--version", NULL},
     {"git", "--version", NULL},
     {"gcc", "--version", NULL},
@@ -76,6 +98,46 @@ static const char *const checks[][4] = {
 };
 
 static const char hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n";
+/* apt keeps its lists compressed (a fifth of the size), which lets the tree keep them. */
+static const char apt_conf[] = "Acquire::GzipIndexes \"true\";\n"
+                               "Acquire::CompressionTypes::Order:: \"gz\";\n";
+/* What no sandbox reads, left out by dpkg from every package the build installs (copyright
+ * files stay). */
+static const char dpkg_excludes[] = "path-exclude /usr/share/doc/*\n"
+                                    "path-include /usr/share/doc/*/copyright\n"
+                                    "path-exclude /usr/share/man/*\n"
+                                    "path-exclude /usr/share/info/*\n"
+                                    "path-exclude /usr/share/locale/*\n"
+                                    "path-include /usr/share/locale/locale.alias\n";
+/* The sandbox is the user's own machine: pip installs into the system (its layer) as root, as
+ * the model asks, without Debian's externally-managed refusal or the warning about root. */
+static const char pip_conf[] =
+    "[global]\nbreak-system-packages = true\nroot-user-action = ignore\n";
+
+/* Where progress goes for the server (template_keeper.c), or -1: one line per step. */
+static int status_fd = -1;
+
+static void status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void status(const char *fmt, ...)
+{
+    if (status_fd < 0)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    for (int i = 0; i < n; i++)
+        if (line[i] == '\n')
+            line[i] = ' ';
+    line[n++] = '\n';
+    ssize_t w = write(status_fd, line, (size_t)n);
+    (void)w;
+}
 
 /* Variables worth passing from the caller to the programs the build runs. */
 static const char *const env_pass[] = {"http_proxy",         "https_proxy", "no_proxy",
@@ -366,42 +428,113 @@ static void local_cas_digest(char out[65])
     buf_release(&b);
 }
 
+/* The suite is not part of the hash: it is chosen when a build starts (trixie unless the mirror
+ * lacks it), and a tree of the same recipe is kept whichever it got. */
 struct recipe {
     char mirror[1024];
-    char security[1024]; /* "" when the host has no security archive */
-    char *sources;       /* the tree's /etc/apt/sources.list */
+    char security[1024]; /* "" when there is no security archive to add */
+    char suite[32];      /* set by choose_suite() */
     char *text;          /* everything that makes the tree, one "key value" a line */
     char hash[65];
 };
 
-static void recipe_init(struct recipe *rc)
+static void recipe_init(struct recipe *rc, const char *mirror)
 {
+    char host[1024];
     memset(rc, 0, sizeof(*rc));
-    if (!host_apt_uri(false, rc->mirror, sizeof(rc->mirror)))
-        snprintf(rc->mirror, sizeof(rc->mirror), "%s", DEBIAN_MIRROR);
-    host_apt_uri(true, rc->security, sizeof(rc->security));
-    rc->sources = xasprintf("deb %s %s main\ndeb %s %s-updates main\n", rc->mirror, DEBIAN_SUITE,
-                            rc->mirror, DEBIAN_SUITE);
-    if (rc->security[0]) {
-        char *s = xasprintf("%sdeb %s %s-security main\n", rc->sources, rc->security, DEBIAN_SUITE);
-        free(rc->sources);
-        rc->sources = s;
-    }
+    bool have_host = host_apt_uri(false, host, sizeof(host));
+    snprintf(rc->mirror, sizeof(rc->mirror), "%s",
+             mirror      ? mirror
+             : have_host ? host
+                         : DEBIAN_MIRROR);
+    size_t n = strlen(rc->mirror);
+    while (n > 8 && rc->mirror[n - 1] == '/')
+        rc->mirror[--n] = '\0';
+    /* The host's security archive goes with the host's own mirror (or Debian's); a mirror the
+     * operator names alone is used alone (it may be all the build can reach). */
+    if (!mirror || (have_host && strcmp(rc->mirror, host) == 0) ||
+        strcmp(rc->mirror, DEBIAN_MIRROR) == 0)
+        host_apt_uri(true, rc->security, sizeof(rc->security));
     char list[512] = "";
-    size_t n = 0;
+    n = 0;
     for (size_t i = 0; i < ARRAY_SIZE(packages); i++)
         n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? " " : "", packages[i]);
     char cas[65];
     local_cas_digest(cas);
-    rc->text = xasprintf("recipe %s\nvariant %s\npackages %s\npnpm %s\nlocal_cas %s\n%s",
-                         DEBIAN_RECIPE, DEBIAN_VARIANT, list, PNPM_VERSION, cas, rc->sources);
+    rc->text = xasprintf("recipe %s\nvariant %s\npackages %s\npnpm %s\nlocal_cas %s\nmirror "
+                         "%s\nsecurity %s\n",
+                         DEBIAN_RECIPE, DEBIAN_VARIANT, list, PNPM_VERSION, cas, rc->mirror,
+                         rc->security[0] ? rc->security : "none");
     sha256_hex(rc->text, strlen(rc->text), rc->hash);
+}
+
+/* The tree's /etc/apt/sources.list for rc->suite. */
+static char *recipe_sources(const struct recipe *rc)
+{
+    if (!rc->security[0])
+        return xasprintf("deb %s %s main\ndeb %s %s-updates main\n", rc->mirror, rc->suite,
+                         rc->mirror, rc->suite);
+    return xasprintf("deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n",
+                     rc->mirror, rc->suite, rc->mirror, rc->suite, rc->security, rc->suite);
 }
 
 static void recipe_release(struct recipe *rc)
 {
-    free(rc->sources);
     free(rc->text);
+}
+
+/* Whether the mirror has a suite: 1 yes, 0 no (it answered without it), or -EIO with err when it
+ * could not be asked. */
+static int mirror_has_suite(const char *mirror, const char *suite, struct err *err)
+{
+    _cleanup_free_ char *url = xasprintf("%s/dists/%s/Release", mirror, suite);
+    if (strncmp(url, "file://", 7) == 0)
+        return access(url + 7, R_OK) == 0;
+    CURL *c = curl_easy_init();
+    if (!c)
+        return err_set(err, -ENOMEM, "cannot start a transfer");
+    char errbuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    CURLcode rc = curl_easy_perform(c);
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK)
+        return err_set(err, -EIO, "cannot reach the Debian mirror '%s': %s", mirror,
+                       errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    if (code == 200)
+        return 1;
+    if (code == 404 || code == 410)
+        return 0;
+    return err_set(err, -EIO, "the Debian mirror '%s' answered %ld for '%s'", mirror, code, url);
+}
+
+/* Pick DEBIAN_SUITE, or DEBIAN_SUITE_FALLBACK where the mirror lacks it (said in the output). */
+static int choose_suite(struct recipe *rc, struct err *err)
+{
+    int r = mirror_has_suite(rc->mirror, DEBIAN_SUITE, err);
+    if (r < 0)
+        return r;
+    if (r == 1) {
+        snprintf(rc->suite, sizeof(rc->suite), "%s", DEBIAN_SUITE);
+        return 0;
+    }
+    if ((r = mirror_has_suite(rc->mirror, DEBIAN_SUITE_FALLBACK, err)) < 0)
+        return r;
+    if (r == 0)
+        return err_set(err, -ENOENT, "the Debian mirror '%s' has neither %s nor %s", rc->mirror,
+                       DEBIAN_SUITE, DEBIAN_SUITE_FALLBACK);
+    fprintf(stderr, "template debian: the mirror '%s' has no %s: building %s instead\n", rc->mirror,
+            DEBIAN_SUITE, DEBIAN_SUITE_FALLBACK);
+    snprintf(rc->suite, sizeof(rc->suite), "%s", DEBIAN_SUITE_FALLBACK);
+    return 0;
 }
 
 /* Whether dir/recipe starts with the line hash. */
@@ -480,12 +613,12 @@ static int copy_text(const char *src, const char *dst)
     return write_text(dst, buf);
 }
 
-/* What the build leaves behind that no sandbox needs: downloaded packages, apt's lists (apt
- * cannot run inside: /usr is read-only and there is no network) and npm's cache. */
+/* What the build leaves behind that no sandbox needs: downloaded packages and npm's cache. apt's
+ * lists stay (compressed, see apt_conf), so that `apt-get install` works in a sandbox at once. */
 static int clean_tree(const char *rootfs, struct err *err)
 {
-    static const char *const dirs[] = {"var/cache/apt/archives", "var/lib/apt/lists", "root/.npm",
-                                       "tmp"};
+    static const char *const dirs[] = {"var/cache/apt/archives", "var/cache/apt/srcpkgcache.bin",
+                                       "root/.npm", "tmp"};
     char path[PATH_MAX];
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
         snprintf(path, sizeof(path), "%s/%s", rootfs, dirs[i]);
@@ -539,7 +672,7 @@ static int run_in(const char *rootfs, const char *prefix, const char *const *arg
     return run(&r, err);
 }
 
-static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
+static int build_tree(const char *tmp, struct recipe *rc, struct err *err)
 {
     char rootfs[PATH_MAX], path[PATH_MAX], debootstrap[PATH_MAX];
     int r;
@@ -547,17 +680,20 @@ static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
     if (find_debootstrap(debootstrap, sizeof(debootstrap)) < 0)
         return err_set(err, -ENOENT,
                        "'debootstrap' is not installed: run 'apt-get install debootstrap'");
+    if ((r = choose_suite(rc, err)) < 0)
+        return r;
     if (mkdir(tmp, 0700) < 0)
         return err_set(err, -errno, "cannot create '%s': %s", tmp, strerror(errno));
 
     /* debootstrap lays the base only: its own resolver misses packages that are reached through
      * virtual ones (npm's dependencies are), so apt installs the rest inside. */
-    fprintf(stderr, "template debian: debootstrap %s (%s) from %s\n", DEBIAN_SUITE, DEBIAN_VARIANT,
+    fprintf(stderr, "template debian: debootstrap %s (%s) from %s\n", rc->suite, DEBIAN_VARIANT,
             rc->mirror);
+    status("building debootstrap %s from %s", rc->suite, rc->mirror);
     const char *bootstrap_argv[] = {debootstrap,
                                     "--variant=" DEBIAN_VARIANT,
                                     "--components=main",
-                                    DEBIAN_SUITE,
+                                    rc->suite,
                                     rootfs,
                                     rc->mirror,
                                     NULL};
@@ -575,9 +711,21 @@ static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
         return err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
     if ((r = local_cas_each(copy_ca, path)) < 0)
         return err_set(err, r, "cannot copy '%s' into '%s': %s", LOCAL_CAS, path, strerror(-r));
+    _cleanup_free_ char *sources = recipe_sources(rc);
+    static const struct {
+        const char *name, *text;
+    } conf[] = {{"apt/apt.conf.d/90sandbox-gzip-indexes", apt_conf},
+                {"dpkg/dpkg.cfg.d/90sandbox-excludes", dpkg_excludes},
+                {"pip.conf", pip_conf}};
     snprintf(path, sizeof(path), "%s/etc/apt/sources.list", rootfs);
-    if ((r = write_text(path, rc->sources)) < 0)
+    if ((r = write_text(path, sources)) < 0)
         return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    for (size_t i = 0; i < ARRAY_SIZE(conf); i++) {
+        snprintf(path, sizeof(path), "%s/etc/%s", rootfs, conf[i].name);
+        if ((r = write_text(path, conf[i].text)) < 0)
+            return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
+    }
+    status("building apt-get install");
     fprintf(stderr, "template debian: apt-get install");
     for (size_t i = 0; i < ARRAY_SIZE(packages); i++)
         fprintf(stderr, " %s", packages[i]);
@@ -592,6 +740,7 @@ static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
     if ((r = run_in(rootfs, "  apt: ", install_argv, err)) < 0)
         return r;
 
+    status("building npm install pnpm");
     fprintf(stderr, "template debian: npm install --global pnpm@%s\n", PNPM_VERSION);
     const char *npm_argv[] = {"/usr/bin/npm",       "install",   "--global",
                               "--no-audit",         "--no-fund", "--no-update-notifier",
@@ -600,6 +749,10 @@ static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
         return r;
 
     fprintf(stderr, "template debian: finishing the tree\n");
+    /* matplotlib's font cache, made once here rather than at every sandbox's first plot */
+    const char *fonts_argv[] = {"/usr/bin/python3", "-c", "import matplotlib.pyplot", NULL};
+    if ((r = run_in(rootfs, "  python3: ", fonts_argv, err)) < 0)
+        return r;
     const char *clean_argv[] = {"/usr/bin/apt-get", "clean", NULL};
     if ((r = run_in(rootfs, "  apt: ", clean_argv, err)) < 0)
         return r;
@@ -618,10 +771,11 @@ static int build_tree(const char *tmp, const struct recipe *rc, struct err *err)
         return err_set(err, -errno, "cannot create '%s': %s", path, strerror(errno));
 
     fprintf(stderr, "template debian: checking the tools\n");
+    status("building checking the tools");
     if ((r = check_tree(rootfs, false, err)) < 0)
         return r;
     snprintf(path, sizeof(path), "%s/recipe", tmp);
-    _cleanup_free_ char *text = xasprintf("%s\n%s", rc->hash, rc->text);
+    _cleanup_free_ char *text = xasprintf("%s\n%ssuite %s\n", rc->hash, rc->text, rc->suite);
     if ((r = write_text(path, text)) < 0)
         return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
     return 0;
@@ -640,11 +794,13 @@ static int64_t boot_time_s(void)
     return btime;
 }
 
-/* Whether the mount table of /proc/<pid> holds an overlay over a "debian" template. The lower
- * dir may be relative, and any data dir counts: keeping a tree too long costs only disk. */
-static bool mounts_debian_overlay(const char *pid)
+/* Whether the mount table of /proc/<pid> holds a sandbox's root: an overlay whose lower layer is
+ * a sandbox's idmapped template (".../sandboxes/<id>/lower"). Which template it is cannot be told
+ * from there (the idmapped mount is detached once the sandbox pivots), so every sandbox of any
+ * data dir counts: keeping a tree too long costs only disk. */
+static bool mounts_sandbox_overlay(const char *pid)
 {
-    static const char suffix[] = "templates/debian/rootfs";
+    static const char suffix[] = "/lower";
     char path[64], line[8192];
     snprintf(path, sizeof(path), "/proc/%s/mountinfo", pid);
     _cleanup_fclose_ FILE *f = fopen(path, "re");
@@ -656,13 +812,13 @@ static bool mounts_debian_overlay(const char *pid)
         p += strlen("lowerdir=");
         size_t n = strcspn(p, ", \n");
         size_t s = sizeof(suffix) - 1;
-        if (n >= s && memcmp(p + n - s, suffix, s) == 0 && (n == s || p[n - s - 1] == '/'))
+        if (n >= s && memcmp(p + n - s, suffix, s) == 0 && memmem(p, n, "/sandboxes/", 11))
             return true;
     }
     return false;
 }
 
-/* When the oldest process in a mount namespace with a "debian" overlay started (epoch
+/* When the oldest process in a mount namespace with a sandbox's overlay started (epoch
  * seconds), or INT64_MAX when there is no such process. */
 static int64_t oldest_debian_sandbox(void)
 {
@@ -689,7 +845,7 @@ static int64_t oldest_debian_sandbox(void)
         if (i == nseen) {
             seen = xrealloc(seen, (nseen + 1) * sizeof(*seen));
             seen[nseen].ino = st.st_ino;
-            seen[nseen++].debian = mounts_debian_overlay(de->d_name);
+            seen[nseen++].debian = mounts_sandbox_overlay(de->d_name);
         }
         if (!seen[i].debian)
             continue;
@@ -765,8 +921,8 @@ static int replace_tree(const char *base, const char *tmp, const char *dir, stru
 
 /* Keep the template in dir when its recipe is rc's and it passes the checks (unless force), else
  * build it in tmp and move it into place. */
-static int update_or_build(const char *base, const char *dir, const char *tmp,
-                           const struct recipe *rc, bool force, struct err *err)
+static int update_or_build(const char *base, const char *dir, const char *tmp, struct recipe *rc,
+                           bool force, struct err *err)
 {
     char rootfs[PATH_MAX];
     struct stat st;
@@ -777,19 +933,25 @@ static int update_or_build(const char *base, const char *dir, const char *tmp,
             fprintf(stderr, "template debian: rebuilding (--force)\n");
         } else if (!recipe_matches(dir, rc->hash)) {
             fprintf(stderr, "template debian: the recipe changed: rebuilding\n");
-        } else if (check_tree(rootfs, true, &cerr) < 0) {
+            status("outdated the recipe changed");
+        } else if (status("verifying"), check_tree(rootfs, true, &cerr) < 0) {
             fprintf(stderr, "template debian: %s: rebuilding\n", cerr.msg);
+            status("invalid %s", cerr.msg);
         } else {
             fprintf(stderr, "template debian: up to date in '%s' (recipe %.16s)\n", dir, rc->hash);
+            status("ready");
             return 0;
         }
     }
     int64_t t0 = time_mono_ms();
     int r = build_tree(tmp, rc, err);
     if (r < 0) {
-        if (lstat(tmp, &st) == 0)
+        /* Nothing half-built is left: a tree that cannot be removed now (it is still mounted
+         * somewhere, say) is removed by the next build. */
+        if (lstat(tmp, &st) == 0 && remove_tree(tmp) < 0)
             fprintf(stderr,
-                    "template debian: the unfinished tree stays in '%s' until the next build\n",
+                    "template debian: the unfinished tree stays in '%s' until the next "
+                    "build removes it\n",
                     tmp);
         return err_wrap(err, "template 'debian'");
     }
@@ -798,13 +960,14 @@ static int update_or_build(const char *base, const char *dir, const char *tmp,
     tree_walk(AT_FDCWD, rootfs, size_entry, &bytes);
     if ((r = replace_tree(base, tmp, dir, err)) < 0)
         return err_wrap(err, "template 'debian'");
-    fprintf(stderr, "template debian: built in %lld s, %.0f MiB, in '%s' (recipe %.16s)\n",
-            (long long)((time_mono_ms() - t0 + 500) / 1000), (double)bytes / (1 << 20), dir,
-            rc->hash);
+    long long secs = (long long)((time_mono_ms() - t0 + 500) / 1000);
+    fprintf(stderr, "template debian: built %s in %lld s, %.0f MiB, in '%s' (recipe %.16s)\n",
+            rc->suite, secs, (double)bytes / (1 << 20), dir, rc->hash);
+    status("ready built %s in %lld s, %.0f MiB", rc->suite, secs, (double)bytes / (1 << 20));
     return 0;
 }
 
-int template_build(const char *data_dir, const char *name, bool force, struct err *err)
+int template_build(const char *name, const struct template_build_opts *o, struct err *err)
 {
     if (strcmp(name, "host") == 0) {
         fprintf(stderr, "template host: nothing to build: it is assembled from the host when "
@@ -816,7 +979,8 @@ int template_build(const char *data_dir, const char *name, bool force, struct er
     if (geteuid() != 0)
         return err_set(err, -EPERM, "building template 'debian' needs root");
     char base[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX], lock[PATH_MAX];
-    snprintf(base, sizeof(base), "%s/templates", data_dir);
+    status_fd = o->status_fd;
+    snprintf(base, sizeof(base), "%s", o->dir);
     snprintf(dir, sizeof(dir), "%s/debian", base);
     snprintf(tmp, sizeof(tmp), "%s.building.%d", dir, (int)getpid());
     snprintf(lock, sizeof(lock), "%s.lock", dir);
@@ -825,14 +989,23 @@ int template_build(const char *data_dir, const char *name, bool force, struct er
     _cleanup_close_ int lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd < 0)
         return err_set(err, -errno, "cannot open '%s': %s", lock, strerror(errno));
-    if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
-        return err_set(err, errno == EWOULDBLOCK ? -EBUSY : -errno,
-                       "template 'debian' is being built by another process");
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK)
+            return err_set(err, -errno, "cannot lock '%s': %s", lock, strerror(errno));
+        /* Another server sharing the directory, or the command line: its result is ours. */
+        fprintf(stderr, "template debian: another process is building it: waiting\n");
+        status("waiting another process is building it");
+        while (flock(lock_fd, LOCK_EX) < 0)
+            if (errno != EINTR)
+                return err_set(err, -errno, "cannot lock '%s': %s", lock, strerror(errno));
+    }
     remove_leftovers(base);
 
     struct recipe rc;
-    recipe_init(&rc);
-    int r = update_or_build(base, dir, tmp, &rc, force, err);
+    recipe_init(&rc, o->mirror);
+    int r = update_or_build(base, dir, tmp, &rc, o->force, err);
     recipe_release(&rc);
+    if (r < 0)
+        status("failed %s", err->msg);
     return r;
 }

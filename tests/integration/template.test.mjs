@@ -1,12 +1,13 @@
-// `sandbox-mcp template build`: usage, the names it knows, and how serve reports a debian
-// template that is missing or built for another uid base. Building the debian template itself
-// takes minutes: template_debian.test.mjs does it when SANDBOX_MCP_SLOW_TESTS=1.
+// `sandbox-mcp template build`: usage, the names it knows; and how serve takes care of the debian
+// template when it is missing, cannot be built (a mirror on loopback that has no archive) or was
+// built for another id layout. The real template: template_debian.test.mjs.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chownSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
 const dirs = [];
@@ -15,7 +16,7 @@ function dir() {
   dirs.push(d);
   return d;
 }
-after(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
+after(() => { for (const d of dirs) removeDataDir(d); });
 
 function run(args) {
   const r = cli(args);
@@ -75,34 +76,130 @@ test('`template build host` exits 0 and explains that host needs no build', () =
   assert.ok(!existsSync(path.join(d, 'templates')));
 });
 
-test('serve with SANDBOX_TEMPLATE=debian before it is built tells the caller how to build it', async () => {
-  const s = await startServer({ env: { SANDBOX_TEMPLATE: 'debian' } });
+// A mirror on loopback that has no Debian archive at all (suites: {name: status} answers
+// dists/<name>/Release with that status; everything else 404). Records the paths asked for.
+async function startMirror(suites = {}) {
+  const paths = [];
+  const server = http.createServer((req, res) => {
+    paths.push(req.url);
+    const m = /^\/debian\/dists\/([a-z]+)\/Release$/.exec(req.url);
+    res.writeHead(m && suites[m[1]] ? suites[m[1]] : 404);
+    res.end();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/debian`, paths, close: () => server.close() };
+}
+
+async function waitFor(what, pred, tries = 600) {
+  for (let i = 0; i < tries; i++) {
+    const v = await pred();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const PING = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'container_ping', arguments: {} } };
+const INIT = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'container_initialize', arguments: {} } };
+
+test('without a debian template, serve builds it in the background, starts sandboxes on the host template meanwhile and says so, and retries a failed build with backoff', async () => {
+  const mirror = await startMirror(); // no suite at all: the build fails at once
+  const d = dir();
+  const s = await startServer({
+    dataDir: d,
+    env: { SANDBOX_TEMPLATE: 'debian', SANDBOX_TEMPLATE_MIRROR: mirror.url, SANDBOX_TEMPLATE_RETRY_SECONDS: '1' },
+  });
   try {
-    const r = await rpc(s, EXEC('true'));
-    assert.equal(r.status, 200);
-    assert.equal(r.body.result.isError, true);
-    assert.match(r.body.result.content[0].text,
-      /template 'debian' is not built: run 'sandbox-mcp template build debian'/);
+    // The default template is debian: the server took it up and found nothing to use yet.
+    assert.match(s.stderr(), /sandbox runtime cgroup=\S+ template=debian new-sandboxes=host /);
+    const init = await rpc(s, INIT);
+    const out = init.body.result.structuredContent;
+    assert.ok(!init.body.result.isError, init.text);
+    assert.equal(out.template, 'host');
+    assert.match(out.template_note, /^This sandbox runs on the host template.* The default template \(Debian trixie with python3, pip, venv, numpy, pandas, matplotlib, scipy, git, gcc, make, curl, node, npm and pnpm\) (is being built|could not be built yet)/);
+    assert.ok(init.body.result.content[0].text.includes(out.template_note), 'the note is in the text the model reads');
+    // The first attempt fails (the mirror has neither trixie nor bookworm), and is retried.
+    await waitFor('a second failed attempt', () => /build failed attempt=2 /.test(s.stderr()));
+    assert.match(s.stderr(), /sandbox template debian build failed attempt=1 retry_s=1 log=\S+\/debian\.log: template 'debian': the Debian mirror 'http:\/\/127\.0\.0\.1:\d+\/debian' has neither trixie nor bookworm/);
+    assert.match(s.stderr(), /build failed attempt=2 retry_s=2 /, 'the wait doubles');
+    assert.ok(mirror.paths.includes('/debian/dists/trixie/Release'));
+    const ping = await rpc(s, PING);
+    const p = ping.body.result.structuredContent;
+    assert.equal(p.template, 'host');
+    assert.match(p.template_note, /could not be built yet \(attempt \d+: template 'debian': the Debian mirror .* has neither trixie nor bookworm\); the next attempt starts in \d+ s/);
+    assert.match(ping.body.result.content[0].text, /\(template host\)\n\nThis sandbox runs on the host template/);
+    // The sandbox works meanwhile, and nothing of a build is left behind.
+    const r = await rpc(s, EXEC('echo ok'));
+    assert.equal(r.body.result.structuredContent.stdout, 'ok\n');
+    const left = readdirSync(path.join(d, 'templates')).filter((n) => n.startsWith('debian'));
+    assert.deepEqual(left.filter((n) => n !== 'debian.lock' && n !== 'debian.log'), []);
+    assert.match(readFileSync(path.join(d, 'templates', 'debian.log'), 'utf8'), /has neither trixie nor bookworm/);
   } finally {
     await s.stop();
+    mirror.close();
   }
   assertNoSanitizerReport(s.stderr());
 });
 
-test('serve refuses a debian template of the older id layout (parts owned by a shared id range)', async () => {
+test('a mirror without trixie gets a bookworm build, said in the build log', async () => {
+  const mirror = await startMirror({ bookworm: 200 });
+  const d = dir();
+  const s = await startServer({
+    dataDir: d,
+    env: { SANDBOX_TEMPLATE: 'debian', SANDBOX_TEMPLATE_MIRROR: mirror.url, SANDBOX_TEMPLATE_RETRY_SECONDS: '60' },
+  });
+  try {
+    await waitFor('the failed attempt', () => /build failed attempt=1 /.test(s.stderr()));
+    const log = readFileSync(path.join(d, 'templates', 'debian.log'), 'utf8');
+    assert.match(log, /^template debian: the mirror 'http:\/\/127\.0\.0\.1:\d+\/debian' has no trixie: building bookworm instead$/m);
+    assert.match(log, /^template debian: debootstrap bookworm \(minbase\) from http:\/\/127\.0\.0\.1:\d+\/debian$/m);
+    // debootstrap found no Release file to trust: the build failed and removed its tree
+    const left = readdirSync(path.join(d, 'templates')).filter((n) => n.startsWith('debian.building'));
+    assert.deepEqual(left, []);
+    const ping = await rpc(s, PING);
+    assert.equal(ping.body.result.structuredContent.template, 'host');
+  } finally {
+    await s.stop();
+    mirror.close();
+  }
+  assertNoSanitizerReport(s.stderr());
+});
+
+test('a debian template of the older id layout (parts owned by a shared id range) is not used: sandboxes start on host while it is rebuilt', async () => {
+  const mirror = await startMirror();
   const d = dir();
   // Older servers handed the template's root to the one id range every sandbox shared.
   const rootfs = path.join(d, 'templates', 'debian', 'rootfs');
   mkdirSync(rootfs, { recursive: true });
   chownSync(rootfs, 524288, 524288);
-  const s = await startServer({ env: { SANDBOX_TEMPLATE: 'debian' }, dataDir: d });
+  const s = await startServer({
+    env: { SANDBOX_TEMPLATE: 'debian', SANDBOX_TEMPLATE_MIRROR: mirror.url, SANDBOX_TEMPLATE_RETRY_SECONDS: '60' },
+    dataDir: d,
+  });
   try {
-    const r = await rpc(s, EXEC('true'));
-    assert.equal(r.body.result.isError, true);
-    assert.match(r.body.result.content[0].text,
-      /template 'debian' was built for another id layout: run 'sandbox-mcp template build debian'/);
+    assert.match(s.stderr(), /sandbox template debian: template 'debian' was built for another id layout: run 'sandbox-mcp template build debian': rebuilding it/);
+    const r = await rpc(s, EXEC('echo ok'));
+    assert.equal(r.body.result.structuredContent.stdout, 'ok\n');
+    const ping = await rpc(s, PING);
+    assert.equal(ping.body.result.structuredContent.template, 'host');
   } finally {
     await s.stop();
+    mirror.close();
   }
   assertNoSanitizerReport(s.stderr());
+});
+
+test('bad template settings stop serve with a message naming them', () => {
+  for (const [env, msg] of [
+    [{ SANDBOX_TEMPLATE: 'alpine' }, /SANDBOX_TEMPLATE 'alpine' is not host or debian/],
+    [{ SANDBOX_TEMPLATE_DIR: 'relative/dir' }, /SANDBOX_TEMPLATE_DIR 'relative\/dir' is not an absolute path/],
+    [{ SANDBOX_TEMPLATE_MIRROR: 'ftp://mirror.example/debian' }, /SANDBOX_TEMPLATE_MIRROR 'ftp:\/\/mirror\.example\/debian' is not an http:\/\/, https:\/\/ or file:\/\/\/ URL/],
+    [{ SANDBOX_TEMPLATE_RETRY_SECONDS: '0' }, /SANDBOX_TEMPLATE_RETRY_SECONDS/],
+  ]) {
+    const d = dir();
+    const r = cli(['serve', '--listen', '127.0.0.1:0', '--data-dir', d], { env, timeout: 20000 });
+    assert.equal(r.status, 2, `${JSON.stringify(env)}: ${r.stderr}`);
+    assert.match(r.stderr, msg);
+    assertNoSanitizerReport(r.stderr);
+  }
 });

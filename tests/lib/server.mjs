@@ -37,9 +37,35 @@ function cleanEnv() {
   // No test may send a packet off this machine: sandboxes get no network unless a test asks for
   // it (and then only to loopback addresses it names in SANDBOX_NETWORK_ADDRS).
   env.SANDBOX_NETWORK = 'none';
+  // Nor build the debian template from Debian's mirror: sandboxes start on the host template
+  // unless a test asks for the shared debian one (debianTemplate()).
+  env.SANDBOX_TEMPLATE = 'host';
   env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
   env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
   return env;
+}
+
+// The debian template, built once per `make test` (tests/run.sh starts the build as the suites
+// begin) into a directory shared by every test and kept between runs on the same machine. The
+// build waits for one under way and only verifies an up-to-date tree; run on its own, a test
+// builds it here (minutes; Debian's mirror and the npm registry, as installing packages does).
+// Resolves to the environment that gives a server the template.
+export const TEMPLATES_DIR = process.env.SANDBOX_MCP_TEST_TEMPLATES || '/var/tmp/sandbox-mcp-test-templates';
+let debianReady = null;
+export function debianTemplate() {
+  debianReady ??= new Promise((resolve, reject) => {
+    const env = { ...cleanEnv(), SANDBOX_TEMPLATE_DIR: TEMPLATES_DIR };
+    delete env.SANDBOX_TEMPLATE;
+    const p = spawn(BIN, ['template', 'build', 'debian', '--data-dir', TEMPLATES_DIR, '--env-file', '/dev/null'],
+      { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    p.stderr.on('data', (d) => { err = (err + d).slice(-8000); });
+    p.on('close', (code) => {
+      if (code === 0) resolve({ SANDBOX_TEMPLATE: 'debian', SANDBOX_TEMPLATE_DIR: TEMPLATES_DIR });
+      else reject(new Error(`template build debian exited ${code}:\n${err}`));
+    });
+  });
+  return debianReady;
 }
 
 export function tempDir(prefix = 'smcp-') {
