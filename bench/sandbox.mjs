@@ -10,7 +10,7 @@ import { summarize, timeIt, fmt, mcpClient, spawnTimes, writeHeadline } from './
 // The release build unless told otherwise (the tests default to the sanitized one).
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
-const { startServer, cli } = await import('../tests/lib/server.mjs');
+const { startServer, cli, debianTemplate } = await import('../tests/lib/server.mjs');
 
 const quick = process.argv.includes('--quick');
 const N = quick ? 50 : 300;
@@ -122,6 +122,31 @@ try {
   const coldS = summarize(coldLog);
   row('cold start: first `container_exec` after the sandbox was stopped', summarize(cold), 'start and exec');
   row('cold start as logged by the server (start only)', coldS, 'peer: the bubblewrap row above');
+  // The same on the debian template, the default (the rows above run on the host template).
+  const deb = await startServer({ env: { ...(await debianTemplate()), SANDBOX_MAX_RUNNING: '1000' } });
+  let coldDebS, pyS;
+  try {
+    const debClient = mcpClient(deb);
+    while (!/sandbox template debian ready/.test(deb.stderr())) await new Promise((r) => setTimeout(r, 100));
+    await debClient.call('container_exec', { command: 'true' });
+    const coldDeb = [];
+    for (let i = 0; i < (quick ? 10 : 40); i++) {
+      cli(['sandbox', 'stop-all', '--data-dir', deb.dataDir]);
+      const before = deb.stderr().length;
+      await debClient.call('container_exec', { command: 'true' });
+      const m = deb.stderr().slice(before).match(/sandbox started .* template=debian .* ms=(\d+)/);
+      if (m) coldDeb.push(Number(m[1]));
+    }
+    coldDebS = summarize(coldDeb);
+    row('cold start on the debian template as logged by the server (start only)', coldDebS, 'the host template: two rows above');
+    const py = [];
+    for (let i = 0; i < (quick ? 5 : 20); i++)
+      py.push(await timeIt(() => debClient.call('container_exec', { command: 'python3 -c "import pandas, matplotlib.pyplot"' })));
+    pyS = summarize(py);
+    row('`container_exec` of python3 importing pandas and matplotlib.pyplot (debian template)', pyS, 'warm page cache');
+  } finally {
+    await deb.stop();
+  }
   const init = [];
   for (let i = 0; i < (quick ? 10 : 30); i++) init.push(await timeIt(() => call('container_initialize')));
   const initS = summarize(init);
@@ -136,6 +161,8 @@ try {
     { what: 'sandbox cold start (server\'s measure)', ours: `${fmt(coldS.p50)} ms (p99 ${fmt(coldS.p99)})`,
       peer: `bubblewrap, new sandbox running \`true\`: ${fmt(bwTrue.p50)} ms`, ratio: `${(coldS.p50 / bwTrue.p50).toFixed(2)}x`,
       target: `under 30 ms: ${coldS.p50 < 30 ? 'met' : '**not met**'}` },
+    { what: 'sandbox cold start on the debian template (server\'s measure)', ours: `${fmt(coldDebS.p50)} ms (p99 ${fmt(coldDebS.p99)})`,
+      peer: `the host template: ${fmt(coldS.p50)} ms`, ratio: `${(coldDebS.p50 / coldS.p50).toFixed(2)}x` },
     { what: '`container_initialize` (new disk, start)', ours: `${fmt(initS.p50)} ms (p99 ${fmt(initS.p99)})` });
   log();
   log(`Ratios (p50, same run): exec of \`true\` through the whole stack is ${(execTrue.p50 / bwTrue.p50).toFixed(2)}x bubblewrap running it in a new sandbox, ${(execTrue.p50 / un.p50).toFixed(2)}x \`unshare\`, and ${(execTrue.p50 / plain.p50).toFixed(2)}x running it on the host with no sandbox; ${(execTrue.p50 - plain.p50).toFixed(2)} ms above the host floor, of which ${ping.p50.toFixed(2)} ms is the client and HTTP. A stopped sandbox starts in ${(summarize(coldLog).p50 / bwTrue.p50).toFixed(2)}x the time of a bubblewrap sandbox.`);

@@ -24,7 +24,7 @@ add() { # suite passed failed
 # The debian sandbox template, shared by the suites that need it (tests/lib/server.mjs
 # debianTemplate()): built now, beside the unit tests, so that it is ready when they get there.
 # It is kept between runs on one machine and only verified when up to date.
-export SANDBOX_MCP_TEST_TEMPLATES=${SANDBOX_MCP_TEST_TEMPLATES:-/var/tmp/sandbox-mcp-test-templates}
+export SANDBOX_MCP_TEST_TEMPLATES=${SANDBOX_MCP_TEST_TEMPLATES:-/var/tmp/sandbox-mcp-templates-test}
 mkdir -p "$SANDBOX_MCP_TEST_TEMPLATES"
 env -u SANDBOX_TEMPLATE SANDBOX_TEMPLATE_DIR="$SANDBOX_MCP_TEST_TEMPLATES" \
     "$BUILD/sandbox-mcp" template build debian --data-dir "$SANDBOX_MCP_TEST_TEMPLATES" \

@@ -72,6 +72,14 @@ char *tools_instructions(const struct tools_facts *f)
               "pypi.org and registry.npmjs.org, git hosts such as github.com) through the HTTP(S) "
               "proxy set in its environment."
             : "It has no network.";
+    const char *tools =
+        strcmp(c->template_name ? c->template_name : "debian", "debian") == 0
+            ? " It runs Debian with python3 (numpy, pandas, matplotlib and scipy installed; pip "
+              "install works as is), git, gcc and make, curl, node, npm and pnpm; apt-get install "
+              "adds Debian packages where the network allows. (While the server is still "
+              "building that toolset, container_ping says so and the sandbox runs the host's own "
+              "programs.)"
+            : "";
     return xasprintf(
         "sandbox-mcp gives you an isolated Linux sandbox of your own and a coding agent to hand "
         "long tasks to.\n"
@@ -79,7 +87,7 @@ char *tools_instructions(const struct tools_facts *f)
         "Your sandbox: a Linux machine where you are root, working directory /workspace. Files, "
         "installed packages and background processes stay between calls until "
         "container_initialize wipes them; it stops after %s idle and comes back with its files on "
-        "the next call. %s\n"
+        "the next call.%s %s\n"
         "- container_exec runs a shell command (timeout %s by default, at most %s). A reply "
         "holds about %s: longer output shows its head and tail, and the whole of it stays in a "
         "file in the sandbox whose path and offset the reply gives, to page through with "
@@ -101,7 +109,7 @@ char *tools_instructions(const struct tools_facts *f)
         "\n"
         "A failed call has isError and structuredContent.error {code, message}: busy means retry "
         "later; invalid_arguments means fix the arguments the message names.",
-        idle, net, exec_def, exec_max, reply, file_max,
+        idle, tools, net, exec_def, exec_max, reply, file_max,
         (unsigned long long)(f->run_timeout_ms / 60000),
         (unsigned long long)(f->run_timeout_max_ms / 60000));
 }

@@ -277,20 +277,18 @@ void keeper_stop(struct sandbox_manager *m)
     }
 }
 
-static const char toolset[] = "Debian %s with python3, pip, venv, numpy, pandas, matplotlib, "
-                              "scipy, git, gcc, make, curl, node, npm and pnpm";
+static const char tools[] = "Debian with python3, pip, venv, numpy, pandas, matplotlib, scipy, "
+                            "git, gcc, make, curl, node, npm and pnpm";
 
 char *sandbox_manager_template_note(const struct sandbox_manager *m, const char *sandbox_template)
 {
     const struct template_keeper *k = &m->keeper;
     if (k->state == KEEPER_OFF || strcmp(sandbox_template, "debian") == 0)
         return NULL;
-    char tools[256];
-    snprintf(tools, sizeof(tools), toolset, "trixie");
     const char *host = "This sandbox runs on the host template: the server's own programs, which "
                        "may lack pip's system installs, compilers or pnpm.";
-    const char *moves = "container_initialize with reset=true moves this sandbox onto it (its "
-                        "files are discarded), and so does its next start after an idle stop";
+    const char *moves = "container_initialize moves this sandbox onto it (it starts over, "
+                        "empty), and so does its next start after an idle stop (files kept)";
     int64_t now = time_now_ms();
     switch (k->state) {
     case KEEPER_READY:

@@ -90,7 +90,7 @@ trap 'exit 143' TERM
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     export ASAN_OPTIONS UBSAN_OPTIONS
-    SANDBOX_NETWORK=none exec "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --conformance-fixtures
+    SANDBOX_NETWORK=none SANDBOX_TEMPLATE=host exec "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --conformance-fixtures
 ) >"$work/server.out" 2>"$work/server.err" </dev/null &
 server_pid=$!
 

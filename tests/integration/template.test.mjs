@@ -116,7 +116,7 @@ test('without a debian template, serve builds it in the background, starts sandb
     const out = init.body.result.structuredContent;
     assert.ok(!init.body.result.isError, init.text);
     assert.equal(out.template, 'host');
-    assert.match(out.template_note, /^This sandbox runs on the host template.* The default template \(Debian trixie with python3, pip, venv, numpy, pandas, matplotlib, scipy, git, gcc, make, curl, node, npm and pnpm\) (is being built|could not be built yet)/);
+    assert.match(out.template_note, /^This sandbox runs on the host template.* The default template \(Debian with python3, pip, venv, numpy, pandas, matplotlib, scipy, git, gcc, make, curl, node, npm and pnpm\) (is being built|could not be built yet)/);
     assert.ok(init.body.result.content[0].text.includes(out.template_note), 'the note is in the text the model reads');
     // The first attempt fails (the mirror has neither trixie nor bookworm), and is retried.
     await waitFor('a second failed attempt', () => /build failed attempt=2 /.test(s.stderr()));

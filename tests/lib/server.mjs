@@ -50,7 +50,7 @@ function cleanEnv() {
 // build waits for one under way and only verifies an up-to-date tree; run on its own, a test
 // builds it here (minutes; Debian's mirror and the npm registry, as installing packages does).
 // Resolves to the environment that gives a server the template.
-export const TEMPLATES_DIR = process.env.SANDBOX_MCP_TEST_TEMPLATES || '/var/tmp/sandbox-mcp-test-templates';
+export const TEMPLATES_DIR = process.env.SANDBOX_MCP_TEST_TEMPLATES || '/var/tmp/sandbox-mcp-templates-test';
 let debianReady = null;
 export function debianTemplate() {
   debianReady ??= new Promise((resolve, reject) => {
