@@ -280,6 +280,21 @@ static const char *text_mime_type(const char *path)
     return "text/plain";
 }
 
+/* Whether the start of a file (p[0..n)) is an SVG's: markup (after a byte order mark and white
+ * space) that holds an <svg element, behind an XML declaration, a doctype or comments. */
+static bool svg_like(const unsigned char *p, size_t n)
+{
+    if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+        p += 3;
+        n -= 3;
+    }
+    while (n > 0 && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
+        p++;
+        n--;
+    }
+    return n > 0 && *p == '<' && memmem(p, n, "<svg", 4) != NULL;
+}
+
 static const char *binary_mime_type(const unsigned char *p, size_t n)
 {
     static const struct {
@@ -309,6 +324,39 @@ static const char *binary_mime_type(const unsigned char *p, size_t n)
             return magics[i].type;
     }
     return "application/octet-stream";
+}
+
+bool fsop_image_type(const char *mime_type)
+{
+    static const char *const types[] = {"image/png", "image/jpeg", "image/gif", "image/webp"};
+    for (size_t i = 0; i < ARRAY_SIZE(types); i++)
+        if (strcmp(mime_type, types[i]) == 0)
+            return true;
+    return false;
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Whether p[0..n), whose magic bytes say mime_type (fsop_image_type), is a whole image: it ends
+ * the way its format ends a file, so a file cut short or still being written is not taken for
+ * one (a client that cannot decode an image may refuse the conversation that holds it). */
+static bool image_whole(const char *mime_type, const unsigned char *p, size_t n)
+{
+    if (strcmp(mime_type, "image/png") == 0) /* IHDR first, IEND last */
+        return n >= 8 + 25 + 12 && memcmp(p + 8, "\0\0\0\x0dIHDR", 8) == 0 &&
+               memcmp(p + n - 12, "\0\0\0\0IEND\xAE\x42\x60\x82", 12) == 0;
+    if (strcmp(mime_type, "image/jpeg") == 0) /* the end of image marker */
+        return n >= 4 && p[n - 2] == 0xFF && p[n - 1] == 0xD9;
+    if (strcmp(mime_type, "image/gif") == 0) /* header, screen descriptor ... trailer */
+        return n >= 14 && p[n - 1] == 0x3B;
+    if (strcmp(mime_type, "image/webp") == 0) /* the RIFF size covers a VP8, VP8L or VP8X chunk */
+        return n >= 20 && (uint64_t)le32(p + 4) + 8 <= n && le32(p + 4) >= 12 &&
+               (memcmp(p + 12, "VP8 ", 4) == 0 || memcmp(p + 12, "VP8L", 4) == 0 ||
+                memcmp(p + 12, "VP8X", 4) == 0);
+    return false;
 }
 
 static const char *type_name(mode_t mode)
@@ -479,6 +527,24 @@ static int fsop_list(int root_fd, const struct fsop_request *req, const char *pa
 
 /* ---- READ ---- */
 
+/* How much of a file's start its type is sniffed from (an SVG's <svg> element comes after its
+ * XML declaration, doctype and comments). */
+#define SNIFF_BYTES 4096
+
+/* Fill head (SNIFF_BYTES) with the start of the file, whichever part of it buf holds (n bytes
+ * read at offset, more following when truncated); returns its length (0 when it cannot be
+ * read). */
+static size_t sniff_head(int fd, uint64_t offset, const unsigned char *buf, size_t n,
+                         bool truncated, unsigned char *head)
+{
+    size_t hn = n < SNIFF_BYTES ? n : SNIFF_BYTES;
+    if (offset == 0 && (hn == SNIFF_BYTES || !truncated))
+        memcpy(head, buf, hn);
+    else if (read_full(fd, head, SNIFF_BYTES, 0, &hn) < 0)
+        hn = 0;
+    return hn;
+}
+
 static int fsop_read(int root_fd, const struct fsop_request *req, const char *path, json_t **ret,
                      struct err *err)
 {
@@ -539,21 +605,27 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
                   (json_int_t)st.st_size, "offset",
                   (json_int_t)(req->offset > INT64_MAX ? INT64_MAX : req->offset), "bytes",
                   (json_int_t)(text ? m : n), "truncated", truncated, "binary", !text);
+    /* the type is sniffed from the start of the file, whichever part of it was read */
+    unsigned char head[SNIFF_BYTES];
+    bool image = false;
     if (text) {
-        json_object_set_new(res, "mime_type", json_string(text_mime_type(path)));
+        const char *type = text_mime_type(path);
+        if (strcmp(type, "image/svg+xml") == 0 &&
+            !svg_like(head, sniff_head(fd, req->offset, buf, n, truncated, head)))
+            type = "text/plain";
+        json_object_set_new(res, "mime_type", json_string(type));
         json_object_set_new(res, "text", json_stringn_nocheck((const char *)buf, m));
     } else {
-        unsigned char head[16];
-        size_t hn = n < sizeof(head) ? n : sizeof(head);
-        if (req->offset == 0)
-            memcpy(head, buf, hn);
-        else if (read_full(fd, head, sizeof(head), 0, &hn) < 0)
-            hn = 0;
-        json_object_set_new(res, "mime_type", json_string(binary_mime_type(head, hn)));
+        size_t hn = sniff_head(fd, req->offset, buf, n, truncated, head);
+        const char *type = binary_mime_type(head, hn);
+        image =
+            req->offset == 0 && !truncated && fsop_image_type(type) && image_whole(type, buf, n);
+        json_object_set_new(res, "mime_type", json_string(type));
         _cleanup_free_ char *b64 = xmalloc(4 * ((n + 2) / 3) + 1);
         size_t len = base64_encode(buf, n, b64);
         json_object_set_new(res, "base64", json_stringn_nocheck(b64, len));
     }
+    json_object_set_new(res, "image", json_boolean(image));
     *ret = TAKE_PTR(res);
     return 0;
 }

@@ -23,8 +23,13 @@
  *   with "binary": true and "base64": "..." (standard, padded) instead of "text" when what was
  *   read is not valid UTF-8 or contains a NUL byte. A text read cut at max_bytes ends on a
  *   character boundary, so "bytes" can be up to 3 less than max_bytes. The mime type of text
- *   comes from the extension (default text/plain), of binary data from its magic bytes
- *   (default application/octet-stream). An offset at or past the end gives empty content.
+ *   comes from the extension (default text/plain; .svg gives image/svg+xml only when the file
+ *   starts with markup holding an <svg element), of binary data from its magic bytes (default
+ *   application/octet-stream), both sniffed from the start of the file whatever the offset.
+ *   "image" is true when what was read is a whole file (offset 0, not truncated) of a type
+ *   fsop_image_type() names that also ends as its format ends a file (PNG's IEND chunk, JPEG's
+ *   end of image marker, GIF's trailer, WebP's RIFF size); a file cut short or still being
+ *   written is not one. An offset at or past the end gives empty content.
  *   READ of a directory: the LIST result (not recursive) plus "type": "directory".
  *   Other file types (FIFOs, devices, sockets) are refused with EINVAL, files on procfs with
  *   EACCES (the worker's own /proc/self/environ and /proc/self/mem are the server's).
@@ -114,6 +119,10 @@ struct fsop_request {
  * (caller frees; untouched on failure). Returns 0, or -EINVAL / -ENAMETOOLONG with err set.
  * Purely lexical: touches no file system. */
 int fsop_path_normalize(const char *cwd, const char *path, size_t len, char **ret, struct err *err);
+
+/* Whether mime_type (as READ gives it) is an image type model clients display: PNG, JPEG, GIF
+ * or WebP. SVG is not: the vision APIs behind them take none. */
+bool fsop_image_type(const char *mime_type);
 
 /* Carry out req confined to root_fd (a directory fd, O_PATH is enough). Returns a new JSON
  * object owned by the caller: the result, or {"error", "errno"} on failure. Never returns NULL

@@ -371,6 +371,108 @@ TEST(mime_types)
     fx_teardown(&f);
 }
 
+TEST(svg_is_told_by_name_and_content)
+{
+    struct fx f;
+    fx_setup(&f);
+    static const char svg[] =
+        "\xEF\xBB\xBF<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+        "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+        "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n<!-- a plot -->\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"><rect width=\"4\" "
+        "height=\"4\"/></svg>\n";
+    host_write(host(&f, "workspace/plot.svg"), svg, strlen(svg));
+    host_write(host(&f, "workspace/bare.SVG"), "  <svg/>", 8);
+    host_write(host(&f, "workspace/notes.svg"), "not a drawing, <svg> named later", 32);
+    host_write(host(&f, "workspace/drawing.txt"), "<svg/>", 6);
+    static const struct {
+        const char *name;
+        uint64_t offset;
+        size_t max;
+        const char *type;
+    } cases[] = {
+        {"plot.svg", 0, 0, "image/svg+xml"},
+        {"plot.svg", 0, 5, "image/svg+xml"},  /* sniffed past what was read */
+        {"plot.svg", 60, 0, "image/svg+xml"}, /* and from the start at an offset */
+        {"bare.SVG", 0, 0, "image/svg+xml"},
+        {"notes.svg", 0, 0, "text/plain"}, /* the name alone is not enough */
+        {"drawing.txt", 0, 0, "text/plain"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_auto_t *r = fs_read(&f, cases[i].name, cases[i].offset, cases[i].max);
+        CHECK_OK(r);
+        CHECK_INT_EQ(jbool(r, "binary"), 0);
+        CHECK_STR_EQ(jstr(r, "mime_type"), cases[i].type);
+        CHECK_INT_EQ(jbool(r, "image"), 0); /* SVG stays text */
+    }
+    fx_teardown(&f);
+}
+
+/* A 1x1 PNG as libpng writes it. */
+static const unsigned char tiny_png[] = {
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48,
+    0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
+    0x00, 0x1F, 0x15, 0xC4, 0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78,
+    0x9C, 0x63, 0x00, 0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00,
+    0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82,
+};
+
+TEST(whole_images_are_told_from_cut_ones)
+{
+    struct fx f;
+    fx_setup(&f);
+    unsigned char png_tail[sizeof(tiny_png) + 1];
+    memcpy(png_tail, tiny_png, sizeof(tiny_png));
+    png_tail[sizeof(tiny_png)] = 0;
+    const struct {
+        const char *name, *content;
+        size_t len;
+        const char *type;
+        int image;
+    } cases[] = {
+        {"a.png", (const char *)tiny_png, sizeof(tiny_png), "image/png", 1},
+        {"cut.png", (const char *)tiny_png, sizeof(tiny_png) - 1, "image/png", 0},
+        {"tail.png", (const char *)png_tail, sizeof(png_tail), "image/png", 0},
+        {"no-ihdr.png",
+         "\x89PNG\r\n\x1a\n\0\0\0\x0dIHDX\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f"
+         "\x15\xc4\x89\0\0\0\0IEND\xAE\x42\x60\x82",
+         45, "image/png", 0},
+        {"a.jpg", "\xFF\xD8\xFF\xE0\0\x10JFIF\0\xFF\xD9", 13, "image/jpeg", 1},
+        {"cut.jpg", "\xFF\xD8\xFF\xE0\0\x10JFIF\0\xFF", 12, "image/jpeg", 0},
+        {"a.gif", "GIF89a\x01\0\x01\0\x80\0\0\0\0\0;", 17, "image/gif", 1},
+        {"old.gif", "GIF87a\x01\0\x01\0\x80\0\0\0\0\0;", 17, "image/gif", 1},
+        {"cut.gif", "GIF89a\x01\0\x01\0\x80\0\0\0\0\0", 16, "image/gif", 0},
+        {"a.webp", "RIFF\x0e\0\0\0WEBPVP8L\x02\0\0\0\x2f\0", 22, "image/webp", 1},
+        {"cut.webp", "RIFF\x10\0\0\0WEBPVP8L\x02\0\0\0\x2f\0", 22, "image/webp", 0},
+        {"wave.webp", "RIFF\x0e\0\0\0WEBPWAVE\x02\0\0\0\x2f\0", 22, "image/webp", 0},
+        {"doc.pdf", "%PDF-1.7\n\xE2\xE3\xCF\xD3", 13, "application/pdf", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_auto_t *w = fs_write(&f, cases[i].name, cases[i].content, cases[i].len, false, -1);
+        CHECK_OK(w);
+        json_auto_t *r = fs_read(&f, cases[i].name, 0, 0);
+        CHECK_OK(r);
+        CHECK_INT_EQ(jbool(r, "binary"), 1);
+        CHECK_STR_EQ(jstr(r, "mime_type"), cases[i].type);
+        if (jbool(r, "image") != cases[i].image)
+            CHECK_FAIL_("%s: image is %d", cases[i].name, jbool(r, "image"));
+    }
+    /* only all of it from the start is a whole image */
+    json_auto_t *a = fs_read(&f, "a.png", 0, sizeof(tiny_png) - 1);
+    CHECK_INT_EQ(jbool(a, "truncated"), 1);
+    CHECK_INT_EQ(jbool(a, "image"), 0);
+    json_auto_t *b = fs_read(&f, "a.png", 0, sizeof(tiny_png));
+    CHECK_INT_EQ(jbool(b, "image"), 1);
+    json_auto_t *c = fs_read(&f, "a.png", 1, 0);
+    CHECK_STR_EQ(jstr(c, "mime_type"), "image/png");
+    CHECK_INT_EQ(jbool(c, "image"), 0);
+    /* text says image: false */
+    json_auto_t *t = fs_write_str(&f, "t.txt", "text");
+    json_auto_t *tr = fs_read(&f, "t.txt", 0, 0);
+    CHECK_INT_EQ(jbool(tr, "image"), 0);
+    fx_teardown(&f);
+}
+
 TEST(read_offset_and_max_bytes)
 {
     struct fx f;
