@@ -31,6 +31,10 @@
  * repository), the newest few files only (bounded disk). */
 #define EXEC_SAVE_DIR "/var/tmp/exec-output"
 #define EXEC_SAVE_KEEP 8
+/* The largest image a read returns as an image, whatever the reply budget: 5 MiB as base64, the
+ * most the Claude API takes in one image (a client whose model refuses an image can lose the
+ * whole conversation). */
+#define IMAGE_MAX_BYTES ((5u << 20) / 4 * 3)
 
 enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE };
 
@@ -546,9 +550,9 @@ static json_t *listing_fit(const struct job *j, json_t *res)
 
 /* A file read as a resource (text or base64 blob), cut further when the result would not fit
  * the reply budget (the read was sized for base64; escapes in text or a long path can still
- * exceed it), with a note on what follows and where to continue. Sets "bytes", "truncated",
- * "next_offset" and "eof" in res. */
-static json_t *read_fit(const struct job *j, json_t *res)
+ * exceed it), with lead (when not NULL) and a note on what follows and where to continue after
+ * it. Sets "bytes", "truncated", "next_offset" and "eof" in res. */
+static json_t *read_fit(const struct job *j, json_t *res, const char *lead)
 {
     const char *path = json_string_value(json_object_get(res, "path"));
     bool binary = json_is_true(json_object_get(res, "binary"));
@@ -579,6 +583,8 @@ static json_t *read_fit(const struct job *j, json_t *res)
             json_pack("{s:s, s:O, s:o}", "uri", uri, "mimeType", json_object_get(res, "mime_type"),
                       binary ? "blob" : "text", json_stringn_nocheck(s, n));
         content = json_pack("[{s:s, s:o}]", "type", "resource", "resource", resource);
+        if (lead)
+            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", lead));
         char *note = NULL;
         if (more && size > next)
             note = xasprintf("[... %llu more bytes (the file has %llu): continue with "
@@ -616,6 +622,104 @@ static json_t *read_fit(const struct job *j, json_t *res)
     return content;
 }
 
+/* A read from the start without max_bytes: the one that returns an image as an image. */
+static bool read_is_whole(const struct job *j)
+{
+    return j->req.offset == 0 && !json_object_get(j->args, "max_bytes");
+}
+
+/* The largest image returned whole: what fits the reply as base64, and never more than
+ * IMAGE_MAX_BYTES. */
+static size_t image_max(const struct tools_container *t)
+{
+    return t->read_max < IMAGE_MAX_BYTES ? t->read_max : IMAGE_MAX_BYTES;
+}
+
+static const char *image_name(const char *mime_type)
+{
+    return strcmp(mime_type, "image/png") == 0    ? "PNG"
+           : strcmp(mime_type, "image/jpeg") == 0 ? "JPEG"
+           : strcmp(mime_type, "image/gif") == 0  ? "GIF"
+                                                  : "WebP";
+}
+
+/* Why a whole read of an image of size bytes (at least more than fit) is refused, and what to
+ * do instead. */
+static void image_refuse(struct job *j, const json_t *res, uint64_t size, size_t cap)
+{
+    const char *path = json_string_value(json_object_get(res, "path"));
+    const char *mime = json_string_value(json_object_get(res, "mime_type"));
+    char have[48];
+    if (size > cap)
+        snprintf(have, sizeof(have), "%llu bytes", (unsigned long long)size);
+    else
+        snprintf(have, sizeof(have), "more than %zu bytes", cap);
+    mcp_call_tool_fail(j->call, MCP_TOOL_TOO_LARGE,
+                       "'%s' is a %s image of %s; images come back whole as images up to %zu "
+                       "bytes. Save a smaller one (matplotlib: a lower dpi or figsize, or JPEG), "
+                       "or read its bytes as base64 blobs with max_bytes and offset",
+                       path, image_name(mime), have, cap);
+}
+
+/* The image content of a whole read of an image, with a line of text for a model that reads
+ * only text; NULL, with the call failed, when it does not fit. The base64 goes into the content
+ * only, not into res as well. */
+static json_t *image_fit(struct job *j, json_t *res)
+{
+    const char *path = json_string_value(json_object_get(res, "path"));
+    const char *mime = json_string_value(json_object_get(res, "mime_type"));
+    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(res, "bytes"));
+    size_t cap = image_max(j->t);
+    if (bytes > cap) {
+        image_refuse(j, res, bytes, cap);
+        return NULL;
+    }
+    json_t *data = json_incref(json_object_get(res, "base64"));
+    json_object_del(res, "base64");
+    json_object_set_new(res, "next_offset", json_integer((json_int_t)bytes));
+    json_object_set_new(res, "eof", json_true());
+    char *note = xasprintf("%s: %s image (%s), %llu bytes", path, image_name(mime), mime,
+                           (unsigned long long)bytes);
+    json_t *content = json_pack("[{s:s, s:o, s:s}, {s:s, s:s}]", "type", "image", "data", data,
+                                "mimeType", mime, "type", "text", "text", note);
+    free(note);
+    size_t cost = reply_result_cost(content, res), avail = reply_avail(j);
+    if (cost > avail) {
+        /* only a path long enough to take the room left beside the largest image */
+        size_t other = cost - json_string_length(data);
+        json_decref(content);
+        image_refuse(j, res, bytes, avail > other ? (avail - other) / 4 * 3 : 0);
+        return NULL;
+    }
+    return content;
+}
+
+/* The content of a file read: an image when a whole read found a whole one, else the bytes as a
+ * resource; NULL when the call failed (an image too large to return whole). */
+static json_t *file_read_content(struct job *j, json_t *res)
+{
+    const char *mime = json_string_value(json_object_get(res, "mime_type"));
+    bool binary = json_is_true(json_object_get(res, "binary"));
+    bool image = json_is_true(json_object_get(res, "image"));
+    /* from here on "image" says what the reply holds, not what the bytes are */
+    if (image && read_is_whole(j))
+        return image_fit(j, res);
+    json_object_set_new(res, "image", json_false());
+    if (!read_is_whole(j) || !binary || !mime || !fsop_image_type(mime))
+        return read_fit(j, res, NULL);
+    if (json_is_true(json_object_get(res, "truncated"))) {
+        image_refuse(j, res, (uint64_t)json_integer_value(json_object_get(res, "size")),
+                     image_max(j->t));
+        return NULL;
+    }
+    char *lead = xasprintf("[%s starts like a %s image but does not end like one (cut short, or "
+                           "still being written?), so its bytes come back instead of the image]",
+                           json_string_value(json_object_get(res, "path")), image_name(mime));
+    json_t *content = read_fit(j, res, lead);
+    free(lead);
+    return content;
+}
+
 static void on_fs_done(void *ctx, json_t *res, const struct err *err)
 {
     struct job *j = ctx;
@@ -639,7 +743,13 @@ static void on_fs_done(void *ctx, json_t *res, const struct err *err)
     switch (j->op) {
     case OP_READ: {
         const char *type = json_string_value(json_object_get(res, "type"));
-        content = type && strcmp(type, "directory") == 0 ? listing_fit(j, res) : read_fit(j, res);
+        content = type && strcmp(type, "directory") == 0 ? listing_fit(j, res)
+                                                         : file_read_content(j, res);
+        if (!content) {
+            json_decref(res);
+            job_end(j);
+            return;
+        }
         break;
     }
     case OP_WRITE: {
@@ -1135,9 +1245,10 @@ static char *read_schema(size_t read_max)
         PATH_PROP("File or directory path; relative paths are under /workspace") ","
         "\"offset\":{\"type\":\"integer\",\"minimum\":0,\"description\":\"Byte offset to start "
             "at (default 0); a read that stops before the end gives the offset to continue from "
-            "as next_offset\"},"
+            "as next_offset. Past 0, an image comes back as bytes (a base64 blob)\"},"
         "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":%zu,"
-            "\"description\":\"Most bytes to return (default and largest %zu)\"},"
+            "\"description\":\"Most bytes to return (default and largest %zu). Given, an image "
+            "comes back as bytes (a base64 blob), not as an image\"},"
         SESSION_PROP
         "},\"required\":[\"path\"],\"additionalProperties\":false}", read_max, read_max);
 }
@@ -1153,7 +1264,10 @@ static const char read_output[] = OUTPUT(
     "\"next_offset\":{\"type\":\"integer\",\"description\":\"The offset to continue from\"},"
     "\"eof\":{\"type\":\"boolean\",\"description\":\"The read reached the end of the file\"},"
     "\"binary\":{\"type\":\"boolean\","
-        "\"description\":\"Not text: the content is a base64 blob\"},"
+        "\"description\":\"Not text: the content is a base64 blob, or an image\"},"
+    "\"image\":{\"type\":\"boolean\","
+        "\"description\":\"The content is the whole file as an image (type image, its base64 "
+        "data there and not here) of mime_type\"},"
     "\"mime_type\":{\"type\":\"string\"},"
     ENTRIES_OUT ","
     SANDBOX_ID_OUT,
@@ -1235,12 +1349,13 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
     free(read_in);
     free(read_desc);
     free(init_desc);
-    char def[32], max[32], out[32], shown[32], read_max[32], idle[32];
+    char def[32], max[32], out[32], shown[32], read_max[32], image[32], idle[32];
     format_span_ms(cfg->exec_timeout_ms, def);
     format_span_ms(cfg->exec_timeout_max, max);
     format_bytes(cfg->output_bytes / 2, out);
     format_bytes((budget - REPLY_SLACK) / 2, shown);
     format_bytes(t->read_max, read_max);
+    format_bytes(image_max(t), image);
     format_span_ms(cfg->idle_ms, idle);
     exec_in = exec_schema(cfg);
     exec_desc = xasprintf(
@@ -1268,11 +1383,15 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
         cfg->file_max_bytes);
     read_in = read_schema(t->read_max);
     read_desc = xasprintf(
-        "Read a file from your sandbox (relative paths are under /workspace). Valid UTF-8 text "
-        "comes back as a text resource, anything else as a base64 blob, with its mimeType; a "
-        "directory gives its listing. At most %s a call: a read that stops before the end says "
-        "so and gives the offset to continue from (next_offset; eof is true at the end).",
-        read_max);
+        "Read a file from your sandbox (relative paths are under /workspace). A PNG, JPEG, GIF "
+        "or WebP image comes back as an image you see, whole, up to %s (save plots as PNG to "
+        "look at them; a larger image is refused: save it smaller). Valid UTF-8 text (SVG "
+        "included) comes back as a text resource, anything else as a base64 blob, with its "
+        "mimeType; a directory gives its listing. At most %s a call: a read that stops before "
+        "the end says so and gives the offset to continue from (next_offset; eof is true at the "
+        "end). With max_bytes, or an offset past 0, an image comes back as bytes like any other "
+        "file.",
+        image, read_max);
     init_desc = xasprintf(
         "Start your sandbox over from a clean state: every process in it is killed and all its "
         "files, /workspace included, are deleted. You do not need this to begin: the other "

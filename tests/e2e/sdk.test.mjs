@@ -6,11 +6,12 @@ import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError, ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { McpError, ErrorCode, SUPPORTED_PROTOCOL_VERSIONS, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startServer } from '../lib/server.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { makeCA } from '../lib/tls.mjs';
+import { png } from '../lib/images.mjs';
 
 const STATELESS_VERSION = '2026-07-28';
 
@@ -216,6 +217,19 @@ for (const mode of MODES) {
       assert.equal(res.structuredContent.exit_code, 0, JSON.stringify(res));
       res = await client.callTool({ name: 'container_file_read', arguments: { path: 'app/out.txt' } });
       assert.equal(res.content[0].resource.text, '45');
+    });
+
+    test('a PNG written to the sandbox reads back as image content the SDK parses', async () => {
+      const bytes = png(32, 24);
+      let res = await client.callTool({ name: 'container_file_write', arguments: {
+        path: 'plots/p.png', content: bytes.toString('base64'), encoding: 'base64' } });
+      assert.notEqual(res.isError, true, JSON.stringify(res));
+      res = await client.callTool({ name: 'container_file_read', arguments: { path: 'plots/p.png' } });
+      const parsed = CallToolResultSchema.parse(res);
+      assert.equal(parsed.content[0].type, 'image', JSON.stringify(res).slice(0, 300));
+      assert.equal(parsed.content[0].mimeType, 'image/png');
+      assert.deepEqual(Buffer.from(parsed.content[0].data, 'base64'), bytes);
+      assert.equal(parsed.structuredContent.image, true);
     });
 
     test('exec output streams as progress before the result', async () => {
