@@ -77,27 +77,34 @@ test('serve takes the debian template at once and verifies it; its toolset runs 
   assertNoSanitizerReport(server.stderr());
 });
 
-// A template directory whose debian tree is the shared one seen through an overlay, so that a test
-// may break or re-label it without touching the original (mount() puts it in place, for a test
-// that starts without one). Returns {dir, rootfs, base, mount, cleanup}.
-function overlayTemplate({ mounted = true } = {}) {
+// A template directory whose debian tree is the shared one, without touching the original: bound
+// read-only (sandboxes can start on it: an idmapped mount needs a plain filesystem below), or
+// seen through an overlay (overlay: true) that a test may break. mount() puts it in place, for a
+// test that starts without one. Returns {dir, rootfs, base, mount, cleanup}.
+function overlayTemplate({ mounted = true, overlay = false } = {}) {
   const base = tempDir('smcp-tmpl-ovl-');
   const dir = path.join(base, 'templates');
   const rootfs = path.join(dir, 'debian', 'rootfs');
-  for (const d of [dir, path.join(base, 'upper'), path.join(base, 'work')]) mkdirSync(d, { recursive: true });
+  for (const d of [dir, path.join(base, 'data'), path.join(base, 'upper'), path.join(base, 'work')]) mkdirSync(d, { recursive: true });
   const t = {
     dir, rootfs, base,
     mount() {
       // the recipe first: a build that finds the tree checks it against the recipe
       mkdirSync(rootfs, { recursive: true });
       copyFileSync(path.join(TEMPLATES_DIR, 'debian', 'recipe'), path.join(dir, 'debian', 'recipe'));
-      execFileSync('mount', ['-t', 'overlay', 'overlay', '-o',
-        `lowerdir=${path.join(TEMPLATES_DIR, 'debian', 'rootfs')},upperdir=${path.join(base, 'upper')},workdir=${path.join(base, 'work')}`,
-        rootfs]);
+      const shared = path.join(TEMPLATES_DIR, 'debian', 'rootfs');
+      if (overlay) {
+        execFileSync('mount', ['-t', 'overlay', 'overlay', '-o',
+          `lowerdir=${shared},upperdir=${path.join(base, 'upper')},workdir=${path.join(base, 'work')}`, rootfs]);
+      } else {
+        execFileSync('mount', ['--bind', shared, rootfs]);
+        execFileSync('mount', ['-o', 'remount,bind,ro', rootfs]);
+      }
     },
     cleanup() {
+      removeDataDir(path.join(base, 'data')); // its sandboxes stopped first
       try { execFileSync('umount', [rootfs]); } catch { /* not mounted */ }
-      removeDataDir(base);
+      rmSync(base, { recursive: true, force: true });
     },
   };
   if (mounted) t.mount();
@@ -141,7 +148,7 @@ test('once the template is ready, new and re-initialized sandboxes get it; a run
 });
 
 test('a debian tree whose tools no longer run is not used: new sandboxes start on the host template while it is rebuilt', async () => {
-  const t = overlayTemplate();
+  const t = overlayTemplate({ overlay: true });
   let server;
   try {
     unlinkSync(path.join(t.rootfs, 'usr', 'bin', 'git')); // a whiteout in the overlay only
