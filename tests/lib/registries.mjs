@@ -12,7 +12,10 @@
 //   // git -c http.sslCAInfo=<git.ca written into the sandbox> clone <git.url>/repo.git
 //
 // The URLs name `localhost` (name: to change it), the name a sandbox's egress proxy resolves
-// on the host; localhostAddrs() gives what it resolves to, for SANDBOX_NETWORK_ADDRS.
+// on the host; localhostAddrs() gives what it resolves to, for SANDBOX_NETWORK_ADDRS. host: listen
+// on another loopback address (127.0.0.2), which the URLs then name instead: a sandbox's NO_PROXY
+// lists localhost and 127.0.0.1 (its own loopback), so tools reach such a server through the
+// proxy as they are, as they would a registry elsewhere.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
@@ -136,14 +139,14 @@ export async function allowLocalhost(ports) {
   };
 }
 
-async function listen(handler, { tls, name = 'localhost' } = {}) {
+async function listen(handler, { tls, host = '127.0.0.1', name = host === '127.0.0.1' ? 'localhost' : host } = {}) {
   const requests = [];
   const wrapped = (req, res) => {
     requests.push({ method: req.method, url: req.url, headers: req.headers });
     handler(req, res);
   };
   const srv = tls ? https.createServer({ cert: tls.cert, key: tls.key }, wrapped) : http.createServer(wrapped);
-  await new Promise((resolve, reject) => { srv.once('error', reject); srv.listen(0, '127.0.0.1', resolve); });
+  await new Promise((resolve, reject) => { srv.once('error', reject); srv.listen(0, host, resolve); });
   const port = srv.address().port;
   return {
     srv, port, requests,
@@ -185,7 +188,7 @@ export const NPM_FIXTURE = {
 // /<name>/-/<basename>-<version>.tgz, with sha1 shasum and sha512 integrity as npm checks them.
 // Resolves {url (ends in /), port, close(), requests, packages: [{name, version, tarball,
 // integrity, shasum}]}; anything else answers 404 {"error": "Not found"}.
-export async function startNpmRegistry({ packages = [NPM_FIXTURE], name } = {}) {
+export async function startNpmRegistry({ packages = [NPM_FIXTURE], name, host } = {}) {
   const byName = new Map();
   const built = [];
   for (const p of packages) {
@@ -232,7 +235,7 @@ export async function startNpmRegistry({ packages = [NPM_FIXTURE], name } = {}) 
       return send(res, 200, 'application/json', JSON.stringify(doc));
     }
     send(res, 404, 'application/json', '{"error":"Not found"}');
-  }, { name });
+  }, { name, host });
   return {
     url: `${s.origin}/`, port: s.port, close: s.close, requests: s.requests,
     packages: built.map((e) => ({ name: e.manifest.name, version: e.manifest.version,
@@ -278,7 +281,7 @@ export function wheel({ name, version, files, requires = [] }) {
 // wheel): /simple/ lists the projects, /simple/<normalized>/ links each wheel (with its
 // #sha256=, which pip checks), wheels at /packages/<filename>. Resolves {url (…/simple/), port,
 // close(), requests, wheels: [{name, version, filename, sha256}]}.
-export async function startPythonIndex({ packages = [PY_FIXTURE], name } = {}) {
+export async function startPythonIndex({ packages = [PY_FIXTURE], name, host } = {}) {
   const projects = new Map();
   const files = new Map();
   const wheels = [];
@@ -314,7 +317,7 @@ export async function startPythonIndex({ packages = [PY_FIXTURE], name } = {}) {
       return res.end(files.get(f[1]));
     }
     send(res, 404, 'text/plain', 'not found\n');
-  }, { name });
+  }, { name, host });
   return { url: `${s.origin}/simple/`, port: s.port, close: s.close, requests: s.requests, wheels };
 }
 
@@ -343,7 +346,7 @@ function git(args, cwd) {
 // a bare repository with one commit on main. Resolves {url (no trailing /), port, ca (PEM text
 // to trust), close(), requests, repos: {"name.git": commit sha}}. tls: false serves plain HTTP.
 export async function startGitServer({ repos = { 'repo.git': { files: GIT_FIXTURE, message: 'fixture commit' } },
-  tls = true, name } = {}) {
+  tls = true, name, host } = {}) {
   const root = mkdtempSync(path.join(tmpdir(), 'smcp-gitsrv-'));
   const shas = {};
   for (const [repo, { files, message = 'fixture commit' }] of Object.entries(repos)) {
@@ -364,7 +367,7 @@ export async function startGitServer({ repos = { 'repo.git': { files: GIT_FIXTUR
   const cert = ca?.issue('git');
   const s = await listen((req, res) => {
     gitHttpBackend(req, res, root);
-  }, { tls: cert, name });
+  }, { tls: cert, name, host });
   return {
     url: s.origin, port: s.port, requests: s.requests, repos: shas, ca: ca?.ca ?? null,
     close: async () => { await s.close(); ca?.remove(); rmSync(root, { recursive: true, force: true }); },
