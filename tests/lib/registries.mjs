@@ -1,8 +1,9 @@
 // Local stand-ins for the servers ordinary tools download from, for tests that run those tools
 // inside a sandbox: an npm registry, a PEP 503 Python package index and a git server (smart
-// HTTP, over HTTPS with a throwaway CA). Each listens on 127.0.0.1 on a random port, serves real
-// artifacts built in-process (a gzipped tar for npm, a wheel for pip, a bare repository for git)
-// and records the requests it was sent. Nothing here reaches past the machine.
+// HTTP, over HTTPS with a throwaway CA) and a flat apt repository. Each listens on 127.0.0.1 on a
+// random port, serves real artifacts built in-process (a gzipped tar for npm, a wheel for pip, a
+// bare repository for git, a .deb made by dpkg-deb for apt) and records the requests it was sent.
+// Nothing here reaches past the machine.
 //
 //   const npm = await startNpmRegistry();            // sandbox-mcp-fixture-dep@1.0.0
 //   // in a sandbox: npm install --registry <npm.url> sandbox-mcp-fixture-dep
@@ -10,6 +11,8 @@
 //   // pip install --index-url <py.url> sandbox-mcp-fixture-py   (url ends in /simple/)
 //   const git = await startGitServer();              // repo.git, one commit
 //   // git -c http.sslCAInfo=<git.ca written into the sandbox> clone <git.url>/repo.git
+//   const apt = await startAptRepository();          // sandbox-mcp-fixture-deb 1.0.0
+//   // sources.list: deb [trusted=yes] <apt.url> ./   then apt-get update, apt-get install
 //
 // The URLs name `localhost` (name: to change it), the name a sandbox's egress proxy resolves
 // on the host; localhostAddrs() gives what it resolves to, for SANDBOX_NETWORK_ADDRS. host: listen
@@ -19,7 +22,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
@@ -182,10 +185,11 @@ export const NPM_FIXTURE = {
   },
 };
 
-// A registry serving packages: [{name, version, files: {path: content}, dependencies?}]
-// (package.json is made unless files has one; several entries of one name are its versions,
-// the last being "latest"). Packuments at /<name> (scoped: /@scope%2fname), tarballs at
-// /<name>/-/<basename>-<version>.tgz, with sha1 shasum and sha512 integrity as npm checks them.
+// A registry serving packages: [{name, version, files: {path: content}, dependencies?, bin?}]
+// (bin: {command: path}, as in package.json; package.json is made unless files has one;
+// several entries of one name are its versions, the last being "latest"). Packuments at /<name>
+// (scoped: /@scope%2fname), tarballs at /<name>/-/<basename>-<version>.tgz, with sha1 shasum
+// and sha512 integrity as npm checks them.
 // Resolves {url (ends in /), port, close(), requests, packages: [{name, version, tarball,
 // integrity, shasum}]}; anything else answers 404 {"error": "Not found"}.
 export async function startNpmRegistry({ packages = [NPM_FIXTURE], name, host } = {}) {
@@ -196,6 +200,7 @@ export async function startNpmRegistry({ packages = [NPM_FIXTURE], name, host } 
       name: p.name, version: p.version, main: 'index.js', license: 'MIT',
       description: p.description || `${p.name}, served by a test registry`,
       ...(p.dependencies ? { dependencies: p.dependencies } : {}),
+      ...(p.bin ? { bin: p.bin } : {}),
     };
     const files = { 'package.json': `${JSON.stringify(manifest, null, 2)}\n`, ...p.files };
     const tgz = zlib.gzipSync(tar(files, 'package/'));
@@ -260,8 +265,10 @@ export const PY_FIXTURE = {
 // PEP 503 normalized project name.
 export const normalize = (n) => n.toLowerCase().replace(/[-_.]+/g, '-');
 
-// A pure-Python wheel of {name, version, files: {path: content}}: {filename, data, sha256}.
-export function wheel({ name, version, files, requires = [] }) {
+// A pure-Python wheel of {name, version, files: {path: content}, requires?, scripts?}
+// (scripts: {command: "module:function"}, console scripts pip makes on installing):
+// {filename, data, sha256}.
+export function wheel({ name, version, files, requires = [], scripts }) {
   const dist = name.replace(/[-_.]+/g, '_');
   const info = `${dist}-${version}.dist-info`;
   const all = {
@@ -269,6 +276,8 @@ export function wheel({ name, version, files, requires = [] }) {
     [`${info}/METADATA`]: `Metadata-Version: 2.1\nName: ${name}\nVersion: ${version}\n` +
       `Summary: ${name}, served by a test index\n${requires.map((r) => `Requires-Dist: ${r}\n`).join('')}`,
     [`${info}/WHEEL`]: 'Wheel-Version: 1.0\nGenerator: sandbox-mcp-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
+    ...(scripts ? { [`${info}/entry_points.txt`]: '[console_scripts]\n' +
+      Object.entries(scripts).map(([c, f]) => `${c} = ${f}\n`).join('') } : {}),
   };
   const hash = (c) => createHash('sha256').update(c).digest('base64url');
   all[`${info}/RECORD`] = Object.entries(all)
@@ -277,8 +286,8 @@ export function wheel({ name, version, files, requires = [] }) {
   return { filename: `${dist}-${version}-py3-none-any.whl`, data, sha256: createHash('sha256').update(data).digest('hex') };
 }
 
-// A PEP 503 simple index of packages ([{name, version, files, requires?}], each made into a
-// wheel): /simple/ lists the projects, /simple/<normalized>/ links each wheel (with its
+// A PEP 503 simple index of packages ([{name, version, files, requires?, scripts?}], each made
+// into a wheel): /simple/ lists the projects, /simple/<normalized>/ links each wheel (with its
 // #sha256=, which pip checks), wheels at /packages/<filename>. Resolves {url (…/simple/), port,
 // close(), requests, wheels: [{name, version, filename, sha256}]}.
 export async function startPythonIndex({ packages = [PY_FIXTURE], name, host } = {}) {
@@ -371,5 +380,85 @@ export async function startGitServer({ repos = { 'repo.git': { files: GIT_FIXTUR
   return {
     url: s.origin, port: s.port, requests: s.requests, repos: shas, ca: ca?.ca ?? null,
     close: async () => { await s.close(); ca?.remove(); rmSync(root, { recursive: true, force: true }); },
+  };
+}
+
+// --- apt ---
+
+export const DEB_FIXTURE = {
+  name: 'sandbox-mcp-fixture-deb',
+  version: '1.0.0',
+  files: {
+    'usr/bin/sandbox-mcp-fixture-deb': '#!/bin/sh\necho "hello from the fixture package: $*"\n',
+  },
+};
+
+// A binary package of {name, version, files: {path: content}, depends?} for every architecture,
+// built by dpkg-deb (files under bin/ and sbin/ directories executable, everything owned by
+// root): {name, version, filename, data, control (its stanza: the control file's fields),
+// sha256, md5}.
+export function deb({ name, version, files, depends }) {
+  const control = `Package: ${name}\nVersion: ${version}\nArchitecture: all\n` +
+    'Maintainer: sandbox-mcp tests <fixture@example.invalid>\nSection: misc\nPriority: optional\n' +
+    (depends ? `Depends: ${depends}\n` : '') +
+    `Description: ${name}, served by a test repository\n Nothing but a fixture.\n`;
+  const dir = mkdtempSync(path.join(tmpdir(), 'smcp-deb-'));
+  try {
+    const root = path.join(dir, 'root');
+    const put = (rel, content, mode) => {
+      const full = path.join(root, rel);
+      for (let d = path.dirname(full); d.startsWith(root); d = path.dirname(d)) {
+        mkdirSync(d, { recursive: true });
+        chmodSync(d, 0o755); // dpkg-deb wants 0755 on DEBIAN, and the tree lands as built
+      }
+      writeFileSync(full, content);
+      chmodSync(full, mode);
+    };
+    put('DEBIAN/control', control, 0o644);
+    for (const [f, content] of Object.entries(files))
+      put(f, content, /(^|\/)s?bin\/[^/]+$/.test(f) ? 0o755 : 0o644);
+    const filename = `${name}_${version}_all.deb`;
+    const r = spawnSync('dpkg-deb', ['--root-owner-group', '-Zgzip', '--build', root, path.join(dir, filename)],
+      { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`dpkg-deb --build: ${r.error?.message ?? r.stderr}`);
+    const data = readFileSync(path.join(dir, filename));
+    return {
+      name, version, filename, data, control,
+      sha256: createHash('sha256').update(data).digest('hex'),
+      md5: createHash('md5').update(data).digest('hex'),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// A flat apt repository (the "deb URL ./" form, no dists/) of packages ([{name, version, files,
+// depends?}], each built with deb()): /Release lists /Packages and /Packages.gz with their sizes
+// and SHA256 sums, which apt checks; the .deb files sit at the top. It is unsigned (no InRelease,
+// no Release.gpg: both 404), so the sources entry says [trusted=yes]. Resolves {url (ends in /),
+// port, close(), requests, debs: [{name, version, filename, sha256}]}.
+export async function startAptRepository({ packages = [DEB_FIXTURE], name } = {}) {
+  const debs = packages.map(deb);
+  const index = debs.map((d) => `${d.control.replace(/\n$/, '')}\nFilename: ./${d.filename}\n` +
+    `Size: ${d.data.length}\nMD5sum: ${d.md5}\nSHA256: ${d.sha256}\n`).join('\n');
+  const files = new Map([['Packages', Buffer.from(index)], ['Packages.gz', zlib.gzipSync(index)]]);
+  const sum = (b) => createHash('sha256').update(b).digest('hex');
+  const release = 'Origin: sandbox-mcp tests\nLabel: sandbox-mcp tests\n' +
+    'Date: Mon, 01 Jan 2024 00:00:00 UTC\nSHA256:\n' +
+    [...files].map(([f, b]) => ` ${sum(b)} ${String(b.length).padStart(8)} ${f}\n`).join('');
+  files.set('Release', Buffer.from(release));
+  for (const d of debs) files.set(d.filename, d.data);
+  const s = await listen((req, res) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'text/plain', 'method not allowed\n');
+    // apt asks for <url>./Release: the path as given, dot segments resolved
+    const p = path.posix.normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^\/+/, '');
+    const body = files.get(p);
+    if (!body) return send(res, 404, 'text/plain', 'not found\n');
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  }, { name });
+  return {
+    url: `${s.origin}/`, port: s.port, close: s.close, requests: s.requests,
+    debs: debs.map(({ name: n, version, filename, sha256 }) => ({ name: n, version, filename, sha256 })),
   };
 }
