@@ -336,7 +336,9 @@ static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
 /* Build argv/envp for /bin/sh -c. The egress proxy at SANDBOX_EGRESS_PORT is named in both
  * spellings tools read, whatever the mode (with none, a tool meets the proxy's refusal and its
  * reason rather than "could not resolve host"), and the proxy listener at 127.0.0.1:8788 stays
- * direct. */
+ * direct. No command has a terminal, so debconf is told so: it would otherwise try its dialog,
+ * readline and teletype front ends in turn and say why each failed on the stderr of every
+ * `apt-get install` before falling back to this one. */
 static char **build_env(const char *const *extra, const char *cwd)
 {
     static const char *const base[] = {
@@ -348,6 +350,7 @@ static char **build_env(const char *const *extra, const char *cwd)
         "LANG=C.UTF-8",
         "HOSTNAME=sandbox",
         "TMPDIR=/tmp",
+        "DEBIAN_FRONTEND=noninteractive",
     };
 #define EGRESS_URL "http://127.0.0.1:3128"
     _Static_assert(SANDBOX_EGRESS_PORT == 3128, "EGRESS_URL names the egress port");
