@@ -6,19 +6,9 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { rpc } from '../lib/server.mjs';
-import { serverWith, attempts, waitAttempts } from '../lib/egress.mjs';
+import { serverWith, toolOk, waitAttempts } from '../lib/egress.mjs';
 import { startNpmRegistry, startPythonIndex, startGitServer, allowLocalhost, NPM_FIXTURE, PY_FIXTURE }
   from '../lib/registries.mjs';
-
-let nextId = 1;
-
-async function tool(srv, name, args = {}) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
-  assert.equal(r.status, 200, r.text);
-  assert.equal(r.body.result.isError, undefined, JSON.stringify(r.body.result));
-  return r.body.result;
-}
 
 // The sandbox's NO_PROXY names localhost, which is right for services inside the sandbox itself,
 // but these upstreams are on the HOST's loopback: asked for localhost:PORT with NO_PROXY in place,
@@ -28,7 +18,7 @@ async function tool(srv, name, args = {}) {
 const VIA_PROXY = 'unset NO_PROXY no_proxy; ';
 
 async function sh(srv, command, env) {
-  const r = await tool(srv, 'container_exec', { command: VIA_PROXY + command, timeout_ms: 120000, ...(env ? { env } : {}) });
+  const r = await toolOk(srv, 'container_exec', { command: VIA_PROXY + command, timeout_ms: 120000, ...(env ? { env } : {}) });
   return r.structuredContent;
 }
 
@@ -108,7 +98,7 @@ describe('mode allowlist, exactly the test upstreams allowed', () => {
     assert.equal(tunnel[0].verdict, 'allowed');
 
     // With the throwaway CA written into the sandbox and named to git, the clone succeeds.
-    await tool(srv, 'container_file_write', { path: '/workspace/fixture-ca.pem', content: git.ca });
+    await toolOk(srv, 'container_file_write', { path: '/workspace/fixture-ca.pem', content: git.ca });
     const r = await sh(srv, `${GIT_CLONE(git.url, '-c http.sslCAInfo=/workspace/fixture-ca.pem')} && ` +
       'git -C /workspace/repo log --format="%H %s" && sh /workspace/repo/hello.sh');
     assert.equal(r.exit_code, 0, out(r));
@@ -146,7 +136,7 @@ describe('mode none: npm, pip and git meet the proxy refusal', () => {
       SANDBOX_NETWORK: 'none', SANDBOX_NETWORK_DEFAULTS: '0',
       SANDBOX_NETWORK_ALLOW: allow, SANDBOX_NETWORK_ADDRS: addrs,
     });
-    await tool(srv, 'container_file_write', { path: '/workspace/fixture-ca.pem', content: git.ca });
+    await toolOk(srv, 'container_file_write', { path: '/workspace/fixture-ca.pem', content: git.ca });
   });
   after(async () => {
     await srv?.stop();

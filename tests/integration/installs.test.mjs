@@ -17,8 +17,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { rpc, debianTemplate, TEMPLATES_DIR } from '../lib/server.mjs';
-import { serverWith, waitAttempts } from '../lib/egress.mjs';
+import { debianTemplate, TEMPLATES_DIR } from '../lib/server.mjs';
+import { serverWith, toolOk, waitAttempts } from '../lib/egress.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 import {
   startNpmRegistry, startPythonIndex, startAptRepository, allowLocalhost,
@@ -50,15 +50,6 @@ const NPM_TOOL = {
   },
 };
 
-let nextId = 1;
-
-async function tool(srv, name, args = {}) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
-  assert.equal(r.status, 200, r.text);
-  assert.equal(r.body.result.isError, undefined, JSON.stringify(r.body.result));
-  return r.body.result;
-}
-
 // The sandbox's NO_PROXY names localhost, which is right for services inside the sandbox, but
 // these stand-ins are on the HOST's loopback: asked for localhost:PORT with NO_PROXY in place, a
 // tool would connect to the sandbox's own loopback, where nothing listens, instead of going
@@ -67,7 +58,7 @@ async function tool(srv, name, args = {}) {
 const VIA_PROXY = { NO_PROXY: '', no_proxy: '' };
 
 async function sh(srv, command) {
-  const r = await tool(srv, 'container_exec', { command, timeout_ms: 240000, env: VIA_PROXY });
+  const r = await toolOk(srv, 'container_exec', { command, timeout_ms: 240000, env: VIA_PROXY });
   return r.structuredContent;
 }
 
@@ -108,7 +99,7 @@ describe('installing on the debian template through the egress proxy, registries
       SANDBOX_NETWORK: 'allowlist', SANDBOX_NETWORK_DEFAULTS: '0',
       SANDBOX_NETWORK_ALLOW: allow, SANDBOX_NETWORK_ADDRS: addrs,
     }, template);
-    const ping = (await tool(srv, 'container_ping')).structuredContent;
+    const ping = (await toolOk(srv, 'container_ping')).structuredContent;
     assert.equal(ping.template, 'debian', JSON.stringify(ping));
     sbx = ping.sandbox_id;
 
@@ -223,7 +214,7 @@ describe('installing on the debian template through the egress proxy, registries
   });
 
   test('container_initialize starts the sandbox over: every install and the mirrors are gone', async () => {
-    await tool(srv, 'container_initialize');
+    await toolOk(srv, 'container_initialize');
     const r = await sh(srv, `for c in fixture-pad fixture-greet ${DEB_FIXTURE.name}; do command -v $c || echo "no $c"; done; ` +
       "python3 -c 'import sandbox_mcp_fixture_py' 2>/dev/null || echo no module; " +
       `ls /usr/local/lib/node_modules; dpkg-query -W ${DEB_FIXTURE.name} 2>/dev/null || echo no package; ` +
@@ -232,7 +223,7 @@ describe('installing on the debian template through the egress proxy, registries
     assert.equal(r.stdout, `no fixture-pad\nno fixture-greet\nno ${DEB_FIXTURE.name}\nno module\npnpm\n` +
       'no package\n/etc/apt/sources.list.d:\n\n/workspace:\nno npmrc\n' +
       readFileSync(path.join(ROOTFS, 'etc/pip.conf'), 'utf8'), out(r));
-    sbx = (await tool(srv, 'container_ping')).structuredContent.sandbox_id;
+    sbx = (await toolOk(srv, 'container_ping')).structuredContent.sandbox_id;
     assert.ok(existsSync(upper('.')));
     assert.ok(!existsSync(upper('usr/local/bin/fixture-pad')));
     assert.ok(!existsSync(upper(`usr/bin/${DEB_FIXTURE.name}`)));

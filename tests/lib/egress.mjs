@@ -1,10 +1,10 @@
-// Helpers for the egress suites: a server with its own network settings, and the egress proxy's
-// log lines of a server, as objects.
+// Helpers for the egress suites: a server with its own network settings, a tool call that must
+// succeed, and the egress proxy's log lines of a server, as objects.
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, tempDir } from './server.mjs';
+import { rpc, startServer, tempDir } from './server.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -20,6 +20,14 @@ export async function serverWith(vars, env = {}) {
   const stop = srv.stop.bind(srv);
   srv.stop = async (...a) => { const r = await stop(...a); rmSync(dir, { recursive: true, force: true }); return r; };
   return srv;
+}
+
+// Call tool name with args on srv; its result, which must not be an error.
+export async function toolOk(srv, name, args = {}) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.result.isError, undefined, JSON.stringify(r.body.result));
+  return r.body.result;
 }
 
 // The `egress connect` lines a server logged, as objects of their key=value pairs.
