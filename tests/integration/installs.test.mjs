@@ -8,9 +8,10 @@
 // finds a package in the lists the template keeps and meets the refusal of Debian's mirror, which
 // this policy leaves out.
 //
-// Nothing here leaves the machine: every upstream listens on 127.0.0.1 and is asked for by the
-// name localhost, which the proxy resolves on the host; the policy allows exactly their ports,
-// and refuses Debian's mirror by its name, before any lookup.
+// Nothing here leaves the machine: every upstream listens on 127.0.0.2, a loopback address of the
+// host that the sandbox's NO_PROXY does not name (it lists its own localhost and 127.0.0.1), so
+// the tools go through the proxy as they are; the policy allows exactly those ports, and refuses
+// Debian's mirror by its name, before any lookup.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -21,11 +22,12 @@ import { debianTemplate, TEMPLATES_DIR } from '../lib/server.mjs';
 import { serverWith, toolOk, waitAttempts } from '../lib/egress.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 import {
-  startNpmRegistry, startPythonIndex, startAptRepository, allowLocalhost,
+  startNpmRegistry, startPythonIndex, startAptRepository,
   NPM_FIXTURE, PY_FIXTURE, DEB_FIXTURE,
 } from '../lib/registries.mjs';
 
 const ROOTFS = path.join(TEMPLATES_DIR, 'debian', 'rootfs');
+const HOST = '127.0.0.2';
 
 // A Python package with a console script, and an npm package with a command and a dependency.
 const PY_TOOL = {
@@ -50,15 +52,8 @@ const NPM_TOOL = {
   },
 };
 
-// The sandbox's NO_PROXY names localhost, which is right for services inside the sandbox, but
-// these stand-ins are on the HOST's loopback: asked for localhost:PORT with NO_PROXY in place, a
-// tool would connect to the sandbox's own loopback, where nothing listens, instead of going
-// through the proxy. A real mirror has a name of its own; here every command runs with NO_PROXY
-// emptied (in the call's env, so that the command is exactly what a model types).
-const VIA_PROXY = { NO_PROXY: '', no_proxy: '' };
-
 async function sh(srv, command) {
-  const r = await toolOk(srv, 'container_exec', { command, timeout_ms: 240000, env: VIA_PROXY });
+  const r = await toolOk(srv, 'container_exec', { command, timeout_ms: 240000 });
   return r.structuredContent;
 }
 
@@ -90,14 +85,13 @@ describe('installing on the debian template through the egress proxy, registries
     const template = await debianTemplate();
     pristine = fingerprint(ROOTFS);
     [npm, py, apt] = await Promise.all([
-      startNpmRegistry({ packages: [NPM_FIXTURE, NPM_TOOL] }),
-      startPythonIndex({ packages: [PY_TOOL] }),
-      startAptRepository(),
+      startNpmRegistry({ packages: [NPM_FIXTURE, NPM_TOOL], host: HOST }),
+      startPythonIndex({ packages: [PY_TOOL], host: HOST }),
+      startAptRepository({ host: HOST }),
     ]);
-    const { allow, addrs } = await allowLocalhost([npm.port, py.port, apt.port]);
     srv = await serverWith({
       SANDBOX_NETWORK: 'allowlist', SANDBOX_NETWORK_DEFAULTS: '0',
-      SANDBOX_NETWORK_ALLOW: allow, SANDBOX_NETWORK_ADDRS: addrs,
+      SANDBOX_NETWORK_ADDRS: [npm.port, py.port, apt.port].map((p) => `${HOST}:${p}`).join(','),
     }, template);
     const ping = (await toolOk(srv, 'container_ping')).structuredContent;
     assert.equal(ping.template, 'debian', JSON.stringify(ping));
@@ -135,7 +129,7 @@ describe('installing on the debian template through the egress proxy, registries
     assert.deepEqual(py.requests.map((q) => `${q.method} ${q.url}`),
       [`GET /simple/${PY_FIXTURE.name}/`, `GET /packages/${py.wheels[0].filename}`]);
     const a = await waitAttempts(srv, (x) => x.port === String(py.port));
-    assert.ok(a.every((x) => x.method === 'GET' && x.host === 'localhost' && x.verdict === 'allowed'), JSON.stringify(a));
+    assert.ok(a.every((x) => x.method === 'GET' && x.host === HOST && x.verdict === 'allowed'), JSON.stringify(a));
 
     // in the sandbox's layer, not in the template
     for (const f of ['usr/local/bin/fixture-pad', `${m[1].slice(1)}/sandbox_mcp_fixture_py/__init__.py`]) {
@@ -191,7 +185,7 @@ describe('installing on the debian template through the egress proxy, registries
     // apt's downloader fetched the package through the proxy
     assert.ok(apt.requests.some((q) => q.url === `/./${apt.debs[0].filename}`), JSON.stringify(apt.requests));
     const a = await waitAttempts(srv, (x) => x.port === String(apt.port));
-    assert.ok(a.every((x) => x.method === 'GET' && x.host === 'localhost' && x.verdict === 'allowed'), JSON.stringify(a));
+    assert.ok(a.every((x) => x.method === 'GET' && x.host === HOST && x.verdict === 'allowed'), JSON.stringify(a));
 
     assert.ok(existsSync(upper(`usr/bin/${DEB_FIXTURE.name}`)));
     assert.match(readFileSync(upper('var/lib/dpkg/status'), 'utf8'), new RegExp(`^Package: ${DEB_FIXTURE.name}$`, 'm'));

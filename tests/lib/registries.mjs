@@ -437,7 +437,7 @@ export function deb({ name, version, files, depends }) {
 // and SHA256 sums, which apt checks; the .deb files sit at the top. It is unsigned (no InRelease,
 // no Release.gpg: both 404), so the sources entry says [trusted=yes]. Resolves {url (ends in /),
 // port, close(), requests, debs: [{name, version, filename, sha256}]}.
-export async function startAptRepository({ packages = [DEB_FIXTURE], name } = {}) {
+export async function startAptRepository({ packages = [DEB_FIXTURE], name, host } = {}) {
   const debs = packages.map(deb);
   const index = debs.map((d) => `${d.control.replace(/\n$/, '')}\nFilename: ./${d.filename}\n` +
     `Size: ${d.data.length}\nMD5sum: ${d.md5}\nSHA256: ${d.sha256}\n`).join('\n');
@@ -456,7 +456,7 @@ export async function startAptRepository({ packages = [DEB_FIXTURE], name } = {}
     if (!body) return send(res, 404, 'text/plain', 'not found\n');
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length });
     res.end(req.method === 'HEAD' ? undefined : body);
-  }, { name });
+  }, { name, host });
   return {
     url: `${s.origin}/`, port: s.port, close: s.close, requests: s.requests,
     debs: debs.map(({ name: n, version, filename, sha256 }) => ({ name: n, version, filename, sha256 })),
