@@ -51,7 +51,7 @@
 #include "base/ids.h"
 #include "base/util.h"
 
-#define DEBIAN_RECIPE "debian-template-5"
+#define DEBIAN_RECIPE "debian-template-6"
 #define DEBIAN_SUITE "trixie"
 /* Where the mirror has no DEBIAN_SUITE (an old or partial mirror). */
 #define DEBIAN_SUITE_FALLBACK "bookworm"
@@ -102,11 +102,16 @@ static const char *const checks[][4] = {
 };
 
 static const char hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n";
-/* apt keeps its lists compressed (a fifth of the size) and without translated descriptions,
- * which lets the tree keep them. */
+/* apt keeps its lists compressed (lz4 with trixie's apt, gzip with bookworm's) and without
+ * translated descriptions, which lets the tree keep them; dpkg writes plain lines, not a
+ * terminal's progress, into what a model reads. */
 static const char apt_conf[] = "Acquire::GzipIndexes \"true\";\n"
                                "Acquire::CompressionTypes::Order:: \"gz\";\n"
-                               "Acquire::Languages \"none\";\n";
+                               "Acquire::Languages \"none\";\n"
+                               "Dpkg::Use-Pty \"0\";\n";
+/* pnpm's own configuration (npm does not read it): `pnpm add -g` links commands where npm's
+ * global ones go, on PATH, without `pnpm setup`. */
+static const char pnpm_rc[] = "global-bin-dir=/usr/local/bin\n";
 /* What no sandbox reads, left out by dpkg from every package the build installs (copyright
  * files stay); and no fsync after each file, which halves the build (a tree that is not finished
  * is thrown away anyway) and speeds up installs in sandboxes, whose layers are disposable. */
@@ -611,6 +616,20 @@ static int write_text(const char *path, const char *text)
     return 0;
 }
 
+/* Create the directories above path (mode 0755) that are missing. */
+static int make_parents(const char *path)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    for (char *p = strchr(dir + 1, '/'); p; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    return 0;
+}
+
 static int copy_text(const char *src, const char *dst)
 {
     char buf[8192];
@@ -620,14 +639,11 @@ static int copy_text(const char *src, const char *dst)
     return write_text(dst, buf);
 }
 
-/* What the build leaves behind that no sandbox needs: downloaded packages and npm's cache. apt's
- * lists stay (compressed, see apt_conf), so that `apt-get install` works in a sandbox at once. */
-static int clean_tree(const char *rootfs, struct err *err)
+/* Empty each of dirs (below rootfs) but for apt's lock files and partial/ directories. */
+static int clean_dirs(const char *rootfs, const char *const *dirs, size_t ndirs, struct err *err)
 {
-    static const char *const dirs[] = {"var/cache/apt/archives", "var/cache/apt/srcpkgcache.bin",
-                                       "root/.npm", "tmp"};
     char path[PATH_MAX];
-    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+    for (size_t i = 0; i < ndirs; i++) {
         snprintf(path, sizeof(path), "%s/%s", rootfs, dirs[i]);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -721,17 +737,22 @@ static int build_tree(const char *tmp, struct recipe *rc, struct err *err)
     _cleanup_free_ char *sources = recipe_sources(rc);
     static const struct {
         const char *name, *text;
-    } conf[] = {{"apt/apt.conf.d/90sandbox-gzip-indexes", apt_conf},
-                {"dpkg/dpkg.cfg.d/90sandbox", dpkg_excludes},
-                {"pip.conf", pip_conf}};
+    } conf[] = {{"etc/apt/apt.conf.d/90sandbox", apt_conf},
+                {"etc/dpkg/dpkg.cfg.d/90sandbox", dpkg_excludes},
+                {"etc/pip.conf", pip_conf},
+                {"root/.config/pnpm/rc", pnpm_rc}};
     snprintf(path, sizeof(path), "%s/etc/apt/sources.list", rootfs);
     if ((r = write_text(path, sources)) < 0)
         return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
     for (size_t i = 0; i < ARRAY_SIZE(conf); i++) {
-        snprintf(path, sizeof(path), "%s/etc/%s", rootfs, conf[i].name);
-        if ((r = write_text(path, conf[i].text)) < 0)
+        snprintf(path, sizeof(path), "%s/%s", rootfs, conf[i].name);
+        if ((r = make_parents(path)) < 0 || (r = write_text(path, conf[i].text)) < 0)
             return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
     }
+    /* debootstrap's own lists, stored uncompressed: apt fetches them again, kept as above */
+    static const char *const lists[] = {"var/lib/apt/lists"};
+    if ((r = clean_dirs(rootfs, lists, ARRAY_SIZE(lists), err)) < 0)
+        return r;
     status("building apt-get install");
     fprintf(stderr, "template debian: apt-get install");
     for (size_t i = 0; i < ARRAY_SIZE(packages); i++)
@@ -763,7 +784,11 @@ static int build_tree(const char *tmp, struct recipe *rc, struct err *err)
     const char *clean_argv[] = {"/usr/bin/apt-get", "clean", NULL};
     if ((r = run_in(rootfs, "  apt: ", clean_argv, err)) < 0)
         return r;
-    if ((r = clean_tree(rootfs, err)) < 0)
+    /* What the build leaves behind that no sandbox needs: downloaded packages and npm's cache.
+     * apt's lists stay (compressed, see apt_conf), so that `apt-get install` works at once. */
+    static const char *const leftovers[] = {"var/cache/apt/archives",
+                                            "var/cache/apt/srcpkgcache.bin", "root/.npm", "tmp"};
+    if ((r = clean_dirs(rootfs, leftovers, ARRAY_SIZE(leftovers), err)) < 0)
         return r;
     static const struct {
         const char *name, *text;

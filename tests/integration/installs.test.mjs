@@ -170,11 +170,21 @@ describe('installing on the debian template through the egress proxy, registries
     assert.ok(existsSync(path.join(srv.dataDir, 'sandboxes', sbx, 'disk', 'workspace', 'app', 'node_modules', NPM_TOOL.name)));
   });
 
+  test('pnpm add -g X, without pnpm setup: its command on PATH', async () => {
+    const r = await sh(srv, `npm uninstall -g ${NPM_TOOL.name} && pnpm add -g ${NPM_TOOL.name}`);
+    assert.equal(r.exit_code, 0, out(r));
+    const use = await sh(srv, 'command -v fixture-greet && fixture-greet 3');
+    assert.equal(use.exit_code, 0, out(use));
+    assert.equal(use.stdout, '/usr/local/bin/fixture-greet\nhello 003\n', out(use));
+    assert.ok(!existsSync(path.join(ROOTFS, 'usr/local/bin/fixture-greet')));
+  });
+
   test('apt-get install -y X: dpkg installs it as root, its program on PATH', async () => {
     const r = await sh(srv, `apt-get install -y ${DEB_FIXTURE.name}`);
     assert.equal(r.exit_code, 0, out(r));
-    // (dpkg runs on a terminal of apt's own, which ends its lines in \r\n)
-    assert.match(r.stdout, new RegExp(`\nSetting up ${DEB_FIXTURE.name} \\(1\\.0\\.0\\) \\.\\.\\.\r?\n$`), out(r));
+    // plain lines: dpkg writes to apt's pipe, not a terminal of apt's own (Dpkg::Use-Pty)
+    assert.match(r.stdout, new RegExp(`\nSetting up ${DEB_FIXTURE.name} \\(1\\.0\\.0\\) \\.\\.\\.\n$`), out(r));
+    assert.doesNotMatch(r.stdout, /\r/, out(r));
     // no errors or warnings, and no debconf looking for a terminal (DEBIAN_FRONTEND is set)
     assert.doesNotMatch(r.stderr, /^E:|^W:|debconf/m, out(r));
     const use = await sh(srv, `command -v ${DEB_FIXTURE.name} && ${DEB_FIXTURE.name} one two && ` +
