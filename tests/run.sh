@@ -22,11 +22,12 @@ add() { # suite passed failed
 }
 
 # The debian sandbox template, shared by the suites that need it (tests/lib/server.mjs
-# debianTemplate()): built now, beside the unit tests, so that it is ready when they get there.
-# It is kept between runs on one machine and only verified when up to date.
+# debianTemplate()): built now, beside the unit tests, so that it is ready when they get there,
+# at a lower priority than the tests, which mostly wait on sandboxes and leave it the rest. It
+# is kept between runs on one machine and only verified when up to date.
 export SANDBOX_MCP_TEST_TEMPLATES=${SANDBOX_MCP_TEST_TEMPLATES:-/var/tmp/sandbox-mcp-templates-test}
 mkdir -p "$SANDBOX_MCP_TEST_TEMPLATES"
-env -u SANDBOX_TEMPLATE SANDBOX_TEMPLATE_DIR="$SANDBOX_MCP_TEST_TEMPLATES" \
+nice -n 10 env -u SANDBOX_TEMPLATE SANDBOX_TEMPLATE_DIR="$SANDBOX_MCP_TEST_TEMPLATES" \
     "$BUILD/sandbox-mcp" template build debian --data-dir "$SANDBOX_MCP_TEST_TEMPLATES" \
     --env-file /dev/null > "$OUT/template.log" 2>&1 &
 template_pid=$!

@@ -224,7 +224,9 @@ describe('installing on the debian template through the egress proxy, registries
       `ls /usr/local/lib/node_modules; dpkg-query -W ${DEB_FIXTURE.name} 2>/dev/null || echo no package; ` +
       'ls -A /workspace /etc/apt/sources.list.d; test -e /root/.npmrc || echo no npmrc; cat /etc/pip.conf');
     assert.equal(r.exit_code, 0, out(r));
-    assert.equal(r.stdout, `no fixture-pad\nno fixture-greet\nno ${DEB_FIXTURE.name}\nno module\npnpm\n` +
+    // what the template itself has globally: npm and pnpm
+    const globals = readdirSync(path.join(ROOTFS, 'usr/local/lib/node_modules')).sort().join('\n');
+    assert.equal(r.stdout, `no fixture-pad\nno fixture-greet\nno ${DEB_FIXTURE.name}\nno module\n${globals}\n` +
       'no package\n/etc/apt/sources.list.d:\n\n/workspace:\nno npmrc\n' +
       readFileSync(path.join(ROOTFS, 'etc/pip.conf'), 'utf8'), out(r));
     sbx = (await toolOk(srv, 'container_ping')).structuredContent.sandbox_id;
