@@ -457,6 +457,15 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     if (sc->template_mirror && strpbrk(sc->template_mirror, " \t\r\n\"'"))
         return err_set(err, -EINVAL, "SANDBOX_TEMPLATE_MIRROR '%s' holds a space or a quote",
                        sc->template_mirror);
+    /* The mirror is named in logs and in what sandboxes are told: no password in it. */
+    if (sc->template_mirror) {
+        const char *host = strstr(sc->template_mirror, "://") + 3;
+        const char *at = strchr(host, '@'), *slash = strchr(host, '/');
+        if (at && (!slash || at < slash))
+            return err_set(err, -EINVAL,
+                           "SANDBOX_TEMPLATE_MIRROR must not carry a user or password; use a "
+                           "mirror that needs none");
+    }
 #define GET(key, def, min, max, dst, scale)                                                        \
     do {                                                                                           \
         if (config_get_u64(cfg, key, (def) / (scale), min, max, &v, err) < 0)                      \

@@ -195,11 +195,13 @@ test('bad template settings stop serve with a message naming them', () => {
     [{ SANDBOX_TEMPLATE_DIR: 'relative/dir' }, /SANDBOX_TEMPLATE_DIR 'relative\/dir' is not an absolute path/],
     [{ SANDBOX_TEMPLATE_MIRROR: 'ftp://mirror.example/debian' }, /SANDBOX_TEMPLATE_MIRROR 'ftp:\/\/mirror\.example\/debian' is not an http:\/\/, https:\/\/ or file:\/\/\/ URL/],
     [{ SANDBOX_TEMPLATE_RETRY_SECONDS: '0' }, /SANDBOX_TEMPLATE_RETRY_SECONDS/],
+    [{ SANDBOX_TEMPLATE_MIRROR: 'https://me:secret@mirror.example/debian' }, /SANDBOX_TEMPLATE_MIRROR must not carry a user or password; use a mirror that needs none\n/],
   ]) {
     const d = dir();
     const r = cli(['serve', '--listen', '127.0.0.1:0', '--data-dir', d], { env, timeout: 20000 });
     assert.equal(r.status, 2, `${JSON.stringify(env)}: ${r.stderr}`);
     assert.match(r.stderr, msg);
+    assert.doesNotMatch(r.stderr, /secret/, 'a password in the mirror is not echoed');
     assertNoSanitizerReport(r.stderr);
   }
 });
