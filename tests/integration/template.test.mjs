@@ -201,7 +201,7 @@ test('bad template settings stop serve with a message naming them', () => {
     const r = cli(['serve', '--listen', '127.0.0.1:0', '--data-dir', d], { env, timeout: 20000 });
     assert.equal(r.status, 2, `${JSON.stringify(env)}: ${r.stderr}`);
     assert.match(r.stderr, msg);
-    assert.doesNotMatch(r.stderr, /secret/, 'a password in the mirror is not echoed');
+    assert.doesNotMatch(r.stderr, /me:secret/, 'a password in the mirror is not echoed');
     assertNoSanitizerReport(r.stderr);
   }
 });
