@@ -127,13 +127,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzz/libfuzz.a
 
 unit: $(UNIT_BIN)
 
-# test and run install dependencies first, then build in a second make so that pkg-config is
+# test and run install Debian packages first, then build in a second make so that pkg-config is
 # asked again once the libraries exist (on a fresh machine they do not at first).
-# The build runs one job per core; the suites then run on their own.
+# The build runs one job per core, beside the npm installs (which mostly wait on the network);
+# the suites then run on their own.
 NPROC := $(shell nproc 2>/dev/null || echo 1)
-test: deps
+test: deps-apt
 	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(TEST_APT)"
-	$(MAKE) --no-print-directory -j$(NPROC) test-build
+	$(MAKE) --no-print-directory -j$$(($(NPROC) + 1)) test-build deps-npm
 	$(MAKE) --no-print-directory test-suites
 test-build: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
 test-suites: test-build
