@@ -134,7 +134,7 @@ unit: $(UNIT_BIN)
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 test: deps-apt
 	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(TEST_APT)"
-	$(MAKE) --no-print-directory -j$$(($(NPROC) + 1)) test-build deps-npm
+	$(MAKE) --no-print-directory -j$$(($(NPROC) + 2)) deps-npm test-build
 	$(MAKE) --no-print-directory test-suites
 test-build: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
 test-suites: test-build
