@@ -42,10 +42,14 @@
 #include "base/util.h"
 #include "sandbox/fsops.h"
 
-/* Keeps the first half and the last half of a stream within cap bytes. */
+/* Keeps the first half and the last half of a stream within cap bytes. Memory follows the
+ * output: the head grows as it fills and the tail is allocated once the head is full. Most
+ * commands print little, and buffers at the full cap (2 MiB a command with the defaults) for
+ * every command under way would leave the heap as large as the most commands ever at once,
+ * with the pages each touched resident. */
 struct capture {
     char *head;
-    size_t head_len, head_cap;
+    size_t head_len, head_alloc, head_cap;
     char *tail; /* ring */
     size_t tail_cap, tail_start, tail_len;
     uint64_t total;
@@ -73,8 +77,6 @@ static void capture_init(struct capture *c, size_t cap)
     memset(c, 0, sizeof(*c));
     c->head_cap = cap / 2;
     c->tail_cap = cap - c->head_cap;
-    c->head = xmalloc(c->head_cap + 1);
-    c->tail = xmalloc(c->tail_cap + 1);
 }
 
 static void capture_add(struct capture *c, const char *data, size_t len)
@@ -83,10 +85,22 @@ static void capture_add(struct capture *c, const char *data, size_t len)
     size_t h = c->head_cap - c->head_len;
     if (h > len)
         h = len;
-    memcpy(c->head + c->head_len, data, h);
+    if (c->head_len + h > c->head_alloc) {
+        size_t n = c->head_alloc ? c->head_alloc : 4096;
+        while (n < c->head_len + h)
+            n *= 2;
+        if (n > c->head_cap)
+            n = c->head_cap;
+        c->head = xrealloc(c->head, n);
+        c->head_alloc = n;
+    }
+    if (h)
+        memcpy(c->head + c->head_len, data, h);
     c->head_len += h;
     data += h;
     len -= h;
+    if (len && !c->tail)
+        c->tail = xmalloc(c->tail_cap);
     if (len >= c->tail_cap) {
         data += len - c->tail_cap;
         len = c->tail_cap;
@@ -113,7 +127,8 @@ static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
     *truncated = c->total > (uint64_t)n;
     if (*truncated)
         hl = utf8_boundary(c->head, hl);
-    memcpy(raw, c->head, hl);
+    if (hl)
+        memcpy(raw, c->head, hl);
     pos = hl;
     size_t skip = 0;
     if (*truncated) {

@@ -1,7 +1,8 @@
 // Floods against the server's memory and descriptors: a sandbox flooding its own proxy listener
 // (127.0.0.1:8788 inside it) and unauthenticated clients on the main listener, with what must
-// keep working meanwhile; /metrics only for its token; the descriptor limit raised at start.
-// Memory is judged by the server's peak resident size (VmHWM), never by how long anything took.
+// keep working meanwhile; /metrics only for its token; the descriptor limit raised at start;
+// many commands under way at once. Memory is judged by the server's peak resident size (VmHWM)
+// or, for what it sets aside, its data size (VmData), never by how long anything took.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -356,5 +357,32 @@ describe('a cap on connections', () => {
     }
     assert.ok(res, 'the server never accepted a connection again after the idle ones closed');
     assert.equal(res.status, 404);
+  });
+});
+
+describe('commands under way', () => {
+  let srv;
+  before(async () => {
+    // the largest output cap: what the server set aside for each command at that cap would show
+    srv = await startServer({ env: { ASAN_OPTIONS, EXEC_OUTPUT_BYTES: String(64 * MiB) } });
+  });
+  after(async () => { await srv?.stop(); });
+
+  test('many commands that print little hold memory for what they print, not for the output cap', async () => {
+    const vmData = () => Number(readFileSync(`/proc/${srv.proc.pid}/status`, 'utf8').match(/^VmData:\s+(\d+) kB/m)[1]) * 1024;
+    await tool(srv, 'container_exec', { command: 'true' });
+    const base = vmData();
+    let peak = base, running = true;
+    const sampler = (async () => {
+      while (running) { peak = Math.max(peak, vmData()); await sleep(20); }
+    })();
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
+      tool(srv, 'container_exec', { command: `sleep 2; echo done ${i}` })));
+    running = false;
+    await sampler;
+    results.forEach((r, i) => assert.equal(r.structuredContent.stdout, `done ${i}\n`, JSON.stringify(r)));
+    // 20 commands at once, each of which could print 2 x 64 MiB: a buffer of the cap for each
+    // stream of each would be 2.5 GiB; what they print takes next to nothing
+    assert.ok(peak - base < 256 * MiB, `the server's data grew by ${((peak - base) / MiB).toFixed(0)} MiB`);
   });
 });
