@@ -7,7 +7,8 @@
 // The clients run in worker processes (child processes of this one, node:http, one http.Agent
 // with one socket per client), so that the client side is measured apart from this process,
 // which samples the server. Each worker reports its own CPU; the timer lag (how late a call left
-// after its tick) shows whether the clients kept up.
+// after its tick) shows whether the clients kept up. BENCH_VERBOSE=1 also prints each second's
+// p99, timer lag, machine and server CPU, and the server's heap at the end.
 import { fork } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -15,7 +16,7 @@ import { cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { summarize, fmt, mcpClient, writeHeadline } from './lib.mjs';
+import { summarize, fmt, mcpClient, spawnTimes, writeHeadline } from './lib.mjs';
 
 const PROTOCOL = '2025-06-18';
 const COMMAND = 'echo hi';
@@ -39,15 +40,15 @@ function worker() {
         const cpu0 = process.cpuUsage();
         await Promise.all(clients.map((c) => c.run(go.startAt, go.total, go.seconds)));
         const cpu = process.cpuUsage(cpu0);
-        const errors = {}, lat = [], at = [], lag = [];
+        const errors = {}, lat = [], at = [], lag = [], lagAt = [];
         let calls = 0, missed = 0, reconnects = 0, late = 0;
         for (const c of clients) {
           calls += c.calls; missed += c.missed; reconnects += c.reconnects;
           for (const [k, v] of Object.entries(c.errors)) errors[k] = (errors[k] || 0) + v;
-          lat.push(...c.lat); at.push(...c.at); lag.push(...c.lag);
+          lat.push(...c.lat); at.push(...c.at); lag.push(...c.lag); lagAt.push(...c.lagAt);
         }
         late = lag.filter((x) => x > 100).length;
-        process.send({ type: 'done', calls, missed, reconnects, late, errors, lat, at, lag,
+        process.send({ type: 'done', calls, missed, reconnects, late, errors, lat, at, lag, lagAt,
           cpuMs: (cpu.user + cpu.system) / 1000 });
         for (const c of clients) c.close();
         // the parent says when it has the results (a large message may still be on its way)
@@ -65,7 +66,7 @@ function makeClient(mcpUrl, { token, index }) {
   const url = new URL(mcpUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   let id = 1, socket = null, headers = null;
-  const c = { calls: 0, missed: 0, reconnects: 0, errors: {}, lat: [], at: [], lag: [] };
+  const c = { calls: 0, missed: 0, reconnects: 0, errors: {}, lat: [], at: [], lag: [], lagAt: [] };
   const count = (kind) => { c.errors[kind] = (c.errors[kind] || 0) + 1; };
 
   // POST one JSON-RPC message: resolves {status, contentType, text} or {error}
@@ -144,6 +145,7 @@ function makeClient(mcpUrl, { token, index }) {
       const wait = tick(k) - now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       c.lag.push(Math.max(0, now() - tick(k))); // timers may fire a fraction of a millisecond early
+      c.lagAt.push(tick(k));
       await call();
       // the next tick that has not begun yet
       let next = k + 1;
@@ -276,9 +278,19 @@ async function main() {
     const s0 = procStat(pid), m0 = machine(), i0 = initsCpu(inits), t0 = now();
     const rssStart = status(pid, 'VmRSS');
     let rssPeak = rssStart, threadsPeak = s0.threads;
+    // each second: the machine's and the server's CPU, to tell a slow second on a busy machine
+    // from one where the server itself held the calls up
+    const perSecond = [];
+    let last = { m: m0, s: s0.cpu, t: t0 }, n = 0;
     const sampler = setInterval(() => {
       rssPeak = Math.max(rssPeak, status(pid, 'VmRSS'));
-      threadsPeak = Math.max(threadsPeak, procStat(pid).threads);
+      const st = procStat(pid);
+      threadsPeak = Math.max(threadsPeak, st.threads);
+      if (++n % 4) return;
+      const m = machine(), t = now();
+      perSecond.push({ machine: ((m.busy - last.m.busy) / (m.total - last.m.total)) * cpus().length,
+        server: (st.cpu - last.s) / (t - last.t) });
+      last = { m, s: st.cpu, t };
     }, 250);
     // the run ends when the last tick of the last client is one second old
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
@@ -310,11 +322,26 @@ async function main() {
     for (const r of results) r.at.forEach((t, i) => bySecond[Math.min(SECONDS - 1, Math.max(0, Math.floor((t - startAt) / 1000)))].push(r.lat[i]));
     const secondP99 = bySecond.map((x) => summarize(x).p99);
     const worst = secondP99.reduce((w, x, i) => (x > secondP99[w] ? i : w), 0);
-    if (process.env.BENCH_VERBOSE) console.error('p99 by second:', secondP99.map((x) => fmt(x)).join(' '));
+    const lagBySecond = Array.from({ length: SECONDS }, () => []);
+    for (const r of results) r.lagAt.forEach((t, i) => lagBySecond[Math.min(SECONDS - 1, Math.max(0, Math.floor((t - startAt) / 1000)))].push(r.lag[i]));
+    const lagP99 = lagBySecond.map((x) => summarize(x).p99);
+    // slow seconds (p99 over 100 ms) against the others: how busy the machine and the server were
+    const slow = secondP99.map((x, i) => (x > 100 ? i : -1)).filter((i) => i >= 0 && perSecond[i]);
+    const fast = secondP99.map((x, i) => (x <= 100 ? i : -1)).filter((i) => i >= 0 && perSecond[i]);
+    const mean = (is, k) => is.reduce((a, i) => a + perSecond[i][k], 0) / Math.max(1, is.length);
+    if (process.env.BENCH_VERBOSE) {
+      console.error('machine busy by second:', perSecond.map((x) => (x.machine * 100).toFixed(0)).join(' '));
+      console.error('server CPU by second:', perSecond.map((x) => (x.server * 100).toFixed(0)).join(' '));
+      console.error('latency p99 by second:', secondP99.map((x) => fmt(x)).join(' '));
+      console.error('timer lag p99 by second:', lagP99.map((x) => fmt(x)).join(' '));
+    }
     const serverCpu = s1.cpu - s0.cpu;
     const clientCpu = results.map((r) => r.cpuMs);
     const machineBusy = ((m1.busy - m0.busy) / (m1.total - m0.total)) * cpus().length; // in cores
     const expected = CLIENTS * SECONDS;
+    const rest = machineBusy * 1000 - (serverCpu + clientCpu.reduce((a, b) => a + b, 0) + (i1 - i0)) / (wall / 1000);
+    // the floor: the same command started on the host, no sandbox, no server, timed in C
+    const floor = summarize(await spawnTimes(['/bin/sh', '-c', COMMAND], quick ? 200 : 1000));
 
     log('## Many clients');
     log();
@@ -330,24 +357,28 @@ async function main() {
     log(`| initialize (all ${CLIENTS} clients at once) | ${fmt(initWall)} ms in all, ${initFailed} failed |`);
     log(`| latency p50 / p90 / p99 / max ms | ${fmt(lat.p50)} / ${fmt(lat.p90)} / ${fmt(lat.p99)} / ${fmt(lat.max)} |`);
     log(`| p99 of each second: median over the seconds / worst (second) ms | ${fmt(summarize(secondP99).p50)} / ${fmt(secondP99[worst])} (${worst + 1}) |`);
+    log(`| seconds whose p99 was over 100 ms; machine busy / server CPU in them, and in the others | ${slow.length} of ${SECONDS}; ${(mean(slow, 'machine') * 100).toFixed(0)}% / ${(mean(slow, 'server') * 100).toFixed(0)}%, ${(mean(fast, 'machine') * 100).toFixed(0)}% / ${(mean(fast, 'server') * 100).toFixed(0)}% |`);
     log(`| client timer lag p50 / p99 / max ms (a call leaving after its tick) | ${fmt(lag.p50)} / ${fmt(lag.p99)} / ${fmt(lag.max)} |`);
     log(`| connections opened again during the run | ${reconnects} |`);
     log(`| server CPU (utime + stime, % of one core) | ${pct(serverCpu, wall)} |`);
     log(`| client CPU, per process | ${clientCpu.map((x) => pct(x, wall)).join(', ')} |`);
     log(`| sandboxes' inits and the commands they ran (own and reaped children's CPU) | ${pct(i1 - i0, wall)} |`);
+    log(`| the rest: kernel threads, this benchmark's own process, anything else on the machine | ${(rest / 10).toFixed(0)}% |`);
     log(`| whole machine busy (all processes and the kernel, of ${cpus().length * 100}%) | ${(machineBusy * 100).toFixed(0)}%; ${(baseBusy * 100).toFixed(0)}% in the 2 s before the clients started |`);
     log(`| server RSS MiB: idle / at the start / peak / end | ${mib(rssIdle)} / ${mib(rssStart)} / ${mib(rssPeak)} / ${mib(rssEnd)} |`);
     log(`| server threads (peak) | ${threadsPeak} |`);
     log(`| sandboxes running before / after; started during the run | ${sandboxesBefore} / ${sandboxesAfter}; ${startsDuring} |`);
     log(`| server warnings or errors logged from the clients' start to the end | ${bad.length} |`);
     log(`| warm-up: ${USERS} sandboxes started one after another | ${fmt(warmMs)} ms |`);
+    log(`| floor: \`/bin/sh -c '${COMMAND}'\` started on the host after the run (no sandbox, no server; posix_spawn to waitpid in C), p50 / p99 ms | ${fmt(floor.p50)} / ${fmt(floor.p99)} |`);
     log();
-    log('Server CPU counts the server process only; the commands run in the sandboxes (started by each sandbox\'s init), so their CPU is in the whole-machine figure, with the clients\' and the kernel\'s.');
+    log('CPU figures are CPU time over the run\'s wall time (100% = one core). The server\'s is the server process alone: each command is started by its sandbox\'s init, and its CPU is counted with the inits.');
+    log(`At ${fmt(floor.p50)} ms a process, ${CLIENTS} commands a second are about ${((floor.p50 * CLIENTS) / 10).toFixed(0)}% of one core before any server or sandbox is involved.`);
     if (bad.length) console.error(bad.slice(0, 20).join('\n'));
 
     writeHeadline([{ what: `${CLIENTS} MCP clients (${USERS} users), \`container_exec\` once a second each for ${SECONDS} s`,
       ours: `${calls} calls, ${nErrors} errors; p50 ${fmt(lat.p50)} ms, p99 ${fmt(lat.p99)} ms; server CPU ${pct(serverCpu, wall)}, RSS peak ${mib(rssPeak)} MiB`,
-      peer: `machine busy ${(machineBusy * 100).toFixed(0)}% of ${cpus().length * 100}%`,
+      peer: `floor: \`sh -c '${COMMAND}'\` on the host ${fmt(floor.p50)} ms a process; the machine was ${(machineBusy * 100).toFixed(0)}% busy of ${cpus().length * 100}%`,
       ratio: `${(calls / (wall / 1000)).toFixed(0)} calls/s of ${CLIENTS}`,
       target: `no errors: ${nErrors === 0 && calls > 0 ? 'met' : '**not met**'}` }]);
   } finally {
