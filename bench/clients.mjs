@@ -292,8 +292,26 @@ async function main() {
         server: (st.cpu - last.s) / (t - last.t) });
       last = { m, s: st.cpu, t };
     }, 250);
+    // a probe beside the load: MCP ping, which the server answers without any sandbox, ten times
+    // a second on a connection of its own; if it stays quick while calls are slow, the calls
+    // are waiting on their commands, not on the server
+    const probe = mcpClient(server);
+    const pings = [];
+    let probing = true;
+    const prober = (async () => {
+      while (probing) {
+        const t = now();
+        await probe.ping();
+        pings.push(now() - t);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
     // the run ends when the last tick of the last client is one second old
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
+    probing = false;
+    await prober;
+    probe.close();
+    const ping = summarize(pings);
     const s1 = procStat(pid), m1 = machine(), i1 = initsCpu(inits), t1 = now();
     const results = await Promise.all(done);
     for (const w of workers) w.p.send({ type: 'bye' });
@@ -358,6 +376,7 @@ async function main() {
     log(`| latency p50 / p90 / p99 / max ms | ${fmt(lat.p50)} / ${fmt(lat.p90)} / ${fmt(lat.p99)} / ${fmt(lat.max)} |`);
     log(`| p99 of each second: median over the seconds / worst (second) ms | ${fmt(summarize(secondP99).p50)} / ${fmt(secondP99[worst])} (${worst + 1}) |`);
     log(`| seconds whose p99 was over 100 ms; machine busy / server CPU in them, and in the others | ${slow.length} of ${SECONDS}; ${(mean(slow, 'machine') * 100).toFixed(0)}% / ${(mean(slow, 'server') * 100).toFixed(0)}%, ${(mean(fast, 'machine') * 100).toFixed(0)}% / ${(mean(fast, 'server') * 100).toFixed(0)}% |`);
+    log(`| MCP \`ping\` beside the load, ten a second on its own connection: p50 / p99 / max ms | ${fmt(ping.p50)} / ${fmt(ping.p99)} / ${fmt(ping.max)} |`);
     log(`| client timer lag p50 / p99 / max ms (a call leaving after its tick) | ${fmt(lag.p50)} / ${fmt(lag.p99)} / ${fmt(lag.max)} |`);
     log(`| connections opened again during the run | ${reconnects} |`);
     log(`| server CPU (utime + stime, % of one core) | ${pct(serverCpu, wall)} |`);
