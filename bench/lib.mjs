@@ -1,7 +1,8 @@
 // Shared helpers for the benchmarks: start the release binary, time calls, summarize.
-import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { execFile, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -93,4 +94,76 @@ export function spawnTimes(argv, n) {
 // each {what, ours, peer, ratio, target}, already formatted. Written to $BENCH_HEADLINE.
 export function writeHeadline(rows) {
   if (process.env.BENCH_HEADLINE) writeFileSync(process.env.BENCH_HEADLINE, JSON.stringify({ rows }, null, 1) + '\n');
+}
+
+// A free loopback port (for a peer that cannot be told to pick one itself and say which).
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+export function nginxVersion() {
+  const r = spawnSync('nginx', ['-v'], { encoding: 'utf8' });
+  return r.error ? null : ((r.stderr || '').match(/nginx\/(\S+)/) || [])[1] || 'unknown';
+}
+
+// Start nginx (Debian's package) as a peer: one master and one worker process, in the
+// foreground, with everything it writes kept in dir (a fresh directory inside a temporary one)
+// and `http`
+// as the body of its http block; ports are the loopback ports that block listens on. Resolves
+// once every port accepts connections, to {proc, workerPid, stop(), errors()}.
+export async function startNginx(dir, http, ports) {
+  // the worker runs as an unprivileged user and must read what the bench put here (the files
+  // it serves belong in dir too: a directory from mkdtemp is closed to other users)
+  chmodSync(dir, 0o755);
+  chmodSync(path.dirname(dir), 0o711);
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(dir, d), { recursive: true });
+  writeFileSync(path.join(dir, 'nginx.conf'), `worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  server_tokens off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  # wrk keeps its connections for the whole run; nginx's default closes one every 1,000 requests
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+${http}
+}
+`);
+  const errorLog = path.join(dir, 'error.log');
+  const proc = spawn('nginx', ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', errorLog],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => { err += d; });
+  const errors = () => { try { return err + readFileSync(errorLog, 'utf8'); } catch { return err; } };
+  const up = (port) => new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true); });
+    s.on('error', () => resolve(false));
+  });
+  let workerPid = NaN;
+  for (let i = 0; ; i++) {
+    if (proc.exitCode !== null) throw new Error(`nginx exited ${proc.exitCode}: ${errors()}`);
+    try { workerPid = Number(readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(/\s+/)[0]); } catch { /* not yet */ }
+    if (workerPid && (await Promise.all(ports.map(up))).every(Boolean)) break;
+    if (i > 500) { proc.kill('SIGKILL'); throw new Error(`nginx did not start: ${errors()}`); }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return {
+    proc, workerPid, errors,
+    // SIGQUIT: a graceful stop, which waits for open connections; SIGTERM closes them at once
+    stop: () => new Promise((resolve) => {
+      if (proc.exitCode !== null) return resolve();
+      proc.on('exit', () => resolve());
+      proc.kill('SIGTERM');
+    }),
+  };
 }
