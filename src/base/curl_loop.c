@@ -1,15 +1,23 @@
 /* libcurl's multi-socket interface on the h2o loop. curl's sockets and its timeout (a timerfd)
  * live in a private epoll set; that epoll descriptor is one h2o socket, readable whenever any of
- * them is ready. No threads, and no transfer waits for another. */
+ * them is ready. No threads, and no transfer waits for another.
+ *
+ * Setting a timerfd is a system call, and a costly one in a virtual machine, while curl moves
+ * its timeout several times per transfer: to "now" when a transfer is added, to its stall check
+ * a second later, to "none" when it ends. So "now" is a zero-length timer on the loop, which
+ * runs before the loop next waits, and the timerfd is only ever moved earlier: a later timeout
+ * is remembered and the timerfd, firing early, is set again for it. */
 #include "base/curl_loop.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "base/cleanup.h"
 #include "base/loop.h"
 #include "base/util.h"
 
@@ -18,6 +26,9 @@ struct curl_loop {
     int epfd, tfd;
     h2o_socket_t *watch;
     void (*done)(CURL *easy, CURLcode rc);
+    struct loop_timer now; /* curl asked to be called at once */
+    int64_t want_ms;       /* when curl last asked to be called (monotonic), or -1 */
+    int64_t armed_ms;      /* when the timerfd fires, or -1 */
 };
 
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
@@ -32,22 +43,63 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         ev.events |= EPOLLIN;
     if (what & CURL_POLL_OUT)
         ev.events |= EPOLLOUT;
-    if (epoll_ctl(cl->epfd, EPOLL_CTL_MOD, s, &ev) < 0 && errno == ENOENT)
-        epoll_ctl(cl->epfd, EPOLL_CTL_ADD, s, &ev);
+    /* curl removes a socket when its transfer ends and adds it again for the next transfer on
+     * the same connection, so adding is the common case */
+    if (epoll_ctl(cl->epfd, EPOLL_CTL_ADD, s, &ev) < 0 && errno == EEXIST)
+        epoll_ctl(cl->epfd, EPOLL_CTL_MOD, s, &ev);
     return 0;
+}
+
+static void arm(struct curl_loop *cl, int64_t now, int64_t due)
+{
+    int64_t ms = due > now ? due - now : 1; /* an all-zero it_value would disarm the timer */
+    struct itimerspec its = {.it_value = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000}};
+    timerfd_settime(cl->tfd, 0, &its, NULL);
+    cl->armed_ms = due;
+}
+
+static void check_done(struct curl_loop *cl);
+
+static void on_now(struct loop_timer *t)
+{
+    struct curl_loop *cl = container_of(t, struct curl_loop, now);
+    int running;
+    curl_multi_socket_action(cl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    check_done(cl);
 }
 
 static int on_timer(CURLM *multi, long timeout_ms, void *userp)
 {
     struct curl_loop *cl = userp;
-    struct itimerspec its = {0};
-    if (timeout_ms >= 0) {
-        /* 0 means "now"; an all-zero it_value would disarm the timer instead */
-        its.it_value.tv_sec = timeout_ms / 1000;
-        its.it_value.tv_nsec = timeout_ms % 1000 * 1000000 + (timeout_ms == 0);
+    if (timeout_ms < 0) {
+        cl->want_ms = -1; /* an armed timerfd that fires finds nothing wanted */
+        return 0;
     }
-    timerfd_settime(cl->tfd, 0, &its, NULL);
+    int64_t now = time_mono_ms();
+    cl->want_ms = now + timeout_ms;
+    if (timeout_ms == 0)
+        loop_timer_start(&cl->now, 0, on_now);
+    else if (cl->armed_ms < 0 || cl->armed_ms > cl->want_ms)
+        arm(cl, now, cl->want_ms);
     return 0;
+}
+
+/* The timerfd fired: curl's timeout is due, or it was moved later and the timerfd is set again. */
+static void on_timerfd(struct curl_loop *cl)
+{
+    uint64_t ticks;
+    if (read(cl->tfd, &ticks, sizeof(ticks)) < 0)
+        return; /* spurious: nothing expired */
+    cl->armed_ms = -1;
+    if (cl->want_ms < 0)
+        return;
+    int64_t now = time_mono_ms();
+    if (cl->want_ms > now) {
+        arm(cl, now, cl->want_ms);
+        return;
+    }
+    int running;
+    curl_multi_socket_action(cl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 }
 
 static void check_done(struct curl_loop *cl)
@@ -72,11 +124,7 @@ static void on_ready(h2o_socket_t *sock, const char *err)
     int running;
     for (int i = 0; i < n; i++) {
         if (evs[i].data.fd == cl->tfd) {
-            uint64_t ticks;
-            if (read(cl->tfd, &ticks, sizeof(ticks)) < 0) {
-                /* spurious: nothing expired */
-            }
-            curl_multi_socket_action(cl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+            on_timerfd(cl);
             continue;
         }
         int flags = 0;
@@ -95,6 +143,7 @@ struct curl_loop *curl_loop_new(void (*done)(CURL *easy, CURLcode rc))
 {
     struct curl_loop *cl = xcalloc(1, sizeof(*cl));
     cl->done = done;
+    cl->want_ms = cl->armed_ms = -1;
     cl->multi = curl_multi_init();
     cl->epfd = epoll_create1(EPOLL_CLOEXEC);
     cl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -116,6 +165,7 @@ void curl_loop_free(struct curl_loop *cl)
 {
     if (!cl)
         return;
+    loop_timer_stop(&cl->now);
     h2o_socket_read_stop(cl->watch);
     h2o_socket_close(cl->watch); /* closes epfd */
     curl_multi_cleanup(cl->multi);
