@@ -228,6 +228,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
         const char *sp = memchr(data, ' ', len);
         t->status = sp ? atoi(sp + 1) : 502;
         t->req->res.headers = (h2o_headers_t){NULL};
+        t->req->res.content_length = SIZE_MAX;
         return len;
     }
     size_t l = len;
@@ -246,6 +247,18 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
     size_t vlen = l - nlen - 1;
     while (vlen && (*v == ' ' || *v == '\t'))
         v++, vlen--;
+    if (nlen == 14 && strncasecmp(data, "content-length", 14) == 0) {
+        /* The body is passed on unchanged, so its length is known: the client then has the
+         * whole reply with its last byte, rather than after a terminating chunk that h2o can
+         * only send once the write of the body has completed. curl ends the transfer at this
+         * length, and an upstream that sends less fails it, which cuts the client off. */
+        size_t length = 0, i = 0;
+        while (i < vlen && i < 15 && isdigit((unsigned char)v[i]))
+            length = length * 10 + (size_t)(v[i++] - '0');
+        if (i > 0 && i == vlen)
+            t->req->res.content_length = length;
+        return len;
+    }
     if (is_hop(data, nlen))
         return len;
     if (nlen == 12 && strncasecmp(data, "content-type", 12) == 0 && vlen >= 17 &&
