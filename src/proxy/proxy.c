@@ -21,6 +21,7 @@
 #include "base/cleanup.h"
 #include "base/seal.h"
 #include "base/ids.h"
+#include "base/loop.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "http/watch.h"
@@ -83,6 +84,7 @@ struct transfer {
     int64_t t0;
     uint64_t bytes;
     struct http_watch watch; /* the client, until the response starts */
+    struct loop_timer flush_soon;
 };
 
 static const char *const hop_by_hop[] = {
@@ -154,6 +156,13 @@ static void flush(struct transfer *t)
     h2o_send(t->req, &v, v.len ? 1 : 0, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 
+/* What curl hands over in one go (every chunk of a chunked reply that one read brought, and
+ * its end) leaves in one write: the flush waits until the loop has handled what is ready. */
+static void on_flush_soon(struct loop_timer *lt)
+{
+    flush(container_of(lt, struct transfer, flush_soon));
+}
+
 static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
 {
     struct transfer *t = (struct transfer *)gen;
@@ -200,6 +209,7 @@ static void on_dispose(void *ptr)
 {
     struct transfer *t = ptr;
     http_watch_stop(&t->watch);
+    loop_timer_stop(&t->flush_soon);
     release_curl(t);
     buf_release(&t->pending);
     buf_release(&t->inflight);
@@ -291,7 +301,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     buf_append(&t->pending, data, len);
     usage_feed(&t->usage, data, len);
     t->bytes += len;
-    flush(t);
+    if (!t->sending)
+        loop_timer_start(&t->flush_soon, 0, on_flush_soon);
     return len;
 }
 
