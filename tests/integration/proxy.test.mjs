@@ -106,6 +106,27 @@ test('the real key replaces the token on the way up; the token never reaches the
   assert.ok(!body.includes(REAL_KEY));
 });
 
+test('a plain reply keeps the upstream\'s Content-Length; one cut short fails at the client', async () => {
+  const { token } = mint();
+  const json = '{"usage":{"input_tokens":1,"output_tokens":2}}';
+  fake.handle((req, res) => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': json.length }); res.end(json); });
+  let res = await post('/anthropic/v1/messages', token);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-length'), String(json.length));
+  assert.equal(res.headers.get('transfer-encoding'), null);
+  assert.equal(await res.text(), json);
+  // the upstream promises 100 bytes, sends 10 and closes: the client must not take 10 for the reply
+  fake.handle((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': 100 });
+    res.write('0123456789');
+    setTimeout(() => res.socket.destroy(), 50);
+  });
+  res = await post('/anthropic/v1/messages', token);
+  assert.equal(res.status, 200);
+  await assert.rejects(res.text());
+  fake.handle(undefined);
+});
+
 test('usage from streamed and plain replies is added to the token in SQLite', async () => {
   const { token, jti } = mint();
   fake.handle((req, res) => {
