@@ -36,6 +36,17 @@ void http_auth_cache_flush(void)
     auth_generation++;
 }
 
+/* The data version as read in this turn of the loop, or -1. Every request handled in a turn
+ * arrived before the turn's first read of it, so one read serves them all, and a revocation
+ * committed before that read is seen by all of them: reading it for each request (two locking
+ * system calls) was a good part of the cost of a small request. */
+static int64_t turn_version = -1;
+
+void http_auth_after_loop(void)
+{
+    turn_version = -1;
+}
+
 /* WWW-Authenticate for /mcp (RFC 6750, RFC 9728): where the resource's metadata is, which scopes
  * to ask for, and the error if a token was presented. */
 static void challenge(struct http_server *srv, h2o_req_t *req, const char *error, const char *scope)
@@ -151,7 +162,9 @@ int http_token_check(struct http_server *srv, const char *tok, size_t len, struc
     char head[4] = {hash[0], hash[1], hash[2], '\0'};
     struct auth_entry *e = &auth_cache[strtoul(head, NULL, 16) % AUTH_CACHE_SIZE];
     int64_t now = time_mono_ms();
-    int64_t version = store_data_version(srv->store);
+    if (turn_version < 0)
+        turn_version = store_data_version(srv->store);
+    int64_t version = turn_version;
     if (strcmp(e->hash, hash) == 0 && now - e->checked_ms < AUTH_RECHECK_MS && version >= 0 &&
         version == e->data_version && e->generation == auth_generation &&
         (!e->expires_ms || e->expires_ms > time_now_ms())) {

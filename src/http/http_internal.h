@@ -73,6 +73,8 @@ int http_token_check(struct http_server *srv, const char *tok, size_t len, struc
                      unsigned *scopes, struct err *err);
 /* Drop every cached token check (after a revocation in this process). */
 void http_auth_cache_flush(void);
+/* After every turn of the loop: the next token check reads the database's data version again. */
+void http_auth_after_loop(void);
 /* Answer 403 insufficient_scope for a token that lacks needed (AUTH_SCOPE_* bits). */
 void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed);
 

@@ -477,6 +477,7 @@ int http_server_run(struct http_server *srv)
         }
         h2o_evloop_run(srv->loop, srv->stopping ? 50 : INT32_MAX);
         http_gate_after_loop();
+        http_auth_after_loop();
     }
     log_info("http stopped");
     return 0;
