@@ -15,16 +15,21 @@ static void sha256_fetch(void)
     sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
 }
 
-void sha256_hex(const void *data, size_t len, char out[65])
+void sha256_bytes(const void *data, size_t len, unsigned char out[32])
 {
     /* Fetched once: OpenSSL 3 otherwise looks the algorithm up by name on every digest, a
      * third of the cost of hashing a token. */
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, sha256_fetch);
-    unsigned char md[32];
     unsigned int mdlen = 0;
-    if (!sha256_md || !EVP_Digest(data, len, md, &mdlen, sha256_md, NULL) || mdlen != 32)
+    if (!sha256_md || !EVP_Digest(data, len, out, &mdlen, sha256_md, NULL) || mdlen != 32)
         abort();
+}
+
+void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    sha256_bytes(data, len, md);
     hex_encode(md, 32, out);
 }
 

@@ -22,6 +22,8 @@ size_t base64_encode(const void *in, size_t n, char *out);
 
 /* SHA-256 of data as 64 hex digits plus NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);
+/* The same digest as 32 bytes. */
+void sha256_bytes(const void *data, size_t len, unsigned char out[32]);
 
 /* A key for one purpose, derived from a secret: HMAC-SHA256(secret, "sandbox-mcp " purpose),
  * 32 bytes into out. Keys of different purposes are independent: one of them, leaked or

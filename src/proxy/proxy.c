@@ -15,9 +15,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <openssl/evp.h>
-#include <openssl/sha.h>
-
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/seal.h"
@@ -421,14 +418,8 @@ static size_t token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authori
 static int proxy_token_check(struct proxy *p, const char *token, size_t len,
                              struct proxy_claims *claims, struct err *err)
 {
-    /* SHA256() looks the algorithm up by name on every call (OpenSSL 3), a good part of the
-     * cost of hashing a token this short: look it up once */
-    static EVP_MD *sha256;
-    if (!sha256)
-        sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     unsigned char hash[32];
-    if (!sha256 || !EVP_Digest(token, len, hash, NULL, sha256, NULL))
-        SHA256((const unsigned char *)token, len, hash);
+    sha256_bytes(token, len, hash);
     struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
     int64_t now_ms = time_mono_ms();
     bool cached = ce->used && memcmp(ce->hash, hash, sizeof(hash)) == 0;
