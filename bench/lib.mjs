@@ -1,6 +1,7 @@
 // Shared helpers for the benchmarks: start the release binary, time calls, summarize.
 import { execFile, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -111,17 +112,15 @@ export function nginxVersion() {
 }
 
 // Start nginx (Debian's package) as a peer: one master and one worker process, in the
-// foreground, with everything it writes kept in dir (a fresh directory inside a temporary one)
-// and `http`
+// foreground, with everything it writes kept in dir (a fresh temporary directory) and `http`
 // as the body of its http block; ports are the loopback ports that block listens on. Resolves
 // once every port accepts connections, to {proc, workerPid, stop(), errors()}.
 export async function startNginx(dir, http, ports) {
-  // the worker runs as an unprivileged user and must read what the bench put here (the files
-  // it serves belong in dir too: a directory from mkdtemp is closed to other users)
-  chmodSync(dir, 0o755);
-  chmodSync(path.dirname(dir), 0o711);
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(dir, d), { recursive: true });
-  writeFileSync(path.join(dir, 'nginx.conf'), `worker_processes 1;
+  // the worker runs as the bench's own user (nginx's default, nobody, could not read a
+  // temporary directory); nginx ignores this, with a warning, when the bench is not root
+  writeFileSync(path.join(dir, 'nginx.conf'), `user ${userInfo().username};
+worker_processes 1;
 daemon off;
 pid ${dir}/nginx.pid;
 events { worker_connections 16384; }
