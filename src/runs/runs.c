@@ -106,6 +106,7 @@ struct run {
     char branch[256];
     char base[64]; /* the starting commit; "" in a repository without commits */
     bool prepared; /* the workspace is ready: changes are told against base */
+    bool probing;  /* the preparation also looks for the repository in the workspace */
     int agent_pid;
     int64_t offset;
     int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
@@ -159,6 +160,7 @@ struct runs {
 };
 
 static void run_schedule(struct runs *e);
+static void clone_repository(struct run *r);
 static void run_finish(struct run *r);
 static void run_ingest(struct run *r);
 static void check_output(struct run *r);
@@ -1127,14 +1129,16 @@ static void start_agent(struct run *r)
     r->adapter->launch(&l);
     free(token);
     /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
-     * agent, whose exit status the init records. */
+     * agent, whose exit status the init records. Only builtins run once it is seeded: a later
+     * run of the session starts no process before the agent. */
     size_t argc = 0;
     while (l.argv[argc])
         argc++;
     const char **argv = xcalloc(argc + 5, sizeof(char *));
     argv[0] = "/bin/sh";
     argv[1] = "-c";
-    argv[2] = "c=\"$HOME/.config/opencode\"; mkdir -p \"$c/node_modules\" 2>/dev/null; "
+    argv[2] = "c=\"$HOME/.config/opencode\"; "
+              "[ -d \"$c/node_modules\" ] || mkdir -p \"$c/node_modules\" 2>/dev/null; "
               "p='{\"dependencies\":{\"@opencode-ai/plugin\":\"*\"}}'; "
               "[ -e \"$c/package.json\" ] || printf '%s\\n' \"$p\" > \"$c/package.json\"; "
               "[ -e \"$c/package-lock.json\" ] || printf '{\"packages\":{\"\":%s}}\\n' \"$p\" "
@@ -1202,8 +1206,14 @@ static bool prepared(struct run *r, const struct err *err)
 static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
+    bool probing = r->probing;
+    r->probing = false;
     if (!prepared(r, err))
         return;
+    if (probing && res->exit_code == 0 && strcmp(res->out, "absent\n") == 0) {
+        clone_repository(r);
+        return;
+    }
     if (res->exit_code != 0) {
         const char *msg = res->err_len ? res->err : res->out;
         size_t n = strlen(msg);
@@ -1244,9 +1254,12 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
 
 /* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
  * existing one, and print the branch and the starting commit (none in a repository without
- * commits). The archive holds the git directory as .GIT, a name git never checks out, and it
- * becomes .git only once all is unpacked: a workspace with .git is whole, and an unpack that
- * stopped half-way is made afresh by the session's next run instead of failing it again. */
+ * commits). Without a clone to unpack, it first looks for the repository in the workspace (a
+ * later run of the session) and prints only "absent" when it is not there, so that a run whose
+ * repository is already in place gets ready in one command. The archive holds the git directory as
+ * .GIT, a name git never checks out, and it becomes .git only once all is unpacked: a workspace
+ * with .git is whole, and an unpack that stopped half-way is made afresh by the session's next run
+ * instead of failing it again. */
 static void prepare_workspace(struct run *r, bool unpack)
 {
     r->phase = PH_PREPARE;
@@ -1260,6 +1273,9 @@ static void prepare_workspace(struct run *r, bool unpack)
         buf_puts(&cmd, "; mkdir -p \"$d\"; rm -rf \"$d/.GIT\" \"$d/.git\"; "
                        "tar -x --no-same-owner -C \"$d\" -f -; mv \"$d/.GIT\" \"$d/.git\"");
     if (r->repository) {
+        r->probing = !unpack;
+        if (r->probing)
+            buf_puts(&cmd, "; if ! [ -d \"$d/.git\" ]; then echo absent; exit 0; fi");
         buf_puts(&cmd, "; cd \"$d\"");
         bool work = delivering(r), made = work && r->new_work_branch;
         const char *branch = work && !made                 ? r->work_branch /* an earlier run's */
@@ -1298,8 +1314,10 @@ static void prepare_workspace(struct run *r, bool unpack)
         .command = cmd.data, .env = env, .stdin_fd = tar, .timeout_ms = 600000};
     r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_prepared, r, &err);
     buf_release(&cmd);
-    if (!r->ex)
+    if (!r->ex) {
+        r->probing = false;
         run_fail(r, "cannot prepare the workspace: %s", err.msg);
+    }
 }
 
 /* What went wrong in a clone, in a few words of our own: git's output carries what the remote
@@ -1578,18 +1596,6 @@ static void clone_repository(struct run *r)
         run_fail(r, "cannot clone '%s': %s", r->repository, err.msg);
 }
 
-/* Does the workspace already hold the repository (a later run of the session)? */
-static void on_probed(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
-{
-    struct run *r = ctx;
-    if (!prepared(r, err))
-        return;
-    if (res->exit_code == 0)
-        prepare_workspace(r, false);
-    else
-        clone_repository(r);
-}
-
 static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
 {
     struct run *r = ctx;
@@ -1624,24 +1630,18 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
             run_finish(r);
         return;
     }
+    log_info("run sandbox ready run=%s sbx=%s", r->id, sandbox_id(sbx));
     if (!r->repository) {
+        /* /workspace is a mount point of every sandbox: nothing to prepare */
         snprintf(r->workdir, sizeof(r->workdir), "/workspace");
-        prepare_workspace(r, false);
+        r->phase = PH_PREPARE;
+        r->prepared = true;
+        start_agent(r);
         return;
     }
+    /* the repository is cloned only when the workspace does not hold it already */
     snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->ref.name);
-    struct buf cmd;
-    buf_init(&cmd, 0);
-    buf_puts(&cmd, "test -d ");
-    sh_quote(&cmd, r->workdir);
-    buf_puts(&cmd, "/.git");
-    struct sandbox_exec_opts o = {.command = cmd.data, .timeout_ms = 30000};
-    struct err e2 = {0};
-    r->phase = PH_PREPARE;
-    r->ex = sandbox_exec_start(sbx, &o, NULL, on_probed, r, &e2);
-    buf_release(&cmd);
-    if (!r->ex)
-        run_fail(r, "cannot prepare the workspace: %s", e2.msg);
+    prepare_workspace(r, false);
 }
 
 /* A run interrupted while preparing: its sandbox is acquired only to be released properly. */
