@@ -1,0 +1,199 @@
+// How long a run takes to reach the model: from sending run_task to the fake Anthropic upstream
+// receiving the run's first request (through the server's LLM proxy), with the session's sandbox
+// already running, and where that time goes by the server's own log. Beside it, the floor: the
+// same `opencode run` started directly on the host against the same fake, timed the same way.
+// Run: node bench/runstart.mjs [--quick]   (as root; uses build/sandbox-mcp and the OpenCode
+// that `make deps-npm` installs; loopback only)
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { summarize, fmt, mcpClient, writeHeadline } from './lib.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
+const { startServer } = await import('../tests/lib/server.mjs');
+const { startFake, userTexts, sendReply } = await import('../tests/lib/fake-anthropic.mjs');
+
+const quick = process.argv.includes('--quick');
+const N = quick ? 5 : 20;        // runs per case, after the one that warms the session
+const N_CLONE = quick ? 3 : 10;  // runs that clone (each clones a repository of its own)
+const FLOOR = quick ? 4 : 10;    // direct starts of OpenCode, after one to warm its home
+const MODEL = 'anthropic/claude-sonnet-4-5';
+const OPENCODE = path.join(root, 'src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe');
+const out = [];
+const log = (s = '') => { out.push(s); console.log(s); };
+
+// --- the fake upstream: notes when each run's first request arrives, and answers every
+// request (the title request too) with a short final text, so each run ends at once ---
+const first = new Map(); // marker -> {perf, wall}
+const fake = await startFake((req, res, raw) => {
+  const perf = performance.now(), wall = Date.now();
+  let body = {};
+  try { body = JSON.parse(raw); } catch { /* not JSON */ }
+  const m = (userTexts(body)[0] || '').match(/\bmark-[a-z0-9-]+\b/);
+  if (m && !first.has(m[0])) first.set(m[0], { perf, wall });
+  sendReply(res, { blocks: [{ type: 'text', text: 'Done.' }], input_tokens: 10, output_tokens: 2, model: body.model });
+});
+const firstRequest = async (marker, ms = 120000) => {
+  const t0 = Date.now();
+  while (!first.has(marker)) {
+    if (Date.now() - t0 > ms) throw new Error(`no model request for ${marker} in ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return first.get(marker);
+};
+
+// --- local repositories, cloned over file:// as the tests do ---
+const scratch = mkdtempSync(path.join(tmpdir(), 'smcp-bench-runstart-'));
+const gitEnv = { ...process.env, GIT_AUTHOR_NAME: 'Bench', GIT_AUTHOR_EMAIL: 'bench@example.com',
+  GIT_COMMITTER_NAME: 'Bench', GIT_COMMITTER_EMAIL: 'bench@example.com' };
+function git(args, cwd) {
+  const r = spawnSync('git', args, { cwd, env: gitEnv, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr}`);
+}
+// A bare repository with one commit of a few small files.
+function bareRepo(name) {
+  const bare = path.join(scratch, `${name}.git`), work = path.join(scratch, `${name}-work`);
+  git(['init', '-q', '--bare', '-b', 'main', bare]);
+  git(['init', '-q', '-b', 'main', work]);
+  for (let i = 0; i < 20; i++) writeFileSync(path.join(work, `file${i}.txt`), `line ${i}\n`.repeat(50));
+  git(['add', '-A'], work);
+  git(['commit', '-q', '-m', 'Initial commit'], work);
+  git(['push', '-q', bare, 'main'], work);
+  rmSync(work, { recursive: true, force: true });
+  return bare;
+}
+
+const server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
+  RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL } });
+const client = mcpClient(server);
+const call = async (name, args) => (await client.call(name, args)).structuredContent;
+async function waitEnd(runId) {
+  for (;;) {
+    const r = await call('get_result', { run_id: runId, wait_seconds: 30 });
+    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
+  }
+}
+
+// The server's log lines of one run, with their times (ms since the epoch).
+function runLog(runId) {
+  const lines = [];
+  for (const line of server.stderr().split('\n')) {
+    if (!line.includes(runId)) continue;
+    const t = Date.parse(line.slice(0, line.indexOf(' ')));
+    lines.push({ t, text: line.slice(line.indexOf(' ') + 1) });
+  }
+  return lines;
+}
+
+let seq = 0;
+// One run: returns its times, each in ms from sending run_task.
+async function timedRun(args) {
+  const marker = `mark-${++seq}-${Date.now().toString(36)}`;
+  const sentWall = Date.now(), sent = performance.now();
+  const r = await call('run_task', { ...args, task: `${marker}: reply with the word done` });
+  const returned = performance.now() - sent;
+  const got = await firstRequest(marker);
+  const end = await waitEnd(r.run_id);
+  if (end.status !== 'succeeded') throw new Error(`run ${r.run_id} ${end.status}: ${JSON.stringify(end).slice(0, 600)}`);
+  return { run: r.run_id, session: r.session_id, returned, total: got.perf - sent, sentWall, firstWall: got.wall, log: runLog(r.run_id) };
+}
+
+const cases = [];
+async function runCase(name, warm, each, n = N) {
+  const w = await timedRun(warm);
+  const runs = [];
+  for (let i = 0; i < n; i++) runs.push(await timedRun(each(w.session, i)));
+  cases.push({ name, warm: w, runs });
+}
+await runCase('no repository', {}, (session) => ({ session_id: session }));
+const repo = bareRepo('kept');
+await runCase('repository already in the workspace', { repository: repo }, (session) => ({ session_id: session }));
+const fresh = Array.from({ length: N_CLONE }, (_, i) => bareRepo(`fresh${i}`));
+await runCase('a repository new to the workspace (cloned)', { repository: repo }, (session, i) => ({ session_id: session, repository: fresh[i] }), N_CLONE);
+
+client.close();
+await server.stop();
+
+// --- the floor: the agent's own start, the same command on the host against the same fake ---
+const home = mkdtempSync(path.join(scratch, 'home-'));
+const work = mkdtempSync(path.join(scratch, 'work-'));
+{
+  // as the run's wrapper seeds it, so that OpenCode installs no plugin
+  const c = path.join(home, '.config/opencode'), p = '{"dependencies":{"@opencode-ai/plugin":"*"}}';
+  mkdirSync(path.join(c, 'node_modules'), { recursive: true });
+  writeFileSync(path.join(c, 'package.json'), `${p}\n`);
+  writeFileSync(path.join(c, 'package-lock.json'), `{"packages":{"":${p}}}\n`);
+}
+const config = JSON.stringify({ $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled',
+  enabled_providers: ['anthropic'], provider: { anthropic: { npm: '@ai-sdk/anthropic',
+    options: { baseURL: `${fake.url}/v1`, apiKey: '{env:SANDBOX_MCP_PROXY_TOKEN}' }, models: { 'claude-sonnet-4-5': {} } } },
+  permission: { edit: 'allow', bash: 'allow', webfetch: 'allow', external_directory: 'allow', doom_loop: 'allow' } });
+async function floorRun() {
+  const marker = `mark-floor-${++seq}`;
+  const sent = performance.now();
+  const child = spawn(OPENCODE, ['run', '--format', 'json', '--thinking', '--model', MODEL], {
+    cwd: work, stdio: ['pipe', 'ignore', 'ignore'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: home, LANG: 'C.UTF-8', OPENCODE_CONFIG_CONTENT: config,
+      SANDBOX_MCP_PROXY_TOKEN: 'sk-bench', OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1',
+      OPENCODE_DISABLE_SHARE: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1' } });
+  const exited = new Promise((r) => child.on('close', r));
+  child.stdin.end(`${marker}: reply with the word done`);
+  const got = await firstRequest(marker);
+  await exited;
+  return got.perf - sent;
+}
+await floorRun();
+const floorTimes = [];
+for (let i = 0; i < FLOOR; i++) floorTimes.push(await floorRun());
+const floor = summarize(floorTimes);
+await fake.close();
+rmSync(scratch, { recursive: true, force: true });
+
+// --- report ---
+// A run's steps by the server's log: stored (queued), sandbox ready, clone done (the unpacking
+// starts), agent spawned; and the fake's first request. Each as ms since run_task was sent.
+function steps(r) {
+  const at = (re) => { const l = r.log.find((x) => re.test(x.text)); return l ? l.t - r.sentWall : NaN; };
+  return { stored: at(/ run queued /), sandbox: at(/ run sandbox ready /), cloned: at(/reason="unpacking/),
+    spawned: at(/ run agent started /), first: r.firstWall - r.sentWall };
+}
+const p50 = (xs) => { const v = xs.filter((x) => !Number.isNaN(x)); return v.length ? summarize(v).p50 : NaN; };
+const f = (ms) => (Number.isNaN(ms) ? '–' : fmt(ms));
+if (process.env.SHOW_LOG) for (const c of cases) for (const r of [c.warm, ...c.runs.slice(0, 2)])
+  console.log(r.run, r.log.map((l) => `${l.t - r.sentWall} ${l.text}`).join('\n  '));
+log(`## Run start (\`node bench/runstart.mjs\`)`);
+log();
+log(`Machine: ${cpus().length} × ${cpus()[0].model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB. From sending \`run_task\` to the fake upstream receiving the run's first model request through the server's proxy, one run at a time, each on a session whose sandbox is already running (the session's first run, not counted, started it); the floor is OpenCode started directly on the host with the same arguments and configuration, pointed at the same fake.`);
+log();
+log('| what | runs | p50 ms | p90 ms | min ms |');
+log('|---|---|---|---|---|');
+for (const c of cases) {
+  const s = summarize(c.runs.map((r) => r.total));
+  log(`| ${c.name} | ${s.n} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.min)} |`);
+}
+log(`| floor: the same \`opencode run\` started on the host | ${floor.n} | ${fmt(floor.p50)} | ${fmt(floor.p90)} | ${fmt(floor.min)} |`);
+log();
+log('Where the time goes, by the server\'s log (ms timestamps; p50 of each step over the runs of the row):');
+log();
+log('| what | `run_task` returned | run stored | sandbox ready | clone | workspace ready, agent spawned | agent start to first request | server\'s part (send to spawn) |');
+log('|---|---|---|---|---|---|---|---|');
+for (const c of cases) {
+  const st = c.runs.map(steps);
+  const stored = p50(st.map((x) => x.stored)), sandbox = p50(st.map((x) => x.sandbox - x.stored));
+  const clone = p50(st.map((x) => x.cloned - x.sandbox));
+  const spawn = p50(st.map((x) => x.spawned - (Number.isNaN(x.cloned) ? x.sandbox : x.cloned)));
+  log(`| ${c.name} | ${fmt(p50(c.runs.map((r) => r.returned)))} | ${f(stored)} | ${f(sandbox)} | ${f(clone)} | ${f(spawn)} | ${f(p50(st.map((x) => x.first - x.spawned)))} | ${f(p50(st.map((x) => x.spawned)))} |`);
+}
+const none = summarize(cases[0].runs.map((r) => r.total)), kept = summarize(cases[1].runs.map((r) => r.total));
+const serverPart = p50(cases[1].runs.map((r) => steps(r).spawned));
+writeHeadline([
+  { what: 'Run start: `run_task` to the first model request, sandbox warm (no repository / repository in place)',
+    ours: `${fmt(none.p50)} / ${fmt(kept.p50)} ms (server's part ${fmt(serverPart)} ms)`,
+    peer: `floor: \`opencode run\` started directly: ${fmt(floor.p50)} ms`, ratio: `${(kept.p50 / floor.p50).toFixed(2)}x the floor`,
+    target: `under 150 ms: ${kept.p50 < 150 ? 'met' : '**not met** (the floor is above it)'}` },
+]);
+if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, out.join('\n') + '\n');
