@@ -104,9 +104,11 @@ struct run {
     struct delivery *dv;
     char workdir[512];
     char branch[256];
-    char base[64]; /* the starting commit; "" in a repository without commits */
-    bool prepared; /* the workspace is ready: changes are told against base */
-    bool probing;  /* the preparation also looks for the repository in the workspace */
+    char base[64];           /* the starting commit; "" in a repository without commits */
+    bool prepared;           /* the workspace is ready: changes are told against base */
+    bool probing;            /* the preparation also looks for the repository in the workspace */
+    struct loop_timer start; /* starts the agent once the run_task reply is out */
+    bool start_armed;
     int agent_pid;
     int64_t offset;
     int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
@@ -726,6 +728,10 @@ static void run_finish(struct run *r)
     }
     egress_lookup_cancel(r->lookup);
     r->lookup = NULL;
+    if (r->start_armed) {
+        loop_timer_stop(&r->start);
+        r->start_armed = false;
+    }
     if (r->ex) {
         /* a preparation step: on_prepared sees phase FINISHING and stops there */
         sandbox_exec_kill(r->ex);
@@ -1596,6 +1602,13 @@ static void clone_repository(struct run *r)
         run_fail(r, "cannot clone '%s': %s", r->repository, err.msg);
 }
 
+static void on_start(struct loop_timer *t)
+{
+    struct run *r = container_of(t, struct run, start);
+    r->start_armed = false;
+    start_agent(r);
+}
+
 static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
 {
     struct run *r = ctx;
@@ -1632,11 +1645,14 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
     }
     log_info("run sandbox ready run=%s sbx=%s", r->id, sandbox_id(sbx));
     if (!r->repository) {
-        /* /workspace is a mount point of every sandbox: nothing to prepare */
+        /* /workspace is a mount point of every sandbox: nothing to prepare. A running sandbox
+         * is handed over within run_task's call: the agent starts on the loop's next turn, so
+         * that the reply does not wait for it. */
         snprintf(r->workdir, sizeof(r->workdir), "/workspace");
         r->phase = PH_PREPARE;
         r->prepared = true;
-        start_agent(r);
+        r->start_armed = true;
+        loop_timer_start(&r->start, 0, on_start);
         return;
     }
     /* the repository is cloned only when the workspace does not hold it already */
@@ -2007,6 +2023,8 @@ void runs_free(struct runs *e)
             proc_watch_abandon(&r->clone);
         }
         egress_lookup_cancel(r->lookup);
+        if (r->start_armed)
+            loop_timer_stop(&r->start);
         /* A preparation command still running is left to finish on its own: the loop has
          * stopped, so its callback never comes. */
         run_free(r);
