@@ -1,11 +1,12 @@
 // How long a run takes to reach the model: from sending run_task to the fake Anthropic upstream
 // receiving the run's first request (through the server's LLM proxy), with the session's sandbox
 // already running, and where that time goes by the server's own log. Beside it, the floor: the
-// same `opencode run` started directly on the host against the same fake, timed the same way.
+// same `opencode run` started directly on the host against the same fake, timed the same way;
+// and the server's part alone, with a stub agent (sh and curl) in OpenCode's place.
 // Run: node bench/runstart.mjs [--quick]   (as root; uses build/sandbox-mcp and the OpenCode
 // that `make deps-npm` installs; loopback only)
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -67,9 +68,9 @@ function bareRepo(name) {
   return bare;
 }
 
-const server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
-  RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL } });
-const client = mcpClient(server);
+let server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
+  RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE } });
+let client = mcpClient(server);
 const call = async (name, args) => (await client.call(name, args)).structuredContent;
 async function waitEnd(runId) {
   for (;;) {
@@ -91,22 +92,23 @@ function runLog(runId) {
 
 let seq = 0;
 // One run: returns its times, each in ms from sending run_task.
-async function timedRun(args) {
+async function timedRun(args, { any = false } = {}) {
   const marker = `mark-${++seq}-${Date.now().toString(36)}`;
   const sentWall = Date.now(), sent = performance.now();
   const r = await call('run_task', { ...args, task: `${marker}: reply with the word done` });
   const returned = performance.now() - sent;
-  const got = await firstRequest(marker);
   const end = await waitEnd(r.run_id);
-  if (end.status !== 'succeeded') throw new Error(`run ${r.run_id} ${end.status}: ${JSON.stringify(end).slice(0, 600)}`);
+  if ((end.status !== 'succeeded' && !any) || !first.has(marker))
+    throw new Error(`run ${r.run_id} ${end.status}: ${JSON.stringify(end).slice(0, 600)}`);
+  const got = first.get(marker);
   return { run: r.run_id, session: r.session_id, returned, total: got.perf - sent, sentWall, firstWall: got.wall, log: runLog(r.run_id) };
 }
 
 const cases = [];
-async function runCase(name, warm, each, n = N) {
-  const w = await timedRun(warm);
+async function runCase(name, warm, each, n = N, opts) {
+  const w = await timedRun(warm, opts);
   const runs = [];
-  for (let i = 0; i < n; i++) runs.push(await timedRun(each(w.session, i)));
+  for (let i = 0; i < n; i++) runs.push(await timedRun(each(w.session, i), opts));
   cases.push({ name, warm: w, runs });
 }
 await runCase('no repository', {}, (session) => ({ session_id: session }));
@@ -115,6 +117,25 @@ await runCase('repository already in the workspace', { repository: repo }, (sess
 const fresh = Array.from({ length: N_CLONE }, (_, i) => bareRepo(`fresh${i}`));
 await runCase('a repository new to the workspace (cloned)', { repository: repo }, (session, i) => ({ session_id: session, repository: fresh[i] }), N_CLONE);
 
+client.close();
+await server.stop();
+
+// --- the server's part with an agent that starts at once: a stub in OpenCode's place that
+// sends one request to the proxy with curl, the way OpenCode would ---
+const stubDir = mkdtempSync(path.join(scratch, 'agent-'));
+writeFileSync(path.join(stubDir, 'opencode'), `#!/bin/sh
+task=$(cat)
+exec curl -s -o /dev/null -H "x-api-key: $SANDBOX_MCP_PROXY_TOKEN" -H 'anthropic-version: 2023-06-01' \\
+  -H 'content-type: application/json' \\
+  --data-binary "{\\"model\\":\\"claude-sonnet-4-5\\",\\"max_tokens\\":16,\\"messages\\":[{\\"role\\":\\"user\\",\\"content\\":\\"$task\\"}]}" \\
+  http://127.0.0.1:8788/proxy/anthropic/v1/messages
+`, { mode: 0o755 });
+chmodSync(stubDir, 0o755); // it is the sandbox's /opt/agents
+server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
+  RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: path.join(stubDir, 'opencode') } });
+client = mcpClient(server);
+await runCase('stub agent (curl), no repository', {}, (session) => ({ session_id: session }), N, { any: true });
+await runCase('stub agent (curl), repository already in the workspace', { repository: repo }, (session) => ({ session_id: session }), N, { any: true });
 client.close();
 await server.stop();
 
@@ -189,10 +210,11 @@ for (const c of cases) {
   log(`| ${c.name} | ${fmt(p50(c.runs.map((r) => r.returned)))} | ${f(stored)} | ${f(sandbox)} | ${f(clone)} | ${f(spawn)} | ${f(p50(st.map((x) => x.first - x.spawned)))} | ${f(p50(st.map((x) => x.spawned)))} |`);
 }
 const none = summarize(cases[0].runs.map((r) => r.total)), kept = summarize(cases[1].runs.map((r) => r.total));
+const stub = summarize(cases.find((c) => c.name.startsWith('stub agent (curl), repository')).runs.map((r) => r.total));
 const serverPart = p50(cases[1].runs.map((r) => steps(r).spawned));
 writeHeadline([
   { what: 'Run start: `run_task` to the first model request, sandbox warm (no repository / repository in place)',
-    ours: `${fmt(none.p50)} / ${fmt(kept.p50)} ms (server's part ${fmt(serverPart)} ms)`,
+    ours: `${fmt(none.p50)} / ${fmt(kept.p50)} ms (server's part ${fmt(serverPart)} ms; with a stub agent ${fmt(stub.p50)} ms)`,
     peer: `floor: \`opencode run\` started directly: ${fmt(floor.p50)} ms`, ratio: `${(kept.p50 / floor.p50).toFixed(2)}x the floor`,
     target: `under 150 ms: ${kept.p50 < 150 ? 'met' : '**not met** (the floor is above it)'}` },
 ]);
