@@ -480,6 +480,7 @@ static int load_sandbox_config(const struct config *cfg, struct sandbox_config *
     GET("SANDBOX_TMP_MB", sc->tmp_bytes, 1, 1 << 20, sc->tmp_bytes, 1 << 20);
     GET("SANDBOX_MAX_RUNNING", sc->max_running, 1, 100000, sc->max_running, 1);
     GET("SANDBOX_MAX_RUNNING_PER_USER", sc->max_running_user, 1, 100000, sc->max_running_user, 1);
+    GET("SANDBOX_POOL", sc->pool_size, 0, 1000, sc->pool_size, 1);
     GET("SANDBOX_DISK_PER_USER_MB", sc->disk_user_bytes, 0, 1ull << 32, sc->disk_user_bytes,
         1 << 20);
     GET("SANDBOX_DISK_TOTAL_MB", sc->disk_total_bytes, 0, 1ull << 32, sc->disk_total_bytes,
@@ -705,8 +706,10 @@ static int cmd_serve(int argc, char **argv)
     struct sandbox_manager *sandboxes = NULL;
     if (sandbox_manager_new(&sc, st, &sandboxes, &serr) < 0)
         log_error("sandbox runtime unavailable err=\"%s\"", serr.msg);
-    else
+    else {
         sandbox_manager_keep_template(sandboxes);
+        sandbox_manager_keep_pool(sandboxes);
+    }
     struct runs_network *network = runs_network_new(st, sandboxes, policy);
     egress_proxy_set_mode(egress, runs_network_mode, network);
     egress_proxy_set_recorder(egress, runs_network_record, network);

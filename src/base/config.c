@@ -49,6 +49,7 @@ const char *const config_known_keys[] = {
     "SANDBOX_TMP_MB",
     "SANDBOX_MAX_RUNNING",
     "SANDBOX_MAX_RUNNING_PER_USER",
+    "SANDBOX_POOL",
     "SANDBOX_DISK_PER_USER_MB",
     "SANDBOX_DISK_TOTAL_MB",
     "SANDBOX_IDLE_SECONDS",

@@ -797,11 +797,12 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
     case OP_INIT: {
         json_t *d = sandbox_describe(sbx);
         const char *note = json_string_value(json_object_get(d, "template_note"));
-        char *text =
-            xasprintf("sandbox %s started fresh in %lld ms (template %s)%s%s", sandbox_id(sbx),
-                      (long long)json_integer_value(json_object_get(d, "start_ms")),
-                      json_string_value(json_object_get(d, "template")), note ? "\n\n" : "",
-                      note ? note : "");
+        bool warm = json_is_true(json_object_get(d, "warm"));
+        char *text = xasprintf(
+            "sandbox %s started fresh %s %lld ms (template %s)%s%s", sandbox_id(sbx),
+            warm ? "from the warm pool; its start took" : "in",
+            (long long)json_integer_value(json_object_get(d, "start_ms")),
+            json_string_value(json_object_get(d, "template")), note ? "\n\n" : "", note ? note : "");
         mcp_call_tool_result(j->call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), d,
                              false);
         free(text);
@@ -1134,7 +1135,9 @@ static const char session_only_schema[] =
         "tmp_bytes, and cpus when capped\"},"                                                      \
     "\"started_at\":{\"type\":\"string\"},"                                                        \
     "\"uptime_ms\":{\"type\":\"integer\"},"                                                        \
-    "\"start_ms\":{\"type\":\"integer\",\"description\":\"How long its last start took\"}"
+    "\"start_ms\":{\"type\":\"integer\",\"description\":\"How long its last start took\"},"        \
+    "\"warm\":{\"type\":\"boolean\",\"description\":\"Taken from the warm pool: started before "    \
+        "the call, never used by anyone\"}"
 
 static const char initialize_output[] = OUTPUT(SANDBOX_OUT, "\"sandbox_id\"");
 

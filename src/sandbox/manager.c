@@ -37,6 +37,7 @@ void sandbox_config_defaults(struct sandbox_config *cfg)
     cfg->max_running = 64;
     /* A team of ten shares the 64: each keeps its own sandbox and a few run sessions going. */
     cfg->max_running_user = 6;
+    cfg->pool_size = 2;
     cfg->disk_user_bytes = 100ull << 30;
     cfg->idle_ms = 10 * 60 * 1000;
     cfg->uid_base = 524288;
@@ -79,7 +80,7 @@ static int make_init_memfd(struct err *err)
     return ro;
 }
 
-static struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sandbox *row)
+struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sandbox *row)
 {
     struct sandbox *sbx = xcalloc(1, sizeof(*sbx));
     sbx->m = m;
@@ -136,7 +137,7 @@ static void adopt_one(const struct store_sandbox *row, void *ctx)
              (long long)row->init_pid);
 }
 
-static void reap_unknown(const char *name, void *ctx)
+void sandbox_reap_unknown(const char *name, void *ctx)
 {
     struct sandbox_manager *m = ctx;
     for (struct sandbox *s = m->all; s; s = s->next)
@@ -260,7 +261,6 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
                  "trust");
     if ((r = store_sandbox_list_running(store, adopt_one, m, err)) < 0)
         goto fail;
-    cgroup_list(reap_unknown, m);
     loop_timer_start(&m->idle_timer, idle_tick_ms(m), on_idle_tick);
     *ret = m;
     return 0;
@@ -275,6 +275,7 @@ void sandbox_manager_free(struct sandbox_manager *m)
         return;
     loop_timer_stop(&m->idle_timer);
     loop_timer_stop(&m->exec_timer);
+    loop_timer_stop(&m->pool_timer);
     keeper_stop(m);
     struct sandbox *s = m->all;
     while (s) {
@@ -321,6 +322,9 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
     if (r == -ENOENT && *sid && !create)
         return err_set(err, -ENOENT, "session '%s' not found", sid);
     if (r == -ENOENT) {
+        /* A new sandbox for the caller: a pooled one that already runs, when there is one. */
+        if ((r = pool_take(m, user_id, sid, NULL, out, err)) != 0)
+            return r < 0 ? r : 0;
         memset(&row, 0, sizeof(row));
         id_new("sbx", row.id);
         snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
@@ -357,6 +361,41 @@ int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, cons
         return r;
     sbx->id_slot = 0;
     return 0;
+}
+
+void sandbox_forget(struct sandbox *sbx, const char *reason)
+{
+    struct sandbox_manager *m = sbx->m;
+    struct err err = {0};
+    sbx->retiring = true;
+    if (sbx->state == SBX_RUNNING)
+        sandbox_stop(sbx, reason);
+    if (sandbox_wipe(sbx, &err) < 0) {
+        /* The row keeps its id range, so no other sandbox gets ids that own files here; a later
+         * server removes both. */
+        log_error("sandbox removal failed sbx=%s err=\"%s\"", sbx->id, err.msg);
+    } else {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+        int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int r = dfd >= 0 ? tree_remove(dfd, sbx->id) : -errno;
+        if (dfd >= 0)
+            close(dfd);
+        if (r < 0)
+            log_warn("sandbox directory left sbx=%s err=\"%s\"", sbx->id, strerror(-r));
+        if (store_sandbox_delete(m->store, sbx->id, &err) < 0)
+            log_error("sandbox row removal failed sbx=%s err=\"%s\"", sbx->id, err.msg);
+    }
+    for (struct sandbox **pp = &m->all; *pp; pp = &(*pp)->next)
+        if (*pp == sbx) {
+            *pp = sbx->next;
+            break;
+        }
+    if (sbx->dirfd >= 0)
+        close(sbx->dirfd);
+    if (sbx->pidfd >= 0)
+        close(sbx->pidfd);
+    free(sbx);
 }
 
 static bool sandbox_busy(struct sandbox *s)
@@ -408,8 +447,7 @@ static void add_user_image(const char *id, void *ctx)
     u->total += iu.used + (find_running(u->m, id) ? iu.room : 0);
 }
 
-/* The checks of sandbox_disk_admit, once; *user_limit tells whether the user's share failed. */
-static int disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
+int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
                       struct err *err)
 {
     *user_limit = false;
@@ -483,11 +521,16 @@ static struct sandbox *lru_idle(struct sandbox_manager *m, const char *user_id,
                                 const struct sandbox *sbx)
 {
     struct sandbox *lru = NULL;
-    for (struct sandbox *s = m->all; s; s = s->next)
-        if (s != sbx && s->state == SBX_RUNNING && s->holds == 0 &&
-            (!user_id || strcmp(s->user_id, user_id) == 0) &&
-            (!lru || s->last_used < lru->last_used) && !sandbox_busy(s))
+    for (struct sandbox *s = m->all; s; s = s->next) {
+        if (s == sbx || s->state != SBX_RUNNING || s->holds > 0 || s->retiring ||
+            (user_id && strcmp(s->user_id, user_id) != 0))
+            continue;
+        /* An unowned one first: the pool gives way to its users. */
+        if (!user_id && sandbox_unowned(s))
+            return s;
+        if ((!lru || s->last_used < lru->last_used) && !sandbox_busy(s))
             lru = s;
+    }
     return lru;
 }
 
@@ -497,7 +540,7 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
      * stay) gives that room back, as the capacity limit stops one for a slot. */
     for (;;) {
         bool user_limit;
-        int r = disk_check(m, sbx, &user_limit, err);
+        int r = sandbox_disk_check(m, sbx, &user_limit, err);
         if (r == 0)
             return 0;
         struct sandbox *lru = lru_idle(m, user_limit ? sbx->user_id : NULL, sbx);
@@ -507,16 +550,16 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
     }
 }
 
-/* Make room for one more running sandbox of sbx's user: past the user's own limit, stop their
- * least recently used idle one; past the server's, anyone's. */
-static int make_room(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
+int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const struct sandbox *sbx,
+                      const struct sandbox *replaces, struct err *err)
 {
     unsigned mine = 0;
     for (struct sandbox *s = m->all; s; s = s->next)
-        if (strcmp(s->user_id, sbx->user_id) == 0 && s->state != SBX_STOPPED)
+        if (s != sbx && s != replaces && strcmp(s->user_id, user_id) == 0 &&
+            s->state != SBX_STOPPED)
             mine++;
     if (mine >= m->cfg.max_running_user) {
-        struct sandbox *own_lru = lru_idle(m, sbx->user_id, sbx);
+        struct sandbox *own_lru = lru_idle(m, user_id, sbx);
         if (!own_lru)
             return err_set(err, -EBUSY,
                            "you have %u sandboxes running (your own and your runs' sessions), the "
@@ -525,6 +568,16 @@ static int make_room(struct sandbox_manager *m, const struct sandbox *sbx, struc
                            mine);
         sandbox_stop(own_lru, "evicted (user limit)");
     }
+    return 0;
+}
+
+/* Make room for one more running sandbox of sbx's user: past the user's own limit, stop their
+ * least recently used idle one; past the server's, anyone's (a pooled one first). */
+static int make_room(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err)
+{
+    int r = sandbox_user_room(m, sbx->user_id, sbx, NULL, err);
+    if (r < 0)
+        return r;
     if (m->running < m->cfg.max_running)
         return 0;
     struct sandbox *lru = lru_idle(m, NULL, sbx);
@@ -548,6 +601,22 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
     if (sbx->state == SBX_STARTING && opts->fresh) {
         err_set(&err, -EAGAIN, "sandbox is starting; retry in a moment");
         cb(ctx, NULL, &err);
+        return NULL;
+    }
+    /* Starting over: a pooled sandbox takes the place of one nothing holds, which is then
+     * removed (after the caller has its answer). */
+    struct sandbox *fresh = NULL;
+    int took = 0;
+    if (opts->fresh && sbx->holds == 0 && !sbx->waiters &&
+        (sbx->state == SBX_RUNNING || !m->cfg.disk_user_bytes) &&
+        (took = pool_take(m, opts->user_id, opts->session_id, sbx, &fresh, &err)) != 0) {
+        if (took < 0) {
+            cb(ctx, NULL, &err);
+            return NULL;
+        }
+        fresh->holds++;
+        cb(ctx, fresh, NULL);
+        sandbox_forget(sbx, "initialize");
         return NULL;
     }
     if (sbx->state == SBX_RUNNING && (opts->fresh || !sandbox_alive(sbx)))
@@ -608,7 +677,8 @@ static void on_idle_tick(struct loop_timer *t)
     struct sandbox_manager *m = container_of(t, struct sandbox_manager, idle_timer);
     int64_t now = time_mono_ms();
     for (struct sandbox *s = m->all; s; s = s->next) {
-        if (s->state != SBX_RUNNING || s->holds > 0 || now - s->last_used < (int64_t)m->cfg.idle_ms)
+        if (s->state != SBX_RUNNING || s->holds > 0 || sandbox_unowned(s) ||
+            now - s->last_used < (int64_t)m->cfg.idle_ms)
             continue;
         if (!sandbox_alive(s)) {
             sandbox_stop(s, "died");
@@ -620,6 +690,7 @@ static void on_idle_tick(struct loop_timer *t)
         }
         sandbox_stop(s, "idle");
     }
+    pool_tick(m);
     proc_reap_later(0);
     loop_timer_start(&m->idle_timer, idle_tick_ms(m), on_idle_tick);
 }
@@ -645,7 +716,7 @@ int sandbox_manager_stop_all(struct sandbox_manager *m)
     }
     if (d)
         closedir(d);
-    cgroup_list(reap_unknown, m);
+    cgroup_list(sandbox_reap_unknown, m);
     cgroup_teardown();
     return n;
 }
@@ -654,7 +725,7 @@ void sandbox_manager_list(struct sandbox_manager *m,
                           void (*fn)(const struct sandbox_info *i, void *ctx), void *ctx)
 {
     for (struct sandbox *s = m->all; s; s = s->next) {
-        if (s->state != SBX_RUNNING)
+        if (s->state != SBX_RUNNING || s->retiring)
             continue;
         struct sandbox_info i = {s->id, s->user_id, s->session_id, s->init_pid, true};
         fn(&i, ctx);
@@ -664,7 +735,8 @@ void sandbox_manager_list(struct sandbox_manager *m,
 int sandbox_manager_find(struct sandbox_manager *m, const char *id, struct sandbox_info *out)
 {
     const struct sandbox *s = find_running(m, id);
-    if (!s)
+    /* An unowned sandbox is nobody's: no network, no proxy (runs/network.c). */
+    if (!s || sandbox_unowned(s))
         return -ENOENT;
     *out = (struct sandbox_info){s->id, s->user_id, s->session_id, s->init_pid,
                                  s->state == SBX_RUNNING};

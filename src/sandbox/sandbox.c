@@ -717,7 +717,7 @@ static void on_started(struct proc_watch *w, int status)
     sandbox_save(sbx);
     sandbox_open_listeners(sbx, -1);
     log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%lld", sbx->id,
-             sbx->user_id, pid, sbx->template_name, cgroup_mode_name(cgroup_mode()),
+             sandbox_unowned(sbx) ? "(pool)" : sbx->user_id, pid, sbx->template_name, cgroup_mode_name(cgroup_mode()),
              sbx->m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS, (long long)sbx->last_start_ms);
     sandbox_notify(sbx, NULL);
 }
@@ -728,6 +728,7 @@ void sandbox_start(struct sandbox *sbx)
     struct err err = {0};
     sbx->start_t0 = time_mono_ms();
     sbx->generation++;
+    sbx->warm = false;
     snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", sbx->id);
     snprintf(sbx->template_name, sizeof(sbx->template_name), "%s", m->tmpl.name);
     struct cgroup_limits lim = {m->cfg.memory_bytes, m->cfg.pids_max, m->cfg.cpus};
@@ -855,10 +856,10 @@ json_t *sandbox_describe(const struct sandbox *sbx)
     if (c->cpus > 0)
         json_object_set_new(limits, "cpus", json_real(c->cpus));
     json_t *d =
-        json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:I}", "sandbox_id", sbx->id, "template",
+        json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:I, s:b}", "sandbox_id", sbx->id, "template",
                   sbx->template_name, "cgroup", cgroup_mode_name(cgroup_mode()), "limits", limits,
                   "started_at", started, "uptime_ms", (json_int_t)(time_now_ms() - sbx->started_at),
-                  "start_ms", (json_int_t)sbx->last_start_ms);
+                  "start_ms", (json_int_t)sbx->last_start_ms, "warm", sbx->warm);
     char *note = sandbox_manager_template_note(sbx->m, sbx->template_name);
     if (note)
         json_object_set_new(d, "template_note", json_string(note));

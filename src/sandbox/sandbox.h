@@ -36,6 +36,7 @@ struct sandbox_config {
     uint64_t tmp_bytes;          /* /tmp tmpfs size */
     unsigned max_running;        /* capacity: running sandboxes at once */
     unsigned max_running_user;   /* running sandboxes of one user at once */
+    unsigned pool_size;          /* warm pool: unowned sandboxes kept running for new callers */
     uint64_t disk_user_bytes;    /* disk images one user's sandboxes may commit, 0 = no limit */
     uint64_t disk_total_bytes;   /* images all sandboxes may commit; 0 = what the disk has free */
     uint64_t idle_ms;            /* stop after this long without calls or processes */
@@ -55,7 +56,7 @@ struct sandbox_config {
 void sandbox_config_defaults(struct sandbox_config *cfg);
 
 /* Create the manager: detect cgroups, build or load the template, prepare the seccomp filter and
- * re-adopt sandboxes recorded in the store (stopping live ones it no longer knows). cfg strings
+ * re-adopt sandboxes recorded in the store. cfg strings
  * are copied. Returns 0 or a negative errno with err set. */
 int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
                         struct sandbox_manager **ret, struct err *err);
@@ -106,6 +107,13 @@ void sandbox_manager_keep_template(struct sandbox_manager *m);
 /* What a sandbox on template sandbox_template should tell its user about the configured one
  * (being built, failed, ready to move onto), or NULL when nothing; the caller frees it. */
 char *sandbox_manager_template_note(const struct sandbox_manager *m, const char *sandbox_template);
+
+/* Serve from a warm pool of cfg.pool_size started, unowned sandboxes (pool.c): a user's first
+ * call, a container_initialize and a run's new session take one instead of starting one, and the
+ * pool is refilled in the background within SANDBOX_MAX_RUNNING. First stops what an earlier
+ * server left behind: sandbox cgroups no row knows, and unowned sandboxes. Loop thread; for the
+ * server only (not the command line's managers, which may run beside it). */
+void sandbox_manager_keep_pool(struct sandbox_manager *m);
 
 /* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);

@@ -13,6 +13,8 @@
 #include "base/proc_watch.h"
 #include "sandbox/sandbox.h"
 
+struct store_sandbox;
+
 #define SANDBOX_ID_MAX 48
 #define SANDBOX_IDS 65536 /* uids/gids mapped into each sandbox */
 
@@ -142,6 +144,8 @@ struct sandbox {
     unsigned holds;                 /* calls in flight */
     unsigned generation;            /* starts so far, names cgroups */
     bool fresh_pending;             /* wipe before the start that is under way */
+    bool retiring;                  /* replaced by a pooled one: being removed, never handed out */
+    bool warm;                      /* taken from the pool, not started since */
     struct proc_watch start_watch;
     struct sandbox_waiter *waiters;
 };
@@ -192,6 +196,12 @@ struct sandbox_manager {
     struct loop_timer idle_timer;
     struct loop_timer exec_timer;
     struct sandbox_exec *execs; /* running execs, for deadlines */
+    /* The warm pool (pool.c): unowned sandboxes started ahead of any call. */
+    bool pool_on;             /* serving (sandbox_manager_keep_pool was called) */
+    bool pool_armed;          /* pool_timer is set */
+    unsigned pool_failures;   /* pool starts that failed in a row */
+    int64_t pool_retry_at;    /* monotonic ms: no pool start before this */
+    struct loop_timer pool_timer;
     struct sandbox_listener_hook {
         uint16_t port;
         sandbox_listener_fn fn;
@@ -222,5 +232,40 @@ void sandbox_notify(struct sandbox *sbx, const struct err *err);
 /* Open sbx's listeners (every registered port, or only the one at index only >= 0) through the
  * helper and pass each to its hook (exec.c). */
 void sandbox_open_listeners(struct sandbox *sbx, int only);
+/* A new sandbox struct for a row of the store, added to m->all. */
+struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sandbox *row);
+/* Remove sbx for good: stop it, remove its files, then its row (with its id range), and free it.
+ * Only for an unowned sandbox that nobody holds or waits for. */
+void sandbox_forget(struct sandbox *sbx, const char *reason);
+/* Whether user_id may have one more sandbox running (sbx and `replaces` not counted): stops
+ * their least recently used idle one when that makes room; -EBUSY with err otherwise. */
+int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const struct sandbox *sbx,
+                      const struct sandbox *replaces, struct err *err);
+/* The disk checks of sandbox_disk_admit, once, without stopping anything; *user_limit tells
+ * whether the user's share failed. */
+int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
+                       struct err *err);
+/* For cgroup_list: stop (kill and remove) sandbox group `name` unless ctx, the manager, knows a
+ * running sandbox of that group. */
+void sandbox_reap_unknown(const char *name, void *ctx);
+/* Whether sbx belongs to nobody: started for the pool, or being removed. */
+static inline bool sandbox_unowned(const struct sandbox *sbx)
+{
+    return sbx->user_id[0] == '\0';
+}
+
+/* --- the warm pool (pool.c) --- */
+
+/* Hand user_id's session (NULL: their own sandbox) a pooled sandbox that is running, in place of
+ * creating one, or in place of `replaces` (a sandbox of theirs that nothing holds, which is
+ * then removed by the caller with sandbox_forget). 1 and *out when one was taken, 0 when the pool
+ * has none to give (the caller starts one as before), or a negative errno with err (the user's
+ * limits). */
+int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
+              struct sandbox *replaces, struct sandbox **out, struct err *err);
+/* Fill the pool from the loop soon (after a take, a stop, a failed start's wait). */
+void pool_schedule(struct sandbox_manager *m);
+/* The idle tick's share: drop pooled sandboxes that died or are on an old template. */
+void pool_tick(struct sandbox_manager *m);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);

@@ -65,7 +65,7 @@ int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struc
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO sandboxes(id, user_id, session_id, template, state, "
-                          "created_at) VALUES (?, ?, nullif(?, ''), ?, 'stopped', ?)",
+                          "created_at) VALUES (?, nullif(?, ''), nullif(?, ''), ?, 'stopped', ?)",
                           &s, err);
     if (r < 0)
         return r;
@@ -189,6 +189,86 @@ int store_sandbox_list_with_files(struct store *st, const char *user_id,
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW)
         fn((const char *)sqlite3_column_text(s, 0), ctx);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "list sandboxes", err);
+    return 0;
+}
+
+static int assign_rows(struct store *st, const char *id, const char *user_id,
+                       const char *session_id, const char *replaces, struct err *err)
+{
+    int r;
+    if (replaces) {
+        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        if ((r = store_prepare(st,
+                               "UPDATE sandboxes SET user_id = NULL, session_id = NULL WHERE id = ?",
+                               &s, err)) < 0)
+            return r;
+        sqlite3_bind_text(s, 1, replaces, -1, SQLITE_STATIC);
+        if ((r = store_step_done(st, s, "detach sandbox", err)) < 0)
+            return r;
+    }
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    if ((r = store_prepare(st,
+                           "UPDATE sandboxes SET user_id = ?, session_id = nullif(?, '') "
+                           "WHERE id = ? AND user_id IS NULL",
+                           &s, err)) < 0)
+        return r;
+    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, session_id ? session_id : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        return err_set(err, -EEXIST, "the session already has a sandbox");
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "assign sandbox", err);
+    if (sqlite3_changes(st->db) != 1)
+        return err_set(err, -ESTALE, "sandbox '%s' is not unowned", id);
+    return 0;
+}
+
+int store_sandbox_assign(struct store *st, const char *id, const char *user_id,
+                         const char *session_id, const char *replaces, struct err *err)
+{
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    if ((r = assign_rows(st, id, user_id, session_id, replaces, err)) < 0 ||
+        (r = store_exec(st, "COMMIT", err)) < 0) {
+        store_exec(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return 0;
+}
+
+int store_sandbox_delete(struct store *st, const char *id, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "DELETE FROM sandboxes WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        return store_fail(st, rc, "delete sandbox", err);
+    return 0;
+}
+
+int store_sandbox_list_unowned(struct store *st,
+                               void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
+                               struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    int r = store_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id IS NULL",
+                          &s, err);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct store_sandbox sb;
+        read_row(s, &sb);
+        fn(&sb, ctx);
+    }
     if (rc != SQLITE_DONE)
         return store_fail(st, rc, "list sandboxes", err);
     return 0;

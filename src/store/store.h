@@ -146,7 +146,7 @@ int store_web_session_delete_user(struct store *st, const char *user_id, struct 
 
 struct store_sandbox {
     char id[64];
-    char user_id[64];
+    char user_id[64];    /* "" for an unowned sandbox (the warm pool's, or one being removed) */
     char session_id[64]; /* "" for the user's own sandbox */
     char template_name[32];
     bool running;
@@ -175,6 +175,18 @@ int store_sandbox_list_with_files(struct store *st, const char *user_id,
                                   struct err *err);
 /* Free sandbox id's slot (its files are gone) for reuse. */
 int store_sandbox_release_slot(struct store *st, const char *id, struct err *err);
+/* Give the unowned sandbox id (a warm pool's) to user_id's session (NULL or "": the user's own
+ * sandbox); with replaces, in the same transaction take that one from its owner first (it is
+ * then unowned until it is deleted). -ESTALE when id is owned, -EEXIST when the session has
+ * another sandbox. */
+int store_sandbox_assign(struct store *st, const char *id, const char *user_id,
+                         const char *session_id, const char *replaces, struct err *err);
+/* Remove sandbox id's row (once its files are gone). */
+int store_sandbox_delete(struct store *st, const char *id, struct err *err);
+/* Call fn for each sandbox without an owner (user_id ""). */
+int store_sandbox_list_unowned(struct store *st,
+                               void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
+                               struct err *err);
 /* Call fn for each sandbox recorded as running. */
 int store_sandbox_list_running(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,

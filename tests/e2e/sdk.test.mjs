@@ -39,7 +39,7 @@ after(() => ca.remove());
 
 // The same cases over each transport: startServer's options for it.
 const MODES = [
-  { name: 'http', options: {} },
+  { name: 'http', options: { env: { SANDBOX_POOL: '2' } } },
   { name: 'https', options: { tls: { cert: cert.certFile, key: cert.keyFile, ca: ca.caFile, h2: true },
     env: { LOG_LEVEL: 'debug' } } },
 ];

@@ -40,6 +40,9 @@ function cleanEnv() {
   // Nor build the debian template from Debian's mirror: sandboxes start on the host template
   // unless a test asks for the shared debian one (debianTemplate()).
   env.SANDBOX_TEMPLATE = 'host';
+  // Nor keep a warm pool, whose starts would run beside every test's own work and change what
+  // the tests that count sandboxes see: the tests of the pool, and the SDK suite, ask for one.
+  env.SANDBOX_POOL = '0';
   env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
   env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
   return env;

@@ -1,0 +1,249 @@
+/* The warm pool: sandboxes started before anyone asks, owned by nobody, handed to a caller in
+ * place of a start.
+ *
+ * A pooled sandbox is started exactly as a user's is (its own id range, cgroup, disk image and
+ * layer, on the template new sandboxes get), and nothing runs in it but its init until it is
+ * given away, so taking one is the same as starting one: only faster. Taking is a row update in
+ * the store; the caller's limits (running sandboxes per user, disk per user) are checked as for
+ * a start. The pool is refilled one start at a time from the loop, and only while the server has
+ * capacity to spare: it never stops a user's sandbox to make room for itself, and it is the
+ * first to give way when a user's start needs room (lru_idle in manager.c). A pooled sandbox
+ * that died, or is on a template new sandboxes no longer get, is removed and replaced. Unowned
+ * sandboxes left by an earlier server are removed when the pool starts, never adopted: their
+ * history is unknown. */
+#include "sandbox/sandbox_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/util.h"
+#include "store/store.h"
+
+/* The longest wait between pool starts that fail. */
+#define POOL_RETRY_MAX_MS 60000
+
+static void on_pool_timer(struct loop_timer *t);
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void pool_arm(struct sandbox_manager *m, uint64_t ms)
+{
+    if (m->pool_armed)
+        loop_timer_stop(&m->pool_timer);
+    m->pool_armed = true;
+    loop_timer_start(&m->pool_timer, ms, on_pool_timer);
+}
+
+void pool_schedule(struct sandbox_manager *m)
+{
+    if (m->pool_on && m->cfg.pool_size)
+        pool_arm(m, 0);
+}
+
+static bool pooled(const struct sandbox *s)
+{
+    return sandbox_unowned(s) && !s->retiring;
+}
+
+static unsigned pool_count(const struct sandbox_manager *m, bool *starting)
+{
+    unsigned n = 0;
+    *starting = false;
+    for (const struct sandbox *s = m->all; s; s = s->next)
+        if (pooled(s) && s->state != SBX_STOPPED) {
+            n++;
+            if (s->state == SBX_STARTING)
+                *starting = true;
+        }
+    return n;
+}
+
+static void pool_gauge(const struct sandbox_manager *m)
+{
+    bool starting;
+    metrics_gauge_set("sandbox_mcp_sandbox_pool", "Warm pool sandboxes started or starting",
+                      pool_count(m, &starting));
+}
+
+static void on_pool_started(void *ctx, struct sandbox *sbx, const struct err *err)
+{
+    struct sandbox_manager *m = ctx;
+    if (err) {
+        /* The start has logged why. Its unfinished files go; the next try waits, longer each
+         * time, so a host that cannot start sandboxes is not asked again and again. */
+        m->pool_failures++;
+        uint64_t wait = 1000ull << (m->pool_failures < 6 ? m->pool_failures : 6);
+        if (wait > POOL_RETRY_MAX_MS)
+            wait = POOL_RETRY_MAX_MS;
+        m->pool_retry_at = time_mono_ms() + (int64_t)wait;
+        for (struct sandbox *s = m->all; s; s = s->next)
+            if (pooled(s) && s->state == SBX_STOPPED && !s->waiters) {
+                sandbox_forget(s, "pool start failed");
+                break;
+            }
+        pool_arm(m, wait);
+        return;
+    }
+    m->pool_failures = 0;
+    sandbox_release(sbx);
+    pool_gauge(m);
+    pool_schedule(m);
+}
+
+/* Start one more pooled sandbox when the pool is short, none is starting, and the server has a
+ * slot and disk room to spare. */
+static void pool_fill(struct sandbox_manager *m)
+{
+    bool starting;
+    unsigned n = pool_count(m, &starting);
+    if (!m->pool_on || starting || n >= m->cfg.pool_size || m->running >= m->cfg.max_running)
+        return;
+    int64_t now = time_mono_ms();
+    if (now < m->pool_retry_at) {
+        pool_arm(m, (uint64_t)(m->pool_retry_at - now));
+        return;
+    }
+    struct err err = {0};
+    struct store_sandbox row = {0};
+    id_new("sbx", row.id);
+    snprintf(row.template_name, sizeof(row.template_name), "%s", m->tmpl.name);
+    row.created_at = time_now_ms();
+    if (store_sandbox_insert(m->store, &row, &err) < 0) {
+        log_error("sandbox pool start failed err=\"%s\"", err.msg);
+        m->pool_retry_at = now + POOL_RETRY_MAX_MS / 4;
+        pool_arm(m, POOL_RETRY_MAX_MS / 4);
+        return;
+    }
+    struct sandbox *sbx = sandbox_alloc(m, &row);
+    bool user_limit;
+    if (sandbox_disk_check(m, sbx, &user_limit, &err) < 0) {
+        /* No room without stopping someone's sandbox: look again later. */
+        log_debug("sandbox pool waits for disk room err=\"%s\"", err.msg);
+        sandbox_forget(sbx, "no disk room");
+        m->pool_retry_at = now + POOL_RETRY_MAX_MS / 4;
+        pool_arm(m, POOL_RETRY_MAX_MS / 4);
+        return;
+    }
+    struct sandbox_waiter *w = xcalloc(1, sizeof(*w));
+    w->sbx = sbx;
+    w->cb = on_pool_started;
+    w->ctx = m;
+    sbx->waiters = w;
+    sandbox_start(sbx);
+}
+
+static void on_pool_timer(struct loop_timer *t)
+{
+    struct sandbox_manager *m = container_of(t, struct sandbox_manager, pool_timer);
+    m->pool_armed = false;
+    pool_fill(m);
+}
+
+int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
+              struct sandbox *replaces, struct sandbox **out, struct err *err)
+{
+    if (!m->pool_on)
+        return 0;
+    struct sandbox *p = NULL;
+    for (struct sandbox *s = m->all; s && !p; s = s->next)
+        if (pooled(s) && s->state == SBX_RUNNING && s->holds == 0 &&
+            strcmp(s->template_name, m->tmpl.name) == 0 && sandbox_alive(s))
+            p = s;
+    if (!p)
+        return 0;
+    int64_t t0 = mono_us();
+    int r = sandbox_user_room(m, user_id, p, replaces, err);
+    if (r < 0)
+        return r;
+    const char *sid = session_id ? session_id : "";
+    snprintf(p->user_id, sizeof(p->user_id), "%s", user_id);
+    snprintf(p->session_id, sizeof(p->session_id), "%s", sid);
+    /* Its disk image now counts as the user's (a replacement holds no more than the running one
+     * it replaces could grow into, so it is not counted twice). */
+    if (!replaces && (r = sandbox_disk_admit(m, p, err)) < 0)
+        goto undo;
+    if ((r = store_sandbox_assign(m->store, p->id, user_id, sid, replaces ? replaces->id : NULL,
+                                  err)) < 0)
+        goto undo;
+    if (replaces) {
+        replaces->retiring = true;
+        replaces->user_id[0] = replaces->session_id[0] = '\0';
+    }
+    p->last_used = time_mono_ms();
+    p->warm = true;
+    log_info("sandbox assigned sbx=%s user=%s session=%s from=pool template=%s us=%lld", p->id,
+             user_id, *sid ? sid : "-", p->template_name, (long long)(mono_us() - t0));
+    pool_gauge(m);
+    pool_schedule(m);
+    *out = p;
+    return 1;
+undo:
+    p->user_id[0] = p->session_id[0] = '\0';
+    return r;
+}
+
+void pool_tick(struct sandbox_manager *m)
+{
+    if (!m->pool_on)
+        return;
+    for (struct sandbox *s = m->all, *next; s; s = next) {
+        next = s->next;
+        if (!pooled(s) || s->holds > 0 || s->waiters || s->state == SBX_STARTING)
+            continue;
+        if (s->state == SBX_STOPPED)
+            sandbox_forget(s, "pool");
+        else if (!sandbox_alive(s))
+            sandbox_forget(s, "died");
+        else if (strcmp(s->template_name, m->tmpl.name) != 0)
+            sandbox_forget(s, "template changed");
+    }
+    pool_gauge(m);
+    pool_schedule(m);
+}
+
+static void collect_unowned(const struct store_sandbox *row, void *ctx)
+{
+    struct buf *ids = ctx;
+    buf_append(ids, row, sizeof(*row));
+}
+
+void sandbox_manager_keep_pool(struct sandbox_manager *m)
+{
+    /* Sandbox groups no row knows as running: left by a server that died while starting them.
+     * Only the server does this: a command line's manager could meet a start under way. */
+    cgroup_list(sandbox_reap_unknown, m);
+    /* What an earlier server left without an owner: a pool it kept, or sandboxes replaced by
+     * container_initialize whose removal it did not finish. */
+    struct buf rows;
+    buf_init(&rows, 0);
+    struct err err = {0};
+    if (store_sandbox_list_unowned(m->store, collect_unowned, &rows, &err) < 0)
+        log_error("sandbox pool cleanup failed err=\"%s\"", err.msg);
+    const struct store_sandbox *row = (const void *)rows.data;
+    for (size_t i = 0; i < rows.len / sizeof(*row); i++) {
+        struct sandbox *sbx = NULL;
+        for (struct sandbox *s = m->all; s && !sbx; s = s->next)
+            if (strcmp(s->id, row[i].id) == 0)
+                sbx = s;
+        if (!sbx)
+            sbx = sandbox_alloc(m, &row[i]);
+        sandbox_forget(sbx, "unowned at start");
+    }
+    buf_release(&rows);
+    m->pool_on = true;
+    log_info("sandbox pool size=%u max_running=%u", m->cfg.pool_size, m->cfg.max_running);
+    pool_schedule(m);
+}

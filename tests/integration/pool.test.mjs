@@ -1,0 +1,179 @@
+// The warm pool (SANDBOX_POOL): sandboxes started before anyone asks, handed to a new user's first
+// call and to container_initialize in place of a start. A pooled sandbox must be indistinguishable
+// from one started for the caller, the pool must give way to users' sandboxes at capacity, and a
+// restarted server must not adopt what an earlier one left unowned.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
+
+let nextId = 1;
+
+async function tool(srv, name, args = {}, token = srv.token) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+    params: { name, arguments: args } }, { token });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.body?.result, r.text);
+  assert.equal(r.body.result.isError, undefined, r.text);
+  return r.body.result.structuredContent;
+}
+
+function addUser(srv, name) {
+  assert.equal(cli(['user', 'add', name, '--data-dir', srv.dataDir]).status, 0);
+  return cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]).stdout.match(/smcp_\S+/)[0];
+}
+
+// Ids of pooled sandboxes the server has started, in order, from its log.
+function pooledStarts(srv) {
+  return [...srv.stderr().matchAll(/sandbox started sbx=(\S+) user=\(pool\)/g)].map((m) => m[1]);
+}
+
+async function waitFor(what, pred, ms = 20000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = pred();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const untilPool = (srv, n) => waitFor(`${n} pooled starts`, () => pooledStarts(srv).length >= n);
+
+// What a process inside sees of its sandbox, with nothing that differs between two sandboxes
+// started the same way (ids, times): processes, files where a user leaves them, the id map's
+// shape, files owned by ids outside it, mounts, environment, limits.
+const PROBE = [
+  'echo "ps:"; ps -e -o comm= | sort',
+  'echo "files:"; ls -A /tmp /workspace /root /dev/shm /var/tmp 2>&1',
+  'echo "ids:"; awk \'{print $1, $3}\' /proc/self/uid_map /proc/self/gid_map',
+  'echo "unmapped owners:"; find / -xdev \\( -nouser -o -nogroup \\) 2>/dev/null | head -5',
+  'echo "mounts:"; sed -E "s/^([^ ]+ ){4}([^ ]+) .* - ([^ ]+) .*/\\2 \\3/" /proc/self/mountinfo',
+  'echo "env:"; env | grep -v "^PWD=" | sort',
+  'echo "limits:"; cat /proc/self/limits',
+  'echo "host:"; hostname',
+].join('; ');
+
+test('a new user\'s first call takes a pooled sandbox, which is then replaced in the pool', async () => {
+  const srv = await startServer({ env: { SANDBOX_POOL: '2' } });
+  try {
+    await untilPool(srv, 2);
+    const [a, b] = pooledStarts(srv);
+    const r = await tool(srv, 'container_exec', { command: 'echo hi' });
+    assert.equal(r.stdout, 'hi\n');
+    assert.ok([a, b].includes(r.sandbox_id), `${r.sandbox_id} is not one of the pooled ${a}, ${b}`);
+    assert.match(srv.stderr(), new RegExp(`sandbox assigned sbx=${r.sandbox_id} user=usr_\\S+ session=- from=pool`));
+    // the pool is refilled: a third pooled start, and the taken one answers as the user's
+    await untilPool(srv, 3);
+    const ping = await tool(srv, 'container_ping');
+    assert.equal(ping.sandbox_id, r.sandbox_id);
+    assert.equal(ping.warm, true);
+    // another user gets the other one, not the first user's
+    const carol = addUser(srv, 'carol');
+    const c = await tool(srv, 'container_exec', { command: 'ls -A /workspace' }, carol);
+    assert.notEqual(c.sandbox_id, r.sandbox_id);
+    assert.ok(pooledStarts(srv).includes(c.sandbox_id));
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('a pooled sandbox is indistinguishable from one started for the caller', async () => {
+  const cold = await startServer({ env: { SANDBOX_POOL: '0' } });
+  let coldView;
+  try {
+    const r = await tool(cold, 'container_exec', { command: PROBE });
+    assert.equal(r.exit_code, 0, r.stderr);
+    coldView = r.stdout;
+    assert.doesNotMatch(cold.stderr(), /from=pool/);
+  } finally {
+    await cold.stop();
+  }
+  const srv = await startServer({ env: { SANDBOX_POOL: '1' } });
+  try {
+    await untilPool(srv, 1);
+    // a first call: the pooled sandbox as it was made
+    const first = await tool(srv, 'container_exec', { command: PROBE });
+    assert.match(srv.stderr(), new RegExp(`sandbox assigned sbx=${first.sandbox_id} `));
+    assert.equal(first.stdout, coldView);
+    // a user leaves files, a process and a full /tmp behind, then starts over from the pool
+    const dirty = await tool(srv, 'container_exec', { command:
+      'echo secret > /workspace/left; echo secret > /tmp/left; echo secret > /root/left; ' +
+      'setsid sleep 1000 > /dev/null 2>&1 < /dev/null & cat /proc/self/uid_map' });
+    const oldRange = dirty.stdout.trim().split(/\s+/)[1];
+    await untilPool(srv, 2);
+    const init = await tool(srv, 'container_initialize');
+    assert.equal(init.warm, true);
+    assert.notEqual(init.sandbox_id, first.sandbox_id);
+    const after = await tool(srv, 'container_exec', { command: PROBE + '; echo "range:"; cat /proc/self/uid_map' });
+    assert.equal(after.sandbox_id, init.sandbox_id);
+    const [view, range] = after.stdout.split('range:\n');
+    assert.equal(view, coldView);
+    assert.notEqual(range.trim().split(/\s+/)[1], oldRange, 'the old id range is still in use');
+    // the replaced sandbox is gone: its processes, cgroup, files and row
+    assert.match(srv.stderr(), new RegExp(`sandbox stopped sbx=${first.sandbox_id} .*reason=initialize`));
+    assert.equal(existsSync(`${srv.dataDir}/sandboxes/${first.sandbox_id}`), false);
+    const list = cli(['sandbox', 'list', '--data-dir', srv.dataDir]).stdout;
+    assert.doesNotMatch(list, new RegExp(first.sandbox_id));
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('the pool stays within capacity and gives way to a user\'s sandbox', async () => {
+  const srv = await startServer({ env: { SANDBOX_POOL: '2', SANDBOX_MAX_RUNNING: '2', SANDBOX_IDLE_SECONDS: '1' } });
+  try {
+    await untilPool(srv, 2);
+    const r = await tool(srv, 'container_exec', { command: 'echo mine > /workspace/keep' });
+    // at capacity (the user's and one pooled): no third pooled start while the user's runs
+    await new Promise((res) => setTimeout(res, 500));
+    assert.equal(pooledStarts(srv).length, 2);
+    // idle-stopped, the user's sandbox makes room: the pool fills it
+    await waitFor('idle stop', () => new RegExp(`sandbox stopped sbx=${r.sandbox_id} .*reason=idle`).test(srv.stderr()));
+    await untilPool(srv, 3);
+    // the user comes back at capacity: a pooled sandbox is stopped for theirs, and their files
+    // are where they left them
+    const pooledNow = pooledStarts(srv).filter((id) => id !== r.sandbox_id);
+    const back = await tool(srv, 'container_exec', { command: 'cat /workspace/keep' });
+    assert.equal(back.sandbox_id, r.sandbox_id);
+    assert.equal(back.stdout, 'mine\n');
+    const evicted = srv.stderr().match(/sandbox stopped sbx=(\S+) user=\S* reason=evicted/);
+    assert.ok(evicted, srv.stderr());
+    assert.ok(pooledNow.includes(evicted[1]), `${evicted[1]} was not a pooled sandbox`);
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('a restarted server removes what the last one left unowned and fills its pool anew', async () => {
+  const dataDir = tempDir();
+  try {
+    const srv = await startServer({ dataDir, env: { SANDBOX_POOL: '2' } });
+    await untilPool(srv, 2);
+    const mine = (await tool(srv, 'container_exec', { command: 'echo x > /workspace/x' })).sandbox_id;
+    await untilPool(srv, 3);
+    const leftover = pooledStarts(srv).filter((id) => id !== mine);
+    await waitFor('the refill', () => leftover.every((id) =>
+      new RegExp(`sandbox started sbx=${id} .*ms=`).test(srv.stderr())));
+    await srv.stop('SIGKILL');
+    const next = await startServer({ dataDir, env: { SANDBOX_POOL: '1' } });
+    next.token = srv.token;
+    try {
+      await untilPool(next, 1);
+      for (const id of leftover) {
+        assert.match(next.stderr(), new RegExp(`sandbox stopped sbx=${id} .*reason=unowned at start`));
+        assert.equal(existsSync(`${dataDir}/sandboxes/${id}`), false, `${id} left files`);
+      }
+      assert.match(next.stderr(), new RegExp(`sandbox adopted sbx=${mine} `));
+      const r = await tool(next, 'container_exec', { command: 'cat /workspace/x' });
+      assert.equal(r.sandbox_id, mine);
+      assert.equal(r.stdout, 'x\n');
+      assert.ok(!leftover.includes(pooledStarts(next)[0]));
+    } finally {
+      await next.stop();
+    }
+  } finally {
+    cli(['sandbox', 'stop-all', '--data-dir', dataDir]);
+    removeDataDir(dataDir);
+  }
+});
