@@ -79,6 +79,13 @@ int64_t time_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t time_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void time_format_rfc3339(int64_t ms, char out[32])
 {
     /* Round towards minus infinity so times before 1970 (file mtimes can be) stay well-formed. */

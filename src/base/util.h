@@ -17,6 +17,8 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Milliseconds since the epoch / since an arbitrary monotonic origin. */
 int64_t time_now_ms(void);
 int64_t time_mono_ms(void);
+/* The same clock in microseconds. */
+int64_t time_mono_us(void);
 /* Format an epoch-milliseconds time as RFC 3339 UTC ("2026-01-02T03:04:05.678Z") into out[32]. */
 void time_format_rfc3339(int64_t ms, char out[32]);
 /* A byte count as people write it into out[32], and exactly: "8 MiB", "1.5 GiB", "512 KiB"

@@ -590,6 +590,49 @@ void sandbox_open_listeners(struct sandbox *sbx, int only)
     }
 }
 
+void sandbox_drop_listeners(struct sandbox *sbx)
+{
+    if (sbx->listen_rx >= 0)
+        close(sbx->listen_rx);
+    sbx->listen_rx = -1;
+}
+
+void sandbox_take_listeners(struct sandbox *sbx)
+{
+    struct sandbox_manager *m = sbx->m;
+    int lfd[SANDBOX_LISTENERS_MAX], nfds = 0;
+    if (sbx->listen_rx >= 0) {
+        char byte;
+        union {
+            char buf[CMSG_SPACE(SANDBOX_LISTENERS_MAX * sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+        struct msghdr msg = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+        /* The setup child sent them before its report, and has exited. */
+        ssize_t got = recvmsg(sbx->listen_rx, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            if (nfds > SANDBOX_LISTENERS_MAX)
+                nfds = SANDBOX_LISTENERS_MAX;
+            memcpy(lfd, CMSG_DATA(c), (size_t)nfds * sizeof(int));
+        }
+        sandbox_drop_listeners(sbx);
+    }
+    if (nfds != m->nlisteners) {
+        for (int i = 0; i < nfds; i++)
+            close(lfd[i]);
+        sandbox_open_listeners(sbx, -1);
+        return;
+    }
+    for (int i = 0; i < nfds; i++) {
+        const struct sandbox_listener_hook *h = &m->listeners[i];
+        h->fn(h->ctx, sbx->id, lfd[i]);
+    }
+}
+
 struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
                                         sandbox_output_fn on_output, sandbox_exec_done_fn on_done,
                                         void *ctx, struct err *err)

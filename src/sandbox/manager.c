@@ -85,6 +85,7 @@ struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sand
     struct sandbox *sbx = xcalloc(1, sizeof(*sbx));
     sbx->m = m;
     sbx->pidfd = -1;
+    sbx->listen_rx = -1;
     snprintf(sbx->id, sizeof(sbx->id), "%s", row->id);
     snprintf(sbx->user_id, sizeof(sbx->user_id), "%s", row->user_id);
     snprintf(sbx->session_id, sizeof(sbx->session_id), "%s", row->session_id);
@@ -307,7 +308,8 @@ void sandbox_manager_free(struct sandbox_manager *m)
     free(m);
 }
 
-/* The sandbox struct for (user, session), loading or creating its row. */
+/* The sandbox struct for (user, session), loading or creating its row: 0, or 1 when it is one
+ * just taken from the pool (running, and as fresh as can be). */
 static int lookup(struct sandbox_manager *m, const char *user_id, const char *session_id,
                   bool create, struct sandbox **out, struct err *err)
 {
@@ -324,7 +326,7 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
     if (r == -ENOENT) {
         /* A new sandbox for the caller: a pooled one that already runs, when there is one. */
         if ((r = pool_take(m, user_id, sid, NULL, out, err)) != 0)
-            return r < 0 ? r : 0;
+            return r < 0 ? r : 1;
         memset(&row, 0, sizeof(row));
         id_new("sbx", row.id);
         snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
@@ -594,8 +596,15 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
 {
     struct err err = {0};
     struct sandbox *sbx = NULL;
-    if (lookup(m, opts->user_id, opts->session_id, opts->create, &sbx, &err) < 0) {
+    int found = lookup(m, opts->user_id, opts->session_id, opts->create, &sbx, &err);
+    if (found < 0) {
         cb(ctx, NULL, &err);
+        return NULL;
+    }
+    if (found == 1) {
+        /* from the pool: nothing to start, nor to start over */
+        sbx->holds++;
+        cb(ctx, sbx, NULL);
         return NULL;
     }
     if (sbx->state == SBX_STARTING && opts->fresh) {

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -32,12 +31,6 @@
 
 static void on_pool_timer(struct loop_timer *t);
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void pool_arm(struct sandbox_manager *m, uint64_t ms)
 {
@@ -131,12 +124,16 @@ static void pool_fill(struct sandbox_manager *m)
     bool user_limit;
     if (sandbox_disk_check(m, sbx, &user_limit, &err) < 0) {
         /* No room without stopping someone's sandbox: look again later. */
-        log_debug("sandbox pool waits for disk room err=\"%s\"", err.msg);
+        if (!m->pool_blocked)
+            log_info("sandbox pool short size=%u have=%u reason=\"%s\"", m->cfg.pool_size, n,
+                     err.msg);
+        m->pool_blocked = true;
         sandbox_forget(sbx, "no disk room");
         m->pool_retry_at = now + POOL_RETRY_MAX_MS / 4;
         pool_arm(m, POOL_RETRY_MAX_MS / 4);
         return;
     }
+    m->pool_blocked = false;
     struct sandbox_waiter *w = xcalloc(1, sizeof(*w));
     w->sbx = sbx;
     w->cb = on_pool_started;
@@ -164,7 +161,7 @@ int pool_take(struct sandbox_manager *m, const char *user_id, const char *sessio
             p = s;
     if (!p)
         return 0;
-    int64_t t0 = mono_us();
+    int64_t t0 = time_mono_us();
     int r = sandbox_user_room(m, user_id, p, replaces, err);
     if (r < 0)
         return r;
@@ -185,7 +182,7 @@ int pool_take(struct sandbox_manager *m, const char *user_id, const char *sessio
     p->last_used = time_mono_ms();
     p->warm = true;
     log_info("sandbox assigned sbx=%s user=%s session=%s from=pool template=%s us=%lld", p->id,
-             user_id, *sid ? sid : "-", p->template_name, (long long)(mono_us() - t0));
+             user_id, *sid ? sid : "-", p->template_name, (long long)(time_mono_us() - t0));
     pool_gauge(m);
     pool_schedule(m);
     *out = p;

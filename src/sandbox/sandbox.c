@@ -25,7 +25,9 @@
 #include <limits.h>
 #include <linux/close_range.h>
 #include <linux/loop.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -62,6 +64,9 @@ struct plan {
     int report_fd;
     int memfd;
     int ctl_fd; /* the init's control socket, listening */
+    int listen_fd; /* where the listeners of the registered ports are sent (SCM_RIGHTS) */
+    int nports;
+    uint16_t ports[SANDBOX_LISTENERS_MAX];
     bool disk;
     uint64_t disk_bytes;
     char mkfs[64];
@@ -444,6 +449,50 @@ static void child_loopback_up(const struct plan *p)
     close(s);
 }
 
+/* The listening sockets of the registered ports, on 127.0.0.1 of the new network namespace,
+ * sent to the server in one message (in the order of p->ports), so that it need not run a
+ * helper into the namespace after the start (sandbox_open_listeners does for a sandbox it
+ * adopts). */
+static void child_listeners(const struct plan *p)
+{
+    if (p->nports == 0)
+        return;
+    int fds[SANDBOX_LISTENERS_MAX];
+    for (int i = 0; i < p->nports; i++) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0)
+            FAIL("listener socket");
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->ports[i])};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 128) < 0)
+            FAIL("listener bind");
+        fds[i] = s;
+    }
+    char byte = 'L';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(SANDBOX_LISTENERS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = CMSG_SPACE((size_t)p->nports * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN((size_t)p->nports * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)p->nports * sizeof(int));
+    if (sendmsg(p->listen_fd, &msg, MSG_NOSIGNAL) < 0)
+        FAIL("send listeners");
+    for (int i = 0; i < p->nports; i++)
+        close(fds[i]);
+    close(p->listen_fd);
+}
+
 /* The init: PID 1 of the new pid namespace. */
 static void child_init(const struct plan *p)
 {
@@ -563,6 +612,7 @@ static void child_setup(struct plan *p)
     if (sethostname("sandbox", 7) < 0)
         FAIL("sethostname");
     child_loopback_up(p);
+    child_listeners(p);
     pid_t init = fork();
     if (init < 0)
         FAIL("fork init");
@@ -629,6 +679,9 @@ static void plan_init(struct plan *p, struct sandbox *sbx)
     snprintf(p->shm_opts, sizeof(p->shm_opts), "size=%llu,mode=1777,uid=%u,gid=%u",
              (unsigned long long)(m->cfg.tmp_bytes / 4), p->uid, p->uid);
     p->ncg = cgroup_procs_paths(sbx->cgroup, p->cg_procs, 4);
+    p->listen_fd = -1;
+    for (int i = 0; i < m->nlisteners; i++)
+        p->ports[p->nports++] = m->listeners[i].port;
     snprintf(p->uid_map, sizeof(p->uid_map), "0 %u %u\n", p->uid, SANDBOX_IDS);
     snprintf(p->gid_map, sizeof(p->gid_map), "0 %u %u\n", p->uid, SANDBOX_IDS);
     snprintf(p->mkfs_root_owner, sizeof(p->mkfs_root_owner),
@@ -700,6 +753,7 @@ static void on_started(struct proc_watch *w, int status)
     w->data = NULL;
     if (err.code) {
         log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err.msg);
+        sandbox_drop_listeners(sbx);
         cgroup_destroy(sbx->cgroup);
         sbx->state = SBX_STOPPED;
         sbx->m->running--;
@@ -707,26 +761,28 @@ static void on_started(struct proc_watch *w, int status)
         return;
     }
     sbx->state = SBX_RUNNING;
+    int64_t took_us = time_mono_us() - sbx->start_t0;
     metrics_gauge_set("sandbox_mcp_sandboxes_running", "Sandboxes running now", sbx->m->running);
     metrics_gauge_set("sandbox_mcp_sandbox_last_start_seconds",
-                      "How long the latest sandbox start took",
-                      (double)(time_mono_ms() - sbx->start_t0) / 1000.0);
+                      "How long the latest sandbox start took", (double)took_us / 1e6);
     sbx->started_at = time_now_ms();
     sbx->last_used = time_mono_ms();
-    sbx->last_start_ms = time_mono_ms() - sbx->start_t0;
-    sandbox_save(sbx);
-    sandbox_open_listeners(sbx, -1);
-    log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%lld", sbx->id,
-             sandbox_unowned(sbx) ? "(pool)" : sbx->user_id, pid, sbx->template_name, cgroup_mode_name(cgroup_mode()),
-             sbx->m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS, (long long)sbx->last_start_ms);
+    sbx->last_start_ms = took_us / 1000;
+    sandbox_take_listeners(sbx);
+    log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%.2f", sbx->id,
+             sandbox_unowned(sbx) ? "(pool)" : sbx->user_id, pid, sbx->template_name,
+             cgroup_mode_name(cgroup_mode()), sbx->m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS,
+             (double)took_us / 1000.0);
+    /* Callers first; the row (for a later server to re-adopt it) after. */
     sandbox_notify(sbx, NULL);
+    sandbox_save(sbx);
 }
 
 void sandbox_start(struct sandbox *sbx)
 {
     struct sandbox_manager *m = sbx->m;
     struct err err = {0};
-    sbx->start_t0 = time_mono_ms();
+    sbx->start_t0 = time_mono_us();
     sbx->generation++;
     sbx->warm = false;
     snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", sbx->id);
@@ -753,16 +809,27 @@ void sandbox_start(struct sandbox *sbx)
         goto fail;
     }
     p->report_fd = fds[1];
+    int lsp[2] = {-1, -1};
+    if (p->nports && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lsp) == 0)
+        p->listen_fd = lsp[1];
+    else
+        p->nports = 0; /* opened by the helper once it runs */
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[0]);
+        if (lsp[0] >= 0)
+            close(lsp[0]);
         child_setup(p);
     }
     int saved = errno;
     close(fds[1]);
+    if (lsp[1] >= 0)
+        close(lsp[1]);
     free(p);
+    sbx->listen_rx = lsp[0];
     if (pid < 0) {
         close(fds[0]);
+        sandbox_drop_listeners(sbx);
         err_set(&err, -saved, "fork: %s", strerror(saved));
         goto fail;
     }

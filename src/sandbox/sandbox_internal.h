@@ -137,9 +137,10 @@ struct sandbox {
     uint64_t init_start;
     int pidfd;
     int dirfd;                      /* O_PATH of dir: the init's control socket is dirfd/ctl.sock */
+    int listen_rx;                  /* during a start: where the setup child sends the listeners */
     int64_t created_at, started_at; /* epoch ms */
     int64_t last_used;              /* monotonic ms */
-    int64_t start_t0;               /* monotonic ms when the current start began */
+    int64_t start_t0;               /* monotonic us when the current start began */
     int64_t last_start_ms;          /* how long the last start took */
     unsigned holds;                 /* calls in flight */
     unsigned generation;            /* starts so far, names cgroups */
@@ -199,6 +200,7 @@ struct sandbox_manager {
     /* The warm pool (pool.c): unowned sandboxes started ahead of any call. */
     bool pool_on;             /* serving (sandbox_manager_keep_pool was called) */
     bool pool_armed;          /* pool_timer is set */
+    bool pool_blocked;        /* short for want of disk room (logged once) */
     unsigned pool_failures;   /* pool starts that failed in a row */
     int64_t pool_retry_at;    /* monotonic ms: no pool start before this */
     struct loop_timer pool_timer;
@@ -267,5 +269,10 @@ int pool_take(struct sandbox_manager *m, const char *user_id, const char *sessio
 void pool_schedule(struct sandbox_manager *m);
 /* The idle tick's share: drop pooled sandboxes that died or are on an old template. */
 void pool_tick(struct sandbox_manager *m);
+/* After a start: pass the listeners the setup child sent on sbx->listen_rx to their hooks (or
+ * open them with the helper when it sent none), and close listen_rx (exec.c). */
+void sandbox_take_listeners(struct sandbox *sbx);
+/* Close listen_rx and whatever waits on it (a start that failed). */
+void sandbox_drop_listeners(struct sandbox *sbx);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);
