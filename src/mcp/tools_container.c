@@ -798,11 +798,11 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
         json_t *d = sandbox_describe(sbx);
         const char *note = json_string_value(json_object_get(d, "template_note"));
         bool warm = json_is_true(json_object_get(d, "warm"));
-        char *text = xasprintf(
-            "sandbox %s started fresh %s %lld ms (template %s)%s%s", sandbox_id(sbx),
-            warm ? "from the warm pool; its start took" : "in",
-            (long long)json_integer_value(json_object_get(d, "start_ms")),
-            json_string_value(json_object_get(d, "template")), note ? "\n\n" : "", note ? note : "");
+        char *text = xasprintf("sandbox %s started fresh %s %lld ms (template %s)%s%s",
+                               sandbox_id(sbx), warm ? "from the warm pool; its start took" : "in",
+                               (long long)json_integer_value(json_object_get(d, "start_ms")),
+                               json_string_value(json_object_get(d, "template")),
+                               note ? "\n\n" : "", note ? note : "");
         mcp_call_tool_result(j->call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), d,
                              false);
         free(text);

@@ -294,6 +294,15 @@ int cgroup_procs_paths(const char *name, char out[][4096], int max)
     return n;
 }
 
+int cgroup_open_dir(const char *name)
+{
+    if (mode != CGROUP_V2)
+        return -1;
+    char path[PATH_MAX];
+    group_path(path, sizeof(path), 0, name, NULL);
+    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
 static int kill_procs(const char *procs)
 {
     _cleanup_fclose_ FILE *f = fopen(procs, "re");

@@ -464,7 +464,9 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
-    struct iovec iov = {.iov_base = req, .iov_len = sizeof(len)};
+    /* The whole request in one message where the socket takes it (the descriptors ride on its
+     * first bytes), so that the init finds all of it when it wakes. */
+    struct iovec iov = {.iov_base = req, .iov_len = sizeof(len) + len};
     struct msghdr msg = {.msg_iov = &iov,
                          .msg_iovlen = 1,
                          .msg_control = u.buf,
@@ -474,9 +476,9 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
     memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-    bool ok = sendmsg(conn, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(len);
-    /* The rest on the local socket; the init reads it at once. */
-    for (size_t off = sizeof(len); ok && off < sizeof(len) + len;) {
+    ssize_t sent = sendmsg(conn, &msg, MSG_NOSIGNAL);
+    bool ok = sent > 0;
+    for (size_t off = ok ? (size_t)sent : 0; ok && off < sizeof(len) + len;) {
         ssize_t n = send(conn, req + off, sizeof(len) + len - off, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
@@ -608,8 +610,10 @@ void sandbox_take_listeners(struct sandbox *sbx)
             struct cmsghdr align;
         } u;
         struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-        struct msghdr msg = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = u.buf,
+                             .msg_controllen = sizeof(u.buf)};
         /* The setup child sent them before its report, and has exited. */
         ssize_t got = recvmsg(sbx->listen_rx, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;

@@ -450,7 +450,7 @@ static void add_user_image(const char *id, void *ctx)
 }
 
 int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
-                      struct err *err)
+                       struct err *err)
 {
     *user_limit = false;
     const uint64_t mib = 1 << 20;

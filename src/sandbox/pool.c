@@ -31,7 +31,6 @@
 
 static void on_pool_timer(struct loop_timer *t);
 
-
 static void pool_arm(struct sandbox_manager *m, uint64_t ms)
 {
     if (m->pool_armed)

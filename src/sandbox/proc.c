@@ -1,9 +1,11 @@
 /* Child-process helpers for the sandbox: failure reports from forked children, process start
- * times, pidfds. */
+ * times, pidfds, forks straight into a cgroup. */
 #include "sandbox/sandbox_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,4 +62,14 @@ int pidfd_open_pid(pid_t pid)
 {
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     return fd < 0 ? -errno : fd;
+}
+
+pid_t proc_fork_into_cgroup(int cgfd)
+{
+    struct clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = (uint64_t)cgfd;
+    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }

@@ -40,6 +40,16 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct err 
 /* Files a child writes its pid into to join `name` ("cgroup.procs" per hierarchy), as a list of
  * up to 4 paths into out (each PATH_MAX); returns how many. */
 int cgroup_procs_paths(const char *name, char out[][4096], int max);
+/* v2: a descriptor of group `name`'s directory, for clone3's CLONE_INTO_CGROUP; -1 otherwise
+ * (v1 has no such thing: a process joins by writing its pid, see cgroup_procs_paths). */
+int cgroup_open_dir(const char *name);
+/* Like fork(), but the child starts in the cgroup whose directory is cgfd (clone3 with
+ * CLONE_INTO_CGROUP, v2 only): no migration afterwards, whose wait for an RCU grace period is
+ * most of a sandbox start where it happens. Returns as fork() does, -1 with errno ENOSYS,
+ * EINVAL, E2BIG, EOPNOTSUPP or EBUSY when the kernel or the group cannot (the caller forks and
+ * joins the group the old way then). The child must not use what glibc's fork would have reset
+ * (threads, locks held by other threads). */
+pid_t proc_fork_into_cgroup(int cgfd);
 /* Kill every process in `name` and remove it (best effort; returns 0 when gone). */
 int cgroup_destroy(const char *name);
 int cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *tasks);
@@ -189,20 +199,21 @@ struct sandbox_manager {
     struct template_info host;   /* the host template, always prepared */
     struct template_info debian; /* the debian template, when keeper.usable */
     struct template_keeper keeper;
-    int init_memfd; /* sealed, read-only: the sandbox helper (init and enter) */
-    int devnull;    /* the stdin of commands given none */
-    char mkfs[64];  /* mkfs.ext4 path, "" when disk limits are off */
+    int init_memfd;        /* sealed, read-only: the sandbox helper (init and enter) */
+    bool fork_into_warned; /* clone3 into a v2 group failed once (logged) */
+    int devnull;           /* the stdin of commands given none */
+    char mkfs[64];         /* mkfs.ext4 path, "" when disk limits are off */
     struct sandbox *all;
     unsigned running;
     struct loop_timer idle_timer;
     struct loop_timer exec_timer;
     struct sandbox_exec *execs; /* running execs, for deadlines */
     /* The warm pool (pool.c): unowned sandboxes started ahead of any call. */
-    bool pool_on;             /* serving (sandbox_manager_keep_pool was called) */
-    bool pool_armed;          /* pool_timer is set */
-    bool pool_blocked;        /* short for want of disk room (logged once) */
-    unsigned pool_failures;   /* pool starts that failed in a row */
-    int64_t pool_retry_at;    /* monotonic ms: no pool start before this */
+    bool pool_on;           /* serving (sandbox_manager_keep_pool was called) */
+    bool pool_armed;        /* pool_timer is set */
+    bool pool_blocked;      /* short for want of disk room (logged once) */
+    unsigned pool_failures; /* pool starts that failed in a row */
+    int64_t pool_retry_at;  /* monotonic ms: no pool start before this */
     struct loop_timer pool_timer;
     struct sandbox_listener_hook {
         uint16_t port;

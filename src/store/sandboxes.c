@@ -200,9 +200,9 @@ static int assign_rows(struct store *st, const char *id, const char *user_id,
     int r;
     if (replaces) {
         _cleanup_stmt_ sqlite3_stmt *s = NULL;
-        if ((r = store_prepare(st,
-                               "UPDATE sandboxes SET user_id = NULL, session_id = NULL WHERE id = ?",
-                               &s, err)) < 0)
+        if ((r = store_prepare(
+                 st, "UPDATE sandboxes SET user_id = NULL, session_id = NULL WHERE id = ?", &s,
+                 err)) < 0)
             return r;
         sqlite3_bind_text(s, 1, replaces, -1, SQLITE_STATIC);
         if ((r = store_step_done(st, s, "detach sandbox", err)) < 0)
@@ -259,8 +259,8 @@ int store_sandbox_list_unowned(struct store *st,
                                struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id IS NULL",
-                          &s, err);
+    int r = store_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id IS NULL", &s,
+                          err);
     if (r < 0)
         return r;
     int rc;

@@ -65,6 +65,7 @@ struct cmd {
     pid_t pid;
     int conn;      /* -1 once the server went away: the command runs on unreported */
     int status_fd; /* the host file for the command's end, -1 when none */
+    bool relayed;  /* told its pid at once (the others learn it with their end) */
     struct relay relay[2];
 };
 
@@ -370,6 +371,7 @@ static void start_command(int conn)
     cmd->pid = pid;
     cmd->conn = conn;
     cmd->status_fd = -1;
+    cmd->relayed = relayed;
     for (int i = 0; i < 2; i++)
         cmd->relay[i].from = cmd->relay[i].to = -1;
     if (relayed) {
@@ -387,7 +389,10 @@ static void start_command(int conn)
             timerfd_settime(tick, 0, &every, NULL);
         }
     }
-    say(conn, "pid", pid);
+    /* A relayed command's caller waits for its pid; a plain one's learns it with its end, in one
+     * write, so that the server wakes once for a short command. */
+    if (relayed)
+        say(conn, "pid", pid);
     conn = -1; /* kept until the command ends */
 out:
     free(req);
@@ -551,7 +556,16 @@ int init_main(void)
                             continue;
                         cmd_ended(&cmds[k], status);
                         if (cmds[k].conn >= 0) {
-                            say(cmds[k].conn, "exit", status);
+                            if (!cmds[k].relayed) {
+                                char end[64];
+                                int len = snprintf(end, sizeof(end), "pid %d\nexit %d\n", (int)pid,
+                                                   status);
+                                if (write(cmds[k].conn, end, (size_t)len) < 0) {
+                                    /* the server went away */
+                                }
+                            } else {
+                                say(cmds[k].conn, "exit", status);
+                            }
                             epoll_ctl(ep, EPOLL_CTL_DEL, cmds[k].conn, NULL);
                             close(cmds[k].conn);
                         }
