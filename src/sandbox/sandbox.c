@@ -1,7 +1,8 @@
 /* Starting and stopping one sandbox.
  *
  * Start forks a setup child (real root, host namespaces) that
- *   1. joins the sandbox's cgroup,
+ *   1. joins the sandbox's cgroup (v2: is created in it; v1: a helper joins it meanwhile, and it
+ *      waits for that before step 6),
  *   2. with a disk limit, creates the sandbox's ext4 image on first use and mounts it (host
  *      mount namespace, so the workspace stays reachable from the host across idle stops),
  *   3. makes the sandbox's user namespace: owned by the sandbox's own host uid (not root, so
@@ -563,13 +564,43 @@ static void child_init(const struct plan *p)
     FAIL("exec sandbox-init");
 }
 
+/* Joining a cgroup (v1; v2 starts place the setup child in its group at the fork) waits for an
+ * RCU grace period, several milliseconds on a virtual machine and most of a start. A helper
+ * sharing the setup child's memory joins it to the sandbox's groups while the setup child builds
+ * the sandbox, which must be done before the setup child enters a new cgroup namespace and forks
+ * the init (whose processes are then all in the groups). It only opens and writes files and
+ * exits. */
+struct attach {
+    const struct plan *p;
+    char pid[16];
+};
+static char attach_stack[16 << 10] __attribute__((aligned(16)));
+
+static int attach_main(void *arg)
+{
+    const struct attach *a = arg;
+    for (int i = 0; i < a->p->ncg; i++) {
+        int fd = open(a->p->cg_procs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, a->pid, strlen(a->pid)) < 0)
+            _exit(1);
+        close(fd);
+    }
+    _exit(0);
+}
+
 static void child_setup(struct plan *p)
 {
     /* Do not take the server's process group or terminal signals along. */
     setsid();
-    for (int i = 0; i < p->ncg; i++)
-        if (write_all(p->cg_procs[i], "0") < 0)
+    struct attach attach = {.p = p};
+    pid_t attacher = 0;
+    if (p->ncg > 0) {
+        snprintf(attach.pid, sizeof(attach.pid), "%d", (int)getpid());
+        attacher = clone(attach_main, attach_stack + sizeof(attach_stack), CLONE_VM | SIGCHLD,
+                         &attach);
+        if (attacher < 0)
             FAIL("join cgroup");
+    }
     if (p->disk)
         child_mount_disk(p);
     child_shift_ids(p);
@@ -589,8 +620,7 @@ static void child_setup(struct plan *p)
         FAIL("create sandbox layers");
     /* Before the new pid namespace: its maker must not become that namespace's PID 1. */
     child_userns(p);
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
-                CLONE_NEWCGROUP) < 0)
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC) < 0)
         FAIL("unshare namespaces");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         FAIL("make mounts private");
@@ -613,6 +643,18 @@ static void child_setup(struct plan *p)
         FAIL("sethostname");
     child_loopback_up(p);
     child_listeners(p);
+    if (attacher > 0) {
+        int status = 0;
+        while (waitpid(attacher, &status, __WALL) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            errno = EIO;
+            FAIL("join cgroup");
+        }
+    }
+    /* In the sandbox's groups now: they are the root of its cgroup namespace. */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        FAIL("unshare cgroup namespace");
     pid_t init = fork();
     if (init < 0)
         FAIL("fork init");

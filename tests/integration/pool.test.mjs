@@ -44,7 +44,8 @@ const untilPool = (srv, n) => waitFor(`${n} pooled starts`, () => pooledStarts(s
 // started the same way (ids, times): processes, files where a user leaves them, the id map's
 // shape, files owned by ids outside it, mounts, environment, limits.
 const PROBE = [
-  'echo "ps:"; ps -e -o comm= | sort',
+  // no pipe: a pipeline's second command may not have become itself yet when ps looks
+  'echo "ps:"; ps -e -o comm=',
   'echo "files:"; ls -A /tmp /workspace /root /dev/shm /var/tmp 2>&1',
   'echo "ids:"; awk \'{print $1, $3}\' /proc/self/uid_map /proc/self/gid_map',
   'echo "unmapped owners:"; find / -xdev \\( -nouser -o -nogroup \\) 2>/dev/null | head -5',
