@@ -3,6 +3,7 @@
 #include "base/json_write.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,8 +108,15 @@ static size_t char_cost(unsigned char c)
 
 size_t json_string_cost(const char *s, size_t n)
 {
+    return json_string_cost_upto(s, n, SIZE_MAX);
+}
+
+size_t json_string_cost_upto(const char *s, size_t n, size_t limit)
+{
+    if (n > limit)
+        return n; /* every byte costs at least one */
     size_t cost = n;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && cost <= limit; i++)
         if (needs_escape((unsigned char)s[i]))
             cost += char_cost((unsigned char)s[i]) - 1;
     return cost;

@@ -20,6 +20,9 @@ char *json_write_text(const json_t *v, size_t *len);
 /* Bytes s[0..n) takes inside a JSON string as json_write writes it (quotes not counted): one a
  * byte, two for '"', '\\' and the control characters with a short escape, six for the others. */
 size_t json_string_cost(const char *s, size_t n);
+/* The same as long as it is at most limit; past it, some value above limit, found without
+ * reading further (a cut of a long text only needs to know that it does not fit). */
+size_t json_string_cost_upto(const char *s, size_t n, size_t limit);
 
 /* The length of the longest prefix of s[0..n) (valid UTF-8) that costs at most budget and ends on
  * a character boundary. */

@@ -1,5 +1,6 @@
 #include "base/utf8.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -57,13 +58,49 @@ bool utf8_valid(const char *s, size_t n)
     return true;
 }
 
+/* How long a prefix of s[0..n) is valid UTF-8 without NUL: eight bytes at a time while they are
+ * ASCII and none is zero (most output), a character at a time otherwise. */
+static size_t clean_prefix(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (!(w & 0x8080808080808080ull) &&
+                !((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        if (p[i] == 0)
+            return i;
+        int r = utf8_seq(p + i, n - i);
+        if (r <= 0)
+            return i;
+        i += (size_t)r;
+    }
+    return n;
+}
+
 char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
 {
     static const char replacement[] = "\xEF\xBF\xBD";
     const unsigned char *p = (const unsigned char *)s;
+    size_t clean = clean_prefix(p, n);
+    if (clean == n) {
+        /* valid already: one copy */
+        char *out = xmalloc(n + 1);
+        memcpy(out, s, n);
+        out[n] = '\0';
+        if (out_len)
+            *out_len = n;
+        return out;
+    }
     /* Each input byte turns into at most 3 output bytes. */
     char *out = xmalloc(3 * n + 1);
-    size_t i = 0, o = 0;
+    memcpy(out, s, clean);
+    size_t i = clean, o = clean;
     while (i < n) {
         if (p[i] == 0) {
             memcpy(out + o, replacement, 3);

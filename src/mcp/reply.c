@@ -25,7 +25,7 @@ size_t reply_result_cost(const json_t *content, const json_t *structured)
 
 struct reply_cut reply_cut_text(const char *s, size_t len, size_t budget)
 {
-    if (json_string_cost(s, len) <= budget)
+    if (json_string_cost_upto(s, len, budget) <= budget)
         return (struct reply_cut){len, len};
     size_t head = json_prefix_fit(s, len, budget / 2);
     size_t tail = json_suffix_fit(s, len, budget - budget / 2);

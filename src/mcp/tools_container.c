@@ -304,12 +304,12 @@ static void exec_fit(struct job *j)
 {
     size_t budget = mcp_call_reply_budget(j->call);
     size_t avail = budget > REPLY_SLACK ? budget - REPLY_SLACK : 0;
-    size_t cost[2];
+    size_t per_copy = avail / 2, cost[2];
     for (int i = 0; i < 2; i++) {
+        /* past what one copy may take, the exact cost does not change the shares */
         struct stream_view v = stream_of(j, i);
-        cost[i] = json_string_cost(v.data, v.len);
+        cost[i] = json_string_cost_upto(v.data, v.len, per_copy);
     }
-    size_t per_copy = avail / 2;
     for (int round = 0; round < 8; round++) {
         size_t share[2];
         reply_share(cost[0], cost[1], per_copy, &share[0], &share[1]);

@@ -596,8 +596,8 @@ static void child_setup(struct plan *p)
     pid_t attacher = 0;
     if (p->ncg > 0) {
         snprintf(attach.pid, sizeof(attach.pid), "%d", (int)getpid());
-        attacher = clone(attach_main, attach_stack + sizeof(attach_stack), CLONE_VM | SIGCHLD,
-                         &attach);
+        attacher =
+            clone(attach_main, attach_stack + sizeof(attach_stack), CLONE_VM | SIGCHLD, &attach);
         if (attacher < 0)
             FAIL("join cgroup");
     }

@@ -409,6 +409,11 @@ TEST(json_cost_and_fits)
     CHECK_INT_EQ(json_string_cost("a\"b\\c\n\t", 7), 11);
     CHECK_INT_EQ(json_string_cost("\x01", 1), 6);
     CHECK_INT_EQ(json_string_cost("\xC3\xA9", 2), 2);
+    /* up to a limit: exact within it, above it past it (without reading the rest) */
+    CHECK_INT_EQ(json_string_cost_upto("a\"b\\c\n\t", 7, 11), 11);
+    CHECK(json_string_cost_upto("a\"b\\c\n\t", 7, 10) > 10);
+    CHECK(json_string_cost_upto("abcdef", 6, 5) > 5);
+    CHECK_INT_EQ(json_string_cost_upto("\x01\x01", 2, SIZE_MAX), 12);
     /* the cost is what json_write writes between the quotes */
     const char mixed[] = "x\"\x01\xE2\x82\xAC\n";
     size_t len;

@@ -84,6 +84,25 @@ TEST(utf8_sanitize_replaces_each_maximal_subpart)
     SANITIZE("\x00\x00", FFFD FFFD);
 }
 
+TEST(utf8_sanitize_long_text_with_a_flaw_late)
+{
+    /* the ASCII fast path hands over to the careful one at the first flaw, wherever it is */
+    char in[100];
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (char)('a' + i % 26);
+    in[77] = '\0';
+    in[90] = (char)0xC3; /* a lead byte without its continuation */
+    size_t len;
+    char *out = utf8_sanitize(in, sizeof(in), &len);
+    CHECK_INT_EQ(len, sizeof(in) + 4);
+    CHECK(memcmp(out, in, 77) == 0);
+    CHECK(memcmp(out + 77, "\xEF\xBF\xBD", 3) == 0);
+    CHECK(memcmp(out + 80, in + 78, 12) == 0);
+    CHECK(memcmp(out + 92, "\xEF\xBF\xBD", 3) == 0);
+    CHECK(memcmp(out + 95, in + 91, 9) == 0);
+    free(out);
+}
+
 TEST(utf8_sanitize_null_out_len)
 {
     char *out = utf8_sanitize("x\xFFy", 3, NULL);
