@@ -26,9 +26,7 @@
 #include <limits.h>
 #include <linux/close_range.h>
 #include <linux/loop.h>
-#include <arpa/inet.h>
 #include <net/if.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -48,6 +46,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "sandbox/listen_ports.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
@@ -458,39 +457,12 @@ static void child_listeners(const struct plan *p)
 {
     if (p->nports == 0)
         return;
-    int fds[SANDBOX_LISTENERS_MAX];
-    for (int i = 0; i < p->nports; i++) {
-        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (s < 0)
-            FAIL("listener socket");
-        int one = 1;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->ports[i])};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 128) < 0)
-            FAIL("listener bind");
-        fds[i] = s;
+    const char *stage = "";
+    int r = listen_ports_send(p->listen_fd, p->ports, p->nports, &stage);
+    if (r < 0) {
+        errno = -r;
+        FAIL(stage);
     }
-    char byte = 'L';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        char buf[CMSG_SPACE(SANDBOX_LISTENERS_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = CMSG_SPACE((size_t)p->nports * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN((size_t)p->nports * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, (size_t)p->nports * sizeof(int));
-    if (sendmsg(p->listen_fd, &msg, MSG_NOSIGNAL) < 0)
-        FAIL("send listeners");
-    for (int i = 0; i < p->nports; i++)
-        close(fds[i]);
     close(p->listen_fd);
 }
 

@@ -106,13 +106,13 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
     return 0;
 }
 
-int store_sandbox_list_running(struct store *st,
-                               void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
-                               struct err *err)
+/* Call fn for each row sql (a literal selecting SANDBOX_COLUMNS) gives. */
+static int list_rows(struct store *st, const char *sql,
+                     void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
+                     struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE state = 'running'",
-                          &s, err);
+    int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
     int rc;
@@ -124,6 +124,14 @@ int store_sandbox_list_running(struct store *st,
     if (rc != SQLITE_DONE)
         return store_fail(st, rc, "list sandboxes", err);
     return 0;
+}
+
+int store_sandbox_list_running(struct store *st,
+                               void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
+                               struct err *err)
+{
+    return list_rows(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE state = 'running'", fn,
+                     ctx, err);
 }
 
 int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot, uint32_t *slot,
@@ -258,18 +266,6 @@ int store_sandbox_list_unowned(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                                struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    int r = store_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id IS NULL", &s,
-                          err);
-    if (r < 0)
-        return r;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        struct store_sandbox sb;
-        read_row(s, &sb);
-        fn(&sb, ctx);
-    }
-    if (rc != SQLITE_DONE)
-        return store_fail(st, rc, "list sandboxes", err);
-    return 0;
+    return list_rows(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id IS NULL", fn, ctx,
+                     err);
 }

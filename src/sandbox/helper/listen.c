@@ -5,19 +5,16 @@
  *   fd 4  a pidfd of the sandbox's init
  * The server accepts on them from its own loop, so it knows which sandbox every connection on
  * them comes from. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "helper.h"
-
-#define LISTEN_MAX 4
+#include "sandbox/listen_ports.h"
 
 static int fail(const char *stage, const char *arg)
 {
@@ -30,13 +27,13 @@ static int fail(const char *stage, const char *arg)
 
 int listen_main(int nports, char **ports)
 {
-    if (nports < 1 || nports > LISTEN_MAX) {
+    if (nports < 1 || nports > LISTEN_PORTS_MAX) {
         errno = EINVAL;
         return fail("ports", "");
     }
     if (setns(4, CLONE_NEWNET) < 0)
         return fail("enter sandbox network namespace", "");
-    int fds[LISTEN_MAX];
+    uint16_t nums[LISTEN_PORTS_MAX];
     for (int i = 0; i < nports; i++) {
         char *end;
         unsigned long port = strtoul(ports[i], &end, 10);
@@ -44,36 +41,13 @@ int listen_main(int nports, char **ports)
             errno = EINVAL;
             return fail("port ", ports[i]);
         }
-        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (s < 0)
-            return fail("socket", "");
-        int one = 1;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-            return fail("bind 127.0.0.1:", ports[i]);
-        if (listen(s, 128) < 0)
-            return fail("listen", "");
-        fds[i] = s;
+        nums[i] = (uint16_t)port;
     }
-    char byte = 'L';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        char buf[CMSG_SPACE(LISTEN_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = CMSG_SPACE((size_t)nports * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN((size_t)nports * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, (size_t)nports * sizeof(int));
-    if (sendmsg(3, &msg, 0) < 0)
-        return fail("send listeners", "");
+    const char *stage = "";
+    int r = listen_ports_send(3, nums, nports, &stage);
+    if (r < 0) {
+        errno = -r;
+        return fail(stage, "");
+    }
     return 0;
 }

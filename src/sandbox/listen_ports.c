@@ -1,0 +1,60 @@
+/* See listen_ports.h. */
+#include "sandbox/listen_ports.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int fail(const int *fds, int n, const char *what, const char **stage)
+{
+    int e = errno;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    *stage = what;
+    return -e;
+}
+
+int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage)
+{
+    int fds[LISTEN_PORTS_MAX] = {-1, -1, -1, -1};
+    if (n < 1 || n > LISTEN_PORTS_MAX) {
+        errno = EINVAL;
+        return fail(fds, 0, "ports", stage);
+    }
+    for (int i = 0; i < n; i++) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0)
+            return fail(fds, i, "listener socket", stage);
+        fds[i] = s;
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(ports[i])};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 128) < 0)
+            return fail(fds, i + 1, "listener bind", stage);
+    }
+    char byte = 'L';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(LISTEN_PORTS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+    if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
+        return fail(fds, n, "send listeners", stage);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    return 0;
+}

@@ -1,0 +1,15 @@
+#pragma once
+/* The sandbox's listening sockets (the proxy listener, the egress proxy), made inside its network
+ * namespace and handed to the server: by the setup process as it builds a sandbox, and by the
+ * listen helper for a sandbox a server adopts (helper/listen.c). Shared by the server and the
+ * static helper. */
+
+#include <stdint.h>
+
+#define LISTEN_PORTS_MAX 4
+
+/* Open a listening socket on 127.0.0.1:port for each of the n ports, in the calling process's
+ * network namespace, send them on sock in one message (SCM_RIGHTS, in order, with one byte) and
+ * close them here. System calls only: no allocation, safe after fork. Returns 0, or a negative
+ * errno with *stage naming the step that failed. */
+int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage);
