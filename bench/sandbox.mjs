@@ -319,7 +319,9 @@ try {
   // The warm pool's sandboxes idle the same way: a second server keeps a pool of nPool.
   const nPool = quick ? 20 : 200;
   const settled = async () => {
-    // MemAvailable moves by megabytes on its own: the median of a few readings
+    // MemAvailable moves by megabytes on its own: the median of a few readings, after the disk
+    // images' pending writes (a burst of starts leaves many) are on disk
+    spawnSync('sync');
     await sleep(1000);
     const v = [];
     for (let i = 0; i < 5; i++) { v.push(avail()); await sleep(100); }
