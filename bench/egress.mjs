@@ -32,6 +32,7 @@ if (spawnSync('tinyproxy', ['-v'], { encoding: 'utf8' }).error) {
 
 // CPU time (user + system) of a process, in seconds.
 function cpuSeconds(pid) {
+  if (typeof tinyExit === 'string' && pid === tiny.pid) throw new Error(tinyExit);
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) / 100;
 }
@@ -62,12 +63,15 @@ const [httpPort, httpsPort] = await new Promise((resolve, reject) => {
 
 // The peer: tinyproxy on the host, allowed to CONNECT to the upstream's ports.
 const tinyDir = tempDir('smcp-tinyproxy-');
-const tinyPort = 20000 + Math.floor(Math.random() * 20000);
+// below the ephemeral ports, which the proxy bench's many connections may leave in TIME_WAIT
+const tinyPort = 20000 + Math.floor(Math.random() * 12000);
 writeFileSync(path.join(tinyDir, 'tinyproxy.conf'), [
   `Port ${tinyPort}`, 'Listen 127.0.0.1', 'Timeout 600', 'MaxClients 100', 'LogLevel Error',
   'Allow 127.0.0.1', `ConnectPort ${httpPort}`, `ConnectPort ${httpsPort}`, ''].join('\n'));
 const tiny = spawn('tinyproxy', ['-d', '-c', path.join(tinyDir, 'tinyproxy.conf')], { stdio: 'ignore' });
 const tinyVersion = spawnSync('tinyproxy', ['-v'], { encoding: 'utf8' }).stdout.trim();
+let tinyExit = null;
+tiny.on('exit', (code, signal) => { tinyExit = `tinyproxy exited (${signal || code}) on port ${tinyPort}`; });
 
 // Ours twice: without a cap for the comparison, and with the default cap (SANDBOX_EGRESS_RATE
 // unset) for one figure.
