@@ -288,6 +288,8 @@ test('the run\'s diff on a phone: a block a file, cut where it is long, what the
   assert.equal(await page.isVisible('#files'), false);
   // a long diff starts folded; each block opens with a tap
   for (const s of await page.$$('#diff details.file > summary')) await s.click();
+  // a block is filled on its toggle event, which comes after the click: wait for the last one
+  await page.waitForFunction(() => [...document.querySelectorAll('#diff details.file')].every((d) => d.open && d.dataset.filled === '1'));
   const more = await page.$$eval('#diff details.file', (l) => l.map((d) => d.querySelector('.more')?.textContent || ''));
   assert.deepEqual(more.slice(0, 6), ['', '', '601 more lines', '', '', '52 more lines']);
   assert.match(more[6], /^\d+ more lines$/);
