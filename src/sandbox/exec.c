@@ -41,6 +41,7 @@
 #include "base/utf8.h"
 #include "base/util.h"
 #include "sandbox/fsops.h"
+#include "sandbox/listen_ports.h"
 
 /* Keeps the first half and the last half of a stream within cap bytes. Memory follows the
  * output: the head grows as it fills and the tail is allocated once the head is full. Most
@@ -560,29 +561,16 @@ void sandbox_open_listeners(struct sandbox *sbx, int only)
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    char byte[256];
-    union {
-        char buf[CMSG_SPACE(SANDBOX_LISTENERS_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = byte, .iov_len = sizeof(byte) - 1};
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t got = recvmsg(sp[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    close(sp[0]);
-    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-    int nfds =
-        c && c->cmsg_type == SCM_RIGHTS ? (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)) : 0;
+    char line[256];
     int lfd[SANDBOX_LISTENERS_MAX];
-    if (nfds > 0)
-        memcpy(lfd, CMSG_DATA(c), (size_t)(nfds < n ? nfds : n) * sizeof(int));
+    int nfds = listen_ports_recv(sp[0], lfd, n, line, sizeof(line));
+    close(sp[0]);
     if (nfds != n) {
-        for (int i = 0; i < nfds && i < n; i++)
+        for (int i = 0; i < nfds; i++)
             close(lfd[i]);
-        byte[got > 0 ? got : 0] = '\0';
-        byte[strcspn(byte, "\n")] = '\0';
+        line[strcspn(line, "\n")] = '\0';
         log_error("sandbox listener failed sbx=%s err=\"%s\"", sbx->id,
-                  got > 0 && nfds == 0 ? byte : "helper died");
+                  nfds == 0 && line[0] ? line : "helper died");
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -604,25 +592,8 @@ void sandbox_take_listeners(struct sandbox *sbx)
     struct sandbox_manager *m = sbx->m;
     int lfd[SANDBOX_LISTENERS_MAX], nfds = 0;
     if (sbx->listen_rx >= 0) {
-        char byte;
-        union {
-            char buf[CMSG_SPACE(SANDBOX_LISTENERS_MAX * sizeof(int))];
-            struct cmsghdr align;
-        } u;
-        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = u.buf,
-                             .msg_controllen = sizeof(u.buf)};
         /* The setup child sent them before its report, and has exited. */
-        ssize_t got = recvmsg(sbx->listen_rx, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            if (nfds > SANDBOX_LISTENERS_MAX)
-                nfds = SANDBOX_LISTENERS_MAX;
-            memcpy(lfd, CMSG_DATA(c), (size_t)nfds * sizeof(int));
-        }
+        nfds = listen_ports_recv(sbx->listen_rx, lfd, SANDBOX_LISTENERS_MAX, NULL, 0);
         sandbox_drop_listeners(sbx);
     }
     if (nfds != m->nlisteners) {

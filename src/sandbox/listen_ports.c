@@ -58,3 +58,32 @@ int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage
         close(fds[i]);
     return 0;
 }
+
+int listen_ports_recv(int sock, int *fds, int max, char *text, size_t cap)
+{
+    char byte, *buf = text && cap > 1 ? text : &byte;
+    size_t len = text && cap > 1 ? cap - 1 : 1;
+    union {
+        char buf[CMSG_SPACE(LISTEN_PORTS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t got = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (text && cap)
+        text[got > 0 && buf == text ? (size_t)got : 0] = '\0';
+    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+        return 0;
+    int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), got_fds[LISTEN_PORTS_MAX];
+    if (n > LISTEN_PORTS_MAX)
+        n = LISTEN_PORTS_MAX;
+    memcpy(got_fds, CMSG_DATA(c), (size_t)n * sizeof(int));
+    for (int i = max; i < n; i++)
+        close(got_fds[i]);
+    if (n > max)
+        n = max;
+    memcpy(fds, got_fds, (size_t)n * sizeof(int));
+    return n;
+}

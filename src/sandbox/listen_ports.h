@@ -4,6 +4,7 @@
  * listen helper for a sandbox a server adopts (helper/listen.c). Shared by the server and the
  * static helper. */
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define LISTEN_PORTS_MAX 4
@@ -13,3 +14,8 @@
  * close them here. System calls only: no allocation, safe after fork. Returns 0, or a negative
  * errno with *stage naming the step that failed. */
 int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage);
+
+/* The server's end: take the listeners of one such message from sock (nonblocking), at most max
+ * into fds, close-on-exec. Returns how many arrived (0 when none did; then text, when not NULL,
+ * holds what was sent instead, NUL-terminated within cap bytes: the helper's error line). */
+int listen_ports_recv(int sock, int *fds, int max, char *text, size_t cap);

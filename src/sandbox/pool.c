@@ -74,18 +74,14 @@ static void on_pool_started(void *ctx, struct sandbox *sbx, const struct err *er
 {
     struct sandbox_manager *m = ctx;
     if (err) {
-        /* The start has logged why. Its unfinished files go; the next try waits, longer each
-         * time, so a host that cannot start sandboxes is not asked again and again. */
+        /* The start has logged why; its unfinished sandbox is removed by the next tick. The
+         * next try waits, longer each time, so that a host that cannot start sandboxes is not
+         * asked again and again. */
         m->pool_failures++;
         uint64_t wait = 1000ull << (m->pool_failures < 6 ? m->pool_failures : 6);
         if (wait > POOL_RETRY_MAX_MS)
             wait = POOL_RETRY_MAX_MS;
         m->pool_retry_at = time_mono_ms() + (int64_t)wait;
-        for (struct sandbox *s = m->all; s; s = s->next)
-            if (pooled(s) && s->state == SBX_STOPPED && !s->waiters) {
-                sandbox_forget(s, "pool start failed");
-                break;
-            }
         pool_arm(m, wait);
         return;
     }

@@ -46,13 +46,14 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
-#include "sandbox/listen_ports.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
+#include "sandbox/listen_ports.h"
 #include "store/store.h"
 
 #define MAX_BINDS 8
+_Static_assert(SANDBOX_LISTENERS_MAX <= LISTEN_PORTS_MAX, "one message holds every listener");
 
 /* Everything the setup child needs, computed before the fork. */
 struct plan {
@@ -541,7 +542,7 @@ static void child_init(const struct plan *p)
  * sharing the setup child's memory joins it to the sandbox's groups while the setup child builds
  * the sandbox, which must be done before the setup child enters a new cgroup namespace and forks
  * the init (whose processes are then all in the groups). It only opens and writes files and
- * exits. */
+ * exits; it reports by its exit status alone, since errno is shared with the setup child. */
 struct attach {
     const struct plan *p;
     char pid[16];
@@ -617,9 +618,10 @@ static void child_setup(struct plan *p)
     child_listeners(p);
     if (attacher > 0) {
         int status = 0;
-        while (waitpid(attacher, &status, __WALL) < 0 && errno == EINTR)
+        pid_t w;
+        while ((w = waitpid(attacher, &status, __WALL)) < 0 && errno == EINTR)
             ;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (w != attacher || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             errno = EIO;
             FAIL("join cgroup");
         }
