@@ -104,7 +104,20 @@ static void pool_fill(struct sandbox_manager *m)
         pool_arm(m, (uint64_t)(m->pool_retry_at - now));
         return;
     }
+    /* What a new sandbox would take, checked before anything is made for it: no room without
+     * stopping someone's sandbox means looking again later. */
     struct err err = {0};
+    struct sandbox probe = {.m = m};
+    bool user_limit;
+    if (sandbox_disk_check(m, &probe, &user_limit, &err) < 0) {
+        if (!m->pool_blocked)
+            log_info("sandbox pool short size=%u have=%u reason=\"%s\"", m->cfg.pool_size, n,
+                     err.msg);
+        m->pool_blocked = true;
+        m->pool_retry_at = now + POOL_RETRY_MAX_MS / 4;
+        pool_arm(m, POOL_RETRY_MAX_MS / 4);
+        return;
+    }
     struct store_sandbox row = {0};
     id_new("sbx", row.id);
     snprintf(row.template_name, sizeof(row.template_name), "%s", m->tmpl.name);
@@ -116,18 +129,6 @@ static void pool_fill(struct sandbox_manager *m)
         return;
     }
     struct sandbox *sbx = sandbox_alloc(m, &row);
-    bool user_limit;
-    if (sandbox_disk_check(m, sbx, &user_limit, &err) < 0) {
-        /* No room without stopping someone's sandbox: look again later. */
-        if (!m->pool_blocked)
-            log_info("sandbox pool short size=%u have=%u reason=\"%s\"", m->cfg.pool_size, n,
-                     err.msg);
-        m->pool_blocked = true;
-        sandbox_forget(sbx, "no disk room");
-        m->pool_retry_at = now + POOL_RETRY_MAX_MS / 4;
-        pool_arm(m, POOL_RETRY_MAX_MS / 4);
-        return;
-    }
     m->pool_blocked = false;
     struct sandbox_waiter *w = xcalloc(1, sizeof(*w));
     w->sbx = sbx;

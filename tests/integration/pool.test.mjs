@@ -12,9 +12,10 @@ let nextId = 1;
 async function tool(srv, name, args = {}, token = srv.token) {
   const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
     params: { name, arguments: args } }, { token });
-  assert.equal(r.status, 200, r.text);
-  assert.ok(r.body?.result, r.text);
-  assert.equal(r.body.result.isError, undefined, r.text);
+  const why = `${r.text}\n--- server log ---\n${srv.stderr().slice(-4000)}`;
+  assert.equal(r.status, 200, why);
+  assert.ok(r.body?.result, why);
+  assert.equal(r.body.result.isError, undefined, why);
   return r.body.result.structuredContent;
 }
 
@@ -62,7 +63,7 @@ test('a new user\'s first call takes a pooled sandbox, which is then replaced in
     const [a, b] = pooledStarts(srv);
     const r = await tool(srv, 'container_exec', { command: 'echo hi' });
     assert.equal(r.stdout, 'hi\n');
-    assert.ok([a, b].includes(r.sandbox_id), `${r.sandbox_id} is not one of the pooled ${a}, ${b}`);
+    assert.ok([a, b].includes(r.sandbox_id), `${r.sandbox_id} is not one of the pooled ${a}, ${b}:\n${srv.stderr()}`);
     assert.match(srv.stderr(), new RegExp(`sandbox assigned sbx=${r.sandbox_id} user=usr_\\S+ session=- from=pool`));
     // the pool is refilled: a third pooled start, and the taken one answers as the user's
     await untilPool(srv, 3);
@@ -73,7 +74,7 @@ test('a new user\'s first call takes a pooled sandbox, which is then replaced in
     const carol = addUser(srv, 'carol');
     const c = await tool(srv, 'container_exec', { command: 'ls -A /workspace' }, carol);
     assert.notEqual(c.sandbox_id, r.sandbox_id);
-    assert.ok(pooledStarts(srv).includes(c.sandbox_id));
+    assert.ok(pooledStarts(srv).includes(c.sandbox_id), srv.stderr());
   } finally {
     await srv.stop();
   }
@@ -176,5 +177,21 @@ test('a restarted server removes what the last one left unowned and fills its po
   } finally {
     cli(['sandbox', 'stop-all', '--data-dir', dataDir]);
     removeDataDir(dataDir);
+  }
+});
+
+test('the pool never takes disk room a user\'s sandbox would need: it stays short and says why', async () => {
+  // room for one image of 64 MiB in all: the pool makes one and then waits
+  const srv = await startServer({ env: { SANDBOX_POOL: '2', SANDBOX_DISK_MB: '64', SANDBOX_DISK_TOTAL_MB: '100' } });
+  try {
+    await untilPool(srv, 1);
+    await waitFor('the pool to say it is short', () => /sandbox pool short size=2 have=1 reason="the sandboxes' disks would hold/.test(srv.stderr()));
+    assert.equal(pooledStarts(srv).length, 1);
+    // the one there is serves a user's first call
+    const r = await tool(srv, 'container_exec', { command: 'echo ok' });
+    assert.equal(r.stdout, 'ok\n');
+    assert.equal(r.sandbox_id, pooledStarts(srv)[0]);
+  } finally {
+    await srv.stop();
   }
 });
