@@ -92,6 +92,18 @@ static void say(int conn, const char *word, long v)
     }
 }
 
+/* A command's end: "exit <status>\n", after "pid <pid>\n" when pid is not 0 (a command whose
+ * pid was not told at its start), in one write. */
+static void say_end(int conn, pid_t pid, int status)
+{
+    char buf[64];
+    int n = pid ? snprintf(buf, sizeof(buf), "pid %d\nexit %d\n", (int)pid, status)
+                : snprintf(buf, sizeof(buf), "exit %d\n", status);
+    if (conn >= 0 && write(conn, buf, (size_t)n) < 0) {
+        /* the server went away; nothing to tell */
+    }
+}
+
 static void say_error(int conn, const char *stage, int errnum)
 {
     char buf[256];
@@ -556,16 +568,7 @@ int init_main(void)
                             continue;
                         cmd_ended(&cmds[k], status);
                         if (cmds[k].conn >= 0) {
-                            if (!cmds[k].relayed) {
-                                char end[64];
-                                int len = snprintf(end, sizeof(end), "pid %d\nexit %d\n", (int)pid,
-                                                   status);
-                                if (write(cmds[k].conn, end, (size_t)len) < 0) {
-                                    /* the server went away */
-                                }
-                            } else {
-                                say(cmds[k].conn, "exit", status);
-                            }
+                            say_end(cmds[k].conn, cmds[k].relayed ? 0 : pid, status);
                             epoll_ctl(ep, EPOLL_CTL_DEL, cmds[k].conn, NULL);
                             close(cmds[k].conn);
                         }
