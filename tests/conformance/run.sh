@@ -74,6 +74,8 @@ cleanup() {
         kill -KILL "$server_pid" 2>/dev/null
         wait "$server_pid" 2>/dev/null
     fi
+    # sandboxes outlive their server: stop them and unmount their disks before removing them
+    "$bin" sandbox stop-all --data-dir "$work/data" >/dev/null 2>&1
     rm -rf "$work"
 }
 trap cleanup EXIT
