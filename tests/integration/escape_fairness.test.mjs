@@ -40,6 +40,10 @@ async function finished(srv, runId, token) {
   }
 }
 
+// Ends the sandbox's background sleep and waits until it is reaped: a sandbox counts as busy
+// while any process of it is left, a killed one included, and the next step needs it idle.
+const STOP_SLEEP = 'pkill -x sleep; while pgrep -x sleep > /dev/null; do sleep 0.05; done';
+
 async function until(cond, what, ms = 60000) {
   const t0 = Date.now();
   while (!(await cond())) {
@@ -82,7 +86,7 @@ test("a user at their running-sandbox limit waits for their own sandboxes, not f
       const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
       assert.equal(other.stdout, 'bob\n');
       // Once their own sandbox is idle, it makes way for their run.
-      await ok(srv, 'container_exec', { command: 'pkill sleep; true' });
+      await ok(srv, 'container_exec', { command: STOP_SLEEP });
       const done = await finished(srv, run.run_id);
       assert.equal(done.status, 'succeeded', JSON.stringify(done));
     });
@@ -146,10 +150,11 @@ test("a user's sandboxes' disks are capped (what they hold, and may grow into wh
     const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
     assert.equal(other.stdout, 'bob\n');
     // Once their own sandbox is idle, it is stopped (its files stay) to make room for the run.
-    await ok(srv, 'container_exec', { command: 'pkill sleep; true' });
+    await ok(srv, 'container_exec', { command: STOP_SLEEP });
     const again = await ok(srv, 'run_task', { task: 'fair-disk-5b0 again' });
-    assert.equal((await finished(srv, again.run_id)).status, 'succeeded');
-    assert.match(srv.stderr(), /sandbox stopped sbx=\S+ user=\S+ reason=evicted \(disk room\)/);
+    const second = await finished(srv, again.run_id);
+    assert.equal(second.status, 'succeeded', `${JSON.stringify(second)}\n--- server log ---\n${srv.stderr().slice(-6000)}`);
+    await srv.waitLog(/sandbox stopped sbx=\S+ user=\S+ reason=evicted \(disk room\)/);
   });
 });
 
@@ -160,9 +165,9 @@ test('the disks of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB; idle sandb
     const refused = await call(srv, 'container_exec', { command: 'echo bob' }, bob);
     assert.equal(refused.isError, true, JSON.stringify(refused));
     assert.match(text(refused), /SANDBOX_DISK_TOTAL_MB/);
-    await ok(srv, 'container_exec', { command: 'pkill sleep; echo kept > /workspace/kept' });
+    await ok(srv, 'container_exec', { command: `${STOP_SLEEP}; echo kept > /workspace/kept` });
     assert.equal((await ok(srv, 'container_exec', { command: 'echo bob' }, bob)).stdout, 'bob\n');
-    assert.match(srv.stderr(), /reason=evicted \(disk room\)/);
+    await srv.waitLog(/reason=evicted \(disk room\)/);
     // The stopped sandbox kept its files, and starts again in its turn (the other, idle now,
     // making room).
     assert.equal((await ok(srv, 'container_exec', { command: 'cat /workspace/kept' })).stdout, 'kept\n');

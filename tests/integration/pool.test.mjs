@@ -39,7 +39,12 @@ async function waitFor(what, pred, ms = 20000) {
   }
 }
 
-const untilPool = (srv, n) => waitFor(`${n} pooled starts`, () => pooledStarts(srv).length >= n);
+const untilPool = (srv, n) => waitFor(`${n} pooled starts`, () => pooledStarts(srv).length >= n)
+  .catch((e) => { throw new Error(`${e.message}\n--- server log ---\n${srv.stderr().slice(-6000)}`); });
+
+// Sandboxes of 256 MiB: the default 10 GiB each, four at a time, would make the pool wait for
+// disk room on a host with less free than that (the disk test below sets its own).
+const SMALL = { SANDBOX_DISK_MB: '256' };
 
 // What a process inside sees of its sandbox, with nothing that differs between two sandboxes
 // started the same way (ids, times): processes, files where a user leaves them, the id map's
@@ -57,14 +62,14 @@ const PROBE = [
 ].join('; ');
 
 test('a new user\'s first call takes a pooled sandbox, which is then replaced in the pool', async () => {
-  const srv = await startServer({ env: { SANDBOX_POOL: '2' } });
+  const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '2' } });
   try {
     await untilPool(srv, 2);
     const [a, b] = pooledStarts(srv);
     const r = await tool(srv, 'container_exec', { command: 'echo hi' });
     assert.equal(r.stdout, 'hi\n');
     assert.ok([a, b].includes(r.sandbox_id), `${r.sandbox_id} is not one of the pooled ${a}, ${b}:\n${srv.stderr()}`);
-    assert.match(srv.stderr(), new RegExp(`sandbox assigned sbx=${r.sandbox_id} user=usr_\\S+ session=- from=pool`));
+    await srv.waitLog(new RegExp(`sandbox assigned sbx=${r.sandbox_id} user=usr_\\S+ session=- from=pool`));
     // the pool is refilled: a third pooled start, and the taken one answers as the user's
     await untilPool(srv, 3);
     const ping = await tool(srv, 'container_ping');
@@ -74,14 +79,14 @@ test('a new user\'s first call takes a pooled sandbox, which is then replaced in
     const carol = addUser(srv, 'carol');
     const c = await tool(srv, 'container_exec', { command: 'ls -A /workspace' }, carol);
     assert.notEqual(c.sandbox_id, r.sandbox_id);
-    assert.ok(pooledStarts(srv).includes(c.sandbox_id), srv.stderr());
+    assert.ok(pooledStarts(srv).includes(c.sandbox_id), `${c.sandbox_id} was not pooled:\n${srv.stderr()}`);
   } finally {
     await srv.stop();
   }
 });
 
 test('a pooled sandbox is indistinguishable from one started for the caller', async () => {
-  const cold = await startServer({ env: { SANDBOX_POOL: '0' } });
+  const cold = await startServer({ env: { ...SMALL, SANDBOX_POOL: '0' } });
   let coldView;
   try {
     const r = await tool(cold, 'container_exec', { command: PROBE });
@@ -91,12 +96,12 @@ test('a pooled sandbox is indistinguishable from one started for the caller', as
   } finally {
     await cold.stop();
   }
-  const srv = await startServer({ env: { SANDBOX_POOL: '1' } });
+  const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '1' } });
   try {
     await untilPool(srv, 1);
     // a first call: the pooled sandbox as it was made
     const first = await tool(srv, 'container_exec', { command: PROBE });
-    assert.match(srv.stderr(), new RegExp(`sandbox assigned sbx=${first.sandbox_id} `));
+    await srv.waitLog(new RegExp(`sandbox assigned sbx=${first.sandbox_id} `));
     assert.equal(first.stdout, coldView);
     // a user leaves files, a process and a full /tmp behind, then starts over from the pool
     const dirty = await tool(srv, 'container_exec', { command:
@@ -113,7 +118,7 @@ test('a pooled sandbox is indistinguishable from one started for the caller', as
     assert.equal(view, coldView);
     assert.notEqual(range.trim().split(/\s+/)[1], oldRange, 'the old id range is still in use');
     // the replaced sandbox is gone: its processes, cgroup, files and row
-    assert.match(srv.stderr(), new RegExp(`sandbox stopped sbx=${first.sandbox_id} .*reason=initialize`));
+    await srv.waitLog(new RegExp(`sandbox stopped sbx=${first.sandbox_id} .*reason=initialize`));
     assert.equal(existsSync(`${srv.dataDir}/sandboxes/${first.sandbox_id}`), false);
     const list = cli(['sandbox', 'list', '--data-dir', srv.dataDir]).stdout;
     assert.doesNotMatch(list, new RegExp(first.sandbox_id));
@@ -123,7 +128,7 @@ test('a pooled sandbox is indistinguishable from one started for the caller', as
 });
 
 test('the pool stays within capacity and gives way to a user\'s sandbox', async () => {
-  const srv = await startServer({ env: { SANDBOX_POOL: '2', SANDBOX_MAX_RUNNING: '2', SANDBOX_IDLE_SECONDS: '1' } });
+  const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '2', SANDBOX_MAX_RUNNING: '2', SANDBOX_IDLE_SECONDS: '1' } });
   try {
     await untilPool(srv, 2);
     const r = await tool(srv, 'container_exec', { command: 'echo mine > /workspace/keep' });
@@ -139,8 +144,7 @@ test('the pool stays within capacity and gives way to a user\'s sandbox', async 
     const back = await tool(srv, 'container_exec', { command: 'cat /workspace/keep' });
     assert.equal(back.sandbox_id, r.sandbox_id);
     assert.equal(back.stdout, 'mine\n');
-    const evicted = srv.stderr().match(/sandbox stopped sbx=(\S+) user=\S* reason=evicted/);
-    assert.ok(evicted, srv.stderr());
+    const evicted = await srv.waitLog(/sandbox stopped sbx=(\S+) user=\S* reason=evicted/);
     assert.ok(pooledNow.includes(evicted[1]), `${evicted[1]} was not a pooled sandbox`);
   } finally {
     await srv.stop();
@@ -150,7 +154,7 @@ test('the pool stays within capacity and gives way to a user\'s sandbox', async 
 test('a restarted server removes what the last one left unowned and fills its pool anew', async () => {
   const dataDir = tempDir();
   try {
-    const srv = await startServer({ dataDir, env: { SANDBOX_POOL: '2' } });
+    const srv = await startServer({ dataDir, env: { ...SMALL, SANDBOX_POOL: '2' } });
     await untilPool(srv, 2);
     const mine = (await tool(srv, 'container_exec', { command: 'echo x > /workspace/x' })).sandbox_id;
     await untilPool(srv, 3);
@@ -158,7 +162,7 @@ test('a restarted server removes what the last one left unowned and fills its po
     await waitFor('the refill', () => leftover.every((id) =>
       new RegExp(`sandbox started sbx=${id} .*ms=`).test(srv.stderr())));
     await srv.stop('SIGKILL');
-    const next = await startServer({ dataDir, env: { SANDBOX_POOL: '1' } });
+    const next = await startServer({ dataDir, env: { ...SMALL, SANDBOX_POOL: '1' } });
     next.token = srv.token;
     try {
       await untilPool(next, 1);

@@ -356,7 +356,7 @@ test('git clone through the github service, with the token as the Basic password
         headers: { authorization: `Basic ${Buffer.from(`x:${token}`).toString('base64')}` } });
       assert.equal(info.status, 403);
       assert.equal((await info.json()).code, 'push_not_allowed');
-      assert.match(srv.stderr(), /proxy push refused user=\S+ run=- repo=acme\/widget why="this token pushes nothing/);
+      await srv.waitLog(/proxy push refused user=\S+ run=- repo=acme\/widget why="this token pushes nothing/);
       assert.ok(!srv.stderr().includes(REAL_GITHUB));
     } finally {
       await srv.stop();

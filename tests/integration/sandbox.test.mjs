@@ -379,7 +379,7 @@ test('at capacity: an idle sandbox is evicted; when all are busy the caller is t
     await exec(srv, 'true');
     // admin's sandbox is idle: dave's start evicts it
     await exec(srv, 'true', {}, { token: tok });
-    assert.match(srv.stderr(), /sandbox stopped .*reason=evicted/);
+    await srv.waitLog(/sandbox stopped .*reason=evicted/);
     // dave's sandbox is now busy with a long command: admin is at capacity
     const busy = exec(srv, 'sleep 3', {}, { token: tok });
     await waitFor(() => /sandbox started .*\n(.|\n)*/.test(srv.stderr()));

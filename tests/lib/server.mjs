@@ -82,7 +82,9 @@ export function removeDataDir(dir) {
 }
 
 // Start `sandbox-mcp serve`. Resolves once it listens, with
-// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), stop(signal), fetch(url, init)}.
+// {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), waitLog(re), stop(signal), fetch(url, init)}.
+// The server's log and its replies come on different descriptors, so a line it logged before
+// answering may reach the test after the answer: waitLog(re) waits for it (20 s at most).
 // wrap: a command that execs the server, e.g. ['prlimit', '--nofile=1024:', '--'].
 // tls: {cert, key, ca} (file paths) serves HTTPS: url is https://, and fetch() (which rpc() uses)
 // trusts ca; h2: true has fetch() offer HTTP/2 as well.
@@ -131,6 +133,14 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     exited,
     stdout: () => out,
     stderr: () => err,
+    async waitLog(re, ms = 20000) {
+      for (const end = Date.now() + ms; ;) {
+        const m = err.match(re);
+        if (m) return m;
+        if (Date.now() > end) throw new Error(`not logged within ${ms} ms: ${re}\n--- server log ---\n${err.slice(-6000)}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
     async stop(signal = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await exited;
