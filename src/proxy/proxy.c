@@ -29,6 +29,9 @@
 
 #define PENDING_MAX (1 << 20) /* response bytes buffered before the upstream is paused */
 
+#define USAGE_FLUSH_MS 1000
+#define USAGE_PENDING_MAX 64
+
 struct proxy {
     struct store *store;
     unsigned char *key;
@@ -43,6 +46,14 @@ struct proxy {
     size_t nllms;
     unsigned char seal_key[SEAL_KEY_BYTES];
     bool have_seal_key;
+    /* Usage not yet written. A row update for every request would be a transaction for every
+     * request (file locks and a WAL write, several times the system calls of the request
+     * itself), so requests add to this and the rows are written together: within
+     * USAGE_FLUSH_MS, at once when USAGE_PENDING_MAX tokens are waiting, and when the proxy
+     * stops. */
+    struct store_token_usage usage[USAGE_PENDING_MAX];
+    size_t nusage;
+    struct loop_timer usage_timer;
 };
 
 static struct proxy *the_proxy; /* for curl's completion callback */
@@ -304,12 +315,41 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     return len;
 }
 
+static void usage_flush(struct proxy *p)
+{
+    loop_timer_stop(&p->usage_timer);
+    if (p->nusage == 0)
+        return;
+    struct err err = {0};
+    if (store_proxy_token_usage(p->store, p->usage, p->nusage, &err) < 0)
+        log_error("proxy usage not recorded tokens=%zu err=\"%s\"", p->nusage, err.msg);
+    p->nusage = 0;
+}
+
+static void on_usage_timer(struct loop_timer *lt)
+{
+    usage_flush(container_of(lt, struct proxy, usage_timer));
+}
+
 static void record_usage(struct transfer *t)
 {
+    struct proxy *p = t->p;
     usage_finish(&t->usage);
-    struct err err = {0};
-    if (store_proxy_token_usage(t->p->store, t->jti, t->usage.input, t->usage.output, &err) < 0)
-        log_error("proxy usage not recorded user=%s err=\"%s\"", t->user, err.msg);
+    size_t i = 0;
+    while (i < p->nusage && strcmp(p->usage[i].jti, t->jti) != 0)
+        i++;
+    if (i == p->nusage) {
+        if (p->nusage == USAGE_PENDING_MAX)
+            usage_flush(p);
+        i = p->nusage++;
+        p->usage[i] = (struct store_token_usage){0};
+        snprintf(p->usage[i].jti, sizeof(p->usage[i].jti), "%s", t->jti);
+        if (p->nusage == 1)
+            loop_timer_start(&p->usage_timer, USAGE_FLUSH_MS, on_usage_timer);
+    }
+    p->usage[i].requests++;
+    p->usage[i].input_tokens += t->usage.input;
+    p->usage[i].output_tokens += t->usage.output;
 }
 
 static void on_done(CURL *easy, CURLcode rc)
@@ -942,6 +982,7 @@ void proxy_free(struct proxy *p)
 {
     if (!p)
         return;
+    usage_flush(p);
     curl_loop_free(p->cl);
     providers_free(p->providers, p->nproviders);
     free(p->llms);

@@ -74,24 +74,30 @@ int store_proxy_token_check(struct store *st, const char *jti, struct err *err)
     return 0;
 }
 
-int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tokens,
-                            int64_t output_tokens, struct err *err)
+int store_proxy_token_usage(struct store *st, const struct store_token_usage *u, size_t n,
+                            struct err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
     int r = store_prepare(st,
-                          "UPDATE proxy_tokens SET requests = requests + 1, "
+                          "UPDATE proxy_tokens SET requests = requests + ?, "
                           "input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
                           "WHERE jti = ?",
                           &s, err);
-    if (r < 0)
+    if (r < 0 || (r = store_exec(st, "BEGIN IMMEDIATE", err)) < 0)
         return r;
-    sqlite3_bind_int64(s, 1, input_tokens);
-    sqlite3_bind_int64(s, 2, output_tokens);
-    sqlite3_bind_text(s, 3, jti, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
-        return store_fail(st, rc, "record proxy usage", err);
-    return 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, u[i].requests);
+        sqlite3_bind_int64(s, 2, u[i].input_tokens);
+        sqlite3_bind_int64(s, 3, u[i].output_tokens);
+        sqlite3_bind_text(s, 4, u[i].jti, -1, SQLITE_STATIC);
+        r = store_step_done(st, s, "record proxy usage", err);
+    }
+    if (r < 0) {
+        store_exec(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return store_exec(st, "COMMIT", err);
 }
 
 int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err)

@@ -312,9 +312,14 @@ int store_proxy_token_add(struct store *st, const struct store_proxy_token *t, s
 int store_proxy_token_revoke(struct store *st, const char *jti, struct err *err);
 /* 0 when the token is known and not revoked; -EKEYREVOKED when revoked; -ENOENT when unknown. */
 int store_proxy_token_check(struct store *st, const char *jti, struct err *err);
-/* Add one request's usage to the token. */
-int store_proxy_token_usage(struct store *st, const char *jti, int64_t input_tokens,
-                            int64_t output_tokens, struct err *err);
+/* What requests with one token used, to be added to its row. */
+struct store_token_usage {
+    char jti[64];
+    int64_t requests, input_tokens, output_tokens;
+};
+/* Add the usage of n tokens to their rows, in one transaction. */
+int store_proxy_token_usage(struct store *st, const struct store_token_usage *u, size_t n,
+                            struct err *err);
 /* Revoke every token minted for a run (when it ends). Returns how many were revoked, or < 0. */
 int store_proxy_token_revoke_run(struct store *st, const char *run_id, struct err *err);
 

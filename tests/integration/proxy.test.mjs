@@ -7,7 +7,7 @@ import net from 'node:net';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, cli, tempDir } from '../lib/server.mjs';
+import { startServer, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { startFake, messageEvents } from '../lib/fake-anthropic.mjs';
 
 const REAL_KEY = 'sk-ant-real-key-never-shown-0123456789';
@@ -137,9 +137,35 @@ test('usage from streamed and plain replies is added to the token in SQLite', as
   await (await post('/anthropic/v1/messages', token, { stream: true })).text();
   fake.handle((req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ usage: { input_tokens: 5, output_tokens: 6 } })); });
   await (await post('/anthropic/v1/messages', token)).text();
-  const row = spawnSync('sqlite3', [path.join(server.dataDir, 'sandbox-mcp.db'),
-    `SELECT requests, input_tokens, output_tokens FROM proxy_tokens WHERE jti = '${jti}'`], { encoding: 'utf8' });
-  assert.equal(row.stdout.trim(), '2|105|46');
+  // written in batches, within a second
+  const usage = () => spawnSync('sqlite3', [path.join(server.dataDir, 'sandbox-mcp.db'),
+    `SELECT requests, input_tokens, output_tokens FROM proxy_tokens WHERE jti = '${jti}'`], { encoding: 'utf8' }).stdout.trim();
+  for (const end = Date.now() + 10000; usage() !== '2|105|46' && Date.now() < end;)
+    await new Promise((r) => setTimeout(r, 100));
+  assert.equal(usage(), '2|105|46');
+});
+
+test('usage not yet written when the server stops is written as it stops', async () => {
+  const own = await startServer({ env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: REAL_KEY } });
+  const r = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic', '--ttl', '10m', '--data-dir', own.dataDir]);
+  const jti = r.stderr.match(/proxy token (jti_\S+)/)[1];
+  const db = path.join(own.dataDir, 'sandbox-mcp.db');
+  try {
+    fake.handle((req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ usage: { input_tokens: 7, output_tokens: 3 } })); });
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${own.url}/proxy/anthropic/v1/messages`, { method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': r.stdout.trim() }, body: '{}' });
+      assert.equal(res.status, 200);
+      await res.text();
+    }
+    const { code } = await own.stop('SIGTERM', { keep: true });
+    assert.equal(code, 0, own.stderr());
+    const row = spawnSync('sqlite3', [db, `SELECT requests, input_tokens, output_tokens FROM proxy_tokens WHERE jti = '${jti}'`], { encoding: 'utf8' });
+    assert.equal(row.stdout.trim(), '3|21|9');
+  } finally {
+    fake.handle(undefined);
+    removeDataDir(own.dataDir);
+  }
 });
 
 test('rejections: missing, none, other algorithms, bad signature, expired, unknown', async () => {

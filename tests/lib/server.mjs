@@ -141,11 +141,13 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
         await new Promise((r) => setTimeout(r, 20));
       }
     },
-    async stop(signal = 'SIGTERM') {
+    // keep: leave the data directory for the test to read (and remove) even when it is the
+    // server's own
+    async stop(signal = 'SIGTERM', { keep = false } = {}) {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await exited;
       await agent?.destroy();
-      if (ownDir) removeDataDir(dataDir);
+      if (ownDir && !keep) removeDataDir(dataDir);
       return r;
     },
   };
