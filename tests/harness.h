@@ -3,10 +3,12 @@
  * values and mark the test failed, TEST_MAIN() runs every test and ends with the line
  * "N passed, N failed". */
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct test_case {
     const char *name;
@@ -64,6 +66,42 @@ static int test_failed_flag;
                         n_);                                                                       \
     } while (0)
 
+/* A database in a directory of its own under /tmp: the path of the database (free it), the
+ * directory removed with what is in it when the tests end. */
+#define TEST_TEMP_MAX 64
+static char test_temp_dirs[TEST_TEMP_MAX][sizeof("/tmp/smcp-unit-XXXXXX")];
+static int test_temp_count;
+
+__attribute__((unused)) static char *test_temp_db(void)
+{
+    char dir[] = "/tmp/smcp-unit-XXXXXX";
+    if (test_temp_count == TEST_TEMP_MAX || !mkdtemp(dir))
+        abort();
+    memcpy(test_temp_dirs[test_temp_count++], dir, sizeof(dir));
+    char *path = malloc(sizeof(dir) + sizeof("/test.db"));
+    if (!path)
+        abort();
+    snprintf(path, sizeof(dir) + sizeof("/test.db"), "%s/test.db", dir);
+    return path;
+}
+
+static void test_temp_remove(void)
+{
+    for (int i = 0; i < test_temp_count; i++) {
+        DIR *d = opendir(test_temp_dirs[i]);
+        struct dirent *de;
+        char path[sizeof(test_temp_dirs[i]) + 256 + 1];
+        while (d && (de = readdir(d)))
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+                snprintf(path, sizeof(path), "%s/%s", test_temp_dirs[i], de->d_name);
+                unlink(path);
+            }
+        if (d)
+            closedir(d);
+        rmdir(test_temp_dirs[i]);
+    }
+}
+
 #define TEST_MAIN()                                                                                \
     int main(int argc, char **argv)                                                                \
     {                                                                                              \
@@ -79,6 +117,7 @@ static int test_failed_flag;
             else                                                                                   \
                 passed++;                                                                          \
         }                                                                                          \
+        test_temp_remove();                                                                        \
         printf("%d passed, %d failed\n", passed, failed);                                          \
         return failed ? 1 : 0;                                                                     \
     }

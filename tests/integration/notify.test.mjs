@@ -5,7 +5,7 @@
 // Runs end cheaply: one is cancelled at once, one fails to clone.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, addUser } from '../lib/server.mjs';
@@ -234,9 +234,11 @@ test('the end of a run is told to every target: the webhook gets the event, ntfy
   assert.match(push.body, /^Notify me when it stops\n\n/);
 
   // a failure is pushed with a higher priority, its reason in the message
-  const missing = path.join(tempDir('smcp-notify-repo-'), 'does-not-exist.git');
+  const emptyDir = tempDir('smcp-notify-repo-');
+  const missing = path.join(emptyDir, 'does-not-exist.git');
   const failing = await ok(token, 'run_task', { task: 'notify-fail: clone nothing', title: 'Clone nothing', repository: missing });
   const [failed] = await hook.waitFor((q) => q.json?.run_id === failing.run_id, 'the failure event');
+  rmdirSync(emptyDir);
   assert.equal(failed.json.type, 'run.failed');
   assert.equal(failed.json.status, 'failed');
   assert.match(failed.json.summary, /clone|repositor|not found|does not exist/i);

@@ -117,6 +117,9 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
       if (m && /serve start /.test(err) && banner) { clearInterval(timer); resolve(m[1]); }
     }, 10);
     exited.then(({ code }) => { clearInterval(timer); reject(new Error(`server exited ${code}: ${err}`)); });
+  }).catch((e) => {
+    if (ownDir) removeDataDir(dataDir); // a server that did not start leaves no directory behind
+    throw e;
   });
   const url = `${tls ? 'https' : 'http'}://${addr}`;
   const tokenMatch = out.match(/Access token:\s+(\S+)/);

@@ -19,10 +19,7 @@ struct fixture {
 
 static void setup(struct fixture *f)
 {
-    char dir[] = "/tmp/smcp-unit-XXXXXX";
-    if (!mkdtemp(dir))
-        abort();
-    f->path = xasprintf("%s/test.db", dir);
+    f->path = test_temp_db();
     struct err err = {0};
     CHECK_INT_EQ(store_open(f->path, &f->st, &err), 0);
     CHECK_INT_EQ(store_user_add(f->st, "alice", &f->alice, &err), 0);

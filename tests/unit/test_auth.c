@@ -102,17 +102,9 @@ TEST(scopes_parse_format_and_tools)
     CHECK_INT_EQ(auth_tool_scope("server_info"), 0);
 }
 
-static char *temp_db(void)
-{
-    char dir[] = "/tmp/smcp-unit-XXXXXX";
-    if (!mkdtemp(dir))
-        abort();
-    return xasprintf("%s/test.db", dir);
-}
-
 TEST(store_codes_tokens_rotation_and_replay)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);

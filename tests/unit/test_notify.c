@@ -273,10 +273,7 @@ TEST(payload_and_ntfy_message)
 
 static struct store *temp_store(void)
 {
-    char dir[] = "/tmp/smcp-unit-XXXXXX";
-    if (!mkdtemp(dir))
-        abort();
-    char *path = xasprintf("%s/test.db", dir);
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     if (store_open(path, &st, &err) < 0)

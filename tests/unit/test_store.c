@@ -11,17 +11,9 @@
 #include "runs/runs.h"
 #include "store/store.h"
 
-static char *temp_db(void)
-{
-    char dir[] = "/tmp/smcp-unit-XXXXXX";
-    if (!mkdtemp(dir))
-        abort();
-    return xasprintf("%s/test.db", dir);
-}
-
 TEST(open_applies_migrations_and_reopens)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
@@ -89,7 +81,7 @@ static void count_token(const struct store_token *t, void *ctx)
 
 TEST(users_and_tokens)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
@@ -174,7 +166,7 @@ static void last_event(const struct store_run_event_row *e, void *ctx)
 
 TEST(runs_transitions_events_and_pages)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
@@ -319,7 +311,7 @@ static void collect_seq(const struct store_run_event_row *e, void *ctx)
 
 TEST(runs_phase_and_latest_events)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
@@ -399,7 +391,7 @@ TEST(runs_phase_and_latest_events)
 
 TEST(sandbox_id_ranges_lowest_free_and_reused)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
@@ -464,7 +456,7 @@ static void see_egress(const struct store_egress_row *row, void *ctx)
 
 TEST(egress_counts_grow_per_destination_and_stay_bounded)
 {
-    char *path = temp_db();
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
