@@ -94,6 +94,37 @@ const headers = { 'content-type': 'application/json', 'x-api-key': token, 'anthr
 const req = (base, body) => fetch(`${base}/v1/messages`, { method: 'POST', headers, body });
 const direct = upstreamUrl, proxied = `${server.url}/proxy/anthropic`, viaNginx = `http://127.0.0.1:${nginxPort}`;
 
+const HOLD = JSON.stringify({ hold: true, stream: true });
+
+// Holds n streams through the server with process id pid, opened OPENING at a time by
+// openOne(i), which resolves {ok: true, later(), ended()} once the reply's status is 200 and the
+// upstream's first event has arrived (later() then resolves whether a later event came, ended()
+// whether the stream ended cleanly), or {ok: false, why}. The upstream then says how many it
+// holds, sends each a ping event, and ends them all.
+async function holdStreams(pid, n, openOne) {
+  await new Promise((r) => setTimeout(r, 500));
+  const rss0 = rss(pid), fds0 = fds(pid);
+  const t0 = performance.now();
+  const streams = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: OPENING }, async () => {
+    while (next < n) streams.push(await openOne(next++));
+  }));
+  const openMs = performance.now() - t0;
+  const live = streams.filter((x) => x.ok);
+  const bad = streams.find((x) => !x.ok);
+  if (bad) console.error(`${n - live.length} streams failed to open, e.g. ${bad.why}`);
+  const held = await upstream('held');
+  await new Promise((r) => setTimeout(r, 500));
+  const rss1 = rss(pid), fds1 = fds(pid);
+  await upstream('ping');
+  const pinged = (await Promise.all(live.map((x) => x.later()))).filter(Boolean).length;
+  await upstream('end');
+  const ended = (await Promise.all(live.map((x) => x.ended()))).filter(Boolean).length;
+  return { ok: live.length, held, pinged, ended, openMs, fds: fds1 - fds0, rss: rss1 - rss0,
+    perStream: (rss1 - rss0) / n / 1024, all: live.length === n && held === n && pinged === n && ended === n };
+}
+
 // The same held streams over HTTP/2, which the server speaks over TLS: each connection carries up
 // to 16 at once (the server's limit per connection), so the server holds one descriptor per
 // stream for its upstream and one per 16 for the clients, and the client a few hundred.
@@ -104,60 +135,34 @@ async function heldOverHttp2(n) {
   const srv = await startServer({ wrap, tls: { cert: cert.certFile, key: cert.keyFile, ca: ca.caFile },
     env: { ANTHROPIC_BASE_URL: upstreamUrl, ANTHROPIC_API_KEY: 'sk-bench' } });
   const tok = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic', '--ttl', '1h', '--data-dir', srv.dataDir]).stdout.trim();
-  const sessions = [], streams = [];
+  const sessions = [];
+  const open = (i) => new Promise((resolve) => {
+    const k = Math.floor(i / PER_CONN);
+    if (!sessions[k]) sessions[k] = http2.connect(srv.url, { ca: ca.ca }).on('error', () => {});
+    const st = sessions[k].request({ ':method': 'POST', ':path': '/proxy/anthropic/v1/messages',
+      'content-type': 'application/json', 'x-api-key': tok, 'anthropic-version': '2023-06-01' });
+    // Node may hand over the first data before it emits the response's headers: the stream is
+    // open once it has both
+    let status = 0, chunks = 0, wake = null;
+    const closed = new Promise((r) => st.on('close', r));
+    const later = () => new Promise((r) => { if (chunks > 1 || st.closed) r(chunks > 1); else wake = () => r(chunks > 1); });
+    const ended = async () => { await closed; return !st.rstCode; };
+    const check = () => { if (status && chunks) resolve(status === 200 ? { ok: true, later, ended } : { ok: false, why: `status ${status}` }); };
+    st.on('response', (h) => { status = h[':status']; check(); });
+    st.on('data', () => { chunks++; wake?.(); check(); });
+    st.on('error', (e) => resolve({ ok: false, why: e.message }));
+    st.on('close', () => { wake?.(); resolve({ ok: false, why: `closed: status ${status}, reset ${st.rstCode}` }); });
+    st.end(HOLD);
+  });
   try {
-    await new Promise((r) => setTimeout(r, 500));
-    const rssA = rss(srv.proc.pid);
-    const t0 = performance.now();
-    const conns = Math.ceil(n / PER_CONN);
-    const open = (session) => new Promise((resolve) => {
-      const st = session.request({ ':method': 'POST', ':path': '/proxy/anthropic/v1/messages',
-        'content-type': 'application/json', 'x-api-key': tok, 'anthropic-version': '2023-06-01' });
-      // ok once the status is 200 and the first event has come (Node may hand over the first
-      // data before it emits the response headers)
-      const rec = { st, ok: false, status: 0, chunks: 0, waiters: [], ended: new Promise((r) => st.on('close', r)) };
-      const check = () => { if (rec.status && rec.chunks) { rec.ok = rec.status === 200; resolve(rec); } };
-      st.on('response', (h) => { rec.status = h[':status']; check(); });
-      st.on('data', () => { rec.chunks++; rec.waiters.splice(0).forEach((w) => w()); check(); });
-      st.on('error', (e) => { rec.error = e.message; resolve(rec); });
-      st.on('close', () => { rec.closed = `status ${rec.status}, reset ${st.rstCode}`; rec.waiters.splice(0).forEach((w) => w()); resolve(rec); });
-      st.end(JSON.stringify({ hold: true, stream: true }));
-    });
-    const perBatch = Math.floor(OPENING / PER_CONN); // connections opened at once
-    for (let c = 0; c < conns; c += perBatch) {
-      const batch = [];
-      for (let k = c; k < Math.min(conns, c + perBatch); k++) {
-        const session = http2.connect(srv.url, { ca: ca.ca });
-        session.on('error', () => {});
-        sessions.push(session);
-        for (let i = 0; i < PER_CONN && k * PER_CONN + i < n; i++) batch.push(open(session));
-      }
-      streams.push(...(await Promise.all(batch)));
-    }
-    const openMs = performance.now() - t0;
-    const ok = streams.filter((x) => x.ok).length;
-    const bad = streams.filter((x) => !x.ok);
-    if (bad.length) console.error(`HTTP/2: ${bad.length} streams failed to open, e.g. ${bad[0].error || bad[0].closed || 'no first event'}\n` +
-      srv.stderr().split('\n').filter((l) => / (warn|error) |refused|aborted/.test(l)).slice(0, 10).join('\n'));
-    const held = await upstream('held');
-    await new Promise((r) => setTimeout(r, 500));
-    const rssB = rss(srv.proc.pid), fdsB = fds(srv.proc.pid);
-    const live = streams.filter((x) => x.ok);
-    const later = (x) => new Promise((r) => { if (x.chunks > 1) r(); else x.waiters.push(r); });
-    await upstream('ping');
-    await Promise.all(live.map(later));
-    const pinged = live.filter((x) => x.chunks > 1).length;
-    await upstream('end');
-    await Promise.all(live.map((x) => x.ended));
-    const ended = live.filter((x) => x.st.rstCode === 0 || x.st.rstCode === undefined).length;
-    const perStream = (rssB - rssA) / n / 1024;
+    const h = await holdStreams(srv.proc.pid, n, open);
     log('Over HTTP/2 (TLS, as the server speaks it), the same streams, 16 on each connection:');
     log();
-    log('| concurrent streams | connections | opened with first event | held at the upstream | received a later event | ended cleanly | time to open all | server descriptors | server RSS held | per stream |');
+    log('| concurrent streams | connections | opened with first event | held at the upstream | received a later event | ended cleanly | time to open all | server descriptors held | server RSS held | per stream |');
     log('|---|---|---|---|---|---|---|---|---|---|');
-    log(`| ${n} | ${conns} | ${ok} | ${held} | ${pinged} | ${ended} | ${openMs.toFixed(0)} ms | ${fdsB} | ${((rssB - rssA) / 2 ** 20).toFixed(1)} MiB | ${perStream.toFixed(1)} KiB |`);
+    log(`| ${n} | ${sessions.length} | ${h.ok} | ${h.held} | ${h.pinged} | ${h.ended} | ${h.openMs.toFixed(0)} ms | ${h.fds} | ${(h.rss / 2 ** 20).toFixed(1)} MiB | ${h.perStream.toFixed(1)} KiB |`);
     log();
-    return { ok, held, pinged, ended, conns, perStream };
+    return { ...h, conns: sessions.length };
   } finally {
     for (const session of sessions) session.destroy();
     await srv.stop();
@@ -219,54 +224,30 @@ try {
   log();
 
   // Many streams at once: each the upstream's first event, then held until the bench lets go.
-  await new Promise((r) => setTimeout(r, 500));
-  const rss0 = rss(server.proc.pid), fds0 = fds(server.proc.pid);
-  const hold = JSON.stringify({ hold: true, stream: true });
-  const t0 = performance.now();
-  const readers = [];
-  let next = 0;
-  const opener = async () => {
-    while (next < STREAMS) {
-      next++;
-      try {
-        const res = await req(proxied, hold);
-        const reader = res.body.getReader();
-        const ev = await reader.read();
-        readers.push({ reader, ok: res.status === 200 && !ev.done });
-      } catch (e) {
-        readers.push({ reader: null, ok: false, error: e });
-      }
+  const h = await holdStreams(server.proc.pid, STREAMS, async () => {
+    try {
+      const res = await req(proxied, HOLD);
+      const reader = res.body.getReader();
+      const ev = await reader.read();
+      if (res.status !== 200 || ev.done) return { ok: false, why: `status ${res.status}` };
+      return { ok: true, later: async () => !(await reader.read()).done,
+        ended: async () => { while (!(await reader.read()).done); return true; } };
+    } catch (e) {
+      return { ok: false, why: e.cause?.message || e.message };
     }
-  };
-  await Promise.all(Array.from({ length: OPENING }, opener));
-  const openMs = performance.now() - t0;
-  const ok = readers.filter((r) => r.ok).length;
-  const failed = readers.filter((r) => r.error);
-  if (failed.length) console.error(`${failed.length} streams failed to open, e.g. ${failed[0].error.cause?.message || failed[0].error.message}`);
-  const held = await upstream('held');
-  await new Promise((r) => setTimeout(r, 500));
-  const rss1 = rss(server.proc.pid), fds1 = fds(server.proc.pid);
-  const live = readers.filter((r) => r.ok);
-  await upstream('ping');
-  const pinged = (await Promise.all(live.map((r) => r.reader.read()))).filter((x) => !x.done).length;
-  await upstream('end');
-  let ended = 0;
-  await Promise.all(live.map(async (r) => { while (!(await r.reader.read()).done); ended++; }));
-  const perStream = (rss1 - rss0) / STREAMS / 1024;
+  });
   log('| concurrent streams | opened with first event | held at the upstream | received a later event | ended cleanly | time to open all | server descriptors held | server RSS held | per stream |');
   log('|---|---|---|---|---|---|---|---|---|');
-  log(`| ${STREAMS} | ${ok} | ${held} | ${pinged} | ${ended} | ${openMs.toFixed(0)} ms | ${fds1 - fds0} | ${((rss1 - rss0) / 2 ** 20).toFixed(1)} MiB | ${perStream.toFixed(1)} KiB |`);
+  log(`| ${STREAMS} | ${h.ok} | ${h.held} | ${h.pinged} | ${h.ended} | ${h.openMs.toFixed(0)} ms | ${h.fds} | ${(h.rss / 2 ** 20).toFixed(1)} MiB | ${h.perStream.toFixed(1)} KiB |`);
   log();
   log(`Each held stream is a client connection, an upstream connection through libcurl and their buffers; nothing else is kept per stream. ` +
     `The client opens ${OPENING} at a time. The server ran with MAX_CONNECTIONS=${STREAMS + 1000} (the default, 4,096, is for a public server) and a descriptor limit of ${serverNofile}.` +
     (STREAMS < WANT_STREAMS && !quick ? ` **This machine's hard descriptor limit (${hardNofile}) leaves room for ${STREAMS} streams, not ${WANT_STREAMS}**: each takes two descriptors, and raising the hard limit needs CAP_SYS_RESOURCE, which this run lacks.` : ''));
-  const allOk = ok === STREAMS && held === STREAMS && pinged === STREAMS && ended === STREAMS;
   log();
   const h2 = await heldOverHttp2(WANT_STREAMS);
-  const h2Ok = h2.ok === WANT_STREAMS && h2.held === WANT_STREAMS && h2.pinged === WANT_STREAMS && h2.ended === WANT_STREAMS;
-  headline.push({ what: 'proxy, concurrent streams held', ours: `HTTP/1.1: ${ended} of ${STREAMS} held to the end, ${perStream.toFixed(1)} KiB server RSS each; ` +
+  headline.push({ what: 'proxy, concurrent streams held', ours: `HTTP/1.1: ${h.ended} of ${STREAMS} held to the end, ${h.perStream.toFixed(1)} KiB server RSS each; ` +
       `HTTP/2: ${h2.ended} of ${WANT_STREAMS} on ${h2.conns} connections, ${h2.perStream.toFixed(1)} KiB each`,
-    target: quick ? `a quick run holds ${WANT_STREAMS}` : `10,000 concurrent streams: ${h2Ok ? `met over HTTP/2${allOk && STREAMS < WANT_STREAMS ? `; over HTTP/1.1 the descriptor limit (${hardNofile}) allows ${STREAMS}, all held` : ''}` : '**not met**'}` });
+    target: quick ? `a quick run holds ${WANT_STREAMS}` : `10,000 concurrent streams: ${h2.all ? `met over HTTP/2${h.all && STREAMS < WANT_STREAMS ? `; over HTTP/1.1 the descriptor limit (${hardNofile}) allows ${STREAMS}, all held` : ''}` : '**not met**'}` });
   writeHeadline(headline);
   const bad = server.stderr().split('\n').filter((l) => /^\S+ (warn|error) |Sanitizer|runtime error/.test(l) && !/disk-room|default-model/.test(l));
   if (bad.length) console.error(`server warnings:\n${bad.slice(0, 20).join('\n')}`);
