@@ -136,7 +136,7 @@ test('the pool stays within capacity and gives way to a user\'s sandbox', async 
     await new Promise((res) => setTimeout(res, 500));
     assert.equal(pooledStarts(srv).length, 2);
     // idle-stopped, the user's sandbox makes room: the pool fills it
-    await waitFor('idle stop', () => new RegExp(`sandbox stopped sbx=${r.sandbox_id} .*reason=idle`).test(srv.stderr()));
+    await srv.waitLog(new RegExp(`sandbox stopped sbx=${r.sandbox_id} .*reason=idle`));
     await untilPool(srv, 3);
     // the user comes back at capacity: a pooled sandbox is stopped for theirs, and their files
     // are where they left them
@@ -189,7 +189,7 @@ test('the pool never takes disk room a user\'s sandbox would need: it stays shor
   const srv = await startServer({ env: { SANDBOX_POOL: '2', SANDBOX_DISK_MB: '64', SANDBOX_DISK_TOTAL_MB: '100' } });
   try {
     await untilPool(srv, 1);
-    await waitFor('the pool to say it is short', () => /sandbox pool short size=2 have=1 reason="the sandboxes' disks would hold/.test(srv.stderr()));
+    await srv.waitLog(/sandbox pool short size=2 have=1 reason="the sandboxes' disks would hold/);
     assert.equal(pooledStarts(srv).length, 1);
     // the one there is serves a user's first call
     const r = await tool(srv, 'container_exec', { command: 'echo ok' });
