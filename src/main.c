@@ -584,6 +584,10 @@ static int load_runs_config(const struct config *cfg, struct runs_config *rc, st
     if (config_get_u64(cfg, "RUNS_AGENT_LOG_MAX_BYTES", 16ull << 20, 64 << 10, 1ull << 40,
                        &rc->agent_log_max_bytes, err) < 0)
         return err->code;
+    /* How long a session's OpenCode server stays warm after its last run (0: a process per run) */
+    if (config_get_u64(cfg, "RUNS_AGENT_WARM_SECONDS", 300, 0, 86400, &v, err) < 0)
+        return err->code;
+    rc->agent_warm_s = (unsigned)v;
     /* Days, fractions allowed (0 keeps workspaces forever). */
     const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
     double d = 7;
@@ -798,6 +802,8 @@ static int cmd_serve(int argc, char **argv)
             log_error("runs unavailable err=\"%s\"", err.msg);
             runs_unavailable = err.msg;
         }
+        if (runs)
+            proxy_set_run_lookup(proxy, runs_sandbox_run, runs);
     }
     runs_network_set_runs(network, runs);
     facts.llms = proxy_llms(proxy, &facts.nllms);
@@ -814,6 +820,7 @@ static int cmd_serve(int argc, char **argv)
                  "http://127.0.0.1; for tests only\"");
     if (first_start(&cfg, st) < 0) {
         runs_network_set_runs(network, NULL);
+        proxy_set_run_lookup(proxy, NULL, NULL);
         runs_free(runs);
         notifier_free(notifier);
         http_server_free(http);
@@ -830,6 +837,7 @@ static int cmd_serve(int argc, char **argv)
              cfg.public_url);
     http_server_run(http);
     runs_network_set_runs(network, NULL); /* the engine goes first, the proxy's records after */
+    proxy_set_run_lookup(proxy, NULL, NULL);
     runs_free(runs);
     notifier_free(notifier);
     http_server_free(http);

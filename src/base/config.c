@@ -83,6 +83,7 @@ const char *const config_known_keys[] = {
     "FETCH_ALLOW",
     "RUNS_EVENTS_MAX_BYTES",
     "RUNS_AGENT_LOG_MAX_BYTES",
+    "RUNS_AGENT_WARM_SECONDS",
     "OAUTH_ACCESS_TTL",
     "OAUTH_REFRESH_TTL",
     "OAUTH_CIMD_ALLOW_LOOPBACK",

@@ -54,6 +54,8 @@ struct proxy {
     struct store_token_usage usage[USAGE_PENDING_MAX];
     size_t nusage;
     struct loop_timer usage_timer;
+    proxy_run_lookup_fn run_lookup; /* for warm tokens */
+    void *run_lookup_ctx;
 };
 
 static struct proxy *the_proxy; /* for curl's completion callback */
@@ -488,7 +490,30 @@ static int proxy_token_check(struct proxy *p, const char *token, size_t len,
         ce->checked_ms = now_ms;
         ce->used = true;
     }
+    /* a warm agent's token stands for the run of its sandbox that is running now, if any, and
+     * grants what that run's own token would */
+    if (claims->warm) {
+        struct proxy_run_grant g = {0};
+        if (!p->run_lookup || !claims->sandbox[0] ||
+            !p->run_lookup(p->run_lookup_ctx, claims->sandbox, claims->user, &g))
+            return err_set(err, -ENOENT,
+                           "this sandbox's agent token is honored only while one of its runs is "
+                           "running");
+        snprintf(claims->run, sizeof(claims->run), "%s", g.run);
+        snprintf(claims->repo, sizeof(claims->repo), "%s", g.repo);
+        snprintf(claims->branch, sizeof(claims->branch), "%s", g.repo[0] ? g.branch : "");
+        claims->nservices = 0;
+        for (char *save = NULL, *s = strtok_r(g.services, ",", &save);
+             s && claims->nservices < PROXY_SERVICES_MAX; s = strtok_r(NULL, ",", &save))
+            snprintf(claims->services[claims->nservices++], sizeof(claims->services[0]), "%s", s);
+    }
     return 0;
+}
+
+void proxy_set_run_lookup(struct proxy *p, proxy_run_lookup_fn fn, void *ctx)
+{
+    p->run_lookup = fn;
+    p->run_lookup_ctx = ctx;
 }
 
 bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
@@ -555,22 +580,22 @@ static const char zero_id[] = "0000000000000000000000000000000000000000";
 
 /* A push refused: answered 403, logged, and kept among the run's events (the agent's attempts
  * are part of what the run did). */
-/* How many of a token's refused pushes become events of its run; the rest are only counted in
- * the log. By token id, in a small table (a token that loses its slot starts counting again). */
+/* How many of a run's refused pushes become its events; the rest are only counted in the log.
+ * By run id, in a small table (a run that loses its slot starts counting again). */
 #define PUSH_EVENTS_MAX 32
 static struct {
-    char jti[64];
+    char run[64];
     unsigned n;
 } push_events[64];
 
-static bool push_event_wanted(const char *jti)
+static bool push_event_wanted(const char *run)
 {
     unsigned h = 0;
-    for (const char *c = jti; *c; c++)
+    for (const char *c = run; *c; c++)
         h = h * 31 + (unsigned char)*c;
     size_t i = h % (sizeof(push_events) / sizeof(push_events[0]));
-    if (strcmp(push_events[i].jti, jti) != 0) {
-        snprintf(push_events[i].jti, sizeof(push_events[i].jti), "%s", jti);
+    if (strcmp(push_events[i].run, run) != 0) {
+        snprintf(push_events[i].run, sizeof(push_events[i].run), "%s", run);
         push_events[i].n = 0;
     }
     return push_events[i].n++ < PUSH_EVENTS_MAX;
@@ -596,7 +621,7 @@ static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_cla
         log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\" suppressed=%llu",
                  claims->user, claims->run[0] ? claims->run : "-", repo, why,
                  (unsigned long long)suppressed);
-    if (claims->run[0] && push_event_wanted(claims->jti)) {
+    if (claims->run[0] && push_event_wanted(claims->run)) {
         json_t *raw =
             json_pack("{s:s, s:s, s:s}", "type", "push_refused", "repository", repo, "reason", why);
         char *text = json_dumps(raw, JSON_COMPACT);
@@ -760,8 +785,8 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     struct proxy_claims claims;
     struct err err = {0};
     int r = proxy_token_check(p, token, tlen, &claims, &err);
-    if (r == -EKEYREVOKED) {
-        respond_error(req, 403, "token_revoked", "%s", err.msg);
+    if (r == -EKEYREVOKED || r == -ENOENT) {
+        respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
         return 0;
     }
     if (r < 0) {
@@ -888,6 +913,7 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const struct pr
     snprintf(c.sandbox, sizeof(c.sandbox), "%s", g->sandbox_id ? g->sandbox_id : "");
     snprintf(c.repo, sizeof(c.repo), "%s", g->repo ? g->repo : "");
     snprintf(c.branch, sizeof(c.branch), "%s", g->repo && g->branch ? g->branch : "");
+    c.warm = g->warm && g->sandbox_id && !g->run_id;
     char list[256];
     snprintf(list, sizeof(list), "%s", services);
     for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {

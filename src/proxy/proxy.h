@@ -9,6 +9,7 @@
 
 #include "base/config.h"
 #include "base/err.h"
+#include "proxy/token.h"
 
 struct proxy;
 struct store;
@@ -22,6 +23,20 @@ void proxy_free(struct proxy *p);
 /* Handle one request under /proxy/. listener_sandbox is the sandbox whose in-namespace listener
  * the request came through, or "" for the main listener. Always answers (0). */
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
+
+/* What the run running in a sandbox is granted, as its own token would grant it: a warm agent's
+ * token (proxy_grant.warm) stands for that run. */
+struct proxy_run_grant {
+    char run[64];
+    char services[PROXY_SERVICES_MAX * 32]; /* comma-separated */
+    char repo[200];                         /* "owner/name" its git requests may name, or "" */
+    char branch[256];                       /* the one branch of repo it may push to, or "" */
+};
+/* The grant of the run running in sandbox_id for user_id into *out: true when there is one. The
+ * proxy asks it for every request under a warm token. */
+typedef bool (*proxy_run_lookup_fn)(void *ctx, const char *sandbox_id, const char *user_id,
+                                    struct proxy_run_grant *out);
+void proxy_set_run_lookup(struct proxy *p, proxy_run_lookup_fn fn, void *ctx);
 
 /* Whether a request head carries a valid, unrevoked proxy token for listener_sandbox ("" for the
  * main listener) in any of the forms clients send it (x-api-key, Authorization: Bearer, the
@@ -37,6 +52,10 @@ bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t a
 struct proxy_grant {
     const char *user_id, *services, *run_id, *session_id, *sandbox_id, *repo, *branch;
     int64_t ttl_seconds;
+    /* For the sandbox's warm agent rather than one run (run_id NULL, sandbox_id set): honored
+     * only while a run of that sandbox is running, and then granting what that run's own token
+     * would (proxy_run_lookup_fn), counted as that run's. */
+    bool warm;
 };
 /* Mint a token for g, recorded for revocation. Returns 0 and a malloc'd token and its id. */
 int proxy_mint(struct store *st, const void *key, size_t keylen, const struct proxy_grant *g,

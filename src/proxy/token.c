@@ -36,6 +36,8 @@ int proxy_token_mint(const void *key, size_t keylen, const struct proxy_claims *
         json_object_set_new(claims, "repo", json_string(c->repo));
     if (c->branch[0])
         json_object_set_new(claims, "push", json_string(c->branch));
+    if (c->warm)
+        json_object_set_new(claims, "warm", json_true());
     json_t *svc = json_array();
     for (int i = 0; i < c->nservices; i++)
         json_array_append_new(svc, json_string(c->services[i]));
@@ -105,9 +107,9 @@ int proxy_token_verify(const void *key, size_t keylen, const char *token, size_t
     free(text);
     int r = 0;
     const json_t *exp = json_object_get(claims, "exp"), *iat = json_object_get(claims, "iat");
-    const json_t *svc = json_object_get(claims, "svc");
-    if (!json_is_object(claims) || !json_is_integer(exp) || !json_is_integer(iat) ||
-        !json_is_array(svc) || json_array_size(svc) > PROXY_SERVICES_MAX ||
+    const json_t *svc = json_object_get(claims, "svc"), *warm = json_object_get(claims, "warm");
+    if (!json_is_object(claims) || (warm && !json_is_true(warm)) || !json_is_integer(exp) ||
+        !json_is_integer(iat) || !json_is_array(svc) || json_array_size(svc) > PROXY_SERVICES_MAX ||
         !copy_claim(claims, "user", out->user, sizeof(out->user), true) ||
         !copy_claim(claims, "jti", out->jti, sizeof(out->jti), true) ||
         !copy_claim(claims, "run", out->run, sizeof(out->run), false) ||
@@ -118,6 +120,7 @@ int proxy_token_verify(const void *key, size_t keylen, const char *token, size_t
         r = err_set(err, -EACCES, "malformed token claims");
         goto out;
     }
+    out->warm = warm != NULL;
     out->exp = json_integer_value(exp);
     out->iat = json_integer_value(iat);
     size_t i;

@@ -21,6 +21,9 @@ struct proxy_claims {
         branch[256]; /* "push": the one branch of repo it may push to, fast-forward only; "" none */
     char services[PROXY_SERVICES_MAX][32]; /* "svc": granted services */
     int nservices;
+    /* "warm": a sandbox's warm agent's token, for no run in particular: honored only while a run
+     * of its sandbox is running (proxy_set_run_lookup), and for that run */
+    bool warm;
     int64_t iat, exp; /* seconds since the epoch */
     char jti[64];
 };

@@ -54,11 +54,11 @@ char *opencode_config(const struct agent_launch *l)
         json_object_set_new(providers, p->name, prov);
         json_array_append_new(enabled, json_string(p->name));
     }
-    json_t *cfg = json_pack("{s:s, s:b, s:s, s:o, s:o, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
-                            "https://opencode.ai/config.json", "autoupdate", 0, "share", "disabled",
-                            "enabled_providers", enabled, "provider", providers, "permission",
-                            "edit", "allow", "bash", "allow", "webfetch", "allow",
-                            "external_directory", "allow", "doom_loop", "allow");
+    json_t *cfg = json_pack(
+        "{s:s, s:b, s:b, s:s, s:o, s:o, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
+        "https://opencode.ai/config.json", "autoupdate", 0, "snapshot", 0, "share", "disabled",
+        "enabled_providers", enabled, "provider", providers, "permission", "edit", "allow", "bash",
+        "allow", "webfetch", "allow", "external_directory", "allow", "doom_loop", "allow");
     char *text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cfg);
     return text;
@@ -70,6 +70,16 @@ void opencode_launch(struct agent_launch *l)
 
     size_t n = 0;
     l->argv = xcalloc(12, sizeof(char *));
+    if (l->warm_port) {
+        l->argv[n++] = xstrdup("sandbox-agent");
+        l->argv[n++] = xstrdup(l->program);
+        l->argv[n++] = xstrdup(l->warm_port);
+        l->argv[n++] = xasprintf("%u", l->warm_idle_s);
+        l->argv[n++] = xstrdup(l->model);
+        if (l->session && *l->session)
+            l->argv[n++] = xstrdup(l->session);
+        goto env;
+    }
     l->argv[n++] = xstrdup(l->program);
     l->argv[n++] = xstrdup("run");
     l->argv[n++] = xstrdup("--format");
@@ -81,6 +91,7 @@ void opencode_launch(struct agent_launch *l)
         l->argv[n++] = xstrdup("--session");
         l->argv[n++] = xstrdup(l->session);
     }
+env:
     n = 0;
     l->env = xcalloc(12, sizeof(char *));
     l->env[n++] = xasprintf("OPENCODE_CONFIG_CONTENT=%s", cfg_text);

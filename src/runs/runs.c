@@ -62,6 +62,10 @@
 #define CLONE_OUTPUT_MAX (16u << 10)
 #define AGENT_DIR "/opt/agents"
 #define PROXY_URL "http://127.0.0.1:8788/proxy"
+#define AGENT_SERVE_PORT "8789" /* a warm agent's server, on the sandbox's loopback */
+/* A warm agent's token outlives its server: the bridge's keeper replaces a server after 20 h
+ * (between runs), and a run started just before may run for the longest timeout. */
+#define WARM_TOKEN_SPARE_S (21 * 3600)
 #define RETENTION_CHECK_MAX_MS (3600 * 1000)
 
 enum phase {
@@ -104,6 +108,10 @@ struct run {
     struct delivery *dv;
     char workdir[512];
     char branch[256];
+    /* What the agent's token grants (a warm agent's token stands for the running run): its LLM
+     * providers and github when git through the proxy is granted */
+    char grant_services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
+    bool grant_git;
     char base[64];           /* the starting commit; "" in a repository without commits */
     bool prepared;           /* the workspace is ready: changes are told against base */
     bool probing;            /* the preparation also looks for the repository in the workspace */
@@ -1077,6 +1085,19 @@ static size_t run_llms(const struct run *r, bool git, struct proxy_llm out[PROXY
     return n;
 }
 
+/* What r's agent's token grants, into r->grant_services and r->grant_git: git through the proxy
+ * only for the run's own repository, when a credential serves it (pushes to the session's branch
+ * only, when the run delivers). Fills llms (may be NULL); returns how many. */
+static size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
+{
+    struct proxy_llm none[PROXY_SERVICES_MAX];
+    char *cred = github_credential(r->e, r->user_id, r->github_repo);
+    r->grant_git = cred != NULL;
+    wipe_free(cred);
+    return run_llms(r, r->grant_git, llms ? llms : none, r->grant_services,
+                    sizeof(r->grant_services));
+}
+
 static void start_agent(struct run *r)
 {
     struct runs *e = r->e;
@@ -1098,26 +1119,27 @@ static void start_agent(struct run *r)
     }
     char *token = NULL, jti[64];
     int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
-    /* git through the proxy only for the run's own repository, when a credential serves it;
-     * pushes to the session's branch only, when the run delivers */
-    char *cred = github_credential(e, r->user_id, r->github_repo);
-    bool git = cred != NULL;
-    wipe_free(cred);
+    /* Warm: the session's OpenCode server is kept in the sandbox between runs, so its token is
+     * the sandbox's: honored only while one of the sandbox's runs is running, and then granting
+     * what that run's own token would (runs_sandbox_run). */
+    bool warm = e->cfg.agent_warm_s > 0;
     if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, &err) < 0) {
         run_fail(r, "%s", err.msg); /* the configuration changed since run_task */
         return;
     }
     struct proxy_llm llms[PROXY_SERVICES_MAX];
-    char services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
-    size_t nllms = run_llms(r, git, llms, services, sizeof(services));
-    struct proxy_grant g = {.user_id = r->user_id,
-                            .services = services,
-                            .run_id = r->id,
-                            .session_id = r->session_id,
-                            .sandbox_id = sandbox_id(r->sbx),
-                            .repo = git ? r->github_repo : NULL,
-                            .branch = delivering(r) ? r->work_branch : NULL,
-                            .ttl_seconds = ttl};
+    size_t nllms = run_grant(r, llms);
+    bool git = r->grant_git;
+    struct proxy_grant g = {
+        .user_id = r->user_id,
+        .services = r->grant_services,
+        .run_id = warm ? NULL : r->id,
+        .session_id = r->session_id,
+        .sandbox_id = sandbox_id(r->sbx),
+        .repo = git && !warm ? r->github_repo : NULL,
+        .branch = delivering(r) ? r->work_branch : NULL,
+        .ttl_seconds = warm ? (int64_t)(e->cfg.timeout_max_ms / 1000) + WARM_TOKEN_SPARE_S : ttl,
+        .warm = warm};
     if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, &err) < 0) {
         run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
         return;
@@ -1131,7 +1153,9 @@ static void start_agent(struct run *r)
                              .proxy_url = PROXY_URL,
                              .program = program,
                              .providers = llms,
-                             .nproviders = nllms};
+                             .nproviders = nllms,
+                             .warm_port = warm ? AGENT_SERVE_PORT : NULL,
+                             .warm_idle_s = e->cfg.agent_warm_s};
     r->adapter->launch(&l);
     free(token);
     /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
@@ -1141,6 +1165,11 @@ static void start_agent(struct run *r)
     while (l.argv[argc])
         argc++;
     const char **argv = xcalloc(argc + 5, sizeof(char *));
+    if (warm) { /* the bridge's keeper seeds the directory itself */
+        for (size_t i = 0; i < argc; i++)
+            argv[i] = l.argv[i];
+        goto spawn;
+    }
     argv[0] = "/bin/sh";
     argv[1] = "-c";
     argv[2] = "c=\"$HOME/.config/opencode\"; "
@@ -1153,6 +1182,7 @@ static void start_agent(struct run *r)
     argv[3] = "agent";
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
+spawn:;
     int fds[4] = {task_memfd(r, &err),
                   open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
                   open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
@@ -1185,8 +1215,8 @@ static void start_agent(struct run *r)
     watch_events(r);
     r->phase = PH_AGENT;
     set_phase(r, "agent", "starting the agent");
-    log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s", r->id, sandbox_id(r->sbx),
-             pid, r->agent, r->model);
+    log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s warm=%s", r->id,
+             sandbox_id(r->sbx), pid, r->agent, r->model, warm ? "yes" : "no");
     run_ingest(r);
 }
 
@@ -1636,6 +1666,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
             return;
         }
         watch_events(r);
+        run_grant(r, NULL); /* for a warm agent's token, which stands for this run */
         log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
                  r->agent_pid, (long long)r->offset);
         run_ingest(r);
@@ -2055,6 +2086,24 @@ void runs_free(struct runs *e)
         explicit_bzero(e->view_key, e->cfg.view_keylen);
     free(e->view_key);
     free(e);
+}
+
+bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
+                      struct proxy_run_grant *out)
+{
+    const struct runs *e = ctx;
+    for (const struct run *r = e->runs; r; r = r->next)
+        if (r->phase == PH_AGENT && r->sbx && !r->exited && strcmp(r->user_id, user_id) == 0 &&
+            strcmp(sandbox_id(r->sbx), sandbox) == 0) {
+            bool git = r->grant_git;
+            snprintf(out->run, sizeof(out->run), "%s", r->id);
+            snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
+            snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
+            snprintf(out->branch, sizeof(out->branch), "%s",
+                     git && delivering(r) ? r->work_branch : "");
+            return true;
+        }
+    return false;
 }
 
 const char *runs_opencode_bin(const struct runs *e)

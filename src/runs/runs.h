@@ -41,6 +41,9 @@ struct runs_config {
     /* What an agent may write to the host: its event file (stdout) ends the run when it reaches
      * events_max_bytes; its log (stderr) keeps agent_log_max_bytes and drops the rest. */
     uint64_t events_max_bytes, agent_log_max_bytes;
+    /* Keep each session's OpenCode server running this long after its last run, so the next run
+     * of the session is handed to it instead of starting a process (0: a process per run). */
+    unsigned agent_warm_s;
     const void *jwt_key; /* signs the runs' proxy tokens */
     size_t jwt_keylen;
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
@@ -62,6 +65,13 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
              struct runs **ret, struct err *err);
 /* Stop watching; agents keep running (the next server adopts them). */
 void runs_free(struct runs *e);
+
+/* The run whose agent is running in sandbox sandbox_id for user_id, and what its token grants,
+ * into *out: true when there is one (proxy_run_lookup_fn, for the tokens of warm agents). ctx is
+ * the engine. */
+struct proxy_run_grant;
+bool runs_sandbox_run(void *ctx, const char *sandbox_id, const char *user_id,
+                      struct proxy_run_grant *out);
 
 /* The program the OpenCode adapter would run on the host, or NULL (for messages). */
 const char *runs_opencode_bin(const struct runs *e);

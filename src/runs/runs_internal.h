@@ -22,11 +22,18 @@ struct agent_launch {
      * each through the proxy (proxy_url/<name><base_path>) */
     const struct proxy_llm *providers;
     size_t nproviders;
+    /* Hand the run to the agent's server kept warm in the sandbox on this port (the sandbox
+     * helper's agent bridge, src/sandbox/helper/agent.c), started if need be and stopped after
+     * warm_idle_s seconds without a run; NULL: a process of the agent's own for this run. */
+    const char *warm_port;
+    unsigned warm_idle_s;
     char **argv, **env; /* filled by the adapter (malloc'd, NULL-terminated) */
 };
 void agent_launch_release(struct agent_launch *l);
 
-/* OpenCode: `opencode run --format json` with its providers pointed at the proxy. */
+/* OpenCode: `opencode run --format json` with its providers pointed at the proxy; warm, the
+ * bridge ("sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]") with the same environment, which
+ * is the server's. */
 void opencode_launch(struct agent_launch *l);
 /* OpenCode's configuration for l (OPENCODE_CONFIG_CONTENT, compact JSON, malloc'd): each of
  * l's providers with the AI SDK package of its wire format (all bundled in OpenCode, so nothing

@@ -400,12 +400,72 @@ void sandbox_forget(struct sandbox *sbx, const char *reason)
     free(sbx);
 }
 
+#define WARM_PROCS_MAX 256
+
+/* A process's command name and session, as /proc/<pid>/stat gives them (host pids). */
+static bool proc_stat(pid_t pid, char comm[32], pid_t *session)
+{
+    char path[64], text[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    char *open_paren = strchr(text, '('), *close_paren = strrchr(text, ')');
+    int sid;
+    if (!open_paren || !close_paren || close_paren < open_paren ||
+        sscanf(close_paren + 1, " %*c %*d %*d %d", &sid) != 1)
+        return false;
+    size_t len = (size_t)(close_paren - open_paren - 1);
+    if (len > 31)
+        len = 31;
+    memcpy(comm, open_paren + 1, len);
+    comm[len] = '\0';
+    *session = sid;
+    return true;
+}
+
+/* Whether every process of s but its init is a warm agent's (a run's OpenCode server kept for the
+ * session's next run, src/sandbox/helper/agent.c): its keeper and what runs in the keeper's
+ * session. Such a sandbox is idle: it is stopped when idle, or to make room, like any other (the
+ * agent is started again with the next run). A process naming itself so only lets its own
+ * sandbox be stopped. */
+static bool only_warm_agent(const struct sandbox *s)
+{
+    char paths[4][4096];
+    if (cgroup_procs_paths(s->cgroup, paths, 4) < 1)
+        return false;
+    _cleanup_fclose_ FILE *f = fopen(paths[0], "re");
+    pid_t sids[WARM_PROCS_MAX], keepers[8]; /* the keepers' sessions */
+    size_t n = 0, nk = 0;
+    int pid;
+    while (f && fscanf(f, "%d", &pid) == 1) {
+        char comm[32];
+        if (n == WARM_PROCS_MAX)
+            return false;
+        if (pid == s->init_pid || !proc_stat(pid, comm, &sids[n]))
+            continue;
+        if (strcmp(comm, "sandbox-keeper") == 0 && nk < ARRAY_SIZE(keepers))
+            keepers[nk++] = sids[n];
+        n++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool kept = false;
+        for (size_t k = 0; k < nk && !kept; k++)
+            kept = sids[i] == keepers[k];
+        if (!kept)
+            return false;
+    }
+    return f != NULL && nk > 0;
+}
+
 static bool sandbox_busy(struct sandbox *s)
 {
     if (s->holds > 0 || s->state != SBX_RUNNING)
         return true;
     uint64_t mem, procs;
-    return sandbox_usage(s, &mem, &procs) == 0 && procs > 0;
+    return sandbox_usage(s, &mem, &procs) == 0 && procs > 0 && !only_warm_agent(s);
 }
 
 /* What the disk image of sandbox `id` holds now (its allocated blocks) and may still take (up to

@@ -9,7 +9,10 @@
 //   flood   4 MiB to stdout and 4 MiB to stderr, then the agent goes on
 //   forge   the line the old wrapper printed for "exit 0" on stdout, then exit status 3
 //   vanish  wait until the server is gone (its listener in the sandbox refuses), exit status 5
-// The real OpenCode runs the agents, against a scripted fake of the Anthropic API.
+// The real OpenCode runs the agents, against a scripted fake of the Anthropic API, started for
+// each run (RUNS_AGENT_WARM_SECONDS=0): the preload needs an agent process the init starts. With
+// OpenCode kept warm, the agent process is the static bridge, which no preload reaches; its
+// output goes through the same capped files (runs_warm.test.mjs floods it from the sandbox).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -88,7 +91,7 @@ __attribute__((constructor)) static void plant(void)
 `;
 
 const ENV = { ANTHROPIC_API_KEY: API_KEY, RUNS_EVENTS_MAX_BYTES: String(EVENTS_MAX),
-  RUNS_AGENT_LOG_MAX_BYTES: String(LOG_MAX) };
+  RUNS_AGENT_LOG_MAX_BYTES: String(LOG_MAX), RUNS_AGENT_WARM_SECONDS: '0' };
 
 let fake, router, server, session;
 let nextId = 1;

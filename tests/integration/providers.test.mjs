@@ -114,7 +114,8 @@ test('a provider from one file carries a real OpenCode run: the key swapped in, 
   // what reached the upstream: chat completions under the file's path, the model's own name,
   // the configured key in place of the run's proxy token, streamed with usage asked for
   assert.equal(script.requests.length, 2, diag);
-  const token = sqlRows(server, `SELECT jti, services FROM proxy_tokens WHERE run_id = '${runId}'`);
+  // the agent's token, the run's own or its session's warm OpenCode's
+  const token = sqlRows(server, `SELECT jti, services FROM proxy_tokens WHERE session_id = '${r.session_id}'`);
   assert.equal(token.length, 1);
   assert.equal(token[0].services, PROVIDER); // the only provider with a key; no github
   for (const q of [...script.requests, ...script.titles]) {

@@ -1,7 +1,8 @@
 // The run engine's own rules: at most RUNS_MAX_RUNNING runs at once, first come first served,
 // one run at a time per session; a session's workspace removed RUNS_RETENTION_DAYS after its
 // last run; tokens blanked and oversized lines cut in what is stored. Real OpenCode, scripted
-// fake upstream (tests/lib/fake-anthropic.mjs).
+// fake upstream (tests/lib/fake-anthropic.mjs), started for each run (RUNS_AGENT_WARM_SECONDS=0):
+// runs.test.mjs and runs_warm.test.mjs cover the warm OpenCode.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -55,7 +56,8 @@ async function until(cond, what, ms = 60000) {
   }
 }
 
-const env = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url });
+const env = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+  RUNS_AGENT_WARM_SECONDS: '0' });
 
 // A server of its own for one test, stopped and its data removed afterwards.
 async function withServer(serverEnv, fn) {

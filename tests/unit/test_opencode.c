@@ -834,6 +834,7 @@ TEST(opencode_config_from_the_providers)
     CHECK_STR_EQ(str_at(cfg, "permission", "edit", NULL), "allow");
     CHECK_STR_EQ(str_at(cfg, "share", NULL, NULL), "disabled");
     CHECK(json_is_false(json_object_get(cfg, "autoupdate")));
+    CHECK(json_is_false(json_object_get(cfg, "snapshot")));
     json_decref(cfg);
 }
 

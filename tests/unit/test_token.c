@@ -67,6 +67,25 @@ TEST(token_repo_and_push_branch)
     free(tok);
 }
 
+TEST(token_warm_claim)
+{
+    struct proxy_claims c = sample(), out;
+    char *tok = mint(&c);
+    struct err err = {0};
+    CHECK_INT_EQ(proxy_token_verify(key, strlen(key), tok, strlen(tok), 1500, &out, &err), 0);
+    CHECK(!out.warm); /* a run's token */
+    free(tok);
+    c.run[0] = '\0';
+    c.warm = true;
+    tok = mint(&c);
+    CHECK_STR_CONTAINS(tok, ".");
+    CHECK_INT_EQ(proxy_token_verify(key, strlen(key), tok, strlen(tok), 1500, &out, &err), 0);
+    CHECK(out.warm);
+    CHECK_STR_EQ(out.run, "");
+    CHECK_STR_EQ(out.sandbox, "sbx_1");
+    free(tok);
+}
+
 TEST(token_expired_and_wrong_key)
 {
     struct proxy_claims c = sample(), out;

@@ -10,3 +10,8 @@ int init_main(void);
 int listen_main(int nports, char **ports);
 /* "sandbox-fs": one file operation inside a sandbox, for the file tools (fs.c). */
 int fs_main(void);
+/* "sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]": a run's agent when OpenCode is kept warm
+ * in the sandbox; "sandbox-keeper ...": the process that keeps it (agent.c). The init runs these
+ * two from its own image when a command names them. */
+int agent_main(int argc, char **argv);
+int keeper_main(int argc, char **argv);

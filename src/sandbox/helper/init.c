@@ -259,7 +259,10 @@ static int child_main(void *arg)
     }
     if (c->argc == 3 && strcmp(c->argv[0], "/bin/sh") == 0 && strcmp(c->argv[1], "-c") == 0)
         exec_simple(c->argv[2], c->envp); /* returns when the shell is needed after all */
-    execve(c->argv[0], c->argv, c->envp);
+    /* the agent bridge is this program's own (helper.h); /proc/self/exe is the image this
+     * process shares with the init until it execs */
+    bool own = strcmp(c->argv[0], "sandbox-agent") == 0;
+    execve(own ? "/proc/self/exe" : c->argv[0], c->argv, c->envp);
     say_error(report, "exec", errno);
     _exit(127);
 }

@@ -4,7 +4,7 @@
 
 #include "helper.h"
 
-int main(int argc, char **argv, char **envp)
+int main(int argc, char **argv)
 {
     if (argc > 0 && strcmp(argv[0], "sandbox-listen") == 0)
         return listen_main(argc - 1, argv + 1);
@@ -12,5 +12,9 @@ int main(int argc, char **argv, char **envp)
         return init_main();
     if (argc > 0 && strcmp(argv[0], "sandbox-fs") == 0)
         return fs_main();
+    if (argc > 0 && strcmp(argv[0], "sandbox-agent") == 0)
+        return agent_main(argc, argv);
+    if (argc > 0 && strcmp(argv[0], "sandbox-keeper") == 0)
+        return keeper_main(argc, argv);
     return 127;
 }

@@ -1,0 +1,868 @@
+/* A warm OpenCode in a sandbox: the agent bridge and its keeper.
+ *
+ * "sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]" (the bridge) is a run's agent process when
+ * runs keep OpenCode warm. It takes the task on stdin, as `opencode run` would, and hands it to
+ * an `opencode serve` on 127.0.0.1:PORT of the sandbox: it creates the session (or checks that
+ * SESSION is there), subscribes to the server's events, posts the prompt, and prints what `opencode
+ * run --format json` would print (opencode_serve.c) until the session is idle. Its exit status is
+ * 1 when the session reported an error, 2 when it could not do its part, else 0.
+ *
+ * "sandbox-keeper PORT IDLE_S FINGERPRINT PROGRAM" (started by a bridge that found none, in a
+ * session of its own, so stopping a run leaves it) starts `PROGRAM serve` with the bridge's
+ * environment and keeps it. Bridges talk to it on an abstract unix socket of the sandbox's
+ * network namespace, one connection each, held for the whole run:
+ *   bridge: "hello FINGERPRINT\n"      keeper: "ready\n" once the server listens,
+ *                                              "stale\n" when the server has another
+ *                                              configuration (it then stops once no run uses it),
+ *                                              "fail MESSAGE\n" when it could not start
+ *   bridge: "session ID DIR\n"         the session the run prompts, and its directory
+ *   bridge: "done\n"                   before it exits
+ * A connection that ends without "done" is a run that was stopped (cancelled, timed out): the
+ * keeper aborts its session, so the server does not go on working for it. With no connection for
+ * IDLE_S seconds, or once stale or past MAX_AGE_S with none, it stops the server and exits, and
+ * the next run starts a new one. The sandbox is the boundary: all of this is the tenant's own. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helper.h"
+#include "runs/opencode_serve.h"
+
+#define TASK_MAX (4u << 20)
+#define HEAD_MAX (64u << 10)
+#define BODY_MAX (4u << 20)
+#define EVENT_MAX (16u << 20) /* one event of the stream; larger ones are skipped */
+#define READY_TIMEOUT_S 300   /* the server's start, on a slow and busy machine */
+#define REQUEST_TIMEOUT_MS 60000
+#define MAX_AGE_S (20 * 3600) /* a server is replaced after this, between runs */
+#define KEEPER_CONNS 16
+
+extern char **environ;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static void keeper_address(const char *port, struct sockaddr_un *a, socklen_t *len)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "sandbox-mcp-agent:%s", port);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int connect_port(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+        return fd;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    errno = e;
+    return -1;
+}
+
+/* --- a blocking HTTP/1.1 client for the server on loopback --- */
+
+struct conn {
+    int fd;
+    size_t off, len;
+    char buf[65536];
+    /* the body being read: chunked, or `left` bytes (-1: until the connection closes) */
+    bool chunked;
+    int64_t left;
+    bool body_done;
+};
+
+/* Read more into c->buf; false on end, error or timeout (ms < 0: none). */
+static bool fill(struct conn *c, int ms)
+{
+    if (c->off > 0) {
+        memmove(c->buf, c->buf + c->off, c->len - c->off);
+        c->len -= c->off;
+        c->off = 0;
+    }
+    if (c->len == sizeof(c->buf))
+        return false;
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    int r;
+    while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        return false;
+    ssize_t n;
+    while ((n = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return false;
+    c->len += (size_t)n;
+    return true;
+}
+
+/* One line (without "\r\n") into out (cap bytes, longer lines fail). */
+static bool read_line(struct conn *c, char *out, size_t cap, int ms)
+{
+    for (;;) {
+        char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
+        if (nl) {
+            size_t n = (size_t)(nl - (c->buf + c->off));
+            if (n && c->buf[c->off + n - 1] == '\r')
+                n--;
+            if (n >= cap)
+                return false;
+            memcpy(out, c->buf + c->off, n);
+            out[n] = '\0';
+            c->off = (size_t)(nl - c->buf) + 1;
+            return true;
+        }
+        if (c->len - c->off >= cap || !fill(c, ms))
+            return false;
+    }
+}
+
+/* Send a request; false when it could not be sent. */
+static bool request_send(struct conn *c, uint16_t port, const char *method, const char *path,
+                         const char *dir, const char *body, const char *accept)
+{
+    c->fd = connect_port(port);
+    c->off = c->len = 0;
+    if (c->fd < 0)
+        return false;
+    char head[8192];
+    int n = snprintf(head, sizeof(head),
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAccept: %s\r\n"
+                     "x-opencode-directory: %s\r\nConnection: close\r\n",
+                     method, path, port, accept, dir);
+    if (body)
+        n += snprintf(head + n, sizeof(head) - (size_t)n,
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body));
+    n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
+    return (size_t)n < sizeof(head) && write_all(c->fd, head, (size_t)n) &&
+           (!body || write_all(c->fd, body, strlen(body)));
+}
+
+/* Read the response's head; returns its status, or -1. */
+static int response_head(struct conn *c)
+{
+    char line[8192];
+    int status = -1;
+    if (c->fd < 0 || !read_line(c, line, sizeof(line), REQUEST_TIMEOUT_MS) ||
+        sscanf(line, "HTTP/1.%*d %d", &status) != 1)
+        return -1;
+    c->chunked = false;
+    c->left = -1;
+    c->body_done = false;
+    size_t total = 0;
+    for (;;) {
+        if (!read_line(c, line, sizeof(line), REQUEST_TIMEOUT_MS))
+            return -1;
+        total += strlen(line) + 2;
+        if (total > HEAD_MAX)
+            return -1;
+        if (!line[0])
+            break;
+        if (strncasecmp(line, "content-length:", 15) == 0)
+            c->left = strtoll(line + 15, NULL, 10);
+        else if (strncasecmp(line, "transfer-encoding:", 18) == 0 && strcasestr(line, "chunked"))
+            c->chunked = true;
+    }
+    if (c->chunked)
+        c->left = 0;
+    if (status == 204 || status == 304)
+        c->body_done = true;
+    return status;
+}
+
+/* Send a request and read the response's head; returns its status, or -1. */
+static int request(struct conn *c, uint16_t port, const char *method, const char *path,
+                   const char *dir, const char *body, const char *accept)
+{
+    if (!request_send(c, port, method, path, dir, body, accept))
+        return -1;
+    return response_head(c);
+}
+
+/* Up to cap bytes of the body into out: how many (0 at its end), or -1 on error. */
+static ssize_t read_body(struct conn *c, char *out, size_t cap, int ms)
+{
+    if (c->body_done)
+        return 0;
+    if (c->chunked && c->left == 0) {
+        char line[256];
+        if (!read_line(c, line, sizeof(line), ms))
+            return -1;
+        if (!line[0] && !read_line(c, line, sizeof(line), ms)) /* the CRLF after a chunk */
+            return -1;
+        char *end;
+        long long size = strtoll(line, &end, 16);
+        if (end == line || size < 0)
+            return -1;
+        if (size == 0) {
+            c->body_done = true;
+            return 0;
+        }
+        c->left = size;
+    }
+    if (c->left == 0) {
+        c->body_done = true;
+        return 0;
+    }
+    if (c->off == c->len && !fill(c, ms)) {
+        if (c->left < 0 && !c->chunked) {
+            c->body_done = true;
+            return 0;
+        }
+        return -1;
+    }
+    size_t n = c->len - c->off;
+    if (n > cap)
+        n = cap;
+    if (c->left > 0 && (int64_t)n > c->left)
+        n = (size_t)c->left;
+    memcpy(out, c->buf + c->off, n);
+    c->off += n;
+    if (c->left > 0)
+        c->left -= (int64_t)n;
+    return (ssize_t)n;
+}
+
+/* The whole body of a request (at most BODY_MAX bytes) as JSON, or NULL; *status set. */
+static json_t *call(uint16_t port, const char *method, const char *path, const char *dir,
+                    const char *body, int *status)
+{
+    struct conn *c = malloc(sizeof(*c));
+    json_t *res = NULL;
+    if (!c)
+        return NULL;
+    *status = request(c, port, method, path, dir, body, "application/json");
+    char *text = malloc(BODY_MAX + 1);
+    size_t len = 0;
+    ssize_t n = 0;
+    while (*status > 0 && text && len < BODY_MAX &&
+           (n = read_body(c, text + len, BODY_MAX - len, REQUEST_TIMEOUT_MS)) > 0)
+        len += (size_t)n;
+    if (*status > 0 && text && n == 0)
+        res = json_loadb(text, len, 0, NULL);
+    free(text);
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+    return res;
+}
+
+/* --- the keeper --- */
+
+struct bridge {
+    int fd;
+    bool said_hello, done;
+    char session[OC_SESSION_ID_MAX + 1];
+    char dir[4096];
+    char in[8192];
+    size_t inlen;
+};
+
+static void say(int fd, const char *text)
+{
+    if (fd >= 0)
+        write_all(fd, text, strlen(text));
+}
+
+/* OpenCode's config directory seeded as it would seed it, so it installs no plugin at start
+ * (the sandbox could not fetch one). */
+static void seed_config(void)
+{
+    const char *home = getenv("HOME");
+    char dir[4096], path[4200];
+    if (!home || snprintf(dir, sizeof(dir), "%s/.config/opencode", home) >= (int)sizeof(dir))
+        return;
+    const char *pkg = "{\"dependencies\":{\"@opencode-ai/plugin\":\"*\"}}";
+    char sub[4200];
+    snprintf(sub, sizeof(sub), "%s/.config", home);
+    mkdir(sub, 0755);
+    mkdir(dir, 0755);
+    snprintf(sub, sizeof(sub), "%s/node_modules", dir);
+    mkdir(sub, 0755);
+    snprintf(path, sizeof(path), "%s/package.json", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        dprintf(fd, "%s\n", pkg);
+        close(fd);
+    }
+    snprintf(path, sizeof(path), "%s/package-lock.json", dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        dprintf(fd, "{\"packages\":{\"\":%s}}\n", pkg);
+        close(fd);
+    }
+}
+
+/* Start `program serve` in a process group of its own; its stdout comes to *out, where it says
+ * when it is ready: it listens before it can answer, and a request that comes in between is
+ * never answered. */
+static pid_t start_server(const char *program, const char *port, int *out)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid != 0) {
+        close(p[1]);
+        *out = p[0];
+        if (pid < 0)
+            close(p[0]);
+        return pid;
+    }
+    setpgid(0, 0);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 2);
+    }
+    dup2(p[1], 1);
+    char *argv[] = {(char *)program, "serve",     "--port",    (char *)port,
+                    "--hostname",    "127.0.0.1", (char *)NULL};
+    execve(program, argv, environ);
+    _exit(127);
+}
+
+static void stop_server(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(-pid, SIGTERM);
+    for (int i = 0; i < 30; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            goto gone;
+        usleep(100000);
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+gone:
+    kill(-pid, SIGKILL); /* what it started and left behind */
+}
+
+static void abort_session(uint16_t port, const struct bridge *b)
+{
+    char path[256];
+    int status;
+    snprintf(path, sizeof(path), "/session/%s/abort", b->session);
+    json_decref(call(port, "POST", path, b->dir, "{}", &status));
+}
+
+/* A line from a bridge. */
+static void keeper_line(struct bridge *b, const char *line, const char *fingerprint, bool ready,
+                        bool *stale)
+{
+    if (strncmp(line, "hello ", 6) == 0 && !b->said_hello) {
+        b->said_hello = true;
+        if (strcmp(line + 6, fingerprint) != 0) {
+            *stale = true;
+            say(b->fd, "stale\n");
+        } else if (ready) {
+            say(b->fd, "ready\n");
+        }
+    } else if (strncmp(line, "session ", 8) == 0) {
+        const char *id = line + 8, *sp = strchr(id, ' ');
+        size_t n = sp ? (size_t)(sp - id) : strlen(id);
+        if (n <= OC_SESSION_ID_MAX && sp && strlen(sp + 1) < sizeof(b->dir)) {
+            memcpy(b->session, id, n);
+            b->session[n] = '\0';
+            strcpy(b->dir, sp + 1);
+        }
+    } else if (strcmp(line, "done") == 0) {
+        b->done = true;
+    }
+}
+
+int keeper_main(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *port_s = argv[1], *fingerprint = argv[3], *program = argv[4];
+    long port = strtol(port_s, NULL, 10), idle_s = strtol(argv[2], NULL, 10);
+    if (port <= 0 || port > 65535 || idle_s <= 0)
+        return 2;
+    prctl(PR_SET_NAME, "sandbox-keeper");
+    signal(SIGPIPE, SIG_IGN);
+    struct sockaddr_un a;
+    socklen_t alen;
+    keeper_address(port_s, &a, &alen);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, alen) < 0 || listen(ls, 16) < 0)
+        return 0; /* another keeper has it */
+    seed_config();
+    int64_t born = mono_ms(), last_use = born;
+    int out = -1;
+    pid_t server = start_server(program, port_s, &out);
+    bool ready = false, stale = false;
+    char failure[256] = "", said[512] = "";
+    size_t saidlen = 0;
+    static struct bridge bridges[KEEPER_CONNS];
+    size_t nb = 0;
+    for (;;) {
+        struct pollfd p[KEEPER_CONNS + 2];
+        p[0] = (struct pollfd){.fd = ls, .events = POLLIN};
+        for (size_t i = 0; i < nb; i++)
+            p[i + 1] = (struct pollfd){.fd = bridges[i].fd, .events = POLLIN};
+        p[nb + 1] = (struct pollfd){.fd = out, .events = POLLIN};
+        poll(p, nb + 2, 1000);
+        if (out >= 0 && (p[nb + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            /* "opencode server listening on http://...": ready; the rest is dropped */
+            ssize_t n = read(out, said + saidlen, sizeof(said) - 1 - saidlen);
+            if (n <= 0) {
+                close(out);
+                out = -1;
+            } else if (!ready) {
+                saidlen += (size_t)n;
+                said[saidlen] = '\0';
+                ready = strstr(said, "listening on") != NULL;
+                if (ready)
+                    for (size_t i = 0; i < nb; i++)
+                        if (bridges[i].said_hello && !stale)
+                            say(bridges[i].fd, "ready\n");
+                if (saidlen == sizeof(said) - 1) {
+                    memmove(said, said + 256, saidlen - 256);
+                    saidlen -= 256;
+                }
+            }
+        }
+        int ws;
+        if (server > 0 && waitpid(server, &ws, WNOHANG) == server) {
+            server = 0;
+            snprintf(failure, sizeof(failure), "fail the agent's server exited (%s %d)\n",
+                     WIFEXITED(ws) ? "status" : "signal",
+                     WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+        }
+        if (!ready && !failure[0] && mono_ms() - born > READY_TIMEOUT_S * 1000LL)
+            snprintf(failure, sizeof(failure),
+                     "fail the agent's server was not ready within %d s\n", READY_TIMEOUT_S);
+        if (p[0].revents & POLLIN) {
+            int fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0 && nb < KEEPER_CONNS && !failure[0]) {
+                bridges[nb] = (struct bridge){.fd = fd};
+                nb++;
+            } else if (fd >= 0) {
+                say(fd, failure[0] ? failure : "fail too many runs at once\n");
+                close(fd);
+            }
+        }
+        for (size_t i = 0; i < nb; i++) {
+            struct bridge *b = &bridges[i];
+            bool gone = false;
+            if (p[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) {
+                ssize_t n = read(b->fd, b->in + b->inlen, sizeof(b->in) - 1 - b->inlen);
+                if (n <= 0) {
+                    gone = true;
+                } else {
+                    b->inlen += (size_t)n;
+                    b->in[b->inlen] = '\0';
+                    char *nl;
+                    while ((nl = memchr(b->in, '\n', b->inlen))) {
+                        *nl = '\0';
+                        keeper_line(b, b->in, fingerprint, ready, &stale);
+                        size_t used = (size_t)(nl - b->in) + 1;
+                        memmove(b->in, nl + 1, b->inlen - used);
+                        b->inlen -= used;
+                    }
+                    gone = b->inlen == sizeof(b->in) - 1; /* a line too long: not a bridge */
+                }
+            }
+            if (gone) {
+                if (!b->done && b->session[0] && ready && server > 0)
+                    abort_session((uint16_t)port, b);
+                close(b->fd);
+                bridges[i] = bridges[--nb];
+                i--;
+                last_use = mono_ms();
+            }
+        }
+        if (failure[0]) {
+            for (size_t i = 0; i < nb; i++) {
+                say(bridges[i].fd, failure);
+                close(bridges[i].fd);
+            }
+            nb = 0;
+            break;
+        }
+        if (nb == 0 && (stale || mono_ms() - last_use > idle_s * 1000 ||
+                        mono_ms() - born > MAX_AGE_S * 1000LL))
+            break;
+    }
+    /* the server first: a bridge waiting for a new keeper starts one only once this one's
+     * socket is gone, and the new server needs the port */
+    stop_server(server);
+    if (out >= 0)
+        close(out);
+    close(ls);
+    return 0;
+}
+
+/* --- the bridge --- */
+
+static const char *bridge_session = "";
+
+static int bridge_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bridge_fail(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    char *line = oc_error_line(bridge_session, msg, now_ms());
+    if (line)
+        write_all(1, line, strlen(line));
+    free(line);
+    dprintf(2, "sandbox-agent: %s\n", msg);
+    return 2;
+}
+
+/* 64-bit FNV-1a of the server's configuration and program, in hex: a changed configuration (a
+ * new model of a provider the catalogue lacks, a provider added) needs a new server. */
+static void fingerprint_of(const char *program, char out[17])
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[] = {program, getenv("OPENCODE_CONFIG_CONTENT")};
+    for (size_t i = 0; i < 2; i++)
+        for (const char *p = parts[i] ? parts[i] : ""; *p; p++) {
+            h ^= (unsigned char)*p;
+            h *= 1099511628211ull;
+        }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+static void start_keeper(const char *port, const char *idle, const char *fp, const char *program)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return;
+    if (pid > 0) {
+        waitpid(pid, NULL, 0);
+        return;
+    }
+    /* the keeper is a grandchild, in a session of its own: the init adopts it, and stopping the
+     * run (which kills the bridge's process group) leaves it */
+    setsid();
+    if (fork() != 0)
+        _exit(0);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+    }
+    char *argv[] = {"sandbox-keeper", (char *)port,    (char *)idle,
+                    (char *)fp,       (char *)program, NULL};
+    execve("/proc/self/exe", argv, environ);
+    _exit(127);
+}
+
+/* Connect to the keeper (starting one when there is none) and wait until its server is ready.
+ * Returns the connection, or -1 with msg set. */
+static int keeper_ready(const char *program, const char *port, const char *idle, char *msg,
+                        size_t cap)
+{
+    char fp[17];
+    fingerprint_of(program, fp);
+    struct sockaddr_un a;
+    socklen_t alen;
+    keeper_address(port, &a, &alen);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        int fd = -1;
+        for (int i = 0; i < 100 && fd < 0; i++) {
+            fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd >= 0 && connect(fd, (struct sockaddr *)&a, alen) == 0)
+                break;
+            if (fd >= 0)
+                close(fd);
+            fd = -1;
+            if (i == 0)
+                start_keeper(port, idle, fp, program);
+            usleep(50000);
+        }
+        if (fd < 0) {
+            snprintf(msg, cap, "the agent's keeper did not start");
+            return -1;
+        }
+        char hello[64];
+        snprintf(hello, sizeof(hello), "hello %s\n", fp);
+        struct conn *c = calloc(1, sizeof(*c));
+        char line[300] = "";
+        bool got = c && write_all(fd, hello, strlen(hello)) &&
+                   (c->fd = fd, read_line(c, line, sizeof(line), READY_TIMEOUT_S * 1000 + 5000));
+        free(c);
+        if (got && strcmp(line, "ready") == 0)
+            return fd;
+        close(fd);
+        if (got && strncmp(line, "fail ", 5) == 0) {
+            snprintf(msg, cap, "%s", line + 5);
+            return -1;
+        }
+        if (!got) /* a keeper stopping just then: its successor is started next time round */
+            continue;
+        if (strcmp(line, "stale") != 0) {
+            snprintf(msg, cap, "the agent's keeper said '%.100s'", line);
+            return -1;
+        }
+        /* the running server has another configuration: wait for its keeper to stop it */
+        for (int i = 0; i < 200; i++) {
+            int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            bool there = probe >= 0 && connect(probe, (struct sockaddr *)&a, alen) == 0;
+            if (probe >= 0)
+                close(probe);
+            if (!there)
+                break;
+            usleep(50000);
+        }
+    }
+    snprintf(msg, cap, "the agent's keeper did not answer");
+    return -1;
+}
+
+static char *read_task(void)
+{
+    size_t cap = 65536, len = 0;
+    char *t = malloc(cap + 1);
+    ssize_t n;
+    while (t && (n = read(0, t + len, cap - len)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        len += (size_t)n;
+        if (len == cap) {
+            if (cap >= TASK_MAX)
+                break;
+            cap *= 2;
+            char *m = realloc(t, cap + 1);
+            if (!m) {
+                free(t);
+                return NULL;
+            }
+            t = m;
+        }
+    }
+    if (t)
+        t[len] = '\0';
+    return t;
+}
+
+/* The server's event stream (an open GET /event), one event at a time. */
+struct stream {
+    struct conn *c;
+    struct oc_sse sse;
+    char *line; /* the line being read, up to EVENT_MAX + 1 bytes */
+    size_t llen;
+    char chunk[65536];
+    size_t coff, clen;
+};
+
+/* The next event's data into *data and *len (valid until the next call); false when the stream
+ * ended or failed. ms < 0 waits as long as it takes. Events past EVENT_MAX are skipped. */
+static bool next_event(struct stream *s, const char **data, size_t *len, int ms)
+{
+    for (;;) {
+        while (s->coff < s->clen) {
+            char ch = s->chunk[s->coff++];
+            if (ch != '\n') {
+                if (s->llen <= EVENT_MAX)
+                    s->line[s->llen++] = ch;
+                continue;
+            }
+            bool over = false;
+            if (s->llen > EVENT_MAX) {
+                s->llen = 0;
+                s->sse.over = true;
+            }
+            bool ev = oc_sse_line(&s->sse, s->line, s->llen, data, len, &over);
+            s->llen = 0;
+            if (ev && !over)
+                return true;
+        }
+        ssize_t n = read_body(s->c, s->chunk, sizeof(s->chunk), ms);
+        if (n <= 0)
+            return false;
+        s->coff = 0;
+        s->clen = (size_t)n;
+    }
+}
+
+static bool safe_id(const char *id)
+{
+    size_t n = strlen(id);
+    return n > 0 && n <= OC_SESSION_ID_MAX &&
+           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+/* Follow the stream until the session is idle or the stream ends. Returns the bridge's exit
+ * status. */
+static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const char *dir)
+{
+    const char *data;
+    size_t len;
+    while (next_event(s, &data, &len, -1)) {
+        char permission[128];
+        char *out = oc_follow_event(f, data, len, now_ms(), permission, sizeof(permission));
+        bool written = !out || write_all(1, out, strlen(out));
+        free(out);
+        if (!written)
+            return 2;
+        if (permission[0] && safe_id(permission)) {
+            char path[256];
+            int status;
+            snprintf(path, sizeof(path), "/permission/%s/reply", permission);
+            json_decref(call(port, "POST", path, dir, "{\"reply\":\"reject\"}", &status));
+        }
+        if (f->idle)
+            return f->errored ? 1 : 0;
+    }
+    return bridge_fail("the agent's server closed its event stream before the end");
+}
+
+int agent_main(int argc, char **argv)
+{
+    if (argc != 5 && argc != 6)
+        return bridge_fail("usage: sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]");
+    const char *program = argv[1], *port_s = argv[2], *idle = argv[3], *model = argv[4];
+    const char *want = argc == 6 ? argv[5] : "";
+    long port = strtol(port_s, NULL, 10);
+    const char *slash = strchr(model, '/');
+    if (port <= 0 || port > 65535 || !slash || slash == model || !slash[1])
+        return bridge_fail("bad arguments");
+    signal(SIGPIPE, SIG_IGN);
+    int64_t t0 = mono_ms();
+    char *task = read_task();
+    char cwd[2048], dir[3 * 2048 + 1], msg[512];
+    if (!task || !getcwd(cwd, sizeof(cwd)) || !oc_uri_component(cwd, dir, sizeof(dir)))
+        return bridge_fail("cannot read the task or the working directory");
+    int keeper = keeper_ready(program, port_s, idle, msg, sizeof(msg));
+    if (keeper < 0)
+        return bridge_fail("%s", msg);
+    int64_t t_ready = mono_ms();
+
+    /* Subscribe to the events first, so no event of the prompt is missed, and look for the
+     * session while the server answers that. */
+    struct stream *s = calloc(1, sizeof(*s));
+    struct conn *ev = calloc(1, sizeof(*ev));
+    if (!s || !ev || !(s->line = malloc(EVENT_MAX + 1)))
+        return bridge_fail("out of memory");
+    s->c = ev;
+    oc_sse_init(&s->sse, EVENT_MAX);
+    if (!request_send(ev, (uint16_t)port, "GET", "/event", dir, NULL, "text/event-stream"))
+        return bridge_fail("the agent's server refused its event stream");
+
+    /* the session: the one to continue, or a new one that asks no questions (as `opencode run`) */
+    char session[OC_SESSION_ID_MAX + 1] = "", path[512];
+    int status;
+    json_t *res;
+    if (want[0]) {
+        if (!safe_id(want))
+            return bridge_fail("Session not found");
+        snprintf(path, sizeof(path), "/session/%s", want);
+        res = call((uint16_t)port, "GET", path, dir, NULL, &status);
+    } else {
+        res = call((uint16_t)port, "POST", "/session", dir,
+                   "{\"permission\":[{\"permission\":\"question\",\"action\":\"deny\","
+                   "\"pattern\":\"*\"},{\"permission\":\"plan_enter\",\"action\":\"deny\","
+                   "\"pattern\":\"*\"},{\"permission\":\"plan_exit\",\"action\":\"deny\","
+                   "\"pattern\":\"*\"}]}",
+                   &status);
+    }
+    const char *id = json_string_value(json_object_get(res, "id"));
+    if (status == 200 && id && safe_id(id))
+        snprintf(session, sizeof(session), "%s", id);
+    json_decref(res);
+    if (!session[0])
+        return want[0]
+                   ? bridge_fail("Session not found")
+                   : bridge_fail("the agent's server did not create a session (HTTP %d)", status);
+    bridge_session = session;
+    int64_t t_session = mono_ms();
+    char note[sizeof(session) + sizeof(dir) + 16];
+    snprintf(note, sizeof(note), "session %s %s\n", session, dir);
+    write_all(keeper, note, strlen(note));
+
+    const char *data;
+    size_t dlen;
+    if (response_head(ev) != 200)
+        return bridge_fail("the agent's server refused its event stream");
+    if (!next_event(s, &data, &dlen, REQUEST_TIMEOUT_MS)) /* server.connected: subscribed */
+        return bridge_fail("the agent's server sent no event");
+    int64_t t_events = mono_ms();
+
+    json_t *body = json_pack("{s:{s:s%, s:s}, s:[{s:s, s:s}]}", "model", "providerID", model,
+                             (size_t)(slash - model), "modelID", slash + 1, "parts", "type", "text",
+                             "text", task);
+    free(task);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    snprintf(path, sizeof(path), "/session/%s/prompt_async", session);
+    res = text ? call((uint16_t)port, "POST", path, dir, text, &status) : NULL;
+    free(text);
+    json_decref(res);
+    if (status != 204 && status != 200)
+        return bridge_fail("the agent's server refused the prompt (HTTP %d)", status);
+    /* for the run's agent.log: where the bridge's time went */
+    dprintf(2,
+            "sandbox-agent: session %s; after %lld ms the server was ready, %lld the session, "
+            "%lld the event stream, %lld the prompt posted\n",
+            session, (long long)(t_ready - t0), (long long)(t_session - t0),
+            (long long)(t_events - t0), (long long)(mono_ms() - t0));
+
+    struct oc_follow f;
+    oc_follow_init(&f, session, true);
+    int rc = follow(s, &f, (uint16_t)port, dir);
+    if (rc != 2)
+        write_all(keeper, "done\n", 5);
+    close(ev->fd);
+    oc_sse_free(&s->sse);
+    free(s->line);
+    free(s);
+    free(ev);
+    close(keeper);
+    return rc;
+}
