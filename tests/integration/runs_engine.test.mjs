@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, rpc, removeDataDir } from '../lib/server.mjs';
+import { rpc } from '../lib/server.mjs';
+import { ok, finished, until, withServer } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router;
@@ -30,45 +31,13 @@ async function call(srv, name, args) {
   return r.body.result;
 }
 
-async function ok(srv, name, args) {
-  const res = await call(srv, name, args);
-  assert.equal(res.isError, undefined, JSON.stringify(res));
-  return res.structuredContent;
-}
-
-async function finished(srv, runId) {
-  for (;;) {
-    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 });
-    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
-  }
-}
-
 function sql(srv, query) {
   const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
   return out.trim() ? JSON.parse(out) : [];
 }
 
-async function until(cond, what, ms = 60000) {
-  const t0 = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 const env = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
   RUNS_AGENT_WARM_SECONDS: '0' });
-
-// A server of its own for one test, stopped and its data removed afterwards.
-async function withServer(serverEnv, fn) {
-  const server = await startServer({ env: serverEnv });
-  try {
-    return await fn(server);
-  } finally {
-    await server.stop();
-    removeDataDir(server.dataDir);
-  }
-}
 
 test('runs wait for a slot in order, and a session runs one at a time', async () => {
   await withServer({ ...env(), RUNS_MAX_RUNNING: '2' }, async (server) => {

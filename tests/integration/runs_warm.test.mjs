@@ -7,11 +7,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, rpc, removeDataDir } from '../lib/server.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { ok, finished, until, withServer } from '../lib/runs.mjs';
 
 let fake, router;
-let nextId = 1;
 
 before(async () => {
   fake = await startFake();
@@ -23,41 +22,7 @@ after(async () => {
   await fake.close();
 });
 
-async function ok(srv, name, args) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
-  assert.equal(r.status, 200, r.text);
-  assert.equal(r.body.result.isError, undefined, JSON.stringify(r.body.result));
-  return r.body.result.structuredContent;
-}
-
-async function finished(srv, runId) {
-  for (;;) {
-    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 });
-    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
-  }
-}
-
-async function until(cond, what, ms = 60000) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 const env = (more = {}) => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url, ...more });
-
-async function withServer(serverEnv, fn) {
-  const server = await startServer({ env: serverEnv });
-  try {
-    return await fn(server);
-  } finally {
-    await server.stop();
-    removeDataDir(server.dataDir);
-  }
-}
 
 // The warm server's pid in the session's sandbox ("" when there is none), and its keeper's.
 async function warm(srv, sessionId) {

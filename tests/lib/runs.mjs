@@ -1,0 +1,45 @@
+// Helpers for tests of runs against a real server: tool calls, waiting for a run's end, a
+// server of a test's own, and polling.
+import assert from 'node:assert/strict';
+import { startServer, rpc, removeDataDir } from './server.mjs';
+
+let nextId = 1;
+
+// A tools/call that must succeed; returns its structuredContent.
+export async function ok(srv, name, args = {}, token = srv.token) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } },
+    { token });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.result.isError, undefined, `${name}: ${JSON.stringify(r.body.result).slice(0, 500)}`);
+  return r.body.result.structuredContent;
+}
+
+// get_result, waiting until the run has ended.
+export async function finished(srv, runId, token = srv.token) {
+  for (;;) {
+    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 }, token);
+    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
+  }
+}
+
+// Poll cond until it gives something truthy, which is returned.
+export async function until(cond, what, ms = 60000) {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// A server of its own for one test, stopped and its data removed afterwards.
+export async function withServer(env, fn) {
+  const server = await startServer({ env });
+  try {
+    return await fn(server);
+  } finally {
+    await server.stop();
+    removeDataDir(server.dataDir);
+  }
+}
