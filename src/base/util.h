@@ -14,6 +14,10 @@ char *xstrndup(const char *s, size_t n);
 /* Allocate a formatted string. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Write all of buf to fd, going on after short writes and EINTR. Returns 0, or a negative
+ * errno (-EIO when the descriptor takes nothing). */
+int write_full(int fd, const void *buf, size_t len);
+
 /* Milliseconds since the epoch / since an arbitrary monotonic origin. */
 int64_t time_now_ms(void);
 int64_t time_mono_ms(void);

@@ -454,6 +454,21 @@ static size_t token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authori
     return tok.len;
 }
 
+/* Set c's services from a comma-separated list: 0, or -E2BIG past PROXY_SERVICES_MAX (the
+ * first of them kept). */
+static int claims_set_services(struct proxy_claims *c, const char *services)
+{
+    char list[PROXY_SERVICES_MAX * 32 + 1];
+    snprintf(list, sizeof(list), "%s", services);
+    c->nservices = 0;
+    for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        if (c->nservices == PROXY_SERVICES_MAX)
+            return -E2BIG;
+        snprintf(c->services[c->nservices++], sizeof(c->services[0]), "%s", s);
+    }
+    return 0;
+}
+
 /* The one check of an agent's token: signature and expiry (once per token, then from the cache),
  * and revocation (at most once a second per token). Returns 0 and fills claims, -EKEYREVOKED, or
  * -EACCES with err saying why. */
@@ -502,10 +517,7 @@ static int proxy_token_check(struct proxy *p, const char *token, size_t len,
         snprintf(claims->run, sizeof(claims->run), "%s", g.run);
         snprintf(claims->repo, sizeof(claims->repo), "%s", g.repo);
         snprintf(claims->branch, sizeof(claims->branch), "%s", g.repo[0] ? g.branch : "");
-        claims->nservices = 0;
-        for (char *save = NULL, *s = strtok_r(g.services, ",", &save);
-             s && claims->nservices < PROXY_SERVICES_MAX; s = strtok_r(NULL, ",", &save))
-            snprintf(claims->services[claims->nservices++], sizeof(claims->services[0]), "%s", s);
+        claims_set_services(claims, g.services); /* as many as it minted */
     }
     return 0;
 }
@@ -914,13 +926,8 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const struct pr
     snprintf(c.repo, sizeof(c.repo), "%s", g->repo ? g->repo : "");
     snprintf(c.branch, sizeof(c.branch), "%s", g->repo && g->branch ? g->branch : "");
     c.warm = g->warm && g->sandbox_id && !g->run_id;
-    char list[256];
-    snprintf(list, sizeof(list), "%s", services);
-    for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-        if (c.nservices == PROXY_SERVICES_MAX)
-            return err_set(err, -E2BIG, "too many services");
-        snprintf(c.services[c.nservices++], sizeof(c.services[0]), "%s", s);
-    }
+    if (claims_set_services(&c, services) < 0)
+        return err_set(err, -E2BIG, "too many services");
     c.iat = time_now_ms() / 1000;
     c.exp = c.iat + g->ttl_seconds;
     id_new("jti", c.jti);

@@ -212,22 +212,6 @@ static int read_full(int fd, void *buf, size_t len, off_t off, size_t *got)
     return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t r = write(fd, p, len);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 static const char *text_mime_type(const char *path)
 {
     static const struct {

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "helper.h"
 #include "runs/opencode_serve.h"
 
@@ -54,34 +55,6 @@
 #define KEEPER_CONNS 16
 
 extern char **environ;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static bool write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
 
 static void keeper_address(const char *port, struct sockaddr_un *a, socklen_t *len)
 {
@@ -180,8 +153,8 @@ static bool request_send(struct conn *c, uint16_t port, const char *method, cons
         n += snprintf(head + n, sizeof(head) - (size_t)n,
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body));
     n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
-    return (size_t)n < sizeof(head) && write_all(c->fd, head, (size_t)n) &&
-           (!body || write_all(c->fd, body, strlen(body)));
+    return (size_t)n < sizeof(head) && write_full(c->fd, head, (size_t)n) == 0 &&
+           (!body || write_full(c->fd, body, strlen(body)) == 0);
 }
 
 /* Read the response's head; returns its status, or -1. */
@@ -273,19 +246,28 @@ static ssize_t read_body(struct conn *c, char *out, size_t cap, int ms)
 static json_t *call(uint16_t port, const char *method, const char *path, const char *dir,
                     const char *body, int *status)
 {
+    *status = -1;
     struct conn *c = malloc(sizeof(*c));
-    json_t *res = NULL;
     if (!c)
         return NULL;
     *status = request(c, port, method, path, dir, body, "application/json");
-    char *text = malloc(BODY_MAX + 1);
-    size_t len = 0;
-    ssize_t n = 0;
-    while (*status > 0 && text && len < BODY_MAX &&
-           (n = read_body(c, text + len, BODY_MAX - len, REQUEST_TIMEOUT_MS)) > 0)
-        len += (size_t)n;
-    if (*status > 0 && text && n == 0)
-        res = json_loadb(text, len, 0, NULL);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    ssize_t n = *status > 0 ? 1 : -1;
+    while (n > 0 && len < BODY_MAX) {
+        if (len == cap) {
+            size_t more = cap ? cap * 2 : 65536;
+            char *t = realloc(text, (more < BODY_MAX ? more : BODY_MAX) + 1);
+            if (!t)
+                break;
+            text = t;
+            cap = more < BODY_MAX ? more : BODY_MAX;
+        }
+        n = read_body(c, text + len, cap - len, REQUEST_TIMEOUT_MS);
+        if (n > 0)
+            len += (size_t)n;
+    }
+    json_t *res = n == 0 ? json_loadb(text ? text : "", len, 0, NULL) : NULL;
     free(text);
     if (c->fd >= 0)
         close(c->fd);
@@ -307,7 +289,7 @@ struct bridge {
 static void say(int fd, const char *text)
 {
     if (fd >= 0)
-        write_all(fd, text, strlen(text));
+        write_full(fd, text, strlen(text));
 }
 
 /* OpenCode's config directory seeded as it would seed it, so it installs no plugin at start
@@ -434,7 +416,7 @@ int keeper_main(int argc, char **argv)
     if (ls < 0 || bind(ls, (struct sockaddr *)&a, alen) < 0 || listen(ls, 16) < 0)
         return 0; /* another keeper has it */
     seed_config();
-    int64_t born = mono_ms(), last_use = born;
+    int64_t born = time_mono_ms(), last_use = born;
     int out = -1;
     pid_t server = start_server(program, port_s, &out);
     bool ready = false, stale = false;
@@ -476,7 +458,7 @@ int keeper_main(int argc, char **argv)
                      WIFEXITED(ws) ? "status" : "signal",
                      WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
         }
-        if (!ready && !failure[0] && mono_ms() - born > READY_TIMEOUT_S * 1000LL)
+        if (!ready && !failure[0] && time_mono_ms() - born > READY_TIMEOUT_S * 1000LL)
             snprintf(failure, sizeof(failure),
                      "fail the agent's server was not ready within %d s\n", READY_TIMEOUT_S);
         if (p[0].revents & POLLIN) {
@@ -516,7 +498,7 @@ int keeper_main(int argc, char **argv)
                 close(b->fd);
                 bridges[i] = bridges[--nb];
                 i--;
-                last_use = mono_ms();
+                last_use = time_mono_ms();
             }
         }
         if (failure[0]) {
@@ -527,8 +509,8 @@ int keeper_main(int argc, char **argv)
             nb = 0;
             break;
         }
-        if (nb == 0 && (stale || mono_ms() - last_use > idle_s * 1000 ||
-                        mono_ms() - born > MAX_AGE_S * 1000LL))
+        if (nb == 0 && (stale || time_mono_ms() - last_use > idle_s * 1000 ||
+                        time_mono_ms() - born > MAX_AGE_S * 1000LL))
             break;
     }
     /* the server first: a bridge waiting for a new keeper starts one only once this one's
@@ -552,9 +534,9 @@ static int bridge_fail(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    char *line = oc_error_line(bridge_session, msg, now_ms());
+    char *line = oc_error_line(bridge_session, msg, time_now_ms());
     if (line)
-        write_all(1, line, strlen(line));
+        write_full(1, line, strlen(line));
     free(line);
     dprintf(2, "sandbox-agent: %s\n", msg);
     return 2;
@@ -631,7 +613,7 @@ static int keeper_ready(const char *program, const char *port, const char *idle,
         snprintf(hello, sizeof(hello), "hello %s\n", fp);
         struct conn *c = calloc(1, sizeof(*c));
         char line[300] = "";
-        bool got = c && write_all(fd, hello, strlen(hello)) &&
+        bool got = c && write_full(fd, hello, strlen(hello)) == 0 &&
                    (c->fd = fd, read_line(c, line, sizeof(line), READY_TIMEOUT_S * 1000 + 5000));
         free(c);
         if (got && strcmp(line, "ready") == 0)
@@ -746,8 +728,8 @@ static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const ch
     size_t len;
     while (next_event(s, &data, &len, -1)) {
         char permission[128];
-        char *out = oc_follow_event(f, data, len, now_ms(), permission, sizeof(permission));
-        bool written = !out || write_all(1, out, strlen(out));
+        char *out = oc_follow_event(f, data, len, time_now_ms(), permission, sizeof(permission));
+        bool written = !out || write_full(1, out, strlen(out)) == 0;
         free(out);
         if (!written)
             return 2;
@@ -774,7 +756,7 @@ int agent_main(int argc, char **argv)
     if (port <= 0 || port > 65535 || !slash || slash == model || !slash[1])
         return bridge_fail("bad arguments");
     signal(SIGPIPE, SIG_IGN);
-    int64_t t0 = mono_ms();
+    int64_t t0 = time_mono_ms();
     char *task = read_task();
     char cwd[2048], dir[3 * 2048 + 1], msg[512];
     if (!task || !getcwd(cwd, sizeof(cwd)) || !oc_uri_component(cwd, dir, sizeof(dir)))
@@ -782,7 +764,7 @@ int agent_main(int argc, char **argv)
     int keeper = keeper_ready(program, port_s, idle, msg, sizeof(msg));
     if (keeper < 0)
         return bridge_fail("%s", msg);
-    int64_t t_ready = mono_ms();
+    int64_t t_ready = time_mono_ms();
 
     /* Subscribe to the events first, so no event of the prompt is missed, and look for the
      * session while the server answers that. */
@@ -821,10 +803,10 @@ int agent_main(int argc, char **argv)
                    ? bridge_fail("Session not found")
                    : bridge_fail("the agent's server did not create a session (HTTP %d)", status);
     bridge_session = session;
-    int64_t t_session = mono_ms();
+    int64_t t_session = time_mono_ms();
     char note[sizeof(session) + sizeof(dir) + 16];
     snprintf(note, sizeof(note), "session %s %s\n", session, dir);
-    write_all(keeper, note, strlen(note));
+    write_full(keeper, note, strlen(note));
 
     const char *data;
     size_t dlen;
@@ -832,7 +814,7 @@ int agent_main(int argc, char **argv)
         return bridge_fail("the agent's server refused its event stream");
     if (!next_event(s, &data, &dlen, REQUEST_TIMEOUT_MS)) /* server.connected: subscribed */
         return bridge_fail("the agent's server sent no event");
-    int64_t t_events = mono_ms();
+    int64_t t_events = time_mono_ms();
 
     json_t *body = json_pack("{s:{s:s%, s:s}, s:[{s:s, s:s}]}", "model", "providerID", model,
                              (size_t)(slash - model), "modelID", slash + 1, "parts", "type", "text",
@@ -851,13 +833,13 @@ int agent_main(int argc, char **argv)
             "sandbox-agent: session %s; after %lld ms the server was ready, %lld the session, "
             "%lld the event stream, %lld the prompt posted\n",
             session, (long long)(t_ready - t0), (long long)(t_session - t0),
-            (long long)(t_events - t0), (long long)(mono_ms() - t0));
+            (long long)(t_events - t0), (long long)(time_mono_ms() - t0));
 
     struct oc_follow f;
     oc_follow_init(&f, session, true);
     int rc = follow(s, &f, (uint16_t)port, dir);
     if (rc != 2)
-        write_all(keeper, "done\n", 5);
+        write_full(keeper, "done\n", 5);
     close(ev->fd);
     oc_sse_free(&s->sse);
     free(s->line);

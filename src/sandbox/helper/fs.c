@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "helper.h"
 #include "sandbox/confine.h"
 #include "sandbox/fsops.h"
@@ -34,20 +35,6 @@ static int fail(const char *stage)
     if (write(OUT_FD, buf, (size_t)n) < 0)
         return 127;
     return 127;
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 int fs_main(void)
@@ -100,7 +87,7 @@ int fs_main(void)
         return fail("open /");
     json_t *res = fsop_run(root, &w.op);
     char *text = json_dumps(res, JSON_COMPACT);
-    if (!text || write_all(OUT_FD, text, strlen(text)) < 0)
+    if (!text || write_full(OUT_FD, text, strlen(text)) < 0)
         return 1;
     return 0;
 }
