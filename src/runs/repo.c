@@ -20,6 +20,20 @@ bool repo_branch_valid(const char *b)
     return true;
 }
 
+/* Read from the files where git keeps them when that is the plain case (a branch of a simple name,
+ * its commit in a loose ref: what clone and commit leave), which spares a later run of a session
+ * two git processes before its agent starts; anything else (a packed or unborn ref, a detached
+ * HEAD, a .git file, another ref storage, a name git would quote) is asked of git. */
+const char repo_head_script[] =
+    "h=; s=; if [ -f .git/HEAD ]; then read -r h < .git/HEAD || :; fi; "
+    "b=${h#ref: refs/heads/}; "
+    "case \"$b\" in \"$h\"|''|*[!A-Za-z0-9._/-]*|*..*) ;; "
+    "*) if [ -f \".git/refs/heads/$b\" ]; then read -r s < \".git/refs/heads/$b\" || :; fi;; esac; "
+    "case \"${#s}:$s\" in 40:*[!0-9a-f]*|64:*[!0-9a-f]*) s=;; 40:*|64:*) ;; *) s=;; esac; "
+    "if [ -n \"$s\" ]; then echo \"$b\"; echo \"$s\"; else "
+    "git symbolic-ref -q --short HEAD || echo HEAD; "
+    "git rev-parse -q --verify 'HEAD^{commit}' || echo -; fi";
+
 /* host[:port] of a network URL: a name, a dotted quad, or [IPv6]. */
 static int parse_authority(const char *url, const char *a, size_t n, struct repo_ref *ref,
                            struct err *err)

@@ -1325,8 +1325,8 @@ static void prepare_workspace(struct run *r, bool unpack)
                      "; if [ -n \"$(git for-each-ref --count=1)\" ]; then "
                      "git checkout -q \"$b\" --; else git symbolic-ref HEAD \"refs/heads/$b\"; fi");
         }
-        buf_puts(&cmd, "; git symbolic-ref -q --short HEAD || echo HEAD; "
-                       "git rev-parse -q --verify 'HEAD^{commit}' || echo -");
+        buf_puts(&cmd, "; ");
+        buf_puts(&cmd, repo_head_script);
         if (made) {
             /* the session's branch, made from what is checked out; in a repository without
              * commits it is the branch checked out, which the first push creates */

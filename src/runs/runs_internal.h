@@ -74,6 +74,9 @@ struct repo_ref {
 int repo_check(const char *url, bool allow_local, struct repo_ref *ref, struct err *err);
 /* Check a branch name the way git does, roughly (no "..", no leading '-', printable). */
 bool repo_branch_valid(const char *branch);
+/* Shell commands that print the branch checked out in the current directory's repository
+ * ("HEAD" when detached) and its commit ("-" when it has none), a line each. */
+extern const char repo_head_script[];
 
 /* --- phases (phase.c) --- */
 

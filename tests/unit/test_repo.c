@@ -1,6 +1,8 @@
 /* Repository references (src/runs/repo.c): which transports are accepted, and the host and port
  * the egress policy is asked about. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -101,6 +103,86 @@ TEST(session_branch_names)
     deliver_branch_name("ses_x", "a very long title that goes on and on past forty characters", b);
     CHECK_STR_EQ(b, "sandbox-mcp/ses_x-a-very-long-title-that-goes-on-and-on-pa");
     CHECK(repo_branch_valid(b));
+}
+
+/* --- the branch and commit a run starts from (repo_head_script) --- */
+
+static char head_dir[64];
+
+static void head_dir_remove(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", head_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", head_dir);
+}
+
+/* Run cmd in the repository, then the script, with git on PATH or without; what the script
+ * printed, or "" when cmd failed. Without git, the script's questions to git come back as
+ * "HEAD" and "-": that output tells that it asked. */
+static void head_of(const char *cmd, bool git, char *out, size_t cap)
+{
+    char full[2048];
+    snprintf(full, sizeof(full),
+             "cd %s && { %s; } >/dev/null 2>&1 && PATH=%s && { %s; } 2>/dev/null", head_dir, cmd,
+             git ? "/usr/bin:/bin" : "/nonexistent", repo_head_script);
+    out[0] = '\0';
+    FILE *f = popen(full, "r");
+    if (!f)
+        return;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    pclose(f);
+}
+
+TEST(a_run_starts_from_git_files_in_the_plain_case_and_asks_git_otherwise)
+{
+    snprintf(head_dir, sizeof(head_dir), "/var/tmp/rh-unit-XXXXXX");
+    CHECK(mkdtemp(head_dir) != NULL);
+    atexit(head_dir_remove);
+    setenv("GIT_CONFIG_NOSYSTEM", "1", 1);
+    setenv("GIT_CONFIG_GLOBAL", "/dev/null", 1);
+    char got[512], want[512], cmd[512];
+
+    /* no commit yet: asked of git */
+    head_of("git init -q -b main .", true, got, sizeof(got));
+    CHECK_STR_EQ(got, "main\n-\n");
+    head_of("true", false, got, sizeof(got));
+    CHECK_STR_EQ(got, "HEAD\n-\n");
+
+    /* a commit on a branch, and a branch made from it: read without git, as git says it */
+    head_of("git -c user.name=T -c user.email=t@example.com commit -q --allow-empty -m x", true,
+            want, sizeof(want));
+    CHECK(strncmp(want, "main\n", 5) == 0 && strlen(want) == 5 + 41);
+    head_of("true", false, got, sizeof(got));
+    CHECK_STR_EQ(got, want);
+    const char *sha = want + 5; /* "<40 hex>\n" */
+    head_of("git checkout -q -b feature/x-1.2", false, got, sizeof(got));
+    CHECK(strncmp(got, "feature/x-1.2\n", 14) == 0);
+    CHECK_STR_EQ(got + 14, sha);
+
+    /* a packed ref, a detached HEAD: git answers, with the same commit */
+    head_of("git pack-refs --all", false, got, sizeof(got));
+    CHECK_STR_EQ(got, "HEAD\n-\n");
+    head_of("true", true, got, sizeof(got));
+    CHECK(strncmp(got, "feature/x-1.2\n", 14) == 0);
+    CHECK_STR_EQ(got + 14, sha);
+    head_of("git checkout -q --detach", true, got, sizeof(got));
+    CHECK(strncmp(got, "HEAD\n", 5) == 0);
+    CHECK_STR_EQ(got + 5, sha);
+
+    /* a HEAD git would not write, or one outside refs/heads, or a loose ref that is not a
+     * commit id: left to git */
+    static const char *const odd[] = {"ref: refs/heads/a b",   "ref: refs/heads/../../HEAD",
+                                      "ref: refs/heads/",      "ref: refs/tags/v1",
+                                      "ref: refs/heads/$(id)", "ref: refs/heads/junk"};
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+        snprintf(cmd, sizeof(cmd),
+                 "echo nothex > .git/refs/heads/junk && printf '%%s\\n' '%s' > .git/HEAD", odd[i]);
+        head_of(cmd, false, got, sizeof(got));
+        if (strcmp(got, "HEAD\n-\n") != 0)
+            CHECK_FAIL_("HEAD '%s' was read without git: %s", odd[i], got);
+    }
 }
 
 TEST_MAIN()
