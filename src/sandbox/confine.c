@@ -6,13 +6,17 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "base/util.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -77,4 +81,79 @@ int confine_apply(const struct sock_fprog *filters, size_t n)
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filters[i]) < 0)
             return -errno;
     return 0;
+}
+
+/* The file: a count, then each filter as its length (instructions) and its instructions; native
+ * byte order, since the same machine reads it. */
+#define SAVED_MAX 4
+
+int confine_filters_save(const struct sock_fprog *filters, size_t n)
+{
+    if (n > SAVED_MAX)
+        return -EINVAL;
+    int fd = memfd_create("sandbox-policy", MFD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    uint32_t count = (uint32_t)n;
+    int r = write_full(fd, &count, sizeof(count));
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        uint32_t len = filters[i].len;
+        r = write_full(fd, &len, sizeof(len));
+        if (r == 0)
+            r = write_full(fd, filters[i].filter, len * sizeof(struct sock_filter));
+    }
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+static int pread_full(int fd, void *buf, size_t len, off_t *off)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t n = pread(fd, (char *)buf + got, len - got, *off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EPROTO;
+        got += (size_t)n;
+        *off += n;
+    }
+    return 0;
+}
+
+int confine_apply_saved(int fd)
+{
+    struct sock_fprog progs[SAVED_MAX];
+    uint32_t count = 0;
+    off_t off = 0;
+    int r = pread_full(fd, &count, sizeof(count), &off);
+    if (r == 0 && count > SAVED_MAX)
+        r = -EPROTO;
+    size_t loaded = 0;
+    for (; r == 0 && loaded < count; loaded++) {
+        uint32_t len = 0;
+        r = pread_full(fd, &len, sizeof(len), &off);
+        if (r == 0 && (len == 0 || len > BPF_MAXINSNS))
+            r = -EPROTO;
+        if (r < 0)
+            break;
+        struct sock_filter *f = malloc(len * sizeof(*f));
+        if (!f) {
+            r = -ENOMEM;
+            break;
+        }
+        progs[loaded] = (struct sock_fprog){.len = (unsigned short)len, .filter = f};
+        r = pread_full(fd, f, len * sizeof(*f), &off);
+        if (r < 0) {
+            loaded++; /* freed below */
+            break;
+        }
+    }
+    if (r == 0)
+        r = confine_apply(progs, count);
+    for (size_t i = 0; i < loaded; i++)
+        free(progs[i].filter);
+    return r;
 }

@@ -24,6 +24,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <sys/un.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -437,9 +438,8 @@ static char *build_request(const char *cwd, const char *const *argv, char **envp
 /* Hand a command to the sandbox's init over its control socket, with nfds descriptors attached:
  * the command's stdin, stdout and stderr, and for a relayed command (opts given) its status
  * file. Returns the connection, on which the init reports. */
-static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
-                        const char *const *env, const char *const *opts, const int *fds,
-                        size_t nfds, struct err *err)
+/* A connection to the sandbox's init, on its control socket. */
+static int connect_init(struct sandbox *sbx, struct err *err)
 {
     char path[108];
     snprintf(path, sizeof(path), "/proc/self/fd/%d/ctl.sock", sbx->dirfd);
@@ -456,6 +456,16 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
                        "container_initialize",
                        strerror(e));
     }
+    return conn;
+}
+
+static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
+                        const char *const *env, const char *const *opts, const int *fds,
+                        size_t nfds, struct err *err)
+{
+    int conn = connect_init(sbx, err);
+    if (conn < 0)
+        return conn;
     char **envp = build_env(env, cwd);
     uint32_t len;
     char *req = build_request(cwd, argv, envp, opts, &len);
@@ -527,7 +537,7 @@ static int spawn_helper(struct sandbox_manager *m, const char *const *argv, cons
 void sandbox_open_listeners(struct sandbox *sbx, int only)
 {
     struct sandbox_manager *m = sbx->m;
-    if (sbx->pidfd < 0)
+    if (sbx->pidfd < 0 || sbx->net_deferred) /* a pooled one's come when it is handed over */
         return;
     /* one helper run opens them all: the hooks in want[], their ports as its arguments */
     int want[SANDBOX_LISTENERS_MAX], n = 0;
@@ -606,6 +616,52 @@ void sandbox_take_listeners(struct sandbox *sbx)
         const struct sandbox_listener_hook *h = &m->listeners[i];
         h->fn(h->ctx, sbx->id, lfd[i]);
     }
+}
+
+int sandbox_arm(struct sandbox *sbx, struct err *err)
+{
+    struct sandbox_manager *m = sbx->m;
+    if (!sbx->net_deferred)
+        return 0;
+    _cleanup_close_ int conn = connect_init(sbx, err);
+    if (conn < 0)
+        return conn;
+    struct {
+        uint32_t word, n;
+        uint16_t ports[SANDBOX_LISTENERS_MAX];
+    } req = {.word = LISTEN_ARM_REQUEST, .n = (uint32_t)m->nlisteners};
+    for (int i = 0; i < m->nlisteners; i++)
+        req.ports[i] = m->listeners[i].port;
+    size_t len = offsetof(__typeof__(req), ports) + (size_t)m->nlisteners * sizeof(uint16_t);
+    int r = write_full(conn, &req, len);
+    if (r < 0)
+        return err_set(err, r, "cannot hand the sandbox over: %s", strerror(-r));
+    /* The init makes a network namespace, brings its loopback up and confines itself: about a
+     * millisecond and a half, waited for here, since the take that asked is answered at once. */
+    struct pollfd pfd = {.fd = conn, .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, 5000)) < 0 && errno == EINTR)
+        ;
+    char line[256] = "";
+    int lfd[SANDBOX_LISTENERS_MAX];
+    int nfds = ready > 0 ? listen_ports_recv(conn, lfd, m->nlisteners, line, sizeof(line)) : 0;
+    bool ok = m->nlisteners ? nfds == m->nlisteners : strcmp(line, "ready\n") == 0;
+    if (!ok) {
+        for (int i = 0; i < nfds; i++)
+            close(lfd[i]);
+        line[strcspn(line, "\n")] = '\0';
+        return err_set(err, -EIO, "cannot hand the sandbox over: %s",
+                       line[0]      ? line
+                       : ready == 0 ? "its init did not answer"
+                                    : "its init died");
+    }
+    sbx->net_deferred = false;
+    for (int i = 0; i < nfds; i++) {
+        fcntl(lfd[i], F_SETFL, fcntl(lfd[i], F_GETFL) | O_NONBLOCK);
+        const struct sandbox_listener_hook *h = &m->listeners[i];
+        h->fn(h->ctx, sbx->id, lfd[i]);
+    }
+    return 0;
 }
 
 struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,

@@ -3,8 +3,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -86,4 +88,22 @@ int listen_ports_recv(int sock, int *fds, int max, char *text, size_t cap)
         n = max;
     memcpy(fds, got_fds, (size_t)n * sizeof(int));
     return n;
+}
+
+int listen_loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    int r = 0;
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        r = -errno;
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (r == 0 && ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        r = -errno;
+    close(s);
+    return r;
 }

@@ -19,3 +19,14 @@ int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage
  * into fds, close-on-exec. Returns how many arrived (0 when none did; then text, when not NULL,
  * holds what was sent instead, NUL-terminated within cap bytes: the helper's error line). */
 int listen_ports_recv(int sock, int *fds, int max, char *text, size_t cap);
+
+/* Bring the loopback interface of the calling process's network namespace up. Returns 0 or
+ * -errno. */
+int listen_loopback_up(void);
+
+/* The request that hands a pooled sandbox over (the server to its init, on the control socket):
+ * in place of a command's length, this word, then a uint32 count and that many uint16 ports. The
+ * init then makes the sandbox's network namespace and loopback, confines itself and answers
+ * with the listeners of the ports (as listen_ports_send), or "ready\n" when there are none, or
+ * an error line. */
+#define LISTEN_ARM_REQUEST 0xa4a4a4a4u

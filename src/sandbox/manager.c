@@ -179,6 +179,7 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     m->store = store;
     m->init_memfd = -1;
     m->devnull = -1;
+    m->park_netns = -1;
     int r;
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
@@ -298,6 +299,8 @@ void sandbox_manager_free(struct sandbox_manager *m)
     }
     if (m->init_memfd >= 0)
         close(m->init_memfd);
+    if (m->park_netns >= 0)
+        close(m->park_netns);
     if (m->devnull >= 0)
         close(m->devnull);
     free(m->data_dir);

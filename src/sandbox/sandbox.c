@@ -26,7 +26,6 @@
 #include <limits.h>
 #include <linux/close_range.h>
 #include <linux/loop.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -49,6 +48,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
+#include "sandbox/confine.h"
 #include "sandbox/listen_ports.h"
 #include "store/store.h"
 
@@ -62,6 +62,8 @@ struct plan {
     int userns_fd;       /* the sandbox's user namespace, once made */
     int userns_sync;     /* the namespace maker's end of its socket pair */
     bool userns_as_root; /* make it owned by root (the host refused an unprivileged owner) */
+    bool defer_net;      /* pooled: no network namespace, listeners or policy until handed over */
+    int park_netns;      /* with defer_net: the empty network namespace it waits in */
     int report_fd;
     int memfd;
     int ctl_fd;    /* the init's control socket, listening */
@@ -434,22 +436,6 @@ static void child_dev(const struct plan *p)
         FAIL("remount /dev");
 }
 
-static void child_loopback_up(const struct plan *p)
-{
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        FAIL("socket");
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof(ifr));
-    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-        FAIL("get lo flags");
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-        FAIL("bring lo up");
-    close(s);
-}
-
 /* The listening sockets of the registered ports, on 127.0.0.1 of the new network namespace,
  * sent to the server in one message (in the order of p->ports), so that it need not run a
  * helper into the namespace after the start (sandbox_open_listeners does for a sandbox it
@@ -517,8 +503,22 @@ static void child_init(const struct plan *p)
     close(p->userns_fd);
     if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
         FAIL("become root in the sandbox");
-    if (policy_apply_child() < 0)
+    /* A pooled sandbox's init confines itself when it is handed over, once it has made the
+     * sandbox's network namespace (which needs the capabilities and system calls the policy
+     * takes away); until then it runs nothing but itself, and refuses commands. It keeps the
+     * policy in a memory file at descriptor 4 for that. */
+    int policy = -1;
+    if (p->defer_net) {
+        const struct sock_fprog *filters;
+        size_t nf = policy_filters_loaded(&filters);
+        policy = confine_filters_save(filters, nf);
+        if (policy < 0) {
+            errno = -policy;
+            FAIL("save sandbox policy");
+        }
+    } else if (policy_apply_child() < 0) {
         FAIL("apply sandbox policy");
+    }
     /* The init lives as long as the sandbox and its descriptors are visible from inside
      * (/proc/1/fd): it keeps nothing of the server's, not even stdout and stderr. */
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -531,6 +531,8 @@ static void child_init(const struct plan *p)
     else if (dup2(p->ctl_fd, 3) < 0)
         FAIL("control socket");
     syscall(SYS_close_range, 4, ~0u, CLOSE_RANGE_CLOEXEC);
+    if (policy >= 0 && dup2(policy, 4) < 0) /* dup2 leaves 4 open across the exec */
+        FAIL("policy file");
     char *argv[] = {(char *)"sandbox-init", NULL};
     char *envp[] = {NULL};
     syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
@@ -565,6 +567,9 @@ static void child_setup(struct plan *p)
 {
     /* Do not take the server's process group or terminal signals along. */
     setsid();
+    /* A pooled sandbox waits in an empty network namespace of its own kind, not the server's. */
+    if (p->defer_net && setns(p->park_netns, CLONE_NEWNET) < 0)
+        FAIL("enter the pool's network namespace");
     struct attach attach = {.p = p};
     pid_t attacher = 0;
     if (p->ncg > 0) {
@@ -593,7 +598,10 @@ static void child_setup(struct plan *p)
         FAIL("create sandbox layers");
     /* Before the new pid namespace: its maker must not become that namespace's PID 1. */
     child_userns(p);
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC) < 0)
+    /* A pooled sandbox gets its network namespace when it is handed over (the init makes it): a
+     * network namespace is a third of an idle sandbox's kernel memory. */
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | (p->defer_net ? 0 : CLONE_NEWNET) | CLONE_NEWUTS |
+                CLONE_NEWIPC) < 0)
         FAIL("unshare namespaces");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         FAIL("make mounts private");
@@ -614,8 +622,14 @@ static void child_setup(struct plan *p)
     child_dev(p);
     if (sethostname("sandbox", 7) < 0)
         FAIL("sethostname");
-    child_loopback_up(p);
-    child_listeners(p);
+    if (!p->defer_net) {
+        int r = listen_loopback_up();
+        if (r < 0) {
+            errno = -r;
+            FAIL("bring lo up");
+        }
+        child_listeners(p);
+    }
     if (attacher > 0) {
         int status = 0;
         pid_t w;
@@ -696,7 +710,9 @@ static void plan_init(struct plan *p, struct sandbox *sbx)
              (unsigned long long)(m->cfg.tmp_bytes / 4), p->uid, p->uid);
     p->ncg = cgroup_procs_paths(sbx->cgroup, p->cg_procs, 4);
     p->listen_fd = -1;
-    for (int i = 0; i < m->nlisteners; i++)
+    p->defer_net = sbx->net_deferred && m->park_netns >= 0;
+    p->park_netns = m->park_netns;
+    for (int i = 0; i < m->nlisteners && !p->defer_net; i++)
         p->ports[p->nports++] = m->listeners[i].port;
     snprintf(p->uid_map, sizeof(p->uid_map), "0 %u %u\n", p->uid, SANDBOX_IDS);
     snprintf(p->gid_map, sizeof(p->gid_map), "0 %u %u\n", p->uid, SANDBOX_IDS);

@@ -157,6 +157,7 @@ struct sandbox {
     bool fresh_pending;             /* wipe before the start that is under way */
     bool retiring;                  /* replaced by a pooled one: being removed, never handed out */
     bool warm;                      /* taken from the pool, not started since */
+    bool net_deferred;              /* pooled, not handed over: no network namespace yet */
     struct proc_watch start_watch;
     struct sandbox_waiter *waiters;
 };
@@ -202,6 +203,7 @@ struct sandbox_manager {
     int init_memfd;        /* sealed, read-only: the sandbox helper (init and enter) */
     bool fork_into_warned; /* clone3 into a v2 group failed once (logged) */
     int devnull;           /* the stdin of commands given none */
+    int park_netns;        /* empty network namespace where pooled sandboxes wait, or -1 */
     char mkfs[64];         /* mkfs.ext4 path, "" when disk limits are off */
     struct sandbox *all;
     unsigned running;
@@ -283,6 +285,10 @@ void pool_tick(struct sandbox_manager *m);
 /* After a start: pass the listeners the setup child sent on sbx->listen_rx to their hooks (or
  * open them with the helper when it sent none), and close listen_rx (exec.c). */
 void sandbox_take_listeners(struct sandbox *sbx);
+/* Hand a pooled sandbox over: its init makes the network namespace, brings loopback up, confines
+ * itself and sends the listeners, which go to their hooks. Waits for the init (about 1.5 ms). 0
+ * when done or not needed; -errno, and the sandbox is not to be used, when it failed (exec.c). */
+int sandbox_arm(struct sandbox *sbx, struct err *err);
 /* Close listen_rx and whatever waits on it (a start that failed). */
 void sandbox_drop_listeners(struct sandbox *sbx);
 /* Count and kill execs of sbx (exec.c). */

@@ -4,7 +4,8 @@
 // restarted server must not adopt what an earlier one left unowned.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 
 let nextId = 1;
@@ -59,15 +60,36 @@ const PROBE = [
   'echo "env:"; env | grep -v "^PWD=" | sort',
   'echo "limits:"; cat /proc/self/limits',
   'echo "host:"; hostname',
+  // the policy every process inherits from the init: a pooled init confines itself at hand-over
+  'echo "policy:"; grep -E "^(Cap|NoNewPrivs|Seccomp)" /proc/self/status',
+  // the network namespace a pooled init makes at hand-over: interfaces, and the listeners
+  'echo "net:"; awk \'NR > 2 {print $1, ($2 > 0)}\' /proc/net/dev; awk \'$4 == "0A" {print $2}\' /proc/net/tcp | sort',
 ].join('; ');
+
+// A command sent to a sandbox's init as the server sends one (its control socket; stdin, stdout
+// and stderr passed along): what the init answers.
+function askInit(srv, id, command) {
+  const py = `import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+req = b"/\\0/bin/sh\\0-c\\0" + sys.argv[2].encode() + b"\\0\\0\\0"
+null = os.open("/dev/null", os.O_RDWR)
+s.sendmsg([struct.pack("=I", len(req))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", null, null, null))])
+s.sendall(req)
+s.settimeout(5)
+print(s.recv(256).decode(), end="")`;
+  const r = spawnSync('python3', ['-c', py, `${srv.dataDir}/sandboxes/${id}/ctl.sock`, command], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout;
+}
 
 test('a new user\'s first call takes a pooled sandbox, which is then replaced in the pool', async () => {
   const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '2' } });
   try {
     await untilPool(srv, 2);
     const [a, b] = pooledStarts(srv);
-    const r = await tool(srv, 'container_exec', { command: 'echo hi' });
-    assert.equal(r.stdout, 'hi\n');
+    const r = await tool(srv, 'container_exec', { command: 'echo hi; readlink /proc/self/ns/net' });
+    assert.equal(r.stdout.split('\n')[0], 'hi');
     assert.ok([a, b].includes(r.sandbox_id), `${r.sandbox_id} is not one of the pooled ${a}, ${b}:\n${srv.stderr()}`);
     await srv.waitLog(new RegExp(`sandbox assigned sbx=${r.sandbox_id} user=usr_\\S+ session=- from=pool`));
     // the pool is refilled: a third pooled start, and the taken one answers as the user's
@@ -77,8 +99,14 @@ test('a new user\'s first call takes a pooled sandbox, which is then replaced in
     assert.equal(ping.warm, true);
     // another user gets the other one, not the first user's
     const carol = addUser(srv, 'carol');
-    const c = await tool(srv, 'container_exec', { command: 'ls -A /workspace' }, carol);
+    const c = await tool(srv, 'container_exec', { command: 'readlink /proc/self/ns/net' }, carol);
     assert.notEqual(c.sandbox_id, r.sandbox_id);
+    // each has a network namespace of its own, made at its hand-over, not the host's
+    const host = readlinkSync('/proc/self/ns/net');
+    const nets = [r.stdout.split('\n')[1], c.stdout.trim()];
+    assert.match(nets[0], /^net:\[\d+\]$/);
+    assert.notEqual(nets[0], nets[1]);
+    assert.ok(!nets.includes(host), `${nets} includes the host's ${host}`);
     assert.ok(pooledStarts(srv).includes(c.sandbox_id), `${c.sandbox_id} was not pooled:\n${srv.stderr()}`);
   } finally {
     await srv.stop();
@@ -99,8 +127,12 @@ test('a pooled sandbox is indistinguishable from one started for the caller', as
   const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '1' } });
   try {
     await untilPool(srv, 1);
+    // before its hand-over its init runs nothing, not even what the server's socket asks for
+    const [pooledId] = pooledStarts(srv);
+    assert.match(askInit(srv, pooledId, 'echo ran > /tmp/ran'), /^the sandbox is not handed over yet: /);
     // a first call: the pooled sandbox as it was made
     const first = await tool(srv, 'container_exec', { command: PROBE });
+    assert.equal(first.sandbox_id, pooledId);
     await srv.waitLog(new RegExp(`sandbox assigned sbx=${first.sandbox_id} `));
     assert.equal(first.stdout, coldView);
     // a user leaves files, a process and a full /tmp behind, then starts over from the pool

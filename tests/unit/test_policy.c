@@ -10,8 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -21,6 +23,7 @@
 
 #include "base/cleanup.h"
 #include "harness.h"
+#include "sandbox/confine.h"
 #include "sandbox/sandbox_internal.h"
 
 #define ERRNO(e) (SECCOMP_RET_ERRNO | (e))
@@ -321,6 +324,87 @@ TEST(native_filters_loaded)
     CHECK_INT_EQ(res[5], ENOSYS);
     CHECK_INT_EQ(res[6], EPERM);
     CHECK_INT_EQ(res[7], EPERM);
+    policy_filters_release(&f);
+}
+
+/* What a process's status says of its confinement: "<Seccomp> <NoNewPrivs> <CapBnd>". */
+static void confinement(char *out, size_t cap)
+{
+    char line[256], seccomp[16] = "?", nnp[16] = "?", bnd[32] = "?";
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof(line), f)) {
+        sscanf(line, "Seccomp: %15s", seccomp);
+        sscanf(line, "NoNewPrivs: %15s", nnp);
+        sscanf(line, "CapBnd: %31s", bnd);
+    }
+    if (f)
+        fclose(f);
+    snprintf(out, cap, "%s %s %s", seccomp, nnp, bnd);
+}
+
+/* A pooled sandbox's init confines itself from the policy saved for it: the same filters, the
+ * same answers, and a damaged file applies nothing at all. */
+TEST(saved_policy_confines_as_the_loaded_one)
+{
+    struct err err = {0};
+    struct policy_filters f;
+    CHECK_INT_EQ(policy_build(SCMP_ARCH_NATIVE, &f, &err), 0);
+    struct sock_fprog progs[2] = {f.allow, f.guard};
+    int fd = confine_filters_save(progs, 2);
+    CHECK(fd >= 0);
+    int fds[2];
+    CHECK_INT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        struct {
+            int r, io_uring, clone3;
+            char status[96];
+        } res = {0};
+        res.r = confine_apply_saved(fd);
+        res.io_uring = syscall(SYS_io_uring_setup, 1, NULL) < 0 ? errno : 0;
+        res.clone3 = syscall(SYS_clone3, NULL, 0) < 0 ? errno : 0;
+        confinement(res.status, sizeof(res.status));
+        _exit(write(fds[1], &res, sizeof(res)) == sizeof(res) ? 0 : 3);
+    }
+    close(fds[1]);
+    struct {
+        int r, io_uring, clone3;
+        char status[96];
+    } res = {-1, -1, -1, ""};
+    CHECK_INT_EQ(read(fds[0], &res, sizeof(res)), sizeof(res));
+    close(fds[0]);
+    int status = 0;
+    CHECK_INT_EQ(waitpid(pid, &status, 0), pid);
+    CHECK_INT_EQ(status, 0);
+    CHECK_INT_EQ(res.r, 0);
+    CHECK_INT_EQ(res.io_uring, EPERM);
+    CHECK_INT_EQ(res.clone3, ENOSYS);
+    CHECK_STR_EQ(res.status, "2 1 00000000000005fb");
+
+    /* cut short, or a filter's length out of range: refused before anything is applied */
+    static const uint32_t bad_len[] = {1, 0};
+    int cut = confine_filters_save(progs, 2);
+    CHECK(cut >= 0 && ftruncate(cut, 4 + 4 + 10) == 0);
+    int zero = memfd_create("bad", 0);
+    CHECK(zero >= 0 && write(zero, bad_len, sizeof(bad_len)) == sizeof(bad_len));
+    const int broken[] = {cut, zero};
+    for (size_t i = 0; i < 2; i++) {
+        pid = fork();
+        if (pid == 0) {
+            char before[96], after[96];
+            confinement(before, sizeof(before));
+            int r = confine_apply_saved(broken[i]);
+            confinement(after, sizeof(after));
+            _exit(r == -EPROTO && strcmp(before, after) == 0 ? 0 : 4);
+        }
+        CHECK_INT_EQ(waitpid(pid, &status, 0), pid);
+        if (status != 0)
+            CHECK_FAIL_("damaged policy file %zu: status %d", i, status);
+    }
+    close(cut);
+    close(zero);
+    close(fd);
     policy_filters_release(&f);
 }
 

@@ -6,6 +6,10 @@
  * exec. The namespace ends when the server sends
  * this process SIGKILL.
  *
+ * A pooled sandbox's init starts without a network namespace of its own and unconfined, its
+ * policy in a memory file at fd 4, and refuses commands until the server hands the sandbox over
+ * (arm below).
+ *
  * Request (one per connection): a 4-byte length, then "cwd\0argv0\0...\0\0env0\0...\0\0", with
  * the command's stdin, stdout and stderr attached (SCM_RIGHTS) to the first bytes.
  * Answers on the connection, one line each: "pid <pid in the sandbox>", then "exit <status>"
@@ -44,8 +48,11 @@
 #include <unistd.h>
 
 #include "helper.h"
+#include "sandbox/confine.h"
+#include "sandbox/listen_ports.h"
 
 #define CTL_FD 3
+#define POLICY_FD 4 /* a pooled sandbox's: the policy it confines itself with when handed over */
 #define REQUEST_MAX (4u << 20)
 #define MAX_CMDS 1024
 
@@ -70,6 +77,7 @@ struct cmd {
 };
 
 static struct cmd cmds[MAX_CMDS];
+static bool pooled; /* not handed over yet: no network namespace of its own, not confined */
 static int ep = -1, tick = -1;
 static unsigned relays; /* relayed commands running: the tick runs while there are any */
 
@@ -279,6 +287,48 @@ static bool parse_max(const char *s, uint64_t *out)
     return true;
 }
 
+/* The hand-over of a pooled sandbox (LISTEN_ARM_REQUEST, after its first word): a network
+ * namespace of the sandbox's own with its loopback up, then this process confines itself as the
+ * setup would have before its exec, then the listeners go to the server. From here on everything
+ * started here is in that namespace and under that policy. A hand-over that fails half-way ends
+ * this process, and with it the sandbox: it must not be left between the two states. */
+static void arm(int conn)
+{
+    uint32_t n = 0;
+    uint16_t ports[LISTEN_PORTS_MAX];
+    if (!pooled) {
+        say_error(conn, "hand-over", EALREADY);
+        return;
+    }
+    if (!read_full(conn, (char *)&n, sizeof(n)) || n > LISTEN_PORTS_MAX ||
+        !read_full(conn, (char *)ports, n * sizeof(ports[0]))) {
+        say_error(conn, "hand-over request", EPROTO);
+        return;
+    }
+    const char *stage = "network namespace";
+    int r = unshare(CLONE_NEWNET) < 0 ? -errno : 0;
+    if (r == 0) {
+        stage = "bring lo up";
+        r = listen_loopback_up();
+    }
+    if (r == 0) {
+        stage = "apply sandbox policy";
+        r = confine_apply_saved(POLICY_FD);
+    }
+    if (r == 0) {
+        close(POLICY_FD);
+        pooled = false;
+        if (n)
+            r = listen_ports_send(conn, ports, (int)n, &stage);
+        else if (write(conn, "ready\n", 6) != 6)
+            r = -EIO;
+    }
+    if (r < 0) {
+        say_error(conn, stage, -r);
+        _exit(127);
+    }
+}
+
 static void start_command(int conn)
 {
     uint32_t len = 0;
@@ -302,6 +352,15 @@ static void start_command(int conn)
         memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
     bool relayed = nfds == 4;
     char *req = NULL;
+    if (n == sizeof(len) && len == LISTEN_ARM_REQUEST && nfds == 0) {
+        arm(conn);
+        goto out;
+    }
+    if (pooled) {
+        /* nothing runs before the sandbox is handed over: it is not confined yet */
+        say_error(conn, "the sandbox is not handed over yet", EPERM);
+        goto out;
+    }
     if (n != sizeof(len) || (msg.msg_flags & MSG_CTRUNC) || nfds < 3 || len < 4 ||
         len > REQUEST_MAX) {
         say_error(conn, "bad request", EPROTO);
@@ -516,6 +575,8 @@ static struct cmd *cmd_of_conn(int conn)
 int init_main(void)
 {
     prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
+    /* Before anything here opens a descriptor that could take its number. */
+    pooled = fcntl(POLICY_FD, F_SETFD, FD_CLOEXEC) == 0;
     /* Not dumpable: processes in the sandbox (no CAP_SYS_PTRACE) can neither trace PID 1 nor
      * open its /proc/1/fd, mem or environ, which hold the host files of relayed commands. */
     prctl(PR_SET_DUMPABLE, 0);
