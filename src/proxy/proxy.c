@@ -309,10 +309,13 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
         usage_init(&t->usage, t->prov->usage, t->sse);
         start_response(t);
     }
+    bool first = t->bytes == 0;
     buf_append(&t->pending, data, len);
     usage_feed(&t->usage, data, len);
     t->bytes += len;
-    if (!t->sending)
+    if (first && t->sse)
+        flush(t); /* a stream's first event goes out at once: it is what its client waits for */
+    else if (!t->sending)
         loop_timer_start(&t->flush_soon, 0, on_flush_soon);
     return len;
 }
