@@ -637,10 +637,12 @@ int sandbox_arm(struct sandbox *sbx, struct err *err)
     if (r < 0)
         return err_set(err, r, "cannot hand the sandbox over: %s", strerror(-r));
     /* The init makes a network namespace, brings its loopback up and confines itself: about a
-     * millisecond and a half, waited for here, since the take that asked is answered at once. */
+     * millisecond and a half, waited for here, since the take that asked is answered at once.
+     * An init that has not answered in a second is given up on (the caller then starts a
+     * sandbox), so that the loop never waits longer than that. */
     struct pollfd pfd = {.fd = conn, .events = POLLIN};
     int ready;
-    while ((ready = poll(&pfd, 1, 5000)) < 0 && errno == EINTR)
+    while ((ready = poll(&pfd, 1, 1000)) < 0 && errno == EINTR)
         ;
     char line[256] = "";
     int lfd[SANDBOX_LISTENERS_MAX];
