@@ -189,7 +189,9 @@ test('a webhook is signed, retried after two failures with one Idempotency-Key, 
   assert.equal(row.attempts, 3);
   const list = notify(server.dataDir, ['list', 'hooked']).stdout;
   assert.match(list, /last delivered \d{4}-/);
-  // one log line per attempt, with neither the secret nor the URL's query
+  // one log line per attempt, with neither the secret nor the URL's query (the row can be read
+  // before this process has read the server's last log line from its pipe)
+  await server.waitLog(new RegExp(`notify attempt target=${t.id} .*outcome=delivered`));
   const lines = server.stderr().split('\n').filter((l) => l.includes(`notify attempt target=${t.id}`));
   assert.deepEqual(lines.map((l) => l.match(/outcome=(\w+)/)[1]), ['retry', 'retry', 'delivered']);
   assert.match(lines[0], /kind=webhook host=127\.0\.0\.1 event=evt_\w+ type=test attempt=1 outcome=retry status=500 .*err="the answer was HTTP 500"/);
