@@ -6,10 +6,19 @@
  * its timeout several times per transfer: to "now" when a transfer is added, to its stall check
  * a second later, to "none" when it ends. So "now" is a zero-length timer on the loop, which
  * runs before the loop next waits, and the timerfd is only ever moved earlier: a later timeout
- * is remembered and the timerfd, firing early, is set again for it. */
+ * is remembered and the timerfd, firing early, is set again for it.
+ *
+ * curl also takes a connection's socket out of its set when a transfer ends and puts it back for
+ * the next transfer on that connection, two epoll_ctl calls per request on a kept connection.
+ * So a connection's socket waiting for input stays registered when curl lets it go, and is
+ * taken out only when it turns ready with nobody wanting it (the upstream closed it) or when curl
+ * closes it. Only sockets curl made for a connection are kept that way: curl tells their birth
+ * (its sockopt callback) and their close (its closesocket callback); its other sockets (the
+ * resolver's) are closed without a word, so they are taken out as curl asks. */
 #include "base/curl_loop.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +30,17 @@
 #include "base/loop.h"
 #include "base/util.h"
 
+/* A descriptor as epfd has it. */
+struct watched {
+    uint8_t events; /* EPOLLIN | EPOLLOUT registered, 0 when not */
+    bool wanted;    /* curl watches it now */
+    bool conn;      /* a connection's socket: curl closes it through close_socket */
+};
+
 struct curl_loop {
     CURLM *multi;
+    struct watched *fds; /* by descriptor */
+    size_t nfds;
     int epfd, tfd;
     h2o_socket_t *watch;
     void (*done)(CURL *easy, CURLcode rc);
@@ -31,23 +49,62 @@ struct curl_loop {
     int64_t armed_ms;      /* when the timerfd fires, or -1 */
 };
 
+static struct watched *watched(struct curl_loop *cl, curl_socket_t s)
+{
+    if ((size_t)s >= cl->nfds) {
+        size_t n = cl->nfds ? cl->nfds : 64;
+        while (n <= (size_t)s)
+            n *= 2;
+        cl->fds = xrealloc(cl->fds, n * sizeof(*cl->fds));
+        memset(cl->fds + cl->nfds, 0, (n - cl->nfds) * sizeof(*cl->fds));
+        cl->nfds = n;
+    }
+    return &cl->fds[s];
+}
+
+static void unwatch(struct curl_loop *cl, struct watched *w, curl_socket_t s)
+{
+    if (w->events)
+        epoll_ctl(cl->epfd, EPOLL_CTL_DEL, s, NULL);
+    w->events = 0;
+}
+
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     struct curl_loop *cl = userp;
+    struct watched *w = watched(cl, s);
     if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(cl->epfd, EPOLL_CTL_DEL, s, NULL);
+        w->wanted = false;
+        if (!(w->conn && w->events == EPOLLIN))
+            unwatch(cl, w, s);
         return 0;
     }
-    struct epoll_event ev = {.data.fd = s};
-    if (what & CURL_POLL_IN)
-        ev.events |= EPOLLIN;
-    if (what & CURL_POLL_OUT)
-        ev.events |= EPOLLOUT;
-    /* curl removes a socket when its transfer ends and adds it again for the next transfer on
-     * the same connection, so adding is the common case */
-    if (epoll_ctl(cl->epfd, EPOLL_CTL_ADD, s, &ev) < 0 && errno == EEXIST)
-        epoll_ctl(cl->epfd, EPOLL_CTL_MOD, s, &ev);
+    uint8_t events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+    w->wanted = true;
+    if (w->events == events)
+        return 0;
+    struct epoll_event ev = {.events = events, .data.fd = s};
+    if (epoll_ctl(cl->epfd, w->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s, &ev) < 0)
+        epoll_ctl(cl->epfd, errno == EEXIST ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s, &ev);
+    w->events = events;
     return 0;
+}
+
+/* A connection's socket is new: nothing of an earlier socket with its number is registered. */
+static int on_sockopt(void *userp, curl_socket_t s, curlsocktype purpose)
+{
+    struct curl_loop *cl = userp;
+    if (purpose == CURLSOCKTYPE_IPCXN)
+        *watched(cl, s) = (struct watched){.conn = true};
+    return CURL_SOCKOPT_OK;
+}
+
+/* curl closes a connection's socket; closing takes it out of epfd too. */
+static int on_close_socket(void *userp, curl_socket_t s)
+{
+    struct curl_loop *cl = userp;
+    *watched(cl, s) = (struct watched){0};
+    return close(s);
 }
 
 static void arm(struct curl_loop *cl, int64_t now, int64_t due)
@@ -127,6 +184,11 @@ static void on_ready(h2o_socket_t *sock, const char *err)
             on_timerfd(cl);
             continue;
         }
+        struct watched *w = watched(cl, evs[i].data.fd);
+        if (!w->wanted) {
+            unwatch(cl, w, evs[i].data.fd); /* a kept connection's socket, closed by its peer */
+            continue;
+        }
         int flags = 0;
         if (evs[i].events & EPOLLIN)
             flags |= CURL_CSELECT_IN;
@@ -170,11 +232,16 @@ void curl_loop_free(struct curl_loop *cl)
     h2o_socket_close(cl->watch); /* closes epfd */
     curl_multi_cleanup(cl->multi);
     close(cl->tfd);
+    free(cl->fds);
     free(cl);
 }
 
 void curl_loop_add(struct curl_loop *cl, CURL *easy)
 {
+    curl_easy_setopt(easy, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    curl_easy_setopt(easy, CURLOPT_SOCKOPTDATA, cl);
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, cl);
     curl_multi_add_handle(cl->multi, easy);
 }
 
