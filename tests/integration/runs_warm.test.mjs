@@ -122,10 +122,11 @@ test('code in the sandbox flooding the bridge\'s stdout and stderr: the host fil
       const s = router.add('warm-flood-1', [{ hold: true, text: 'Never sent.' }]);
       const r = await ok(server, 'run_task', { task: 'warm-flood-1: think' });
       await s.waitHeld();
-      // the bridge's stdout and stderr are memory files any process of the sandbox may reopen
+      // the bridge's stdout and stderr are memory files any process of the sandbox may reopen;
+      // stderr first: the stdout flood fails the run, which ends the bridge and its /proc entry
       const flood = await ok(server, 'container_exec', { session_id: r.session_id, command:
         'pid=$(pgrep -f "^sandbox-agent "); test -n "$pid" || exit 9; '
-        + 'for fd in 1 2; do head -c 4194304 /dev/zero | tr "\\0" x >> /proc/$pid/fd/$fd; done; echo flooded' });
+        + 'for fd in 2 1; do head -c 4194304 /dev/zero | tr "\\0" x >> /proc/$pid/fd/$fd; done; echo flooded' });
       assert.equal(flood.stdout, 'flooded\n', JSON.stringify(flood));
       const done = await finished(server, r.run_id);
       assert.equal(done.status, 'failed', JSON.stringify(done));
