@@ -84,6 +84,24 @@ int write_full(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int64_t time_now_ms(void)
 {
     struct timespec ts;

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
@@ -17,6 +18,9 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Write all of buf to fd, going on after short writes and EINTR. Returns 0, or a negative
  * errno (-EIO when the descriptor takes nothing). */
 int write_full(int fd, const void *buf, size_t len);
+/* Read exactly len bytes of fd from offset off, going on after short reads and EINTR. Returns 0,
+ * or a negative errno (-EIO at the end of the file). */
+int pread_full(int fd, void *buf, size_t len, off_t off);
 
 /* Milliseconds since the epoch / since an arbitrary monotonic origin. */
 int64_t time_now_ms(void);

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -109,51 +110,35 @@ int confine_filters_save(const struct sock_fprog *filters, size_t n)
     return fd;
 }
 
-static int pread_full(int fd, void *buf, size_t len, off_t *off)
-{
-    for (size_t got = 0; got < len;) {
-        ssize_t n = pread(fd, (char *)buf + got, len - got, *off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EPROTO;
-        got += (size_t)n;
-        *off += n;
-    }
-    return 0;
-}
-
 int confine_apply_saved(int fd)
 {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    size_t size = (size_t)st.st_size, max = 4 + SAVED_MAX * (4 + BPF_MAXINSNS * 8);
+    if (st.st_size < 4 || size > max)
+        return -EPROTO;
+    uint32_t *buf = malloc(size); /* 4-byte words: the counts and sock_filter's alignment */
+    if (!buf)
+        return -ENOMEM;
+    int r = pread_full(fd, buf, size, 0);
     struct sock_fprog progs[SAVED_MAX];
-    uint32_t count = 0;
-    off_t off = 0;
-    int r = pread_full(fd, &count, sizeof(count), &off);
+    size_t count = r == 0 ? buf[0] : 0, at = 1, words = size / 4;
     if (r == 0 && count > SAVED_MAX)
         r = -EPROTO;
-    size_t loaded = 0;
-    for (; r == 0 && loaded < count; loaded++) {
-        uint32_t len = 0;
-        r = pread_full(fd, &len, sizeof(len), &off);
-        if (r == 0 && (len == 0 || len > BPF_MAXINSNS))
+    for (size_t i = 0; r == 0 && i < count; i++) {
+        /* each instruction is two words */
+        uint32_t len = at < words ? buf[at] : 0;
+        if (len == 0 || len > BPF_MAXINSNS || at + 1 + 2 * (size_t)len > words) {
             r = -EPROTO;
-        if (r < 0)
-            break;
-        struct sock_filter *f = malloc(len * sizeof(*f));
-        if (!f) {
-            r = -ENOMEM;
             break;
         }
-        progs[loaded] = (struct sock_fprog){.len = (unsigned short)len, .filter = f};
-        r = pread_full(fd, f, len * sizeof(*f), &off);
-        if (r < 0) {
-            loaded++; /* freed below */
-            break;
-        }
+        progs[i] = (struct sock_fprog){.len = (unsigned short)len,
+                                       .filter = (struct sock_filter *)(buf + at + 1)};
+        at += 1 + 2 * (size_t)len;
     }
     if (r == 0)
         r = confine_apply(progs, count);
-    for (size_t i = 0; i < loaded; i++)
-        free(progs[i].filter);
+    free(buf);
     return r;
 }

@@ -435,9 +435,6 @@ static char *build_request(const char *cwd, const char *const *argv, char **envp
     return data;
 }
 
-/* Hand a command to the sandbox's init over its control socket, with nfds descriptors attached:
- * the command's stdin, stdout and stderr, and for a relayed command (opts given) its status
- * file. Returns the connection, on which the init reports. */
 /* A connection to the sandbox's init, on its control socket. */
 static int connect_init(struct sandbox *sbx, struct err *err)
 {
@@ -459,6 +456,9 @@ static int connect_init(struct sandbox *sbx, struct err *err)
     return conn;
 }
 
+/* Hand a command to the sandbox's init over its control socket, with nfds descriptors attached:
+ * the command's stdin, stdout and stderr, and for a relayed command (opts given) its status
+ * file. Returns the connection, on which the init reports. */
 static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
                         const char *const *env, const char *const *opts, const int *fds,
                         size_t nfds, struct err *err)
@@ -590,6 +590,16 @@ void sandbox_open_listeners(struct sandbox *sbx, int only)
     }
 }
 
+/* The listeners of all the hooks, in their order, made nonblocking by their maker
+ * (listen_ports_send), to their hooks. */
+static void give_listeners(struct sandbox *sbx, const int *lfd, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const struct sandbox_listener_hook *h = &sbx->m->listeners[i];
+        h->fn(h->ctx, sbx->id, lfd[i]);
+    }
+}
+
 void sandbox_drop_listeners(struct sandbox *sbx)
 {
     if (sbx->listen_rx >= 0)
@@ -612,10 +622,7 @@ void sandbox_take_listeners(struct sandbox *sbx)
         sandbox_open_listeners(sbx, -1);
         return;
     }
-    for (int i = 0; i < nfds; i++) {
-        const struct sandbox_listener_hook *h = &m->listeners[i];
-        h->fn(h->ctx, sbx->id, lfd[i]);
-    }
+    give_listeners(sbx, lfd, nfds);
 }
 
 int sandbox_arm(struct sandbox *sbx, struct err *err)
@@ -658,11 +665,7 @@ int sandbox_arm(struct sandbox *sbx, struct err *err)
                                     : "its init died");
     }
     sbx->net_deferred = false;
-    for (int i = 0; i < nfds; i++) {
-        fcntl(lfd[i], F_SETFL, fcntl(lfd[i], F_GETFL) | O_NONBLOCK);
-        const struct sandbox_listener_hook *h = &m->listeners[i];
-        h->fn(h->ctx, sbx->id, lfd[i]);
-    }
+    give_listeners(sbx, lfd, nfds);
     return 0;
 }
 

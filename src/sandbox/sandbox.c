@@ -710,7 +710,7 @@ static void plan_init(struct plan *p, struct sandbox *sbx)
              (unsigned long long)(m->cfg.tmp_bytes / 4), p->uid, p->uid);
     p->ncg = cgroup_procs_paths(sbx->cgroup, p->cg_procs, 4);
     p->listen_fd = -1;
-    p->defer_net = sbx->net_deferred && m->park_netns >= 0;
+    p->defer_net = sbx->net_deferred; /* only when the pool has its namespace */
     p->park_netns = m->park_netns;
     for (int i = 0; i < m->nlisteners && !p->defer_net; i++)
         p->ports[p->nports++] = m->listeners[i].port;

@@ -46,13 +46,12 @@ int fs_main(void)
         errno = EINVAL;
         return fail("read request");
     }
-    size_t len = (size_t)st.st_size, off = 0;
+    size_t len = (size_t)st.st_size;
     char *buf = malloc(len);
-    while (buf && off < len) {
-        ssize_t n = pread(REQ_FD, buf + off, len - off, (off_t)off);
-        if (n <= 0)
-            return fail("read request");
-        off += (size_t)n;
+    int rd = buf ? pread_full(REQ_FD, buf, len, 0) : -ENOMEM;
+    if (rd < 0) {
+        errno = -rd;
+        return fail("read request");
     }
     struct fsop_worker_request w;
     if (!buf || fsop_worker_decode(buf, len, &w) < 0) {
