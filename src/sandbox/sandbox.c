@@ -90,9 +90,14 @@ struct plan {
 
 /* --- child side (no allocation, report errors on the pipe) --- */
 
+/* Set by whichever child fails; the init shares the setup child's memory until its exec, so the
+ * setup child sees the init's failure when it resumes. */
+static volatile int child_failed;
+
 #define FAIL(stage)                                                                                \
     do {                                                                                           \
         child_report(p->report_fd, stage, errno);                                                  \
+        child_failed = 1;                                                                          \
         _exit(127);                                                                                \
     } while (0)
 
@@ -501,7 +506,10 @@ static void child_init(const struct plan *p)
     if (setns(p->userns_fd, CLONE_NEWUSER) < 0)
         FAIL("join the sandbox's user namespace");
     close(p->userns_fd);
-    if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0)
+    /* Raw system calls: the init shares the setup child's memory until its exec, and glibc's
+     * set*id would act for the threads it believes that memory's process has. */
+    if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
+        syscall(SYS_setresuid, 0, 0, 0) < 0)
         FAIL("become root in the sandbox");
     /* A pooled sandbox's init confines itself when it is handed over, once it has made the
      * sandbox's network namespace (which needs the capabilities and system calls the policy
@@ -561,6 +569,14 @@ static int attach_main(void *arg)
         close(fd);
     }
     _exit(0);
+}
+
+static char init_stack[64 << 10] __attribute__((aligned(16)));
+
+static int init_main(void *arg)
+{
+    child_init(arg);
+    return 127; /* not reached: child_init executes sandbox-init or exits */
 }
 
 static void child_setup(struct plan *p)
@@ -643,11 +659,15 @@ static void child_setup(struct plan *p)
     /* In the sandbox's groups now: they are the root of its cgroup namespace. */
     if (unshare(CLONE_NEWCGROUP) < 0)
         FAIL("unshare cgroup namespace");
-    pid_t init = fork();
+    /* The init shares this process's memory until it executes sandbox-init, and this process
+     * waits for that (CLONE_VFORK): a fork would copy the server's page tables once more, only
+     * for the exec to drop them. */
+    pid_t init =
+        clone(init_main, init_stack + sizeof(init_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, p);
     if (init < 0)
-        FAIL("fork init");
-    if (init == 0)
-        child_init(p);
+        FAIL("start init");
+    if (child_failed)
+        _exit(127); /* the init has reported why on the pipe */
     char path[64];
     /* The sandbox's own OOM kills should pick anything but its init. */
     snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)init);

@@ -479,3 +479,27 @@ async function waitFor(cond, ms = 15000) {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+test('a sandbox whose init cannot set it up says at which step, and starts once that is mended', async () => {
+  // The init (which mounts /proc in the sandbox's root) runs in the setup child's memory until it
+  // executes sandbox-init; its failure must reach the caller as its own error, not as a start.
+  const srv = await startServer({ env: { SANDBOX_DISK_MB: '0', SANDBOX_POOL: '0' } });
+  try {
+    const first = await exec(srv, 'true');
+    const stop = cli(['sandbox', 'stop-all', '--data-dir', srv.dataDir]);
+    assert.equal(stop.status, 0, stop.stderr);
+    // /proc in the sandbox's own layer, a file: the init's mount of /proc there fails.
+    const upper = `${srv.dataDir}/sandboxes/${first.sandbox_id}/upper`;
+    const { writeFileSync, rmSync } = await import('node:fs');
+    writeFileSync(`${upper}/proc`, 'not a directory');
+    const res = await tool(srv, 'container_exec', { command: 'true' });
+    assert.equal(res.isError, true, JSON.stringify(res));
+    assert.match(text(res), /^cannot start sandbox: mount \/proc: Not a directory$/);
+    await srv.waitLog(/sandbox start failed .*mount \/proc/);
+    rmSync(`${upper}/proc`);
+    const again = await exec(srv, 'echo fine');
+    assert.equal(again.stdout, 'fine\n');
+  } finally {
+    await srv.stop();
+  }
+});
