@@ -388,8 +388,8 @@ static void on_done(CURL *easy, CURLcode rc)
         usage_init(&t->usage, t->prov->usage, t->sse);
         start_response(t);
     }
-    release_curl(t);
     flush(t); /* the client has its answer before the bookkeeping below */
+    release_curl(t);
     record_usage(t);
     log_info("proxy request service=%s user=%s run=%s status=%d bytes=%llu in=%lld out=%lld ms=%ld",
              t->prov->name, t->user, t->run[0] ? t->run : "-", t->status,
