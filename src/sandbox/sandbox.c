@@ -12,8 +12,9 @@
  *      namespace, so root inside can never mount, reconfigure the network or set the hostname),
  *   5. builds the root: overlayfs (the template below, idmapped into the sandbox's range, the
  *      sandbox's layer above), the host's /usr read-only, /workspace, tmpfs /tmp, a minimal /dev,
- *   6. forks the init, which mounts /proc, pivots into the new root, joins the user namespace
- *      of step 3 and executes sandbox-init from a sealed memfd.
+ *   6. starts the init (in the setup child's memory until its exec, CLONE_VM | CLONE_VFORK), which
+ *      mounts /proc, pivots into the new root, joins the user namespace of step 3 and executes
+ *      sandbox-init from a sealed memfd.
  * The setup child reports the init's pid on a pipe and exits; the init is then no child of the
  * server and outlives it. Between fork and exec nothing allocates: every string is prepared
  * before the fork. */
