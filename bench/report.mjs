@@ -1,7 +1,7 @@
 // Compose docs/BENCHMARKS.md from one `make bench` run: the machine and the commands, a headline
 // table of every benchmark's key figures beside its peer (from bench/out/<name>.json), each
 // benchmark's own section as it wrote it (bench/out/<name>.md), then bench/NOTES.md (how to read
-// the figures; it holds no figures itself). Every number in the document comes from this run.
+// the figures, written by hand). Every table in the document comes from this run.
 // Run by bench/run.sh: node bench/report.mjs SECONDS NAME...
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
