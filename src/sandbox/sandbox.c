@@ -776,12 +776,12 @@ static void on_started(struct proc_watch *w, int status)
     struct sandbox *sbx = container_of(w, struct sandbox, start_watch);
     struct err err = {0};
     int pid = 0;
-    const char *nl = strchr(w->data, '\n');
-    if (sscanf(w->data, "pid %d", &pid) != 1 || pid <= 0 || (nl && nl[1])) {
-        /* the setup child's or the init's error, after the pid line when the init failed */
-        const char *msg = pid > 0 && nl ? nl + 1 : w->data;
+    /* The pid line, or instead of it the setup child's or the init's error: the setup child
+     * resumes only once the init has executed sandbox-init or failed, and adds no pid line to a
+     * failure. */
+    if (sscanf(w->data, "pid %d", &pid) != 1 || pid <= 0) {
         err_set(&err, -EIO, "cannot start sandbox: %s",
-                *msg ? msg : "setup process died without a report");
+                *w->data ? w->data : "setup process died without a report");
         size_t n = strlen(err.msg);
         if (n && err.msg[n - 1] == '\n')
             err.msg[n - 1] = '\0';

@@ -3,6 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
 import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
 import { modernRequest } from '../lib/http.mjs';
 
@@ -490,7 +491,6 @@ test('a sandbox whose init cannot set it up says at which step, and starts once 
     assert.equal(stop.status, 0, stop.stderr);
     // /proc in the sandbox's own layer, a file: the init's mount of /proc there fails.
     const upper = `${srv.dataDir}/sandboxes/${first.sandbox_id}/upper`;
-    const { writeFileSync, rmSync } = await import('node:fs');
     writeFileSync(`${upper}/proc`, 'not a directory');
     const res = await tool(srv, 'container_exec', { command: 'true' });
     assert.equal(res.isError, true, JSON.stringify(res));
