@@ -390,6 +390,8 @@ void sandbox_forget(struct sandbox *sbx, const char *reason)
             log_warn("sandbox directory left sbx=%s err=\"%s\"", sbx->id, strerror(-r));
         if (store_sandbox_delete(m->store, sbx->id, &err) < 0)
             log_error("sandbox row removal failed sbx=%s err=\"%s\"", sbx->id, err.msg);
+        else
+            log_info("sandbox removed sbx=%s user=%s reason=%s", sbx->id, sbx->user_id, reason);
     }
     for (struct sandbox **pp = &m->all; *pp; pp = &(*pp)->next)
         if (*pp == sbx) {
