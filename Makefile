@@ -10,7 +10,7 @@
 PREFIX     ?= /usr/local
 BUILD      ?= build
 CC         ?= cc
-PKGS       := libh2o-evloop sqlite3 jansson libcurl libjwt libssl libcrypto libseccomp libsodium zlib
+PKGS       := libh2o-evloop sqlite3 libpq jansson libcurl libjwt libssl libcrypto libseccomp libsodium zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -26,6 +26,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 # Every module except main.c goes into a library shared by the binary and the tests.
 LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' -not -path '*/node_modules/*' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
+PG_MIGRATIONS := $(sort $(wildcard migrations/postgres/*.sql))
 PROVIDERS := $(sort $(wildcard proxy/*.json))
 WEB := $(sort $(wildcard src/http/web/*))
 GEN_SRC := $(BUILD)/gen/migrations.c $(BUILD)/gen/providers.c $(BUILD)/gen/web.c
@@ -54,9 +55,10 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
         format format-check
 all: $(BUILD)/sandbox-mcp
 
-$(BUILD)/gen/migrations.c: $(MIGRATIONS) src/embed.sh
+$(BUILD)/gen/migrations.c: $(MIGRATIONS) $(PG_MIGRATIONS) src/embed.sh
 	@mkdir -p $(dir $@)
-	sh src/embed.sh embedded_migrations $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+	{ sh src/embed.sh embedded_migrations $(MIGRATIONS) && \
+	  sh src/embed.sh embedded_migrations_pg $(PG_MIGRATIONS); } > $@.tmp && mv $@.tmp $@
 $(BUILD)/gen/providers.c: $(PROVIDERS) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_providers $(PROVIDERS) > $@.tmp && mv $@.tmp $@
@@ -167,12 +169,13 @@ run: deps
 # Debian packages needed to build and test; installed only when missing. What only tests use is
 # installed by `make test`, not by `make run`: the browser the web page tests drive, and the
 # tools the egress tests run inside sandboxes (python3 with venv for pip, wget) or around them
-# (ip, to bring up loopback in a network namespace of their own).
+# (ip, to bring up loopback in a network namespace of their own), and the PostgreSQL server the
+# store's tests run on a second time (libpq, its client library, is a build dependency).
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
-            libcurl4-openssl-dev libjwt-dev libseccomp-dev libssl-dev libsodium-dev zlib1g-dev \
+            libcurl4-openssl-dev libjwt-dev libpq-dev libseccomp-dev libssl-dev libsodium-dev zlib1g-dev \
             clang libclang-rt-14-dev clang-format \
             nodejs npm git curl ca-certificates sqlite3 debootstrap
-TEST_APT := chromium python3 python3-venv wget iproute2
+TEST_APT := chromium python3 python3-venv wget iproute2 postgresql
 deps: deps-apt deps-npm
 deps-apt:
 	@missing=""; for p in $(APT_PKGS); do \

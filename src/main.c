@@ -301,7 +301,16 @@ static int open_store(const struct config *cfg, struct store **st)
 {
     if (ensure_dir(cfg->data_dir, 0700) < 0)
         return 1;
-    _cleanup_free_ char *path = xasprintf("%s/sandbox-mcp.db", cfg->data_dir);
+    /* DATABASE_URL: a PostgreSQL database several nodes share; else SQLite in DATA_DIR. The URL
+     * may hold a password, so it is never printed. */
+    const char *url = config_get(cfg, "DATABASE_URL");
+    if (url && *url && !store_url_is_postgres(url)) {
+        fprintf(stderr, "sandbox-mcp: DATABASE_URL must be a postgres:// or postgresql:// URL; "
+                        "leave it unset for SQLite in DATA_DIR\n");
+        return 1;
+    }
+    _cleanup_free_ char *path =
+        url && *url ? xstrdup(url) : xasprintf("%s/sandbox-mcp.db", cfg->data_dir);
     struct err err = {0};
     if (store_open(path, st, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
@@ -833,8 +842,8 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 1;
     }
-    log_info("serve start version=%s data_dir=%s public_url=%s", SANDBOX_MCP_VERSION, cfg.data_dir,
-             cfg.public_url);
+    log_info("serve start version=%s data_dir=%s store=%s public_url=%s", SANDBOX_MCP_VERSION,
+             cfg.data_dir, store_is_shared(st) ? "postgres" : "sqlite", cfg.public_url);
     http_server_run(http);
     runs_network_set_runs(network, NULL); /* the engine goes first, the proxy's records after */
     proxy_set_run_lookup(proxy, NULL, NULL);

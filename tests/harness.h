@@ -5,6 +5,8 @@
 
 #include <dirent.h>
 #include <inttypes.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,14 +68,83 @@ static int test_failed_flag;
                         n_);                                                                       \
     } while (0)
 
-/* A database in a directory of its own under /tmp: the path of the database (free it), the
- * directory removed with what is in it when the tests end. */
+/* A database for one test. With SANDBOX_MCP_TEST_DATABASE_URL set (a PostgreSQL URL; tests/run.sh
+ * runs the store's tests once more with one), a schema of its own in that database, as a URL
+ * that selects it; else a SQLite file in a directory of its own under /tmp. Free the string;
+ * what it names is removed when the tests end. */
 #define TEST_TEMP_MAX 64
 static char test_temp_dirs[TEST_TEMP_MAX][sizeof("/tmp/smcp-unit-XXXXXX")];
 static int test_temp_count;
+static char test_temp_schemas[TEST_TEMP_MAX][32];
+static int test_temp_schema_count;
+
+__attribute__((unused)) static const char *test_pg_url(void)
+{
+    const char *url = getenv("SANDBOX_MCP_TEST_DATABASE_URL");
+    return url && *url ? url : NULL;
+}
+
+/* Run q on a connection of its own to where (a SQLite path or a PostgreSQL URL); with out, the
+ * first column of the first row as an integer (-1 if none). 0, or -1 having said why. */
+__attribute__((unused)) static int test_sql_run(const char *where, const char *q, int64_t *out)
+{
+    if (out)
+        *out = -1;
+    if (strncmp(where, "postgres", 8) == 0) {
+        PGconn *c = PQconnectdb(where);
+        PQclear(PQexec(c, "SET client_min_messages = warning"));
+        PGresult *r = PQexec(c, q);
+        ExecStatusType status = PQresultStatus(r);
+        int rc = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK ? 0 : -1;
+        if (rc < 0)
+            fprintf(stderr, "  %s: %s", q, PQerrorMessage(c));
+        else if (out && PQntuples(r) > 0)
+            *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        PQclear(r);
+        PQfinish(c);
+        return rc;
+    }
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int rc = -1;
+    if (sqlite3_open(where, &db) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        sqlite3_exec(db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+        if (sqlite3_prepare_v2(db, q, -1, &s, NULL) == SQLITE_OK) {
+            int step = sqlite3_step(s);
+            if (step == SQLITE_ROW && out)
+                *out = sqlite3_column_int64(s, 0);
+            rc = step == SQLITE_ROW || step == SQLITE_DONE ? 0 : -1;
+        }
+    }
+    if (rc < 0)
+        fprintf(stderr, "  %s: %s\n", q, db ? sqlite3_errmsg(db) : "cannot open");
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return rc;
+}
 
 __attribute__((unused)) static char *test_temp_db(void)
 {
+    const char *url = test_pg_url();
+    if (url) {
+        if (test_temp_schema_count == TEST_TEMP_MAX)
+            abort();
+        char *name = test_temp_schemas[test_temp_schema_count++];
+        snprintf(name, sizeof(test_temp_schemas[0]), "unit_%d_%d", (int)getpid(),
+                 test_temp_schema_count);
+        char q[96];
+        snprintf(q, sizeof(q), "CREATE SCHEMA %s", name);
+        if (test_sql_run(url, q, NULL) < 0)
+            abort();
+        size_t cap = strlen(url) + 64;
+        char *where = malloc(cap);
+        if (!where)
+            abort();
+        snprintf(where, cap, "%s%coptions=-csearch_path%%3D%s", url, strchr(url, '?') ? '&' : '?',
+                 name);
+        return where;
+    }
     char dir[] = "/tmp/smcp-unit-XXXXXX";
     if (test_temp_count == TEST_TEMP_MAX || !mkdtemp(dir))
         abort();
@@ -87,6 +158,11 @@ __attribute__((unused)) static char *test_temp_db(void)
 
 static void test_temp_remove(void)
 {
+    for (int i = 0; i < test_temp_schema_count; i++) {
+        char q[96];
+        snprintf(q, sizeof(q), "DROP SCHEMA %s CASCADE", test_temp_schemas[i]);
+        test_sql_run(test_pg_url(), q, NULL);
+    }
     for (int i = 0; i < test_temp_count; i++) {
         DIR *d = opendir(test_temp_dirs[i]);
         struct dirent *de;

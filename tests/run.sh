@@ -17,7 +17,7 @@ summary=""
 add() { # suite passed failed
     passed=$((passed + $2))
     failed=$((failed + $3))
-    summary="$summary$(printf '  %-14s %4d passed, %d failed' "$1" "$2" "$3")
+    summary="$summary$(printf '  %-20s %4d passed, %d failed' "$1" "$2" "$3")
 "
 }
 
@@ -32,22 +32,48 @@ nice -n 10 env -u SANDBOX_TEMPLATE SANDBOX_TEMPLATE_DIR="$SANDBOX_MCP_TEST_TEMPL
     --env-file /dev/null > "$OUT/template.log" 2>&1 &
 template_pid=$!
 
+# A throwaway PostgreSQL cluster (tests/lib/pg.sh), for the store's tests run a second time on
+# PostgreSQL: the unit tests that open a store, and the integration files in PG_FILES below.
+PG_DIR=/var/tmp/smcp-pg-$$
+trap 'sh tests/lib/pg.sh stop "$PG_DIR"' EXIT INT TERM
+if PG_URL=$(sh tests/lib/pg.sh start "$PG_DIR" 2> "$OUT/pg.log"); then
+    export SANDBOX_MCP_TEST_DATABASE_URL="$PG_URL"
+else
+    PG_URL=""
+    echo "-- cannot start PostgreSQL:"; cat "$OUT/pg.log"
+fi
+
+unit_suite() { # name [only the tests that open a store]
+    up=0 uf=0
+    for t in "$BUILD"/asan/tests/test_*; do
+        case "$t" in *.d) continue ;; esac
+        name=$(basename "$t")
+        if [ -n "${2:-}" ]; then
+            grep -q test_temp_db "tests/unit/$name.c" 2>/dev/null || continue
+        fi
+        log="$OUT/$name${2:+.pg}.log"
+        if [ -n "${2:-}" ] && [ -z "$PG_URL" ]; then
+            echo "-- $name: no PostgreSQL to run on" > "$log"; rc=1
+        elif [ -n "${2:-}" ]; then
+            "$t" > "$log" 2>&1; rc=$?
+        else
+            env -u SANDBOX_MCP_TEST_DATABASE_URL "$t" > "$log" 2>&1; rc=$?
+        fi
+        line=$(tail -n 1 "$log")
+        p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+        f=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+        if [ -z "$p" ]; then p=0; f=1; fi
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+        [ "$f" -ne 0 ] && { echo "-- $name failed:"; cat "$log"; }
+        echo "   $name: $line"
+        up=$((up + p)) uf=$((uf + f))
+    done
+    add "$1" $up $uf
+}
 echo "== unit tests (ASan/UBSan)"
-up=0 uf=0
-for t in "$BUILD"/asan/tests/test_*; do
-    case "$t" in *.d) continue ;; esac
-    "$t" > "$OUT/$(basename "$t").log" 2>&1
-    rc=$?
-    line=$(tail -n 1 "$OUT/$(basename "$t").log")
-    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-    f=$(echo "$line" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-    if [ -z "$p" ]; then p=0; f=1; fi
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-    [ "$f" -ne 0 ] && { echo "-- $(basename "$t") failed:"; cat "$OUT/$(basename "$t").log"; }
-    echo "   $(basename "$t"): $line"
-    up=$((up + p)) uf=$((uf + f))
-done
-add unit $up $uf
+unit_suite unit
+echo "== unit tests that open a store, on PostgreSQL"
+unit_suite unit-postgres pg
 
 echo "== fuzz corpus replay"
 fp=0 ff=0
@@ -62,25 +88,39 @@ for f in "$BUILD"/fuzz/fuzz_*; do
 done
 add fuzz $fp $ff
 
-node_suite() { # name dir
-    if [ ! -d "$2" ] || [ -z "$(ls "$2"/*.test.mjs 2>/dev/null)" ]; then return; fi
-    echo "== $1"
+node_suite() { # name file...
+    name=$1
+    shift
+    [ -e "$1" ] || return 0
+    echo "== $name"
     # Two test files at a time: most of a file's time is spent waiting on sandboxes, agents and
     # servers, so a second file uses the core the first leaves idle.
-    node --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-reporter=tap "$2"/*.test.mjs \
-        > "$OUT/$1.tap" 2>&1
-    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$OUT/$1.tap" | tail -n 1)
-    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$OUT/$1.tap" | tail -n 1)
+    node --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-reporter=tap "$@" \
+        > "$OUT/$name.tap" 2>&1
+    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$OUT/$name.tap" | tail -n 1)
+    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$OUT/$name.tap" | tail -n 1)
     [ -n "$p" ] || p=0
     [ -n "$f" ] || f=1
     if [ "$f" -ne 0 ]; then
-        echo "-- $1 failures:"; grep -B2 -A25 '^not ok\|^    not ok' "$OUT/$1.tap" | head -n 150
+        echo "-- $name failures:"; grep -B2 -A25 '^not ok\|^    not ok' "$OUT/$name.tap" | head -n 150
     fi
     echo "   $p passed, $f failed"
-    add "$1" "$p" "$f"
+    add "$name" "$p" "$f"
 }
-node_suite integration tests/integration
-node_suite e2e tests/e2e
+node_suite integration tests/integration/*.test.mjs
+node_suite e2e tests/e2e/*.test.mjs
+# The files whose servers keep most in the store, again with every server's store a schema of
+# the PostgreSQL cluster (tests/lib/server.mjs storeEnv).
+PG_FILES="auth mcp oauth notify web contracts delivery"
+if [ -n "$PG_URL" ]; then
+    set --
+    for f in $PG_FILES; do set -- "$@" "tests/integration/$f.test.mjs"; done
+    export SANDBOX_MCP_TEST_STORE=postgres
+    node_suite integration-postgres "$@"
+    unset SANDBOX_MCP_TEST_STORE
+else
+    add integration-postgres 0 1
+fi
 
 if [ -x tests/conformance/run.sh ] || [ -f tests/conformance/run.sh ]; then
     echo "== MCP conformance suite"

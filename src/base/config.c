@@ -14,6 +14,7 @@
 const char *const config_known_keys[] = {
     "LISTEN",
     "DATA_DIR",
+    "DATABASE_URL",
     "PUBLIC_URL",
     "ALLOWED_ORIGINS",
     "MAX_REQUEST_BYTES",

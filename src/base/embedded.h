@@ -11,6 +11,8 @@ struct embedded_file {
 
 /* migrations/NNNN_*.sql in name order */
 extern const struct embedded_file embedded_migrations[];
+/* migrations/postgres/NNNN_*.sql: the same schema in PostgreSQL's dialect, numbered alike */
+extern const struct embedded_file embedded_migrations_pg[];
 
 /* proxy/<name>.json provider definitions in name order */
 extern const struct embedded_file embedded_providers[];

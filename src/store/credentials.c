@@ -41,7 +41,7 @@ static void credential_label(char *out, size_t cap, const char *user_id, const c
 static int credential_put(struct store *st, const char *user_id, const char *service,
                           const unsigned char *sealed, size_t len, int64_t now, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r =
         store_prepare(st,
                       "INSERT INTO credentials(user_id, service, sealed, created_at, "
@@ -50,31 +50,32 @@ static int credential_put(struct store *st, const char *user_id, const char *ser
                       &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, service, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(s, 3, sealed, (int)len, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, now);
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, service);
+    db_bind_blob(s, 3, sealed, (int)len);
+    db_bind_int64(s, 4, now);
     return store_step_done(st, s, "store a credential", err);
 }
 
 static int credential_get(struct store *st, const char *user_id, const char *service,
                           unsigned char **sealed, size_t *len, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "SELECT sealed FROM credentials WHERE user_id = ? AND service = ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, service, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, service);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "no %s credential is set", service);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "read a credential", err);
-    *len = (size_t)sqlite3_column_bytes(s, 0);
+    const void *blob = db_col_blob(s, 0, len);
     *sealed = xmalloc(*len ? *len : 1);
-    memcpy(*sealed, sqlite3_column_blob(s, 0), *len);
+    if (*len)
+        memcpy(*sealed, blob, *len);
     return 0;
 }
 
@@ -110,36 +111,36 @@ int store_credential_open(struct store *st, const unsigned char key[SEAL_KEY_BYT
 int store_credential_delete(struct store *st, const char *user_id, const char *service,
                             struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "DELETE FROM credentials WHERE user_id = ? AND service = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, service, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, service);
     if ((r = store_step_done(st, s, "delete a credential", err)) < 0)
         return r;
-    return sqlite3_changes(st->db) ? 0 : err_set(err, -ENOENT, "no %s credential is set", service);
+    return db_changes(st) ? 0 : err_set(err, -ENOENT, "no %s credential is set", service);
 }
 
 int store_credential_list(struct store *st, const char *user_id,
                           void (*fn)(const struct store_credential *c, void *ctx), void *ctx,
                           struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT service, created_at, updated_at FROM credentials "
                           "WHERE user_id = ? ORDER BY service",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, user_id);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_credential c = {0};
         store_copy_text(c.service, sizeof(c.service), s, 0);
-        c.created_at = sqlite3_column_int64(s, 1);
-        c.updated_at = sqlite3_column_int64(s, 2);
+        c.created_at = db_col_int64(s, 1);
+        c.updated_at = db_col_int64(s, 2);
         fn(&c, ctx);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list credentials", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list credentials", err);
 }

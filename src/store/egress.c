@@ -10,15 +10,15 @@
 int store_user_network_get(struct store *st, const char *user_id, char out[STORE_NETWORK_MAX],
                            struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "SELECT coalesce(network, '') FROM users WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, user_id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "no user '%s'", user_id);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "read the user's network", err);
     store_copy_text(out, STORE_NETWORK_MAX, s, 0);
     return 0;
@@ -26,69 +26,70 @@ int store_user_network_get(struct store *st, const char *user_id, char out[STORE
 
 int store_user_network_set(struct store *st, const char *name, const char *mode, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE users SET network = nullif(?, '') WHERE name = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, mode ? mode : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, mode ? mode : "");
+    db_bind_text(s, 2, name);
     if ((r = store_step_done(st, s, "set the user's network", err)) < 0)
         return r;
-    return sqlite3_changes(st->db) ? 0 : err_set(err, -ENOENT, "no user named '%s'", name);
+    return db_changes(st) ? 0 : err_set(err, -ENOENT, "no user named '%s'", name);
 }
 
 /* The row's counts grow, if it exists: 1 when it did, 0 when not, or -errno. */
 static int egress_grow(struct store *st, const struct store_egress_row *e, const char *host,
                        struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         "UPDATE egress_attempts SET attempts = attempts + ?, bytes_up = bytes_up + ?, "
-        "bytes_down = bytes_down + ?, why = ?, addr = ?, last_at = max(last_at, ?) "
-        "WHERE sandbox_id = ? AND run_id = ? AND host = ? AND port = ? AND verdict = ? "
+        "bytes_down = bytes_down + ?, why = ?, addr = ?, "
+        "last_at = CASE WHEN last_at > ?6 THEN last_at ELSE ?6 END "
+        "WHERE sandbox_id = ?7 AND run_id = ? AND host = ? AND port = ? AND verdict = ? "
         "AND reason = ?",
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, e->attempts);
-    sqlite3_bind_int64(s, 2, e->bytes_up);
-    sqlite3_bind_int64(s, 3, e->bytes_down);
-    sqlite3_bind_text(s, 4, e->why, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, e->addr, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, e->last_at);
-    sqlite3_bind_text(s, 7, e->sandbox_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, e->run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 9, host, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 10, e->port);
-    sqlite3_bind_text(s, 11, e->verdict, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 12, e->reason, -1, SQLITE_STATIC);
+    db_bind_int64(s, 1, e->attempts);
+    db_bind_int64(s, 2, e->bytes_up);
+    db_bind_int64(s, 3, e->bytes_down);
+    db_bind_text(s, 4, e->why);
+    db_bind_text(s, 5, e->addr);
+    db_bind_int64(s, 6, e->last_at);
+    db_bind_text(s, 7, e->sandbox_id);
+    db_bind_text(s, 8, e->run_id);
+    db_bind_text(s, 9, host);
+    db_bind_int64(s, 10, e->port);
+    db_bind_text(s, 11, e->verdict);
+    db_bind_text(s, 12, e->reason);
     if ((r = store_step_done(st, s, "count an egress attempt", err)) < 0)
         return r;
-    return sqlite3_changes(st->db) > 0;
+    return db_changes(st) > 0;
 }
 
 static int egress_rows_of(struct store *st, const struct store_egress_row *e, int64_t *n,
                           struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st, "SELECT count(*) FROM egress_attempts WHERE sandbox_id = ? AND run_id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, e->sandbox_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, e->run_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW)
+    db_bind_text(s, 1, e->sandbox_id);
+    db_bind_text(s, 2, e->run_id);
+    int rc = db_step(s);
+    if (rc != DB_ROW)
         return store_fail(st, rc, "count egress rows", err);
-    *n = sqlite3_column_int64(s, 0);
+    *n = db_col_int64(s, 0);
     return 0;
 }
 
 static int egress_insert(struct store *st, const struct store_egress_row *e, const char *host,
                          int port, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO egress_attempts(user_id, sandbox_id, run_id, host, port, "
                           "verdict, reason, why, addr, attempts, bytes_up, bytes_down, first_at, "
@@ -96,20 +97,20 @@ static int egress_insert(struct store *st, const struct store_egress_row *e, con
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, e->user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, e->sandbox_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, e->run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, host, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 5, port);
-    sqlite3_bind_text(s, 6, e->verdict, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 7, e->reason, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, e->why, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 9, e->addr, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 10, e->attempts);
-    sqlite3_bind_int64(s, 11, e->bytes_up);
-    sqlite3_bind_int64(s, 12, e->bytes_down);
-    sqlite3_bind_int64(s, 13, e->first_at);
-    sqlite3_bind_int64(s, 14, e->last_at);
+    db_bind_text(s, 1, e->user_id);
+    db_bind_text(s, 2, e->sandbox_id);
+    db_bind_text(s, 3, e->run_id);
+    db_bind_text(s, 4, host);
+    db_bind_int64(s, 5, port);
+    db_bind_text(s, 6, e->verdict);
+    db_bind_text(s, 7, e->reason);
+    db_bind_text(s, 8, e->why);
+    db_bind_text(s, 9, e->addr);
+    db_bind_int64(s, 10, e->attempts);
+    db_bind_int64(s, 11, e->bytes_up);
+    db_bind_int64(s, 12, e->bytes_down);
+    db_bind_int64(s, 13, e->first_at);
+    db_bind_int64(s, 14, e->last_at);
     return store_step_done(st, s, "record an egress attempt", err);
 }
 
@@ -152,7 +153,7 @@ int store_egress_list(struct store *st, const char *run_id,
                       void (*fn)(const struct store_egress_row *row, void *ctx), void *ctx,
                       struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT user_id, sandbox_id, run_id, host, port, verdict, reason, why, "
                           "addr, attempts, bytes_up, bytes_down, first_at, last_at "
@@ -161,40 +162,40 @@ int store_egress_list(struct store *st, const char *run_id,
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, run_id);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         const char *t[14];
         for (int i = 0; i < 14; i++)
-            t[i] = (const char *)sqlite3_column_text(s, i);
+            t[i] = db_col_text(s, i);
         struct store_egress_row row = {
             .user_id = t[0],
             .sandbox_id = t[1],
             .run_id = t[2],
             .host = t[3],
-            .port = sqlite3_column_int(s, 4),
+            .port = db_col_int(s, 4),
             .verdict = t[5],
             .reason = t[6],
             .why = t[7],
             .addr = t[8],
-            .attempts = sqlite3_column_int64(s, 9),
-            .bytes_up = sqlite3_column_int64(s, 10),
-            .bytes_down = sqlite3_column_int64(s, 11),
-            .first_at = sqlite3_column_int64(s, 12),
-            .last_at = sqlite3_column_int64(s, 13),
+            .attempts = db_col_int64(s, 9),
+            .bytes_up = db_col_int64(s, 10),
+            .bytes_down = db_col_int64(s, 11),
+            .first_at = db_col_int64(s, 12),
+            .last_at = db_col_int64(s, 13),
         };
         fn(&row, ctx);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list egress attempts", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list egress attempts", err);
 }
 
 int store_egress_prune(struct store *st, int64_t before_ms, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r =
         store_prepare(st, "DELETE FROM egress_attempts WHERE run_id = '' AND last_at < ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, before_ms);
+    db_bind_int64(s, 1, before_ms);
     return store_step_done(st, s, "prune egress attempts", err);
 }

@@ -37,50 +37,50 @@ static void secret_label(char *out, size_t cap, const char *user_id, const char 
     "t.id, t.user_id, t.kind, t.url, t.created_at, coalesce(t.last_status, ''), "                  \
     "coalesce(t.last_error, ''), coalesce(t.last_at, 0)"
 
-static void read_target(sqlite3_stmt *s, struct store_notify_target *t)
+static void read_target(struct db_stmt *s, struct store_notify_target *t)
 {
     memset(t, 0, sizeof(*t));
     store_copy_text(t->id, sizeof(t->id), s, 0);
     store_copy_text(t->user_id, sizeof(t->user_id), s, 1);
     store_copy_text(t->kind, sizeof(t->kind), s, 2);
     store_copy_text(t->url, sizeof(t->url), s, 3);
-    t->created_at = sqlite3_column_int64(s, 4);
+    t->created_at = db_col_int64(s, 4);
     store_copy_text(t->last_status, sizeof(t->last_status), s, 5);
     store_copy_text(t->last_error, sizeof(t->last_error), s, 6);
-    t->last_at = sqlite3_column_int64(s, 7);
+    t->last_at = db_col_int64(s, 7);
 }
 
 static int count_targets(struct store *st, const char *user_id, int *n, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "SELECT count(*) FROM notify_targets WHERE user_id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW)
+    db_bind_text(s, 1, user_id);
+    int rc = db_step(s);
+    if (rc != DB_ROW)
         return store_fail(st, rc, "count notification targets", err);
-    *n = sqlite3_column_int(s, 0);
+    *n = db_col_int(s, 0);
     return 0;
 }
 
 static int insert_target(struct store *st, const struct store_notify_target *t,
                          const unsigned char *sealed, size_t len, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO notify_targets(id, user_id, kind, url, sealed, created_at) "
                           "VALUES (?, ?, ?, ?, ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, t->user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, t->kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, t->url, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, t->id);
+    db_bind_text(s, 2, t->user_id);
+    db_bind_text(s, 3, t->kind);
+    db_bind_text(s, 4, t->url);
     if (sealed)
-        sqlite3_bind_blob(s, 5, sealed, (int)len, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, t->created_at);
+        db_bind_blob(s, 5, sealed, (int)len);
+    db_bind_int64(s, 6, t->created_at);
     return store_step_done(st, s, "add a notification target", err);
 }
 
@@ -129,19 +129,19 @@ int store_notify_target_add(struct store *st, const unsigned char key[SEAL_KEY_B
 int store_notify_target_get(struct store *st, const char *user_id, const char *id,
                             struct store_notify_target *out, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT " TARGET_COLUMNS " FROM notify_targets t WHERE t.id = ?1 "
-                          "AND (?2 IS NULL OR t.user_id = ?2)",
+                          "AND (CAST(?2 AS TEXT) IS NULL OR t.user_id = ?2)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    db_bind_text(s, 2, user_id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "no notification target '%.64s'", id);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "read a notification target", err);
     read_target(s, out);
     return 0;
@@ -150,23 +150,22 @@ int store_notify_target_get(struct store *st, const char *user_id, const char *i
 int store_notify_target_delete(struct store *st, const char *user_id, const char *id,
                                struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "DELETE FROM notify_targets WHERE id = ? AND user_id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, id);
+    db_bind_text(s, 2, user_id);
     if ((r = store_step_done(st, s, "delete a notification target", err)) < 0)
         return r;
-    return sqlite3_changes(st->db) ? 0
-                                   : err_set(err, -ENOENT, "no notification target '%.64s'", id);
+    return db_changes(st) ? 0 : err_set(err, -ENOENT, "no notification target '%.64s'", id);
 }
 
 int store_notify_target_list(struct store *st, const char *user_id,
                              void (*fn)(const struct store_notify_target *t, void *ctx), void *ctx,
                              struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         "SELECT " TARGET_COLUMNS ", (SELECT count(*) FROM notify_outbox o WHERE o.target_id = "
@@ -176,40 +175,40 @@ int store_notify_target_list(struct store *st, const char *user_id,
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, user_id);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_notify_target t;
         read_target(s, &t);
-        t.pending = sqlite3_column_int64(s, 8);
+        t.pending = db_col_int64(s, 8);
         store_copy_text(t.pending_error, sizeof(t.pending_error), s, 9);
         fn(&t, ctx);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list notification targets", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list notification targets", err);
 }
 
 int store_notify_target_secret(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
                                const char *id, char **secret, struct err *err)
 {
     *secret = NULL;
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "SELECT user_id, sealed FROM notify_targets WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "no notification target '%.64s'", id);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "read a notification target", err);
-    if (sqlite3_column_type(s, 1) == SQLITE_NULL)
+    if (db_col_null(s, 1))
         return 0;
     char user_id[64], label[160];
     store_copy_text(user_id, sizeof(user_id), s, 0);
     secret_label(label, sizeof(label), user_id, id);
-    size_t n = 0;
-    return unseal(key, sqlite3_column_blob(s, 1), (size_t)sqlite3_column_bytes(s, 1), label, secret,
-                  &n, err);
+    size_t len = 0, n = 0;
+    const void *blob = db_col_blob(s, 1, &len);
+    return unseal(key, blob, len, label, secret, &n, err);
 }
 
 /* --- events --- */
@@ -228,7 +227,7 @@ void store_notify_event_id(const char *type, const char *subject, char out[64])
 static int mark_dropped(struct store *st, const char *run_id, const char *event_id, int64_t at,
                         struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         "UPDATE notify_targets SET last_status = 'dropped', last_error = ?1, last_at = ?2 "
@@ -241,10 +240,10 @@ static int mark_dropped(struct store *st, const char *run_id, const char *event_
     snprintf(why, sizeof(why),
              "an event was dropped: %d notifications were waiting to be sent already",
              STORE_NOTIFY_PENDING_MAX);
-    sqlite3_bind_text(s, 1, why, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, at);
-    sqlite3_bind_text(s, 3, run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, event_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, why);
+    db_bind_int64(s, 2, at);
+    db_bind_text(s, 3, run_id);
+    db_bind_text(s, 4, event_id);
     return store_step_done(st, s, "mark a dropped notification", err);
 }
 
@@ -253,25 +252,26 @@ int store_notify_enqueue(struct store *st, const char *type, const char *run_id,
 {
     char event_id[64];
     store_notify_event_id(type, pr_url ? pr_url : run_id, event_id);
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
-        "INSERT OR IGNORE INTO notify_outbox(target_id, user_id, event_id, type, run_id, pr_url, "
+        "INSERT INTO notify_outbox(target_id, user_id, event_id, type, run_id, pr_url, "
         "created_at, state, next_at) SELECT t.id, t.user_id, ?1, ?2, r.id, ?3, ?4, 'pending', ?4 "
         "FROM runs r JOIN notify_targets t ON t.user_id = r.user_id WHERE r.id = ?5 AND (SELECT "
-        "count(*) FROM notify_outbox o WHERE o.user_id = r.user_id AND o.state = 'pending') < ?6",
+        "count(*) FROM notify_outbox o WHERE o.user_id = r.user_id AND o.state = 'pending') < ?6 "
+        "ON CONFLICT DO NOTHING",
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, event_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, type, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, pr_url, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, at);
-    sqlite3_bind_text(s, 5, run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 6, STORE_NOTIFY_PENDING_MAX);
+    db_bind_text(s, 1, event_id);
+    db_bind_text(s, 2, type);
+    db_bind_text(s, 3, pr_url);
+    db_bind_int64(s, 4, at);
+    db_bind_text(s, 5, run_id);
+    db_bind_int64(s, 6, STORE_NOTIFY_PENDING_MAX);
     if ((r = store_step_done(st, s, "queue a notification", err)) < 0)
         return r;
-    if (sqlite3_changes(st->db) > 0)
+    if (db_changes(st) > 0)
         st->notify_queued = true;
     return mark_dropped(st, run_id, event_id, at, err);
 }
@@ -294,23 +294,23 @@ int store_notify_event(struct store *st, const char *type, const char *run_id, c
 
 static int count_pending(struct store *st, const char *user_id, int *n, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st, "SELECT count(*) FROM notify_outbox WHERE user_id = ? AND state = 'pending'", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW)
+    db_bind_text(s, 1, user_id);
+    int rc = db_step(s);
+    if (rc != DB_ROW)
         return store_fail(st, rc, "count notifications", err);
-    *n = sqlite3_column_int(s, 0);
+    *n = db_col_int(s, 0);
     return 0;
 }
 
 /* A user who tests again and again keeps only the newest STORE_NOTIFY_ENDED_MAX ended rows. */
 static int trim_ended(struct store *st, const char *user_id, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "DELETE FROM notify_outbox WHERE user_id = ?1 AND state <> 'pending' "
                           "AND n NOT IN (SELECT n FROM notify_outbox WHERE user_id = ?1 AND "
@@ -318,25 +318,25 @@ static int trim_ended(struct store *st, const char *user_id, struct err *err)
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 2, STORE_NOTIFY_ENDED_MAX);
+    db_bind_text(s, 1, user_id);
+    db_bind_int64(s, 2, STORE_NOTIFY_ENDED_MAX);
     return store_step_done(st, s, "trim notifications", err);
 }
 
 static int insert_test(struct store *st, const char *user_id, const char *id, const char *event_id,
                        int64_t at, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO notify_outbox(target_id, user_id, event_id, type, "
                           "created_at, state, next_at) VALUES (?, ?, ?, 'test', ?4, 'pending', ?4)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, event_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, at);
+    db_bind_text(s, 1, id);
+    db_bind_text(s, 2, user_id);
+    db_bind_text(s, 3, event_id);
+    db_bind_int64(s, 4, at);
     return store_step_done(st, s, "queue a test notification", err);
 }
 
@@ -376,100 +376,99 @@ int store_notify_due(struct store *st, int64_t now, unsigned limit, unsigned per
                      void (*fn)(const struct store_notify_row *row, void *ctx), void *ctx,
                      struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         "SELECT n, target_id, user_id, event_id, coalesce(run_id, ''), type, "
         "coalesce(pr_url, ''), payload, attempts, created_at, next_at, coalesce(last_error, '') "
         "FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY next_at, n) AS k "
         "FROM (SELECT * FROM notify_outbox WHERE state = 'pending' AND next_at <= ?1 ORDER BY "
-        "next_at, n LIMIT ?2)) WHERE k <= ?3 ORDER BY next_at, n LIMIT ?4",
+        "next_at, n LIMIT ?2) AS due) AS ranked WHERE k <= ?3 ORDER BY next_at, n LIMIT ?4",
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int(s, 2, STORE_NOTIFY_DUE_SCAN);
-    sqlite3_bind_int(s, 3, (int)per_user);
-    sqlite3_bind_int(s, 4, (int)limit);
+    db_bind_int64(s, 1, now);
+    db_bind_int64(s, 2, STORE_NOTIFY_DUE_SCAN);
+    db_bind_int64(s, 3, (int)per_user);
+    db_bind_int64(s, 4, (int)limit);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_notify_row row = {0};
-        row.n = sqlite3_column_int64(s, 0);
+        row.n = db_col_int64(s, 0);
         store_copy_text(row.target_id, sizeof(row.target_id), s, 1);
         store_copy_text(row.user_id, sizeof(row.user_id), s, 2);
         store_copy_text(row.event_id, sizeof(row.event_id), s, 3);
         store_copy_text(row.run_id, sizeof(row.run_id), s, 4);
         store_copy_text(row.type, sizeof(row.type), s, 5);
         store_copy_text(row.pr_url, sizeof(row.pr_url), s, 6);
-        const unsigned char *p = sqlite3_column_text(s, 7);
-        row.payload = p ? xstrdup((const char *)p) : NULL;
-        row.attempts = sqlite3_column_int(s, 8);
-        row.created_at = sqlite3_column_int64(s, 9);
-        row.next_at = sqlite3_column_int64(s, 10);
+        const char *p = db_col_text(s, 7);
+        row.payload = p ? xstrdup(p) : NULL;
+        row.attempts = db_col_int(s, 8);
+        row.created_at = db_col_int64(s, 9);
+        row.next_at = db_col_int64(s, 10);
         store_copy_text(row.last_error, sizeof(row.last_error), s, 11);
         fn(&row, ctx);
         free(row.payload);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list due notifications", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list due notifications", err);
 }
 
 int store_notify_next_due(struct store *st, int64_t *at, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st, "SELECT coalesce(min(next_at), 0) FROM notify_outbox WHERE state = 'pending'", &s, err);
     if (r < 0)
         return r;
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW)
+    int rc = db_step(s);
+    if (rc != DB_ROW)
         return store_fail(st, rc, "find the next notification", err);
-    *at = sqlite3_column_int64(s, 0);
+    *at = db_col_int64(s, 0);
     return 0;
 }
 
 int store_notify_claim(struct store *st, int64_t n, int64_t now, int64_t until, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE notify_outbox SET attempts = attempts + 1, next_at = ? WHERE n = "
                           "? AND state = 'pending' AND next_at <= ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, until);
-    sqlite3_bind_int64(s, 2, n);
-    sqlite3_bind_int64(s, 3, now);
+    db_bind_int64(s, 1, until);
+    db_bind_int64(s, 2, n);
+    db_bind_int64(s, 3, now);
     if ((r = store_step_done(st, s, "claim a notification", err)) < 0)
         return r;
-    return sqlite3_changes(st->db)
-               ? 0
-               : err_set(err, -EALREADY, "notification %lld is not due", (long long)n);
+    return db_changes(st) ? 0
+                          : err_set(err, -EALREADY, "notification %lld is not due", (long long)n);
 }
 
 int store_notify_set_payload(struct store *st, int64_t n, const char *payload, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE notify_outbox SET payload = ? WHERE n = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, payload, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, n);
+    db_bind_text(s, 1, payload);
+    db_bind_int64(s, 2, n);
     return store_step_done(st, s, "record a notification's payload", err);
 }
 
 int store_notify_retry(struct store *st, int64_t n, int64_t next_at, const char *error,
                        struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE notify_outbox SET next_at = ?, last_error = coalesce(?, "
                           "last_error) WHERE n = ? AND state = 'pending'",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, next_at);
-    sqlite3_bind_text(s, 2, error, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, n);
+    db_bind_int64(s, 1, next_at);
+    db_bind_text(s, 2, error);
+    db_bind_int64(s, 3, n);
     return store_step_done(st, s, "reschedule a notification", err);
 }
 
@@ -477,14 +476,14 @@ int store_notify_retry(struct store *st, int64_t n, int64_t next_at, const char 
 static int record_outcome(struct store *st, const char *sql, const char *what, int64_t n,
                           const char *state, const char *error, int64_t now, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, error, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, now);
-    sqlite3_bind_int64(s, 4, n);
+    db_bind_text(s, 1, state);
+    db_bind_text(s, 2, error);
+    db_bind_int64(s, 3, now);
+    db_bind_int64(s, 4, n);
     return store_step_done(st, s, what, err);
 }
 
@@ -502,7 +501,7 @@ int store_notify_end(struct store *st, int64_t n, bool delivered, const char *er
                             "UPDATE notify_outbox SET state = ?, last_error = ?, done_at = ? "
                             "WHERE n = ? AND state = 'pending'",
                             "end a notification", n, state, e, now, err)) < 0 ||
-        (sqlite3_changes(st->db) > 0 &&
+        (db_changes(st) > 0 &&
          (r = record_outcome(st,
                              "UPDATE notify_targets SET last_status = ?, last_error = ?, last_at "
                              "= ? WHERE id = (SELECT target_id FROM notify_outbox WHERE n = ?)",
@@ -516,13 +515,13 @@ int store_notify_end(struct store *st, int64_t n, bool delivered, const char *er
 
 int store_notify_prune(struct store *st, int64_t before, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "DELETE FROM notify_outbox WHERE state <> 'pending' AND done_at < ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, before);
+    db_bind_int64(s, 1, before);
     if ((r = store_step_done(st, s, "prune notifications", err)) < 0)
         return r;
-    return sqlite3_changes(st->db);
+    return db_changes(st);
 }

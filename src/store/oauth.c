@@ -14,7 +14,7 @@
     "g.id, g.user_id, u.name, g.client_id, g.client_name, g.redirect_host, g.scope, "              \
     "g.created_at, coalesce(g.last_used_at, 0)"
 
-static void read_grant(sqlite3_stmt *s, int col, struct store_oauth_grant *g)
+static void read_grant(struct db_stmt *s, int col, struct store_oauth_grant *g)
 {
     store_copy_text(g->id, sizeof(g->id), s, col);
     store_copy_text(g->user_id, sizeof(g->user_id), s, col + 1);
@@ -23,8 +23,8 @@ static void read_grant(sqlite3_stmt *s, int col, struct store_oauth_grant *g)
     store_copy_text(g->client_name, sizeof(g->client_name), s, col + 4);
     store_copy_text(g->redirect_host, sizeof(g->redirect_host), s, col + 5);
     store_copy_text(g->scope, sizeof(g->scope), s, col + 6);
-    g->created_at = sqlite3_column_int64(s, col + 7);
-    g->last_used_at = sqlite3_column_int64(s, col + 8);
+    g->created_at = db_col_int64(s, col + 7);
+    g->last_used_at = db_col_int64(s, col + 8);
 }
 
 /* --- clients --- */
@@ -37,7 +37,7 @@ void store_oauth_client_clear(struct store_oauth_client *c)
 
 int store_oauth_client_put(struct store *st, const struct store_oauth_client *c, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         "INSERT INTO oauth_clients(id, kind, name, redirect_uris, auth_method, secret_hash, "
@@ -47,22 +47,22 @@ int store_oauth_client_put(struct store *st, const struct store_oauth_client *c,
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, c->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, c->kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, c->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, c->redirect_uris ? c->redirect_uris : "[]", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, c->auth_method, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, c->secret_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, c->created_at ? c->created_at : time_now_ms());
-    sqlite3_bind_int64(s, 8, c->expires_at);
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "save client", err);
+    db_bind_text(s, 1, c->id);
+    db_bind_text(s, 2, c->kind);
+    db_bind_text(s, 3, c->name);
+    db_bind_text(s, 4, c->redirect_uris ? c->redirect_uris : "[]");
+    db_bind_text(s, 5, c->auth_method);
+    db_bind_text(s, 6, c->secret_hash);
+    db_bind_int64(s, 7, c->created_at ? c->created_at : time_now_ms());
+    db_bind_int64(s, 8, c->expires_at);
+    int rc = db_step(s);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "save client", err);
 }
 
 int store_oauth_client_get(struct store *st, const char *id, struct store_oauth_client *out,
                            struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT id, kind, name, redirect_uris, auth_method, "
                           "coalesce(secret_hash, ''), created_at, expires_at "
@@ -70,26 +70,26 @@ int store_oauth_client_get(struct store *st, const char *id, struct store_oauth_
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "unknown client");
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "find client", err);
     store_copy_text(out->id, sizeof(out->id), s, 0);
     store_copy_text(out->kind, sizeof(out->kind), s, 1);
     store_copy_text(out->name, sizeof(out->name), s, 2);
-    out->redirect_uris = xstrdup((const char *)sqlite3_column_text(s, 3));
+    out->redirect_uris = xstrdup(db_col_text(s, 3));
     store_copy_text(out->auth_method, sizeof(out->auth_method), s, 4);
     store_copy_text(out->secret_hash, sizeof(out->secret_hash), s, 5);
-    out->created_at = sqlite3_column_int64(s, 6);
-    out->expires_at = sqlite3_column_int64(s, 7);
+    out->created_at = db_col_int64(s, 6);
+    out->expires_at = db_col_int64(s, 7);
     return 0;
 }
 
 int store_oauth_clients_prune(struct store *st, int64_t max_age_ms, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "DELETE FROM oauth_clients WHERE NOT EXISTS "
                           "(SELECT 1 FROM oauth_grants g WHERE g.client_id = oauth_clients.id) "
@@ -99,18 +99,18 @@ int store_oauth_clients_prune(struct store *st, int64_t max_age_ms, struct err *
     if (r < 0)
         return r;
     int64_t now = time_now_ms();
-    sqlite3_bind_int64(s, 1, now - max_age_ms);
-    sqlite3_bind_int64(s, 2, now);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_int64(s, 1, now - max_age_ms);
+    db_bind_int64(s, 2, now);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "prune clients", err);
-    _cleanup_stmt_ sqlite3_stmt *c = NULL;
+    _cleanup_stmt_ struct db_stmt *c = NULL;
     r = store_prepare(st, "SELECT count(*) FROM oauth_clients", &c, err);
     if (r < 0)
         return r;
-    if (sqlite3_step(c) != SQLITE_ROW)
-        return store_fail(st, SQLITE_ERROR, "count clients", err);
-    return sqlite3_column_int(c, 0);
+    if (db_step(c) != DB_ROW)
+        return store_fail(st, DB_ERROR, "count clients", err);
+    return db_col_int(c, 0);
 }
 
 /* --- grants --- */
@@ -118,19 +118,19 @@ int store_oauth_clients_prune(struct store *st, int64_t max_age_ms, struct err *
 int store_oauth_grant_find(struct store *st, const char *user_id, const char *client_id,
                            struct store_oauth_grant *out, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT " GRANT_COLUMNS " FROM oauth_grants g JOIN users u "
                           "ON u.id = g.user_id WHERE g.user_id = ? AND g.client_id = ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, client_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, client_id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "no grant");
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "find grant", err);
     read_grant(s, 0, out);
     return 0;
@@ -142,7 +142,7 @@ int store_oauth_grant_approve(struct store *st, const char *user_id, const char 
 {
     char id[64];
     id_new("grt", id);
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO oauth_grants(id, user_id, client_id, client_name, "
                           "redirect_host, scope, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
@@ -152,15 +152,15 @@ int store_oauth_grant_approve(struct store *st, const char *user_id, const char 
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, client_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, client_name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, redirect_host, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, time_now_ms());
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    db_bind_text(s, 2, user_id);
+    db_bind_text(s, 3, client_id);
+    db_bind_text(s, 4, client_name);
+    db_bind_text(s, 5, redirect_host);
+    db_bind_text(s, 6, scope);
+    db_bind_int64(s, 7, time_now_ms());
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "save grant", err);
     store_release(s);
     s = NULL;
@@ -171,40 +171,41 @@ int store_oauth_grant_list(struct store *st, const char *user_name,
                            void (*fn)(const struct store_oauth_grant *g, void *ctx), void *ctx,
                            struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT " GRANT_COLUMNS " FROM oauth_grants g JOIN users u "
-                          "ON u.id = g.user_id WHERE ?1 IS NULL OR u.name = ?1 "
+                          "ON u.id = g.user_id WHERE CAST(?1 AS TEXT) IS NULL OR u.name = ?1 "
                           "ORDER BY g.created_at DESC, g.id",
                           &s, err);
     if (r < 0)
         return r;
     if (user_name)
-        sqlite3_bind_text(s, 1, user_name, -1, SQLITE_STATIC);
+        db_bind_text(s, 1, user_name);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_oauth_grant g;
         read_grant(s, 0, &g);
         fn(&g, ctx);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list grants", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list grants", err);
 }
 
 int store_oauth_grant_revoke(struct store *st, const char *grant_id, const char *user_id,
                              struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
-        st, "DELETE FROM oauth_grants WHERE id = ?1 AND (?2 IS NULL OR user_id = ?2)", &s, err);
+        st, "DELETE FROM oauth_grants WHERE id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR user_id = ?2)",
+        &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, grant_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, grant_id);
     if (user_id)
-        sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+        db_bind_text(s, 2, user_id);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "revoke grant", err);
-    if (sqlite3_changes(st->db) == 0)
+    if (db_changes(st) == 0)
         return err_set(err, -ENOENT, "no grant with id '%s'", grant_id);
     return 0;
 }
@@ -225,15 +226,15 @@ static void new_secret(const char *prefix, char *plain, char hash[65])
  * until its expiry, so that its replay is recognised). */
 static void prune_expired(struct store *st)
 {
-    _cleanup_stmt_ sqlite3_stmt *c = NULL, *t = NULL;
+    _cleanup_stmt_ struct db_stmt *c = NULL, *t = NULL;
     int64_t now = time_now_ms();
     if (store_prepare(st, "DELETE FROM oauth_codes WHERE expires_at < ?", &c, NULL) == 0) {
-        sqlite3_bind_int64(c, 1, now - 3600 * 1000);
-        sqlite3_step(c);
+        db_bind_int64(c, 1, now - 3600 * 1000);
+        db_step(c);
     }
     if (store_prepare(st, "DELETE FROM oauth_tokens WHERE expires_at < ?", &t, NULL) == 0) {
-        sqlite3_bind_int64(t, 1, now - 86400 * 1000);
-        sqlite3_step(t);
+        db_bind_int64(t, 1, now - 86400 * 1000);
+        db_step(t);
     }
 }
 
@@ -244,37 +245,37 @@ int store_oauth_code_create(struct store *st, const char *grant_id, const char *
     char hash[65];
     new_secret("", plain, hash);
     prune_expired(st);
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO oauth_codes(hash, grant_id, redirect_uri, challenge, "
                           "resource, scope, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, grant_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, redirect_uri, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, challenge, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, resource, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, time_now_ms() + ttl_ms);
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "save code", err);
+    db_bind_text(s, 1, hash);
+    db_bind_text(s, 2, grant_id);
+    db_bind_text(s, 3, redirect_uri);
+    db_bind_text(s, 4, challenge);
+    db_bind_text(s, 5, resource);
+    db_bind_text(s, 6, scope);
+    db_bind_int64(s, 7, time_now_ms() + ttl_ms);
+    int rc = db_step(s);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "save code", err);
 }
 
 /* The grant a code or token was issued under (-ENOENT when revoked since). */
 static int grant_by_id(struct store *st, const char *id, struct store_oauth_grant *out,
                        struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *g = NULL;
+    _cleanup_stmt_ struct db_stmt *g = NULL;
     int r = store_prepare(st,
                           "SELECT " GRANT_COLUMNS " FROM oauth_grants g JOIN users u "
                           "ON u.id = g.user_id WHERE g.id = ?",
                           &g, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(g, 1, id, -1, SQLITE_STATIC);
-    if (sqlite3_step(g) != SQLITE_ROW)
+    db_bind_text(g, 1, id);
+    if (db_step(g) != DB_ROW)
         return err_set(err, -ENOENT, "the grant was revoked");
     read_grant(g, 0, out);
     return 0;
@@ -282,13 +283,13 @@ static int grant_by_id(struct store *st, const char *id, struct store_oauth_gran
 
 static int revoke_family(struct store *st, const char *family, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "DELETE FROM oauth_tokens WHERE family = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, family, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "revoke tokens", err);
+    db_bind_text(s, 1, family);
+    int rc = db_step(s);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "revoke tokens", err);
 }
 
 int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
@@ -299,7 +300,7 @@ int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
     char hash[65];
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE oauth_codes SET used_at = ?1 WHERE hash = ?2 AND used_at IS NULL "
                           "AND expires_at >= ?1 RETURNING grant_id, redirect_uri, challenge, "
@@ -307,10 +308,10 @@ int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_text(s, 2, hash, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
+    db_bind_int64(s, 1, now);
+    db_bind_text(s, 2, hash);
+    int rc = db_step(s);
+    if (rc == DB_ROW) {
         char grant_id[64];
         store_copy_text(grant_id, sizeof(grant_id), s, 0);
         store_copy_text(out->redirect_uri, sizeof(out->redirect_uri), s, 1);
@@ -318,23 +319,23 @@ int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
         store_copy_text(out->resource, sizeof(out->resource), s, 3);
         store_copy_text(out->scope, sizeof(out->scope), s, 4);
         memcpy(out->family, hash, sizeof(hash));
-        while (rc == SQLITE_ROW)
-            rc = sqlite3_step(s);
+        while (rc == DB_ROW)
+            rc = db_step(s);
         store_release(s);
         s = NULL;
         return grant_by_id(st, grant_id, &out->grant, err);
     }
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         return store_fail(st, rc, "redeem code", err);
     store_release(s);
     s = NULL;
     /* Not redeemable: presented before (then whatever it issued ends), expired, or unknown. */
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    _cleanup_stmt_ struct db_stmt *q = NULL;
     r = store_prepare(st, "SELECT used_at IS NOT NULL FROM oauth_codes WHERE hash = ?", &q, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0)) {
+    db_bind_text(q, 1, hash);
+    if (db_step(q) == DB_ROW && db_col_int(q, 0)) {
         store_release(q);
         q = NULL;
         r = revoke_family(st, hash, err);
@@ -349,23 +350,23 @@ static int insert_token(struct store *st, const char *hash, const char *grant_id
                         const char *family, const char *kind, const char *scope,
                         const char *resource, int64_t now, int64_t ttl_ms, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO oauth_tokens(hash, grant_id, family, kind, scope, resource, "
                           "created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, grant_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, family, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, resource, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, now);
-    sqlite3_bind_int64(s, 8, now + ttl_ms);
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "save token", err);
+    db_bind_text(s, 1, hash);
+    db_bind_text(s, 2, grant_id);
+    db_bind_text(s, 3, family);
+    db_bind_text(s, 4, kind);
+    db_bind_text(s, 5, scope);
+    db_bind_text(s, 6, resource);
+    db_bind_int64(s, 7, now);
+    db_bind_int64(s, 8, now + ttl_ms);
+    int rc = db_step(s);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "save token", err);
 }
 
 int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char *family,
@@ -405,7 +406,7 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
     char hash[65];
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE oauth_tokens SET spent_at = ?1 WHERE hash = ?2 AND kind = "
                           "'refresh' AND spent_at IS NULL AND expires_at >= ?1 AND grant_id IN "
@@ -414,28 +415,28 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_text(s, 2, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, client_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
+    db_bind_int64(s, 1, now);
+    db_bind_text(s, 2, hash);
+    db_bind_text(s, 3, client_id);
+    int rc = db_step(s);
+    if (rc == DB_ROW) {
         char grant_id[64];
         store_copy_text(out->family, sizeof(out->family), s, 0);
         store_copy_text(grant_id, sizeof(grant_id), s, 1);
         store_copy_text(out->scope, sizeof(out->scope), s, 2);
         store_copy_text(out->resource, sizeof(out->resource), s, 3);
-        out->expires_at = sqlite3_column_int64(s, 4);
-        while (rc == SQLITE_ROW)
-            rc = sqlite3_step(s);
+        out->expires_at = db_col_int64(s, 4);
+        while (rc == DB_ROW)
+            rc = db_step(s);
         store_release(s);
         s = NULL;
         return grant_by_id(st, grant_id, &out->grant, err);
     }
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         return store_fail(st, rc, "spend refresh token", err);
     store_release(s);
     s = NULL;
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    _cleanup_stmt_ struct db_stmt *q = NULL;
     r = store_prepare(st,
                       "SELECT t.grant_id FROM oauth_tokens t JOIN oauth_grants g ON g.id = "
                       "t.grant_id WHERE t.hash = ? AND t.kind = 'refresh' AND t.spent_at IS NOT "
@@ -443,9 +444,9 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
                       &q, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, client_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW) {
+    db_bind_text(q, 1, hash);
+    db_bind_text(q, 2, client_id);
+    if (db_step(q) == DB_ROW) {
         char grant_id[64];
         store_copy_text(grant_id, sizeof(grant_id), q, 0);
         store_release(q);
@@ -467,7 +468,7 @@ int store_oauth_access_check(struct store *st, const char *plain, size_t len,
     char hash[65];
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         "SELECT t.family, t.scope, t.resource, t.expires_at, u.created_at, " GRANT_COLUMNS
@@ -476,30 +477,30 @@ int store_oauth_access_check(struct store *st, const char *plain, size_t len,
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, now);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, hash);
+    db_bind_int64(s, 2, now);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "unknown, revoked or expired token");
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "check token", err);
     store_copy_text(out->family, sizeof(out->family), s, 0);
     store_copy_text(out->scope, sizeof(out->scope), s, 1);
     store_copy_text(out->resource, sizeof(out->resource), s, 2);
-    out->expires_at = sqlite3_column_int64(s, 3);
-    user->created_at = sqlite3_column_int64(s, 4);
+    out->expires_at = db_col_int64(s, 3);
+    user->created_at = db_col_int64(s, 4);
     read_grant(s, 5, &out->grant);
     snprintf(user->id, sizeof(user->id), "%s", out->grant.user_id);
     snprintf(user->name, sizeof(user->name), "%s", out->grant.user_name);
     store_release(s);
     s = NULL;
     if (now - out->grant.last_used_at > 60000) {
-        _cleanup_stmt_ sqlite3_stmt *u = NULL;
+        _cleanup_stmt_ struct db_stmt *u = NULL;
         if (store_prepare(st, "UPDATE oauth_grants SET last_used_at = ? WHERE id = ?", &u, NULL) ==
             0) {
-            sqlite3_bind_int64(u, 1, now);
-            sqlite3_bind_text(u, 2, out->grant.id, -1, SQLITE_STATIC);
-            sqlite3_step(u); /* best effort, as for API tokens */
+            db_bind_int64(u, 1, now);
+            db_bind_text(u, 2, out->grant.id);
+            db_step(u); /* best effort, as for API tokens */
         }
     }
     return 0;
@@ -512,19 +513,19 @@ int store_oauth_token_revoke(struct store *st, const char *plain, size_t len, co
         return 0;
     char hash[65];
     sha256_hex(plain, len, hash);
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT t.kind, t.family FROM oauth_tokens t JOIN oauth_grants g "
                           "ON g.id = t.grant_id WHERE t.hash = ? AND g.client_id = ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, client_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, hash);
+    db_bind_text(s, 2, client_id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return 0;
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "find token", err);
     char kind[16], family[65];
     store_copy_text(kind, sizeof(kind), s, 0);
@@ -533,11 +534,11 @@ int store_oauth_token_revoke(struct store *st, const char *plain, size_t len, co
     s = NULL;
     if (strcmp(kind, "refresh") == 0)
         return revoke_family(st, family, err);
-    _cleanup_stmt_ sqlite3_stmt *d = NULL;
+    _cleanup_stmt_ struct db_stmt *d = NULL;
     r = store_prepare(st, "DELETE FROM oauth_tokens WHERE hash = ?", &d, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(d, 1, hash, -1, SQLITE_STATIC);
-    rc = sqlite3_step(d);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "revoke token", err);
+    db_bind_text(d, 1, hash);
+    rc = db_step(d);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "revoke token", err);
 }

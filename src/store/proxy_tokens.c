@@ -9,7 +9,7 @@
 
 int store_proxy_token_add(struct store *st, const struct store_proxy_token *t, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO proxy_tokens(jti, user_id, run_id, session_id, sandbox_id, "
                           "services, created_at, expires_at) VALUES (?, ?, nullif(?, ''), "
@@ -17,16 +17,16 @@ int store_proxy_token_add(struct store *st, const struct store_proxy_token *t, s
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, t->jti, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, t->user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, t->run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, t->session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, t->sandbox_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 6, t->services, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, t->created_at);
-    sqlite3_bind_int64(s, 8, t->expires_at);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, t->jti);
+    db_bind_text(s, 2, t->user_id);
+    db_bind_text(s, 3, t->run_id);
+    db_bind_text(s, 4, t->session_id);
+    db_bind_text(s, 5, t->sandbox_id);
+    db_bind_text(s, 6, t->services);
+    db_bind_int64(s, 7, t->created_at);
+    db_bind_int64(s, 8, t->expires_at);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "insert proxy token", err);
     return 0;
 }
@@ -34,16 +34,16 @@ int store_proxy_token_add(struct store *st, const struct store_proxy_token *t, s
 static int exec_jti(struct store *st, const char *sql, const char *arg, const char *what,
                     struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, time_now_ms() / 1000);
-    sqlite3_bind_text(s, 2, arg, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_int64(s, 1, time_now_ms() / 1000);
+    db_bind_text(s, 2, arg);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, what, err);
-    return sqlite3_changes(sqlite3_db_handle(s));
+    return (int)db_changes(st);
 }
 
 int store_proxy_token_revoke(struct store *st, const char *jti, struct err *err)
@@ -58,18 +58,18 @@ int store_proxy_token_revoke(struct store *st, const char *jti, struct err *err)
 
 int store_proxy_token_check(struct store *st, const char *jti, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r =
         store_prepare(st, "SELECT revoked_at IS NOT NULL FROM proxy_tokens WHERE jti = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, jti, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, jti);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "unknown token");
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "check proxy token", err);
-    if (sqlite3_column_int(s, 0))
+    if (db_col_int(s, 0))
         return err_set(err, -EKEYREVOKED, "token revoked: its run has ended");
     return 0;
 }
@@ -77,7 +77,7 @@ int store_proxy_token_check(struct store *st, const char *jti, struct err *err)
 int store_proxy_token_usage(struct store *st, const struct store_token_usage *u, size_t n,
                             struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE proxy_tokens SET requests = requests + ?, "
                           "input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
@@ -86,11 +86,11 @@ int store_proxy_token_usage(struct store *st, const struct store_token_usage *u,
     if (r < 0 || (r = store_exec(st, "BEGIN IMMEDIATE", err)) < 0)
         return r;
     for (size_t i = 0; i < n && r == 0; i++) {
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, u[i].requests);
-        sqlite3_bind_int64(s, 2, u[i].input_tokens);
-        sqlite3_bind_int64(s, 3, u[i].output_tokens);
-        sqlite3_bind_text(s, 4, u[i].jti, -1, SQLITE_STATIC);
+        db_reset(s);
+        db_bind_int64(s, 1, u[i].requests);
+        db_bind_int64(s, 2, u[i].input_tokens);
+        db_bind_int64(s, 3, u[i].output_tokens);
+        db_bind_text(s, 4, u[i].jti);
         r = store_step_done(st, s, "record proxy usage", err);
     }
     if (r < 0) {

@@ -9,34 +9,34 @@
 #include "base/util.h"
 #include "store/store_internal.h"
 
-static void text_col(char *dst, size_t cap, sqlite3_stmt *s, int col)
+static void text_col(char *dst, size_t cap, struct db_stmt *s, int col)
 {
-    const unsigned char *t = sqlite3_column_text(s, col);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+    const char *t = db_col_text(s, col);
+    snprintf(dst, cap, "%s", t ? t : "");
 }
 
-static char *dup_col(sqlite3_stmt *s, int col)
+static char *dup_col(struct db_stmt *s, int col)
 {
-    const unsigned char *t = sqlite3_column_text(s, col);
-    return t ? xstrdup((const char *)t) : NULL;
+    const char *t = db_col_text(s, col);
+    return t ? xstrdup(t) : NULL;
 }
 
 /* The one row of kind ("run", "session") id, by sql (binding id), or with user_id by
  * sql_by_user (binding id and user_id): 0 with *s on it, or -ENOENT saying "<kind> '<id>' not
  * found". */
 static int find_row(struct store *st, const char *sql, const char *sql_by_user, const char *id,
-                    const char *user_id, const char *kind, sqlite3_stmt **s, struct err *err)
+                    const char *user_id, const char *kind, struct db_stmt **s, struct err *err)
 {
     int r = store_prepare(st, user_id ? sql_by_user : sql, s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(*s, 1, id, -1, SQLITE_STATIC);
+    db_bind_text(*s, 1, id);
     if (user_id)
-        sqlite3_bind_text(*s, 2, user_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(*s);
-    if (rc == SQLITE_DONE)
+        db_bind_text(*s, 2, user_id);
+    int rc = db_step(*s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "%s '%s' not found", kind, id);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, kind, err);
     return 0;
 }
@@ -48,45 +48,45 @@ static int find_row(struct store *st, const char *sql, const char *sql_by_user, 
     "coalesce(cleaned_at, 0), coalesce(repository, ''), coalesce(work_branch, ''), "               \
     "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, '')"
 
-static void read_session(sqlite3_stmt *s, struct store_session *out)
+static void read_session(struct db_stmt *s, struct store_session *out)
 {
     memset(out, 0, sizeof(*out));
     text_col(out->id, sizeof(out->id), s, 0);
     text_col(out->user_id, sizeof(out->user_id), s, 1);
     text_col(out->agent, sizeof(out->agent), s, 2);
     text_col(out->agent_session, sizeof(out->agent_session), s, 3);
-    out->created_at = sqlite3_column_int64(s, 4);
-    out->last_run_at = sqlite3_column_int64(s, 5);
-    out->cleaned_at = sqlite3_column_int64(s, 6);
+    out->created_at = db_col_int64(s, 4);
+    out->last_run_at = db_col_int64(s, 5);
+    out->cleaned_at = db_col_int64(s, 6);
     text_col(out->repository, sizeof(out->repository), s, 7);
     text_col(out->work_branch, sizeof(out->work_branch), s, 8);
     text_col(out->base_branch, sizeof(out->base_branch), s, 9);
-    out->pr_number = sqlite3_column_int64(s, 10);
+    out->pr_number = db_col_int64(s, 10);
     text_col(out->pr_url, sizeof(out->pr_url), s, 11);
 }
 
 int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO sessions(id, user_id, agent, agent_session, created_at, "
                           "last_run_at) VALUES (?, ?, ?, nullif(?, ''), ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, ses->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, ses->user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, ses->agent, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, ses->agent_session, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, ses->created_at);
-    sqlite3_bind_int64(s, 6, ses->last_run_at);
+    db_bind_text(s, 1, ses->id);
+    db_bind_text(s, 2, ses->user_id);
+    db_bind_text(s, 3, ses->agent);
+    db_bind_text(s, 4, ses->agent_session);
+    db_bind_int64(s, 5, ses->created_at);
+    db_bind_int64(s, 6, ses->last_run_at);
     return store_step_done(st, s, "insert session", err);
 }
 
 int store_session_get(struct store *st, const char *user_id, const char *id,
                       struct store_session *out, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
 #define BY_ID "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ?"
     int r = find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "session", &s, err);
 #undef BY_ID
@@ -99,46 +99,47 @@ int store_session_get(struct store *st, const char *user_id, const char *id,
 int store_session_update(struct store *st, const char *id, const char *agent_session,
                          const char *repository, int64_t last_run_at, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE sessions SET agent_session = coalesce(nullif(?, ''), "
                           "agent_session), repository = coalesce(nullif(?, ''), repository), "
-                          "last_run_at = max(last_run_at, ?) WHERE id = ?",
+                          "last_run_at = CASE WHEN last_run_at > ?3 THEN last_run_at ELSE ?3 END "
+                          "WHERE id = ?4",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, agent_session ? agent_session : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, repository ? repository : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, last_run_at);
-    sqlite3_bind_text(s, 4, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, agent_session ? agent_session : "");
+    db_bind_text(s, 2, repository ? repository : "");
+    db_bind_int64(s, 3, last_run_at);
+    db_bind_text(s, 4, id);
     return store_step_done(st, s, "update session", err);
 }
 
 int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
                              const char *base_branch, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE sessions SET work_branch = ?, base_branch = ? WHERE id = ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, work_branch, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, base_branch, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, work_branch);
+    db_bind_text(s, 2, base_branch);
+    db_bind_text(s, 3, id);
     return store_step_done(st, s, "record session branch", err);
 }
 
 int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
                                    const char *url, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r =
         store_prepare(st, "UPDATE sessions SET pr_number = ?, pr_url = ? WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, number);
-    sqlite3_bind_text(s, 2, url, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, id, -1, SQLITE_STATIC);
+    db_bind_int64(s, 1, number);
+    db_bind_text(s, 2, url);
+    db_bind_text(s, 3, id);
     return store_step_done(st, s, "record session pull request", err);
 }
 
@@ -146,7 +147,7 @@ int store_session_list_expired(struct store *st, int64_t before,
                                void (*fn)(const struct store_session *s, void *ctx), void *ctx,
                                struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT " SESSION_COLUMNS " FROM sessions WHERE cleaned_at IS NULL AND "
                           "last_run_at < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE "
@@ -154,24 +155,24 @@ int store_session_list_expired(struct store *st, int64_t before,
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, before);
+    db_bind_int64(s, 1, before);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_session ses;
         read_session(s, &ses);
         fn(&ses, ctx);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list expired sessions", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list expired sessions", err);
 }
 
 int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE sessions SET cleaned_at = ? WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int64(s, 1, at);
-    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    db_bind_int64(s, 1, at);
+    db_bind_text(s, 2, id);
     return store_step_done(st, s, "mark session cleaned", err);
 }
 
@@ -186,10 +187,10 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
     "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
     "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0)"
 
-static void read_run(sqlite3_stmt *s, struct store_run *r)
+static void read_run(struct db_stmt *s, struct store_run *r)
 {
     memset(r, 0, sizeof(*r));
-    r->n = sqlite3_column_int64(s, 0);
+    r->n = db_col_int64(s, 0);
     text_col(r->id, sizeof(r->id), s, 1);
     text_col(r->user_id, sizeof(r->user_id), s, 2);
     text_col(r->session_id, sizeof(r->session_id), s, 3);
@@ -206,26 +207,26 @@ static void read_run(sqlite3_stmt *s, struct store_run *r)
     r->summary = dup_col(s, 14);
     r->error = dup_col(s, 15);
     r->changes = dup_col(s, 16);
-    r->timeout_ms = sqlite3_column_int64(s, 17);
-    r->created_at = sqlite3_column_int64(s, 18);
-    r->started_at = sqlite3_column_int64(s, 19);
-    r->finished_at = sqlite3_column_int64(s, 20);
-    r->agent_pid = sqlite3_column_int64(s, 21);
-    r->events_offset = sqlite3_column_int64(s, 22);
-    r->event_count = sqlite3_column_int64(s, 23);
-    r->exit_code = sqlite3_column_int(s, 24);
-    r->success = sqlite3_column_int(s, 25);
-    r->input_tokens = sqlite3_column_int64(s, 26);
-    r->output_tokens = sqlite3_column_int64(s, 27);
-    r->cost = sqlite3_column_double(s, 28);
-    r->view_generation = sqlite3_column_int64(s, 29);
+    r->timeout_ms = db_col_int64(s, 17);
+    r->created_at = db_col_int64(s, 18);
+    r->started_at = db_col_int64(s, 19);
+    r->finished_at = db_col_int64(s, 20);
+    r->agent_pid = db_col_int64(s, 21);
+    r->events_offset = db_col_int64(s, 22);
+    r->event_count = db_col_int64(s, 23);
+    r->exit_code = db_col_int(s, 24);
+    r->success = db_col_int(s, 25);
+    r->input_tokens = db_col_int64(s, 26);
+    r->output_tokens = db_col_int64(s, 27);
+    r->cost = db_col_double(s, 28);
+    r->view_generation = db_col_int64(s, 29);
     text_col(r->network, sizeof(r->network), s, 30);
     text_col(r->pull_request, sizeof(r->pull_request), s, 31);
     r->delivery = dup_col(s, 32);
     text_col(r->phase, sizeof(r->phase), s, 33);
-    r->phase_step = sqlite3_column_int64(s, 34);
+    r->phase_step = db_col_int64(s, 34);
     r->phase_detail = dup_col(s, 35);
-    r->phase_at = sqlite3_column_int64(s, 36);
+    r->phase_at = db_col_int64(s, 36);
 }
 
 void store_run_release(struct store_run *r)
@@ -248,15 +249,15 @@ void store_run_release(struct store_run *r)
 static int add_transition(struct store *st, const char *id, const char *status, const char *reason,
                           int64_t at, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st, "INSERT INTO run_transitions(run_id, at, status, reason) VALUES (?, ?, ?, ?)", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, at);
-    sqlite3_bind_text(s, 3, status, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, reason, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, id);
+    db_bind_int64(s, 2, at);
+    db_bind_text(s, 3, status);
+    db_bind_text(s, 4, reason);
     return store_step_done(st, s, "record transition", err);
 }
 
@@ -266,7 +267,7 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
     if (r < 0)
         return r;
     {
-        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        _cleanup_stmt_ struct db_stmt *s = NULL;
         r = store_prepare(
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
@@ -275,20 +276,20 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             "nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12)",
             &s, err);
         if (r == 0) {
-            sqlite3_bind_text(s, 1, run->id, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 2, run->user_id, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 3, run->session_id, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 4, run->status_reason, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 5, run->task, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 6, run->title, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 7, run->model, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 8, run->agent, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 9, run->repository, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 10, run->branch, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 11, run->timeout_ms);
-            sqlite3_bind_int64(s, 12, run->created_at);
-            sqlite3_bind_text(s, 13, run->network, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 14, run->pull_request, -1, SQLITE_STATIC);
+            db_bind_text(s, 1, run->id);
+            db_bind_text(s, 2, run->user_id);
+            db_bind_text(s, 3, run->session_id);
+            db_bind_text(s, 4, run->status_reason);
+            db_bind_text(s, 5, run->task);
+            db_bind_text(s, 6, run->title);
+            db_bind_text(s, 7, run->model);
+            db_bind_text(s, 8, run->agent);
+            db_bind_text(s, 9, run->repository);
+            db_bind_text(s, 10, run->branch);
+            db_bind_int64(s, 11, run->timeout_ms);
+            db_bind_int64(s, 12, run->created_at);
+            db_bind_text(s, 13, run->network);
+            db_bind_text(s, 14, run->pull_request);
             r = store_step_done(st, s, "insert run", err);
         }
     }
@@ -304,7 +305,7 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
 int store_run_get(struct store *st, const char *user_id, const char *id, struct store_run *out,
                   struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
 #define BY_ID "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?"
     int r = find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "run", &s, err);
 #undef BY_ID
@@ -322,22 +323,22 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
     if (r < 0)
         return r;
     {
-        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        _cleanup_stmt_ struct db_stmt *s = NULL;
         r = store_prepare(
             st,
             "UPDATE runs SET status = ?1, status_reason = ?2, "
             "started_at = CASE WHEN ?1 = 'running' THEN coalesce(started_at, ?3) ELSE started_at "
-            "END, finished_at = CASE WHEN ?4 THEN ?3 ELSE finished_at END "
+            "END, finished_at = CASE WHEN ?4 <> 0 THEN ?3 ELSE finished_at END "
             "WHERE id = ?5 AND status IN ('queued', 'running')",
             &s, err);
         if (r == 0) {
-            sqlite3_bind_text(s, 1, status, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 2, reason, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 3, at);
-            sqlite3_bind_int(s, 4, final);
-            sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+            db_bind_text(s, 1, status);
+            db_bind_text(s, 2, reason);
+            db_bind_int64(s, 3, at);
+            db_bind_int64(s, 4, final);
+            db_bind_text(s, 5, id);
             r = store_step_done(st, s, "update run status", err);
-            if (r == 0 && sqlite3_changes(st->db) == 0)
+            if (r == 0 && db_changes(st) == 0)
                 r = err_set(err, -EALREADY, "run '%s' has already ended", id);
         }
     }
@@ -360,25 +361,25 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
 int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
                           const char *base_commit, int64_t agent_pid, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE runs SET workdir = ?, branch = nullif(?, ''), base_commit = "
                           "nullif(?, ''), agent_pid = nullif(?, 0) WHERE id = ?",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, workdir, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, branch, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, base_commit, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, agent_pid);
-    sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, workdir);
+    db_bind_text(s, 2, branch);
+    db_bind_text(s, 3, base_commit);
+    db_bind_int64(s, 4, agent_pid);
+    db_bind_text(s, 5, id);
     return store_step_done(st, s, "record run start", err);
 }
 
 int store_run_set_phase(struct store *st, const char *id, const char *phase, int64_t step,
                         const char *detail, int64_t at, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r =
         store_prepare(st,
                       "UPDATE runs SET phase = ?, phase_step = ?, phase_detail = nullif(?, ''), "
@@ -386,18 +387,18 @@ int store_run_set_phase(struct store *st, const char *id, const char *phase, int
                       &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, phase, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, step);
-    sqlite3_bind_text(s, 3, detail, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, at);
-    sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, phase);
+    db_bind_int64(s, 2, step);
+    db_bind_text(s, 3, detail);
+    db_bind_int64(s, 4, at);
+    db_bind_text(s, 5, id);
     return store_step_done(st, s, "record run phase", err);
 }
 
 int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
                           const char *error, const char *changes, int exit_code, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE runs SET success = ?, summary = coalesce(?, summary), error = "
                           "coalesce(?, error), changes = ?, "
@@ -405,40 +406,40 @@ int store_run_set_outcome(struct store *st, const char *id, int success, const c
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_int(s, 1, success);
-    sqlite3_bind_text(s, 2, summary, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, error, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, changes, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 5, exit_code);
-    sqlite3_bind_text(s, 6, id, -1, SQLITE_STATIC);
+    db_bind_int64(s, 1, success);
+    db_bind_text(s, 2, summary);
+    db_bind_text(s, 3, error);
+    db_bind_text(s, 4, changes);
+    db_bind_int64(s, 5, exit_code);
+    db_bind_text(s, 6, id);
     return store_step_done(st, s, "record run outcome", err);
 }
 
 int store_run_set_delivery(struct store *st, const char *id, const char *delivery, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE runs SET delivery = ? WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, delivery, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, delivery);
+    db_bind_text(s, 2, id);
     return store_step_done(st, s, "record run delivery", err);
 }
 
 int store_run_set_diff(struct store *st, const char *id, const char *diff, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE runs SET diff = ? WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, diff, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, diff);
+    db_bind_text(s, 2, id);
     return store_step_done(st, s, "record run diff", err);
 }
 
 int store_run_get_diff(struct store *st, const char *id, char **out, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     *out = NULL;
     int r = find_row(st, "SELECT diff FROM runs WHERE id = ?", NULL, id, NULL, "run", &s, err);
     if (r < 0)
@@ -457,26 +458,26 @@ int store_run_add_events(struct store *st, const char *run_id, const struct stor
     double cost = 0;
     const char *text = NULL, *error = NULL;
     {
-        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        _cleanup_stmt_ struct db_stmt *s = NULL;
         r = store_prepare(st,
                           "INSERT INTO run_events(run_id, seq, time, type, summary, raw) "
                           "SELECT ?1, event_count + 1, ?2, ?3, ?4, ?5 FROM runs WHERE id = ?1",
                           &s, err);
-        _cleanup_stmt_ sqlite3_stmt *bump = NULL;
+        _cleanup_stmt_ struct db_stmt *bump = NULL;
         if (r == 0)
             r = store_prepare(st, "UPDATE runs SET event_count = event_count + 1 WHERE id = ?",
                               &bump, err);
         for (size_t i = 0; r == 0 && i < n; i++) {
-            sqlite3_reset(s);
-            sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 2, ev[i].time);
-            sqlite3_bind_text(s, 3, ev[i].type, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 4, ev[i].summary, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 5, ev[i].raw, -1, SQLITE_STATIC);
+            db_reset(s);
+            db_bind_text(s, 1, run_id);
+            db_bind_int64(s, 2, ev[i].time);
+            db_bind_text(s, 3, ev[i].type);
+            db_bind_text(s, 4, ev[i].summary);
+            db_bind_text(s, 5, ev[i].raw);
             r = store_step_done(st, s, "insert run event", err);
             if (r == 0) {
-                sqlite3_reset(bump);
-                sqlite3_bind_text(bump, 1, run_id, -1, SQLITE_STATIC);
+                db_reset(bump);
+                db_bind_text(bump, 1, run_id);
                 r = store_step_done(st, bump, "count run event", err);
             }
             if (ev[i].text)
@@ -489,21 +490,22 @@ int store_run_add_events(struct store *st, const char *run_id, const struct stor
         }
     }
     if (r == 0) {
-        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        _cleanup_stmt_ struct db_stmt *s = NULL;
         r = store_prepare(st,
-                          "UPDATE runs SET events_offset = iif(?1 < 0, events_offset, ?1), "
+                          "UPDATE runs SET events_offset = "
+                          "CASE WHEN ?1 < 0 THEN events_offset ELSE ?1 END, "
                           "input_tokens = input_tokens + ?, "
                           "output_tokens = output_tokens + ?, cost = cost + ?, summary = "
                           "coalesce(?, summary), error = coalesce(?, error) WHERE id = ?",
                           &s, err);
         if (r == 0) {
-            sqlite3_bind_int64(s, 1, new_offset);
-            sqlite3_bind_int64(s, 2, in);
-            sqlite3_bind_int64(s, 3, out);
-            sqlite3_bind_double(s, 4, cost);
-            sqlite3_bind_text(s, 5, text, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 6, error, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 7, run_id, -1, SQLITE_STATIC);
+            db_bind_int64(s, 1, new_offset);
+            db_bind_int64(s, 2, in);
+            db_bind_int64(s, 3, out);
+            db_bind_double(s, 4, cost);
+            db_bind_text(s, 5, text);
+            db_bind_text(s, 6, error);
+            db_bind_text(s, 7, run_id);
             r = store_step_done(st, s, "advance run offset", err);
         }
     }
@@ -529,20 +531,20 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
         "user_id = ?1 AND status = ?3 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
     };
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql[(o->session_id ? 1 : 0) + (o->status ? 2 : 0)], &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, o->user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, o->session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, o->status, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, o->before > 0 ? o->before : INT64_MAX);
-    sqlite3_bind_int64(s, 5, (int64_t)o->limit + 1);
-    sqlite3_bind_int64(s, 6, o->created_before > 0 ? o->created_before : INT64_MAX);
+    db_bind_text(s, 1, o->user_id);
+    db_bind_text(s, 2, o->session_id);
+    db_bind_text(s, 3, o->status);
+    db_bind_int64(s, 4, o->before > 0 ? o->before : INT64_MAX);
+    db_bind_int64(s, 5, (int64_t)o->limit + 1);
+    db_bind_int64(s, 6, o->created_before > 0 ? o->created_before : INT64_MAX);
     unsigned seen = 0;
     int rc;
     *more = false;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         if (seen++ == o->limit) {
             *more = true;
             break;
@@ -552,26 +554,26 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
         fn(&run, ctx);
         store_run_release(&run);
     }
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_fail(st, rc, "list runs", err);
+    return rc == DB_DONE || rc == DB_ROW ? 0 : store_fail(st, rc, "list runs", err);
 }
 
 int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r, void *ctx),
                           void *ctx, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st, "SELECT " RUN_COLUMNS " FROM runs WHERE status IN ('queued', 'running') ORDER BY n", &s,
         err);
     if (r < 0)
         return r;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_run run;
         read_run(s, &run);
         fn(&run, ctx);
         store_run_release(&run);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list active runs", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list active runs", err);
 }
 
 /* Events by sql, which binds the run, a seq bound and a limit. */
@@ -579,25 +581,25 @@ static int list_events(struct store *st, const char *sql, const char *run_id, in
                        unsigned limit, void (*fn)(const struct store_run_event_row *e, void *ctx),
                        void *ctx, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, bound);
-    sqlite3_bind_int64(s, 3, limit);
+    db_bind_text(s, 1, run_id);
+    db_bind_int64(s, 2, bound);
+    db_bind_int64(s, 3, limit);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_run_event_row e = {
-            .seq = sqlite3_column_int64(s, 0),
-            .time = sqlite3_column_int64(s, 1),
-            .type = (const char *)sqlite3_column_text(s, 2),
-            .summary = (const char *)sqlite3_column_text(s, 3),
-            .raw = (const char *)sqlite3_column_text(s, 4),
+            .seq = db_col_int64(s, 0),
+            .time = db_col_int64(s, 1),
+            .type = db_col_text(s, 2),
+            .summary = db_col_text(s, 3),
+            .raw = db_col_text(s, 4),
         };
         fn(&e, ctx);
     }
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list run events", err);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list run events", err);
 }
 
 int store_run_events(struct store *st, const char *run_id, int64_t after, unsigned limit,
@@ -624,37 +626,36 @@ int store_run_transitions(struct store *st, const char *run_id,
                           void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),
                           void *ctx, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st, "SELECT at, status, reason FROM run_transitions WHERE run_id = ? ORDER BY rowid", &s,
         err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, run_id);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-        fn(sqlite3_column_int64(s, 0), (const char *)sqlite3_column_text(s, 1),
-           (const char *)sqlite3_column_text(s, 2), ctx);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, "list run transitions", err);
+    while ((rc = db_step(s)) == DB_ROW)
+        fn(db_col_int64(s, 0), db_col_text(s, 1), db_col_text(s, 2), ctx);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list run transitions", err);
 }
 
 int store_view_generation(struct store *st, bool session, const char *id, int64_t *gen,
                           struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = find_row(st,
                      session ? "SELECT view_generation FROM sessions WHERE id = ?"
                              : "SELECT view_generation FROM runs WHERE id = ?",
                      NULL, id, NULL, session ? "session" : "run", &s, err);
     if (r < 0)
         return r;
-    *gen = sqlite3_column_int64(s, 0);
+    *gen = db_col_int64(s, 0);
     return 0;
 }
 
 int store_view_revoke(struct store *st, bool session, const char *id, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         session ? "UPDATE sessions SET view_generation = view_generation + 1 WHERE id = ?"
@@ -662,10 +663,10 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, id);
     if ((r = store_step_done(st, s, "revoke view links", err)) < 0)
         return r;
-    if (sqlite3_changes(st->db) == 0)
+    if (db_changes(st) == 0)
         return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);
     return 0;
 }

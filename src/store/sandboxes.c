@@ -12,35 +12,35 @@
     "coalesce(init_start, 0), coalesce(cgroup, ''), created_at, coalesce(started_at, 0), "         \
     "coalesce(last_used_at, 0), coalesce(id_slot, 0)"
 
-static void text_col(char *dst, size_t cap, sqlite3_stmt *s, int col)
+static void text_col(char *dst, size_t cap, struct db_stmt *s, int col)
 {
-    const unsigned char *t = sqlite3_column_text(s, col);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+    const char *t = db_col_text(s, col);
+    snprintf(dst, cap, "%s", t ? t : "");
 }
 
-static void read_row(sqlite3_stmt *s, struct store_sandbox *sb)
+static void read_row(struct db_stmt *s, struct store_sandbox *sb)
 {
     memset(sb, 0, sizeof(*sb));
     text_col(sb->id, sizeof(sb->id), s, 0);
     text_col(sb->user_id, sizeof(sb->user_id), s, 1);
     text_col(sb->session_id, sizeof(sb->session_id), s, 2);
     text_col(sb->template_name, sizeof(sb->template_name), s, 3);
-    const unsigned char *state = sqlite3_column_text(s, 4);
-    sb->running = state && strcmp((const char *)state, "running") == 0;
-    sb->init_pid = sqlite3_column_int64(s, 5);
-    sb->init_start = sqlite3_column_int64(s, 6);
+    const char *state = db_col_text(s, 4);
+    sb->running = state && strcmp(state, "running") == 0;
+    sb->init_pid = db_col_int64(s, 5);
+    sb->init_start = db_col_int64(s, 6);
     text_col(sb->cgroup, sizeof(sb->cgroup), s, 7);
-    sb->created_at = sqlite3_column_int64(s, 8);
-    sb->started_at = sqlite3_column_int64(s, 9);
-    sb->last_used_at = sqlite3_column_int64(s, 10);
-    sb->id_slot = (uint32_t)sqlite3_column_int64(s, 11);
+    sb->created_at = db_col_int64(s, 8);
+    sb->started_at = db_col_int64(s, 9);
+    sb->last_used_at = db_col_int64(s, 10);
+    sb->id_slot = (uint32_t)db_col_int64(s, 11);
 }
 
 int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
                        struct store_sandbox *out, struct err *err)
 {
     bool own = !session_id || !*session_id;
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
         own ? "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id = ? AND session_id IS NULL"
@@ -48,13 +48,13 @@ int store_sandbox_find(struct store *st, const char *user_id, const char *sessio
         &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, user_id);
     if (!own)
-        sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+        db_bind_text(s, 2, session_id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "no sandbox");
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "find sandbox", err);
     read_row(s, out);
     return 0;
@@ -62,29 +62,29 @@ int store_sandbox_find(struct store *st, const char *user_id, const char *sessio
 
 int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO sandboxes(id, user_id, session_id, template, state, "
                           "created_at) VALUES (?, nullif(?, ''), nullif(?, ''), ?, 'stopped', ?)",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, sb->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, sb->user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, sb->session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, sb->template_name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, sb->created_at);
-    int rc = sqlite3_step(s);
-    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+    db_bind_text(s, 1, sb->id);
+    db_bind_text(s, 2, sb->user_id);
+    db_bind_text(s, 3, sb->session_id);
+    db_bind_text(s, 4, sb->template_name);
+    db_bind_int64(s, 5, sb->created_at);
+    int rc = db_step(s);
+    if (rc == DB_CONSTRAINT)
         return err_set(err, -EEXIST, "sandbox already exists");
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         return store_fail(st, rc, "insert sandbox", err);
     return 0;
 }
 
 int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE sandboxes SET state = ?, init_pid = ?, init_start = ?, "
                           "cgroup = nullif(?, ''), template = ?, started_at = ?, last_used_at = ? "
@@ -92,16 +92,16 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, sb->running ? "running" : "stopped", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, sb->init_pid);
-    sqlite3_bind_int64(s, 3, sb->init_start);
-    sqlite3_bind_text(s, 4, sb->cgroup, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, sb->template_name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, sb->started_at);
-    sqlite3_bind_int64(s, 7, sb->last_used_at);
-    sqlite3_bind_text(s, 8, sb->id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, sb->running ? "running" : "stopped");
+    db_bind_int64(s, 2, sb->init_pid);
+    db_bind_int64(s, 3, sb->init_start);
+    db_bind_text(s, 4, sb->cgroup);
+    db_bind_text(s, 5, sb->template_name);
+    db_bind_int64(s, 6, sb->started_at);
+    db_bind_int64(s, 7, sb->last_used_at);
+    db_bind_text(s, 8, sb->id);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "update sandbox", err);
     return 0;
 }
@@ -111,17 +111,17 @@ static int list_rows(struct store *st, const char *sql,
                      void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                      struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = db_step(s)) == DB_ROW) {
         struct store_sandbox sb;
         read_row(s, &sb);
         fn(&sb, ctx);
     }
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         return store_fail(st, rc, "list sandboxes", err);
     return 0;
 }
@@ -140,7 +140,7 @@ int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot
     /* The lowest free slot: 1 when it is free, else the first one above a taken slot. The
      * unique index on id_slot makes both lookups index probes, and a race between two servers
      * on one store ends in a constraint error rather than a shared range. */
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE sandboxes SET id_slot = ("
                           "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE id_slot = 1) "
@@ -151,14 +151,14 @@ int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
         return err_set(err, -ENOENT, "sandbox '%s' not found or already has an id range", id);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return store_fail(st, rc, "claim id range", err);
-    int64_t got = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    int64_t got = db_col_int64(s, 0);
+    db_reset(s);
     if (got < 1 || got > (int64_t)max_slot) {
         struct err ignored = {0};
         store_sandbox_release_slot(st, id, &ignored);
@@ -174,13 +174,13 @@ int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot
 
 int store_sandbox_release_slot(struct store *st, const char *id, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "UPDATE sandboxes SET id_slot = NULL WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "release id range", err);
     return 0;
 }
@@ -188,16 +188,16 @@ int store_sandbox_release_slot(struct store *st, const char *id, struct err *err
 int store_sandbox_list_with_files(struct store *st, const char *user_id,
                                   void (*fn)(const char *id, void *ctx), void *ctx, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "SELECT id FROM sandboxes WHERE user_id = ? AND id_slot IS NOT NULL",
                           &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
+    db_bind_text(s, 1, user_id);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-        fn((const char *)sqlite3_column_text(s, 0), ctx);
-    if (rc != SQLITE_DONE)
+    while ((rc = db_step(s)) == DB_ROW)
+        fn(db_col_text(s, 0), ctx);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "list sandboxes", err);
     return 0;
 }
@@ -207,30 +207,30 @@ static int assign_rows(struct store *st, const char *id, const char *user_id,
 {
     int r;
     if (replaces) {
-        _cleanup_stmt_ sqlite3_stmt *s = NULL;
+        _cleanup_stmt_ struct db_stmt *s = NULL;
         if ((r = store_prepare(
                  st, "UPDATE sandboxes SET user_id = NULL, session_id = NULL WHERE id = ?", &s,
                  err)) < 0)
             return r;
-        sqlite3_bind_text(s, 1, replaces, -1, SQLITE_STATIC);
+        db_bind_text(s, 1, replaces);
         if ((r = store_step_done(st, s, "detach sandbox", err)) < 0)
             return r;
     }
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     if ((r = store_prepare(st,
                            "UPDATE sandboxes SET user_id = ?, session_id = nullif(?, '') "
                            "WHERE id = ? AND user_id IS NULL",
                            &s, err)) < 0)
         return r;
-    sqlite3_bind_text(s, 1, user_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, session_id ? session_id : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, session_id ? session_id : "");
+    db_bind_text(s, 3, id);
+    int rc = db_step(s);
+    if (rc == DB_CONSTRAINT)
         return err_set(err, -EEXIST, "the session already has a sandbox");
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         return store_fail(st, rc, "assign sandbox", err);
-    if (sqlite3_changes(st->db) != 1)
+    if (db_changes(st) != 1)
         return err_set(err, -ESTALE, "sandbox '%s' is not unowned", id);
     return 0;
 }
@@ -251,13 +251,13 @@ int store_sandbox_assign(struct store *st, const char *id, const char *user_id,
 
 int store_sandbox_delete(struct store *st, const char *id, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "DELETE FROM sandboxes WHERE id = ?", &s, err);
     if (r < 0)
         return r;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE)
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc != DB_DONE)
         return store_fail(st, rc, "delete sandbox", err);
     return 0;
 }

@@ -10,80 +10,29 @@
 #include "base/util.h"
 #include "store/store_internal.h"
 
-/* Prepared statements kept for reuse: parsing and planning a statement costs more than running
- * most of ours (a token check, a usage update). Keyed by store and by the address of the SQL
- * text. A statement is lent to one caller at a time; a caller that asks while it is lent (a
- * nested use) gets a statement of its own, finalized when given back. Main thread only, like
- * the store. */
-#define STMT_CACHE_MAX 128
-static struct {
-    struct store *st;
-    const char *sql;
-    sqlite3_stmt *stmt;
-    bool lent;
-} stmt_cache[STMT_CACHE_MAX];
-
-int store_prepare(struct store *st, const char *sql, sqlite3_stmt **out, struct err *err)
-{
-    int free_slot = -1;
-    for (int i = 0; i < STMT_CACHE_MAX; i++) {
-        if (stmt_cache[i].st == st && stmt_cache[i].sql == sql && !stmt_cache[i].lent) {
-            stmt_cache[i].lent = true;
-            *out = stmt_cache[i].stmt;
-            return 0;
-        }
-        if (!stmt_cache[i].st && free_slot < 0)
-            free_slot = i;
-    }
-    int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(st, rc, "prepare", err);
-    if (free_slot >= 0) {
-        stmt_cache[free_slot].st = st;
-        stmt_cache[free_slot].sql = sql;
-        stmt_cache[free_slot].stmt = *out;
-        stmt_cache[free_slot].lent = true;
-    }
-    return 0;
-}
-
-void store_release(sqlite3_stmt *s)
-{
-    if (!s)
-        return;
-    for (int i = 0; i < STMT_CACHE_MAX; i++)
-        if (stmt_cache[i].stmt == s) {
-            sqlite3_reset(s);
-            sqlite3_clear_bindings(s);
-            stmt_cache[i].lent = false;
-            return;
-        }
-    sqlite3_finalize(s);
-}
-
 int store_fail(struct store *st, int rc, const char *what, struct err *err)
 {
-    int code = rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? -EBUSY
-               : rc == SQLITE_CONSTRAINT                ? -EEXIST
-               : rc == SQLITE_FULL                      ? -ENOSPC
-                                                        : -EIO;
-    return err_set(err, code, "database %s: %s", what, sqlite3_errmsg(st->db));
+    int code = rc == DB_BUSY         ? -EBUSY
+               : rc == DB_CONSTRAINT ? -EEXIST
+               : rc == DB_FULL       ? -ENOSPC
+                                     : -EIO;
+    return err_set(err, code, "database %s: %s", what, db_errmsg(st));
 }
 
-int store_step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err)
+int store_step_done(struct store *st, struct db_stmt *s, const char *what, struct err *err)
 {
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE ? 0 : store_fail(st, rc, what, err);
+    int rc = db_step(s);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, what, err);
 }
 
 int store_exec(struct store *st, const char *sql, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
-    int rc = sqlite3_step(s);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_fail(st, rc, sql, err);
+    int rc = db_step(s);
+    return rc == DB_DONE || rc == DB_ROW ? 0 : store_fail(st, rc, sql, err);
 }
 
 static int migration_number(const char *name)
@@ -115,12 +64,9 @@ static int user_version(sqlite3 *db)
     return v;
 }
 
-int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct err *err)
+int store_migrations_check(const struct embedded_file *list, int current, struct err *err)
 {
-    sqlite3 *db = sqlite_db;
-    int known = 0, current = user_version(db);
-    if (current < 0)
-        return err_set(err, -EIO, "cannot read schema version: %s", sqlite3_errmsg(db));
+    int known = 0;
     for (const struct embedded_file *m = list; m->name; m++) {
         int n = migration_number(m->name);
         if (n <= known)
@@ -132,6 +78,18 @@ int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct e
                        "database schema version %d is newer than this binary knows (%d); "
                        "run a newer sandbox-mcp",
                        current, known);
+    return known;
+}
+
+int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct err *err)
+{
+    sqlite3 *db = sqlite_db;
+    int current = user_version(db);
+    if (current < 0)
+        return err_set(err, -EIO, "cannot read schema version: %s", sqlite3_errmsg(db));
+    int r = store_migrations_check(list, current, err);
+    if (r < 0)
+        return r;
     for (const struct embedded_file *m = list; m->name; m++) {
         int n = migration_number(m->name);
         if (n <= current)
@@ -153,7 +111,12 @@ int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct e
     return current;
 }
 
-int store_open(const char *path, struct store **ret, struct err *err)
+bool store_url_is_postgres(const char *url)
+{
+    return url && (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0);
+}
+
+static int sqlite_open(const char *path, struct store **ret, struct err *err)
 {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db,
@@ -182,7 +145,23 @@ int store_open(const char *path, struct store **ret, struct err *err)
         return err_wrap(err, "database '%s'", path);
     }
     struct store *st = xcalloc(1, sizeof(*st));
+    st->kind = STORE_SQLITE;
     st->db = db;
+    *ret = st;
+    return 0;
+}
+
+int store_open(const char *where, struct store **ret, struct err *err)
+{
+    if (!store_url_is_postgres(where))
+        return sqlite_open(where, ret, err);
+    struct store *st = xcalloc(1, sizeof(*st));
+    st->kind = STORE_POSTGRES;
+    int r = pg_open(where, st, err);
+    if (r < 0) {
+        free(st);
+        return r;
+    }
     *ret = st;
     return 0;
 }
@@ -191,22 +170,28 @@ void store_close(struct store *st)
 {
     if (!st)
         return;
-    for (int i = 0; i < STMT_CACHE_MAX; i++)
-        if (stmt_cache[i].st == st) {
-            sqlite3_finalize(stmt_cache[i].stmt);
-            memset(&stmt_cache[i], 0, sizeof(stmt_cache[i]));
-        }
-    sqlite3_close_v2(st->db);
+    db_forget(st);
+    if (st->kind == STORE_SQLITE)
+        sqlite3_close_v2(st->db);
+    else
+        pg_close(st);
     free(st);
+}
+
+bool store_is_shared(const struct store *st)
+{
+    return st->kind == STORE_POSTGRES;
 }
 
 int64_t store_data_version(struct store *st)
 {
+    if (st->kind == STORE_POSTGRES)
+        return pg_data_version(st);
     /* given back at once: a statement left stepped keeps its read snapshot, and with it every
      * later query of this connection would miss what other processes wrote */
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    _cleanup_stmt_ struct db_stmt *s = NULL;
     struct err err = {0};
     if (store_prepare(st, "PRAGMA data_version", &s, &err) < 0)
         return -1;
-    return sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    return db_step(s) == DB_ROW ? db_col_int64(s, 0) : -1;
 }

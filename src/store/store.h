@@ -1,6 +1,7 @@
 #pragma once
-/* The SQLite store: one database file in WAL mode, schema from migrations/ applied at open.
- * A store handle belongs to one thread (the main loop); every call is short and indexed. */
+/* The store: SQLite (one database file in WAL mode) for one machine, or PostgreSQL shared by
+ * several nodes; schema from migrations/ (migrations/postgres/) applied at open. A store handle
+ * belongs to one thread (the main loop); every call is short and indexed. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,19 +13,25 @@
 
 struct store;
 
-/* Open (creating if needed) the database at path and bring its schema up to date with the
- * embedded migrations. A database whose schema is newer than this binary knows is refused
- * (-EPROTO). On success *ret owns the handle. */
-int store_open(const char *path, struct store **ret, struct err *err);
+/* Open the database `where` names, a postgres:// (or postgresql://) URL or else the path of a
+ * SQLite file (created if needed), and bring its schema up to date with the embedded
+ * migrations. A database whose schema is newer than this binary knows is refused (-EPROTO). On
+ * success *ret owns the handle. */
+int store_open(const char *where, struct store **ret, struct err *err);
 void store_close(struct store *st);
+/* Whether where is a PostgreSQL URL. */
+bool store_url_is_postgres(const char *where);
+/* Whether st is a database other nodes may share (PostgreSQL). */
+bool store_is_shared(const struct store *st);
 
 /* Apply the migrations in list (name order, "NNNN_name.sql") above the current user_version,
  * each in its own transaction. Exposed for tests. Returns the resulting version or < 0. */
 int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct err *err);
 
-/* A number that changes whenever another connection (another process: the CLI) has changed the
- * database since the last call: what this process caches from it is still true while it stays
- * the same. -1 on error. */
+/* A number that changes whenever another connection (another process: the CLI; on PostgreSQL,
+ * another node) has changed the database since the last call: what this process caches from it
+ * is still true while it stays the same. On PostgreSQL it also moves with this process's own
+ * writes. -1 on error. */
 int64_t store_data_version(struct store *st);
 
 /* Highest migration number built in. */

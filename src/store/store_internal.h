@@ -1,5 +1,6 @@
 #pragma once
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -7,31 +8,90 @@
 
 #include "store/store.h"
 
+/* Which database a store speaks to. The SQL of the store's files is written once, in the subset
+ * both understand (numbered ? parameters, ON CONFLICT, RETURNING, CASE rather than iif or a
+ * two-argument max); db.c turns it into PostgreSQL's where they differ. */
+enum store_kind { STORE_SQLITE, STORE_POSTGRES };
+
+/* A PostgreSQL connection. Its prepared statements belong to one connection: gen counts the
+ * connections made, and a statement prepared under an earlier one is prepared again. */
+struct pg {
+    PGconn *conn;
+    uint64_t gen;
+    unsigned next_name;
+    int64_t changes;
+    char errmsg[512];
+};
+
 struct store {
-    sqlite3 *db;
+    enum store_kind kind;
+    sqlite3 *db;                    /* SQLite */
+    struct pg pg;                   /* PostgreSQL */
     void (*notify_hook)(void *ctx); /* store_set_notify_hook */
     void *notify_ctx;
     bool notify_queued; /* rows were queued in the transaction under way */
 };
 
+/* A statement of either backend. Its values are bound with db_bind_* (1-based, as in SQLite),
+ * stepped with db_step and read with db_col_* (0-based); store_release gives it back. */
+struct db_stmt;
+
+/* db_step's results, and the kinds of failure store_fail maps to errno values. */
+enum {
+    DB_OK = 0,
+    DB_ERROR = 1,
+    DB_BUSY = 5,
+    DB_FULL = 13,
+    DB_CONSTRAINT = 19,
+    DB_ROW = 100,
+    DB_DONE = 101,
+};
+
 /* Prepare sql on st; on failure fill err. sql must be a string that lives as long as the store
  * (a literal): its statement is prepared once, kept, and lent to each caller, who gives it back
  * with store_release (the _cleanup_stmt_ variables do). */
-int store_prepare(struct store *st, const char *sql, sqlite3_stmt **out, struct err *err);
+int store_prepare(struct store *st, const char *sql, struct db_stmt **out, struct err *err);
 /* Give a statement back: one from store_prepare is reset for the next caller (which also ends
  * its read snapshot), any other is finalized. NULL is fine. */
-void store_release(sqlite3_stmt *s);
+void store_release(struct db_stmt *s);
 
-static inline void cleanup_stmtp(sqlite3_stmt **s)
+static inline void cleanup_stmtp(struct db_stmt **s)
 {
     store_release(*s);
 }
 #define _cleanup_stmt_ __attribute__((cleanup(cleanup_stmtp)))
+
+/* Text values are not copied on SQLite: they must stay as they are until the statement has been
+ * stepped (or reset). NULL binds SQL NULL. */
+void db_bind_text(struct db_stmt *s, int i, const char *v);
+void db_bind_int64(struct db_stmt *s, int i, int64_t v);
+void db_bind_double(struct db_stmt *s, int i, double v);
+void db_bind_blob(struct db_stmt *s, int i, const void *p, size_t n);
+void db_bind_null(struct db_stmt *s, int i);
+/* DB_ROW (a row to read), DB_DONE, or a failure (DB_CONSTRAINT, DB_BUSY, DB_FULL, DB_ERROR)
+ * whose message db_errmsg gives. */
+int db_step(struct db_stmt *s);
+/* Ready s to run again with new values. */
+void db_reset(struct db_stmt *s);
+/* The current row's columns: NULL reads as NULL text, 0 and an empty blob. */
+const char *db_col_text(struct db_stmt *s, int col);
+int64_t db_col_int64(struct db_stmt *s, int col);
+double db_col_double(struct db_stmt *s, int col);
+const void *db_col_blob(struct db_stmt *s, int col, size_t *len);
+bool db_col_null(struct db_stmt *s, int col);
+static inline int db_col_int(struct db_stmt *s, int col)
+{
+    return (int)db_col_int64(s, col);
+}
+/* Rows the last INSERT, UPDATE or DELETE on st changed. */
+int64_t db_changes(struct store *st);
+const char *db_errmsg(struct store *st);
+
 /* Step s, which must finish without a row: 0, or store_fail naming what. */
-int store_step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err);
+int store_step_done(struct store *st, struct db_stmt *s, const char *what, struct err *err);
 /* Run one statement of sql (a literal, prepared once like store_prepare's): 0, or -errno. */
 int store_exec(struct store *st, const char *sql, struct err *err);
-/* Map an SQLite result code to a negative errno and fill err. */
+/* Map a db_step result to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
 
 /* Queue notification type for run_id (and pr_url, or NULL) at `at` to every target of the run's
@@ -42,13 +102,25 @@ int store_notify_enqueue(struct store *st, const char *type, const char *run_id,
 void store_notify_committed(struct store *st);
 
 /* Copy column col of the current row into dst (cap bytes, truncating; "" for NULL). */
-static inline void store_copy_text(char *dst, size_t cap, sqlite3_stmt *s, int col)
+static inline void store_copy_text(char *dst, size_t cap, struct db_stmt *s, int col)
 {
-    const unsigned char *t = sqlite3_column_text(s, col);
-    size_t n = t ? (size_t)sqlite3_column_bytes(s, col) : 0;
+    const char *t = db_col_text(s, col);
+    size_t n = t ? strlen(t) : 0;
     if (n >= cap)
         n = cap - 1;
     if (n)
         memcpy(dst, t, n);
     dst[n] = '\0';
 }
+
+/* Free every statement of st (db.c), before it closes. */
+void db_forget(struct store *st);
+
+/* Check that list's migrations are numbered in order and that the database's version current is
+ * not above the last: the last number, or -EINVAL / -EPROTO. */
+int store_migrations_check(const struct embedded_file *list, int current, struct err *err);
+
+/* PostgreSQL (pg.c). */
+int pg_open(const char *url, struct store *st, struct err *err);
+void pg_close(struct store *st);
+int64_t pg_data_version(struct store *st);

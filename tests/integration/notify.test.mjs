@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, addUser } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, addUser, dbDump } from '../lib/server.mjs';
 import { assertNoSanitizerReport, parseMetrics } from '../lib/http.mjs';
 import { CookieJar, request, forms, signIn, setPassword } from '../lib/oauth.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
@@ -111,9 +111,7 @@ test('the CLI adds, lists and removes targets, refusing bad ones with the reason
     assert.match(listed, new RegExp(`^${n.id} +ntfy +https://ntfy\\.sh/smcp-topic_x1\\n`, 'm'));
     assert.ok(!listed.includes('tok-1234567') && !listed.includes(w.secret), listed);
     // the secret is sealed: not in the database in clear
-    const db = ['sandbox-mcp.db', 'sandbox-mcp.db-wal'].map((f) => {
-      try { return readFileSync(path.join(dir, f)).toString('latin1'); } catch { return ''; }
-    }).join('');
+    const db = dbDump(dir);
     assert.ok(!db.includes(w.secret.slice(6)), 'the signing secret is in the database in clear');
 
     const bad = [

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, sqlHex, dbDump } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 import {
   CookieJar, pkce, sha256hex, request, forms, isSignInPage, isConsentPage, setPassword, register,
@@ -458,10 +458,9 @@ describe('tokens', () => {
     const c = await codeFor();
     const t = (await exchange(c)).body;
     assert.equal((await mcp(t.access_token)).status, 200);
-    const db = path.join(server.dataDir, 'sandbox-mcp.db');
-    const sql = (q) => execFileSync('sqlite3', ['-cmd', '.timeout 5000', db, q], { encoding: 'utf8' }).trim();
     const past = Date.now() - 1000;
-    assert.equal(sql(`UPDATE oauth_tokens SET expires_at = ${past} WHERE hash = '${sha256hex(t.access_token)}' AND kind = 'access' RETURNING kind`), 'access');
+    const moved = sqlRows(server, `UPDATE oauth_tokens SET expires_at = ${past} WHERE hash = '${sha256hex(t.access_token)}' AND kind = 'access' RETURNING kind`);
+    assert.deepEqual(moved, [{ kind: 'access' }]);
     const r = await mcp(t.access_token);
     assert.equal(r.status, 401);
     assert.match(r.headers.get('www-authenticate'), /error="invalid_token"/);
@@ -469,7 +468,7 @@ describe('tokens', () => {
     assert.equal(fresh.status, 200, fresh.text);
     assert.equal((await mcp(fresh.body.access_token)).status, 200);
     // an expired refresh token is refused like an unknown one
-    assert.equal(sql(`UPDATE oauth_tokens SET expires_at = ${past} WHERE hash = '${sha256hex(fresh.body.refresh_token)}' RETURNING kind`), 'refresh');
+    assert.deepEqual(sqlRows(server, `UPDATE oauth_tokens SET expires_at = ${past} WHERE hash = '${sha256hex(fresh.body.refresh_token)}' RETURNING kind`), [{ kind: 'refresh' }]);
     const late = await refresh(c.client, fresh.body.refresh_token);
     assert.equal(late.status, 400);
     assert.equal(late.body.error, 'invalid_grant');
@@ -777,7 +776,7 @@ describe('the account page and the CLI', () => {
     const FIRST = `github_pat_11PAGE${randomBytes(12).toString('hex')}`;
     const SECOND = `ghs_Replaced+/=&%~!${randomBytes(16).toString('hex')}`; // escaped in the form
     const sent = [FIRST, SECOND];
-    const row = (name = 'admin') => sqlRows(server, 'SELECT hex(sealed) AS sealed, length(sealed) AS len, '
+    const row = (name = 'admin') => sqlRows(server, `SELECT ${sqlHex('sealed')} AS sealed, length(sealed) AS len, `
       + 'c.created_at, c.updated_at FROM credentials c JOIN users u ON u.id = c.user_id '
       + `WHERE u.name = '${name}' AND c.service = 'github'`)[0];
     const listed = (name = 'admin') => {
@@ -786,9 +785,7 @@ describe('the account page and the CLI', () => {
       return r.stdout;
     };
     const card = (html) => html.slice(html.indexOf('<section class="card" id="github">'));
-    const dbFiles = () => ['sandbox-mcp.db', 'sandbox-mcp.db-wal'].map((f) => {
-      try { return readFileSync(path.join(server.dataDir, f)).toString('latin1'); } catch { return ''; }
-    }).join('');
+    const dbFiles = () => dbDump(server);
     // nothing of a token sent, not even its random part, anywhere it could leak
     const assertNoToken = (text, what) => {
       for (const t of sent) {

@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { modernRequest } from '../lib/http.mjs';
 
@@ -90,10 +90,7 @@ async function waitUntil(cond, what, ms = 120000) {
   }
 }
 
-function sql(srv, query) {
-  const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
-  return out.trim() ? JSON.parse(out) : [];
-}
+const sql = sqlRows;
 
 const q = (s) => `'${String(s).replace(/'/g, "''")}'`;
 

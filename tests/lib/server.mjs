@@ -13,14 +13,40 @@ export const BIN = process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'asan
 // Run a CLI command to completion (input: what it reads on stdin; or until timeout ms, then
 // SIGTERM); returns {status, stdout, stderr}.
 export function cli(args, { env = {}, cwd, input, timeout } = {}) {
+  const at = args.indexOf('--data-dir');
   const r = spawnSync(BIN, args, {
     encoding: 'utf8',
     cwd,
     input,
-    env: { ...cleanEnv(), ...env },
+    env: { ...cleanEnv(), ...storeEnv(at >= 0 ? args[at + 1] : null), ...env },
     timeout,
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// The store of the server (and command lines) of dataDir. SQLite in the directory unless this
+// run of the suites is on PostgreSQL (tests/run.sh sets SANDBOX_MCP_TEST_STORE=postgres and the
+// URL of the cluster it started): then a schema of the shared database named after the
+// directory, so that a server started again on the same directory finds what the last one kept.
+const PG_URL = process.env.SANDBOX_MCP_TEST_STORE === 'postgres' ? process.env.SANDBOX_MCP_TEST_DATABASE_URL : null;
+const schemas = new Set();
+function pgSchema(dataDir) {
+  return `srv_${Buffer.from(path.basename(path.resolve(dataDir))).toString('hex')}`;
+}
+export function storeEnv(dataDir) {
+  if (!PG_URL || !dataDir) return {};
+  const schema = pgSchema(dataDir);
+  if (!schemas.has(schema)) {
+    execFileSync('psql', ['-qX', '-v', 'ON_ERROR_STOP=1', '-c', `SET client_min_messages = warning; CREATE SCHEMA IF NOT EXISTS ${schema}`, PG_URL]);
+    schemas.add(schema);
+  }
+  return { DATABASE_URL: `${PG_URL}&options=-csearch_path%3D${schema}` };
+}
+function dropSchema(dataDir) {
+  if (!PG_URL || !dataDir) return;
+  const schema = pgSchema(dataDir);
+  spawnSync('psql', ['-qX', '-c', `SET client_min_messages = warning; DROP SCHEMA IF EXISTS ${schema} CASCADE`, PG_URL]);
+  schemas.delete(schema);
 }
 
 // The environment minus configuration keys the host may happen to have set.
@@ -29,7 +55,7 @@ function cleanEnv() {
   for (const k of ['LISTEN', 'DATA_DIR', 'PUBLIC_URL', 'ALLOWED_ORIGINS', 'PROXY_JWT_SECRET',
                    'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'OPENROUTER_API_KEY', 'GITHUB_TOKEN', 'LOG_LEVEL',
                    'MAX_REQUEST_BYTES', 'REPLY_MAX_BYTES', 'SHUTDOWN_GRACE_SECONDS', 'FIRST_USER', 'GITHUB_REPOS',
-                   'GITHUB_BASE_URL', 'FETCH_ALLOW', 'TLS_CERT', 'TLS_KEY', 'PROXY_PROVIDERS_DIR'])
+                   'GITHUB_BASE_URL', 'FETCH_ALLOW', 'TLS_CERT', 'TLS_KEY', 'PROXY_PROVIDERS_DIR', 'DATABASE_URL'])
     delete env[k];
   for (const k of Object.keys(env))
     if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k.startsWith('OAUTH_') || k === 'FILE_MAX_BYTES')
@@ -79,6 +105,7 @@ export function tempDir(prefix = 'smcp-') {
 export function removeDataDir(dir) {
   cli(['sandbox', 'stop-all', '--data-dir', dir]);
   rmSync(dir, { recursive: true, force: true });
+  dropSchema(dir);
 }
 
 // Start `sandbox-mcp serve`. Resolves once it listens, with
@@ -96,7 +123,7 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
   if (tls) argv.push('--tls-cert', tls.cert, '--tls-key', tls.key);
   const proc = spawn(wrap.length ? wrap[0] : BIN, wrap.length ? [...wrap.slice(1), BIN, ...argv] : argv, {
     cwd: cwd || dataDir,
-    env: { ...cleanEnv(), ...env },
+    env: { ...cleanEnv(), ...storeEnv(dataDir), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '', err = '';
@@ -189,8 +216,30 @@ export function addUser(srv, name) {
   return tok.stdout.match(/smcp_\S+/)[0];
 }
 
-// The rows query gives on srv's database, as objects (sqlite3 -json).
+// SQL for a blob column's bytes as hex text, in the dialect of this run's stores.
+export const sqlHex = (col) => (PG_URL ? `upper(encode(${col}, 'hex'))` : `hex(${col})`);
+
+// Everything srv's database holds, as text: the SQLite file and its WAL byte for byte, or on
+// PostgreSQL a data dump of the server's schema. For checks that a secret is not stored.
+export function dbDump(srvOrDir) {
+  const dir = typeof srvOrDir === 'string' ? srvOrDir : srvOrDir.dataDir;
+  const { DATABASE_URL } = storeEnv(dir);
+  if (DATABASE_URL)
+    return execFileSync('pg_dump', ['--data-only', `--schema=${pgSchema(dir)}`, PG_URL], { encoding: 'latin1', maxBuffer: 256 << 20 });
+  return ['sandbox-mcp.db', 'sandbox-mcp.db-wal'].map((f) => {
+    try { return readFileSync(path.join(dir, f)).toString('latin1'); } catch { return ''; }
+  }).join('');
+}
+
+// The rows query gives on srv's database, as objects (sqlite3 -json, or psql's json_agg on
+// PostgreSQL: bigint columns come back as numbers either way).
 export function sqlRows(srv, query) {
-  const out = execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
+  const { DATABASE_URL } = storeEnv(srv.dataDir);
+  if (DATABASE_URL) {
+    const out = execFileSync('psql', ['-qAtX', '-v', 'ON_ERROR_STOP=1', '-c',
+      `WITH r AS (${query}) SELECT coalesce(json_agg(r), '[]') FROM r`, DATABASE_URL], { encoding: 'utf8' });
+    return JSON.parse(out);
+  }
+  const out = execFileSync('sqlite3', ['-json', '-cmd', '.timeout 5000', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
   return out.trim() ? JSON.parse(out) : [];
 }

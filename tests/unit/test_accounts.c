@@ -1,7 +1,6 @@
 /* The store's passwords, one-time sign-in links and browser sessions. Times are moved by
  * editing rows through a second connection, so nothing sleeps. */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +12,6 @@
 struct fixture {
     char *path;
     struct store *st;
-    sqlite3 *db; /* a second connection, to look at and age rows */
     struct store_user alice, bob;
 };
 
@@ -24,51 +22,49 @@ static void setup(struct fixture *f)
     CHECK_INT_EQ(store_open(f->path, &f->st, &err), 0);
     CHECK_INT_EQ(store_user_add(f->st, "alice", &f->alice, &err), 0);
     CHECK_INT_EQ(store_user_add(f->st, "bob", &f->bob, &err), 0);
-    CHECK_INT_EQ(sqlite3_open(f->path, &f->db), SQLITE_OK);
-    sqlite3_busy_timeout(f->db, 5000);
-    sqlite3_exec(f->db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
 }
 
 static void teardown(struct fixture *f)
 {
-    sqlite3_close(f->db);
     store_close(f->st);
     free(f->path);
 }
 
+/* Through a second connection, to look at and age rows. */
 static void sql(struct fixture *f, const char *q)
 {
-    char *msg = NULL;
-    if (sqlite3_exec(f->db, q, NULL, NULL, &msg) != SQLITE_OK)
-        CHECK_FAIL_("%s: %s", q, msg ? msg : "?");
-    sqlite3_free(msg);
+    if (test_sql_run(f->path, q, NULL) < 0)
+        CHECK_FAIL_("%s failed", q);
 }
 
 static int64_t sql_int(struct fixture *f, const char *q)
 {
-    sqlite3_stmt *s;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(f->db, q, -1, &s, NULL) != SQLITE_OK) {
-        CHECK_FAIL_("%s: %s", q, sqlite3_errmsg(f->db));
-        return -1;
-    }
-    if (sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
+    int64_t v;
+    if (test_sql_run(f->path, q, &v) < 0)
+        CHECK_FAIL_("%s failed", q);
     return v;
 }
 
-/* Every byte of the database and its WAL. */
+/* Every byte of the database and its WAL; on PostgreSQL, all the test's schema holds, dumped. */
 static bool db_contains(struct fixture *f, const char *needle)
 {
     bool found = false;
+    static char buf[4 << 20];
+    if (test_pg_url()) {
+        const char *schema = strstr(f->path, "search_path%3D");
+        char *cmd = xasprintf("pg_dump --data-only --schema=%s '%s'", schema + 14, test_pg_url());
+        FILE *dump = popen(cmd, "r");
+        free(cmd);
+        size_t n = dump ? fread(buf, 1, sizeof(buf), dump) : 0;
+        CHECK(dump && pclose(dump) == 0 && n > 0);
+        return memmem(buf, n, needle, strlen(needle)) != NULL;
+    }
     for (int i = 0; i < 2 && !found; i++) {
         char *p = xasprintf("%s%s", f->path, i ? "-wal" : "");
         FILE *file = fopen(p, "rb");
         free(p);
         if (!file)
             continue;
-        static char buf[4 << 20];
         size_t n = fread(buf, 1, sizeof(buf), file);
         fclose(file);
         found = memmem(buf, n, needle, strlen(needle)) != NULL;

@@ -6,8 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "base/seal.h"
 #include "base/util.h"
 #include "harness.h"
@@ -97,7 +95,7 @@ TEST(credentials_are_sealed_per_user_and_open_only_there)
     CHECK(sodium_init() >= 0);
     char dir[] = "/tmp/smcp-seal-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    char *path = xasprintf("%s/test.db", dir);
+    char *path = test_temp_db();
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
@@ -130,14 +128,11 @@ TEST(credentials_are_sealed_per_user_and_open_only_there)
     CHECK_INT_EQ(store_credential_open(st, key, bob.id, "github", &value, &n, &err), -ENOENT);
 
     /* alice's sealed value copied onto bob's row does not open there */
-    sqlite3 *db;
-    CHECK_INT_EQ(sqlite3_open(path, &db), SQLITE_OK);
     char *sql = xasprintf("INSERT INTO credentials SELECT '%s', service, sealed, created_at, "
                           "updated_at FROM credentials WHERE user_id = '%s'",
                           bob.id, alice.id);
-    CHECK_INT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    CHECK_INT_EQ(test_sql_run(path, sql, NULL), 0);
     free(sql);
-    sqlite3_close(db);
     CHECK_INT_EQ(store_credential_open(st, key, bob.id, "github", &value, &n, &err), -EBADMSG);
     CHECK_INT_EQ(store_credential_delete(st, bob.id, "github", &err), 0);
     CHECK_INT_EQ(store_credential_delete(st, bob.id, "github", &err), -ENOENT);

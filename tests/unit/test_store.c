@@ -14,29 +14,72 @@
 TEST(open_applies_migrations_and_reopens)
 {
     char *path = test_temp_db();
+    bool pg = test_pg_url() != NULL;
     struct store *st = NULL;
     struct err err = {0};
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
     CHECK_INT_EQ(store_user_count(st, &err), 0);
+    CHECK_INT_EQ(store_is_shared(st), pg);
     store_close(st);
     CHECK_INT_EQ(store_open(path, &st, &err), 0);
     store_close(st);
-    sqlite3 *db;
-    sqlite3_open(path, &db);
-    sqlite3_stmt *s;
-    sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL);
-    sqlite3_step(s);
-    CHECK_INT_EQ(sqlite3_column_int(s, 0), store_schema_version_known());
-    sqlite3_finalize(s);
-    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL);
-    sqlite3_step(s);
-    CHECK_STR_EQ((const char *)sqlite3_column_text(s, 0), "wal");
-    sqlite3_finalize(s);
-    sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL);
-    sqlite3_close(db);
+    int64_t v;
+    CHECK_INT_EQ(
+        test_sql_run(path, pg ? "SELECT max(version) FROM schema_version" : "PRAGMA user_version",
+                     &v),
+        0);
+    CHECK_INT_EQ(v, store_schema_version_known());
+    if (!pg) {
+        sqlite3 *db;
+        sqlite3_stmt *s;
+        sqlite3_open(path, &db);
+        sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL);
+        sqlite3_step(s);
+        CHECK_STR_EQ((const char *)sqlite3_column_text(s, 0), "wal");
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+    }
+    CHECK_INT_EQ(
+        test_sql_run(path,
+                     pg ? "UPDATE schema_version SET version = 999" : "PRAGMA user_version = 999",
+                     NULL),
+        0);
     CHECK_INT_EQ(store_open(path, &st, &err), -EPROTO);
     CHECK_STR_CONTAINS(err.msg, "newer than this binary knows");
     free(path);
+}
+
+/* Each SQLite migration has its PostgreSQL twin from where PostgreSQL's begin, so both
+ * backends know the same schema version. */
+TEST(both_dialects_end_at_the_same_migration)
+{
+    const struct embedded_file *m = embedded_migrations_pg;
+    CHECK(m->name != NULL);
+    int first = atoi(m->name), last = 0;
+    for (; m->name; m++)
+        last = atoi(m->name);
+    CHECK_INT_EQ(last, store_schema_version_known());
+    int twins = 0;
+    for (const struct embedded_file *l = embedded_migrations; l->name; l++)
+        twins += atoi(l->name) >= first;
+    int pgs = 0;
+    for (m = embedded_migrations_pg; m->name; m++)
+        pgs++;
+    CHECK_INT_EQ(pgs, twins);
+}
+
+TEST(a_postgres_url_that_cannot_be_reached_is_a_clear_error)
+{
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK(store_url_is_postgres("postgres://h/db"));
+    CHECK(store_url_is_postgres("postgresql:///db?host=/run/x"));
+    CHECK(!store_url_is_postgres("/var/lib/x.db"));
+    CHECK(!store_url_is_postgres(NULL));
+    CHECK_INT_EQ(store_open("postgresql://u:hunter2@/db?host=/nonexistent-dir", &st, &err), -EIO);
+    CHECK_STR_CONTAINS(err.msg, "cannot connect to PostgreSQL");
+    CHECK(strstr(err.msg, "hunter2") == NULL);
+    CHECK(st == NULL);
 }
 
 TEST(migrations_in_order_each_in_a_transaction)
@@ -108,11 +151,19 @@ TEST(users_and_tokens)
     CHECK_INT_EQ(store_token_authenticate(st, plain, strlen(plain), &found, &err), -ENOENT);
     store_close(st);
     /* only the hash is stored */
-    FILE *f = fopen(path, "rb");
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    CHECK(memmem(buf, n, plain, strlen(plain)) == NULL);
+    if (test_pg_url()) {
+        char *q = xasprintf("SELECT count(*) FROM tokens t WHERE t::text LIKE '%%%s%%'", plain);
+        int64_t n = -1;
+        CHECK_INT_EQ(test_sql_run(path, q, &n), 0);
+        CHECK_INT_EQ(n, 0);
+        free(q);
+    } else {
+        FILE *f = fopen(path, "rb");
+        char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+        CHECK(memmem(buf, n, plain, strlen(plain)) == NULL);
+    }
     free(path);
 }
 
