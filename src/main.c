@@ -23,6 +23,7 @@
 #include "base/metrics.h"
 #include "base/seal.h"
 #include "base/util.h"
+#include "cluster/cluster.h"
 #include "egress/egress.h"
 #include "http/http.h"
 #include "mcp/fixtures.h"
@@ -63,6 +64,7 @@ static const char usage_main[] =
     "                        mint a token for the LLM/git proxy (to check a setup with curl)\n"
     "  proxy-token revoke JTI\n"
     "  links revoke ID       stop the web addresses given out for a run's or session's page\n"
+    "  node list             list the nodes sharing the store, their state and last heartbeat\n"
     "  sandbox list          list running sandboxes\n"
     "  sandbox stop-all      stop every sandbox and unmount their disks (maintenance)\n"
     "  template build NAME [--force]\n"
@@ -94,6 +96,10 @@ static const char usage_serve[] =
 static const char usage_migrate[] =
     "usage: sandbox-mcp migrate [--data-dir DIR] [--env-file FILE]\n"
     "\nCreates the database or applies pending migrations.\n";
+static const char usage_node[] =
+    "usage: sandbox-mcp node list [--data-dir DIR] [--env-file FILE]\n"
+    "\nLists the nodes that share this store (DATABASE_URL): id, state (up, lost, stopped),\n"
+    "the URL the others reach it at, and how long ago it last beat.\n";
 static const char usage_user[] =
     "usage: sandbox-mcp user add NAME [--data-dir DIR]\n"
     "       sandbox-mcp user list [--data-dir DIR]\n"
@@ -297,6 +303,41 @@ static int ensure_dir(const char *path, mode_t mode)
     return -1;
 }
 
+/* This node's id: NODE_ID, else the one kept in DATA_DIR/node_id, else a new one kept there. */
+static int ensure_node_id(const struct config *cfg, char out[64])
+{
+    const char *v = config_get(cfg, "NODE_ID");
+    char kept[64] = "";
+    _cleanup_free_ char *path = xasprintf("%s/node_id", cfg->data_dir);
+    if (!v || !*v) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (f && fgets(kept, sizeof(kept), f))
+            kept[strcspn(kept, "\n")] = '\0';
+        if (!kept[0]) {
+            id_new("node", kept);
+            _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd < 0 || dprintf(fd, "%s\n", kept) < 0) {
+                fprintf(stderr, "sandbox-mcp: cannot write '%s': %s\n", path, strerror(errno));
+                return -1;
+            }
+        }
+        v = kept;
+    }
+    size_t n = strlen(v);
+    bool ok = n > 0 && n < 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)v[i]) || strchr("._-", v[i]);
+    if (!ok) {
+        fprintf(stderr,
+                "sandbox-mcp: NODE_ID '%.64s' must be 1..63 letters, digits, '.', '_' or "
+                "'-'\n",
+                v);
+        return -1;
+    }
+    snprintf(out, 64, "%s", v);
+    return 0;
+}
+
 static int open_store(const struct config *cfg, struct store **st)
 {
     if (ensure_dir(cfg->data_dir, 0700) < 0)
@@ -311,11 +352,20 @@ static int open_store(const struct config *cfg, struct store **st)
     }
     _cleanup_free_ char *path =
         url && *url ? xstrdup(url) : xasprintf("%s/sandbox-mcp.db", cfg->data_dir);
+    char node[64];
+    if (ensure_node_id(cfg, node) < 0)
+        return 1;
     struct err err = {0};
     if (store_open(path, st, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         return 1;
     }
+    store_set_node(*st, node);
+    int taken = store_node_adopt_legacy(*st, &err);
+    if (taken < 0)
+        log_warn("node rows not adopted node=%s err=\"%s\"", node, err.msg);
+    else if (taken > 0)
+        log_info("node took sandboxes and sessions from before nodes node=%s rows=%d", node, taken);
     return 0;
 }
 
@@ -653,6 +703,68 @@ static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
     http_sandbox_listener(ctx, sandbox_id, fd);
 }
 
+static void on_node_lost(void *ctx, const char *node_id)
+{
+    runs_node_lost(ctx, node_id);
+}
+
+static void on_node_back(void *ctx)
+{
+    sandbox_manager_drop_moved(ctx);
+}
+
+/* This node's row in the store, its heartbeat and the sweep for lost ones (cluster.h). */
+static int start_cluster(const struct config *cfg, struct store *st, struct http_server *http,
+                         const struct sandbox_config *sc, const struct runs_config *rc,
+                         struct cluster **ret)
+{
+    struct err err = {0};
+    uint64_t beat, lost;
+    if (config_get_u64(cfg, "NODE_HEARTBEAT_SECONDS", 5, 1, 3600, &beat, &err) < 0 ||
+        config_get_u64(cfg, "NODE_LOST_SECONDS", 30, 2, 86400, &lost, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return -1;
+    }
+    if (lost <= beat) {
+        fprintf(stderr,
+                "sandbox-mcp: NODE_LOST_SECONDS (%llu) must be longer than "
+                "NODE_HEARTBEAT_SECONDS (%llu)\n",
+                (unsigned long long)lost, (unsigned long long)beat);
+        return -1;
+    }
+    const char *url = config_get(cfg, "NODE_URL");
+    _cleanup_free_ char *derived =
+        xasprintf("%s://%s", cfg->tls_cert ? "https" : "http", http_server_address(http));
+    if (url && *url && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        fprintf(stderr, "sandbox-mcp: NODE_URL '%.200s' must start with http:// or https://\n",
+                url);
+        return -1;
+    }
+    const char *secret = config_get(cfg, "CLUSTER_SECRET");
+    if (secret && *secret && strlen(secret) < 32) {
+        fprintf(stderr, "sandbox-mcp: CLUSTER_SECRET must be at least 32 characters\n");
+        return -1;
+    }
+    if (store_is_shared(st) && (!secret || !*secret))
+        log_warn("node forwarding=off note=\"set the same CLUSTER_SECRET on every node sharing "
+                 "this database, so that a call reaching one node for a sandbox on another is "
+                 "forwarded there\"");
+    struct cluster_config cc = {
+        .node_id = store_node(st),
+        .node_url = url && *url ? url : derived,
+        .secret = secret,
+        .heartbeat_ms = beat * 1000,
+        .lost_ms = lost * 1000,
+        .max_sandboxes = sc->max_running,
+        .max_runs = rc->max_running,
+    };
+    if (cluster_new(&cc, st, ret, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
@@ -794,6 +906,21 @@ static int cmd_serve(int argc, char **argv)
         cfg.public_url =
             xasprintf("%s://%s", cfg.tls_cert ? "https" : "http", http_server_address(http));
     }
+    struct cluster *cluster = NULL;
+    if (start_cluster(&cfg, st, http, &sc, &rc, &cluster) < 0) {
+        http_server_free(http);
+        proxy_free(proxy);
+        mcp_server_free(mcp);
+        egress_proxy_free(egress);
+        runs_network_free(network);
+        sandbox_manager_free(sandboxes);
+        egress_policy_free(policy);
+        close_config_store(&cfg, st);
+        return 2;
+    }
+    http_server_set_cluster(http, cluster);
+    if (sandboxes)
+        cluster_on_back(cluster, on_node_back, sandboxes);
     struct runs *runs = NULL;
     const char *runs_unavailable = "sandboxes are unavailable";
     if (sandboxes) {
@@ -814,6 +941,8 @@ static int cmd_serve(int argc, char **argv)
         if (runs)
             proxy_set_run_lookup(proxy, runs_sandbox_run, runs);
     }
+    if (runs)
+        cluster_on_lost(cluster, on_node_lost, runs);
     runs_network_set_runs(network, runs);
     facts.llms = proxy_llms(proxy, &facts.nllms);
     tools_runs_register(mcp, runs, st, runs_unavailable, &facts);
@@ -832,6 +961,7 @@ static int cmd_serve(int argc, char **argv)
         proxy_set_run_lookup(proxy, NULL, NULL);
         runs_free(runs);
         notifier_free(notifier);
+        cluster_free(cluster);
         http_server_free(http);
         proxy_free(proxy);
         mcp_server_free(mcp);
@@ -849,6 +979,7 @@ static int cmd_serve(int argc, char **argv)
     proxy_set_run_lookup(proxy, NULL, NULL);
     runs_free(runs);
     notifier_free(notifier);
+    cluster_free(cluster);
     http_server_free(http);
     proxy_free(proxy);
     mcp_server_free(mcp);
@@ -879,6 +1010,35 @@ static int cmd_migrate(int argc, char **argv)
     struct store *st = NULL;
     if ((r = open_store(&cfg, &st)) == 0)
         printf("database schema is at version %d\n", store_schema_version_known());
+    close_config_store(&cfg, st);
+    return r;
+}
+
+static void print_node(const struct store_node *n, void *ctx)
+{
+    (void)ctx;
+    printf("%-24s %-8s %-40s beat %llds ago\n", n->id, n->state, n->url,
+           (long long)((time_now_ms() - n->heartbeat_at) / 1000));
+}
+
+static int cmd_node(int argc, char **argv)
+{
+    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
+    struct opts o = {0};
+    int r = parse_opts("node", usage_node, argc, argv, allowed, &o);
+    if (r)
+        return r == 1 ? 0 : r;
+    if (o.nargs != 1 || strcmp(o.args[0], "list") != 0)
+        return usage_error("node", usage_node, "%s", "'node' takes list");
+    struct config cfg = {0};
+    struct store *st = NULL;
+    if ((r = open_config_store(&o, &cfg, &st)))
+        return r;
+    struct err err = {0};
+    if (store_node_list(st, print_node, NULL, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        r = 1;
+    }
     close_config_store(&cfg, st);
     return r;
 }
@@ -1725,6 +1885,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "migrate") == 0)
         return cmd_migrate(argc - 1, argv + 1);
+    if (strcmp(cmd, "node") == 0)
+        return cmd_node(argc - 1, argv + 1);
     if (strcmp(cmd, "user") == 0)
         return cmd_user(argc - 1, argv + 1);
     if (strcmp(cmd, "token") == 0)

@@ -32,8 +32,9 @@ nice -n 10 env -u SANDBOX_TEMPLATE SANDBOX_TEMPLATE_DIR="$SANDBOX_MCP_TEST_TEMPL
     --env-file /dev/null > "$OUT/template.log" 2>&1 &
 template_pid=$!
 
-# A throwaway PostgreSQL cluster (tests/lib/pg.sh), for the store's tests run a second time on
-# PostgreSQL: the unit tests that open a store, and the integration files in PG_FILES below.
+# A throwaway PostgreSQL cluster (tests/lib/pg.sh) for the tests on PostgreSQL: the unit tests
+# that open a store, run a second time; the integration files pg_*.test.mjs, which run others
+# again with their servers' stores in it; and the nodes of cluster.test.mjs and of the SDK suite.
 PG_DIR=/var/tmp/smcp-pg-$$
 trap 'sh tests/lib/pg.sh stop "$PG_DIR"' EXIT INT TERM
 if PG_URL=$(sh tests/lib/pg.sh start "$PG_DIR" 2> "$OUT/pg.log"); then
@@ -109,19 +110,6 @@ node_suite() { # name file...
 }
 node_suite integration tests/integration/*.test.mjs
 node_suite e2e tests/e2e/*.test.mjs
-# The files whose servers keep most in the store, again with every server's store a schema of
-# the PostgreSQL cluster (tests/lib/server.mjs storeEnv).
-PG_FILES="auth mcp oauth notify web contracts delivery"
-if [ -n "$PG_URL" ]; then
-    set --
-    for f in $PG_FILES; do set -- "$@" "tests/integration/$f.test.mjs"; done
-    export SANDBOX_MCP_TEST_STORE=postgres
-    node_suite integration-postgres "$@"
-    unset SANDBOX_MCP_TEST_STORE
-else
-    add integration-postgres 0 1
-fi
-
 if [ -x tests/conformance/run.sh ] || [ -f tests/conformance/run.sh ]; then
     echo "== MCP conformance suite"
     sh tests/conformance/run.sh > "$OUT/conformance.log" 2>&1

@@ -31,6 +31,11 @@ void http_server_set_credential_key(struct http_server *srv,
  * sandbox's listener. Matches sandbox_listener_fn, so it can be the sandbox manager's hook. */
 void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int fd);
 
+/* This node as one of several (borrowed; NULL: nothing is forwarded): container_* calls on a
+ * sandbox another node holds go there, and POST /internal/mcp takes those nodes' calls. */
+struct cluster;
+void http_server_set_cluster(struct http_server *srv, struct cluster *c);
+
 /* The address actually bound ("127.0.0.1:41234"), useful with port 0. */
 const char *http_server_address(const struct http_server *srv);
 

@@ -26,6 +26,7 @@ struct http_server {
     struct http_pool *pool; /* the main listener's connections */
     h2o_socket_t *signals;
     SSL_CTX *ssl_ctx; /* the main listener's TLS (tls.c), swapped on SIGHUP; NULL: plain HTTP */
+    struct cluster *cluster; /* NULL: one node, nothing forwarded */
     char address[128];
     bool listen_loopback;
     bool stopping;
@@ -75,6 +76,16 @@ int http_token_check(struct http_server *srv, const char *tok, size_t len, struc
 void http_auth_cache_flush(void);
 /* After every turn of the loop: the next token check reads the database's data version again. */
 void http_auth_after_loop(void);
+/* forward.c: a container_* call on a sandbox that lives on another node is forwarded there
+ * (true: req is answered, by the relay or with an error); false: it is served here. */
+struct mcp_request_info;
+bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct store_user *user,
+                       unsigned scopes, const struct mcp_request_info *info);
+/* The user and scopes of a call another node forwarded to POST /internal/mcp, from its signed
+ * header: true, or false having answered 401. */
+bool http_forwarded_auth(struct http_server *srv, h2o_req_t *req, struct store_user *user,
+                         unsigned *scopes);
+
 /* Answer 403 insufficient_scope for a token that lacks needed (AUTH_SCOPE_* bits). */
 void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed);
 

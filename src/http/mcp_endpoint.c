@@ -162,11 +162,15 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     struct http_route *route = (struct http_route *)self;
     struct http_server *srv = route->srv;
     const char *rid = http_request_track(route, req);
-    if (!h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/mcp"))) {
+    /* /internal/mcp: a call another node forwarded, for the user its signature names */
+    bool forwarded =
+        h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/internal/mcp"));
+    if (!forwarded &&
+        !h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/mcp"))) {
         http_respond_error(req, 404, "not_found", "no such endpoint; MCP is served at /mcp");
         return 0;
     }
-    if (!http_check_origin(srv, req))
+    if (!forwarded && !http_check_origin(srv, req))
         return 0;
     if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
         http_add_header(req, H2O_TOKEN_ALLOW, "POST");
@@ -176,7 +180,8 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     }
     struct store_user user;
     unsigned scopes;
-    if (!http_authenticate(srv, req, &user, &scopes))
+    if (forwarded ? !http_forwarded_auth(srv, req, &user, &scopes)
+                  : !http_authenticate(srv, req, &user, &scopes))
         return 0;
     const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
     if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
@@ -206,6 +211,8 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user.id);
     snprintf(info.principal.user_name, sizeof(info.principal.user_name), "%s", user.name);
 
+    if (!forwarded && http_forward_call(srv, req, &user, scopes, &info))
+        return 0;
     struct mcp_sink *s = h2o_mem_alloc_shared(&req->pool, sizeof(*s), sink_dispose);
     memset(s, 0, sizeof(*s));
     s->req = req;
@@ -304,6 +311,7 @@ static void too_large_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **
 void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host)
 {
     http_add_route(srv, host, "/mcp", "/mcp", on_mcp);
+    http_add_route(srv, host, "/internal/mcp", "/internal/mcp", on_mcp);
     http_add_route(srv, host, "/sse", "/sse", on_sse);
     struct too_large_filter *f = (struct too_large_filter *)h2o_create_filter(
         &host->fallback_path, sizeof(struct too_large_filter));

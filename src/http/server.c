@@ -108,6 +108,11 @@ void http_server_set_runs(struct http_server *srv, struct runs *runs)
     srv->runs = runs;
 }
 
+void http_server_set_cluster(struct http_server *srv, struct cluster *c)
+{
+    srv->cluster = c;
+}
+
 void http_server_set_proxy(struct http_server *srv, struct proxy *p)
 {
     srv->proxy = p;

@@ -2417,3 +2417,31 @@ void runs_wait_cancel(struct runs_waiter *w)
             return;
         }
 }
+
+static void fail_lost(const char *run_id, void *ctx)
+{
+    struct runs *e = ctx;
+    struct err err = {0};
+    int64_t now = time_now_ms();
+    struct store_run row = {0};
+    char detail[RUNS_PHASE_TEXT_MAX] = "";
+    if (store_run_get(e->st, NULL, run_id, &row, &err) == 0)
+        snprintf(detail, sizeof(detail), "while %s", row.phase[0] ? row.phase : "queued");
+    int64_t step = row.phase_step;
+    store_run_release(&row);
+    /* the phase before the status, as for every run that ends: whoever the end wakes reads it */
+    if (store_run_set_phase(e->st, run_id, "failed", step, detail, now, &err) < 0 ||
+        store_run_transition(e->st, run_id, "failed", RUNS_NODE_LOST, now, &err) < 0) {
+        log_error("run not ended run=%s err=\"%s\"", run_id, err.msg);
+        return;
+    }
+    log_warn("run failed run=%s reason=\"%s\"", run_id, RUNS_NODE_LOST);
+    notify_waiters(e, run_id);
+}
+
+void runs_node_lost(struct runs *e, const char *node_id)
+{
+    struct err err = {0};
+    if (store_run_list_active_on(e->st, node_id, fail_lost, e, &err) < 0)
+        log_error("runs of lost node not ended node=%s err=\"%s\"", node_id, err.msg);
+}

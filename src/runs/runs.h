@@ -104,6 +104,11 @@ bool runs_session_run(const struct runs *e, const char *session_id, char run_id[
  * it has ended. */
 int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct err *err);
 
+/* A node sharing the store was marked lost (cluster.h): the queued and running runs of its
+ * sessions end failed, with RUNS_NODE_LOST as the reason. */
+#define RUNS_NODE_LOST "node lost: the node running it stopped answering"
+void runs_node_lost(struct runs *e, const char *node_id);
+
 /* Call cb once when run_id ends or after wait_ms, whichever is first (at once when it is not
  * active). Returns a handle for runs_wait_cancel, or NULL when cb has already run. */
 struct runs_waiter;

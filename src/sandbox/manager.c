@@ -340,6 +340,9 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
             return r;
     } else if (r < 0) {
         return r;
+    } else if (strcmp(row.node_id, store_node(m->store)) != 0) {
+        /* reached here although another node holds it (a call the cluster did not route) */
+        return err_set(err, -EREMOTE, "sandbox '%s' lives on node '%s'", row.id, row.node_id);
     }
     struct sandbox *sbx = sandbox_alloc(m, &row);
     if (mkdir(sbx->dir, 0700) < 0 && errno != EEXIST)

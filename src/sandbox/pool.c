@@ -18,6 +18,7 @@
  * history is unknown. */
 #include "sandbox/sandbox_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -268,6 +269,59 @@ static void collect_unowned(const struct store_sandbox *row, void *ctx)
     buf_append(ids, row, sizeof(*row));
 }
 
+static void collect_id(const char *id, void *ctx)
+{
+    struct buf *ids = ctx;
+    buf_append(ids, id, strlen(id) + 1);
+}
+
+static bool listed(const struct buf *ids, const char *id)
+{
+    for (size_t i = 0; i < ids->len; i += strlen(ids->data + i) + 1)
+        if (strcmp(ids->data + i, id) == 0)
+            return true;
+    return false;
+}
+
+void sandbox_manager_drop_moved(struct sandbox_manager *m)
+{
+    struct buf ids;
+    buf_init(&ids, 0);
+    struct err err = {0};
+    if (store_sandbox_list_ids(m->store, collect_id, &ids, &err) < 0) {
+        log_error("sandbox list failed err=\"%s\"", err.msg);
+        buf_release(&ids);
+        return;
+    }
+    /* held ones are in use now; they go at the next look */
+    for (struct sandbox *s = m->all, *next; s; s = next) {
+        next = s->next;
+        if (!listed(&ids, s->id) && s->holds == 0 && !s->waiters && s->state != SBX_STARTING)
+            sandbox_forget(s, "moved to another node");
+    }
+    /* the files of sandboxes no row of this node's names: left when another node took them
+     * over while this one was lost */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, "sbx_", 4) != 0 || listed(&ids, de->d_name))
+            continue;
+        bool known = false;
+        for (struct sandbox *s = m->all; s && !known; s = s->next)
+            known = strcmp(s->id, de->d_name) == 0;
+        if (known)
+            continue;
+        struct store_sandbox row = {0};
+        snprintf(row.id, sizeof(row.id), "%s", de->d_name);
+        sandbox_forget(sandbox_alloc(m, &row), "moved to another node");
+    }
+    if (d)
+        closedir(d);
+    buf_release(&ids);
+}
+
 void sandbox_manager_keep_pool(struct sandbox_manager *m)
 {
     /* Sandbox groups no row knows as running: left by a server that died while starting them.
@@ -291,6 +345,7 @@ void sandbox_manager_keep_pool(struct sandbox_manager *m)
         sandbox_forget(sbx, "unowned at start");
     }
     buf_release(&rows);
+    sandbox_manager_drop_moved(m);
     if (m->cfg.pool_size && m->park_netns < 0) {
         struct err nerr = {0};
         int fd = park_netns_open(&nerr);

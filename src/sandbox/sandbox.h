@@ -114,6 +114,10 @@ char *sandbox_manager_template_note(const struct sandbox_manager *m, const char 
  * server left behind: sandbox cgroups no row knows, and unowned sandboxes. Loop thread; for the
  * server only (not the command line's managers, which may run beside it). */
 void sandbox_manager_keep_pool(struct sandbox_manager *m);
+/* Stop and remove what this node keeps of sandboxes another node has taken over (while this
+ * one was thought lost): their processes and files; their rows are the other node's. Called at
+ * start (by keep_pool) and when the node finds it had been marked lost. */
+void sandbox_manager_drop_moved(struct sandbox_manager *m);
 
 /* "v2", "v1" or "none": which cgroup hierarchy limits sandboxes. */
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m);

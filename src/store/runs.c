@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "base/buf.h"
 #include "store/store_internal.h"
 
 static void text_col(char *dst, size_t cap, struct db_stmt *s, int col)
@@ -70,7 +71,7 @@ int store_session_create(struct store *st, const struct store_session *ses, stru
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO sessions(id, user_id, agent, agent_session, created_at, "
-                          "last_run_at) VALUES (?, ?, ?, nullif(?, ''), ?, ?)",
+                          "last_run_at, node_id) VALUES (?, ?, ?, nullif(?, ''), ?, ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
@@ -80,6 +81,7 @@ int store_session_create(struct store *st, const struct store_session *ses, stru
     db_bind_text(s, 4, ses->agent_session);
     db_bind_int64(s, 5, ses->created_at);
     db_bind_int64(s, 6, ses->last_run_at);
+    db_bind_text(s, 7, st->node_id);
     return store_step_done(st, s, "insert session", err);
 }
 
@@ -561,11 +563,14 @@ int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r
                           void *ctx, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(
-        st, "SELECT " RUN_COLUMNS " FROM runs WHERE status IN ('queued', 'running') ORDER BY n", &s,
-        err);
+    int r =
+        store_prepare(st,
+                      "SELECT " RUN_COLUMNS " FROM runs WHERE status IN ('queued', 'running') "
+                      "AND session_id IN (SELECT id FROM sessions WHERE node_id = ?) ORDER BY n",
+                      &s, err);
     if (r < 0)
         return r;
+    db_bind_text(s, 1, st->node_id);
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
         struct store_run run;
@@ -669,4 +674,84 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
     if (db_changes(st) == 0)
         return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);
     return 0;
+}
+
+int store_session_node(struct store *st, const char *id, char node[64], struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "SELECT node_id FROM sessions WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
+        return err_set(err, -ENOENT, "session '%s' not found", id);
+    if (rc != DB_ROW)
+        return store_fail(st, rc, "find session", err);
+    text_col(node, 64, s, 0);
+    return 0;
+}
+
+int store_session_take_over(struct store *st, const char *id, const char *from_node,
+                            struct err *err)
+{
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    {
+        _cleanup_stmt_ struct db_stmt *s = NULL;
+        if ((r = store_prepare(st, "UPDATE sessions SET node_id = ? WHERE id = ? AND node_id = ?",
+                               &s, err)) == 0) {
+            db_bind_text(s, 1, st->node_id);
+            db_bind_text(s, 2, id);
+            db_bind_text(s, 3, from_node);
+            r = store_step_done(st, s, "take over session", err);
+            if (r == 0 && db_changes(st) != 1)
+                r = err_set(err, -ESTALE, "session '%s' moved meanwhile", id);
+        }
+    }
+    if (r == 0) {
+        _cleanup_stmt_ struct db_stmt *s = NULL;
+        if ((r = store_prepare(st,
+                               "UPDATE sandboxes SET node_id = ?1, state = 'stopped', init_pid = "
+                               "NULL, init_start = NULL, cgroup = NULL, id_slot = NULL, "
+                               "started_at = NULL WHERE session_id = ?2 AND node_id = ?3",
+                               &s, err)) == 0) {
+            db_bind_text(s, 1, st->node_id);
+            db_bind_text(s, 2, id);
+            db_bind_text(s, 3, from_node);
+            r = store_step_done(st, s, "take over session sandbox", err);
+        }
+    }
+    if (r < 0) {
+        store_exec(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return store_exec(st, "COMMIT", err);
+}
+
+int store_run_list_active_on(struct store *st, const char *node_id,
+                             void (*fn)(const char *run_id, void *ctx), void *ctx, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT id FROM runs WHERE status IN ('queued', 'running') AND "
+                          "session_id IN (SELECT id FROM sessions WHERE node_id = ?) ORDER BY n",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, node_id);
+    struct buf ids;
+    buf_init(&ids, 0);
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        const char *id = db_col_text(s, 0);
+        buf_append(&ids, id, strlen(id) + 1);
+    }
+    store_release(s);
+    s = NULL;
+    for (size_t i = 0; i < ids.len; i += strlen(ids.data + i) + 1)
+        fn(ids.data + i, ctx);
+    buf_release(&ids);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list active runs", err);
 }

@@ -10,7 +10,7 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, user_id, coalesce(session_id, ''), template, state, coalesce(init_pid, 0), "              \
     "coalesce(init_start, 0), coalesce(cgroup, ''), created_at, coalesce(started_at, 0), "         \
-    "coalesce(last_used_at, 0), coalesce(id_slot, 0)"
+    "coalesce(last_used_at, 0), coalesce(id_slot, 0), node_id"
 
 static void text_col(char *dst, size_t cap, struct db_stmt *s, int col)
 {
@@ -34,6 +34,7 @@ static void read_row(struct db_stmt *s, struct store_sandbox *sb)
     sb->started_at = db_col_int64(s, 9);
     sb->last_used_at = db_col_int64(s, 10);
     sb->id_slot = (uint32_t)db_col_int64(s, 11);
+    text_col(sb->node_id, sizeof(sb->node_id), s, 12);
 }
 
 int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
@@ -65,7 +66,8 @@ int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struc
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO sandboxes(id, user_id, session_id, template, state, "
-                          "created_at) VALUES (?, nullif(?, ''), nullif(?, ''), ?, 'stopped', ?)",
+                          "created_at, node_id) VALUES (?, nullif(?, ''), nullif(?, ''), ?, "
+                          "'stopped', ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
@@ -74,6 +76,7 @@ int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struc
     db_bind_text(s, 3, sb->session_id);
     db_bind_text(s, 4, sb->template_name);
     db_bind_int64(s, 5, sb->created_at);
+    db_bind_text(s, 6, st->node_id);
     int rc = db_step(s);
     if (rc == DB_CONSTRAINT)
         return err_set(err, -EEXIST, "sandbox already exists");
@@ -88,7 +91,7 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
     int r = store_prepare(st,
                           "UPDATE sandboxes SET state = ?, init_pid = ?, init_start = ?, "
                           "cgroup = nullif(?, ''), template = ?, started_at = ?, last_used_at = ? "
-                          "WHERE id = ?",
+                          "WHERE id = ? AND node_id = ?",
                           &s, err);
     if (r < 0)
         return r;
@@ -100,13 +103,14 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
     db_bind_int64(s, 6, sb->started_at);
     db_bind_int64(s, 7, sb->last_used_at);
     db_bind_text(s, 8, sb->id);
+    db_bind_text(s, 9, st->node_id);
     int rc = db_step(s);
     if (rc != DB_DONE)
         return store_fail(st, rc, "update sandbox", err);
     return 0;
 }
 
-/* Call fn for each row sql (a literal selecting SANDBOX_COLUMNS) gives. */
+/* Call fn for each row sql (a literal selecting SANDBOX_COLUMNS, of this node's: ?1) gives. */
 static int list_rows(struct store *st, const char *sql,
                      void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                      struct err *err)
@@ -115,6 +119,7 @@ static int list_rows(struct store *st, const char *sql,
     int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
+    db_bind_text(s, 1, st->node_id);
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
         struct store_sandbox sb;
@@ -130,28 +135,32 @@ int store_sandbox_list_running(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                                struct err *err)
 {
-    return list_rows(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE state = 'running'", fn,
-                     ctx, err);
+    return list_rows(
+        st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE node_id = ?1 AND state = 'running'",
+        fn, ctx, err);
 }
 
 int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot, uint32_t *slot,
                              struct err *err)
 {
-    /* The lowest free slot: 1 when it is free, else the first one above a taken slot. The
-     * unique index on id_slot makes both lookups index probes, and a race between two servers
-     * on one store ends in a constraint error rather than a shared range. */
+    /* The lowest free slot of this node's (host id ranges are a host's): 1 when it is free,
+     * else the first one above a taken slot. The unique index on (node_id, id_slot) makes both
+     * lookups index probes, and a race between two servers on one store ends in a constraint
+     * error rather than a shared range. */
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE sandboxes SET id_slot = ("
-                          "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE id_slot = 1) "
-                          "UNION ALL SELECT a.id_slot + 1 FROM sandboxes a WHERE a.id_slot IS NOT "
-                          "NULL AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE b.id_slot = "
-                          "a.id_slot + 1) ORDER BY 1 LIMIT 1) "
-                          "WHERE id = ? AND id_slot IS NULL RETURNING id_slot",
-                          &s, err);
+    int r = store_prepare(
+        st,
+        "UPDATE sandboxes SET id_slot = ("
+        "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE node_id = ?2 AND id_slot = 1) "
+        "UNION ALL SELECT a.id_slot + 1 FROM sandboxes a WHERE a.node_id = ?2 AND a.id_slot IS "
+        "NOT NULL AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE b.node_id = ?2 AND b.id_slot = "
+        "a.id_slot + 1) ORDER BY 1 LIMIT 1) "
+        "WHERE id = ?1 AND id_slot IS NULL RETURNING id_slot",
+        &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, id);
+    db_bind_text(s, 2, st->node_id);
     int rc = db_step(s);
     if (rc == DB_DONE)
         return err_set(err, -ENOENT, "sandbox '%s' not found or already has an id range", id);
@@ -175,10 +184,12 @@ int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot
 int store_sandbox_release_slot(struct store *st, const char *id, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "UPDATE sandboxes SET id_slot = NULL WHERE id = ?", &s, err);
+    int r = store_prepare(st, "UPDATE sandboxes SET id_slot = NULL WHERE id = ? AND node_id = ?",
+                          &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, id);
+    db_bind_text(s, 2, st->node_id);
     int rc = db_step(s);
     if (rc != DB_DONE)
         return store_fail(st, rc, "release id range", err);
@@ -189,11 +200,13 @@ int store_sandbox_list_with_files(struct store *st, const char *user_id,
                                   void (*fn)(const char *id, void *ctx), void *ctx, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "SELECT id FROM sandboxes WHERE user_id = ? AND id_slot IS NOT NULL",
-                          &s, err);
+    int r = store_prepare(
+        st, "SELECT id FROM sandboxes WHERE user_id = ? AND node_id = ? AND id_slot IS NOT NULL",
+        &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, st->node_id);
     int rc;
     while ((rc = db_step(s)) == DB_ROW)
         fn(db_col_text(s, 0), ctx);
@@ -252,10 +265,11 @@ int store_sandbox_assign(struct store *st, const char *id, const char *user_id,
 int store_sandbox_delete(struct store *st, const char *id, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "DELETE FROM sandboxes WHERE id = ?", &s, err);
+    int r = store_prepare(st, "DELETE FROM sandboxes WHERE id = ? AND node_id = ?", &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, id);
+    db_bind_text(s, 2, st->node_id);
     int rc = db_step(s);
     if (rc != DB_DONE)
         return store_fail(st, rc, "delete sandbox", err);
@@ -266,6 +280,63 @@ int store_sandbox_list_unowned(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                                struct err *err)
 {
-    return list_rows(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE user_id IS NULL", fn, ctx,
-                     err);
+    return list_rows(st,
+                     "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE node_id = ?1 AND "
+                     "user_id IS NULL",
+                     fn, ctx, err);
+}
+
+int store_node_adopt_legacy(struct store *st, struct err *err)
+{
+    int r, taken = 0;
+    {
+        _cleanup_stmt_ struct db_stmt *s = NULL;
+        if ((r = store_prepare(st, "UPDATE sandboxes SET node_id = ? WHERE node_id = ''", &s,
+                               err)) < 0)
+            return r;
+        db_bind_text(s, 1, st->node_id);
+        if ((r = store_step_done(st, s, "adopt sandboxes", err)) < 0)
+            return r;
+        taken += (int)db_changes(st);
+    }
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    if ((r = store_prepare(st, "UPDATE sessions SET node_id = ? WHERE node_id = ''", &s, err)) < 0)
+        return r;
+    db_bind_text(s, 1, st->node_id);
+    if ((r = store_step_done(st, s, "adopt sessions", err)) < 0)
+        return r;
+    return taken + (int)db_changes(st);
+}
+
+int store_sandbox_take_over(struct store *st, const char *id, const char *from_node,
+                            struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE sandboxes SET node_id = ?1, state = 'stopped', init_pid = NULL, "
+                          "init_start = NULL, cgroup = NULL, id_slot = NULL, started_at = NULL "
+                          "WHERE id = ?2 AND node_id = ?3",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, st->node_id);
+    db_bind_text(s, 2, id);
+    db_bind_text(s, 3, from_node);
+    if ((r = store_step_done(st, s, "take over sandbox", err)) < 0)
+        return r;
+    return db_changes(st) == 1 ? 0 : err_set(err, -ESTALE, "sandbox '%s' moved meanwhile", id);
+}
+
+int store_sandbox_list_ids(struct store *st, void (*fn)(const char *id, void *ctx), void *ctx,
+                           struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "SELECT id FROM sandboxes WHERE node_id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, st->node_id);
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW)
+        fn(db_col_text(s, 0), ctx);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list sandboxes", err);
 }

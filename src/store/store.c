@@ -195,3 +195,13 @@ int64_t store_data_version(struct store *st)
         return -1;
     return db_step(s) == DB_ROW ? db_col_int64(s, 0) : -1;
 }
+
+void store_set_node(struct store *st, const char *node_id)
+{
+    snprintf(st->node_id, sizeof(st->node_id), "%s", node_id);
+}
+
+const char *store_node(const struct store *st)
+{
+    return st->node_id;
+}

@@ -34,6 +34,40 @@ int store_migrate_db(void *sqlite_db, const struct embedded_file *list, struct e
  * writes. -1 on error. */
 int64_t store_data_version(struct store *st);
 
+/* This node's id (store_open leaves it ""): the sandboxes of this node's are those the store's
+ * sandbox calls list, and new ones are recorded as its. */
+void store_set_node(struct store *st, const char *node_id);
+const char *store_node(const struct store *st);
+
+/* --- nodes (nodes.c) --- */
+
+struct store_node {
+    char id[64];
+    char url[256];
+    int64_t max_sandboxes, max_runs;
+    int64_t started_at, heartbeat_at;
+    char state[16]; /* up, lost, stopped */
+};
+
+/* Record node n as up (heartbeat now), whatever it was. */
+int store_node_register(struct store *st, const struct store_node *n, struct err *err);
+/* Move this node's heartbeat to now, and make it up again if another node had marked it lost
+ * meanwhile (1 then, else 0), or < 0. */
+int store_node_heartbeat(struct store *st, int64_t now, struct err *err);
+/* Record this node as stopped (a clean shutdown: nothing of it is lost). */
+int store_node_stop(struct store *st, struct err *err);
+/* Find node id; -ENOENT when none. */
+int store_node_get(struct store *st, const char *id, struct store_node *out, struct err *err);
+/* Call fn for each node, in id order. */
+int store_node_list(struct store *st, void (*fn)(const struct store_node *n, void *ctx), void *ctx,
+                    struct err *err);
+/* Mark lost the nodes other than this one, up or stopped, whose heartbeat is older than before
+ * (a node stopped for longer than that is not coming back soon); fn
+ * is called for each one this call marked (another node may have been first). Their sandboxes
+ * stay theirs until a user's call takes one over (store_sandbox_take_over). */
+int store_node_sweep(struct store *st, int64_t before,
+                     void (*fn)(const struct store_node *n, void *ctx), void *ctx, struct err *err);
+
 /* Highest migration number built in. */
 int store_schema_version_known(void);
 
@@ -162,6 +196,7 @@ struct store_sandbox {
     char cgroup[64];
     int64_t created_at, started_at, last_used_at;
     uint32_t id_slot; /* host id range (SANDBOX_UID_BASE + slot * 65536), 0 = none yet */
+    char node_id[64]; /* the node it lives on */
 };
 
 /* Find the sandbox of user_id (session_id NULL/"" = the user's own). -ENOENT when none. */
@@ -190,11 +225,23 @@ int store_sandbox_assign(struct store *st, const char *id, const char *user_id,
                          const char *session_id, const char *replaces, struct err *err);
 /* Remove sandbox id's row (once its files are gone). */
 int store_sandbox_delete(struct store *st, const char *id, struct err *err);
-/* Call fn for each sandbox without an owner (user_id ""). */
+/* Call fn for each sandbox of this node's without an owner (user_id ""). */
 int store_sandbox_list_unowned(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                                struct err *err);
-/* Call fn for each sandbox recorded as running. */
+/* Writes to a sandbox's row (update, release_slot, delete) touch it only while it is this
+ * node's: one taken over by another node is theirs. */
+/* Sandboxes and sessions from before nodes (node_id '') become this node's: the number taken,
+ * or < 0. */
+int store_node_adopt_legacy(struct store *st, struct err *err);
+/* Make sandbox id, which lived on from_node (a lost node), this node's: stopped, without an id
+ * range, its files left behind on from_node. -ESTALE if it is no longer from_node's. */
+int store_sandbox_take_over(struct store *st, const char *id, const char *from_node,
+                            struct err *err);
+/* Call fn with the id of each sandbox of this node's. */
+int store_sandbox_list_ids(struct store *st, void (*fn)(const char *id, void *ctx), void *ctx,
+                           struct err *err);
+/* Call fn for each sandbox of this node's recorded as running. */
 int store_sandbox_list_running(struct store *st,
                                void (*fn)(const struct store_sandbox *sb, void *ctx), void *ctx,
                                struct err *err);
@@ -462,6 +509,16 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
                    void (*fn)(const struct store_run *r, void *ctx), void *ctx, bool *more,
                    struct err *err);
 /* Runs queued or running, oldest first (for the engine at start). */
+/* The node session id lives on into node; -ENOENT when there is no such session. */
+int store_session_node(struct store *st, const char *id, char node[64], struct err *err);
+/* Make session id, and its sandbox, which lived on from_node (a lost node), this node's; the
+ * sandbox starts afresh. -ESTALE if the session is no longer from_node's. */
+int store_session_take_over(struct store *st, const char *id, const char *from_node,
+                            struct err *err);
+/* Call fn with the id of each queued or running run of a session on node_id, oldest first. */
+int store_run_list_active_on(struct store *st, const char *node_id,
+                             void (*fn)(const char *run_id, void *ctx), void *ctx, struct err *err);
+/* Queued and running runs of this node's sessions (store_set_node), oldest first. */
 int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r, void *ctx),
                           void *ctx, struct err *err);
 

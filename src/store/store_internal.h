@@ -30,6 +30,7 @@ struct store {
     void (*notify_hook)(void *ctx); /* store_set_notify_hook */
     void *notify_ctx;
     bool notify_queued; /* rows were queued in the transaction under way */
+    char node_id[64];   /* this node's id: the sandboxes it lists and claims ranges for */
 };
 
 /* A statement of either backend. Its values are bound with db_bind_* (1-based, as in SQLite),

@@ -1,5 +1,7 @@
 // End-to-end: the official MCP TypeScript SDK client against the real server binary, over plain
-// HTTP and over HTTPS (a throwaway CA the client trusts; HTTP/2 chosen by ALPN).
+// HTTP, over HTTPS (a throwaway CA the client trusts; HTTP/2 chosen by ALPN), and through nginx
+// in front of three nodes sharing a PostgreSQL database (round-robin: a client's calls reach
+// every node, and those on its sandbox are forwarded to the node that holds it).
 // Run: node --test tests/e2e/sdk.test.mjs   (Node 20+; SANDBOX_MCP_BIN overrides the binary)
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,6 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError, ErrorCode, SUPPORTED_PROTOCOL_VERSIONS, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startServer } from '../lib/server.mjs';
+import { startCluster, startBalancer } from '../lib/cluster.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { makeCA } from '../lib/tls.mjs';
 import { png } from '../lib/images.mjs';
@@ -42,7 +45,29 @@ const MODES = [
   { name: 'http', options: { env: { SANDBOX_POOL: '2' } } },
   { name: 'https', options: { tls: { cert: cert.certFile, key: cert.keyFile, ca: ca.caFile, h2: true },
     env: { LOG_LEVEL: 'debug' } } },
+  { name: 'three nodes behind nginx', cluster: true, options: { env: {} } },
 ];
+
+// One server, or for a cluster mode three nodes and the balancer in front, looking like one
+// server to the tests: its stop() reports the first node that did not exit cleanly.
+async function launch(mode, options) {
+  if (!mode.cluster) return startServer(options);
+  const c = await startCluster(3, options);
+  const lb = await startBalancer(c.nodes.map((n) => n.url.replace('http://', '')));
+  const all = (f) => c.nodes.map((n) => n[f]()).join('');
+  return {
+    mcpUrl: lb.mcpUrl,
+    token: c.token,
+    fetch,
+    stdout: () => all('stdout'),
+    stderr: () => all('stderr'),
+    async stop() {
+      await lb.stop();
+      const exits = await c.stop();
+      return exits.find((x) => x.code !== 0 || x.signal) || { code: 0, signal: null };
+    },
+  };
+}
 
 for (const mode of MODES) {
   // Each block starts its own server and stops it with SIGTERM in after(); a crash or a
@@ -52,7 +77,7 @@ for (const mode of MODES) {
     let client;
 
     before(async () => {
-      server = await startServer(mode.options);
+      server = await launch(mode, mode.options);
       assert.ok(server.token, `no token on stdout:\n${server.stdout()}`);
       client = await connect(server);
     });
@@ -162,7 +187,7 @@ for (const mode of MODES) {
     let fx;
     let c;
     before(async () => {
-      fx = await startServer({ ...mode.options, args: ['--conformance-fixtures'] });
+      fx = await launch(mode, { ...mode.options, args: ['--conformance-fixtures'] });
       c = await connect(fx);
     });
     after(async () => {
@@ -190,7 +215,7 @@ for (const mode of MODES) {
     let client;
 
     before(async () => {
-      server = await startServer(mode.options);
+      server = await launch(mode, mode.options);
       client = await connect(server);
     });
 
@@ -261,7 +286,7 @@ for (const mode of MODES) {
         { tool: 'write', input: { filePath: '/workspace/notes.md', content: '# Notes\n' } },
         { text: 'Wrote notes.md.' },
       ]);
-      server = await startServer({ ...mode.options,
+      server = await launch(mode, { ...mode.options,
         env: { ...mode.options.env, ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
       client = await connect(server);
     });

@@ -28,7 +28,20 @@ export function cli(args, { env = {}, cwd, input, timeout } = {}) {
 // run of the suites is on PostgreSQL (tests/run.sh sets SANDBOX_MCP_TEST_STORE=postgres and the
 // URL of the cluster it started): then a schema of the shared database named after the
 // directory, so that a server started again on the same directory finds what the last one kept.
-const PG_URL = process.env.SANDBOX_MCP_TEST_STORE === 'postgres' ? process.env.SANDBOX_MCP_TEST_DATABASE_URL : null;
+// The PostgreSQL cluster tests/run.sh started (SANDBOX_MCP_TEST_DATABASE_URL); a test file run on
+// its own starts one of its own (tests/lib/pg.sh), stopped when it exits.
+let ownPg = null;
+export function pgUrl() {
+  if (process.env.SANDBOX_MCP_TEST_DATABASE_URL) return process.env.SANDBOX_MCP_TEST_DATABASE_URL;
+  if (!ownPg) {
+    const dir = `/var/tmp/smcp-pg-test-${process.pid}`;
+    const pgsh = path.join(root, 'tests', 'lib', 'pg.sh');
+    ownPg = execFileSync('sh', [pgsh, 'start', dir], { encoding: 'utf8' }).trim();
+    process.on('exit', () => spawnSync('sh', [pgsh, 'stop', dir]));
+  }
+  return ownPg;
+}
+const PG_URL = process.env.SANDBOX_MCP_TEST_STORE === 'postgres' ? pgUrl() : null;
 const schemas = new Set();
 function pgSchema(dataDir) {
   return `srv_${Buffer.from(path.basename(path.resolve(dataDir))).toString('hex')}`;

@@ -584,4 +584,85 @@ TEST(egress_counts_grow_per_destination_and_stay_bounded)
     free(path);
 }
 
+static int lost_seen;
+static char lost_id[64];
+static void on_lost(const struct store_node *n, void *ctx)
+{
+    (void)ctx;
+    lost_seen++;
+    snprintf(lost_id, sizeof(lost_id), "%s", n->id);
+}
+
+/* Two nodes on one store (two handles, as two servers would have): each sees its own sandboxes,
+ * host id ranges are per node, a silent node is marked lost once, and its sandboxes move only
+ * when taken over, after which its writes no longer touch them. */
+TEST(nodes_own_their_sandboxes_beat_and_are_marked_lost_once)
+{
+    char *path = test_temp_db();
+    struct store *a = NULL, *b = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &a, &err), 0);
+    CHECK_INT_EQ(store_open(path, &b, &err), 0);
+    if (!a || !b)
+        return;
+    store_set_node(a, "node-a");
+    store_set_node(b, "node-b");
+    struct store_node na = {.max_sandboxes = 8, .max_runs = 2, .started_at = 1000};
+    snprintf(na.id, sizeof(na.id), "node-a");
+    snprintf(na.url, sizeof(na.url), "http://10.0.0.1:8788");
+    struct store_node nb = na;
+    snprintf(nb.id, sizeof(nb.id), "node-b");
+    snprintf(nb.url, sizeof(nb.url), "http://10.0.0.2:8788");
+    CHECK_INT_EQ(store_node_register(a, &na, &err), 0);
+    CHECK_INT_EQ(store_node_register(b, &nb, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(a, "alice", &u, &err), 0);
+    struct store_sandbox sb = {0};
+    snprintf(sb.user_id, sizeof(sb.user_id), "%s", u.id);
+    snprintf(sb.template_name, sizeof(sb.template_name), "host");
+    snprintf(sb.id, sizeof(sb.id), "sbx_on_a");
+    CHECK_INT_EQ(store_sandbox_insert(a, &sb, &err), 0);
+    snprintf(sb.id, sizeof(sb.id), "sbx_on_b");
+    snprintf(sb.session_id, sizeof(sb.session_id), "ses_1");
+    CHECK_INT_EQ(store_sandbox_insert(b, &sb, &err), 0);
+    /* a range per node: both get slot 1 */
+    uint32_t slot = 0;
+    CHECK_INT_EQ(store_sandbox_claim_slot(a, "sbx_on_a", 4, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 1);
+    CHECK_INT_EQ(store_sandbox_claim_slot(b, "sbx_on_b", 4, &slot, &err), 0);
+    CHECK_INT_EQ(slot, 1);
+    struct store_sandbox found;
+    CHECK_INT_EQ(store_sandbox_find(b, u.id, NULL, &found, &err), 0);
+    CHECK_STR_EQ(found.node_id, "node-a");
+    /* b beats; a falls silent; of two sweeps the first marks a lost, the second finds nothing */
+    CHECK_INT_EQ(store_node_heartbeat(b, 50000, &err), 0);
+    lost_seen = 0;
+    CHECK_INT_EQ(store_node_sweep(b, 20000, on_lost, NULL, &err), 1);
+    CHECK_INT_EQ(lost_seen, 1);
+    CHECK_STR_EQ(lost_id, "node-a");
+    CHECK_INT_EQ(store_node_sweep(b, 20000, on_lost, NULL, &err), 0);
+    CHECK_INT_EQ(lost_seen, 1);
+    struct store_node got;
+    CHECK_INT_EQ(store_node_get(b, "node-a", &got, &err), 0);
+    CHECK_STR_EQ(got.state, "lost");
+    /* b takes a's sandbox over: it is b's now, stopped and without a range; a's writes to it
+     * change nothing, and a second take-over from a is stale */
+    CHECK_INT_EQ(store_sandbox_take_over(b, "sbx_on_a", "node-a", &err), 0);
+    CHECK_INT_EQ(store_sandbox_take_over(b, "sbx_on_a", "node-a", &err), -ESTALE);
+    CHECK_INT_EQ(store_sandbox_find(a, u.id, NULL, &found, &err), 0);
+    CHECK_STR_EQ(found.node_id, "node-b");
+    CHECK_INT_EQ(found.id_slot, 0);
+    CHECK_INT_EQ(store_sandbox_delete(a, "sbx_on_a", &err), 0);
+    CHECK_INT_EQ(store_sandbox_find(b, u.id, NULL, &found, &err), 0);
+    /* a comes back: its heartbeat says it had been marked lost, once */
+    CHECK_INT_EQ(store_node_heartbeat(a, 60000, &err), 1);
+    CHECK_INT_EQ(store_node_heartbeat(a, 61000, &err), 0);
+    CHECK_INT_EQ(store_node_stop(a, &err), 0);
+    CHECK_INT_EQ(store_node_get(b, "node-a", &got, &err), 0);
+    CHECK_STR_EQ(got.state, "stopped");
+    store_close(a);
+    store_close(b);
+    free(path);
+}
+
 TEST_MAIN()

@@ -1,0 +1,300 @@
+#include "cluster/cluster.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/util.h"
+
+#define KEY_CLUSTER "cluster-forward v1"
+#define SIGNATURE_SKEW_S 60
+
+struct cluster {
+    struct store *st;
+    char node_id[64];
+    char url[256];
+    struct cluster_key key;
+    uint64_t heartbeat_ms, lost_ms;
+    struct loop_timer beat;
+    void (*on_lost)(void *ctx, const char *node_id);
+    void *on_lost_ctx;
+    void (*on_back)(void *ctx);
+    void *on_back_ctx;
+};
+
+static void report_lost(const struct store_node *n, void *ctx)
+{
+    struct cluster *c = ctx;
+    log_warn("node lost node=%s url=%s silent_ms=%lld", n->id, n->url,
+             (long long)(time_now_ms() - n->heartbeat_at));
+    if (c->on_lost)
+        c->on_lost(c->on_lost_ctx, n->id);
+}
+
+static void on_beat(struct loop_timer *t)
+{
+    struct cluster *c = container_of(t, struct cluster, beat);
+    struct err err = {0};
+    int64_t now = time_now_ms();
+    int r = store_node_heartbeat(c->st, now, &err);
+    if (r < 0)
+        log_error("node heartbeat failed node=%s err=\"%s\"", c->node_id, err.msg);
+    else if (r == 1)
+        log_warn("node back node=%s note=\"another node had marked this one lost: its runs then "
+                 "ended and its users' next calls started their sandboxes elsewhere\"",
+                 c->node_id);
+    if (r == 1 && c->on_back)
+        c->on_back(c->on_back_ctx);
+    /* Only a node that has just written its own heartbeat judges the others': one cut off from
+     * the store marks nobody lost. */
+    if (r >= 0 && store_node_sweep(c->st, now - (int64_t)c->lost_ms, report_lost, c, &err) < 0)
+        log_error("node sweep failed node=%s err=\"%s\"", c->node_id, err.msg);
+    loop_timer_start(&c->beat, c->heartbeat_ms, on_beat);
+}
+
+int cluster_new(const struct cluster_config *cfg, struct store *st, struct cluster **ret,
+                struct err *err)
+{
+    struct cluster *c = xcalloc(1, sizeof(*c));
+    c->st = st;
+    snprintf(c->node_id, sizeof(c->node_id), "%s", cfg->node_id);
+    snprintf(c->url, sizeof(c->url), "%s", cfg->node_url);
+    c->heartbeat_ms = cfg->heartbeat_ms;
+    c->lost_ms = cfg->lost_ms;
+    cluster_key_init(&c->key, cfg->secret);
+    struct store_node n = {.max_sandboxes = cfg->max_sandboxes,
+                           .max_runs = cfg->max_runs,
+                           .started_at = time_now_ms()};
+    snprintf(n.id, sizeof(n.id), "%s", c->node_id);
+    snprintf(n.url, sizeof(n.url), "%s", c->url);
+    int r = store_node_register(st, &n, err);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    log_info("node up node=%s url=%s store=%s forwarding=%s heartbeat_ms=%llu lost_ms=%llu",
+             c->node_id, c->url, store_is_shared(st) ? "postgres" : "sqlite",
+             c->key.have ? "on" : "off", (unsigned long long)c->heartbeat_ms,
+             (unsigned long long)c->lost_ms);
+    loop_timer_start(&c->beat, c->heartbeat_ms, on_beat);
+    *ret = c;
+    return 0;
+}
+
+void cluster_free(struct cluster *c)
+{
+    if (!c)
+        return;
+    loop_timer_stop(&c->beat);
+    struct err err = {0};
+    if (store_node_stop(c->st, &err) < 0)
+        log_warn("node stop not recorded node=%s err=\"%s\"", c->node_id, err.msg);
+    OPENSSL_cleanse(&c->key, sizeof(c->key));
+    free(c);
+}
+
+void cluster_on_back(struct cluster *c, void (*fn)(void *ctx), void *ctx)
+{
+    c->on_back = fn;
+    c->on_back_ctx = ctx;
+}
+
+const char *cluster_node_id(const struct cluster *c)
+{
+    return c->node_id;
+}
+
+void cluster_on_lost(struct cluster *c, void (*fn)(void *ctx, const char *node_id), void *ctx)
+{
+    c->on_lost = fn;
+    c->on_lost_ctx = ctx;
+}
+
+/* Where a thing owned by node owner_id is served: 0 here (it is this node's), 1 on that node
+ * (url and node filled), 2 nowhere (its node is lost, or silent for the lost timeout: the caller
+ * takes it over), -EAGAIN while the node is stopped for less than that (a restart), or
+ * -EHOSTUNREACH when it is up but this node cannot forward. */
+static int route(struct cluster *c, const char *owner_id, char url[256], char node[64],
+                 char state[16], struct err *err)
+{
+    if (strcmp(owner_id, c->node_id) == 0)
+        return 0;
+    struct store_node owner = {0};
+    int r = store_node_get(c->st, owner_id, &owner, err);
+    if (r < 0 && r != -ENOENT)
+        return r;
+    snprintf(state, 16, "%s", r == 0 ? owner.state : "unknown");
+    if (r < 0 || strcmp(owner.state, "lost") == 0 ||
+        owner.heartbeat_at < time_now_ms() - (int64_t)c->lost_ms)
+        return 2;
+    /* stopped cleanly a moment ago: a restart, after which it re-adopts its sandboxes */
+    if (strcmp(owner.state, "stopped") == 0)
+        return err_set(err, -EAGAIN,
+                       "node '%s', which holds this, is restarting; retry in a few seconds",
+                       owner.id);
+    if (!c->key.have)
+        return err_set(err, -EHOSTUNREACH,
+                       "this lives on node '%s', and this node has no CLUSTER_SECRET to forward "
+                       "the call there with",
+                       owner.id);
+    snprintf(url, 256, "%s", owner.url);
+    snprintf(node, 64, "%s", owner.id);
+    return 1;
+}
+
+int cluster_route_sandbox(struct cluster *c, const char *user_id, const char *session_id,
+                          char url[256], char node[64], struct err *err)
+{
+    if (session_id)
+        return cluster_route_session(c, user_id, session_id, url, node, err);
+    struct store_sandbox row;
+    int r = store_sandbox_find(c->st, user_id, NULL, &row, err);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return r;
+    char state[16];
+    if ((r = route(c, row.node_id, url, node, state, err)) != 2)
+        return r;
+    /* Its node is gone (or stopped): the sandbox is this node's now, and starts afresh. */
+    if ((r = store_sandbox_take_over(c->st, row.id, row.node_id, err)) < 0)
+        return r == -ESTALE ? cluster_route_sandbox(c, user_id, NULL, url, node, err) : r;
+    log_warn("sandbox taken over sbx=%s user=%s from=%s state=%s note=\"its files stay on that "
+             "node; the user's next command starts a fresh sandbox here\"",
+             row.id, user_id, row.node_id, state);
+    return 0;
+}
+
+int cluster_route_session(struct cluster *c, const char *user_id, const char *session_id,
+                          char url[256], char node[64], struct err *err)
+{
+    struct store_session ses;
+    int r = store_session_get(c->st, user_id, session_id, &ses, err);
+    if (r == -ENOENT)
+        return 0; /* answered here, as not found */
+    char owner[64];
+    if (r < 0 || (r = store_session_node(c->st, session_id, owner, err)) < 0)
+        return r;
+    char state[16];
+    if ((r = route(c, owner, url, node, state, err)) != 2)
+        return r;
+    if ((r = store_session_take_over(c->st, session_id, owner, err)) < 0)
+        return r == -ESTALE ? cluster_route_session(c, user_id, session_id, url, node, err) : r;
+    log_warn("session taken over session=%s user=%s from=%s state=%s note=\"its workspace stays "
+             "on that node; its next run starts in a fresh sandbox here\"",
+             session_id, user_id, owner, state);
+    return 0;
+}
+
+void cluster_key_init(struct cluster_key *k, const char *secret)
+{
+    memset(k, 0, sizeof(*k));
+    if (secret && *secret) {
+        key_derive(secret, strlen(secret), KEY_CLUSTER, k->key);
+        k->have = true;
+    }
+}
+
+const struct cluster_key *cluster_key(const struct cluster *c)
+{
+    return &c->key;
+}
+
+/* HMAC of the signed text: the claims, the path and the body's digest. */
+static void mac(const struct cluster_key *k, const struct cluster_claims *cl, const char *path,
+                const void *body, size_t len, char hex[65])
+{
+    char digest[65];
+    sha256_hex(body, len, digest);
+    char *text =
+        xasprintf("sandbox-mcp forward v1\n%lld\n%s\n%s\n%s\n%u\n%s\n%s", (long long)cl->time,
+                  cl->node, cl->user_id, cl->user_name, cl->scopes, path, digest);
+    unsigned char md[32];
+    unsigned int mdlen = sizeof(md);
+    HMAC(EVP_sha256(), k->key, sizeof(k->key), (const unsigned char *)text, strlen(text), md,
+         &mdlen);
+    free(text);
+    hex_encode(md, sizeof(md), hex);
+}
+
+static bool field_ok(const char *s)
+{
+    return !strpbrk(s, ",\r\n");
+}
+
+int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, const char *path,
+                 const void *body, size_t len, char *out, size_t cap)
+{
+    if (!k->have || !field_ok(cl->node) || !field_ok(cl->user_id) || !field_ok(cl->user_name))
+        return -EINVAL;
+    char hex[65];
+    mac(k, cl, path, body, len, hex);
+    int n = snprintf(out, cap, "t=%lld,n=%s,u=%s,m=%s,s=%u,v1=%s", (long long)cl->time, cl->node,
+                     cl->user_id, cl->user_name, cl->scopes, hex);
+    return n > 0 && (size_t)n < cap ? 0 : -ENOSPC;
+}
+
+/* The value of "<key>=" in a "k=v,k=v" header into out; false when absent or too long. */
+static bool field(const char *h, size_t hlen, const char *key, char *out, size_t cap)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < hlen;) {
+        size_t end = i;
+        while (end < hlen && h[end] != ',')
+            end++;
+        if (end - i > klen && memcmp(h + i, key, klen) == 0 && h[i + klen] == '=') {
+            size_t vlen = end - i - klen - 1;
+            if (vlen >= cap || memchr(h + i + klen + 1, '\0', vlen))
+                return false;
+            memcpy(out, h + i + klen + 1, vlen);
+            out[vlen] = '\0';
+            return true;
+        }
+        i = end + 1;
+    }
+    return false;
+}
+
+static bool all_digits(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+int cluster_verify(const struct cluster_key *k, const char *header, size_t hlen, const char *path,
+                   const void *body, size_t len, int64_t now_s, struct cluster_claims *cl,
+                   struct err *err)
+{
+    if (!k->have)
+        return err_set(err, -EACCES, "this node takes no forwarded calls (no CLUSTER_SECRET)");
+    char t[24], s[16], sig[72];
+    memset(cl, 0, sizeof(*cl));
+    if (!field(header, hlen, "t", t, sizeof(t)) || !field(header, hlen, "n", cl->node, 64) ||
+        !field(header, hlen, "u", cl->user_id, 64) ||
+        !field(header, hlen, "m", cl->user_name, 128) || !field(header, hlen, "s", s, sizeof(s)) ||
+        !field(header, hlen, "v1", sig, sizeof(sig)) || strlen(sig) != 64 || !cl->user_id[0] ||
+        !all_digits(t) || !all_digits(s) || strlen(t) > 18 || strlen(s) > 9)
+        return err_set(err, -EACCES, "malformed %s header", CLUSTER_SIGNATURE_HEADER);
+    cl->time = strtoll(t, NULL, 10);
+    cl->scopes = (unsigned)strtoul(s, NULL, 10);
+    char want[65];
+    mac(k, cl, path, body, len, want);
+    if (CRYPTO_memcmp(want, sig, 64) != 0)
+        return err_set(err, -EACCES, "bad signature (is CLUSTER_SECRET the same on every node?)");
+    if (cl->time < now_s - SIGNATURE_SKEW_S || cl->time > now_s + SIGNATURE_SKEW_S)
+        return err_set(err, -ETIMEDOUT, "signed %lld s from now: more than %d s apart",
+                       (long long)(cl->time - now_s), SIGNATURE_SKEW_S);
+    return 0;
+}

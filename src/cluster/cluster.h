@@ -1,0 +1,77 @@
+#pragma once
+/* This server as one node of several sharing a store (docs/SCALING.md): its row in the store,
+ * kept alive by a heartbeat; the sweep that marks nodes whose heartbeat stopped lost; where a
+ * user's sandbox lives; and the signatures of the internal channel a node forwards a call over
+ * to the node that holds the sandbox. With SQLite there is one node, and nothing is forwarded.
+ * Main loop thread only. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "store/store.h"
+
+struct cluster_config {
+    const char *node_id;  /* NODE_ID */
+    const char *node_url; /* NODE_URL: where the other nodes reach this one */
+    const char *secret;   /* CLUSTER_SECRET; NULL: this node neither forwards nor is forwarded to */
+    uint64_t heartbeat_ms, lost_ms;
+    int64_t max_sandboxes, max_runs;
+};
+
+struct cluster;
+
+/* Record this node in the store as up, and keep it so. On success *ret owns the handle. */
+int cluster_new(const struct cluster_config *cfg, struct store *st, struct cluster **ret,
+                struct err *err);
+/* Record the node as stopped (a clean shutdown) and free. NULL is fine. */
+void cluster_free(struct cluster *c);
+
+const char *cluster_node_id(const struct cluster *c);
+
+/* Called with the id of each node this one marks lost, after the store says so. */
+void cluster_on_lost(struct cluster *c, void (*fn)(void *ctx, const char *node_id), void *ctx);
+/* Called when this node finds that another had marked it lost (it could not reach the store
+ * for a while): what was taken over meanwhile is no longer its own. */
+void cluster_on_back(struct cluster *c, void (*fn)(void *ctx), void *ctx);
+
+/* Where a call on user_id's own sandbox (or session_id's, when not NULL) is served: 0 here (the
+ * sandbox is this node's, there is none yet, or it was on a lost node and is this node's now, to
+ * start afresh), 1 on the node whose URL goes to url (and id to node), or < 0 (-EHOSTUNREACH when
+ * that node holds it and this one has no CLUSTER_SECRET to forward with). */
+int cluster_route_sandbox(struct cluster *c, const char *user_id, const char *session_id,
+                          char url[256], char node[64], struct err *err);
+
+/* The same for run session session_id of user_id's: its runs and its sandbox live on one
+ * node. 0 also when there is no such session (the call is answered here, as not found). */
+int cluster_route_session(struct cluster *c, const char *user_id, const char *session_id,
+                          char url[256], char node[64], struct err *err);
+
+/* The headers of a forwarded call: who it is for, signed with the cluster's key over the time,
+ * the sending node, the user, the scopes, the path and the body. */
+#define CLUSTER_SIGNATURE_HEADER "x-smcp-signature"
+struct cluster_claims {
+    char node[64];
+    char user_id[64];
+    char user_name[128];
+    unsigned scopes;
+    int64_t time; /* seconds */
+};
+/* The key calls are signed with, derived from CLUSTER_SECRET (have: false without one). */
+struct cluster_key {
+    bool have;
+    unsigned char key[32];
+};
+void cluster_key_init(struct cluster_key *k, const char *secret);
+const struct cluster_key *cluster_key(const struct cluster *c);
+/* "t=<time>,n=<node>,u=<user id>,m=<user name>,s=<scopes>,v1=<hex HMAC>" into out: 0, or
+ * -EINVAL (no key; a field holding ',' or a line break), -ENOSPC. */
+int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, const char *path,
+                 const void *body, size_t len, char *out, size_t cap);
+/* Check a signature header for path and body at now_s: 0 with *cl filled, -EACCES (no key here,
+ * a malformed header, a bad signature) or -ETIMEDOUT (more than a minute old or ahead) with err
+ * saying which. */
+int cluster_verify(const struct cluster_key *k, const char *header, size_t hlen, const char *path,
+                   const void *body, size_t len, int64_t now_s, struct cluster_claims *cl,
+                   struct err *err);

@@ -1,0 +1,228 @@
+// Three nodes sharing one PostgreSQL database behind nginx (round-robin): a user's sandbox
+// lives on one node and every call reaches it through whichever node the balancer picks; the
+// internal channel takes only signed calls; a node killed with SIGKILL is marked lost by the
+// others, its users start afresh elsewhere, and it gives up what they took when it returns.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHmac, createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+
+import { rpc, sseMessages } from '../lib/server.mjs';
+import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
+import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+
+let cluster, lb, bob, fake, router;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  cluster = await startCluster(3, { env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+  lb = await startBalancer(cluster.nodes.map((n) => n.url.replace('http://', '')));
+  const add = cluster.cli(1, ['user', 'add', 'bob']);
+  assert.equal(add.status, 0, add.stderr);
+  const tok = cluster.cli(2, ['token', 'create', '--user', 'bob']);
+  assert.equal(tok.status, 0, tok.stderr);
+  bob = tok.stdout.match(/smcp_\S+/)[0];
+});
+
+after(async () => {
+  await lb?.stop();
+  await cluster?.stop();
+  await fake?.close();
+});
+
+let nextId = 1;
+async function call(name, args, { token = cluster.token, headers = {} } = {}) {
+  const r = await rpc({ mcpUrl: lb.mcpUrl }, {
+    jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args },
+  }, { token, headers });
+  assert.equal(r.status, 200, r.text);
+  const msg = r.body || sseMessages(r.text).find((m) => m.id !== undefined);
+  assert.ok(msg?.result, r.text);
+  return { ...msg.result, text: r.text };
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+async function finished(runId) {
+  for (;;) {
+    const r = (await call('get_result', { run_id: runId, wait_seconds: 20 })).structuredContent;
+    if (TERMINAL.has(r.status)) return r;
+  }
+}
+// The node a session lives on, from the shared store.
+const sessionNode = (id) => clusterRows(cluster, `SELECT node_id FROM sessions WHERE id = '${id}'`)[0]?.node_id;
+// A run's events as stored: numbered 1..n with none missing or twice.
+function checkEvents(runId) {
+  const ev = clusterRows(cluster, `SELECT seq FROM run_events WHERE run_id = '${runId}' ORDER BY seq`);
+  assert.ok(ev.length > 0, `no events for ${runId}`);
+  ev.forEach((e, i) => assert.equal(Number(e.seq), i + 1, `${runId}: event ${i + 1} is seq ${e.seq}`));
+}
+
+const started = (node, id) => new RegExp(`sandbox started sbx=${id} `).test(node.stderr());
+const owner = (id) => cluster.nodes.findIndex((n) => n && started(n, id));
+
+test('every node registers itself in the store, with its URL, and beats', async () => {
+  for (const [i, n] of cluster.nodes.entries())
+    assert.match(n.stderr(), new RegExp(`node up node=node${i + 1} url=${n.url} store=postgres forwarding=on`));
+  const list = cluster.cli(0, ['node', 'list']);
+  assert.equal(list.status, 0, list.stderr);
+  for (const [i, n] of cluster.nodes.entries())
+    assert.match(list.stdout, new RegExp(`^node${i + 1} +up +${n.url} `, 'm'));
+});
+
+test('a user\'s calls land on the node that holds the sandbox, whichever node they reach', async () => {
+  const first = await call('container_exec', { command: 'echo one > /workspace/f; hostname' });
+  const sbx = first.structuredContent.sandbox_id;
+  const home = owner(sbx);
+  assert.ok(home >= 0, 'no node started the sandbox');
+  for (let i = 0; i < 6; i++) {
+    const r = await call('container_exec', { command: 'cat /workspace/f' });
+    assert.equal(r.structuredContent.sandbox_id, sbx);
+    assert.equal(r.structuredContent.stdout, 'one\n');
+  }
+  // the balancer spread them: the other nodes forwarded some, and only the owner ran any
+  const forwarded = cluster.nodes.map((n) => (n.stderr().match(/forward call /g) || []).length);
+  assert.equal(forwarded[home], 0);
+  assert.ok(forwarded.reduce((a, b) => a + b) >= 4, `forwarded: ${forwarded}`);
+  for (const [i, n] of cluster.nodes.entries())
+    if (i !== home) assert.ok(!started(n, sbx));
+  assert.ok((cluster.nodes[home].stderr().match(/forwarded call from=node\d user=/g) || []).length >= 4);
+  // files too: written through one node, read through another
+  await call('container_file_write', { path: '/workspace/g.txt', content: 'written' });
+  const read = await call('container_file_read', { path: '/workspace/g.txt' });
+  assert.match(read.text, /written/);
+});
+
+test('a forwarded command streams its progress as it runs', async () => {
+  const r = await rpc({ mcpUrl: lb.mcpUrl }, {
+    jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+    params: { name: 'container_exec', arguments: { command: 'for i in 1 2 3; do echo line$i; sleep 0.4; done' }, _meta: { progressToken: 'p1' } },
+  }, { token: cluster.token });
+  assert.equal(r.status, 200, r.text);
+  const msgs = sseMessages(r.text);
+  const progress = msgs.filter((m) => m.method === 'notifications/progress');
+  assert.ok(progress.length >= 2, r.text);
+  const result = msgs.find((m) => m.id !== undefined).result;
+  assert.equal(result.structuredContent.stdout, 'line1\nline2\nline3\n');
+});
+
+test('the internal channel takes only calls signed with the cluster\'s secret, and fresh ones', async () => {
+  const node = cluster.nodes[0];
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'container_exec', arguments: { command: 'id' } } });
+  const post = (headers) => fetch(`${node.url}/internal/mcp`, {
+    method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body,
+  });
+  const sign = (secret, t, user) => {
+    // the same derivation as the server's, from a secret the test knows
+    const key = createHmac('sha256', secret).update('sandbox-mcp cluster-forward v1').digest();
+    const digest = createHash('sha256').update(body).digest('hex');
+    const text = `sandbox-mcp forward v1\n${t}\nnode9\n${user}\nadmin\n3\n/internal/mcp\n${digest}`;
+    return `t=${t},n=node9,u=${user},m=admin,s=3,v1=${createHmac('sha256', key).update(text).digest('hex')}`;
+  };
+  const now = Math.floor(Date.now() / 1000);
+  const uid = /user=(usr_\w+)/.exec(node.stderr().match(/forwarded call from=node\d user=usr_\w+/)?.[0]
+    || cluster.nodes.map((n) => n.stderr()).join('').match(/forwarded call from=node\d user=usr_\w+/)[0])[1];
+  for (const [headers, what] of [
+    [{}, 'no signature'],
+    [{ 'x-smcp-signature': sign('not-the-secret-but-long-enough-0123456789', now, uid) }, 'another secret'],
+    [{ 'x-smcp-signature': sign(cluster.env(0).CLUSTER_SECRET, now - 600, uid) }, 'ten minutes old'],
+    [{ 'x-smcp-signature': sign(cluster.env(0).CLUSTER_SECRET, now, uid).replace(/v1=./, 'v1=0') }, 'a changed signature'],
+    [{ authorization: `Bearer ${cluster.token}` }, 'a user\'s own token'],
+  ]) {
+    const r = await post(headers);
+    assert.equal(r.status, 401, what);
+    assert.match(await r.text(), /not_a_node/, what);
+  }
+  // signed as the nodes sign, it is served for the user the signature names
+  const ok = await post({ 'x-smcp-signature': sign(cluster.env(0).CLUSTER_SECRET, now, uid) });
+  assert.equal(ok.status, 200);
+});
+
+test('runs spread across the nodes, each session\'s runs stay on its node, and any node answers for them', async () => {
+  const runs = [];
+  for (let i = 0; i < 6; i++) {
+    router.add(`spread-${i}`, [{ text: `Done ${i}.` }]);
+    runs.push((await call('run_task', { task: `spread-${i}: say done` })).structuredContent);
+  }
+  const nodes = new Set(runs.map((r) => sessionNode(r.session_id)));
+  assert.ok(nodes.size >= 2, `all runs on ${[...nodes]}`);
+  for (const r of runs) {
+    const done = await finished(r.run_id);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    checkEvents(r.run_id);
+  }
+  // a second run in a session goes to the session's node, whichever node takes the call
+  const first = runs[0];
+  const home = sessionNode(first.session_id);
+  router.add('spread-again', [{ text: 'Again.' }]);
+  const again = (await call('run_task', { task: 'spread-again: once more', session_id: first.session_id })).structuredContent;
+  assert.equal((await finished(again.run_id)).status, 'succeeded');
+  assert.equal(sessionNode(first.session_id), home);
+  const ran = cluster.nodes.findIndex((n) => new RegExp(`run queued run=${again.run_id} `).test(n.stderr()));
+  assert.equal(`node${ran + 1}`, home);
+  // list_runs and the run's page answer through any node
+  for (let i = 0; i < 3; i++) {
+    const list = (await call('list_runs', {})).structuredContent;
+    assert.ok(list.runs.some((r) => r.run_id === again.run_id));
+  }
+});
+
+test('a node killed mid-work is marked lost: its runs fail "node lost", the rest finish, its users start afresh elsewhere; back, it gives up what was taken', async () => {
+  // bob's sandbox, and the admin's, on whichever nodes they landed
+  const mine = (await call('container_exec', { command: 'cat /workspace/f' })).structuredContent.sandbox_id;
+  const theirs = (await call('container_exec', { command: 'echo bob > /workspace/b' }, { token: bob })).structuredContent.sandbox_id;
+  const victim = owner(mine);
+  const survivors = [0, 1, 2].filter((i) => i !== victim);
+  // runs held at the model, until there is one on the node to be killed and one elsewhere
+  const held = [];
+  for (let i = 0; i < 9 && !(held.some((h) => h.node === `node${victim + 1}`) && held.some((h) => h.node !== `node${victim + 1}`)); i++) {
+    const script = router.add(`held-${i}`, [{ hold: true, text: `Finished ${i}.` }]);
+    const r = (await call('run_task', { task: `held-${i}: wait for the model` })).structuredContent;
+    await script.waitHeld();
+    held.push({ ...r, script, node: sessionNode(r.session_id) });
+  }
+  const doomed = held.filter((h) => h.node === `node${victim + 1}`);
+  const spared = held.filter((h) => h.node !== `node${victim + 1}`);
+  assert.ok(doomed.length && spared.length, JSON.stringify(held.map((h) => h.node)));
+  await cluster.nodes[victim].stop('SIGKILL', { keep: true });
+  await Promise.race(survivors.map((i) => cluster.nodes[i].waitLog(new RegExp(`node lost node=node${victim + 1} `), 15000)));
+  // its runs end failed, saying why, and any node answers so
+  for (const h of doomed) {
+    const r = await finished(h.run_id);
+    assert.equal(r.status, 'failed', JSON.stringify(r));
+    assert.match(JSON.stringify(r), /node lost/);
+  }
+  // the others finish, with every event once
+  for (const h of spared) h.script.release();
+  for (const h of spared) {
+    const r = await finished(h.run_id);
+    assert.equal(r.status, 'succeeded', JSON.stringify(r));
+    checkEvents(h.run_id);
+  }
+  // the admin's next command runs on a fresh sandbox on a live node: the file is gone
+  const again = await call('container_exec', { command: 'ls /workspace' });
+  assert.equal(again.structuredContent.sandbox_id, mine, 'the sandbox keeps its id');
+  assert.equal(again.structuredContent.stdout, '');
+  const newHome = survivors.find((i) => new RegExp(`sandbox taken over sbx=${mine} .*from=node${victim + 1}`).test(cluster.nodes[i].stderr()));
+  assert.ok(newHome !== undefined, 'no survivor took the sandbox over');
+  assert.ok(started(cluster.nodes[newHome], mine));
+  // bob's sandbox, if it was on another node, is untouched
+  if (owner(theirs) !== victim) {
+    const b = await call('container_exec', { command: 'cat /workspace/b' }, { token: bob });
+    assert.equal(b.structuredContent.stdout, 'bob\n');
+  }
+  // the killed node comes back: the admin's sandbox is no longer its own, and goes; the failed
+  // runs stay failed
+  for (const h of doomed) h.script.release();
+  const back = await cluster.start(victim);
+  await back.waitLog(new RegExp(`sandbox removed sbx=${mine} .*reason=moved to another node`));
+  assert.equal(existsSync(path.join(cluster.dirs[victim], 'sandboxes', mine)), false);
+  const list = cluster.cli(newHome, ['node', 'list']);
+  assert.match(list.stdout, new RegExp(`^node${victim + 1} +up `, 'm'));
+  for (const h of doomed) assert.equal((await finished(h.run_id)).status, 'failed');
+  // and calls through the balancer still reach the admin's sandbox where it is now
+  for (let i = 0; i < 3; i++)
+    assert.equal((await call('container_exec', { command: 'true' })).structuredContent.sandbox_id, mine);
+});
