@@ -1,5 +1,6 @@
 // Shared helpers for the benchmarks: start the release binary, time calls, summarize.
 import { execFile, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import http from 'node:http';
@@ -165,4 +166,78 @@ ${http}
       proc.kill('SIGTERM');
     }),
   };
+}
+
+// A wrk script in dir: POST body (a JSON-RPC message) with the MCP headers; done() prints the
+// counts and the whole latency histogram (microseconds:count), so that runs can be pooled
+// exactly.
+export function wrkScript(dir, body, protocol, token) {
+  const file = path.join(dir, `wrk-${createHash('sha256').update(body + token).digest('hex').slice(0, 12)}.lua`);
+  writeFileSync(file, `wrk.method = "POST"
+wrk.body = [==[${body}]==]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "${protocol}"
+wrk.headers["Authorization"] = "Bearer ${token}"
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
+  local h = {}
+  for i = 1, #latency do
+    local v, c = latency(i)
+    h[#h + 1] = string.format("%d:%d", v, c)
+  end
+  io.write("WRKHIST ", table.concat(h, ","), "\\n")
+end
+`);
+  return file;
+}
+
+// wrk against a loopback /mcp URL: resolves to its counts and latency histogram.
+export function runWrk(url, script, conns, seconds) {
+  if (!/^http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(url)) throw new Error(`not a loopback URL: ${url}`);
+  const threads = Math.min(2, conns);
+  return new Promise((resolve, reject) => {
+    const p = spawn('wrk', ['-t', String(threads), '-c', String(conns), '-d', `${seconds}s`, '--timeout', '5s',
+      '-s', script, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let so = '', se = '';
+    p.stdout.on('data', (d) => { so += d; });
+    p.stderr.on('data', (d) => { se += d; });
+    const guard = setTimeout(() => p.kill('SIGKILL'), (seconds + 30) * 1000);
+    p.on('error', reject);
+    p.on('exit', (code) => {
+      clearTimeout(guard);
+      const m = so.match(/^WRKJSON (.*)$/m), h = so.match(/^WRKHIST (.*)$/m);
+      if (code !== 0 || !m || !h) return reject(new Error(`wrk exited ${code}: ${se}${so.slice(0, 2000)}`));
+      const r = JSON.parse(m[1]);
+      r.hist = h[1] ? h[1].split(',').map((x) => x.split(':').map(Number)) : [];
+      resolve(r);
+    });
+  });
+}
+
+// Pool several wrk runs against one server: requests over total time, percentiles of all latencies.
+export function pool(runs) {
+  const r = { requests: 0, duration_us: 0, cpu_s: 0, connect: 0, read: 0, write: 0, status: 0, timeout: 0 };
+  const counts = new Map();
+  for (const x of runs) {
+    for (const k of Object.keys(r)) r[k] += x[k];
+    for (const [v, c] of x.hist) counts.set(v, (counts.get(v) || 0) + c);
+  }
+  const hist = [...counts].sort((a, b) => a[0] - b[0]);
+  const total = hist.reduce((a, [, c]) => a + c, 0);
+  const pct = (p) => {
+    let seen = 0;
+    for (const [v, c] of hist) if ((seen += c) >= (p / 100) * total) return v;
+    return NaN;
+  };
+  r.rps = r.requests / (r.duration_us / 1e6);
+  r.cpu = r.cpu_s / (r.duration_us / 1e6);
+  r.p50 = pct(50);
+  r.p99 = pct(99);
+  r.errors = r.connect + r.read + r.write + r.status + r.timeout;
+  r.errorText = r.errors ? `${r.errors} (` + ['connect', 'read', 'write', 'status', 'timeout']
+    .filter((k) => r[k]).map((k) => `${r[k]} ${k === 'status' ? 'non-2xx/3xx' : k}`).join(', ') + ')' : '0';
+  return r;
 }

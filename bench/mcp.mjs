@@ -10,7 +10,7 @@ import { cpus, totalmem, tmpdir } from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { fmt, writeHeadline, freePort, startNginx, nginxVersion } from './lib.mjs';
+import { fmt, writeHeadline, freePort, startNginx, nginxVersion, wrkScript, runWrk, pool } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
@@ -55,78 +55,6 @@ const mib = (b) => (b / MiB).toFixed(1);
 
 const body = (method) => JSON.stringify({ jsonrpc: '2.0', id: 1, method });
 const work = mkdtempSync(path.join(tmpdir(), 'mcp-bench-'));
-
-// A wrk script: POST the body with the MCP headers; done() prints the counts and the whole latency
-// histogram (microseconds:count), so that runs can be pooled exactly.
-function wrkScript(method, token) {
-  const file = path.join(work, `${method.replace('/', '-')}-${token.replace(/\W/g, '')}.lua`);
-  writeFileSync(file, `wrk.method = "POST"
-wrk.body = [==[${body(method)}]==]
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "${PROTOCOL}"
-wrk.headers["Authorization"] = "Bearer ${token}"
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
-  local h = {}
-  for i = 1, #latency do
-    local v, c = latency(i)
-    h[#h + 1] = string.format("%d:%d", v, c)
-  end
-  io.write("WRKHIST ", table.concat(h, ","), "\\n")
-end
-`);
-  return file;
-}
-
-function runWrk(url, script, conns, seconds) {
-  if (!/^http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(url)) throw new Error(`not a loopback URL: ${url}`);
-  const threads = Math.min(2, conns);
-  return new Promise((resolve, reject) => {
-    const p = spawn('wrk', ['-t', String(threads), '-c', String(conns), '-d', `${seconds}s`, '--timeout', '5s',
-      '-s', script, url], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let so = '', se = '';
-    p.stdout.on('data', (d) => { so += d; });
-    p.stderr.on('data', (d) => { se += d; });
-    const guard = setTimeout(() => p.kill('SIGKILL'), (seconds + 30) * 1000);
-    p.on('error', reject);
-    p.on('exit', (code) => {
-      clearTimeout(guard);
-      const m = so.match(/^WRKJSON (.*)$/m), h = so.match(/^WRKHIST (.*)$/m);
-      if (code !== 0 || !m || !h) return reject(new Error(`wrk exited ${code}: ${se}${so.slice(0, 2000)}`));
-      const r = JSON.parse(m[1]);
-      r.hist = h[1] ? h[1].split(',').map((x) => x.split(':').map(Number)) : [];
-      resolve(r);
-    });
-  });
-}
-
-// Pool several wrk runs against one server: requests over total time, percentiles of all latencies.
-function pool(runs) {
-  const r = { requests: 0, duration_us: 0, cpu_s: 0, connect: 0, read: 0, write: 0, status: 0, timeout: 0 };
-  const counts = new Map();
-  for (const x of runs) {
-    for (const k of Object.keys(r)) r[k] += x[k];
-    for (const [v, c] of x.hist) counts.set(v, (counts.get(v) || 0) + c);
-  }
-  const hist = [...counts].sort((a, b) => a[0] - b[0]);
-  const total = hist.reduce((a, [, c]) => a + c, 0);
-  const pct = (p) => {
-    let seen = 0;
-    for (const [v, c] of hist) if ((seen += c) >= (p / 100) * total) return v;
-    return NaN;
-  };
-  r.rps = r.requests / (r.duration_us / 1e6);
-  r.cpu = r.cpu_s / (r.duration_us / 1e6);
-  r.p50 = pct(50);
-  r.p99 = pct(99);
-  r.errors = r.connect + r.read + r.write + r.status + r.timeout;
-  r.errorText = r.errors ? `${r.errors} (` + ['connect', 'read', 'write', 'status', 'timeout']
-    .filter((k) => r[k]).map((k) => `${r[k]} ${k === 'status' ? 'non-2xx/3xx' : k}`).join(', ') + ')' : '0';
-  return r;
-}
 
 // The peer: reads the token and the tool list on stdin, prints its URL.
 async function startPeer(tools) {
@@ -211,7 +139,7 @@ try {
 
   const idle = { ours: rss(ours.pid), sdk: rss(sdk.pid) };
   const threads = procStatus(ours.pid, 'Threads') / 1024;
-  for (const t of servers) await runWrk(t.url('tools/list'), wrkScript('tools/list', t.token), 16, WARMUP);
+  for (const t of servers) await runWrk(t.url('tools/list'), wrkScript(work, body('tools/list'), PROTOCOL, t.token), 16, WARMUP);
 
   // Each server gets two half-length runs per case, in the order ours, SDK, nginx, nginx, SDK,
   // ours, so that a change in the machine's speed during a case weighs on all sides alike.
@@ -222,7 +150,7 @@ try {
       for (const t of [...servers, ...[...servers].reverse()]) {
         await new Promise((r) => setTimeout(r, 500)); // let the previous server settle (GC, closing)
         const cpu0 = cpuSeconds(t.pid);
-        const r = await runWrk(t.url(method), wrkScript(method, t.token), c, DURATION / 2);
+        const r = await runWrk(t.url(method), wrkScript(work, body(method), PROTOCOL, t.token), c, DURATION / 2);
         r.cpu_s = cpuSeconds(t.pid) - cpu0;
         runs.get(t).push(r);
       }

@@ -710,19 +710,8 @@ int store_session_take_over(struct store *st, const char *id, const char *from_n
                 r = err_set(err, -ESTALE, "session '%s' moved meanwhile", id);
         }
     }
-    if (r == 0) {
-        _cleanup_stmt_ struct db_stmt *s = NULL;
-        if ((r = store_prepare(st,
-                               "UPDATE sandboxes SET node_id = ?1, state = 'stopped', init_pid = "
-                               "NULL, init_start = NULL, cgroup = NULL, id_slot = NULL, "
-                               "started_at = NULL WHERE session_id = ?2 AND node_id = ?3",
-                               &s, err)) == 0) {
-            db_bind_text(s, 1, st->node_id);
-            db_bind_text(s, 2, id);
-            db_bind_text(s, 3, from_node);
-            r = store_step_done(st, s, "take over session sandbox", err);
-        }
-    }
+    if (r == 0 && (r = store_sandboxes_move(st, NULL, id, from_node, err)) > 0)
+        r = 0;
     if (r < 0) {
         store_exec(st, "ROLLBACK", NULL);
         return r;

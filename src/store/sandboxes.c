@@ -308,23 +308,33 @@ int store_node_adopt_legacy(struct store *st, struct err *err)
     return taken + (int)db_changes(st);
 }
 
-int store_sandbox_take_over(struct store *st, const char *id, const char *from_node,
-                            struct err *err)
+int store_sandboxes_move(struct store *st, const char *id, const char *session_id,
+                         const char *from_node, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE sandboxes SET node_id = ?1, state = 'stopped', init_pid = NULL, "
                           "init_start = NULL, cgroup = NULL, id_slot = NULL, started_at = NULL "
-                          "WHERE id = ?2 AND node_id = ?3",
+                          "WHERE (id = ?2 OR session_id = ?3) AND node_id = ?4",
                           &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, st->node_id);
     db_bind_text(s, 2, id);
-    db_bind_text(s, 3, from_node);
+    db_bind_text(s, 3, session_id);
+    db_bind_text(s, 4, from_node);
     if ((r = store_step_done(st, s, "take over sandbox", err)) < 0)
         return r;
-    return db_changes(st) == 1 ? 0 : err_set(err, -ESTALE, "sandbox '%s' moved meanwhile", id);
+    return (int)db_changes(st);
+}
+
+int store_sandbox_take_over(struct store *st, const char *id, const char *from_node,
+                            struct err *err)
+{
+    int r = store_sandboxes_move(st, id, NULL, from_node, err);
+    if (r < 0)
+        return r;
+    return r == 1 ? 0 : err_set(err, -ESTALE, "sandbox '%s' moved meanwhile", id);
 }
 
 int store_sandbox_list_ids(struct store *st, void (*fn)(const char *id, void *ctx), void *ctx,

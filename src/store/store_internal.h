@@ -117,6 +117,11 @@ static inline void store_copy_text(char *dst, size_t cap, struct db_stmt *s, int
 /* Free every statement of st (db.c), before it closes. */
 void db_forget(struct store *st);
 
+/* Make this node's the sandboxes of from_node that are id or session_id's (either may be NULL):
+ * stopped, without an id range, their files left on from_node. The number moved, or < 0. */
+int store_sandboxes_move(struct store *st, const char *id, const char *session_id,
+                         const char *from_node, struct err *err);
+
 /* Check that list's migrations are numbered in order and that the database's version current is
  * not above the last: the last number, or -EINVAL / -EPROTO. */
 int store_migrations_check(const struct embedded_file *list, int current, struct err *err);

@@ -318,9 +318,13 @@ for (const mode of MODES) {
 
     test('get_result with onprogress hears the run\'s phase at once, then each step, then the result', async () => {
       const marker = `sdk-phase-${mode.name}`;
+      // the second step's answer waits until the first step has been heard, so that the two
+      // are never taken in at once and told as one
+      let heardStep1;
+      const step1 = new Promise((resolve) => { heardStep1 = resolve; });
       const s = router.add(marker, [
         { hold: true, tool: 'write', input: { filePath: '/workspace/phase.md', content: '# Phase\n' } },
-        { text: 'Wrote phase.md.' },
+        { holdUntil: step1, text: 'Wrote phase.md.' },
       ]);
       const started = await client.callTool({ name: 'run_task', arguments: { task: `${marker}: write phase.md` } });
       assert.notEqual(started.isError, true, JSON.stringify(started));
@@ -335,6 +339,7 @@ for (const mode of MODES) {
             timeout: 60000,
             onprogress: (p) => {
               calls.push(p);
+              if (/^step 1: /.test(p.message)) heardStep1();
               // the model answers only once the wait has begun: every later phase is heard
               if (heard.length + calls.length === 1) s.release();
             },

@@ -83,6 +83,7 @@ export function defaultHandler(req, res, body) {
 //   { tools: [{ tool, input }, ...], text? } several tool calls in one turn
 //   { status, error: { type, message }, headers? }  an HTTP error in the Messages API error shape
 //   { hold: true, ...step }                  held until script.release(), then answered as ...step
+//   { holdUntil: promise, ...step }          held until the promise settles, then answered
 //                                            (as { text: 'Done.' } when nothing else is given)
 //   (body, ctx) => step                      decided when the request arrives
 // and may carry usage: { input_tokens, output_tokens } (default: the script's usage option).
@@ -239,7 +240,9 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
       if (res.destroyed || res.writableEnded) return;
       respond(res, step, body);
     };
-    if (step.hold && !released) {
+    // held at the script's gate, or until a promise of the test's own (holdUntil) settles
+    const until = step.holdUntil || (step.hold && !released ? gate : null);
+    if (until) {
       script.held++;
       let done = false;
       res.on('close', () => {
@@ -253,7 +256,7 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
         wait.check();
       });
       wait.check();
-      gate.then(() => {
+      until.then(() => {
         if (done) return;
         done = true;
         script.held--;
