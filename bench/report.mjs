@@ -47,7 +47,7 @@ log();
 log(`- Run: ${new Date().toISOString().slice(0, 10)}, commit ${commit}, ${minutes} min ${rest} s in all (target under 20 min).`);
 log(`- Machine: ${cpus().length} cores (${cpus()[0].model}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Linux ${release()}, cgroup ${cgroup}.`);
 log(`- Tools: Node.js ${process.version}, wrk ${version('wrk', ['-v'], /wrk (\S+)/)}, bubblewrap ${version('bwrap', ['--version'], /bubblewrap (\S+)/)}, ${version('unshare', ['--version'], /(util-linux \S+)/)}, ${version('curl', ['--version'], /^(curl \S+)/)}, ${version('tinyproxy', ['-v'], /(tinyproxy \S+)/)}, ${version('sh', ['-c', 'nginx -v 2>&1'], /(nginx\/\S+)/)}.`);
-log('- Reproduce: `make bench` (installs bubblewrap, util-linux, wrk, tinyproxy and nginx, builds the');
+log('- Reproduce: `make bench` (installs bubblewrap, util-linux, wrk, tinyproxy, nginx and postgresql, builds the');
 log('  release binary and `bench/spawntime`); one benchmark alone: `node bench/<name>.mjs [--quick]`');
 log('  as root after `make bench` has built them once.');
 log();
