@@ -162,10 +162,22 @@ test('runs spread across the nodes, each session\'s runs stay on its node, and a
   assert.equal(sessionNode(first.session_id), home);
   const ran = cluster.nodes.findIndex((n) => new RegExp(`run queued run=${again.run_id} `).test(n.stderr()));
   assert.equal(`node${ran + 1}`, home);
-  // list_runs and the run's page answer through any node
+  // list_runs answers through any node, and so do the run's page and its event stream, read
+  // from the shared store: every event, then the end
   for (let i = 0; i < 3; i++) {
     const list = (await call('list_runs', {})).structuredContent;
     assert.ok(list.runs.some((r) => r.run_id === again.run_id));
+  }
+  const stored = clusterRows(cluster, `SELECT seq FROM run_events WHERE run_id = '${again.run_id}'`).length;
+  for (const node of cluster.nodes) {
+    const page = new URL(again.web_url);
+    page.host = new URL(node.url).host;
+    const html = await fetch(page);
+    assert.equal(html.status, 200, `${node.url}: the page`);
+    page.pathname += '/events';
+    const text = await (await fetch(page)).text();
+    assert.equal((text.match(/^event: run-event$/gm) || []).length, stored, `${node.url}: ${text.slice(0, 300)}`);
+    assert.match(text, /event: end\ndata: \{"status":"succeeded"\}/);
   }
 });
 
