@@ -298,3 +298,41 @@ int cluster_verify(const struct cluster_key *k, const char *header, size_t hlen,
                        (long long)(cl->time - now_s), SIGNATURE_SKEW_S);
     return 0;
 }
+
+/* The head's proof: an HMAC over the time and the sending node alone, which the admission gate
+ * can check before the body arrives (the body is checked by cluster_verify once it has). */
+static void head_mac(const struct cluster_key *k, int64_t t, const char *node, char hex[65])
+{
+    char text[128];
+    int n = snprintf(text, sizeof(text), "sandbox-mcp node v1\n%lld\n%s", (long long)t, node);
+    unsigned char md[32];
+    unsigned int mdlen = sizeof(md);
+    HMAC(EVP_sha256(), k->key, sizeof(k->key), (const unsigned char *)text,
+         n > 0 && (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, md, &mdlen);
+    hex_encode(md, sizeof(md), hex);
+}
+
+int cluster_head_sign(const struct cluster_key *k, const char *node, int64_t now_s, char *out,
+                      size_t cap)
+{
+    if (!k->have || !field_ok(node) || strlen(node) >= 64)
+        return -EINVAL;
+    char hex[65];
+    head_mac(k, now_s, node, hex);
+    int n = snprintf(out, cap, "t=%lld,n=%s,v1=%s", (long long)now_s, node, hex);
+    return n > 0 && (size_t)n < cap ? 0 : -ENOSPC;
+}
+
+bool cluster_head_ok(const struct cluster_key *k, const char *header, size_t hlen, int64_t now_s)
+{
+    char t[24], node[64], sig[72], want[65];
+    if (!k->have || !field(header, hlen, "t", t, sizeof(t)) || !all_digits(t) || strlen(t) > 18 ||
+        !field(header, hlen, "n", node, sizeof(node)) ||
+        !field(header, hlen, "v1", sig, sizeof(sig)) || strlen(sig) != 64)
+        return false;
+    int64_t at = strtoll(t, NULL, 10);
+    if (at < now_s - SIGNATURE_SKEW_S || at > now_s + SIGNATURE_SKEW_S)
+        return false;
+    head_mac(k, at, node, want);
+    return CRYPTO_memcmp(want, sig, 64) == 0;
+}

@@ -75,3 +75,12 @@ int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, c
 int cluster_verify(const struct cluster_key *k, const char *header, size_t hlen, const char *path,
                    const void *body, size_t len, int64_t now_s, struct cluster_claims *cl,
                    struct err *err);
+
+/* x-smcp-node: "t=<time>,n=<node>,v1=<hex HMAC>" over the time and the node alone, so that the
+ * admission gate can let a forwarded call's body (which may be larger than what it reads for
+ * anyone before a credential) in before the body is there to check; cluster_verify checks the
+ * whole call once it is. */
+#define CLUSTER_NODE_HEADER "x-smcp-node"
+int cluster_head_sign(const struct cluster_key *k, const char *node, int64_t now_s, char *out,
+                      size_t cap);
+bool cluster_head_ok(const struct cluster_key *k, const char *header, size_t hlen, int64_t now_s);

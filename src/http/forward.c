@@ -139,6 +139,11 @@ bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct sto
     char line[600];
     snprintf(line, sizeof(line), "%s: %s", CLUSTER_SIGNATURE_HEADER, sig);
     h = curl_slist_append(h, line);
+    char head[200];
+    if (cluster_head_sign(cluster_key(srv->cluster), cl.node, cl.time, head, sizeof(head)) == 0) {
+        snprintf(line, sizeof(line), "%s: %s", CLUSTER_NODE_HEADER, head);
+        h = curl_slist_append(h, line);
+    }
     h = curl_slist_append(h, "Content-Type: application/json");
     h = curl_slist_append(h, "Expect:");
     const char *pass[][2] = {{"Accept", http_header(req, H2O_TOKEN_ACCEPT)},

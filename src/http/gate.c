@@ -55,6 +55,7 @@
 #include "base/loop.h"
 #include "base/picohttp.h"
 #include "base/util.h"
+#include "cluster/cluster.h"
 #include "proxy/proxy.h"
 #include "store/store.h"
 
@@ -408,6 +409,10 @@ static bool head_authorized(struct http_pool *p, const struct phr_header *hs, si
             auth = h2o_iovec_init(hs[i].value, hs[i].value_len);
         else if (name_is(&hs[i], "x-api-key"))
             key = h2o_iovec_init(hs[i].value, hs[i].value_len);
+        else if (name_is(&hs[i], CLUSTER_NODE_HEADER) && !p->sandbox[0] && p->srv->cluster &&
+                 cluster_head_ok(cluster_key(p->srv->cluster), hs[i].value, hs[i].value_len,
+                                 time_now_ms() / 1000))
+            return true; /* another node's forwarded call; its body is checked at the route */
     }
     return credential_ok(p, auth, key);
 }

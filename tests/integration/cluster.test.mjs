@@ -89,10 +89,17 @@ test('a user\'s calls land on the node that holds the sandbox, whichever node th
   for (const [i, n] of cluster.nodes.entries())
     if (i !== home) assert.ok(!started(n, sbx));
   assert.ok((cluster.nodes[home].stderr().match(/forwarded call from=node\d user=/g) || []).length >= 4);
-  // files too: written through one node, read through another
+  // files too: written through one node, read through another, and one larger than what a node
+  // reads of a body before a credential (the forwarding node's proof lets it in)
   await call('container_file_write', { path: '/workspace/g.txt', content: 'written' });
   const read = await call('container_file_read', { path: '/workspace/g.txt' });
   assert.match(read.text, /written/);
+  const big = 'x'.repeat(300 * 1024);
+  for (let i = 0; i < 3; i++) {
+    await call('container_file_write', { path: `/workspace/big${i}.txt`, content: big });
+    const size = await call('container_exec', { command: `wc -c < /workspace/big${i}.txt` });
+    assert.equal(size.structuredContent.stdout.trim(), String(big.length));
+  }
 });
 
 test('a forwarded command streams its progress as it runs', async () => {

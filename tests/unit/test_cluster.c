@@ -120,4 +120,25 @@ TEST(malformed_headers_and_fields_that_would_forge_others_are_refused)
             -EACCES);
 }
 
+TEST(the_head_proof_holds_only_for_the_key_and_a_minute)
+{
+    struct cluster_key k, other;
+    cluster_key_init(&k, SECRET);
+    cluster_key_init(&other, "another secret, just as long as the first one");
+    char h[200];
+    CHECK_INT_EQ(cluster_head_sign(&k, "node1", 1000, h, sizeof(h)), 0);
+    CHECK(cluster_head_ok(&k, h, strlen(h), 1030));
+    CHECK(!cluster_head_ok(&other, h, strlen(h), 1030));
+    CHECK(!cluster_head_ok(&k, h, strlen(h), 1061));
+    char t[200];
+    snprintf(t, sizeof(t), "%s", h);
+    memcpy(strstr(t, "n=node1"), "n=node2", 7);
+    CHECK(!cluster_head_ok(&k, t, strlen(t), 1000));
+    CHECK(!cluster_head_ok(&k, "t=1000,n=node1,v1=", 18, 1000));
+    struct cluster_key none;
+    cluster_key_init(&none, NULL);
+    CHECK(!cluster_head_ok(&none, h, strlen(h), 1000));
+    CHECK_INT_EQ(cluster_head_sign(&none, "node1", 1000, h, sizeof(h)), -EINVAL);
+}
+
 TEST_MAIN()

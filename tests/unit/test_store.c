@@ -609,10 +609,10 @@ TEST(nodes_own_their_sandboxes_beat_and_are_marked_lost_once)
     store_set_node(b, "node-b");
     struct store_node na = {.max_sandboxes = 8, .max_runs = 2, .started_at = 1000};
     snprintf(na.id, sizeof(na.id), "node-a");
-    snprintf(na.url, sizeof(na.url), "http://10.0.0.1:8788");
+    snprintf(na.url, sizeof(na.url), "http://127.0.0.1:18001");
     struct store_node nb = na;
     snprintf(nb.id, sizeof(nb.id), "node-b");
-    snprintf(nb.url, sizeof(nb.url), "http://10.0.0.2:8788");
+    snprintf(nb.url, sizeof(nb.url), "http://127.0.0.1:18002");
     CHECK_INT_EQ(store_node_register(a, &na, &err), 0);
     CHECK_INT_EQ(store_node_register(b, &nb, &err), 0);
     struct store_user u;
