@@ -708,9 +708,18 @@ static void on_node_lost(void *ctx, const char *node_id)
     runs_node_lost(ctx, node_id);
 }
 
+/* What a node that was cut off gives up when it is back: runs first, which hold sandboxes. */
+struct node_parts {
+    struct sandbox_manager *sandboxes;
+    struct runs *runs;
+};
+
 static void on_node_back(void *ctx)
 {
-    sandbox_manager_drop_moved(ctx);
+    struct node_parts *p = ctx;
+    if (p->runs)
+        runs_node_back(p->runs);
+    sandbox_manager_drop_moved(p->sandboxes);
 }
 
 /* This node's row in the store, its heartbeat and the sweep for lost ones (cluster.h). */
@@ -919,8 +928,6 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     http_server_set_cluster(http, cluster);
-    if (sandboxes)
-        cluster_on_back(cluster, on_node_back, sandboxes);
     struct runs *runs = NULL;
     const char *runs_unavailable = "sandboxes are unavailable";
     if (sandboxes) {
@@ -943,6 +950,9 @@ static int cmd_serve(int argc, char **argv)
     }
     if (runs)
         cluster_on_lost(cluster, on_node_lost, runs);
+    struct node_parts parts = {.sandboxes = sandboxes, .runs = runs};
+    if (sandboxes)
+        cluster_on_back(cluster, on_node_back, &parts);
     runs_network_set_runs(network, runs);
     facts.llms = proxy_llms(proxy, &facts.nllms);
     tools_runs_register(mcp, runs, st, runs_unavailable, &facts);

@@ -150,11 +150,14 @@ static int route(struct cluster *c, const char *owner_id, char url[256], char no
     return 1;
 }
 
+static int route_session(struct cluster *c, const char *user_id, const char *session_id, bool claim,
+                         char url[256], char node[64], struct err *err);
+
 int cluster_route_sandbox(struct cluster *c, const char *user_id, const char *session_id,
                           char url[256], char node[64], struct err *err)
 {
     if (session_id)
-        return cluster_route_session(c, user_id, session_id, url, node, err);
+        return route_session(c, user_id, session_id, true, url, node, err);
     struct store_sandbox row;
     int r = store_sandbox_find(c->st, user_id, NULL, &row, err);
     if (r == -ENOENT)
@@ -173,8 +176,10 @@ int cluster_route_sandbox(struct cluster *c, const char *user_id, const char *se
     return 0;
 }
 
-int cluster_route_session(struct cluster *c, const char *user_id, const char *session_id,
-                          char url[256], char node[64], struct err *err)
+/* cluster_route_session; a session no node has claimed yet is claimed here when the call needs
+ * its sandbox (claim), else the call is answered here from the store. */
+static int route_session(struct cluster *c, const char *user_id, const char *session_id, bool claim,
+                         char url[256], char node[64], struct err *err)
 {
     struct store_session ses;
     int r = store_session_get(c->st, user_id, session_id, &ses, err);
@@ -183,15 +188,30 @@ int cluster_route_session(struct cluster *c, const char *user_id, const char *se
     char owner[64];
     if (r < 0 || (r = store_session_node(c->st, session_id, owner, err)) < 0)
         return r;
+    if (strcmp(owner, STORE_SESSION_UNCLAIMED) == 0) {
+        if (!claim)
+            return 0;
+        if ((r = store_session_take_over(c->st, session_id, owner, err)) < 0)
+            return r == -ESTALE ? route_session(c, user_id, session_id, claim, url, node, err) : r;
+        log_info("session claimed session=%s user=%s note=\"for its sandbox\"", session_id,
+                 user_id);
+        return 0;
+    }
     char state[16];
     if ((r = route(c, owner, url, node, state, err)) != 2)
         return r;
     if ((r = store_session_take_over(c->st, session_id, owner, err)) < 0)
-        return r == -ESTALE ? cluster_route_session(c, user_id, session_id, url, node, err) : r;
+        return r == -ESTALE ? route_session(c, user_id, session_id, claim, url, node, err) : r;
     log_warn("session taken over session=%s user=%s from=%s state=%s note=\"its workspace stays "
              "on that node; its next run starts in a fresh sandbox here\"",
              session_id, user_id, owner, state);
     return 0;
+}
+
+int cluster_route_session(struct cluster *c, const char *user_id, const char *session_id,
+                          char url[256], char node[64], struct err *err)
+{
+    return route_session(c, user_id, session_id, false, url, node, err);
 }
 
 void cluster_key_init(struct cluster_key *k, const char *secret)

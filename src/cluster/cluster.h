@@ -44,7 +44,9 @@ int cluster_route_sandbox(struct cluster *c, const char *user_id, const char *se
                           char url[256], char node[64], struct err *err);
 
 /* The same for run session session_id of user_id's: its runs and its sandbox live on one
- * node. 0 also when there is no such session (the call is answered here, as not found). */
+ * node. 0 also when there is no such session (the call is answered here, as not found), and
+ * when no node has claimed it yet (its runs wait in the store). A sandbox call on such a
+ * session (cluster_route_sandbox) claims it for this node. */
 int cluster_route_session(struct cluster *c, const char *user_id, const char *session_id,
                           char url[256], char node[64], struct err *err);
 

@@ -123,8 +123,9 @@ struct run {
     bool skip_line;    /* inside an oversized event line */
     bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
-    int exit_code;            /* as a shell reports it: 128 + the signal for a killed agent */
-    int exit_signal;          /* the signal that killed the agent, 0 when it exited */
+    bool dropped;    /* ended through another node: stopped here with nothing more written */
+    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
+    int exit_signal; /* the signal that killed the agent, 0 when it exited */
     enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
     char fail[512];           /* a failure before or around the agent */
     char *changes;            /* the diff stat and commits, while the full diff is read */
@@ -144,6 +145,7 @@ struct runs_waiter {
     void (*progress)(void *ctx); /* NULL: only the end */
     uint64_t told;               /* the round of notify_progress that told it last */
     void *ctx;
+    bool elsewhere; /* a run no node holds yet, or another node: its end is looked up */
 };
 
 struct runs {
@@ -165,6 +167,9 @@ struct runs {
     struct loop_timer tick;
     int64_t next_retention;
     bool scheduling, reschedule;
+    /* The store is shared by nodes: a new session waits for a node with room to claim it, and
+     * the limits on a user's runs count every node's. */
+    bool shared;
     int64_t last_removed; /* retention: the last run whose directory was removed */
     uint64_t progress_round;
 };
@@ -174,6 +179,9 @@ static void clone_repository(struct run *r);
 static void run_finish(struct run *r);
 static void run_ingest(struct run *r);
 static void check_output(struct run *r);
+static void take_queued(struct runs *e);
+static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
+                      bool queued_only, struct err *err);
 
 /* --- bookkeeping --- */
 
@@ -439,21 +447,23 @@ static void record_end(struct run *r, const char *changes, json_t *delivery)
         reason = "the agent finished";
         success = 1;
     }
-    if (store_run_set_outcome(e->st, r->id, success, NULL, error, changes,
-                              r->exited ? r->exit_code : -1, &err) < 0)
-        log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
-    if (delivery) {
-        char *text = json_dumps(delivery, JSON_COMPACT);
-        if (store_run_set_delivery(e->st, r->id, text, &err) < 0)
-            log_error("run delivery not stored run=%s err=\"%s\"", r->id, err.msg);
-        free(text);
-    }
     int revoked = store_proxy_token_revoke_run(e->st, r->id, &err);
     if (revoked < 0)
         log_error("run tokens not revoked run=%s err=\"%s\"", r->id, err.msg);
-    store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
-    set_final_phase(r, status);
-    transition(r, status, reason);
+    if (!r->dropped) { /* else its end was written by the node that ended it */
+        if (store_run_set_outcome(e->st, r->id, success, NULL, error, changes,
+                                  r->exited ? r->exit_code : -1, &err) < 0)
+            log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
+        if (delivery) {
+            char *text = json_dumps(delivery, JSON_COMPACT);
+            if (store_run_set_delivery(e->st, r->id, text, &err) < 0)
+                log_error("run delivery not stored run=%s err=\"%s\"", r->id, err.msg);
+            free(text);
+        }
+        store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
+        set_final_phase(r, status);
+        transition(r, status, reason);
+    }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/repo.tar", r->dir);
     unlink(path);
@@ -672,7 +682,8 @@ static void collect_changes(struct run *r)
 {
     r->phase = PH_FINISHING;
     note_end(r);
-    if (!r->sbx || !r->prepared || !r->workdir[0] || (!r->base[0] && !r->repository)) {
+    if (r->dropped || !r->sbx || !r->prepared || !r->workdir[0] ||
+        (!r->base[0] && !r->repository)) {
         json_t *skipped =
             delivering(r) ? deliver_skipped("the run ended before its workspace was ready") : NULL;
         record_end(r, NULL, skipped);
@@ -1017,18 +1028,19 @@ static int open_file(struct run *r, const char *name, int flags, struct err *err
  * host. */
 static int task_memfd(struct run *r, struct err *err)
 {
-    _cleanup_close_ int task = open_file(r, "task.txt", O_RDONLY, err);
-    if (task < 0)
-        return task;
     _cleanup_close_ int fd = memfd_create("task", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return err_set(err, -errno, "memfd_create: %s", strerror(errno));
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(task, buf, sizeof(buf))) > 0)
-        if (write(fd, buf, (size_t)n) != n)
+    size_t len = strlen(r->task);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, r->task + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
             return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
-    if (n < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+        off += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) < 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
         return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
     return TAKE_FD(fd);
@@ -1731,19 +1743,41 @@ static void load_work_branch(struct run *r)
     }
 }
 
-static void run_begin(struct run *r)
+/* Start queued run r: false when it cannot start after all (its user reached the limit through
+ * another node, so it waits a tick; or it was cancelled through another node, and is gone). */
+static bool run_begin(struct run *r)
 {
+    struct runs *e = r->e;
+    if (!r->began) {
+        struct err err = {0};
+        int rc = store_run_start(e->st, r->id, r->user_id, e->cfg.max_running_user,
+                                 "preparing the sandbox", time_now_ms(), &err);
+        if (rc == -EBUSY) {
+            r->retry_at = time_mono_ms() + TICK_MS;
+            return false;
+        }
+        if (rc < 0) {
+            log_info("run not started run=%s err=\"%s\"", r->id, err.msg);
+            if (rc == -EALREADY) { /* ended through another node while it waited here */
+                unlink_run(r);
+                notify_waiters(e, r->id);
+                run_free(r);
+            } else {
+                r->retry_at = time_mono_ms() + TICK_MS;
+            }
+            return false;
+        }
+        log_info("run running run=%s reason=\"preparing the sandbox\"", r->id);
+        r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
+    }
     r->phase = PH_ACQUIRE;
     load_work_branch(r);
-    set_phase(r, "preparing", "preparing the sandbox");
-    if (!r->began) {
-        r->began = true;
-        r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
-        transition(r, "running", "preparing the sandbox");
-    }
+    set_phase(r, "preparing", "preparing the sandbox"); /* its start was the transition */
+    r->began = true;
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
     run_acquire(r, &o, on_sandbox);
+    return true;
 }
 
 static bool session_busy(struct runs *e, const struct run *r)
@@ -1791,7 +1825,7 @@ static void run_schedule(struct runs *e)
         }
         if (pick && active < e->cfg.max_running) {
             run_begin(pick);
-            e->reschedule = true;
+            e->reschedule = true; /* started, waiting a tick, or gone: pick afresh */
         }
     } while (e->reschedule);
     e->scheduling = false;
@@ -1836,6 +1870,18 @@ static void on_expired_session(const struct store_session *ses, void *ctx)
     log_info("session workspace removed session=%s user=%s", ses->id, ses->user_id);
 }
 
+/* Whether run_id, which this node does not hold, is still queued or running. */
+static bool active_elsewhere(struct runs *e, const char *run_id)
+{
+    if (find_run(e, run_id))
+        return true; /* taken up here since: its end tells its waiters */
+    struct err err = {0};
+    _cleanup_(store_run_release) struct store_run row = {0};
+    if (store_run_get(e->st, NULL, run_id, &row, &err) < 0)
+        return false;
+    return strcmp(row.status, "queued") == 0 || strcmp(row.status, "running") == 0;
+}
+
 static void on_tick(struct loop_timer *t)
 {
     struct runs *e = container_of(t, struct runs, tick);
@@ -1860,7 +1906,7 @@ static void on_tick(struct loop_timer *t)
     }
     for (struct runs_waiter **pp = &e->waiters; *pp;) {
         struct runs_waiter *w = *pp;
-        if (now >= w->deadline) {
+        if (now >= w->deadline || (w->elsewhere && !active_elsewhere(e, w->run_id))) {
             *pp = w->next;
             w->cb(w->ctx);
             free(w);
@@ -1868,6 +1914,7 @@ static void on_tick(struct loop_timer *t)
             pp = &w->next;
         }
     }
+    take_queued(e);
     run_schedule(e);
     if (e->cfg.retention_ms && now >= e->next_retention) {
         /* often enough that a workspace outlives its retention by at most a quarter of it */
@@ -1912,6 +1959,10 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
     if (egress_mode_parse(row->network, &r->network) < 0)
         r->network = EGRESS_MODE_PUBLIC;
     snprintf(r->dir, sizeof(r->dir), "%s/runs/%s", e->data_dir, row->id);
+    /* made by the node that holds the run (which need not be the one that took run_task) */
+    if (mkdir(r->dir, 0700) < 0 && errno != EEXIST)
+        snprintf(r->fail, sizeof(r->fail), "cannot create the run's directory: %s",
+                 strerror(errno));
     if (r->repository) {
         struct err err = {0};
         repo_check(r->repository, true, &r->ref, &err);
@@ -1949,6 +2000,42 @@ static void adopt(const struct store_run *row, void *ctx)
     snprintf(r->base, sizeof(r->base), "%s", row->base_commit);
     r->prepared = true;
     r->phase = PH_AGENT;
+}
+
+/* --- a shared store: runs that wait for a node --- */
+
+static void take_run(const struct store_run *row, void *ctx)
+{
+    struct runs *e = ctx;
+    if (find_run(e, row->id))
+        return;
+    run_alloc(e, row);
+    log_info("run taken up run=%s session=%s user=%s", row->id, row->session_id, row->user_id);
+}
+
+/* Claim sessions waiting for a node while this one has room (a session at a time: its runs run
+ * one after another), then take up every queued run of this node's sessions it does not hold
+ * yet: the claimed sessions', and those a run_task on another node added to a session of this
+ * one's. */
+static void take_queued(struct runs *e)
+{
+    if (!e->shared)
+        return;
+    struct err err = {0};
+    unsigned held = 0;
+    for (struct run *r = e->runs; r; r = r->next)
+        held++;
+    char sid[64];
+    for (int rc; held < e->cfg.max_running; held++) {
+        if ((rc = store_session_claim(e->st, e->cfg.max_running_user, sid, &err)) <= 0) {
+            if (rc < 0)
+                log_warn("sessions not claimed err=\"%s\"", err.msg);
+            break;
+        }
+        log_info("session claimed session=%s", sid);
+    }
+    if (store_run_list_queued(e->st, take_run, e, &err) < 0)
+        log_warn("queued runs not read err=\"%s\"", err.msg);
 }
 
 int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_manager *mgr,
@@ -1992,6 +2079,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg.fetch_allow = NULL; /* parsed below; the text is not kept */
     e->st = st;
     e->mgr = mgr;
+    e->shared = store_is_shared(st);
     if (egress_rules_parse(cfg->fetch_allow, &e->fetch_rules, err) < 0 ||
         proxy_repos_check(e->github_repos, err) < 0) {
         runs_free(e);
@@ -2033,6 +2121,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     }
     e->scheduling = false;
     loop_timer_start(&e->tick, TICK_MS, on_tick);
+    take_queued(e);
     run_schedule(e);
     *ret = e;
     return 0;
@@ -2211,6 +2300,20 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                        (unsigned long long)(e->cfg.timeout_max_ms / 60000));
     unsigned mine, waiting;
     user_runs(e, s->user_id, &mine, &waiting);
+    /* Shared by nodes: every node's runs count. A new session stays on this node when it has
+     * room for the run now; else it waits for a node with room to claim it. */
+    bool keep = true;
+    if (e->shared) {
+        int64_t running, queued;
+        int r = store_user_runs(e->st, s->user_id, &running, &queued, err);
+        if (r < 0)
+            return r;
+        waiting = (unsigned)queued;
+        unsigned held = 0;
+        for (const struct run *o = e->runs; o; o = o->next)
+            held++;
+        keep = held < e->cfg.max_running && running < (int64_t)e->cfg.max_running_user;
+    }
     if (waiting >= e->cfg.max_queued_user)
         return err_set(err, -EBUSY,
                        "you have %u runs waiting to start, the most one user may have on this "
@@ -2235,9 +2338,13 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
      * session's newest run still to end, else the one its workspace holds (recorded once it was
      * unpacked there: a repository that could not be cloned is not the session's). */
     const char *repository = s->repository;
-    for (const struct run *o = e->runs; o && !s->repository && ses.id[0]; o = o->next)
-        if (strcmp(o->session_id, ses.id) == 0 && o->repository)
-            repository = o->repository;
+    _cleanup_free_ char *pending = NULL;
+    if (!repository && ses.id[0]) {
+        int r = store_session_run_repository(e->st, ses.id, &pending, err);
+        if (r < 0)
+            return r;
+        repository = pending;
+    }
     if (!repository && ses.repository[0])
         repository = ses.repository;
     /* Delivery: a pull request on a GitHub repository a credential serves; by default a draft
@@ -2286,6 +2393,8 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         id_new("ses", ses.id);
         snprintf(ses.user_id, sizeof(ses.user_id), "%s", s->user_id);
         snprintf(ses.agent, sizeof(ses.agent), "%s", agent);
+        snprintf(ses.node_id, sizeof(ses.node_id), "%s",
+                 keep ? store_node(e->st) : STORE_SESSION_UNCLAIMED);
         ses.created_at = ses.last_run_at = now;
         int r = store_session_create(e->st, &ses, err);
         if (r < 0)
@@ -2306,34 +2415,23 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.created_at = now;
     snprintf(row.network, sizeof(row.network), "%s", egress_mode_name(network));
     snprintf(row.pull_request, sizeof(row.pull_request), "%s", pr);
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s/runs/%s", e->data_dir, row.id);
-    if (mkdir(dir, 0700) < 0)
-        return err_set(err, -errno, "cannot create '%s': %s", dir, strerror(errno));
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/task.txt", dir);
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    size_t tl = strlen(s->task);
-    if (fd < 0 || write(fd, s->task, tl) != (ssize_t)tl)
-        return err_set(err, -EIO, "cannot write '%s': %s", path, strerror(errno));
     int r = store_run_insert(e->st, &row, err);
     if (r < 0)
         return r;
-    row.n = 0;
-    {
-        struct store_run got = {0};
-        if (store_run_get(e->st, NULL, row.id, &got, err) == 0)
-            row.n = got.n;
-        store_run_release(&got);
-    }
-    struct run *run = run_alloc(e, &row);
-    (void)run;
     log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s "
              "pull_request=%s",
              row.id, ses.id, s->user_id, agent, model, s->repository ? s->repository : "-",
              row.network, pr);
     snprintf(run_id, 64, "%s", row.id);
     snprintf(session_id, 64, "%s", ses.id);
+    /* a session of another node's, or none's yet: its node takes the run up (take_queued) */
+    if (strcmp(ses.node_id, store_node(e->st)) == 0) {
+        struct store_run got = {0};
+        if (store_run_get(e->st, NULL, row.id, &got, err) == 0)
+            row.n = got.n;
+        store_run_release(&got);
+        run_alloc(e, &row);
+    }
     run_schedule(e);
     return 0;
 }
@@ -2350,6 +2448,49 @@ bool runs_session_run(const struct runs *e, const char *session_id, char run_id[
     return false;
 }
 
+/* Stop a run whose end is decided (cancelled): whatever it is doing, it winds down and ends. */
+static void stop_run(struct run *r)
+{
+    switch (r->phase) {
+    case PH_QUEUED: record_end(r, NULL, NULL); break;
+    case PH_ACQUIRE:
+        if (r->sw) {
+            sandbox_acquire_cancel(r->sw);
+            r->sw = NULL;
+        }
+        record_end(r, NULL, NULL);
+        break;
+    case PH_FINISHING: break;
+    default: run_finish(r);
+    }
+}
+
+void runs_node_back(struct runs *e)
+{
+    /* the ids first: ending one can start or end others */
+    struct buf ids;
+    buf_init(&ids, 0);
+    for (struct run *r = e->runs; r; r = r->next) {
+        struct err err = {0};
+        _cleanup_(store_run_release) struct store_run row = {0};
+        if (store_run_get(e->st, NULL, r->id, &row, &err) == 0 &&
+            strcmp(row.status, "queued") != 0 && strcmp(row.status, "running") != 0) {
+            log_warn("run dropped run=%s status=%s note=\"it was ended through another node while "
+                     "this one was cut off; its agent is stopped\"",
+                     r->id, row.status);
+            buf_append(&ids, r->id, strlen(r->id) + 1);
+        }
+    }
+    for (size_t i = 0; i < ids.len; i += strlen(ids.data + i) + 1) {
+        struct run *r = find_run(e, ids.data + i);
+        if (!r || r->dropped)
+            continue;
+        r->dropped = r->cancelled = r->ph_final = true;
+        stop_run(r);
+    }
+    buf_release(&ids);
+}
+
 int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct err *err)
 {
     struct store_run row = {0};
@@ -2363,6 +2504,15 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     if (ended)
         return err_set(err, -EALREADY, "run '%s' has already ended (%s)", run_id, status);
     struct run *run = find_run(e, run_id);
+    if (!run && e->shared && strcmp(status, "queued") == 0) {
+        /* waiting for a node to claim it: cancelled in the store, unless one just started it */
+        if ((r = end_unheld(e, run_id, "cancelled", "cancelled by the user", true, err)) ==
+            -EALREADY)
+            return err_set(err, -EAGAIN,
+                           "run '%s' started on another node just now; call cancel_run again",
+                           run_id);
+        return r;
+    }
     if (!run)
         return err_set(err, -EALREADY, "run '%s' is not active", run_id);
     run->cancelled = true;
@@ -2370,29 +2520,20 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     /* The status is final now; the agent is stopped and the changes collected after. */
     set_final_phase(run, "cancelled");
     transition(run, "cancelled", "cancelled by the user");
-    switch (run->phase) {
-    case PH_QUEUED: record_end(run, NULL, NULL); break;
-    case PH_ACQUIRE:
-        if (run->sw) {
-            sandbox_acquire_cancel(run->sw);
-            run->sw = NULL;
-        }
-        record_end(run, NULL, NULL);
-        break;
-    case PH_FINISHING: break;
-    default: run_finish(run);
-    }
+    stop_run(run);
     return 0;
 }
 
 struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_ms,
                               void (*cb)(void *ctx), void *ctx)
 {
-    if (wait_ms == 0 || !find_run(e, run_id)) {
+    bool here = find_run(e, run_id) != NULL;
+    if (wait_ms == 0 || (!here && !(e->shared && active_elsewhere(e, run_id)))) {
         cb(ctx);
         return NULL;
     }
     struct runs_waiter *w = xcalloc(1, sizeof(*w));
+    w->elsewhere = !here;
     w->e = e;
     snprintf(w->run_id, sizeof(w->run_id), "%s", run_id);
     w->deadline = time_mono_ms() + (int64_t)wait_ms;
@@ -2418,25 +2559,42 @@ void runs_wait_cancel(struct runs_waiter *w)
         }
 }
 
+/* End run_id, which no engine here holds, with status and reason in the store alone: only if
+ * it is still queued (queued_only), else if it has not ended. */
+static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
+                      bool queued_only, struct err *err)
+{
+    int64_t now = time_now_ms();
+    struct store_run row = {0};
+    char detail[RUNS_PHASE_TEXT_MAX] = "";
+    if (store_run_get(e->st, NULL, run_id, &row, err) == 0)
+        snprintf(detail, sizeof(detail), "while %s", row.phase[0] ? row.phase : "queued");
+    int64_t step = row.phase_step;
+    store_run_release(&row);
+    /* the phase before the status, as for every run that ends: whoever the end wakes reads it;
+     * but a run that may start meanwhile elsewhere keeps its phase unless it did end here */
+    int r = 0;
+    if (queued_only)
+        r = store_run_end_queued(e->st, run_id, status, reason, now, err);
+    if (r == 0)
+        r = store_run_set_phase(e->st, run_id, status, step, detail, now, err);
+    if (r == 0 && !queued_only)
+        r = store_run_transition(e->st, run_id, status, reason, now, err);
+    if (r < 0)
+        return r;
+    if (store_proxy_token_revoke_run(e->st, run_id, err) < 0)
+        log_error("run tokens not revoked run=%s err=\"%s\"", run_id, err->msg);
+    log_info("run %s run=%s reason=\"%s\"", status, run_id, reason);
+    notify_waiters(e, run_id);
+    return 0;
+}
+
 static void fail_lost(const char *run_id, void *ctx)
 {
     struct runs *e = ctx;
     struct err err = {0};
-    int64_t now = time_now_ms();
-    struct store_run row = {0};
-    char detail[RUNS_PHASE_TEXT_MAX] = "";
-    if (store_run_get(e->st, NULL, run_id, &row, &err) == 0)
-        snprintf(detail, sizeof(detail), "while %s", row.phase[0] ? row.phase : "queued");
-    int64_t step = row.phase_step;
-    store_run_release(&row);
-    /* the phase before the status, as for every run that ends: whoever the end wakes reads it */
-    if (store_run_set_phase(e->st, run_id, "failed", step, detail, now, &err) < 0 ||
-        store_run_transition(e->st, run_id, "failed", RUNS_NODE_LOST, now, &err) < 0) {
+    if (end_unheld(e, run_id, "failed", RUNS_NODE_LOST, false, &err) < 0)
         log_error("run not ended run=%s err=\"%s\"", run_id, err.msg);
-        return;
-    }
-    log_warn("run failed run=%s reason=\"%s\"", run_id, RUNS_NODE_LOST);
-    notify_waiters(e, run_id);
 }
 
 void runs_node_lost(struct runs *e, const char *node_id)

@@ -4,6 +4,8 @@
  * sandbox and repository, starts the agent as a process of the sandbox (it outlives this server),
  * stores the agent's events as they arrive in its event file, and records the outcome. State
  * lives in the store and the run's directory, so a restarted server re-adopts what is running.
+ * With a store shared by nodes, a new session whose node has no room waits in the store until a
+ * node with room claims it, and a user's limits count every node's runs (docs/SCALING.md).
  * Main loop thread only. */
 
 #include <stdbool.h>
@@ -108,6 +110,10 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
  * sessions end failed, with RUNS_NODE_LOST as the reason. */
 #define RUNS_NODE_LOST "node lost: the node running it stopped answering"
 void runs_node_lost(struct runs *e, const char *node_id);
+/* This node was marked lost while it could not reach the store (cluster_on_back): the runs it
+ * holds that another node ended meanwhile are stopped here, their agents killed, and dropped with
+ * nothing more written for them. */
+void runs_node_back(struct runs *e);
 
 /* Call cb once when run_id ends or after wait_ms, whichever is first (at once when it is not
  * active). Returns a handle for runs_wait_cancel, or NULL when cb has already run. */

@@ -218,7 +218,11 @@ static struct db_stmt *stmt_new(struct store *st, const char *sql, struct err *e
     s->sql = sql;
     s->row = -1;
     if (st->kind == STORE_SQLITE) {
-        int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->lite, NULL);
+        /* A closing "FOR UPDATE ..." locks rows on PostgreSQL; SQLite's BEGIN IMMEDIATE holds
+         * the whole database already. */
+        const char *lock = strstr(sql, " FOR UPDATE");
+        int rc = sqlite3_prepare_v3(st->db, sql, lock ? (int)(lock - sql) : -1,
+                                    SQLITE_PREPARE_PERSISTENT, &s->lite, NULL);
         if (rc != SQLITE_OK) {
             free(s);
             store_fail(st, DB_ERROR, "prepare", err);

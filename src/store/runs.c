@@ -47,7 +47,7 @@ static int find_row(struct store *st, const char *sql, const char *sql_by_user, 
 #define SESSION_COLUMNS                                                                            \
     "id, user_id, agent, coalesce(agent_session, ''), created_at, last_run_at, "                   \
     "coalesce(cleaned_at, 0), coalesce(repository, ''), coalesce(work_branch, ''), "               \
-    "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, '')"
+    "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, ''), node_id"
 
 static void read_session(struct db_stmt *s, struct store_session *out)
 {
@@ -64,6 +64,7 @@ static void read_session(struct db_stmt *s, struct store_session *out)
     text_col(out->base_branch, sizeof(out->base_branch), s, 9);
     out->pr_number = db_col_int64(s, 10);
     text_col(out->pr_url, sizeof(out->pr_url), s, 11);
+    text_col(out->node_id, sizeof(out->node_id), s, 12);
 }
 
 int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
@@ -81,7 +82,7 @@ int store_session_create(struct store *st, const struct store_session *ses, stru
     db_bind_text(s, 4, ses->agent_session);
     db_bind_int64(s, 5, ses->created_at);
     db_bind_int64(s, 6, ses->last_run_at);
-    db_bind_text(s, 7, st->node_id);
+    db_bind_text(s, 7, ses->node_id[0] ? ses->node_id : st->node_id);
     return store_step_done(st, s, "insert session", err);
 }
 
@@ -152,12 +153,14 @@ int store_session_list_expired(struct store *st, int64_t before,
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "SELECT " SESSION_COLUMNS " FROM sessions WHERE cleaned_at IS NULL AND "
-                          "last_run_at < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE "
-                          "runs.session_id = sessions.id AND status IN ('queued', 'running'))",
+                          "last_run_at < ?1 AND node_id IN (?2, '" STORE_SESSION_UNCLAIMED "') "
+                          "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_id = sessions.id "
+                          "AND status IN ('queued', 'running'))",
                           &s, err);
     if (r < 0)
         return r;
     db_bind_int64(s, 1, before);
+    db_bind_text(s, 2, st->node_id);
     int rc;
     while ((rc = db_step(s)) == DB_ROW) {
         struct store_session ses;
@@ -317,21 +320,49 @@ int store_run_get(struct store *st, const char *user_id, const char *id, struct 
     return 0;
 }
 
-int store_run_transition(struct store *st, const char *id, const char *status, const char *reason,
-                         int64_t at, struct err *err)
+/* Whether user_id has fewer than limit runs running, on any node: 1, 0, or < 0. Within a
+ * transaction, after locking the user's row, so that nodes starting runs of one user at once
+ * count one after the other (SQLite's write lock does that by itself). */
+static int under_run_limit(struct store *st, const char *user_id, unsigned limit, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *lock = NULL;
+    int r = store_prepare(st, "SELECT id FROM users WHERE id = ? FOR UPDATE", &lock, err);
+    if (r < 0)
+        return r;
+    db_bind_text(lock, 1, user_id);
+    int rc = db_step(lock);
+    if (rc != DB_ROW && rc != DB_DONE)
+        return store_fail(st, rc, "lock user", err);
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    if ((r = store_prepare(st, "SELECT count(*) FROM runs WHERE user_id = ? AND status = 'running'",
+                           &s, err)) < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    if ((rc = db_step(s)) != DB_ROW)
+        return store_fail(st, rc, "count runs", err);
+    return db_col_int64(s, 0) < (int64_t)limit;
+}
+
+/* store_run_transition, and more: only from queued (queued_only), and only while the run's user
+ * is under a limit of running runs (limit_user set). */
+static int run_move(struct store *st, const char *id, const char *status, const char *reason,
+                    int64_t at, bool queued_only, const char *limit_user, unsigned limit,
+                    struct err *err)
 {
     bool final = strcmp(status, "queued") != 0 && strcmp(status, "running") != 0;
     int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
-    {
+    if (limit_user && (r = under_run_limit(st, limit_user, limit, err)) == 0)
+        r = err_set(err, -EBUSY, "the user has %u runs running", limit);
+    if (r >= 0) {
         _cleanup_stmt_ struct db_stmt *s = NULL;
         r = store_prepare(
             st,
             "UPDATE runs SET status = ?1, status_reason = ?2, "
             "started_at = CASE WHEN ?1 = 'running' THEN coalesce(started_at, ?3) ELSE started_at "
             "END, finished_at = CASE WHEN ?4 <> 0 THEN ?3 ELSE finished_at END "
-            "WHERE id = ?5 AND status IN ('queued', 'running')",
+            "WHERE id = ?5 AND (status = 'queued' OR (?6 = 0 AND status = 'running'))",
             &s, err);
         if (r == 0) {
             db_bind_text(s, 1, status);
@@ -339,9 +370,11 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
             db_bind_int64(s, 3, at);
             db_bind_int64(s, 4, final);
             db_bind_text(s, 5, id);
+            db_bind_int64(s, 6, queued_only);
             r = store_step_done(st, s, "update run status", err);
             if (r == 0 && db_changes(st) == 0)
-                r = err_set(err, -EALREADY, "run '%s' has already ended", id);
+                r = queued_only ? err_set(err, -EALREADY, "run '%s' is no longer queued", id)
+                                : err_set(err, -EALREADY, "run '%s' has already ended", id);
         }
     }
     if (r == 0)
@@ -358,6 +391,42 @@ int store_run_transition(struct store *st, const char *id, const char *status, c
     }
     store_notify_committed(st);
     return 0;
+}
+
+int store_run_transition(struct store *st, const char *id, const char *status, const char *reason,
+                         int64_t at, struct err *err)
+{
+    return run_move(st, id, status, reason, at, false, NULL, 0, err);
+}
+
+int store_run_start(struct store *st, const char *id, const char *user_id, unsigned limit,
+                    const char *reason, int64_t at, struct err *err)
+{
+    return run_move(st, id, "running", reason, at, true, user_id, limit, err);
+}
+
+int store_run_end_queued(struct store *st, const char *id, const char *status, const char *reason,
+                         int64_t at, struct err *err)
+{
+    return run_move(st, id, status, reason, at, true, NULL, 0, err);
+}
+
+int store_user_runs(struct store *st, const char *user_id, int64_t *running, int64_t *queued,
+                    struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT status, count(*) FROM runs WHERE user_id = ? AND status IN "
+                          "('queued', 'running') GROUP BY status",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    *running = *queued = 0;
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW)
+        *(strcmp(db_col_text(s, 0), "running") == 0 ? running : queued) = db_col_int64(s, 1);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "count runs", err);
 }
 
 int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
@@ -743,4 +812,96 @@ int store_run_list_active_on(struct store *st, const char *node_id,
         fn(ids.data + i, ctx);
     buf_release(&ids);
     return rc == DB_DONE ? 0 : store_fail(st, rc, "list active runs", err);
+}
+
+int store_session_claim(struct store *st, unsigned limit, char session_id[64], struct err *err)
+{
+    int r = store_exec(st, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    session_id[0] = '\0';
+    {
+        /* the oldest waiting run's session; one another node is claiming is passed over */
+        _cleanup_stmt_ struct db_stmt *s = NULL;
+        r = store_prepare(
+            st,
+            "SELECT s.id FROM sessions s JOIN runs r ON r.session_id = s.id "
+            "WHERE s.node_id = '" STORE_SESSION_UNCLAIMED "' AND r.status = 'queued' "
+            "AND (SELECT count(*) FROM runs x WHERE x.user_id = s.user_id AND "
+            "x.status = 'running') < ? ORDER BY r.n LIMIT 1 FOR UPDATE OF s SKIP LOCKED",
+            &s, err);
+        if (r == 0) {
+            db_bind_int64(s, 1, limit);
+            int rc = db_step(s);
+            if (rc == DB_ROW)
+                text_col(session_id, 64, s, 0);
+            else if (rc != DB_DONE)
+                r = store_fail(st, rc, "find an unclaimed session", err);
+        }
+    }
+    if (r == 0 && session_id[0]) {
+        _cleanup_stmt_ struct db_stmt *s = NULL;
+        if ((r = store_prepare(st,
+                               "UPDATE sessions SET node_id = ? WHERE id = ? AND node_id = "
+                               "'" STORE_SESSION_UNCLAIMED "'",
+                               &s, err)) == 0) {
+            db_bind_text(s, 1, st->node_id);
+            db_bind_text(s, 2, session_id);
+            r = store_step_done(st, s, "claim session", err);
+            if (r == 0 && db_changes(st) != 1)
+                session_id[0] = '\0';
+        }
+    }
+    if (r < 0 || (r = store_exec(st, "COMMIT", err)) < 0) {
+        store_exec(st, "ROLLBACK", NULL);
+        return r;
+    }
+    return session_id[0] ? 1 : 0;
+}
+
+int store_run_list_queued(struct store *st, void (*fn)(const struct store_run *r, void *ctx),
+                          void *ctx, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " RUN_COLUMNS " FROM runs WHERE status = 'queued' AND session_id "
+                          "IN (SELECT id FROM sessions WHERE node_id = ?) ORDER BY n",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, st->node_id);
+    struct store_run *rows = NULL;
+    size_t n = 0;
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        rows = xrealloc(rows, (n + 1) * sizeof(*rows));
+        read_run(s, &rows[n++]);
+    }
+    store_release(s);
+    s = NULL;
+    /* read whole before the calls, which write to the store */
+    for (size_t i = 0; i < n; i++) {
+        fn(&rows[i], ctx);
+        store_run_release(&rows[i]);
+    }
+    free(rows);
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list queued runs", err);
+}
+
+int store_session_run_repository(struct store *st, const char *session_id, char **out,
+                                 struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r =
+        store_prepare(st,
+                      "SELECT repository FROM runs WHERE session_id = ? AND status IN "
+                      "('queued', 'running') AND repository IS NOT NULL ORDER BY n DESC LIMIT 1",
+                      &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, session_id);
+    int rc = db_step(s);
+    *out = rc == DB_ROW ? xstrdup(db_col_text(s, 0)) : NULL;
+    return rc == DB_ROW || rc == DB_DONE ? 0
+                                         : store_fail(st, rc, "find the session's repository", err);
 }

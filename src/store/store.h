@@ -390,7 +390,13 @@ struct store_session {
     char base_branch[256]; /* the branch work_branch was made from (the pull request's base) */
     int64_t pr_number;     /* its pull request, 0 = none yet */
     char pr_url[512];
+    /* the node its runs and sandbox live on; STORE_SESSION_UNCLAIMED while its first run waits
+     * for a node with room to claim it; "" on create: this node */
+    char node_id[64];
 };
+
+/* The node of a session none has claimed yet (a shared store's new sessions). */
+#define STORE_SESSION_UNCLAIMED "*"
 
 int store_session_create(struct store *st, const struct store_session *s, struct err *err);
 /* The session id of user_id (any user's when user_id is NULL); -ENOENT when there is none (or
@@ -410,6 +416,8 @@ int store_session_set_branch(struct store *st, const char *id, const char *work_
 /* Record the session's pull request. */
 int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
                                    const char *url, struct err *err);
+/* Sessions of this node (or unclaimed) idle since before, with no run to end, whose workspace is
+ * still there. */
 int store_session_list_expired(struct store *st, int64_t before,
                                void (*fn)(const struct store_session *s, void *ctx), void *ctx,
                                struct err *err);
@@ -460,6 +468,29 @@ int store_run_get(struct store *st, const char *user_id, const char *id, struct 
  * final statuses set finished_at. A final status is never left: -EALREADY then. */
 int store_run_transition(struct store *st, const char *id, const char *status, const char *reason,
                          int64_t at, struct err *err);
+/* Move queued run id to running, if its user (user_id) has fewer than limit runs running on
+ * every node together: 0, -EBUSY when the user has that many, -EALREADY when the run is no
+ * longer queued (cancelled meanwhile through another node). */
+int store_run_start(struct store *st, const char *id, const char *user_id, unsigned limit,
+                    const char *reason, int64_t at, struct err *err);
+/* End run id with status, if it is still queued: 0, or -EALREADY (it started or ended). */
+int store_run_end_queued(struct store *st, const char *id, const char *status, const char *reason,
+                         int64_t at, struct err *err);
+/* How many runs of user_id are running and queued, on every node. */
+int store_user_runs(struct store *st, const char *user_id, int64_t *running, int64_t *queued,
+                    struct err *err);
+/* Claim for this node the unclaimed session whose waiting run is the oldest, among users with
+ * fewer than limit runs running: 1 with its id in session_id, 0 when there is none. Nodes
+ * claiming at once claim different sessions (a session being claimed is passed over). */
+int store_session_claim(struct store *st, unsigned limit, char session_id[64], struct err *err);
+/* Call fn with each queued run of this node's sessions, oldest first (read whole first: fn may
+ * write to the store). */
+int store_run_list_queued(struct store *st, void (*fn)(const struct store_run *r, void *ctx),
+                          void *ctx, struct err *err);
+/* The repository of session_id's newest queued or running run that names one, or NULL, into
+ * *out (free it). */
+int store_session_run_repository(struct store *st, const char *session_id, char **out,
+                                 struct err *err);
 /* Record where the agent works (workdir, branch, starting commit) and its process. */
 int store_run_set_started(struct store *st, const char *id, const char *workdir, const char *branch,
                           const char *base_commit, int64_t agent_pid, struct err *err);

@@ -45,9 +45,9 @@ async function call(name, args, { token = cluster.token, headers = {} } = {}) {
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
-async function finished(runId) {
+async function finished(runId, token) {
   for (;;) {
-    const r = (await call('get_result', { run_id: runId, wait_seconds: 20 })).structuredContent;
+    const r = (await call('get_result', { run_id: runId, wait_seconds: 20 }, { token })).structuredContent;
     if (TERMINAL.has(r.status)) return r;
   }
 }
@@ -188,6 +188,121 @@ test('runs spread across the nodes, each session\'s runs stay on its node, and a
   }
 });
 
+// A call straight to node i, past the balancer.
+async function callAt(i, name, args, token) {
+  const r = await rpc(cluster.nodes[i], {
+    jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args },
+  }, { token });
+  assert.equal(r.status, 200, r.text);
+  const msg = r.body || sseMessages(r.text).find((m) => m.id !== undefined);
+  assert.ok(msg?.result, r.text);
+  return msg.result;
+}
+const runRow = (id) => clusterRows(cluster, `SELECT status, started_at, finished_at FROM runs WHERE id = '${id}'`)[0];
+async function until(what, fn) {
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('a node with no room leaves new runs to the nodes with room, and a user\'s run limit counts every node', async () => {
+  // four users, each with a run held at the model, all sent to node1: it keeps them, and is full
+  // (RUNS_MAX_RUNNING 4)
+  const users = {};
+  for (const name of ['carol', 'dave', 'erin', 'frank']) {
+    assert.equal(cluster.cli(0, ['user', 'add', name]).status, 0);
+    users[name] = cluster.cli(1, ['token', 'create', '--user', name]).stdout.match(/smcp_\S+/)[0];
+  }
+  const held = [];
+  for (const name of Object.keys(users)) {
+    const script = router.add(`full-${name}`, [{ hold: true, text: `Done for ${name}.` }]);
+    const r = (await callAt(0, 'run_task', { task: `full-${name}: wait` }, users[name])).structuredContent;
+    await script.waitHeld();
+    assert.equal(sessionNode(r.session_id), 'node1');
+    held.push({ ...r, script, token: users[name] });
+  }
+  // carol's second run, sent to node2, runs there: she has one of her two running
+  const script2 = router.add('carol-two', [{ hold: true, text: 'Second.' }]);
+  const two = (await callAt(1, 'run_task', { task: 'carol-two: wait' }, users.carol)).structuredContent;
+  await script2.waitHeld();
+  assert.equal(sessionNode(two.session_id), 'node2');
+  held.push({ ...two, script: script2, token: users.carol });
+  // her third, sent to node3, waits unclaimed: she has two running, on two other nodes
+  router.add('carol-three', [{ text: 'Third.' }]);
+  const three = (await callAt(2, 'run_task', { task: 'carol-three: go' }, users.carol)).structuredContent;
+  assert.equal(three.status, 'queued');
+  assert.equal(sessionNode(three.session_id), '*');
+  // and her fourth, cancelled through another node while it waits: it never runs
+  const four = (await callAt(1, 'run_task', { task: 'carol-four: never' }, users.carol)).structuredContent;
+  const cancel = await callAt(2, 'cancel_run', { run_id: four.run_id }, users.carol);
+  assert.ok(!cancel.isError, JSON.stringify(cancel));
+  assert.equal(runRow(four.run_id).status, 'cancelled');
+  // another user's run sent to the full node1 is claimed by a node with room, though it came
+  // after carol's third: the claims passed hers over
+  router.add('overflow', [{ text: 'Overflowed.' }]);
+  const over = (await callAt(0, 'run_task', { task: 'overflow: go' }, users.erin)).structuredContent;
+  const overNode = await until('overflow claimed', () => { const n = sessionNode(over.session_id); return n !== '*' && n; });
+  assert.notEqual(overNode, 'node1');
+  assert.equal((await finished(over.run_id, users.erin)).status, 'succeeded');
+  assert.match(cluster.nodes[Number(overNode.slice(4)) - 1].stderr(), new RegExp(`session claimed session=${over.session_id}`));
+  assert.equal(sessionNode(three.session_id), '*');
+  assert.equal(runRow(three.run_id).status, 'queued');
+  // carol's first run ends: her third is claimed and runs, started after the first finished; a
+  // get_result waiting on it through node1 from before the claim answers when it ends, wherever
+  const waited = callAt(0, 'get_result', { run_id: three.run_id, wait_seconds: 60 }, users.carol);
+  held[0].script.release();
+  const r3 = (await waited).structuredContent;
+  assert.equal(r3.status, 'succeeded', JSON.stringify(r3));
+  const first = runRow(held[0].run_id), third = runRow(three.run_id);
+  assert.equal(first.status, 'succeeded');
+  assert.ok(Number(third.started_at) >= Number(first.finished_at), `third started ${third.started_at}, first finished ${first.finished_at}`);
+  assert.notEqual(sessionNode(three.session_id), '*');
+  // the cancelled one never ran; the rest finish with every event once
+  const t4 = clusterRows(cluster, `SELECT status FROM run_transitions WHERE run_id = '${four.run_id}' ORDER BY rowid`).map((t) => t.status);
+  assert.deepEqual(t4, ['queued', 'cancelled']);
+  assert.equal(runRow(four.run_id).started_at, null);
+  for (const h of held) h.script.release();
+  for (const h of held) {
+    assert.equal((await finished(h.run_id, h.token)).status, 'succeeded');
+    checkEvents(h.run_id);
+  }
+  checkEvents(three.run_id);
+  checkEvents(over.run_id);
+});
+
+test('a node cut off from the others past the timeout comes back to find its run ended: it stops the agent and writes nothing more', async () => {
+  assert.equal(cluster.cli(0, ['user', 'add', 'cut']).status, 0);
+  const token = cluster.cli(0, ['token', 'create', '--user', 'cut']).stdout.match(/smcp_\S+/)[0];
+  const script = router.add('cut-off', [{ hold: true, text: 'Too late.' }]);
+  const run = (await callAt(1, 'run_task', { task: 'cut-off: wait' }, token)).structuredContent;
+  await script.waitHeld();
+  assert.equal(sessionNode(run.session_id), 'node2');
+  const pid = Number(clusterRows(cluster, `SELECT agent_pid FROM runs WHERE id = '${run.run_id}'`)[0].agent_pid);
+  assert.ok(pid > 0);
+  // node2 stops answering (its process is frozen), is marked lost, and its run fails
+  const node = cluster.nodes[1];
+  process.kill(node.proc.pid, 'SIGSTOP');
+  try {
+    await Promise.race([0, 2].map((i) => cluster.nodes[i].waitLog(new RegExp(`run failed run=${run.run_id} reason="node lost`), 15000)));
+  } finally {
+    process.kill(node.proc.pid, 'SIGCONT');
+  }
+  // back, it learns it was marked lost, and drops the run: the agent is gone, the run stays
+  // failed as the others recorded it
+  await node.waitLog(new RegExp(`run dropped run=${run.run_id} status=failed`));
+  script.release();
+  const alive = await callAt(1, 'container_exec', { session_id: run.session_id, command: `kill -0 ${pid} 2>/dev/null && echo alive || echo gone` }, token);
+  assert.equal(alive.structuredContent.stdout, 'gone\n');
+  const r = (await callAt(0, 'get_result', { run_id: run.run_id }, token)).structuredContent;
+  assert.equal(r.status, 'failed');
+  assert.match(JSON.stringify(r), /node lost/);
+  const t = clusterRows(cluster, `SELECT status FROM run_transitions WHERE run_id = '${run.run_id}' ORDER BY rowid`).map((x) => x.status);
+  assert.equal(t.at(-1), 'failed');
+  assert.equal(t.filter((x) => x === 'failed').length, 1);
+});
+
 test('a node killed mid-work is marked lost: its runs fail "node lost", the rest finish, its users start afresh elsewhere; back, it gives up what was taken', async () => {
   // bob's sandbox, and the admin's, on whichever nodes they landed
   const mine = (await call('container_exec', { command: 'cat /workspace/f' })).structuredContent.sandbox_id;
@@ -195,12 +310,15 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
   const victim = owner(mine);
   const survivors = [0, 1, 2].filter((i) => i !== victim);
   // runs held at the model, until there is one on the node to be killed and one elsewhere
+  // (each of a user of its own: a user's run limit counts every node)
   const held = [];
   for (let i = 0; i < 9 && !(held.some((h) => h.node === `node${victim + 1}`) && held.some((h) => h.node !== `node${victim + 1}`)); i++) {
+    assert.equal(cluster.cli(0, ['user', 'add', `held${i}`]).status, 0);
+    const token = cluster.cli(0, ['token', 'create', '--user', `held${i}`]).stdout.match(/smcp_\S+/)[0];
     const script = router.add(`held-${i}`, [{ hold: true, text: `Finished ${i}.` }]);
-    const r = (await call('run_task', { task: `held-${i}: wait for the model` })).structuredContent;
+    const r = (await call('run_task', { task: `held-${i}: wait for the model` }, { token })).structuredContent;
     await script.waitHeld();
-    held.push({ ...r, script, node: sessionNode(r.session_id) });
+    held.push({ ...r, script, token, node: sessionNode(r.session_id) });
   }
   const doomed = held.filter((h) => h.node === `node${victim + 1}`);
   const spared = held.filter((h) => h.node !== `node${victim + 1}`);
@@ -209,14 +327,14 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
   await Promise.race(survivors.map((i) => cluster.nodes[i].waitLog(new RegExp(`node lost node=node${victim + 1} `), 15000)));
   // its runs end failed, saying why, and any node answers so
   for (const h of doomed) {
-    const r = await finished(h.run_id);
+    const r = await finished(h.run_id, h.token);
     assert.equal(r.status, 'failed', JSON.stringify(r));
     assert.match(JSON.stringify(r), /node lost/);
   }
   // the others finish, with every event once
   for (const h of spared) h.script.release();
   for (const h of spared) {
-    const r = await finished(h.run_id);
+    const r = await finished(h.run_id, h.token);
     assert.equal(r.status, 'succeeded', JSON.stringify(r));
     checkEvents(h.run_id);
   }
@@ -240,7 +358,7 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
   assert.equal(existsSync(path.join(cluster.dirs[victim], 'sandboxes', mine)), false);
   const list = cluster.cli(newHome, ['node', 'list']);
   assert.match(list.stdout, new RegExp(`^node${victim + 1} +up `, 'm'));
-  for (const h of doomed) assert.equal((await finished(h.run_id)).status, 'failed');
+  for (const h of doomed) assert.equal((await finished(h.run_id, h.token)).status, 'failed');
   // and calls through the balancer still reach the admin's sandbox where it is now
   for (let i = 0; i < 3; i++)
     assert.equal((await call('container_exec', { command: 'true' })).structuredContent.sandbox_id, mine);

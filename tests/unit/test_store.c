@@ -593,6 +593,19 @@ static void on_lost(const struct store_node *n, void *ctx)
     snprintf(lost_id, sizeof(lost_id), "%s", n->id);
 }
 
+/* Two handles on one store, as nodes "node-a" and "node-b" (two servers would have two). */
+static bool open_two_nodes(const char *path, struct store **a, struct store **b)
+{
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, a, &err), 0);
+    CHECK_INT_EQ(store_open(path, b, &err), 0);
+    if (!*a || !*b)
+        return false;
+    store_set_node(*a, "node-a");
+    store_set_node(*b, "node-b");
+    return true;
+}
+
 /* Two nodes on one store (two handles, as two servers would have): each sees its own sandboxes,
  * host id ranges are per node, a silent node is marked lost once, and its sandboxes move only
  * when taken over, after which its writes no longer touch them. */
@@ -601,12 +614,8 @@ TEST(nodes_own_their_sandboxes_beat_and_are_marked_lost_once)
     char *path = test_temp_db();
     struct store *a = NULL, *b = NULL;
     struct err err = {0};
-    CHECK_INT_EQ(store_open(path, &a, &err), 0);
-    CHECK_INT_EQ(store_open(path, &b, &err), 0);
-    if (!a || !b)
+    if (!open_two_nodes(path, &a, &b))
         return;
-    store_set_node(a, "node-a");
-    store_set_node(b, "node-b");
     struct store_node na = {.max_sandboxes = 8, .max_runs = 2, .started_at = 1000};
     snprintf(na.id, sizeof(na.id), "node-a");
     snprintf(na.url, sizeof(na.url), "http://127.0.0.1:18001");
@@ -660,6 +669,102 @@ TEST(nodes_own_their_sandboxes_beat_and_are_marked_lost_once)
     CHECK_INT_EQ(store_node_stop(a, &err), 0);
     CHECK_INT_EQ(store_node_get(b, "node-a", &got, &err), 0);
     CHECK_STR_EQ(got.state, "stopped");
+    store_close(a);
+    store_close(b);
+    free(path);
+}
+
+static void new_session(struct store *st, const char *id, const char *user, const char *node)
+{
+    struct err err = {0};
+    struct store_session ses = {.created_at = 1000, .last_run_at = 1000};
+    snprintf(ses.id, sizeof(ses.id), "%s", id);
+    snprintf(ses.user_id, sizeof(ses.user_id), "%s", user);
+    snprintf(ses.agent, sizeof(ses.agent), "opencode");
+    snprintf(ses.node_id, sizeof(ses.node_id), "%s", node);
+    CHECK_INT_EQ(store_session_create(st, &ses, &err), 0);
+}
+
+struct queued {
+    int count;
+    char id[4][64];
+};
+
+static void on_queued(const struct store_run *r, void *ctx)
+{
+    struct queued *q = ctx;
+    if (q->count < 4)
+        snprintf(q->id[q->count], sizeof(q->id[0]), "%s", r->id);
+    q->count++;
+}
+
+/* Runs that wait in a shared store for a node: an unclaimed session is claimed by one node, the
+ * one with the oldest waiting run first, never by two; only its node lists its queued runs; a
+ * start counts the user's runs running on every node; a run ends in the store from queued only
+ * while it is queued. */
+TEST(waiting_sessions_are_claimed_once_and_run_limits_count_every_node)
+{
+    char *path = test_temp_db();
+    struct store *a = NULL, *b = NULL;
+    struct err err = {0};
+    if (!open_two_nodes(path, &a, &b))
+        return;
+    struct store_user alice, bob;
+    CHECK_INT_EQ(store_user_add(a, "alice", &alice, &err), 0);
+    CHECK_INT_EQ(store_user_add(a, "bob", &bob, &err), 0);
+    new_session(a, "ses_1", alice.id, STORE_SESSION_UNCLAIMED);
+    new_session(b, "ses_2", bob.id, STORE_SESSION_UNCLAIMED);
+    new_session(a, "ses_3", alice.id, STORE_SESSION_UNCLAIMED);
+    new_session(a, "ses_4", bob.id, "");
+    char r1[64], r2[64], r3[64], r4[64];
+    make_run(a, alice.id, "ses_1", 1, r1);
+    make_run(b, bob.id, "ses_2", 2, r2);
+    make_run(a, alice.id, "ses_3", 3, r3);
+    make_run(a, bob.id, "ses_4", 4, r4);
+    struct store_session got;
+    CHECK_INT_EQ(store_session_get(a, NULL, "ses_4", &got, &err), 0);
+    CHECK_STR_EQ(got.node_id, "node-a");
+
+    /* oldest first, one node each; nothing of b's in a's queue, nor the other way */
+    char sid[64];
+    CHECK_INT_EQ(store_session_claim(a, 1, sid, &err), 1);
+    CHECK_STR_EQ(sid, "ses_1");
+    CHECK_INT_EQ(store_session_claim(b, 1, sid, &err), 1);
+    CHECK_STR_EQ(sid, "ses_2");
+    struct queued qa = {0}, qb = {0};
+    CHECK_INT_EQ(store_run_list_queued(a, on_queued, &qa, &err), 0);
+    CHECK_INT_EQ(store_run_list_queued(b, on_queued, &qb, &err), 0);
+    CHECK_INT_EQ(qa.count, 2);
+    CHECK_STR_EQ(qa.id[0], r1);
+    CHECK_STR_EQ(qa.id[1], r4);
+    CHECK_INT_EQ(qb.count, 1);
+    CHECK_STR_EQ(qb.id[0], r2);
+
+    /* alice runs on a: with a limit of one, b neither claims nor starts another of hers */
+    CHECK_INT_EQ(store_run_start(a, r1, alice.id, 1, "go", 2000, &err), 0);
+    CHECK_INT_EQ(store_session_claim(b, 1, sid, &err), 0);
+    CHECK_INT_EQ(store_session_claim(b, 2, sid, &err), 1);
+    CHECK_STR_EQ(sid, "ses_3");
+    CHECK_INT_EQ(store_session_claim(a, 2, sid, &err), 0);
+    CHECK_INT_EQ(store_run_start(b, r3, alice.id, 1, "go", 2001, &err), -EBUSY);
+    int64_t running = -1, queued = -1;
+    CHECK_INT_EQ(store_user_runs(b, alice.id, &running, &queued, &err), 0);
+    CHECK_INT_EQ(running, 1);
+    CHECK_INT_EQ(queued, 1);
+
+    /* cancelled while it waits: ended once, and then it cannot start */
+    CHECK_INT_EQ(store_run_end_queued(a, r3, "cancelled", "cancelled by the user", 2002, &err), 0);
+    CHECK_INT_EQ(store_run_end_queued(a, r3, "cancelled", "again", 2003, &err), -EALREADY);
+    CHECK_INT_EQ(store_run_start(b, r3, alice.id, 2, "go", 2004, &err), -EALREADY);
+    /* a running run is not ended as queued */
+    CHECK_INT_EQ(store_run_end_queued(b, r1, "cancelled", "late", 2005, &err), -EALREADY);
+    struct store_run row = {0};
+    CHECK_INT_EQ(store_run_get(a, NULL, r1, &row, &err), 0);
+    CHECK_STR_EQ(row.status, "running");
+    store_run_release(&row);
+    CHECK_INT_EQ(store_user_runs(b, alice.id, &running, &queued, &err), 0);
+    CHECK_INT_EQ(running, 1);
+    CHECK_INT_EQ(queued, 0);
     store_close(a);
     store_close(b);
     free(path);
