@@ -22,7 +22,7 @@ h2o_loop_t *loop_get(void)
     return the_loop;
 }
 
-static h2o_timeout_t *timeout_for(uint64_t ms)
+h2o_timeout_t *loop_timeout(uint64_t ms)
 {
     for (size_t i = 0; i < ndurations; i++)
         if (durations[i]->ms == ms)
@@ -47,7 +47,7 @@ void loop_timer_start(struct loop_timer *t, uint64_t ms, void (*cb)(struct loop_
     loop_timer_stop(t);
     t->cb = cb;
     t->entry.cb = on_timeout;
-    h2o_timeout_link(loop_get(), timeout_for(ms), &t->entry);
+    h2o_timeout_link(loop_get(), loop_timeout(ms), &t->entry);
 }
 
 void loop_timer_stop(struct loop_timer *t)

@@ -1,7 +1,8 @@
 /* /proxy/<service>/<path>: check the agent's token, swap in the real key, forward, and stream
- * the answer back as it arrives. One transfer per request, owned by the request's pool: h2o calls
- * stop() before it frees the pool when the client goes away, and stop() aborts the upstream
- * transfer, which the upstream sees as a closed connection. h2o notices a client that went away
+ * the answer back as it arrives. One transfer per request, owned by the request's pool, and one
+ * upstream exchange on h2o's HTTP/1 client over the service's pool of kept connections: h2o
+ * calls stop() before it frees the pool when the client goes away, and stop() cancels the
+ * exchange, closing its connection, which the upstream sees. h2o notices a client that went away
  * only when it writes to it, so while nothing has been sent yet (a model thinking for minutes)
  * a once-a-second look at the client's socket does the noticing. */
 #include "proxy/proxy_internal.h"
@@ -9,6 +10,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +31,23 @@
 #include "store/store.h"
 
 #define PENDING_MAX (1 << 20) /* response bytes buffered before the upstream is paused */
+#define CONNECT_TIMEOUT_MS 10000
+#define UPSTREAM_IDLE_MAX 64    /* kept connections per upstream that are not in use */
+#define UPSTREAM_IDLE_MS 118000 /* how long one is kept unused */
 
 #define USAGE_FLUSH_MS 1000
 #define USAGE_PENDING_MAX 64
+
+/* A provider's upstream: where its requests go, and its kept connections. */
+struct upstream {
+    h2o_socketpool_t pool; /* capacity: UPSTREAM_IDLE_MAX */
+    h2o_iovec_t authority; /* for Host */
+    const char *base;      /* the upstream URL's path, "" for none */
+    /* connections handed back since the pool was last found empty, less those taken again: never
+     * fewer than it holds (the pool closes expired ones without a word) */
+    size_t idle;
+    bool timed; /* its idle connections expire: set at its first use */
+};
 
 struct proxy {
     struct store *store;
@@ -38,7 +55,9 @@ struct proxy {
     size_t keylen;
     struct provider *providers;
     size_t nproviders;
-    struct curl_loop *cl;
+    struct upstream *upstreams; /* by provider */
+    size_t nupstreams;          /* set up so far */
+    h2o_http1client_ctx_t client_ctx;
     uint64_t max_request_bytes;
     uint64_t stall_seconds;
     char *names;            /* "anthropic, github, openai" */
@@ -58,7 +77,7 @@ struct proxy {
     void *run_lookup_ctx;
 };
 
-static struct proxy *the_proxy; /* for curl's completion callback */
+static struct proxy *the_proxy; /* for proxy_provider_names */
 
 static void on_client_gone(struct http_watch *w);
 
@@ -80,22 +99,26 @@ struct transfer {
     struct proxy *p;
     h2o_req_t *req;
     const struct provider *prov;
-    CURL *easy;
-    struct curl_slist *headers;
-    char *url;
+    struct upstream *up;
+    h2o_http1client_t *client; /* the upstream exchange, NULL once it has ended */
+    struct buf head;           /* request line and headers */
+    char *key;                 /* the real key's header line, and the end of the headers */
+    h2o_iovec_t reqbufs[3];    /* head, key, body */
     char jti[64];
     char user[64];
     char run[64];
     int status;
-    bool headers_done; /* upstream's final status and headers received */
-    bool started;      /* h2o response started */
-    bool sending, final_sent, stopped, paused, curl_done, sse;
+    bool started; /* h2o response started */
+    bool sending, final_sent, stopped, done, failed, sse;
+    bool connecting;    /* inside h2o_http1client_connect_with_pool */
+    bool reused;        /* the connection was a kept one */
+    h2o_socket_cb held; /* the upstream socket's reader while it is paused, else NULL */
     struct buf pending, inflight;
     struct usage_parser usage;
     int64_t t0;
     uint64_t bytes;
     struct http_watch watch; /* the client, until the response starts */
-    struct loop_timer flush_soon;
+    struct loop_timer connect_timer;
 };
 
 static const char *const hop_by_hop[] = {
@@ -153,7 +176,7 @@ static void flush(struct transfer *t)
 {
     if (t->sending || t->final_sent || t->stopped || !t->started)
         return;
-    bool final = t->curl_done;
+    bool final = t->done;
     if (t->pending.len == 0 && !final)
         return;
     struct buf tmp = t->inflight;
@@ -164,14 +187,10 @@ static void flush(struct transfer *t)
     if (final)
         t->final_sent = true;
     h2o_iovec_t v = h2o_iovec_init(t->inflight.data, t->inflight.len);
-    h2o_send(t->req, &v, v.len ? 1 : 0, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
-}
-
-/* What curl hands over in one go (every chunk of a chunked reply that one read brought, and
- * its end) leaves in one write: the flush waits until the loop has handled what is ready. */
-static void on_flush_soon(struct loop_timer *lt)
-{
-    flush(container_of(lt, struct transfer, flush_soon));
+    h2o_send(t->req, &v, v.len ? 1 : 0,
+             !final      ? H2O_SEND_STATE_IN_PROGRESS
+             : t->failed ? H2O_SEND_STATE_ERROR /* the client sees that the answer was cut */
+                         : H2O_SEND_STATE_FINAL);
 }
 
 static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
@@ -180,48 +199,48 @@ static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
     t->sending = false;
     buf_reset(&t->inflight);
     /* Sending the final chunk lets h2o dispose of the request, and t with it. */
-    bool done = t->curl_done;
+    bool done = t->done;
     flush(t);
     if (done)
         return;
-    if (t->paused && !t->curl_done && t->pending.len < PENDING_MAX / 2) {
-        t->paused = false;
-        curl_easy_pause(t->easy, CURLPAUSE_CONT);
+    if (t->held && t->client && t->pending.len < PENDING_MAX / 2) {
+        h2o_socket_read_start(t->client->sock, t->held);
+        t->held = NULL;
     }
 }
 
-static void release_curl(struct transfer *t)
+/* Cancel the upstream exchange: its connection is closed, not kept. */
+static void upstream_cancel(struct transfer *t)
 {
-    if (t->easy) {
-        curl_easy_cleanup(t->easy);
-        t->easy = NULL;
+    loop_timer_stop(&t->connect_timer);
+    if (t->client) {
+        h2o_http1client_cancel(t->client);
+        t->client = NULL;
     }
-    curl_slist_free_all(t->headers);
-    t->headers = NULL;
-    free(t->url);
-    t->url = NULL;
 }
 
 static void on_stop(h2o_generator_t *gen, h2o_req_t *req)
 {
     struct transfer *t = (struct transfer *)gen;
     t->stopped = true;
-    if (!t->curl_done && t->easy) {
-        /* The client went away: abort the upstream transfer, closing its connection. */
-        curl_loop_remove(t->p->cl, t->easy);
+    if (t->client) {
+        /* The client went away: abort the upstream exchange, closing its connection. */
+        upstream_cancel(t);
         log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=%llu",
                  t->prov->name, t->user, t->run[0] ? t->run : "-", (unsigned long long)t->bytes);
-        t->curl_done = true;
     }
-    release_curl(t);
 }
 
 static void on_dispose(void *ptr)
 {
     struct transfer *t = ptr;
     http_watch_stop(&t->watch);
-    loop_timer_stop(&t->flush_soon);
-    release_curl(t);
+    upstream_cancel(t);
+    buf_release(&t->head);
+    if (t->key) {
+        explicit_bzero(t->key, strlen(t->key));
+        free(t->key);
+    }
     buf_release(&t->pending);
     buf_release(&t->inflight);
     usage_finish(&t->usage);
@@ -233,91 +252,10 @@ static void start_response(struct transfer *t)
         return;
     t->started = true;
     http_watch_stop(&t->watch);
-    t->req->res.status = t->status ? t->status : 502;
+    usage_init(&t->usage, t->prov->usage, t->sse);
+    t->req->res.status = t->status;
     t->req->res.reason = "";
     h2o_start_response(t->req, &t->gen);
-}
-
-static size_t on_header(char *data, size_t size, size_t n, void *ctx)
-{
-    struct transfer *t = ctx;
-    size_t len = size * n;
-    if (t->stopped)
-        return 0;
-    if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
-        /* a new status line (after a 1xx, a fresh set of headers follows) */
-        const char *sp = memchr(data, ' ', len);
-        t->status = sp ? atoi(sp + 1) : 502;
-        t->req->res.headers = (h2o_headers_t){NULL};
-        t->req->res.content_length = SIZE_MAX;
-        return len;
-    }
-    size_t l = len;
-    while (l && (data[l - 1] == '\n' || data[l - 1] == '\r'))
-        l--;
-    if (l == 0) {
-        if (t->status >= 200)
-            t->headers_done = true;
-        return len;
-    }
-    const char *colon = memchr(data, ':', l);
-    if (!colon || t->status < 200)
-        return len;
-    size_t nlen = (size_t)(colon - data);
-    const char *v = colon + 1;
-    size_t vlen = l - nlen - 1;
-    while (vlen && (*v == ' ' || *v == '\t'))
-        v++, vlen--;
-    if (nlen == 14 && strncasecmp(data, "content-length", 14) == 0) {
-        /* The body is passed on unchanged, so its length is known: the client then has the
-         * whole reply with its last byte, rather than after a terminating chunk that h2o can
-         * only send once the write of the body has completed. curl ends the transfer at this
-         * length, and an upstream that sends less fails it, which cuts the client off. */
-        size_t length = 0, i = 0;
-        while (i < vlen && i < 15 && isdigit((unsigned char)v[i]))
-            length = length * 10 + (size_t)(v[i++] - '0');
-        if (i > 0 && i == vlen)
-            t->req->res.content_length = length;
-        return len;
-    }
-    if (is_hop(data, nlen))
-        return len;
-    if (nlen == 12 && strncasecmp(data, "content-type", 12) == 0 && vlen >= 17 &&
-        strncasecmp(v, "text/event-stream", 17) == 0)
-        t->sse = true;
-    h2o_iovec_t name = h2o_strdup(&t->req->pool, data, nlen);
-    h2o_strtolower(name.base, name.len);
-    h2o_iovec_t value = h2o_strdup(&t->req->pool, v, vlen);
-    h2o_add_header_by_str(&t->req->pool, &t->req->res.headers, name.base, name.len, 0, NULL,
-                          value.base, value.len);
-    return len;
-}
-
-static size_t on_body(char *data, size_t size, size_t n, void *ctx)
-{
-    struct transfer *t = ctx;
-    size_t len = size * n;
-    if (t->stopped)
-        return 0;
-    if (t->pending.len >= PENDING_MAX) {
-        /* The client reads slower than the upstream sends: hold the upstream. curl hands the
-         * same bytes again after the pause. */
-        t->paused = true;
-        return CURL_WRITEFUNC_PAUSE;
-    }
-    if (!t->started) {
-        usage_init(&t->usage, t->prov->usage, t->sse);
-        start_response(t);
-    }
-    bool first = t->bytes == 0;
-    buf_append(&t->pending, data, len);
-    usage_feed(&t->usage, data, len);
-    t->bytes += len;
-    if (first && t->sse)
-        flush(t); /* a stream's first event goes out at once: it is what its client waits for */
-    else if (!t->sending)
-        loop_timer_start(&t->flush_soon, 0, on_flush_soon);
-    return len;
 }
 
 static void usage_flush(struct proxy *p)
@@ -357,44 +295,179 @@ static void record_usage(struct transfer *t)
     p->usage[i].output_tokens += t->usage.output;
 }
 
-static void on_done(CURL *easy, CURLcode rc)
+/* The upstream exchange failed (errstr says how, in h2o's words or ours): before the answer
+ * started the client gets a 502, or a 504 for a timeout; after, its answer is cut. */
+static void upstream_failed(struct transfer *t, const char *errstr)
 {
-    struct transfer *t = NULL;
-    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
-    t->curl_done = true;
+    bool timeout = strstr(errstr, "timeout") != NULL; /* "I/O timeout", "connection timeout" */
+    t->done = t->failed = true;
+    t->held = NULL;
     http_watch_stop(&t->watch);
-    long ms = (long)(time_mono_ms() - t->t0);
-    if (rc != CURLE_OK) {
-        bool timeout = rc == CURLE_OPERATION_TIMEDOUT;
-        log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
-                 t->user, t->run[0] ? t->run : "-", curl_easy_strerror(rc), ms);
-        if (!t->started) {
-            release_curl(t);
-            respond_error(t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
-                          timeout ? "upstream '%s' did not answer in time"
-                                  : "cannot reach upstream '%s'",
-                          t->prov->name);
-            return;
-        }
-        /* mid-stream: end the response abnormally so the client sees it was cut */
-        release_curl(t);
-        if (!t->sending && !t->final_sent) {
-            t->final_sent = true;
-            h2o_send(t->req, NULL, 0, H2O_SEND_STATE_ERROR);
-        }
+    log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
+             t->user, t->run[0] ? t->run : "-", errstr, (long)(time_mono_ms() - t->t0));
+    if (!t->started) {
+        respond_error(t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
+                      timeout ? "upstream '%s' did not answer in time"
+                              : "cannot reach upstream '%s'",
+                      t->prov->name);
         return;
     }
-    if (!t->started) {
-        usage_init(&t->usage, t->prov->usage, t->sse);
-        start_response(t);
-    }
+    flush(t);
+}
+
+static void upstream_done(struct transfer *t)
+{
+    t->done = true;
+    start_response(t);
     flush(t); /* the client has its answer before the bookkeeping below */
-    release_curl(t);
     record_usage(t);
     log_info("proxy request service=%s user=%s run=%s status=%d bytes=%llu in=%lld out=%lld ms=%ld",
              t->prov->name, t->user, t->run[0] ? t->run : "-", t->status,
              (unsigned long long)t->bytes, (long long)t->usage.input, (long long)t->usage.output,
-             ms);
+             (long)(time_mono_ms() - t->t0));
+}
+
+/* The exchange on client ended cleanly, and h2o hands its connection back to the pool unless the
+ * upstream asked otherwise. h2o 2.2's pool keeps whatever it is handed ("FIXME respect
+ * capacity"), so beyond the pool's capacity of idle connections this one is closed instead. */
+static void upstream_keep(struct transfer *t, h2o_http1client_t *client)
+{
+    struct upstream *up = t->up;
+    if (up->idle >= up->pool.capacity)
+        h2o_socket_close(h2o_http1client_steal_socket(client));
+    else
+        up->idle++;
+}
+
+static int on_body(h2o_http1client_t *client, const char *errstr)
+{
+    struct transfer *t = client->data;
+    h2o_buffer_t **in = &client->sock->input;
+    if ((*in)->size) {
+        start_response(t);
+        buf_append(&t->pending, (*in)->bytes, (*in)->size);
+        usage_feed(&t->usage, (*in)->bytes, (*in)->size);
+        t->bytes += (*in)->size;
+        h2o_buffer_consume(in, (*in)->size);
+    }
+    if (errstr == h2o_http1client_error_is_eos) {
+        t->client = NULL;
+        upstream_keep(t, client);
+        upstream_done(t);
+    } else if (errstr) {
+        t->client = NULL;
+        upstream_failed(t, errstr);
+    } else {
+        flush(t); /* what one read brought leaves in one write; a stream's events at once */
+        if (t->pending.len >= PENDING_MAX) {
+            /* The client reads slower than the upstream sends: stop reading the upstream until
+             * on_proceed. h2o 2.2's client has no pause of its own, so its reader is set aside
+             * (its stall timeout still runs: a client that takes nothing for that long is cut). */
+            t->held = client->sock->_cb.read;
+            h2o_socket_read_stop(client->sock);
+        }
+    }
+    return 0;
+}
+
+static void upstream_connect(struct transfer *t);
+
+static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *errstr,
+                                       int minor_version, int status, h2o_iovec_t msg,
+                                       h2o_header_t *headers, size_t nheaders, int rlen)
+{
+    struct transfer *t = client->data;
+    if (errstr && errstr != h2o_http1client_error_is_eos) {
+        t->client = NULL;
+        /* A kept connection that the upstream closed while it was idle fails this way before
+         * any answer; the request goes again, as libcurl would send it again. */
+        if (t->reused && strncmp(errstr, "I/O error", 9) == 0)
+            upstream_connect(t);
+        else
+            upstream_failed(t, errstr);
+        return NULL;
+    }
+    h2o_req_t *req = t->req;
+    size_t length = SIZE_MAX;
+    bool chunked = false;
+    t->status = status;
+    for (size_t i = 0; i < nheaders; i++) {
+        const h2o_iovec_t *name = headers[i].name;
+        h2o_iovec_t v = headers[i].value;
+        if (h2o_memis(name->base, name->len, H2O_STRLIT("transfer-encoding")))
+            chunked = h2o_memis(v.base, v.len, H2O_STRLIT("chunked"));
+        else if (h2o_memis(name->base, name->len, H2O_STRLIT("content-length")))
+            length = h2o_strtosize(v.base, v.len);
+        if (is_hop(name->base, name->len))
+            continue;
+        if (h2o_memis(name->base, name->len, H2O_STRLIT("content-type")) && v.len >= 17 &&
+            strncasecmp(v.base, "text/event-stream", 17) == 0)
+            t->sse = true;
+        /* names come lowercase; both go with the client's input buffer after this call */
+        h2o_add_header_by_str(&req->pool, &req->res.headers,
+                              h2o_strdup(&req->pool, name->base, name->len).base, name->len, 0,
+                              NULL, h2o_strdup(&req->pool, v.base, v.len).base, v.len);
+    }
+    /* The body is passed on unchanged, so its length is known: the client then has the whole
+     * reply with its last byte, rather than after a terminating chunk that h2o can only send once
+     * the write of the body has completed. An upstream that sends less fails the exchange, which
+     * cuts the client off. */
+    if (!chunked)
+        req->res.content_length = length;
+    if (errstr) { /* no body: HEAD, 204, 304 */
+        t->client = NULL;
+        upstream_keep(t, client);
+        upstream_done(t);
+        return NULL;
+    }
+    return on_body;
+}
+
+static h2o_http1client_head_cb on_connect(h2o_http1client_t *client, const char *errstr,
+                                          h2o_iovec_t **reqbufs, size_t *reqbufcnt,
+                                          int *method_is_head)
+{
+    struct transfer *t = client->data;
+    loop_timer_stop(&t->connect_timer);
+    if (errstr) {
+        t->client = NULL;
+        upstream_failed(t, errstr);
+        return NULL;
+    }
+    if (t->connecting) { /* handed over at once: a kept connection */
+        t->reused = true;
+        if (t->up->idle)
+            t->up->idle--;
+    }
+    *reqbufs = t->reqbufs;
+    *reqbufcnt = t->reqbufs[2].len ? 3 : 2;
+    *method_is_head = h2o_memis(t->req->method.base, t->req->method.len, H2O_STRLIT("HEAD"));
+    return on_head;
+}
+
+static void on_connect_timeout(struct loop_timer *lt)
+{
+    struct transfer *t = container_of(lt, struct transfer, connect_timer);
+    upstream_cancel(t);
+    upstream_failed(t, "connection timeout");
+}
+
+static void upstream_connect(struct transfer *t)
+{
+    struct upstream *up = t->up;
+    if (!up->timed) {
+        h2o_socketpool_set_timeout(&up->pool, loop_get(), UPSTREAM_IDLE_MS);
+        up->timed = true;
+    }
+    t->connecting = true;
+    t->reused = false;
+    h2o_http1client_connect_with_pool(&t->client, t, &t->p->client_ctx, &up->pool, on_connect);
+    t->connecting = false;
+    if (t->client && !t->reused) {
+        /* the pool opens a connection only when it holds no idle one that is still open */
+        up->idle = 0;
+        loop_timer_start(&t->connect_timer, CONNECT_TIMEOUT_MS, on_connect_timeout);
+    }
 }
 
 /* --- request side --- */
@@ -564,10 +637,22 @@ static bool path_clean(const char *p, size_t len)
     return true;
 }
 
-static void add_request_headers(struct transfer *t, const char *key_value)
+/* The request line and headers for the upstream: the client's headers minus hop-by-hop ones,
+ * Host, its credentials, cookies and Accept-Encoding (so usage can be read), and the real key in
+ * a buffer of its own, cleared when the request is done with. */
+static void build_request_head(struct transfer *t, const struct upstream *up, const char *rest,
+                               size_t rlen, const char *key_value)
 {
     h2o_req_t *req = t->req;
     const struct provider *prov = t->prov;
+    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
+    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
+    buf_init(&t->head, 0);
+    buf_printf(&t->head, "%.*s %s%.*s%.*s HTTP/1.1\r\nhost: %.*s\r\n", (int)req->method.len,
+               req->method.base, up->base, (int)rlen, rest, (int)qlen, query,
+               (int)up->authority.len, up->authority.base);
+    if (req->entity.base || h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
+        buf_printf(&t->head, "content-length: %zu\r\n", req->entity.len);
     for (size_t i = 0; i < req->headers.size; i++) {
         const h2o_header_t *h = &req->headers.entries[i];
         const char *name = h->name->base;
@@ -580,15 +665,12 @@ static void add_request_headers(struct transfer *t, const char *key_value)
             (nlen == 6 && strncasecmp(name, "expect", 6) == 0) ||
             (strlen(prov->key_header) == nlen && strncasecmp(name, prov->key_header, nlen) == 0))
             continue;
-        char *line = xasprintf("%.*s: %.*s", (int)nlen, name, (int)h->value.len, h->value.base);
-        t->headers = curl_slist_append(t->headers, line);
-        free(line);
+        buf_printf(&t->head, "%.*s: %.*s\r\n", (int)nlen, name, (int)h->value.len, h->value.base);
     }
-    char *key = xasprintf("%s: %s", prov->key_header, key_value);
-    t->headers = curl_slist_append(t->headers, key);
-    explicit_bzero(key, strlen(key));
-    free(key);
-    t->headers = curl_slist_append(t->headers, "Expect:");
+    t->key = xasprintf("%s: %s\r\n\r\n", prov->key_header, key_value);
+    t->reqbufs[0] = h2o_iovec_init(t->head.data, t->head.len);
+    t->reqbufs[1] = h2o_iovec_init(t->key, strlen(t->key));
+    t->reqbufs[2] = req->entity.base ? req->entity : h2o_iovec_init(NULL, 0);
 }
 
 static const char zero_id[] = "0000000000000000000000000000000000000000";
@@ -875,6 +957,7 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     t->p = p;
     t->req = req;
     t->prov = prov;
+    t->up = &p->upstreams[prov - p->providers];
     t->t0 = time_mono_ms();
     snprintf(t->jti, sizeof(t->jti), "%s", claims.jti);
     snprintf(t->user, sizeof(t->user), "%s", claims.user);
@@ -883,37 +966,12 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     buf_init(&t->pending, 0);
     buf_init(&t->inflight, 0);
     usage_init(&t->usage, USAGE_NONE, false);
-    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
-    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
-    t->url = xasprintf("%s%.*s%.*s", prov->upstream, (int)rlen, rest, (int)qlen, query);
-    add_request_headers(t, own_value ? own_value : prov->key_value);
+    build_request_head(t, t->up, rest, rlen, own_value ? own_value : prov->key_value);
     if (own_value)
         explicit_bzero(own_value, strlen(own_value));
-    CURL *e = t->easy = curl_easy_init();
-    curl_easy_setopt(e, CURLOPT_URL, t->url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)p->stall_seconds);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->entity.base ? req->entity.base : "");
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                         (curl_off_t)(req->entity.base ? req->entity.len : 0));
-    } else if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"))) {
-        char *m = h2o_strdup(&req->pool, req->method.base, req->method.len).base;
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m);
-    }
-    curl_loop_add(p->cl, e);
+    /* the server's one h2o context resolves names on this loop */
+    p->client_ctx.getaddr_receiver = &req->conn->ctx->receivers.hostinfo_getaddr;
+    upstream_connect(t);
     return 0;
 }
 
@@ -955,19 +1013,64 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const struct pr
     return 0;
 }
 
-/* The client left before the upstream answered: abort the upstream transfer. */
+/* The client left before the upstream answered: cancel the upstream exchange. */
 static void on_client_gone(struct http_watch *w)
 {
     struct transfer *t = container_of(w, struct transfer, watch);
-    if (!t->curl_done && t->easy) {
-        curl_loop_remove(t->p->cl, t->easy);
-        t->curl_done = true;
+    if (t->client) {
+        upstream_cancel(t);
         log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=0",
                  t->prov->name, t->user, t->run[0] ? t->run : "-");
     }
-    release_curl(t);
     /* h2o learns of the closed connection on this write and disposes of the request */
     respond_error(t->req, 499, "client_gone", "the client went away");
+}
+
+static int upstream_init(struct upstream *up, const struct provider *prov, struct err *err)
+{
+    h2o_url_t url;
+    if (h2o_url_parse(prov->upstream, strlen(prov->upstream), &url) != 0)
+        return err_set(err, -EINVAL, "provider '%s': upstream '%s' is not an http or https URL",
+                       prov->name, prov->upstream);
+    up->authority = url.authority;
+    up->base = url.authority.base + url.authority.len; /* h2o makes a missing path "/" */
+    h2o_socketpool_init_by_hostport(&up->pool, url.host, h2o_url_get_port(&url),
+                                    url.scheme == &H2O_URL_SCHEME_HTTPS, UPSTREAM_IDLE_MAX);
+    return 0;
+}
+
+/* The upstream's certificate names the host h2o sent as SNI, the upstream URL's. h2o 2.2 checks
+ * the name itself only when the handshake ends without a last flight of the client's to send,
+ * which with TLS 1.3 it always has, so the check is OpenSSL's, as part of the chain's. */
+static int verify_upstream(int ok, X509_STORE_CTX *store)
+{
+    if (!ok || X509_STORE_CTX_get_error_depth(store) != 0)
+        return ok;
+    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    const char *host = ssl ? SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) : NULL;
+    X509 *cert = X509_STORE_CTX_get_current_cert(store);
+    int r = host ? X509_check_ip_asc(cert, host, 0) : 0;
+    if (r == -2) /* not an IP address */
+        r = X509_check_host(cert, host, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, NULL);
+    if (r != 1)
+        X509_STORE_CTX_set_error(store, X509_V_ERR_HOSTNAME_MISMATCH);
+    return r == 1;
+}
+
+/* TLS to upstreams: certificates checked against the system's CA store (OpenSSL's default
+ * paths, on Debian /etc/ssl/certs as libcurl's), and their names against the upstream's. */
+static SSL_CTX *upstream_tls_new(void)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx)
+        return NULL;
+    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+        !SSL_CTX_set_default_verify_paths(ctx)) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_upstream);
+    return ctx;
 }
 
 int proxy_new(const struct config *cfg, struct store *st, const void *key, size_t keylen,
@@ -1007,8 +1110,20 @@ int proxy_new(const struct config *cfg, struct store *st, const void *key, size_
     p->names = buf_steal(&names, NULL);
     if (!p->names)
         p->names = xstrdup("");
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    p->cl = curl_loop_new(on_done);
+    p->client_ctx = (h2o_http1client_ctx_t){.loop = loop_get(),
+                                            .io_timeout = loop_timeout(p->stall_seconds * 1000),
+                                            .ssl_ctx = upstream_tls_new()};
+    if (!p->client_ctx.ssl_ctx) {
+        proxy_free(p);
+        return err_set(err, -ENOMEM, "cannot set up TLS for upstreams");
+    }
+    p->upstreams = xcalloc(p->nproviders, sizeof(*p->upstreams));
+    for (; p->nupstreams < p->nproviders; p->nupstreams++)
+        if ((r = upstream_init(&p->upstreams[p->nupstreams], &p->providers[p->nupstreams], err)) <
+            0) {
+            proxy_free(p);
+            return r;
+        }
     the_proxy = p;
     *ret = p;
     return 0;
@@ -1019,7 +1134,10 @@ void proxy_free(struct proxy *p)
     if (!p)
         return;
     usage_flush(p);
-    curl_loop_free(p->cl);
+    for (size_t i = 0; i < p->nupstreams; i++)
+        h2o_socketpool_dispose(&p->upstreams[i].pool);
+    free(p->upstreams);
+    SSL_CTX_free(p->client_ctx.ssl_ctx);
     providers_free(p->providers, p->nproviders);
     free(p->llms);
     free(p->names);

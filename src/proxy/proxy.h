@@ -1,7 +1,8 @@
 #pragma once
 /* The LLM and git proxy: /proxy/<service>/<path> forwarded to the service's upstream with the
- * real key swapped in for the agent's proxy token. Upstream transfers are libcurl's multi-socket
- * interface driven by the server's event loop. Main loop thread only. */
+ * real key swapped in for the agent's proxy token. Requests go upstream through h2o's HTTP/1
+ * client on the server's event loop, over a pool of kept connections per service. Main loop
+ * thread only. */
 
 #include <h2o.h>
 #include <stdbool.h>
@@ -15,7 +16,8 @@ struct proxy;
 struct store;
 
 /* Load the provider definitions (the embedded proxy/NAME.json files) with their keys and upstream
- * overrides from cfg, and set up libcurl. key signs and verifies proxy tokens. */
+ * overrides from cfg, and a connection pool for each upstream. key signs and verifies proxy
+ * tokens. -EINVAL when an upstream is not an http or https URL. */
 int proxy_new(const struct config *cfg, struct store *st, const void *key, size_t keylen,
               struct proxy **ret, struct err *err);
 void proxy_free(struct proxy *p);

@@ -1,9 +1,7 @@
 #pragma once
 
-#include <curl/curl.h>
 #include <stdbool.h>
 
-#include "base/curl_loop.h"
 #include "proxy/proxy.h"
 
 enum token_from { TOKEN_X_API_KEY = 1, TOKEN_BEARER = 2, TOKEN_BASIC_PASSWORD = 4 };

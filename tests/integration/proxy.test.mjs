@@ -3,12 +3,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { startFake, messageEvents } from '../lib/fake-anthropic.mjs';
+import { makeCA } from '../lib/tls.mjs';
 
 const REAL_KEY = 'sk-ant-real-key-never-shown-0123456789';
 const REAL_GITHUB = 'ghp_real_github_token_never_shown_42';
@@ -285,6 +287,111 @@ test('a client that goes away before any answer (the model still thinking) close
   for (let i = 0; i < 200 && !mine(); i++) await new Promise((r) => setTimeout(r, 50));
   fake.handle(undefined);
   assert.ok(mine(), 'upstream did not see the connection close');
+});
+
+test('upstream connections are kept: requests share one, and one the upstream dropped is replaced', async () => {
+  const conns = new WeakMap();
+  let nconns = 0;
+  fake.handle((req, res, body) => {
+    if (!conns.has(req.socket)) conns.set(req.socket, { id: nconns++, served: 0 });
+    const c = conns.get(req.socket);
+    // an upstream that closed a kept connection as the request went out on it
+    if (body.includes('drop-kept') && c.served > 0) { req.socket.destroy(); return; }
+    c.served++;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ conn: c.id }));
+  });
+  try {
+    const { token } = mint();
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await (await post('/anthropic/v1/messages', token)).json()).conn);
+    assert.equal(new Set(ids).size, 1, `one connection for all: ${ids}`);
+    const before = fake.requests.length;
+    const res = await post('/anthropic/v1/messages', token, { marker: 'drop-kept' });
+    assert.equal(res.status, 200);
+    assert.notEqual((await res.json()).conn, ids[0]);
+    assert.equal(fake.requests.length, before + 2, 'sent again on a new connection');
+  } finally {
+    fake.handle(undefined);
+  }
+});
+
+test('a client that reads slowly holds the upstream back rather than have the proxy take it all', async () => {
+  const own = await startServer({ env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: REAL_KEY } });
+  const size = 64 << 20; // far more than the proxy buffers and the sockets between hold
+  let upstreamDone = false;
+  fake.handle((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size });
+    const chunk = Buffer.alloc(1 << 16, 'x');
+    let sent = 0;
+    const pump = () => {
+      while (sent < size) {
+        sent += chunk.length;
+        if (!res.write(chunk)) return void res.once('drain', pump);
+      }
+      res.end(() => { upstreamDone = true; });
+    };
+    pump();
+  });
+  try {
+    const r = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic', '--data-dir', own.dataDir]);
+    const sock = net.connect(new URL(own.url).port, '127.0.0.1');
+    sock.pause();
+    sock.write(`POST /proxy/anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${r.stdout.trim()}\r\n` +
+      'content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}');
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(upstreamDone, false, 'the upstream sent it all while the client read nothing');
+    let got = 0;
+    sock.on('data', (d) => { got += d.length; });
+    await new Promise((resolve) => { sock.on('end', resolve); sock.resume(); });
+    assert.ok(upstreamDone);
+    assert.ok(got > size && got < size + 1024, `${got} bytes for a body of ${size}`);
+  } finally {
+    fake.handle(undefined);
+    await own.stop();
+  }
+});
+
+test('an https upstream must present a certificate from a trusted CA that names it', async () => {
+  const trusted = makeCA(), unknown = makeCA();
+  const good = trusted.issue('up'), stranger = unknown.issue('up'); // for localhost and 127.0.0.1
+  const serve = async (cert, host) => {
+    const s = https.createServer({ cert: cert.cert, key: cert.key }, (req, res) => {
+      req.resume();
+      req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); });
+    });
+    await new Promise((r) => s.listen(0, host, r));
+    return s;
+  };
+  const ok = await serve(good, '127.0.0.1'), otherName = await serve(good, '127.0.0.2'), otherCA = await serve(stranger, '127.0.0.1');
+  const own = await startServer({ env: {
+    SSL_CERT_FILE: trusted.caFile, // OpenSSL's own variable: the CA store the server trusts
+    ANTHROPIC_BASE_URL: `https://localhost:${ok.address().port}`, ANTHROPIC_API_KEY: REAL_KEY,
+    OPENAI_BASE_URL: `https://127.0.0.2:${otherName.address().port}`, OPENAI_API_KEY: 'sk-openai-real',
+    OPENROUTER_BASE_URL: `https://127.0.0.1:${otherCA.address().port}`, OPENROUTER_API_KEY: 'sk-or-real',
+  } });
+  try {
+    const token = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic,openai,openrouter',
+      '--data-dir', own.dataDir]).stdout.trim();
+    for (let i = 0; i < 2; i++) { // the second on the kept connection
+      const res = await fetch(`${own.url}/proxy/anthropic/v1/messages`, { method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': token }, body: '{}' });
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), '{"ok":true}');
+    }
+    for (const p of ['/openai/v1/models', '/openrouter/api/v1/models']) {
+      const res = await fetch(`${own.url}/proxy${p}`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(res.status, 502, p);
+      assert.equal((await res.json()).code, 'bad_gateway');
+    }
+    assert.match(own.stderr(), /proxy upstream failed service=openai .*err="hostname mismatch"/);
+    assert.match(own.stderr(), /proxy upstream failed service=openrouter .*err="unable to get local issuer certificate"/);
+  } finally {
+    await own.stop();
+    for (const s of [ok, otherName, otherCA]) s.close();
+    trusted.remove();
+    unknown.remove();
+  }
 });
 
 test('neither the real key nor any token appears in the server log', () => {
