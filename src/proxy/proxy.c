@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -32,8 +33,9 @@
 
 #define PENDING_MAX (1 << 20) /* response bytes buffered before the upstream is paused */
 #define CONNECT_TIMEOUT_MS 10000
-#define UPSTREAM_IDLE_MAX 64    /* kept connections per upstream that are not in use */
-#define UPSTREAM_IDLE_MS 118000 /* how long one is kept unused */
+#define UPSTREAM_IDLE_MAX 64        /* kept connections per upstream that are not in use */
+#define UPSTREAM_IDLE_MS 118000     /* how long one is kept unused */
+#define UPSTREAM_RCVBUF (512 << 10) /* the kernel doubles it: 1 MiB */
 
 #define USAGE_FLUSH_MS 1000
 #define USAGE_PENDING_MAX 64
@@ -438,6 +440,11 @@ static h2o_http1client_head_cb on_connect(h2o_http1client_t *client, const char 
         t->reused = true;
         if (t->up->idle)
             t->up->idle--;
+    } else {
+        /* h2o reads all the kernel holds before the PENDING_MAX hold applies: a receive buffer
+         * of its own bounds what a client that reads slowly leaves in the server's memory */
+        int rcvbuf = UPSTREAM_RCVBUF;
+        setsockopt(h2o_socket_get_fd(client->sock), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     }
     *reqbufs = t->reqbufs;
     *reqbufcnt = t->reqbufs[2].len ? 3 : 2;
