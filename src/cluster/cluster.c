@@ -185,9 +185,9 @@ static int route_session(struct cluster *c, const char *user_id, const char *ses
     int r = store_session_get(c->st, user_id, session_id, &ses, err);
     if (r == -ENOENT)
         return 0; /* answered here, as not found */
-    char owner[64];
-    if (r < 0 || (r = store_session_node(c->st, session_id, owner, err)) < 0)
+    if (r < 0)
         return r;
+    const char *owner = ses.node_id; /* read with the session, as this user's */
     if (strcmp(owner, STORE_SESSION_UNCLAIMED) == 0) {
         if (!claim)
             return 0;

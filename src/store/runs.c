@@ -745,22 +745,6 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
     return 0;
 }
 
-int store_session_node(struct store *st, const char *id, char node[64], struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "SELECT node_id FROM sessions WHERE id = ?", &s, err);
-    if (r < 0)
-        return r;
-    db_bind_text(s, 1, id);
-    int rc = db_step(s);
-    if (rc == DB_DONE)
-        return err_set(err, -ENOENT, "session '%s' not found", id);
-    if (rc != DB_ROW)
-        return store_fail(st, rc, "find session", err);
-    text_col(node, 64, s, 0);
-    return 0;
-}
-
 int store_session_take_over(struct store *st, const char *id, const char *from_node,
                             struct err *err)
 {

@@ -539,9 +539,6 @@ struct store_run_list_opts {
 int store_run_list(struct store *st, const struct store_run_list_opts *o,
                    void (*fn)(const struct store_run *r, void *ctx), void *ctx, bool *more,
                    struct err *err);
-/* Runs queued or running, oldest first (for the engine at start). */
-/* The node session id lives on into node; -ENOENT when there is no such session. */
-int store_session_node(struct store *st, const char *id, char node[64], struct err *err);
 /* Make session id, and its sandbox, which lived on from_node (a lost node), this node's; the
  * sandbox starts afresh. -ESTALE if the session is no longer from_node's. */
 int store_session_take_over(struct store *st, const char *id, const char *from_node,
