@@ -357,7 +357,17 @@ static void start_command(int conn)
         goto out;
     }
     if (pooled) {
-        /* nothing runs before the sandbox is handed over: it is not confined yet */
+        /* Nothing runs before the sandbox is handed over: it is not confined yet. The request is
+         * read whole first, so that the answer does not meet a client still writing it (which
+         * would see a broken pipe instead of the reason). */
+        char sink[4096];
+        size_t left = n == sizeof(len) && len <= REQUEST_MAX ? len : 0;
+        while (left) {
+            size_t k = left < sizeof(sink) ? left : sizeof(sink);
+            if (!read_full(conn, sink, k))
+                break;
+            left -= k;
+        }
         say_error(conn, "the sandbox is not handed over yet", EPERM);
         goto out;
     }
