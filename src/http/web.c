@@ -8,6 +8,8 @@
  *                                     ending when the run ends
  *   GET /sessions/<id>[/data]?t=TOKEN the runs of a session
  *   GET /static/app.js, app.css, icon.svg   the page's script, style and icon (embedded)
+ *   GET /favicon.ico                  the icon again, for what a browser asks of its own accord
+ *                                     (a page without the head's link, such as a JSON answer)
  * The token is the view capability of that run or session (src/runs/view.c): without it a
  * request is 401, with a wrong one (or an id that does not exist) 403, and neither says more.
  * Everything the agent wrote reaches the browser as JSON and is put on the page as text (the
@@ -414,7 +416,9 @@ static int on_static(h2o_handler_t *self, h2o_req_t *req)
                        H2O_STRLIT("/static/app.css")))
         respond_asset(req, 200, "app.css", "text/css; charset=utf-8");
     else if (h2o_memis(req->path_normalized.base, req->path_normalized.len,
-                       H2O_STRLIT("/static/icon.svg")))
+                       H2O_STRLIT("/static/icon.svg")) ||
+             h2o_memis(req->path_normalized.base, req->path_normalized.len,
+                       H2O_STRLIT("/favicon.ico")))
         respond_asset(req, 200, "icon.svg", "image/svg+xml");
     else
         http_respond_error(req, 404, "not_found", "no such file");
@@ -426,4 +430,5 @@ void http_routes_web(struct http_server *srv, h2o_hostconf_t *host)
     http_add_route(srv, host, "/runs/", "/runs", on_runs);
     http_add_route(srv, host, "/sessions/", "/sessions", on_sessions);
     http_add_route(srv, host, "/static/", "/static", on_static);
+    http_add_route(srv, host, "/favicon.ico", "/static", on_static);
 }

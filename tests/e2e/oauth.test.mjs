@@ -54,7 +54,8 @@ async function loopbackServer(routes = {}) {
     seen.push(url);
     if (url.pathname === '/callback') {
       res.writeHead(200, { 'content-type': 'text/html' });
-      res.end('<!doctype html><title>done</title><p>You can close this window.</p>');
+      // an icon of its own, so that the browser asks this test server for no /favicon.ico
+      res.end('<!doctype html><link rel="icon" href="data:,"><title>done</title><p>You can close this window.</p>');
       const w = waiting;
       waiting = [];
       for (const resolve of w) resolve(url);
@@ -141,7 +142,12 @@ async function signInAndApprove(context, authUrl, callbacks, { shot, check = asy
   const page = await context.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  // errors of the server's own pages (scripts, and resources they or the browser asked of it);
+  // the app's callback page is the app's concern
+  page.on('console', (m) => {
+    if (m.type() === 'error' && (m.location().url || page.url()).startsWith(authUrl.origin))
+      problems.push(`console: ${m.text()} (${m.location().url})`);
+  });
   const arrived = callbacks.nextCallback();
   const res = await page.goto(authUrl.href);
   assert.equal(res.status(), 200);

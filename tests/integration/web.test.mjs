@@ -107,3 +107,13 @@ test('a long agent text is cut for the page on a character boundary, not dropped
   assert.ok(long.startsWith(text.data.text));
   assert.equal(Buffer.byteLength(text.data.text), 4095);
 });
+
+test('the pages\' icon answers at /favicon.ico too, for what a browser asks of its own accord', async () => {
+  for (const p of ['/static/icon.svg', '/favicon.ico']) {
+    const r = await fetch(`${server.url}${p}`);
+    assert.equal(r.status, 200, p);
+    assert.equal(r.headers.get('content-type'), 'image/svg+xml', p);
+    assert.match(await r.text(), /^<svg/, p);
+  }
+  assert.equal((await fetch(`${server.url}/favicon.icon`)).status, 404);
+});
