@@ -481,9 +481,12 @@ static int first_start(struct config *cfg, struct store *st)
     return 0;
 }
 
-static void notify_run_url(void *runs, const char *run_id, char *out, size_t cap)
+static void notify_run_url(void *runs, const char *run_id, bool view_token, char *out, size_t cap)
 {
-    runs_web_url(runs, false, run_id, out, cap);
+    if (view_token)
+        runs_web_url(runs, false, run_id, out, cap);
+    else
+        runs_page_url(runs, false, run_id, out, cap);
 }
 
 static void on_tool_done(const char *tool, const char *outcome, double seconds)
@@ -959,7 +962,8 @@ static int cmd_serve(int argc, char **argv)
     http_server_set_runs(http, runs);
     struct notify_config nc = {.seal_key = credential_key,
                                .allow_loopback_http = cfg.notify_test_loopback,
-                               .retry_base_ms = cfg.notify_retry_base_ms};
+                               .retry_base_ms = cfg.notify_retry_base_ms,
+                               .link_view_token = cfg.notify_view_token};
     struct notifier *notifier = notifier_new(&nc, st);
     if (runs)
         notifier_set_run_url(notifier, notify_run_url, runs);

@@ -28,3 +28,10 @@ struct http_server;
 struct auth;
 struct auth *auth_new(struct http_server *srv, struct err *err);
 void auth_free(struct auth *a);
+
+/* The user a browser's request is signed in as (the session cookie /login sets): true and *user
+ * filled; false without a cookie, or with one unknown, signed out or expired. One store read.
+ * Main loop thread. */
+struct st_h2o_req_t;
+struct store_user;
+bool auth_session_user(struct auth *a, struct st_h2o_req_t *req, struct store_user *user);

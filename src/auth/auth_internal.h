@@ -51,8 +51,6 @@ void auth_set_cookie(struct auth *a, h2o_req_t *req, const char *name, const cha
 const char *auth_csrf_token(struct auth *a, h2o_req_t *req);
 /* Whether the form's csrf field matches the cookie. */
 bool auth_csrf_ok(h2o_req_t *req, const struct form *f);
-/* The signed-in user of the request (its session cookie); false when none. */
-bool auth_session_user(struct auth *a, h2o_req_t *req, struct store_user *user);
 /* Parse a form body (application/x-www-form-urlencoded); answers 400/415 itself on false. */
 bool auth_read_form(h2o_req_t *req, struct form *f, bool json_errors);
 /* The query string's fields; answers 400 itself on false. */

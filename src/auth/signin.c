@@ -1,7 +1,7 @@
 /* Signing in: a password (verified on a worker thread, never on the loop) or a one-time code
  * from `sandbox-mcp user login-link`; guesses are throttled per user and per address. A
  * successful sign-in sets the session cookie and goes back to where it was asked for: an
- * authorization request or the account page, never anywhere else. */
+ * authorization request, the account page, or a run's or session's page, never anywhere else. */
 #include "auth/auth_internal.h"
 
 #include <errno.h>
@@ -18,10 +18,24 @@
 #define SESSION_COOKIE "smcp_session"
 #define PASSWORD_MAX 1024
 
-/* Where a sign-in may go next: an authorization request or the account page. */
+/* "/runs/<id>" or "/sessions/<id>", a page its owner opens signed in (src/http/web.c); ids are
+ * 1 to 63 letters, digits and _. */
+static bool page_path(const char *r)
+{
+    const char *id = strncmp(r, "/runs/", 6) == 0        ? r + 6
+                     : strncmp(r, "/sessions/", 10) == 0 ? r + 10
+                                                         : NULL;
+    if (!id)
+        return false;
+    size_t n = strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+    return n > 0 && n < 64 && id[n] == '\0';
+}
+
+/* Where a sign-in may go next: an authorization request, the account page, or a run's or
+ * session's page. */
 static const char *safe_return(const char *r)
 {
-    if (r && (strncmp(r, "/authorize?", 11) == 0 || strcmp(r, "/account") == 0) &&
+    if (r && (strncmp(r, "/authorize?", 11) == 0 || strcmp(r, "/account") == 0 || page_path(r)) &&
         !strpbrk(r, "\\\r\n") && r[1] != '/')
         return r;
     return "/account";

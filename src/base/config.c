@@ -95,6 +95,7 @@ const char *const config_known_keys[] = {
     "OAUTH_CIMD_ALLOW_LOOPBACK",
     "NOTIFY_RETRY_SECONDS",
     "NOTIFY_TEST_ALLOW_LOOPBACK",
+    "NOTIFY_VIEW_TOKEN",
     NULL,
 };
 
@@ -357,6 +358,9 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "NOTIFY_TEST_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
         return r;
     cfg->notify_test_loopback = u == 1;
+    if ((r = config_get_u64(cfg, "NOTIFY_VIEW_TOKEN", 1, 0, 1, &u, err)) < 0)
+        return r;
+    cfg->notify_view_token = u == 1;
     if (!cfg->public_url && config_get(cfg, "PUBLIC_URL"))
         cfg->public_url_set = true;
     else if (cfg->public_url)

@@ -10,18 +10,24 @@
  *   GET /static/app.js, app.css, icon.svg   the page's script, style and icon (embedded)
  *   GET /favicon.ico                  the icon again, for what a browser asks of its own accord
  *                                     (a page without the head's link, such as a JSON answer)
- * The token is the view capability of that run or session (src/runs/view.c): without it a
- * request is 401, with a wrong one (or an id that does not exist) 403, and neither says more.
+ * The token is the view capability of that run or session (src/runs/view.c): with a wrong one (or
+ * an id that does not exist) a request is 403, and says no more. Without one, the page opens for
+ * its owner signed in in this browser (the session cookie of /login, as the account page), so
+ * that an address without a token (NOTIFY_VIEW_TOKEN=0) is of use to its owner alone: a browser
+ * not signed in is sent to sign in (the data, diff and stream answer 401), and one signed in as
+ * someone else gets 404, as for an id that does not exist.
  * Everything the agent wrote reaches the browser as JSON and is put on the page as text (the
  * script never builds HTML from data), under a Content-Security-Policy that allows no inline
  * script at all. */
 #include "http/http_internal.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/auth.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/embedded.h"
@@ -105,7 +111,28 @@ static const char *view_token(h2o_req_t *req)
     return NULL;
 }
 
-/* 401 without a token, 403 with a wrong one: the same answer whether the id exists or not. */
+/* Whether the browser is signed in as the owner of run (or session) id: 0 when it is; 401 when it
+ * is not signed in; 404 when it is someone else's, or there is no such id (the same answer). */
+static int owner_status(struct http_server *srv, h2o_req_t *req, bool session, const char *id)
+{
+    struct store_user user;
+    if (!auth_session_user(srv->auth, req, &user))
+        return 401;
+    struct err err = {0};
+    int r;
+    if (session) {
+        struct store_session s;
+        r = store_session_get(srv->store, user.id, id, &s, &err);
+    } else {
+        struct store_run run = {0};
+        r = store_run_get(srv->store, user.id, id, &run, &err);
+        store_run_release(&run);
+    }
+    return r == 0 ? 0 : r == -ENOENT ? 404 : 503;
+}
+
+/* With a token: 403 when it is wrong, whether the id exists or not. Without: the owner signed in
+ * (owner_status). */
 static bool allowed(struct http_server *srv, h2o_req_t *req, bool session, const char *id,
                     bool page)
 {
@@ -114,18 +141,32 @@ static bool allowed(struct http_server *srv, h2o_req_t *req, bool session, const
     if (!srv->runs)
         status = 503;
     else if (!token || !*token)
-        status = 401;
+        status = owner_status(srv, req, session, id);
     else if (!runs_view_check(srv->runs, session, id, token))
         status = 403;
     if (!status)
         return true;
-    if (page) {
+    if (page && status == 401) {
+        /* sign in, and come back here (ids are letters, digits and _: nothing to encode) */
+        char to[128];
+        snprintf(to, sizeof(to), "/login?return_to=/%s/%s", session ? "sessions" : "runs", id);
+        http_add_header(req, H2O_TOKEN_LOCATION, to);
+        http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+        security_headers(req);
+        http_respond(req, 303, NULL, NULL, 0);
+    } else if (page) {
         respond_page(req, status, "denied.html");
     } else {
         security_headers(req);
-        http_respond_error(req, status, status == 401 ? "unauthorized" : "forbidden",
-                           status == 401   ? "this address needs its view token (?t=...)"
+        http_respond_error(req, status,
+                           status == 401   ? "unauthorized"
+                           : status == 403 ? "forbidden"
+                           : status == 404 ? "not_found"
+                                           : "unavailable",
+                           status == 401   ? "sign in as the run's owner, or use the address with "
+                                             "its view token (?t=...)"
                            : status == 403 ? "this view token does not open this page"
+                           : status == 404 ? "no such page"
                                            : "runs are unavailable on this server");
     }
     return false;

@@ -112,13 +112,17 @@ int notify_ntfy_message(const char *payload, struct notify_ntfy *out);
 struct store;
 struct notifier;
 
-/* The run's page for a notification about it (out "" when there is none). */
-typedef void (*notify_run_url_fn)(void *ctx, const char *run_id, char *out, size_t cap);
+/* The run's page for a notification about it (out "" when there is none): with its view token
+ * (anyone holding the address may read the page), or without (view_token false: the page's
+ * address alone, which opens for the run's owner once signed in). */
+typedef void (*notify_run_url_fn)(void *ctx, const char *run_id, bool view_token, char *out,
+                                  size_t cap);
 
 struct notify_config {
     const unsigned char *seal_key; /* the credentials key (copied) */
     bool allow_loopback_http;      /* tests: http://127.0.0.1 and http://[::1] targets */
     int64_t retry_base_ms;         /* the first wait (NOTIFY_RETRY_BASE_MS) */
+    bool link_view_token;          /* a run's page is linked with its view token (the default) */
 };
 
 /* A sender of st's outbox, started at once: rows due (those left by an earlier process too)

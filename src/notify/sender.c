@@ -58,6 +58,7 @@ struct notifier {
     unsigned char key[SEAL_KEY_BYTES];
     bool allow_loopback_http;
     int64_t retry_base_ms;
+    bool link_view_token;
     notify_run_url_fn run_url;
     void *run_url_ctx;
     struct curl_loop *cl;
@@ -353,7 +354,7 @@ static char *make_payload(struct notifier *nt, const struct store_notify_row *ro
                      : run.error && *run.error   ? run.error
                                                  : run.status_reason;
         if (nt->run_url)
-            nt->run_url(nt->run_url_ctx, run.id, url, sizeof(url));
+            nt->run_url(nt->run_url_ctx, run.id, nt->link_view_token, url, sizeof(url));
         ev.url = url;
     } else if (strcmp(row->type, "test") == 0) {
         ev.title = "Test notification";
@@ -509,6 +510,7 @@ struct notifier *notifier_new(const struct notify_config *cfg, struct store *st)
     memcpy(nt->key, cfg->seal_key, SEAL_KEY_BYTES);
     nt->allow_loopback_http = cfg->allow_loopback_http;
     nt->retry_base_ms = cfg->retry_base_ms > 0 ? cfg->retry_base_ms : NOTIFY_RETRY_BASE_MS;
+    nt->link_view_token = cfg->link_view_token;
     nt->cl = curl_loop_new(on_done);
     store_set_notify_hook(st, on_queued, nt);
     notifier_kick(nt);

@@ -129,6 +129,10 @@ void runs_web_url(const struct runs *e, bool session, const char *id, char *out,
 /* The same for a run whose view generation is known (no store lookup). */
 void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, char *out, size_t cap);
 
+/* The address of a run's page (session false) or a session's without a view token: it opens for
+ * the owner signed in at /login (src/http/web.c), for no one else. No store lookup. */
+void runs_page_url(const struct runs *e, bool session, const char *id, char *out, size_t cap);
+
 /* --- view tokens (the capability in a web address; read-only, revocable) --- */
 
 #define RUNS_VIEW_TOKEN_MAX 32

@@ -37,6 +37,12 @@ void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, cha
     snprintf(out, cap, "%s/runs/%s?t=%s", runs_config_of(e)->public_url, run_id, token);
 }
 
+void runs_page_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s/%s", runs_config_of(e)->public_url, session ? "sessions" : "runs",
+             id);
+}
+
 int runs_view_token(const struct runs *e, bool session, const char *id,
                     char out[RUNS_VIEW_TOKEN_MAX], struct err *err)
 {

@@ -35,13 +35,17 @@
 #include "base/util.h"
 
 /* Allowed with any arguments, for the 64-bit ABIs (x86_64, aarch64): Docker's default list
- * without the calls it grants only with a capability, and without adjtimex, clock_adjtime,
- * name_to_handle_at and process_vm_writev, which Docker allows and we do not. Names an
- * architecture (or the installed libseccomp) does not know are skipped. Not on the list, so
+ * (moby/profiles seccomp/default.json) without the calls it grants only with a capability, and
+ * without adjtimex, clock_adjtime, name_to_handle_at and process_vm_writev, which Docker allows
+ * and we do not; every difference, with its reason, is in docs/SANDBOX.md ("Compared with
+ * Docker's default profile"), and tests/unit/test_policy.c holds the filter to that table. Names
+ * an architecture (or the installed libseccomp) does not know are skipped. Not on the list, so
  * refused with EPERM: mount and the new mount API, pivot_root, chroot, unshare, setns, bpf,
  * io_uring, kexec, module loading, keyctl and the key calls, userfaultfd, perf_event_open,
- * open_by_handle_at, kcmp, pidfd_getfd, process_madvise, NUMA memory policy, quotas, swap,
- * reboot, syslog, acct, clock and host administration, iopl and ioperm, fanotify_init, vhangup. */
+ * open_by_handle_at, kcmp, pidfd_getfd, process_madvise, NUMA memory policy (get_mempolicy,
+ * set_mempolicy, mbind, move_pages, migrate_pages: Docker's only with CAP_SYS_NICE, or not at
+ * all), sysfs and ustat (not on Docker's list), quotas, swap, reboot, syslog, acct, clock and
+ * host administration, iopl and ioperm, fanotify_init, vhangup. */
 /* clang-format off */
 static const char *const allowed[] = {
     /* files and directories */
@@ -77,9 +81,9 @@ static const char *const allowed[] = {
     "get_thread_area", "getcpu", "getpgid", "getpgrp", "getpid", "getppid", "getsid", "gettid",
     "kill", "modify_ldt", "pidfd_open", "pidfd_send_signal", "prctl", "process_mrelease",
     "process_vm_readv", "ptrace", "rseq", "seccomp", "set_robust_list", "set_thread_area",
-    "set_tid_address", "setpgid", "setsid", "tgkill", "tkill", "vfork", "wait4", "waitid", "futex",
-    "futex_requeue", "futex_wait", "futex_waitv", "futex_wake", "landlock_add_rule",
-    "landlock_create_ruleset", "landlock_restrict_self",
+    "set_tid_address", "setpgid", "setsid", "tgkill", "tkill", "uretprobe", "vfork", "wait4",
+    "waitid", "futex", "futex_requeue", "futex_wait", "futex_waitv", "futex_wake",
+    "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self",
     /* signals */
     "pause", "restart_syscall", "rt_sigaction", "rt_sigpending", "rt_sigprocmask",
     "rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait", "rt_tgsigqueueinfo",

@@ -1,6 +1,7 @@
 // The seccomp allow list and the /proc masks, from inside a sandbox: each test tries one way
 // around the filter (io_uring, socket families, numbers newer than the list, foreign ABIs, clone
-// and unshare, personality) or one masked /proc path, and the real work a sandbox is for (node,
+// and unshare, personality, the calls docs/SANDBOX.md compares with Docker's default profile) or
+// one masked /proc path, and the real work a sandbox is for (node,
 // python, git, gcc and make, threads, ip) must still run. npm and pip installs need a network,
 // which sandboxes do not have yet; they are not tried here.
 import { test, describe, before, after } from 'node:test';
@@ -279,6 +280,65 @@ for name, value in (('addr_no_randomize', 0x0040000), ('read_implies_exec', 0x04
     const s = await exec('setarch "$(uname -m)" -R cat /proc/self/personality; echo "rc=$?"');
     assert.match(s.stdout, /rc=1\n$/, both(s));
     assert.match(s.stderr, /Operation not permitted/, both(s));
+  });
+
+  test('personality takes Docker\'s values (PER_LINUX32, UNAME26, both) and refuses them with any other flag', async () => {
+    const r = await py(`
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.personality.argtypes = [ctypes.c_ulong]
+def put(v):
+    ctypes.set_errno(0)
+    r = libc.personality(v)
+    return errno.errorcode.get(ctypes.get_errno()) if r == -1 else 'OK'
+print('uname26', put(0x0020000), os.uname().release.startswith('2.6.'), put(0))
+print('linux32', put(0x0000008), os.uname().machine, put(0))
+print('both', put(0x0020008), os.uname().release.startswith('2.6.'), os.uname().machine, put(0))
+for name, v in (('linux32_no_randomize', 0x0040008), ('uname26_read_implies_exec', 0x0420000),
+                ('mmap_page_zero', 0x0100000), ('addr_limit_32bit', 0x0800000), ('bsd', 0x6)):
+    print(name, put(v))
+print('now', libc.personality(0xffffffff), os.uname().machine)
+`);
+    assert.equal(r.stdout, 'uname26 OK True OK\nlinux32 OK i686 OK\nboth OK True i686 OK\n'
+      + 'linux32_no_randomize EPERM\nuname26_read_implies_exec EPERM\nmmap_page_zero EPERM\n'
+      + 'addr_limit_32bit EPERM\nbsd EPERM\nnow 0 x86_64\nrc=0\n', both(r));
+  });
+
+  // docs/SANDBOX.md, "Compared with Docker's default profile": the calls Docker grants only with a
+  // capability it does not give by default (CAP_SYS_NICE, CAP_SYS_PTRACE), those not on its list,
+  // and those it allows that the sandbox refuses deliberately. Numbers of x86_64.
+  test('NUMA memory policy, move_pages, sysfs, ustat, kcmp and the other calls the table lists as refused are refused', async () => {
+    const calls = [['get_mempolicy', 239], ['set_mempolicy', 238], ['mbind', 237], ['move_pages', 279],
+      ['migrate_pages', 256], ['sysfs', 139, [2, 0, 0]], ['ustat', 136], ['kcmp', 312], ['pidfd_getfd', 438],
+      ['process_madvise', 440], ['adjtimex', 159], ['clock_adjtime', 305], ['name_to_handle_at', 303],
+      ['process_vm_writev', 311], ['chroot', 161], ['set_mempolicy_home_node', 450]];
+    const s = await syscalls(calls.map(([n, nr, args]) => [n, nr, args ?? [0, 0, 0, 0, 0, 0]]));
+    for (const [n] of calls) {
+      // set_mempolicy_home_node lies above the highest number an older libseccomp knows: ENOSYS
+      const want = n === 'set_mempolicy_home_node' ? /^(EPERM|ENOSYS)$/ : /^EPERM$/;
+      assert.equal(s[n]?.res, -1, `${n}: ${JSON.stringify(s[n])}`);
+      assert.match(s[n].err, want, n);
+    }
+    // process_vm_readv is allowed, as by Docker (it reads what ptrace could); its writing twin is not
+    const r = await cprog(`
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+int main(void)
+{
+    char src[8] = "sandbox", dst[8] = "", w[8] = "written";
+    struct iovec l = {dst, sizeof(dst)}, r = {src, sizeof(src)}, wl = {w, sizeof(w)};
+    ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+    printf("readv %zd %s\\n", n, n < 0 ? strerrorname_np(errno) : dst);
+    n = process_vm_writev(getpid(), &wl, 1, &r, 1, 0);
+    printf("writev %zd %s %s\\n", n, n < 0 ? strerrorname_np(errno) : "OK", src);
+    return 0;
+}
+`);
+    assert.equal(r.stdout, 'readv 8 sandbox\nwritev -1 EPERM sandbox\nrc=0\n', both(r));
   });
 
   // ---------- real work ----------

@@ -10,7 +10,7 @@ import path from 'node:path';
 
 import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, addUser, dbDump } from '../lib/server.mjs';
 import { assertNoSanitizerReport, parseMetrics } from '../lib/http.mjs';
-import { CookieJar, request, forms, signIn, setPassword } from '../lib/oauth.mjs';
+import { CookieJar, request, forms, signIn, setPassword, isSignInPage } from '../lib/oauth.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { startReceiver, signatureValid } from '../lib/notify-receiver.mjs';
 
@@ -67,8 +67,8 @@ function testEvent(dataDir, user, id) {
   return r.stdout.match(/evt_[0-9a-f]{32}/)[0];
 }
 
-async function ok(token, name, args) {
-  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } }, { token });
+async function ok(token, name, args, srv = server) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } }, { token });
   assert.equal(r.status, 200, r.text);
   assert.equal(r.body.result.isError, undefined, r.text);
   return r.body.result.structuredContent;
@@ -251,6 +251,88 @@ test('the end of a run is told to every target: the webhook gets the event, ntfy
   // one event each, once
   assert.equal(hook.of(p.id).length, 1);
   assert.equal(ntfy.of(failed.json.id).length, 1);
+});
+
+test('with NOTIFY_VIEW_TOKEN=0 a notification links the run page without its view token, which opens for its owner signed in and no one else', async () => {
+  const srv = await startServer({ env: { ...ENV, NOTIFY_VIEW_TOKEN: '0', ANTHROPIC_API_KEY: 'sk-ant-test-key',
+    ANTHROPIC_BASE_URL: fake.url } });
+  try {
+    const token = addUser(srv, 'owner');
+    addTarget(srv.dataDir, 'owner', 'webhook', hook.url('/bare'));
+    addTarget(srv.dataDir, 'owner', 'ntfy', ntfy.url('/bare-topic'));
+    router.add('notify-bare', [{ hold: true, text: 'Never sent.' }]);
+    const started = await ok(token, 'run_task', { task: 'notify-bare: wait for a slow model', title: 'Bare link' }, srv);
+    await ok(token, 'cancel_run', { run_id: started.run_id }, srv);
+    const [event] = await hook.waitFor((q) => q.json?.run_id === started.run_id, 'the webhook event');
+    const page = `${srv.url}/runs/${started.run_id}`;
+    const viewToken = new URL(started.web_url).searchParams.get('t');
+    assert.ok(viewToken, 'run_task still gives out the address with its token');
+    assert.equal(event.json.url, page, 'the event links the page without its token');
+    assert.ok(!event.raw.toString().includes(viewToken), 'the view token is in the event');
+    const [push] = await ntfy.waitFor((q) => q.headers['idempotency-key'] === event.json.id, 'the ntfy push');
+    assert.equal(push.headers.click, page);
+    assert.ok(!JSON.stringify(push.headers).includes(viewToken) && !push.body.includes(viewToken));
+
+    // a browser not signed in is sent to sign in, and back to the page after; the data, diff
+    // and stream answer 401
+    const path = new URL(page).pathname;
+    let r = await request(srv, path);
+    assert.equal(r.status, 303, r.text);
+    assert.equal(r.headers.get('location'), `/login?return_to=${path}`);
+    const anon = new CookieJar();
+    r = await request(srv, r.headers.get('location'), { jar: anon });
+    assert.equal(r.status, 200);
+    assert.ok(isSignInPage(r.text), r.text.slice(0, 300));
+    const signin = forms(r.text).find((f) => f.inputs.includes('password'));
+    assert.equal(signin.fields.return_to, path);
+    for (const rest of ['/data', '/diff', '/events']) {
+      r = await request(srv, `${path}${rest}`);
+      assert.equal(r.status, 401, `${rest}: ${r.text}`);
+      assert.equal(r.body.code, 'unauthorized');
+    }
+
+    // the owner signs in on that form and is back on the page, which reads the run by the cookie
+    setPassword(srv, 'owner', PASSWORD);
+    r = await signIn(srv, anon, { name: 'owner', password: PASSWORD, page: (await request(srv, `/login?return_to=${path}`, { jar: anon })).text });
+    assert.equal(r.status, 303, r.text);
+    assert.equal(r.headers.get('location'), path);
+    const jar = anon;
+    r = await request(srv, path, { jar });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /data-page="run"/);
+    r = await request(srv, `${path}/data`, { jar });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.run_id, started.run_id);
+    assert.equal(r.body.status, 'cancelled');
+    r = await request(srv, `${path}/events`, { jar });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /event: end\ndata: \{"status":"cancelled"\}/);
+    assert.equal((await request(srv, `/sessions/${started.session_id}/data`, { jar })).status, 200);
+    // a run that is not there: the same 404 as another user's
+    assert.equal((await request(srv, '/runs/run_doesnotexist', { jar })).status, 404);
+
+    // someone else signed in: 404 for all of it, never the run
+    addUser(srv, 'stranger');
+    setPassword(srv, 'stranger', `${PASSWORD}-2`);
+    const other = new CookieJar();
+    assert.equal((await signIn(srv, other, { name: 'stranger', password: `${PASSWORD}-2`, returnTo: path })).status, 303);
+    for (const p of [path, `${path}/data`, `${path}/diff`, `${path}/events`, `/sessions/${started.session_id}`,
+      `/sessions/${started.session_id}/data`]) {
+      r = await request(srv, p, { jar: other });
+      assert.equal(r.status, 404, `${p}: ${r.text.slice(0, 200)}`);
+      assert.ok(!r.text.includes('Bare link') && !r.text.includes(started.session_id), r.text);
+    }
+    // a sign-in goes back to a run's page only by its shape: anything else goes to the account
+    r = await signIn(srv, other, { name: 'stranger', password: `${PASSWORD}-2`, returnTo: `${path}/../../account?x` });
+    assert.equal(r.headers.get('location'), '/account');
+
+    // the address with the token still opens without signing in, and a wrong token is 403
+    assert.equal((await request(srv, `${path}/data?t=${viewToken}`)).status, 200);
+    assert.equal((await request(srv, `${path}/data?t=${viewToken}x`, { jar })).status, 403);
+  } finally {
+    await srv.stop();
+    assertNoSanitizerReport(srv.stderr(), 'server');
+  }
 });
 
 test('a target whose name resolves to a private address is refused when sent to, never connected to', async () => {

@@ -6,7 +6,10 @@ const params = new URLSearchParams(location.search);
 const token = params.get('t') || '';
 const parts = location.pathname.split('/').filter(Boolean); // ["runs", id] or ["sessions", id]
 const id = parts[1] || '';
-const q = `?t=${encodeURIComponent(token)}`;
+// With a view token the page needs nothing else; without one it opens for its owner signed in,
+// by the session cookie, which only then goes with the requests.
+const q = token ? `?t=${encodeURIComponent(token)}` : '';
+const credentials = token ? 'omit' : 'same-origin';
 
 const $ = (sel) => document.getElementById(sel);
 
@@ -36,7 +39,7 @@ function setStatus(status, reason) {
 }
 
 async function getJson(path) {
-  const r = await fetch(path + q, { cache: 'no-store', credentials: 'omit' });
+  const r = await fetch(path + q, { cache: 'no-store', credentials });
   if (!r.ok) throw new Error(`${r.status}`);
   return r.json();
 }
