@@ -178,6 +178,8 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
     if (!c) {
         if (cerr->code == -ENOENT)
             auth_error_page(req, 401, "invalid_client", cerr->msg);
+        else if (cerr->code == -EAGAIN)
+            auth_error_page(req, 429, "temporarily_unavailable", cerr->msg);
         else
             auth_error_page(req, 503, "temporarily_unavailable",
                             "The server could not look up this app just now; try again.");
@@ -277,11 +279,14 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
     char all[128], host[256];
     auth_scopes_format(granted | scopes, all, sizeof(all));
     auth_uri_host(ru, host, sizeof(host));
-    if (store_oauth_grant_approve(a->store, user.id, c->id, c->name, host, all, &g, &err) < 0) {
+    r = store_oauth_grant_approve(a->store, user.id, c->id, c->name, host, all, &g, &err);
+    if (r < 0) {
         log_error("oauth store-failure reason=\"%s\"", err.msg);
         fail(z, "server_error", "the server could not record your approval");
         return;
     }
+    if (r == 1)
+        auth_admit_approved(a);
     log_info("oauth consent-approved user=%s client=\"%.200s\" scope=\"%s\"", user.name, c->id,
              all);
     issue_code(z, &g, scope_str, own);
