@@ -20,6 +20,7 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
     a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
     a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
     a->cimd = cimd_new(a->cimd_loopback);
+    auth_admit_init(a);
     const char *path = strchr(strstr(cfg->public_url, "://") + 3, '/');
     if (path)
         log_warn("auth public-url-path path=\"%s\": OAuth clients look for the metadata at the "
@@ -47,6 +48,7 @@ void auth_free(struct auth *a)
 {
     if (!a)
         return;
+    auth_admit_release(a);
     cimd_free(a->cimd);
     free(a);
 }

@@ -16,17 +16,20 @@
 #define AUTH_SESSION_TTL_S (30 * 86400)
 #define AUTH_FORM_MAX (64 * 1024)
 #define AUTH_STATE_MAX 2048
-#define AUTH_CLIENTS_MAX 10000                     /* registered and cached, not yet approved */
 #define AUTH_UNUSED_CLIENT_MS (24LL * 3600 * 1000) /* an unapproved registration is kept */
+#define AUTH_REGISTER_WINDOW_MS (3600LL * 1000)    /* OAUTH_REGISTER_PER_ADDRESS counts an hour */
+#define AUTH_PRUNE_EVERY_MS (10 * 60 * 1000)       /* stale clients are forgotten this often */
 
 struct cimd;
+struct auth_admit;
 
 struct auth {
     struct http_server *srv;
     const struct config *cfg;
     struct store *store;
     struct cimd *cimd;
-    bool cimd_loopback; /* test only: http://127.0.0.1 documents */
+    struct auth_admit *admit; /* admit.c */
+    bool cimd_loopback;       /* test only: http://127.0.0.1 documents */
     int64_t access_ttl_ms, refresh_ttl_ms;
 };
 
@@ -82,13 +85,29 @@ void auth_uri_host(const char *uri, char *out, size_t cap);
 struct auth_client_lookup;
 typedef void (*auth_client_fn)(void *ctx, struct store_oauth_client *client, const struct err *err);
 /* cb runs exactly once, maybe before this returns; client is NULL on failure (err->code
- * -ENOENT for an unknown client). The lookup is tied to req: it is cancelled if req goes. */
+ * -ENOENT for an unknown client, -EAGAIN when a document would be a new client from an address
+ * over its OAUTH_REGISTER_PER_ADDRESS). The lookup is tied to req: it is cancelled if req goes. */
 void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, bool may_fetch,
                       auth_client_fn cb, void *ctx);
 /* Authenticate the client of a token or revocation request (Basic or form credentials, or a
  * public client's client_id): true with *out filled; otherwise answered 401 invalid_client. */
 bool auth_client_authenticate(struct auth *a, h2o_req_t *req, const struct form *f,
                               struct store_oauth_client *out);
+
+/* admit.c: room for new clients (registrations, and metadata documents cached the first time);
+ * loop thread only */
+/* Read the count of unapproved clients (pruning the stale ones; a store failure is logged and
+ * the count starts at 0 until the next prune) and start the prune timer. */
+void auth_admit_init(struct auth *a);
+void auth_admit_release(struct auth *a);
+/* Seconds until addr (auth_peer's form) may add another client: 0 when it may now. */
+int64_t auth_admit_wait_s(struct auth *a, const char *addr);
+/* Count a new client against addr and make room for it in the store: when OAUTH_CLIENTS_MAX
+ * unapproved clients are kept, the oldest is evicted. Call right before inserting the client.
+ * 0, or < 0 when the store fails (err). */
+int auth_admit(struct auth *a, const char *addr, struct err *err);
+/* A client was approved for the first time: it no longer counts against OAUTH_CLIENTS_MAX. */
+void auth_admit_approved(struct auth *a);
 
 /* Handlers */
 int auth_on_metadata(h2o_handler_t *self, h2o_req_t *req);

@@ -1,7 +1,10 @@
 /* GET /authorize: an authorization request (OAuth 2.1 4.1.1, PKCE S256 only, resource
  * indicators). POST /authorize: the user's decision on the consent page. Errors about the
- * client or its redirect URI are shown here, never sent to an unchecked redirect; the others go
- * back to the client with state and iss (RFC 9207). */
+ * client or its redirect URI are shown here, never sent to an unchecked redirect. The others go
+ * back to the client with state and iss (RFC 9207) only once the signed-in user has approved
+ * the client (a grant of theirs, or the decision on its consent page); before that they are
+ * shown here too, since anyone may register a client with a redirect URI of their own and use
+ * its errors as an open redirector (RFC 9700 4.11.2). */
 #include "auth/auth_internal.h"
 
 #include <errno.h>
@@ -19,6 +22,7 @@ struct authz {
     bool post;
     const char *redirect_uri; /* checked; in the pool */
     const char *state;
+    bool trusted; /* the signed-in user approved the client: errors may go to redirect_uri */
 };
 
 static void authz_dispose(void *p)
@@ -45,10 +49,15 @@ static void send_back(struct authz *z, const char *k1, const char *v1, const cha
     buf_release(&b);
 }
 
+/* An error about the request: back to the client once the user approved it, else a page. */
 static void fail(struct authz *z, const char *error, const char *description)
 {
-    log_info("oauth authorize-refused error=%s reason=\"%s\"", error, description);
-    send_back(z, "error", error, "error_description", description);
+    log_info("oauth authorize-refused error=%s reason=\"%s\" to=%s", error, description,
+             z->trusted ? "client" : "page");
+    if (z->trusted)
+        send_back(z, "error", error, "error_description", description);
+    else
+        auth_error_page(z->req, strcmp(error, "server_error") == 0 ? 500 : 400, error, description);
 }
 
 static bool challenge_ok(const char *c)
@@ -169,6 +178,8 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
     if (!c) {
         if (cerr->code == -ENOENT)
             auth_error_page(req, 401, "invalid_client", cerr->msg);
+        else if (cerr->code == -EAGAIN)
+            auth_error_page(req, 429, "temporarily_unavailable", cerr->msg);
         else
             auth_error_page(req, 503, "temporarily_unavailable",
                             "The server could not look up this app just now; try again.");
@@ -189,6 +200,17 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         return;
     }
     z->redirect_uri = ru;
+    struct store_user user;
+    bool signed_in = auth_session_user(a, req, &user);
+    struct store_oauth_grant g;
+    struct err err = {0};
+    int r = signed_in ? store_oauth_grant_find(a->store, user.id, c->id, &g, &err) : -ENOENT;
+    if (r < 0 && r != -ENOENT) {
+        log_error("oauth store-failure reason=\"%s\"", err.msg);
+        auth_error_page(req, 500, "server_error", "The server could not look up your approvals.");
+        return;
+    }
+    z->trusted = r == 0;
     z->state = form_get(&z->f, "state");
     if (z->state && strlen(z->state) > AUTH_STATE_MAX) {
         z->state = NULL;
@@ -213,7 +235,6 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
     }
     unsigned scopes = AUTH_SCOPES_TOOLS;
     const char *scope = form_get(&z->f, "scope");
-    struct err err = {0};
     if (scope && strspn(scope, " ") != strlen(scope) &&
         auth_scopes_parse(scope, &scopes, &err) < 0) {
         fail(z, "invalid_scope", err.msg);
@@ -226,20 +247,12 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         fail(z, "invalid_target", "this server issues tokens only for its own /mcp resource");
         return;
     }
-    struct store_user user;
-    if (!auth_session_user(a, req, &user)) {
+    if (!signed_in) {
         auth_signin_page(a, req, 200, return_to(z), NULL);
         return;
     }
     char scope_str[128];
     auth_scopes_format(scopes, scope_str, sizeof(scope_str));
-    struct store_oauth_grant g;
-    int r = store_oauth_grant_find(a->store, user.id, c->id, &g, &err);
-    if (r < 0 && r != -ENOENT) {
-        log_error("oauth store-failure reason=\"%s\"", err.msg);
-        fail(z, "server_error", "the server could not look up your approvals");
-        return;
-    }
     unsigned granted = 0;
     if (r == 0)
         auth_scopes_parse(g.scope, &granted, NULL);
@@ -255,6 +268,8 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
                         "The form's security token is missing or stale; reload and try again.");
         return;
     }
+    /* the user answered the consent page, which named the host they go back to */
+    z->trusted = true;
     const char *decision = form_get(&z->f, "decision");
     if (!decision || strcmp(decision, "approve") != 0) {
         log_info("oauth consent-denied user=%s client=\"%.200s\"", user.name, c->id);
@@ -264,11 +279,14 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
     char all[128], host[256];
     auth_scopes_format(granted | scopes, all, sizeof(all));
     auth_uri_host(ru, host, sizeof(host));
-    if (store_oauth_grant_approve(a->store, user.id, c->id, c->name, host, all, &g, &err) < 0) {
+    r = store_oauth_grant_approve(a->store, user.id, c->id, c->name, host, all, &g, &err);
+    if (r < 0) {
         log_error("oauth store-failure reason=\"%s\"", err.msg);
         fail(z, "server_error", "the server could not record your approval");
         return;
     }
+    if (r == 1)
+        auth_admit_approved(a);
     log_info("oauth consent-approved user=%s client=\"%.200s\" scope=\"%s\"", user.name, c->id,
              all);
     issue_code(z, &g, scope_str, own);

@@ -3,6 +3,7 @@
  * allows; any other client_id was issued by /register. */
 #include "auth/auth_internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@ struct auth_client_lookup {
     struct cimd_fetch *fetch;
     auth_client_fn cb;
     void *ctx;
+    bool cached; /* an expired copy is in the store: fetching again adds no client */
+    char peer[INET6_ADDRSTRLEN];
     char id[STORE_OAUTH_CLIENT_ID_MAX + 1];
 };
 
@@ -63,14 +66,10 @@ static void fetched(void *ctx, const struct cimd_client *doc, int64_t max_age_s,
     c.redirect_uris = json_dumps(uris, JSON_COMPACT);
     json_decref(uris);
     c.expires_at = time_now_ms() + max_age_s * 1000;
-    /* The document is good for this request even when it is not kept: the store holds at most
-     * AUTH_CLIENTS_MAX clients no user approved, documents included. */
-    int left = store_oauth_clients_prune(l->a->store, AUTH_UNUSED_CLIENT_MS, &err);
-    if (left >= 0 && left < AUTH_CLIENTS_MAX)
-        left = store_oauth_client_put(l->a->store, &c, &err);
-    else if (left >= 0)
-        err_set(&err, -ENOSPC, "too many clients are kept");
-    if (left < 0 || err.code)
+    /* The document is good for this request even when it is not kept. A document cached for
+     * the first time is a new client, as a registration is (admit.c). */
+    if ((!l->cached && auth_admit(l->a, l->peer, &err) < 0) ||
+        store_oauth_client_put(l->a->store, &c, &err) < 0)
         log_warn("oauth client-cache-skipped reason=\"%s\"", err.msg);
     l->cb(l->ctx, &c, NULL);
     store_oauth_client_clear(&c);
@@ -103,11 +102,25 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
         cb(ctx, NULL, &err);
         return;
     }
+    char peer[INET6_ADDRSTRLEN];
+    auth_peer(req, peer, sizeof(peer));
+    int64_t wait_s = r == -ENOENT ? auth_admit_wait_s(a, peer) : 0;
+    if (wait_s > 0) {
+        log_warn("oauth client-documents-refused addr=%s per_hour=%d retry_after=%lld", peer,
+                 a->cfg->oauth_register_per_address, (long long)wait_s);
+        err_set(&err, -EAGAIN,
+                "this address brought %d new apps in the last hour; try again in %lld s",
+                a->cfg->oauth_register_per_address, (long long)wait_s);
+        cb(ctx, NULL, &err);
+        return;
+    }
     struct auth_client_lookup *l = h2o_mem_alloc_shared(&req->pool, sizeof(*l), lookup_dispose);
     memset(l, 0, sizeof(*l));
     l->a = a;
     l->cb = cb;
     l->ctx = ctx;
+    l->cached = r == 0;
+    snprintf(l->peer, sizeof(l->peer), "%s", peer);
     snprintf(l->id, sizeof(l->id), "%s", client_id);
     l->fetch = cimd_fetch(a->cimd, client_id, fetched, l, &err);
     if (!l->fetch) {

@@ -1,8 +1,11 @@
 /* POST /register: Dynamic Client Registration (RFC 7591). Anyone may register; what they get is
- * a client_id that still needs a user's approval. Registrations no user approves are forgotten
- * after a day, and at most AUTH_CLIENTS_MAX unapproved clients are kept at once. */
+ * a client_id that still needs a user's approval. Each address may register
+ * OAUTH_REGISTER_PER_ADDRESS clients an hour (429 beyond); registrations no user approves are
+ * forgotten after a day, and when OAUTH_CLIENTS_MAX of them are kept the oldest makes room for
+ * the next (admit.c). */
 #include "auth/auth_internal.h"
 
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,21 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
     http_request_track(route, req);
     if (!auth_post_only(req, "/register"))
         return 0;
+    char peer[INET6_ADDRSTRLEN];
+    auth_peer(req, peer, sizeof(peer));
+    int64_t wait_s = auth_admit_wait_s(a, peer);
+    if (wait_s > 0) {
+        log_warn("oauth registrations-refused addr=%s per_hour=%d retry_after=%lld", peer,
+                 a->cfg->oauth_register_per_address, (long long)wait_s);
+        char retry[24], why[160];
+        snprintf(retry, sizeof(retry), "%lld", (long long)wait_s);
+        snprintf(why, sizeof(why),
+                 "this address registered %d clients in the last hour; try again in %lld s",
+                 a->cfg->oauth_register_per_address, (long long)wait_s);
+        http_add_header(req, H2O_TOKEN_RETRY_AFTER, retry);
+        auth_json_error(req, 429, "temporarily_unavailable", why);
+        return 0;
+    }
     const char *ct = http_header(req, H2O_TOKEN_CONTENT_TYPE);
     if (!ct || strncasecmp(ct, "application/json", 16) != 0) {
         reg_error(req, "invalid_client_metadata", "the body must be application/json");
@@ -108,16 +126,10 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     const char *name = json_string_value(json_object_get(m, "client_name"));
-    int left = store_oauth_clients_prune(a->store, AUTH_UNUSED_CLIENT_MS, &err);
-    if (left < 0 || left >= AUTH_CLIENTS_MAX) {
+    if (auth_admit(a, peer, &err) < 0) {
         json_decref(m);
-        if (left < 0)
-            log_error("oauth store-failure reason=\"%s\"", err.msg);
-        else
-            log_warn("oauth registrations-full clients=%d", left);
-        http_add_header(req, H2O_TOKEN_RETRY_AFTER, "3600");
-        auth_json_error(req, 503, "temporarily_unavailable",
-                        "too many clients are registered; try again later");
+        log_error("oauth store-failure reason=\"%s\"", err.msg);
+        auth_json_error(req, 500, "server_error", "the registration could not be saved");
         return 0;
     }
     struct store_oauth_client c = {.created_at = time_now_ms()};

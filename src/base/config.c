@@ -93,6 +93,8 @@ const char *const config_known_keys[] = {
     "OAUTH_ACCESS_TTL",
     "OAUTH_REFRESH_TTL",
     "OAUTH_CIMD_ALLOW_LOOPBACK",
+    "OAUTH_REGISTER_PER_ADDRESS",
+    "OAUTH_CLIENTS_MAX",
     "NOTIFY_RETRY_SECONDS",
     "NOTIFY_TEST_ALLOW_LOOPBACK",
     "NOTIFY_VIEW_TOKEN",
@@ -352,6 +354,12 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "OAUTH_CIMD_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
         return r;
     cfg->oauth_cimd_loopback = u == 1;
+    if ((r = config_get_u64(cfg, "OAUTH_REGISTER_PER_ADDRESS", 20, 1, 1000000, &u, err)) < 0)
+        return r;
+    cfg->oauth_register_per_address = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CLIENTS_MAX", 10000, 1, 10000000, &u, err)) < 0)
+        return r;
+    cfg->oauth_clients_max = (int)u;
     if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
         return r;
     cfg->notify_retry_base_ms = (int64_t)u * 1000;

@@ -45,9 +45,11 @@ struct config {
     char *tls_cert;
     char *tls_key;
     int shutdown_grace_ms;
-    int64_t oauth_access_ttl_s;  /* OAuth access tokens live this long */
-    int64_t oauth_refresh_ttl_s; /* refresh tokens, unless used (and so rotated) before */
-    bool oauth_cimd_loopback;    /* tests only: client metadata documents on http://127.0.0.1 */
+    int64_t oauth_access_ttl_s;     /* OAuth access tokens live this long */
+    int64_t oauth_refresh_ttl_s;    /* refresh tokens, unless used (and so rotated) before */
+    bool oauth_cimd_loopback;       /* tests only: client metadata documents on http://127.0.0.1 */
+    int oauth_register_per_address; /* new clients an address (IPv4, IPv6 /64) adds an hour */
+    int oauth_clients_max;          /* clients no user approved kept; the oldest make room */
 
     int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
     bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */

@@ -105,12 +105,35 @@ int store_oauth_clients_prune(struct store *st, int64_t max_age_ms, struct err *
     if (rc != DB_DONE)
         return store_fail(st, rc, "prune clients", err);
     _cleanup_stmt_ struct db_stmt *c = NULL;
-    r = store_prepare(st, "SELECT count(*) FROM oauth_clients", &c, err);
+    r = store_prepare(st, "SELECT count(*) FROM oauth_clients WHERE approved_at = 0", &c, err);
     if (r < 0)
         return r;
     if (db_step(c) != DB_ROW)
         return store_fail(st, DB_ERROR, "count clients", err);
     return db_col_int(c, 0);
+}
+
+int store_oauth_client_evict(struct store *st, char evicted[STORE_OAUTH_CLIENT_ID_MAX + 1],
+                             struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "DELETE FROM oauth_clients WHERE id = (SELECT c.id FROM oauth_clients c "
+                          "WHERE c.approved_at = 0 AND NOT EXISTS (SELECT 1 FROM oauth_grants g "
+                          "WHERE g.client_id = c.id) ORDER BY c.approved_at, c.created_at "
+                          "LIMIT 1) RETURNING id",
+                          &s, err);
+    if (r < 0)
+        return r;
+    evicted[0] = '\0';
+    int rc = db_step(s);
+    if (rc == DB_ROW) {
+        store_copy_text(evicted, STORE_OAUTH_CLIENT_ID_MAX + 1, s, 0);
+        while (rc == DB_ROW)
+            rc = db_step(s);
+        return rc == DB_DONE ? 1 : store_fail(st, rc, "evict client", err);
+    }
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "evict client", err);
 }
 
 /* --- grants --- */
@@ -164,7 +187,25 @@ int store_oauth_grant_approve(struct store *st, const char *user_id, const char 
         return store_fail(st, rc, "save grant", err);
     store_release(s);
     s = NULL;
-    return store_oauth_grant_find(st, user_id, client_id, out, err);
+    /* from now on the client is never evicted to make room (store_oauth_client_evict) */
+    r = store_prepare(st,
+                      "UPDATE oauth_clients SET approved_at = ? WHERE id = ? AND approved_at = 0 "
+                      "RETURNING id",
+                      &s, err);
+    if (r < 0)
+        return r;
+    db_bind_int64(s, 1, time_now_ms());
+    db_bind_text(s, 2, client_id);
+    rc = db_step(s);
+    bool first = rc == DB_ROW;
+    while (rc == DB_ROW)
+        rc = db_step(s);
+    if (rc != DB_DONE)
+        return store_fail(st, rc, "mark client approved", err);
+    store_release(s);
+    s = NULL;
+    r = store_oauth_grant_find(st, user_id, client_id, out, err);
+    return r < 0 ? r : first;
 }
 
 int store_oauth_grant_list(struct store *st, const char *user_name,

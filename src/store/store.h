@@ -272,9 +272,15 @@ int store_oauth_client_put(struct store *st, const struct store_oauth_client *c,
 /* -ENOENT when unknown. */
 int store_oauth_client_get(struct store *st, const char *id, struct store_oauth_client *out,
                            struct err *err);
-/* Forget registered clients older than max_age_ms that no user approved, and documents past
- * their expiry that no user approved. Returns the number of clients left, or < 0. */
+/* Forget registered clients older than max_age_ms that hold no grant, and documents past their
+ * expiry that hold none. Returns the number of clients left that no user ever approved (one
+ * index read, no table scan), or < 0. */
 int store_oauth_clients_prune(struct store *st, int64_t max_age_ms, struct err *err);
+/* Delete the oldest client (by created_at) that no user ever approved and that holds no grant,
+ * to make room for a new one: 1 with its id in evicted, 0 when there is none, or < 0. A client
+ * a user approved is never chosen, even after its grants were revoked. */
+int store_oauth_client_evict(struct store *st, char evicted[STORE_OAUTH_CLIENT_ID_MAX + 1],
+                             struct err *err);
 
 struct store_oauth_grant {
     char id[64];
@@ -290,7 +296,9 @@ struct store_oauth_grant {
 int store_oauth_grant_find(struct store *st, const char *user_id, const char *client_id,
                            struct store_oauth_grant *out, struct err *err);
 /* Record the user's approval of the client for scope (replacing the scope of an existing grant,
- * whose id and tokens stay). out gets the grant. */
+ * whose id and tokens stay), and mark the client approved. out gets the grant. Returns 1 when
+ * this is the first approval of a client the store holds (it stops counting as unapproved: see
+ * store_oauth_clients_prune), 0 otherwise, or < 0. */
 int store_oauth_grant_approve(struct store *st, const char *user_id, const char *client_id,
                               const char *client_name, const char *redirect_host, const char *scope,
                               struct store_oauth_grant *out, struct err *err);

@@ -36,7 +36,9 @@ async function stopCleanly(s) {
 let server;
 let jar; // admin, signed in once: approvals below need no new sign-in
 before(async () => {
-  server = await startServer();
+  // every client below registers from 127.0.0.1: more than OAUTH_REGISTER_PER_ADDRESS's default
+  // allows an address in an hour (that quota is oauth_register_flood.test.mjs's)
+  server = await startServer({ env: { OAUTH_REGISTER_PER_ADDRESS: '1000' } });
   setPassword(server, 'admin', PASSWORD);
   jar = new CookieJar();
   const r = await signIn(server, jar, { name: 'admin', password: PASSWORD });
@@ -216,7 +218,8 @@ describe('the code flow', () => {
   });
 
   test('PKCE is required, S256 only; an unknown scope or response type goes back as an error', async () => {
-    const client = await registerPublic(server, [CB]);
+    // to a client the user approved: before that the errors stay on the server's page (below)
+    const { client } = await codeFor();
     const base = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge, state: 'pk' });
     const cases = [
       [{ code_challenge_method: 'plain' }, 'invalid_request'],
@@ -233,6 +236,51 @@ describe('the code flow', () => {
       assert.equal(r.location.searchParams.get('state'), 'pk');
       assert.equal(r.location.searchParams.get('iss'), server.url);
       assert.equal(r.location.searchParams.get('code'), null);
+    }
+  });
+});
+
+describe('errors before approval (RFC 9700 4.11.2)', () => {
+  // Anyone may register a client with a redirect URI of their own: were /authorize's errors sent
+  // there before any user approved the client, a link to this server would bounce a victim to it
+  // (an open redirector with this server's name on it).
+  const EVIL = 'https://evil.example/landing';
+  const BAD = [
+    [{ response_type: 'token' }, 'unsupported_response_type'],
+    [{ code_challenge_method: 'plain' }, 'invalid_request'],
+    [{ scope: 'sandbox admin' }, 'invalid_scope'],
+    [{ resource: 'https://other.example/mcp' }, 'invalid_target'],
+    [{ state: 'x'.repeat(3000) }, 'invalid_request'],
+  ];
+
+  test('a client no user approved gets its errors on the server\'s page, signed in or not, never a redirect', async () => {
+    const client = await registerPublic(server, [EVIL], 'Bouncer');
+    const base = authorizeParams(server, { client_id: client.client_id, redirect_uri: EVIL, challenge: pkce().challenge, state: 'bounce' });
+    for (const [change, error] of BAD) {
+      for (const j of [new CookieJar(), jar]) {
+        const r = await request(server, authorizePath({ ...base, ...change }), { jar: j });
+        assert.equal(r.status, 400, JSON.stringify(change).slice(0, 80));
+        assert.equal(r.location, null, JSON.stringify(change).slice(0, 80));
+        assert.match(r.text, new RegExp(error));
+        assert.ok(!isSignInPage(r.text) && !isConsentPage(r.text));
+      }
+    }
+    assert.match(server.stderr(), /oauth authorize-refused error=unsupported_response_type .* to=page/);
+  });
+
+  test('once the signed-in user approved it, the same errors go back to it; to anyone else they stay on the page', async () => {
+    const { client } = await codeFor({ redirect_uri: EVIL, name: 'Approved' });
+    const base = authorizeParams(server, { client_id: client.client_id, redirect_uri: EVIL, challenge: pkce().challenge, state: 'ok' });
+    for (const [change, error] of BAD.slice(0, 4)) {
+      const r = await request(server, authorizePath({ ...base, ...change }), { jar });
+      assert.equal(r.status, 302, JSON.stringify(change));
+      assert.equal(`${r.location.origin}${r.location.pathname}`, EVIL);
+      assert.equal(r.location.searchParams.get('error'), error);
+      assert.equal(r.location.searchParams.get('state'), 'ok');
+      // a visitor who is not signed in has approved nothing
+      const stranger = await request(server, authorizePath({ ...base, ...change }), { jar: new CookieJar() });
+      assert.equal(stranger.status, 400, JSON.stringify(change));
+      assert.equal(stranger.location, null);
     }
   });
 });
@@ -328,7 +376,7 @@ describe('redirect URIs', () => {
 
 describe('resources', () => {
   test('at /authorize: another resource goes back with invalid_target', async () => {
-    const client = await registerPublic(server, [CB]);
+    const { client } = await codeFor(); // approved: errors go back to it
     for (const resource of ['https://other.example/mcp', `${server.url}/other`, `${server.url}/mcp/`]) {
       const params = authorizeParams(server, { client_id: client.client_id, redirect_uri: CB, challenge: pkce().challenge, resource, state: 'rs' });
       const r = await request(server, authorizePath(params), { jar });

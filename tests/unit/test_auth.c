@@ -123,9 +123,10 @@ TEST(store_codes_tokens_rotation_and_replay)
     store_oauth_client_clear(&c);
 
     struct store_oauth_grant g;
+    /* 1: the client's first approval (it stops counting as unapproved) */
     CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_test", "Test app", "app.example",
                                            "sandbox offline_access", &g, &err),
-                 0);
+                 1);
     char code[STORE_OAUTH_CODE_LEN + 1], at[STORE_OAUTH_TOKEN_LEN + 1],
         rt[STORE_OAUTH_TOKEN_LEN + 1];
     CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
@@ -198,6 +199,62 @@ TEST(store_codes_tokens_rotation_and_replay)
                                          "https://x/mcp", "sandbox", -1, code, &err),
                  0);
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -ENOENT);
+    store_close(st);
+    free(path);
+}
+
+static void put_client(struct store *st, const char *id, int64_t created_at)
+{
+    struct err err = {0};
+    struct store_oauth_client c = {.created_at = created_at};
+    snprintf(c.id, sizeof(c.id), "%s", id);
+    snprintf(c.kind, sizeof(c.kind), "registered");
+    snprintf(c.name, sizeof(c.name), "%s", id);
+    snprintf(c.auth_method, sizeof(c.auth_method), "none");
+    c.redirect_uris = xstrdup("[\"https://app.example/cb\"]");
+    CHECK_INT_EQ(store_oauth_client_put(st, &c, &err), 0);
+    store_oauth_client_clear(&c);
+}
+
+/* A registration flood reached the 10,000-client cap in 92 s and every real client was refused
+ * for a day: now the oldest unapproved client makes room, found by an index (not a scan), and a
+ * client a user approved is never the one. */
+TEST(store_evicts_the_oldest_unapproved_client_never_an_approved_one)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(st, "alice", &u, &err), 0);
+    int64_t now = time_now_ms();
+    put_client(st, "cli_approved", now - 3000); /* the oldest, but approved */
+    put_client(st, "cli_old", now - 2000);
+    put_client(st, "cli_new", now - 1000);
+    CHECK_INT_EQ(store_oauth_clients_prune(st, 3600000, &err), 3);
+    struct store_oauth_grant g;
+    CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_approved", "A", "app.example", "sandbox",
+                                           &g, &err),
+                 1);
+    CHECK_INT_EQ(
+        store_oauth_grant_approve(st, u.id, "cli_approved", "A", "app.example", "runs", &g, &err),
+        0);
+    CHECK_INT_EQ(store_oauth_clients_prune(st, 3600000, &err), 2);
+    char evicted[STORE_OAUTH_CLIENT_ID_MAX + 1];
+    CHECK_INT_EQ(store_oauth_client_evict(st, evicted, &err), 1);
+    CHECK_STR_EQ(evicted, "cli_old");
+    CHECK_INT_EQ(store_oauth_client_evict(st, evicted, &err), 1);
+    CHECK_STR_EQ(evicted, "cli_new");
+    CHECK_INT_EQ(store_oauth_client_evict(st, evicted, &err), 0);
+    CHECK_STR_EQ(evicted, "");
+    /* not even once its grant is revoked: only the daily prune forgets it then */
+    CHECK_INT_EQ(store_oauth_grant_revoke(st, g.id, u.id, &err), 0);
+    CHECK_INT_EQ(store_oauth_client_evict(st, evicted, &err), 0);
+    struct store_oauth_client c;
+    CHECK_INT_EQ(store_oauth_client_get(st, "cli_approved", &c, &err), 0);
+    store_oauth_client_clear(&c);
+    CHECK_INT_EQ(store_oauth_client_get(st, "cli_old", &c, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_clients_prune(st, 3600000, &err), 0);
     store_close(st);
     free(path);
 }
