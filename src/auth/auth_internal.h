@@ -28,6 +28,8 @@ struct auth {
     struct cimd *cimd;
     bool cimd_loopback; /* test only: http://127.0.0.1 documents */
     int64_t access_ttl_ms, refresh_ttl_ms;
+    unsigned char device_key[32]; /* signs device cookies (signin.c) */
+    int64_t trust_s;              /* how long a device cookie is good for */
 };
 
 /* PUBLIC_URL, the issuer. Read from the configuration at each use: with --listen HOST:0 the
@@ -57,8 +59,6 @@ bool auth_session_user(struct auth *a, h2o_req_t *req, struct store_user *user);
 bool auth_read_form(h2o_req_t *req, struct form *f, bool json_errors);
 /* The query string's fields; answers 400 itself on false. */
 bool auth_read_query(h2o_req_t *req, struct form *f);
-/* The client's address, for throttling (an IPv6 one as its /64). */
-void auth_peer(h2o_req_t *req, char *out, size_t cap);
 /* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json);
 /* auth_path_exact for a JSON endpoint that takes only POST: OPTIONS gets a CORS preflight
