@@ -1,11 +1,15 @@
 /* The authorization server's state and routes. */
 #include "auth/auth_internal.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "auth/cimd.h"
+#include "auth/password.h"
+#include "auth/throttle.h"
+#include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -21,6 +25,20 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
     a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
     a->cimd = cimd_new(a->cimd_loopback);
     auth_admit_init(a);
+    a->trust_s = (int64_t)cfg->signin_trust_days * 86400;
+    /* from the server's secret, so that every node of a cluster reads the same cookies and a
+     * restart keeps them good; without one (tests of a bare server), a key of this process */
+    const char *secret = config_get(cfg, "PROXY_JWT_SECRET");
+    if (secret)
+        key_derive(secret, strlen(secret), KEY_DEVICE_COOKIE, a->device_key);
+    else
+        rand_bytes(a->device_key, sizeof(a->device_key));
+    throttle_configure(&(struct throttle_limits){
+        .inflight_per_addr = cfg->signin_inflight_per_address,
+        .inflight_per_net = cfg->signin_inflight_per_network,
+        .known_ms = a->trust_s * 1000,
+    });
+    password_set_reserved((int)cfg->signin_reserved_checks);
     const char *path = strchr(strstr(cfg->public_url, "://") + 3, '/');
     if (path)
         log_warn("auth public-url-path path=\"%s\": OAuth clients look for the metadata at the "
@@ -50,6 +68,7 @@ void auth_free(struct auth *a)
         return;
     auth_admit_release(a);
     cimd_free(a->cimd);
+    sodium_memzero(a->device_key, sizeof(a->device_key));
     free(a);
 }
 

@@ -8,6 +8,7 @@
 
 #include "auth/auth.h"
 #include "auth/form.h"
+#include "auth/throttle.h"
 #include "base/buf.h"
 #include "http/http_internal.h"
 #include "store/store.h"
@@ -31,6 +32,8 @@ struct auth {
     struct auth_admit *admit; /* admit.c */
     bool cimd_loopback;       /* test only: http://127.0.0.1 documents */
     int64_t access_ttl_ms, refresh_ttl_ms;
+    unsigned char device_key[32]; /* signs device cookies (signin.c) */
+    int64_t trust_s;              /* how long a device cookie is good for */
 };
 
 /* PUBLIC_URL, the issuer. Read from the configuration at each use: with --listen HOST:0 the
@@ -58,8 +61,6 @@ bool auth_csrf_ok(h2o_req_t *req, const struct form *f);
 bool auth_read_form(h2o_req_t *req, struct form *f, bool json_errors);
 /* The query string's fields; answers 400 itself on false. */
 bool auth_read_query(h2o_req_t *req, struct form *f);
-/* The client's address, for throttling (an IPv6 one as its /64). */
-void auth_peer(h2o_req_t *req, char *out, size_t cap);
 /* Whether the request's path is exactly path; if not, answers 404 (JSON or page). */
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json);
 /* auth_path_exact for a JSON endpoint that takes only POST: OPTIONS gets a CORS preflight
@@ -100,6 +101,12 @@ bool auth_client_authenticate(struct auth *a, h2o_req_t *req, const struct form 
  * the count starts at 0 until the next prune) and start the prune timer. */
 void auth_admit_init(struct auth *a);
 void auth_admit_release(struct auth *a);
+/* The address a request came from as every per-address limit of this module counts it
+ * (throttle_peer_of: the IPv4 address or the IPv6 /64, and the wider network). auth_peer
+ * writes the address part as text. */
+void auth_peer_of(h2o_req_t *req, struct throttle_peer *out);
+void auth_peer(h2o_req_t *req, char *out, size_t cap);
+
 /* Seconds until addr (auth_peer's form) may add another client: 0 when it may now. */
 int64_t auth_admit_wait_s(struct auth *a, const char *addr);
 /* Count a new client against addr and make room for it in the store: when OAUTH_CLIENTS_MAX

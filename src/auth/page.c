@@ -1,9 +1,7 @@
 /* What the sign-in, consent and account pages share: HTML, cookies, CSRF, forms. */
 #include "auth/auth_internal.h"
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,22 +199,19 @@ bool auth_read_query(h2o_req_t *req, struct form *f)
     return true;
 }
 
-void auth_peer(h2o_req_t *req, char *out, size_t cap)
+void auth_peer_of(h2o_req_t *req, struct throttle_peer *out)
 {
     struct sockaddr_storage ss;
-    snprintf(out, cap, "?");
-    if (!req->conn->callbacks->get_peername ||
-        !req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss))
-        return;
-    if (ss.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)cap);
-    else if (ss.ss_family == AF_INET6) {
-        /* one host commonly holds a whole /64 */
-        struct in6_addr a = ((struct sockaddr_in6 *)&ss)->sin6_addr;
-        if (!IN6_IS_ADDR_V4MAPPED(&a))
-            memset(a.s6_addr + 8, 0, 8);
-        inet_ntop(AF_INET6, &a, out, (socklen_t)cap);
-    }
+    bool ok = req->conn->callbacks->get_peername &&
+              req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    throttle_peer_of(ok ? (struct sockaddr *)&ss : NULL, out);
+}
+
+void auth_peer(h2o_req_t *req, char *out, size_t cap)
+{
+    struct throttle_peer p;
+    auth_peer_of(req, &p);
+    snprintf(out, cap, "%s", p.addr);
 }
 
 bool auth_path_exact(h2o_req_t *req, const char *path, bool json)

@@ -4,9 +4,11 @@
  * anyone may ask for one by trying to sign in. So checks run on PASSWORD_RUNNING_MAX threads,
  * started at the first check and kept; at most PASSWORD_WAITING_MAX more wait their turn in
  * order, and past that a check is refused at once rather than queued: strangers can make
- * sign-ins slow, but not take the server's memory or threads. A thread that finishes a check
- * puts it on the done list and writes a byte to a pipe the loop watches; the loop calls the
- * callbacks. Every field shared with the threads is under the lock. */
+ * sign-ins slow, but not take the server's memory or threads. Part of the queue can be kept for
+ * priority checks (sign-ins of browsers and networks that signed in before), which also go
+ * first, so that a flood of strangers' guesses cannot keep a known user out. A thread that
+ * finishes a check puts it on the done list and writes a byte to a pipe the loop watches; the
+ * loop calls the callbacks. Every field shared with the threads is under the lock. */
 #include "auth/password.h"
 
 #include <errno.h>
@@ -26,7 +28,8 @@ struct password_check {
     struct password_check *next; /* in the waiting or the done list */
     enum check_state state;
     bool cancelled;
-    bool dummy; /* check against the dummy hash and fail */
+    bool dummy;    /* check against the dummy hash and fail */
+    bool priority; /* in the priority waiting list */
     int result;
     void (*cb)(void *ctx, int result);
     void *ctx;
@@ -38,9 +41,11 @@ struct password_check {
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    struct password_check *waiting, **waiting_tail; /* oldest first */
+    /* oldest first: [1] priority checks, taken before [0] ordinary ones */
+    struct password_check *waiting[2], **waiting_tail[2];
     struct password_check *done, **done_tail;
     int nwaiting, nrunning; /* running ones count until their thread lets go of them */
+    int reserved;           /* places only priority checks may take; loop thread only */
     int threads;
     int wfd; /* the threads' end of the pipe */
     h2o_socket_t *sock;
@@ -48,7 +53,7 @@ static struct {
 } pool = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
-    .waiting_tail = &pool.waiting,
+    .waiting_tail = {&pool.waiting[0], &pool.waiting[1]},
     .done_tail = &pool.done,
     .wfd = -1,
 };
@@ -133,12 +138,13 @@ static void *worker(void *arg)
     (void)arg;
     pthread_mutex_lock(&pool.lock);
     for (;;) {
-        while (!pool.waiting)
+        while (!pool.waiting[0] && !pool.waiting[1])
             pthread_cond_wait(&pool.wake, &pool.lock);
-        struct password_check *c = pool.waiting;
-        pool.waiting = c->next;
-        if (!pool.waiting)
-            pool.waiting_tail = &pool.waiting;
+        int q = pool.waiting[1] ? 1 : 0;
+        struct password_check *c = pool.waiting[q];
+        pool.waiting[q] = c->next;
+        if (!pool.waiting[q])
+            pool.waiting_tail[q] = &pool.waiting[q];
         c->next = NULL;
         c->state = RUNNING;
         pool.nwaiting--;
@@ -214,9 +220,14 @@ static int pool_start(struct err *err)
     return 0;
 }
 
+void password_set_reserved(int n)
+{
+    pool.reserved = n < 0 ? 0 : n > PASSWORD_QUEUE_MAX - 1 ? PASSWORD_QUEUE_MAX - 1 : n;
+}
+
 struct password_check *password_verify_async(const char *stored, const char *pw, size_t len,
-                                             void (*cb)(void *ctx, int result), void *ctx,
-                                             struct err *err)
+                                             bool priority, void (*cb)(void *ctx, int result),
+                                             void *ctx, struct err *err)
 {
     size_t slen = stored ? strlen(stored) : 0;
     if (slen >= crypto_pwhash_STRBYTES) {
@@ -228,6 +239,7 @@ struct password_check *password_verify_async(const char *stored, const char *pw,
     struct password_check *c = xcalloc(1, sizeof(*c));
     c->cb = cb;
     c->ctx = ctx;
+    c->priority = priority;
     c->dummy = slen == 0 || len > PASSWORD_MAX_BYTES;
     if (!c->dummy) {
         memcpy(c->stored, stored, slen + 1);
@@ -239,7 +251,7 @@ struct password_check *password_verify_async(const char *stored, const char *pw,
     }
     pthread_mutex_lock(&pool.lock);
     /* counted together: for a moment after they are asked for, running ones still wait */
-    if (pool.nwaiting + pool.nrunning >= PASSWORD_RUNNING_MAX + PASSWORD_WAITING_MAX) {
+    if (pool.nwaiting + pool.nrunning >= PASSWORD_QUEUE_MAX - (priority ? 0 : pool.reserved)) {
         pthread_mutex_unlock(&pool.lock);
         sodium_memzero(c, sizeof(*c));
         free(c);
@@ -247,8 +259,8 @@ struct password_check *password_verify_async(const char *stored, const char *pw,
         return NULL;
     }
     c->state = WAITING;
-    *pool.waiting_tail = c;
-    pool.waiting_tail = &c->next;
+    *pool.waiting_tail[priority] = c;
+    pool.waiting_tail[priority] = &c->next;
     pool.nwaiting++;
     pool.outstanding++;
     pthread_cond_signal(&pool.wake);
@@ -262,12 +274,12 @@ void password_check_cancel(struct password_check *c)
         return;
     pthread_mutex_lock(&pool.lock);
     if (c->state == WAITING) {
-        struct password_check **p = &pool.waiting;
+        struct password_check **p = &pool.waiting[c->priority];
         while (*p != c)
             p = &(*p)->next;
         *p = c->next;
-        if (pool.waiting_tail == &c->next)
-            pool.waiting_tail = p;
+        if (pool.waiting_tail[c->priority] == &c->next)
+            pool.waiting_tail[c->priority] = p;
         pool.nwaiting--;
         pthread_mutex_unlock(&pool.lock);
         check_free(c);

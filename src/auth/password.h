@@ -19,6 +19,12 @@
  * them; beyond that password_verify_async() refuses. */
 #define PASSWORD_RUNNING_MAX 2
 #define PASSWORD_WAITING_MAX 16
+#define PASSWORD_QUEUE_MAX (PASSWORD_RUNNING_MAX + PASSWORD_WAITING_MAX)
+
+/* Keep n of the PASSWORD_QUEUE_MAX places (running and waiting) for priority checks: an
+ * ordinary check is refused where it would leave fewer than n free. n is clamped to
+ * 0..PASSWORD_QUEUE_MAX - 1. The default is 0. Loop thread only. */
+void password_set_reserved(int n);
 
 /* 0 when pw[len] may be set as a password, else -EINVAL with a message that does not quote it. */
 int password_acceptable(const char *pw, size_t len, struct err *err);
@@ -45,13 +51,15 @@ struct password_check;
  * password set) fails after as long as a real check, so the time of an answer does not tell
  * which user names exist; so does a password longer than PASSWORD_MAX_BYTES. The password and
  * hash are copied (the copy of the password wiped when checked): the caller may wipe its own at
- * once. Returns a handle that stays valid until cb has returned or the check is cancelled, or
- * NULL with err set: -EBUSY ("busy") when PASSWORD_RUNNING_MAX checks run and
- * PASSWORD_WAITING_MAX wait, -EINVAL when stored is longer than a hash can be, -EAGAIN when no
+ * once. A priority check may take the reserved places (password_set_reserved) and is run
+ * before every ordinary one waiting; checks of one kind run in the order they were asked for.
+ * Returns a handle that stays valid until cb has returned or the check is cancelled, or NULL
+ * with err set: -EBUSY ("busy") when the queue is full (for an ordinary check, when only the
+ * reserved places are left), -EINVAL when stored is longer than a hash can be, -EAGAIN when no
  * worker thread can start. Loop thread only. */
 struct password_check *password_verify_async(const char *stored, const char *pw, size_t len,
-                                             void (*cb)(void *ctx, int result), void *ctx,
-                                             struct err *err);
+                                             bool priority, void (*cb)(void *ctx, int result),
+                                             void *ctx, struct err *err);
 
 /* Forget a check (its client left): cb will not be called. A waiting check is dropped at once;
  * a running one finishes on its thread and is freed then. Only before cb has been called; NULL

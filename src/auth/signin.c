@@ -1,7 +1,15 @@
 /* Signing in: a password (verified on a worker thread, never on the loop) or a one-time code
- * from `sandbox-mcp user login-link`; guesses are throttled per user and per address. A
- * successful sign-in sets the session cookie and goes back to where it was asked for: an
- * authorization request, the account page, or a run's or session's page, never anywhere else. */
+ * from `sandbox-mcp user login-link`; attempts are throttled (throttle.h): a browser that signed
+ * in as the user before, by its device cookie, and the user's own network apart from strangers.
+ * A successful sign-in sets the session cookie and the device cookie, and goes back to where it
+ * was asked for: an authorization request, the account page, or a run's or session's page, never
+ * anywhere else.
+ *
+ * The device cookie is base64url of the time it was issued (8 bytes, seconds, big-endian), a
+ * random id (THROTTLE_DEVICE_ID_BYTES) and an HMAC-SHA256 of both and the user name under a key
+ * of the server's. It names no one: it is valid only for the name it was made for, which the
+ * sign-in form gives. It proves only that this browser signed in as that user within
+ * SIGNIN_TRUST_DAYS, and so is judged by a count of its own; it signs nobody in. */
 #include "auth/auth_internal.h"
 
 #include <errno.h>
@@ -12,11 +20,17 @@
 
 #include "auth/password.h"
 #include "auth/throttle.h"
+#include "base/ids.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/util.h"
 
 #define SESSION_COOKIE "smcp_session"
+#define DEVICE_COOKIE "smcp_device"
 #define PASSWORD_MAX 1024
+#define DEVICE_HEAD (8 + THROTTLE_DEVICE_ID_BYTES) /* issued at, id */
+#define DEVICE_RAW (DEVICE_HEAD + crypto_auth_hmacsha256_BYTES)
+#define DEVICE_SKEW_S 300 /* a cookie issued by a node whose clock is ahead by up to this */
 
 /* "/runs/<id>" or "/sessions/<id>", a page its owner opens signed in (src/http/web.c); ids are
  * 1 to 63 letters, digits and _. */
@@ -74,6 +88,57 @@ void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *re
     buf_release(&b);
 }
 
+static void device_mac(const struct auth *a, const char *name, const unsigned char *head,
+                       unsigned char mac[crypto_auth_hmacsha256_BYTES])
+{
+    static const char label[] = "sandbox-mcp device v1";
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, a->device_key, sizeof(a->device_key));
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof(label));
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)name, strlen(name) + 1);
+    crypto_auth_hmacsha256_update(&st, head, DEVICE_HEAD);
+    crypto_auth_hmacsha256_final(&st, mac);
+}
+
+/* The id of the request's device cookie, when it was made for name within the trust period. */
+static bool device_of(struct auth *a, h2o_req_t *req, const char *name,
+                      unsigned char id[THROTTLE_DEVICE_ID_BYTES])
+{
+    const char *c = auth_cookie(req, DEVICE_COOKIE);
+    unsigned char raw[DEVICE_RAW], mac[crypto_auth_hmacsha256_BYTES];
+    size_t n;
+    if (!c || strlen(c) > 2 * DEVICE_RAW ||
+        sodium_base642bin(raw, sizeof(raw), c, strlen(c), NULL, &n, NULL,
+                          sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+        n != sizeof(raw))
+        return false;
+    device_mac(a, name, raw, mac);
+    if (sodium_memcmp(mac, raw + DEVICE_HEAD, sizeof(mac)) != 0)
+        return false;
+    uint64_t issued = 0;
+    for (int i = 0; i < 8; i++)
+        issued = issued << 8 | raw[i];
+    int64_t now = time_now_ms() / 1000;
+    if (issued > (uint64_t)(now + DEVICE_SKEW_S) || (int64_t)issued < now - a->trust_s)
+        return false;
+    memcpy(id, raw + 8, THROTTLE_DEVICE_ID_BYTES);
+    return true;
+}
+
+/* A new device cookie for name, with a new id. */
+static void device_set(struct auth *a, h2o_req_t *req, const char *name)
+{
+    unsigned char raw[DEVICE_RAW];
+    uint64_t now = (uint64_t)(time_now_ms() / 1000);
+    for (int i = 0; i < 8; i++)
+        raw[i] = (unsigned char)(now >> (56 - 8 * i));
+    rand_bytes(raw + 8, THROTTLE_DEVICE_ID_BYTES);
+    device_mac(a, name, raw, raw + DEVICE_HEAD);
+    char text[2 * DEVICE_RAW];
+    base64url_encode(raw, sizeof(raw), text);
+    auth_set_cookie(a, req, DEVICE_COOKIE, text, a->trust_s);
+}
+
 static void signed_in(struct auth *a, h2o_req_t *req, const struct store_user *user,
                       const char *ret, const char *how)
 {
@@ -87,6 +152,7 @@ static void signed_in(struct auth *a, h2o_req_t *req, const struct store_user *u
     log_info("auth signed-in user=%s how=%s", user->name, how);
     auth_set_cookie(a, req, SESSION_COOKIE, plain, AUTH_SESSION_TTL_S);
     sodium_memzero(plain, sizeof(plain));
+    device_set(a, req, user->name);
     auth_redirect(req, 303, safe_return(ret));
 }
 
@@ -100,12 +166,38 @@ static void throttled(struct auth *a, h2o_req_t *req, int64_t wait_ms, const cha
     auth_signin_page(a, req, 429, ret, msg);
 }
 
+/* Too many strangers' sign-ins under way from the client's address or network. */
+static void crowded(struct auth *a, h2o_req_t *req, const char *ret)
+{
+    http_add_header(req, H2O_TOKEN_RETRY_AFTER, "1");
+    auth_signin_page(a, req, 429, ret,
+                     "Too many sign-ins are under way from your network. Try again in a moment.");
+}
+
+static void busy(struct auth *a, h2o_req_t *req, const char *ret)
+{
+    http_add_header(req, H2O_TOKEN_RETRY_AFTER, "5");
+    auth_signin_page(a, req, 503, ret, "The server is busy checking sign-ins; try again soon.");
+}
+
+/* A refused attempt: waiting (-EAGAIN) or crowded (-EBUSY). */
+static void refused(struct auth *a, h2o_req_t *req, int r, int64_t wait, const char *how,
+                    const char *ret)
+{
+    metrics_signin(how, r == -EAGAIN ? "throttled" : "crowded");
+    if (r == -EAGAIN)
+        throttled(a, req, wait, ret);
+    else
+        crowded(a, req, ret);
+}
+
 struct login {
     struct auth *a;
     h2o_req_t *req;
     struct password_check *check;
     struct store_user user;
     bool known;
+    struct throttle_attempt at; /* open from throttle_begin until answered */
     char name[STORE_USER_NAME_MAX + 1];
     char addr[64];
     const char *ret;
@@ -116,6 +208,8 @@ static void login_dispose(void *p)
     struct login *l = p;
     if (l->check)
         password_check_cancel(l->check);
+    /* the client left before its answer: the attempt stays counted */
+    throttle_end(&l->at, THROTTLE_FAILED, time_mono_ms());
 }
 
 static void password_checked(void *ctx, int result)
@@ -124,37 +218,46 @@ static void password_checked(void *ctx, int result)
     l->check = NULL;
     int64_t now = time_mono_ms();
     if (result == 0 && l->known) {
-        throttle_success(l->name, l->addr, now);
+        throttle_end(&l->at, THROTTLE_SUCCEEDED, now);
+        metrics_signin("password", "signed_in");
         signed_in(l->a, l->req, &l->user, l->ret, "password");
         return;
     }
-    throttle_failure(l->name, l->addr, now);
-    log_warn("auth sign-in-failed user=\"%s\" addr=%s", l->name, l->addr);
+    throttle_end(&l->at, THROTTLE_FAILED, now);
+    metrics_signin("password", "wrong");
+    log_warn("auth sign-in-failed user=\"%s\" addr=%s trusted=%s", l->name, l->addr,
+             l->at.trusted ? "yes" : "no");
     auth_signin_page(l->a, l->req, 401, l->ret, "Wrong user name or password.");
 }
 
-static void login_code(struct auth *a, h2o_req_t *req, const char *code, const char *addr,
-                       const char *ret)
+static void login_code(struct auth *a, h2o_req_t *req, const char *code,
+                       const struct throttle_peer *peer, const char *ret)
 {
-    int64_t now = time_mono_ms(), wait = throttle_wait_ms("", addr, now);
-    if (wait > 0) {
-        throttled(a, req, wait, ret);
+    int64_t now = time_mono_ms(), wait;
+    struct throttle_attempt at;
+    int r = throttle_begin(&(struct throttle_who){.peer = peer}, now, &at, &wait);
+    if (r < 0) {
+        refused(a, req, r, wait, "code", ret);
         return;
     }
     struct store_user user;
     struct err err = {0};
-    int r = store_login_link_consume(a->store, code, strlen(code), &user, &err);
+    r = store_login_link_consume(a->store, code, strlen(code), &user, &err);
     if (r == 0) {
+        throttle_end(&at, THROTTLE_SUCCEEDED, now);
+        metrics_signin("code", "signed_in");
         signed_in(a, req, &user, ret, "one-time-code");
         return;
     }
     if (r != -ENOENT) {
+        throttle_end(&at, THROTTLE_UNCHECKED, now);
         log_error("auth store-failure reason=\"%s\"", err.msg);
         auth_error_page(req, 503, "temporarily_unavailable", "Signing in failed; try again.");
         return;
     }
-    throttle_failure("", addr, now);
-    log_warn("auth code-failed addr=%s", addr);
+    throttle_end(&at, THROTTLE_FAILED, now);
+    metrics_signin("code", "wrong");
+    log_warn("auth code-failed addr=%s", peer->addr);
     auth_signin_page(a, req, 401, ret, "That code is unknown, used or expired.");
 }
 
@@ -171,11 +274,11 @@ static void login(struct auth *a, h2o_req_t *req)
                          "The form's security token is missing or stale; try again.");
         return;
     }
-    char addr[64];
-    auth_peer(req, addr, sizeof(addr));
+    struct throttle_peer peer;
+    auth_peer_of(req, &peer);
     const char *code = form_get(&f, "code");
     if (code && *code) {
-        login_code(a, req, code, addr, ret);
+        login_code(a, req, code, &peer, ret);
         form_release(&f);
         return;
     }
@@ -186,39 +289,46 @@ static void login(struct auth *a, h2o_req_t *req)
         auth_signin_page(a, req, 400, ret, "Enter your user name and password.");
         return;
     }
-    int64_t wait = throttle_wait_ms(name, addr, time_mono_ms());
-    if (wait > 0) {
-        form_release(&f);
-        throttled(a, req, wait, ret);
-        return;
-    }
+    unsigned char device[THROTTLE_DEVICE_ID_BYTES];
+    struct throttle_who who = {name, &peer, device_of(a, req, name, device) ? device : NULL};
     struct login *l = h2o_mem_alloc_shared(&req->pool, sizeof(*l), login_dispose);
     memset(l, 0, sizeof(*l));
+    int64_t wait;
+    int r = throttle_begin(&who, time_mono_ms(), &l->at, &wait);
+    if (r < 0) {
+        form_release(&f);
+        refused(a, req, r, wait, "password", ret);
+        return;
+    }
     l->a = a;
     l->req = req;
     l->ret = ret;
     snprintf(l->name, sizeof(l->name), "%s", name);
-    snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    snprintf(l->addr, sizeof(l->addr), "%s", peer.addr);
     char hash[256] = "";
     struct err err = {0};
-    int r = store_user_password(a->store, name, &l->user, hash, sizeof(hash), &err);
+    r = store_user_password(a->store, name, &l->user, hash, sizeof(hash), &err);
     if (r < 0 && r != -ENOENT) {
         form_release(&f);
+        throttle_end(&l->at, THROTTLE_UNCHECKED, time_mono_ms());
         log_error("auth store-failure reason=\"%s\"", err.msg);
         auth_error_page(req, 503, "temporarily_unavailable", "Signing in failed; try again.");
         return;
     }
     /* an unknown user, or one without a password, costs the same time as a wrong password */
     l->known = r == 0 && hash[0];
-    l->check =
-        password_verify_async(l->known ? hash : NULL, pw, strlen(pw), password_checked, l, &err);
+    /* a browser or network that signed in before may take the places kept for them */
+    l->check = password_verify_async(l->known ? hash : NULL, pw, strlen(pw), l->at.trusted,
+                                     password_checked, l, &err);
     for (size_t i = 0; i < f.n; i++)
         if (strcmp(f.f[i].name, "password") == 0)
             sodium_memzero(f.f[i].value, strlen(f.f[i].value));
     form_release(&f);
     if (!l->check) {
-        http_add_header(req, H2O_TOKEN_RETRY_AFTER, "5");
-        auth_signin_page(a, req, 503, ret, "The server is busy checking sign-ins; try again soon.");
+        /* counted against the address that asked, not the name: nothing was checked */
+        throttle_end(&l->at, THROTTLE_UNCHECKED, time_mono_ms());
+        metrics_signin("password", "busy");
+        busy(a, req, ret);
     }
 }
 

@@ -95,6 +95,10 @@ const char *const config_known_keys[] = {
     "OAUTH_CIMD_ALLOW_LOOPBACK",
     "OAUTH_REGISTER_PER_ADDRESS",
     "OAUTH_CLIENTS_MAX",
+    "SIGNIN_INFLIGHT_PER_ADDRESS",
+    "SIGNIN_INFLIGHT_PER_NETWORK",
+    "SIGNIN_RESERVED_CHECKS",
+    "SIGNIN_TRUST_DAYS",
     "NOTIFY_RETRY_SECONDS",
     "NOTIFY_TEST_ALLOW_LOOPBACK",
     "NOTIFY_VIEW_TOKEN",
@@ -360,6 +364,21 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "OAUTH_CLIENTS_MAX", 10000, 1, 10000000, &u, err)) < 0)
         return r;
     cfg->oauth_clients_max = (int)u;
+    if ((r = config_get_u64(cfg, "SIGNIN_INFLIGHT_PER_ADDRESS", 2, 1, 16, &u, err)) < 0)
+        return r;
+    cfg->signin_inflight_per_address = (unsigned)u;
+    unsigned per_net = cfg->signin_inflight_per_address > 4 ? cfg->signin_inflight_per_address : 4;
+    if ((r = config_get_u64(cfg, "SIGNIN_INFLIGHT_PER_NETWORK", per_net,
+                            cfg->signin_inflight_per_address, 64, &u, err)) < 0)
+        return r;
+    cfg->signin_inflight_per_network = (unsigned)u;
+    /* of the 18 places of the password check queue (src/auth/password.h) */
+    if ((r = config_get_u64(cfg, "SIGNIN_RESERVED_CHECKS", 6, 0, 17, &u, err)) < 0)
+        return r;
+    cfg->signin_reserved_checks = (unsigned)u;
+    if ((r = config_get_u64(cfg, "SIGNIN_TRUST_DAYS", 365, 1, 3650, &u, err)) < 0)
+        return r;
+    cfg->signin_trust_days = (unsigned)u;
     if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
         return r;
     cfg->notify_retry_base_ms = (int64_t)u * 1000;

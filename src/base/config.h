@@ -50,6 +50,13 @@ struct config {
     bool oauth_cimd_loopback;       /* tests only: client metadata documents on http://127.0.0.1 */
     int oauth_register_per_address; /* new clients an address (IPv4, IPv6 /64) adds an hour */
     int oauth_clients_max;          /* clients no user approved kept; the oldest make room */
+    /* Sign-in: password checks of strangers under way at once per address (IPv4 address, IPv6
+     * /64) and per network (IPv4 /24, IPv6 /48); places of the check queue kept for browsers
+     * and networks that signed in before; how long those are trusted. */
+    unsigned signin_inflight_per_address;
+    unsigned signin_inflight_per_network;
+    unsigned signin_reserved_checks;
+    unsigned signin_trust_days;
 
     int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
     bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */

@@ -37,6 +37,7 @@ static const struct family families[] = {
      "Bytes relayed by the egress proxy, up (sandbox to upstream) and down", "counter"},
     {"sandbox_mcp_notify_attempts_total",
      "Attempts to send a notification by target kind and outcome", "counter"},
+    {"sandbox_mcp_signin_attempts_total", "Sign-in attempts by how and outcome", "counter"},
 };
 
 static struct series *series;
@@ -128,6 +129,15 @@ void metrics_notify(const char *kind, const char *outcome)
     escape_label(o, sizeof(o), outcome);
     snprintf(labels, sizeof(labels), "kind=\"%s\",outcome=\"%s\"", k, o);
     get(families[6].name, labels)->value += 1;
+}
+
+void metrics_signin(const char *how, const char *outcome)
+{
+    char h[32], o[32], labels[192];
+    escape_label(h, sizeof(h), how);
+    escape_label(o, sizeof(o), outcome);
+    snprintf(labels, sizeof(labels), "how=\"%s\",outcome=\"%s\"", h, o);
+    get(families[7].name, labels)->value += 1;
 }
 
 void metrics_gauge_set(const char *name, const char *help, double value)

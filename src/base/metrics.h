@@ -14,6 +14,9 @@ void metrics_egress(const char *verdict, const char *reason, unsigned long long 
 /* Count one attempt to send a notification by target kind ("webhook", "ntfy") and outcome
  * ("delivered", "retry", "failed"). */
 void metrics_notify(const char *kind, const char *outcome);
+/* Count one sign-in attempt by how ("password", "code") and outcome ("signed_in", "wrong",
+ * "throttled", "crowded", "busy"); signed_in and wrong password attempts are the ones checked. */
+void metrics_signin(const char *how, const char *outcome);
 /* Set a gauge (e.g. in-flight requests). */
 void metrics_gauge_set(const char *name, const char *help, double value);
 

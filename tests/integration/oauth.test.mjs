@@ -1,6 +1,7 @@
 // The OAuth 2.1 authorization server, over plain HTTP with no redirect followed: metadata, the
 // code flow and everything it refuses (PKCE, codes, redirect URIs, resources, clients, refresh
-// replay, expiry, scopes, CSRF, open redirects, registrations, password guessing), the account
+// replay, expiry, scopes, CSRF, open redirects, registrations, password guessing, sign-in
+// floods from many addresses, which come from all over 127/8), the account
 // page (with the user's own GitHub token) and the CLI's view of grants. The browser flow with the official SDK is in
 // tests/e2e/oauth.test.mjs.
 import { describe, test, before, after } from 'node:test';
@@ -10,8 +11,10 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, sqlHex, dbDump } from '../lib/server.mjs';
-import { assertNoSanitizerReport } from '../lib/http.mjs';
+import { Agent, fetch as undiciFetch } from 'undici';
+
+import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, sqlHex, dbDump, addUser } from '../lib/server.mjs';
+import { assertNoSanitizerReport, parseMetrics } from '../lib/http.mjs';
 import {
   CookieJar, pkce, sha256hex, request, forms, isSignInPage, isConsentPage, setPassword, register,
   registerPublic, authorizePath, authorizeParams, signIn, decide, authorizeAndApprove, tokenRequest,
@@ -1028,6 +1031,146 @@ describe('password guessing', () => {
     assert.equal(right.status, 429);
     assert.match(right.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
     assert.equal(j.get('smcp_session'), undefined);
+  });
+});
+
+// POST /login from a source address in 127/8 (all of it is loopback on Linux): as a browser
+// with jar (whose cookies it sends and keeps), or as a bare client with a CSRF token of its own.
+async function signInFrom(server, from, { name, password, jar }) {
+  const csrf = jar?.get('smcp_csrf') ?? 'c'.repeat(43);
+  const agent = new Agent({ localAddress: from });
+  try {
+    const res = await undiciFetch(new URL('/login', server.url), {
+      method: 'POST', dispatcher: agent, redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar ? jar.header() : `smcp_csrf=${csrf}` },
+      body: new URLSearchParams({ csrf, return_to: '/account', name, password }).toString(),
+    });
+    jar?.store(res);
+    return { status: res.status, headers: res.headers, text: await res.text() };
+  } finally {
+    await agent.close();
+  }
+}
+
+describe('sign-in under attack', () => {
+  const METRICS_TOKEN = 'signin-metrics-token';
+  let s;
+  before(async () => {
+    s = await startServer({ env: { METRICS_TOKEN } });
+    for (const name of ['alice', 'carol', 'dave']) {
+      addUser(s, name);
+      setPassword(s, name, PASSWORD);
+    }
+  });
+  after(async () => { if (s) await stopCleanly(s); });
+
+  const metric = async (key) => parseMetrics(await (await fetch(`${s.url}/metrics`,
+    { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text()).get(key) ?? 0;
+  const WRONG = 'sandbox_mcp_signin_attempts_total{how="password",outcome="wrong"}';
+
+  // A browser that signed in as name from 127.0.0.1: its jar holds the device cookie, and
+  // 127.0.0.0/24 is name's own network.
+  async function browserOf(name) {
+    const jar = new CookieJar();
+    await request(s, '/login', { jar });
+    const r = await signInFrom(s, '127.0.0.1', { name, password: PASSWORD, jar });
+    assert.equal(r.status, 303, r.text);
+    const device = r.headers.getSetCookie().find((c) => c.startsWith('smcp_device='));
+    assert.ok(device, 'a device cookie is set');
+    assert.match(device, /HttpOnly/);
+    assert.match(device, /SameSite=Lax/);
+    assert.match(device, /Max-Age=31536000/);
+    assert.doesNotMatch(device, new RegExp(name), 'the cookie does not name the user');
+    return jar;
+  }
+
+  // The review: a stranger's guesses for a name made its owner get 429 from anywhere, with the
+  // right password, for up to 15 minutes at a time, indefinitely.
+  test('a stranger\'s guesses for alice stop neither her browser nor her own network', async () => {
+    const home = await browserOf('alice');
+    const statuses = [];
+    for (let i = 0; i < 15 && !statuses.includes(429); i++) {
+      // each guess from a network of its own: the name is what slows them
+      const r = await signInFrom(s, `127.10.${i}.1`, { name: 'alice', password: `wrong ${i}` });
+      statuses.push(r.status);
+      assert.ok(r.status === 401 || r.status === 429, r.text);
+    }
+    assert.ok(statuses.includes(429), `no 429 after ${statuses.length} wrong passwords: ${statuses}`);
+    // a stranger with the right password waits like the others
+    const stranger = await signInFrom(s, '127.20.0.1', { name: 'alice', password: PASSWORD });
+    assert.equal(stranger.status, 429);
+    // her browser, from another network than hers
+    const away = await signInFrom(s, '127.30.0.1', { name: 'alice', password: PASSWORD, jar: home });
+    assert.equal(away.status, 303, away.text);
+    assert.ok(home.get('smcp_session'));
+    // a browser she never used, from her own network
+    const fresh = new CookieJar();
+    await request(s, '/login', { jar: fresh });
+    const near = await signInFrom(s, '127.0.0.77', { name: 'alice', password: PASSWORD, jar: fresh });
+    assert.equal(near.status, 303, near.text);
+    // the device cookie is for alice only: with it, another name is a stranger's guess
+    const other = await signInFrom(s, '127.30.0.1', { name: 'erin', password: 'wrong', jar: home });
+    assert.equal(other.status, 401);
+    // still judged: the browser's own wrong guesses slow it down
+    const own = [];
+    for (let i = 0; i < 10 && !own.includes(429); i++)
+      own.push((await signInFrom(s, '127.30.0.1', { name: 'alice', password: `typo ${i}`, jar: home })).status);
+    assert.ok(own.includes(429), `the browser's own guesses: ${own}`);
+  });
+
+  // The review: 18 of 30 guesses sent at once were hashed, since each counted only when it had
+  // failed. Counted when it starts, a burst gets what one by one would: 5 free, then a wait of
+  // 1 s doubling after each more.
+  test('30 guesses at once for one name are checked no more than the throttle allows', async () => {
+    const before = await metric(WRONG);
+    const start = Date.now();
+    const rs = await Promise.all(Array.from({ length: 30 }, (_, i) =>
+      signInFrom(s, `127.40.${i}.1`, { name: 'carol', password: `wrong ${i}` })));
+    const elapsed = (Date.now() - start) / 1000;
+    const statuses = rs.map((r) => r.status);
+    for (const st of statuses) assert.ok(st === 401 || st === 429, `${statuses}`);
+    const checked = statuses.filter((st) => st === 401).length;
+    // 6 at once; on a machine slow enough that the burst took seconds, one more per doubling
+    const allowed = 6 + Math.floor(Math.log2(elapsed + 1));
+    assert.ok(checked <= allowed, `${checked} of 30 checked (allowed ${allowed} in ${elapsed} s): ${statuses}`);
+    assert.ok(checked >= 6, `${statuses}`);
+    assert.equal(await metric(WRONG) - before, checked, 'the metric counts the checked ones');
+  });
+
+  // The review: 6,000 rotating addresses filled the one queue of password checks, and a real
+  // user's correct sign-in failed 8 times of 8 with 503.
+  test('a flood of guesses from many addresses does not keep a known user from signing in', async () => {
+    const dave = await browserOf('dave');
+    let stop = false, n = 0;
+    const seen = { 401: 0, 429: 0, 503: 0, other: 0 };
+    const flooder = async () => {
+      while (!stop && n < 20000) {
+        const i = n++;
+        // every one from a network of its own: no per-address or per-network cap applies
+        const from = `127.${60 + (i % 180)}.${Math.floor(i / 180) % 256}.1`;
+        const r = await signInFrom(s, from, { name: `nobody${i}`, password: 'guess' }).catch(() => null);
+        const k = r && r.status in seen ? r.status : 'other';
+        seen[k]++;
+      }
+    };
+    const flood = Array.from({ length: 40 }, flooder);
+    try {
+      // wait for the queue to be full: the flood sees 503 (bounded by the flood's own length)
+      while (seen[503] < 5 && n < 20000) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(seen[503] >= 5, `the flood never filled the queue: ${JSON.stringify(seen)}`);
+      for (let i = 0; i < 2; i++) {
+        const r = await signInFrom(s, `127.250.${i}.1`, { name: 'dave', password: PASSWORD, jar: dave });
+        assert.equal(r.status, 303, `with the device cookie, try ${i}: ${r.status} ${JSON.stringify(seen)}`);
+      }
+      for (let i = 0; i < 2; i++) {
+        const r = await signInFrom(s, `127.0.0.${90 + i}`, { name: 'dave', password: PASSWORD });
+        assert.equal(r.status, 303, `from dave's network, try ${i}: ${r.status} ${JSON.stringify(seen)}`);
+      }
+    } finally {
+      stop = true;
+      await Promise.all(flood);
+    }
+    assert.equal(seen.other, 0, JSON.stringify(seen));
   });
 });
 

@@ -1,6 +1,7 @@
 /* Password hashes, and their checks on worker threads answered on the loop. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "auth/password.h"
@@ -125,10 +126,10 @@ TEST(async_answers_on_the_loop)
     for (int i = 0; i < 4; i++)
         slots[i] = (struct slot){i};
     struct password_check *c[4];
-    c[0] = password_verify_async(stored, pw, strlen(pw), on_slot, &slots[0], &err);
-    c[1] = password_verify_async(stored, "wrong password", 14, on_slot, &slots[1], &err);
-    c[2] = password_verify_async(NULL, pw, strlen(pw), on_slot, &slots[2], &err);
-    c[3] = password_verify_async("", pw, strlen(pw), on_slot, &slots[3], &err);
+    c[0] = password_verify_async(stored, pw, strlen(pw), false, on_slot, &slots[0], &err);
+    c[1] = password_verify_async(stored, "wrong password", 14, false, on_slot, &slots[1], &err);
+    c[2] = password_verify_async(NULL, pw, strlen(pw), false, on_slot, &slots[2], &err);
+    c[3] = password_verify_async("", pw, strlen(pw), false, on_slot, &slots[3], &err);
     for (int i = 0; i < 4; i++)
         CHECK(c[i] != NULL);
     memset(pw, 0, sizeof(pw));
@@ -145,14 +146,15 @@ TEST(async_answers_on_the_loop)
     slot_calls = 0;
     char longer[PASSWORD_MAX_BYTES + 10];
     memset(longer, 'x', sizeof(longer));
-    CHECK(password_verify_async(h, longer, sizeof(longer), on_slot, &slots[0], &err) != NULL);
-    CHECK(password_verify_async(h, good, strlen(good), on_slot, &slots[1], &err) != NULL);
+    CHECK(password_verify_async(h, longer, sizeof(longer), false, on_slot, &slots[0], &err) !=
+          NULL);
+    CHECK(password_verify_async(h, good, strlen(good), false, on_slot, &slots[1], &err) != NULL);
     run_until(&slot_calls, 2);
     CHECK_INT_EQ(slot_results[0], -EACCES);
     CHECK_INT_EQ(slot_results[1], 0);
 
     struct answer a = {.on_loop_thread = true};
-    CHECK(password_verify_async(h, good, strlen(good), on_answer, &a, &err) != NULL);
+    CHECK(password_verify_async(h, good, strlen(good), false, on_answer, &a, &err) != NULL);
     run_until(&a.n, 1);
     CHECK(a.on_loop_thread);
     CHECK_INT_EQ(a.result[0], 0);
@@ -160,7 +162,7 @@ TEST(async_answers_on_the_loop)
     char toolong[crypto_pwhash_STRBYTES + 1];
     memset(toolong, '$', sizeof(toolong) - 1);
     toolong[sizeof(toolong) - 1] = '\0';
-    CHECK(password_verify_async(toolong, good, strlen(good), on_answer, &a, &err) == NULL);
+    CHECK(password_verify_async(toolong, good, strlen(good), false, on_answer, &a, &err) == NULL);
     CHECK_INT_EQ(err.code, -EINVAL);
 }
 
@@ -172,11 +174,11 @@ TEST(at_most_so_many_checks_and_cancel)
     enum { MAX = PASSWORD_RUNNING_MAX + PASSWORD_WAITING_MAX };
     struct password_check *c[MAX];
     for (int i = 0; i < MAX; i++) {
-        c[i] = password_verify_async(NULL, good, strlen(good), on_answer, &a, &err);
+        c[i] = password_verify_async(NULL, good, strlen(good), false, on_answer, &a, &err);
         CHECK(c[i] != NULL);
     }
     err_clear(&err);
-    CHECK(password_verify_async(NULL, good, strlen(good), on_answer, &a, &err) == NULL);
+    CHECK(password_verify_async(NULL, good, strlen(good), false, on_answer, &a, &err) == NULL);
     CHECK_INT_EQ(err.code, -EBUSY);
     CHECK_STR_CONTAINS(err.msg, "busy");
     CHECK_INT_EQ(password_checks_outstanding(), MAX);
@@ -187,13 +189,57 @@ TEST(at_most_so_many_checks_and_cancel)
     CHECK(password_checks_outstanding() >= 1 && password_checks_outstanding() <= 2);
     /* room again at once: the waiting ones are gone */
     struct password_check *more =
-        password_verify_async(NULL, good, strlen(good), on_answer, &a, &err);
+        password_verify_async(NULL, good, strlen(good), false, on_answer, &a, &err);
     CHECK(more != NULL);
     run_until(&a.n, 2);
     CHECK_INT_EQ(a.n, 2);
     CHECK(a.on_loop_thread);
     for (int i = 0; i < 2; i++)
         CHECK_INT_EQ(a.result[i], -EACCES);
+    CHECK_INT_EQ(password_checks_outstanding(), 0);
+}
+
+static int order_n, order[PASSWORD_QUEUE_MAX];
+static void on_order(void *ctx, int result)
+{
+    (void)result;
+    if (order_n < PASSWORD_QUEUE_MAX)
+        order[order_n] = (int)(intptr_t)ctx;
+    order_n++;
+}
+
+/* The review's flood: strangers' guesses filled the one queue, and a real user's correct
+ * password got 503 eight times of eight. Places kept for priority checks stay free of ordinary
+ * ones, and priority checks are taken first. */
+TEST(reserved_places_are_for_priority_checks_which_go_first)
+{
+    init();
+    struct err err = {0};
+    enum { KEEP = 6, ORDINARY = PASSWORD_QUEUE_MAX - KEEP };
+    password_set_reserved(KEEP);
+    order_n = 0;
+    for (int i = 0; i < ORDINARY; i++)
+        CHECK(password_verify_async(NULL, good, strlen(good), false, on_order, (void *)(intptr_t)i,
+                                    &err) != NULL);
+    err_clear(&err);
+    CHECK(password_verify_async(NULL, good, strlen(good), false, on_order, NULL, &err) == NULL);
+    CHECK_INT_EQ(err.code, -EBUSY);
+    for (int i = 0; i < KEEP; i++)
+        CHECK(password_verify_async(NULL, good, strlen(good), true, on_order,
+                                    (void *)(intptr_t)(100 + i), &err) != NULL);
+    err_clear(&err);
+    CHECK(password_verify_async(NULL, good, strlen(good), true, on_order, NULL, &err) == NULL);
+    CHECK_INT_EQ(err.code, -EBUSY);
+    run_until(&order_n, PASSWORD_QUEUE_MAX);
+    /* the priority checks are taken before the ordinary ones that waited with them: only the
+     * ordinary checks the two threads took before the priority ones came (two, unless this
+     * machine stalled the test for as long as several checks take) are answered before them;
+     * in order of asking, the last answer would be a priority one */
+    int ordinary_after = 0;
+    for (int i = PASSWORD_QUEUE_MAX - 1; i >= 0 && order[i] < 100; i--)
+        ordinary_after++;
+    CHECK(ordinary_after >= 1);
+    password_set_reserved(0);
     CHECK_INT_EQ(password_checks_outstanding(), 0);
 }
 
@@ -222,8 +268,8 @@ TEST(cancel_from_a_callback)
     init();
     struct err err = {0};
     memset(&pair, 0, sizeof(pair));
-    pair.c[0] = password_verify_async(NULL, good, strlen(good), on_pair, &pair.c[0], &err);
-    pair.c[1] = password_verify_async(NULL, good, strlen(good), on_pair, &pair.c[1], &err);
+    pair.c[0] = password_verify_async(NULL, good, strlen(good), false, on_pair, &pair.c[0], &err);
+    pair.c[1] = password_verify_async(NULL, good, strlen(good), false, on_pair, &pair.c[1], &err);
     CHECK(pair.c[0] && pair.c[1]);
     run_until(&pair.calls, 1);
     CHECK_INT_EQ(pair.calls, 1);
