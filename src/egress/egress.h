@@ -40,6 +40,9 @@ enum egress_class {
     EGRESS_BENCHMARK,     /* 198.18/15, 2001:2::/48 */
     EGRESS_RESERVED,      /* 240/4 and broadcast, IETF and other special ranges, IPv6 outside
                              global unicast, tunnels whose far end is not the address itself */
+    EGRESS_HOST_SERVICE,  /* public-looking addresses a cloud's hosts serve to their VMs: Azure's
+                             WireServer 168.63.129.16, IBM Cloud's service network 161.26/16
+                             (addr.c lists every metadata address and its source) */
 };
 
 /* The class of an address. IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4 (2002::/16) addresses

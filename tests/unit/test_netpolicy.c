@@ -564,6 +564,10 @@ static const struct {
     {"2001::1", "a reserved address"},
     {"::7f00:1", "a reserved address"},
     {"4000::1", "a reserved address"},
+    /* Azure's WireServer and IBM Cloud's service network: public-looking, served by the host */
+    {"168.63.129.16", "a cloud provider's host service address"},
+    {"::ffff:168.63.129.16", "a cloud provider's host service address"},
+    {"161.26.0.7", "a cloud provider's host service address"},
 };
 
 TEST(stage2_refuses_every_address_that_is_not_public)
