@@ -45,6 +45,15 @@ enum egress_class {
                              (addr.c lists every metadata address and its source) */
 };
 
+/* Whether a is an address of this host now, as the kernel routes it (local.c): a route lookup
+ * whose answer is a local route, which covers every address on the host's interfaces (those it
+ * gained since it started included), all of 127.0.0.0/8 and prefixes routed to the host itself.
+ * A lookup that fails counts as local. Needs egress_local_init first. Any thread. */
+bool egress_addr_is_local(const struct egress_addr *a);
+/* Open the netlink socket egress_addr_is_local asks on (once per process): 0, or a negative errno
+ * with err set. */
+int egress_local_init(struct err *err);
+
 /* The class of an address. IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4 (2002::/16) addresses
  * are classed by the IPv4 address they carry. Pure. */
 enum egress_class egress_classify(const struct egress_addr *a);
@@ -125,11 +134,13 @@ struct egress_policy;
  * a trailing dot ignored; added to the built-in list); SANDBOX_NETWORK_DEFAULTS (1 keeps the
  * built-in list of package registries and git hosts, 0 drops it); SANDBOX_NETWORK_ADDRS
  * (addresses, networks and host names that may be reached although not public, in FETCH_ALLOW's
- * syntax). The host's own addresses are read once here (getifaddrs). Returns 0 and *out (free
- * with egress_policy_free), or -EINVAL with a message naming the key and the bad entry. */
+ * syntax). Whether an address is the host's own is asked of the kernel at every check
+ * (egress_addr_is_local), so an address the host gains later counts. Returns 0 and *out (free
+ * with egress_policy_free), or -EINVAL with a message naming the key and the bad entry, or the
+ * error of egress_local_init. */
 int egress_policy_new(const struct config *cfg, struct egress_policy **out, struct err *err);
-/* The same with the host's own addresses given (n_own of them, copied) instead of read from the
- * machine, so tests do not depend on it. */
+/* The same with the host's own addresses given (n_own of them, copied) instead of asked of the
+ * kernel, so tests do not depend on the machine. */
 int egress_policy_new_with_own(const struct config *cfg, const struct egress_addr *own, int n_own,
                                struct egress_policy **out, struct err *err);
 void egress_policy_free(struct egress_policy *p);
@@ -158,7 +169,8 @@ enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum 
  * host's own addresses, or named in SANDBOX_NETWORK_ADDRS (an own address only by an entry that
  * is exactly that address, or the name host itself). n == 0 is EGRESS_DENY_UNRESOLVED. The first
  * refused address decides: EGRESS_OK, or the reason with a message naming host, port, address and
- * class in *why (may be NULL). Pure given the policy. */
+ * class in *why (may be NULL). Pure given the policy and, for a policy of egress_policy_new, the
+ * kernel's local routes of the moment. */
 enum egress_reason egress_policy_check_addrs(const struct egress_policy *p, const char *host,
                                              const struct egress_addr *a, int n, uint16_t port,
                                              struct err *why);

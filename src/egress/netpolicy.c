@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +64,7 @@ struct egress_policy {
     int n_patterns;
     struct pattern patterns[BUILTIN_N + EGRESS_PATTERNS_MAX];
     struct egress_rules addrs; /* SANDBOX_NETWORK_ADDRS */
+    bool ask_kernel;           /* own addresses: egress_addr_is_local, not own[] */
     int n_own;
     struct egress_addr own[OWN_ADDRS_MAX];
 };
@@ -331,27 +331,13 @@ int egress_policy_new_with_own(const struct config *cfg, const struct egress_add
 
 int egress_policy_new(const struct config *cfg, struct egress_policy **out, struct err *err)
 {
-    struct egress_addr own[OWN_ADDRS_MAX];
-    struct ifaddrs *ifs = NULL;
-    int n = 0;
-    if (getifaddrs(&ifs) < 0)
-        return err_set(err, -errno, "cannot list this host's addresses: %s", strerror(errno));
-    for (struct ifaddrs *i = ifs; i && n < OWN_ADDRS_MAX; i = i->ifa_next) {
-        if (!i->ifa_addr)
-            continue;
-        char text[EGRESS_ADDR_TEXT_MAX];
-        if (i->ifa_addr->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, text, sizeof(text));
-        else if (i->ifa_addr->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, text,
-                      sizeof(text));
-        else
-            continue;
-        if (egress_addr_parse(text, &own[n]) == 0)
-            n++;
-    }
-    freeifaddrs(ifs);
-    return egress_policy_new_with_own(cfg, own, n, out, err);
+    int r = egress_local_init(err);
+    if (r < 0)
+        return r;
+    r = egress_policy_new_with_own(cfg, NULL, 0, out, err);
+    if (r == 0)
+        (*out)->ask_kernel = true;
+    return r;
 }
 
 void egress_policy_free(struct egress_policy *p)
@@ -472,6 +458,8 @@ enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum 
 
 static bool is_own(const struct egress_policy *p, const struct egress_addr *a)
 {
+    if (p->ask_kernel)
+        return egress_addr_is_local(a);
     for (int i = 0; i < p->n_own; i++)
         if (memcmp(&p->own[i], a, sizeof(*a)) == 0)
             return true;

@@ -731,6 +731,21 @@ TEST(both_stages_together)
     egress_policy_free(p);
 }
 
+TEST(the_hosts_addresses_asked_of_the_kernel)
+{
+    struct err err = {0};
+    CHECK_INT_EQ(egress_local_init(&err), 0);
+    const char *local[] = {"127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "::ffff:127.0.0.1"};
+    const char *remote[] = {"192.0.2.1", "198.51.100.7", "2001:db8::1"};
+    struct egress_addr a;
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+        if (egress_addr_parse(local[i], &a) < 0 || !egress_addr_is_local(&a))
+            CHECK_FAIL_("%s is not local", local[i]);
+    for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+        if (egress_addr_parse(remote[i], &a) < 0 || egress_addr_is_local(&a))
+            CHECK_FAIL_("%s is local", remote[i]);
+}
+
 TEST(the_hosts_addresses_read_from_the_machine)
 {
     struct config cfg = {0};
@@ -740,8 +755,10 @@ TEST(the_hosts_addresses_read_from_the_machine)
     CHECK_INT_EQ(egress_policy_new(&cfg, &p, &err), 0);
     if (p) {
         CHECK_INT_EQ(egress_policy_mode(p), EGRESS_MODE_PUBLIC);
-        enum egress_reason r = addrs(p, "localhost", "127.0.0.1", 8788);
-        CHECK(r == EGRESS_DENY_SELF || r == EGRESS_DENY_ADDRESS);
+        /* the kernel's local routes: all of 127.0.0.0/8, not only lo's address */
+        CHECK_INT_EQ(addrs(p, "localhost", "127.0.0.1", 8788), EGRESS_DENY_SELF);
+        CHECK_INT_EQ(addrs(p, "lo.example", "127.0.0.2", 8788), EGRESS_DENY_SELF);
+        CHECK_INT_EQ(addrs(p, "localhost", "::1", 8788), EGRESS_DENY_SELF);
         CHECK_INT_EQ(addrs(p, "pypi.org", "198.51.100.1", 443), EGRESS_DENY_ADDRESS);
         egress_policy_free(p);
     }
