@@ -155,6 +155,7 @@ enum egress_reason {
     EGRESS_DENY_ADDRESS,    /* it resolves to an address that is not public */
     EGRESS_DENY_SELF,       /* it resolves to an address of this server's host */
     EGRESS_DENY_UNRESOLVED, /* it resolves to nothing */
+    EGRESS_DENY_SNI, /* a tunnel's TLS ClientHello does not name the host it was opened for */
 };
 /* Stage 1, the name alone: may host:port be asked for under mode (narrowed by the policy's own,
  * so a caller cannot widen it)? host is a name or an address (an IPv6 one with or without
@@ -174,8 +175,40 @@ enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum 
 enum egress_reason egress_policy_check_addrs(const struct egress_policy *p, const char *host,
                                              const struct egress_addr *a, int n, uint16_t port,
                                              struct err *why);
-/* "ok", "mode_none", "not_listed", "port", "address", "self", "unresolved", for records. */
+/* "ok", "mode_none", "not_listed", "port", "address", "self", "unresolved", "sni", for records. */
 const char *egress_reason_name(enum egress_reason r);
+
+/* --- the name a TLS ClientHello asks for (tlshello.c) --- */
+
+/* The most bytes of a tunnel's beginning read for its ClientHello: records of 16 KiB at most hold
+ * it, and today's hellos (post-quantum key shares included) take under 2 KiB. */
+#define EGRESS_HELLO_MAX (16 * 1024)
+
+struct egress_hello {
+    bool has_sni;  /* it names a host (server_name, of type host_name) */
+    bool ech;      /* it carries encrypted_client_hello (or encrypted_server_name): the name
+                      that counts is then not the one it shows */
+    char sni[254]; /* has_sni: lowercase, letters, digits, '-', '.' and '_' only */
+};
+/* Read the TLS ClientHello at the start of buf (len bytes, the first a client sent; the hello may
+ * be split across several handshake records): 0 with *out filled once it is whole; -EAGAIN while
+ * it is not (then len < EGRESS_HELLO_MAX); -EPROTO when the bytes are not a ClientHello or break
+ * its format (two server_name extensions or host names, a name with other bytes); -EMSGSIZE when
+ * it would take more than EGRESS_HELLO_MAX bytes. Reads nothing past len. Pure. */
+int egress_hello_parse(const uint8_t *buf, size_t len, struct egress_hello *out);
+
+/* Stage 3, a CONNECT tunnel's first bytes: whether host (as asked for, under mode) must show
+ * itself in its TLS ClientHello: in allowlist mode, when host is a name (an address in
+ * SANDBOX_NETWORK_ADDRS is allowed whatever name a client then gives it). Pure. */
+bool egress_policy_needs_sni(const struct egress_policy *p, enum egress_mode mode,
+                             const char *host);
+/* The tunnel's ClientHello (NULL: its first bytes were not one) against host: EGRESS_OK when no
+ * check is needed or its server name is host (case and a trailing dot aside); else
+ * EGRESS_DENY_SNI with a message in *why (may be NULL) saying what it lacked: a ClientHello, a
+ * server name, a name not hidden by encrypted_client_hello, the name host. Pure. */
+enum egress_reason egress_policy_check_sni(const struct egress_policy *p, enum egress_mode mode,
+                                           const char *host, const struct egress_hello *hello,
+                                           struct err *why);
 
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
@@ -279,7 +312,10 @@ uint64_t egress_rate_wait_ms(struct egress_rate *b, uint64_t need, int64_t now_m
  * here on the main loop: an HTTP/1.1 proxy for CONNECT host:port (TLS is not intercepted) and
  * absolute-form plain HTTP requests (GET http://host/path), each judged by the operator's
  * policy (the name first, then every address it resolves to outside the sandbox), connected
- * only to a checked address, then relayed both ways through bounded buffers. */
+ * only to a checked address, then relayed both ways through bounded buffers. In allowlist mode a
+ * tunnel to a name must begin with a TLS ClientHello naming it (egress_policy_check_sni), and a
+ * plain request's Host is the authority judged, so that an allowed name on a shared front
+ * reaches no other site there. */
 struct egress_proxy;
 struct egress_policy;
 struct config;

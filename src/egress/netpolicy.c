@@ -106,6 +106,7 @@ const char *egress_reason_name(enum egress_reason r)
     case EGRESS_DENY_ADDRESS: return "address";
     case EGRESS_DENY_SELF: return "self";
     case EGRESS_DENY_UNRESOLVED: return "unresolved";
+    case EGRESS_DENY_SNI: return "sni";
     }
     return "unknown";
 }
@@ -519,6 +520,56 @@ enum egress_reason egress_policy_check_addrs(const struct egress_policy *p, cons
         err_set(why, -EACCES, "%s %s; the operator may allow it with SANDBOX_NETWORK_ADDRS", what,
                 egress_class_name(cls));
         return EGRESS_DENY_ADDRESS;
+    }
+    return EGRESS_OK;
+}
+
+bool egress_policy_needs_sni(const struct egress_policy *p, enum egress_mode mode, const char *host)
+{
+    char name[NAME_MAX_LEN + 2];
+    struct egress_addr addr;
+    if (egress_mode_narrow(mode, p->mode) != EGRESS_MODE_ALLOWLIST)
+        return false;
+    return normalize(host, name) < 0 || egress_addr_parse(name, &addr) < 0;
+}
+
+enum egress_reason egress_policy_check_sni(const struct egress_policy *p, enum egress_mode mode,
+                                           const char *host, const struct egress_hello *hello,
+                                           struct err *why)
+{
+    if (!egress_policy_needs_sni(p, mode, host))
+        return EGRESS_OK;
+    char name[NAME_MAX_LEN + 2], sni[NAME_MAX_LEN + 2], h[NAME_MAX_LEN + 1];
+    normalize(host, name);
+    shown(host, h);
+    if (!hello) {
+        err_set(why, -EACCES,
+                "the tunnel to %s did not begin with a TLS ClientHello; in allowlist mode a "
+                "tunnel carries TLS for the name it was opened for (plain HTTP goes as "
+                "http://%s/...)",
+                h, h);
+        return EGRESS_DENY_SNI;
+    }
+    if (hello->ech) {
+        err_set(why, -EACCES,
+                "the TLS ClientHello to %s hides the name it asks for (encrypted client hello); "
+                "in allowlist mode turn ECH off",
+                h);
+        return EGRESS_DENY_SNI;
+    }
+    if (!hello->has_sni) {
+        err_set(why, -EACCES,
+                "the TLS ClientHello to %s names no server (SNI); in allowlist mode it must "
+                "name %s",
+                h, h);
+        return EGRESS_DENY_SNI;
+    }
+    if (normalize(hello->sni, sni) < 0 || strcmp(sni, name) != 0) {
+        err_set(why, -EACCES,
+                "the TLS ClientHello in the tunnel to %s names another server, %s; in allowlist "
+                "mode a tunnel reaches only the name it was opened for",
+                h, hello->sni);
+        return EGRESS_DENY_SNI;
     }
     return EGRESS_OK;
 }

@@ -731,6 +731,55 @@ TEST(both_stages_together)
     egress_policy_free(p);
 }
 
+static enum egress_reason sni(const struct egress_policy *p, enum egress_mode mode,
+                              const char *host, const char *name, bool ech)
+{
+    struct egress_hello h = {.has_sni = name != NULL, .ech = ech};
+    snprintf(h.sni, sizeof(h.sni), "%s", name ? name : "");
+    err_clear(&why);
+    return egress_policy_check_sni(p, mode, host, &h, &why);
+}
+
+TEST(stage3_a_tunnel_reaches_only_the_name_it_was_opened_for)
+{
+    struct egress_policy *p = make("public", "allowed.example", "0", "10.0.0.7", NULL);
+    /* allowlist: a name's tunnel must name it; an address's has nothing to name */
+    CHECK(egress_policy_needs_sni(p, A, "allowed.example"));
+    CHECK(egress_policy_needs_sni(p, A, "ALLOWED.example."));
+    CHECK(!egress_policy_needs_sni(p, A, "10.0.0.7"));
+    CHECK(!egress_policy_needs_sni(p, A, "[::1]"));
+    CHECK(!egress_policy_needs_sni(p, P, "allowed.example"));
+    CHECK(!egress_policy_needs_sni(p, EGRESS_MODE_NONE, "allowed.example"));
+
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "allowed.example", false), EGRESS_OK);
+    CHECK_INT_EQ(sni(p, A, "Allowed.Example.", "allowed.example.", false), EGRESS_OK);
+    /* fronting: another site behind the same front */
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "other.example", false), EGRESS_DENY_SNI);
+    CHECK_STR_EQ(why.msg, "the TLS ClientHello in the tunnel to allowed.example names another "
+                          "server, other.example; in allowlist mode a tunnel reaches only the "
+                          "name it was opened for");
+    CHECK_INT_EQ(why.code, -EACCES);
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "sub.allowed.example", false), EGRESS_DENY_SNI);
+    CHECK_INT_EQ(sni(p, A, "allowed.example", NULL, false), EGRESS_DENY_SNI);
+    CHECK_STR_CONTAINS(why.msg, "names no server (SNI)");
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "allowed.example", true), EGRESS_DENY_SNI);
+    CHECK_STR_CONTAINS(why.msg, "encrypted client hello");
+    CHECK_INT_EQ(egress_policy_check_sni(p, A, "allowed.example", NULL, &why), EGRESS_DENY_SNI);
+    CHECK_STR_CONTAINS(why.msg, "did not begin with a TLS ClientHello");
+    CHECK_INT_EQ(egress_policy_check_sni(p, A, "allowed.example", NULL, NULL), EGRESS_DENY_SNI);
+    CHECK_STR_EQ(egress_reason_name(EGRESS_DENY_SNI), "sni");
+    /* public mode reaches any public name anyway; an address named by the operator too */
+    CHECK_INT_EQ(sni(p, P, "allowed.example", "other.example", false), EGRESS_OK);
+    CHECK_INT_EQ(egress_policy_check_sni(p, P, "allowed.example", NULL, &why), EGRESS_OK);
+    CHECK_INT_EQ(sni(p, A, "10.0.0.7", "other.example", true), EGRESS_OK);
+    egress_policy_free(p);
+    /* the server's own mode narrows the one asked for */
+    p = make("allowlist", "allowed.example", "0", NULL, NULL);
+    CHECK(egress_policy_needs_sni(p, P, "allowed.example"));
+    CHECK_INT_EQ(sni(p, P, "allowed.example", "other.example", false), EGRESS_DENY_SNI);
+    egress_policy_free(p);
+}
+
 TEST(the_hosts_addresses_asked_of_the_kernel)
 {
     struct err err = {0};
