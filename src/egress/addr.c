@@ -53,6 +53,45 @@ static bool prefix_match(const uint8_t *a, const uint8_t *net, int bits)
     return (a[whole] & mask) == (net[whole] & mask);
 }
 
+/* Cloud providers' instance metadata and host services: what a VM reaches without a route
+ * anywhere else, and which hands out its credentials, its configuration or its health to
+ * whoever asks from inside it. Most live in ranges that are never public anyway; each entry names
+ * its source and, when a range below already covers it, that range:
+ *   169.254.169.254     instance metadata of AWS (IMDS), Google Cloud (metadata.google.internal),
+ *                       Azure (IMDS), Oracle Cloud, DigitalOcean, OpenStack, Alibaba (ECS also
+ *                       at 100.100.100.200), Hetzner, Linode, Vultr: each provider's metadata
+ *                       documentation. Link-local.
+ *   169.254.169.253     AWS: the Amazon DNS server's link-local address (VPC "DNS attributes").
+ *                       Link-local.
+ *   169.254.169.123     AWS: Amazon Time Sync Service (EC2 user guide, "Set the time").
+ *                       Link-local.
+ *   169.254.170.2       AWS: ECS task metadata and task role credentials (ECS developer guide,
+ *                       "Task IAM role"). Link-local.
+ *   169.254.170.23      AWS: EKS Pod Identity agent (EKS user guide). Link-local.
+ *   169.254.0.23        Tencent Cloud: metadata.tencentyun.com (CVM "Instance metadata").
+ *                       Link-local.
+ *   169.254.42.42       Scaleway: instance metadata (Scaleway docs). Link-local.
+ *   fd00:ec2::254       AWS: IMDS over IPv6 (EC2 user guide, "Instance metadata service").
+ *                       Unique local.
+ *   fd00:ec2::253       AWS: Route 53 Resolver over IPv6. Unique local.
+ *   fd00:ec2::123       AWS: Time Sync over IPv6. Unique local.
+ *   fd00:ec2::23        AWS: EKS Pod Identity agent over IPv6. Unique local.
+ *   fd20:ce::254        Google Cloud: metadata server over IPv6 (Compute Engine, "About VM
+ *                       metadata"). Unique local.
+ *   fe80::a9fe:a9fe     OpenStack: metadata over IPv6 (Neutron spec "IPv6 support in Metadata
+ *                       service"). Link-local.
+ *   100.100.100.200     Alibaba Cloud: ECS instance metadata (ECS "Instance metadata").
+ *                       Carrier-grade NAT range.
+ *   192.0.0.192         Oracle Cloud: metadata's second address (OCI "Getting instance
+ *                       metadata"). IETF protocol assignments (192.0.0.0/24).
+ *   168.63.129.16       Azure: the WireServer and virtual public IP (Microsoft Learn, "What is
+ *                       IP address 168.63.129.16?"): the VM agent's channel to the host, DNS,
+ *                       DHCP and the load balancer's probes. A public address Microsoft owns,
+ *                       served by the host of every Azure VM: the host-service range below.
+ *   161.26.0.0/16       IBM Cloud: the service network (IBM Cloud docs, "IBM Cloud IP ranges":
+ *                       service networks; VPC DNS resolvers 161.26.0.7 and 161.26.0.8, NTP
+ *                       161.26.0.6): addresses IBM owns that VMs reach only inside IBM's network.
+ *                       The host-service range below. */
 static enum egress_class classify_v4(const uint8_t *p)
 {
     static const struct {
@@ -64,6 +103,8 @@ static enum egress_class classify_v4(const uint8_t *p)
         {{10, 0, 0, 0}, 8, EGRESS_PRIVATE},
         {{100, 64, 0, 0}, 10, EGRESS_SHARED},
         {{127, 0, 0, 0}, 8, EGRESS_LOOPBACK},
+        {{161, 26, 0, 0}, 16, EGRESS_HOST_SERVICE},    /* IBM Cloud service network */
+        {{168, 63, 129, 16}, 32, EGRESS_HOST_SERVICE}, /* Azure WireServer */
         {{169, 254, 0, 0}, 16, EGRESS_LINK_LOCAL},
         {{172, 16, 0, 0}, 12, EGRESS_PRIVATE},
         {{192, 0, 0, 0}, 24, EGRESS_RESERVED}, /* IETF protocol assignments */
@@ -134,6 +175,7 @@ const char *egress_class_name(enum egress_class c)
     case EGRESS_DOCUMENTATION: return "a documentation address";
     case EGRESS_BENCHMARK: return "a benchmarking address";
     case EGRESS_RESERVED: return "a reserved address";
+    case EGRESS_HOST_SERVICE: return "a cloud provider's host service address";
     }
     return "an unknown kind of address";
 }

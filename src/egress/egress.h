@@ -40,7 +40,19 @@ enum egress_class {
     EGRESS_BENCHMARK,     /* 198.18/15, 2001:2::/48 */
     EGRESS_RESERVED,      /* 240/4 and broadcast, IETF and other special ranges, IPv6 outside
                              global unicast, tunnels whose far end is not the address itself */
+    EGRESS_HOST_SERVICE,  /* public-looking addresses a cloud's hosts serve to their VMs: Azure's
+                             WireServer 168.63.129.16, IBM Cloud's service network 161.26/16
+                             (addr.c lists every metadata address and its source) */
 };
+
+/* Whether a is an address of this host now, as the kernel routes it (local.c): a route lookup
+ * whose answer is a local route, which covers every address on the host's interfaces (those it
+ * gained since it started included), all of 127.0.0.0/8 and prefixes routed to the host itself.
+ * A lookup that fails counts as local. Needs egress_local_init first. Any thread. */
+bool egress_addr_is_local(const struct egress_addr *a);
+/* Open the netlink socket egress_addr_is_local asks on (once per process): 0, or a negative errno
+ * with err set. */
+int egress_local_init(struct err *err);
 
 /* The class of an address. IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4 (2002::/16) addresses
  * are classed by the IPv4 address they carry. Pure. */
@@ -122,11 +134,13 @@ struct egress_policy;
  * a trailing dot ignored; added to the built-in list); SANDBOX_NETWORK_DEFAULTS (1 keeps the
  * built-in list of package registries and git hosts, 0 drops it); SANDBOX_NETWORK_ADDRS
  * (addresses, networks and host names that may be reached although not public, in FETCH_ALLOW's
- * syntax). The host's own addresses are read once here (getifaddrs). Returns 0 and *out (free
- * with egress_policy_free), or -EINVAL with a message naming the key and the bad entry. */
+ * syntax). Whether an address is the host's own is asked of the kernel at every check
+ * (egress_addr_is_local), so an address the host gains later counts. Returns 0 and *out (free
+ * with egress_policy_free), or -EINVAL with a message naming the key and the bad entry, or the
+ * error of egress_local_init. */
 int egress_policy_new(const struct config *cfg, struct egress_policy **out, struct err *err);
-/* The same with the host's own addresses given (n_own of them, copied) instead of read from the
- * machine, so tests do not depend on it. */
+/* The same with the host's own addresses given (n_own of them, copied) instead of asked of the
+ * kernel, so tests do not depend on the machine. */
 int egress_policy_new_with_own(const struct config *cfg, const struct egress_addr *own, int n_own,
                                struct egress_policy **out, struct err *err);
 void egress_policy_free(struct egress_policy *p);
@@ -141,6 +155,7 @@ enum egress_reason {
     EGRESS_DENY_ADDRESS,    /* it resolves to an address that is not public */
     EGRESS_DENY_SELF,       /* it resolves to an address of this server's host */
     EGRESS_DENY_UNRESOLVED, /* it resolves to nothing */
+    EGRESS_DENY_SNI, /* a tunnel's TLS ClientHello does not name the host it was opened for */
 };
 /* Stage 1, the name alone: may host:port be asked for under mode (narrowed by the policy's own,
  * so a caller cannot widen it)? host is a name or an address (an IPv6 one with or without
@@ -155,12 +170,45 @@ enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum 
  * host's own addresses, or named in SANDBOX_NETWORK_ADDRS (an own address only by an entry that
  * is exactly that address, or the name host itself). n == 0 is EGRESS_DENY_UNRESOLVED. The first
  * refused address decides: EGRESS_OK, or the reason with a message naming host, port, address and
- * class in *why (may be NULL). Pure given the policy. */
+ * class in *why (may be NULL). Pure given the policy and, for a policy of egress_policy_new, the
+ * kernel's local routes of the moment. */
 enum egress_reason egress_policy_check_addrs(const struct egress_policy *p, const char *host,
                                              const struct egress_addr *a, int n, uint16_t port,
                                              struct err *why);
-/* "ok", "mode_none", "not_listed", "port", "address", "self", "unresolved", for records. */
+/* "ok", "mode_none", "not_listed", "port", "address", "self", "unresolved", "sni", for records. */
 const char *egress_reason_name(enum egress_reason r);
+
+/* --- the name a TLS ClientHello asks for (tlshello.c) --- */
+
+/* The most bytes of a tunnel's beginning read for its ClientHello: records of 16 KiB at most hold
+ * it, and today's hellos (post-quantum key shares included) take under 2 KiB. */
+#define EGRESS_HELLO_MAX (16 * 1024)
+
+struct egress_hello {
+    bool has_sni;  /* it names a host (server_name, of type host_name) */
+    bool ech;      /* it carries encrypted_client_hello (or encrypted_server_name): the name
+                      that counts is then not the one it shows */
+    char sni[254]; /* has_sni: lowercase, letters, digits, '-', '.' and '_' only */
+};
+/* Read the TLS ClientHello at the start of buf (len bytes, the first a client sent; the hello may
+ * be split across several handshake records): 0 with *out filled once it is whole; -EAGAIN while
+ * it is not (then len < EGRESS_HELLO_MAX); -EPROTO when the bytes are not a ClientHello or break
+ * its format (two server_name extensions or host names, a name with other bytes); -EMSGSIZE when
+ * it would take more than EGRESS_HELLO_MAX bytes. Reads nothing past len. Pure. */
+int egress_hello_parse(const uint8_t *buf, size_t len, struct egress_hello *out);
+
+/* Stage 3, a CONNECT tunnel's first bytes: whether host (as asked for, under mode) must show
+ * itself in its TLS ClientHello: in allowlist mode, when host is a name (an address in
+ * SANDBOX_NETWORK_ADDRS is allowed whatever name a client then gives it). Pure. */
+bool egress_policy_needs_sni(const struct egress_policy *p, enum egress_mode mode,
+                             const char *host);
+/* The tunnel's ClientHello (NULL: its first bytes were not one) against host: EGRESS_OK when no
+ * check is needed or its server name is host (case and a trailing dot aside); else
+ * EGRESS_DENY_SNI with a message in *why (may be NULL) saying what it lacked: a ClientHello, a
+ * server name, a name not hidden by encrypted_client_hello, the name host. Pure. */
+enum egress_reason egress_policy_check_sni(const struct egress_policy *p, enum egress_mode mode,
+                                           const char *host, const struct egress_hello *hello,
+                                           struct err *why);
 
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
@@ -264,7 +312,10 @@ uint64_t egress_rate_wait_ms(struct egress_rate *b, uint64_t need, int64_t now_m
  * here on the main loop: an HTTP/1.1 proxy for CONNECT host:port (TLS is not intercepted) and
  * absolute-form plain HTTP requests (GET http://host/path), each judged by the operator's
  * policy (the name first, then every address it resolves to outside the sandbox), connected
- * only to a checked address, then relayed both ways through bounded buffers. */
+ * only to a checked address, then relayed both ways through bounded buffers. In allowlist mode a
+ * tunnel to a name must begin with a TLS ClientHello naming it (egress_policy_check_sni), and a
+ * plain request's Host is the authority judged, so that an allowed name on a shared front
+ * reaches no other site there. */
 struct egress_proxy;
 struct egress_policy;
 struct config;

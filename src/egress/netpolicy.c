@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +64,7 @@ struct egress_policy {
     int n_patterns;
     struct pattern patterns[BUILTIN_N + EGRESS_PATTERNS_MAX];
     struct egress_rules addrs; /* SANDBOX_NETWORK_ADDRS */
+    bool ask_kernel;           /* own addresses: egress_addr_is_local, not own[] */
     int n_own;
     struct egress_addr own[OWN_ADDRS_MAX];
 };
@@ -106,6 +106,7 @@ const char *egress_reason_name(enum egress_reason r)
     case EGRESS_DENY_ADDRESS: return "address";
     case EGRESS_DENY_SELF: return "self";
     case EGRESS_DENY_UNRESOLVED: return "unresolved";
+    case EGRESS_DENY_SNI: return "sni";
     }
     return "unknown";
 }
@@ -331,27 +332,13 @@ int egress_policy_new_with_own(const struct config *cfg, const struct egress_add
 
 int egress_policy_new(const struct config *cfg, struct egress_policy **out, struct err *err)
 {
-    struct egress_addr own[OWN_ADDRS_MAX];
-    struct ifaddrs *ifs = NULL;
-    int n = 0;
-    if (getifaddrs(&ifs) < 0)
-        return err_set(err, -errno, "cannot list this host's addresses: %s", strerror(errno));
-    for (struct ifaddrs *i = ifs; i && n < OWN_ADDRS_MAX; i = i->ifa_next) {
-        if (!i->ifa_addr)
-            continue;
-        char text[EGRESS_ADDR_TEXT_MAX];
-        if (i->ifa_addr->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, text, sizeof(text));
-        else if (i->ifa_addr->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, text,
-                      sizeof(text));
-        else
-            continue;
-        if (egress_addr_parse(text, &own[n]) == 0)
-            n++;
-    }
-    freeifaddrs(ifs);
-    return egress_policy_new_with_own(cfg, own, n, out, err);
+    int r = egress_local_init(err);
+    if (r < 0)
+        return r;
+    r = egress_policy_new_with_own(cfg, NULL, 0, out, err);
+    if (r == 0)
+        (*out)->ask_kernel = true;
+    return r;
 }
 
 void egress_policy_free(struct egress_policy *p)
@@ -472,6 +459,8 @@ enum egress_reason egress_policy_check_name(const struct egress_policy *p, enum 
 
 static bool is_own(const struct egress_policy *p, const struct egress_addr *a)
 {
+    if (p->ask_kernel)
+        return egress_addr_is_local(a);
     for (int i = 0; i < p->n_own; i++)
         if (memcmp(&p->own[i], a, sizeof(*a)) == 0)
             return true;
@@ -531,6 +520,56 @@ enum egress_reason egress_policy_check_addrs(const struct egress_policy *p, cons
         err_set(why, -EACCES, "%s %s; the operator may allow it with SANDBOX_NETWORK_ADDRS", what,
                 egress_class_name(cls));
         return EGRESS_DENY_ADDRESS;
+    }
+    return EGRESS_OK;
+}
+
+bool egress_policy_needs_sni(const struct egress_policy *p, enum egress_mode mode, const char *host)
+{
+    char name[NAME_MAX_LEN + 2];
+    struct egress_addr addr;
+    if (egress_mode_narrow(mode, p->mode) != EGRESS_MODE_ALLOWLIST)
+        return false;
+    return normalize(host, name) < 0 || egress_addr_parse(name, &addr) < 0;
+}
+
+enum egress_reason egress_policy_check_sni(const struct egress_policy *p, enum egress_mode mode,
+                                           const char *host, const struct egress_hello *hello,
+                                           struct err *why)
+{
+    if (!egress_policy_needs_sni(p, mode, host))
+        return EGRESS_OK;
+    char name[NAME_MAX_LEN + 2], sni[NAME_MAX_LEN + 2], h[NAME_MAX_LEN + 1];
+    normalize(host, name);
+    shown(host, h);
+    if (!hello) {
+        err_set(why, -EACCES,
+                "the tunnel to %s did not begin with a TLS ClientHello; in allowlist mode a "
+                "tunnel carries TLS for the name it was opened for (plain HTTP goes as "
+                "http://%s/...)",
+                h, h);
+        return EGRESS_DENY_SNI;
+    }
+    if (hello->ech) {
+        err_set(why, -EACCES,
+                "the TLS ClientHello to %s hides the name it asks for (encrypted client hello); "
+                "in allowlist mode turn ECH off",
+                h);
+        return EGRESS_DENY_SNI;
+    }
+    if (!hello->has_sni) {
+        err_set(why, -EACCES,
+                "the TLS ClientHello to %s names no server (SNI); in allowlist mode it must "
+                "name %s",
+                h, h);
+        return EGRESS_DENY_SNI;
+    }
+    if (normalize(hello->sni, sni) < 0 || strcmp(sni, name) != 0) {
+        err_set(why, -EACCES,
+                "the TLS ClientHello in the tunnel to %s names another server, %s; in allowlist "
+                "mode a tunnel reaches only the name it was opened for",
+                h, hello->sni);
+        return EGRESS_DENY_SNI;
     }
     return EGRESS_OK;
 }

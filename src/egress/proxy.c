@@ -9,6 +9,12 @@
  *   judge    the policy on the name (egress_policy_check_name), then on every address the name
  *            resolves to (egress_resolve on a thread; egress_policy_check_addrs)
  *   connect  non-blocking, to the checked addresses in turn, within CONNECT_MS
+ *   hello    (a CONNECT to a name in allowlist mode) after the 200, the tunnel's first bytes, at
+ *            most EGRESS_HELLO_MAX within CONNECT_MS, must be a TLS ClientHello naming that name
+ *            (egress_policy_check_sni): else, behind a shared front (a CDN) an allowed name
+ *            would reach every other site on it. A refused one gets a TLS access_denied alert.
+ *            Absolute-form requests get the same from their Host header, which is rewritten to
+ *            the authority judged
  *   relay    bytes both ways; each direction reads at most a buffer's worth and reads again
  *            only once it is written, so a slow reader holds back its writer, and what a
  *            connection holds stays bounded whatever either side does. Buffers are RELAY_BUF;
@@ -54,6 +60,8 @@
  * duration each, so the number of durations must stay small. */
 #define RATE_TICK_MAX 128
 
+_Static_assert(RELAY_BUF >= EGRESS_HELLO_MAX, "a tunnel's hello is held in its up buffer");
+
 struct egress_proxy {
     const struct egress_policy *policy;
     egress_mode_fn mode_fn;
@@ -90,7 +98,7 @@ struct sbx {
     int bulk;                 /* directions with a RELAY_BUF_BULK buffer */
 };
 
-enum stage { ST_HEAD, ST_JUDGE, ST_CONNECT, ST_RELAY, ST_ANSWER };
+enum stage { ST_HEAD, ST_JUDGE, ST_CONNECT, ST_HELLO, ST_REFUSE, ST_RELAY, ST_ANSWER };
 
 /* One direction of the relay: read from `from`, write to `to`. */
 struct dir {
@@ -120,7 +128,11 @@ struct conn {
     char host[256];
     uint16_t port;
     bool is_connect;
-    char *forward; /* absolute form: the rewritten head and what followed it */
+    enum egress_mode mode; /* judged under */
+    bool sniff;            /* the tunnel must show its name in a TLS ClientHello */
+    bool alert;            /* refused in the tunnel: a TLS alert goes before the close */
+    size_t hello_len;      /* of the tunnel's first bytes, held in up.buf */
+    char *forward;         /* absolute form: the rewritten head and what followed it */
     size_t forward_len;
     struct egress_addr addrs[EGRESS_ADDRS_MAX];
     int naddrs, next_addr;
@@ -136,6 +148,7 @@ struct conn {
 
 static void finish(struct conn *c);
 static void relay_start(struct conn *c);
+static void tunnel_refuse(struct conn *c, enum egress_reason r, const char *why, bool alert);
 static void answer(struct conn *c, int status, const char *verdict, const char *reason,
                    const char *why);
 
@@ -193,8 +206,11 @@ static void on_timeout(struct loop_timer *t)
     if (c->stage == ST_HEAD) {
         c->reason = "timeout";
         finish(c);
-    } else if (c->stage == ST_RELAY || c->stage == ST_ANSWER) {
+    } else if (c->stage == ST_RELAY || c->stage == ST_ANSWER || c->stage == ST_REFUSE) {
         finish(c); /* idle, or the sandbox does not read its answer */
+    } else if (c->stage == ST_HELLO) {
+        tunnel_refuse(c, EGRESS_DENY_SNI, "the tunnel's TLS ClientHello did not come in time",
+                      c->hello_len > 0 && c->up.buf[0] == 0x16);
     } else if (c->stage == ST_CONNECT) {
         answer(c, 504, "allowed", "timeout", "the upstream did not answer in time");
     } else {
@@ -340,12 +356,14 @@ static void judge(struct conn *c)
 {
     c->stage = ST_JUDGE;
     struct err why = {0};
+    c->mode = mode_of(c);
     enum egress_reason r =
-        egress_policy_check_name(c->sbx->p->policy, mode_of(c), c->host, c->port, &why);
+        egress_policy_check_name(c->sbx->p->policy, c->mode, c->host, c->port, &why);
     if (r != EGRESS_OK) {
         answer(c, 403, "denied", egress_reason_name(r), why.msg);
         return;
     }
+    c->sniff = c->is_connect && egress_policy_needs_sni(c->sbx->p->policy, c->mode, c->host);
     struct egress_addr lit;
     if (egress_addr_parse(c->host, &lit) == 0) {
         judge_addrs(c, &lit, 1);
@@ -416,7 +434,9 @@ static int parse_authority(const char *s, size_t len, uint16_t def_port, char *h
 
 static bool header_dropped(const struct phr_header *h)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "te", "trailer", "upgrade"};
+    /* and Host, which is written from the authority judged */
+    static const char *const hop[] = {"connection", "keep-alive", "te",
+                                      "trailer",    "upgrade",    "host"};
     if (h->name_len >= 6 && strncasecmp(h->name, "proxy-", 6) == 0)
         return true;
     for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
@@ -465,8 +485,15 @@ static void on_head(struct conn *c, size_t hlen, const char *method, size_t mlen
             return;
         }
         /* METHOD origin-form HTTP/1.1, the headers but hop-by-hop and Proxy-* ones, then
-         * Connection: close and whatever of the body came with the head */
-        size_t cap = HEAD_MAX + 64 + (c->head_len - hlen), len = 0;
+         * Host of the authority judged, Connection: close and whatever of the body came with the
+         * head */
+        char host[sizeof(c->host) + 16];
+        bool v6 = strchr(c->host, ':') != NULL;
+        int hl =
+            snprintf(host, sizeof(host), "Host: %s%s%s", v6 ? "[" : "", c->host, v6 ? "]" : "");
+        if (c->port != 80)
+            hl += snprintf(host + hl, sizeof(host) - (size_t)hl, ":%u", (unsigned)c->port);
+        size_t cap = HEAD_MAX + 64 + (size_t)hl + (c->head_len - hlen), len = 0;
         c->forward = xmalloc(cap);
         append(&c->forward, &len, cap, method, mlen);
         append(&c->forward, &len, cap, " ", 1);
@@ -474,6 +501,10 @@ static void on_head(struct conn *c, size_t hlen, const char *method, size_t mlen
             append(&c->forward, &len, cap, "/", 1);
         append(&c->forward, &len, cap, aend, (size_t)(pend - aend));
         append(&c->forward, &len, cap, " HTTP/1.1\r\n", 11);
+        /* the name judged, whatever Host the request gave: a front shared by many sites (a CDN)
+         * picks the site by Host */
+        append(&c->forward, &len, cap, host, (size_t)hl);
+        append(&c->forward, &len, cap, "\r\n", 2);
         for (size_t i = 0; i < nh; i++) {
             if (!hdrs[i].name || header_dropped(&hdrs[i]))
                 continue;
@@ -640,16 +671,25 @@ static void relay_done_if_both(struct conn *c)
     }
 }
 
+static void tunnel_alert(struct conn *c);
+
 /* What direction d read has been written: read again, or pass its end on. */
 static void dir_written(struct dir *d, const char *err)
 {
     struct conn *c = d->c;
     if (err) {
-        c->reason = "ok";
+        if (c->stage == ST_RELAY)
+            c->reason = "ok";
         finish(c);
         return;
     }
     d->writing = false;
+    if (c->stage == ST_HELLO)
+        return; /* the 200: the upstream is read once the hello has passed */
+    if (c->stage == ST_REFUSE) {
+        tunnel_alert(c);
+        return;
+    }
     loop_timer_start(&c->timer, IDLE_MS, on_timeout);
     if (d->eof) {
         shutdown(h2o_socket_get_fd(d == &c->up ? c->upstream : c->client), SHUT_WR);
@@ -735,6 +775,103 @@ static void on_upstream_read(h2o_socket_t *sock, const char *err)
     pump(c, &c->down, c->upstream, c->client, &c->ndown, on_client_written);
 }
 
+/* --- hello --- */
+
+/* Close the tunnel once the 200 is written: after a TLS alert when it began with TLS. */
+static void tunnel_alert(struct conn *c)
+{
+    /* a fatal access_denied alert, in a record of TLS 1.2 framing as every version sends it */
+    static const char alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
+    c->stage = ST_ANSWER;
+    loop_timer_start(&c->timer, CONNECT_MS, on_timeout);
+    if (!c->alert) {
+        finish(c);
+        return;
+    }
+    h2o_iovec_t b = h2o_iovec_init(alert, sizeof(alert));
+    h2o_socket_write(c->client, &b, 1, on_answered);
+}
+
+/* Refuse a tunnel already answered 200: nothing reaches the upstream, which is closed. */
+static void tunnel_refuse(struct conn *c, enum egress_reason r, const char *why, bool alert)
+{
+    c->verdict = "denied";
+    c->reason = egress_reason_name(r);
+    c->status = 200;
+    snprintf(c->why, sizeof(c->why), "%s", why);
+    c->why[strcspn(c->why, "\r\n")] = '\0';
+    c->alert = alert;
+    c->stage = ST_REFUSE;
+    h2o_socket_read_stop(c->client);
+    if (c->upstream) {
+        h2o_socket_close(c->upstream);
+        c->upstream = NULL;
+    }
+    loop_timer_start(&c->timer, CONNECT_MS, on_timeout);
+    if (!c->down.writing)
+        tunnel_alert(c);
+}
+
+static void on_hello_read(h2o_socket_t *sock, const char *err);
+
+/* Judge the tunnel's first bytes once they hold a whole ClientHello, then relay them and what
+ * follows, or refuse the tunnel. */
+static void hello_check(struct conn *c)
+{
+    struct egress_hello hello;
+    const uint8_t *b = (const uint8_t *)c->up.buf;
+    int r = egress_hello_parse(b, c->hello_len, &hello);
+    if (r == -EAGAIN) {
+        h2o_socket_read_start(c->client, on_hello_read);
+        return;
+    }
+    bool tls = c->hello_len > 0 && b[0] == 0x16;
+    if (r == -EMSGSIZE) {
+        tunnel_refuse(c, EGRESS_DENY_SNI, "the tunnel's TLS ClientHello is larger than 16 KiB",
+                      tls);
+        return;
+    }
+    struct err why = {0};
+    enum egress_reason e =
+        egress_policy_check_sni(c->sbx->p->policy, c->mode, c->host, r == 0 ? &hello : NULL, &why);
+    if (e != EGRESS_OK) {
+        tunnel_refuse(c, e, why.msg, tls);
+        return;
+    }
+    c->stage = ST_RELAY;
+    loop_timer_start(&c->timer, IDLE_MS, on_timeout);
+    c->nup += c->hello_len;
+    egress_rate_take(&c->sbx->up.bucket, c->hello_len);
+    c->up.writing = true;
+    h2o_iovec_t u = h2o_iovec_init(c->up.buf, c->hello_len);
+    h2o_socket_write(c->upstream, &u, 1, on_upstream_written);
+    if (!c->down.writing)
+        read_resume(&c->down);
+}
+
+static void on_hello_read(h2o_socket_t *sock, const char *err)
+{
+    struct conn *c = sock->data;
+    ssize_t n;
+    do
+        n = read(h2o_socket_get_fd(sock), c->up.buf + c->hello_len,
+                 EGRESS_HELLO_MAX - c->hello_len);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    h2o_socket_read_stop(sock);
+    if (n <= 0) {
+        c->verdict = "denied";
+        c->reason = egress_reason_name(EGRESS_DENY_SNI);
+        c->status = 200;
+        snprintf(c->why, sizeof(c->why), "the tunnel ended before its TLS ClientHello");
+        finish(c);
+        return;
+    }
+    c->hello_len += (size_t)n;
+    hello_check(c);
+}
+
 static void relay_start(struct conn *c)
 {
     c->stage = ST_RELAY;
@@ -753,6 +890,14 @@ static void relay_start(struct conn *c)
         h2o_iovec_t b = h2o_iovec_init(c->down.buf, sizeof(ok) - 1);
         h2o_socket_write(c->client, &b, 1, on_client_written);
         size_t hlen = c->head_end;
+        if (c->sniff) {
+            c->stage = ST_HELLO;
+            c->hello_len = c->head_len - hlen; /* < HEAD_MAX < RELAY_BUF */
+            memcpy(c->up.buf, c->head + hlen, c->hello_len);
+            loop_timer_start(&c->timer, CONNECT_MS, on_timeout);
+            hello_check(c);
+            return;
+        }
         if (c->head_len > hlen) {
             memcpy(c->up.buf, c->head + hlen, c->head_len - hlen);
             c->nup += c->head_len - hlen;

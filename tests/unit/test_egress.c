@@ -85,6 +85,66 @@ TEST(classes_ipv6)
     CHECK_CLASS("2400:cb00::1", EGRESS_PUBLIC);
 }
 
+/* Cloud metadata and host-service addresses (the list in addr.c, with its sources): none is
+ * public, and a public-mode sandbox's proxy refuses each, naming its class. */
+static void check_never_public(const char *text, enum egress_class want)
+{
+    CHECK_CLASS(text, want);
+    struct egress_addr a;
+    struct err err = {0};
+    bool by_rule;
+    if (egress_addr_parse(text, &a) == 0 &&
+        egress_check(NULL, "metadata.example", &a, 1, 80, &by_rule, &err) != -EACCES)
+        CHECK_FAIL_("%s: allowed without a rule", text);
+}
+
+TEST(cloud_aws_metadata_dns_ntp_and_task_credentials)
+{
+    check_never_public("169.254.169.254", EGRESS_LINK_LOCAL); /* IMDS */
+    check_never_public("fd00:ec2::254", EGRESS_UNIQUE_LOCAL); /* IMDS over IPv6 */
+    check_never_public("169.254.169.253", EGRESS_LINK_LOCAL); /* Amazon DNS */
+    check_never_public("fd00:ec2::253", EGRESS_UNIQUE_LOCAL); /* Amazon DNS over IPv6 */
+    check_never_public("169.254.169.123", EGRESS_LINK_LOCAL); /* Time Sync */
+    check_never_public("fd00:ec2::123", EGRESS_UNIQUE_LOCAL); /* Time Sync over IPv6 */
+    check_never_public("169.254.170.2", EGRESS_LINK_LOCAL);   /* ECS task credentials */
+    check_never_public("169.254.170.23", EGRESS_LINK_LOCAL);  /* EKS Pod Identity */
+    check_never_public("fd00:ec2::23", EGRESS_UNIQUE_LOCAL);  /* EKS Pod Identity over IPv6 */
+}
+
+TEST(cloud_google_metadata)
+{
+    check_never_public("169.254.169.254", EGRESS_LINK_LOCAL); /* metadata.google.internal */
+    check_never_public("fd20:ce::254", EGRESS_UNIQUE_LOCAL);  /* over IPv6 */
+}
+
+TEST(cloud_azure_imds_and_wireserver)
+{
+    check_never_public("169.254.169.254", EGRESS_LINK_LOCAL); /* IMDS */
+    check_never_public("168.63.129.16", EGRESS_HOST_SERVICE); /* WireServer, DNS, probes */
+    check_never_public("::ffff:168.63.129.16", EGRESS_HOST_SERVICE);
+    check_never_public("64:ff9b::a83f:8110", EGRESS_HOST_SERVICE); /* through NAT64 */
+    check_never_public("2002:a83f:8110::1", EGRESS_HOST_SERVICE);  /* through 6to4 */
+    /* its neighbours are ordinary public addresses */
+    CHECK_CLASS("168.63.129.15", EGRESS_PUBLIC);
+    CHECK_CLASS("168.63.129.17", EGRESS_PUBLIC);
+}
+
+TEST(cloud_oracle_alibaba_ibm_tencent_scaleway_openstack)
+{
+    check_never_public("169.254.169.254", EGRESS_LINK_LOCAL);  /* Oracle */
+    check_never_public("192.0.0.192", EGRESS_RESERVED);        /* Oracle's second address */
+    check_never_public("100.100.100.200", EGRESS_SHARED);      /* Alibaba */
+    check_never_public("161.26.0.7", EGRESS_HOST_SERVICE);     /* IBM VPC DNS */
+    check_never_public("161.26.0.8", EGRESS_HOST_SERVICE);     /* IBM VPC DNS */
+    check_never_public("161.26.0.6", EGRESS_HOST_SERVICE);     /* IBM NTP */
+    check_never_public("161.26.255.255", EGRESS_HOST_SERVICE); /* the whole service network */
+    CHECK_CLASS("161.27.0.1", EGRESS_PUBLIC);
+    CHECK_CLASS("161.25.255.255", EGRESS_PUBLIC);
+    check_never_public("169.254.0.23", EGRESS_LINK_LOCAL);    /* Tencent */
+    check_never_public("169.254.42.42", EGRESS_LINK_LOCAL);   /* Scaleway */
+    check_never_public("fe80::a9fe:a9fe", EGRESS_LINK_LOCAL); /* OpenStack over IPv6 */
+}
+
 TEST(classes_of_ipv4_inside_ipv6)
 {
     /* IPv4-mapped: the IPv4 address decides */

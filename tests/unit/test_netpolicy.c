@@ -564,6 +564,10 @@ static const struct {
     {"2001::1", "a reserved address"},
     {"::7f00:1", "a reserved address"},
     {"4000::1", "a reserved address"},
+    /* Azure's WireServer and IBM Cloud's service network: public-looking, served by the host */
+    {"168.63.129.16", "a cloud provider's host service address"},
+    {"::ffff:168.63.129.16", "a cloud provider's host service address"},
+    {"161.26.0.7", "a cloud provider's host service address"},
 };
 
 TEST(stage2_refuses_every_address_that_is_not_public)
@@ -727,6 +731,70 @@ TEST(both_stages_together)
     egress_policy_free(p);
 }
 
+static enum egress_reason sni(const struct egress_policy *p, enum egress_mode mode,
+                              const char *host, const char *name, bool ech)
+{
+    struct egress_hello h = {.has_sni = name != NULL, .ech = ech};
+    snprintf(h.sni, sizeof(h.sni), "%s", name ? name : "");
+    err_clear(&why);
+    return egress_policy_check_sni(p, mode, host, &h, &why);
+}
+
+TEST(stage3_a_tunnel_reaches_only_the_name_it_was_opened_for)
+{
+    struct egress_policy *p = make("public", "allowed.example", "0", "10.0.0.7", NULL);
+    /* allowlist: a name's tunnel must name it; an address's has nothing to name */
+    CHECK(egress_policy_needs_sni(p, A, "allowed.example"));
+    CHECK(egress_policy_needs_sni(p, A, "ALLOWED.example."));
+    CHECK(!egress_policy_needs_sni(p, A, "10.0.0.7"));
+    CHECK(!egress_policy_needs_sni(p, A, "[::1]"));
+    CHECK(!egress_policy_needs_sni(p, P, "allowed.example"));
+    CHECK(!egress_policy_needs_sni(p, EGRESS_MODE_NONE, "allowed.example"));
+
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "allowed.example", false), EGRESS_OK);
+    CHECK_INT_EQ(sni(p, A, "Allowed.Example.", "allowed.example.", false), EGRESS_OK);
+    /* fronting: another site behind the same front */
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "other.example", false), EGRESS_DENY_SNI);
+    CHECK_STR_EQ(why.msg, "the TLS ClientHello in the tunnel to allowed.example names another "
+                          "server, other.example; in allowlist mode a tunnel reaches only the "
+                          "name it was opened for");
+    CHECK_INT_EQ(why.code, -EACCES);
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "sub.allowed.example", false), EGRESS_DENY_SNI);
+    CHECK_INT_EQ(sni(p, A, "allowed.example", NULL, false), EGRESS_DENY_SNI);
+    CHECK_STR_CONTAINS(why.msg, "names no server (SNI)");
+    CHECK_INT_EQ(sni(p, A, "allowed.example", "allowed.example", true), EGRESS_DENY_SNI);
+    CHECK_STR_CONTAINS(why.msg, "encrypted client hello");
+    CHECK_INT_EQ(egress_policy_check_sni(p, A, "allowed.example", NULL, &why), EGRESS_DENY_SNI);
+    CHECK_STR_CONTAINS(why.msg, "did not begin with a TLS ClientHello");
+    CHECK_INT_EQ(egress_policy_check_sni(p, A, "allowed.example", NULL, NULL), EGRESS_DENY_SNI);
+    CHECK_STR_EQ(egress_reason_name(EGRESS_DENY_SNI), "sni");
+    /* public mode reaches any public name anyway; an address named by the operator too */
+    CHECK_INT_EQ(sni(p, P, "allowed.example", "other.example", false), EGRESS_OK);
+    CHECK_INT_EQ(egress_policy_check_sni(p, P, "allowed.example", NULL, &why), EGRESS_OK);
+    CHECK_INT_EQ(sni(p, A, "10.0.0.7", "other.example", true), EGRESS_OK);
+    egress_policy_free(p);
+    /* the server's own mode narrows the one asked for */
+    p = make("allowlist", "allowed.example", "0", NULL, NULL);
+    CHECK(egress_policy_needs_sni(p, P, "allowed.example"));
+    CHECK_INT_EQ(sni(p, P, "allowed.example", "other.example", false), EGRESS_DENY_SNI);
+    egress_policy_free(p);
+}
+
+TEST(the_hosts_addresses_asked_of_the_kernel)
+{
+    struct err err = {0};
+    CHECK_INT_EQ(egress_local_init(&err), 0);
+    const char *local[] = {"127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "::ffff:127.0.0.1"};
+    const char *remote[] = {"192.0.2.1", "198.51.100.7", "2001:db8::1"};
+    struct egress_addr a;
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+        if (egress_addr_parse(local[i], &a) < 0 || !egress_addr_is_local(&a))
+            CHECK_FAIL_("%s is not local", local[i]);
+    for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+        if (egress_addr_parse(remote[i], &a) < 0 || egress_addr_is_local(&a))
+            CHECK_FAIL_("%s is local", remote[i]);
+}
+
 TEST(the_hosts_addresses_read_from_the_machine)
 {
     struct config cfg = {0};
@@ -736,8 +804,10 @@ TEST(the_hosts_addresses_read_from_the_machine)
     CHECK_INT_EQ(egress_policy_new(&cfg, &p, &err), 0);
     if (p) {
         CHECK_INT_EQ(egress_policy_mode(p), EGRESS_MODE_PUBLIC);
-        enum egress_reason r = addrs(p, "localhost", "127.0.0.1", 8788);
-        CHECK(r == EGRESS_DENY_SELF || r == EGRESS_DENY_ADDRESS);
+        /* the kernel's local routes: all of 127.0.0.0/8, not only lo's address */
+        CHECK_INT_EQ(addrs(p, "localhost", "127.0.0.1", 8788), EGRESS_DENY_SELF);
+        CHECK_INT_EQ(addrs(p, "lo.example", "127.0.0.2", 8788), EGRESS_DENY_SELF);
+        CHECK_INT_EQ(addrs(p, "localhost", "::1", 8788), EGRESS_DENY_SELF);
         CHECK_INT_EQ(addrs(p, "pypi.org", "198.51.100.1", 443), EGRESS_DENY_ADDRESS);
         egress_policy_free(p);
     }
