@@ -257,11 +257,13 @@ void egress_lookups_release(struct egress_lookups *t, const char *owner);
 /* --- requests to a URL a user gave (pin.c) --- */
 
 /* Whether the server may connect to addrs (n of them: what host resolved to, or host itself when
- * it is an address) on port for a user, with no operator allow list: 0 when every one is public,
- * or is host itself when host is an address and allow_own_address (the loopback URLs of tests);
- * else -EACCES with a message naming the first address refused and its class ("10.0.0.1 is a
- * private address (RFC 1918)" when host is that address, "'h' resolves to 127.0.0.1, a loopback
- * address" when it is a name), or -EHOSTUNREACH when n is 0. Pure. */
+ * it is an address) on port for a user, with no operator allow list: 0 when every one is public
+ * and none is this host's own (egress_addr_is_local, asked of the kernel now), or is host itself
+ * when host is an address and allow_own_address (the loopback URLs of tests); else -EACCES with
+ * a message naming the first address refused and its class ("10.0.0.1 is a private address (RFC
+ * 1918)" when host is that address, "'h' resolves to 127.0.0.1, a loopback address" when it is
+ * a name, "'h' resolves to 203.0.113.9, this host's own address"), or -EHOSTUNREACH when n is 0.
+ * Any thread. */
 int egress_public_only(const char *host, uint16_t port, bool allow_own_address,
                        const struct egress_addr *a, int n, struct err *err);
 

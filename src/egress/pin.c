@@ -24,8 +24,22 @@ int egress_public_only(const char *host, uint16_t port, bool allow_own_address,
     }
     bool by_rule;
     struct err e = {0};
-    if (egress_check(&rules, host, a, n, port, &by_rule, &e) == 0)
+    if (egress_check(&rules, host, a, n, port, &by_rule, &e) == 0) {
+        /* A public address can still be one of this host's own (a public interface, one gained
+         * after start): asked of the kernel at the moment of the check, as the egress proxy
+         * does, and refused, since what listens there answers the server as a neighbour. */
+        for (int i = 0; i < n && !(allow_own_address && literal); i++) {
+            if (egress_local_init(&e) == 0 && !egress_addr_is_local(&a[i]))
+                continue;
+            char text[EGRESS_ADDR_TEXT_MAX];
+            egress_addr_format(&a[i], text);
+            if (literal)
+                return err_set(err, -EACCES, "%s is this host's own address", text);
+            return err_set(err, -EACCES, "'%s' resolves to %s, this host's own address", host,
+                           text);
+        }
         return 0;
+    }
     for (int i = 0; e.code == -EACCES && i < n; i++) {
         if (egress_decide(&rules, host, &a[i], port) != EGRESS_DENIED)
             continue;

@@ -1,6 +1,8 @@
 /* The address policy (src/egress/addr.c): classes of resolved addresses, IPv4 and IPv6 (mapped
  * and tunnelled forms included), the operator's allow list, and the decision on both. */
 #include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "egress/egress.h"
@@ -327,6 +329,29 @@ TEST(check_every_address_and_say_which)
     egress_addr_parse("127.0.0.1", &a[1]);
     CHECK_INT_EQ(egress_check(&r, "localhost", &a[1], 1, 443, &by_rule, &err), 0);
     CHECK(by_rule);
+}
+
+/* The server's own fetches (client metadata documents, notifications) refuse a public address
+ * the host holds, one it gained after start included: in a network namespace of this test's own,
+ * with no route out, an address is added to lo after a first check let it through. */
+TEST(the_servers_fetches_refuse_the_hosts_own_public_addresses)
+{
+    if (unshare(CLONE_NEWNET) < 0) {
+        CHECK_FAIL_("unshare(CLONE_NEWNET): %s", strerror(errno));
+        return;
+    }
+    CHECK_INT_EQ(system("ip link set lo up"), 0);
+    struct egress_addr a;
+    struct err err = {0};
+    CHECK_INT_EQ(egress_addr_parse("1.2.3.4", &a), 0);
+    CHECK_INT_EQ(egress_public_only("docs.example", 443, false, &a, 1, &err), 0);
+    CHECK_INT_EQ(system("ip addr add 1.2.3.4/32 dev lo"), 0);
+    CHECK_INT_EQ(egress_public_only("docs.example", 443, false, &a, 1, &err), -EACCES);
+    CHECK_STR_EQ(err.msg, "'docs.example' resolves to 1.2.3.4, this host's own address");
+    CHECK_INT_EQ(egress_public_only("1.2.3.4", 443, false, &a, 1, &err), -EACCES);
+    CHECK_STR_EQ(err.msg, "1.2.3.4 is this host's own address");
+    /* the tests' loopback documents name their address themselves */
+    CHECK_INT_EQ(egress_public_only("1.2.3.4", 443, true, &a, 1, &err), 0);
 }
 
 TEST_MAIN()
