@@ -29,6 +29,7 @@ struct http_server {
     struct cluster *cluster; /* NULL: one node, nothing forwarded */
     char address[128];
     bool listen_loopback;
+    size_t preauth_per_address; /* PREAUTH_ADDRESS_CONNECTIONS in effect; 0: no cap */
     bool stopping;
     int inflight;
     unsigned long long next_request;
@@ -113,8 +114,11 @@ void http_accept_each(h2o_socket_t *listener, const char *err,
 struct http_pool;
 struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox);
 void http_pool_release(struct http_pool *pool);
-/* Take a just-accepted socket into pool and hand it to h2o through actx, or close it when the
- * pool is at its connection cap. */
+/* Take a just-accepted socket into pool and hand it to h2o through actx. On the main listener:
+ * close it when its address holds PREAUTH_ADDRESS_CONNECTIONS unauthenticated connections;
+ * when the pool is at its cap, close a connection that has sent no request head yet to make
+ * room (its address's oldest, else the oldest), or, when there is none, the new socket. A
+ * sandbox's pool closes the new socket at its cap. */
 void http_gate_accept(struct http_pool *pool, h2o_accept_ctx_t *actx, h2o_socket_t *sock);
 /* Whether req's connection may carry another request: only when its first request carried a
  * valid credential on the main listener. Others must be answered with Connection: close. */
