@@ -26,6 +26,8 @@ const char *const config_known_keys[] = {
     "MAX_CONNECTIONS",
     "PREAUTH_REQUEST_BYTES",
     "PREAUTH_TOTAL_BYTES",
+    "PREAUTH_ADDRESS_CONNECTIONS",
+    "PREAUTH_HEAD_SECONDS",
     "SANDBOX_CONNECTIONS",
     "SANDBOX_REQUEST_BYTES",
     "METRICS_TOKEN",
@@ -294,6 +296,13 @@ int config_finish(struct config *cfg, struct err *err)
                             (uint64_t)1 << 40, &u, err)) < 0)
         return r;
     cfg->preauth_total_bytes = u;
+    /* 0: no cap; unset, the listener decides (http_server_new) */
+    if ((r = config_get_u64(cfg, "PREAUTH_ADDRESS_CONNECTIONS", SIZE_MAX, 0, 1 << 24, &u, err)) < 0)
+        return r;
+    cfg->preauth_address_connections = u;
+    if ((r = config_get_u64(cfg, "PREAUTH_HEAD_SECONDS", 3, 1, 600, &u, err)) < 0)
+        return r;
+    cfg->preauth_head_ms = u * 1000;
     if ((r = config_get_u64(cfg, "SANDBOX_CONNECTIONS", 32, 1, 1 << 20, &u, err)) < 0)
         return r;
     cfg->sandbox_connections = u;

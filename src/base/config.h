@@ -39,6 +39,12 @@ struct config {
     size_t sandbox_bytes;              /* requests buffered for one sandbox, authenticated or not */
     size_t sandbox_egress_connections; /* per sandbox, through its egress proxy */
     uint64_t sandbox_egress_rate;      /* bytes a second each way per sandbox, 0: no cap */
+    /* Unauthenticated connections of the main listener per IPv4 address or IPv6 /64; 0: no cap;
+     * SIZE_MAX: not set (128, or no cap on a loopback listener, which a proxy is in front of). */
+    size_t preauth_address_connections;
+    /* How long a connection of the main listener has from accept to a whole first request head
+     * (its TLS handshake included). */
+    uint64_t preauth_head_ms;
     const char *metrics_token; /* Bearer token /metrics asks for; NULL: /metrics is not served */
     /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
      * both NULL: plain HTTP */

@@ -6,6 +6,15 @@
  * Every accepted socket gets a record here (its pool, what it is charged); the record is found
  * from the socket through on_close, which h2o leaves to the application on server sockets.
  *
+ * Connection slots (main listener): until a connection has sent a whole first request head (on
+ * HTTP/2 a whole header block; a TLS handshake comes first) it is waiting, and is closed when
+ * PREAUTH_HEAD_SECONDS pass. A newcomer to a full listener closes a waiting connection, the
+ * oldest of its own address if it has one (an address opening connection after connection
+ * replaces its own), else the oldest of all; authenticated connections and requests under way
+ * are never closed for it, and when only they are left the newcomer is refused. And an address
+ * (IPv4, or IPv6 /64: peers.c) holds at most PREAUTH_ADDRESS_CONNECTIONS unauthenticated
+ * connections; past it, its newcomer is refused at accept, before it could close anyone's.
+ *
  * HTTP/1 (plain, and over TLS alike): the gate parses the first request's head as it arrives,
  * and when the head announces a body larger than a small pre-authentication allowance without a
  * valid credential, it answers 401 itself and has h2o close the connection, before any of the
@@ -89,14 +98,25 @@ int h2o_hpack_parse_headers(h2o_req_t *req, h2o_hpack_header_table_t *header_tab
  * closed; h2o discards it anyway, since gated connections serve one request. */
 #define GATE_SLACK (64 * 1024)
 
+#define REFUSAL_REASONS 12
+
 struct http_pool {
     struct http_server *srv;
     size_t conns, max_conns;
     size_t bytes, max_bytes; /* charged by connections the gate still watches */
     unsigned refs;           /* the listener's, and one per connection */
-    int64_t warned_ms;       /* refusals are logged at most once a second per pool */
-    unsigned long refused;   /* since the last warning */
-    char sandbox[64];        /* "" for the main listener */
+    /* refusals are logged at most once a second per pool and reason (a few constant strings) */
+    struct refusals {
+        const char *why;
+        int64_t warned_ms;
+        unsigned long count; /* since the last warning */
+    } refusals[REFUSAL_REASONS];
+    char sandbox[64]; /* "" for the main listener */
+    /* Main listener only: connections that have not sent a whole first request head (their TLS
+     * handshake included), oldest first, of which a newcomer to a full listener closes one; and
+     * the unauthenticated connections of each address. */
+    h2o_linklist_t waiting;
+    struct http_peers *peers;
 };
 
 /* An HTTP/2 connection not yet authenticated: where the gate is in its frames, what it has
@@ -137,6 +157,10 @@ struct http_conn {
     bool gated;
     bool draining; /* refused: h2o sees nothing more, the client's body is read and dropped */
     int linger_fd; /* another descriptor of the socket, kept open past h2o's close; or -1 */
+    h2o_linklist_t waiting;            /* in pool->waiting until the first head is whole */
+    h2o_linklist_t peer_waiting;       /* in its address's list of those, as long */
+    h2o_timeout_entry_t head_deadline; /* linked as long as it is waiting */
+    struct http_peer *peer;            /* its address's count while it is unauthenticated */
 };
 
 /* A connection closed by h2o with the client still sending: its socket, read and dropped
@@ -166,6 +190,7 @@ struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox)
     struct http_pool *p = xcalloc(1, sizeof(*p));
     p->srv = srv;
     p->refs = 1;
+    h2o_linklist_init_anchor(&p->waiting);
     if (sandbox) {
         snprintf(p->sandbox, sizeof(p->sandbox), "%s", sandbox);
         p->max_conns = srv->cfg->sandbox_connections;
@@ -173,26 +198,36 @@ struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox)
     } else {
         p->max_conns = srv->cfg->max_connections;
         p->max_bytes = srv->cfg->preauth_total_bytes;
+        p->peers = http_peers_new(p->max_conns);
     }
     return p;
 }
 
 void http_pool_release(struct http_pool *p)
 {
-    if (p && --p->refs == 0)
+    if (p && --p->refs == 0) {
+        http_peers_free(p->peers);
         free(p);
+    }
 }
 
 static void note_refusal(struct http_pool *p, const char *why)
 {
-    p->refused++;
+    struct refusals *r = &p->refusals[0];
+    for (size_t i = 0; i < REFUSAL_REASONS; i++) {
+        r = &p->refusals[i];
+        if (!r->why || strcmp(r->why, why) == 0)
+            break; /* the last entry is shared when there are more reasons */
+    }
+    r->why = why;
+    r->count++;
     int64_t now = time_mono_ms();
-    if (now - p->warned_ms < 1000)
+    if (r->warned_ms && now - r->warned_ms < 1000)
         return;
     log_warn("http refused reason=%s sbx=%s count=%lu conns=%zu bytes=%zu", why,
-             p->sandbox[0] ? p->sandbox : "-", p->refused, p->conns, p->bytes);
-    p->warned_ms = now;
-    p->refused = 0;
+             p->sandbox[0] ? p->sandbox : "-", r->count, p->conns, p->bytes);
+    r->warned_ms = now;
+    r->count = 0;
 }
 
 static bool charge(struct http_conn *c, size_t n)
@@ -218,9 +253,30 @@ static void h2_unwatch(struct http_conn *c)
     c->h2 = NULL;
 }
 
+/* The connection has sent a whole first request head (on HTTP/2, a whole header block), or has
+ * been answered by the gate: the head deadline is over, and a newcomer does not close it. */
+static void head_arrived(struct http_conn *c)
+{
+    if (h2o_linklist_is_linked(&c->waiting))
+        h2o_linklist_unlink(&c->waiting);
+    if (h2o_linklist_is_linked(&c->peer_waiting))
+        h2o_linklist_unlink(&c->peer_waiting);
+    h2o_timeout_unlink(&c->head_deadline);
+}
+
+/* The connection no longer counts against its address's cap of unauthenticated connections. */
+static void peer_leave(struct http_conn *c)
+{
+    if (c->peer)
+        http_peers_release(c->pool->peers, c->peer);
+    c->peer = NULL;
+}
+
 /* The connection's user is known: the gate charges it no more. */
 static void authenticate(struct http_conn *c)
 {
+    head_arrived(c);
+    peer_leave(c);
     h2_unwatch(c);
     c->authenticated = true;
     c->gated = false;
@@ -277,6 +333,8 @@ static void conn_closed(void *data)
         linger_start(c);
     h2_unwatch(c);
     h2o_timeout_unlink(&c->handshake);
+    head_arrived(c);
+    peer_leave(c);
     SSL_CTX_free(c->ssl_ctx);
     charge(c, 0);
     c->pool->conns--;
@@ -363,6 +421,7 @@ static const char *refuse(struct http_conn *c, int status, const char *extra, co
         shutdown(fd, SHUT_WR);
     }
     note_refusal(c->pool, code);
+    head_arrived(c);
     charge(c, 0);
     c->draining = true;
     c->drain_left = c->pool->srv->cfg->max_request_bytes + GATE_SLACK;
@@ -440,6 +499,7 @@ static const char *judge_head(struct http_conn *c, size_t len, const struct phr_
     bool authorized = (chunked || len + body > cfg->preauth_request_bytes || !p->sandbox[0]) &&
                       head_authorized(p, hs, n);
     if (authorized && !p->sandbox[0]) {
+        peer_leave(c);
         c->authenticated = true;
         c->gated = false;
         charge(c, 0);
@@ -487,6 +547,7 @@ static const char *gate_check(struct http_conn *c)
     c->scanned = scan;
     if (r > 0) {
         c->head_done = true;
+        head_arrived(c);
         return judge_head(c, (size_t)r, hs, n);
     }
     if (r == -2 && in > cfg->preauth_request_bytes)
@@ -532,6 +593,8 @@ static bool h2_block_authorized(struct http_conn *c)
 static bool h2_frame_end(struct http_conn *c)
 {
     struct h2_watch *w = c->h2;
+    if ((w->type == H2_HEADERS || w->type == H2_CONTINUATION) && (w->flags & H2_END_HEADERS))
+        head_arrived(c);
     if (!w->collect)
         return false;
     w->collect = false;
@@ -692,6 +755,25 @@ void http_gate_after_loop(void)
     }
 }
 
+/* Close a connection that has not sent its first head: through h2o's read callback, as for a
+ * client gone, once h2o has it; during its TLS handshake, its socket. c is freed at once, or
+ * with TLS once the close is sent (it has left pool->waiting). */
+static void drop(struct http_conn *c, const char *why)
+{
+    head_arrived(c);
+    if (c->h2o_read)
+        c->h2o_read(c->sock, why);
+    else
+        h2o_socket_close(c->sock);
+}
+
+static void head_timed_out(h2o_timeout_entry_t *entry)
+{
+    struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct http_conn, head_deadline, entry);
+    note_refusal(c->pool, "head_timeout");
+    drop(c, "no request head in time");
+}
+
 static void handshake_timed_out(h2o_timeout_entry_t *entry)
 {
     struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct http_conn, handshake, entry);
@@ -735,20 +817,72 @@ static void handshake_done(h2o_socket_t *sock, const char *err)
     }
 }
 
+/* Whether the address of sock may open another unauthenticated connection: true, with *peer
+ * its count (NULL when its address is not known). */
+static bool peer_admit(struct http_pool *p, h2o_socket_t *sock, struct http_peer **peer)
+{
+    *peer = NULL;
+    struct sockaddr_storage ss;
+    struct http_peer_key key;
+    if (!p->peers || !h2o_socket_getpeername(sock, (struct sockaddr *)&ss) ||
+        http_peer_key((struct sockaddr *)&ss, &key) < 0)
+        return true;
+    size_t max = p->srv->preauth_per_address;
+    *peer = http_peers_hold(p->peers, &key, max ? max : SIZE_MAX);
+    return *peer != NULL;
+}
+
+/* The connection a newcomer from peer to a full listener closes: the oldest of those its own
+ * address has that have not sent a head, so that an address opening connection after connection
+ * takes the place of its own; else the oldest of any address. NULL when there is none. */
+static struct http_conn *evictable(struct http_pool *p, struct http_peer *peer)
+{
+    h2o_linklist_t *own = peer ? http_peer_waiting(peer) : NULL;
+    if (own && !h2o_linklist_is_empty(own))
+        return H2O_STRUCT_FROM_MEMBER(struct http_conn, peer_waiting, own->next);
+    if (!h2o_linklist_is_empty(&p->waiting))
+        return H2O_STRUCT_FROM_MEMBER(struct http_conn, waiting, p->waiting.next);
+    return NULL;
+}
+
 void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t *sock)
 {
-    if (p->conns >= p->max_conns) {
-        note_refusal(p, "connections");
+    /* the address's own newcomer is refused past its cap, before it could close anyone's */
+    struct http_peer *peer;
+    if (!peer_admit(p, sock, &peer)) {
+        note_refusal(p, "address");
         h2o_socket_close(sock);
         return;
     }
+    if (p->conns >= p->max_conns) {
+        /* authenticated connections and requests under way keep their place */
+        struct http_conn *old = evictable(p, peer);
+        if (!old) {
+            note_refusal(p, "connections");
+            if (peer)
+                http_peers_release(p->peers, peer);
+            h2o_socket_close(sock);
+            return;
+        }
+        note_refusal(p, "evicted");
+        drop(old, "closed for a newer connection");
+    }
     struct http_conn *c = xcalloc(1, sizeof(*c));
     c->pool = p;
+    c->peer = peer;
     c->sock = sock;
     c->actx = actx;
     c->gated = true;
     c->linger_fd = -1;
     c->handshake.cb = handshake_timed_out;
+    c->head_deadline.cb = head_timed_out;
+    if (!p->sandbox[0]) {
+        h2o_linklist_insert(&p->waiting, &c->waiting);
+        if (peer)
+            h2o_linklist_insert(http_peer_waiting(peer), &c->peer_waiting);
+        h2o_timeout_link(actx->ctx->loop, loop_timeout(p->srv->cfg->preauth_head_ms),
+                         &c->head_deadline);
+    }
     p->refs++;
     p->conns++;
     totals.conns++;

@@ -29,6 +29,7 @@ struct http_server {
     struct cluster *cluster; /* NULL: one node, nothing forwarded */
     char address[128];
     bool listen_loopback;
+    size_t preauth_per_address; /* PREAUTH_ADDRESS_CONNECTIONS in effect; 0: no cap */
     bool stopping;
     int inflight;
     unsigned long long next_request;
@@ -113,8 +114,11 @@ void http_accept_each(h2o_socket_t *listener, const char *err,
 struct http_pool;
 struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox);
 void http_pool_release(struct http_pool *pool);
-/* Take a just-accepted socket into pool and hand it to h2o through actx, or close it when the
- * pool is at its connection cap. */
+/* Take a just-accepted socket into pool and hand it to h2o through actx. On the main listener:
+ * close it when its address holds PREAUTH_ADDRESS_CONNECTIONS unauthenticated connections;
+ * when the pool is at its cap, close a connection that has sent no request head yet to make
+ * room (its address's oldest, else the oldest), or, when there is none, the new socket. A
+ * sandbox's pool closes the new socket at its cap. */
 void http_gate_accept(struct http_pool *pool, h2o_accept_ctx_t *actx, h2o_socket_t *sock);
 /* Whether req's connection may carry another request: only when its first request carried a
  * valid credential on the main listener. Others must be answered with Connection: close. */
@@ -133,6 +137,32 @@ void http_gate_after_loop(void);
 /* Connections open, and bytes charged to the requests the gate watches (those not authenticated
  * by their head, and every request on a sandbox's listener), over every listener. */
 void http_gate_counts(size_t *conns, size_t *gated_bytes);
+
+/* peers.c: unauthenticated connections counted per client address (main loop only). The
+ * default cap of a listener that is not on loopback (PREAUTH_ADDRESS_CONNECTIONS). */
+#define HTTP_PREAUTH_PER_ADDRESS 128
+struct sockaddr;
+struct http_peer_key {
+    uint8_t b[16];
+};
+/* The key an address counts under: an IPv4 address (also IPv4-mapped IPv6) alone, an IPv6
+ * address by its /64. Returns 0, or -EAFNOSUPPORT for another family (key zeroed). */
+int http_peer_key(const struct sockaddr *sa, struct http_peer_key *key);
+struct http_peer;
+struct http_peers;
+/* A table sized for about conns connections; http_peers_free accepts NULL. */
+struct http_peers *http_peers_new(size_t conns);
+void http_peers_free(struct http_peers *t);
+/* Count one more connection of key, unless key already has max: returns its record (held until
+ * http_peers_release), or NULL when it is at max. */
+struct http_peer *http_peers_hold(struct http_peers *t, const struct http_peer_key *key,
+                                  size_t max);
+/* A list the caller keeps in the record (empty when it is made); it must be empty again when
+ * the last hold is released. */
+h2o_linklist_t *http_peer_waiting(struct http_peer *peer);
+void http_peers_release(struct http_peers *t, struct http_peer *peer);
+/* How many addresses have a connection counted (for tests). */
+size_t http_peers_count(const struct http_peers *t);
 
 /* tls.c: an OpenSSL server context for the PEM files cert (a chain) and key: TLS 1.2 or later,
  * ALPN h2 and http/1.1. Returns 0 and the context (the caller's reference), or a negative errno

@@ -400,6 +400,11 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     srv->store = st;
     srv->mcp = mcp;
     srv->listen_loopback = sockaddr_is_loopback(&ss);
+    /* Behind a proxy on this machine every client comes from one loopback address, and one
+     * cap would hold them all: there the default is none. */
+    srv->preauth_per_address = cfg->preauth_address_connections;
+    if (srv->preauth_per_address == SIZE_MAX)
+        srv->preauth_per_address = srv->listen_loopback ? 0 : HTTP_PREAUTH_PER_ADDRESS;
     srv->ssl_ctx = ssl_ctx;
     format_addr(&ss, srv->address, sizeof(srv->address));
 
@@ -463,10 +468,12 @@ int http_server_run(struct http_server *srv)
         log_info("http tls cert=%s %s", cfg->tls_cert, desc);
     }
     log_info("http listening addr=%s tls=%s loopback=%s max_body=%zu max_conns=%zu "
-             "preauth_request=%zu preauth_total=%zu sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
+             "preauth_request=%zu preauth_total=%zu preauth_per_address=%zu preauth_head_ms=%llu "
+             "sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
              srv->address, srv->ssl_ctx ? "on" : "off", srv->listen_loopback ? "yes" : "no",
              cfg->max_request_bytes, cfg->max_connections, cfg->preauth_request_bytes,
-             cfg->preauth_total_bytes, cfg->sandbox_connections, cfg->sandbox_bytes,
+             cfg->preauth_total_bytes, srv->preauth_per_address,
+             (unsigned long long)cfg->preauth_head_ms, cfg->sandbox_connections, cfg->sandbox_bytes,
              cfg->metrics_token ? "token" : "off");
     int64_t deadline = 0;
     for (;;) {
