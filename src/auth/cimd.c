@@ -869,7 +869,7 @@ struct cimd_fetch *cimd_fetch(struct cimd *c, const char *url, cimd_fetched_fn c
         start_transfer(f, &lit, 1);
         return f;
     }
-    f->lookup = egress_resolve(u.host, on_resolved, f, err);
+    f->lookup = egress_resolve(u.host, NULL, 0, on_resolved, f, err);
     if (!f->lookup) {
         err_wrap(err, "client metadata '%.*s'", SHOWN, url);
         cimd_fetch_cancel(f);

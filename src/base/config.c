@@ -69,6 +69,8 @@ const char *const config_known_keys[] = {
     "SANDBOX_NETWORK_ADDRS",
     "SANDBOX_EGRESS_CONNECTIONS",
     "SANDBOX_EGRESS_RATE",
+    "NAME_LOOKUPS_RESERVED",
+    "NAME_LOOKUP_TIMEOUT_SECONDS",
     "EXEC_TIMEOUT_SECONDS",
     "EXEC_TIMEOUT_MAX_SECONDS",
     "EXEC_OUTPUT_BYTES",
@@ -325,6 +327,13 @@ int config_finish(struct config *cfg, struct err *err)
                        "off",
                        (unsigned long long)u);
     cfg->sandbox_egress_rate = u;
+    /* users together always leave room for one user's whole share */
+    if ((r = config_get_u64(cfg, "NAME_LOOKUPS_RESERVED", 8, 0, 24, &u, err)) < 0)
+        return r;
+    cfg->name_lookups_reserved = (int)u;
+    if ((r = config_get_u64(cfg, "NAME_LOOKUP_TIMEOUT_SECONDS", 10, 1, 120, &u, err)) < 0)
+        return r;
+    cfg->name_lookup_timeout_ms = (int64_t)u * 1000;
     cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
     if (!cfg->tls_cert)
         cfg->tls_cert = dup_or(cfg, "TLS_CERT", NULL);

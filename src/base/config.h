@@ -39,6 +39,8 @@ struct config {
     size_t sandbox_bytes;              /* requests buffered for one sandbox, authenticated or not */
     size_t sandbox_egress_connections; /* per sandbox, through its egress proxy */
     uint64_t sandbox_egress_rate;      /* bytes a second each way per sandbox, 0: no cap */
+    int name_lookups_reserved;         /* of the resolver's threads, for the server's own fetches */
+    int64_t name_lookup_timeout_ms;    /* a name lookup's caller waits this long at most */
     const char *metrics_token; /* Bearer token /metrics asks for; NULL: /metrics is not served */
     /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
      * both NULL: plain HTTP */
