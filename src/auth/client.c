@@ -109,12 +109,23 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
     l->cb = cb;
     l->ctx = ctx;
     snprintf(l->id, sizeof(l->id), "%s", client_id);
-    l->fetch = cimd_fetch(a->cimd, client_id, fetched, l, &err);
-    if (!l->fetch) {
-        if (err.code != -EBUSY)
-            err.code = -ENOENT;
+    char peer[64];
+    auth_peer(req, peer, sizeof(peer));
+    l->fetch = cimd_fetch(a->cimd, client_id, peer, fetched, l, &err);
+    if (l->fetch)
+        return;
+    if (err.code == -EBUSY || err.code == -EAGAIN) {
+        /* the server's capacity, this requester's or the host's share of it: later */
+        log_info("oauth client-document-busy client=\"%.200s\" addr=%s reason=\"%s\"", l->id, peer,
+                 err.msg);
+        err.code = -EBUSY;
         cb(ctx, NULL, &err);
+        return;
     }
+    log_info("oauth client-document-refused client=\"%.200s\" reason=\"%s\"", l->id, err.msg);
+    struct err e = {0};
+    err_set(&e, -ENOENT, "the client's metadata document could not be used: %s", err.msg);
+    cb(ctx, NULL, &e);
 }
 
 static bool secret_matches(const struct store_oauth_client *c, const char *secret)

@@ -95,6 +95,11 @@ const char *const config_known_keys[] = {
     "OAUTH_ACCESS_TTL",
     "OAUTH_REFRESH_TTL",
     "OAUTH_CIMD_ALLOW_LOOPBACK",
+    "OAUTH_CIMD_FETCHES",
+    "OAUTH_CIMD_FETCHES_PER_ADDRESS",
+    "OAUTH_CIMD_FETCHES_PER_HOST",
+    "OAUTH_CIMD_TIMEOUT_SECONDS",
+    "OAUTH_CIMD_FAILURE_SECONDS",
     "NOTIFY_RETRY_SECONDS",
     "NOTIFY_TEST_ALLOW_LOOPBACK",
     NULL,
@@ -360,6 +365,23 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "OAUTH_CIMD_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
         return r;
     cfg->oauth_cimd_loopback = u == 1;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES", 16, 1, 1024, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_fetches = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES_PER_ADDRESS", 2, 1, cfg->oauth_cimd_fetches,
+                            &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_per_address = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES_PER_HOST", 4, 1, cfg->oauth_cimd_fetches, &u,
+                            err)) < 0)
+        return r;
+    cfg->oauth_cimd_per_host = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_TIMEOUT_SECONDS", 5, 1, 60, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_timeout_ms = (int64_t)u * 1000;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FAILURE_SECONDS", 60, 0, 3600, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_failure_ms = (int64_t)u * 1000;
     if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
         return r;
     cfg->notify_retry_base_ms = (int64_t)u * 1000;

@@ -50,6 +50,10 @@ struct config {
     int64_t oauth_access_ttl_s;  /* OAuth access tokens live this long */
     int64_t oauth_refresh_ttl_s; /* refresh tokens, unless used (and so rotated) before */
     bool oauth_cimd_loopback;    /* tests only: client metadata documents on http://127.0.0.1 */
+    /* client metadata document fetches under way at once: in all, asked for by one address (an
+     * IPv6 /64), to one host; how long one may take; how long a failed one's error is repeated */
+    int oauth_cimd_fetches, oauth_cimd_per_address, oauth_cimd_per_host;
+    int64_t oauth_cimd_timeout_ms, oauth_cimd_failure_ms;
 
     int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
     bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */
