@@ -829,6 +829,7 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     log_info("egress mode=%s", egress_mode_name(egress_policy_mode(policy)));
+    egress_resolve_configure(cfg.name_lookups_reserved, cfg.name_lookup_timeout_ms);
     raise_nofile(&cfg, &sc);
     _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;
     if (opencode) {

@@ -39,6 +39,14 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
         .known_ms = a->trust_s * 1000,
     });
     password_set_reserved((int)cfg->signin_reserved_checks);
+    const struct cimd_limits lim = {
+        .fetches = cfg->oauth_cimd_fetches,
+        .per_requester = cfg->oauth_cimd_per_address,
+        .per_host = cfg->oauth_cimd_per_host,
+        .total_ms = (long)cfg->oauth_cimd_timeout_ms,
+        .failure_ms = cfg->oauth_cimd_failure_ms,
+    };
+    cimd_set_limits(a->cimd, &lim);
     const char *path = strchr(strstr(cfg->public_url, "://") + 3, '/');
     if (path)
         log_warn("auth public-url-path path=\"%s\": OAuth clients look for the metadata at the "

@@ -86,8 +86,11 @@ void auth_uri_host(const char *uri, char *out, size_t cap);
 struct auth_client_lookup;
 typedef void (*auth_client_fn)(void *ctx, struct store_oauth_client *client, const struct err *err);
 /* cb runs exactly once, maybe before this returns; client is NULL on failure (err->code
- * -ENOENT for an unknown client, -EAGAIN when a document would be a new client from an address
- * over its OAUTH_REGISTER_PER_ADDRESS). The lookup is tied to req: it is cancelled if req goes. */
+ * -ENOENT for an unknown client or a document that cannot be used, -EAGAIN when a document would
+ * be a new client from an address over its OAUTH_REGISTER_PER_ADDRESS, -EBUSY when its document
+ * cannot be fetched now: the server, the requester (req's address) or the document's host has
+ * as many fetches or name lookups under way as it may; err->msg says which). The lookup is tied
+ * to req: it is cancelled if req goes. */
 void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, bool may_fetch,
                       auth_client_fn cb, void *ctx);
 /* Authenticate the client of a token or revocation request (Basic or form credentials, or a

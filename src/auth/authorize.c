@@ -180,6 +180,8 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
             auth_error_page(req, 401, "invalid_client", cerr->msg);
         else if (cerr->code == -EAGAIN)
             auth_error_page(req, 429, "temporarily_unavailable", cerr->msg);
+        else if (cerr->code == -EBUSY)
+            auth_error_page(req, 503, "temporarily_unavailable", cerr->msg);
         else
             auth_error_page(req, 503, "temporarily_unavailable",
                             "The server could not look up this app just now; try again.");

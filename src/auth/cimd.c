@@ -5,9 +5,17 @@
  * (the egress policy with an empty allow list), and curl connects to those addresses only
  * (egress_pin_apply: the name pinned in a DNS cache of the fetch's own, every socket checked).
  * Redirects are not followed, proxies from the environment are not used, and the whole fetch,
- * resolution included, has a few seconds and 64 KiB. */
+ * resolution included, has a few seconds and 64 KiB.
+ *
+ * A stranger chooses the URL, so a fetch's cost is a stranger's to choose: a document that never
+ * answers holds its slot for the whole deadline. So the slots are shared out: a few per
+ * requester (the address that asked) and per host, and a URL whose fetch failed is answered with
+ * that failure for a while (a table of CIMD_FAILURES_KEPT, keyed by the URL's SHA-256) rather
+ * than fetched again. The name lookup is the resolver's, charged to the requester there until
+ * its thread ends, even past the fetch's deadline. */
 #include "auth/cimd.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -17,6 +25,7 @@
 
 #include "base/cleanup.h"
 #include "base/curl_loop.h"
+#include "base/ids.h"
 #include "base/loop.h"
 #include "base/utf8.h"
 #include "base/util.h"
@@ -537,12 +546,22 @@ int cimd_addrs_check(const char *url, bool allow_loopback_http, const struct egr
 
 /* --- fetching --- */
 
+/* A fetch that failed, given again until until_ms. */
+struct failure {
+    unsigned char key[32];   /* SHA-256 of the URL */
+    int64_t at_ms, until_ms; /* monotonic; until_ms 0: empty */
+    struct err err;
+};
+
 struct cimd {
     bool allow_loopback_http;
     struct curl_loop *cl;
     long connect_ms, total_ms;
+    int fetches, per_requester, per_host;
+    int64_t failure_ms;
     int n; /* fetches under way */
     struct cimd_fetch *head;
+    struct failure failures[CIMD_FAILURES_KEPT];
 };
 
 enum stop { STOP_NONE, STOP_STATUS, STOP_TYPE, STOP_SIZE, STOP_ADDRESS };
@@ -553,7 +572,10 @@ struct cimd_fetch {
     cimd_fetched_fn cb;
     void *ctx;
     char url[CIMD_URL_MAX + 1];
+    unsigned char key[32]; /* SHA-256 of url */
     struct client_url u;
+    char host[256];     /* u.host, lower case, or an address as egress_addr_format writes it */
+    char requester[64]; /* "" when none was given */
     struct egress_lookup *lookup;
     struct loop_timer deadline; /* while resolving; curl keeps time after that */
     int64_t deadline_ms;        /* monotonic: the whole fetch ends by then */
@@ -582,14 +604,61 @@ struct cimd *cimd_new(bool allow_loopback_http)
     c->allow_loopback_http = allow_loopback_http;
     c->connect_ms = CIMD_CONNECT_TIMEOUT_MS;
     c->total_ms = CIMD_TOTAL_TIMEOUT_MS;
+    c->fetches = CIMD_FETCHES_DEFAULT;
+    c->per_requester = CIMD_PER_REQUESTER_DEFAULT;
+    c->per_host = CIMD_PER_HOST_DEFAULT;
+    c->failure_ms = CIMD_FAILURE_MS_DEFAULT;
     c->cl = curl_loop_new(on_done);
     return c;
+}
+
+void cimd_set_limits(struct cimd *c, const struct cimd_limits *lim)
+{
+    c->fetches = lim->fetches;
+    c->per_requester = lim->per_requester;
+    c->per_host = lim->per_host;
+    c->total_ms = lim->total_ms;
+    c->connect_ms =
+        CIMD_CONNECT_TIMEOUT_MS < lim->total_ms ? CIMD_CONNECT_TIMEOUT_MS : lim->total_ms;
+    c->failure_ms = lim->failure_ms;
 }
 
 void cimd_set_timeouts(struct cimd *c, long connect_ms, long total_ms)
 {
     c->connect_ms = connect_ms;
     c->total_ms = total_ms;
+}
+
+/* --- failures remembered --- */
+
+static struct failure *failure_slot(struct cimd *c, const unsigned char key[32])
+{
+    return &c->failures[((size_t)key[0] << 8 | key[1]) % CIMD_FAILURES_KEPT];
+}
+
+static void failure_keep(struct cimd_fetch *f, const struct err *err)
+{
+    struct cimd *c = f->c;
+    if (c->failure_ms <= 0)
+        return;
+    struct failure *x = failure_slot(c, f->key);
+    memcpy(x->key, f->key, sizeof(x->key));
+    x->at_ms = time_mono_ms();
+    x->until_ms = x->at_ms + c->failure_ms;
+    x->err = *err;
+}
+
+/* The failure remembered for the URL of key, into err: true when there is one. */
+static bool failure_find(struct cimd *c, const unsigned char key[32], struct err *err)
+{
+    struct failure *x = failure_slot(c, key);
+    int64_t now = time_mono_ms();
+    if (x->until_ms <= now || memcmp(x->key, key, sizeof(x->key)) != 0)
+        return false;
+    err_set(err, x->err.code,
+            "%s (the answer of a fetch %lld s ago: it is not fetched again for %lld s)", x->err.msg,
+            (long long)((now - x->at_ms) / 1000), (long long)((x->until_ms - now + 999) / 1000));
+    return true;
 }
 
 static void release(struct cimd_fetch *f)
@@ -621,6 +690,8 @@ static void unlink_fetch(struct cimd_fetch *f)
 static void finish(struct cimd_fetch *f, const struct cimd_client *client, int64_t max_age,
                    const struct err *err)
 {
+    if (err)
+        failure_keep(f, err);
     loop_timer_stop(&f->deadline);
     unlink_fetch(f);
     release(f);
@@ -836,32 +907,73 @@ static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const
     start_transfer(f, addrs, n);
 }
 
-struct cimd_fetch *cimd_fetch(struct cimd *c, const char *url, cimd_fetched_fn cb, void *ctx,
-                              struct err *err)
+/* Fetches under way for requester and to host: -EBUSY with a message when either, or all of
+ * them, is at its limit. */
+static int slot_check(struct cimd *c, const char *url, const char *requester, const char *host,
+                      struct err *err)
+{
+    if (c->n >= c->fetches)
+        return err_set(err, -EBUSY,
+                       "cannot fetch client metadata '%.*s' now: %d fetches are under way; retry "
+                       "later",
+                       SHOWN, url, c->fetches);
+    int of_requester = 0, of_host = 0;
+    for (const struct cimd_fetch *f = c->head; f; f = f->next) {
+        of_requester += requester[0] && strcmp(f->requester, requester) == 0;
+        of_host += strcmp(f->host, host) == 0;
+    }
+    if (of_requester >= c->per_requester)
+        return err_set(err, -EBUSY,
+                       "cannot fetch client metadata '%.*s' now: %d fetches asked for from this "
+                       "address are under way, the most one address may have; retry later",
+                       SHOWN, url, of_requester);
+    if (of_host >= c->per_host)
+        return err_set(err, -EBUSY,
+                       "cannot fetch client metadata '%.*s' now: %d fetches from '%s' are under "
+                       "way, the most one host may have; retry later",
+                       SHOWN, url, of_host, host);
+    return 0;
+}
+
+struct cimd_fetch *cimd_fetch(struct cimd *c, const char *url, const char *requester,
+                              cimd_fetched_fn cb, void *ctx, struct err *err)
 {
     struct client_url u;
     if (url_parse(url, c->allow_loopback_http, &u, err) < 0)
         return NULL;
-    if (c->n >= CIMD_FETCHES_MAX) {
-        err_set(err, -EBUSY,
-                "cannot fetch client metadata '%.*s' now: %d fetches are under way; retry later",
-                SHOWN, url, CIMD_FETCHES_MAX);
+    unsigned char key[32];
+    sha256_bytes(url, strlen(url), key);
+    if (failure_find(c, key, err))
         return NULL;
+    char host[256];
+    struct egress_addr lit;
+    bool is_addr = egress_addr_parse(u.host, &lit) == 0;
+    if (is_addr) {
+        egress_addr_format(&lit, host);
+    } else {
+        for (size_t i = 0; i <= strlen(u.host); i++)
+            host[i] = (char)tolower((unsigned char)u.host[i]);
     }
+    if (!requester)
+        requester = "";
+    if (slot_check(c, url, requester, host, err) < 0)
+        return NULL;
     struct cimd_fetch *f = xcalloc(1, sizeof(*f));
     f->c = c;
     f->cb = cb;
     f->ctx = ctx;
     f->u = u;
     memcpy(f->url, url, strlen(url) + 1);
+    memcpy(f->key, key, sizeof(key));
+    snprintf(f->host, sizeof(f->host), "%s", host);
+    snprintf(f->requester, sizeof(f->requester), "%s", requester);
     f->next = c->head;
     if (c->head)
         c->head->prev = f;
     c->head = f;
     c->n++;
     f->deadline_ms = time_mono_ms() + c->total_ms;
-    struct egress_addr lit;
-    if (egress_addr_parse(u.host, &lit) == 0) {
+    if (is_addr) {
         if (addrs_check(f->url, &f->u, &lit, 1, err) < 0) {
             cimd_fetch_cancel(f);
             return NULL;
@@ -869,7 +981,7 @@ struct cimd_fetch *cimd_fetch(struct cimd *c, const char *url, cimd_fetched_fn c
         start_transfer(f, &lit, 1);
         return f;
     }
-    f->lookup = egress_resolve(u.host, on_resolved, f, err);
+    f->lookup = egress_resolve(u.host, f->requester, c->per_requester, on_resolved, f, err);
     if (!f->lookup) {
         err_wrap(err, "client metadata '%.*s'", SHOWN, url);
         cimd_fetch_cancel(f);

@@ -102,7 +102,7 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
         cb(ctx, NULL, &err);
         return;
     }
-    char peer[INET6_ADDRSTRLEN];
+    char peer[64];
     auth_peer(req, peer, sizeof(peer));
     int64_t wait_s = r == -ENOENT ? auth_admit_wait_s(a, peer) : 0;
     if (wait_s > 0) {
@@ -122,12 +122,21 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
     l->cached = r == 0;
     snprintf(l->peer, sizeof(l->peer), "%s", peer);
     snprintf(l->id, sizeof(l->id), "%s", client_id);
-    l->fetch = cimd_fetch(a->cimd, client_id, fetched, l, &err);
-    if (!l->fetch) {
-        if (err.code != -EBUSY)
-            err.code = -ENOENT;
+    l->fetch = cimd_fetch(a->cimd, client_id, peer, fetched, l, &err);
+    if (l->fetch)
+        return;
+    if (err.code == -EBUSY || err.code == -EAGAIN) {
+        /* the server's capacity, this requester's or the host's share of it: later */
+        log_info("oauth client-document-busy client=\"%.200s\" addr=%s reason=\"%s\"", l->id, peer,
+                 err.msg);
+        err.code = -EBUSY;
         cb(ctx, NULL, &err);
+        return;
     }
+    log_info("oauth client-document-refused client=\"%.200s\" reason=\"%s\"", l->id, err.msg);
+    struct err e = {0};
+    err_set(&e, -ENOENT, "the client's metadata document could not be used: %s", err.msg);
+    cb(ctx, NULL, &e);
 }
 
 static bool secret_matches(const struct store_oauth_client *c, const char *secret)

@@ -71,6 +71,8 @@ const char *const config_known_keys[] = {
     "SANDBOX_NETWORK_ADDRS",
     "SANDBOX_EGRESS_CONNECTIONS",
     "SANDBOX_EGRESS_RATE",
+    "NAME_LOOKUPS_RESERVED",
+    "NAME_LOOKUP_TIMEOUT_SECONDS",
     "EXEC_TIMEOUT_SECONDS",
     "EXEC_TIMEOUT_MAX_SECONDS",
     "EXEC_OUTPUT_BYTES",
@@ -101,6 +103,11 @@ const char *const config_known_keys[] = {
     "SIGNIN_INFLIGHT_PER_NETWORK",
     "SIGNIN_RESERVED_CHECKS",
     "SIGNIN_TRUST_DAYS",
+    "OAUTH_CIMD_FETCHES",
+    "OAUTH_CIMD_FETCHES_PER_ADDRESS",
+    "OAUTH_CIMD_FETCHES_PER_HOST",
+    "OAUTH_CIMD_TIMEOUT_SECONDS",
+    "OAUTH_CIMD_FAILURE_SECONDS",
     "NOTIFY_RETRY_SECONDS",
     "NOTIFY_TEST_ALLOW_LOOPBACK",
     "NOTIFY_VIEW_TOKEN",
@@ -341,6 +348,13 @@ int config_finish(struct config *cfg, struct err *err)
                        "off",
                        (unsigned long long)u);
     cfg->sandbox_egress_rate = u;
+    /* users together always leave room for one user's whole share */
+    if ((r = config_get_u64(cfg, "NAME_LOOKUPS_RESERVED", 8, 0, 24, &u, err)) < 0)
+        return r;
+    cfg->name_lookups_reserved = (int)u;
+    if ((r = config_get_u64(cfg, "NAME_LOOKUP_TIMEOUT_SECONDS", 10, 1, 120, &u, err)) < 0)
+        return r;
+    cfg->name_lookup_timeout_ms = (int64_t)u * 1000;
     cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
     if (!cfg->tls_cert)
         cfg->tls_cert = dup_or(cfg, "TLS_CERT", NULL);
@@ -388,6 +402,23 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "SIGNIN_TRUST_DAYS", 365, 1, 3650, &u, err)) < 0)
         return r;
     cfg->signin_trust_days = (unsigned)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES", 16, 1, 1024, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_fetches = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES_PER_ADDRESS", 2, 1, cfg->oauth_cimd_fetches,
+                            &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_per_address = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES_PER_HOST", 4, 1, cfg->oauth_cimd_fetches, &u,
+                            err)) < 0)
+        return r;
+    cfg->oauth_cimd_per_host = (int)u;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_TIMEOUT_SECONDS", 5, 1, 60, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_timeout_ms = (int64_t)u * 1000;
+    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FAILURE_SECONDS", 60, 0, 3600, &u, err)) < 0)
+        return r;
+    cfg->oauth_cimd_failure_ms = (int64_t)u * 1000;
     if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
         return r;
     cfg->notify_retry_base_ms = (int64_t)u * 1000;

@@ -45,6 +45,8 @@ struct config {
     /* How long a connection of the main listener has from accept to a whole first request head
      * (its TLS handshake included). */
     uint64_t preauth_head_ms;
+    int name_lookups_reserved;      /* of the resolver's threads, for the server's own fetches */
+    int64_t name_lookup_timeout_ms; /* a name lookup's caller waits this long at most */
     const char *metrics_token; /* Bearer token /metrics asks for; NULL: /metrics is not served */
     /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
      * both NULL: plain HTTP */
@@ -63,6 +65,10 @@ struct config {
     unsigned signin_inflight_per_network;
     unsigned signin_reserved_checks;
     unsigned signin_trust_days;
+    /* client metadata document fetches under way at once: in all, asked for by one address (an
+     * IPv6 /64), to one host; how long one may take; how long a failed one's error is repeated */
+    int oauth_cimd_fetches, oauth_cimd_per_address, oauth_cimd_per_host;
+    int64_t oauth_cimd_timeout_ms, oauth_cimd_failure_ms;
 
     int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
     bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */

@@ -213,8 +213,10 @@ enum egress_reason egress_policy_check_sni(const struct egress_policy *p, enum e
 /* --- resolution on a thread, answered on the loop (resolve.c) --- */
 
 #define EGRESS_ADDRS_MAX 16
-#define EGRESS_LOOKUPS_MAX 32      /* lookup threads alive at once */
-#define EGRESS_LOOKUPS_PER_OWNER 8 /* of them for one owner (a sandbox) */
+#define EGRESS_LOOKUPS_MAX 32     /* lookup threads alive at once */
+#define EGRESS_LOOKUPS_PER_USER 8 /* of them for one user: all their sandboxes and runs */
+#define EGRESS_LOOKUPS_RESERVED 8 /* of them only the server's own fetches may take, by default */
+#define EGRESS_LOOKUP_TIMEOUT_MS 10000 /* a caller waits this long at most, by default */
 
 struct egress_lookup;
 /* addrs (n of them, duplicates removed) are valid during the call only; err is NULL on
@@ -223,36 +225,54 @@ typedef void (*egress_resolved_fn)(void *ctx, const struct egress_addr *addrs, i
                                    const struct err *err);
 
 /* Resolve host (a name, or a numeric address) for TCP with the system's resolver (getaddrinfo,
- * so /etc/hosts counts) on a thread of its own, and call cb on the loop with what it found.
- * Returns a handle for egress_lookup_cancel, valid until cb has run; or NULL with err set (cb
- * never called) when EGRESS_LOOKUPS_MAX lookups are alive or no pipe could be made. Main loop
- * thread only. */
-struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
-                                     struct err *err);
-/* The same on behalf of owner (a sandbox id, at most 63 bytes; NULL: nobody's), which may have at
- * most EGRESS_LOOKUPS_PER_OWNER lookups alive at once, cancelled ones whose thread has not ended
- * included, so that one sandbox cannot hold every lookup thread; beyond it NULL with -EAGAIN and
- * a message saying so. */
-struct egress_lookup *egress_resolve_for(const char *host, const char *owner, egress_resolved_fn cb,
-                                         void *ctx, struct err *err);
+ * so /etc/hosts counts) on a thread of its own, on behalf of user_id (a user's sandbox or run, at
+ * most 63 bytes; NULL: counted in the totals only), and call cb on the loop with what it found:
+ * the addresses, or an error (-ENOENT: no such name or no address; -EHOSTUNREACH: the resolver
+ * failed; -ETIMEDOUT: no answer within the deadline, when the thread goes on alone and stays
+ * counted until it ends). Returns a handle for egress_lookup_cancel, valid until cb has run; or
+ * NULL with err set (cb never called): -EAGAIN with the reason when user_id has
+ * EGRESS_LOOKUPS_PER_USER lookups alive (cancelled and overdue ones whose thread has not ended
+ * included, so that one user cannot hold every thread), when users' lookups together fill all
+ * but the reserve, or when EGRESS_LOOKUPS_MAX are alive; or when no pipe could be made. Main
+ * loop thread only. */
+struct egress_lookup *egress_resolve_for(const char *host, const char *user_id,
+                                         egress_resolved_fn cb, void *ctx, struct err *err);
+/* The same for the server's own fetches (client metadata documents, notifications), which may
+ * also take the reserve: on behalf of cause (who made the server fetch: a client's address, a
+ * user; at most 63 bytes; NULL: nobody's), which may have per_cause lookups alive at once. */
+struct egress_lookup *egress_resolve(const char *host, const char *cause, int per_cause,
+                                     egress_resolved_fn cb, void *ctx, struct err *err);
 /* cb will not be called; the thread finishes on its own. */
 void egress_lookup_cancel(struct egress_lookup *l);
+/* Of the EGRESS_LOOKUPS_MAX lookups, reserve (0..EGRESS_LOOKUPS_MAX - EGRESS_LOOKUPS_PER_USER)
+ * are kept for the server's own fetches (NAME_LOOKUPS_RESERVED); a caller is answered within
+ * deadline_ms (NAME_LOOKUP_TIMEOUT_SECONDS). For lookups started after the call. Main loop
+ * thread only. */
+void egress_resolve_configure(int reserve, int64_t deadline_ms);
 
-/* The count of lookups alive, in all and per owner, that egress_resolve keeps (under a lock of
- * its own). Pure; the caller serializes. */
+/* The count of lookups alive, in all, of users and per owner, that the resolver keeps (under a
+ * lock of its own). Pure; the caller serializes. */
 struct egress_lookups {
     int total;
+    int users; /* of them, on behalf of users rather than the server's own */
     struct {
         char owner[64]; /* "" when the slot is free */
+        bool server;
         int n;
     } slot[EGRESS_LOOKUPS_MAX];
 };
-/* Count one more lookup for owner (NULL: counted in the total only): 0, or -EAGAIN with a message
- * when EGRESS_LOOKUPS_MAX are alive, or per_owner of owner's. */
-int egress_lookups_claim(struct egress_lookups *t, const char *owner, int per_owner,
+/* Whom a lookup is for. */
+struct egress_owner {
+    bool server;     /* the server's own fetch, which may take the reserve; else a user's */
+    const char *key; /* the user, or the server fetch's cause; NULL or "": totals only */
+    int max;         /* lookups alive at once with this key */
+};
+/* Count one more lookup for o: 0, or -EAGAIN with a message when o->key has o->max alive, when
+ * EGRESS_LOOKUPS_MAX are alive, or, for a user's, when users' fill EGRESS_LOOKUPS_MAX - reserve. */
+int egress_lookups_claim(struct egress_lookups *t, const struct egress_owner *o, int reserve,
                          struct err *err);
-/* One of owner's lookups (a claim that succeeded) has ended. */
-void egress_lookups_release(struct egress_lookups *t, const char *owner);
+/* One of o's lookups (a claim that succeeded) has ended. */
+void egress_lookups_release(struct egress_lookups *t, const struct egress_owner *o);
 
 /* --- requests to a URL a user gave (pin.c) --- */
 
@@ -339,14 +359,16 @@ struct egress_attempt {
     int64_t start_ms, end_ms; /* wall clock */
 };
 typedef void (*egress_recorder_fn)(void *ctx, const struct egress_attempt *a);
-/* The mode a sandbox's requests are judged under. */
-typedef enum egress_mode (*egress_mode_fn)(void *ctx, const char *sandbox_id);
+/* The mode a sandbox's requests are judged under, and into user_id the user it belongs to, on
+ * whose share its name lookups are counted ("" when it has none). */
+typedef enum egress_mode (*egress_mode_fn)(void *ctx, const char *sandbox_id, char user_id[64]);
 
 /* Create the proxy under policy (borrowed; it must outlive the proxy). Takes from cfg
  * SANDBOX_EGRESS_CONNECTIONS (connections of one sandbox at once) and SANDBOX_EGRESS_RATE (bytes
- * a second one sandbox's connections may relay, each way, 0 for no cap). A sandbox may have
- * EGRESS_LOOKUPS_PER_OWNER name lookups under way. Until egress_proxy_set_mode says otherwise,
- * every sandbox is judged under the policy's own mode. Returns 0 or -EINVAL with err set. Main
+ * a second one sandbox's connections may relay, each way, 0 for no cap). A sandbox's name
+ * lookups are counted as its user's (egress_resolve_for), whom egress_mode_fn names. Until
+ * egress_proxy_set_mode says otherwise, every sandbox is judged under the policy's own mode (and
+ * its lookups counted as its own). Returns 0 or -EINVAL with err set. Main
  * loop only. */
 int egress_proxy_new(const struct config *cfg, const struct egress_policy *policy,
                      struct egress_proxy **out, struct err *err);

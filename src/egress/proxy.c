@@ -317,10 +317,14 @@ static void try_connect(struct conn *c)
 
 /* --- judge --- */
 
-static enum egress_mode mode_of(struct conn *c)
+/* The sandbox's mode, and into user the user whose share of lookups it draws on. */
+static enum egress_mode mode_of(struct conn *c, char user[64])
 {
     struct egress_proxy *p = c->sbx->p;
-    return p->mode_fn ? p->mode_fn(p->mode_ctx, c->sbx->id) : egress_policy_mode(p->policy);
+    if (p->mode_fn)
+        return p->mode_fn(p->mode_ctx, c->sbx->id, user);
+    snprintf(user, 64, "%s", c->sbx->id);
+    return egress_policy_mode(p->policy);
 }
 
 static void judge_addrs(struct conn *c, const struct egress_addr *addrs, int n)
@@ -345,6 +349,10 @@ static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const
 {
     struct conn *c = ctx;
     c->lookup = NULL;
+    if (err && err->code == -ETIMEDOUT) {
+        answer(c, 504, "allowed", "timeout", err->msg);
+        return;
+    }
     if (err) {
         answer(c, 502, "denied", egress_reason_name(EGRESS_DENY_UNRESOLVED), err->msg);
         return;
@@ -356,7 +364,8 @@ static void judge(struct conn *c)
 {
     c->stage = ST_JUDGE;
     struct err why = {0};
-    c->mode = mode_of(c);
+    char user[64] = "";
+    c->mode = mode_of(c, user);
     enum egress_reason r =
         egress_policy_check_name(c->sbx->p->policy, c->mode, c->host, c->port, &why);
     if (r != EGRESS_OK) {
@@ -370,7 +379,7 @@ static void judge(struct conn *c)
         return;
     }
     struct err err = {0};
-    c->lookup = egress_resolve_for(c->host, c->sbx->id, on_resolved, c, &err);
+    c->lookup = egress_resolve_for(c->host, user, on_resolved, c, &err);
     if (!c->lookup)
         answer(c, 503, "allowed", "busy", err.msg);
 }

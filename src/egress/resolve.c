@@ -1,9 +1,15 @@
 /* Name resolution off the loop: getaddrinfo may wait seconds for a DNS server, so each lookup
  * runs on a thread of its own, which writes one byte to a pipe the loop watches when it is done.
  * The lookup is shared by the thread and the loop (two references); whoever lets go last frees
- * it, so a cancelled lookup needs no waiting for its thread. The threads alive are counted, in all
- * and per owner, until each thread ends: a cancelled lookup still holds its thread, and a sandbox
- * that asks and hangs up again and again must not take them all. */
+ * it, so a cancelled lookup needs no waiting for its thread.
+ *
+ * getaddrinfo cannot be stopped, so the pool is bounded by counting threads, not callers: a
+ * lookup is charged to its owner from its claim until its thread really ends, and is refused,
+ * rather than a thread more started, past the owner's share or the pool's. Its caller waits at
+ * most the deadline (egress_resolve_configure): then it is answered -ETIMEDOUT, and the thread,
+ * still charged, finishes on its own. So a user whose names never answer holds at most their
+ * own share for as long as the resolver takes to give up, a sandbox that asks and hangs up again
+ * and again cannot take more, and the last `reserved` threads are only ever the server's own. */
 #include "egress/egress.h"
 
 #include <errno.h>
@@ -18,12 +24,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/cleanup.h"
 #include "base/loop.h"
 #include "base/util.h"
 
 struct egress_lookup {
     char host[256];
     char owner[64]; /* "" for nobody's */
+    bool server;    /* the server's own fetch (owner: its cause) rather than a user's */
     struct egress_addr addrs[EGRESS_ADDRS_MAX];
     int n;
     int gai; /* getaddrinfo's result */
@@ -32,59 +40,91 @@ struct egress_lookup {
     egress_resolved_fn cb;
     void *ctx;
     bool cancelled;
+    struct loop_timer deadline; /* the loop's: its caller is answered by then */
+    int64_t timeout_ms;
     atomic_int refs;
 };
 
-/* Lookup threads alive, cancelled ones included (a resolver may take seconds to give up):
- * past the caps a lookup is refused rather than a thread more started. */
+/* Lookup threads alive, cancelled and overdue ones included (a resolver may take seconds to give
+ * up): past the caps a lookup is refused rather than a thread more started. */
 static struct egress_lookups alive;
 static pthread_mutex_t alive_lock = PTHREAD_MUTEX_INITIALIZER;
+static int reserved = EGRESS_LOOKUPS_RESERVED; /* set on the loop before any lookup */
+static int64_t timeout_ms = EGRESS_LOOKUP_TIMEOUT_MS;
 
-static int slot_of(const struct egress_lookups *t, const char *owner)
+static bool has_key(const struct egress_owner *o)
+{
+    return o->key && o->key[0];
+}
+
+static int slot_of(const struct egress_lookups *t, const struct egress_owner *o)
 {
     for (int i = 0; i < EGRESS_LOOKUPS_MAX; i++)
-        if (t->slot[i].n > 0 && strcmp(t->slot[i].owner, owner) == 0)
+        if (t->slot[i].n > 0 && t->slot[i].server == o->server &&
+            strcmp(t->slot[i].owner, o->key) == 0)
             return i;
     return -1;
 }
 
-int egress_lookups_claim(struct egress_lookups *t, const char *owner, int per_owner,
+int egress_lookups_claim(struct egress_lookups *t, const struct egress_owner *o, int reserve,
                          struct err *err)
 {
-    int i = owner && owner[0] ? slot_of(t, owner) : -1;
-    if (i >= 0 && t->slot[i].n >= per_owner)
-        return err_set(err, -EAGAIN,
-                       "%d name lookups of this sandbox are under way, the most it may have at "
-                       "once; retry when one has ended",
-                       per_owner);
+    int i = has_key(o) ? slot_of(t, o) : -1;
+    if (i >= 0 && t->slot[i].n >= o->max)
+        return o->server ? err_set(err, -EAGAIN,
+                                   "%d name lookups on behalf of '%s' are under way, the most it "
+                                   "may have at once; retry when one has ended",
+                                   o->max, o->key)
+                         : err_set(err, -EAGAIN,
+                                   "%d name lookups of this user's sandboxes and runs are under "
+                                   "way, the most one user may have at once; retry when one has "
+                                   "ended",
+                                   o->max);
     if (t->total >= EGRESS_LOOKUPS_MAX)
         return err_set(err, -EAGAIN, "%d name lookups are under way; retry later",
                        EGRESS_LOOKUPS_MAX);
+    if (!o->server && t->users >= EGRESS_LOOKUPS_MAX - reserve)
+        return err_set(err, -EAGAIN,
+                       "%d name lookups of users are under way, the most they may have together "
+                       "(%d are kept for the server's own); retry later",
+                       t->users, reserve);
     t->total++;
-    if (!owner || !owner[0])
+    t->users += !o->server;
+    if (!has_key(o))
         return 0;
     if (i < 0) {
         /* a free slot exists: no more owners than lookups alive */
         for (i = 0; t->slot[i].n > 0; i++)
             ;
-        snprintf(t->slot[i].owner, sizeof(t->slot[i].owner), "%s", owner);
+        snprintf(t->slot[i].owner, sizeof(t->slot[i].owner), "%s", o->key);
+        t->slot[i].server = o->server;
     }
     t->slot[i].n++;
     return 0;
 }
 
-void egress_lookups_release(struct egress_lookups *t, const char *owner)
+void egress_lookups_release(struct egress_lookups *t, const struct egress_owner *o)
 {
     t->total--;
-    int i = owner && owner[0] ? slot_of(t, owner) : -1;
+    t->users -= !o->server;
+    int i = has_key(o) ? slot_of(t, o) : -1;
     if (i >= 0 && --t->slot[i].n == 0)
         t->slot[i].owner[0] = '\0';
 }
 
-static void release(const char *owner)
+void egress_resolve_configure(int reserve, int64_t deadline_ms)
 {
     pthread_mutex_lock(&alive_lock);
-    egress_lookups_release(&alive, owner);
+    reserved = reserve;
+    timeout_ms = deadline_ms;
+    pthread_mutex_unlock(&alive_lock);
+}
+
+static void release(const struct egress_lookup *l)
+{
+    const struct egress_owner o = {.server = l->server, .key = l->owner};
+    pthread_mutex_lock(&alive_lock);
+    egress_lookups_release(&alive, &o);
     pthread_mutex_unlock(&alive_lock);
 }
 
@@ -129,9 +169,34 @@ static void *lookup_thread(void *arg)
     ssize_t w = write(l->wfd, "", 1);
     (void)w;
     close(l->wfd);
-    release(l->owner);
+    release(l);
     unref(l);
     return NULL;
+}
+
+/* The loop lets go of l: its callback will not run (the thread may still). */
+static void let_go(struct egress_lookup *l)
+{
+    l->cancelled = true;
+    loop_timer_stop(&l->deadline);
+    if (l->sock) {
+        h2o_socket_read_stop(l->sock);
+        h2o_socket_close(l->sock);
+        l->sock = NULL;
+    }
+    unref(l);
+}
+
+static void on_deadline(struct loop_timer *t)
+{
+    struct egress_lookup *l = container_of(t, struct egress_lookup, deadline);
+    struct err err = {0};
+    err_set(&err, -ETIMEDOUT, "cannot resolve '%s' within %lld ms", l->host,
+            (long long)l->timeout_ms);
+    egress_resolved_fn cb = l->cb;
+    void *ctx = l->ctx;
+    let_go(l);
+    cb(ctx, NULL, 0, &err);
 }
 
 static void on_done(h2o_socket_t *sock, const char *errstr)
@@ -140,6 +205,7 @@ static void on_done(h2o_socket_t *sock, const char *errstr)
     h2o_socket_read_stop(sock);
     h2o_socket_close(sock);
     l->sock = NULL;
+    loop_timer_stop(&l->deadline);
     if (!l->cancelled) {
         struct err err = {0};
         if (l->gai != 0)
@@ -152,39 +218,44 @@ static void on_done(h2o_socket_t *sock, const char *errstr)
     unref(l);
 }
 
-struct egress_lookup *egress_resolve_for(const char *host, const char *owner, egress_resolved_fn cb,
-                                         void *ctx, struct err *err)
+static struct egress_lookup *resolve(const char *host, const struct egress_owner *o,
+                                     egress_resolved_fn cb, void *ctx, struct err *err)
 {
     pthread_mutex_lock(&alive_lock);
-    int r = egress_lookups_claim(&alive, owner, EGRESS_LOOKUPS_PER_OWNER, err);
+    int r = egress_lookups_claim(&alive, o, reserved, err);
+    int64_t ms = timeout_ms;
     pthread_mutex_unlock(&alive_lock);
     if (r < 0) {
         err_wrap(err, "cannot resolve '%s' now", host);
         return NULL;
     }
+    struct egress_lookup *l = xcalloc(1, sizeof(*l));
+    snprintf(l->host, sizeof(l->host), "%s", host);
+    snprintf(l->owner, sizeof(l->owner), "%s", o->key ? o->key : "");
+    l->server = o->server;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0) {
         err_set(err, -errno, "cannot resolve '%s': pipe: %s", host, strerror(errno));
-        release(owner);
+        release(l);
+        free(l);
         return NULL;
     }
-    struct egress_lookup *l = xcalloc(1, sizeof(*l));
-    snprintf(l->host, sizeof(l->host), "%s", host);
-    snprintf(l->owner, sizeof(l->owner), "%s", owner ? owner : "");
     l->cb = cb;
     l->ctx = ctx;
+    l->timeout_ms = ms;
     atomic_init(&l->refs, 2);
     l->wfd = fds[1];
     l->sock = h2o_evloop_socket_create(loop_get(), fds[0], 0);
     l->sock->data = l;
     h2o_socket_read_start(l->sock, on_done);
+    loop_timer_start(&l->deadline, (uint64_t)ms, on_deadline);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t th;
     if (pthread_create(&th, &attr, lookup_thread, l) != 0) {
         /* no thread: answer "cannot resolve" through the same path */
-        release(l->owner);
+        release(l);
         l->gai = EAI_AGAIN;
         close(l->wfd);
         unref(l);
@@ -193,21 +264,22 @@ struct egress_lookup *egress_resolve_for(const char *host, const char *owner, eg
     return l;
 }
 
-struct egress_lookup *egress_resolve(const char *host, egress_resolved_fn cb, void *ctx,
-                                     struct err *err)
+struct egress_lookup *egress_resolve_for(const char *host, const char *user_id,
+                                         egress_resolved_fn cb, void *ctx, struct err *err)
 {
-    return egress_resolve_for(host, NULL, cb, ctx, err);
+    const struct egress_owner o = {.key = user_id, .max = EGRESS_LOOKUPS_PER_USER};
+    return resolve(host, &o, cb, ctx, err);
+}
+
+struct egress_lookup *egress_resolve(const char *host, const char *cause, int per_cause,
+                                     egress_resolved_fn cb, void *ctx, struct err *err)
+{
+    const struct egress_owner o = {.server = true, .key = cause, .max = per_cause};
+    return resolve(host, &o, cb, ctx, err);
 }
 
 void egress_lookup_cancel(struct egress_lookup *l)
 {
-    if (!l)
-        return;
-    l->cancelled = true;
-    if (l->sock) {
-        h2o_socket_read_stop(l->sock);
-        h2o_socket_close(l->sock);
-        l->sock = NULL;
-    }
-    unref(l);
+    if (l)
+        let_go(l);
 }

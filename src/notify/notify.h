@@ -23,9 +23,12 @@
 #define NOTIFY_ATTEMPTS_MAX 12    /* attempts of one event to one target */
 #define NOTIFY_AGE_MAX_MS (24LL * 3600 * 1000) /* an event not delivered by then is given up */
 #define NOTIFY_BACKOFF_MAX_MS (3600LL * 1000)  /* the longest wait between attempts */
-#define NOTIFY_RETRY_BASE_MS 10000  /* the first wait, by default (NOTIFY_RETRY_SECONDS) */
-#define NOTIFY_IN_FLIGHT_MAX 8      /* attempts under way at once */
-#define NOTIFY_IN_FLIGHT_PER_USER 2 /* of them for one user's targets */
+#define NOTIFY_RETRY_BASE_MS 10000 /* the first wait, by default (NOTIFY_RETRY_SECONDS) */
+#define NOTIFY_IN_FLIGHT_MAX 8     /* attempts under way at once */
+#define NOTIFY_IN_FLIGHT_PER_USER                                                                  \
+    2 /* of them for one user's targets, and so many name lookups:                                 \
+         one stays counted past its attempt until the resolver gives                               \
+         up on it */
 #define NOTIFY_CONNECT_TIMEOUT_MS 5000
 #define NOTIFY_TOTAL_TIMEOUT_MS 15000       /* an attempt, resolution included */
 #define NOTIFY_LEASE_MS 60000               /* an attempt cut short by a crash is retried then */

@@ -438,7 +438,8 @@ static bool start(struct notifier *nt, const struct store_notify_row *row)
         start_transfer(a, &lit, 1);
         return true;
     }
-    a->lookup = egress_resolve(a->u.host, on_resolved, a, &err);
+    a->lookup =
+        egress_resolve(a->u.host, a->user_id, NOTIFY_IN_FLIGHT_PER_USER, on_resolved, a, &err);
     if (!a->lookup) {
         finishf(a, RETRY, "%s", err.msg);
         return true;

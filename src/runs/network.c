@@ -98,11 +98,12 @@ static int owner_of(struct runs_network *n, const char *sandbox_id, char user_id
     return 0;
 }
 
-enum egress_mode runs_network_mode(void *ctx, const char *sandbox_id)
+enum egress_mode runs_network_mode(void *ctx, const char *sandbox_id, char user_id[64])
 {
     struct runs_network *n = ctx;
-    char user_id[64], run_id[64];
+    char run_id[64];
     enum egress_mode run_mode;
+    user_id[0] = '\0';
     if (owner_of(n, sandbox_id, user_id, run_id, &run_mode) < 0)
         return EGRESS_MODE_NONE; /* a sandbox nobody owns gets nothing */
     return egress_mode_narrow(runs_network_bound(n->policy, n->st, user_id), run_mode);

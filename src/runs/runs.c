@@ -1639,7 +1639,7 @@ static void clone_repository(struct run *r)
         return;
     }
     struct err err = {0};
-    r->lookup = egress_resolve(r->ref.host, on_resolved, r, &err);
+    r->lookup = egress_resolve_for(r->ref.host, r->user_id, on_resolved, r, &err);
     if (!r->lookup)
         run_fail(r, "cannot clone '%s': %s", r->repository, err.msg);
 }

@@ -197,7 +197,7 @@ void runs_network_set_runs(struct runs_network *n, struct runs *e);
 /* Writes what it still holds to the store. */
 void runs_network_free(struct runs_network *n);
 /* Match egress_mode_fn and egress_recorder_fn, with n as ctx. */
-enum egress_mode runs_network_mode(void *n, const char *sandbox_id);
+enum egress_mode runs_network_mode(void *n, const char *sandbox_id, char user_id[64]);
 void runs_network_record(void *n, const struct egress_attempt *a);
 /* Write what is held to the store now. */
 void runs_network_flush(struct runs_network *n);

@@ -23,7 +23,8 @@
 /* --- the server --- */
 
 static int srv_fd = -1, srv_port;
-static int idle_fd = -1, idle_port; /* listens, never accepts */
+static int idle_fd = -1, idle_port;   /* listens, never accepts */
+static int idle6_fd = -1, idle6_port; /* the same on [::1] */
 static pthread_t srv_thread;
 static atomic_int srv_conns;
 static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,6 +41,20 @@ static int listen_loopback(int *port)
         exit(1);
     }
     *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int listen_loopback6(int *port)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        perror("listen ::1");
+        exit(1);
+    }
+    *port = ntohs(a.sin6_port);
     return fd;
 }
 
@@ -188,6 +203,7 @@ static void server_stop(void)
     pthread_join(srv_thread, NULL);
     close(srv_fd);
     close(idle_fd);
+    close(idle6_fd);
 }
 
 /* Started by the first test that needs it, stopped at exit. */
@@ -199,6 +215,7 @@ static void server(void)
                                  closed pipe */
     srv_fd = listen_loopback(&srv_port);
     idle_fd = listen_loopback(&idle_port);
+    idle6_fd = listen_loopback6(&idle6_port);
     pthread_create(&srv_thread, NULL, serve, NULL);
     atexit(server_stop);
 }
@@ -263,7 +280,7 @@ static int fetch_url(struct cimd *c, const char *url, struct result *r)
 {
     memset(r, 0, sizeof(*r));
     struct err err = {0};
-    struct cimd_fetch *f = cimd_fetch(c, url, on_fetched, r, &err);
+    struct cimd_fetch *f = cimd_fetch(c, url, NULL, on_fetched, r, &err);
     if (!f) {
         r->code = err.code;
         snprintf(r->msg, sizeof(r->msg), "%s", err.msg);
@@ -409,30 +426,134 @@ TEST(busy_and_cancel)
 {
     server();
     struct cimd *c = cimd_new(true);
-    static struct result rs[CIMD_FETCHES_MAX];
-    struct cimd_fetch *fs[CIMD_FETCHES_MAX];
+    enum { N = 8 };
+    const struct cimd_limits lim = {
+        .fetches = N, .per_requester = N, .per_host = N, .total_ms = CIMD_TOTAL_TIMEOUT_MS};
+    cimd_set_limits(c, &lim);
+    static struct result rs[N];
+    struct cimd_fetch *fs[N];
     char url[128];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/held", idle_port);
     struct err err = {0};
-    for (int i = 0; i < CIMD_FETCHES_MAX; i++) {
+    for (int i = 0; i < N; i++) {
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d/held/%d", idle_port, i);
         memset(&rs[i], 0, sizeof(rs[i]));
-        fs[i] = cimd_fetch(c, url, on_fetched, &rs[i], &err);
+        fs[i] = cimd_fetch(c, url, NULL, on_fetched, &rs[i], &err);
         CHECK(fs[i] != NULL);
     }
-    CHECK(cimd_fetch(c, url, on_fetched, &res, &err) == NULL);
+    CHECK(cimd_fetch(c, url, NULL, on_fetched, &res, &err) == NULL);
     CHECK_INT_EQ(err.code, -EBUSY);
     CHECK_STR_CONTAINS(err.msg, "8 fetches are under way");
     run_for(200); /* connected, waiting for an answer that does not come */
-    for (int i = 0; i < CIMD_FETCHES_MAX; i++) {
+    for (int i = 0; i < N; i++) {
         CHECK(!rs[i].done);
         cimd_fetch_cancel(fs[i]);
     }
     run_for(50);
-    for (int i = 0; i < CIMD_FETCHES_MAX; i++)
+    for (int i = 0; i < N; i++)
         CHECK_INT_EQ(rs[i].calls, 0);
     /* the slots are free again */
     CHECK_INT_EQ(fetch_path(c, "/good", &res), 0);
     cimd_fetch_cancel(NULL);
+    cimd_free(c);
+}
+
+/* Issue 32, point 4: eight client_id documents that never answer, asked for by one address,
+ * held every fetch slot of the server, and a legitimate client's sign-in got 503. Now one
+ * requester has CIMD_PER_REQUESTER_DEFAULT and one host CIMD_PER_HOST_DEFAULT of them. */
+TEST(eight_hung_documents_leave_room_for_others)
+{
+    server();
+    struct cimd *c = cimd_new(true);
+    enum { HUNG = 8 };
+    static struct result rs[2 * HUNG];
+    struct cimd_fetch *fs[2 * HUNG];
+    int held = 0;
+    char url[128];
+    struct err err = {0};
+    /* eight hung documents on [::1] from one address: two are fetched, six refused at once */
+    for (int i = 0; i < HUNG; i++) {
+        snprintf(url, sizeof(url), "http://[::1]:%d/hung/%d", idle6_port, i);
+        memset(&rs[held], 0, sizeof(rs[held]));
+        err = (struct err){0};
+        struct cimd_fetch *f = cimd_fetch(c, url, "198.51.100.7", on_fetched, &rs[held], &err);
+        if (f) {
+            fs[held++] = f;
+            continue;
+        }
+        CHECK_INT_EQ(err.code, -EBUSY);
+        CHECK_STR_CONTAINS(err.msg, "2 fetches asked for from this address are under way");
+    }
+    CHECK_INT_EQ(held, CIMD_PER_REQUESTER_DEFAULT);
+    /* more from other addresses to the same host: the host's share runs out */
+    int refused_by_host = 0;
+    for (int i = 0; i < HUNG; i++) {
+        char who[32];
+        snprintf(who, sizeof(who), "2001:db8:%d::", i);
+        snprintf(url, sizeof(url), "http://[::1]:%d/hung/other/%d", idle6_port, i);
+        memset(&rs[held], 0, sizeof(rs[held]));
+        err = (struct err){0};
+        struct cimd_fetch *f = cimd_fetch(c, url, who, on_fetched, &rs[held], &err);
+        if (f) {
+            fs[held++] = f;
+            continue;
+        }
+        CHECK_INT_EQ(err.code, -EBUSY);
+        CHECK_STR_CONTAINS(err.msg, "4 fetches from '::1' are under way, the most one host");
+        refused_by_host++;
+    }
+    CHECK_INT_EQ(held, CIMD_PER_HOST_DEFAULT);
+    CHECK_INT_EQ(refused_by_host, HUNG - (CIMD_PER_HOST_DEFAULT - CIMD_PER_REQUESTER_DEFAULT));
+    run_for(100); /* connected, waiting */
+    /* another requester's client on another host signs in meanwhile */
+    memset(&res, 0, sizeof(res));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/good", srv_port);
+    struct cimd_fetch *f = cimd_fetch(c, url, "203.0.113.9", on_fetched, &res, &err);
+    CHECK(f != NULL);
+    run_until(&res.done, 10000);
+    CHECK_INT_EQ(res.code, 0);
+    CHECK_STR_CONTAINS(res.client.client_name, "Test Client");
+    for (int i = 0; i < held; i++) {
+        CHECK(!rs[i].done);
+        cimd_fetch_cancel(fs[i]);
+    }
+    cimd_free(c);
+}
+
+/* A document that failed is answered with its failure for a while, not fetched again. */
+TEST(failures_are_remembered)
+{
+    server();
+    struct cimd *c = cimd_new(true);
+    struct cimd_limits lim = {
+        .fetches = 4, .per_requester = 2, .per_host = 4, .total_ms = 300, .failure_ms = 60000};
+    cimd_set_limits(c, &lim);
+    int before = atomic_load(&srv_conns);
+    CHECK_INT_EQ(fetch_path(c, "/slow", &res), -ETIMEDOUT);
+    CHECK_STR_CONTAINS(res.msg, "no complete answer within 300 ms");
+    CHECK_INT_EQ(atomic_load(&srv_conns) - before, 1);
+    /* again, from anyone: the same error at once, saying it is remembered; nothing connects */
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", srv_port);
+    struct err err = {0};
+    CHECK(cimd_fetch(c, url, "192.0.2.44", on_fetched, &res, &err) == NULL);
+    CHECK_INT_EQ(err.code, -ETIMEDOUT);
+    CHECK_STR_CONTAINS(err.msg, "no complete answer within 300 ms");
+    CHECK_STR_CONTAINS(err.msg, "it is not fetched again for 60 s");
+    /* other documents are fetched as usual, and a failed parse is remembered too */
+    CHECK_INT_EQ(fetch_path(c, "/good", &res), 0);
+    CHECK_INT_EQ(fetch_path(c, "/notjson", &res), -EINVAL);
+    CHECK_INT_EQ(fetch_path(c, "/notjson", &res), -EINVAL);
+    CHECK_STR_CONTAINS(res.msg, "the document is not JSON");
+    CHECK_STR_CONTAINS(res.msg, "not fetched again");
+    run_for(50);
+    CHECK_INT_EQ(atomic_load(&srv_conns) - before, 3);
+    /* with failure_ms 0, a failure is fetched again */
+    lim.failure_ms = 0;
+    cimd_set_limits(c, &lim);
+    CHECK_INT_EQ(fetch_path(c, "/missing", &res), -EPROTO);
+    CHECK_INT_EQ(fetch_path(c, "/missing", &res), -EPROTO);
+    CHECK(strstr(res.msg, "not fetched again") == NULL);
+    CHECK_INT_EQ(atomic_load(&srv_conns) - before, 5);
     cimd_free(c);
 }
 
@@ -445,7 +566,7 @@ TEST(cancel_and_free)
     /* while the server holds the answer back */
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", srv_port);
     memset(&res, 0, sizeof(res));
-    struct cimd_fetch *f = cimd_fetch(c, url, on_fetched, &res, &err);
+    struct cimd_fetch *f = cimd_fetch(c, url, NULL, on_fetched, &res, &err);
     CHECK(f != NULL);
     run_for(100);
     cimd_fetch_cancel(f);
@@ -453,19 +574,19 @@ TEST(cancel_and_free)
     CHECK_INT_EQ(res.calls, 0);
     /* while the name is being resolved */
     snprintf(url, sizeof(url), "https://localhost:%d/good", srv_port);
-    f = cimd_fetch(c, url, on_fetched, &res, &err);
+    f = cimd_fetch(c, url, NULL, on_fetched, &res, &err);
     CHECK(f != NULL);
     cimd_fetch_cancel(f);
     run_for(200);
     CHECK_INT_EQ(res.calls, 0);
     /* freeing the fetcher with fetches under way: no callbacks, nothing left behind */
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", srv_port);
-    CHECK(cimd_fetch(c, url, on_fetched, &res, &err) != NULL);
+    CHECK(cimd_fetch(c, url, NULL, on_fetched, &res, &err) != NULL);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/held", idle_port);
-    CHECK(cimd_fetch(c, url, on_fetched, &res, &err) != NULL);
+    CHECK(cimd_fetch(c, url, NULL, on_fetched, &res, &err) != NULL);
     run_for(50);
     snprintf(url, sizeof(url), "https://localhost:%d/good", srv_port);
-    CHECK(cimd_fetch(c, url, on_fetched, &res, &err) != NULL);
+    CHECK(cimd_fetch(c, url, NULL, on_fetched, &res, &err) != NULL);
     cimd_free(c);
     run_for(200);
     CHECK_INT_EQ(res.calls, 0);

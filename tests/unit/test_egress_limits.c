@@ -104,46 +104,95 @@ TEST(rate_zero_is_no_cap)
     CHECK_INT_EQ(egress_rate_wait_ms(&b, 100 * MiB, 0), 0);
 }
 
-TEST(lookups_per_owner_and_in_all)
+/* claim for a user (server false) or the server's own fetch with cause key */
+static int claim(struct egress_lookups *t, bool server, const char *key, int max, struct err *err)
+{
+    const struct egress_owner o = {.server = server, .key = key, .max = max};
+    return egress_lookups_claim(t, &o, EGRESS_LOOKUPS_RESERVED, err);
+}
+
+static void release(struct egress_lookups *t, bool server, const char *key)
+{
+    const struct egress_owner o = {.server = server, .key = key};
+    egress_lookups_release(t, &o);
+}
+
+TEST(lookups_per_user_and_in_all)
 {
     static struct egress_lookups t;
     struct err err = {0};
     for (int i = 0; i < 8; i++)
-        CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), 0);
-    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), -EAGAIN);
-    CHECK_STR_CONTAINS(err.msg, "8 name lookups of this sandbox are under way");
-    /* another owner, and lookups of nobody's, are not held back by a's */
-    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_b", 8, &err), 0);
-    CHECK_INT_EQ(egress_lookups_claim(&t, NULL, 8, &err), 0);
-    CHECK_INT_EQ(t.total, 10);
+        CHECK_INT_EQ(claim(&t, false, "usr_a", 8, &err), 0);
+    CHECK_INT_EQ(claim(&t, false, "usr_a", 8, &err), -EAGAIN);
+    CHECK_STR_CONTAINS(err.msg, "8 name lookups of this user's sandboxes and runs are under way");
+    /* another user, the server's own fetch with the same key, and lookups of nobody's, are not
+     * held back by a's */
+    CHECK_INT_EQ(claim(&t, false, "usr_b", 8, &err), 0);
+    CHECK_INT_EQ(claim(&t, true, "usr_a", 2, &err), 0);
+    CHECK_INT_EQ(claim(&t, false, NULL, 8, &err), 0);
+    CHECK_INT_EQ(t.total, 11);
+    CHECK_INT_EQ(t.users, 10);
     /* one of a's ends: a may start one more, and no more */
-    egress_lookups_release(&t, "sbx_a");
-    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), 0);
-    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_a", 8, &err), -EAGAIN);
-    /* many owners fill the pool: then nobody gets one, a newcomer included */
-    char owner[32];
-    int owners = 0;
-    while (t.total < EGRESS_LOOKUPS_MAX) {
-        snprintf(owner, sizeof(owner), "sbx_%d", owners++);
-        CHECK_INT_EQ(egress_lookups_claim(&t, owner, 8, &err), 0);
-    }
-    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_new", 8, &err), -EAGAIN);
-    CHECK_STR_CONTAINS(err.msg, "32 name lookups are under way");
-    CHECK_INT_EQ(egress_lookups_claim(&t, NULL, 8, &err), -EAGAIN);
-    /* as they end, their slots are freed and taken again */
-    egress_lookups_release(&t, "sbx_b");
-    CHECK_INT_EQ(egress_lookups_claim(&t, "sbx_new", 8, &err), 0);
-    egress_lookups_release(&t, "sbx_new");
-    egress_lookups_release(&t, NULL);
+    release(&t, false, "usr_a");
+    CHECK_INT_EQ(claim(&t, false, "usr_a", 8, &err), 0);
+    CHECK_INT_EQ(claim(&t, false, "usr_a", 8, &err), -EAGAIN);
+    release(&t, true, "usr_a");
+    release(&t, false, NULL);
+    release(&t, false, "usr_b");
     for (int i = 0; i < 8; i++)
-        egress_lookups_release(&t, "sbx_a");
-    for (int i = 0; i < owners; i++) {
-        snprintf(owner, sizeof(owner), "sbx_%d", i);
-        egress_lookups_release(&t, owner);
-    }
+        release(&t, false, "usr_a");
     CHECK_INT_EQ(t.total, 0);
+    CHECK_INT_EQ(t.users, 0);
     for (int i = 0; i < EGRESS_LOOKUPS_MAX; i++)
         CHECK_INT_EQ(t.slot[i].n, 0);
+}
+
+/* Issue 32, point 11: one user's four sandboxes on names that never answer took all 32 lookups,
+ * and other users and the server's own fetches (client metadata, notifications) got none. Now
+ * the user is one owner whatever their sandboxes, and users together leave the reserve. */
+TEST(lookups_users_leave_the_reserve_to_the_server)
+{
+    static struct egress_lookups t;
+    struct err err = {0};
+    /* four sandboxes of one user, eight hung names each: the user gets eight in all */
+    int got = 0;
+    for (int sbx = 0; sbx < 4; sbx++)
+        for (int i = 0; i < 8; i++)
+            got += claim(&t, false, "usr_greedy", 8, &err) == 0;
+    CHECK_INT_EQ(got, 8);
+    /* other users fill what users may have together: all but the reserve */
+    char user[32];
+    for (int users = 0; users < 100; users++) {
+        snprintf(user, sizeof(user), "usr_%d", users / 8);
+        if (claim(&t, false, user, 8, &err) < 0)
+            break;
+    }
+    CHECK_INT_EQ(t.users, EGRESS_LOOKUPS_MAX - EGRESS_LOOKUPS_RESERVED);
+    CHECK_STR_CONTAINS(err.msg, "(8 are kept for the server's own)");
+    CHECK_INT_EQ(claim(&t, false, "usr_new", 8, &err), -EAGAIN);
+    /* the server's own fetches still get the reserve, each cause its share of it */
+    CHECK_INT_EQ(claim(&t, true, "192.0.2.1", 2, &err), 0);
+    CHECK_INT_EQ(claim(&t, true, "192.0.2.1", 2, &err), 0);
+    CHECK_INT_EQ(claim(&t, true, "192.0.2.1", 2, &err), -EAGAIN);
+    CHECK_STR_CONTAINS(err.msg, "2 name lookups on behalf of '192.0.2.1' are under way");
+    for (int i = 0; i < EGRESS_LOOKUPS_RESERVED - 2; i++)
+        CHECK_INT_EQ(claim(&t, true, NULL, 2, &err), 0);
+    /* the pool is full: nobody gets one */
+    CHECK_INT_EQ(claim(&t, true, "192.0.2.2", 2, &err), -EAGAIN);
+    CHECK_STR_CONTAINS(err.msg, "32 name lookups are under way");
+    /* a user's ends: a user's may start again, and a server's ending frees one for the server
+     * only as long as users are at their part */
+    release(&t, false, "usr_greedy");
+    CHECK_INT_EQ(claim(&t, false, "usr_new", 8, &err), 0);
+    release(&t, true, "192.0.2.1");
+    CHECK_INT_EQ(claim(&t, false, "usr_new", 8, &err), -EAGAIN);
+    CHECK_INT_EQ(claim(&t, true, "192.0.2.2", 2, &err), 0);
+    /* with no reserve, users may take the whole pool */
+    static struct egress_lookups u;
+    const struct egress_owner o = {.key = NULL, .max = 8};
+    for (int i = 0; i < EGRESS_LOOKUPS_MAX; i++)
+        CHECK_INT_EQ(egress_lookups_claim(&u, &o, 0, &err), 0);
+    CHECK_INT_EQ(u.users, EGRESS_LOOKUPS_MAX);
 }
 
 TEST_MAIN()
