@@ -77,6 +77,7 @@ struct proxy {
     struct loop_timer usage_timer;
     proxy_run_lookup_fn run_lookup; /* for warm tokens */
     void *run_lookup_ctx;
+    struct push_checks *push_checks;
 };
 
 static struct proxy *the_proxy; /* for proxy_provider_names */
@@ -121,6 +122,7 @@ struct transfer {
     uint64_t bytes;
     struct http_watch watch; /* the client, until the response starts */
     struct loop_timer connect_timer;
+    struct push_check *check; /* a push's check under way: upstream waits for it */
 };
 
 static const char *const hop_by_hop[] = {
@@ -158,9 +160,10 @@ static void respond_error(h2o_req_t *req, int status, const char *code, const ch
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     static const char *const reasons[] = {
-        [400] = "Bad Request", [401] = "Unauthorized",        [403] = "Forbidden",
-        [404] = "Not Found",   [405] = "Method Not Allowed",  [413] = "Payload Too Large",
-        [502] = "Bad Gateway", [503] = "Service Unavailable", [504] = "Gateway Timeout"};
+        [400] = "Bad Request",       [401] = "Unauthorized",       [403] = "Forbidden",
+        [404] = "Not Found",         [405] = "Method Not Allowed", [413] = "Payload Too Large",
+        [429] = "Too Many Requests", [502] = "Bad Gateway",        [503] = "Service Unavailable",
+        [504] = "Gateway Timeout"};
     req->res.status = status;
     req->res.reason = status < 505 && reasons[status] ? reasons[status] : "Error";
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
@@ -237,6 +240,10 @@ static void on_dispose(void *ptr)
 {
     struct transfer *t = ptr;
     http_watch_stop(&t->watch);
+    if (t->check) {
+        push_check_forget(t->check); /* it owns a copy of what it reads */
+        t->check = NULL;
+    }
     upstream_cancel(t);
     buf_release(&t->head);
     if (t->key) {
@@ -682,8 +689,6 @@ static void build_request_head(struct transfer *t, const struct upstream *up, co
 
 static const char zero_id[] = "0000000000000000000000000000000000000000";
 
-/* A push refused: answered 403, logged, and kept among the run's events (the agent's attempts
- * are part of what the run did). */
 /* How many of a run's refused pushes become its events; the rest are only counted in the log.
  * By run id, in a small table (a run that loses its slot starts counting again). */
 #define PUSH_EVENTS_MAX 32
@@ -705,25 +710,22 @@ static bool push_event_wanted(const char *run)
     return push_events[i].n++ < PUSH_EVENTS_MAX;
 }
 
-static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const char *fmt, ...)
+/* A push refused: logged, kept among the run's events (the agent's attempts are part of what the
+ * run did), and answered. A push whose commands were read (push) and that asks for a report gets
+ * git-receive-pack's own refusal, which git shows as "! [remote rejected] <ref> (why)"; anything
+ * else a JSON error of status and code. retry_s, when not 0, goes in Retry-After. */
+static void push_refusal(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                         const char *repo, const struct rp_request *push, int status,
+                         const char *code, unsigned retry_s, const char *why)
 {
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
     /* code in a sandbox can ask again and again: the log says a few a second, and a run keeps
      * the first PUSH_EVENTS_MAX of a token's refusals */
     char key[80];
     snprintf(key, sizeof(key), "push %s", claims->jti);
     uint64_t suppressed = 0;
     if (log_ratelimit(key, 5, time_mono_ms(), &suppressed))
-        log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\" suppressed=%llu",
-                 claims->user, claims->run[0] ? claims->run : "-", repo, why,
+        log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\" code=%s suppressed=%llu",
+                 claims->user, claims->run[0] ? claims->run : "-", repo, why, code,
                  (unsigned long long)suppressed);
     if (claims->run[0] && push_event_wanted(claims->run)) {
         json_t *raw =
@@ -739,7 +741,42 @@ static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_cla
             log_error("push refusal not recorded run=%s err=\"%s\"", claims->run, err.msg);
         free(text);
     }
-    respond_error(req, 403, "push_not_allowed", "%s", why);
+    if (retry_s) {
+        char *v = h2o_mem_alloc_pool(&req->pool, 24);
+        int n = snprintf(v, 24, "%u", retry_s);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, v, (size_t)n);
+    }
+    if (push && push->report_status && push->ncmds) {
+        struct buf answer;
+        buf_init(&answer, 0);
+        rp_refusal(push, why, &answer);
+        req->res.status = 200;
+        req->res.reason = "OK";
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                       H2O_STRLIT("application/x-git-receive-pack-result"));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                       H2O_STRLIT("no-cache"));
+        h2o_iovec_t v = h2o_strdup(&req->pool, answer.data, answer.len);
+        buf_release(&answer);
+        req->res.content_length = v.len;
+        h2o_send_inline(req, v.base, v.len);
+        return;
+    }
+    respond_error(req, status, code, "%s", why);
+}
+
+static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                         const char *repo, const struct rp_request *push, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                         const char *repo, const struct rp_request *push, const char *fmt, ...)
+{
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    push_refusal(p, req, claims, repo, push, 403, "push_not_allowed", 0, why);
 }
 
 /* Whether the request is part of a push: git-receive-pack's advertisement or the push itself. */
@@ -774,8 +811,8 @@ static bool repo_granted(struct proxy *p, h2o_req_t *req, const struct provider 
     }
     if (!own_credential && !proxy_repo_allowed(prov->repos, repo)) {
         if (push)
-            push_refused(p, req, claims, repo, "repository '%s' is not one a credential serves",
-                         repo);
+            push_refused(p, req, claims, repo, NULL,
+                         "repository '%s' is not one a credential serves", repo);
         else
             respond_error(req, 403, "repository_not_allowed",
                           "repository '%s' is not one the operator's '%s' credential serves (the "
@@ -786,7 +823,7 @@ static bool repo_granted(struct proxy *p, h2o_req_t *req, const struct provider 
     }
     if ((claims->repo[0] || claims->run[0]) && strcasecmp(claims->repo, repo) != 0) {
         if (push)
-            push_refused(p, req, claims, repo, "this token opens repository '%s' only",
+            push_refused(p, req, claims, repo, NULL, "this token opens repository '%s' only",
                          claims->repo[0] ? claims->repo : "(none)");
         else if (claims->repo[0])
             respond_error(req, 403, "repository_not_granted",
@@ -799,18 +836,27 @@ static bool repo_granted(struct proxy *p, h2o_req_t *req, const struct provider 
     return true;
 }
 
+/* A push waiting for its check (push_check.c), in the request's pool. */
+struct push_wait {
+    struct transfer *t;
+    struct proxy_claims claims;
+    char repo[PROXY_REPO_MAX];
+    struct rp_request push; /* its pack points into the request's body */
+};
+
 /* Pushes (git-receive-pack): a token pushes only when it names a branch, and then exactly one
  * ref, that branch, created or moved forward: no other branch, no tag, no deletion, no rewrite.
  * The request body is the whole push (commands, then the pack), so it is checked before any of
- * it goes upstream. Answers and returns false when refused. */
+ * it goes upstream. Answers and returns false when refused. Whether a branch moves forward costs
+ * what the pack makes it cost, so that check is left for a worker thread: *wait is then set. */
 static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const char *rest, size_t rlen)
+                         const char *repo, const char *rest, size_t rlen, struct push_wait **wait)
 {
     static const char rp[] = "/git-receive-pack";
     bool post =
         rlen >= sizeof(rp) - 1 && memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0;
     if (!claims->branch[0]) {
-        push_refused(p, req, claims, repo,
+        push_refused(p, req, claims, repo, NULL,
                      "this token pushes nothing: the server pushes a run's commits to its "
                      "session's branch when the run ends");
         return false;
@@ -822,7 +868,7 @@ static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_cla
     struct rp_request push;
     struct err err = {0};
     if (rp_parse(req->entity.base ? req->entity.base : "", req->entity.len, &push, &err) < 0) {
-        push_refused(p, req, claims, repo, "a push the proxy cannot read: %s", err.msg);
+        push_refused(p, req, claims, repo, NULL, "a push the proxy cannot read: %s", err.msg);
         return false;
     }
     if (push.ncmds != 1 || strcmp(push.cmds[0].ref, want) != 0) {
@@ -830,30 +876,82 @@ static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_cla
         for (size_t i = 0; i < push.ncmds; i++)
             if (strcmp(push.cmds[i].ref, want) != 0)
                 other = push.cmds[i].ref;
-        push_refused(p, req, claims, repo,
+        push_refused(p, req, claims, repo, &push,
                      "this token pushes to branch '%s' of %s only, not '%.200s'", claims->branch,
                      claims->repo, other);
         return false;
     }
     const struct rp_command *c = &push.cmds[0];
     if (strcmp(c->new_id, zero_id) == 0) {
-        push_refused(p, req, claims, repo, "deleting branch '%s' is not allowed", claims->branch);
+        push_refused(p, req, claims, repo, &push, "deleting branch '%s' is not allowed",
+                     claims->branch);
         return false;
     }
     if (strcmp(c->old_id, zero_id) != 0) {
-        /* what a pack may inflate to is bounded (a push is checked on the loop) */
-        int ff = rp_descends(push.pack, push.pack_len, c->new_id, c->old_id,
-                             p->max_request_bytes * 16, &err);
-        if (ff != 1) {
-            push_refused(p, req, claims, repo,
-                         "only fast-forward pushes to '%s' are allowed: %.12s does not descend "
-                         "from %.12s%s%s",
-                         claims->branch, c->new_id, c->old_id, ff < 0 ? ": " : "",
-                         ff < 0 ? err.msg : "");
-            return false;
-        }
+        struct push_wait *w = h2o_mem_alloc_pool(&req->pool, sizeof(*w));
+        w->t = NULL;
+        w->claims = *claims;
+        snprintf(w->repo, sizeof(w->repo), "%s", repo);
+        w->push = push;
+        *wait = w;
     }
     return true;
+}
+
+/* A push's check has ended (the client is still there: a check whose client left is forgotten):
+ * the push goes upstream, or is refused. */
+static void on_push_checked(void *ctx, int result, const char *why, uint64_t held_ms)
+{
+    struct push_wait *w = ctx;
+    struct transfer *t = w->t;
+    t->check = NULL;
+    if (result == 1) {
+        upstream_connect(t);
+        return;
+    }
+    http_watch_stop(&t->watch);
+    const struct rp_command *c = &w->push.cmds[0];
+    char held[120] = "";
+    if (held_ms)
+        snprintf(held, sizeof(held), " (pushes with this token are now refused for %llu s)",
+                 (unsigned long long)((held_ms + 999) / 1000));
+    char text[400];
+    snprintf(
+        text, sizeof(text),
+        "only fast-forward pushes to '%s' are allowed: %.12s does not descend from %.12s%s%s%s",
+        w->claims.branch, c->new_id, c->old_id, result < 0 ? ": " : "", result < 0 ? why : "",
+        held);
+    push_refusal(t->p, t->req, &w->claims, w->repo, &w->push, 403, "push_not_allowed", 0, text);
+}
+
+/* Hand the push of t to a check thread; answers when it cannot. */
+static void push_check_begin(struct transfer *t, struct push_wait *w)
+{
+    struct proxy *p = t->p;
+    const struct rp_command *c = &w->push.cmds[0];
+    char who[160];
+    snprintf(who, sizeof(who), "user=%s run=%s", w->claims.user,
+             w->claims.run[0] ? w->claims.run : "-");
+    /* what a pack may inflate to is bounded, and the thread's to spend */
+    struct push_check_args a = {.jti = w->claims.jti,
+                                .who = who,
+                                .tip = c->new_id,
+                                .ancestor = c->old_id,
+                                .pack = w->push.pack,
+                                .len = w->push.pack_len,
+                                .inflate_max = p->max_request_bytes * 16};
+    unsigned retry_s = 0;
+    struct err err = {0};
+    w->t = t;
+    t->check = push_check_start(p->push_checks, &a, on_push_checked, w, &retry_s, &err);
+    if (t->check)
+        return;
+    http_watch_stop(&t->watch);
+    int status = err.code == -EBUSY ? 503 : 429;
+    const char *code = err.code == -EALREADY ? "push_busy"
+                       : err.code == -EAGAIN ? "push_held_back"
+                                             : "push_checks_busy";
+    push_refusal(p, t->req, &w->claims, w->repo, &w->push, status, code, retry_s, err.msg);
 }
 
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
@@ -940,9 +1038,10 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     }
     char repo[PROXY_REPO_MAX] = "";
     bool push = prov->repo_scoped && is_push(req, rest, rlen);
+    struct push_wait *wait = NULL;
     if (prov->repo_scoped &&
         (!repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
-         (push && !push_granted(p, req, &claims, repo, rest, rlen)))) {
+         (push && !push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
         if (own_value)
             explicit_bzero(own_value, strlen(own_value));
         return 0;
@@ -978,7 +1077,10 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
         explicit_bzero(own_value, strlen(own_value));
     /* the server's one h2o context resolves names on this loop */
     p->client_ctx.getaddr_receiver = &req->conn->ctx->receivers.hostinfo_getaddr;
-    upstream_connect(t);
+    if (wait)
+        push_check_begin(t, wait);
+    else
+        upstream_connect(t);
     return 0;
 }
 
@@ -1024,6 +1126,10 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const struct pr
 static void on_client_gone(struct http_watch *w)
 {
     struct transfer *t = container_of(w, struct transfer, watch);
+    if (t->check) { /* answered below: the check's own answer must not come too */
+        push_check_forget(t->check);
+        t->check = NULL;
+    }
     if (t->client) {
         upstream_cancel(t);
         log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=0",
@@ -1101,6 +1207,26 @@ int proxy_new(const struct config *cfg, struct store *st, const void *key, size_
         proxy_free(p);
         return r;
     }
+    uint64_t threads, waiting, backoff, backoff_max;
+    if ((r = config_get_u64(cfg, "PROXY_PUSH_CHECKS", 2, 1, 64, &threads, err)) < 0 ||
+        (r = config_get_u64(cfg, "PROXY_PUSH_CHECKS_WAITING", 8, 0, 256, &waiting, err)) < 0 ||
+        (r = config_get_u64(cfg, "PROXY_PUSH_BACKOFF_SECONDS", 1, 0, 3600, &backoff, err)) < 0 ||
+        (r = config_get_u64(cfg, "PROXY_PUSH_BACKOFF_MAX_SECONDS", 60, 0, 86400, &backoff_max,
+                            err)) < 0) {
+        proxy_free(p);
+        return r;
+    }
+    if (backoff_max < backoff) {
+        proxy_free(p);
+        return err_set(err, -EINVAL,
+                       "PROXY_PUSH_BACKOFF_MAX_SECONDS (%llu) is less than "
+                       "PROXY_PUSH_BACKOFF_SECONDS (%llu)",
+                       (unsigned long long)backoff_max, (unsigned long long)backoff);
+    }
+    p->push_checks = push_checks_new(&(struct push_limits){.threads = (unsigned)threads,
+                                                           .waiting = (unsigned)waiting,
+                                                           .backoff_ms = backoff * 1000,
+                                                           .backoff_max_ms = backoff_max * 1000});
     struct buf names;
     buf_init(&names, 0); /* at most PROXY_PROVIDERS_MAX names of PROXY_NAME_MAX bytes */
     p->llms = xcalloc(p->nproviders + 1, sizeof(*p->llms));
@@ -1141,6 +1267,7 @@ void proxy_free(struct proxy *p)
     if (!p)
         return;
     usage_flush(p);
+    push_checks_free(p->push_checks);
     for (size_t i = 0; i < p->nupstreams; i++)
         h2o_socketpool_dispose(&p->upstreams[i].pool);
     free(p->upstreams);

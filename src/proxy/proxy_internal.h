@@ -58,3 +58,45 @@ void usage_init(struct usage_parser *u, enum usage_kind kind, bool sse);
 void usage_feed(struct usage_parser *u, const char *data, size_t len);
 /* Finish (parses a buffered JSON body) and release. */
 void usage_finish(struct usage_parser *u);
+
+/* push_check.c: the fast-forward check of a push on worker threads, one at a time per token,
+ * with a back-off after refusals. Loop thread only. */
+struct push_limits {
+    unsigned threads;        /* checks running at once (PROXY_PUSH_CHECKS) */
+    unsigned waiting;        /* checks that may wait for a thread (PROXY_PUSH_CHECKS_WAITING) */
+    uint64_t backoff_ms;     /* the hold after a first refusal (PROXY_PUSH_BACKOFF_SECONDS) */
+    uint64_t backoff_max_ms; /* its cap as it doubles (PROXY_PUSH_BACKOFF_MAX_SECONDS) */
+};
+struct push_checks;
+struct push_check;
+struct push_check_args {
+    const char *jti;            /* the token's */
+    const char *who;            /* "user=... run=..." for the log */
+    const char *tip, *ancestor; /* rp_descends(pack, len, tip, ancestor, inflate_max) */
+    const unsigned char *pack;  /* copied */
+    size_t len;
+    uint64_t inflate_max;
+};
+/* result: rp_descends()'s; why: its error message when result < 0, else ""; held_ms: how long
+ * the token's pushes are now held back (0 unless refused). */
+typedef void (*push_check_cb)(void *ctx, int result, const char *why, uint64_t held_ms);
+
+/* The hold after `refusals` refused checks in a row: backoff_ms doubled each time, capped. */
+uint64_t push_backoff_ms(const struct push_limits *lim, unsigned refusals);
+/* The proxy's checks; the process's one pool of check threads takes lim's sizes. */
+struct push_checks *push_checks_new(const struct push_limits *lim);
+/* Freed now, or when the last check under way ends. */
+void push_checks_free(struct push_checks *pc);
+/* Check a->pack on a worker thread and call cb(ctx, ...) on the loop when done, unless
+ * forgotten. Returns the check, or NULL with err and *retry_s (seconds the client should wait):
+ * -EALREADY when the token has a check under way, -EAGAIN when its pushes are held back after a
+ * refusal (the message says for how long and why), -EBUSY when every thread is busy and the
+ * waiting checks are as many as allowed. */
+struct push_check *push_check_start(struct push_checks *pc, const struct push_check_args *a,
+                                    push_check_cb cb, void *ctx, unsigned *retry_s,
+                                    struct err *err);
+/* Its client went away: cb will not be called; a check not started yet is skipped. The token
+ * stays busy until the check ends. NULL is fine. */
+void push_check_forget(struct push_check *c);
+/* Checks started whose end the loop has not yet seen, forgotten ones included (for tests). */
+unsigned push_checks_pending(void);

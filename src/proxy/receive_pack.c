@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 
@@ -181,7 +182,8 @@ static const unsigned char *cap_find(const unsigned char *caps, size_t n, const 
     return NULL;
 }
 
-static int read_caps(const unsigned char *caps, size_t n, bool *options, struct err *err)
+static int read_caps(const unsigned char *caps, size_t n, bool *options, struct rp_request *out,
+                     struct err *err)
 {
     const unsigned char *nul = memchr(caps, '\0', n); /* receive-pack reads them as a C string */
     if (nul)
@@ -189,6 +191,10 @@ static int read_caps(const unsigned char *caps, size_t n, bool *options, struct 
     size_t vn;
     if (cap_find(caps, n, "push-options", &vn))
         *options = true;
+    if (cap_find(caps, n, "report-status", &vn) || cap_find(caps, n, "report-status-v2", &vn))
+        out->report_status = true;
+    if (cap_find(caps, n, "side-band-64k", &vn))
+        out->side_band = true;
     const unsigned char *fmt = cap_find(caps, n, "object-format", &vn);
     if (fmt && !(vn == 4 && memcmp(fmt, "sha1", 4) == 0))
         return err_set(err, -EINVAL,
@@ -305,7 +311,7 @@ int rp_parse(const void *body, size_t len, struct rp_request *out, struct err *e
         }
         const unsigned char *nul = memchr(line, '\0', n);
         size_t cmdn = nul ? (size_t)(nul - line) : n;
-        if (nul && (r = read_caps(nul + 1, n - cmdn - 1, &options, err)) < 0)
+        if (nul && (r = read_caps(nul + 1, n - cmdn - 1, &options, out, err)) < 0)
             return r;
         if (cmdn == 9 && memcmp(line, "push-cert", 9) == 0) {
             if (!cert)
@@ -938,4 +944,44 @@ int rp_descends(const unsigned char *pack, size_t len, const char *tip, const ch
         r = walk(&p, want, stop, err);
     pack_release(&p);
     return r;
+}
+
+/* --- refusing a push --- */
+
+static void pkt_append(struct buf *b, const void *data, size_t n)
+{
+    buf_printf(b, "%04zx", n + 4);
+    buf_append(b, data, n);
+}
+
+void rp_refusal(const struct rp_request *push, const char *why, struct buf *out)
+{
+    /* one line of printable text, within a pkt-line however many commands share it */
+    char reason[512];
+    size_t n = 0;
+    for (; why[n] && n < sizeof(reason) - 1; n++)
+        reason[n] = why[n] >= ' ' && why[n] < 0x7f ? why[n] : ' ';
+    reason[n] = '\0';
+    struct buf report;
+    buf_init(&report, 0);
+    pkt_append(&report, "unpack ok\n", 10);
+    char line[RP_REF_MAX + sizeof(reason) + 8];
+    for (size_t i = 0; i < push->ncmds; i++) {
+        int len = snprintf(line, sizeof(line), "ng %s %s\n", push->cmds[i].ref, reason);
+        pkt_append(&report, line, (size_t)len);
+    }
+    buf_append(&report, "0000", 4);
+    if (!push->side_band) {
+        buf_append(out, report.data, report.len);
+    } else {
+        /* band 1 carries the report, in packets of at most PKT_MAX bytes */
+        for (size_t at = 0; at < report.len;) {
+            size_t chunk = report.len - at < PKT_MAX - 5 ? report.len - at : PKT_MAX - 5;
+            buf_printf(out, "%04zx\001", chunk + 5);
+            buf_append(out, report.data + at, chunk);
+            at += chunk;
+        }
+        buf_append(out, "0000", 4);
+    }
+    buf_release(&report);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 #define RP_COMMANDS_MAX 64
@@ -27,16 +28,21 @@ struct rp_command {
 struct rp_request {
     struct rp_command cmds[RP_COMMANDS_MAX];
     size_t ncmds;
+    /* the client asked for a report of each ref's fate (report-status or report-status-v2),
+     * and for the answer in side-band-64k packets: how git's client can be told why a push is
+     * refused */
+    bool report_status, side_band;
     const unsigned char *pack; /* what follows the commands (and push options): the packfile, */
     size_t pack_len;           /* pointing into the body; NULL and 0 when nothing follows */
 };
 
 /* Parse the pkt-line command list up to its flush-pkt: "<old> <new> <ref>\0<capabilities>" first,
  * "<old> <new> <ref>" after, each pkt-line possibly ending in "\n"; "shallow <id>" lines are
- * skipped. Commands sent inside a push certificate ("push-cert" ... "push-cert-end") are read
- * from it, as receive-pack does. When the capabilities include "push-options", the option
- * pkt-lines up to the next flush-pkt are skipped. Ids must be 40 lowercase hex digits; refs must
- * start with "refs/", be printable ASCII and pass roughly what git check-ref-format checks.
+ * skipped; of the capabilities, report_status and side_band are kept. Commands sent inside a push
+ * certificate ("push-cert" ... "push-cert-end") are read from it, as receive-pack does. When the
+ * capabilities include "push-options", the option pkt-lines up to the next flush-pkt are skipped.
+ * Ids must be 40 lowercase hex digits; refs must start with "refs/", be printable ASCII and pass
+ * roughly what git check-ref-format checks.
  *
  * Returns 0 and fills *out (whose pack points into body; a body without commands has none, as
  * receive-pack then reads nothing more), -EINVAL with err saying what is malformed, or -E2BIG for
@@ -57,3 +63,9 @@ int rp_parse(const void *body, size_t len, struct rp_request *out, struct err *e
  * a few dozen bytes per object in the pack. */
 int rp_descends(const unsigned char *pack, size_t len, const char *tip, const char *ancestor,
                 uint64_t inflate_max, struct err *err);
+
+/* The answer git-receive-pack gives a push it refuses whole, as git's client reads it: "unpack
+ * ok", then "ng <ref> <why>" for each of push's commands (why made one printable line), within
+ * side-band-64k packets when push->side_band. git shows each as "! [remote rejected] ... (why)".
+ * Meant for a push with report_status (without it a client reads no reasons). Appended to out. */
+void rp_refusal(const struct rp_request *push, const char *why, struct buf *out);

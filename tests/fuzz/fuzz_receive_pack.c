@@ -2,13 +2,14 @@
  * crashing, a parsed body must hold well-formed commands, and its pack is walked from the first
  * command's new id to its old one. The pack is walked twice: as it is, and with its trailing
  * checksum recomputed, since the fuzzer cannot forge a SHA-1 and would otherwise never get past
- * it to the objects. */
+ * it to the objects. A parsed body's refusal in git's words is built too. */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "proxy/receive_pack.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,6 +40,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (req.pack && (req.pack < data || req.pack + req.pack_len != data + size))
         __builtin_trap();
+    /* the refusal git would be shown: one pkt-line stream, ending in a flush */
+    struct buf answer;
+    buf_init(&answer, 0);
+    rp_refusal(&req, "refused\nby the fuzzer", &answer);
+    if (answer.len < 4 || memcmp(answer.data + answer.len - 4, "0000", 4) != 0)
+        __builtin_trap();
+    buf_release(&answer);
     if (req.ncmds == 0 || !req.pack)
         return 0;
     walk(req.pack, req.pack_len, &req.cmds[0]);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <zlib.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "harness.h"
@@ -1214,6 +1215,60 @@ TEST(commit_headers_read_as_git_reads_them)
             CHECK_FAIL_("case %zu: %d, wanted %d (%s)", i, r, cases[i].want, err.msg);
         free(b.p);
     }
+}
+
+/* --- refusals in git's words --- */
+
+TEST(refusal_reports_each_ref_as_git_reads_it)
+{
+    struct body b = {0};
+    command(&b, ZERO, "1111111111111111111111111111111111111111", "refs/heads/a",
+            "report-status agent=git/2.39.5");
+    command(&b, ZERO, "2222222222222222222222222222222222222222", "refs/tags/v1", NULL);
+    flush(&b);
+    struct rp_request req;
+    parse_ok(&b, &req);
+    CHECK(req.report_status);
+    CHECK(!req.side_band);
+    struct buf out;
+    buf_init(&out, 0);
+    rp_refusal(&req, "no\nway", &out); /* one line, whatever the reason holds */
+    static const char want[] = "000eunpack ok\n"
+                               "001bng refs/heads/a no way\n"
+                               "001bng refs/tags/v1 no way\n"
+                               "0000";
+    CHECK_INT_EQ(out.len, sizeof(want) - 1);
+    CHECK(memcmp(out.data, want, sizeof(want) - 1) == 0);
+    buf_release(&out);
+    free(b.p);
+
+    /* with side-band-64k the report travels in band 1, then a flush */
+    b = (struct body){0};
+    command(&b, ZERO, "1111111111111111111111111111111111111111", "refs/heads/a",
+            "report-status-v2 side-band-64k quiet");
+    flush(&b);
+    parse_ok(&b, &req);
+    CHECK(req.report_status);
+    CHECK(req.side_band);
+    buf_init(&out, 0);
+    rp_refusal(&req, "held back", &out);
+    static const char band[] = "0035\001"
+                               "000eunpack ok\n"
+                               "001eng refs/heads/a held back\n"
+                               "0000"
+                               "0000";
+    CHECK_INT_EQ(out.len, sizeof(band) - 1);
+    CHECK(memcmp(out.data, band, sizeof(band) - 1) == 0);
+    buf_release(&out);
+    free(b.p);
+
+    /* without the capabilities nothing is asked for */
+    b = (struct body){0};
+    command(&b, ZERO, "1111111111111111111111111111111111111111", "refs/heads/a", "agent=x");
+    flush(&b);
+    parse_ok(&b, &req);
+    CHECK(!req.report_status && !req.side_band);
+    free(b.p);
 }
 
 TEST_MAIN()
