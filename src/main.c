@@ -731,9 +731,10 @@ static int start_cluster(const struct config *cfg, struct store *st, struct http
                          struct cluster **ret)
 {
     struct err err = {0};
-    uint64_t beat, lost;
+    uint64_t beat, lost, nonces;
     if (config_get_u64(cfg, "NODE_HEARTBEAT_SECONDS", 5, 1, 3600, &beat, &err) < 0 ||
-        config_get_u64(cfg, "NODE_LOST_SECONDS", 30, 2, 86400, &lost, &err) < 0) {
+        config_get_u64(cfg, "NODE_LOST_SECONDS", 30, 2, 86400, &lost, &err) < 0 ||
+        config_get_u64(cfg, "CLUSTER_NONCE_CACHE", 65536, 1024, 16 << 20, &nonces, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         return -1;
     }
@@ -769,6 +770,7 @@ static int start_cluster(const struct config *cfg, struct store *st, struct http
         .lost_ms = lost * 1000,
         .max_sandboxes = sc->max_running,
         .max_runs = rc->max_running,
+        .max_nonces = nonces,
     };
     if (cluster_new(&cc, st, ret, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);

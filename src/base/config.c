@@ -18,6 +18,7 @@ const char *const config_known_keys[] = {
     "NODE_ID",
     "NODE_URL",
     "CLUSTER_SECRET",
+    "CLUSTER_NONCE_CACHE",
     "NODE_HEARTBEAT_SECONDS",
     "NODE_LOST_SECONDS",
     "PUBLIC_URL",

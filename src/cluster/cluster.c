@@ -15,13 +15,16 @@
 #include "base/util.h"
 
 #define KEY_CLUSTER "cluster-forward v1"
-#define SIGNATURE_SKEW_S 60
+#define SIGNATURE_SKEW_S CLUSTER_SIGNATURE_SKEW_S
+#define NONCE_BYTES 16
+#define NONCES_FIRST 256 /* entries allocated at first; doubled up to the cap */
 
 struct cluster {
     struct store *st;
     char node_id[64];
     char url[256];
     struct cluster_key key;
+    struct cluster_nonces *nonces;
     uint64_t heartbeat_ms, lost_ms;
     struct loop_timer beat;
     void (*on_lost)(void *ctx, const char *node_id);
@@ -70,6 +73,8 @@ int cluster_new(const struct cluster_config *cfg, struct store *st, struct clust
     c->heartbeat_ms = cfg->heartbeat_ms;
     c->lost_ms = cfg->lost_ms;
     cluster_key_init(&c->key, cfg->secret);
+    if (c->key.have)
+        c->nonces = cluster_nonces_new(cfg->max_nonces);
     struct store_node n = {.max_sandboxes = cfg->max_sandboxes,
                            .max_runs = cfg->max_runs,
                            .started_at = time_now_ms()};
@@ -77,6 +82,7 @@ int cluster_new(const struct cluster_config *cfg, struct store *st, struct clust
     snprintf(n.url, sizeof(n.url), "%s", c->url);
     int r = store_node_register(st, &n, err);
     if (r < 0) {
+        cluster_nonces_free(c->nonces);
         free(c);
         return r;
     }
@@ -98,6 +104,7 @@ void cluster_free(struct cluster *c)
     if (store_node_stop(c->st, &err) < 0)
         log_warn("node stop not recorded node=%s err=\"%s\"", c->node_id, err.msg);
     OPENSSL_cleanse(&c->key, sizeof(c->key));
+    cluster_nonces_free(c->nonces);
     free(c);
 }
 
@@ -228,15 +235,183 @@ const struct cluster_key *cluster_key(const struct cluster *c)
     return &c->key;
 }
 
-/* HMAC of the signed text: the claims, the path and the body's digest. */
-static void mac(const struct cluster_key *k, const struct cluster_claims *cl, const char *path,
-                const void *body, size_t len, char hex[65])
+struct cluster_nonces *cluster_nonces(const struct cluster *c)
+{
+    return c->nonces;
+}
+
+/* The nonces in the order they came: a ring of entries, and an open-addressing index of their
+ * positions (linear probing, deletion by backward shift). Entries leave from the ring's head
+ * once expired; one behind a longer-lived head waits for it, which keeps it at most three
+ * windows after it came. */
+struct nonce {
+    unsigned char id[NONCE_BYTES];
+    int64_t until; /* its signature's time plus twice the window */
+};
+
+struct cluster_nonces {
+    size_t max;         /* the cap */
+    size_t cap;         /* entries in ring */
+    size_t head, n;     /* the oldest entry, and how many */
+    struct nonce *ring; /* cap entries */
+    uint32_t *slots;    /* nslots: 0 empty, else a position in ring plus one */
+    size_t nslots;      /* a power of two, at least twice cap */
+};
+
+static size_t nonce_hash(const unsigned char id[NONCE_BYTES])
+{
+    /* random bytes already, from a node that holds the key: any eight of them spread well */
+    uint64_t h;
+    memcpy(&h, id, sizeof(h));
+    return (size_t)h;
+}
+
+static void nonces_index(struct cluster_nonces *s, size_t pos)
+{
+    size_t mask = s->nslots - 1, i = nonce_hash(s->ring[pos].id) & mask;
+    while (s->slots[i])
+        i = (i + 1) & mask;
+    s->slots[i] = (uint32_t)pos + 1;
+}
+
+static void nonces_alloc(struct cluster_nonces *s, size_t cap)
+{
+    struct nonce *ring = xcalloc(cap, sizeof(*ring));
+    for (size_t i = 0; i < s->n; i++)
+        ring[i] = s->ring[(s->head + i) % s->cap];
+    free(s->ring);
+    free(s->slots);
+    s->ring = ring;
+    s->cap = cap;
+    s->head = 0;
+    for (s->nslots = 4; s->nslots < 2 * cap; s->nslots *= 2)
+        ;
+    s->slots = xcalloc(s->nslots, sizeof(*s->slots));
+    for (size_t i = 0; i < s->n; i++)
+        nonces_index(s, i);
+}
+
+struct cluster_nonces *cluster_nonces_new(size_t max)
+{
+    struct cluster_nonces *s = xcalloc(1, sizeof(*s));
+    s->max = max ? max : 1;
+    nonces_alloc(s, s->max < NONCES_FIRST ? s->max : NONCES_FIRST);
+    return s;
+}
+
+void cluster_nonces_free(struct cluster_nonces *s)
+{
+    if (!s)
+        return;
+    free(s->ring);
+    free(s->slots);
+    free(s);
+}
+
+/* The index slot of the nonce at ring position pos, or of id (pos SIZE_MAX); SIZE_MAX if none. */
+static size_t nonces_find(const struct cluster_nonces *s, const unsigned char *id, size_t pos)
+{
+    size_t mask = s->nslots - 1;
+    for (size_t i = nonce_hash(pos == SIZE_MAX ? id : s->ring[pos].id) & mask; s->slots[i];
+         i = (i + 1) & mask) {
+        size_t at = s->slots[i] - 1;
+        if (pos == SIZE_MAX ? memcmp(s->ring[at].id, id, NONCE_BYTES) == 0 : at == pos)
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+/* Drop the oldest entry, and close the gap it leaves in the index. */
+static void nonces_pop(struct cluster_nonces *s)
+{
+    size_t mask = s->nslots - 1, i = nonces_find(s, NULL, s->head);
+    s->slots[i] = 0;
+    for (size_t j = (i + 1) & mask; s->slots[j]; j = (j + 1) & mask) {
+        size_t home = nonce_hash(s->ring[s->slots[j] - 1].id) & mask;
+        /* an entry may move back to i unless its home lies cyclically in (i, j] */
+        if (i <= j ? home <= i || home > j : home <= i && home > j) {
+            s->slots[i] = s->slots[j];
+            s->slots[j] = 0;
+            i = j;
+        }
+    }
+    s->head = (s->head + 1) % s->cap;
+    s->n--;
+}
+
+/* Spend id, good until until: 0, -EALREADY (spent before) or -EBUSY (full). */
+static int nonces_spend(struct cluster_nonces *s, const unsigned char id[NONCE_BYTES],
+                        int64_t until, int64_t now_s)
+{
+    while (s->n && s->ring[s->head].until < now_s)
+        nonces_pop(s);
+    if (nonces_find(s, id, SIZE_MAX) != SIZE_MAX)
+        return -EALREADY;
+    if (s->n == s->cap) {
+        if (s->cap == s->max)
+            return -EBUSY;
+        nonces_alloc(s, s->cap < s->max / 2 ? 2 * s->cap : s->max);
+    }
+    size_t pos = (s->head + s->n) % s->cap;
+    memcpy(s->ring[pos].id, id, NONCE_BYTES);
+    s->ring[pos].until = until;
+    s->n++;
+    nonces_index(s, pos);
+    return 0;
+}
+
+static void nonce_new(char hex[2 * NONCE_BYTES + 1])
+{
+    unsigned char id[NONCE_BYTES];
+    rand_bytes(id, sizeof(id));
+    hex_encode(id, sizeof(id), hex);
+}
+
+/* The nonce's bytes from its 32 lowercase hex digits; false when it is not that. */
+static bool nonce_parse(const char *hex, unsigned char id[NONCE_BYTES])
+{
+    if (strlen(hex) != 2 * NONCE_BYTES)
+        return false;
+    for (size_t i = 0; i < 2 * NONCE_BYTES; i++) {
+        char ch = hex[i];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (v < 0)
+            return false;
+        if (i % 2 == 0)
+            id[i / 2] = (unsigned char)(v << 4);
+        else
+            id[i / 2] |= (unsigned char)v;
+    }
+    return true;
+}
+
+/* Spend a checked signature's nonce: 0, or the error. */
+static int spend(struct cluster_nonces *seen, const unsigned char id[NONCE_BYTES], int64_t t,
+                 int64_t now_s, struct err *err)
+{
+    /* refused by its time after t + SKEW; kept a window longer, so that a clock set back by up
+     * to a window does not forget it while its signature is good again */
+    int r = nonces_spend(seen, id, t + 2 * SIGNATURE_SKEW_S, now_s);
+    if (r == -EALREADY)
+        return err_set(err, r, "nonce already used: a replayed call");
+    if (r == -EBUSY)
+        return err_set(err, r,
+                       "too many forwarded calls in the last %d s to remember them all "
+                       "(CLUSTER_NONCE_CACHE %zu)",
+                       2 * SIGNATURE_SKEW_S, seen->max);
+    return r;
+}
+
+/* HMAC of the signed text: the claims, the nonce, the method, the path, the body's length and
+ * digest. */
+static void mac(const struct cluster_key *k, const struct cluster_claims *cl, const char *nonce,
+                const char *method, const char *path, const void *body, size_t len, char hex[65])
 {
     char digest[65];
     sha256_hex(body, len, digest);
-    char *text =
-        xasprintf("sandbox-mcp forward v1\n%lld\n%s\n%s\n%s\n%u\n%s\n%s", (long long)cl->time,
-                  cl->node, cl->user_id, cl->user_name, cl->scopes, path, digest);
+    char *text = xasprintf("sandbox-mcp forward v2\n%lld\n%s\n%s\n%s\n%s\n%u\n%s\n%s\n%zu\n%s",
+                           (long long)cl->time, nonce, cl->node, cl->user_id, cl->user_name,
+                           cl->scopes, method, path, len, digest);
     unsigned char md[32];
     unsigned int mdlen = sizeof(md);
     HMAC(EVP_sha256(), k->key, sizeof(k->key), (const unsigned char *)text, strlen(text), md,
@@ -250,18 +425,18 @@ static bool field_ok(const char *s)
     return !strpbrk(s, ",\r\n");
 }
 
-int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, const char *path,
-                 const void *body, size_t len, char *out, size_t cap)
+int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, const char *method,
+                 const char *path, const void *body, size_t len, char *out, size_t cap)
 {
     if (!k->have || !field_ok(cl->node) || !field_ok(cl->user_id) || !field_ok(cl->user_name))
         return -EINVAL;
-    char hex[65];
-    mac(k, cl, path, body, len, hex);
-    int n = snprintf(out, cap, "t=%lld,n=%s,u=%s,m=%s,s=%u,v1=%s", (long long)cl->time, cl->node,
-                     cl->user_id, cl->user_name, cl->scopes, hex);
+    char hex[65], nonce[2 * NONCE_BYTES + 1];
+    nonce_new(nonce);
+    mac(k, cl, nonce, method, path, body, len, hex);
+    int n = snprintf(out, cap, "t=%lld,r=%s,n=%s,u=%s,m=%s,s=%u,v1=%s", (long long)cl->time, nonce,
+                     cl->node, cl->user_id, cl->user_name, cl->scopes, hex);
     return n > 0 && (size_t)n < cap ? 0 : -ENOSPC;
 }
-
 /* The value of "<key>=" in a "k=v,k=v" header into out; false when absent or too long. */
 static bool field(const char *h, size_t hlen, const char *key, char *out, size_t cap)
 {
@@ -293,38 +468,48 @@ static bool all_digits(const char *s)
     return true;
 }
 
-int cluster_verify(const struct cluster_key *k, const char *header, size_t hlen, const char *path,
-                   const void *body, size_t len, int64_t now_s, struct cluster_claims *cl,
-                   struct err *err)
+int cluster_verify(const struct cluster_key *k, struct cluster_nonces *seen, const char *header,
+                   size_t hlen, const char *method, const char *path, const void *body, size_t len,
+                   int64_t now_s, struct cluster_claims *cl, struct err *err)
 {
-    if (!k->have)
+    if (!k->have || !seen)
         return err_set(err, -EACCES, "this node takes no forwarded calls (no CLUSTER_SECRET)");
-    char t[24], s[16], sig[72];
+    char t[24], s[16], sig[72], nonce[2 * NONCE_BYTES + 1];
+    unsigned char id[NONCE_BYTES];
     memset(cl, 0, sizeof(*cl));
-    if (!field(header, hlen, "t", t, sizeof(t)) || !field(header, hlen, "n", cl->node, 64) ||
-        !field(header, hlen, "u", cl->user_id, 64) ||
+    if (!field(header, hlen, "t", t, sizeof(t)) ||
+        !field(header, hlen, "r", nonce, sizeof(nonce)) ||
+        !field(header, hlen, "n", cl->node, 64) || !field(header, hlen, "u", cl->user_id, 64) ||
         !field(header, hlen, "m", cl->user_name, 128) || !field(header, hlen, "s", s, sizeof(s)) ||
         !field(header, hlen, "v1", sig, sizeof(sig)) || strlen(sig) != 64 || !cl->user_id[0] ||
-        !all_digits(t) || !all_digits(s) || strlen(t) > 18 || strlen(s) > 9)
+        !all_digits(t) || !all_digits(s) || strlen(t) > 18 || strlen(s) > 9 ||
+        !nonce_parse(nonce, id))
         return err_set(err, -EACCES, "malformed %s header", CLUSTER_SIGNATURE_HEADER);
     cl->time = strtoll(t, NULL, 10);
     cl->scopes = (unsigned)strtoul(s, NULL, 10);
     char want[65];
-    mac(k, cl, path, body, len, want);
+    mac(k, cl, nonce, method, path, body, len, want);
     if (CRYPTO_memcmp(want, sig, 64) != 0)
-        return err_set(err, -EACCES, "bad signature (is CLUSTER_SECRET the same on every node?)");
+        return err_set(
+            err, -EACCES,
+            "bad signature (is CLUSTER_SECRET the same on every node, and the version?)");
     if (cl->time < now_s - SIGNATURE_SKEW_S || cl->time > now_s + SIGNATURE_SKEW_S)
         return err_set(err, -ETIMEDOUT, "signed %lld s from now: more than %d s apart",
                        (long long)(cl->time - now_s), SIGNATURE_SKEW_S);
-    return 0;
+    return spend(seen, id, cl->time, now_s, err);
 }
 
-/* The head's proof: an HMAC over the time and the sending node alone, which the admission gate
- * can check before the body arrives (the body is checked by cluster_verify once it has). */
-static void head_mac(const struct cluster_key *k, int64_t t, const char *node, char hex[65])
+/* The head's proof: an HMAC over what the admission gate knows before the body arrives (the
+ * body is checked by cluster_verify once it has). The path is at most what fits the text, which
+ * is far more than any path a node signs. */
+#define HEAD_PATH_MAX 256
+static void head_mac(const struct cluster_key *k, int64_t t, const char *nonce, const char *node,
+                     const char *method, size_t mlen, const char *path, size_t plen, size_t len,
+                     char hex[65])
 {
-    char text[128];
-    int n = snprintf(text, sizeof(text), "sandbox-mcp node v1\n%lld\n%s", (long long)t, node);
+    char text[512];
+    int n = snprintf(text, sizeof(text), "sandbox-mcp node v2\n%lld\n%s\n%s\n%.*s\n%.*s\n%zu",
+                     (long long)t, nonce, node, (int)mlen, method, (int)plen, path, len);
     unsigned char md[32];
     unsigned int mdlen = sizeof(md);
     HMAC(EVP_sha256(), k->key, sizeof(k->key), (const unsigned char *)text,
@@ -332,27 +517,39 @@ static void head_mac(const struct cluster_key *k, int64_t t, const char *node, c
     hex_encode(md, sizeof(md), hex);
 }
 
-int cluster_head_sign(const struct cluster_key *k, const char *node, int64_t now_s, char *out,
-                      size_t cap)
+int cluster_head_sign(const struct cluster_key *k, const char *node, const char *method,
+                      const char *path, size_t len, int64_t now_s, char *out, size_t cap)
 {
-    if (!k->have || !field_ok(node) || strlen(node) >= 64)
+    size_t mlen = strlen(method), plen = strlen(path);
+    if (!k->have || !field_ok(node) || strlen(node) >= 64 || mlen > 16 || plen > HEAD_PATH_MAX)
         return -EINVAL;
-    char hex[65];
-    head_mac(k, now_s, node, hex);
-    int n = snprintf(out, cap, "t=%lld,n=%s,v1=%s", (long long)now_s, node, hex);
+    char hex[65], nonce[2 * NONCE_BYTES + 1];
+    nonce_new(nonce);
+    head_mac(k, now_s, nonce, node, method, mlen, path, plen, len, hex);
+    int n = snprintf(out, cap, "t=%lld,r=%s,n=%s,v1=%s", (long long)now_s, nonce, node, hex);
     return n > 0 && (size_t)n < cap ? 0 : -ENOSPC;
 }
 
-bool cluster_head_ok(const struct cluster_key *k, const char *header, size_t hlen, int64_t now_s)
+int cluster_head_check(const struct cluster_key *k, struct cluster_nonces *seen, const char *header,
+                       size_t hlen, const char *method, size_t mlen, const char *path, size_t plen,
+                       size_t len, int64_t now_s)
 {
-    char t[24], node[64], sig[72], want[65];
-    if (!k->have || !field(header, hlen, "t", t, sizeof(t)) || !all_digits(t) || strlen(t) > 18 ||
+    char t[24], node[64], sig[72], want[65], nonce[2 * NONCE_BYTES + 1];
+    unsigned char id[NONCE_BYTES];
+    if (!k->have || !seen)
+        return -EACCES;
+    if (!field(header, hlen, "t", t, sizeof(t)) || !all_digits(t) || strlen(t) > 18 ||
+        !field(header, hlen, "r", nonce, sizeof(nonce)) || !nonce_parse(nonce, id) ||
         !field(header, hlen, "n", node, sizeof(node)) ||
-        !field(header, hlen, "v1", sig, sizeof(sig)) || strlen(sig) != 64)
-        return false;
+        !field(header, hlen, "v1", sig, sizeof(sig)) || strlen(sig) != 64 || mlen > 16 ||
+        plen > HEAD_PATH_MAX)
+        return -EACCES;
     int64_t at = strtoll(t, NULL, 10);
+    head_mac(k, at, nonce, node, method, mlen, path, plen, len, want);
+    if (CRYPTO_memcmp(want, sig, 64) != 0)
+        return -EACCES;
     if (at < now_s - SIGNATURE_SKEW_S || at > now_s + SIGNATURE_SKEW_S)
-        return false;
-    head_mac(k, at, node, want);
-    return CRYPTO_memcmp(want, sig, 64) == 0;
+        return -ETIMEDOUT;
+    struct err err = {0};
+    return spend(seen, id, at, now_s, &err);
 }

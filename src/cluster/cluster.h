@@ -18,6 +18,7 @@ struct cluster_config {
     const char *secret;   /* CLUSTER_SECRET; NULL: this node neither forwards nor is forwarded to */
     uint64_t heartbeat_ms, lost_ms;
     int64_t max_sandboxes, max_runs;
+    size_t max_nonces; /* CLUSTER_NONCE_CACHE: struct cluster_nonces */
 };
 
 struct cluster;
@@ -51,8 +52,13 @@ int cluster_route_session(struct cluster *c, const char *user_id, const char *se
                           char url[256], char node[64], struct err *err);
 
 /* The headers of a forwarded call: who it is for, signed with the cluster's key over the time,
- * the sending node, the user, the scopes, the path and the body. */
+ * a random nonce, the sending node, the user, the scopes, the method, the path, the body's length
+ * and its digest. A receiving node accepts each nonce once (struct cluster_nonces), so a captured
+ * call cannot be sent again. All nodes must run the same version: the signed text changes with
+ * it. */
 #define CLUSTER_SIGNATURE_HEADER "x-smcp-signature"
+/* How far a signature's time may be from the receiver's clock, either way. */
+#define CLUSTER_SIGNATURE_SKEW_S 60
 struct cluster_claims {
     char node[64];
     char user_id[64];
@@ -67,22 +73,43 @@ struct cluster_key {
 };
 void cluster_key_init(struct cluster_key *k, const char *secret);
 const struct cluster_key *cluster_key(const struct cluster *c);
-/* "t=<time>,n=<node>,u=<user id>,m=<user name>,s=<scopes>,v1=<hex HMAC>" into out: 0, or
- * -EINVAL (no key; a field holding ',' or a line break), -ENOSPC. */
-int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, const char *path,
-                 const void *body, size_t len, char *out, size_t cap);
-/* Check a signature header for path and body at now_s: 0 with *cl filled, -EACCES (no key here,
- * a malformed header, a bad signature) or -ETIMEDOUT (more than a minute old or ahead) with err
- * saying which. */
-int cluster_verify(const struct cluster_key *k, const char *header, size_t hlen, const char *path,
-                   const void *body, size_t len, int64_t now_s, struct cluster_claims *cl,
-                   struct err *err);
 
-/* x-smcp-node: "t=<time>,n=<node>,v1=<hex HMAC>" over the time and the node alone, so that the
- * admission gate can let a forwarded call's body (which may be larger than what it reads for
- * anyone before a credential) in before the body is there to check; cluster_verify checks the
- * whole call once it is. */
+/* The nonces of the signatures and head proofs a node has accepted, each kept until twice
+ * CLUSTER_SIGNATURE_SKEW_S after its signature's time (a window longer than the signature is
+ * good, against a clock set back), at most max at once. Full, it refuses new nonces rather than
+ * forget old ones (forgetting would let those be replayed); only a holder of the cluster's key can
+ * fill it. Memory grows with use, to about 32 bytes a nonce. One a node; main loop thread only.
+ */
+struct cluster_nonces;
+struct cluster_nonces *cluster_nonces_new(size_t max);
+void cluster_nonces_free(struct cluster_nonces *s);
+/* This node's set (NULL when it has no CLUSTER_SECRET). */
+struct cluster_nonces *cluster_nonces(const struct cluster *c);
+
+/* "t=<time>,r=<nonce>,n=<node>,u=<user id>,m=<user name>,s=<scopes>,v1=<hex HMAC>" into out,
+ * with a fresh random nonce: 0, or -EINVAL (no key; a field holding ',' or a line break),
+ * -ENOSPC. */
+int cluster_sign(const struct cluster_key *k, const struct cluster_claims *cl, const char *method,
+                 const char *path, const void *body, size_t len, char *out, size_t cap);
+/* Check a signature header for method, path and body at now_s, and spend its nonce in seen:
+ * 0 with *cl filled; -EACCES (no key here, a malformed header, a bad signature), -ETIMEDOUT
+ * (more than CLUSTER_SIGNATURE_SKEW_S old or ahead), -EALREADY (its nonce was accepted before:
+ * a replay) or -EBUSY (seen is full), with err saying which. */
+int cluster_verify(const struct cluster_key *k, struct cluster_nonces *seen, const char *header,
+                   size_t hlen, const char *method, const char *path, const void *body, size_t len,
+                   int64_t now_s, struct cluster_claims *cl, struct err *err);
+
+/* x-smcp-node: "t=<time>,r=<nonce>,n=<node>,v1=<hex HMAC>" over the time, a nonce of its own,
+ * the node, the method, the path and the body's length, so that the admission gate can let one
+ * forwarded call's body (which may be larger than what it reads for anyone before a credential)
+ * in before the body is there to check; cluster_verify checks the whole call once it is. The
+ * proof admits that one request: its nonce is spent, and it names no user. */
 #define CLUSTER_NODE_HEADER "x-smcp-node"
-int cluster_head_sign(const struct cluster_key *k, const char *node, int64_t now_s, char *out,
-                      size_t cap);
-bool cluster_head_ok(const struct cluster_key *k, const char *header, size_t hlen, int64_t now_s);
+int cluster_head_sign(const struct cluster_key *k, const char *node, const char *method,
+                      const char *path, size_t len, int64_t now_s, char *out, size_t cap);
+/* Check a head proof for a request's method and path (as they came, not NUL-terminated) and its
+ * announced body length, and spend its nonce in seen: 0, or -EACCES, -ETIMEDOUT, -EALREADY,
+ * -EBUSY as cluster_verify. */
+int cluster_head_check(const struct cluster_key *k, struct cluster_nonces *seen, const char *header,
+                       size_t hlen, const char *method, size_t mlen, const char *path, size_t plen,
+                       size_t len, int64_t now_s);

@@ -130,7 +130,7 @@ bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct sto
     snprintf(cl.user_id, sizeof(cl.user_id), "%s", user->id);
     snprintf(cl.user_name, sizeof(cl.user_name), "%s", user->name);
     char sig[512];
-    if (cluster_sign(cluster_key(srv->cluster), &cl, INTERNAL_MCP, req->entity.base,
+    if (cluster_sign(cluster_key(srv->cluster), &cl, "POST", INTERNAL_MCP, req->entity.base,
                      req->entity.len, sig, sizeof(sig)) < 0) {
         http_respond_error(req, 500, "forward_failed", "cannot sign the forwarded call");
         return true;
@@ -140,7 +140,8 @@ bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct sto
     snprintf(line, sizeof(line), "%s: %s", CLUSTER_SIGNATURE_HEADER, sig);
     h = curl_slist_append(h, line);
     char head[200];
-    if (cluster_head_sign(cluster_key(srv->cluster), cl.node, cl.time, head, sizeof(head)) == 0) {
+    if (cluster_head_sign(cluster_key(srv->cluster), cl.node, "POST", INTERNAL_MCP, req->entity.len,
+                          cl.time, head, sizeof(head)) == 0) {
         snprintf(line, sizeof(line), "%s: %s", CLUSTER_NODE_HEADER, head);
         h = curl_slist_append(h, line);
     }
@@ -171,13 +172,25 @@ bool http_forwarded_auth(struct http_server *srv, h2o_req_t *req, struct store_u
     const char *sig = http_header_str(req, CLUSTER_SIGNATURE_HEADER);
     struct cluster_claims cl;
     struct err err = {0};
-    if (!srv->cluster || !sig ||
-        cluster_verify(cluster_key(srv->cluster), sig, strlen(sig), INTERNAL_MCP, req->entity.base,
-                       req->entity.len, time_now_ms() / 1000, &cl, &err) < 0) {
-        log_warn("forwarded call refused err=\"%s\"", !srv->cluster ? "no cluster"
-                                                      : !sig        ? "no signature"
-                                                                    : err.msg);
-        http_respond_error(req, 401, "not_a_node", "this endpoint is for the server's own nodes");
+    int r = !srv->cluster ? err_set(&err, -EACCES, "no cluster")
+            : !sig        ? err_set(&err, -EACCES, "no signature")
+                   : cluster_verify(cluster_key(srv->cluster), cluster_nonces(srv->cluster), sig,
+                                    strlen(sig), "POST", INTERNAL_MCP, req->entity.base,
+                                    req->entity.len, time_now_ms() / 1000, &cl, &err);
+    if (r < 0) {
+        log_warn("forwarded call refused err=\"%s\"", err.msg);
+        if (r == -EALREADY) {
+            http_respond_error(req, 409, "replayed",
+                               "this signed call was served before; a node signs each call anew");
+        } else if (r == -EBUSY) {
+            http_add_header_str(req, "retry-after", "1");
+            http_respond_error(req, 503, "busy",
+                               "this node has taken too many forwarded calls in the last two "
+                               "minutes; retry shortly");
+        } else {
+            http_respond_error(req, 401, "not_a_node",
+                               "this endpoint is for the server's own nodes");
+        }
         return false;
     }
     memset(user, 0, sizeof(*user));

@@ -468,18 +468,29 @@ static bool head_authorized(struct http_pool *p, const struct phr_header *hs, si
             auth = h2o_iovec_init(hs[i].value, hs[i].value_len);
         else if (name_is(&hs[i], "x-api-key"))
             key = h2o_iovec_init(hs[i].value, hs[i].value_len);
-        else if (name_is(&hs[i], CLUSTER_NODE_HEADER) && !p->sandbox[0] && p->srv->cluster &&
-                 cluster_head_ok(cluster_key(p->srv->cluster), hs[i].value, hs[i].value_len,
-                                 time_now_ms() / 1000))
-            return true; /* another node's forwarded call; its body is checked at the route */
     }
     return credential_ok(p, auth, key);
 }
 
+/* Another node's proof for this one request (cluster.h), bound to its method, path, announced
+ * length and a nonce it spends: 0, -ENOENT without one, or cluster_head_check's error. */
+static int node_proof(struct http_pool *p, const char *method, size_t mlen, const char *path,
+                      size_t plen, size_t length, const struct phr_header *hs, size_t n)
+{
+    if (p->sandbox[0] || !p->srv->cluster)
+        return -ENOENT;
+    for (size_t i = 0; i < n; i++)
+        if (name_is(&hs[i], CLUSTER_NODE_HEADER))
+            return cluster_head_check(cluster_key(p->srv->cluster), cluster_nonces(p->srv->cluster),
+                                      hs[i].value, hs[i].value_len, method, mlen, path, plen,
+                                      length, time_now_ms() / 1000);
+    return -ENOENT;
+}
+
 /* The first request's head has arrived (len bytes): let it through (authenticated or not), or
  * refuse it (c->draining). Returns NULL, as refuse() does. */
-static const char *judge_head(struct http_conn *c, size_t len, const struct phr_header *hs,
-                              size_t n)
+static const char *judge_head(struct http_conn *c, size_t len, const char *method, size_t mlen,
+                              const char *path, size_t plen, const struct phr_header *hs, size_t n)
 {
     struct http_pool *p = c->pool;
     const struct config *cfg = p->srv->cfg;
@@ -494,8 +505,19 @@ static const char *judge_head(struct http_conn *c, size_t len, const struct phr_
                 body = 0; /* h2o answers 400 */
         }
     }
+    /* a forwarded call: its body is let in uncharged, and checked against the full signature at
+     * the route; the connection is not authenticated, so it serves this request alone */
+    int proof = chunked ? -ENOENT : node_proof(p, method, mlen, path, plen, body, hs, n);
+    if (proof == -EBUSY)
+        return refuse(c, 503, "Retry-After: 1\r\n", "busy",
+                      "too many forwarded calls in the last two minutes");
     if (chunked || body > cfg->max_request_bytes)
         body = cfg->max_request_bytes; /* the most h2o reads before it answers 413 */
+    if (proof == 0) {
+        c->allowed = len + body;
+        charge(c, 0);
+        return NULL;
+    }
     bool authorized = (chunked || len + body > cfg->preauth_request_bytes || !p->sandbox[0]) &&
                       head_authorized(p, hs, n);
     if (authorized && !p->sandbox[0]) {
@@ -548,7 +570,7 @@ static const char *gate_check(struct http_conn *c)
     if (r > 0) {
         c->head_done = true;
         head_arrived(c);
-        return judge_head(c, (size_t)r, hs, n);
+        return judge_head(c, (size_t)r, method, mlen, path, plen, hs, n);
     }
     if (r == -2 && in > cfg->preauth_request_bytes)
         return refuse(c, 431, "", "head_too_large", "the request head is too large");

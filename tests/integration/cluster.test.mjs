@@ -4,11 +4,12 @@
 // others, its users start afresh elsewhere, and it gives up what they took when it returns.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac, createHash } from 'node:crypto';
+import { createHmac, createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 import { rpc, sseMessages } from '../lib/server.mjs';
+import { httpRequest, rawExchange } from '../lib/http.mjs';
 import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
@@ -115,19 +116,36 @@ test('a forwarded command streams its progress as it runs', async () => {
   assert.equal(result.structuredContent.stdout, 'line1\nline2\nline3\n');
 });
 
+// The internal channel's headers, made as the nodes make them (src/cluster/cluster.c), with the
+// key derived from a secret the test knows.
+const channelKey = (secret) => createHmac('sha256', secret).update('sandbox-mcp cluster-forward v1').digest();
+const nonce = () => randomBytes(16).toString('hex');
+function signCall(secret, { t = Math.floor(Date.now() / 1000), user, body, r = nonce(), path: p = '/internal/mcp' }) {
+  const digest = createHash('sha256').update(body).digest('hex');
+  const text = `sandbox-mcp forward v2\n${t}\n${r}\nnode9\n${user}\nadmin\n3\nPOST\n${p}\n${Buffer.byteLength(body)}\n${digest}`;
+  return `t=${t},r=${r},n=node9,u=${user},m=admin,s=3,v1=${createHmac('sha256', channelKey(secret)).update(text).digest('hex')}`;
+}
+function signHead(secret, { t = Math.floor(Date.now() / 1000), length, r = nonce(), path: p = '/internal/mcp' }) {
+  const text = `sandbox-mcp node v2\n${t}\n${r}\nnode9\nPOST\n${p}\n${length}`;
+  return `t=${t},r=${r},n=node9,v1=${createHmac('sha256', channelKey(secret)).update(text).digest('hex')}`;
+}
+// A call on node i's internal channel, on a fresh connection: {status, headers, text, msg}.
+async function internal(i, body, headers) {
+  const r = await httpRequest(cluster.nodes[i], {
+    path: '/internal/mcp', body,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+  });
+  return { ...r, msg: r.body?.jsonrpc ? r.body : sseMessages(r.text).find((m) => m.id !== undefined) };
+}
+const userId = (name) => clusterRows(cluster, `SELECT id FROM users WHERE name = '${name}'`)[0].id;
+
 test('the internal channel takes only calls signed with the cluster\'s secret, and fresh ones', async () => {
   const node = cluster.nodes[0];
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'container_exec', arguments: { command: 'id' } } });
   const post = (headers) => fetch(`${node.url}/internal/mcp`, {
     method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body,
   });
-  const sign = (secret, t, user) => {
-    // the same derivation as the server's, from a secret the test knows
-    const key = createHmac('sha256', secret).update('sandbox-mcp cluster-forward v1').digest();
-    const digest = createHash('sha256').update(body).digest('hex');
-    const text = `sandbox-mcp forward v1\n${t}\nnode9\n${user}\nadmin\n3\n/internal/mcp\n${digest}`;
-    return `t=${t},n=node9,u=${user},m=admin,s=3,v1=${createHmac('sha256', key).update(text).digest('hex')}`;
-  };
+  const sign = (secret, t, user) => signCall(secret, { t, user, body });
   const now = Math.floor(Date.now() / 1000);
   const uid = /user=(usr_\w+)/.exec(node.stderr().match(/forwarded call from=node\d user=usr_\w+/)?.[0]
     || cluster.nodes.map((n) => n.stderr()).join('').match(/forwarded call from=node\d user=usr_\w+/)[0])[1];
@@ -145,6 +163,69 @@ test('the internal channel takes only calls signed with the cluster\'s secret, a
   // signed as the nodes sign, it is served for the user the signature names
   const ok = await post({ 'x-smcp-signature': sign(cluster.env(0).CLUSTER_SECRET, now, uid) });
   assert.equal(ok.status, 200);
+});
+
+// Issue 32, point 13: a signed call was accepted again within its minute (one forwarded
+// container_exec ran three times). Each signature carries a nonce the receiving node spends.
+test('a captured forwarded call sent again is refused with 409, and its command ran once', async () => {
+  assert.equal(cluster.cli(0, ['user', 'add', 'replay']).status, 0);
+  const uid = userId('replay');
+  const secret = cluster.env(0).CLUSTER_SECRET;
+  const exec = (command) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'container_exec', arguments: { command } } });
+  const body = exec('echo ran >> /workspace/replayed; wc -l < /workspace/replayed');
+  const headers = { 'x-smcp-signature': signCall(secret, { user: uid, body }) };
+  const first = await internal(0, body, headers);
+  assert.equal(first.status, 200, first.text);
+  assert.equal(first.msg.result.structuredContent.stdout, '1\n', first.text);
+  for (let i = 0; i < 2; i++) {
+    const again = await internal(0, body, headers);
+    assert.equal(again.status, 409, again.text);
+    assert.equal(again.body.code, 'replayed');
+  }
+  await cluster.nodes[0].waitLog(/forwarded call refused err="nonce already used: a replayed call"/);
+  // signed anew, the same call is served: the command had run once
+  const count = exec('wc -l < /workspace/replayed');
+  const check = await internal(0, count, { 'x-smcp-signature': signCall(secret, { user: uid, body: count }) });
+  assert.equal(check.status, 200, check.text);
+  assert.equal(check.msg.result.structuredContent.stdout, '1\n');
+  // the method is signed too, and a signature without a nonce is malformed
+  const bare = signCall(secret, { user: uid, body: count }).replace(/r=[0-9a-f]+,/, '');
+  const r = await internal(0, count, { 'x-smcp-signature': bare });
+  assert.equal(r.status, 401);
+  assert.equal(r.body.code, 'not_a_node');
+});
+
+// Issue 32, point 14: the head proof covered only the time and the node, held on any path, and
+// marked the whole connection authenticated: replayed, it let 40 unauthenticated 4 MiB bodies in
+// (RSS 20 -> 183 MiB against a 16 MiB pre-auth total). It now admits one request, of its path
+// and length, once; the connection then closes.
+test('a head proof admits one forwarded body once: replayed, for another path or length, the body is refused before it is read', async () => {
+  const secret = cluster.env(0).CLUSTER_SECRET;
+  const node = cluster.nodes[1];
+  // larger than what the gate reads before a credential (PREAUTH_REQUEST_BYTES, 64 KiB)
+  const body = Buffer.alloc(1 << 20, 0x20);
+  Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' })).copy(body);
+  const proof = signHead(secret, { length: body.length });
+  const head = (p, length, proofValue) => `POST ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+    `Accept: application/json, text/event-stream\r\nx-smcp-node: ${proofValue}\r\n` +
+    `x-smcp-signature: ${signCall(secret, { user: 'usr_nobody', body })}\r\nContent-Length: ${length}\r\n\r\n`;
+  // the forwarded call: its body is read and served, and the connection is not kept
+  const first = await rawExchange(node, [head('/internal/mcp', body.length, proof), body], { idleMs: 30000 });
+  assert.match(first, /^HTTP\/1\.1 200 /, first.slice(0, 300));
+  assert.match(first, /\r\nconnection: close\r\n/i, first.slice(0, 300));
+  assert.match(first, /"id":7/);
+  // the same proof again, on a new connection: the head alone is answered 401 by the gate,
+  // with nothing of the body sent
+  const again = await rawExchange(node, [head('/internal/mcp', body.length, proof)], { idleMs: 30000 });
+  assert.match(again, /^HTTP\/1\.1 401 /, again.slice(0, 300));
+  assert.match(again, /"code":"unauthorized"/);
+  assert.match(again, /before a request body larger than the unauthenticated allowance/);
+  // a fresh proof for another path, or another length, is no proof either
+  for (const [p, length] of [['/mcp', body.length], ['/internal/mcp', 4 << 20]]) {
+    const r = await rawExchange(node, [head(p, length, signHead(secret, { length: body.length }))], { idleMs: 30000 });
+    assert.match(r, /^HTTP\/1\.1 401 /, `${p} ${length}: ${r.slice(0, 300)}`);
+    assert.match(r, /"code":"unauthorized"/);
+  }
 });
 
 test('runs spread across the nodes, each session\'s runs stay on its node, and any node answers for them', async () => {
