@@ -40,6 +40,9 @@ struct config {
     size_t sandbox_egress_connections; /* per sandbox, through its egress proxy */
     uint64_t sandbox_egress_rate;      /* bytes a second each way per sandbox, 0: no cap */
     const char *metrics_token; /* Bearer token /metrics asks for; NULL: /metrics is not served */
+    /* addresses and CIDRs of proxies whose X-Forwarded-For names the client (parsed and checked
+     * by the http server, src/http/peer.h); NULL: the TCP peer is the client */
+    const char *trusted_proxies;
     /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
      * both NULL: plain HTTP */
     char *tls_cert;
