@@ -104,7 +104,8 @@ bool auth_client_authenticate(struct auth *a, h2o_req_t *req, const struct form 
  * the count starts at 0 until the next prune) and start the prune timer. */
 void auth_admit_init(struct auth *a);
 void auth_admit_release(struct auth *a);
-/* The address a request came from as every per-address limit of this module counts it
+/* The client a request came from (http_client_addr: behind a trusted proxy, the address it
+ * forwarded) as every per-address limit of this module counts it
  * (throttle_peer_of: the IPv4 address or the IPv6 /64, and the wider network). auth_peer
  * writes the address part as text. */
 void auth_peer_of(h2o_req_t *req, struct throttle_peer *out);

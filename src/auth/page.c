@@ -202,9 +202,7 @@ bool auth_read_query(h2o_req_t *req, struct form *f)
 void auth_peer_of(h2o_req_t *req, struct throttle_peer *out)
 {
     struct sockaddr_storage ss;
-    bool ok = req->conn->callbacks->get_peername &&
-              req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
-    throttle_peer_of(ok ? (struct sockaddr *)&ss : NULL, out);
+    throttle_peer_of(http_client_addr(req, &ss) ? (struct sockaddr *)&ss : NULL, out);
 }
 
 void auth_peer(h2o_req_t *req, char *out, size_t cap)

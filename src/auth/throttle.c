@@ -39,13 +39,14 @@ struct inflight {
     unsigned n;
 };
 
-static const struct throttle_limits defaults = {
-    .inflight_per_addr = 2,
-    .inflight_per_net = 4,
-    .known_ms = 365LL * 86400 * 1000,
-};
+/* a macro, as a const object is no constant initializer for clang (the fuzz build) */
+#define DEFAULT_LIMITS                                                                             \
+    {                                                                                              \
+        .inflight_per_addr = 2, .inflight_per_net = 4, .known_ms = 365LL * 86400 * 1000            \
+    }
 
-static struct throttle_limits limits = defaults;
+static const struct throttle_limits defaults = DEFAULT_LIMITS;
+static struct throttle_limits limits = DEFAULT_LIMITS;
 static struct entry table[SETS][WAYS];
 static struct known known_table[KNOWN_SETS][WAYS];
 static struct inflight inflight[INFLIGHT_SLOTS];

@@ -23,6 +23,7 @@ const char *const config_known_keys[] = {
     "NODE_LOST_SECONDS",
     "PUBLIC_URL",
     "ALLOWED_ORIGINS",
+    "TRUSTED_PROXIES",
     "MAX_REQUEST_BYTES",
     "MAX_CONNECTIONS",
     "PREAUTH_REQUEST_BYTES",
@@ -361,6 +362,7 @@ int config_finish(struct config *cfg, struct err *err)
         return r;
     cfg->name_lookup_timeout_ms = (int64_t)u * 1000;
     cfg->metrics_token = config_get(cfg, "METRICS_TOKEN");
+    cfg->trusted_proxies = config_get(cfg, "TRUSTED_PROXIES");
     if (!cfg->tls_cert)
         cfg->tls_cert = dup_or(cfg, "TLS_CERT", NULL);
     if (!cfg->tls_key)

@@ -48,6 +48,9 @@ struct config {
     int name_lookups_reserved;      /* of the resolver's threads, for the server's own fetches */
     int64_t name_lookup_timeout_ms; /* a name lookup's caller waits this long at most */
     const char *metrics_token; /* Bearer token /metrics asks for; NULL: /metrics is not served */
+    /* addresses and CIDRs of proxies whose X-Forwarded-For names the client (parsed and checked
+     * by the http server, src/http/peer.h); NULL: the TCP peer is the client */
+    const char *trusted_proxies;
     /* PEM files of the main listener's certificate (chain) and key, read at start and on SIGHUP;
      * both NULL: plain HTTP */
     char *tls_cert;

@@ -840,7 +840,8 @@ static void handshake_done(h2o_socket_t *sock, const char *err)
 }
 
 /* Whether the address of sock may open another unauthenticated connection: true, with *peer
- * its count (NULL when its address is not known). */
+ * its count (NULL when its address is not known). A trusted proxy (TRUSTED_PROXIES) carries
+ * everyone's connections and is not capped: it sends a request on only once its head is whole. */
 static bool peer_admit(struct http_pool *p, h2o_socket_t *sock, struct http_peer **peer)
 {
     *peer = NULL;
@@ -850,6 +851,8 @@ static bool peer_admit(struct http_pool *p, h2o_socket_t *sock, struct http_peer
         http_peer_key((struct sockaddr *)&ss, &key) < 0)
         return true;
     size_t max = p->srv->preauth_per_address;
+    if (max && http_peer_trusted((struct sockaddr *)&ss))
+        max = 0;
     *peer = http_peers_hold(p->peers, &key, max ? max : SIZE_MAX);
     return *peer != NULL;
 }

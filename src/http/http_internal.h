@@ -163,6 +163,20 @@ h2o_linklist_t *http_peer_waiting(struct http_peer *peer);
 void http_peers_release(struct http_peers *t, struct http_peer *peer);
 /* How many addresses have a connection counted (for tests). */
 size_t http_peers_count(const struct http_peers *t);
+/* peer.c: the client a request came from, when a proxy in TRUSTED_PROXIES (http/peer.h) stands
+ * between. Every per-address limit keys on this, never on the TCP peer alone.
+ * Parse TRUSTED_PROXIES (list may be NULL: trust none), once at start before any request:
+ * 0, or -EINVAL with err naming the bad entry. */
+int http_peer_configure(const char *list, struct err *err);
+/* Entries of TRUSTED_PROXIES (0: forwarding headers are never read). */
+size_t http_peer_trusted_count(void);
+/* Whether sa (a socket's peer) is a trusted proxy, for code that sees only a socket. */
+bool http_peer_trusted(const struct sockaddr *sa);
+/* req's client into out (port 0 when it came from X-Forwarded-For): its connection's peer,
+ * unless that is a trusted proxy, then as http_trust_client walks X-Forwarded-For. Only
+ * requests from trusted proxies pay for the walk; nothing is allocated. false (out zeroed)
+ * when the connection has no peer address. Loop thread only. */
+bool http_client_addr(h2o_req_t *req, struct sockaddr_storage *out);
 
 /* tls.c: an OpenSSL server context for the PEM files cert (a chain) and key: TLS 1.2 or later,
  * ALPN h2 and http/1.1. Returns 0 and the context (the caller's reference), or a negative errno

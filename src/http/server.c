@@ -352,8 +352,10 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
 {
     struct sockaddr_storage ss;
     socklen_t sslen;
-    int r = parse_listen(cfg->listen, &ss, &sslen, err);
+    int r = http_peer_configure(cfg->trusted_proxies, err);
     if (r < 0)
+        return r;
+    if ((r = parse_listen(cfg->listen, &ss, &sslen, err)) < 0)
         return r;
     SSL_CTX *ssl_ctx = NULL;
     if (cfg->tls_cert && (r = http_tls_context_new(cfg->tls_cert, cfg->tls_key, &ssl_ctx, err)) < 0)
@@ -469,12 +471,12 @@ int http_server_run(struct http_server *srv)
     }
     log_info("http listening addr=%s tls=%s loopback=%s max_body=%zu max_conns=%zu "
              "preauth_request=%zu preauth_total=%zu preauth_per_address=%zu preauth_head_ms=%llu "
-             "sandbox_conns=%zu sandbox_bytes=%zu metrics=%s",
+             "sandbox_conns=%zu sandbox_bytes=%zu metrics=%s trusted_proxies=%zu",
              srv->address, srv->ssl_ctx ? "on" : "off", srv->listen_loopback ? "yes" : "no",
              cfg->max_request_bytes, cfg->max_connections, cfg->preauth_request_bytes,
              cfg->preauth_total_bytes, srv->preauth_per_address,
              (unsigned long long)cfg->preauth_head_ms, cfg->sandbox_connections, cfg->sandbox_bytes,
-             cfg->metrics_token ? "token" : "off");
+             cfg->metrics_token ? "token" : "off", http_peer_trusted_count());
     int64_t deadline = 0;
     for (;;) {
         if (srv->stopping) {

@@ -249,3 +249,33 @@ describe('a deadline for the first request head (PREAUTH_HEAD_SECONDS)', () => {
     assertNoSanitizerReport(srv.stderr(), 'server');
   });
 });
+
+describe('a proxy named in TRUSTED_PROXIES carries everyone\'s connections and is not capped', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer({ env: { PREAUTH_ADDRESS_CONNECTIONS: '4', TRUSTED_PROXIES: '127.0.0.2' } });
+  });
+  after(async () => { await srv?.stop(); });
+
+  test('the proxy holds more than the cap; another address past it is closed at accept', async () => {
+    const proxied = [];
+    for (let i = 0; i < 8; i++) {
+      const c = await connect(srv, '127.0.0.2');
+      c.sock.write(PARTIAL_HEAD);
+      proxied.push(c);
+    }
+    const other = [];
+    for (let i = 0; i < 8; i++) {
+      const c = await connect(srv, '127.0.0.3');
+      c.sock.write(PARTIAL_HEAD);
+      other.push(c);
+    }
+    // the four past the cap of 127.0.0.3 are closed at accept; the proxy's were accepted before
+    await until(() => other.filter((c) => c.gone()).length === 4, 'four of 127.0.0.3 closed');
+    const r = await httpRequest(srv, { method: 'GET', path: '/healthz' });
+    assert.equal(r.status, 200);
+    assert.equal(proxied.filter((c) => c.gone()).length, 0, 'a connection of the trusted proxy was closed');
+    await srv.waitLog(/http refused reason=address /);
+    for (const c of [...proxied, ...other]) c.sock.destroy();
+  });
+});

@@ -68,7 +68,8 @@ function cleanEnv() {
   for (const k of ['LISTEN', 'DATA_DIR', 'PUBLIC_URL', 'ALLOWED_ORIGINS', 'PROXY_JWT_SECRET',
                    'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'OPENROUTER_API_KEY', 'GITHUB_TOKEN', 'LOG_LEVEL',
                    'MAX_REQUEST_BYTES', 'REPLY_MAX_BYTES', 'SHUTDOWN_GRACE_SECONDS', 'FIRST_USER', 'GITHUB_REPOS',
-                   'GITHUB_BASE_URL', 'FETCH_ALLOW', 'TLS_CERT', 'TLS_KEY', 'PROXY_PROVIDERS_DIR', 'DATABASE_URL'])
+                   'GITHUB_BASE_URL', 'FETCH_ALLOW', 'TLS_CERT', 'TLS_KEY', 'PROXY_PROVIDERS_DIR', 'DATABASE_URL',
+                   'TRUSTED_PROXIES'])
     delete env[k];
   for (const k of Object.keys(env))
     if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k.startsWith('OAUTH_') || k === 'FILE_MAX_BYTES')
