@@ -182,7 +182,7 @@ test('what the agent wrote stays text: <script> and <img onerror> do nothing', a
   await context.close();
 });
 
-test('without the view token the page and the stream are 401; another run\'s token is 403; revoked links stop', async () => {
+test('without the view token the page sends a browser to sign in and the stream is 401; another run\'s token is 403; revoked links stop', async () => {
   router.add('web-denied-e40', [{ text: 'Secret result text.' }]);
   router.add('web-other-e40', [{ text: 'Other.' }]);
   const run = await ok('run_task', { task: 'web-denied-e40' });
@@ -192,10 +192,18 @@ test('without the view token the page and the stream are 401; another run\'s tok
   const base = `${server.url}/runs/${run.run_id}`;
   const otherToken = new URL(other.web_url).searchParams.get('t');
 
+  // a browser not signed in is sent to sign in, and comes back to the run once it has
+  // (NOTIFY_VIEW_TOKEN=0 links, tests/integration/notify.test.mjs); it sees nothing of the run
   const bare = await pageAt(base, PHONE);
-  assert.equal(bare.res.status(), 401);
+  assert.equal(bare.res.status(), 200);
+  assert.equal(new URL(bare.page.url()).pathname, '/login');
+  assert.equal(new URL(bare.page.url()).searchParams.get('return_to'), `/runs/${run.run_id}`);
+  assert.equal(await bare.page.locator('form:has(input[name="password"])').count(), 1);
   const text = await bare.page.textContent('body');
   assert.doesNotMatch(text, /Secret result|web-denied/);
+  const redirect = await fetch(base, { redirect: 'manual' });
+  assert.equal(redirect.status, 303);
+  assert.equal(redirect.headers.get('location'), `/login?return_to=/runs/${run.run_id}`);
   await bare.page.screenshot({ path: path.join(shots, 'run-denied-phone.png'), fullPage: true });
   await bare.context.close();
 

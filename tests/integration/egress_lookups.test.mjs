@@ -13,11 +13,12 @@
 // "no such name" at once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { inEmptyNetns } from '../lib/egress.mjs';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -151,19 +152,11 @@ if (process.argv[2] === 'child') {
       writeFileSync(path.join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions timeout:30 attempts:5\n');
       writeFileSync(path.join(dir, 'nsswitch.conf'), 'hosts: files dns\n');
       // a namespace with loopback up and nothing else, and the stub as the only resolver
-      const proc = spawn('unshare', ['--net', '--mount', 'sh', '-c',
-        `ip link set lo up && mount --bind "${dir}/resolv.conf" /etc/resolv.conf && ` +
-        `mount --bind "${dir}/nsswitch.conf" /etc/nsswitch.conf && ip route show && exec "$0" "$@"`,
-        process.execPath, self, 'child'], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
-      let out = '', err = '';
-      proc.stdout.on('data', (d) => { out += d; });
-      proc.stderr.on('data', (d) => { err += d; });
-      const code = await new Promise((r) => proc.on('exit', r));
-      assert.equal(code, 0, `child failed: ${err.slice(-4000)}\n${out.slice(-2000)}`);
-      const lines = out.trim().split('\n');
-      // `ip route show` printed nothing before the JSON: the namespace has no route at all
-      assert.equal(lines.length, 1, `the namespace has routes: ${out}`);
-      const r = JSON.parse(lines[0]);
+      const r = await inEmptyNetns(self, {
+        mount: true,
+        setup: `mount --bind "${dir}/resolv.conf" /etc/resolv.conf && ` +
+          `mount --bind "${dir}/nsswitch.conf" /etc/nsswitch.conf && `,
+      });
       // bob's name was looked up: "no such name", not "busy"
       assert.match(r.bob, /^ok-bob\.test:443 HTTP\/1\.1 502 /, r.bob);
       assert.ok(r.asked['ok-bob.test'] > 0);

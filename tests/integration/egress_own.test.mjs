@@ -6,9 +6,11 @@
 // dummy interface where the kernel has the module), and nothing leaves the machine.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
+
+import { inEmptyNetns } from '../lib/egress.mjs';
 
 const self = fileURLToPath(import.meta.url);
 // public addresses, only ever inside the namespace
@@ -59,14 +61,7 @@ if (process.argv[2] === 'child') {
   await child();
 } else {
   test('an address the host gains after the server started is refused to a public-mode sandbox as its own', async () => {
-    const proc = spawn('unshare', ['--net', 'sh', '-c', 'ip link set lo up && exec "$0" "$@"',
-      process.execPath, self, 'child'], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
-    let out = '', err = '';
-    proc.stdout.on('data', (d) => { out += d; });
-    proc.stderr.on('data', (d) => { err += d; });
-    const code = await new Promise((r) => proc.on('exit', r));
-    assert.equal(code, 0, `child failed: ${err.slice(-4000)}\n${out.slice(-2000)}`);
-    const { before, after } = JSON.parse(out.trim().split('\n').pop());
+    const { before, after } = await inEmptyNetns(self);
     for (const b of before) assert.match(b, /\n502$/, `before: ${b}`);
     for (const [i, a] of after.entries()) {
       const host = [V4, V6][i];

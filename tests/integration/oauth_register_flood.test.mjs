@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 
 import { startServer } from '../lib/server.mjs';
-import { assertNoSanitizerReport } from '../lib/http.mjs';
+import { assertNoSanitizerReport, httpRequest } from '../lib/http.mjs';
 import {
   CookieJar, pkce, request, setPassword, signIn, authorizePath, authorizeParams, authorizeAndApprove,
   tokenRequest, isConsentPage,
@@ -23,24 +23,8 @@ const CB = 'http://127.0.0.1:9/callback'; // never contacted
 // A request from localAddress (GET, or POST with json); resolves {status, headers, text, body}.
 function sendFrom(server, localAddress, path, json) {
   const body = json === undefined ? undefined : JSON.stringify(json);
-  const u = new URL(path, server.url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: u.hostname, port: u.port, path: u.pathname + u.search, method: body ? 'POST' : 'GET', localAddress,
-      headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {},
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let parsed = null;
-        try { parsed = JSON.parse(text); } catch { /* a page */ }
-        resolve({ status: res.statusCode, headers: res.headers, text, body: parsed });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
+  return httpRequest(server, { method: body ? 'POST' : 'GET', path, headers, body, localAddress });
 }
 
 const registerFrom = (server, localAddress, name = 'flood') => sendFrom(server, localAddress, '/register',

@@ -10,10 +10,9 @@
 // "proxy") or 127.0.0.2 (a stranger connecting directly) by binding the client's socket.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 
 import { startServer } from '../lib/server.mjs';
-import { assertNoSanitizerReport } from '../lib/http.mjs';
+import { assertNoSanitizerReport, httpRequest } from '../lib/http.mjs';
 
 const CB = 'http://127.0.0.1:9/callback'; // never contacted
 
@@ -21,25 +20,9 @@ const CB = 'http://127.0.0.1:9/callback'; // never contacted
 // each); resolves {status, headers, text, body}.
 function registerFrom(server, localAddress, xff = []) {
   const body = JSON.stringify({ client_name: 'c', redirect_uris: [CB], token_endpoint_auth_method: 'none' });
-  const u = new URL('/register', server.url);
   const headers = [['content-type', 'application/json'], ['content-length', String(Buffer.byteLength(body))]];
   for (const v of xff) headers.push(['x-forwarded-for', v]);
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: u.hostname, port: u.port, path: u.pathname, method: 'POST', localAddress, headers: headers.flat(),
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let parsed = null;
-        try { parsed = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode, headers: res.headers, text, body: parsed });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  return httpRequest(server, { path: '/register', headers: headers.flat(), body, localAddress });
 }
 
 async function stopCleanly(s) {

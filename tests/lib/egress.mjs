@@ -1,6 +1,8 @@
 // Helpers for the egress suites: a server with its own network settings, a tool call that must
-// succeed, and the egress proxy's log lines of a server, as objects.
+// succeed, the egress proxy's log lines of a server, as objects, and a test run again in a network
+// namespace of its own.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -47,4 +49,23 @@ export async function waitAttempts(srv, pred) {
     await sleep(50);
   }
   assert.fail(`no such egress record in:\n${attempts(srv).map((a) => JSON.stringify(a)).join('\n')}`);
+}
+
+// Run the test file self again, as `node self child`, in a network namespace of its own with
+// only loopback up and no route (and a mount namespace of its own when mount), after the shell
+// commands setup (each ending in "&& "). The child prints one line of JSON, its findings, and
+// nothing else: resolves with it parsed, after checking that the namespace had no route at all.
+export async function inEmptyNetns(self, { mount = false, setup = '' } = {}) {
+  const proc = spawn('unshare', ['--net', ...(mount ? ['--mount'] : []), 'sh', '-c',
+    `ip link set lo up && ${setup}ip route show && exec "$0" "$@"`, process.execPath, self, 'child'],
+  { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+  let out = '', err = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { err += d; });
+  const code = await new Promise((r) => proc.on('exit', r));
+  assert.equal(code, 0, `child failed: ${err.slice(-4000)}\n${out.slice(-2000)}`);
+  const lines = out.trim().split('\n');
+  // `ip route show` printed nothing before the JSON: the namespace has no route at all
+  assert.equal(lines.length, 1, `the namespace has routes: ${out}`);
+  return JSON.parse(lines[0]);
 }

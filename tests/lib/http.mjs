@@ -14,11 +14,13 @@ export function portOf(server) {
   return Number(new URL(server.url).port);
 }
 
-// One request over node:http on a fresh connection; any header may be set (Host included).
+// One request over node:http on a fresh connection; any header may be set (Host included), and
+// headers may be a flat [name, value, name, value...] array to send one name several times; from
+// localAddress when given (all of 127.0.0.0/8 is loopback: a test makes several clients so).
 // Resolves {status, headers, text, body} where body is the parsed JSON or null.
-export function httpRequest(server, { method = 'POST', path = '/mcp', headers = {}, body } = {}) {
+export function httpRequest(server, { method = 'POST', path = '/mcp', headers = {}, body, localAddress } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port: portOf(server), method, path, headers, agent: false },
+    const req = http.request({ host: '127.0.0.1', port: portOf(server), method, path, headers, agent: false, localAddress },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
