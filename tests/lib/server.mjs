@@ -72,7 +72,8 @@ function cleanEnv() {
                    'TRUSTED_PROXIES'])
     delete env[k];
   for (const k of Object.keys(env))
-    if (k.startsWith('SANDBOX_') || k.startsWith('EXEC_') || k.startsWith('OAUTH_') || k === 'FILE_MAX_BYTES')
+    if (['SANDBOX_', 'EXEC_', 'OAUTH_', 'PREAUTH_', 'SIGNIN_', 'NAME_LOOKUP', 'PROXY_PUSH_', 'NOTIFY_']
+      .some((p) => k.startsWith(p)) || k === 'FILE_MAX_BYTES' || k === 'CLUSTER_NONCE_CACHE')
     delete env[k];
   // No test may send a packet off this machine: sandboxes get no network unless a test asks for
   // it (and then only to loopback addresses it names in SANDBOX_NETWORK_ADDRS).
