@@ -8,6 +8,7 @@
 
 #include "auth/auth.h"
 #include "auth/form.h"
+#include "auth/redirect.h"
 #include "auth/throttle.h"
 #include "base/buf.h"
 #include "http/http_internal.h"
@@ -74,13 +75,6 @@ void url_param(struct buf *b, char sep, const char *name, const char *value);
  * by any origin (no cookies are involved). */
 void auth_json_error(h2o_req_t *req, int status, const char *error, const char *description);
 void auth_json(h2o_req_t *req, int status, json_t *body); /* takes body */
-
-/* redirect.c (which URIs may be registered: cimd_redirect_uri_check) */
-/* Whether requested matches one of the client's registered URIs (JSON array): exactly, or for
- * loopback IP literals, with any port. */
-bool auth_redirect_uri_match(const char *registered_json, const char *requested);
-/* The host of a URI, for the consent page ("" when none). */
-void auth_uri_host(const char *uri, char *out, size_t cap);
 
 /* client.c: find a client by id: registered, or a metadata document fetched (and cached) */
 struct auth_client_lookup;

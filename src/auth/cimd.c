@@ -34,6 +34,8 @@
 
 #define SHOWN 200 /* bytes of a URL or value a message repeats */
 
+_Static_assert(CIMD_URI_MAX == AUTH_REDIRECT_URI_MAX, "a document's redirect URIs are the rule's");
+
 static bool is_alpha(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -42,30 +44,6 @@ static bool is_alpha(unsigned char c)
 static bool is_digit(unsigned char c)
 {
     return c >= '0' && c <= '9';
-}
-
-static bool is_hex(unsigned char c)
-{
-    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* RFC 3986: unreserved, reserved and '%'. */
-static bool uri_char(unsigned char c)
-{
-    return is_alpha(c) || is_digit(c) || (c && strchr("-._~:/?#[]@!$&'()*+,;=%", c));
-}
-
-/* Every byte a URI character and every '%' followed by two hex digits. */
-static bool uri_chars_ok(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!uri_char((unsigned char)s[i]))
-            return false;
-        if (s[i] == '%' &&
-            (i + 2 >= n || !is_hex((unsigned char)s[i + 1]) || !is_hex((unsigned char)s[i + 2])))
-            return false;
-    }
-    return true;
 }
 
 /* --- client_id URLs --- */
@@ -103,7 +81,7 @@ static int url_parse(const char *url, bool allow_loopback_http, struct client_ur
         return err_set(err, -EINVAL, "client_id is empty");
     if (n > CIMD_URL_MAX)
         return err_set(err, -EINVAL, "client_id is longer than %d bytes", CIMD_URL_MAX);
-    if (!uri_chars_ok(url, n))
+    if (!auth_uri_chars_ok(url, n))
         return err_set(err, -EINVAL,
                        "client_id '%.*s' holds characters a URL may not (spaces, controls, "
                        "non-ASCII, \"<>\\^`{|} or a '%%' without two hex digits)",
@@ -200,88 +178,6 @@ int cimd_url_check(const char *url, bool allow_loopback_http, struct err *err)
 
 /* --- documents --- */
 
-/* The scheme of a URI reference: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":". Returns its
- * length (without ':'), 0 when there is none. */
-static size_t scheme_len(const char *s, size_t n)
-{
-    if (n == 0 || !is_alpha((unsigned char)s[0]))
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == ':')
-            return i;
-        if (!is_alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.')
-            return 0;
-    }
-    return 0;
-}
-
-/* After "http://": a loopback host, an optional port, then nothing, a path or a query. */
-static bool loopback_authority(const char *a, size_t n)
-{
-    static const char *const hosts[] = {"127.0.0.1", "[::1]", "localhost"};
-    for (size_t h = 0; h < sizeof(hosts) / sizeof(hosts[0]); h++) {
-        size_t hl = strlen(hosts[h]);
-        if (n < hl || strncasecmp(a, hosts[h], hl) != 0)
-            continue;
-        size_t i = hl;
-        if (i < n && a[i] == ':') {
-            size_t start = ++i;
-            unsigned port = 0;
-            while (i < n && is_digit((unsigned char)a[i]) && port <= 65535)
-                port = port * 10 + (unsigned)(a[i++] - '0');
-            if (i == start || port > 65535)
-                return false;
-        }
-        return i == n || a[i] == '/' || a[i] == '?';
-    }
-    return false;
-}
-
-int cimd_redirect_uri_check(const char *s, size_t n, size_t i, struct err *err)
-{
-    if (n == 0)
-        return err_set(err, -EINVAL, "redirect_uris[%zu] is empty", i);
-    if (n > CIMD_URI_MAX)
-        return err_set(err, -EINVAL, "redirect_uris[%zu] is longer than %d bytes", i, CIMD_URI_MAX);
-    if (!uri_chars_ok(s, n))
-        return err_set(err, -EINVAL,
-                       "redirect_uris[%zu] '%.*s' holds characters a URI may not (spaces, "
-                       "controls, non-ASCII, \"<>\\^`{|} or a '%%' without two hex digits)",
-                       i, SHOWN, s);
-    if (memchr(s, '#', n))
-        return err_set(err, -EINVAL, "redirect_uris[%zu] '%.*s' must not have a fragment", i, SHOWN,
-                       s);
-    size_t sl = scheme_len(s, n);
-    if (sl == 5 && strncasecmp(s, "https", 5) == 0) {
-        if (n < 8 || memcmp(s + 5, "://", 3) != 0)
-            return err_set(err, -EINVAL, "redirect_uris[%zu] '%.*s' is not an https://host URL", i,
-                           SHOWN, s);
-        size_t alen = strcspn(s + 8, "/?");
-        if (alen == 0 || s[8] == ':')
-            return err_set(err, -EINVAL, "redirect_uris[%zu] '%.*s' has no host", i, SHOWN, s);
-        if (memchr(s + 8, '@', alen))
-            return err_set(err, -EINVAL,
-                           "redirect_uris[%zu] '%.*s' must not carry a user name or password", i,
-                           SHOWN, s);
-        return 0;
-    }
-    if (sl == 4 && strncasecmp(s, "http", 4) == 0) {
-        if (n >= 7 && memcmp(s + 4, "://", 3) == 0 && loopback_authority(s + 7, n - 7))
-            return 0;
-        return err_set(err, -EINVAL,
-                       "redirect_uris[%zu] '%.*s' is http:// on a host other than 127.0.0.1, "
-                       "[::1] or localhost; use https://",
-                       i, SHOWN, s);
-    }
-    if (sl > 0 && memchr(s, '.', sl))
-        return 0; /* a private-use scheme, named after a domain the app's maker holds */
-    return err_set(err, -EINVAL,
-                   "redirect_uris[%zu] '%.*s' must be an https:// URL, an http:// URL on a "
-                   "loopback host, or a private-use scheme with a dot in it (com.example.app:/cb)",
-                   i, SHOWN, s);
-}
-
 /* One code point of valid UTF-8 at s: its value, and its length in *len. */
 static uint32_t utf8_next(const unsigned char *s, size_t *len)
 {
@@ -354,7 +250,7 @@ static int display_uri(json_t *doc, const char *field, char out[CIMD_URI_MAX + 1
         return err_set(err, -EINVAL, "%s must be a string", field);
     const char *s = json_string_value(v);
     size_t n = json_string_length(v);
-    if (n <= CIMD_URI_MAX && n > 8 && strncmp(s, "https://", 8) == 0 && uri_chars_ok(s, n) &&
+    if (n <= CIMD_URI_MAX && n > 8 && strncmp(s, "https://", 8) == 0 && auth_uri_chars_ok(s, n) &&
         !memchr(s, '#', n))
         memcpy(out, s, n + 1);
     return 0;
@@ -420,7 +316,7 @@ int cimd_document_parse(const char *url, const char *body, size_t len, struct ci
         if (!json_is_string(e))
             return err_set(err, -EINVAL, "redirect_uris[%zu] must be a string", i);
         size_t n = json_string_length(e);
-        if ((r = cimd_redirect_uri_check(json_string_value(e), n, i, err)) < 0)
+        if ((r = auth_redirect_uri_check(json_string_value(e), n, i, err)) < 0)
             return r;
         memcpy(out->redirect_uris[i], json_string_value(e), n + 1);
     }

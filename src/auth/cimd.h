@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth/redirect.h"
 #include "base/err.h"
 #include "egress/egress.h"
 
@@ -57,19 +58,10 @@ struct cimd_client {
  * a JSON object; client_id missing or not exactly url; token_endpoint_auth_method other than
  * "none" (absent is "none"); any client_secret* member; client_name, client_uri or logo_uri
  * present but not a string; redirect_uris missing, empty, longer than CIMD_REDIRECT_URIS_MAX or
- * holding a non-string; a redirect URI longer than CIMD_URI_MAX, with a fragment, with
- * characters a URI may not hold, with a user name, or other than https://host..., a loopback
- * http:// URI (127.0.0.1, [::1] or localhost, any port) or a private-use scheme with a dot in it
- * (com.example.app:/cb, RFC 8252 section 7.1). *out is unspecified on failure. Pure. */
+ * holding a non-string or a URI auth_redirect_uri_check refuses (redirect.h: the same rule as a
+ * registration's). *out is unspecified on failure. Pure. */
 int cimd_document_parse(const char *url, const char *body, size_t len, struct cimd_client *out,
                         struct err *err);
-
-/* The rule for every redirect URI a client names, in a document or in a registration (RFC
- * 7591): s (n bytes) is at most CIMD_URI_MAX bytes of URI characters without a fragment, and an
- * https://host URL without a user name, an http:// URL on 127.0.0.1, [::1] or localhost (any
- * port), or a private-use scheme with a dot (RFC 8252 section 7.1). Returns 0, or -EINVAL with
- * a message naming redirect_uris[i]. Pure. */
-int cimd_redirect_uri_check(const char *s, size_t n, size_t i, struct err *err);
 
 /* Seconds the answer may be kept, from the Cache-Control header value (NULL when there was
  * none): 0 for no-store or no-cache; else s-maxage, or max-age, clamped to

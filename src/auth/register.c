@@ -98,7 +98,7 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
             reg_error(req, "invalid_redirect_uri", "redirect_uris must hold strings");
             return 0;
         }
-        if (cimd_redirect_uri_check(json_string_value(v), json_string_length(v), i, &err) < 0) {
+        if (auth_redirect_uri_check(json_string_value(v), json_string_length(v), i, &err) < 0) {
             json_decref(m);
             reg_error(req, "invalid_redirect_uri", err.msg);
             return 0;

@@ -41,7 +41,7 @@ TEST(form_decodes_and_refuses_repeats_and_bad_escapes)
 static bool registrable(const char *uri)
 {
     struct err err = {0};
-    return cimd_redirect_uri_check(uri, strlen(uri), 0, &err) == 0;
+    return auth_redirect_uri_check(uri, strlen(uri), 0, &err) == 0;
 }
 
 TEST(redirect_uris_registrable)
@@ -81,6 +81,125 @@ TEST(redirect_uris_match_exactly_or_by_loopback_port)
     CHECK_STR_EQ(host, "claude.ai");
     auth_uri_host("http://[::1]:80/x", host, sizeof(host));
     CHECK_STR_EQ(host, "[::1]");
+}
+
+static bool same(const char *registered, const char *requested)
+{
+    return auth_redirect_uri_same(registered, requested);
+}
+
+/* RFC 8252 7.3 and what real native clients do: Claude Code's and Codex's documents list
+ * http://localhost/callback and http://127.0.0.1/callback and they send a port of the moment;
+ * VS Code's lists http://127.0.0.1:33418/ and may be sent another port. */
+TEST(redirect_loopback_port_varies_for_localhost_and_loopback_addresses)
+{
+    CHECK(same("http://localhost/callback", "http://localhost:54012/callback"));
+    CHECK(same("http://localhost/callback", "http://localhost/callback"));
+    CHECK(same("http://localhost:3118/callback", "http://localhost/callback"));
+    CHECK(same("http://localhost:3118/callback", "http://localhost:3119/callback"));
+    CHECK(same("http://127.0.0.1/callback", "http://127.0.0.1:65535/callback"));
+    CHECK(same("http://127.0.0.1:33418/", "http://127.0.0.1:50123/"));
+    CHECK(same("http://127.1.2.3/cb", "http://127.1.2.3:1/cb"));
+    CHECK(same("http://[::1]/cb", "http://[::1]:8080/cb"));
+    CHECK(same("http://localhost/cb?x=1", "http://localhost:9/cb?x=1"));
+    CHECK(same("http://localhost", "http://localhost:9"));
+    /* the host's case does not matter, the scheme's neither; nothing else differs */
+    CHECK(same("http://localhost/cb", "http://LOCALHOST:9/cb"));
+    CHECK(same("http://LocalHost/cb", "http://localhost:9/cb"));
+    CHECK(same("HTTP://localhost/cb", "http://localhost:9/cb"));
+}
+
+TEST(redirect_loopback_everything_but_the_port_must_match)
+{
+    /* another loopback host, even one that names the same machine */
+    CHECK(!same("http://localhost/callback", "http://127.0.0.1:5/callback"));
+    CHECK(!same("http://127.0.0.1/callback", "http://localhost:5/callback"));
+    CHECK(!same("http://127.0.0.1/callback", "http://127.0.0.2:5/callback"));
+    CHECK(!same("http://127.0.0.1/callback", "http://[::1]:5/callback"));
+    /* path and query byte for byte */
+    CHECK(!same("http://localhost/callback", "http://localhost:5/callback/"));
+    CHECK(!same("http://localhost/callback", "http://localhost:5/Callback"));
+    CHECK(!same("http://localhost/callback", "http://localhost:5/callback?x=1"));
+    CHECK(!same("http://localhost/cb?x=1", "http://localhost:5/cb?x=2"));
+    CHECK(!same("http://localhost/cb?x=1", "http://localhost:5/cb"));
+    CHECK(!same("http://127.0.0.1:33418/", "http://127.0.0.1:50123"));
+    CHECK(!same("http://localhost/callback", "http://localhost:5/call%62ack"));
+    CHECK(!same("http://localhost/callback", "http://localhost:5/%63allback"));
+    CHECK(!same("http://localhost/a/b", "http://localhost:5/a%2Fb"));
+    /* https on a loopback host is an ordinary https URI: exact */
+    CHECK(same("https://localhost/cb", "https://localhost/cb"));
+    CHECK(!same("https://localhost/cb", "https://localhost:8443/cb"));
+    CHECK(!same("http://localhost/cb", "https://localhost:5/cb"));
+    CHECK(!same("https://localhost/cb", "http://localhost:5/cb"));
+    CHECK(!same("https://127.0.0.1/cb", "https://127.0.0.1:5/cb"));
+    /* names that only look like loopback */
+    CHECK(!same("http://localhost/cb", "http://localhost.evil.example:5/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost.:5/cb"));
+    CHECK(!same("http://localhost/cb", "http://local%68ost:5/cb"));
+    CHECK(!same("http://127.0.0.1/cb", "http://127.0.0.1.evil.example:5/cb"));
+    CHECK(!same("http://127.0.0.1/cb", "http://127.1:5/cb"));
+    CHECK(!same("http://127.0.0.1/cb", "http://0x7f.0.0.1:5/cb"));
+    CHECK(!same("http://127.0.0.1/cb", "http://2130706433:5/cb"));
+    CHECK(!same("http://127.0.0.1/cb", "http://127.000.000.001:5/cb"));
+    CHECK(!same("http://[::1]/cb", "http://[0:0:0:0:0:0:0:1]:5/cb"));
+    /* a user name makes the host another one */
+    CHECK(!same("http://localhost/cb", "http://localhost@evil.example/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost:5@evil.example/cb"));
+    CHECK(!same("http://localhost/cb", "http://x@localhost:5/cb"));
+    /* fragments, bad ports, bad characters */
+    CHECK(!same("http://localhost/cb", "http://localhost:5/cb#x"));
+    CHECK(!same("http://localhost/cb", "http://localhost:0/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost:65536/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost:/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost:5x/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost:123456/cb"));
+    CHECK(!same("http://localhost/cb", "http://localhost:5/cb x"));
+    CHECK(!same("http://localhost/cb", "http://localhost:5/cb\n"));
+    /* other URIs match only exactly */
+    CHECK(same("com.example.app:/cb", "com.example.app:/cb"));
+    CHECK(!same("com.example.app:/cb", "com.example.app:/cb2"));
+    CHECK(!same("https://app.example/cb", "https://app.example:443/cb"));
+}
+
+TEST(redirect_loopback_registrable)
+{
+    CHECK(registrable("http://localhost/callback"));
+    CHECK(registrable("http://localhost:3118/callback"));
+    CHECK(registrable("http://LOCALHOST/callback"));
+    CHECK(registrable("http://127.0.0.1/callback"));
+    CHECK(registrable("http://127.1.2.3/callback"));
+    CHECK(registrable("http://127.255.255.255:65535/callback"));
+    CHECK(registrable("http://[::1]:1/cb"));
+    CHECK(registrable("http://127.0.0.1:33418/"));
+    CHECK(registrable("https://localhost/cb"));
+    CHECK(!registrable("http://localhost./callback"));
+    CHECK(!registrable("http://localhost.evil.example/callback"));
+    CHECK(!registrable("http://127.0.0.1.evil.example/callback"));
+    CHECK(!registrable("http://local%68ost/callback"));
+    CHECK(!registrable("http://localhost@evil.example/callback"));
+    CHECK(!registrable("http://user:pw@localhost/callback"));
+    CHECK(!registrable("http://128.0.0.1/callback"));
+    CHECK(!registrable("http://127.1/callback"));
+    CHECK(!registrable("http://127.0.0.01/callback"));
+    CHECK(!registrable("http://127.0.0.256/callback"));
+    CHECK(!registrable("http://127.0.0.1.1/callback"));
+    CHECK(!registrable("http://[::2]/callback"));
+    CHECK(!registrable("http://[::1/callback"));
+    CHECK(!registrable("http://localhost:0/callback"));
+    CHECK(!registrable("http://localhost:65536/callback"));
+    CHECK(!registrable("http://localhost:/callback"));
+    CHECK(!registrable("http://localhost/callback#frag"));
+    CHECK(!registrable("http:///callback"));
+    struct err err = {0};
+    CHECK_INT_EQ(auth_redirect_uri_check("http://localhost./cb", 19, 3, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg,
+                       "redirect_uris[3] 'http://localhost./cb' is http:// on a host other "
+                       "than localhost, 127.x.x.x or [::1]; use https://");
+    CHECK_INT_EQ(auth_redirect_uri_check("http://localhost@evil.example/cb", 32, 0, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "must not carry a user name or password");
+    /* a NUL inside (a JSON string may hold one) is not a URI character */
+    CHECK_INT_EQ(auth_redirect_uri_check("http://localhost\0.evil/cb", 25, 0, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "holds characters a URI may not");
 }
 
 TEST(scopes_parse_format_and_tools)

@@ -439,15 +439,16 @@ TEST(document_redirect_uris_accepted)
 
 TEST(document_redirect_uris_refused)
 {
-    REDIRECT_BAD("http://client.example/cb", "is http:// on a host other than 127.0.0.1");
+    REDIRECT_BAD("http://client.example/cb",
+                 "is http:// on a host other than localhost, 127.x.x.x or [::1]");
     REDIRECT_BAD("http://127.0.0.1.evil.example/cb", "is http:// on a host other than");
     REDIRECT_BAD("http://localhost.evil.example/cb", "is http:// on a host other than");
-    REDIRECT_BAD("http://localhost@evil.example/cb", "is http:// on a host other than");
-    REDIRECT_BAD("http://127.0.0.1:80@evil.example/cb", "is http:// on a host other than");
+    REDIRECT_BAD("http://localhost@evil.example/cb", "must not carry a user name or password");
+    REDIRECT_BAD("http://127.0.0.1:80@evil.example/cb", "must not carry a user name or password");
     REDIRECT_BAD("http://127.0.0.1:99999/cb", "is http:// on a host other than");
     REDIRECT_BAD("http://127.0.0.1:/cb", "is http:// on a host other than");
     REDIRECT_BAD("http://10.0.0.1/cb", "is http:// on a host other than");
-    REDIRECT_BAD("http:/localhost/cb", "is http:// on a host other than");
+    REDIRECT_BAD("http:/localhost/cb", "is not an http://host URL");
     REDIRECT_BAD("https://client.example/cb#frag", "redirect_uris[0] 'https://client.example/"
                                                    "cb#frag' must not have a fragment");
     REDIRECT_BAD("com.example.app:/cb#x", "must not have a fragment");
