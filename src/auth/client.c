@@ -26,11 +26,54 @@ struct auth_client_lookup {
     char id[STORE_OAUTH_CLIENT_ID_MAX + 1];
 };
 
+/* A client_id the server fetches a document for: https, or in the loopback test mode http
+ * (cimd_fetch checks the rest). */
 static bool is_document_id(struct auth *a, const char *id)
 {
-    return strncmp(id, "https://", 8) == 0 ||
-           (a->cimd_loopback &&
-            (strncmp(id, "http://127.0.0.1:", 17) == 0 || strncmp(id, "http://[::1]:", 13) == 0));
+    return strncmp(id, "https://", 8) == 0 || (a->cimd_loopback && strncmp(id, "http://", 7) == 0);
+}
+
+/* A client_id written as a URL ("scheme://..."): meant as a document's, even when it cannot be
+ * one. A registered client's id never is (cli_...). */
+static bool looks_like_url(const char *id)
+{
+    size_t n = strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+    return n > 0 && strncmp(id + n, "://", 3) == 0;
+}
+
+/* s as a log value goes inside "...": at most max bytes of it, '"' and '\\' escaped with a
+ * backslash, controls and bytes past ASCII as \xNN, so that a stranger's client_id cannot end
+ * the value or the line. */
+static void log_value(const char *s, size_t max, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; s[i] && i < max && k + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            out[k++] = '\\';
+            out[k++] = (char)c;
+        } else if (c < 0x20 || c >= 0x7f) {
+            k += (size_t)snprintf(out + k, cap - k, "\\x%02x", c);
+        } else {
+            out[k++] = (char)c;
+        }
+    }
+    out[k] = '\0';
+}
+
+/* One line for every client document refused, whether before any fetch (the URL, its address,
+ * the requester's quota, or a fetch that failed a moment ago: nothing was sent) or after one
+ * (the lookup, the connection, the answer or the document). The client_id is a public
+ * identifier (the browser's address bar carries it, and its host serves it to anyone): it is
+ * logged as sent, query included, so that an operator can fetch what the server fetched. */
+static void log_refused(const char *stage, const char *client_id, const char *peer,
+                        const char *reason)
+{
+    char id[4 * 200 + 1], why[4 * sizeof(((struct err *)0)->msg) + 1];
+    log_value(client_id, 200, id, sizeof(id));
+    log_value(reason, sizeof(why) / 4, why, sizeof(why));
+    log_info("oauth client-document-refused stage=%s client=\"%s\" addr=%s reason=\"%s\"", stage,
+             id, peer, why);
 }
 
 static void lookup_dispose(void *p)
@@ -48,8 +91,7 @@ static void fetched(void *ctx, const struct cimd_client *doc, int64_t max_age_s,
     l->fetch = NULL;
     struct err err = {0};
     if (!doc) {
-        log_info("oauth client-document-refused client=\"%.200s\" reason=\"%s\"", l->id,
-                 ferr ? ferr->msg : "?");
+        log_refused("after_fetch", l->id, l->peer, ferr ? ferr->msg : "unknown error");
         err_set(&err, -ENOENT, "the client's metadata document could not be used: %s",
                 ferr ? ferr->msg : "unknown error");
         l->cb(l->ctx, NULL, &err);
@@ -75,17 +117,23 @@ static void fetched(void *ctx, const struct cimd_client *doc, int64_t max_age_s,
     store_oauth_client_clear(&c);
 }
 
+/* A document refused before any fetch: logged, and cb told why. */
+static void refuse_before(auth_client_fn cb, void *ctx, const char *client_id, const char *peer,
+                          const struct err *why)
+{
+    log_refused("before_fetch", client_id, peer, why->msg);
+    struct err e = {0};
+    err_set(&e, -ENOENT, "the client's metadata document could not be used: %s", why->msg);
+    cb(ctx, NULL, &e);
+}
+
 void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, bool may_fetch,
                       auth_client_fn cb, void *ctx)
 {
     struct err err = {0};
     struct store_oauth_client c = {0};
-    if (strlen(client_id) > STORE_OAUTH_CLIENT_ID_MAX) {
-        err_set(&err, -ENOENT, "unknown client");
-        cb(ctx, NULL, &err);
-        return;
-    }
-    int r = store_oauth_client_get(a->store, client_id, &c, &err);
+    bool too_long = strlen(client_id) > STORE_OAUTH_CLIENT_ID_MAX;
+    int r = too_long ? -ENOENT : store_oauth_client_get(a->store, client_id, &c, &err);
     if (r < 0 && r != -ENOENT) {
         cb(ctx, NULL, &err);
         return;
@@ -97,20 +145,25 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
         return;
     }
     store_oauth_client_clear(&c);
-    if (!doc || !may_fetch) {
+    char peer[64];
+    auth_peer(req, peer, sizeof(peer));
+    if (may_fetch && (!doc || too_long) && looks_like_url(client_id) &&
+        cimd_url_check(client_id, a->cimd_loopback, &err) < 0) {
+        /* meant as a document, but not one this server fetches (http://, a bad shape, too long) */
+        refuse_before(cb, ctx, client_id, peer, &err);
+        return;
+    }
+    if (!doc || too_long || !may_fetch) {
         err_set(&err, -ENOENT, "unknown client");
         cb(ctx, NULL, &err);
         return;
     }
-    char peer[64];
-    auth_peer(req, peer, sizeof(peer));
     int64_t wait_s = r == -ENOENT ? auth_admit_wait_s(a, peer) : 0;
     if (wait_s > 0) {
-        log_warn("oauth client-documents-refused addr=%s per_hour=%d retry_after=%lld", peer,
-                 a->cfg->oauth_register_per_address, (long long)wait_s);
         err_set(&err, -EAGAIN,
                 "this address brought %d new apps in the last hour; try again in %lld s",
                 a->cfg->oauth_register_per_address, (long long)wait_s);
+        log_refused("before_fetch", client_id, peer, err.msg);
         cb(ctx, NULL, &err);
         return;
     }
@@ -127,16 +180,16 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
         return;
     if (err.code == -EBUSY || err.code == -EAGAIN) {
         /* the server's capacity, this requester's or the host's share of it: later */
-        log_info("oauth client-document-busy client=\"%.200s\" addr=%s reason=\"%s\"", l->id, peer,
-                 err.msg);
+        char id[4 * 200 + 1], why[4 * sizeof(err.msg) + 1];
+        log_value(client_id, 200, id, sizeof(id));
+        log_value(err.msg, sizeof(err.msg), why, sizeof(why));
+        log_info("oauth client-document-busy client=\"%s\" addr=%s reason=\"%s\"", id, peer, why);
         err.code = -EBUSY;
         cb(ctx, NULL, &err);
         return;
     }
-    log_info("oauth client-document-refused client=\"%.200s\" reason=\"%s\"", l->id, err.msg);
-    struct err e = {0};
-    err_set(&e, -ENOENT, "the client's metadata document could not be used: %s", err.msg);
-    cb(ctx, NULL, &e);
+    /* the URL, its address literal, or a failure remembered from a fetch a moment ago */
+    refuse_before(cb, ctx, client_id, peer, &err);
 }
 
 static bool secret_matches(const struct store_oauth_client *c, const char *secret)

@@ -1,12 +1,15 @@
-/* Fuzz the client metadata checks (src/auth/cimd.c). The first byte picks the target: a
- * client_id URL (with or without the loopback test mode), a document fetched from a fixed URL,
- * a Cache-Control value or a Content-Type value. Nothing may crash, and whatever is accepted must
- * have the shape the checks promise. */
+/* Fuzz the client metadata checks (src/auth/cimd.c) and the redirect URI rule
+ * (src/auth/redirect.c). The first byte picks the target: a client_id URL (with or without the
+ * loopback test mode), a document fetched from a fixed URL, a Cache-Control value, a Content-Type
+ * value, or a registered and a requested redirect URI (split at the first newline). Nothing may
+ * crash, and whatever is accepted must have the shape the checks promise. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "auth/cimd.h"
+#include "auth/redirect.h"
 #include "base/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -76,6 +79,35 @@ static void check_document(const char *body, size_t len)
         abort();
 }
 
+static bool starts_http(const char *s)
+{
+    return strncasecmp(s, "http://", 7) == 0;
+}
+
+/* A match other than byte for byte is a loopback one: both URIs pass the rule, both are http://
+ * without a user name or fragment; and matching is symmetric. */
+static void check_redirect(char *s)
+{
+    char *nl = strchr(s, '\n');
+    const char *reg = s, *req = "";
+    if (nl) {
+        *nl = '\0';
+        req = nl + 1;
+    }
+    bool same = auth_redirect_uri_same(reg, req);
+    if (same != auth_redirect_uri_same(req, reg))
+        abort();
+    if (auth_redirect_uri_check(req, strlen(req), 0, NULL) == 0 &&
+        !auth_redirect_uri_same(req, req))
+        abort();
+    if (!same || strcmp(reg, req) == 0)
+        return;
+    if (auth_redirect_uri_check(reg, strlen(reg), 0, NULL) < 0 ||
+        auth_redirect_uri_check(req, strlen(req), 0, NULL) < 0 || !starts_http(reg) ||
+        !starts_http(req) || strchr(req, '@') || strchr(req, '#'))
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > CIMD_BODY_MAX + 1)
@@ -83,8 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *s = malloc(size);
     memcpy(s, data + 1, size - 1);
     s[size - 1] = '\0';
-    switch (data[0] % 4) {
-    case 0: check_url(s); break;
+    switch (data[0] % 6) {
+    case 0:
+    case 4: check_url(s); break;
     case 1: check_document(s, size - 1); break;
     case 2: {
         int64_t v = cimd_max_age(s);
@@ -93,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     case 3: cimd_content_type_ok(s); break;
+    case 5: check_redirect(s); break;
     }
     free(s);
     return 0;

@@ -16,7 +16,7 @@ import { startServer } from '../lib/server.mjs';
 import { portOf, assertNoSanitizerReport } from '../lib/http.mjs';
 import {
   CookieJar, pkce, authorizePath, authorizeParams, authorizeAndApprove, tokenRequest, setPassword,
-  isSignInPage,
+  isSignInPage, registerPublic,
 } from '../lib/oauth.mjs';
 
 const PASSWORD = 'correct horse battery staple';
@@ -76,6 +76,15 @@ function authorizeFrom(server, from, clientId) {
     req.on('error', reject);
     req.end();
   });
+}
+
+const escapeRe = (x) => x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+// The line every refused document is logged with: its stage, the client_id as sent (escaped as
+// the log writes it), the requester and the reason.
+function refusedLine(stage, shownId, addr, reason) {
+  return new RegExp(`oauth client-document-refused stage=${stage} client="${escapeRe(shownId)}" ` +
+    `addr=${escapeRe(addr)} reason="[^\n]*${escapeRe(reason)}`);
 }
 
 async function until(cond, what) {
@@ -153,13 +162,82 @@ test('a document whose fetch failed is answered with that failure for a while, n
     assert.equal(first.status, 401, first.text);
     assert.match(first.text, /no complete answer within \d+ ms of the start/);
     assert.equal(hung.conns - base, 1);
+    await server.waitLog(refusedLine('after_fetch', id, '127.0.0.1', 'no complete answer within 1000 ms of the start'));
     // again, from another address: the same failure, said to be remembered, and no connection
     const again = await authorizeFrom(server, '127.0.0.2', id);
     assert.equal(hung.conns - base, 1, 'fetched again');
     assert.equal(again.status, 401, again.text);
     assert.match(again.text, /no complete answer within 1000 ms of the start/);
     assert.match(again.text, /it is not fetched again for (59|60) s/);
+    // nothing was sent this time, and the log says so, with the reason of the fetch before
+    await server.waitLog(refusedLine('before_fetch', id, '127.0.0.2', 'no complete answer within 1000 ms of the start (the answer of a fetch'));
   } finally {
+    await stopCleanly(server);
+  }
+});
+
+test('a document refused before any fetch is logged with its reason, and nothing is fetched', async () => {
+  // production mode: no loopback documents; one new client an hour per address
+  const server = await startServer({ env: { OAUTH_REGISTER_PER_ADDRESS: '1' } });
+  try {
+    const base = hung.conns, fetchedBefore = good.fetched;
+    const long = `https://client.example/${'a'.repeat(2100)}.json`;
+    const cases = [
+      // [client_id, what the log shows of it, the reason]
+      ['http://client.example/client.json', null, 'must be an https:// URL'],
+      [`${good.base}/client.json`, null, "must be an https:// URL"],
+      [`${hung.base}/client.json`, null, 'must be an https:// URL'],
+      ['https://10.1.2.3/client.json', null, 'client metadata is fetched from public addresses only'],
+      ['https://127.0.0.1/client.json', null, 'client metadata is fetched from public addresses only'],
+      ['https://[::1]/client.json', null, 'client metadata is fetched from public addresses only'],
+      ['https://[fd00::1]:8443/client.json', null, 'client metadata is fetched from public addresses only'],
+      ['https://client.example/', null, 'must have a path other than /'],
+      ['https://user:pw@client.example/client.json', null, 'must not carry a user name or password'],
+      ['https://client.example/client.json#x', null, 'must not have a fragment'],
+      ['https://client.example/../client.json', null, 'must not have . or .. path segments'],
+      ['HTTPS://client.example/client.json', null, 'must be an https:// URL'],
+      [long, long.slice(0, 200), 'is longer than 2048 bytes'],
+      // a stranger's quote or newline cannot end the value or the line
+      ['https://client.example/a"b\nc.json', 'https://client.example/a\\"b\\x0ac.json', 'holds characters a URL may not'],
+    ];
+    for (const [id, shown, reason] of cases) {
+      const r = await authorizeFrom(server, '127.0.0.2', id);
+      assert.equal(r.status, 401, `${id}: ${r.text.slice(0, 500)}`);
+      assert.match(r.text, /could not be used/, id);
+      await server.waitLog(refusedLine('before_fetch', shown ?? id, '127.0.0.2', reason));
+    }
+    // the quota of new clients: this address registered one this hour
+    await registerPublic(server, [CB]);
+    const q = await authorizeFrom(server, '127.0.0.1', 'https://client.example/quota.json');
+    assert.equal(q.status, 429, q.text);
+    await server.waitLog(refusedLine('before_fetch', 'https://client.example/quota.json', '127.0.0.1',
+      'this address brought 1 new apps in the last hour; try again in'));
+    assert.equal(hung.conns - base, 0, 'a connection was made');
+    assert.equal(good.fetched - fetchedBefore, 0, 'a document was fetched');
+    assert.doesNotMatch(server.stderr(), /client-document-refused stage=after_fetch/);
+    // one line per refusal, each whole
+    const lines = server.stderr().split('\n').filter((l) => l.includes('client-document-refused'));
+    assert.equal(lines.length, cases.length + 1, lines.join('\n'));
+  } finally {
+    await stopCleanly(server);
+  }
+});
+
+test('a document refused after its fetch is logged with its reason', async () => {
+  const server = await startServer({ env: { OAUTH_CIMD_ALLOW_LOOPBACK: '1' } });
+  const bad = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ client_id: 'https://someone.else/client.json', redirect_uris: [CB] }));
+  });
+  await new Promise((resolve) => bad.listen(0, '127.0.0.1', resolve));
+  try {
+    const id = `http://127.0.0.1:${bad.address().port}/client.json`;
+    const r = await authorizeFrom(server, '127.0.0.3', id);
+    assert.equal(r.status, 401, r.text);
+    await server.waitLog(refusedLine('after_fetch', id, '127.0.0.3', "client_id 'https://someone.else/client.json' is not the document's URL"));
+  } finally {
+    bad.closeAllConnections();
+    bad.close();
     await stopCleanly(server);
   }
 });
