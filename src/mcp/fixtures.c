@@ -371,11 +371,18 @@ void mcp_fixtures_register(struct mcp_server *srv)
          NULL, 0, t_missing_capability, NULL},
         {"json_schema_2020_12_tool", NULL,
          "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
-         "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
-         "schema\",\"type\":\"object\",\"$defs\":{\"address\":{\"type\":\"object\","
+         "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+         "\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\","
          "\"properties\":{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
          "\"properties\":{\"name\":{\"type\":\"string\"},"
-         "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
+         "\"address\":{\"$ref\":\"#/$defs/address\"},"
+         "\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},"
+         "\"phone\":{\"type\":\"string\"},\"email\":{\"type\":\"string\"}},"
+         "\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}],"
+         "\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},"
+         "\"required\":[\"contactMethod\"]},"
+         "\"then\":{\"required\":[\"phone\"]},\"else\":{\"required\":[\"email\"]},"
+         "\"additionalProperties\":false}",
          NULL, MCP_TOOL_READ_ONLY, t_schema_2020, NULL},
     };
     for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
