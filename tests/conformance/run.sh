@@ -147,6 +147,7 @@ run_cli "$cli" stable --suite "$suite" --expected-failures "$baseline" -o "$out"
 # expected-failures-2026.yml from the checks.json each scenario wrote.
 echo "conformance: prerelease suite, the scenarios requirements $next_version names"
 next_out=$out/next-$next_version
+rm -rf "$next_out" # a scenario that writes no checks.json must not find an older one
 MCP_CONFORMANCE_BEARER=$token NODE_OPTIONS="--import \"$shim\"" \
     "$node" "$next_cli" server --url "$url" --requirements "$next_version" -o "$next_out" 2>&1 |
     tee "$work/next-suite.log"

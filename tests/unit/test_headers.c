@@ -170,6 +170,32 @@ TEST(annotations_that_break_the_rules_are_refused)
                  "\"x-mcp-header\":\"Deep\"}}}}}}}}}}}",
                  d),
         "more than 4 properties deep");
+    /* a name of 63 characters is the longest */
+    char name[80], schema[300];
+    memset(name, 'N', 63);
+    name[63] = '\0';
+    snprintf(schema, sizeof(schema),
+             "{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"%s\"}}}", name);
+    CHECK_STR_EQ(decls_of(schema, d), "1");
+    strcat(name, "N");
+    snprintf(schema, sizeof(schema),
+             "{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"%s\"}}}", name);
+    CHECK_STR_CONTAINS(decls_of(schema, d), "not an HTTP token of 1 to 63 characters");
+    /* subschemas nested past 16 levels are refused rather than walked */
+    char deep[1024] = "";
+    for (int i = 0; i < 17; i++)
+        strcat(deep, "{\"not\":");
+    strcat(deep, "{}");
+    for (int i = 0; i < 17; i++)
+        strcat(deep, "}");
+    CHECK_STR_CONTAINS(decls_of(deep, d), "nests deeper than 16 levels");
+    deep[0] = '\0';
+    for (int i = 0; i < 16; i++)
+        strcat(deep, "{\"not\":");
+    strcat(deep, "{}");
+    for (int i = 0; i < 16; i++)
+        strcat(deep, "}");
+    CHECK_STR_EQ(decls_of(deep, d), "0");
 }
 
 static struct mcp_param_decl fixture[MCP_PARAM_DECLS_MAX];
