@@ -157,6 +157,16 @@ bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct sto
             snprintf(line, sizeof(line), "%s: %.400s", pass[i][0], pass[i][1]);
             h = curl_slist_append(h, line);
         }
+    /* the node that serves the call checks them against the arguments, as this one would */
+    for (size_t i = 0; i < info->nparams; i++) {
+        const struct mcp_header_value *p = &info->params[i];
+        if (memchr(p->value, '\r', p->value_len) || memchr(p->value, '\n', p->value_len))
+            continue;
+        char *l = xasprintf("Mcp-Param-%.*s: %.*s", (int)p->name_len, p->name, (int)p->value_len,
+                            p->value);
+        h = curl_slist_append(h, l);
+        free(l);
+    }
     char target[300], what[96];
     snprintf(target, sizeof(target), "%s%s", url, INTERNAL_MCP);
     snprintf(what, sizeof(what), "forward node=%s user=%s", node, user->id);

@@ -157,6 +157,29 @@ static unsigned tool_scope(h2o_req_t *req)
     return needed;
 }
 
+/* The request's Mcp-Param-{Name} headers (SEP-2243), in the request's pool: the protocol layer
+ * checks those a tool's schema names against its arguments and ignores the rest. */
+static void param_headers(h2o_req_t *req, struct mcp_request_info *info)
+{
+    static const char prefix[] = "mcp-param-";
+    const size_t plen = sizeof(prefix) - 1;
+    struct mcp_header_value *out = NULL;
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *h = &req->headers.entries[i];
+        if (h->name->len <= plen || strncasecmp(h->name->base, prefix, plen) != 0)
+            continue;
+        if (info->nparams == MCP_PARAM_HEADERS_MAX) {
+            info->params_truncated = true;
+            break;
+        }
+        if (!out)
+            out = h2o_mem_alloc_pool(&req->pool, MCP_PARAM_HEADERS_MAX * sizeof(*out));
+        out[info->nparams++] = (struct mcp_header_value){h->name->base + plen, h->name->len - plen,
+                                                         h->value.base, h->value.len};
+    }
+    info->params = out;
+}
+
 static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -208,6 +231,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
         .accepts_sse = accepts(accept, "text/event-stream"),
         .request_id = rid,
     };
+    param_headers(req, &info);
     snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user.id);
     snprintf(info.principal.user_name, sizeof(info.principal.user_name), "%s", user.name);
 

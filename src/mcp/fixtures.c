@@ -166,6 +166,18 @@ static void t_schema_2020(struct mcp_call *call, const json_t *args, void *ctx)
     mcp_call_tool_result(call, content, NULL, false);
 }
 
+/* Arguments mirrored into Mcp-Param-* headers (SEP-2243); the server checks them before this
+ * runs, so it only says what it was given. */
+static void t_param_headers(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    (void)ctx;
+    char *text = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *content = json_pack("[{s:s, s:s+}]", "type", "text", "text",
+                                "Mcp-Param headers matched the arguments: ", text);
+    free(text);
+    mcp_call_tool_result(call, content, NULL, false);
+}
+
 /* ---------- resources, prompts and the rest ---------- */
 
 static void m_empty(struct mcp_call *call, const json_t *params, void *ctx)
@@ -371,12 +383,32 @@ void mcp_fixtures_register(struct mcp_server *srv)
          NULL, 0, t_missing_capability, NULL},
         {"json_schema_2020_12_tool", NULL,
          "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
-         "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
-         "schema\",\"type\":\"object\",\"$defs\":{\"address\":{\"type\":\"object\","
+         "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+         "\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\","
          "\"properties\":{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
          "\"properties\":{\"name\":{\"type\":\"string\"},"
-         "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
+         "\"address\":{\"$ref\":\"#/$defs/address\"},"
+         "\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},"
+         "\"phone\":{\"type\":\"string\"},\"email\":{\"type\":\"string\"}},"
+         "\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}],"
+         "\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},"
+         "\"required\":[\"contactMethod\"]},"
+         "\"then\":{\"required\":[\"phone\"]},\"else\":{\"required\":[\"email\"]},"
+         "\"additionalProperties\":false}",
          NULL, MCP_TOOL_READ_ONLY, t_schema_2020, NULL},
+        {"test_param_headers", NULL,
+         "Tests custom headers from x-mcp-header annotations (SEP-2243): region, priority and "
+         "verbose travel in Mcp-Param-Region, Mcp-Param-Priority and Mcp-Param-Verbose too",
+         "{\"type\":\"object\",\"properties\":{"
+         "\"region\":{\"type\":\"string\",\"x-mcp-header\":\"Region\","
+         "\"description\":\"Where to run; mirrored into Mcp-Param-Region\"},"
+         "\"priority\":{\"type\":\"integer\",\"x-mcp-header\":\"Priority\","
+         "\"description\":\"Mirrored into Mcp-Param-Priority\"},"
+         "\"verbose\":{\"type\":\"boolean\",\"x-mcp-header\":\"Verbose\","
+         "\"description\":\"Mirrored into Mcp-Param-Verbose\"},"
+         "\"query\":{\"type\":\"string\",\"description\":\"Not mirrored\"}},"
+         "\"required\":[\"region\",\"query\"]}",
+         NULL, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, t_param_headers, NULL},
     };
     for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
         mcp_server_add_tool(srv, &tools[i]);

@@ -14,6 +14,7 @@
 #include "base/cleanup.h"
 #include "base/json_write.h"
 #include "base/util.h"
+#include "mcp/headers.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/schema.h"
 
@@ -35,6 +36,8 @@ struct tool {
     struct mcp_tool_def def;
     json_t *input_schema;
     json_t *output_schema;
+    struct mcp_param_decl *params; /* its x-mcp-header annotations (SEP-2243), or NULL */
+    size_t nparams;
 };
 
 struct mcp_server {
@@ -67,6 +70,7 @@ struct mcp_exchange {
     json_t *batch_replies;
     struct mcp_principal principal;
     char request_id[64];
+    const struct mcp_request_info *info; /* while mcp_exchange_start() runs, else NULL */
 };
 
 struct mcp_call {
@@ -151,6 +155,7 @@ void mcp_server_free(struct mcp_server *srv)
     for (size_t i = 0; i < srv->ntools; i++) {
         json_decref(srv->tools[i].input_schema);
         json_decref(srv->tools[i].output_schema);
+        free(srv->tools[i].params);
     }
     free(srv->methods);
     free(srv->tools);
@@ -303,6 +308,17 @@ void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
     t->input_schema = parse_schema(def->name, def->input_schema);
     t->output_schema =
         def->output_schema ? parse_output_schema(def->name, def->output_schema) : NULL;
+    struct mcp_param_decl decls[MCP_PARAM_DECLS_MAX];
+    char msg[256];
+    int n = mcp_param_decls(t->input_schema, decls, msg, sizeof(msg));
+    if (n < 0) {
+        fprintf(stderr, "BUG: tool '%s' schema: %s\n", def->name, msg);
+        abort();
+    }
+    t->params = n ? xmalloc((size_t)n * sizeof(decls[0])) : NULL;
+    if (n)
+        memcpy(t->params, decls, (size_t)n * sizeof(decls[0]));
+    t->nparams = (size_t)n;
     forget_tools_list(srv);
 }
 
@@ -692,53 +708,6 @@ void mcp_exchange_detach(struct mcp_exchange *ex)
 
 /* ---------- request validation and dispatch ---------- */
 
-/* Decode an Mcp-Name value that may be sent as =?base64?...?=; returns a malloc'd string or NULL
- * when the encoding is broken. */
-static char *decode_mcp_name(const char *v)
-{
-    size_t n = strlen(v);
-    if (n < 11 || strncmp(v, "=?base64?", 9) != 0 || strcmp(v + n - 2, "?=") != 0)
-        return xstrdup(v);
-    const char *b = v + 9;
-    size_t blen = n - 11;
-    char *out = xmalloc(blen + 1);
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < blen; i++) {
-        char c = b[i];
-        int d = c >= 'A' && c <= 'Z'   ? c - 'A'
-                : c >= 'a' && c <= 'z' ? c - 'a' + 26
-                : c >= '0' && c <= '9' ? c - '0' + 52
-                : c == '+' || c == '-' ? 62
-                : c == '/' || c == '_' ? 63
-                : c == '='             ? -2
-                                       : -1;
-        if (d == -2)
-            break;
-        if (d < 0) {
-            free(out);
-            return NULL;
-        }
-        acc = acc << 6 | (uint32_t)d;
-        bits += 6;
-        if (bits >= 8) {
-            out[o++] = (char)(acc >> (bits - 8) & 0xff);
-            bits -= 8;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static bool header_safe(const char *v)
-{
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-        if (*p < 0x20 || *p > 0x7e)
-            return false;
-    return true;
-}
-
 /* Checks for a request of the stateless revision. Returns 0 or a JSON-RPC error code with msg. */
 static int check_modern(const struct mcp_request_info *info, const char *method,
                         const json_t *params, const char *meta_version, char *msg, size_t msglen,
@@ -786,17 +755,19 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
             snprintf(msg, msglen, "Header mismatch: Mcp-Name header is required for %s", method);
             return MCP_HEADER_MISMATCH;
         }
-        if (!header_safe(info->mcp_name)) {
-            snprintf(msg, msglen, "Header mismatch: Mcp-Name header has invalid characters");
+        char *decoded = NULL, why[200];
+        size_t dlen = 0;
+        if (mcp_header_decode(info->mcp_name, strlen(info->mcp_name), &decoded, &dlen, why,
+                              sizeof(why)) < 0) {
+            snprintf(msg, msglen, "Header mismatch: Mcp-Name header %s", why);
             return MCP_HEADER_MISMATCH;
         }
-        char *decoded = decode_mcp_name(info->mcp_name);
-        bool same = decoded && body && strcmp(decoded, body) == 0;
+        bool same = body && dlen == strlen(body) && memcmp(decoded, body, dlen) == 0;
         if (!same)
             snprintf(msg, msglen,
                      "Header mismatch: Mcp-Name header value '%.100s' does not match body value "
                      "'%.100s'",
-                     decoded ? decoded : info->mcp_name, body ? body : "");
+                     strlen(decoded) == dlen ? decoded : info->mcp_name, body ? body : "");
         free(decoded);
         if (!same)
             return MCP_HEADER_MISMATCH;
@@ -930,6 +901,7 @@ struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp
     ex->accepts_sse = info->accepts_sse;
     ex->principal = info->principal;
     ex->starting = true;
+    ex->info = info;
     snprintf(ex->request_id, sizeof(ex->request_id), "%s",
              info->request_id ? info->request_id : "");
 
@@ -957,6 +929,7 @@ struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp
     }
     json_decref(v);
     ex->starting = false;
+    ex->info = NULL;
     if (ex->pending == 0) {
         exchange_complete(ex);
         return NULL;
@@ -1127,7 +1100,15 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
         return;
     }
-    if (!schema_validate(tool->input_schema, args, msg, sizeof(msg))) {
+    /* SEP-2243: under the stateless revision an annotated argument travels in Mcp-Param-{Name}
+     * too, where a balancer may have routed on it; the two must agree. Calls are dispatched
+     * while their exchange starts, so its headers are at hand. */
+    const struct mcp_request_info *info = call->ex->info;
+    if (call->modern && tool->nparams && info &&
+        mcp_param_check(tool->params, tool->nparams, args, info->params, info->nparams,
+                        info->params_truncated, msg, sizeof(msg)) < 0) {
+        mcp_call_error(call, MCP_HEADER_MISMATCH, msg, NULL);
+    } else if (!schema_validate(tool->input_schema, args, msg, sizeof(msg))) {
         mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS, "invalid arguments for %s: %s", name,
                            msg);
     } else {

@@ -25,14 +25,28 @@ struct mcp_principal {
     char user_name[128];
 };
 
+/* One header of a request, not NUL-terminated: for Mcp-Param-{Name}, name is {Name}. */
+struct mcp_header_value {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+};
+
+/* How many Mcp-Param-* headers of one request the HTTP layer hands on (mcp/headers.h). */
+#define MCP_PARAM_HEADERS_MAX 32
+
 /* Headers and facts about one POST that the protocol layer needs. Strings are borrowed for the
  * duration of mcp_exchange_start(); NULL when absent. */
 struct mcp_request_info {
-    const char *protocol_version; /* MCP-Protocol-Version */
-    const char *mcp_method;       /* Mcp-Method */
-    const char *mcp_name;         /* Mcp-Name (may be =?base64?...?= encoded) */
-    bool accepts_sse;             /* Accept allows text/event-stream */
-    const char *request_id;       /* for logs */
+    const char *protocol_version;          /* MCP-Protocol-Version */
+    const char *mcp_method;                /* Mcp-Method */
+    const char *mcp_name;                  /* Mcp-Name (may be =?base64?...?= encoded) */
+    const struct mcp_header_value *params; /* Mcp-Param-* headers, at most MCP_PARAM_HEADERS_MAX */
+    size_t nparams;
+    bool params_truncated;  /* the request carried more Mcp-Param-* headers than params holds */
+    bool accepts_sse;       /* Accept allows text/event-stream */
+    const char *request_id; /* for logs */
     struct mcp_principal principal;
 };
 

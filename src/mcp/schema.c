@@ -5,11 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* How many $ref a value may follow inside one another: a schema that refers to itself without
+ * consuming the value (a: {$ref: a}) would otherwise recurse for ever. */
+#define REF_DEPTH_MAX 32
+
 /* Path of the field being checked, e.g. "args.timeout" or "items[3]". */
 struct vctx {
     char path[256];
     char *msg;
     size_t msglen;
+    const json_t *root; /* the schema $ref resolves in */
+    int refs;           /* $ref followed to get here */
 };
 
 static bool fail(struct vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -74,6 +80,26 @@ static size_t utf8_len(const char *s, size_t n)
 }
 
 static bool validate(struct vctx *c, const json_t *schema, const json_t *v);
+
+/* The schema a local reference names: "#" or "#/$defs/<name>" in root; NULL for any other. */
+static const json_t *resolve_ref(const json_t *root, const char *ref)
+{
+    if (strcmp(ref, "#") == 0)
+        return root;
+    if (strncmp(ref, "#/$defs/", 8) != 0 || !ref[8] || strchr(ref + 8, '/') || strchr(ref + 8, '~'))
+        return NULL;
+    return json_object_get(json_object_get(root, "$defs"), ref + 8);
+}
+
+/* Whether v meets schema, without a message (the branch tests of anyOf, oneOf, not and if). */
+static bool matches(const struct vctx *c, const json_t *schema, const json_t *v, char *m,
+                    size_t mlen)
+{
+    struct vctx sub = *c;
+    sub.msg = m;
+    sub.msglen = mlen;
+    return validate(&sub, schema, v);
+}
 
 static bool validate_object(struct vctx *c, const json_t *schema, const json_t *v)
 {
@@ -144,10 +170,10 @@ static bool validate_array(struct vctx *c, const json_t *schema, const json_t *v
 
 static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
 {
-    if (json_is_true(schema) || !json_is_object(schema))
-        return true;
     if (json_is_false(schema))
         return fail(c, "is not allowed");
+    if (!json_is_object(schema))
+        return true;
     const json_t *t = json_object_get(schema, "type"), *k;
     if (json_is_string(t) && !type_matches(json_string_value(t), v)) {
         char want[64];
@@ -211,39 +237,64 @@ static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
     if (!alts)
         alts = json_object_get(schema, "oneOf");
     if (json_is_array(alts)) {
-        size_t i, matches = 0;
+        size_t i, matches_n = 0;
         const json_t *e;
         char first[512] = "";
         json_array_foreach(alts, i, e)
         {
-            struct vctx sub = *c;
             char m[512];
-            sub.msg = m;
-            sub.msglen = sizeof(m);
-            if (validate(&sub, e, v))
-                matches++;
+            if (matches(c, e, v, m, sizeof(m)))
+                matches_n++;
             else if (!first[0])
                 snprintf(first, sizeof(first), "%s", m);
         }
         bool one = json_object_get(schema, "oneOf") != NULL;
-        if (matches == 0 || (one && matches > 1)) {
-            if (matches == 0 && first[0]) {
+        if (matches_n == 0 || (one && matches_n > 1)) {
+            if (matches_n == 0 && first[0]) {
                 snprintf(c->msg, c->msglen, "%s", first);
                 return false;
             }
             return fail(c, "matches none or several of the allowed forms");
         }
     }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(schema, "allOf"), i, e) if (!validate(c, e, v)) return false;
+    char m[512];
+    if ((k = json_object_get(schema, "not")) && matches(c, k, v, m, sizeof(m)))
+        return fail(c, "matches a form that is not allowed");
+    if ((k = json_object_get(schema, "if"))) {
+        const json_t *branch =
+            json_object_get(schema, matches(c, k, v, m, sizeof(m)) ? "then" : "else");
+        if (branch && !validate(c, branch, v))
+            return false;
+    }
+    const char *ref = json_string_value(json_object_get(schema, "$ref"));
+    if (ref) {
+        const json_t *target = resolve_ref(c->root, ref);
+        if (!target)
+            return true; /* schema_check admits no other reference; an outside one is not fetched */
+        if (c->refs >= REF_DEPTH_MAX)
+            return fail(c, "the schema refers to itself too deeply");
+        c->refs++;
+        bool ok = validate(c, target, v);
+        c->refs--;
+        if (!ok)
+            return false;
+    }
     return true;
 }
 
 bool schema_validate(const json_t *schema, const json_t *value, char *msg, size_t msglen)
 {
-    struct vctx c = {.msg = msg, .msglen = msglen};
+    struct vctx c = {.msg = msg, .msglen = msglen, .root = schema};
     msg[0] = '\0';
     return validate(&c, schema, value);
 }
 
+/* Keywords a built-in schema may use: those validate() enforces, the annotations it passes over,
+ * and x-mcp-header (mcp/headers.c). Anything else is refused at registration, so that a typo
+ * or a keyword this validator would silently ignore fails loudly at start. */
 static const char *const known_keywords[] = {
     "type",
     "properties",
@@ -262,22 +313,32 @@ static const char *const known_keywords[] = {
     "maxItems",
     "anyOf",
     "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
     "description",
     "title",
     "default",
     "examples",
     "format",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
     "$schema",
     "pattern",
     "$id",
     "$defs",
     "$ref",
+    "$anchor",
     "$comment",
     "enumNames",
+    "x-mcp-header",
     NULL,
 };
 
-bool schema_check(const json_t *schema, char *msg, size_t msglen)
+static bool check(const json_t *root, const json_t *schema, char *msg, size_t msglen)
 {
     if (json_is_boolean(schema))
         return true;
@@ -297,19 +358,31 @@ bool schema_check(const json_t *schema, char *msg, size_t msglen)
             return false;
         }
     }
-    const json_t *props = json_object_get(schema, "properties");
-    json_object_foreach((json_t *)props, key,
-                        val) if (!schema_check(val, msg, msglen)) return false;
+    const json_t *ref = json_object_get(schema, "$ref");
+    if (ref && (!json_is_string(ref) || !resolve_ref(root, json_string_value(ref)))) {
+        snprintf(msg, msglen,
+                 "unsupported $ref (only \"#\" and \"#/$defs/<name>\" of this schema)");
+        return false;
+    }
+    const char *const maps[] = {"properties", "$defs"};
+    for (int m = 0; m < 2; m++)
+        json_object_foreach(json_object_get(schema, maps[m]), key,
+                            val) if (!check(root, val, msg, msglen)) return false;
+    const char *const subs[] = {"items", "additionalProperties", "not", "if", "then", "else"};
     const json_t *sub;
-    if ((sub = json_object_get(schema, "items")) && !schema_check(sub, msg, msglen))
-        return false;
-    if ((sub = json_object_get(schema, "additionalProperties")) && !schema_check(sub, msg, msglen))
-        return false;
-    const char *alts[] = {"anyOf", "oneOf"};
-    for (int a = 0; a < 2; a++) {
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+        if ((sub = json_object_get(schema, subs[i])) && !check(root, sub, msg, msglen))
+            return false;
+    const char *const lists[] = {"anyOf", "oneOf", "allOf"};
+    for (int a = 0; a < 3; a++) {
         size_t i;
-        json_array_foreach(json_object_get(schema, alts[a]), i,
-                           sub) if (!schema_check(sub, msg, msglen)) return false;
+        json_array_foreach(json_object_get(schema, lists[a]), i,
+                           sub) if (!check(root, sub, msg, msglen)) return false;
     }
     return true;
+}
+
+bool schema_check(const json_t *schema, char *msg, size_t msglen)
+{
+    return check(schema, schema, msg, msglen);
 }

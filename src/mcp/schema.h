@@ -2,8 +2,10 @@
 /* A JSON Schema validator for the subset tool input schemas use: type (one or a list),
  * properties, required, additionalProperties (bool or schema), items, enum, const, minLength,
  * maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum, minItems, maxItems, anyOf,
- * oneOf. Annotations ($schema, $defs, title, description, default, format, pattern) are accepted
- * and not enforced; $ref is not resolved, so built-in tools do not use it. */
+ * oneOf, allOf, not, if/then/else, and $ref to "#" or "#/$defs/<name>" of the same schema.
+ * Annotations ($schema, $id, $anchor, $defs, $comment, title, description, default, examples,
+ * format, pattern, deprecated, readOnly, writeOnly, x-mcp-header) are accepted and not enforced.
+ * Schemas are listed as written: nothing is stripped. */
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -212,6 +212,40 @@ test('no notifications/message without a logLevel in _meta; streamed with one', 
   assert.equal(msgs[3].id, 20);
 });
 
+// SEP-2243: test_param_headers (a --conformance-fixtures tool) marks region, priority and
+// verbose with x-mcp-header; over HTTP the headers reach the check whatever their case, and the
+// server looks at no more than 32 Mcp-Param-* headers a request.
+test('Mcp-Param-* headers are checked against the arguments they mirror', async () => {
+  const args = { region: 'Hello, \u4e16\u754c', priority: 42, query: 'q' };
+  const good = { 'mcp-param-region': '=?base64?SGVsbG8sIOS4lueVjA==?=', 'MCP-PARAM-PRIORITY': '42.0' };
+  const ok = await send(30, 'tools/call', { name: 'test_param_headers', arguments: args }, { headers: good });
+  assert.equal(ok.status, 200, ok.text);
+  assert.match(ok.body.result.content[0].text, /^Mcp-Param headers matched the arguments: /);
+
+  const other = await send(31, 'tools/call', { name: 'test_param_headers', arguments: args },
+    { headers: { ...good, 'MCP-PARAM-PRIORITY': '41' } });
+  assertError(other, 400, -32020, 31);
+  assert.match(other.body.error.message, /Mcp-Param-Priority header value '41' does not match body value '42'/);
+
+  const missing = await send(32, 'tools/call', { name: 'test_param_headers', arguments: args },
+    { headers: { 'Mcp-Param-Region': good['mcp-param-region'] } });
+  assertError(missing, 400, -32020, 32);
+  assert.match(missing.body.error.message, /Mcp-Param-Priority header is required/);
+
+  // unrelated Mcp-Param-* headers are ignored, up to the cap
+  const extra = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`Mcp-Param-Extra${i}`, 'x']));
+  const within = await send(33, 'tools/call', { name: 'test_param_headers', arguments: args },
+    { headers: { ...good, ...extra(30) } });
+  assert.equal(within.status, 200, within.text);
+  const over = await send(34, 'tools/call', { name: 'test_param_headers', arguments: args },
+    { headers: { ...good, ...extra(31) } });
+  assertError(over, 400, -32020, 34);
+  assert.match(over.body.error.message, /more than 32 Mcp-Param-\* headers/);
+  // a tool that declares none does not look at them
+  const plain = await send(35, 'tools/call', { name: 'test_simple_text', arguments: {} }, { headers: extra(40) });
+  assert.equal(plain.status, 200, plain.text);
+});
+
 test('the server is still running and logged no sanitizer report', () => {
   assert.equal(server.proc.exitCode, null, server.stderr());
   assertNoSanitizerReport(server.stderr(), 'server');

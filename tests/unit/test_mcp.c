@@ -476,6 +476,86 @@ TEST(modern_headers_checked)
     mcp_server_free(s);
 }
 
+/* SEP-2243: a tool's x-mcp-header arguments must come in Mcp-Param-{Name} too, under the
+ * stateless revision; a mismatch is 400 and -32020 before the tool runs. */
+TEST(modern_param_headers_checked)
+{
+    struct mcp_server *s = server();
+    struct mcp_tool_def routed = {
+        .name = "routed",
+        .input_schema = "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","
+                        "\"x-mcp-header\":\"Region\"},\"n\":{\"type\":\"integer\"}}}",
+        .fn = echo_tool};
+    mcp_server_add_tool(s, &routed);
+    struct capture c;
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"routed\",\"arguments\":{\"region\":\"Hello\"},%s}}",
+             modern_meta);
+    struct mcp_request_info info = {
+        .protocol_version = "2026-07-28", .mcp_method = "tools/call", .mcp_name = "routed"};
+    /* missing */
+    json_t *v = run(s, &info, body, &c);
+    CHECK_INT_EQ(c.status, 400);
+    CHECK_INT_EQ(err_code(v), MCP_HEADER_MISMATCH);
+    CHECK_STR_CONTAINS(json_string_value(json_object_get(json_object_get(v, "error"), "message")),
+                       "Mcp-Param-Region header is required");
+    json_decref(v);
+    buf_release(&c.body);
+    /* bad base64, then a different value */
+    struct mcp_header_value h = {"region", 6, "=?base64?SGVsbG8?=", 18};
+    info.params = &h;
+    info.nparams = 1;
+    v = run(s, &info, body, &c);
+    CHECK_INT_EQ(c.status, 400);
+    CHECK_INT_EQ(err_code(v), MCP_HEADER_MISMATCH);
+    json_decref(v);
+    buf_release(&c.body);
+    h.value = "Bye";
+    h.value_len = 3;
+    v = run(s, &info, body, &c);
+    CHECK_INT_EQ(err_code(v), MCP_HEADER_MISMATCH);
+    json_decref(v);
+    buf_release(&c.body);
+    /* equal: the tool runs */
+    h.value = "=?base64?SGVsbG8=?=";
+    h.value_len = strlen(h.value);
+    v = run(s, &info, body, &c);
+    CHECK_INT_EQ(c.status, 200);
+    CHECK(json_object_get(v, "result") != NULL);
+    json_decref(v);
+    buf_release(&c.body);
+    /* the older revisions have no such headers: not checked */
+    struct mcp_request_info legacy = {.protocol_version = "2025-11-25"};
+    v = run(s, &legacy,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"routed\",\"arguments\":{\"region\":\"Hello\"}}}",
+            &c);
+    CHECK_INT_EQ(c.status, 200);
+    CHECK(json_object_get(v, "result") != NULL);
+    json_decref(v);
+    buf_release(&c.body);
+    /* Mcp-Name is decoded as strictly: bad padding is a mismatch */
+    info.mcp_name = "=?base64?cm91dGVk?=";
+    v = run(s, &info, body, &c);
+    CHECK_INT_EQ(c.status, 200);
+    json_decref(v);
+    buf_release(&c.body);
+    info.mcp_name = "=?base64?ZWNobw?="; /* "echo" without its padding */
+    snprintf(body, sizeof(body),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"echo\",%s}}",
+             modern_meta);
+    v = run(s, &info, body, &c);
+    CHECK_INT_EQ(c.status, 400);
+    CHECK_STR_CONTAINS(json_string_value(json_object_get(json_object_get(v, "error"), "message")),
+                       "Mcp-Name header has invalid base64");
+    json_decref(v);
+    buf_release(&c.body);
+    mcp_server_free(s);
+}
+
 TEST(modern_unsupported_version)
 {
     struct mcp_server *s = server();

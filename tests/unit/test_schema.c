@@ -119,4 +119,69 @@ TEST(schema_check_rejects_unknown_keywords)
     json_decref(s);
 }
 
+/* The conformance suite's JSON Schema 2020-12 fixture (json_schema_2020_12_tool): composition,
+ * conditionals, $anchor and a $ref into $defs, which the validator enforces. */
+static const char *schema_2020 =
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+    "\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\",\"properties\":{"
+    "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
+    "\"properties\":{\"name\":{\"type\":\"string\"},\"address\":{\"$ref\":\"#/$defs/address\"},"
+    "\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},"
+    "\"phone\":{\"type\":\"string\"},\"email\":{\"type\":\"string\"}},"
+    "\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}],"
+    "\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},\"required\":["
+    "\"contactMethod\"]},"
+    "\"then\":{\"required\":[\"phone\"]},\"else\":{\"required\":[\"email\"]},"
+    "\"additionalProperties\":false}";
+
+TEST(composition_and_conditionals_are_enforced)
+{
+    CHECK_STR_EQ(check(schema_2020, "{\"name\":\"a\",\"email\":\"a@b\"}"), "");
+    CHECK_STR_EQ(check(schema_2020, "{\"contactMethod\":\"phone\",\"phone\":\"1\"}"), "");
+    /* allOf: neither phone nor email */
+    CHECK_STR_EQ(check(schema_2020, "{\"name\":\"a\"}"), "field 'phone': is required");
+    /* if contactMethod is phone, then phone is required */
+    CHECK_STR_EQ(check(schema_2020, "{\"contactMethod\":\"phone\",\"email\":\"a@b\"}"),
+                 "field 'phone': is required");
+    /* else email is */
+    CHECK_STR_EQ(check(schema_2020, "{\"contactMethod\":\"email\",\"phone\":\"1\"}"),
+                 "field 'email': is required");
+    /* the $ref into $defs is followed */
+    CHECK_STR_EQ(check(schema_2020, "{\"email\":\"a@b\",\"address\":{\"street\":5}}"),
+                 "field 'address.street': must be a string, not integer");
+    CHECK_STR_EQ(check("{\"not\":{\"type\":\"string\"}}", "\"x\""),
+                 "arguments: matches a form that is not allowed");
+    CHECK_STR_EQ(check("{\"not\":{\"type\":\"string\"}}", "1"), "");
+    CHECK_STR_EQ(check("{\"properties\":{\"a\":false}}", "{\"a\":1}"), "field 'a': is not allowed");
+}
+
+TEST(self_reference_is_bounded)
+{
+    CHECK_STR_EQ(check("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "1"),
+                 "arguments: the schema refers to itself too deeply");
+    /* a recursive schema that consumes the value is fine */
+    CHECK_STR_EQ(check("{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#\"}}}",
+                       "{\"next\":{\"next\":{}}}"),
+                 "");
+}
+
+TEST(schema_check_admits_2020_12_keywords_and_local_refs_only)
+{
+    char msg[200];
+    json_t *s = J(schema_2020);
+    CHECK(schema_check(s, msg, sizeof(msg)));
+    json_decref(s);
+    s = J("{\"properties\":{\"a\":{\"$ref\":\"https://example.com/s.json\"}}}");
+    CHECK(!schema_check(s, msg, sizeof(msg)));
+    CHECK_STR_CONTAINS(msg, "$ref");
+    json_decref(s);
+    s = J("{\"properties\":{\"a\":{\"$ref\":\"#/$defs/missing\"}}}");
+    CHECK(!schema_check(s, msg, sizeof(msg)));
+    json_decref(s);
+    s = J("{\"allOf\":[{\"minLenght\":1}]}");
+    CHECK(!schema_check(s, msg, sizeof(msg)));
+    CHECK_STR_CONTAINS(msg, "minLenght");
+    json_decref(s);
+}
+
 TEST_MAIN()
