@@ -536,6 +536,12 @@ static void t_greet(struct mcp_call *call, const json_t *args, void *ctx)
 static void t_tool_with_task(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)args;
+    if (strcmp(mcp_call_protocol_version(call), MCP_VERSION_MODERN) != 0) {
+        mcp_call_tool_fail(call, MCP_TOOL_UNAVAILABLE,
+                           "test_tool_with_task asks for input with an InputRequiredResult, which "
+                           "needs protocol version " MCP_VERSION_MODERN);
+        return;
+    }
     const json_t *answer = json_object_get(mcp_call_input_responses(call), "user_name");
     const char *action = json_string_value(json_object_get(answer, "action"));
     const char *name =
