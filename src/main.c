@@ -875,16 +875,37 @@ static int cmd_serve(int argc, char **argv)
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
     tools_container_register(mcp, sandboxes, serr.msg, &facts);
+    struct fixture_tasks *fixture_tasks = NULL;
+    struct err err = {0};
     if (cfg.conformance_fixtures) {
         log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for "
                  "production\"");
         mcp_fixtures_register(mcp);
+        uint64_t per_user, max, ttl;
+        if (config_get_u64(&cfg, "CONFORMANCE_TASKS_PER_USER", FIXTURE_TASKS_PER_USER_DEFAULT, 1,
+                           100000, &per_user, &err) < 0 ||
+            config_get_u64(&cfg, "CONFORMANCE_TASKS_MAX", FIXTURE_TASKS_MAX_DEFAULT, 1, 1000000,
+                           &max, &err) < 0 ||
+            config_get_u64(&cfg, "CONFORMANCE_TASK_TTL_MS", FIXTURE_TASK_TTL_MS_DEFAULT, 100,
+                           86400000, &ttl, &err) < 0) {
+            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+            mcp_server_free(mcp);
+            mcp_fixtures_tasks_free(fixture_tasks);
+            egress_proxy_free(egress);
+            runs_network_free(network);
+            sandbox_manager_free(sandboxes);
+            egress_policy_free(policy);
+            close_config_store(&cfg, st);
+            return 1;
+        }
+        const struct fixture_tasks_limits lim = {(unsigned)per_user, (unsigned)max, ttl};
+        fixture_tasks = mcp_fixtures_tasks_register(mcp, &lim);
     }
     struct http_server *http = NULL;
-    struct err err = {0};
     if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         mcp_server_free(mcp);
+        mcp_fixtures_tasks_free(fixture_tasks);
         egress_proxy_free(egress);
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
@@ -901,6 +922,7 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         http_server_free(http);
         mcp_server_free(mcp);
+        mcp_fixtures_tasks_free(fixture_tasks);
         egress_proxy_free(egress);
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
@@ -926,6 +948,7 @@ static int cmd_serve(int argc, char **argv)
         http_server_free(http);
         proxy_free(proxy);
         mcp_server_free(mcp);
+        mcp_fixtures_tasks_free(fixture_tasks);
         egress_proxy_free(egress);
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
@@ -982,6 +1005,7 @@ static int cmd_serve(int argc, char **argv)
         http_server_free(http);
         proxy_free(proxy);
         mcp_server_free(mcp);
+        mcp_fixtures_tasks_free(fixture_tasks);
         egress_proxy_free(egress);
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
@@ -1000,6 +1024,7 @@ static int cmd_serve(int argc, char **argv)
     http_server_free(http);
     proxy_free(proxy);
     mcp_server_free(mcp);
+    mcp_fixtures_tasks_free(fixture_tasks);
     egress_proxy_free(egress);
     runs_network_free(network);
     sandbox_manager_free(sandboxes);

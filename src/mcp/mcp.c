@@ -40,6 +40,12 @@ struct tool {
     size_t nparams;
 };
 
+struct task_source {
+    const char *prefix;
+    const struct mcp_task_source *ops;
+    void *ctx;
+};
+
 struct mcp_server {
     struct mcp_server_info info;
     struct method *methods;
@@ -52,8 +58,8 @@ struct mcp_server {
      * change: [0] legacy revisions, [1] the stateless revision */
     json_t *tools_listed[2];
     char *tools_result[2];
-    const struct mcp_task_source *task_source; /* NULL: no tasks */
-    void *task_ctx;
+    struct task_source sources[MCP_TASK_SOURCES_MAX];
+    size_t nsources; /* 0: no tasks */
     size_t reply_budget;
 };
 
@@ -78,7 +84,8 @@ struct mcp_call {
     struct mcp_call *next;
     json_t *id;
     json_t *progress_token;
-    json_t *client_caps; /* _meta clientCapabilities (stateless revision), or NULL */
+    json_t *client_caps;     /* _meta clientCapabilities (stateless revision), or NULL */
+    json_t *input_responses; /* tools/call inputResponses (stateless revision), or NULL */
     char method[64];
     char version[16];
     bool modern;
@@ -336,23 +343,50 @@ void mcp_server_set_tool_observer(struct mcp_server *srv, mcp_tool_observer_fn f
     srv->observer = fn;
 }
 
-void mcp_server_set_task_source(struct mcp_server *srv, const struct mcp_task_source *ops,
-                                void *ctx)
+void mcp_server_add_task_source(struct mcp_server *srv, const char *id_prefix,
+                                const struct mcp_task_source *ops, void *ctx)
 {
-    if (srv->task_source) {
-        fprintf(stderr, "BUG: a second task source\n");
+    size_t n = strlen(id_prefix);
+    bool clash = n == 0 || srv->nsources == MCP_TASK_SOURCES_MAX;
+    for (size_t i = 0; i < srv->nsources && !clash; i++) {
+        size_t m = strlen(srv->sources[i].prefix);
+        clash = strncmp(srv->sources[i].prefix, id_prefix, m < n ? m : n) == 0;
+    }
+    if (clash) {
+        fprintf(stderr, "BUG: task source prefix '%s' is empty, overlaps or is one too many\n",
+                id_prefix);
         abort();
     }
-    srv->task_source = ops;
-    srv->task_ctx = ctx;
+    srv->sources[srv->nsources++] = (struct task_source){id_prefix, ops, ctx};
+    if (srv->nsources > 1)
+        return;
     mcp_tasks_register_methods(srv);
     forget_tools_list(srv); /* execution.taskSupport appears */
 }
 
-const struct mcp_task_source *mcp_server_task_source(const struct mcp_server *srv, void **ctx)
+const struct mcp_task_source *mcp_server_task_source(const struct mcp_server *srv,
+                                                     const char *task_id, void **ctx)
 {
-    *ctx = srv->task_ctx;
-    return srv->task_source;
+    for (size_t i = 0; i < srv->nsources; i++) {
+        const struct task_source *s = &srv->sources[i];
+        if (strncmp(task_id, s->prefix, strlen(s->prefix)) == 0) {
+            *ctx = s->ctx;
+            return s->ops;
+        }
+    }
+    *ctx = NULL;
+    return NULL;
+}
+
+const struct mcp_task_source *mcp_server_task_source_at(const struct mcp_server *srv, size_t i,
+                                                        void **ctx)
+{
+    if (i >= srv->nsources) {
+        *ctx = NULL;
+        return NULL;
+    }
+    *ctx = srv->sources[i].ctx;
+    return srv->sources[i].ops;
 }
 
 static const struct method *find_method(const struct mcp_server *srv, const char *name)
@@ -454,6 +488,7 @@ static void call_done(struct mcp_call *call)
     json_decref(call->id);
     json_decref(call->progress_token);
     json_decref(call->client_caps);
+    json_decref(call->input_responses);
     free(call);
     if (--ex->pending == 0 && !ex->starting)
         exchange_complete(ex);
@@ -512,6 +547,11 @@ size_t mcp_call_reply_budget(const struct mcp_call *call)
 const json_t *mcp_call_client_capabilities(const struct mcp_call *call)
 {
     return call->client_caps;
+}
+
+const json_t *mcp_call_input_responses(const struct mcp_call *call)
+{
+    return call->input_responses;
 }
 
 /* What the stateless revision adds to every result. */
@@ -973,7 +1013,7 @@ static void core_discover(struct mcp_call *call, const json_t *params, void *ctx
     json_object_del(json_object_get(caps, "resources"), "subscribe");
     json_object_del(caps, "logging");
     json_object_del(caps, "tasks");
-    if (srv->task_source) {
+    if (srv->nsources) {
         json_t *ext = json_object_get(caps, "extensions");
         if (!json_is_object(ext)) {
             ext = json_object();
@@ -1007,8 +1047,10 @@ static json_t *tool_json(const struct tool *t, bool tasks)
     if (t->def.title)
         json_object_set_new(a, "title", json_string(t->def.title));
     json_object_set_new(o, "annotations", a);
-    if (tasks && (f & MCP_TOOL_TASK))
-        json_object_set_new(o, "execution", json_pack("{s:s}", "taskSupport", "optional"));
+    if (tasks && (f & (MCP_TOOL_TASK | MCP_TOOL_TASK_REQUIRED)))
+        json_object_set_new(o, "execution",
+                            json_pack("{s:s}", "taskSupport",
+                                      f & MCP_TOOL_TASK_REQUIRED ? "required" : "optional"));
     return o;
 }
 
@@ -1028,7 +1070,7 @@ static void core_tools_list(struct mcp_call *call, const json_t *params, void *c
         for (size_t i = 0; i < srv->ntools; i++)
             if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
                 json_array_append_new(srv->tools_listed[rev],
-                                      tool_json(&srv->tools[i], srv->task_source && !rev));
+                                      tool_json(&srv->tools[i], srv->nsources && !rev));
     }
     struct mcp_exchange *ex = call->ex;
     if (ex->batch || ex->streaming || !ex->ops) {
@@ -1075,14 +1117,15 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
     }
     call->tool = tool;
     char msg[512];
-    if (call->ex->srv->task_source) {
+    if (call->ex->srv->nsources) {
         bool task = false;
         int code = mcp_tasks_check_request(call, params, &task, msg, sizeof(msg));
         if (code) {
             mcp_call_error(call, code, msg, NULL);
             return;
         }
-        if (task && (tool->def.flags & MCP_TOOL_TASK)) {
+        unsigned f = tool->def.flags;
+        if (task && (f & (MCP_TOOL_TASK | MCP_TOOL_TASK_REQUIRED))) {
             call->task_requested = true;
         } else if (task && !call->modern) {
             /* 2025-11-25: a task for a tool that does not offer them is method-not-found; the
@@ -1090,7 +1133,34 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
             snprintf(msg, sizeof(msg), "Tool '%.128s' does not support task-augmented calls", name);
             mcp_call_error(call, JSONRPC_METHOD_NOT_FOUND, msg, NULL);
             return;
+        } else if (f & MCP_TOOL_TASK_REQUIRED) {
+            /* The tool cannot answer without a task; the stateless revision names what the
+             * client must declare, 2025-11-25 says the call as made does not exist. */
+            if (call->modern) {
+                snprintf(msg, sizeof(msg),
+                         "Missing required client capability: tool '%.128s' runs only as a task; "
+                         "declare the " MCP_TASKS_EXTENSION " extension in the request's client "
+                         "capabilities",
+                         name);
+                mcp_call_error(call, MCP_MISSING_CLIENT_CAPABILITY, msg,
+                               json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions",
+                                         MCP_TASKS_EXTENSION));
+            } else {
+                snprintf(msg, sizeof(msg),
+                         "Tool '%.128s' requires a task-augmented call (params.task)", name);
+                mcp_call_error(call, JSONRPC_METHOD_NOT_FOUND, msg, NULL);
+            }
+            return;
         }
+    }
+    const json_t *responses = json_object_get(params, "inputResponses");
+    if (call->modern && responses && !json_is_null(responses)) {
+        if (!json_is_object(responses)) {
+            mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.inputResponses must be an object",
+                           NULL);
+            return;
+        }
+        call->input_responses = json_incref((json_t *)responses);
     }
     const json_t *args = json_object_get(params, "arguments");
     json_t *empty = NULL;

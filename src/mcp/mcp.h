@@ -91,6 +91,10 @@ enum {
     MCP_TOOL_OPEN_WORLD = 1 << 3,
     MCP_TOOL_HIDDEN = 1 << 4, /* callable but not listed (aliases) */
     MCP_TOOL_TASK = 1 << 5,   /* may run as a task (execution.taskSupport "optional") */
+    /* must run as a task (execution.taskSupport "required"; implies MCP_TOOL_TASK): a call that
+     * cannot have one is refused before the handler runs, with -32021 naming the tasks extension
+     * under the stateless revision and -32601 under 2025-11-25 */
+    MCP_TOOL_TASK_REQUIRED = 1 << 6,
 };
 
 /* A tool's handler: args has been validated against the input schema and is borrowed only for
@@ -213,10 +217,15 @@ bool mcp_call_cancelled(const struct mcp_call *call);
 
 /* Whether the caller asked for this tools/call to run as a task: a `task` parameter under the
  * 2025-11-25 revisions, or the io.modelcontextprotocol/tasks extension among the request's
- * client capabilities under the stateless one. Only for tools flagged MCP_TOOL_TASK, and only
- * once a task source is registered. The handler then answers with mcp_call_task_created(), or
- * with a tool error when it refuses the call (sent as a -32602 error where a task was due). */
+ * client capabilities under the stateless one. Only for tools flagged MCP_TOOL_TASK or
+ * MCP_TOOL_TASK_REQUIRED, and only once a task source is registered. The handler then answers
+ * with mcp_call_task_created(), or with a tool error when it refuses the call (sent as a -32602
+ * error where a task was due under 2025-11-25). */
 bool mcp_call_task_requested(const struct mcp_call *call);
+
+/* The inputResponses of a tools/call under the stateless revision (a retry answering an
+ * InputRequiredResult): an object, borrowed until the call answers, or NULL when absent. */
+const json_t *mcp_call_input_responses(const struct mcp_call *call);
 
 /* --- tasks: long work a client polls (2025-11-25 experimental tasks; the stateless revision's
  * io.modelcontextprotocol/tasks extension). The protocol layer owns the wire shapes and methods
@@ -225,9 +234,10 @@ bool mcp_call_task_requested(const struct mcp_call *call);
 
 enum mcp_task_status {
     MCP_TASK_WORKING,
-    MCP_TASK_COMPLETED, /* result is the tool's CallToolResult (isError as tool_error says) */
-    MCP_TASK_FAILED,    /* result is a JSON-RPC error object {code, message} */
-    MCP_TASK_CANCELLED, /* result, when set, is the CallToolResult the cancelled work left */
+    MCP_TASK_INPUT_REQUIRED, /* waiting for the client: input_requests holds what it asks */
+    MCP_TASK_COMPLETED,      /* result is the tool's CallToolResult (isError as tool_error says) */
+    MCP_TASK_FAILED,         /* result is a JSON-RPC error object {code, message} */
+    MCP_TASK_CANCELLED,      /* result, when set, is the CallToolResult the cancelled work left */
 };
 
 struct mcp_task {
@@ -240,11 +250,15 @@ struct mcp_task {
     int64_t poll_ms; /* suggested interval between polls; 0 for none */
     bool tool_error; /* completed with a tool error (2025-11-25 calls that `failed`) */
     json_t *result;  /* owned, or NULL; see the statuses */
+    /* owned, or NULL: while MCP_TASK_INPUT_REQUIRED the outstanding requests by key, each an
+     * InputRequest ({method, params}, e.g. elicitation/create) */
+    json_t *input_requests;
 };
 void mcp_task_release(struct mcp_task *t);
 
-/* Where tasks come from (the runs). Every function is called on the loop thread with the
- * caller's user id; a task of another user is "not found". */
+/* Where tasks come from (the runs; the conformance fixtures). Every function is called on the
+ * loop thread with the caller's user id; a task of another user is "not found". A task is
+ * WORKING or INPUT_REQUIRED until it ends (the other statuses are terminal). */
 struct mcp_task_source {
     /* Fill *out with task id (result too when want_result and the task has ended). 0, -ENOENT
      * when unknown, or another negative errno with err set. */
@@ -263,13 +277,28 @@ struct mcp_task_source {
     int (*list)(void *ctx, const char *user_id, const char *cursor, unsigned limit,
                 void (*each)(const struct mcp_task *t, void *each_ctx), void *each_ctx,
                 char next[64], struct err *err);
+    /* Deliver input to a task that is INPUT_REQUIRED: responses maps keys of its outstanding
+     * input_requests to the client's results (borrowed; copy what is kept). Keys that are not
+     * outstanding are ignored; an answered key leaves input_requests, and the task goes on
+     * (WORKING, or INPUT_REQUIRED again with new keys) once none is left. 0; -ENOENT when
+     * unknown; -EBUSY (err set) when the task is not waiting for input; another negative errno
+     * with err set. NULL for a source whose tasks never ask for input. */
+    int (*update)(void *ctx, const char *user_id, const char *id, const json_t *responses,
+                  struct err *err);
 };
 
-/* Turn tasks on with their source (ops and ctx must outlive the server; one source a server):
- * the capability (`tasks` for the 2025-11-25 revision, the extension in server/discover), the
- * methods, and execution.taskSupport on tools flagged MCP_TOOL_TASK. */
-void mcp_server_set_task_source(struct mcp_server *srv, const struct mcp_task_source *ops,
-                                void *ctx);
+/* Add a source of tasks (id_prefix, ops and ctx must outlive the server). The first one turns
+ * tasks on: the capability (`tasks` for the 2025-11-25 revision, the extension in
+ * server/discover), the methods, and execution.taskSupport on tools flagged MCP_TOOL_TASK or
+ * MCP_TOOL_TASK_REQUIRED. A source owns the task ids that begin with id_prefix (non-empty; the
+ * runs "run_", the fixtures "ftask_"), and makes only such ids: tasks/get, tasks/cancel,
+ * tasks/update and tasks/result go to the source whose prefix the id has, and an id no source
+ * claims is "not found". No prefix may begin another; at most MCP_TASK_SOURCES_MAX sources
+ * (programmer errors abort). tasks/list pages through the sources in the order they were added,
+ * each newest first. */
+#define MCP_TASK_SOURCES_MAX 4
+void mcp_server_add_task_source(struct mcp_server *srv, const char *id_prefix,
+                                const struct mcp_task_source *ops, void *ctx);
 
 /* Answer a tools/call for which mcp_call_task_requested() with the task it made, in the shape
  * the call's revision wants. note: what a model may be told meanwhile (2025-11-25's

@@ -6,8 +6,13 @@
 #define MCP_META_RELATED_TASK "io.modelcontextprotocol/related-task"
 #define MCP_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
 
-/* The task source, or NULL while tasks are off; *ctx is set to its context. */
-const struct mcp_task_source *mcp_server_task_source(const struct mcp_server *srv, void **ctx);
+/* The task source that owns task_id (by its prefix), or NULL when none does; *ctx is set to its
+ * context. */
+const struct mcp_task_source *mcp_server_task_source(const struct mcp_server *srv,
+                                                     const char *task_id, void **ctx);
+/* The i-th source in the order they were added, or NULL past the last. */
+const struct mcp_task_source *mcp_server_task_source_at(const struct mcp_server *srv, size_t i,
+                                                        void **ctx);
 
 /* Whether the call speaks the stateless revision. */
 bool mcp_call_modern(const struct mcp_call *call);

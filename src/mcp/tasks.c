@@ -5,10 +5,13 @@
  *   cancelled task and refuses one that has ended. A tool result with isError is `failed`.
  * - the io.modelcontextprotocol/tasks extension of the stateless revision: the server answers a
  *   tools/call from a client that declared the extension with a flat CreateTaskResult
- *   (resultType "task", ttlMs, pollIntervalMs); tasks/get inlines the result or error; tasks/cancel
- *   and tasks/update acknowledge; tasks/result and tasks/list do not exist. `failed` is kept for
- *   JSON-RPC errors, so a tool result with isError is `completed`.
- * A task of another user is not found, the same as one that never existed. */
+ *   (resultType "task", ttlMs, pollIntervalMs); tasks/get inlines the result or error, or the
+ *   inputRequests of a task that waits for input; tasks/update carries the client's answers to
+ *   those into the task's source; tasks/cancel acknowledges; tasks/result and tasks/list do not
+ *   exist. `failed` is kept for JSON-RPC errors, so a tool result with isError is `completed`.
+ * Tasks come from several sources, each owning the ids with its prefix
+ * (mcp_server_add_task_source). A task of another user is not found, the same as one that never
+ * existed. */
 #include "mcp/mcp_internal.h"
 
 #include <errno.h>
@@ -26,19 +29,27 @@ void mcp_task_release(struct mcp_task *t)
 {
     free(t->status_message);
     json_decref(t->result);
+    json_decref(t->input_requests);
     t->status_message = NULL;
     t->result = NULL;
+    t->input_requests = NULL;
 }
 
 static const char *status_name(const struct mcp_task *t, bool modern)
 {
     switch (t->status) {
     case MCP_TASK_WORKING: return "working";
+    case MCP_TASK_INPUT_REQUIRED: return "input_required";
     case MCP_TASK_COMPLETED: return !modern && t->tool_error ? "failed" : "completed";
     case MCP_TASK_FAILED: return "failed";
     case MCP_TASK_CANCELLED: return "cancelled";
     }
     return "failed";
+}
+
+static bool task_ended(const struct mcp_task *t)
+{
+    return t->status != MCP_TASK_WORKING && t->status != MCP_TASK_INPUT_REQUIRED;
 }
 
 /* The Task object both revisions share, with their names for the durations. */
@@ -128,18 +139,27 @@ static const char *task_id(struct mcp_call *call, const json_t *params)
     return id && *id ? id : NULL;
 }
 
-/* Read task id of the caller into *t; on failure answer the call and return false. */
+static void not_found(struct mcp_call *call)
+{
+    mcp_call_error(call, JSONRPC_INVALID_PARAMS, "Failed to retrieve task: Task not found", NULL);
+}
+
+/* Read task id of the caller into *t; on failure answer the call and return false. src is the
+ * source that owns id, or NULL when none does. */
 static bool lookup(struct mcp_call *call, const struct mcp_task_source *src, void *ctx,
                    const char *id, bool want_result, struct mcp_task *t)
 {
     struct err err = {0};
+    if (!src) {
+        not_found(call);
+        return false;
+    }
     int rc = src->get(ctx, mcp_call_principal(call)->user_id, id, want_result, t, &err);
     if (rc == 0)
         return true;
     mcp_task_release(t);
     if (rc == -ENOENT)
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "Failed to retrieve task: Task not found",
-                       NULL);
+        not_found(call);
     else
         mcp_call_error(call, JSONRPC_INTERNAL_ERROR, err.msg, NULL);
     return false;
@@ -156,7 +176,7 @@ static bool named_task(struct mcp_call *call, const json_t *params, void *srv, b
     if (!id)
         return false;
     void *ctx;
-    const struct mcp_task_source *src = mcp_server_task_source(srv, &ctx);
+    const struct mcp_task_source *src = mcp_server_task_source(srv, id, &ctx);
     return lookup(call, src, ctx, id, want_result, t);
 }
 
@@ -175,6 +195,9 @@ static void m_get(struct mcp_call *call, const json_t *params, void *srv)
         json_object_set(r, "result", t.result);
     else if (modern && t.result && t.status == MCP_TASK_FAILED)
         json_object_set(r, "error", t.result);
+    else if (modern && t.status == MCP_TASK_INPUT_REQUIRED)
+        json_object_set_new(r, "inputRequests",
+                            t.input_requests ? json_incref(t.input_requests) : json_object());
     mcp_task_release(&t);
     mcp_call_reply(call, r);
 }
@@ -232,7 +255,7 @@ static void result_check(struct result_wait *w)
             free(w);
             return;
         }
-        if (t.status != MCP_TASK_WORKING) {
+        if (task_ended(&t)) {
             result_answer(w, &t);
             mcp_task_release(&t);
             free(w);
@@ -282,7 +305,7 @@ static void m_result(struct mcp_call *call, const json_t *params, void *srv)
         return;
     struct result_wait *w = xcalloc(1, sizeof(*w));
     w->call = call;
-    w->src = mcp_server_task_source(srv, &w->ctx);
+    w->src = mcp_server_task_source(srv, id, &w->ctx);
     snprintf(w->id, sizeof(w->id), "%s", id);
     /* Only a read: a client that hangs up no longer holds anything here. */
     mcp_call_cancel_on_close(call);
@@ -298,12 +321,12 @@ static void m_cancel(struct mcp_call *call, const json_t *params, void *srv)
     if (!named_task(call, params, srv, false, &t))
         return;
     void *ctx;
-    const struct mcp_task_source *src = mcp_server_task_source(srv, &ctx);
+    const struct mcp_task_source *src = mcp_server_task_source(srv, t.id, &ctx);
     bool modern = mcp_call_modern(call);
     const char *user = mcp_call_principal(call)->user_id;
     char id[sizeof(t.id)];
     snprintf(id, sizeof(id), "%s", t.id);
-    int rc = t.status == MCP_TASK_WORKING ? 0 : -EALREADY;
+    int rc = task_ended(&t) ? -EALREADY : 0;
     struct err err = {0};
     if (rc == 0)
         rc = src->cancel(ctx, user, id, &err);
@@ -323,8 +346,7 @@ static void m_cancel(struct mcp_call *call, const json_t *params, void *srv)
     }
     mcp_task_release(&t);
     if (rc == -ENOENT) {
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "Failed to retrieve task: Task not found",
-                       NULL);
+        not_found(call);
         return;
     }
     if (rc < 0) {
@@ -349,16 +371,30 @@ static void add_listed(const struct mcp_task *t, void *tasks)
     json_array_append_new(tasks, task_json(t, false));
 }
 
+/* The cursor is "<source index>:<that source's cursor>": the sources are paged one after the
+ * other, so a page holds one source's tasks (and may be empty where a source has none). */
 static void m_list(struct mcp_call *call, const json_t *params, void *srv)
 {
-    void *ctx;
-    const struct mcp_task_source *src = mcp_server_task_source(srv, &ctx);
     const json_t *c = json_object_get(params, "cursor");
     if (c && !json_is_null(c) && !json_is_string(c)) {
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.cursor must be a string", NULL);
         return;
     }
     const char *cursor = json_string_value(c);
+    size_t i = 0;
+    if (cursor) {
+        char *end;
+        unsigned long v = strtoul(cursor, &end, 10);
+        void *unused;
+        if (end == cursor || *end != ':' || !mcp_server_task_source_at(srv, v, &unused)) {
+            mcp_call_error(call, JSONRPC_INVALID_PARAMS, "invalid cursor", NULL);
+            return;
+        }
+        i = v;
+        cursor = end[1] ? end + 1 : NULL;
+    }
+    void *ctx;
+    const struct mcp_task_source *src = mcp_server_task_source_at(srv, i, &ctx);
     json_t *tasks = json_array();
     char next[64] = "";
     struct err err = {0};
@@ -372,27 +408,60 @@ static void m_list(struct mcp_call *call, const json_t *params, void *srv)
     }
     json_t *r = json_pack("{s:o}", "tasks", tasks);
     if (next[0])
-        json_object_set_new(r, "nextCursor", json_string(next));
+        json_object_set_new(r, "nextCursor", json_sprintf("%zu:%s", i, next));
+    else if (mcp_server_task_source_at(srv, i + 1, &ctx))
+        json_object_set_new(r, "nextCursor", json_sprintf("%zu:", i + 1));
     mcp_call_reply(call, r);
 }
 
 /* --- tasks/update (the extension) --- */
 
-/* No task here ever asks the client for input, so there is never a request outstanding: the
- * responses are acknowledged and ignored, as the extension says for keys not outstanding. */
+/* The answers to a task's inputRequests, handed to its source. Answers to keys the task does not
+ * have outstanding are acknowledged and ignored, as the extension says; a task that is not
+ * waiting for input at all is refused, so a client learns its answer went nowhere. */
+#define UPDATE_MAX_RESPONSES 64
+
 static void m_update(struct mcp_call *call, const json_t *params, void *srv)
 {
     if (!mcp_call_modern(call)) {
         mcp_call_error(call, JSONRPC_METHOD_NOT_FOUND, "Method not found: tasks/update", NULL);
         return;
     }
+    if (!extension_declared(call))
+        return;
+    const json_t *responses = json_object_get(params, "inputResponses");
+    if (!json_is_object(responses)) {
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.inputResponses must be an object",
+                       NULL);
+        return;
+    }
+    if (json_object_size(responses) > UPDATE_MAX_RESPONSES) {
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS,
+                       "params.inputResponses has too many entries (at most 64)", NULL);
+        return;
+    }
     struct mcp_task t = {0};
     if (!named_task(call, params, srv, false, &t))
         return;
+    void *ctx;
+    const struct mcp_task_source *src = mcp_server_task_source(srv, t.id, &ctx);
+    char msg[160];
+    snprintf(msg, sizeof(msg), "Task is not waiting for input: its status is '%s'",
+             status_name(&t, true));
+    bool waiting = t.status == MCP_TASK_INPUT_REQUIRED;
+    char id[sizeof(t.id)];
+    snprintf(id, sizeof(id), "%s", t.id);
     mcp_task_release(&t);
-    if (!json_is_object(json_object_get(params, "inputResponses")))
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.inputResponses must be an object",
-                       NULL);
+    struct err err = {0};
+    int rc = waiting && src->update
+                 ? src->update(ctx, mcp_call_principal(call)->user_id, id, responses, &err)
+                 : -EBUSY;
+    if (rc == -ENOENT)
+        not_found(call);
+    else if (rc == -EBUSY)
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, waiting ? err.msg : msg, NULL);
+    else if (rc < 0)
+        mcp_call_error(call, JSONRPC_INTERNAL_ERROR, err.msg, NULL);
     else
         mcp_call_reply(call, json_object());
 }

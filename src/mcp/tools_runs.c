@@ -574,8 +574,13 @@ static int task_list(void *ctx, const char *user_id, const char *cursor, unsigne
     return 0;
 }
 
+/* A run never waits for input yet, so there is no update. */
 static const struct mcp_task_source task_source = {
-    task_get, task_wait, task_wait_cancel, task_cancel, task_list,
+    .get = task_get,
+    .wait = task_wait,
+    .wait_cancel = task_wait_cancel,
+    .cancel = task_cancel,
+    .list = task_list,
 };
 
 /* --- the seed's names ---
@@ -933,5 +938,5 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);
     if (runs)
-        mcp_server_set_task_source(srv, &task_source, t);
+        mcp_server_add_task_source(srv, "run_", &task_source, t);
 }

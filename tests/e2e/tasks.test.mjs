@@ -232,11 +232,12 @@ describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { 
     assert.equal((await runEnded(runId)).status, 'cancelled');
   });
 
-  test('tasks/update acknowledges; another user\'s task is not found; tasks/result and tasks/list are gone', async () => {
+  test('tasks/update refuses a run that does not wait for input; another user\'s task is not found; tasks/result and tasks/list are gone', async () => {
     const { tasks } = await client.experimental.tasks.listTasks();
     const id = tasks[0].taskId;
     const up = await modern('tasks/update', { taskId: id, inputResponses: { x: { action: 'accept' } } });
-    assert.equal(up.body.result.resultType, 'complete', up.text);
+    assert.equal(up.body.error?.code, -32602, up.text);
+    assert.match(up.body.error.message, /^Task is not waiting for input: its status is '(completed|cancelled)'$/);
     for (const method of ['tasks/get', 'tasks/cancel', 'tasks/update']) {
       const e = await modern(method, { taskId: id, inputResponses: {} }, { token: otherToken });
       assert.equal(e.body.error.code, -32602, `${method}: ${e.text}`);

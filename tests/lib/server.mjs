@@ -72,7 +72,7 @@ function cleanEnv() {
                    'TRUSTED_PROXIES'])
     delete env[k];
   for (const k of Object.keys(env))
-    if (['SANDBOX_', 'EXEC_', 'OAUTH_', 'PREAUTH_', 'SIGNIN_', 'NAME_LOOKUP', 'PROXY_PUSH_', 'NOTIFY_']
+    if (['SANDBOX_', 'EXEC_', 'OAUTH_', 'PREAUTH_', 'SIGNIN_', 'NAME_LOOKUP', 'PROXY_PUSH_', 'NOTIFY_', 'CONFORMANCE_']
       .some((p) => k.startsWith(p)) || k === 'FILE_MAX_BYTES' || k === 'CLUSTER_NONCE_CACHE')
     delete env[k];
   // No test may send a packet off this machine: sandboxes get no network unless a test asks for

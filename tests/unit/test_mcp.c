@@ -738,7 +738,8 @@ static int f_list(void *ctx, const char *user, const char *cursor, unsigned limi
     return 0;
 }
 
-static const struct mcp_task_source fake_source = {f_get, f_wait, f_wait_cancel, f_cancel, f_list};
+static const struct mcp_task_source fake_source = {
+    .get = f_get, .wait = f_wait, .wait_cancel = f_wait_cancel, .cancel = f_cancel, .list = f_list};
 
 /* "job": with a task asked for, makes one for the caller; {"refuse":true} is refused. */
 static void job_tool(struct mcp_call *call, const json_t *args, void *ctx)
@@ -778,7 +779,7 @@ static struct mcp_server *task_server(void)
                                .fn = job_tool,
                                .flags = MCP_TOOL_TASK};
     mcp_server_add_tool(s, &job);
-    mcp_server_set_task_source(s, &fake_source, NULL);
+    mcp_server_add_task_source(s, "task", &fake_source, NULL);
     return s;
 }
 
@@ -1080,13 +1081,20 @@ TEST(tasks_extension_lifecycle)
     CHECK(json_is_true(json_object_get(json_object_get(res(v), "result"), "isError")));
     CHECK(!json_object_get(json_object_get(res(v), "result"), "_meta"));
     json_decref(v);
-    /* cancel and update acknowledge, an ended task too; an unknown one is not found */
+    /* cancel acknowledges, an ended task too; update refuses a task that does not wait for
+     * input; an unknown one is not found */
     const char *acked[] = {"tasks/cancel", "tasks/update"};
     for (size_t m = 0; m < 2; m++) {
         v = task_req(s, "u1", TASKS_EXT, acked[m], "{\"taskId\":\"task1\",\"inputResponses\":{}}",
                      &c);
-        CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
-        CHECK_INT_EQ(json_object_size(res(v)), 2); /* resultType and _meta */
+        if (m == 0) {
+            CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
+            CHECK_INT_EQ(json_object_size(res(v)), 2); /* resultType and _meta */
+        } else {
+            CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+            CHECK(strstr(json_string_value(json_object_get(json_object_get(v, "error"), "message")),
+                         "not waiting for input: its status is 'completed'") != NULL);
+        }
         json_decref(v);
         v = task_req(s, "u2", TASKS_EXT, acked[m], "{\"taskId\":\"task1\",\"inputResponses\":{}}",
                      &c);
@@ -1124,6 +1132,124 @@ TEST(tasks_extension_lifecycle)
     mcp_server_free(s);
     for (int i = 0; i < nftasks; i++)
         json_decref(ftasks[i].result);
+    nftasks = 0;
+}
+
+/* A second source (ids "ask..."): one task of u1 that waits for the answer under key "q". */
+static enum mcp_task_status ask_status;
+static json_t *ask_answers;
+
+static int a_get(void *ctx, const char *user, const char *id, bool want_result,
+                 struct mcp_task *out, struct err *err)
+{
+    (void)ctx, (void)want_result;
+    if (strcmp(user, "u1") != 0 || strcmp(id, "ask1") != 0)
+        return err_set(err, -ENOENT, "not found");
+    snprintf(out->id, sizeof(out->id), "%s", id);
+    out->status = ask_status;
+    out->created_ms = out->updated_ms = 1767225600000;
+    out->ttl_ms = 60000;
+    if (ask_status == MCP_TASK_INPUT_REQUIRED)
+        out->input_requests = json_pack("{s:{s:s, s:{s:s}}}", "q", "method", "elicitation/create",
+                                        "params", "message", "sure?");
+    return 0;
+}
+
+static int a_update(void *ctx, const char *user, const char *id, const json_t *responses,
+                    struct err *err)
+{
+    (void)ctx, (void)user, (void)id, (void)err;
+    json_decref(ask_answers);
+    ask_answers = json_deep_copy(responses);
+    if (json_object_get(responses, "q"))
+        ask_status = MCP_TASK_COMPLETED;
+    return 0;
+}
+
+static const struct mcp_task_source ask_source = {.get = a_get, .update = a_update};
+
+static void needs_task(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    (void)args, (void)ctx;
+    CHECK(mcp_call_task_requested(call));
+    mcp_call_tool_result(call, NULL, json_pack("{s:s}", "ran", "yes"), false);
+}
+
+TEST(tasks_input_required_update_and_sources)
+{
+    struct mcp_server *s = task_server();
+    mcp_server_add_task_source(s, "ask", &ask_source, NULL);
+    struct mcp_tool_def req = {.name = "needs_task",
+                               .input_schema = "{\"type\":\"object\"}",
+                               .fn = needs_task,
+                               .flags = MCP_TOOL_TASK_REQUIRED};
+    mcp_server_add_tool(s, &req);
+    ask_status = MCP_TASK_INPUT_REQUIRED;
+    struct capture c;
+    /* the task of the second source, by its prefix: input_required with its requests */
+    json_t *v = task_req(s, "u1", TASKS_EXT, "tasks/get", "{\"taskId\":\"ask1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "input_required");
+    CHECK_STR_EQ(str_at(json_object_get(json_object_get(res(v), "inputRequests"), "q"), "method"),
+                 "elicitation/create");
+    json_decref(v);
+    /* 2025-11-25 knows the status, not the requests */
+    v = task_req(s, "u1", NULL, "tasks/get", "{\"taskId\":\"ask1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "input_required");
+    CHECK(!json_object_get(res(v), "inputRequests"));
+    json_decref(v);
+    /* another user's is not found; an id no source owns neither */
+    v = task_req(s, "u2", TASKS_EXT, "tasks/get", "{\"taskId\":\"ask1\"}", &c);
+    CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+    json_decref(v);
+    v = task_req(s, "u1", TASKS_EXT, "tasks/update",
+                 "{\"taskId\":\"zzz\",\"inputResponses\":{\"q\":{}}}", &c);
+    CHECK_INT_EQ(err_code(v), JSONRPC_INVALID_PARAMS);
+    json_decref(v);
+    /* tasks/update hands the responses to the source, which moves on */
+    v = task_req(s, "u1", TASKS_EXT, "tasks/update",
+                 "{\"taskId\":\"ask1\",\"inputResponses\":{\"q\":{\"action\":\"accept\"}}}", &c);
+    CHECK_STR_EQ(str_at(res(v), "resultType"), "complete");
+    json_decref(v);
+    CHECK_STR_EQ(str_at(json_object_get(ask_answers, "q"), "action"), "accept");
+    v = task_req(s, "u1", TASKS_EXT, "tasks/get", "{\"taskId\":\"ask1\"}", &c);
+    CHECK_STR_EQ(str_at(res(v), "status"), "completed");
+    CHECK(!json_object_get(res(v), "inputRequests"));
+    json_decref(v);
+    /* a tool that needs a task: refused without the extension (-32021 naming it), or without
+     * params.task under 2025-11-25 (-32601); listed as required there */
+    v = task_req(s, "u1", "{}", "tools/call", "{\"name\":\"needs_task\"}", &c);
+    CHECK_INT_EQ(err_code(v), MCP_MISSING_CLIENT_CAPABILITY);
+    CHECK(json_object_get(
+              json_object_get(json_object_get(json_object_get(json_object_get(v, "error"), "data"),
+                                              "requiredCapabilities"),
+                              "extensions"),
+              "io.modelcontextprotocol/tasks") != NULL);
+    json_decref(v);
+    v = task_req(s, "u1", NULL, "tools/call", "{\"name\":\"needs_task\"}", &c);
+    CHECK_INT_EQ(err_code(v), JSONRPC_METHOD_NOT_FOUND);
+    json_decref(v);
+    v = task_req(s, "u1", TASKS_EXT, "tools/call", "{\"name\":\"needs_task\"}", &c);
+    CHECK_STR_EQ(str_at(json_object_get(res(v), "structuredContent"), "ran"), "yes");
+    json_decref(v);
+    v = task_req(s, "u1", NULL, "tools/list", "{}", &c);
+    size_t i;
+    json_t *tool;
+    bool listed = false;
+    json_array_foreach(json_object_get(res(v), "tools"), i, tool)
+    {
+        if (strcmp(str_at(tool, "name"), "needs_task") == 0) {
+            CHECK_STR_EQ(str_at(json_object_get(tool, "execution"), "taskSupport"), "required");
+            listed = true;
+        }
+    }
+    CHECK(listed);
+    json_decref(v);
+    buf_release(&c.body);
+    mcp_server_free(s);
+    json_decref(ask_answers);
+    ask_answers = NULL;
+    for (int k = 0; k < nftasks; k++)
+        json_decref(ftasks[k].result);
     nftasks = 0;
 }
 
