@@ -14,7 +14,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 
-import { startServer, rpc, cli } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 import {
   CookieJar, pkce, request, setPassword, register, registerPublic, authorizeParams, authorizeAndApprove,
@@ -323,4 +323,18 @@ describe('what the overlap does not admit ends the grant', () => {
       assert.doesNotMatch(short.stderr() + short.stdout(), /smcp_rt_[A-Za-z0-9_-]{43}/, 'no refresh token in the log');
     });
   });
+});
+
+test('the settings are bounded: a window over 300 s, or a cap of 0 or over 100, stops the start naming it', () => {
+  const dir = tempDir();
+  try {
+    for (const [k, v, range] of [['OAUTH_REFRESH_REUSE_SECONDS', '301', '0 and 300'], ['OAUTH_REFRESH_REUSE_SECONDS', '-1', '0 and 300'],
+      ['OAUTH_REFRESH_REUSE_MAX', '0', '1 and 100'], ['OAUTH_REFRESH_REUSE_MAX', '101', '1 and 100']]) {
+      const r = cli(['serve', '--listen', '127.0.0.1:0', '--data-dir', dir, '--env-file', '/dev/null'], { env: { [k]: v }, timeout: 60000 });
+      assert.equal(r.status, 2, `${k}=${v}: ${r.stderr}`);
+      assert.ok(r.stderr.includes(`${k} '${v}' is not a number between ${range}`), r.stderr);
+    }
+  } finally {
+    removeDataDir(dir);
+  }
 });
