@@ -23,6 +23,8 @@ struct auth *auth_new(struct http_server *srv, struct err *err)
     a->cimd_loopback = cfg->oauth_cimd_loopback;
     a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
     a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
+    a->refresh_reuse.window_ms = cfg->oauth_refresh_reuse_s * 1000;
+    a->refresh_reuse.max = cfg->oauth_refresh_reuse_max;
     a->cimd = cimd_new(a->cimd_loopback);
     auth_admit_init(a);
     a->trust_s = (int64_t)cfg->signin_trust_days * 86400;

@@ -35,6 +35,8 @@ struct auth {
     int64_t access_ttl_ms, refresh_ttl_ms;
     unsigned char device_key[32]; /* signs device cookies (signin.c) */
     int64_t trust_s;              /* how long a device cookie is good for */
+    /* the rotation overlap (OAUTH_REFRESH_REUSE_SECONDS, OAUTH_REFRESH_REUSE_MAX) */
+    struct store_oauth_reuse refresh_reuse;
 };
 
 /* PUBLIC_URL, the issuer. Read from the configuration at each use: with --listen HOST:0 the

@@ -1,5 +1,5 @@
-/* POST /token (authorization_code with PKCE, refresh_token with rotation) and POST /revoke
- * (RFC 7009). Every answer carries Cache-Control: no-store. */
+/* POST /token (authorization_code with PKCE, refresh_token with rotation and its overlap) and
+ * POST /revoke (RFC 7009). Every answer carries Cache-Control: no-store. */
 #include "auth/auth_internal.h"
 
 #include <errno.h>
@@ -52,10 +52,11 @@ static void issue(struct auth *a, h2o_req_t *req, const struct store_oauth_grant
 
 /* A code or refresh token presented after its use: someone else may hold it. */
 static void replayed(h2o_req_t *req, const struct store_oauth_client *c, const char *what,
-                     const char *revoked)
+                     const char *why, const char *revoked)
 {
     http_auth_cache_flush();
-    log_warn("oauth replay client=\"%.200s\" what=%s revoked=\"%s\"", c->id, what, revoked);
+    log_warn("oauth replay client=\"%.200s\" what=%s reason=\"%s\" revoked=\"%s\"", c->id, what,
+             why, revoked);
     char msg[160];
     snprintf(msg, sizeof(msg), "this %s was already used; %s", what, revoked);
     auth_json_error(req, 400, "invalid_grant", msg);
@@ -73,7 +74,7 @@ static void by_code(struct auth *a, h2o_req_t *req, const struct form *f,
     struct err err = {0};
     int r = store_oauth_code_redeem(a->store, code, strlen(code), &k, &err);
     if (r == -EALREADY) {
-        replayed(req, c, "code", "the tokens issued for it are revoked");
+        replayed(req, c, "code", err.msg, "the tokens issued for it are revoked");
         return;
     }
     if (r == -ENOENT) {
@@ -122,9 +123,9 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
     }
     struct store_oauth_token t;
     struct err err = {0};
-    int r = store_oauth_refresh_spend(a->store, rt, strlen(rt), c->id, &t, &err);
+    int r = store_oauth_refresh_spend(a->store, rt, strlen(rt), c->id, &a->refresh_reuse, &t, &err);
     if (r == -EALREADY) {
-        replayed(req, c, "refresh token",
+        replayed(req, c, "refresh token", err.msg,
                  "the grant is revoked; the user must approve the app again");
         return;
     }
@@ -138,6 +139,12 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
         auth_json_error(req, 500, "server_error", "the server could not check the token");
         return;
     }
+    /* the same client again within moments of the rotation, as when it refreshes for each of
+     * several calls at once: a fresh pair in the same family, not a theft */
+    if (r > 0)
+        log_info("oauth refresh-reuse user=%s client=\"%.200s\" reuse=%d max=%d window_s=%lld",
+                 t.grant.user_name, c->id, r, a->refresh_reuse.max,
+                 (long long)(a->refresh_reuse.window_ms / 1000));
     unsigned had = 0, want;
     auth_scopes_parse(t.scope, &had, NULL);
     want = had;

@@ -105,6 +105,8 @@ const char *const config_known_keys[] = {
     "RUNS_AGENT_WARM_SECONDS",
     "OAUTH_ACCESS_TTL",
     "OAUTH_REFRESH_TTL",
+    "OAUTH_REFRESH_REUSE_SECONDS",
+    "OAUTH_REFRESH_REUSE_MAX",
     "OAUTH_CIMD_ALLOW_LOOPBACK",
     "OAUTH_REGISTER_PER_ADDRESS",
     "OAUTH_CLIENTS_MAX",
@@ -388,6 +390,12 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "OAUTH_REFRESH_TTL", 30 * 86400, 3600, 365 * 86400, &u, err)) < 0)
         return r;
     cfg->oauth_refresh_ttl_s = (int64_t)u;
+    if ((r = config_get_u64(cfg, "OAUTH_REFRESH_REUSE_SECONDS", 30, 0, 300, &u, err)) < 0)
+        return r;
+    cfg->oauth_refresh_reuse_s = (int64_t)u;
+    if ((r = config_get_u64(cfg, "OAUTH_REFRESH_REUSE_MAX", 5, 1, 100, &u, err)) < 0)
+        return r;
+    cfg->oauth_refresh_reuse_max = (int)u;
     if ((r = config_get_u64(cfg, "OAUTH_CIMD_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
         return r;
     cfg->oauth_cimd_loopback = u == 1;

@@ -61,6 +61,10 @@ struct config {
     bool oauth_cimd_loopback;       /* tests only: client metadata documents on http://127.0.0.1 */
     int oauth_register_per_address; /* new clients an address (IPv4, IPv6 /64) adds an hour */
     int oauth_clients_max;          /* clients no user approved kept; the oldest make room */
+    /* a rotated refresh token is honoured again this long after its rotation (0: never), at
+     * most oauth_refresh_reuse_max times: parallel refreshes of one client (docs/OAUTH.md) */
+    int64_t oauth_refresh_reuse_s;
+    int oauth_refresh_reuse_max;
     /* Sign-in: password checks of strangers under way at once per address (IPv4 address, IPv6
      * /64) and per network (IPv4 /24, IPv6 /48); places of the check queue kept for browsers
      * and networks that signed in before; how long those are trusted. */

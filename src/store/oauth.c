@@ -264,7 +264,8 @@ static void new_secret(const char *prefix, char *plain, char hash[65])
 }
 
 /* Delete what has expired: codes at once, tokens a day after (a spent refresh token is kept
- * until its expiry, so that its replay is recognised). */
+ * until its expiry, so that its replay is recognised; its reuses within the rotation overlap
+ * are counted on its row). */
 static void prune_expired(struct store *st)
 {
     _cleanup_stmt_ struct db_stmt *c = NULL, *t = NULL;
@@ -439,20 +440,82 @@ int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char 
     "FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id JOIN users u ON u.id = "         \
     "g.user_id "
 
+#define SPENT_RETURNING "RETURNING family, grant_id, scope, resource, expires_at, reuses"
+
+/* The row a spend or a reuse updated, into out; then its grant. */
+static int spent_row(struct store *st, struct db_stmt **s, struct store_oauth_token *out,
+                     int *reuses, struct err *err)
+{
+    char grant_id[64];
+    store_copy_text(out->family, sizeof(out->family), *s, 0);
+    store_copy_text(grant_id, sizeof(grant_id), *s, 1);
+    store_copy_text(out->scope, sizeof(out->scope), *s, 2);
+    store_copy_text(out->resource, sizeof(out->resource), *s, 3);
+    out->expires_at = db_col_int64(*s, 4);
+    *reuses = db_col_int(*s, 5);
+    int rc;
+    while ((rc = db_step(*s)) == DB_ROW)
+        ;
+    store_release(*s);
+    *s = NULL;
+    if (rc != DB_DONE)
+        return store_fail(st, rc, "spend refresh token", err);
+    return grant_by_id(st, grant_id, &out->grant, err);
+}
+
+/* The token, spent and not admitted again: whoever presents it, its grant ends. Each step of a
+ * spend is one conditional UPDATE, so a token only moves forward (unspent, spent, reused up to
+ * the cap) and concurrent spends on one node or several each see one of those states. */
+static int spent_replayed(struct store *st, const char *hash, const char *client_id,
+                          const struct store_oauth_reuse *reuse, int64_t now, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *q = NULL;
+    int r = store_prepare(st,
+                          "SELECT t.grant_id, g.client_id, t.spent_at, t.reuses FROM oauth_tokens "
+                          "t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ? AND "
+                          "t.kind = 'refresh' AND t.spent_at IS NOT NULL",
+                          &q, err);
+    if (r < 0)
+        return r;
+    db_bind_text(q, 1, hash);
+    int rc = db_step(q);
+    if (rc == DB_DONE)
+        return err_set(err, -ENOENT, "unknown or expired refresh token");
+    if (rc != DB_ROW)
+        return store_fail(st, rc, "find refresh token", err);
+    char grant_id[64];
+    store_copy_text(grant_id, sizeof(grant_id), q, 0);
+    bool other = strcmp(db_col_text(q, 1), client_id) != 0;
+    bool late = reuse->window_ms <= 0 || db_col_int64(q, 2) < now - reuse->window_ms;
+    int reuses = db_col_int(q, 3);
+    store_release(q);
+    q = NULL;
+    r = store_oauth_grant_revoke(st, grant_id, NULL, err);
+    if (r < 0 && r != -ENOENT)
+        return r;
+    if (other)
+        return err_set(err, -EALREADY, "the spent refresh token came from another client");
+    if (!late && reuses >= reuse->max)
+        return err_set(err, -EALREADY, "the refresh token was reused more than %d times",
+                       reuse->max);
+    return err_set(err, -EALREADY, "the refresh token was used before");
+}
+
 int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
-                              const char *client_id, struct store_oauth_token *out, struct err *err)
+                              const char *client_id, const struct store_oauth_reuse *reuse,
+                              struct store_oauth_token *out, struct err *err)
 {
     if (len != STORE_OAUTH_TOKEN_LEN || strncmp(plain, STORE_OAUTH_REFRESH_PREFIX, 8) != 0)
         return err_set(err, -ENOENT, "unknown refresh token");
     char hash[65];
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
+    int reuses = 0;
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE oauth_tokens SET spent_at = ?1 WHERE hash = ?2 AND kind = "
                           "'refresh' AND spent_at IS NULL AND expires_at >= ?1 AND grant_id IN "
-                          "(SELECT id FROM oauth_grants WHERE client_id = ?3) "
-                          "RETURNING family, grant_id, scope, resource, expires_at",
+                          "(SELECT id FROM oauth_grants WHERE client_id = ?3) " SPENT_RETURNING,
                           &s, err);
     if (r < 0)
         return r;
@@ -460,44 +523,38 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
     db_bind_text(s, 2, hash);
     db_bind_text(s, 3, client_id);
     int rc = db_step(s);
-    if (rc == DB_ROW) {
-        char grant_id[64];
-        store_copy_text(out->family, sizeof(out->family), s, 0);
-        store_copy_text(grant_id, sizeof(grant_id), s, 1);
-        store_copy_text(out->scope, sizeof(out->scope), s, 2);
-        store_copy_text(out->resource, sizeof(out->resource), s, 3);
-        out->expires_at = db_col_int64(s, 4);
-        while (rc == DB_ROW)
-            rc = db_step(s);
-        store_release(s);
-        s = NULL;
-        return grant_by_id(st, grant_id, &out->grant, err);
-    }
+    if (rc == DB_ROW)
+        return spent_row(st, &s, out, &reuses, err);
     if (rc != DB_DONE)
         return store_fail(st, rc, "spend refresh token", err);
     store_release(s);
     s = NULL;
-    _cleanup_stmt_ struct db_stmt *q = NULL;
-    r = store_prepare(st,
-                      "SELECT t.grant_id FROM oauth_tokens t JOIN oauth_grants g ON g.id = "
-                      "t.grant_id WHERE t.hash = ? AND t.kind = 'refresh' AND t.spent_at IS NOT "
-                      "NULL AND g.client_id = ?",
-                      &q, err);
-    if (r < 0)
-        return r;
-    db_bind_text(q, 1, hash);
-    db_bind_text(q, 2, client_id);
-    if (db_step(q) == DB_ROW) {
-        char grant_id[64];
-        store_copy_text(grant_id, sizeof(grant_id), q, 0);
-        store_release(q);
-        q = NULL;
-        r = store_oauth_grant_revoke(st, grant_id, NULL, err);
-        if (r < 0 && r != -ENOENT)
+    if (reuse->window_ms > 0) {
+        /* rotated moments ago: the same client again, within the window and the cap */
+        _cleanup_stmt_ struct db_stmt *u = NULL;
+        r = store_prepare(st,
+                          "UPDATE oauth_tokens SET reuses = reuses + 1 WHERE hash = ?2 AND kind = "
+                          "'refresh' AND spent_at IS NOT NULL AND spent_at >= ?4 AND reuses < ?5 "
+                          "AND expires_at >= ?1 AND grant_id IN (SELECT id FROM oauth_grants "
+                          "WHERE client_id = ?3) " SPENT_RETURNING,
+                          &u, err);
+        if (r < 0)
             return r;
-        return err_set(err, -EALREADY, "the refresh token was used before");
+        db_bind_int64(u, 1, now);
+        db_bind_text(u, 2, hash);
+        db_bind_text(u, 3, client_id);
+        db_bind_int64(u, 4, now - reuse->window_ms);
+        db_bind_int64(u, 5, reuse->max);
+        rc = db_step(u);
+        if (rc == DB_ROW) {
+            r = spent_row(st, &u, out, &reuses, err);
+            return r < 0 ? r : reuses;
+        }
+        if (rc != DB_DONE)
+            return store_fail(st, rc, "reuse refresh token", err);
     }
-    return err_set(err, -ENOENT, "unknown or expired refresh token");
+    /* not spendable: an unspent token of another client stays as it is (-ENOENT) */
+    return spent_replayed(st, hash, client_id, reuse, now, err);
 }
 
 int store_oauth_access_check(struct store *st, const char *plain, size_t len,

@@ -342,12 +342,25 @@ struct store_oauth_token {
     char resource[1024];
     int64_t expires_at;
 };
-/* Spend a refresh token of client_id (rotation). -ENOENT unknown, expired or another
- * client's (which leaves it unspent); -EALREADY spent before, in which case the whole grant is
- * revoked: the user's approval of the client, and every code and token under it. */
+/* The rotation overlap: a refresh token spent less than window_ms ago (0: none) may be
+ * presented again by its own client, at most max times, each time for a fresh pair in its
+ * family, so that a client refreshing with one token for each of several calls at once sees
+ * them all succeed. */
+struct store_oauth_reuse {
+    int64_t window_ms;
+    int max;
+};
+/* Spend a refresh token of client_id (rotation), atomically: of two concurrent spends of one
+ * token, on one node or two, exactly one rotates it. Returns 0 when this call rotated it; n > 0
+ * when it had been rotated within reuse's window and this is its n-th reuse (n <= reuse->max;
+ * out is filled alike, for a fresh pair in out->family). -ENOENT unknown, expired, or another
+ * client's unspent token (which leaves it unspent). -EALREADY spent before and not admitted
+ * again (after the window, past max reuses, or presented by another client), in which case the
+ * whole grant is revoked: the user's approval of the client, and every code and token under it;
+ * err says which. */
 int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
-                              const char *client_id, struct store_oauth_token *out,
-                              struct err *err);
+                              const char *client_id, const struct store_oauth_reuse *reuse,
+                              struct store_oauth_token *out, struct err *err);
 /* An access token's user, scope, resource and expiry. -ENOENT unknown, revoked or expired.
  * Records the grant's last use (at most once a minute). */
 int store_oauth_access_check(struct store *st, const char *plain, size_t len,

@@ -40,8 +40,10 @@ let server;
 let jar; // admin, signed in once: approvals below need no new sign-in
 before(async () => {
   // every client below registers from 127.0.0.1: more than OAUTH_REGISTER_PER_ADDRESS's default
-  // allows an address in an hour (that quota is oauth_register_flood.test.mjs's)
-  server = await startServer({ env: { OAUTH_REGISTER_PER_ADDRESS: '1000' } });
+  // allows an address in an hour (that quota is oauth_register_flood.test.mjs's); no rotation
+  // overlap, so that a refresh token replayed at once is a replay (the overlap is
+  // oauth_refresh.test.mjs's)
+  server = await startServer({ env: { OAUTH_REGISTER_PER_ADDRESS: '1000', OAUTH_REFRESH_REUSE_SECONDS: '0' } });
   setPassword(server, 'admin', PASSWORD);
   jar = new CookieJar();
   const r = await signIn(server, jar, { name: 'admin', password: PASSWORD });

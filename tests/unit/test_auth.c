@@ -1,9 +1,11 @@
 /* The authorization server's pure parts (form decoding, redirect URIs, scopes) and its store:
- * codes single use, refresh rotation and replay, grants and revocation. */
+ * codes single use, refresh rotation, its overlap and replay, grants and revocation. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "auth/auth_internal.h"
 #include "auth/cimd.h"
@@ -221,6 +223,9 @@ TEST(scopes_parse_format_and_tools)
     CHECK_INT_EQ(auth_tool_scope("server_info"), 0);
 }
 
+/* No rotation overlap (OAUTH_REFRESH_REUSE_SECONDS=0): a spent refresh token never comes back. */
+static const struct store_oauth_reuse NO_OVERLAP = {.window_ms = 0, .max = 1};
+
 TEST(store_codes_tokens_rotation_and_replay)
 {
     char *path = test_temp_db();
@@ -269,7 +274,8 @@ TEST(store_codes_tokens_rotation_and_replay)
     /* the code again: refused, and what it issued is revoked */
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -EALREADY);
     CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), "cli_test", &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), "cli_test", &NO_OVERLAP, &t, &err),
+                 -ENOENT);
 
     /* a fresh chain: rotation, then the spent refresh token replayed ends the grant */
     CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
@@ -283,15 +289,20 @@ TEST(store_codes_tokens_rotation_and_replay)
     char rt1[STORE_OAUTH_TOKEN_LEN + 1];
     memcpy(rt1, rt, sizeof(rt1));
     /* another client cannot spend it (and does not use it up) */
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_other", &t, &err), -ENOENT);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_test", &t, &err), 0);
+    CHECK_INT_EQ(
+        store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_other", &NO_OVERLAP, &t, &err),
+        -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_test", &NO_OVERLAP, &t, &err),
+                 0);
     CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, t.family, t.scope, t.resource, 60000, 600000,
                                           at, rt, &err),
                  0);
     CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), 0);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_test", &t, &err), -EALREADY);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt1, strlen(rt1), "cli_test", &NO_OVERLAP, &t, &err),
+                 -EALREADY);
     CHECK_INT_EQ(store_oauth_access_check(st, at, strlen(at), &who, &t, &err), -ENOENT);
-    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), "cli_test", &t, &err), -ENOENT);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt, strlen(rt), "cli_test", &NO_OVERLAP, &t, &err),
+                 -ENOENT);
     /* the replay revoked the whole grant: the user approves again */
     CHECK_INT_EQ(store_oauth_grant_find(st, u.id, "cli_test", &g, &err), -ENOENT);
     CHECK_INT_EQ(store_oauth_grant_approve(st, u.id, "cli_test", "Test app", "app.example",
@@ -319,6 +330,209 @@ TEST(store_codes_tokens_rotation_and_replay)
                  0);
     CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), -ENOENT);
     store_close(st);
+    free(path);
+}
+
+/* A user's approval of client and the first pair of a new chain under it: rt gets its refresh
+ * token. */
+static void new_chain(struct store *st, const char *user_id, const char *client,
+                      char rt[STORE_OAUTH_TOKEN_LEN + 1])
+{
+    struct err err = {0};
+    struct store_oauth_grant g;
+    char code[STORE_OAUTH_CODE_LEN + 1], at[STORE_OAUTH_TOKEN_LEN + 1];
+    CHECK(store_oauth_grant_approve(st, user_id, client, "App", "app.example",
+                                    "sandbox offline_access", &g, &err) >= 0);
+    CHECK_INT_EQ(store_oauth_code_create(st, g.id, "https://app.example/cb", "chal",
+                                         "https://x/mcp", "sandbox offline_access", 60000, code,
+                                         &err),
+                 0);
+    struct store_oauth_code k;
+    CHECK_INT_EQ(store_oauth_code_redeem(st, code, strlen(code), &k, &err), 0);
+    CHECK_INT_EQ(store_oauth_tokens_issue(st, g.id, k.family, k.scope, k.resource, 60000, 600000,
+                                          at, rt, &err),
+                 0);
+}
+
+/* A spend and the pair a token endpoint issues for it: at and rt get the pair. */
+static int spend_and_issue(struct store *st, const char *spent, const char *client,
+                           const struct store_oauth_reuse *reuse, char family[65],
+                           char at[STORE_OAUTH_TOKEN_LEN + 1], char rt[STORE_OAUTH_TOKEN_LEN + 1])
+{
+    struct err err = {0};
+    struct store_oauth_token t;
+    int r = store_oauth_refresh_spend(st, spent, strlen(spent), client, reuse, &t, &err);
+    if (r < 0)
+        return r;
+    memcpy(family, t.family, 65);
+    CHECK_INT_EQ(store_oauth_tokens_issue(st, t.grant.id, t.family, t.scope, t.resource, 60000,
+                                          600000, at, rt, &err),
+                 0);
+    return r;
+}
+
+static bool access_ok(struct store *st, const char *at)
+{
+    struct err err = {0};
+    struct store_user who;
+    struct store_oauth_token t;
+    return store_oauth_access_check(st, at, strlen(at), &who, &t, &err) == 0;
+}
+
+/* The rotation overlap: a token rotated moments ago is honoured again, by its own client, for a
+ * fresh pair in its family, up to the cap; past the cap, after the window or from another
+ * client, the grant ends with every fork. */
+TEST(store_refresh_overlap_within_the_window_up_to_the_cap)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(st, "alice", &u, &err), 0);
+    const struct store_oauth_reuse reuse = {.window_ms = 60000, .max = 3};
+    char rt0[STORE_OAUTH_TOKEN_LEN + 1], at[4][STORE_OAUTH_TOKEN_LEN + 1],
+        rt[4][STORE_OAUTH_TOKEN_LEN + 1], fam0[65], fam[65];
+    struct store_oauth_token t;
+
+    /* one rotation, then three reuses: four live pairs, one family */
+    new_chain(st, u.id, "cli_a", rt0);
+    CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam0, at[0], rt[0]), 0);
+    for (int i = 1; i <= 3; i++) {
+        CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam, at[i], rt[i]), i);
+        CHECK_STR_EQ(fam, fam0);
+        CHECK(strcmp(rt[i], rt[i - 1]) != 0);
+    }
+    for (int i = 0; i < 4; i++)
+        CHECK(access_ok(st, at[i]));
+    /* a fork is a chain of its own: it rotates as usual */
+    char at5[STORE_OAUTH_TOKEN_LEN + 1], rt5[STORE_OAUTH_TOKEN_LEN + 1];
+    CHECK_INT_EQ(spend_and_issue(st, rt[2], "cli_a", &reuse, fam, at5, rt5), 0);
+    CHECK_STR_EQ(fam, fam0);
+    /* the fourth reuse is one too many: refused, and the grant ends with all its forks */
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt0, strlen(rt0), "cli_a", &reuse, &t, &err),
+                 -EALREADY);
+    CHECK(strstr(err.msg, "more than 3 times") != NULL);
+    for (int i = 0; i < 4; i++) {
+        CHECK(!access_ok(st, at[i]));
+        CHECK_INT_EQ(store_oauth_refresh_spend(st, rt[i], strlen(rt[i]), "cli_a", &reuse, &t, &err),
+                     -ENOENT);
+    }
+    CHECK(!access_ok(st, at5));
+    struct store_oauth_grant g;
+    CHECK_INT_EQ(store_oauth_grant_find(st, u.id, "cli_a", &g, &err), -ENOENT);
+
+    /* after the window (its rotation moved two minutes back): a replay, the grant ends */
+    new_chain(st, u.id, "cli_a", rt0);
+    CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam0, at[0], rt[0]), 0);
+    CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam, at[1], rt[1]), 1);
+    char q[256];
+    snprintf(q, sizeof(q),
+             "UPDATE oauth_tokens SET spent_at = spent_at - 120000 WHERE kind = "
+             "'refresh' AND spent_at IS NOT NULL");
+    CHECK_INT_EQ(test_sql_run(path, q, NULL), 0);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt0, strlen(rt0), "cli_a", &reuse, &t, &err),
+                 -EALREADY);
+    CHECK(strstr(err.msg, "used before") != NULL);
+    CHECK(!access_ok(st, at[0]) && !access_ok(st, at[1]));
+    CHECK_INT_EQ(store_oauth_grant_find(st, u.id, "cli_a", &g, &err), -ENOENT);
+
+    /* another client presenting it within the window: refused, and the grant ends; an unspent
+     * token of another client's stays unspent */
+    new_chain(st, u.id, "cli_a", rt0);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt0, strlen(rt0), "cli_b", &reuse, &t, &err),
+                 -ENOENT);
+    CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam0, at[0], rt[0]), 0);
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt0, strlen(rt0), "cli_b", &reuse, &t, &err),
+                 -EALREADY);
+    CHECK(strstr(err.msg, "another client") != NULL);
+    CHECK(!access_ok(st, at[0]));
+    CHECK_INT_EQ(store_oauth_grant_find(st, u.id, "cli_a", &g, &err), -ENOENT);
+
+    /* revoking one fork's refresh token (RFC 7009) ends the family, every fork with it */
+    new_chain(st, u.id, "cli_a", rt0);
+    CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam0, at[0], rt[0]), 0);
+    CHECK_INT_EQ(spend_and_issue(st, rt0, "cli_a", &reuse, fam, at[1], rt[1]), 1);
+    CHECK_INT_EQ(store_oauth_token_revoke(st, rt[1], strlen(rt[1]), "cli_a", &err), 0);
+    CHECK(!access_ok(st, at[0]) && !access_ok(st, at[1]));
+    CHECK_INT_EQ(store_oauth_refresh_spend(st, rt[0], strlen(rt[0]), "cli_a", &reuse, &t, &err),
+                 -ENOENT);
+    store_close(st);
+    free(path);
+}
+
+/* In a child: open the store, wait for the start, spend rt, write the result to out. */
+__attribute__((noreturn)) static void spend_in_child(const char *path, const char *rt, int start,
+                                                     int out)
+{
+    struct store *st = NULL;
+    struct err err = {0};
+    int r = store_open(path, &st, &err);
+    char go;
+    if (r == 0 && read(start, &go, 1) < 0)
+        r = -EIO;
+    if (r == 0) {
+        const struct store_oauth_reuse reuse = {.window_ms = 60000, .max = 5};
+        struct store_oauth_token t;
+        r = store_oauth_refresh_spend(st, rt, strlen(rt), "cli_a", &reuse, &t, &err);
+    }
+    if (write(out, &r, sizeof(r)) != sizeof(r))
+        _exit(1);
+    _exit(0);
+}
+
+/* Two refreshes with one token at the same moment, each on a connection of its own (two
+ * processes, as two nodes or two requests of one node would be): exactly one rotates it, the
+ * other takes the overlap, on either backend. */
+TEST(store_refresh_two_at_once_one_rotates_the_other_reuses)
+{
+    char *path = test_temp_db();
+    struct err err = {0};
+    struct store_user u = {0};
+    for (int round = 0; round < 6; round++) {
+        struct store *st = NULL;
+        CHECK_INT_EQ(store_open(path, &st, &err), 0);
+        if (!st)
+            break;
+        if (round == 0)
+            CHECK_INT_EQ(store_user_add(st, "alice", &u, &err), 0);
+        char rt0[STORE_OAUTH_TOKEN_LEN + 1];
+        new_chain(st, u.id, "cli_a", rt0);
+        /* no connection of the parent's lives on in the children */
+        store_close(st);
+        int start[2], out[2];
+        CHECK_INT_EQ(pipe(start), 0);
+        CHECK_INT_EQ(pipe(out), 0);
+        pid_t kids[2];
+        for (int i = 0; i < 2; i++) {
+            kids[i] = fork();
+            if (kids[i] == 0) {
+                close(start[1]);
+                close(out[0]);
+                spend_in_child(path, rt0, start[0], out[1]);
+            }
+            CHECK(kids[i] > 0);
+        }
+        close(start[0]);
+        close(out[1]);
+        close(start[1]); /* both go at once: their read sees the end of the pipe */
+        int got[2] = {-1, -1};
+        for (int i = 0; i < 2; i++)
+            CHECK_INT_EQ(read(out[0], &got[i], sizeof(int)), (int)sizeof(int));
+        close(out[0]);
+        for (int i = 0; i < 2; i++) {
+            int status = -1;
+            CHECK_INT_EQ(waitpid(kids[i], &status, 0), kids[i]);
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        CHECK_INT_EQ(got[0] + got[1], 1);
+        CHECK(got[0] == 0 || got[1] == 0);
+        /* the grant stands: the same user and client still hold one */
+        CHECK_INT_EQ(store_open(path, &st, &err), 0);
+        struct store_oauth_grant g;
+        CHECK_INT_EQ(store_oauth_grant_find(st, u.id, "cli_a", &g, &err), 0);
+        store_close(st);
+    }
     free(path);
 }
 
