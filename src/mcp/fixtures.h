@@ -5,3 +5,7 @@
 struct mcp_server;
 
 void mcp_fixtures_register(struct mcp_server *srv);
+
+/* fixtures_mrtr.c: the input-required result (SEP-2322) tools and prompt; after
+ * mcp_fixtures_register, whose prompts/get it extends. */
+void mcp_fixtures_mrtr_register(struct mcp_server *srv);
