@@ -872,6 +872,12 @@ static int cmd_serve(int argc, char **argv)
     };
     struct mcp_server *mcp = mcp_server_new(&info);
     mcp_server_set_reply_budget(mcp, cfg.reply_max_bytes);
+    /* from the secret every node shares, so a state one node issued opens on the others */
+    unsigned char state_key[32];
+    const char *state_secret = config_get(&cfg, "PROXY_JWT_SECRET");
+    key_derive(state_secret, strlen(state_secret), KEY_MCP_REQUEST_STATE, state_key);
+    mcp_server_set_input_state(mcp, state_key, cfg.mcp_request_state_ttl_s * 1000);
+    explicit_bzero(state_key, sizeof(state_key));
     mcp_server_set_tool_observer(mcp, on_tool_done);
     tools_server_register(mcp);
     tools_container_register(mcp, sandboxes, serr.msg, &facts);

@@ -83,6 +83,7 @@ const char *const config_known_keys[] = {
     "CONFORMANCE_TASKS_PER_USER",
     "CONFORMANCE_TASKS_MAX",
     "CONFORMANCE_TASK_TTL_MS",
+    "MCP_REQUEST_STATE_TTL",
     "PROXY_MAX_REQUEST_BYTES",
     "PROXY_STALL_SECONDS",
     "PROXY_PUSH_CHECKS",
@@ -333,6 +334,9 @@ int config_finish(struct config *cfg, struct err *err)
     if ((r = config_get_u64(cfg, "REPLY_MAX_BYTES", 100000, 16384, 16 << 20, &u, err)) < 0)
         return r;
     cfg->reply_max_bytes = u;
+    if ((r = config_get_u64(cfg, "MCP_REQUEST_STATE_TTL", 3600, 1, 86400, &u, err)) < 0)
+        return r;
+    cfg->mcp_request_state_ttl_s = (int64_t)u;
     /* The content of a write arrives in one request; promising more than that carries would
      * only turn writes into 413s. */
     size_t file_max = config_file_write_max(cfg->max_request_bytes);

@@ -27,6 +27,8 @@ struct config {
     size_t max_request_bytes;
     /* The most bytes a tool result should take as serialized JSON (the MCP reply budget). */
     size_t reply_max_bytes;
+    /* How long the requestState of an input-required result is good for (seconds). */
+    int64_t mcp_request_state_ttl_s;
     /* The most bytes of content one container_file_write takes: what a request of
      * max_request_bytes carries as base64 (config_file_write_max), or less when configured. */
     size_t file_max_bytes;

@@ -423,4 +423,5 @@ void mcp_fixtures_register(struct mcp_server *srv)
     mcp_server_add_method(srv, "prompts/get", m_prompts_get, NULL, NULL, NULL);
     mcp_server_add_method(srv, "completion/complete", m_complete, NULL, "completions", NULL);
     mcp_server_add_method(srv, "logging/setLevel", m_empty, NULL, "logging", NULL);
+    mcp_fixtures_mrtr_register(srv);
 }

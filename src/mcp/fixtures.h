@@ -27,3 +27,6 @@ struct fixture_tasks_limits {
 struct fixture_tasks *mcp_fixtures_tasks_register(struct mcp_server *srv,
                                                   const struct fixture_tasks_limits *lim);
 void mcp_fixtures_tasks_free(struct fixture_tasks *ft);
+/* fixtures_mrtr.c: the input-required result (SEP-2322) tools and prompt; after
+ * mcp_fixtures_register, whose prompts/get it extends. */
+void mcp_fixtures_mrtr_register(struct mcp_server *srv);

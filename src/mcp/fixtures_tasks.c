@@ -199,10 +199,9 @@ static json_t *text_result(const char *text, bool is_error)
 
 static json_t *elicit_request(const char *message, const char *property, const char *type)
 {
-    return json_pack("{s:s, s:{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}}", "method",
-                     "elicitation/create", "params", "mode", "form", "message", message,
-                     "requestedSchema", "type", "object", "properties", property, "type", type,
-                     "required", property);
+    return mcp_input_elicit(message,
+                            json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties",
+                                      property, "type", type, "required", property));
 }
 
 /* What the kind does once its time has come (or at once, when it asks for input). */
@@ -532,7 +531,8 @@ static void t_greet(struct mcp_call *call, const json_t *args, void *ctx)
 }
 
 /* Round 1 asks for a name with an InputRequiredResult (no requestState: the answer alone is
- * enough); round 2, with the answer, makes the task that greets the name. */
+ * enough; an answer of another shape is asked for again); round 2, with the answer, makes the task
+ * that greets the name. */
 static void t_tool_with_task(struct mcp_call *call, const json_t *args, void *ctx)
 {
     (void)args;
@@ -542,14 +542,15 @@ static void t_tool_with_task(struct mcp_call *call, const json_t *args, void *ct
                            "needs protocol version " MCP_VERSION_MODERN);
         return;
     }
-    const json_t *answer = json_object_get(mcp_call_input_responses(call), "user_name");
+    const json_t *answer = mcp_call_input_response(call, "user_name", "elicitation/create");
     const char *action = json_string_value(json_object_get(answer, "action"));
     const char *name =
         json_string_value(json_object_get(json_object_get(answer, "content"), "name"));
     if (!answer) {
-        json_t *r = json_pack("{s:s, s:{s:o}}", "resultType", "input_required", "inputRequests",
-                              "user_name", elicit_request("What is your name?", "name", "string"));
-        mcp_call_reply(call, r);
+        mcp_call_input_required(
+            call,
+            json_pack("{s:o}", "user_name", elicit_request("What is your name?", "name", "string")),
+            NULL);
         return;
     }
     if (!action || strcmp(action, "accept") != 0 || !name || !*name) {

@@ -12,7 +12,9 @@
 #include "base/log.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/ids.h"
 #include "base/json_write.h"
+#include "base/seal.h"
 #include "base/util.h"
 #include "mcp/headers.h"
 #include "mcp/jsonrpc.h"
@@ -61,6 +63,8 @@ struct mcp_server {
     struct task_source sources[MCP_TASK_SOURCES_MAX];
     size_t nsources; /* 0: no tasks */
     size_t reply_budget;
+    unsigned char input_key[SEAL_KEY_BYTES]; /* seals requestState */
+    int64_t input_ttl_ms;
 };
 
 struct mcp_exchange {
@@ -84,8 +88,7 @@ struct mcp_call {
     struct mcp_call *next;
     json_t *id;
     json_t *progress_token;
-    json_t *client_caps;     /* _meta clientCapabilities (stateless revision), or NULL */
-    json_t *input_responses; /* tools/call inputResponses (stateless revision), or NULL */
+    json_t *client_caps; /* _meta clientCapabilities (stateless revision), or NULL */
     char method[64];
     char version[16];
     bool modern;
@@ -97,6 +100,7 @@ struct mcp_call {
     int64_t started_ms;
     void (*on_cancel)(struct mcp_call *call, void *ctx);
     void *cancel_ctx;
+    struct mcp_input_slots input;
 };
 
 /* ---------- versions ---------- */
@@ -145,6 +149,8 @@ struct mcp_server *mcp_server_new(const struct mcp_server_info *info)
     srv->info = *info;
     srv->capabilities = json_pack("{s:{s:b}}", "tools", "listChanged", 0);
     srv->reply_budget = MCP_REPLY_BUDGET_DEFAULT;
+    rand_bytes(srv->input_key, sizeof(srv->input_key));
+    srv->input_ttl_ms = MCP_INPUT_STATE_TTL_DEFAULT_MS;
     mcp_server_add_method(srv, "initialize", core_initialize, NULL, NULL, NULL);
     mcp_server_add_method(srv, "ping", core_ping, NULL, NULL, NULL);
     mcp_server_add_method(srv, "server/discover", core_discover, NULL, NULL, NULL);
@@ -171,14 +177,30 @@ void mcp_server_free(struct mcp_server *srv)
         free(srv->tools_result[i]);
     }
     json_decref(srv->capabilities);
+    explicit_bzero(srv->input_key, sizeof(srv->input_key));
     free(srv);
+}
+
+void mcp_server_set_input_state(struct mcp_server *srv, const unsigned char *key, int64_t ttl_ms)
+{
+    memcpy(srv->input_key, key, sizeof(srv->input_key));
+    srv->input_ttl_ms = ttl_ms;
 }
 
 void mcp_server_add_method(struct mcp_server *srv, const char *method, mcp_method_fn fn, void *ctx,
                            const char *capability, json_t *capability_value)
 {
-    srv->methods = xrealloc(srv->methods, (srv->nmethods + 1) * sizeof(*srv->methods));
-    srv->methods[srv->nmethods++] = (struct method){xstrdup(method), fn, ctx};
+    struct method *m = NULL;
+    for (size_t i = 0; i < srv->nmethods && !m; i++)
+        if (strcmp(srv->methods[i].name, method) == 0)
+            m = &srv->methods[i];
+    if (m) {
+        m->fn = fn;
+        m->ctx = ctx;
+    } else {
+        srv->methods = xrealloc(srv->methods, (srv->nmethods + 1) * sizeof(*srv->methods));
+        srv->methods[srv->nmethods++] = (struct method){xstrdup(method), fn, ctx};
+    }
     if (capability)
         json_object_set_new(srv->capabilities, capability,
                             capability_value ? capability_value : json_object());
@@ -397,6 +419,13 @@ static const struct method *find_method(const struct mcp_server *srv, const char
     return NULL;
 }
 
+mcp_method_fn mcp_server_method(const struct mcp_server *srv, const char *method, void **ctx)
+{
+    const struct method *m = find_method(srv, method);
+    *ctx = m ? m->ctx : NULL;
+    return m ? m->fn : NULL;
+}
+
 static const struct tool *find_tool(const struct mcp_server *srv, const char *name)
 {
     for (size_t i = 0; i < srv->ntools; i++)
@@ -488,7 +517,9 @@ static void call_done(struct mcp_call *call)
     json_decref(call->id);
     json_decref(call->progress_token);
     json_decref(call->client_caps);
-    json_decref(call->input_responses);
+    json_decref(call->input.responses);
+    json_decref(call->input.state);
+    free(call->input.target);
     free(call);
     if (--ex->pending == 0 && !ex->starting)
         exchange_complete(ex);
@@ -547,11 +578,6 @@ size_t mcp_call_reply_budget(const struct mcp_call *call)
 const json_t *mcp_call_client_capabilities(const struct mcp_call *call)
 {
     return call->client_caps;
-}
-
-const json_t *mcp_call_input_responses(const struct mcp_call *call)
-{
-    return call->input_responses;
 }
 
 /* What the stateless revision adds to every result. */
@@ -723,6 +749,27 @@ void mcp_call_cancel_on_close(struct mcp_call *call)
 bool mcp_call_modern(const struct mcp_call *call)
 {
     return call->modern;
+}
+
+struct mcp_input_slots *mcp_call_input_slots(const struct mcp_call *call)
+{
+    return (struct mcp_input_slots *)&call->input;
+}
+
+const char *mcp_call_method(const struct mcp_call *call)
+{
+    return call->method;
+}
+
+const char *mcp_call_request_id(const struct mcp_call *call)
+{
+    return call->ex->request_id;
+}
+
+const unsigned char *mcp_call_input_key(const struct mcp_call *call, int64_t *ttl_ms)
+{
+    *ttl_ms = call->ex->srv->input_ttl_ms;
+    return call->ex->srv->input_key;
 }
 
 bool mcp_call_task_requested(const struct mcp_call *call)
@@ -926,6 +973,12 @@ static void handle_message(struct mcp_exchange *ex, const struct mcp_request_inf
     call->next = ex->calls;
     ex->calls = call;
     ex->pending++;
+    if (modern && mcp_input_method(m.method) &&
+        (code = mcp_input_begin(call, params, msg, sizeof(msg)))) {
+        mcp_call_error(call, code, msg, NULL);
+        json_decref(empty);
+        return;
+    }
     method->fn(call, params, method->ctx);
     json_decref(empty);
 }
@@ -1152,15 +1205,6 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
             }
             return;
         }
-    }
-    const json_t *responses = json_object_get(params, "inputResponses");
-    if (call->modern && responses && !json_is_null(responses)) {
-        if (!json_is_object(responses)) {
-            mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.inputResponses must be an object",
-                           NULL);
-            return;
-        }
-        call->input_responses = json_incref((json_t *)responses);
     }
     const json_t *args = json_object_get(params, "arguments");
     json_t *empty = NULL;

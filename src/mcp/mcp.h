@@ -80,9 +80,13 @@ void mcp_server_free(struct mcp_server *srv);
 typedef void (*mcp_method_fn)(struct mcp_call *call, const json_t *params, void *ctx);
 
 /* Register an extra method (resources/..., prompts/...). The capability named (e.g. "resources")
- * is advertised with the given object (stolen, may be NULL for none). */
+ * is advertised with the given object (stolen, may be NULL for none). A method registered again
+ * gets the new handler in place of the earlier one. */
 void mcp_server_add_method(struct mcp_server *srv, const char *method, mcp_method_fn fn, void *ctx,
                            const char *capability, json_t *capability_value);
+/* The handler registered for method and its context (*ctx), or NULL: for a module that takes
+ * over a method to handle some of its requests and pass the others on. */
+mcp_method_fn mcp_server_method(const struct mcp_server *srv, const char *method, void **ctx);
 
 enum {
     MCP_TOOL_READ_ONLY = 1 << 0,
@@ -223,10 +227,6 @@ bool mcp_call_cancelled(const struct mcp_call *call);
  * error where a task was due under 2025-11-25). */
 bool mcp_call_task_requested(const struct mcp_call *call);
 
-/* The inputResponses of a tools/call under the stateless revision (a retry answering an
- * InputRequiredResult): an object, borrowed until the call answers, or NULL when absent. */
-const json_t *mcp_call_input_responses(const struct mcp_call *call);
-
 /* --- tasks: long work a client polls (2025-11-25 experimental tasks; the stateless revision's
  * io.modelcontextprotocol/tasks extension). The protocol layer owns the wire shapes and methods
  * (tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update); a source says what a task
@@ -304,6 +304,63 @@ void mcp_server_add_task_source(struct mcp_server *srv, const char *id_prefix,
  * the call's revision wants. note: what a model may be told meanwhile (2025-11-25's
  * model-immediate-response), or NULL. */
 void mcp_call_task_created(struct mcp_call *call, const struct mcp_task *t, const char *note);
+
+/* --- input-required results (SEP-2322, the stateless revision) ---
+ * A tools/call, prompts/get or resources/read handler that needs something from the client (the
+ * user's answer, a model's completion, the client's roots) answers with an InputRequiredResult
+ * naming what it needs; the client gathers it and sends the same request again with the answers
+ * in params.inputResponses and the requestState the server issued. Each round is a request of
+ * its own: nothing waits on the server between rounds. What the handler must remember between
+ * rounds goes into the state, which is sealed (the client can neither read nor alter it) and
+ * bound to the user, the method, the tool, prompt or resource, and an expiry.
+ * The protocol layer checks a retry before the handler runs: inputResponses must be an object of
+ * result objects (at most MCP_INPUT_RESPONSES_MAX), requestState must open for this user and
+ * request; else the client gets -32602 and the handler is not called. */
+
+#define MCP_INPUT_RESPONSES_MAX 32
+/* How long an issued requestState is good for when the server sets none (see
+ * mcp_server_set_input_state). */
+#define MCP_INPUT_STATE_TTL_DEFAULT_MS (3600 * 1000)
+
+/* The key requestState is sealed with (SEAL_KEY_BYTES; copied) and how long a state is good for.
+ * Nodes that serve the same users must share the key. Without a call a random key of the
+ * process's own is used, with MCP_INPUT_STATE_TTL_DEFAULT_MS. */
+void mcp_server_set_input_state(struct mcp_server *srv, const unsigned char *key, int64_t ttl_ms);
+
+/* Input requests (a map value of inputRequests), new references. */
+/* elicitation/create: message and requestedSchema (stolen; a flat object schema). */
+json_t *mcp_input_elicit(const char *message, json_t *requested_schema);
+/* sampling/createMessage: one user message of text, at most max_tokens. */
+json_t *mcp_input_sample(const char *text, int max_tokens);
+/* roots/list. */
+json_t *mcp_input_roots(void);
+
+/* Whether this call may ask the client for input by method ("elicitation/create",
+ * "sampling/createMessage", "roots/list"): a request of the stateless revision that may be
+ * answered so, whose client declared the capability the method needs. */
+bool mcp_call_can_ask(const struct mcp_call *call, const char *method);
+
+/* The client's answer to the input request key, when it is a well-formed result of method
+ * (ElicitResult, CreateMessageResult, ListRootsResult), else NULL: absent, or not what was asked
+ * (ask again). Borrowed, valid until the call answers. */
+const json_t *mcp_call_input_response(const struct mcp_call *call, const char *key,
+                                      const char *method);
+
+/* The accepted content of an elicitation response when it matches schema (the requestedSchema
+ * the request carried), else NULL; *declined is set when the user declined or cancelled. */
+const json_t *mcp_input_accepted(const json_t *response, const json_t *schema, bool *declined);
+
+/* The state this call's requestState carried, opened and checked, or NULL when it carried none.
+ * Borrowed, valid until the call answers. */
+const json_t *mcp_call_input_state(const struct mcp_call *call);
+
+/* Answer with an InputRequiredResult: requests maps keys to input requests (stolen, at least
+ * one), state is what the next round gets from mcp_call_input_state() (stolen, may be NULL: no
+ * requestState). A request for a capability the client did not declare answers -32021 with the
+ * missing capabilities instead (ask with mcp_call_can_ask() first where there is another way);
+ * a call that cannot ask at all (an older revision, another method) is a programmer error,
+ * answered -32603. */
+void mcp_call_input_required(struct mcp_call *call, json_t *requests, json_t *state);
 
 /* Whether a protocol version string is one this server speaks. */
 bool mcp_version_supported(const char *v);

@@ -29,3 +29,25 @@ void mcp_tasks_register_methods(struct mcp_server *srv);
  * Returns 0, or a JSON-RPC error code with msg. */
 int mcp_tasks_check_request(const struct mcp_call *call, const json_t *params, bool *requested,
                             char *msg, size_t msglen);
+
+/* input.c: what a request of the stateless revision carries for an input-required result
+ * (SEP-2322); kept on the call, released by mcp.c when the call answers. */
+struct mcp_input_slots {
+    json_t *responses; /* params.inputResponses, checked to be an object of objects, or NULL */
+    json_t *state;     /* the opened requestState, or NULL */
+    char *target;      /* the tool or prompt name or resource URI, or NULL */
+};
+struct mcp_input_slots *mcp_call_input_slots(const struct mcp_call *call);
+/* The JSON-RPC method of the call. */
+const char *mcp_call_method(const struct mcp_call *call);
+/* The request id of the HTTP request, for logs. */
+const char *mcp_call_request_id(const struct mcp_call *call);
+/* The key requestState is sealed with (SEAL_KEY_BYTES) and how long a state is good for. */
+const unsigned char *mcp_call_input_key(const struct mcp_call *call, int64_t *ttl_ms);
+
+/* input.c: whether method may be answered with an input-required result. */
+bool mcp_input_method(const char *method);
+/* input.c: check and keep the inputResponses and requestState of a request of the stateless
+ * revision for method (mcp_input_method) before its handler runs. Returns 0, or a JSON-RPC error
+ * code with msg. */
+int mcp_input_begin(struct mcp_call *call, const json_t *params, char *msg, size_t msglen);

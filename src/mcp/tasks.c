@@ -418,9 +418,8 @@ static void m_list(struct mcp_call *call, const json_t *params, void *srv)
 
 /* The answers to a task's inputRequests, handed to its source. Answers to keys the task does not
  * have outstanding are acknowledged and ignored, as the extension says; a task that is not
- * waiting for input at all is refused, so a client learns its answer went nowhere. */
-#define UPDATE_MAX_RESPONSES 64
-
+ * waiting for input at all is refused, so a client learns its answer went nowhere. At most
+ * MCP_INPUT_RESPONSES_MAX answers, as on a retried request. */
 static void m_update(struct mcp_call *call, const json_t *params, void *srv)
 {
     if (!mcp_call_modern(call)) {
@@ -435,9 +434,11 @@ static void m_update(struct mcp_call *call, const json_t *params, void *srv)
                        NULL);
         return;
     }
-    if (json_object_size(responses) > UPDATE_MAX_RESPONSES) {
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS,
-                       "params.inputResponses has too many entries (at most 64)", NULL);
+    if (json_object_size(responses) > MCP_INPUT_RESPONSES_MAX) {
+        char m[96];
+        snprintf(m, sizeof(m), "params.inputResponses has too many entries (at most %d)",
+                 MCP_INPUT_RESPONSES_MAX);
+        mcp_call_error(call, JSONRPC_INVALID_PARAMS, m, NULL);
         return;
     }
     struct mcp_task t = {0};

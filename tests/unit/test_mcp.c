@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/err.h"
+#include "base/util.h"
 #include "harness.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/mcp.h"
@@ -1251,6 +1252,113 @@ TEST(tasks_input_required_update_and_sources)
     for (int k = 0; k < nftasks; k++)
         json_decref(ftasks[k].result);
     nftasks = 0;
+}
+
+/* ---------- input-required results ---------- */
+
+/* Asks "q" with state {"n": 1}; answered with that state, replies with the answer and the state. */
+static void asking_tool(struct mcp_call *call, const json_t *args, void *ctx)
+{
+    (void)args, (void)ctx;
+    json_auto_t *schema = json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties",
+                                    "a", "type", "string", "required", "a");
+    const json_t *state = mcp_call_input_state(call);
+    const json_t *r = mcp_call_input_response(call, "q", "elicitation/create");
+    bool declined;
+    const json_t *content = r ? mcp_input_accepted(r, schema, &declined) : NULL;
+    if (content && json_integer_value(json_object_get(state, "n")) == 1) {
+        mcp_call_tool_result(call, NULL, json_pack("{s:O, s:O}", "answer", content, "state", state),
+                             false);
+        return;
+    }
+    mcp_call_input_required(call,
+                            json_pack("{s:o}", "q", mcp_input_elicit("?", json_incref(schema))),
+                            json_pack("{s:i}", "n", 1));
+}
+
+static json_t *ask_round(struct mcp_server *s, const char *version, const char *caps,
+                         const char *extra, struct capture *c)
+{
+    struct mcp_request_info info = {.protocol_version = version,
+                                    .mcp_method = "tools/call",
+                                    .mcp_name = "ask",
+                                    .principal = {.user_id = "usr_a"}};
+    bool modern = strcmp(version, "2026-07-28") == 0;
+    _cleanup_free_ char *body = xasprintf(
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/"
+        "call\",\"params\":{\"name\":\"ask\"%s%s%s%s%s}}",
+        extra,
+        modern ? ",\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," : "",
+        modern ? "\"io.modelcontextprotocol/clientCapabilities\":" : "", modern ? caps : "",
+        modern ? "}" : "");
+    json_t *v = run(s, &info, body, c);
+    buf_release(&c->body);
+    return v;
+}
+
+TEST(input_required_round_trip_through_the_protocol_layer)
+{
+    struct mcp_server *s = server();
+    struct mcp_tool_def ask = {
+        .name = "ask", .input_schema = "{\"type\":\"object\"}", .fn = asking_tool};
+    mcp_server_add_tool(s, &ask);
+    struct capture c;
+    json_auto_t *first = ask_round(s, "2026-07-28", "{\"elicitation\":{}}", "", &c);
+    json_t *res = json_object_get(first, "result");
+    CHECK_STR_EQ(json_string_value(json_object_get(res, "resultType")), "input_required");
+    CHECK_STR_EQ(json_string_value(json_object_get(
+                     json_object_get(json_object_get(res, "inputRequests"), "q"), "method")),
+                 "elicitation/create");
+    const char *state = json_string_value(json_object_get(res, "requestState"));
+    CHECK(state != NULL);
+    /* the retry: the handler sees the answer and the state it sealed */
+    _cleanup_free_ char *extra =
+        xasprintf(",\"inputResponses\":{\"q\":{\"action\":\"accept\",\"content\":{\"a\":\"yes\"}},"
+                  "\"extra\":{}},\"requestState\":\"%s\"",
+                  state);
+    json_auto_t *second = ask_round(s, "2026-07-28", "{\"elicitation\":{}}", extra, &c);
+    res = json_object_get(second, "result");
+    CHECK_STR_EQ(json_string_value(json_object_get(res, "resultType")), "complete");
+    json_t *sc = json_object_get(res, "structuredContent");
+    CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(sc, "answer"), "a")), "yes");
+    CHECK_INT_EQ(json_integer_value(json_object_get(json_object_get(sc, "state"), "n")), 1);
+    /* an answer of the wrong shape is asked again */
+    _cleanup_free_ char *wrong =
+        xasprintf(",\"inputResponses\":{\"q\":{\"action\":\"accept\",\"content\":{\"a\":1}}},"
+                  "\"requestState\":\"%s\"",
+                  state);
+    json_auto_t *third = ask_round(s, "2026-07-28", "{\"elicitation\":{}}", wrong, &c);
+    CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(third, "result"), "resultType")),
+                 "input_required");
+    mcp_server_free(s);
+}
+
+TEST(input_required_needs_the_capability_and_the_stateless_revision)
+{
+    struct mcp_server *s = server();
+    struct mcp_tool_def ask = {
+        .name = "ask", .input_schema = "{\"type\":\"object\"}", .fn = asking_tool};
+    mcp_server_add_tool(s, &ask);
+    struct capture c;
+    json_auto_t *undeclared = ask_round(s, "2026-07-28", "{\"sampling\":{}}", "", &c);
+    CHECK_INT_EQ(c.status, 400);
+    CHECK_INT_EQ(err_code(undeclared), MCP_MISSING_CLIENT_CAPABILITY);
+    CHECK(json_is_object(json_object_get(
+        json_object_get(json_object_get(json_object_get(undeclared, "error"), "data"),
+                        "requiredCapabilities"),
+        "elicitation")));
+    /* older revisions have no input-required results: a handler that asks anyway is a bug */
+    json_auto_t *legacy = ask_round(s, "2025-11-25", "", "", &c);
+    CHECK_INT_EQ(err_code(legacy), JSONRPC_INTERNAL_ERROR);
+    /* a state that does not open stops the call before the handler */
+    json_auto_t *bad =
+        ask_round(s, "2026-07-28", "{\"elicitation\":{}}", ",\"requestState\":\"AAAA\"", &c);
+    CHECK_INT_EQ(c.status, 400);
+    CHECK_INT_EQ(err_code(bad), JSONRPC_INVALID_PARAMS);
+    json_auto_t *null_responses =
+        ask_round(s, "2026-07-28", "{\"elicitation\":{}}", ",\"inputResponses\":null", &c);
+    CHECK_INT_EQ(err_code(null_responses), JSONRPC_INVALID_PARAMS);
+    mcp_server_free(s);
 }
 
 TEST_MAIN()
