@@ -494,178 +494,6 @@ static void on_tool_done(const char *tool, const char *outcome, double seconds)
     metrics_tool_call(tool, outcome, seconds);
 }
 
-/* Sandbox settings from the config table (sizes in MiB and seconds, as operators write them). */
-static int load_sandbox_config(const struct config *cfg, struct sandbox_config *sc, struct err *err)
-{
-    uint64_t v;
-    sandbox_config_defaults(sc);
-    sc->data_dir = cfg->data_dir;
-    const char *tmpl = config_get(cfg, "SANDBOX_TEMPLATE");
-    if (tmpl && strcmp(tmpl, "host") != 0 && strcmp(tmpl, "debian") != 0)
-        return err_set(err, -EINVAL, "SANDBOX_TEMPLATE '%s' is not host or debian", tmpl);
-    if (tmpl)
-        sc->template_name = tmpl;
-    sc->template_dir = config_get(cfg, "SANDBOX_TEMPLATE_DIR");
-    if (sc->template_dir && sc->template_dir[0] != '/')
-        return err_set(err, -EINVAL, "SANDBOX_TEMPLATE_DIR '%s' is not an absolute path",
-                       sc->template_dir);
-    sc->template_mirror = config_get(cfg, "SANDBOX_TEMPLATE_MIRROR");
-    if (sc->template_mirror && strncmp(sc->template_mirror, "http://", 7) != 0 &&
-        strncmp(sc->template_mirror, "https://", 8) != 0 &&
-        strncmp(sc->template_mirror, "file:///", 8) != 0)
-        return err_set(err, -EINVAL,
-                       "SANDBOX_TEMPLATE_MIRROR '%s' is not an http://, https:// or file:/// URL",
-                       sc->template_mirror);
-    if (sc->template_mirror && strpbrk(sc->template_mirror, " \t\r\n\"'"))
-        return err_set(err, -EINVAL, "SANDBOX_TEMPLATE_MIRROR '%s' holds a space or a quote",
-                       sc->template_mirror);
-    /* The mirror is named in logs and in what sandboxes are told: no password in it. */
-    if (sc->template_mirror) {
-        const char *host = strstr(sc->template_mirror, "://") + 3;
-        const char *at = strchr(host, '@'), *slash = strchr(host, '/');
-        if (at && (!slash || at < slash))
-            return err_set(err, -EINVAL,
-                           "SANDBOX_TEMPLATE_MIRROR must not carry a user or password; use a "
-                           "mirror that needs none");
-    }
-#define GET(key, def, min, max, dst, scale)                                                        \
-    do {                                                                                           \
-        if (config_get_u64(cfg, key, (def) / (scale), min, max, &v, err) < 0)                      \
-            return err->code;                                                                      \
-        dst = v * (scale);                                                                         \
-    } while (0)
-    GET("SANDBOX_MEMORY_MB", sc->memory_bytes, 16, 1 << 24, sc->memory_bytes, 1 << 20);
-    GET("SANDBOX_PIDS", sc->pids_max, 8, 1 << 22, sc->pids_max, 1);
-    GET("SANDBOX_DISK_MB", sc->disk_bytes, 0, 1 << 24, sc->disk_bytes, 1 << 20);
-    if (sc->disk_bytes && sc->disk_bytes < (64 << 20))
-        return err_set(err, -EINVAL, "SANDBOX_DISK_MB must be 0 (no limit) or at least 64");
-    GET("SANDBOX_TMP_MB", sc->tmp_bytes, 1, 1 << 20, sc->tmp_bytes, 1 << 20);
-    GET("SANDBOX_MAX_RUNNING", sc->max_running, 1, 100000, sc->max_running, 1);
-    GET("SANDBOX_MAX_RUNNING_PER_USER", sc->max_running_user, 1, 100000, sc->max_running_user, 1);
-    GET("SANDBOX_POOL", sc->pool_size, 0, 1000, sc->pool_size, 1);
-    GET("SANDBOX_DISK_PER_USER_MB", sc->disk_user_bytes, 0, 1ull << 32, sc->disk_user_bytes,
-        1 << 20);
-    GET("SANDBOX_DISK_TOTAL_MB", sc->disk_total_bytes, 0, 1ull << 32, sc->disk_total_bytes,
-        1 << 20);
-    GET("SANDBOX_IDLE_SECONDS", sc->idle_ms, 1, 30 * 24 * 3600, sc->idle_ms, 1000);
-    GET("SANDBOX_TEMPLATE_RETRY_SECONDS", sc->template_retry_ms, 1, 3600, sc->template_retry_ms,
-        1000);
-    GET("SANDBOX_UID_BASE", sc->uid_base, 65536, 4294901759ull, sc->uid_base, 1);
-    GET("SANDBOX_UID_RANGES", sc->uid_ranges, 1, 65535, sc->uid_ranges, 1);
-    /* Slot N is uid_base + N * 65536; the last id of the last range stays below (uid_t)-1. */
-    if (((uint64_t)sc->uid_ranges + 1) * 65536 + sc->uid_base > 0xffffffffull)
-        return err_set(err, -EINVAL,
-                       "SANDBOX_UID_BASE %u with SANDBOX_UID_RANGES %u goes past the last host id",
-                       sc->uid_base, sc->uid_ranges);
-    GET("EXEC_TIMEOUT_MAX_SECONDS", sc->exec_timeout_max, 1, 7 * 24 * 3600, sc->exec_timeout_max,
-        1000);
-    GET("EXEC_TIMEOUT_SECONDS", sc->exec_timeout_ms, 1, sc->exec_timeout_max / 1000,
-        sc->exec_timeout_ms, 1000);
-    GET("EXEC_OUTPUT_BYTES", sc->output_bytes, 1024, 64 << 20, sc->output_bytes, 1);
-    sc->file_max_bytes = cfg->file_max_bytes; /* checked against MAX_REQUEST_BYTES */
-#undef GET
-    sc->cgroup_root = config_get(cfg, "SANDBOX_CGROUP_ROOT");
-    if (config_get_u64(cfg, "SANDBOX_ALLOW_UNLIMITED", 0, 0, 1, &v, err) < 0)
-        return err->code;
-    sc->allow_unlimited = v == 1;
-    const char *cpus = config_get(cfg, "SANDBOX_CPUS");
-    if (cpus) {
-        char *end;
-        sc->cpus = strtod(cpus, &end);
-        if (*end || sc->cpus < 0 || sc->cpus > 4096)
-            return err_set(err, -EINVAL, "SANDBOX_CPUS '%s' is not a number of cores", cpus);
-    }
-    return 0;
-}
-
-/* The OpenCode program: OPENCODE_BIN, else next to this binary, else where `make deps` installs
- * it in the source tree (build/<variant>/../../src/runs/opencode). NULL when none exists. */
-static char *find_opencode(const struct config *cfg)
-{
-    const char *set = config_get(cfg, "OPENCODE_BIN");
-    if (set)
-        return access(set, X_OK) == 0 ? realpath(set, NULL) : NULL;
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return NULL;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    static const char *const rel[] = {
-        "opencode",
-        "../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
-        "../../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
-        _cleanup_free_ char *p = xasprintf("%s/%s", self, rel[i]);
-        if (access(p, X_OK) == 0)
-            return realpath(p, NULL);
-    }
-    return NULL;
-}
-
-/* Run settings (minutes and days, as operators write them). */
-static int load_runs_config(const struct config *cfg, struct runs_config *rc, struct err *err)
-{
-    uint64_t v;
-    memset(rc, 0, sizeof(*rc));
-    rc->data_dir = cfg->data_dir;
-    rc->public_url = cfg->public_url;
-    rc->default_model = config_get(cfg, "RUN_DEFAULT_MODEL");
-    rc->github_token = config_get(cfg, "GITHUB_TOKEN");
-    rc->github_base_url = config_get(cfg, "GITHUB_BASE_URL");
-    rc->github_repos = config_get(cfg, "GITHUB_REPOS");
-    rc->fetch_allow = config_get(cfg, "FETCH_ALLOW");
-    struct egress_rules rules;
-    if (egress_rules_parse(rc->fetch_allow, &rules, err) < 0 ||
-        proxy_repos_check(rc->github_repos, err) < 0)
-        return err->code;
-    const char *local = config_get(cfg, "RUNS_ALLOW_LOCAL_REPOS");
-    rc->allow_local_repos = local && (strcmp(local, "1") == 0 || strcmp(local, "true") == 0);
-    if (config_get_u64(cfg, "RUN_TIMEOUT_MAX_MINUTES", 240, 1, 7 * 24 * 60, &v, err) < 0)
-        return err->code;
-    rc->timeout_max_ms = v * 60000;
-    if (config_get_u64(cfg, "RUN_TIMEOUT_MINUTES", 50 < v ? 50 : v, 1, v, &v, err) < 0)
-        return err->code;
-    rc->timeout_ms = v * 60000;
-    if (config_get_u64(cfg, "RUNS_MAX_RUNNING", 4, 1, 10000, &v, err) < 0)
-        return err->code;
-    rc->max_running = (unsigned)v;
-    if (config_get_u64(cfg, "RUNS_MAX_RUNNING_PER_USER", 2, 1, 10000, &v, err) < 0)
-        return err->code;
-    rc->max_running_user = (unsigned)v;
-    if (config_get_u64(cfg, "RUNS_MAX_QUEUED_PER_USER", 10, 1, 100000, &v, err) < 0)
-        return err->code;
-    rc->max_queued_user = (unsigned)v;
-    /* What an agent may write to the host: its event stream, and its log (no more is kept). */
-    if (config_get_u64(cfg, "RUNS_EVENTS_MAX_BYTES", 256ull << 20, 64 << 10, 1ull << 40,
-                       &rc->events_max_bytes, err) < 0)
-        return err->code;
-    if (config_get_u64(cfg, "RUNS_AGENT_LOG_MAX_BYTES", 16ull << 20, 64 << 10, 1ull << 40,
-                       &rc->agent_log_max_bytes, err) < 0)
-        return err->code;
-    /* How long a session's OpenCode server stays warm after its last run (0: a process per run) */
-    if (config_get_u64(cfg, "RUNS_AGENT_WARM_SECONDS", 300, 0, 86400, &v, err) < 0)
-        return err->code;
-    rc->agent_warm_s = (unsigned)v;
-    /* Days, fractions allowed (0 keeps workspaces forever). */
-    const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
-    double d = 7;
-    if (days) {
-        char *end;
-        d = strtod(days, &end);
-        if (end == days || *end || d < 0 || d > 3650)
-            return err_set(err, -EINVAL,
-                           "RUNS_RETENTION_DAYS '%s' is not a number of days (0 to "
-                           "3650)",
-                           days);
-    }
-    rc->retention_ms = (uint64_t)(d * 24 * 3600 * 1000);
-    return 0;
-}
-
 /* Every connection, sandbox pipe and pidfd is a descriptor, and the usual soft limit of 1024 is
  * far below what the connection caps allow: take the hard limit, and say so when even that is
  * short of what the caps let connections take. */
@@ -731,47 +559,22 @@ static int start_cluster(const struct config *cfg, struct store *st, struct http
                          struct cluster **ret)
 {
     struct err err = {0};
-    uint64_t beat, lost, nonces;
-    if (config_get_u64(cfg, "NODE_HEARTBEAT_SECONDS", 5, 1, 3600, &beat, &err) < 0 ||
-        config_get_u64(cfg, "NODE_LOST_SECONDS", 30, 2, 86400, &lost, &err) < 0 ||
-        config_get_u64(cfg, "CLUSTER_NONCE_CACHE", 65536, 1024, 16 << 20, &nonces, &err) < 0) {
+    struct cluster_config cc;
+    if (cluster_config_load(cfg, &cc, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         return -1;
     }
-    if (lost <= beat) {
-        fprintf(stderr,
-                "sandbox-mcp: NODE_LOST_SECONDS (%llu) must be longer than "
-                "NODE_HEARTBEAT_SECONDS (%llu)\n",
-                (unsigned long long)lost, (unsigned long long)beat);
-        return -1;
-    }
-    const char *url = config_get(cfg, "NODE_URL");
     _cleanup_free_ char *derived =
         xasprintf("%s://%s", cfg->tls_cert ? "https" : "http", http_server_address(http));
-    if (url && *url && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-        fprintf(stderr, "sandbox-mcp: NODE_URL '%.200s' must start with http:// or https://\n",
-                url);
-        return -1;
-    }
-    const char *secret = config_get(cfg, "CLUSTER_SECRET");
-    if (secret && *secret && strlen(secret) < 32) {
-        fprintf(stderr, "sandbox-mcp: CLUSTER_SECRET must be at least 32 characters\n");
-        return -1;
-    }
-    if (store_is_shared(st) && (!secret || !*secret))
+    if (store_is_shared(st) && (!cc.secret || !*cc.secret))
         log_warn("node forwarding=off note=\"set the same CLUSTER_SECRET on every node sharing "
                  "this database, so that a call reaching one node for a sandbox on another is "
                  "forwarded there\"");
-    struct cluster_config cc = {
-        .node_id = store_node(st),
-        .node_url = url && *url ? url : derived,
-        .secret = secret,
-        .heartbeat_ms = beat * 1000,
-        .lost_ms = lost * 1000,
-        .max_sandboxes = sc->max_running,
-        .max_runs = rc->max_running,
-        .max_nonces = nonces,
-    };
+    cc.node_id = store_node(st);
+    if (!cc.node_url)
+        cc.node_url = derived;
+    cc.max_sandboxes = sc->max_running;
+    cc.max_runs = rc->max_running;
     if (cluster_new(&cc, st, ret, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         return -1;
@@ -815,8 +618,8 @@ static int cmd_serve(int argc, char **argv)
     struct sandbox_config sc;
     struct runs_config rc;
     struct err serr = {0};
-    _cleanup_free_ char *opencode = find_opencode(&cfg);
-    if (load_sandbox_config(&cfg, &sc, &serr) < 0 || load_runs_config(&cfg, &rc, &serr) < 0) {
+    _cleanup_free_ char *opencode = runs_opencode_find(&cfg);
+    if (sandbox_config_load(&cfg, &sc, &serr) < 0 || runs_config_load(&cfg, &rc, &serr) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
         close_config_store(&cfg, st);
         return 2;
@@ -1801,7 +1604,7 @@ static int cmd_sandbox(int argc, char **argv)
     struct sandbox_config sc;
     struct sandbox_manager *m = NULL;
     struct err err = {0};
-    if (load_sandbox_config(&cfg, &sc, &err) < 0 || sandbox_manager_new(&sc, st, &m, &err) < 0) {
+    if (sandbox_config_load(&cfg, &sc, &err) < 0 || sandbox_manager_new(&sc, st, &m, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         r = 1;
     } else if (stop) {
@@ -1882,7 +1685,7 @@ static int cmd_template(int argc, char **argv)
         return r;
     struct sandbox_config sc;
     struct err err = {0};
-    if (load_sandbox_config(&cfg, &sc, &err) < 0) {
+    if (sandbox_config_load(&cfg, &sc, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         config_release(&cfg);
         return EXIT_USAGE;
