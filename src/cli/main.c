@@ -36,7 +36,7 @@
 #include "store/store.h"
 #include "version.h"
 
-#define EXIT_USAGE 2
+#include "cli/cli.h"
 
 static const char usage_main[] =
     "usage: sandbox-mcp <command> [options]\n"
@@ -137,349 +137,6 @@ static const char usage_token[] =
     "\n"
     "The list shows API tokens and the apps connected through OAuth (ids grt_...); revoking a\n"
     "grant disconnects the app and ends its tokens.\n";
-
-struct opts {
-    const char *data_dir;
-    const char *env_file;
-    const char *listen;
-    const char *public_url;
-    const char *tls_cert;
-    const char *tls_key;
-    const char *user;
-    const char *label;
-    const char *services;
-    const char *ttl;
-    const char *sandbox;
-    bool fixtures;
-    bool force;
-    char **args; /* positional arguments after the command */
-    int nargs;
-};
-
-enum {
-    OPT_DATA_DIR = 256,
-    OPT_ENV_FILE,
-    OPT_LISTEN,
-    OPT_PUBLIC_URL,
-    OPT_USER,
-    OPT_LABEL,
-    OPT_FIXTURES,
-    OPT_SERVICES,
-    OPT_TTL,
-    OPT_FORCE,
-    OPT_SANDBOX,
-    OPT_TLS_CERT,
-    OPT_TLS_KEY
-};
-
-static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int usage_error(const char *cmd, const char *usage, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "sandbox-mcp %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n%s", usage);
-    return EXIT_USAGE;
-}
-
-/* Parse options for a command; allowed is a string of the option ids it accepts. Returns 0, 1
- * when help was printed, or EXIT_USAGE. */
-static int parse_opts(const char *cmd, const char *usage, int argc, char **argv, const int *allowed,
-                      struct opts *o)
-{
-    static const struct option longopts[] = {
-        {"data-dir", required_argument, NULL, OPT_DATA_DIR},
-        {"env-file", required_argument, NULL, OPT_ENV_FILE},
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"public-url", required_argument, NULL, OPT_PUBLIC_URL},
-        {"user", required_argument, NULL, OPT_USER},
-        {"label", required_argument, NULL, OPT_LABEL},
-        {"conformance-fixtures", no_argument, NULL, OPT_FIXTURES},
-        {"services", required_argument, NULL, OPT_SERVICES},
-        {"ttl", required_argument, NULL, OPT_TTL},
-        {"force", no_argument, NULL, OPT_FORCE},
-        {"sandbox", required_argument, NULL, OPT_SANDBOX},
-        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(usage, stdout);
-            return 1;
-        }
-        if (c == '?') {
-            /* getopt_long sets optopt to the option's value when its argument is missing, and
-             * to 0 (or the bad character) when the option is unknown. */
-            const char *bad = argv[optind - 1];
-            if (optopt >= OPT_DATA_DIR)
-                return usage_error(cmd, usage, "option '%s' needs a value", bad);
-            return usage_error(cmd, usage, "unknown option '%s'", bad);
-        }
-        bool ok = false;
-        for (const int *a = allowed; *a; a++)
-            ok = ok || *a == c;
-        /* "--opt value" leaves optind past the value; "--opt=value" does not. */
-        const char *name =
-            optarg && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
-        if (!ok)
-            return usage_error(cmd, usage, "option '%s' does not apply here", name);
-        if (optarg && !optarg[0])
-            return usage_error(cmd, usage, "option '%s' needs a non-empty value", name);
-        switch (c) {
-        case OPT_DATA_DIR: o->data_dir = optarg; break;
-        case OPT_ENV_FILE: o->env_file = optarg; break;
-        case OPT_LISTEN: o->listen = optarg; break;
-        case OPT_PUBLIC_URL: o->public_url = optarg; break;
-        case OPT_USER: o->user = optarg; break;
-        case OPT_LABEL: o->label = optarg; break;
-        case OPT_SERVICES: o->services = optarg; break;
-        case OPT_TTL: o->ttl = optarg; break;
-        case OPT_SANDBOX: o->sandbox = optarg; break;
-        case OPT_TLS_CERT: o->tls_cert = optarg; break;
-        case OPT_TLS_KEY: o->tls_key = optarg; break;
-        case OPT_FIXTURES: o->fixtures = true; break;
-        case OPT_FORCE: o->force = true; break;
-        }
-    }
-    o->args = argv + optind;
-    o->nargs = argc - optind;
-    return 0;
-}
-
-/* Build the configuration: defaults < .dev.vars < environment < flags. */
-static int load_config(const struct opts *o, struct config *cfg)
-{
-    struct err err = {0};
-    const char *file = o->env_file ? o->env_file : ".dev.vars";
-    if (config_load_file(cfg, file, o->env_file != NULL, &err) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        config_release(cfg);
-        return 1;
-    }
-    config_load_environ(cfg);
-    if (o->listen)
-        cfg->listen = xstrdup(o->listen);
-    if (o->data_dir)
-        cfg->data_dir = xstrdup(o->data_dir);
-    if (o->public_url)
-        cfg->public_url = xstrdup(o->public_url);
-    if (o->tls_cert)
-        cfg->tls_cert = xstrdup(o->tls_cert);
-    if (o->tls_key)
-        cfg->tls_key = xstrdup(o->tls_key);
-    cfg->conformance_fixtures = o->fixtures;
-    if (config_finish(cfg, &err) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        config_release(cfg);
-        return EXIT_USAGE;
-    }
-    const char *lvl = config_get(cfg, "LOG_LEVEL");
-    enum log_level level;
-    if (lvl) {
-        if (log_parse_level(lvl, &level) < 0) {
-            fprintf(stderr, "sandbox-mcp: LOG_LEVEL '%s' is not one of debug, info, warn, error\n",
-                    lvl);
-            config_release(cfg);
-            return EXIT_USAGE;
-        }
-        log_set_level(level);
-    }
-    return 0;
-}
-
-static int ensure_dir(const char *path, mode_t mode)
-{
-    if (mkdir(path, mode) == 0 || errno == EEXIST)
-        return 0;
-    fprintf(stderr, "sandbox-mcp: cannot create directory '%s': %s\n", path, strerror(errno));
-    return -1;
-}
-
-/* This node's id: NODE_ID, else the one kept in DATA_DIR/node_id, else a new one kept there. */
-static int ensure_node_id(const struct config *cfg, char out[64])
-{
-    const char *v = config_get(cfg, "NODE_ID");
-    char kept[64] = "";
-    _cleanup_free_ char *path = xasprintf("%s/node_id", cfg->data_dir);
-    if (!v || !*v) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (f && fgets(kept, sizeof(kept), f))
-            kept[strcspn(kept, "\n")] = '\0';
-        if (!kept[0]) {
-            id_new("node", kept);
-            _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-            if (fd < 0 || dprintf(fd, "%s\n", kept) < 0) {
-                fprintf(stderr, "sandbox-mcp: cannot write '%s': %s\n", path, strerror(errno));
-                return -1;
-            }
-        }
-        v = kept;
-    }
-    size_t n = strlen(v);
-    bool ok = n > 0 && n < 64;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = isalnum((unsigned char)v[i]) || strchr("._-", v[i]);
-    if (!ok) {
-        fprintf(stderr,
-                "sandbox-mcp: NODE_ID '%.64s' must be 1..63 letters, digits, '.', '_' or "
-                "'-'\n",
-                v);
-        return -1;
-    }
-    snprintf(out, 64, "%s", v);
-    return 0;
-}
-
-static int open_store(const struct config *cfg, struct store **st)
-{
-    if (ensure_dir(cfg->data_dir, 0700) < 0)
-        return 1;
-    /* DATABASE_URL: a PostgreSQL database several nodes share; else SQLite in DATA_DIR. The URL
-     * may hold a password, so it is never printed. */
-    const char *url = config_get(cfg, "DATABASE_URL");
-    if (url && *url && !store_url_is_postgres(url)) {
-        fprintf(stderr, "sandbox-mcp: DATABASE_URL must be a postgres:// or postgresql:// URL; "
-                        "leave it unset for SQLite in DATA_DIR\n");
-        return 1;
-    }
-    _cleanup_free_ char *path =
-        url && *url ? xstrdup(url) : xasprintf("%s/sandbox-mcp.db", cfg->data_dir);
-    char node[64];
-    if (ensure_node_id(cfg, node) < 0)
-        return 1;
-    struct err err = {0};
-    if (store_open(path, st, &err) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        return 1;
-    }
-    store_set_node(*st, node);
-    int taken = store_node_adopt_legacy(*st, &err);
-    if (taken < 0)
-        log_warn("node rows not adopted node=%s err=\"%s\"", node, err.msg);
-    else if (taken > 0)
-        log_info("node took sandboxes and sessions from before nodes node=%s rows=%d", node, taken);
-    return 0;
-}
-
-/* The configuration and store of a command line subcommand, opened together; 0 or an exit
- * status (the error already printed). Close with close_config_store(). */
-static int open_config_store(const struct opts *o, struct config *cfg, struct store **st)
-{
-    int r = load_config(o, cfg);
-    if (r)
-        return r;
-    if ((r = open_store(cfg, st)))
-        config_release(cfg);
-    return r;
-}
-
-static void close_config_store(struct config *cfg, struct store *st)
-{
-    store_close(st);
-    config_release(cfg);
-}
-
-/* PROXY_JWT_SECRET: from the configuration, else the one kept in the data dir, else a new one. */
-static int ensure_jwt_secret(struct config *cfg)
-{
-    if (config_get(cfg, "PROXY_JWT_SECRET"))
-        return 0;
-    _cleanup_free_ char *dir = xasprintf("%s/secrets", cfg->data_dir);
-    _cleanup_free_ char *path = xasprintf("%s/proxy_jwt_secret", dir);
-    if (ensure_dir(dir, 0700) < 0)
-        return -1;
-    char secret[65] = "";
-    _cleanup_fclose_ FILE *f = fopen(path, "re");
-    if (f) {
-        if (!fgets(secret, sizeof(secret), f) || strlen(secret) < 32) {
-            fprintf(stderr, "sandbox-mcp: '%s' does not hold a secret of at least 32 characters\n",
-                    path);
-            return -1;
-        }
-    } else {
-        unsigned char raw[32];
-        rand_bytes(raw, sizeof(raw));
-        hex_encode(raw, sizeof(raw), secret);
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 || write(fd, secret, 64) != 64 || fsync(fd) < 0) {
-            fprintf(stderr, "sandbox-mcp: cannot write '%s': %s\n", path, strerror(errno));
-            return -1;
-        }
-        log_info("config generated-secret name=PROXY_JWT_SECRET file=%s", path);
-    }
-    config_set(cfg, "PROXY_JWT_SECRET", secret);
-    return 0;
-}
-
-static void print_welcome(const struct config *cfg, const char *user, const char *token)
-{
-    printf("\n"
-           "sandbox-mcp is ready. A first user was created: %s\n"
-           "\n"
-           "  MCP endpoint:  %s/mcp\n"
-           "  Access token:  %s\n"
-           "\n"
-           "This token is shown only now; keep it safe. Create more with\n"
-           "  sandbox-mcp token create --user %s\n"
-           "\n"
-           "Client configuration (Claude Code: claude mcp add --transport http sandbox %s/mcp "
-           "--header \"Authorization: Bearer <token>\"):\n"
-           "{\n"
-           "  \"mcpServers\": {\n"
-           "    \"sandbox\": {\n"
-           "      \"type\": \"http\",\n"
-           "      \"url\": \"%s/mcp\",\n"
-           "      \"headers\": { \"Authorization\": \"Bearer %s\" }\n"
-           "    }\n"
-           "  }\n"
-           "}\n\n",
-           user, cfg->public_url, token, user, cfg->public_url, cfg->public_url, token);
-    /* Claude and ChatGPT reach the server from their clouds, over https only, and sign in with
-     * OAuth on the server's own pages: a user needs a password or a sign-in link, not a token. */
-    if (strncmp(cfg->public_url, "https://", 8) == 0)
-        printf("Claude and ChatGPT: add a connector with the URL\n"
-               "  %s/mcp\n"
-               "(Claude: a custom connector; ChatGPT: an app in developer mode), leave the OAuth\n"
-               "client id and secret empty, and sign in as %s on the page that opens. First give\n"
-               "%s a password, or print a one-time sign-in link:\n"
-               "  sandbox-mcp user passwd %s\n"
-               "  sandbox-mcp user login-link %s\n"
-               "Step by step: docs/DEPLOY.md.\n\n",
-               cfg->public_url, user, user, user, user);
-    else
-        printf("Claude and ChatGPT need a public https PUBLIC_URL: see docs/DEPLOY.md.\n\n");
-    fflush(stdout);
-}
-
-static int first_start(struct config *cfg, struct store *st)
-{
-    struct err err = {0};
-    int n = store_user_count(st, &err);
-    if (n < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        return -1;
-    }
-    if (n > 0)
-        return 0;
-    struct store_user u;
-    char token[STORE_TOKEN_LEN + 1];
-    if (store_user_add(st, cfg->first_user, &u, &err) < 0 ||
-        store_token_create(st, u.id, "first start", token, NULL, &err) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        return -1;
-    }
-    log_info("store first-user user=%s", u.name);
-    print_welcome(cfg, u.name, token);
-    return 0;
-}
 
 static void notify_run_url(void *runs, const char *run_id, bool view_token, char *out, size_t cap)
 {
@@ -586,12 +243,12 @@ static int cmd_serve(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
                                   OPT_FIXTURES, OPT_TLS_CERT, OPT_TLS_KEY, 0};
-    struct opts o = {0};
-    int r = parse_opts("serve", usage_serve, argc, argv, allowed, &o);
+    struct cli_opts o = {0};
+    int r = cli_parse_opts("serve", usage_serve, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     if (o.nargs > 0)
-        return usage_error("serve", usage_serve, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error("serve", usage_serve, "unexpected argument '%s'", o.args[0]);
     /* A command's output of megabytes passes through a few buffers of its size on its way into
      * the reply. By default glibc maps each with mmap and unmaps it when freed, so every such
      * call faults in fresh pages, which a virtual machine makes slow (half the time of a 1 MiB
@@ -600,10 +257,10 @@ static int cmd_serve(int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 32 << 20);
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
-    if (ensure_jwt_secret(&cfg) < 0) {
-        close_config_store(&cfg, st);
+    if (cli_ensure_jwt_secret(&cfg) < 0) {
+        cli_close_config_store(&cfg, st);
         return 1;
     }
     /* read once, or made on a first start, so that a key that cannot be read stops the server
@@ -612,7 +269,7 @@ static int cmd_serve(int argc, char **argv)
     struct err kerr = {0};
     if (store_credential_key_load(cfg.data_dir, credential_key, &kerr) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", kerr.msg);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 1;
     }
     struct sandbox_config sc;
@@ -621,7 +278,7 @@ static int cmd_serve(int argc, char **argv)
     _cleanup_free_ char *opencode = runs_opencode_find(&cfg);
     if (sandbox_config_load(&cfg, &sc, &serr) < 0 || runs_config_load(&cfg, &rc, &serr) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 2;
     }
     struct egress_policy *policy = NULL;
@@ -630,7 +287,7 @@ static int cmd_serve(int argc, char **argv)
         egress_proxy_new(&cfg, policy, &egress, &serr) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
         egress_policy_free(policy);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 2;
     }
     log_info("egress mode=%s", egress_mode_name(egress_policy_mode(policy)));
@@ -704,7 +361,7 @@ static int cmd_serve(int argc, char **argv)
             runs_network_free(network);
             sandbox_manager_free(sandboxes);
             egress_policy_free(policy);
-            close_config_store(&cfg, st);
+            cli_close_config_store(&cfg, st);
             return 1;
         }
         const struct fixture_tasks_limits lim = {(unsigned)per_user, (unsigned)max, ttl};
@@ -719,7 +376,7 @@ static int cmd_serve(int argc, char **argv)
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 1;
     }
     struct proxy *proxy = NULL;
@@ -736,7 +393,7 @@ static int cmd_serve(int argc, char **argv)
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 2;
     }
     proxy_set_seal_key(proxy, credential_key);
@@ -762,7 +419,7 @@ static int cmd_serve(int argc, char **argv)
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 2;
     }
     http_server_set_cluster(http, cluster);
@@ -805,7 +462,7 @@ static int cmd_serve(int argc, char **argv)
     if (cfg.notify_test_loopback)
         log_warn("notify test-loopback enabled=yes note=\"notifications may go to "
                  "http://127.0.0.1; for tests only\"");
-    if (first_start(&cfg, st) < 0) {
+    if (cli_first_start(&cfg, st) < 0) {
         runs_network_set_runs(network, NULL);
         proxy_set_run_lookup(proxy, NULL, NULL);
         runs_free(runs);
@@ -819,7 +476,7 @@ static int cmd_serve(int argc, char **argv)
         runs_network_free(network);
         sandbox_manager_free(sandboxes);
         egress_policy_free(policy);
-        close_config_store(&cfg, st);
+        cli_close_config_store(&cfg, st);
         return 1;
     }
     log_info("serve start version=%s data_dir=%s store=%s public_url=%s", SANDBOX_MCP_VERSION,
@@ -838,7 +495,7 @@ static int cmd_serve(int argc, char **argv)
     runs_network_free(network);
     sandbox_manager_free(sandboxes);
     egress_policy_free(policy);
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     explicit_bzero(jwt_key, sizeof(jwt_key));
     explicit_bzero(view_key, sizeof(view_key));
     explicit_bzero(credential_key, sizeof(credential_key));
@@ -849,19 +506,19 @@ static int cmd_serve(int argc, char **argv)
 static int cmd_migrate(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
-    struct opts o = {0};
-    int r = parse_opts("migrate", usage_migrate, argc, argv, allowed, &o);
+    struct cli_opts o = {0};
+    int r = cli_parse_opts("migrate", usage_migrate, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     if (o.nargs > 0)
-        return usage_error("migrate", usage_migrate, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error("migrate", usage_migrate, "unexpected argument '%s'", o.args[0]);
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
+    if ((r = cli_load_config(&o, &cfg)))
         return r;
     struct store *st = NULL;
-    if ((r = open_store(&cfg, &st)) == 0)
+    if ((r = cli_open_store(&cfg, &st)) == 0)
         printf("database schema is at version %d\n", store_schema_version_known());
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -875,22 +532,22 @@ static void print_node(const struct store_node *n, void *ctx)
 static int cmd_node(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
-    struct opts o = {0};
-    int r = parse_opts("node", usage_node, argc, argv, allowed, &o);
+    struct cli_opts o = {0};
+    int r = cli_parse_opts("node", usage_node, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     if (o.nargs != 1 || strcmp(o.args[0], "list") != 0)
-        return usage_error("node", usage_node, "%s", "'node' takes list");
+        return cli_usage_error("node", usage_node, "%s", "'node' takes list");
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct err err = {0};
     if (store_node_list(st, print_node, NULL, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         r = 1;
     }
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -915,40 +572,6 @@ static void print_grant(const struct store_oauth_grant *g, void *ctx)
         time_format_rfc3339(g->last_used_at, used);
     printf("%-30s %-16s %-14s %-8s %-24s %-24s %s (%s; %s)\n", g->id, g->user_name, "oauth",
            "active", created, used, g->client_name, g->redirect_host, g->scope);
-}
-
-/* Commands with subcommands ("user add", "token list"...): -h/--help before the subcommand
- * prints usage (returns 1); a missing subcommand is a usage error naming the expected ones;
- * otherwise *sub is the subcommand and the options after it are parsed into o (0). */
-static int parse_sub(const char *cmd, const char *usage, const char *expected, int argc,
-                     char **argv, const int *allowed, struct opts *o, const char **sub)
-{
-    if (argc < 2 || argv[1][0] == '-') {
-        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        return usage_error(cmd, usage, "expected %s", expected);
-    }
-    *sub = argv[1];
-    return parse_opts(cmd, usage, argc - 1, argv + 1, allowed, o);
-}
-
-/* "90", "30s", "10m", "2h" -> seconds; -1 when malformed. */
-static int64_t parse_duration(const char *s)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || v <= 0 || v > 1000000000) /* no more than 30 years in seconds */
-        return -1;
-    if (*end == '\0' || strcmp(end, "s") == 0)
-        return v;
-    if (strcmp(end, "m") == 0)
-        return v * 60;
-    if (strcmp(end, "h") == 0)
-        return v * 3600;
-    return -1;
 }
 
 static void print_user(const struct store_user *u, void *ctx)
@@ -1192,27 +815,30 @@ static void print_credential(const struct store_credential *c, void *ctx)
 }
 
 /* user credential set|delete NAME SERVICE, user credential list NAME. */
-static int cmd_user_credential(const struct opts *o)
+static int cmd_user_credential(const struct cli_opts *o)
 {
     const char *action = o->nargs > 0 ? o->args[0] : "";
     bool set = strcmp(action, "set") == 0, del = strcmp(action, "delete") == 0,
          list = strcmp(action, "list") == 0;
     if (!set && !del && !list)
-        return usage_error("user", usage_user, "%s", "'user credential' takes set, delete or list");
+        return cli_usage_error("user", usage_user, "%s",
+                               "'user credential' takes set, delete or list");
     if ((list && o->nargs != 2) || (!list && o->nargs != 3))
-        return usage_error("user", usage_user,
-                           "'user credential %s' takes NAME%s (a token is read from stdin, never "
-                           "from the command line)",
-                           action, list ? "" : " and a service (github)");
+        return cli_usage_error(
+            "user", usage_user,
+            "'user credential %s' takes NAME%s (a token is read from stdin, never "
+            "from the command line)",
+            action, list ? "" : " and a service (github)");
     if (o->ttl || o->public_url)
-        return usage_error("user", usage_user, "%s", "--ttl and --public-url do not apply here");
+        return cli_usage_error("user", usage_user, "%s",
+                               "--ttl and --public-url do not apply here");
     const char *name = o->args[1], *service = list ? NULL : o->args[2];
     if (service && strcmp(service, "github") != 0)
-        return usage_error("user", usage_user, "unknown service '%s': the only one is github",
-                           service);
+        return cli_usage_error("user", usage_user, "unknown service '%s': the only one is github",
+                               service);
     struct config cfg = {0};
     struct store *st = NULL;
-    int r = open_config_store(o, &cfg, &st);
+    int r = cli_open_config_store(o, &cfg, &st);
     if (r)
         return r;
     struct err err = {0};
@@ -1259,7 +885,7 @@ out:
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
     sodium_memzero(token, sizeof(token));
     sodium_memzero(key, sizeof(key));
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1283,29 +909,30 @@ static void print_target(const struct store_notify_target *t, void *ctx)
 }
 
 /* user notify add NAME KIND URL | list NAME | remove NAME ID | test NAME ID */
-static int cmd_user_notify(const struct opts *o)
+static int cmd_user_notify(const struct cli_opts *o)
 {
     const char *action = o->nargs > 0 ? o->args[0] : "";
     bool add = strcmp(action, "add") == 0, list = strcmp(action, "list") == 0,
          remove = strcmp(action, "remove") == 0, test = strcmp(action, "test") == 0;
     if (!add && !list && !remove && !test)
-        return usage_error("user", usage_user, "%s",
-                           "'user notify' takes add, list, remove or test");
+        return cli_usage_error("user", usage_user, "%s",
+                               "'user notify' takes add, list, remove or test");
     if ((add && o->nargs != 4) || (list && o->nargs != 2) || ((remove || test) && o->nargs != 3))
-        return usage_error("user", usage_user, "'user notify %s' takes NAME%s", action,
-                           add    ? ", webhook or ntfy, and a URL"
-                           : list ? ""
-                                  : " and a target ID (see 'user notify list NAME')");
+        return cli_usage_error("user", usage_user, "'user notify %s' takes NAME%s", action,
+                               add    ? ", webhook or ntfy, and a URL"
+                               : list ? ""
+                                      : " and a target ID (see 'user notify list NAME')");
     if (o->ttl || o->public_url)
-        return usage_error("user", usage_user, "%s", "--ttl and --public-url do not apply here");
+        return cli_usage_error("user", usage_user, "%s",
+                               "--ttl and --public-url do not apply here");
     const char *name = o->args[1];
     enum notify_kind kind = NOTIFY_WEBHOOK;
     if (add && notify_kind_parse(o->args[2], &kind) < 0)
-        return usage_error("user", usage_user, "unknown target kind '%s': webhook or ntfy",
-                           o->args[2]);
+        return cli_usage_error("user", usage_user, "unknown target kind '%s': webhook or ntfy",
+                               o->args[2]);
     struct config cfg = {0};
     struct store *st = NULL;
-    int r = open_config_store(o, &cfg, &st);
+    int r = cli_open_config_store(o, &cfg, &st);
     if (r)
         return r;
     struct err err = {0};
@@ -1352,7 +979,7 @@ out:
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
     sodium_memzero(secret, sizeof(secret));
     sodium_memzero(key, sizeof(key));
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1360,11 +987,11 @@ static int cmd_user(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
     const char *sub = NULL;
-    struct opts o = {0};
-    int r = parse_sub("user", usage_user,
-                      "'add', 'list', 'passwd', 'login-link', 'network', 'credential' or "
-                      "'notify'",
-                      argc, argv, allowed, &o, &sub);
+    struct cli_opts o = {0};
+    int r = cli_parse_sub("user", usage_user,
+                          "'add', 'list', 'passwd', 'login-link', 'network', 'credential' or "
+                          "'notify'",
+                          argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool add = strcmp(sub, "add") == 0, list = strcmp(sub, "list") == 0,
@@ -1375,36 +1002,36 @@ static int cmd_user(int argc, char **argv)
     if (strcmp(sub, "notify") == 0)
         return cmd_user_notify(&o);
     if (!add && !list && !passwd && !link && !network)
-        return usage_error("user", usage_user, "unknown subcommand '%s'", sub);
+        return cli_usage_error("user", usage_user, "unknown subcommand '%s'", sub);
     if (network && (o.nargs < 1 || o.nargs > 2))
-        return usage_error("user", usage_user, "%s",
-                           "'user network' takes NAME and, to change it, a mode");
+        return cli_usage_error("user", usage_user, "%s",
+                               "'user network' takes NAME and, to change it, a mode");
     enum egress_mode mode = EGRESS_MODE_NONE;
     if (network && o.nargs == 2 && strcmp(o.args[1], "default") != 0 &&
         egress_mode_parse(o.args[1], &mode) < 0)
-        return usage_error("user", usage_user,
-                           "network mode '%s' is not none, allowlist, public or default",
-                           o.args[1]);
+        return cli_usage_error("user", usage_user,
+                               "network mode '%s' is not none, allowlist, public or default",
+                               o.args[1]);
     if (!list && !network && o.nargs != 1)
-        return usage_error("user", usage_user, "'user %s' takes exactly one NAME", sub);
+        return cli_usage_error("user", usage_user, "'user %s' takes exactly one NAME", sub);
     if (list && o.nargs != 0)
-        return usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
     if (!link && o.ttl)
-        return usage_error("user", usage_user, "%s", "--ttl applies to 'user login-link' only");
+        return cli_usage_error("user", usage_user, "%s", "--ttl applies to 'user login-link' only");
     if (!link && o.public_url)
-        return usage_error("user", usage_user, "%s",
-                           "--public-url applies to 'user login-link' only");
+        return cli_usage_error("user", usage_user, "%s",
+                               "--public-url applies to 'user login-link' only");
     if (!list && !store_user_name_valid(o.args[0]))
-        return usage_error(
+        return cli_usage_error(
             "user", usage_user,
             "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)", o.args[0]);
-    int64_t ttl = o.ttl ? parse_duration(o.ttl) : 15 * 60;
+    int64_t ttl = o.ttl ? cli_parse_duration(o.ttl) : 15 * 60;
     if (link && (ttl <= 0 || ttl > STORE_LINK_TTL_MAX_S))
-        return usage_error("user", usage_user, "--ttl '%s' is not a duration between 1s and 24h",
-                           o.ttl);
+        return cli_usage_error("user", usage_user,
+                               "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct err err = {0};
     if (add) {
@@ -1427,7 +1054,7 @@ static int cmd_user(int argc, char **argv)
         if (r)
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
     }
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1435,26 +1062,26 @@ static int cmd_token(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_LABEL, 0};
     const char *sub = NULL;
-    struct opts o = {0};
-    int r = parse_sub("token", usage_token, "'create', 'list' or 'revoke'", argc, argv, allowed, &o,
-                      &sub);
+    struct cli_opts o = {0};
+    int r = cli_parse_sub("token", usage_token, "'create', 'list' or 'revoke'", argc, argv, allowed,
+                          &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0,
          revoke = strcmp(sub, "revoke") == 0;
     if (!create && !list && !revoke)
-        return usage_error("token", usage_token, "unknown subcommand '%s'", sub);
+        return cli_usage_error("token", usage_token, "unknown subcommand '%s'", sub);
     if (create && !o.user)
-        return usage_error("token", usage_token, "%s", "'token create' needs --user NAME");
+        return cli_usage_error("token", usage_token, "%s", "'token create' needs --user NAME");
     if (revoke && o.nargs != 1)
-        return usage_error("token", usage_token, "%s", "'token revoke' takes exactly one ID");
+        return cli_usage_error("token", usage_token, "%s", "'token revoke' takes exactly one ID");
     if (!revoke && o.nargs != 0)
-        return usage_error("token", usage_token, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error("token", usage_token, "unexpected argument '%s'", o.args[0]);
     if (o.label && strlen(o.label) > 100)
-        return usage_error("token", usage_token, "%s", "--label is limited to 100 characters");
+        return cli_usage_error("token", usage_token, "%s", "--label is limited to 100 characters");
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct err err = {0};
     struct store_user u;
@@ -1488,7 +1115,7 @@ static int cmd_token(int argc, char **argv)
     }
     if (r)
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1507,32 +1134,34 @@ static int cmd_proxy_token(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_SERVICES,
                                   OPT_TTL,      OPT_SANDBOX,  0};
-    struct opts o = {0};
-    int r = parse_opts("proxy-token", usage_proxy_token, argc, argv, allowed, &o);
+    struct cli_opts o = {0};
+    int r = cli_parse_opts("proxy-token", usage_proxy_token, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     bool revoke = o.nargs >= 1 && strcmp(o.args[0], "revoke") == 0;
     if (revoke && o.nargs != 2)
-        return usage_error("proxy-token", usage_proxy_token, "%s",
-                           "'proxy-token revoke' takes exactly one JTI");
+        return cli_usage_error("proxy-token", usage_proxy_token, "%s",
+                               "'proxy-token revoke' takes exactly one JTI");
     if (!revoke && o.nargs > 0)
-        return usage_error("proxy-token", usage_proxy_token, "unexpected argument '%s'", o.args[0]);
-    int64_t ttl = o.ttl ? parse_duration(o.ttl) : 600;
+        return cli_usage_error("proxy-token", usage_proxy_token, "unexpected argument '%s'",
+                               o.args[0]);
+    int64_t ttl = o.ttl ? cli_parse_duration(o.ttl) : 600;
     if (!revoke) {
         if (!o.user || !o.services)
-            return usage_error("proxy-token", usage_proxy_token, "%s",
-                               "--user and --services are required");
+            return cli_usage_error("proxy-token", usage_proxy_token, "%s",
+                                   "--user and --services are required");
         if (ttl <= 0 || ttl > 86400)
-            return usage_error("proxy-token", usage_proxy_token,
-                               "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
+            return cli_usage_error("proxy-token", usage_proxy_token,
+                                   "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
         for (const char *c = o.services; *c; c++)
             if (!isalnum((unsigned char)*c) && *c != ',' && *c != '-' && *c != '_')
-                return usage_error("proxy-token", usage_proxy_token,
-                                   "--services '%s' must be names separated by commas", o.services);
+                return cli_usage_error("proxy-token", usage_proxy_token,
+                                       "--services '%s' must be names separated by commas",
+                                       o.services);
     }
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct err err = {0};
     r = 0;
@@ -1543,7 +1172,7 @@ static int cmd_proxy_token(int argc, char **argv)
         } else {
             printf("revoked %s\n", o.args[1]);
         }
-    } else if (ensure_jwt_secret(&cfg) < 0) {
+    } else if (cli_ensure_jwt_secret(&cfg) < 0) {
         r = 1;
     } else {
         struct store_user u;
@@ -1566,7 +1195,7 @@ static int cmd_proxy_token(int argc, char **argv)
         }
         explicit_bzero(key, sizeof(key));
     }
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1587,19 +1216,19 @@ static int cmd_sandbox(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
     const char *sub = NULL;
-    struct opts o = {0};
-    int r =
-        parse_sub("sandbox", usage_sandbox, "'list' or 'stop-all'", argc, argv, allowed, &o, &sub);
+    struct cli_opts o = {0};
+    int r = cli_parse_sub("sandbox", usage_sandbox, "'list' or 'stop-all'", argc, argv, allowed, &o,
+                          &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool stop = strcmp(sub, "stop-all") == 0;
     if (!stop && strcmp(sub, "list") != 0)
-        return usage_error("sandbox", usage_sandbox, "unknown subcommand '%s'", sub);
+        return cli_usage_error("sandbox", usage_sandbox, "unknown subcommand '%s'", sub);
     if (o.nargs != 0)
-        return usage_error("sandbox", usage_sandbox, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error("sandbox", usage_sandbox, "unexpected argument '%s'", o.args[0]);
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct sandbox_config sc;
     struct sandbox_manager *m = NULL;
@@ -1614,7 +1243,7 @@ static int cmd_sandbox(int argc, char **argv)
         sandbox_manager_list(m, print_sandbox, NULL);
     }
     sandbox_manager_free(m);
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1628,17 +1257,17 @@ static int cmd_links(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
     const char *sub = NULL;
-    struct opts o = {0};
-    int r = parse_sub("links", usage_links, "'revoke'", argc, argv, allowed, &o, &sub);
+    struct cli_opts o = {0};
+    int r = cli_parse_sub("links", usage_links, "'revoke'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     if (strcmp(sub, "revoke") != 0)
-        return usage_error("links", usage_links, "unknown subcommand '%s'", sub);
+        return cli_usage_error("links", usage_links, "unknown subcommand '%s'", sub);
     if (o.nargs != 1)
-        return usage_error("links", usage_links, "expected one run or session id");
+        return cli_usage_error("links", usage_links, "expected one run or session id");
     struct config cfg = {0};
     struct store *st = NULL;
-    if ((r = open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct err err = {0};
     bool session = strncmp(o.args[0], "ses_", 4) == 0;
@@ -1648,7 +1277,7 @@ static int cmd_links(int argc, char **argv)
     } else {
         printf("revoked the web addresses of %s\n", o.args[0]);
     }
-    close_config_store(&cfg, st);
+    cli_close_config_store(&cfg, st);
     return r;
 }
 
@@ -1671,17 +1300,17 @@ static int cmd_template(int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_FORCE, 0};
     const char *sub = NULL;
-    struct opts o = {0};
-    int r = parse_sub("template", usage_template, "'build'", argc, argv, allowed, &o, &sub);
+    struct cli_opts o = {0};
+    int r = cli_parse_sub("template", usage_template, "'build'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     if (strcmp(sub, "build") != 0)
-        return usage_error("template", usage_template, "unknown subcommand '%s'", sub);
+        return cli_usage_error("template", usage_template, "unknown subcommand '%s'", sub);
     if (o.nargs != 1)
-        return usage_error("template", usage_template, "%s",
-                           "'template build' takes exactly one NAME");
+        return cli_usage_error("template", usage_template, "%s",
+                               "'template build' takes exactly one NAME");
     struct config cfg = {0};
-    if ((r = load_config(&o, &cfg)))
+    if ((r = cli_load_config(&o, &cfg)))
         return r;
     struct sandbox_config sc;
     struct err err = {0};
@@ -1690,7 +1319,7 @@ static int cmd_template(int argc, char **argv)
         config_release(&cfg);
         return EXIT_USAGE;
     }
-    if (ensure_dir(cfg.data_dir, 0700) < 0) {
+    if (cli_ensure_dir(cfg.data_dir, 0700) < 0) {
         config_release(&cfg);
         return 1;
     }

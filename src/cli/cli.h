@@ -1,0 +1,95 @@
+#pragma once
+/* The command line's shared parts (src/cli/): the options every command parses, opening the
+ * configuration and the store, and the secrets made on a first start. Only the commands use
+ * them; nothing in the library includes this header. Commands print their errors on stderr
+ * and return an exit status: 0, 1 (it failed) or EXIT_USAGE (it was asked wrongly). */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct config;
+struct store;
+
+#define EXIT_USAGE 2
+
+/* What the options and arguments of one command line say; strings point into argv. */
+struct cli_opts {
+    const char *data_dir;
+    const char *env_file;
+    const char *listen;
+    const char *public_url;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *user;
+    const char *label;
+    const char *services;
+    const char *ttl;
+    const char *sandbox;
+    bool fixtures;
+    bool force;
+    char **args; /* positional arguments after the command */
+    int nargs;
+};
+
+/* The long options, by id; a command lists the ids it accepts, ended by 0. */
+enum {
+    OPT_DATA_DIR = 256,
+    OPT_ENV_FILE,
+    OPT_LISTEN,
+    OPT_PUBLIC_URL,
+    OPT_USER,
+    OPT_LABEL,
+    OPT_FIXTURES,
+    OPT_SERVICES,
+    OPT_TTL,
+    OPT_FORCE,
+    OPT_SANDBOX,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY
+};
+
+/* Print "sandbox-mcp CMD: MESSAGE" and the command's usage on stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Parse the options of a command into o; allowed lists the option ids it accepts (0-ended).
+ * Returns 0, 1 when help was printed (on stdout), or EXIT_USAGE after saying why. */
+int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, const int *allowed,
+                   struct cli_opts *o);
+
+/* Commands with subcommands ("user add", "token list"...): -h/--help before the subcommand
+ * prints usage (returns 1); a missing subcommand is a usage error naming the expected ones
+ * (EXIT_USAGE); otherwise *sub is the subcommand and the options after it are parsed into o
+ * (cli_parse_opts' result). */
+int cli_parse_sub(const char *cmd, const char *usage, const char *expected, int argc, char **argv,
+                  const int *allowed, struct cli_opts *o, const char **sub);
+
+/* "90", "30s", "10m", "2h" -> seconds; -1 when malformed. */
+int64_t cli_parse_duration(const char *s);
+
+/* Build the configuration: defaults < .dev.vars (or --env-file) < environment < flags, and set
+ * the log level. 0, or an exit status after printing why (cfg released). Release cfg with
+ * config_release. */
+int cli_load_config(const struct cli_opts *o, struct config *cfg);
+
+/* mkdir that accepts an existing directory: 0, or -1 after printing why. */
+int cli_ensure_dir(const char *path, mode_t mode);
+
+/* Open the store (DATABASE_URL, else SQLite in DATA_DIR, created 0700) as this node (NODE_ID, or
+ * the id kept in DATA_DIR/node_id). 0, or 1 after printing why; close with store_close. */
+int cli_open_store(const struct config *cfg, struct store **st);
+
+/* The configuration and store of a command, opened together: 0, or an exit status (the error
+ * already printed, nothing left open). Close with cli_close_config_store(). */
+int cli_open_config_store(const struct cli_opts *o, struct config *cfg, struct store **st);
+/* Close the store (NULL is fine) and release the configuration. */
+void cli_close_config_store(struct config *cfg, struct store *st);
+
+/* PROXY_JWT_SECRET: from the configuration, else the one kept in DATA_DIR/secrets, else a new
+ * one written there (0600); set in cfg. 0, or -1 after printing why. */
+int cli_ensure_jwt_secret(struct config *cfg);
+
+/* On an empty store, create the first user (FIRST_USER) and a token, and print the welcome with
+ * that token once on stdout. 0 (also when users exist), or -1 after printing why. */
+int cli_first_start(struct config *cfg, struct store *st);
