@@ -49,6 +49,14 @@ enum {
     OPT_TLS_KEY
 };
 
+/* One command of the table in cli/main.c: fn runs it with argv[0] its name and returns the exit
+ * status; usage is its help text, which it prints for -h and after a usage error. */
+struct cli_command {
+    const char *name;
+    int (*fn)(const struct cli_command *cmd, int argc, char **argv);
+    const char *usage;
+};
+
 /* Print "sandbox-mcp CMD: MESSAGE" and the command's usage on stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

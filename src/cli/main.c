@@ -239,16 +239,16 @@ static int start_cluster(const struct config *cfg, struct store *st, struct http
     return 0;
 }
 
-static int cmd_serve(int argc, char **argv)
+static int cmd_serve(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
                                   OPT_FIXTURES, OPT_TLS_CERT, OPT_TLS_KEY, 0};
     struct cli_opts o = {0};
-    int r = cli_parse_opts("serve", usage_serve, argc, argv, allowed, &o);
+    int r = cli_parse_opts(cmd->name, cmd->usage, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     if (o.nargs > 0)
-        return cli_usage_error("serve", usage_serve, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error(cmd->name, cmd->usage, "unexpected argument '%s'", o.args[0]);
     /* A command's output of megabytes passes through a few buffers of its size on its way into
      * the reply. By default glibc maps each with mmap and unmaps it when freed, so every such
      * call faults in fresh pages, which a virtual machine makes slow (half the time of a 1 MiB
@@ -503,15 +503,15 @@ static int cmd_serve(int argc, char **argv)
     return 0;
 }
 
-static int cmd_migrate(int argc, char **argv)
+static int cmd_migrate(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
     struct cli_opts o = {0};
-    int r = cli_parse_opts("migrate", usage_migrate, argc, argv, allowed, &o);
+    int r = cli_parse_opts(cmd->name, cmd->usage, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     if (o.nargs > 0)
-        return cli_usage_error("migrate", usage_migrate, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error(cmd->name, cmd->usage, "unexpected argument '%s'", o.args[0]);
     struct config cfg = {0};
     if ((r = cli_load_config(&o, &cfg)))
         return r;
@@ -529,15 +529,15 @@ static void print_node(const struct store_node *n, void *ctx)
            (long long)((time_now_ms() - n->heartbeat_at) / 1000));
 }
 
-static int cmd_node(int argc, char **argv)
+static int cmd_node(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
     struct cli_opts o = {0};
-    int r = cli_parse_opts("node", usage_node, argc, argv, allowed, &o);
+    int r = cli_parse_opts(cmd->name, cmd->usage, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     if (o.nargs != 1 || strcmp(o.args[0], "list") != 0)
-        return cli_usage_error("node", usage_node, "%s", "'node' takes list");
+        return cli_usage_error(cmd->name, cmd->usage, "%s", "'node' takes list");
     struct config cfg = {0};
     struct store *st = NULL;
     if ((r = cli_open_config_store(&o, &cfg, &st)))
@@ -815,27 +815,27 @@ static void print_credential(const struct store_credential *c, void *ctx)
 }
 
 /* user credential set|delete NAME SERVICE, user credential list NAME. */
-static int cmd_user_credential(const struct cli_opts *o)
+static int cmd_user_credential(const struct cli_command *cmd, const struct cli_opts *o)
 {
     const char *action = o->nargs > 0 ? o->args[0] : "";
     bool set = strcmp(action, "set") == 0, del = strcmp(action, "delete") == 0,
          list = strcmp(action, "list") == 0;
     if (!set && !del && !list)
-        return cli_usage_error("user", usage_user, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "'user credential' takes set, delete or list");
     if ((list && o->nargs != 2) || (!list && o->nargs != 3))
         return cli_usage_error(
-            "user", usage_user,
+            cmd->name, cmd->usage,
             "'user credential %s' takes NAME%s (a token is read from stdin, never "
             "from the command line)",
             action, list ? "" : " and a service (github)");
     if (o->ttl || o->public_url)
-        return cli_usage_error("user", usage_user, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--ttl and --public-url do not apply here");
     const char *name = o->args[1], *service = list ? NULL : o->args[2];
     if (service && strcmp(service, "github") != 0)
-        return cli_usage_error("user", usage_user, "unknown service '%s': the only one is github",
-                               service);
+        return cli_usage_error(cmd->name, cmd->usage,
+                               "unknown service '%s': the only one is github", service);
     struct config cfg = {0};
     struct store *st = NULL;
     int r = cli_open_config_store(o, &cfg, &st);
@@ -909,26 +909,26 @@ static void print_target(const struct store_notify_target *t, void *ctx)
 }
 
 /* user notify add NAME KIND URL | list NAME | remove NAME ID | test NAME ID */
-static int cmd_user_notify(const struct cli_opts *o)
+static int cmd_user_notify(const struct cli_command *cmd, const struct cli_opts *o)
 {
     const char *action = o->nargs > 0 ? o->args[0] : "";
     bool add = strcmp(action, "add") == 0, list = strcmp(action, "list") == 0,
          remove = strcmp(action, "remove") == 0, test = strcmp(action, "test") == 0;
     if (!add && !list && !remove && !test)
-        return cli_usage_error("user", usage_user, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "'user notify' takes add, list, remove or test");
     if ((add && o->nargs != 4) || (list && o->nargs != 2) || ((remove || test) && o->nargs != 3))
-        return cli_usage_error("user", usage_user, "'user notify %s' takes NAME%s", action,
+        return cli_usage_error(cmd->name, cmd->usage, "'user notify %s' takes NAME%s", action,
                                add    ? ", webhook or ntfy, and a URL"
                                : list ? ""
                                       : " and a target ID (see 'user notify list NAME')");
     if (o->ttl || o->public_url)
-        return cli_usage_error("user", usage_user, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--ttl and --public-url do not apply here");
     const char *name = o->args[1];
     enum notify_kind kind = NOTIFY_WEBHOOK;
     if (add && notify_kind_parse(o->args[2], &kind) < 0)
-        return cli_usage_error("user", usage_user, "unknown target kind '%s': webhook or ntfy",
+        return cli_usage_error(cmd->name, cmd->usage, "unknown target kind '%s': webhook or ntfy",
                                o->args[2]);
     struct config cfg = {0};
     struct store *st = NULL;
@@ -983,12 +983,12 @@ out:
     return r;
 }
 
-static int cmd_user(int argc, char **argv)
+static int cmd_user(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
     const char *sub = NULL;
     struct cli_opts o = {0};
-    int r = cli_parse_sub("user", usage_user,
+    int r = cli_parse_sub(cmd->name, cmd->usage,
                           "'add', 'list', 'passwd', 'login-link', 'network', 'credential' or "
                           "'notify'",
                           argc, argv, allowed, &o, &sub);
@@ -998,36 +998,37 @@ static int cmd_user(int argc, char **argv)
          passwd = strcmp(sub, "passwd") == 0, link = strcmp(sub, "login-link") == 0,
          network = strcmp(sub, "network") == 0, credential = strcmp(sub, "credential") == 0;
     if (credential)
-        return cmd_user_credential(&o);
+        return cmd_user_credential(cmd, &o);
     if (strcmp(sub, "notify") == 0)
-        return cmd_user_notify(&o);
+        return cmd_user_notify(cmd, &o);
     if (!add && !list && !passwd && !link && !network)
-        return cli_usage_error("user", usage_user, "unknown subcommand '%s'", sub);
+        return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
     if (network && (o.nargs < 1 || o.nargs > 2))
-        return cli_usage_error("user", usage_user, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "'user network' takes NAME and, to change it, a mode");
     enum egress_mode mode = EGRESS_MODE_NONE;
     if (network && o.nargs == 2 && strcmp(o.args[1], "default") != 0 &&
         egress_mode_parse(o.args[1], &mode) < 0)
-        return cli_usage_error("user", usage_user,
+        return cli_usage_error(cmd->name, cmd->usage,
                                "network mode '%s' is not none, allowlist, public or default",
                                o.args[1]);
     if (!list && !network && o.nargs != 1)
-        return cli_usage_error("user", usage_user, "'user %s' takes exactly one NAME", sub);
+        return cli_usage_error(cmd->name, cmd->usage, "'user %s' takes exactly one NAME", sub);
     if (list && o.nargs != 0)
-        return cli_usage_error("user", usage_user, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error(cmd->name, cmd->usage, "unexpected argument '%s'", o.args[0]);
     if (!link && o.ttl)
-        return cli_usage_error("user", usage_user, "%s", "--ttl applies to 'user login-link' only");
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
+                               "--ttl applies to 'user login-link' only");
     if (!link && o.public_url)
-        return cli_usage_error("user", usage_user, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--public-url applies to 'user login-link' only");
     if (!list && !store_user_name_valid(o.args[0]))
         return cli_usage_error(
-            "user", usage_user,
+            cmd->name, cmd->usage,
             "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)", o.args[0]);
     int64_t ttl = o.ttl ? cli_parse_duration(o.ttl) : 15 * 60;
     if (link && (ttl <= 0 || ttl > STORE_LINK_TTL_MAX_S))
-        return cli_usage_error("user", usage_user,
+        return cli_usage_error(cmd->name, cmd->usage,
                                "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
     struct config cfg = {0};
     struct store *st = NULL;
@@ -1058,27 +1059,27 @@ static int cmd_user(int argc, char **argv)
     return r;
 }
 
-static int cmd_token(int argc, char **argv)
+static int cmd_token(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_LABEL, 0};
     const char *sub = NULL;
     struct cli_opts o = {0};
-    int r = cli_parse_sub("token", usage_token, "'create', 'list' or 'revoke'", argc, argv, allowed,
-                          &o, &sub);
+    int r = cli_parse_sub(cmd->name, cmd->usage, "'create', 'list' or 'revoke'", argc, argv,
+                          allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0,
          revoke = strcmp(sub, "revoke") == 0;
     if (!create && !list && !revoke)
-        return cli_usage_error("token", usage_token, "unknown subcommand '%s'", sub);
+        return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
     if (create && !o.user)
-        return cli_usage_error("token", usage_token, "%s", "'token create' needs --user NAME");
+        return cli_usage_error(cmd->name, cmd->usage, "%s", "'token create' needs --user NAME");
     if (revoke && o.nargs != 1)
-        return cli_usage_error("token", usage_token, "%s", "'token revoke' takes exactly one ID");
+        return cli_usage_error(cmd->name, cmd->usage, "%s", "'token revoke' takes exactly one ID");
     if (!revoke && o.nargs != 0)
-        return cli_usage_error("token", usage_token, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error(cmd->name, cmd->usage, "unexpected argument '%s'", o.args[0]);
     if (o.label && strlen(o.label) > 100)
-        return cli_usage_error("token", usage_token, "%s", "--label is limited to 100 characters");
+        return cli_usage_error(cmd->name, cmd->usage, "%s", "--label is limited to 100 characters");
     struct config cfg = {0};
     struct store *st = NULL;
     if ((r = cli_open_config_store(&o, &cfg, &st)))
@@ -1130,32 +1131,31 @@ static const char usage_proxy_token[] =
     "http://127.0.0.1:8788/proxy/... inside it. The token is printed on stdout; its id (JTI)\n"
     "on stderr.\n";
 
-static int cmd_proxy_token(int argc, char **argv)
+static int cmd_proxy_token(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_SERVICES,
                                   OPT_TTL,      OPT_SANDBOX,  0};
     struct cli_opts o = {0};
-    int r = cli_parse_opts("proxy-token", usage_proxy_token, argc, argv, allowed, &o);
+    int r = cli_parse_opts(cmd->name, cmd->usage, argc, argv, allowed, &o);
     if (r)
         return r == 1 ? 0 : r;
     bool revoke = o.nargs >= 1 && strcmp(o.args[0], "revoke") == 0;
     if (revoke && o.nargs != 2)
-        return cli_usage_error("proxy-token", usage_proxy_token, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "'proxy-token revoke' takes exactly one JTI");
     if (!revoke && o.nargs > 0)
-        return cli_usage_error("proxy-token", usage_proxy_token, "unexpected argument '%s'",
-                               o.args[0]);
+        return cli_usage_error(cmd->name, cmd->usage, "unexpected argument '%s'", o.args[0]);
     int64_t ttl = o.ttl ? cli_parse_duration(o.ttl) : 600;
     if (!revoke) {
         if (!o.user || !o.services)
-            return cli_usage_error("proxy-token", usage_proxy_token, "%s",
+            return cli_usage_error(cmd->name, cmd->usage, "%s",
                                    "--user and --services are required");
         if (ttl <= 0 || ttl > 86400)
-            return cli_usage_error("proxy-token", usage_proxy_token,
+            return cli_usage_error(cmd->name, cmd->usage,
                                    "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
         for (const char *c = o.services; *c; c++)
             if (!isalnum((unsigned char)*c) && *c != ',' && *c != '-' && *c != '_')
-                return cli_usage_error("proxy-token", usage_proxy_token,
+                return cli_usage_error(cmd->name, cmd->usage,
                                        "--services '%s' must be names separated by commas",
                                        o.services);
     }
@@ -1212,20 +1212,20 @@ static void print_sandbox(const struct sandbox_info *i, void *ctx)
            i->pid, i->running ? "running" : "stopped");
 }
 
-static int cmd_sandbox(int argc, char **argv)
+static int cmd_sandbox(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
     const char *sub = NULL;
     struct cli_opts o = {0};
-    int r = cli_parse_sub("sandbox", usage_sandbox, "'list' or 'stop-all'", argc, argv, allowed, &o,
-                          &sub);
+    int r =
+        cli_parse_sub(cmd->name, cmd->usage, "'list' or 'stop-all'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     bool stop = strcmp(sub, "stop-all") == 0;
     if (!stop && strcmp(sub, "list") != 0)
-        return cli_usage_error("sandbox", usage_sandbox, "unknown subcommand '%s'", sub);
+        return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
     if (o.nargs != 0)
-        return cli_usage_error("sandbox", usage_sandbox, "unexpected argument '%s'", o.args[0]);
+        return cli_usage_error(cmd->name, cmd->usage, "unexpected argument '%s'", o.args[0]);
     struct config cfg = {0};
     struct store *st = NULL;
     if ((r = cli_open_config_store(&o, &cfg, &st)))
@@ -1253,18 +1253,18 @@ static const char usage_links[] =
     "Stops every web address given out so far for a run's (run_...) or a session's (ses_...)\n"
     "page from opening it. get_result and run_task hand out working addresses again.\n";
 
-static int cmd_links(int argc, char **argv)
+static int cmd_links(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, 0};
     const char *sub = NULL;
     struct cli_opts o = {0};
-    int r = cli_parse_sub("links", usage_links, "'revoke'", argc, argv, allowed, &o, &sub);
+    int r = cli_parse_sub(cmd->name, cmd->usage, "'revoke'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     if (strcmp(sub, "revoke") != 0)
-        return cli_usage_error("links", usage_links, "unknown subcommand '%s'", sub);
+        return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
     if (o.nargs != 1)
-        return cli_usage_error("links", usage_links, "expected one run or session id");
+        return cli_usage_error(cmd->name, cmd->usage, "expected one run or session id");
     struct config cfg = {0};
     struct store *st = NULL;
     if ((r = cli_open_config_store(&o, &cfg, &st)))
@@ -1296,18 +1296,18 @@ static const char usage_template[] =
     "A template whose recipe is unchanged and whose tools still run is kept; --force\n"
     "rebuilds it anyway.\n";
 
-static int cmd_template(int argc, char **argv)
+static int cmd_template(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_FORCE, 0};
     const char *sub = NULL;
     struct cli_opts o = {0};
-    int r = cli_parse_sub("template", usage_template, "'build'", argc, argv, allowed, &o, &sub);
+    int r = cli_parse_sub(cmd->name, cmd->usage, "'build'", argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
     if (strcmp(sub, "build") != 0)
-        return cli_usage_error("template", usage_template, "unknown subcommand '%s'", sub);
+        return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
     if (o.nargs != 1)
-        return cli_usage_error("template", usage_template, "%s",
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "'template build' takes exactly one NAME");
     struct config cfg = {0};
     if ((r = cli_load_config(&o, &cfg)))
@@ -1341,6 +1341,20 @@ static int cmd_template(int argc, char **argv)
     return r;
 }
 
+/* The commands, as git's commands[]: a name, the function that runs it with argv[0] the
+ * command's name, and its usage text (printed for -h and after a usage error). */
+static const struct cli_command commands[] = {
+    {"serve", cmd_serve, usage_serve},
+    {"migrate", cmd_migrate, usage_migrate},
+    {"node", cmd_node, usage_node},
+    {"user", cmd_user, usage_user},
+    {"token", cmd_token, usage_token},
+    {"sandbox", cmd_sandbox, usage_sandbox},
+    {"proxy-token", cmd_proxy_token, usage_proxy_token},
+    {"links", cmd_links, usage_links},
+    {"template", cmd_template, usage_template},
+};
+
 int main(int argc, char **argv)
 {
     /* libsodium picks its implementations and seeds itself here, before any thread can use it */
@@ -1352,33 +1366,18 @@ int main(int argc, char **argv)
         fputs(usage_main, stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    const char *name = argv[1];
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("sandbox-mcp %s\n", SANDBOX_MCP_VERSION);
         return 0;
     }
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
         fputs(usage_main, stdout);
         return 0;
     }
-    if (strcmp(cmd, "serve") == 0)
-        return cmd_serve(argc - 1, argv + 1);
-    if (strcmp(cmd, "migrate") == 0)
-        return cmd_migrate(argc - 1, argv + 1);
-    if (strcmp(cmd, "node") == 0)
-        return cmd_node(argc - 1, argv + 1);
-    if (strcmp(cmd, "user") == 0)
-        return cmd_user(argc - 1, argv + 1);
-    if (strcmp(cmd, "token") == 0)
-        return cmd_token(argc - 1, argv + 1);
-    if (strcmp(cmd, "sandbox") == 0)
-        return cmd_sandbox(argc - 1, argv + 1);
-    if (strcmp(cmd, "proxy-token") == 0)
-        return cmd_proxy_token(argc - 1, argv + 1);
-    if (strcmp(cmd, "links") == 0)
-        return cmd_links(argc - 1, argv + 1);
-    if (strcmp(cmd, "template") == 0)
-        return cmd_template(argc - 1, argv + 1);
-    fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", cmd, usage_main);
+    for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].fn(&commands[i], argc - 1, argv + 1);
+    fprintf(stderr, "sandbox-mcp: unknown command '%s'\n%s", name, usage_main);
     return EXIT_USAGE;
 }
