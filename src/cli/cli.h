@@ -101,3 +101,10 @@ int cli_ensure_jwt_secret(struct config *cfg);
 /* On an empty store, create the first user (FIRST_USER) and a token, and print the welcome with
  * that token once on stdout. 0 (also when users exist), or -1 after printing why. */
 int cli_first_start(struct config *cfg, struct store *st);
+
+/* The commands (each one's entry in the table of cli/main.c, its arguments after the command's
+ * name; returns the exit status). */
+
+/* cli/serve.c: run the server until SIGTERM or SIGINT. */
+extern const char cli_usage_serve[];
+int cli_serve(const struct cli_command *cmd, int argc, char **argv);
