@@ -108,3 +108,7 @@ int cli_first_start(struct config *cfg, struct store *st);
 /* cli/serve.c: run the server until SIGTERM or SIGINT. */
 extern const char cli_usage_serve[];
 int cli_serve(const struct cli_command *cmd, int argc, char **argv);
+
+/* cli/user.c: user add|list|passwd|login-link|network|credential|notify. */
+extern const char cli_usage_user[];
+int cli_user(const struct cli_command *cmd, int argc, char **argv);
