@@ -112,3 +112,9 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv);
 /* cli/user.c: user add|list|passwd|login-link|network|credential|notify. */
 extern const char cli_usage_user[];
 int cli_user(const struct cli_command *cmd, int argc, char **argv);
+
+/* cli/token.c: token create|list|revoke, and proxy-token. */
+extern const char cli_usage_token[];
+extern const char cli_usage_proxy_token[];
+int cli_token(const struct cli_command *cmd, int argc, char **argv);
+int cli_proxy_token(const struct cli_command *cmd, int argc, char **argv);
