@@ -118,3 +118,15 @@ extern const char cli_usage_token[];
 extern const char cli_usage_proxy_token[];
 int cli_token(const struct cli_command *cmd, int argc, char **argv);
 int cli_proxy_token(const struct cli_command *cmd, int argc, char **argv);
+
+/* cli/admin.c: migrate, node list, sandbox list|stop-all, links revoke, template build. */
+extern const char cli_usage_migrate[];
+extern const char cli_usage_node[];
+extern const char cli_usage_sandbox[];
+extern const char cli_usage_links[];
+extern const char cli_usage_template[];
+int cli_migrate(const struct cli_command *cmd, int argc, char **argv);
+int cli_node(const struct cli_command *cmd, int argc, char **argv);
+int cli_sandbox(const struct cli_command *cmd, int argc, char **argv);
+int cli_links(const struct cli_command *cmd, int argc, char **argv);
+int cli_template(const struct cli_command *cmd, int argc, char **argv);
