@@ -258,13 +258,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for "
                  "production\"");
         mcp_fixtures_register(mcp);
-        uint64_t per_user, max, ttl;
-        if (config_get_u64(&cfg, "CONFORMANCE_TASKS_PER_USER", FIXTURE_TASKS_PER_USER_DEFAULT, 1,
-                           100000, &per_user, &err) < 0 ||
-            config_get_u64(&cfg, "CONFORMANCE_TASKS_MAX", FIXTURE_TASKS_MAX_DEFAULT, 1, 1000000,
-                           &max, &err) < 0 ||
-            config_get_u64(&cfg, "CONFORMANCE_TASK_TTL_MS", FIXTURE_TASK_TTL_MS_DEFAULT, 100,
-                           86400000, &ttl, &err) < 0) {
+        struct fixture_tasks_limits lim;
+        if (mcp_fixtures_tasks_config_load(&cfg, &lim, &err) < 0) {
             fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
             mcp_server_free(mcp);
             mcp_fixtures_tasks_free(fixture_tasks);
@@ -275,7 +270,6 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
             cli_close_config_store(&cfg, st);
             return 1;
         }
-        const struct fixture_tasks_limits lim = {(unsigned)per_user, (unsigned)max, ttl};
         fixture_tasks = mcp_fixtures_tasks_register(mcp, &lim);
     }
     struct http_server *http = NULL;
