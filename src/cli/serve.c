@@ -150,6 +150,61 @@ static int start_cluster(const struct config *cfg, struct store *st, struct http
     return 0;
 }
 
+/* The server's parts, each NULL (or zero) until it is set up; serve_stop takes down what is
+ * there, in the reverse order of cli_serve, so that every way out of it is the same one. */
+struct serve {
+    struct config cfg;
+    struct store *st;
+    unsigned char credential_key[SEAL_KEY_BYTES];
+    unsigned char jwt_key[32], view_key[32];
+    struct sandbox_config sc;
+    struct runs_config rc;
+    char *opencode, *agent_dir, *instructions;
+    struct egress_policy *policy;
+    struct egress_proxy *egress;
+    struct sandbox_manager *sandboxes;
+    struct runs_network *network;
+    struct tools_facts facts;
+    struct mcp_server *mcp;
+    struct fixture_tasks *fixture_tasks;
+    struct http_server *http;
+    struct proxy *proxy;
+    struct cluster *cluster;
+    struct runs *runs;
+    struct node_parts parts;
+    struct notifier *notifier;
+    /* why sandboxes or runs are unavailable; the tools keep pointers to these messages */
+    struct err sandbox_err, err;
+};
+
+static void serve_stop(struct serve *s)
+{
+    /* the engine goes first, the proxy's records after */
+    if (s->network)
+        runs_network_set_runs(s->network, NULL);
+    if (s->proxy)
+        proxy_set_run_lookup(s->proxy, NULL, NULL);
+    runs_free(s->runs);
+    notifier_free(s->notifier);
+    cluster_free(s->cluster);
+    http_server_free(s->http);
+    proxy_free(s->proxy);
+    mcp_server_free(s->mcp);
+    mcp_fixtures_tasks_free(s->fixture_tasks); /* after the server that used it */
+    egress_proxy_free(s->egress);
+    runs_network_free(s->network);
+    sandbox_manager_free(s->sandboxes);
+    egress_policy_free(s->policy);
+    cli_close_config_store(&s->cfg, s->st);
+    free(s->instructions);
+    free(s->agent_dir);
+    free(s->opencode);
+    explicit_bzero(s->jwt_key, sizeof(s->jwt_key));
+    explicit_bzero(s->view_key, sizeof(s->view_key));
+    explicit_bzero(s->credential_key, sizeof(s->credential_key));
+    metrics_reset();
+}
+
 int cli_serve(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_LISTEN,  OPT_PUBLIC_URL,
@@ -166,244 +221,159 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
      * exec here). Keep blocks up to 16 MiB on the heap, and up to 32 MiB of it when freed. */
     mallopt(M_MMAP_THRESHOLD, 16 << 20);
     mallopt(M_TRIM_THRESHOLD, 32 << 20);
-    struct config cfg = {0};
-    struct store *st = NULL;
-    if ((r = cli_open_config_store(&o, &cfg, &st)))
+    struct serve s = {0};
+    struct config *cfg = &s.cfg;
+    if ((r = cli_open_config_store(&o, cfg, &s.st)))
         return r;
-    if (cli_ensure_jwt_secret(&cfg) < 0) {
-        cli_close_config_store(&cfg, st);
-        return 1;
-    }
+    r = 1;
+    if (cli_ensure_jwt_secret(cfg) < 0)
+        goto out;
     /* read once, or made on a first start, so that a key that cannot be read stops the server
      * here rather than a user's first use of it */
-    unsigned char credential_key[SEAL_KEY_BYTES];
-    struct err kerr = {0};
-    if (store_credential_key_load(cfg.data_dir, credential_key, &kerr) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", kerr.msg);
-        cli_close_config_store(&cfg, st);
-        return 1;
-    }
-    struct sandbox_config sc;
-    struct runs_config rc;
-    struct err serr = {0};
-    _cleanup_free_ char *opencode = runs_opencode_find(&cfg);
-    if (sandbox_config_load(&cfg, &sc, &serr) < 0 || runs_config_load(&cfg, &rc, &serr) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
-        cli_close_config_store(&cfg, st);
-        return 2;
-    }
-    struct egress_policy *policy = NULL;
-    struct egress_proxy *egress = NULL;
-    if (egress_policy_new(&cfg, &policy, &serr) < 0 ||
-        egress_proxy_new(&cfg, policy, &egress, &serr) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", serr.msg);
-        egress_policy_free(policy);
-        cli_close_config_store(&cfg, st);
-        return 2;
-    }
-    log_info("egress mode=%s", egress_mode_name(egress_policy_mode(policy)));
-    egress_resolve_configure(cfg.name_lookups_reserved, cfg.name_lookup_timeout_ms);
-    raise_nofile(&cfg, &sc);
-    _cleanup_free_ char *agent_dir = opencode ? xstrdup(opencode) : NULL;
-    if (opencode) {
+    if (store_credential_key_load(cfg->data_dir, s.credential_key, &s.err) < 0)
+        goto fail;
+    r = 2;
+    s.opencode = runs_opencode_find(cfg);
+    if (sandbox_config_load(cfg, &s.sc, &s.err) < 0 || runs_config_load(cfg, &s.rc, &s.err) < 0)
+        goto fail;
+    if (egress_policy_new(cfg, &s.policy, &s.err) < 0 ||
+        egress_proxy_new(cfg, s.policy, &s.egress, &s.err) < 0)
+        goto fail;
+    log_info("egress mode=%s", egress_mode_name(egress_policy_mode(s.policy)));
+    egress_resolve_configure(cfg->name_lookups_reserved, cfg->name_lookup_timeout_ms);
+    raise_nofile(cfg, &s.sc);
+    if (s.opencode) {
         /* The agents' programs are mounted into every sandbox, read-only. */
-        *strrchr(agent_dir, '/') = '\0';
-        sc.agent_dir = agent_dir;
-        log_info("runs agent=opencode program=%s", opencode);
+        s.agent_dir = xstrdup(s.opencode);
+        *strrchr(s.agent_dir, '/') = '\0';
+        s.sc.agent_dir = s.agent_dir;
+        log_info("runs agent=opencode program=%s", s.opencode);
     } else {
         log_warn("runs agent=opencode program=none note=\"runs will fail until OpenCode is "
                  "installed (make deps) or OPENCODE_BIN names it\"");
     }
-    struct sandbox_manager *sandboxes = NULL;
-    if (sandbox_manager_new(&sc, st, &sandboxes, &serr) < 0)
-        log_error("sandbox runtime unavailable err=\"%s\"", serr.msg);
+    if (sandbox_manager_new(&s.sc, s.st, &s.sandboxes, &s.sandbox_err) < 0)
+        log_error("sandbox runtime unavailable err=\"%s\"", s.sandbox_err.msg);
     else {
-        sandbox_manager_keep_template(sandboxes);
-        sandbox_manager_keep_pool(sandboxes);
+        sandbox_manager_keep_template(s.sandboxes);
+        sandbox_manager_keep_pool(s.sandboxes);
     }
-    struct runs_network *network = runs_network_new(st, sandboxes, policy);
-    egress_proxy_set_mode(egress, runs_network_mode, network);
-    egress_proxy_set_recorder(egress, runs_network_record, network);
+    s.network = runs_network_new(s.st, s.sandboxes, s.policy);
+    egress_proxy_set_mode(s.egress, runs_network_mode, s.network);
+    egress_proxy_set_recorder(s.egress, runs_network_record, s.network);
     /* what the tools and the instructions tell a model, from this configuration */
-    struct tools_facts facts = {
-        .sandbox = &sc,
-        .reply_max_bytes = cfg.reply_max_bytes,
-        .network = egress_mode_name(egress_policy_mode(policy)),
-        .run_timeout_ms = rc.timeout_ms,
-        .run_timeout_max_ms = rc.timeout_max_ms,
-        .default_model = rc.default_model ? rc.default_model : RUNS_DEFAULT_MODEL,
+    s.facts = (struct tools_facts){
+        .sandbox = &s.sc,
+        .reply_max_bytes = cfg->reply_max_bytes,
+        .network = egress_mode_name(egress_policy_mode(s.policy)),
+        .run_timeout_ms = s.rc.timeout_ms,
+        .run_timeout_max_ms = s.rc.timeout_max_ms,
+        .default_model = s.rc.default_model ? s.rc.default_model : RUNS_DEFAULT_MODEL,
     };
-    _cleanup_free_ char *instructions = tools_instructions(&facts);
+    s.instructions = tools_instructions(&s.facts);
     const struct mcp_server_info info = {
         .name = "sandbox-mcp",
         .title = "sandbox-mcp",
         .version = SANDBOX_MCP_VERSION,
         .description = "Isolated Linux sandboxes and long-running coding agents for AI assistants",
-        .instructions = instructions,
+        .instructions = s.instructions,
     };
-    struct mcp_server *mcp = mcp_server_new(&info);
-    mcp_server_set_reply_budget(mcp, cfg.reply_max_bytes);
+    s.mcp = mcp_server_new(&info);
+    mcp_server_set_reply_budget(s.mcp, cfg->reply_max_bytes);
     /* from the secret every node shares, so a state one node issued opens on the others */
     unsigned char state_key[32];
-    const char *state_secret = config_get(&cfg, "PROXY_JWT_SECRET");
-    key_derive(state_secret, strlen(state_secret), KEY_MCP_REQUEST_STATE, state_key);
-    mcp_server_set_input_state(mcp, state_key, cfg.mcp_request_state_ttl_s * 1000);
+    const char *secret = config_get(cfg, "PROXY_JWT_SECRET");
+    key_derive(secret, strlen(secret), KEY_MCP_REQUEST_STATE, state_key);
+    mcp_server_set_input_state(s.mcp, state_key, cfg->mcp_request_state_ttl_s * 1000);
     explicit_bzero(state_key, sizeof(state_key));
-    mcp_server_set_tool_observer(mcp, on_tool_done);
-    tools_server_register(mcp);
-    tools_container_register(mcp, sandboxes, serr.msg, &facts);
-    struct fixture_tasks *fixture_tasks = NULL;
-    struct err err = {0};
-    if (cfg.conformance_fixtures) {
+    mcp_server_set_tool_observer(s.mcp, on_tool_done);
+    tools_server_register(s.mcp);
+    tools_container_register(s.mcp, s.sandboxes, s.sandbox_err.msg, &s.facts);
+    r = 1;
+    if (cfg->conformance_fixtures) {
         log_warn("mcp conformance-fixtures enabled=yes note=\"test tools are exposed; not for "
                  "production\"");
-        mcp_fixtures_register(mcp);
+        mcp_fixtures_register(s.mcp);
         struct fixture_tasks_limits lim;
-        if (mcp_fixtures_tasks_config_load(&cfg, &lim, &err) < 0) {
-            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-            mcp_server_free(mcp);
-            mcp_fixtures_tasks_free(fixture_tasks);
-            egress_proxy_free(egress);
-            runs_network_free(network);
-            sandbox_manager_free(sandboxes);
-            egress_policy_free(policy);
-            cli_close_config_store(&cfg, st);
-            return 1;
-        }
-        fixture_tasks = mcp_fixtures_tasks_register(mcp, &lim);
+        if (mcp_fixtures_tasks_config_load(cfg, &lim, &s.err) < 0)
+            goto fail;
+        s.fixture_tasks = mcp_fixtures_tasks_register(s.mcp, &lim);
     }
-    struct http_server *http = NULL;
-    if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        mcp_server_free(mcp);
-        mcp_fixtures_tasks_free(fixture_tasks);
-        egress_proxy_free(egress);
-        runs_network_free(network);
-        sandbox_manager_free(sandboxes);
-        egress_policy_free(policy);
-        cli_close_config_store(&cfg, st);
-        return 1;
+    /* wiring: the HTTP listener and what it serves (MCP, the proxy, the cluster's channel, the
+     * runs' pages) */
+    if (http_server_new(cfg, s.st, s.mcp, &s.http, &s.err) < 0)
+        goto fail;
+    key_derive(secret, strlen(secret), KEY_PROXY_JWT, s.jwt_key);
+    key_derive(secret, strlen(secret), KEY_VIEW_TOKEN, s.view_key);
+    r = 2;
+    if (proxy_new(cfg, s.st, s.jwt_key, sizeof(s.jwt_key), &s.proxy, &s.err) < 0)
+        goto fail;
+    proxy_set_seal_key(s.proxy, s.credential_key);
+    http_server_set_proxy(s.http, s.proxy);
+    http_server_set_credential_key(s.http, s.credential_key);
+    if (s.sandboxes) {
+        sandbox_manager_set_listener(s.sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, s.http);
+        sandbox_manager_set_listener(s.sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener,
+                                     s.egress);
     }
-    struct proxy *proxy = NULL;
-    const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
-    unsigned char jwt_key[32], view_key[32];
-    key_derive(secret, strlen(secret), KEY_PROXY_JWT, jwt_key);
-    key_derive(secret, strlen(secret), KEY_VIEW_TOKEN, view_key);
-    if (proxy_new(&cfg, st, jwt_key, sizeof(jwt_key), &proxy, &err) < 0) {
-        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-        http_server_free(http);
-        mcp_server_free(mcp);
-        mcp_fixtures_tasks_free(fixture_tasks);
-        egress_proxy_free(egress);
-        runs_network_free(network);
-        sandbox_manager_free(sandboxes);
-        egress_policy_free(policy);
-        cli_close_config_store(&cfg, st);
-        return 2;
-    }
-    proxy_set_seal_key(proxy, credential_key);
-    http_server_set_proxy(http, proxy);
-    http_server_set_credential_key(http, credential_key);
-    if (sandboxes) {
-        sandbox_manager_set_listener(sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, http);
-        sandbox_manager_set_listener(sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener, egress);
-    }
-    if (!cfg.public_url_set) {
+    if (!cfg->public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
-        free(cfg.public_url);
-        cfg.public_url =
-            xasprintf("%s://%s", cfg.tls_cert ? "https" : "http", http_server_address(http));
+        free(cfg->public_url);
+        cfg->public_url =
+            xasprintf("%s://%s", cfg->tls_cert ? "https" : "http", http_server_address(s.http));
     }
-    struct cluster *cluster = NULL;
-    if (start_cluster(&cfg, st, http, &sc, &rc, &cluster) < 0) {
-        http_server_free(http);
-        proxy_free(proxy);
-        mcp_server_free(mcp);
-        mcp_fixtures_tasks_free(fixture_tasks);
-        egress_proxy_free(egress);
-        runs_network_free(network);
-        sandbox_manager_free(sandboxes);
-        egress_policy_free(policy);
-        cli_close_config_store(&cfg, st);
-        return 2;
-    }
-    http_server_set_cluster(http, cluster);
-    struct runs *runs = NULL;
+    if (start_cluster(cfg, s.st, s.http, &s.sc, &s.rc, &s.cluster) < 0)
+        goto out;
+    http_server_set_cluster(s.http, s.cluster);
     const char *runs_unavailable = "sandboxes are unavailable";
-    if (sandboxes) {
-        rc.public_url = cfg.public_url;
-        rc.opencode_bin = opencode;
-        rc.jwt_key = jwt_key;
-        rc.jwt_keylen = sizeof(jwt_key);
-        rc.view_key = view_key;
-        rc.view_keylen = sizeof(view_key);
-        rc.network = policy;
-        rc.seal_key = credential_key;
-        rc.github_api_url = proxy_service_api(proxy, "github");
-        rc.llms = proxy_llms(proxy, &rc.nllms);
-        if (runs_new(&rc, st, sandboxes, &runs, &err) < 0) {
-            log_error("runs unavailable err=\"%s\"", err.msg);
-            runs_unavailable = err.msg;
+    if (s.sandboxes) {
+        s.rc.public_url = cfg->public_url;
+        s.rc.opencode_bin = s.opencode;
+        s.rc.jwt_key = s.jwt_key;
+        s.rc.jwt_keylen = sizeof(s.jwt_key);
+        s.rc.view_key = s.view_key;
+        s.rc.view_keylen = sizeof(s.view_key);
+        s.rc.network = s.policy;
+        s.rc.seal_key = s.credential_key;
+        s.rc.github_api_url = proxy_service_api(s.proxy, "github");
+        s.rc.llms = proxy_llms(s.proxy, &s.rc.nllms);
+        if (runs_new(&s.rc, s.st, s.sandboxes, &s.runs, &s.err) < 0) {
+            log_error("runs unavailable err=\"%s\"", s.err.msg);
+            runs_unavailable = s.err.msg;
         }
-        if (runs)
-            proxy_set_run_lookup(proxy, runs_sandbox_run, runs);
+        if (s.runs)
+            proxy_set_run_lookup(s.proxy, runs_sandbox_run, s.runs);
     }
-    if (runs)
-        cluster_on_lost(cluster, on_node_lost, runs);
-    struct node_parts parts = {.sandboxes = sandboxes, .runs = runs};
-    if (sandboxes)
-        cluster_on_back(cluster, on_node_back, &parts);
-    runs_network_set_runs(network, runs);
-    facts.llms = proxy_llms(proxy, &facts.nllms);
-    tools_runs_register(mcp, runs, st, runs_unavailable, &facts);
-    http_server_set_runs(http, runs);
-    struct notify_config nc = {.seal_key = credential_key,
-                               .allow_loopback_http = cfg.notify_test_loopback,
-                               .retry_base_ms = cfg.notify_retry_base_ms,
-                               .link_view_token = cfg.notify_view_token};
-    struct notifier *notifier = notifier_new(&nc, st);
-    if (runs)
-        notifier_set_run_url(notifier, notify_run_url, runs);
-    if (cfg.notify_test_loopback)
+    if (s.runs)
+        cluster_on_lost(s.cluster, on_node_lost, s.runs);
+    s.parts = (struct node_parts){.sandboxes = s.sandboxes, .runs = s.runs};
+    if (s.sandboxes)
+        cluster_on_back(s.cluster, on_node_back, &s.parts);
+    runs_network_set_runs(s.network, s.runs);
+    s.facts.llms = proxy_llms(s.proxy, &s.facts.nllms);
+    tools_runs_register(s.mcp, s.runs, s.st, runs_unavailable, &s.facts);
+    http_server_set_runs(s.http, s.runs);
+    struct notify_config nc = {.seal_key = s.credential_key,
+                               .allow_loopback_http = cfg->notify_test_loopback,
+                               .retry_base_ms = cfg->notify_retry_base_ms,
+                               .link_view_token = cfg->notify_view_token};
+    s.notifier = notifier_new(&nc, s.st);
+    if (s.runs)
+        notifier_set_run_url(s.notifier, notify_run_url, s.runs);
+    if (cfg->notify_test_loopback)
         log_warn("notify test-loopback enabled=yes note=\"notifications may go to "
                  "http://127.0.0.1; for tests only\"");
-    if (cli_first_start(&cfg, st) < 0) {
-        runs_network_set_runs(network, NULL);
-        proxy_set_run_lookup(proxy, NULL, NULL);
-        runs_free(runs);
-        notifier_free(notifier);
-        cluster_free(cluster);
-        http_server_free(http);
-        proxy_free(proxy);
-        mcp_server_free(mcp);
-        mcp_fixtures_tasks_free(fixture_tasks);
-        egress_proxy_free(egress);
-        runs_network_free(network);
-        sandbox_manager_free(sandboxes);
-        egress_policy_free(policy);
-        cli_close_config_store(&cfg, st);
-        return 1;
-    }
+    r = 1;
+    if (cli_first_start(cfg, s.st) < 0)
+        goto out;
     log_info("serve start version=%s data_dir=%s store=%s public_url=%s", SANDBOX_MCP_VERSION,
-             cfg.data_dir, store_is_shared(st) ? "postgres" : "sqlite", cfg.public_url);
-    http_server_run(http);
-    runs_network_set_runs(network, NULL); /* the engine goes first, the proxy's records after */
-    proxy_set_run_lookup(proxy, NULL, NULL);
-    runs_free(runs);
-    notifier_free(notifier);
-    cluster_free(cluster);
-    http_server_free(http);
-    proxy_free(proxy);
-    mcp_server_free(mcp);
-    mcp_fixtures_tasks_free(fixture_tasks);
-    egress_proxy_free(egress);
-    runs_network_free(network);
-    sandbox_manager_free(sandboxes);
-    egress_policy_free(policy);
-    cli_close_config_store(&cfg, st);
-    explicit_bzero(jwt_key, sizeof(jwt_key));
-    explicit_bzero(view_key, sizeof(view_key));
-    explicit_bzero(credential_key, sizeof(credential_key));
-    metrics_reset();
-    return 0;
+             cfg->data_dir, store_is_shared(s.st) ? "postgres" : "sqlite", cfg->public_url);
+    http_server_run(s.http);
+    r = 0;
+    goto out;
+fail:
+    fprintf(stderr, "sandbox-mcp: %s\n", s.err.msg);
+out:
+    serve_stop(&s);
+    return r;
 }
