@@ -463,6 +463,71 @@ out:
     return r;
 }
 
+/* What the subcommands that take NAME and act on the store get, once their arguments are
+ * checked and the configuration and store are open. */
+struct user_call {
+    struct config *cfg;
+    struct store *st;
+    const struct cli_opts *o;
+    int64_t ttl;           /* login-link */
+    enum egress_mode mode; /* network, with a mode other than default */
+};
+
+static int user_add(const struct user_call *c)
+{
+    struct err err = {0};
+    struct store_user u;
+    if (store_user_add(c->st, c->o->args[0], &u, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 1;
+    }
+    printf("created user %s (%s)\n", u.name, u.id);
+    return 0;
+}
+
+static int user_list(const struct user_call *c)
+{
+    struct err err = {0};
+    printf("%-30s %-24s %s\n", "ID", "NAME", "CREATED");
+    if (store_user_list(c->st, print_user, NULL, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static int user_passwd_call(const struct user_call *c)
+{
+    return user_passwd(c->st, c->o->args[0]);
+}
+
+static int user_login_link_call(const struct user_call *c)
+{
+    return user_login_link(c->cfg, c->st, c->o->args[0], c->ttl);
+}
+
+static int user_network_call(const struct user_call *c)
+{
+    return user_network(c->cfg, c->st, c->o->args[0], c->o->nargs == 2 ? c->o->args[1] : NULL,
+                        c->mode);
+}
+
+/* The user subcommands: those with run parse their own arguments (credential, notify); the
+ * others share the checks of cli_user and act with the store open. */
+static const struct user_sub {
+    const char *name;
+    int (*run)(const struct cli_command *cmd, const struct cli_opts *o);
+    int (*act)(const struct user_call *c);
+} user_subs[] = {
+    {"add", NULL, user_add},
+    {"list", NULL, user_list},
+    {"passwd", NULL, user_passwd_call},
+    {"login-link", NULL, user_login_link_call},
+    {"network", NULL, user_network_call},
+    {"credential", cmd_user_credential, NULL},
+    {"notify", cmd_user_notify, NULL},
+};
+
 int cli_user(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
@@ -474,21 +539,22 @@ int cli_user(const struct cli_command *cmd, int argc, char **argv)
                           argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
-    bool add = strcmp(sub, "add") == 0, list = strcmp(sub, "list") == 0,
-         passwd = strcmp(sub, "passwd") == 0, link = strcmp(sub, "login-link") == 0,
-         network = strcmp(sub, "network") == 0, credential = strcmp(sub, "credential") == 0;
-    if (credential)
-        return cmd_user_credential(cmd, &o);
-    if (strcmp(sub, "notify") == 0)
-        return cmd_user_notify(cmd, &o);
-    if (!add && !list && !passwd && !link && !network)
+    const struct user_sub *us = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(user_subs) && !us; i++)
+        if (strcmp(sub, user_subs[i].name) == 0)
+            us = &user_subs[i];
+    if (!us)
         return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
+    if (us->run)
+        return us->run(cmd, &o);
+    bool list = us->act == user_list, link = us->act == user_login_link_call,
+         network = us->act == user_network_call;
     if (network && (o.nargs < 1 || o.nargs > 2))
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "'user network' takes NAME and, to change it, a mode");
-    enum egress_mode mode = EGRESS_MODE_NONE;
+    struct user_call c = {.o = &o, .mode = EGRESS_MODE_NONE};
     if (network && o.nargs == 2 && strcmp(o.args[1], "default") != 0 &&
-        egress_mode_parse(o.args[1], &mode) < 0)
+        egress_mode_parse(o.args[1], &c.mode) < 0)
         return cli_usage_error(cmd->name, cmd->usage,
                                "network mode '%s' is not none, allowlist, public or default",
                                o.args[1]);
@@ -506,35 +572,15 @@ int cli_user(const struct cli_command *cmd, int argc, char **argv)
         return cli_usage_error(
             cmd->name, cmd->usage,
             "invalid user name '%s': use letters, digits, '.', '_' or '-' (at most 64)", o.args[0]);
-    int64_t ttl = o.ttl ? cli_parse_duration(o.ttl) : 15 * 60;
-    if (link && (ttl <= 0 || ttl > STORE_LINK_TTL_MAX_S))
+    c.ttl = o.ttl ? cli_parse_duration(o.ttl) : 15 * 60;
+    if (link && (c.ttl <= 0 || c.ttl > STORE_LINK_TTL_MAX_S))
         return cli_usage_error(cmd->name, cmd->usage,
                                "--ttl '%s' is not a duration between 1s and 24h", o.ttl);
     struct config cfg = {0};
-    struct store *st = NULL;
-    if ((r = cli_open_config_store(&o, &cfg, &st)))
+    if ((r = cli_open_config_store(&o, &cfg, &c.st)))
         return r;
-    struct err err = {0};
-    if (add) {
-        struct store_user u;
-        if (store_user_add(st, o.args[0], &u, &err) < 0) {
-            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-            r = 1;
-        } else {
-            printf("created user %s (%s)\n", u.name, u.id);
-        }
-    } else if (passwd) {
-        r = user_passwd(st, o.args[0]);
-    } else if (link) {
-        r = user_login_link(&cfg, st, o.args[0], ttl);
-    } else if (network) {
-        r = user_network(&cfg, st, o.args[0], o.nargs == 2 ? o.args[1] : NULL, mode);
-    } else {
-        printf("%-30s %-24s %s\n", "ID", "NAME", "CREATED");
-        r = store_user_list(st, print_user, NULL, &err) < 0 ? 1 : 0;
-        if (r)
-            fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
-    }
-    cli_close_config_store(&cfg, st);
+    c.cfg = &cfg;
+    r = us->act(&c);
+    cli_close_config_store(&cfg, c.st);
     return r;
 }
