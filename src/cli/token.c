@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "base/config.h"
 #include "base/ids.h"
 #include "base/util.h"
@@ -45,6 +46,59 @@ static void print_grant(const struct store_oauth_grant *g, void *ctx)
            "active", created, used, g->client_name, g->redirect_host, g->scope);
 }
 
+/* The token subcommands, each run with its arguments checked and the store open: 0, or -1 with
+ * err set. */
+static int token_create(struct store *st, const struct cli_opts *o, struct err *err)
+{
+    struct store_user u;
+    char token[STORE_TOKEN_LEN + 1];
+    struct store_token t;
+    if (store_user_find(st, o->user, &u, err) < 0 ||
+        store_token_create(st, u.id, o->label, token, &t, err) < 0)
+        return -1;
+    printf("%s\n", token);
+    fprintf(stderr, "created token %s for user %s (shown once)\n", t.id, u.name);
+    return 0;
+}
+
+static int token_list(struct store *st, const struct cli_opts *o, struct err *err)
+{
+    struct store_user u;
+    printf("%-30s %-16s %-14s %-8s %-24s %-24s %s\n", "ID", "USER", "PREFIX", "STATE", "CREATED",
+           "LAST USED", "LABEL");
+    if (o->user && store_user_find(st, o->user, &u, err) < 0)
+        return -1;
+    if (store_token_list(st, o->user, print_user_token, NULL, err) < 0 ||
+        store_oauth_grant_list(st, o->user, print_grant, NULL, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* An API token by its id, or an app's OAuth grant (grt_...). */
+static int token_revoke(struct store *st, const struct cli_opts *o, struct err *err)
+{
+    const char *id = o->args[0];
+    if (strncmp(id, "grt_", 4) == 0) {
+        if (store_oauth_grant_revoke(st, id, NULL, err) < 0)
+            return -1;
+        printf("revoked OAuth grant %s (the app's tokens stop working)\n", id);
+        return 0;
+    }
+    if (store_token_revoke(st, id, err) < 0)
+        return -1;
+    printf("revoked token %s\n", id);
+    return 0;
+}
+
+static const struct token_sub {
+    const char *name;
+    int (*fn)(struct store *st, const struct cli_opts *o, struct err *err);
+} token_subs[] = {
+    {"create", token_create},
+    {"list", token_list},
+    {"revoke", token_revoke},
+};
+
 int cli_token(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_USER, OPT_LABEL, 0};
@@ -54,10 +108,13 @@ int cli_token(const struct cli_command *cmd, int argc, char **argv)
                           allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
-    bool create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0,
-         revoke = strcmp(sub, "revoke") == 0;
-    if (!create && !list && !revoke)
+    const struct token_sub *ts = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(token_subs) && !ts; i++)
+        if (strcmp(sub, token_subs[i].name) == 0)
+            ts = &token_subs[i];
+    if (!ts)
         return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
+    bool create = ts->fn == token_create, revoke = ts->fn == token_revoke;
     if (create && !o.user)
         return cli_usage_error(cmd->name, cmd->usage, "%s", "'token create' needs --user NAME");
     if (revoke && o.nargs != 1)
@@ -71,37 +128,10 @@ int cli_token(const struct cli_command *cmd, int argc, char **argv)
     if ((r = cli_open_config_store(&o, &cfg, &st)))
         return r;
     struct err err = {0};
-    struct store_user u;
-    char token[STORE_TOKEN_LEN + 1];
-    struct store_token t;
-    if (create) {
-        if (store_user_find(st, o.user, &u, &err) < 0 ||
-            store_token_create(st, u.id, o.label, token, &t, &err) < 0)
-            r = 1;
-        else
-            printf("%s\n", token),
-                fprintf(stderr, "created token %s for user %s (shown once)\n", t.id, u.name);
-    } else if (list) {
-        printf("%-30s %-16s %-14s %-8s %-24s %-24s %s\n", "ID", "USER", "PREFIX", "STATE",
-               "CREATED", "LAST USED", "LABEL");
-        if (o.user && store_user_find(st, o.user, &u, &err) < 0)
-            r = 1;
-        else if (store_token_list(st, o.user, print_user_token, NULL, &err) < 0 ||
-                 store_oauth_grant_list(st, o.user, print_grant, NULL, &err) < 0)
-            r = 1;
-    } else if (strncmp(o.args[0], "grt_", 4) == 0) {
-        if (store_oauth_grant_revoke(st, o.args[0], NULL, &err) < 0)
-            r = 1;
-        else
-            printf("revoked OAuth grant %s (the app's tokens stop working)\n", o.args[0]);
-    } else {
-        if (store_token_revoke(st, o.args[0], &err) < 0)
-            r = 1;
-        else
-            printf("revoked token %s\n", o.args[0]);
-    }
-    if (r)
+    if (ts->fn(st, &o, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        r = 1;
+    }
     cli_close_config_store(&cfg, st);
     return r;
 }
