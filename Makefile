@@ -23,8 +23,10 @@ LDLIBS  := $(PKG_LIBS) -lm
 
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-# Every module except main.c goes into a library shared by the binary and the tests.
-LIB_SRC := $(filter-out src/main.c src/sandbox/helper/%,$(shell find src -name '*.c' -not -path '*/node_modules/*' | sort))
+# Every module except the command line (src/cli/: main() and the commands) goes into a library
+# shared by the binary and the tests.
+CLI_SRC := $(sort $(wildcard src/cli/*.c))
+LIB_SRC := $(filter-out src/cli/% src/sandbox/helper/%,$(shell find src -name '*.c' -not -path '*/node_modules/*' | sort))
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 PG_MIGRATIONS := $(sort $(wildcard migrations/postgres/*.sql))
 PROVIDERS := $(sort $(wildcard proxy/*.json))
@@ -95,9 +97,9 @@ $(BUILD)/libsandbox-mcp.a: $(LIB_OBJ)
 $(BUILD)/asan/libsandbox-mcp.a: $(ASAN_LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/sandbox-mcp: $(BUILD)/obj/main.o $(BUILD)/libsandbox-mcp.a
+$(BUILD)/sandbox-mcp: $(call objs,$(BUILD),$(CLI_SRC)) $(BUILD)/libsandbox-mcp.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
-$(BUILD)/asan/sandbox-mcp: $(BUILD)/asan/obj/main.o $(BUILD)/asan/libsandbox-mcp.a
+$(BUILD)/asan/sandbox-mcp: $(call objs,$(BUILD)/asan,$(CLI_SRC)) $(BUILD)/asan/libsandbox-mcp.a
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
 
 # Unit tests: one binary per file, sanitized.

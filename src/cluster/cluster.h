@@ -22,6 +22,14 @@ struct cluster_config {
 };
 
 struct cluster;
+struct config;
+
+/* Fill cc from the configuration table (NODE_HEARTBEAT_SECONDS, NODE_LOST_SECONDS,
+ * CLUSTER_NONCE_CACHE, NODE_URL, CLUSTER_SECRET); node_url is NULL when NODE_URL is unset (the
+ * caller derives it from the listen address), node_id and the capacities are the caller's.
+ * Strings point into cfg, which must outlive cc. Returns 0, or -EINVAL with err naming the key
+ * (cluster/config.c). */
+int cluster_config_load(const struct config *cfg, struct cluster_config *cc, struct err *err);
 
 /* Record this node in the store as up, and keep it so. On success *ret owns the handle. */
 int cluster_new(const struct cluster_config *cfg, struct store *st, struct cluster **ret,

@@ -22,6 +22,13 @@ struct fixture_tasks_limits {
 #define FIXTURE_TASKS_MAX_DEFAULT 1024
 #define FIXTURE_TASK_TTL_MS_DEFAULT 300000
 
+struct config;
+struct err;
+/* Fill lim from the configuration table over the defaults above. Returns 0, or -EINVAL with
+ * err naming the key (fixtures_config.c). */
+int mcp_fixtures_tasks_config_load(const struct config *cfg, struct fixture_tasks_limits *lim,
+                                   struct err *err);
+
 /* Register the tools and their task source on srv; the returned store must outlive the server
  * (free it after mcp_server_free). Loop thread. */
 struct fixture_tasks *mcp_fixtures_tasks_register(struct mcp_server *srv,

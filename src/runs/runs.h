@@ -19,6 +19,7 @@
 
 #define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
 
+struct config;
 struct runs;
 struct sandbox_manager;
 struct store;
@@ -59,6 +60,16 @@ struct runs_config {
     const struct proxy_llm *llms;
     size_t nllms;
 };
+
+/* Fill rc from the configuration table (RUN_*, RUNS_*, GITHUB_*, FETCH_ALLOW: minutes and days,
+ * as operators write them); the keys, the network, the LLMs and opencode_bin are left for the
+ * caller. Strings point into cfg, which must outlive rc. Returns 0, or -EINVAL with err naming
+ * the key (runs/config.c). */
+int runs_config_load(const struct config *cfg, struct runs_config *rc, struct err *err);
+/* The OpenCode program: OPENCODE_BIN, else next to this binary, else where `make deps` installs
+ * it in the source tree (build/<variant>/../../src/runs/opencode). A malloc'ed real path (the
+ * caller frees it), or NULL when none exists. */
+char *runs_opencode_find(const struct config *cfg);
 
 /* Create the engine and adopt the runs the store has as queued or running. Strings and keys in
  * cfg are copied (jwt_key excepted: it must outlive the engine). -EINVAL for a malformed

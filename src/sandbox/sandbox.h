@@ -18,6 +18,7 @@
 
 #include "base/err.h"
 
+struct config;
 struct store;
 struct fsop_request;
 struct sandbox;
@@ -54,6 +55,10 @@ struct sandbox_config {
 
 /* Fill cfg with the built-in defaults (data_dir left NULL). */
 void sandbox_config_defaults(struct sandbox_config *cfg);
+/* Fill sc from the configuration table (SANDBOX_*, EXEC_*: sizes in MiB, times in seconds, as
+ * operators write them) over the defaults, data_dir from DATA_DIR. Strings point into cfg, which
+ * must outlive sc. Returns 0, or -EINVAL with err naming the key (sandbox/config.c). */
+int sandbox_config_load(const struct config *cfg, struct sandbox_config *sc, struct err *err);
 
 /* Create the manager: detect cgroups, build or load the template, prepare the seccomp filter and
  * re-adopt sandboxes recorded in the store. cfg strings

@@ -1,0 +1,100 @@
+/* The run settings an operator writes (RUN_*, RUNS_*, GITHUB_*, FETCH_ALLOW), read from the
+ * configuration table into struct runs_config, and where the OpenCode program is found. Rule:
+ * only reading and checking; the keys and the engine's handles are filled in by the caller. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runs/runs.h"
+
+#include "base/cleanup.h"
+#include "base/config.h"
+#include "base/util.h"
+#include "proxy/proxy.h"
+
+int runs_config_load(const struct config *cfg, struct runs_config *rc, struct err *err)
+{
+    uint64_t v;
+    memset(rc, 0, sizeof(*rc));
+    rc->data_dir = cfg->data_dir;
+    rc->public_url = cfg->public_url;
+    rc->default_model = config_get(cfg, "RUN_DEFAULT_MODEL");
+    rc->github_token = config_get(cfg, "GITHUB_TOKEN");
+    rc->github_base_url = config_get(cfg, "GITHUB_BASE_URL");
+    rc->github_repos = config_get(cfg, "GITHUB_REPOS");
+    rc->fetch_allow = config_get(cfg, "FETCH_ALLOW");
+    struct egress_rules rules;
+    if (egress_rules_parse(rc->fetch_allow, &rules, err) < 0 ||
+        proxy_repos_check(rc->github_repos, err) < 0)
+        return err->code;
+    const char *local = config_get(cfg, "RUNS_ALLOW_LOCAL_REPOS");
+    rc->allow_local_repos = local && (strcmp(local, "1") == 0 || strcmp(local, "true") == 0);
+    if (config_get_u64(cfg, "RUN_TIMEOUT_MAX_MINUTES", 240, 1, 7 * 24 * 60, &v, err) < 0)
+        return err->code;
+    rc->timeout_max_ms = v * 60000;
+    if (config_get_u64(cfg, "RUN_TIMEOUT_MINUTES", 50 < v ? 50 : v, 1, v, &v, err) < 0)
+        return err->code;
+    rc->timeout_ms = v * 60000;
+    if (config_get_u64(cfg, "RUNS_MAX_RUNNING", 4, 1, 10000, &v, err) < 0)
+        return err->code;
+    rc->max_running = (unsigned)v;
+    if (config_get_u64(cfg, "RUNS_MAX_RUNNING_PER_USER", 2, 1, 10000, &v, err) < 0)
+        return err->code;
+    rc->max_running_user = (unsigned)v;
+    if (config_get_u64(cfg, "RUNS_MAX_QUEUED_PER_USER", 10, 1, 100000, &v, err) < 0)
+        return err->code;
+    rc->max_queued_user = (unsigned)v;
+    /* What an agent may write to the host: its event stream, and its log (no more is kept). */
+    if (config_get_u64(cfg, "RUNS_EVENTS_MAX_BYTES", 256ull << 20, 64 << 10, 1ull << 40,
+                       &rc->events_max_bytes, err) < 0)
+        return err->code;
+    if (config_get_u64(cfg, "RUNS_AGENT_LOG_MAX_BYTES", 16ull << 20, 64 << 10, 1ull << 40,
+                       &rc->agent_log_max_bytes, err) < 0)
+        return err->code;
+    /* How long a session's OpenCode server stays warm after its last run (0: a process per run) */
+    if (config_get_u64(cfg, "RUNS_AGENT_WARM_SECONDS", 300, 0, 86400, &v, err) < 0)
+        return err->code;
+    rc->agent_warm_s = (unsigned)v;
+    /* Days, fractions allowed (0 keeps workspaces forever). */
+    const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
+    double d = 7;
+    if (days) {
+        char *end;
+        d = strtod(days, &end);
+        if (end == days || *end || d < 0 || d > 3650)
+            return err_set(err, -EINVAL,
+                           "RUNS_RETENTION_DAYS '%s' is not a number of days (0 to "
+                           "3650)",
+                           days);
+    }
+    rc->retention_ms = (uint64_t)(d * 24 * 3600 * 1000);
+    return 0;
+}
+
+char *runs_opencode_find(const struct config *cfg)
+{
+    const char *set = config_get(cfg, "OPENCODE_BIN");
+    if (set)
+        return access(set, X_OK) == 0 ? realpath(set, NULL) : NULL;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    static const char *const rel[] = {
+        "opencode",
+        "../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
+        "../../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/%s", self, rel[i]);
+        if (access(p, X_OK) == 0)
+            return realpath(p, NULL);
+    }
+    return NULL;
+}

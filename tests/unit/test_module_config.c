@@ -1,0 +1,169 @@
+/* The settings each module reads beside itself: sandbox_config_load, runs_config_load,
+ * cluster_config_load and mcp_fixtures_tasks_config_load, from a configuration table. */
+#include <errno.h>
+#include <string.h>
+
+#include "harness.h"
+
+#include "base/config.h"
+#include "cluster/cluster.h"
+#include "mcp/fixtures.h"
+#include "runs/runs.h"
+#include "sandbox/sandbox.h"
+
+/* A configuration built from dotenv text as the command line builds it (config_finish fills
+ * data_dir and public_url). */
+static void cfg_from(struct config *cfg, const char *text)
+{
+    struct err err = {0};
+    memset(cfg, 0, sizeof(*cfg));
+    CHECK_INT_EQ(config_parse_dotenv(cfg, text, strlen(text), &err), 0);
+    CHECK_INT_EQ(config_finish(cfg, &err), 0);
+}
+
+TEST(sandbox_config_scales_and_defaults)
+{
+    struct config cfg;
+    cfg_from(&cfg, "DATA_DIR=/srv/x\nSANDBOX_MEMORY_MB=512\nSANDBOX_IDLE_SECONDS=60\n"
+                   "SANDBOX_CPUS=1.5\nSANDBOX_TEMPLATE=host\n");
+    struct sandbox_config sc, def;
+    struct err err = {0};
+    sandbox_config_defaults(&def);
+    CHECK_INT_EQ(sandbox_config_load(&cfg, &sc, &err), 0);
+    CHECK_STR_EQ(sc.data_dir, "/srv/x");
+    CHECK_STR_EQ(sc.template_name, "host");
+    CHECK_INT_EQ(sc.memory_bytes, 512ull << 20);
+    CHECK_INT_EQ(sc.idle_ms, 60000);
+    CHECK(sc.cpus == 1.5);
+    CHECK_INT_EQ(sc.pids_max, def.pids_max);
+    CHECK_INT_EQ(sc.max_running, def.max_running);
+    config_release(&cfg);
+}
+
+TEST(sandbox_config_refuses_what_it_cannot_use)
+{
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"SANDBOX_TEMPLATE=alpine\n", "SANDBOX_TEMPLATE 'alpine'"},
+        {"SANDBOX_TEMPLATE_DIR=rel/dir\n", "not an absolute path"},
+        {"SANDBOX_TEMPLATE_MIRROR=ftp://m\n", "not an http://"},
+        {"SANDBOX_TEMPLATE_MIRROR=https://u:p@m/debian\n", "must not carry a user or password"},
+        {"SANDBOX_TEMPLATE_MIRROR=\"https://m/a b\"\n", "holds a space or a quote"},
+        {"SANDBOX_DISK_MB=10\n", "SANDBOX_DISK_MB must be 0"},
+        {"SANDBOX_UID_BASE=4294000000\nSANDBOX_UID_RANGES=1000\n", "goes past the last host id"},
+        {"SANDBOX_CPUS=many\n", "SANDBOX_CPUS 'many'"},
+        {"SANDBOX_MEMORY_MB=1\n", "SANDBOX_MEMORY_MB"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        cfg_from(&cfg, cases[i].text);
+        struct sandbox_config sc;
+        struct err err = {0};
+        CHECK_INT_EQ(sandbox_config_load(&cfg, &sc, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
+}
+
+TEST(runs_config_reads_minutes_and_days)
+{
+    struct config cfg;
+    cfg_from(&cfg, "RUN_TIMEOUT_MAX_MINUTES=30\nRUNS_RETENTION_DAYS=0.5\n"
+                   "RUNS_ALLOW_LOCAL_REPOS=true\nRUN_DEFAULT_MODEL=openai/gpt-5\n");
+    struct runs_config rc;
+    struct err err = {0};
+    CHECK_INT_EQ(runs_config_load(&cfg, &rc, &err), 0);
+    CHECK_INT_EQ(rc.timeout_max_ms, 30 * 60000);
+    CHECK_INT_EQ(rc.timeout_ms, 30 * 60000); /* the default 50 is capped by the maximum */
+    CHECK_INT_EQ(rc.retention_ms, 12 * 3600 * 1000);
+    CHECK(rc.allow_local_repos);
+    CHECK_STR_EQ(rc.default_model, "openai/gpt-5");
+    CHECK_INT_EQ(rc.max_running, 4);
+    CHECK(rc.jwt_key == NULL && rc.opencode_bin == NULL);
+    config_release(&cfg);
+}
+
+TEST(runs_config_refuses_what_it_cannot_use)
+{
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"RUNS_RETENTION_DAYS=soon\n", "RUNS_RETENTION_DAYS 'soon'"},
+        {"RUNS_RETENTION_DAYS=4000\n", "RUNS_RETENTION_DAYS '4000'"},
+        {"RUN_TIMEOUT_MAX_MINUTES=10\nRUN_TIMEOUT_MINUTES=20\n", "RUN_TIMEOUT_MINUTES"},
+        {"GITHUB_REPOS=not a repo\n", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        cfg_from(&cfg, cases[i].text);
+        struct runs_config rc;
+        struct err err = {0};
+        CHECK_INT_EQ(runs_config_load(&cfg, &rc, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
+}
+
+TEST(runs_opencode_find_follows_opencode_bin)
+{
+    struct config cfg;
+    cfg_from(&cfg, "OPENCODE_BIN=/bin/sh\n");
+    char *p = runs_opencode_find(&cfg);
+    CHECK(p != NULL && p[0] == '/');
+    free(p);
+    config_release(&cfg);
+    cfg_from(&cfg, "OPENCODE_BIN=/nonexistent/opencode\n");
+    CHECK(runs_opencode_find(&cfg) == NULL);
+    config_release(&cfg);
+}
+
+TEST(cluster_config_reads_and_checks)
+{
+    struct config cfg;
+    struct cluster_config cc;
+    struct err err = {0};
+    cfg_from(&cfg, "NODE_HEARTBEAT_SECONDS=2\nNODE_LOST_SECONDS=9\n");
+    CHECK_INT_EQ(cluster_config_load(&cfg, &cc, &err), 0);
+    CHECK_INT_EQ(cc.heartbeat_ms, 2000);
+    CHECK_INT_EQ(cc.lost_ms, 9000);
+    CHECK_INT_EQ(cc.max_nonces, 65536);
+    CHECK(cc.node_url == NULL && cc.secret == NULL && cc.node_id == NULL);
+    config_release(&cfg);
+
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"NODE_HEARTBEAT_SECONDS=10\nNODE_LOST_SECONDS=10\n",
+         "NODE_LOST_SECONDS (10) must be longer than NODE_HEARTBEAT_SECONDS (10)"},
+        {"NODE_URL=ftp://node\n", "NODE_URL 'ftp://node' must start with http:// or https://"},
+        {"CLUSTER_SECRET=short\n", "CLUSTER_SECRET must be at least 32 characters"},
+        {"CLUSTER_NONCE_CACHE=10\n", "CLUSTER_NONCE_CACHE"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_from(&cfg, cases[i].text);
+        err = (struct err){0};
+        CHECK_INT_EQ(cluster_config_load(&cfg, &cc, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
+}
+
+TEST(fixture_task_limits_read_and_checked)
+{
+    struct config cfg;
+    struct fixture_tasks_limits lim;
+    struct err err = {0};
+    cfg_from(&cfg, "CONFORMANCE_TASKS_MAX=5\n");
+    CHECK_INT_EQ(mcp_fixtures_tasks_config_load(&cfg, &lim, &err), 0);
+    CHECK_INT_EQ(lim.max, 5);
+    CHECK_INT_EQ(lim.per_user, FIXTURE_TASKS_PER_USER_DEFAULT);
+    CHECK_INT_EQ(lim.ttl_ms, FIXTURE_TASK_TTL_MS_DEFAULT);
+    config_release(&cfg);
+    cfg_from(&cfg, "CONFORMANCE_TASK_TTL_MS=5\n");
+    CHECK_INT_EQ(mcp_fixtures_tasks_config_load(&cfg, &lim, &err), -EINVAL);
+    CHECK_STR_CONTAINS(err.msg, "CONFORMANCE_TASK_TTL_MS");
+    config_release(&cfg);
+}
+
+TEST_MAIN()
