@@ -2,6 +2,7 @@
 /* Shared between the files of src/sandbox. */
 
 #include <h2o.h>
+#include <limits.h>
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -119,6 +120,48 @@ void child_report(int fd, const char *stage, int errnum);
 uint64_t proc_start_time(pid_t pid);
 /* pidfd_open(2) wrapper. */
 int pidfd_open_pid(pid_t pid);
+
+/* --- the setup child (setup.c) --- */
+
+#define MAX_BINDS 8
+
+/* Everything the setup child needs, computed before the fork. */
+struct setup_plan {
+    uint32_t uid;        /* the sandbox's host id range starts here (root inside) */
+    uint32_t uid_base;   /* where id ranges start: finding an older range of the sandbox's files */
+    int userns_fd;       /* the sandbox's user namespace, once made */
+    int userns_sync;     /* the namespace maker's end of its socket pair */
+    bool userns_as_root; /* make it owned by root (the host refused an unprivileged owner) */
+    bool defer_net;      /* pooled: no network namespace, listeners or policy until handed over */
+    int park_netns;      /* with defer_net: the empty network namespace it waits in */
+    int report_fd;
+    int memfd;
+    int ctl_fd;    /* the init's control socket, listening */
+    int listen_fd; /* where the listeners of the registered ports are sent (SCM_RIGHTS) */
+    int nports;
+    uint16_t ports[SANDBOX_LISTENERS_MAX];
+    bool disk;
+    uint64_t disk_bytes;
+    char mkfs[64];
+    char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
+    char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
+    char lower_src[PATH_MAX], lower[PATH_MAX]; /* the template, and where it is idmapped */
+    char overlay_opts[3 * PATH_MAX + 64];
+    int nbinds;
+    char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
+    char opt_dir[PATH_MAX]; /* created for the agents mount, "" when there is none */
+    char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
+    char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
+    int ncg;
+    char cg_procs[4][4096];
+    char uid_map[64], gid_map[64];
+    char mkfs_root_owner[80], size_arg[32];
+};
+
+/* The setup child's body, after sandbox_start's fork: builds the sandbox p describes, starts its
+ * init and writes "pid N" (or why it failed) to p->report_fd. Never returns. Async-signal-safe:
+ * no allocation, no lock, no logging (see setup.c). */
+_Noreturn void setup_child(struct setup_plan *p);
 
 /* --- sandboxes and their manager (sandbox.c, manager.c) --- */
 
