@@ -1,6 +1,8 @@
 /* Starting and stopping one sandbox: the server's side of its life cycle. A start prepares
  * everything the setup child needs (plan_init), forks it (setup.c, which builds the sandbox and
- * starts its init) and watches the pipe on which it reports the init's pid or why it failed. */
+ * starts its init) and watches the pipe on which it reports the init's pid or why it failed.
+ * Admission (room for one more running sandbox, disk room) is decided before a start, by
+ * admit.c, which then calls sandbox_start: this file calls nothing above it. */
 #include "sandbox/sandbox_internal.h"
 
 #include <errno.h>
@@ -179,19 +181,11 @@ void sandbox_start(struct sandbox *sbx)
 {
     struct sandbox_manager *m = sbx->m;
     struct err err = {0};
-    sbx->start_t0 = time_mono_us();
     sbx->generation++;
     sbx->warm = false;
     snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", sbx->id);
     snprintf(sbx->template_name, sizeof(sbx->template_name), "%s", m->tmpl.name);
     struct cgroup_limits lim = {m->cfg.memory_bytes, m->cfg.pids_max, m->cfg.cpus};
-    if (sbx->fresh_pending) {
-        sbx->fresh_pending = false;
-        if (sandbox_wipe(sbx, &err) < 0)
-            goto fail;
-    }
-    if (sandbox_disk_admit(m, sbx, &err) < 0)
-        goto fail;
     if (!sbx->id_slot &&
         store_sandbox_claim_slot(m->store, sbx->id, m->cfg.uid_ranges, &sbx->id_slot, &err) < 0)
         goto fail;
@@ -254,8 +248,13 @@ void sandbox_start(struct sandbox *sbx)
     proc_watch_start(&sbx->start_watch, pid, fds[0], 4096, on_started);
     return;
 fail:
-    log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err.msg);
-    sandbox_notify(sbx, &err);
+    sandbox_start_failed(sbx, &err);
+}
+
+void sandbox_start_failed(struct sandbox *sbx, const struct err *err)
+{
+    log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err->msg);
+    sandbox_notify(sbx, err);
 }
 
 bool sandbox_alive(struct sandbox *sbx)

@@ -268,15 +268,11 @@ struct sandbox_manager {
     int nlisteners;
 };
 
-/* Whether sbx may start with its disk image (made now when it has none): what the images of
- * its user hold, and may still grow into while they run, stays within SANDBOX_DISK_PER_USER_MB;
- * what all images hold and the running ones may grow into stays within SANDBOX_DISK_TOTAL_MB,
- * or without it, what the running ones may grow into fits in the filesystem's free space. Idle
- * running sandboxes are stopped (least recently used first) while that makes room. 0; -EBUSY
- * when busy sandboxes ending would make room; -ENOSPC otherwise; err says which. */
-int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
-/* Start sbx (state STOPPED): forks the setup child; waiters run when it reports. */
+/* Start sbx (state STOPPED), admitted (admit.c: sandbox_admit_start, which sets start_t0): forks
+ * the setup child; waiters run when it reports. */
 void sandbox_start(struct sandbox *sbx);
+/* A start that failed before its fork: log it and finish the waiters with err. */
+void sandbox_start_failed(struct sandbox *sbx, const struct err *err);
 /* Kill sbx's processes (init first, then its cgroup); files stay. */
 void sandbox_stop(struct sandbox *sbx, const char *reason);
 /* Discard the writable layer and workspace of a stopped sandbox. */
@@ -295,14 +291,8 @@ struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sand
 /* Remove sbx for good: stop it, remove its files, then its row (with its id range), and free it.
  * Only for an unowned sandbox that nobody holds or waits for. */
 void sandbox_forget(struct sandbox *sbx, const char *reason);
-/* Whether user_id may have one more sandbox running (sbx and `replaces` not counted): stops
- * their least recently used idle one when that makes room; -EBUSY with err otherwise. */
-int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const struct sandbox *sbx,
-                      const struct sandbox *replaces, struct err *err);
-/* The disk checks of sandbox_disk_admit, once, without stopping anything; *user_limit tells
- * whether the user's share failed. */
-int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
-                       struct err *err);
+/* The sandbox of that id that is starting or running, NULL when none (manager.c). */
+const struct sandbox *sandbox_find_running(const struct sandbox_manager *m, const char *id);
 /* For cgroup_list: stop (kill and remove) sandbox group `name` unless ctx, the manager, knows a
  * running sandbox of that group. */
 void sandbox_reap_unknown(const char *name, void *ctx);
@@ -311,6 +301,35 @@ static inline bool sandbox_unowned(const struct sandbox *sbx)
 {
     return sbx->user_id[0] == '\0';
 }
+
+/* --- admission (admit.c), decided before sandbox_start --- */
+
+/* Whether sbx may start with its disk image (made now when it has none): what the images of
+ * its user hold, and may still grow into while they run, stays within SANDBOX_DISK_PER_USER_MB;
+ * what all images hold and the running ones may grow into stays within SANDBOX_DISK_TOTAL_MB,
+ * or without it, what the running ones may grow into fits in the filesystem's free space. Idle
+ * running sandboxes are stopped (least recently used first) while that makes room. 0; -EBUSY
+ * when busy sandboxes ending would make room; -ENOSPC otherwise; err says which. */
+int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
+/* Whether user_id may have one more sandbox running (sbx and `replaces` not counted): stops
+ * their least recently used idle one when that makes room; -EBUSY with err otherwise. */
+int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const struct sandbox *sbx,
+                      const struct sandbox *replaces, struct err *err);
+/* The disk checks of sandbox_disk_admit, once, without stopping anything; *user_limit tells
+ * whether the user's share failed. */
+int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
+                       struct err *err);
+/* Whether s is in use: held by a call, not running, or running processes other than its init
+ * and a warm agent's (src/sandbox/helper/agent.c). The idle tick leaves a busy one alone. */
+bool sandbox_busy(struct sandbox *s);
+/* Make room for one more running sandbox of sbx's user: past the user's own limit, stop their
+ * least recently used idle one; past the server's, anyone's (a pooled one first). 0, or -EBUSY
+ * with err. */
+int sandbox_make_room(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
+/* Start sbx (state STOPPED, its waiters queued): a pending wipe (fresh_pending) first, then
+ * sandbox_disk_admit, then sandbox_start. A refusal finishes the waiters as a failed start does
+ * (sandbox_start_failed). Loop thread. */
+void sandbox_admit_start(struct sandbox *sbx);
 
 /* --- the warm pool (pool.c) --- */
 
