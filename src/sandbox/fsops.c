@@ -1,4 +1,5 @@
 #include "sandbox/fsops.h"
+#include "sandbox/fsops_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,11 +26,6 @@ static inline void cleanup_closedirp(DIR **d)
 }
 #define _cleanup_closedir_ _cleanup_(cleanup_closedirp)
 
-static int fail(struct err *err, int code, const char *verb, const char *path)
-{
-    return err_set(err, code, "cannot %s '%s': %s", verb, path, strerror(-code));
-}
-
 /* A JSON string from bytes that may not be UTF-8 (file names, client paths). */
 static json_t *json_str(const char *s, size_t n)
 {
@@ -41,155 +37,6 @@ static json_t *json_str(const char *s, size_t n)
 static json_t *json_path(const char *path)
 {
     return json_str(path, strlen(path));
-}
-
-/* ---- paths ---- */
-
-/* Append the components of s[0..n) to the normalized path out[0..*o). */
-static void path_push(char *out, size_t *o, const char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && s[i] == '/')
-            i++;
-        size_t start = i;
-        while (i < n && s[i] != '/')
-            i++;
-        size_t len = i - start;
-        if (len == 0 || (len == 1 && s[start] == '.'))
-            continue;
-        if (len == 2 && s[start] == '.' && s[start + 1] == '.') {
-            while (*o > 0 && out[*o - 1] != '/')
-                (*o)--;
-            if (*o > 0)
-                (*o)--; /* the slash */
-            continue;
-        }
-        out[(*o)++] = '/';
-        memcpy(out + *o, s + start, len);
-        *o += len;
-    }
-}
-
-int fsop_path_normalize(const char *cwd, const char *path, size_t len, char **ret, struct err *err)
-{
-    if (!path || len == 0)
-        return err_set(err, -EINVAL, "path is empty");
-    if (len > FSOP_PATH_MAX)
-        return err_set(err, -ENAMETOOLONG, "path is longer than %d bytes", FSOP_PATH_MAX);
-    if (memchr(path, '\0', len))
-        return err_set(err, -EINVAL, "path contains a NUL byte");
-    size_t cwd_len = cwd && path[0] != '/' ? strlen(cwd) : 0;
-    /* each of the two parts may gain a leading slash */
-    char *out = xmalloc(cwd_len + len + 3);
-    size_t o = 0;
-    path_push(out, &o, cwd, cwd_len);
-    path_push(out, &o, path, len);
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-    if (o > FSOP_PATH_MAX) {
-        free(out);
-        return err_set(err, -ENAMETOOLONG, "path is longer than %d bytes", FSOP_PATH_MAX);
-    }
-    *ret = out;
-    return 0;
-}
-
-/* The last component of a normalized path other than "/"; the part before it is its parent
- * ("/" for "/x"). */
-static const char *path_base(const char *path)
-{
-    return strrchr(path, '/') + 1;
-}
-
-static char *path_parent(const char *path)
-{
-    size_t n = (size_t)(path_base(path) - path) - 1;
-    return n == 0 ? xstrdup("/") : xstrndup(path, n);
-}
-
-/* Whether a is b or one of its ancestors (both normalized). */
-static bool path_covers(const char *a, const char *b)
-{
-    if (strcmp(a, "/") == 0)
-        return true;
-    size_t n = strlen(a);
-    return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
-}
-
-/* ---- resolution, confined to root_fd ---- */
-
-/* Open a normalized absolute path below root_fd with openat2 flags (O_CLOEXEC added). Every
- * component, including symlink targets, resolves as if root_fd were "/". Returns 0 or -errno. */
-static int resolve(int root_fd, const char *path, uint64_t flags, int *ret)
-{
-    struct open_how how = {
-        .flags = flags | O_CLOEXEC,
-        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-    };
-    const char *rel = path[1] ? path + 1 : ".";
-    /* EAGAIN: a concurrent rename or mount made the kernel unsure that ".." stayed inside. */
-    for (int tries = 0;; tries++) {
-        long fd = syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
-        if (fd >= 0) {
-            *ret = (int)fd;
-            return 0;
-        }
-        if ((errno != EAGAIN && errno != EINTR) || tries >= 32)
-            return -errno;
-    }
-}
-
-/* Open the directory that holds path's last component (path is not "/"). With create, missing
- * directories are made with mode 0755 one at a time, each looked up again from root_fd. */
-static int open_parent(int root_fd, const char *path, bool create, const char *verb, int *ret,
-                       struct err *err)
-{
-    _cleanup_free_ char *dir = path_parent(path);
-    int r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, ret);
-    if (r == 0)
-        return 0;
-    if (r != -ENOENT || !create)
-        return fail(err, r, verb, path);
-
-    _cleanup_close_ int cur = -1;
-    r = resolve(root_fd, "/", O_PATH | O_DIRECTORY, &cur);
-    if (r < 0)
-        return fail(err, r, verb, path);
-    for (char *p = dir + 1;;) {
-        /* cut dir after each component in turn: "/a", then "/a/b", then "/a/b/c" */
-        char *slash = strchr(p, '/');
-        if (slash)
-            *slash = '\0';
-        int next = -1;
-        r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, &next);
-        if (r == -ENOENT) {
-            if (mkdirat(cur, path_base(dir), 0755) == 0) {
-                /* the exact mode whatever the umask; the new directory is ours */
-                r = resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &next);
-                if (r == 0 && fchmod(next, 0755) < 0)
-                    r = -errno;
-            } else if (errno == EEXIST) {
-                r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, &next);
-            } else {
-                return fail(err, -errno, "create directory", dir);
-            }
-        }
-        if (r < 0) {
-            if (next >= 0)
-                close(next);
-            return fail(err, r, verb, path);
-        }
-        close(cur);
-        cur = next;
-        if (!slash)
-            break;
-        *slash = '/';
-        p = slash + 1;
-    }
-    *ret = TAKE_FD(cur);
-    return 0;
 }
 
 /* ---- helpers for file contents ---- */
@@ -253,7 +100,7 @@ static const char *text_mime_type(const char *path)
         {"diff", "text/x-diff"},
         {"patch", "text/x-diff"},
     };
-    const char *base = path_base(path);
+    const char *base = fsop_path_base(path);
     const char *dot = strrchr(base, '.');
     if (!dot || dot == base) /* no extension, or a dot file such as .bashrc */
         return "text/plain";
@@ -467,9 +314,9 @@ static int list_directory(int root_fd, const char *path, bool recursive, size_t 
                           json_t **ret, struct err *err)
 {
     int fd;
-    int r = resolve(root_fd, path, O_RDONLY | O_DIRECTORY, &fd);
+    int r = fsop_resolve(root_fd, path, O_RDONLY | O_DIRECTORY, &fd);
     if (r < 0)
-        return fail(err, r, "list", path);
+        return fsop_fail(err, r, "list", path);
     json_auto_t *entries = json_array();
     struct lister l = {
         .entries = entries,
@@ -478,7 +325,7 @@ static int list_directory(int root_fd, const char *path, bool recursive, size_t 
     };
     r = list_dir(&l, fd, NULL, 0);
     if (r < 0)
-        return fail(err, r, "list", path);
+        return fsop_fail(err, r, "list", path);
     *ret = list_result(path, &l);
     return 0;
 }
@@ -487,7 +334,7 @@ static int fsop_list(int root_fd, const struct fsop_request *req, const char *pa
                      struct err *err)
 {
     _cleanup_close_ int fd = -1;
-    int r = resolve(root_fd, path, O_PATH, &fd);
+    int r = fsop_resolve(root_fd, path, O_PATH, &fd);
     struct stat st;
     if (r == 0 && fstat(fd, &st) < 0)
         r = -errno;
@@ -497,13 +344,13 @@ static int fsop_list(int root_fd, const struct fsop_request *req, const char *pa
     /* Not a directory: the entry itself, as the directory holding it would list it (so a
      * dangling symlink shows up as the symlink it is). */
     _cleanup_close_ int dir = -1;
-    int r2 = open_parent(root_fd, path, false, "list", &dir, err);
+    int r2 = fsop_open_parent(root_fd, path, false, "list", &dir, err);
     if (r2 < 0)
-        return r < 0 ? fail(err, r, "list", path) : r2;
-    if (fstatat(dir, path_base(path), &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return fail(err, r < 0 ? r : -errno, "list", path);
+        return r < 0 ? fsop_fail(err, r, "list", path) : r2;
+    if (fstatat(dir, fsop_path_base(path), &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fsop_fail(err, r < 0 ? r : -errno, "list", path);
     json_auto_t *entries = json_array();
-    json_array_append_new(entries, entry_json(path_base(path), &st));
+    json_array_append_new(entries, entry_json(fsop_path_base(path), &st));
     struct lister l = {.entries = entries};
     *ret = list_result(path, &l);
     return 0;
@@ -533,12 +380,12 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
                      struct err *err)
 {
     _cleanup_close_ int opath = -1;
-    int r = resolve(root_fd, path, O_PATH, &opath);
+    int r = fsop_resolve(root_fd, path, O_PATH, &opath);
     if (r < 0)
-        return fail(err, r, "read", path);
+        return fsop_fail(err, r, "read", path);
     struct stat st;
     if (fstat(opath, &st) < 0)
-        return fail(err, -errno, "read", path);
+        return fsop_fail(err, -errno, "read", path);
     if (S_ISDIR(st.st_mode)) {
         r = list_directory(root_fd, path, false, req->max_entries, ret, err);
         if (r == 0)
@@ -550,18 +397,18 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
 
     /* O_NONBLOCK: should the file have been swapped for a FIFO since, open must not hang. */
     _cleanup_close_ int fd = -1;
-    r = resolve(root_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
+    r = fsop_resolve(root_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
     if (r < 0)
-        return fail(err, r, "read", path);
+        return fsop_fail(err, r, "read", path);
     if (fstat(fd, &st) < 0)
-        return fail(err, -errno, "read", path);
+        return fsop_fail(err, -errno, "read", path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, -EINVAL, "cannot read '%s': not a regular file", path);
     /* The worker is forked from the server: its own /proc/self/environ and /proc/self/mem
      * would hand out the server's environment and memory. */
     struct statfs sfs;
     if (fstatfs(fd, &sfs) < 0)
-        return fail(err, -errno, "read", path);
+        return fsop_fail(err, -errno, "read", path);
     if (sfs.f_type == PROC_SUPER_MAGIC)
         return err_set(err, -EACCES, "cannot read '%s': files in /proc are not readable here",
                        path);
@@ -574,7 +421,7 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
     if (req->offset <= (uint64_t)INT64_MAX - max - 1) {
         r = read_full(fd, buf, max + 1, (off_t)req->offset, &n);
         if (r < 0)
-            return fail(err, r, "read", path);
+            return fsop_fail(err, r, "read", path);
     }
     bool truncated = n > max;
     if (truncated)
@@ -692,23 +539,23 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
                       struct err *err)
 {
     if (strcmp(path, "/") == 0)
-        return fail(err, -EISDIR, "write", path);
+        return fsop_fail(err, -EISDIR, "write", path);
     _cleanup_close_ int dir = -1;
-    int r = open_parent(root_fd, path, true, "write", &dir, err);
+    int r = fsop_open_parent(root_fd, path, true, "write", &dir, err);
     if (r < 0)
         return r;
-    const char *name = path_base(path);
+    const char *name = fsop_path_base(path);
 
     struct stat st;
     bool created = false;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         if (errno != ENOENT)
-            return fail(err, -errno, "write", path);
+            return fsop_fail(err, -errno, "write", path);
         created = true;
     } else if (S_ISLNK(st.st_mode)) {
         return err_set(err, -ELOOP, "cannot write '%s': is a symlink", path);
     } else if (S_ISDIR(st.st_mode)) {
-        return fail(err, -EISDIR, "write", path);
+        return fsop_fail(err, -EISDIR, "write", path);
     } else if (!S_ISREG(st.st_mode)) {
         return err_set(err, -EINVAL, "cannot write '%s': not a regular file", path);
     }
@@ -720,9 +567,9 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
     if (req->append && !created) {
         old = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (old < 0)
-            return fail(err, -errno, "write", path);
+            return fsop_fail(err, -errno, "write", path);
         if (fstat(old, &st) < 0)
-            return fail(err, -errno, "write", path);
+            return fsop_fail(err, -errno, "write", path);
         if (!S_ISREG(st.st_mode))
             return err_set(err, -EINVAL, "cannot write '%s': not a regular file", path);
     }
@@ -730,7 +577,7 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
     _cleanup_free_ char *tmp_name = NULL;
     _cleanup_close_ int tmp = temp_create(dir, name, &tmp_name);
     if (tmp < 0)
-        return fail(err, tmp, "write", path);
+        return fsop_fail(err, tmp, "write", path);
     struct stat tst;
     r = old >= 0 ? copy_fd(old, tmp) : 0;
     if (r == 0)
@@ -748,7 +595,7 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
         r = -errno;
     if (r < 0) {
         unlinkat(dir, tmp_name, 0);
-        return fail(err, r, "write", path);
+        return fsop_fail(err, r, "write", path);
     }
     if (req->keep > 0)
         prune_dir(dir, name, req->keep);
@@ -793,11 +640,11 @@ static void protect_add(struct remover *rm, int fd, const char *name, int flags,
 static void protect_resolve(struct remover *rm, int root_fd, const char *path)
 {
     int fd;
-    if (resolve(root_fd, path, O_PATH, &fd) == 0) {
+    if (fsop_resolve(root_fd, path, O_PATH, &fd) == 0) {
         protect_add(rm, fd, "", AT_EMPTY_PATH, path);
         close(fd);
     }
-    if (strcmp(path, "/") != 0 && resolve(root_fd, path, O_PATH | O_NOFOLLOW, &fd) == 0) {
+    if (strcmp(path, "/") != 0 && fsop_resolve(root_fd, path, O_PATH | O_NOFOLLOW, &fd) == 0) {
         protect_add(rm, fd, "", AT_EMPTY_PATH, path);
         close(fd);
     }
@@ -874,19 +721,19 @@ static int fsop_delete(int root_fd, const struct fsop_request *req, const char *
         char **norm = &rm.protected_paths[i];
         if (fsop_path_normalize("/", p, strlen(p), norm, NULL) < 0)
             continue;
-        if (path_covers(path, *norm))
+        if (fsop_path_covers(path, *norm))
             return err_set(err, -EPERM, "refusing to delete '%s'", path);
         protect_resolve(&rm, root_fd, *norm);
     }
 
     _cleanup_close_ int dir = -1;
-    int r = open_parent(root_fd, path, false, "delete", &dir, err);
+    int r = fsop_open_parent(root_fd, path, false, "delete", &dir, err);
     if (r < 0)
         return r;
-    const char *name = path_base(path);
+    const char *name = fsop_path_base(path);
     struct stat st;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return fail(err, -errno, "delete", path);
+        return fsop_fail(err, -errno, "delete", path);
     const char *hit = protected_by(&rm, &st);
     if (hit)
         return err_set(err, -EPERM, "refusing to delete '%s': it is '%s'", path, hit);
@@ -912,13 +759,13 @@ static int fsop_delete(int root_fd, const struct fsop_request *req, const char *
         if (r < 0)
             return rm.count ? err_set(err, r, "cannot delete '%s' (%zu entries deleted): %s", path,
                                       rm.count, strerror(-r))
-                            : fail(err, r, "delete", path);
+                            : fsop_fail(err, r, "delete", path);
     } else {
         if (unlinkat(dir, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
             if (errno == ENOTEMPTY || errno == EEXIST)
                 return err_set(err, -ENOTEMPTY,
                                "cannot delete '%s': directory not empty (needs recursive)", path);
-            return fail(err, -errno, "delete", path);
+            return fsop_fail(err, -errno, "delete", path);
         }
         rm.count = 1;
     }
