@@ -38,7 +38,8 @@ endef
 # The sandbox helper (init, listener, file worker) is a separate static program, embedded in the
 # server.
 HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c \
-              src/sandbox/fsops.c src/sandbox/fsops_path.c src/sandbox/listen_ports.c \
+              src/sandbox/fsops.c src/sandbox/fsops_path.c src/sandbox/fsops_sniff.c \
+              src/sandbox/listen_ports.c \
               src/base/encode.c src/base/err.c src/base/utf8.c src/base/util.c \
               src/runs/opencode_serve.c
 INIT_BIN  := $(BUILD)/sandbox-helper
