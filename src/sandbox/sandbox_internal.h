@@ -99,6 +99,28 @@ struct template_info {
 int template_prepare(const char *base, const char *name, struct template_info *out,
                      struct err *err);
 
+/* --- a template build's programs (template_run.c) --- */
+
+#define TEMPLATE_RUN_OUTPUT_MAX 16384
+
+/* One program of a build: argv, and where and how it runs. */
+struct template_run {
+    const char *const *argv; /* argv[0] is the program's path (inside root when root is set) */
+    const char *root;        /* chroot into this tree with /proc and /dev bound, or NULL */
+    bool check;              /* the tree read-only, a tmpfs on /tmp, HOME=/tmp */
+    const char *prefix;      /* copy output lines to stderr behind this, or NULL to keep them */
+    char out[TEMPLATE_RUN_OUTPUT_MAX]; /* with prefix NULL: the start of the output, NUL-terminated
+                                        */
+    size_t out_len;
+    pid_t parent; /* set by template_run() */
+};
+
+/* Run r to completion in a private mount namespace (chrooted when r->root is set), with a fixed
+ * environment plus the caller's proxy settings. Blocks; for the build process, not the server's
+ * loop. 0 when it exited 0, else -EIO (or the errno of pipe, fork, wait) with err naming the
+ * program. */
+int template_run(struct template_run *r, struct err *err);
+
 /* Kill a build under way (its unfinished tree is removed by the next build). */
 void keeper_stop(struct sandbox_manager *m);
 
