@@ -1,4 +1,5 @@
 #include "sandbox/fsops.h"
+#include "sandbox/fsops_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,11 +26,6 @@ static inline void cleanup_closedirp(DIR **d)
 }
 #define _cleanup_closedir_ _cleanup_(cleanup_closedirp)
 
-static int fail(struct err *err, int code, const char *verb, const char *path)
-{
-    return err_set(err, code, "cannot %s '%s': %s", verb, path, strerror(-code));
-}
-
 /* A JSON string from bytes that may not be UTF-8 (file names, client paths). */
 static json_t *json_str(const char *s, size_t n)
 {
@@ -41,155 +37,6 @@ static json_t *json_str(const char *s, size_t n)
 static json_t *json_path(const char *path)
 {
     return json_str(path, strlen(path));
-}
-
-/* ---- paths ---- */
-
-/* Append the components of s[0..n) to the normalized path out[0..*o). */
-static void path_push(char *out, size_t *o, const char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && s[i] == '/')
-            i++;
-        size_t start = i;
-        while (i < n && s[i] != '/')
-            i++;
-        size_t len = i - start;
-        if (len == 0 || (len == 1 && s[start] == '.'))
-            continue;
-        if (len == 2 && s[start] == '.' && s[start + 1] == '.') {
-            while (*o > 0 && out[*o - 1] != '/')
-                (*o)--;
-            if (*o > 0)
-                (*o)--; /* the slash */
-            continue;
-        }
-        out[(*o)++] = '/';
-        memcpy(out + *o, s + start, len);
-        *o += len;
-    }
-}
-
-int fsop_path_normalize(const char *cwd, const char *path, size_t len, char **ret, struct err *err)
-{
-    if (!path || len == 0)
-        return err_set(err, -EINVAL, "path is empty");
-    if (len > FSOP_PATH_MAX)
-        return err_set(err, -ENAMETOOLONG, "path is longer than %d bytes", FSOP_PATH_MAX);
-    if (memchr(path, '\0', len))
-        return err_set(err, -EINVAL, "path contains a NUL byte");
-    size_t cwd_len = cwd && path[0] != '/' ? strlen(cwd) : 0;
-    /* each of the two parts may gain a leading slash */
-    char *out = xmalloc(cwd_len + len + 3);
-    size_t o = 0;
-    path_push(out, &o, cwd, cwd_len);
-    path_push(out, &o, path, len);
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-    if (o > FSOP_PATH_MAX) {
-        free(out);
-        return err_set(err, -ENAMETOOLONG, "path is longer than %d bytes", FSOP_PATH_MAX);
-    }
-    *ret = out;
-    return 0;
-}
-
-/* The last component of a normalized path other than "/"; the part before it is its parent
- * ("/" for "/x"). */
-static const char *path_base(const char *path)
-{
-    return strrchr(path, '/') + 1;
-}
-
-static char *path_parent(const char *path)
-{
-    size_t n = (size_t)(path_base(path) - path) - 1;
-    return n == 0 ? xstrdup("/") : xstrndup(path, n);
-}
-
-/* Whether a is b or one of its ancestors (both normalized). */
-static bool path_covers(const char *a, const char *b)
-{
-    if (strcmp(a, "/") == 0)
-        return true;
-    size_t n = strlen(a);
-    return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
-}
-
-/* ---- resolution, confined to root_fd ---- */
-
-/* Open a normalized absolute path below root_fd with openat2 flags (O_CLOEXEC added). Every
- * component, including symlink targets, resolves as if root_fd were "/". Returns 0 or -errno. */
-static int resolve(int root_fd, const char *path, uint64_t flags, int *ret)
-{
-    struct open_how how = {
-        .flags = flags | O_CLOEXEC,
-        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-    };
-    const char *rel = path[1] ? path + 1 : ".";
-    /* EAGAIN: a concurrent rename or mount made the kernel unsure that ".." stayed inside. */
-    for (int tries = 0;; tries++) {
-        long fd = syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
-        if (fd >= 0) {
-            *ret = (int)fd;
-            return 0;
-        }
-        if ((errno != EAGAIN && errno != EINTR) || tries >= 32)
-            return -errno;
-    }
-}
-
-/* Open the directory that holds path's last component (path is not "/"). With create, missing
- * directories are made with mode 0755 one at a time, each looked up again from root_fd. */
-static int open_parent(int root_fd, const char *path, bool create, const char *verb, int *ret,
-                       struct err *err)
-{
-    _cleanup_free_ char *dir = path_parent(path);
-    int r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, ret);
-    if (r == 0)
-        return 0;
-    if (r != -ENOENT || !create)
-        return fail(err, r, verb, path);
-
-    _cleanup_close_ int cur = -1;
-    r = resolve(root_fd, "/", O_PATH | O_DIRECTORY, &cur);
-    if (r < 0)
-        return fail(err, r, verb, path);
-    for (char *p = dir + 1;;) {
-        /* cut dir after each component in turn: "/a", then "/a/b", then "/a/b/c" */
-        char *slash = strchr(p, '/');
-        if (slash)
-            *slash = '\0';
-        int next = -1;
-        r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, &next);
-        if (r == -ENOENT) {
-            if (mkdirat(cur, path_base(dir), 0755) == 0) {
-                /* the exact mode whatever the umask; the new directory is ours */
-                r = resolve(root_fd, dir, O_RDONLY | O_DIRECTORY, &next);
-                if (r == 0 && fchmod(next, 0755) < 0)
-                    r = -errno;
-            } else if (errno == EEXIST) {
-                r = resolve(root_fd, dir, O_PATH | O_DIRECTORY, &next);
-            } else {
-                return fail(err, -errno, "create directory", dir);
-            }
-        }
-        if (r < 0) {
-            if (next >= 0)
-                close(next);
-            return fail(err, r, verb, path);
-        }
-        close(cur);
-        cur = next;
-        if (!slash)
-            break;
-        *slash = '/';
-        p = slash + 1;
-    }
-    *ret = TAKE_FD(cur);
-    return 0;
 }
 
 /* ---- helpers for file contents ---- */
@@ -210,137 +57,6 @@ static int read_full(int fd, void *buf, size_t len, off_t off, size_t *got)
     }
     *got = n;
     return 0;
-}
-
-static const char *text_mime_type(const char *path)
-{
-    static const struct {
-        const char *ext, *type;
-    } types[] = {
-        {"txt", "text/plain"},
-        {"py", "text/x-python"},
-        {"js", "text/javascript"},
-        {"mjs", "text/javascript"},
-        {"cjs", "text/javascript"},
-        {"jsx", "text/javascript"},
-        {"ts", "text/x-typescript"},
-        {"mts", "text/x-typescript"},
-        {"tsx", "text/x-typescript"},
-        {"json", "application/json"},
-        {"md", "text/markdown"},
-        {"markdown", "text/markdown"},
-        {"html", "text/html"},
-        {"htm", "text/html"},
-        {"css", "text/css"},
-        {"sh", "text/x-shellscript"},
-        {"bash", "text/x-shellscript"},
-        {"c", "text/x-c"},
-        {"h", "text/x-c"},
-        {"cc", "text/x-c++"},
-        {"cpp", "text/x-c++"},
-        {"hpp", "text/x-c++"},
-        {"go", "text/x-go"},
-        {"rs", "text/x-rust"},
-        {"java", "text/x-java"},
-        {"rb", "text/x-ruby"},
-        {"yaml", "application/yaml"},
-        {"yml", "application/yaml"},
-        {"toml", "application/toml"},
-        {"xml", "application/xml"},
-        {"svg", "image/svg+xml"},
-        {"csv", "text/csv"},
-        {"sql", "application/sql"},
-        {"diff", "text/x-diff"},
-        {"patch", "text/x-diff"},
-    };
-    const char *base = path_base(path);
-    const char *dot = strrchr(base, '.');
-    if (!dot || dot == base) /* no extension, or a dot file such as .bashrc */
-        return "text/plain";
-    for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
-        if (strcasecmp(dot + 1, types[i].ext) == 0)
-            return types[i].type;
-    }
-    return "text/plain";
-}
-
-/* Whether the start of a file (p[0..n)) is an SVG's: markup (after a byte order mark and white
- * space) that holds an <svg element, behind an XML declaration, a doctype or comments. */
-static bool svg_like(const unsigned char *p, size_t n)
-{
-    if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
-        p += 3;
-        n -= 3;
-    }
-    while (n > 0 && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
-        p++;
-        n--;
-    }
-    return n > 0 && *p == '<' && memmem(p, n, "<svg", 4) != NULL;
-}
-
-static const char *binary_mime_type(const unsigned char *p, size_t n)
-{
-    static const struct {
-        size_t off;
-        const char *magic;
-        size_t len;
-        const char *type;
-    } magics[] = {
-        {0, "\x89PNG\r\n\x1a\n", 8, "image/png"},
-        {0, "\xFF\xD8\xFF", 3, "image/jpeg"},
-        {0, "GIF87a", 6, "image/gif"},
-        {0, "GIF89a", 6, "image/gif"},
-        {8, "WEBP", 4, "image/webp"}, /* after "RIFF" and a size, checked below */
-        {0, "%PDF-", 5, "application/pdf"},
-        {0, "PK\x03\x04", 4, "application/zip"},
-        {0, "PK\x05\x06", 4, "application/zip"}, /* empty archive */
-        {0, "\x1f\x8b", 2, "application/gzip"},
-        {0,
-         "\x7f"
-         "ELF",
-         4, "application/x-executable"},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(magics); i++) {
-        size_t end = magics[i].off + magics[i].len;
-        if (n >= end && memcmp(p + magics[i].off, magics[i].magic, magics[i].len) == 0 &&
-            (magics[i].off == 0 || memcmp(p, "RIFF", 4) == 0))
-            return magics[i].type;
-    }
-    return "application/octet-stream";
-}
-
-bool fsop_image_type(const char *mime_type)
-{
-    static const char *const types[] = {"image/png", "image/jpeg", "image/gif", "image/webp"};
-    for (size_t i = 0; i < ARRAY_SIZE(types); i++)
-        if (strcmp(mime_type, types[i]) == 0)
-            return true;
-    return false;
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* Whether p[0..n), whose magic bytes say mime_type (fsop_image_type), is a whole image: it ends
- * the way its format ends a file, so a file cut short or still being written is not taken for
- * one (a client that cannot decode an image may refuse the conversation that holds it). */
-static bool image_whole(const char *mime_type, const unsigned char *p, size_t n)
-{
-    if (strcmp(mime_type, "image/png") == 0) /* IHDR first, IEND last */
-        return n >= 8 + 25 + 12 && memcmp(p + 8, "\0\0\0\x0dIHDR", 8) == 0 &&
-               memcmp(p + n - 12, "\0\0\0\0IEND\xAE\x42\x60\x82", 12) == 0;
-    if (strcmp(mime_type, "image/jpeg") == 0) /* the end of image marker */
-        return n >= 4 && p[n - 2] == 0xFF && p[n - 1] == 0xD9;
-    if (strcmp(mime_type, "image/gif") == 0) /* header, screen descriptor ... trailer */
-        return n >= 14 && p[n - 1] == 0x3B;
-    if (strcmp(mime_type, "image/webp") == 0) /* the RIFF size covers a VP8, VP8L or VP8X chunk */
-        return n >= 20 && (uint64_t)le32(p + 4) + 8 <= n && le32(p + 4) >= 12 &&
-               (memcmp(p + 12, "VP8 ", 4) == 0 || memcmp(p + 12, "VP8L", 4) == 0 ||
-                memcmp(p + 12, "VP8X", 4) == 0);
-    return false;
 }
 
 static const char *type_name(mode_t mode)
@@ -467,9 +183,9 @@ static int list_directory(int root_fd, const char *path, bool recursive, size_t 
                           json_t **ret, struct err *err)
 {
     int fd;
-    int r = resolve(root_fd, path, O_RDONLY | O_DIRECTORY, &fd);
+    int r = fsop_resolve(root_fd, path, O_RDONLY | O_DIRECTORY, &fd);
     if (r < 0)
-        return fail(err, r, "list", path);
+        return fsop_fail(err, r, "list", path);
     json_auto_t *entries = json_array();
     struct lister l = {
         .entries = entries,
@@ -478,7 +194,7 @@ static int list_directory(int root_fd, const char *path, bool recursive, size_t 
     };
     r = list_dir(&l, fd, NULL, 0);
     if (r < 0)
-        return fail(err, r, "list", path);
+        return fsop_fail(err, r, "list", path);
     *ret = list_result(path, &l);
     return 0;
 }
@@ -487,7 +203,7 @@ static int fsop_list(int root_fd, const struct fsop_request *req, const char *pa
                      struct err *err)
 {
     _cleanup_close_ int fd = -1;
-    int r = resolve(root_fd, path, O_PATH, &fd);
+    int r = fsop_resolve(root_fd, path, O_PATH, &fd);
     struct stat st;
     if (r == 0 && fstat(fd, &st) < 0)
         r = -errno;
@@ -497,13 +213,13 @@ static int fsop_list(int root_fd, const struct fsop_request *req, const char *pa
     /* Not a directory: the entry itself, as the directory holding it would list it (so a
      * dangling symlink shows up as the symlink it is). */
     _cleanup_close_ int dir = -1;
-    int r2 = open_parent(root_fd, path, false, "list", &dir, err);
+    int r2 = fsop_open_parent(root_fd, path, false, "list", &dir, err);
     if (r2 < 0)
-        return r < 0 ? fail(err, r, "list", path) : r2;
-    if (fstatat(dir, path_base(path), &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return fail(err, r < 0 ? r : -errno, "list", path);
+        return r < 0 ? fsop_fail(err, r, "list", path) : r2;
+    if (fstatat(dir, fsop_path_base(path), &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fsop_fail(err, r < 0 ? r : -errno, "list", path);
     json_auto_t *entries = json_array();
-    json_array_append_new(entries, entry_json(path_base(path), &st));
+    json_array_append_new(entries, entry_json(fsop_path_base(path), &st));
     struct lister l = {.entries = entries};
     *ret = list_result(path, &l);
     return 0;
@@ -533,12 +249,12 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
                      struct err *err)
 {
     _cleanup_close_ int opath = -1;
-    int r = resolve(root_fd, path, O_PATH, &opath);
+    int r = fsop_resolve(root_fd, path, O_PATH, &opath);
     if (r < 0)
-        return fail(err, r, "read", path);
+        return fsop_fail(err, r, "read", path);
     struct stat st;
     if (fstat(opath, &st) < 0)
-        return fail(err, -errno, "read", path);
+        return fsop_fail(err, -errno, "read", path);
     if (S_ISDIR(st.st_mode)) {
         r = list_directory(root_fd, path, false, req->max_entries, ret, err);
         if (r == 0)
@@ -550,18 +266,18 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
 
     /* O_NONBLOCK: should the file have been swapped for a FIFO since, open must not hang. */
     _cleanup_close_ int fd = -1;
-    r = resolve(root_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
+    r = fsop_resolve(root_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
     if (r < 0)
-        return fail(err, r, "read", path);
+        return fsop_fail(err, r, "read", path);
     if (fstat(fd, &st) < 0)
-        return fail(err, -errno, "read", path);
+        return fsop_fail(err, -errno, "read", path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, -EINVAL, "cannot read '%s': not a regular file", path);
     /* The worker is forked from the server: its own /proc/self/environ and /proc/self/mem
      * would hand out the server's environment and memory. */
     struct statfs sfs;
     if (fstatfs(fd, &sfs) < 0)
-        return fail(err, -errno, "read", path);
+        return fsop_fail(err, -errno, "read", path);
     if (sfs.f_type == PROC_SUPER_MAGIC)
         return err_set(err, -EACCES, "cannot read '%s': files in /proc are not readable here",
                        path);
@@ -574,7 +290,7 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
     if (req->offset <= (uint64_t)INT64_MAX - max - 1) {
         r = read_full(fd, buf, max + 1, (off_t)req->offset, &n);
         if (r < 0)
-            return fail(err, r, "read", path);
+            return fsop_fail(err, r, "read", path);
     }
     bool truncated = n > max;
     if (truncated)
@@ -593,17 +309,17 @@ static int fsop_read(int root_fd, const struct fsop_request *req, const char *pa
     unsigned char head[SNIFF_BYTES];
     bool image = false;
     if (text) {
-        const char *type = text_mime_type(path);
+        const char *type = fsop_text_mime_type(path);
         if (strcmp(type, "image/svg+xml") == 0 &&
-            !svg_like(head, sniff_head(fd, req->offset, buf, n, truncated, head)))
+            !fsop_svg_like(head, sniff_head(fd, req->offset, buf, n, truncated, head)))
             type = "text/plain";
         json_object_set_new(res, "mime_type", json_string(type));
         json_object_set_new(res, "text", json_stringn_nocheck((const char *)buf, m));
     } else {
         size_t hn = sniff_head(fd, req->offset, buf, n, truncated, head);
-        const char *type = binary_mime_type(head, hn);
-        image =
-            req->offset == 0 && !truncated && fsop_image_type(type) && image_whole(type, buf, n);
+        const char *type = fsop_binary_mime_type(head, hn);
+        image = req->offset == 0 && !truncated && fsop_image_type(type) &&
+                fsop_image_whole(type, buf, n);
         json_object_set_new(res, "mime_type", json_string(type));
         _cleanup_free_ char *b64 = xmalloc(4 * ((n + 2) / 3) + 1);
         size_t len = base64_encode(buf, n, b64);
@@ -692,23 +408,23 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
                       struct err *err)
 {
     if (strcmp(path, "/") == 0)
-        return fail(err, -EISDIR, "write", path);
+        return fsop_fail(err, -EISDIR, "write", path);
     _cleanup_close_ int dir = -1;
-    int r = open_parent(root_fd, path, true, "write", &dir, err);
+    int r = fsop_open_parent(root_fd, path, true, "write", &dir, err);
     if (r < 0)
         return r;
-    const char *name = path_base(path);
+    const char *name = fsop_path_base(path);
 
     struct stat st;
     bool created = false;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         if (errno != ENOENT)
-            return fail(err, -errno, "write", path);
+            return fsop_fail(err, -errno, "write", path);
         created = true;
     } else if (S_ISLNK(st.st_mode)) {
         return err_set(err, -ELOOP, "cannot write '%s': is a symlink", path);
     } else if (S_ISDIR(st.st_mode)) {
-        return fail(err, -EISDIR, "write", path);
+        return fsop_fail(err, -EISDIR, "write", path);
     } else if (!S_ISREG(st.st_mode)) {
         return err_set(err, -EINVAL, "cannot write '%s': not a regular file", path);
     }
@@ -720,9 +436,9 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
     if (req->append && !created) {
         old = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (old < 0)
-            return fail(err, -errno, "write", path);
+            return fsop_fail(err, -errno, "write", path);
         if (fstat(old, &st) < 0)
-            return fail(err, -errno, "write", path);
+            return fsop_fail(err, -errno, "write", path);
         if (!S_ISREG(st.st_mode))
             return err_set(err, -EINVAL, "cannot write '%s': not a regular file", path);
     }
@@ -730,7 +446,7 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
     _cleanup_free_ char *tmp_name = NULL;
     _cleanup_close_ int tmp = temp_create(dir, name, &tmp_name);
     if (tmp < 0)
-        return fail(err, tmp, "write", path);
+        return fsop_fail(err, tmp, "write", path);
     struct stat tst;
     r = old >= 0 ? copy_fd(old, tmp) : 0;
     if (r == 0)
@@ -748,7 +464,7 @@ static int fsop_write(int root_fd, const struct fsop_request *req, const char *p
         r = -errno;
     if (r < 0) {
         unlinkat(dir, tmp_name, 0);
-        return fail(err, r, "write", path);
+        return fsop_fail(err, r, "write", path);
     }
     if (req->keep > 0)
         prune_dir(dir, name, req->keep);
@@ -793,11 +509,11 @@ static void protect_add(struct remover *rm, int fd, const char *name, int flags,
 static void protect_resolve(struct remover *rm, int root_fd, const char *path)
 {
     int fd;
-    if (resolve(root_fd, path, O_PATH, &fd) == 0) {
+    if (fsop_resolve(root_fd, path, O_PATH, &fd) == 0) {
         protect_add(rm, fd, "", AT_EMPTY_PATH, path);
         close(fd);
     }
-    if (strcmp(path, "/") != 0 && resolve(root_fd, path, O_PATH | O_NOFOLLOW, &fd) == 0) {
+    if (strcmp(path, "/") != 0 && fsop_resolve(root_fd, path, O_PATH | O_NOFOLLOW, &fd) == 0) {
         protect_add(rm, fd, "", AT_EMPTY_PATH, path);
         close(fd);
     }
@@ -874,19 +590,19 @@ static int fsop_delete(int root_fd, const struct fsop_request *req, const char *
         char **norm = &rm.protected_paths[i];
         if (fsop_path_normalize("/", p, strlen(p), norm, NULL) < 0)
             continue;
-        if (path_covers(path, *norm))
+        if (fsop_path_covers(path, *norm))
             return err_set(err, -EPERM, "refusing to delete '%s'", path);
         protect_resolve(&rm, root_fd, *norm);
     }
 
     _cleanup_close_ int dir = -1;
-    int r = open_parent(root_fd, path, false, "delete", &dir, err);
+    int r = fsop_open_parent(root_fd, path, false, "delete", &dir, err);
     if (r < 0)
         return r;
-    const char *name = path_base(path);
+    const char *name = fsop_path_base(path);
     struct stat st;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return fail(err, -errno, "delete", path);
+        return fsop_fail(err, -errno, "delete", path);
     const char *hit = protected_by(&rm, &st);
     if (hit)
         return err_set(err, -EPERM, "refusing to delete '%s': it is '%s'", path, hit);
@@ -912,13 +628,13 @@ static int fsop_delete(int root_fd, const struct fsop_request *req, const char *
         if (r < 0)
             return rm.count ? err_set(err, r, "cannot delete '%s' (%zu entries deleted): %s", path,
                                       rm.count, strerror(-r))
-                            : fail(err, r, "delete", path);
+                            : fsop_fail(err, r, "delete", path);
     } else {
         if (unlinkat(dir, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
             if (errno == ENOTEMPTY || errno == EEXIST)
                 return err_set(err, -ENOTEMPTY,
                                "cannot delete '%s': directory not empty (needs recursive)", path);
-            return fail(err, -errno, "delete", path);
+            return fsop_fail(err, -errno, "delete", path);
         }
         rm.count = 1;
     }
@@ -955,195 +671,4 @@ json_t *fsop_run(int root_fd, const struct fsop_request *req)
     if (!res) /* json_pack fails only on out of memory */
         abort();
     return res;
-}
-
-/* ---- the worker's request: fields in order, numbers little-endian as the host stores them
- * (server and worker are one build), every string counted and NUL-terminated ---- */
-
-#define WORKER_MAGIC 0x31534653u /* "SFS1" */
-#define NO_STRING 0xffffffffu
-
-struct wbuf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static void wput(struct wbuf *b, const void *data, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2;
-        unsigned char *np = realloc(b->p, b->cap);
-        if (!np)
-            abort();
-        b->p = np;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
-static void wput_u32(struct wbuf *b, uint32_t v)
-{
-    wput(b, &v, sizeof(v));
-}
-
-static void wput_u64(struct wbuf *b, uint64_t v)
-{
-    wput(b, &v, sizeof(v));
-}
-
-/* NULL is NO_STRING; anything else its length, its bytes and a NUL */
-static void wput_str(struct wbuf *b, const char *s, size_t n)
-{
-    if (!s) {
-        wput_u32(b, NO_STRING);
-        return;
-    }
-    wput_u32(b, (uint32_t)n);
-    wput(b, s, n);
-    wput(b, "", 1);
-}
-
-void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
-{
-    const struct fsop_request *op = &w->op;
-    struct wbuf b = {0};
-    wput_u32(&b, WORKER_MAGIC);
-    wput_u32(&b, (uint32_t)w->ncg);
-    for (int i = 0; i < w->ncg; i++)
-        wput_str(&b, w->cg_procs[i], strlen(w->cg_procs[i]));
-    wput_u32(&b, (uint32_t)w->nfilters);
-    for (int i = 0; i < w->nfilters; i++) {
-        wput_u32(&b, w->filter_len[i]);
-        wput(&b, w->filter[i], (size_t)w->filter_len[i] * sizeof(struct sock_filter));
-    }
-    wput_u32(&b, (uint32_t)op->kind);
-    wput_str(&b, op->path, op->path_len);
-    wput_str(&b, op->cwd, op->cwd ? strlen(op->cwd) : 0);
-    wput_str(&b, (const char *)op->data, op->data_len);
-    wput_u32(&b, op->append ? 1 : 0);
-    wput_u32(&b, (uint32_t)op->mode);
-    wput_u64(&b, op->keep);
-    wput_u64(&b, op->offset);
-    wput_u64(&b, op->max_bytes);
-    wput_u32(&b, op->recursive ? 1 : 0);
-    wput_u64(&b, op->max_entries);
-    uint32_t nprot = 0;
-    while (nprot < FSOP_PROTECTED_MAX && op->protected_paths[nprot])
-        nprot++;
-    wput_u32(&b, nprot);
-    for (uint32_t i = 0; i < nprot; i++)
-        wput_str(&b, op->protected_paths[i], strlen(op->protected_paths[i]));
-    *len = b.len;
-    return b.p;
-}
-
-struct rbuf {
-    const unsigned char *p;
-    size_t len, off;
-    bool bad;
-};
-
-static const void *rget(struct rbuf *b, size_t n)
-{
-    if (b->bad || n > b->len - b->off) {
-        b->bad = true;
-        return NULL;
-    }
-    const void *at = b->p + b->off;
-    b->off += n;
-    return at;
-}
-
-static uint32_t rget_u32(struct rbuf *b)
-{
-    uint32_t v = 0;
-    const void *at = rget(b, sizeof(v));
-    if (at)
-        memcpy(&v, at, sizeof(v));
-    return v;
-}
-
-static bool rget_bool(struct rbuf *b)
-{
-    uint32_t v = rget_u32(b);
-    if (v > 1)
-        b->bad = true;
-    return v == 1;
-}
-
-static uint64_t rget_u64(struct rbuf *b)
-{
-    uint64_t v = 0;
-    const void *at = rget(b, sizeof(v));
-    if (at)
-        memcpy(&v, at, sizeof(v));
-    return v;
-}
-
-/* A counted string; without n (a C string) it may not hold a NUL of its own. */
-static const char *rget_str(struct rbuf *b, size_t *n)
-{
-    uint32_t len = rget_u32(b);
-    if (n)
-        *n = 0;
-    if (b->bad || len == NO_STRING)
-        return NULL;
-    const char *s = rget(b, (size_t)len + 1);
-    if (!s || s[len] != '\0' || (!n && memchr(s, '\0', len))) {
-        b->bad = true;
-        return NULL;
-    }
-    if (n)
-        *n = len;
-    return s;
-}
-
-int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *w)
-{
-    struct rbuf b = {.p = buf, .len = len};
-    struct fsop_request *op = &w->op;
-    memset(w, 0, sizeof(*w));
-    if (rget_u32(&b) != WORKER_MAGIC)
-        return -EINVAL;
-    uint32_t ncg = rget_u32(&b);
-    if (ncg > ARRAY_SIZE(w->cg_procs))
-        return -EINVAL;
-    w->ncg = (int)ncg;
-    for (uint32_t i = 0; i < ncg; i++)
-        if (!(w->cg_procs[i] = rget_str(&b, NULL)))
-            return -EINVAL;
-    uint32_t nf = rget_u32(&b);
-    if (nf > ARRAY_SIZE(w->filter))
-        return -EINVAL;
-    w->nfilters = (int)nf;
-    for (uint32_t i = 0; i < nf; i++) {
-        uint32_t flen = rget_u32(&b);
-        /* the kernel takes 1 to 4096 instructions */
-        if (flen < 1 || flen > 4096)
-            return -EINVAL;
-        w->filter_len[i] = (unsigned short)flen;
-        if (!(w->filter[i] = rget(&b, (size_t)flen * sizeof(struct sock_filter))))
-            return -EINVAL;
-    }
-    uint32_t kind = rget_u32(&b);
-    if (kind > FSOP_DELETE)
-        return -EINVAL;
-    op->kind = (enum fsop_kind)kind;
-    op->path = rget_str(&b, &op->path_len);
-    op->cwd = rget_str(&b, NULL);
-    op->data = (const unsigned char *)rget_str(&b, &op->data_len);
-    op->append = rget_bool(&b);
-    op->mode = (int)rget_u32(&b);
-    op->keep = (size_t)rget_u64(&b);
-    op->offset = rget_u64(&b);
-    op->max_bytes = (size_t)rget_u64(&b);
-    op->recursive = rget_bool(&b);
-    op->max_entries = (size_t)rget_u64(&b);
-    uint32_t nprot = rget_u32(&b);
-    if (nprot > FSOP_PROTECTED_MAX)
-        return -EINVAL;
-    for (uint32_t i = 0; i < nprot; i++)
-        if (!(op->protected_paths[i] = rget_str(&b, NULL)))
-            return -EINVAL;
-    return b.bad || b.off != b.len ? -EINVAL : 0;
 }

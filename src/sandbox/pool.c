@@ -147,7 +147,7 @@ static void pool_fill(struct sandbox_manager *m)
     w->cb = on_pool_started;
     w->ctx = m;
     sbx->waiters = w;
-    sandbox_start(sbx);
+    sandbox_admit_start(sbx);
 }
 
 static void on_pool_timer(struct loop_timer *t)

@@ -1,47 +1,23 @@
-/* Starting and stopping one sandbox.
- *
- * Start forks a setup child (real root, host namespaces) that
- *   1. joins the sandbox's cgroup (v2: is created in it; v1: a helper joins it meanwhile, and it
- *      waits for that before step 6),
- *   2. with a disk limit, creates the sandbox's ext4 image on first use and mounts it (host
- *      mount namespace, so the workspace stays reachable from the host across idle stops),
- *   3. makes the sandbox's user namespace: owned by the sandbox's own host uid (not root, so
- *      per-user kernel counts such as inotify instances are per sandbox) and mapping root
- *      inside to the sandbox's own host id range (so no two sandboxes share an owner on disk),
- *   4. unshares mount, pid, net, uts, ipc and cgroup namespaces (owned by the host's user
- *      namespace, so root inside can never mount, reconfigure the network or set the hostname),
- *   5. builds the root: overlayfs (the template below, idmapped into the sandbox's range, the
- *      sandbox's layer above), the host's /usr read-only, /workspace, tmpfs /tmp, a minimal /dev,
- *   6. starts the init (in the setup child's memory until its exec, CLONE_VM | CLONE_VFORK), which
- *      mounts /proc, pivots into the new root, joins the user namespace of step 3 and executes
- *      sandbox-init from a sealed memfd.
- * The setup child reports the init's pid on a pipe and exits; the init is then no child of the
- * server and outlives it. Between fork and exec nothing allocates: every string is prepared
- * before the fork. */
+/* Starting and stopping one sandbox: the server's side of its life cycle. A start prepares
+ * everything the setup child needs (plan_init), forks it (setup.c, which builds the sandbox and
+ * starts its init) and watches the pipe on which it reports the init's pid or why it failed.
+ * Admission (room for one more running sandbox, disk room) is decided before a start, by
+ * admit.c, which then calls sandbox_start: this file calls nothing above it. */
 #include "sandbox/sandbox_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <grp.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/close_range.h>
-#include <linux/loop.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
-#include <sys/un.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,641 +25,11 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
-#include "sandbox/confine.h"
-#include "sandbox/listen_ports.h"
 #include "store/store.h"
-
-#define MAX_BINDS 8
-_Static_assert(SANDBOX_LISTENERS_MAX <= LISTEN_PORTS_MAX, "one message holds every listener");
-
-/* Everything the setup child needs, computed before the fork. */
-struct plan {
-    uint32_t uid;        /* the sandbox's host id range starts here (root inside) */
-    uint32_t uid_base;   /* where id ranges start: finding an older range of the sandbox's files */
-    int userns_fd;       /* the sandbox's user namespace, once made */
-    int userns_sync;     /* the namespace maker's end of its socket pair */
-    bool userns_as_root; /* make it owned by root (the host refused an unprivileged owner) */
-    bool defer_net;      /* pooled: no network namespace, listeners or policy until handed over */
-    int park_netns;      /* with defer_net: the empty network namespace it waits in */
-    int report_fd;
-    int memfd;
-    int ctl_fd;    /* the init's control socket, listening */
-    int listen_fd; /* where the listeners of the registered ports are sent (SCM_RIGHTS) */
-    int nports;
-    uint16_t ports[SANDBOX_LISTENERS_MAX];
-    bool disk;
-    uint64_t disk_bytes;
-    char mkfs[64];
-    char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
-    char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
-    char lower_src[PATH_MAX], lower[PATH_MAX]; /* the template, and where it is idmapped */
-    char overlay_opts[3 * PATH_MAX + 64];
-    int nbinds;
-    char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
-    char opt_dir[PATH_MAX]; /* created for the agents mount, "" when there is none */
-    char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
-    char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
-    int ncg;
-    char cg_procs[4][4096];
-    char uid_map[64], gid_map[64];
-    char mkfs_root_owner[80], size_arg[32];
-};
-
-/* --- child side (no allocation, report errors on the pipe) --- */
-
-/* Set by whichever child fails; the init shares the setup child's memory until its exec, so the
- * setup child sees the init's failure when it resumes. */
-static volatile int child_failed;
-
-#define FAIL(stage)                                                                                \
-    do {                                                                                           \
-        child_report(p->report_fd, stage, errno);                                                  \
-        child_failed = 1;                                                                          \
-        _exit(127);                                                                                \
-    } while (0)
-
-static int write_all(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t n = strlen(text);
-    ssize_t w = write(fd, text, n);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return w == (ssize_t)n ? 0 : -1;
-}
-
-static int mkdir_owned(const char *path, mode_t mode, uint32_t uid)
-{
-    if (mkdir(path, mode) < 0 && errno != EEXIST)
-        return -1;
-    return chown(path, uid, uid);
-}
-
-static bool is_mountpoint(const char *path, const char *parent)
-{
-    struct stat a, b;
-    return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
-}
-
-static void child_mkfs(const struct plan *p)
-{
-    int fd = open(p->disk_img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        FAIL("create disk image");
-    if (ftruncate(fd, (off_t)p->disk_bytes) < 0)
-        FAIL("size disk image");
-    close(fd);
-    pid_t pid = fork();
-    if (pid < 0)
-        FAIL("fork mkfs");
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        char *argv[] = {(char *)"mkfs.ext4",
-                        (char *)"-q",
-                        (char *)"-F",
-                        (char *)"-m",
-                        (char *)"0",
-                        (char *)"-E",
-                        (char *)p->mkfs_root_owner,
-                        (char *)p->disk_img,
-                        NULL};
-        char *envp[] = {NULL};
-        execve(p->mkfs, argv, envp);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            FAIL("wait mkfs");
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        unlink(p->disk_img);
-        errno = EIO;
-        FAIL("mkfs.ext4 failed");
-    }
-}
-
-static void child_mount_disk(const struct plan *p)
-{
-    if (access(p->disk_img, F_OK) < 0)
-        child_mkfs(p);
-    if (mkdir(p->disk_mnt, 0700) < 0 && errno != EEXIST)
-        FAIL("create disk mount point");
-    if (is_mountpoint(p->disk_mnt, p->dir))
-        return;
-    int img = open(p->disk_img, O_RDWR | O_CLOEXEC);
-    if (img < 0)
-        FAIL("open disk image");
-    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-    if (ctl < 0)
-        FAIL("open /dev/loop-control");
-    for (int attempt = 0;; attempt++) {
-        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
-        if (n < 0)
-            FAIL("find a free loop device");
-        char dev[32];
-        snprintf(dev, sizeof(dev), "/dev/loop%d", n);
-        int lfd = open(dev, O_RDWR | O_CLOEXEC);
-        if (lfd < 0 && errno == ENOENT) {
-            /* a /dev without devtmpfs does not grow new nodes by itself */
-            mknod(dev, S_IFBLK | 0660, makedev(7, n));
-            lfd = open(dev, O_RDWR | O_CLOEXEC);
-        }
-        if (lfd < 0)
-            FAIL("open loop device");
-        struct loop_config lc;
-        memset(&lc, 0, sizeof(lc));
-        lc.fd = (uint32_t)img;
-        lc.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-        if (ioctl(lfd, LOOP_CONFIGURE, &lc) < 0) {
-            close(lfd);
-            if (errno == EBUSY && attempt < 20)
-                continue; /* raced another attach */
-            FAIL("attach loop device");
-        }
-        if (mount(dev, p->disk_mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "") < 0)
-            FAIL("mount disk image");
-        close(lfd); /* the mount keeps the device; autoclear detaches it at unmount */
-        break;
-    }
-    close(ctl);
-    close(img);
-}
-
-/* --- a sandbox's files move to its own id range --- */
-
-static uint32_t shift_id(uint32_t id, uint32_t from, uint32_t to)
-{
-    return id >= from && id - from < SANDBOX_IDS ? id - from + to : id;
-}
-
-/* Move the entries of the tree below dirfd from the id range at `from` to the one at `to`;
- * ids outside that range stay as they are. No allocation: one stack buffer and one open
- * directory per level. Returns 0 or -1 with errno. */
-static int shift_tree(int dirfd, uint32_t from, uint32_t to, int depth)
-{
-    char buf[2048] __attribute__((aligned(8)));
-    for (;;) {
-        long n = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
-        if (n <= 0)
-            return (int)n;
-        for (long off = 0; off < n;) {
-            /* glibc's struct dirent64 has the kernel's layout */
-            struct dirent64 *d = (struct dirent64 *)(buf + off);
-            off += d->d_reclen;
-            if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
-                continue;
-            struct stat st;
-            if (fstatat(dirfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return -1;
-            uint32_t uid = shift_id(st.st_uid, from, to), gid = shift_id(st.st_gid, from, to);
-            if ((uid != st.st_uid || gid != st.st_gid) &&
-                fchownat(dirfd, d->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-                return -1;
-            /* chown drops the set-id bits of files; they belonged to the file, not the range */
-            if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID)) &&
-                fchmodat(dirfd, d->d_name, st.st_mode & 07777, 0) < 0)
-                return -1;
-            if (!S_ISDIR(st.st_mode))
-                continue;
-            if (depth >= 1024) {
-                errno = ELOOP;
-                return -1;
-            }
-            int fd = openat(dirfd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd < 0)
-                return -1;
-            int r = shift_tree(fd, from, to, depth + 1);
-            close(fd);
-            if (r < 0)
-                return r;
-        }
-    }
-}
-
-static void shift_dir(const struct plan *p, const char *path, uint32_t from)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return;
-        FAIL("open layer to move its ids");
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 ||
-        fchown(fd, shift_id(st.st_uid, from, p->uid), shift_id(st.st_gid, from, p->uid)) < 0 ||
-        shift_tree(fd, from, p->uid, 0) < 0)
-        FAIL("move a layer to the sandbox's id range");
-    close(fd);
-}
-
-/* Files made under another id range (by a server that gave every sandbox the same one, or
- * before SANDBOX_UID_BASE changed) follow the sandbox to its range, found from the owner of its
- * workspace directory, which is the root of the range that made it. */
-static void child_shift_ids(const struct plan *p)
-{
-    struct stat st;
-    if (stat(p->ws, &st) < 0 || (st.st_uid >= p->uid && st.st_uid - p->uid < SANDBOX_IDS) ||
-        st.st_uid < p->uid_base)
-        return;
-    uint32_t from = p->uid_base + (st.st_uid - p->uid_base) / SANDBOX_IDS * SANDBOX_IDS;
-    shift_dir(p, p->ws, from);
-    shift_dir(p, p->upper, from);
-}
-
-/* --- the sandbox's user namespace --- */
-
-/* The stack of the short-lived process that makes the namespace; it shares the setup child's
- * memory (no page tables to copy) and exits before the setup child goes on. */
-static char userns_stack[16 << 10] __attribute__((aligned(16)));
-
-static int userns_maker(void *arg)
-{
-    const struct plan *p = arg;
-    char msg[1 + sizeof(int)] = {'u'};
-    /* Raw system calls: glibc's set*id would signal threads of a process this one is not. */
-    if (!p->userns_as_root && (syscall(SYS_setgroups, 0, NULL) < 0 ||
-                               syscall(SYS_setresgid, p->uid, p->uid, p->uid) < 0 ||
-                               syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0))
-        msg[0] = 'e';
-    if (msg[0] == 'u' && syscall(SYS_unshare, CLONE_NEWUSER) < 0)
-        msg[0] = 'e';
-    int e = errno;
-    memcpy(msg + 1, &e, sizeof(e));
-    if (write(p->userns_sync, msg, sizeof(msg)) == (ssize_t)sizeof(msg))
-        (void)!read(p->userns_sync, msg, 1); /* until the namespace has its maps and a holder */
-    _exit(0);
-}
-
-/* Make the namespace (with a process that unshares it and waits), write its id maps and keep a
- * descriptor of it. Returns 0, or -1 with errno when it could not be made. */
-static int make_userns(struct plan *p)
-{
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-        return -1;
-    p->userns_sync = sv[1];
-    pid_t pid = clone(userns_maker, userns_stack + sizeof(userns_stack), CLONE_VM | SIGCHLD, p);
-    int r = -1;
-    char msg[1 + sizeof(int)], path[64];
-    if (pid < 0)
-        goto out;
-    if (read(sv[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
-        errno = EPROTO;
-    } else if (msg[0] != 'u') {
-        memcpy(&errno, msg + 1, sizeof(int));
-    } else {
-        snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-        if (write_all(path, p->uid_map) == 0) {
-            snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-            if (write_all(path, p->gid_map) == 0) {
-                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-                p->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
-                r = p->userns_fd < 0 ? -1 : 0;
-            }
-        }
-    }
-    int saved = errno;
-    if (write(sv[0], "k", 1) < 0) {
-        /* it has exited already */
-    }
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-    errno = saved;
-out:
-    close(sv[0]);
-    close(sv[1]);
-    return r;
-}
-
-static void child_userns(struct plan *p)
-{
-    if (make_userns(p) == 0)
-        return;
-    /* A host that forbids unprivileged users to make user namespaces (a sysctl, an LSM)
-     * refuses our owner uid: fall back to root as the owner, which shares per-user kernel
-     * counts between sandboxes, and say so. */
-    if (errno != EPERM && errno != EACCES)
-        FAIL("create user namespace");
-    p->userns_as_root = true;
-    if (make_userns(p) < 0)
-        FAIL("create user namespace");
-}
-
-/* The template, read-only, with its ids mapped into the sandbox's range: a file owned by root
- * in the template belongs to the sandbox's root, whichever range that is. */
-static void child_idmapped_lower(const struct plan *p)
-{
-    int fd = open_tree(AT_FDCWD, p->lower_src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-    if (fd < 0)
-        FAIL("clone template mount");
-    struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                          MOUNT_ATTR_NODEV,
-                              .userns_fd = (uint64_t)p->userns_fd};
-    if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-        FAIL("idmap the template (needs Linux 5.19 or later and a filesystem that supports "
-             "idmapped mounts)");
-    if (mkdir(p->lower, 0700) < 0 && errno != EEXIST)
-        FAIL("create template mount point");
-    if (move_mount(fd, "", AT_FDCWD, p->lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        FAIL("mount the idmapped template");
-    close(fd);
-}
-
-static void bind_ro(const struct plan *p, const char *src, const char *dst, unsigned long extra)
-{
-    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-        FAIL("bind mount");
-    if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
-              NULL) < 0)
-        FAIL("remount read-only");
-}
-
-static void child_dev(const struct plan *p)
-{
-    static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-    char path[PATH_MAX], src[64];
-    if (mount("tmpfs", p->dev_dst, "tmpfs", MS_NOSUID | MS_NOEXEC, p->dev_opts) < 0)
-        FAIL("mount /dev");
-    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
-        snprintf(path, sizeof(path), "%s/%s", p->dev_dst, nodes[i]);
-        snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
-        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-        if (fd < 0)
-            FAIL("create device node");
-        close(fd);
-        if (mount(src, path, NULL, MS_BIND, NULL) < 0)
-            FAIL("bind device node");
-    }
-    snprintf(path, sizeof(path), "%s/pts", p->dev_dst);
-    mkdir(path, 0755);
-    if (mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, p->pts_opts) < 0)
-        FAIL("mount /dev/pts");
-    snprintf(path, sizeof(path), "%s/shm", p->dev_dst);
-    mkdir(path, 01777);
-    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, p->shm_opts) < 0)
-        FAIL("mount /dev/shm");
-    static const char *const links[][2] = {{"pts/ptmx", "ptmx"},
-                                           {"/proc/self/fd", "fd"},
-                                           {"/proc/self/fd/0", "stdin"},
-                                           {"/proc/self/fd/1", "stdout"},
-                                           {"/proc/self/fd/2", "stderr"}};
-    for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
-        snprintf(path, sizeof(path), "%s/%s", p->dev_dst, links[i][1]);
-        if (symlink(links[i][0], path) < 0)
-            FAIL("create /dev link");
-    }
-    if (mount(NULL, p->dev_dst, NULL, MS_REMOUNT | MS_NOSUID | MS_NOEXEC, p->dev_opts) < 0)
-        FAIL("remount /dev");
-}
-
-/* The listening sockets of the registered ports, on 127.0.0.1 of the new network namespace,
- * sent to the server in one message (in the order of p->ports), so that it need not run a
- * helper into the namespace after the start (sandbox_open_listeners does for a sandbox it
- * adopts). */
-static void child_listeners(const struct plan *p)
-{
-    if (p->nports == 0)
-        return;
-    const char *stage = "";
-    int r = listen_ports_send(p->listen_fd, p->ports, p->nports, &stage);
-    if (r < 0) {
-        errno = -r;
-        FAIL(stage);
-    }
-    close(p->listen_fd);
-}
-
-/* The init: PID 1 of the new pid namespace. */
-static void child_init(const struct plan *p)
-{
-    setsid();
-    /* A mount namespace of its own, so that pivoting leaves the setup child's root (and its
-     * view of the host's /proc, where it writes our id maps) alone. */
-    if (unshare(CLONE_NEWNS) < 0)
-        FAIL("unshare mount namespace");
-    if (mount("proc", p->proc_dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-        FAIL("mount /proc");
-    /* Like Docker: /proc/sys and friends read-only; kernel memory, keys, hardware and timing
-     * details hidden (Docker's masked paths, and kallsyms): a file under /dev/null, a directory
-     * under an empty read-only tmpfs. */
-    static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
-    static const char *const masked[] = {"acpi",  "asound",     "interrupts",    "kallsyms",
-                                         "kcore", "keys",       "latency_stats", "sched_debug",
-                                         "scsi",  "timer_list", "timer_stats"};
-    char path[PATH_MAX], devnull[PATH_MAX];
-    for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
-        snprintf(path, sizeof(path), "%s/%s", p->proc_dst, ro[i]);
-        if (access(path, F_OK) == 0)
-            bind_ro(p, path, path, MS_NOEXEC);
-    }
-    snprintf(devnull, sizeof(devnull), "%s/null", p->dev_dst);
-    for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
-        struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", p->proc_dst, masked[i]);
-        if (stat(path, &st) < 0)
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                      "size=4k,mode=0555") < 0)
-                FAIL("mask /proc directory");
-        } else if (mount(devnull, path, NULL, MS_BIND, NULL) < 0) {
-            FAIL("mask /proc file");
-        }
-    }
-    if (chdir(p->root) < 0)
-        FAIL("chdir new root");
-    if (syscall(SYS_pivot_root, ".", ".") < 0)
-        FAIL("pivot_root");
-    if (umount2(".", MNT_DETACH) < 0)
-        FAIL("detach old root");
-    if (chdir("/") < 0)
-        FAIL("chdir /");
-    if (setns(p->userns_fd, CLONE_NEWUSER) < 0)
-        FAIL("join the sandbox's user namespace");
-    close(p->userns_fd);
-    /* Raw system calls: the init shares the setup child's memory until its exec, and glibc's
-     * set*id would act for the threads it believes that memory's process has. */
-    if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
-        syscall(SYS_setresuid, 0, 0, 0) < 0)
-        FAIL("become root in the sandbox");
-    /* A pooled sandbox's init confines itself when it is handed over, once it has made the
-     * sandbox's network namespace (which needs the capabilities and system calls the policy
-     * takes away); until then it runs nothing but itself, and refuses commands. It keeps the
-     * policy in a memory file at descriptor 4 for that. */
-    int policy = -1;
-    if (p->defer_net) {
-        const struct sock_fprog *filters;
-        size_t nf = policy_filters_loaded(&filters);
-        policy = confine_filters_save(filters, nf);
-        if (policy < 0) {
-            errno = -policy;
-            FAIL("save sandbox policy");
-        }
-    } else if (policy_apply_child() < 0) {
-        FAIL("apply sandbox policy");
-    }
-    /* The init lives as long as the sandbox and its descriptors are visible from inside
-     * (/proc/1/fd): it keeps nothing of the server's, not even stdout and stderr. */
-    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
-        FAIL("redirect init to /dev/null");
-    /* Its only descriptor: the control socket, at 3. */
-    int exe = fcntl(p->memfd, F_DUPFD_CLOEXEC, 10);
-    if (p->ctl_fd == 3)
-        fcntl(3, F_SETFD, 0);
-    else if (dup2(p->ctl_fd, 3) < 0)
-        FAIL("control socket");
-    syscall(SYS_close_range, 4, ~0u, CLOSE_RANGE_CLOEXEC);
-    if (policy >= 0 && dup2(policy, 4) < 0) /* dup2 leaves 4 open across the exec */
-        FAIL("policy file");
-    char *argv[] = {(char *)"sandbox-init", NULL};
-    char *envp[] = {NULL};
-    syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
-    FAIL("exec sandbox-init");
-}
-
-/* Joining a cgroup (v1; v2 starts place the setup child in its group at the fork) waits for an
- * RCU grace period, several milliseconds on a virtual machine and most of a start. A helper
- * sharing the setup child's memory joins it to the sandbox's groups while the setup child builds
- * the sandbox, which must be done before the setup child enters a new cgroup namespace and forks
- * the init (whose processes are then all in the groups). It only opens and writes files and
- * exits; it reports by its exit status alone, since errno is shared with the setup child. */
-struct attach {
-    const struct plan *p;
-    char pid[16];
-};
-static char attach_stack[16 << 10] __attribute__((aligned(16)));
-
-static int attach_main(void *arg)
-{
-    const struct attach *a = arg;
-    for (int i = 0; i < a->p->ncg; i++) {
-        int fd = open(a->p->cg_procs[i], O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, a->pid, strlen(a->pid)) < 0)
-            _exit(1);
-        close(fd);
-    }
-    _exit(0);
-}
-
-static char init_stack[64 << 10] __attribute__((aligned(16)));
-
-static int init_main(void *arg)
-{
-    child_init(arg);
-    return 127; /* not reached: child_init executes sandbox-init or exits */
-}
-
-static void child_setup(struct plan *p)
-{
-    /* Do not take the server's process group or terminal signals along. */
-    setsid();
-    /* A pooled sandbox waits in an empty network namespace of its own kind, not the server's. */
-    if (p->defer_net && setns(p->park_netns, CLONE_NEWNET) < 0)
-        FAIL("enter the pool's network namespace");
-    struct attach attach = {.p = p};
-    pid_t attacher = 0;
-    if (p->ncg > 0) {
-        snprintf(attach.pid, sizeof(attach.pid), "%d", (int)getpid());
-        attacher =
-            clone(attach_main, attach_stack + sizeof(attach_stack), CLONE_VM | SIGCHLD, &attach);
-        if (attacher < 0)
-            FAIL("join cgroup");
-    }
-    if (p->disk)
-        child_mount_disk(p);
-    child_shift_ids(p);
-    /* The control socket on which the init takes commands from the server. The path is short
-     * (relative to the sandbox directory) to fit a unix socket address. */
-    if (chdir(p->dir) < 0)
-        FAIL("chdir sandbox directory");
-    unlink("ctl.sock");
-    int ctl = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sun = {.sun_family = AF_UNIX, .sun_path = "ctl.sock"};
-    if (ctl < 0 || bind(ctl, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(ctl, 64) < 0)
-        FAIL("control socket");
-    chmod("ctl.sock", 0600);
-    p->ctl_fd = ctl;
-    if (mkdir_owned(p->upper, 0755, p->uid) < 0 || mkdir_owned(p->work, 0700, 0) < 0 ||
-        mkdir_owned(p->ws, 0755, p->uid) < 0 || (mkdir(p->root, 0700) < 0 && errno != EEXIST))
-        FAIL("create sandbox layers");
-    /* Before the new pid namespace: its maker must not become that namespace's PID 1. */
-    child_userns(p);
-    /* A pooled sandbox gets its network namespace when it is handed over (the init makes it): a
-     * network namespace is a third of an idle sandbox's kernel memory. */
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | (p->defer_net ? 0 : CLONE_NEWNET) | CLONE_NEWUTS |
-                CLONE_NEWIPC) < 0)
-        FAIL("unshare namespaces");
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        FAIL("make mounts private");
-    child_idmapped_lower(p);
-    if (mount("overlay", p->root, "overlay", MS_NOSUID | MS_NODEV, p->overlay_opts) < 0)
-        FAIL("mount overlay root");
-    if (p->opt_dir[0])
-        mkdir(p->opt_dir, 0755);
-    for (int i = 0; i < p->nbinds; i++) {
-        mkdir(p->bind_dst[i], 0755);
-        bind_ro(p, p->bind_src[i], p->bind_dst[i], 0);
-    }
-    if (mount(p->ws, p->ws_dst, NULL, MS_BIND, NULL) < 0 ||
-        mount(NULL, p->ws_dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
-        FAIL("mount /workspace");
-    if (mount("tmpfs", p->tmp_dst, "tmpfs", MS_NOSUID | MS_NODEV, p->tmp_opts) < 0)
-        FAIL("mount /tmp");
-    child_dev(p);
-    if (sethostname("sandbox", 7) < 0)
-        FAIL("sethostname");
-    if (!p->defer_net) {
-        int r = listen_loopback_up();
-        if (r < 0) {
-            errno = -r;
-            FAIL("bring lo up");
-        }
-        child_listeners(p);
-    }
-    if (attacher > 0) {
-        int status = 0;
-        pid_t w;
-        while ((w = waitpid(attacher, &status, __WALL)) < 0 && errno == EINTR)
-            ;
-        if (w != attacher || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            errno = EIO;
-            FAIL("join cgroup");
-        }
-    }
-    /* In the sandbox's groups now: they are the root of its cgroup namespace. */
-    if (unshare(CLONE_NEWCGROUP) < 0)
-        FAIL("unshare cgroup namespace");
-    /* The init shares this process's memory until it executes sandbox-init, and this process
-     * waits for that (CLONE_VFORK): a fork would copy the server's page tables once more, only
-     * for the exec to drop them. */
-    pid_t init =
-        clone(init_main, init_stack + sizeof(init_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, p);
-    if (init < 0)
-        FAIL("start init");
-    if (child_failed)
-        _exit(127); /* the init has reported why on the pipe */
-    char path[64];
-    /* The sandbox's own OOM kills should pick anything but its init. */
-    snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)init);
-    write_all(path, "-998");
-    char msg[48];
-    int n = snprintf(msg, sizeof(msg), "pid %d%s\n", (int)init,
-                     p->userns_as_root ? " userns-owner=root" : "");
-    if (write(p->report_fd, msg, (size_t)n) != n)
-        FAIL("report init pid");
-    _exit(0);
-}
 
 /* --- server side --- */
 
-static void plan_init(struct plan *p, struct sandbox *sbx)
+static void plan_init(struct setup_plan *p, struct sandbox *sbx)
 {
     struct sandbox_manager *m = sbx->m;
     memset(p, 0, sizeof(*p));
@@ -835,25 +181,17 @@ void sandbox_start(struct sandbox *sbx)
 {
     struct sandbox_manager *m = sbx->m;
     struct err err = {0};
-    sbx->start_t0 = time_mono_us();
     sbx->generation++;
     sbx->warm = false;
     snprintf(sbx->cgroup, sizeof(sbx->cgroup), "%s", sbx->id);
     snprintf(sbx->template_name, sizeof(sbx->template_name), "%s", m->tmpl.name);
     struct cgroup_limits lim = {m->cfg.memory_bytes, m->cfg.pids_max, m->cfg.cpus};
-    if (sbx->fresh_pending) {
-        sbx->fresh_pending = false;
-        if (sandbox_wipe(sbx, &err) < 0)
-            goto fail;
-    }
-    if (sandbox_disk_admit(m, sbx, &err) < 0)
-        goto fail;
     if (!sbx->id_slot &&
         store_sandbox_claim_slot(m->store, sbx->id, m->cfg.uid_ranges, &sbx->id_slot, &err) < 0)
         goto fail;
     if (cgroup_create(sbx->cgroup, &lim, &err) < 0)
         goto fail;
-    struct plan *p = xmalloc(sizeof(*p));
+    struct setup_plan *p = xmalloc(sizeof(*p));
     plan_init(p, sbx);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0) {
@@ -891,7 +229,7 @@ void sandbox_start(struct sandbox *sbx)
         close(fds[0]);
         if (lsp[0] >= 0)
             close(lsp[0]);
-        child_setup(p);
+        setup_child(p);
     }
     int saved = errno;
     close(fds[1]);
@@ -910,8 +248,13 @@ void sandbox_start(struct sandbox *sbx)
     proc_watch_start(&sbx->start_watch, pid, fds[0], 4096, on_started);
     return;
 fail:
-    log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err.msg);
-    sandbox_notify(sbx, &err);
+    sandbox_start_failed(sbx, &err);
+}
+
+void sandbox_start_failed(struct sandbox *sbx, const struct err *err)
+{
+    log_error("sandbox start failed sbx=%s user=%s err=\"%s\"", sbx->id, sbx->user_id, err->msg);
+    sandbox_notify(sbx, err);
 }
 
 bool sandbox_alive(struct sandbox *sbx)

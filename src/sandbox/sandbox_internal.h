@@ -2,6 +2,7 @@
 /* Shared between the files of src/sandbox. */
 
 #include <h2o.h>
+#include <limits.h>
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -98,6 +99,28 @@ struct template_info {
 int template_prepare(const char *base, const char *name, struct template_info *out,
                      struct err *err);
 
+/* --- a template build's programs (template_run.c) --- */
+
+#define TEMPLATE_RUN_OUTPUT_MAX 16384
+
+/* One program of a build: argv, and where and how it runs. */
+struct template_run {
+    const char *const *argv; /* argv[0] is the program's path (inside root when root is set) */
+    const char *root;        /* chroot into this tree with /proc and /dev bound, or NULL */
+    bool check;              /* the tree read-only, a tmpfs on /tmp, HOME=/tmp */
+    const char *prefix;      /* copy output lines to stderr behind this, or NULL to keep them */
+    char out[TEMPLATE_RUN_OUTPUT_MAX]; /* with prefix NULL: the start of the output, NUL-terminated
+                                        */
+    size_t out_len;
+    pid_t parent; /* set by template_run() */
+};
+
+/* Run r to completion in a private mount namespace (chrooted when r->root is set), with a fixed
+ * environment plus the caller's proxy settings. Blocks; for the build process, not the server's
+ * loop. 0 when it exited 0, else -EIO (or the errno of pipe, fork, wait) with err naming the
+ * program. */
+int template_run(struct template_run *r, struct err *err);
+
 /* Kill a build under way (its unfinished tree is removed by the next build). */
 void keeper_stop(struct sandbox_manager *m);
 
@@ -119,6 +142,48 @@ void child_report(int fd, const char *stage, int errnum);
 uint64_t proc_start_time(pid_t pid);
 /* pidfd_open(2) wrapper. */
 int pidfd_open_pid(pid_t pid);
+
+/* --- the setup child (setup.c) --- */
+
+#define MAX_BINDS 8
+
+/* Everything the setup child needs, computed before the fork. */
+struct setup_plan {
+    uint32_t uid;        /* the sandbox's host id range starts here (root inside) */
+    uint32_t uid_base;   /* where id ranges start: finding an older range of the sandbox's files */
+    int userns_fd;       /* the sandbox's user namespace, once made */
+    int userns_sync;     /* the namespace maker's end of its socket pair */
+    bool userns_as_root; /* make it owned by root (the host refused an unprivileged owner) */
+    bool defer_net;      /* pooled: no network namespace, listeners or policy until handed over */
+    int park_netns;      /* with defer_net: the empty network namespace it waits in */
+    int report_fd;
+    int memfd;
+    int ctl_fd;    /* the init's control socket, listening */
+    int listen_fd; /* where the listeners of the registered ports are sent (SCM_RIGHTS) */
+    int nports;
+    uint16_t ports[SANDBOX_LISTENERS_MAX];
+    bool disk;
+    uint64_t disk_bytes;
+    char mkfs[64];
+    char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
+    char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
+    char lower_src[PATH_MAX], lower[PATH_MAX]; /* the template, and where it is idmapped */
+    char overlay_opts[3 * PATH_MAX + 64];
+    int nbinds;
+    char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
+    char opt_dir[PATH_MAX]; /* created for the agents mount, "" when there is none */
+    char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
+    char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
+    int ncg;
+    char cg_procs[4][4096];
+    char uid_map[64], gid_map[64];
+    char mkfs_root_owner[80], size_arg[32];
+};
+
+/* The setup child's body, after sandbox_start's fork: builds the sandbox p describes, starts its
+ * init and writes "pid N" (or why it failed) to p->report_fd. Never returns. Async-signal-safe:
+ * no allocation, no lock, no logging (see setup.c). */
+_Noreturn void setup_child(struct setup_plan *p);
 
 /* --- sandboxes and their manager (sandbox.c, manager.c) --- */
 
@@ -225,15 +290,11 @@ struct sandbox_manager {
     int nlisteners;
 };
 
-/* Whether sbx may start with its disk image (made now when it has none): what the images of
- * its user hold, and may still grow into while they run, stays within SANDBOX_DISK_PER_USER_MB;
- * what all images hold and the running ones may grow into stays within SANDBOX_DISK_TOTAL_MB,
- * or without it, what the running ones may grow into fits in the filesystem's free space. Idle
- * running sandboxes are stopped (least recently used first) while that makes room. 0; -EBUSY
- * when busy sandboxes ending would make room; -ENOSPC otherwise; err says which. */
-int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
-/* Start sbx (state STOPPED): forks the setup child; waiters run when it reports. */
+/* Start sbx (state STOPPED), admitted (admit.c: sandbox_admit_start, which sets start_t0): forks
+ * the setup child; waiters run when it reports. */
 void sandbox_start(struct sandbox *sbx);
+/* A start that failed before its fork: log it and finish the waiters with err. */
+void sandbox_start_failed(struct sandbox *sbx, const struct err *err);
 /* Kill sbx's processes (init first, then its cgroup); files stay. */
 void sandbox_stop(struct sandbox *sbx, const char *reason);
 /* Discard the writable layer and workspace of a stopped sandbox. */
@@ -252,14 +313,8 @@ struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sand
 /* Remove sbx for good: stop it, remove its files, then its row (with its id range), and free it.
  * Only for an unowned sandbox that nobody holds or waits for. */
 void sandbox_forget(struct sandbox *sbx, const char *reason);
-/* Whether user_id may have one more sandbox running (sbx and `replaces` not counted): stops
- * their least recently used idle one when that makes room; -EBUSY with err otherwise. */
-int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const struct sandbox *sbx,
-                      const struct sandbox *replaces, struct err *err);
-/* The disk checks of sandbox_disk_admit, once, without stopping anything; *user_limit tells
- * whether the user's share failed. */
-int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
-                       struct err *err);
+/* The sandbox of that id that is starting or running, NULL when none (manager.c). */
+const struct sandbox *sandbox_find_running(const struct sandbox_manager *m, const char *id);
 /* For cgroup_list: stop (kill and remove) sandbox group `name` unless ctx, the manager, knows a
  * running sandbox of that group. */
 void sandbox_reap_unknown(const char *name, void *ctx);
@@ -268,6 +323,35 @@ static inline bool sandbox_unowned(const struct sandbox *sbx)
 {
     return sbx->user_id[0] == '\0';
 }
+
+/* --- admission (admit.c), decided before sandbox_start --- */
+
+/* Whether sbx may start with its disk image (made now when it has none): what the images of
+ * its user hold, and may still grow into while they run, stays within SANDBOX_DISK_PER_USER_MB;
+ * what all images hold and the running ones may grow into stays within SANDBOX_DISK_TOTAL_MB,
+ * or without it, what the running ones may grow into fits in the filesystem's free space. Idle
+ * running sandboxes are stopped (least recently used first) while that makes room. 0; -EBUSY
+ * when busy sandboxes ending would make room; -ENOSPC otherwise; err says which. */
+int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
+/* Whether user_id may have one more sandbox running (sbx and `replaces` not counted): stops
+ * their least recently used idle one when that makes room; -EBUSY with err otherwise. */
+int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const struct sandbox *sbx,
+                      const struct sandbox *replaces, struct err *err);
+/* The disk checks of sandbox_disk_admit, once, without stopping anything; *user_limit tells
+ * whether the user's share failed. */
+int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, bool *user_limit,
+                       struct err *err);
+/* Whether s is in use: held by a call, not running, or running processes other than its init
+ * and a warm agent's (src/sandbox/helper/agent.c). The idle tick leaves a busy one alone. */
+bool sandbox_busy(struct sandbox *s);
+/* Make room for one more running sandbox of sbx's user: past the user's own limit, stop their
+ * least recently used idle one; past the server's, anyone's (a pooled one first). 0, or -EBUSY
+ * with err. */
+int sandbox_make_room(struct sandbox_manager *m, const struct sandbox *sbx, struct err *err);
+/* Start sbx (state STOPPED, its waiters queued): a pending wipe (fresh_pending) first, then
+ * sandbox_disk_admit, then sandbox_start. A refusal finishes the waiters as a failed start does
+ * (sandbox_start_failed). Loop thread. */
+void sandbox_admit_start(struct sandbox *sbx);
 
 /* --- the warm pool (pool.c) --- */
 

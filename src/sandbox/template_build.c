@@ -7,9 +7,8 @@
  * and pnpm with npm, check that every tool runs, and only then move the tree into place as
  * TEMPLATE_DIR/debian/rootfs. A build that fails removes what it made.
  *
- * Every program runs in a private mount namespace of its own: the /proc and /dev bind mounts of
- * a chroot, and the mounts debootstrap makes, vanish with the process even when the build is
- * killed, so removing a half-built tree can never reach into the host's /dev.
+ * Every program runs in a private mount namespace of its own (template_run.c), so removing a
+ * half-built tree can never reach into the host's /dev.
  *
  * The tree keeps the ids debootstrap gave it (root is 0): each sandbox mounts it idmapped into
  * its own id range, so the template's root is every sandbox's root.
@@ -29,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,7 +36,6 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,7 +66,6 @@
 /* Slack when telling from start times whether a sandbox may use a replaced tree: its overlay is
  * mounted a moment before its init starts. */
 #define OLD_TREE_MARGIN_S 10
-#define OUTPUT_MAX 16384
 /* Certificate authorities the host's administrator added (update-ca-certificates(8)). */
 #define LOCAL_CAS "/usr/local/share/ca-certificates"
 #define LOCAL_CA_MAX (256 * 1024)
@@ -158,183 +154,9 @@ static void status(const char *fmt, ...)
     (void)w;
 }
 
-/* Variables worth passing from the caller to the programs the build runs. */
-static const char *const env_pass[] = {"http_proxy",         "https_proxy", "no_proxy",
-                                       "HTTP_PROXY",         "HTTPS_PROXY", "NO_PROXY",
-                                       "npm_config_registry"};
-
 static size_t size_min(size_t a, size_t b)
 {
     return a < b ? a : b;
-}
-
-/* --- running programs --- */
-
-struct run {
-    const char *const *argv; /* argv[0] is the program's path (inside root when root is set) */
-    const char *root;        /* chroot into this tree with /proc and /dev bound, or NULL */
-    bool check;              /* the tree read-only, a tmpfs on /tmp, HOME=/tmp */
-    const char *prefix;      /* copy output lines to stderr behind this, or NULL to keep them */
-    char out[OUTPUT_MAX];    /* with prefix NULL: the start of the output, NUL-terminated */
-    size_t out_len;
-    pid_t parent; /* set by run() */
-};
-
-struct run_paths {
-    char proc[PATH_MAX], dev[PATH_MAX], tmp[PATH_MAX];
-};
-
-#define FAIL(stage)                                                                                \
-    do {                                                                                           \
-        child_report(2, stage, errno);                                                             \
-        _exit(127);                                                                                \
-    } while (0)
-
-/* In the child: nothing allocates; failures are written to the output pipe. */
-static void child_run(const struct run *r, const struct run_paths *p, char *const envp[], int out)
-{
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-        _exit(127);
-    /* A build that is killed takes the program along rather than leave it writing into a tree
-     * the next build removes. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != r->parent)
-        _exit(127);
-    if (unshare(CLONE_NEWNS) < 0)
-        FAIL("cannot unshare the mount namespace");
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        FAIL("cannot make mounts private");
-    if (r->root) {
-        if (r->check && (mount(r->root, r->root, NULL, MS_BIND | MS_REC, NULL) < 0 ||
-                         mount(NULL, r->root, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0))
-            FAIL("cannot bind the tree read-only");
-        if (r->check && mount("tmpfs", p->tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
-            FAIL("cannot mount /tmp");
-        if (mount("/proc", p->proc, NULL, MS_BIND | MS_REC, NULL) < 0)
-            FAIL("cannot bind /proc");
-        if (mount("/dev", p->dev, NULL, MS_BIND | MS_REC, NULL) < 0)
-            FAIL("cannot bind /dev");
-        if (chroot(r->root) < 0 || chdir("/") < 0)
-            FAIL("cannot chroot");
-    }
-    execve(r->argv[0], (char *const *)r->argv, envp);
-    FAIL("cannot execute the program");
-}
-#undef FAIL
-
-/* A fixed environment (so that builds do not depend on the caller's), plus proxy settings. */
-static char **run_env(bool check)
-{
-    size_t n = 0;
-    char **env = xcalloc(ARRAY_SIZE(env_pass) + 8, sizeof(*env));
-    env[n++] = xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    env[n++] = xstrdup(check ? "HOME=/tmp" : "HOME=/root");
-    env[n++] = xstrdup("LANG=C.UTF-8");
-    env[n++] = xstrdup("DEBIAN_FRONTEND=noninteractive");
-    /* node trusts its own list of authorities unless told; the tree's bundle holds the host's
-     * local ones too (see copy_ca) */
-    if (!check)
-        env[n++] = xstrdup("NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt");
-    for (size_t i = 0; i < ARRAY_SIZE(env_pass); i++) {
-        const char *v = getenv(env_pass[i]);
-        if (v)
-            env[n++] = xasprintf("%s=%s", env_pass[i], v);
-    }
-    return env;
-}
-
-static void env_free(char **env)
-{
-    for (char **e = env; e && *e; e++)
-        free(*e);
-    free(env);
-}
-
-/* Stream complete lines of data to stderr behind prefix; line holds a partial one. */
-static void stream_lines(const char *prefix, char *line, size_t *len, size_t cap, const char *data,
-                         size_t n, bool flush)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (data[i] == '\r')
-            continue;
-        if (data[i] != '\n') {
-            line[(*len)++] = data[i];
-            if (*len < cap - 1)
-                continue;
-        }
-        fprintf(stderr, "%s%.*s\n", prefix, (int)*len, line);
-        *len = 0;
-    }
-    if (flush && *len > 0) {
-        fprintf(stderr, "%s%.*s\n", prefix, (int)*len, line);
-        *len = 0;
-    }
-}
-
-/* Run r to completion. Returns 0 when it exited 0, else -EIO with err naming the program. */
-static int run(struct run *r, struct err *err)
-{
-    struct run_paths p;
-    if (r->root) {
-        snprintf(p.proc, sizeof(p.proc), "%s/proc", r->root);
-        snprintf(p.dev, sizeof(p.dev), "%s/dev", r->root);
-        snprintf(p.tmp, sizeof(p.tmp), "%s/tmp", r->root);
-    }
-    char **env = run_env(r->check);
-    r->parent = getpid();
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0) {
-        env_free(env);
-        return err_set(err, -errno, "cannot create a pipe: %s", strerror(errno));
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        env_free(env);
-        return err_set(err, -e, "cannot fork: %s", strerror(e));
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        child_run(r, &p, env, fds[1]);
-    }
-    close(fds[1]);
-    env_free(env);
-    char buf[4096], line[1024];
-    size_t line_len = 0;
-    ssize_t n;
-    r->out_len = 0;
-    r->out[0] = '\0';
-    for (;;) {
-        n = read(fds[0], buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (r->prefix) {
-            stream_lines(r->prefix, line, &line_len, sizeof(line), buf, (size_t)n, false);
-        } else {
-            size_t take = size_min((size_t)n, sizeof(r->out) - 1 - r->out_len);
-            memcpy(r->out + r->out_len, buf, take);
-            r->out_len += take;
-            r->out[r->out_len] = '\0';
-        }
-    }
-    if (r->prefix)
-        stream_lines(r->prefix, line, &line_len, sizeof(line), NULL, 0, true);
-    close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return err_set(err, -errno, "cannot wait for '%s': %s", r->argv[0], strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
-    if (WIFSIGNALED(status))
-        return err_set(err, -EIO, "'%s' was killed by signal %d", r->argv[0], WTERMSIG(status));
-    return err_set(err, -EIO, "'%s' exited with status %d", r->argv[0], WEXITSTATUS(status));
 }
 
 /* --- walking trees (tree.c) --- */
@@ -595,8 +417,8 @@ static int check_tree(const char *rootfs, bool quiet, struct err *err)
             argv[j + 1] = checks[i][j];
             n += (size_t)snprintf(shown + n, sizeof(shown) - n, "%s%s", j ? " " : "", checks[i][j]);
         }
-        struct run r = {.argv = argv, .root = rootfs, .check = true};
-        if (run(&r, err) < 0) {
+        struct template_run r = {.argv = argv, .root = rootfs, .check = true};
+        if (template_run(&r, err) < 0) {
             char why[sizeof(err->msg)];
             snprintf(why, sizeof(why), "%s", err->msg);
             size_t len = size_min(strcspn(r.out, "\n"), 200);
@@ -697,8 +519,8 @@ static int copy_ca(const char *name, const char *data, size_t len, void *ctx)
 /* Run argv chrooted into rootfs (with /proc and /dev), its output on stderr behind prefix. */
 static int run_in(const char *rootfs, const char *prefix, const char *const *argv, struct err *err)
 {
-    struct run r = {.argv = argv, .root = rootfs, .prefix = prefix};
-    return run(&r, err);
+    struct template_run r = {.argv = argv, .root = rootfs, .prefix = prefix};
+    return template_run(&r, err);
 }
 
 static int build_tree(const char *tmp, struct recipe *rc, struct err *err)
@@ -726,8 +548,8 @@ static int build_tree(const char *tmp, struct recipe *rc, struct err *err)
                                     rootfs,
                                     rc->mirror,
                                     NULL};
-    struct run bootstrap = {.argv = bootstrap_argv, .prefix = "  debootstrap: "};
-    if ((r = run(&bootstrap, err)) < 0)
+    struct template_run bootstrap = {.argv = bootstrap_argv, .prefix = "  debootstrap: "};
+    if ((r = template_run(&bootstrap, err)) < 0)
         return r;
 
     /* apt and npm resolve names with the host's resolver and trust its authorities; the sandbox
