@@ -1,32 +1,21 @@
 #pragma once
 
-#include <libpq-fe.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "store/store.h"
 
-/* Which database a store speaks to. The SQL of the store's files is written once, in the subset
- * both understand (numbered ? parameters, ON CONFLICT, RETURNING, CASE rather than iif or a
- * two-argument max); db.c turns it into PostgreSQL's where they differ. */
-enum store_kind { STORE_SQLITE, STORE_POSTGRES };
-
-/* A PostgreSQL connection. Its prepared statements belong to one connection: gen counts the
- * connections made, and a statement prepared under an earlier one is prepared again. */
-struct pg {
-    PGconn *conn;
-    uint64_t gen;
-    unsigned next_name;
-    int64_t changes;
-    char errmsg[512];
-};
+/* The SQL of the store's files is written once, in the subset both backends understand
+ * (numbered ? parameters, ON CONFLICT, RETURNING, CASE rather than iif or a two-argument max);
+ * db_pg.c turns it into PostgreSQL's where they differ. Which backend a store speaks to is its
+ * be (db_backend.h), and nothing outside db*.c and migrate.c looks at it. */
+struct db_backend;
 
 struct store {
-    enum store_kind kind;
-    sqlite3 *db;                    /* SQLite */
-    struct pg pg;                   /* PostgreSQL */
+    const struct db_backend *be;
+    void *conn;                     /* the backend's connection */
+    char label[256];                /* how errors name the database: "database '/x.db'" */
     void (*notify_hook)(void *ctx); /* store_set_notify_hook */
     void *notify_ctx;
     bool notify_queued; /* rows were queued in the transaction under way */
@@ -121,12 +110,3 @@ void db_forget(struct store *st);
  * stopped, without an id range, their files left on from_node. The number moved, or < 0. */
 int store_sandboxes_move(struct store *st, const char *id, const char *session_id,
                          const char *from_node, struct err *err);
-
-/* Check that list's migrations are numbered in order and that the database's version current is
- * not above the last: the last number, or -EINVAL / -EPROTO. */
-int store_migrations_check(const struct embedded_file *list, int current, struct err *err);
-
-/* PostgreSQL (pg.c). */
-int pg_open(const char *url, struct store *st, struct err *err);
-void pg_close(struct store *st);
-int64_t pg_data_version(struct store *st);
