@@ -84,6 +84,22 @@ int store_exec(struct store *st, const char *sql, struct err *err);
 /* Map a db_step result to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
 
+/* One spend of a single-use secret kept by its hash (secrets.c). sql is an UPDATE ... RETURNING
+ * (a literal) that marks spent at ?1 the row whose hash is ?2 while it may still be spent; bind
+ * (NULL: none) binds ?3 and above; read takes the spent row's columns. what names the spend in
+ * errors. */
+struct store_spend {
+    const char *sql, *what;
+    const char *hash;
+    int64_t now;
+    void (*bind)(struct db_stmt *s, void *ctx);
+    void (*read)(struct db_stmt *s, void *ctx);
+    void *ctx;
+};
+/* 1 when a row was spent (read called, the statement given back), 0 when none could be, or
+ * < 0 with err filled (store_fail naming what). */
+int store_spend(struct store *st, const struct store_spend *sp, struct err *err);
+
 /* Queue notification type for run_id (and pr_url, or NULL) at `at` to every target of the run's
  * user, within the caller's transaction (notify.c). */
 int store_notify_enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
