@@ -100,6 +100,18 @@ struct store_spend {
  * < 0 with err filled (store_fail naming what). */
 int store_spend(struct store *st, const struct store_spend *sp, struct err *err);
 
+/* A secret kept in a row, sealed (base/seal.h) under the label "<kind> <owner> <name>", which
+ * binds it to that row: a sealed value copied into another row does not open (secrets.c).
+ * store_seal_row's *out is malloc'd, bound with db_bind_blob and freed after the step. */
+void store_seal_row(const unsigned char key[SEAL_KEY_BYTES], const char *kind, const char *owner,
+                    const char *name, const void *value, size_t n, unsigned char **out,
+                    size_t *out_len);
+/* Open column col of s's current row, sealed by store_seal_row with the same kind, owner and
+ * name: as unseal (*value malloc'd), or -EBADMSG. */
+int store_unseal_col(struct db_stmt *s, int col, const unsigned char key[SEAL_KEY_BYTES],
+                     const char *kind, const char *owner, const char *name, char **value, size_t *n,
+                     struct err *err);
+
 /* Queue notification type for run_id (and pr_url, or NULL) at `at` to every target of the run's
  * user, within the caller's transaction (notify.c). */
 int store_notify_enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
