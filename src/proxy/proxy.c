@@ -22,7 +22,6 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/seal.h"
-#include "base/ids.h"
 #include "base/loop.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -38,7 +37,6 @@
 #define UPSTREAM_RCVBUF (512 << 10) /* the kernel doubles it: 1 MiB */
 
 #define USAGE_FLUSH_MS 1000
-#define USAGE_PENDING_MAX 64
 
 /* A provider's upstream: where its requests go, and its kept connections. */
 struct upstream {
@@ -51,51 +49,9 @@ struct upstream {
     bool timed; /* its idle connections expire: set at its first use */
 };
 
-struct proxy {
-    struct store *store;
-    unsigned char *key;
-    size_t keylen;
-    struct provider *providers;
-    size_t nproviders;
-    struct upstream *upstreams; /* by provider */
-    size_t nupstreams;          /* set up so far */
-    h2o_http1client_ctx_t client_ctx;
-    uint64_t max_request_bytes;
-    uint64_t stall_seconds;
-    char *names;            /* "anthropic, github, openai" */
-    struct proxy_llm *llms; /* the providers with an "agent" object, pointing into providers */
-    size_t nllms;
-    unsigned char seal_key[SEAL_KEY_BYTES];
-    bool have_seal_key;
-    /* Usage not yet written. A row update for every request would be a transaction for every
-     * request (file locks and a WAL write, several times the system calls of the request
-     * itself), so requests add to this and the rows are written together: within
-     * USAGE_FLUSH_MS, at once when USAGE_PENDING_MAX tokens are waiting, and when the proxy
-     * stops. */
-    struct store_token_usage usage[USAGE_PENDING_MAX];
-    size_t nusage;
-    struct loop_timer usage_timer;
-    proxy_run_lookup_fn run_lookup; /* for warm tokens */
-    void *run_lookup_ctx;
-    struct push_checks *push_checks;
-};
-
 static struct proxy *the_proxy; /* for proxy_provider_names */
 
 static void on_client_gone(struct http_watch *w);
-
-/* Verified tokens, by SHA-256 of the token text: an agent sends the same token with every
- * request, so the signature check and claim parsing run once, and the revocation lookup at most
- * once a second per token. Expiry is checked on every use. */
-#define TOKEN_CACHE_SIZE 256
-#define REVOCATION_RECHECK_MS 1000
-struct token_cache_entry {
-    unsigned char hash[32];
-    bool used;
-    struct proxy_claims claims;
-    int64_t checked_ms; /* monotonic time of the last revocation lookup */
-};
-static struct token_cache_entry token_cache[TOKEN_CACHE_SIZE];
 
 struct transfer {
     h2o_generator_t gen;
@@ -494,142 +450,6 @@ static const struct provider *find_provider(const struct proxy *p, const char *n
     return NULL;
 }
 
-static h2o_iovec_t header_value(h2o_req_t *req, const char *name)
-{
-    ssize_t i = h2o_find_header_by_str(&req->headers, name, strlen(name), -1);
-    if (i < 0)
-        return h2o_iovec_init(NULL, 0);
-    h2o_iovec_t v = req->headers.entries[i].value;
-    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
-        v.base++, v.len--;
-    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
-        v.len--;
-    return v;
-}
-
-static h2o_iovec_t trim(h2o_iovec_t v)
-{
-    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
-        v.base++, v.len--;
-    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
-        v.len--;
-    return v;
-}
-
-/* The agent's token from an x-api-key or Authorization header value, in the forms allowed by
- * from (a provider's token_from), copied NUL-terminated into out. Returns its length, 0 if
- * there is none or it does not fit. */
-static size_t token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authorization, char *out,
-                       size_t cap)
-{
-    h2o_iovec_t v = trim(x_api_key), tok = {NULL, 0};
-    unsigned char raw[6144];
-    if ((from & TOKEN_X_API_KEY) && v.len) {
-        tok = v;
-    } else if (v = trim(authorization),
-               (from & TOKEN_BEARER) && v.len > 7 && strncasecmp(v.base, "Bearer ", 7) == 0) {
-        tok = h2o_iovec_init(v.base + 7, v.len - 7);
-    } else if ((from & TOKEN_BASIC_PASSWORD) && v.len > 6 &&
-               strncasecmp(v.base, "Basic ", 6) == 0 && v.len < 8192) {
-        ssize_t n = base64_decode(v.base + 6, v.len - 6, raw);
-        const char *colon = n > 0 ? memchr(raw, ':', (size_t)n) : NULL;
-        if (!colon)
-            return 0;
-        tok = h2o_iovec_init(colon + 1, (size_t)n - (size_t)(colon + 1 - (char *)raw));
-    }
-    if (!tok.len || tok.len >= cap)
-        return 0;
-    memcpy(out, tok.base, tok.len);
-    out[tok.len] = '\0';
-    return tok.len;
-}
-
-/* Set c's services from a comma-separated list: 0, or -E2BIG past PROXY_SERVICES_MAX (the
- * first of them kept). */
-static int claims_set_services(struct proxy_claims *c, const char *services)
-{
-    char list[PROXY_SERVICES_MAX * 32 + 1];
-    snprintf(list, sizeof(list), "%s", services);
-    c->nservices = 0;
-    for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-        if (c->nservices == PROXY_SERVICES_MAX)
-            return -E2BIG;
-        snprintf(c->services[c->nservices++], sizeof(c->services[0]), "%s", s);
-    }
-    return 0;
-}
-
-/* The one check of an agent's token: signature and expiry (once per token, then from the cache),
- * and revocation (at most once a second per token). Returns 0 and fills claims, -EKEYREVOKED, or
- * -EACCES with err saying why. */
-static int proxy_token_check(struct proxy *p, const char *token, size_t len,
-                             struct proxy_claims *claims, struct err *err)
-{
-    unsigned char hash[32];
-    sha256_bytes(token, len, hash);
-    struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
-    int64_t now_ms = time_mono_ms();
-    bool cached = ce->used && memcmp(ce->hash, hash, sizeof(hash)) == 0;
-    if (cached) {
-        *claims = ce->claims;
-        if (claims->exp <= time_now_ms() / 1000) {
-            ce->used = false;
-            return err_set(err, -EACCES, "token expired");
-        }
-    } else {
-        int r =
-            proxy_token_verify(p->key, p->keylen, token, len, time_now_ms() / 1000, claims, err);
-        if (r < 0)
-            return r;
-    }
-    if (!cached || now_ms - ce->checked_ms >= REVOCATION_RECHECK_MS) {
-        int r = store_proxy_token_check(p->store, claims->jti, err);
-        if (r == -EKEYREVOKED) {
-            ce->used = false;
-            return r;
-        }
-        if (r < 0)
-            return err_set(err, -EACCES, "unknown token");
-        memcpy(ce->hash, hash, sizeof(hash));
-        ce->claims = *claims;
-        ce->checked_ms = now_ms;
-        ce->used = true;
-    }
-    /* a warm agent's token stands for the run of its sandbox that is running now, if any, and
-     * grants what that run's own token would */
-    if (claims->warm) {
-        struct proxy_run_grant g = {0};
-        if (!p->run_lookup || !claims->sandbox[0] ||
-            !p->run_lookup(p->run_lookup_ctx, claims->sandbox, claims->user, &g))
-            return err_set(err, -ENOENT,
-                           "this sandbox's agent token is honored only while one of its runs is "
-                           "running");
-        snprintf(claims->run, sizeof(claims->run), "%s", g.run);
-        snprintf(claims->repo, sizeof(claims->repo), "%s", g.repo);
-        snprintf(claims->branch, sizeof(claims->branch), "%s", g.repo[0] ? g.branch : "");
-        claims_set_services(claims, g.services); /* as many as it minted */
-    }
-    return 0;
-}
-
-void proxy_set_run_lookup(struct proxy *p, proxy_run_lookup_fn fn, void *ctx)
-{
-    p->run_lookup = fn;
-    p->run_lookup_ctx = ctx;
-}
-
-bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
-                           const char *listener_sandbox)
-{
-    char token[PROXY_TOKEN_MAX + 1];
-    size_t len = token_of(TOKEN_X_API_KEY | TOKEN_BEARER | TOKEN_BASIC_PASSWORD, x_api_key,
-                          authorization, token, sizeof(token));
-    struct proxy_claims claims;
-    struct err err = {0};
-    return len && proxy_token_check(p, token, len, &claims, &err) == 0 &&
-           strcmp(claims.sandbox, listener_sandbox) == 0;
-}
-
 /* A path we are willing to pass on: printable, starting with '/', no dot segments, no encoded
  * dots or slashes (which upstreams might decode into a path the allow-list never saw). */
 static bool path_clean(const char *p, size_t len)
@@ -973,8 +793,8 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
         return 0;
     }
     char token[PROXY_TOKEN_MAX + 1];
-    size_t tlen = token_of(prov->token_from, header_value(req, "x-api-key"),
-                           header_value(req, "authorization"), token, sizeof(token));
+    size_t tlen = proxy_token_of(prov->token_from, proxy_header_value(req, "x-api-key"),
+                                 proxy_header_value(req, "authorization"), token, sizeof(token));
     if (!tlen) {
         if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
@@ -1081,44 +901,6 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
         push_check_begin(t, wait);
     else
         upstream_connect(t);
-    return 0;
-}
-
-int proxy_mint(struct store *st, const void *key, size_t keylen, const struct proxy_grant *g,
-               char **token, char jti[64], struct err *err)
-{
-    struct proxy_claims c = {0};
-    const char *services = g->services;
-    snprintf(c.user, sizeof(c.user), "%s", g->user_id);
-    snprintf(c.run, sizeof(c.run), "%s", g->run_id ? g->run_id : "");
-    snprintf(c.session, sizeof(c.session), "%s", g->session_id ? g->session_id : "");
-    snprintf(c.sandbox, sizeof(c.sandbox), "%s", g->sandbox_id ? g->sandbox_id : "");
-    snprintf(c.repo, sizeof(c.repo), "%s", g->repo ? g->repo : "");
-    snprintf(c.branch, sizeof(c.branch), "%s", g->repo && g->branch ? g->branch : "");
-    c.warm = g->warm && g->sandbox_id && !g->run_id;
-    if (claims_set_services(&c, services) < 0)
-        return err_set(err, -E2BIG, "too many services");
-    c.iat = time_now_ms() / 1000;
-    c.exp = c.iat + g->ttl_seconds;
-    id_new("jti", c.jti);
-    int r = proxy_token_mint(key, keylen, &c, token, err);
-    if (r < 0)
-        return r;
-    struct store_proxy_token row = {0};
-    snprintf(row.jti, sizeof(row.jti), "%s", c.jti);
-    snprintf(row.user_id, sizeof(row.user_id), "%s", g->user_id);
-    snprintf(row.run_id, sizeof(row.run_id), "%s", c.run);
-    snprintf(row.session_id, sizeof(row.session_id), "%s", c.session);
-    snprintf(row.sandbox_id, sizeof(row.sandbox_id), "%s", c.sandbox);
-    snprintf(row.services, sizeof(row.services), "%s", services);
-    row.created_at = c.iat;
-    row.expires_at = c.exp;
-    if ((r = store_proxy_token_add(st, &row, err)) < 0) {
-        free(*token);
-        *token = NULL;
-        return r;
-    }
-    snprintf(jti, 64, "%s", c.jti);
     return 0;
 }
 

@@ -2,7 +2,10 @@
 
 #include <stdbool.h>
 
+#include "base/loop.h"
+#include "base/seal.h"
 #include "proxy/proxy.h"
+#include "store/store.h"
 
 enum token_from { TOKEN_X_API_KEY = 1, TOKEN_BEARER = 2, TOKEN_BASIC_PASSWORD = 4 };
 enum usage_kind { USAGE_NONE, USAGE_ANTHROPIC, USAGE_OPENAI };
@@ -100,3 +103,53 @@ struct push_check *push_check_start(struct push_checks *pc, const struct push_ch
 void push_check_forget(struct push_check *c);
 /* Checks started whose end the loop has not yet seen, forgotten ones included (for tests). */
 unsigned push_checks_pending(void);
+
+/* --- the request path: proxy.c (the handler), token_check.c --- */
+
+#define USAGE_PENDING_MAX 64
+
+struct upstream;
+
+struct proxy {
+    struct store *store;
+    unsigned char *key;
+    size_t keylen;
+    struct provider *providers;
+    size_t nproviders;
+    struct upstream *upstreams; /* by provider */
+    size_t nupstreams;          /* set up so far */
+    h2o_http1client_ctx_t client_ctx;
+    uint64_t max_request_bytes;
+    uint64_t stall_seconds;
+    char *names;            /* "anthropic, github, openai" */
+    struct proxy_llm *llms; /* the providers with an "agent" object, pointing into providers */
+    size_t nllms;
+    unsigned char seal_key[SEAL_KEY_BYTES];
+    bool have_seal_key;
+    /* Usage not yet written. A row update for every request would be a transaction for every
+     * request (file locks and a WAL write, several times the system calls of the request
+     * itself), so requests add to this and the rows are written together: within
+     * USAGE_FLUSH_MS, at once when USAGE_PENDING_MAX tokens are waiting, and when the proxy
+     * stops. */
+    struct store_token_usage usage[USAGE_PENDING_MAX];
+    size_t nusage;
+    struct loop_timer usage_timer;
+    proxy_run_lookup_fn run_lookup; /* for warm tokens */
+    void *run_lookup_ctx;
+    struct push_checks *push_checks;
+};
+
+/* token_check.c */
+/* The value of header name in req, spaces and tabs around it trimmed; empty when absent. */
+h2o_iovec_t proxy_header_value(h2o_req_t *req, const char *name);
+/* The agent's token from an x-api-key or Authorization header value, in the forms allowed by
+ * from (a provider's token_from), copied NUL-terminated into out. Returns its length, 0 if
+ * there is none or it does not fit. */
+size_t proxy_token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authorization, char *out,
+                      size_t cap);
+/* The one check of an agent's token: signature and expiry (once per token, then from the cache),
+ * and revocation (at most once a second per token); a warm agent's token takes its sandbox's
+ * run's grant, or -ENOENT when none is running. Returns 0 and fills claims, -EKEYREVOKED, or
+ * -EACCES with err saying why. */
+int proxy_token_check(struct proxy *p, const char *token, size_t len, struct proxy_claims *claims,
+                      struct err *err);
