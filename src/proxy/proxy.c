@@ -26,7 +26,6 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "http/watch.h"
-#include "proxy/receive_pack.h"
 #include "proxy/token.h"
 #include "store/store.h"
 
@@ -53,34 +52,6 @@ static struct proxy *the_proxy; /* for proxy_provider_names */
 
 static void on_client_gone(struct http_watch *w);
 
-struct transfer {
-    h2o_generator_t gen;
-    struct proxy *p;
-    h2o_req_t *req;
-    const struct provider *prov;
-    struct upstream *up;
-    h2o_http1client_t *client; /* the upstream exchange, NULL once it has ended */
-    struct buf head;           /* request line and headers */
-    char *key;                 /* the real key's header line, and the end of the headers */
-    h2o_iovec_t reqbufs[3];    /* head, key, body */
-    char jti[64];
-    char user[64];
-    char run[64];
-    int status;
-    bool started; /* h2o response started */
-    bool sending, final_sent, stopped, done, failed, sse;
-    bool connecting;    /* inside h2o_http1client_connect_with_pool */
-    bool reused;        /* the connection was a kept one */
-    h2o_socket_cb held; /* the upstream socket's reader while it is paused, else NULL */
-    struct buf pending, inflight;
-    struct usage_parser usage;
-    int64_t t0;
-    uint64_t bytes;
-    struct http_watch watch; /* the client, until the response starts */
-    struct loop_timer connect_timer;
-    struct push_check *check; /* a push's check under way: upstream waits for it */
-};
-
 static const char *const hop_by_hop[] = {
     "connection",
     "keep-alive",
@@ -102,10 +73,7 @@ static bool is_hop(const char *name, size_t len)
     return false;
 }
 
-static void respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
+void proxy_respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -271,10 +239,10 @@ static void upstream_failed(struct transfer *t, const char *errstr)
     log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
              t->user, t->run[0] ? t->run : "-", errstr, (long)(time_mono_ms() - t->t0));
     if (!t->started) {
-        respond_error(t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
-                      timeout ? "upstream '%s' did not answer in time"
-                              : "cannot reach upstream '%s'",
-                      t->prov->name);
+        proxy_respond_error(
+            t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
+            timeout ? "upstream '%s' did not answer in time" : "cannot reach upstream '%s'",
+            t->prov->name);
         return;
     }
     flush(t);
@@ -335,8 +303,6 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
     return 0;
 }
 
-static void upstream_connect(struct transfer *t);
-
 static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *errstr,
                                        int minor_version, int status, h2o_iovec_t msg,
                                        h2o_header_t *headers, size_t nheaders, int rlen)
@@ -347,7 +313,7 @@ static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *er
         /* A kept connection that the upstream closed while it was idle fails this way before
          * any answer; the request goes again, as libcurl would send it again. */
         if (t->reused && strncmp(errstr, "I/O error", 9) == 0)
-            upstream_connect(t);
+            forward_connect(t);
         else
             upstream_failed(t, errstr);
         return NULL;
@@ -422,7 +388,7 @@ static void on_connect_timeout(struct loop_timer *lt)
     upstream_failed(t, "connection timeout");
 }
 
-static void upstream_connect(struct transfer *t)
+void forward_connect(struct transfer *t)
 {
     struct upstream *up = t->up;
     if (!up->timed) {
@@ -507,280 +473,13 @@ static void build_request_head(struct transfer *t, const struct upstream *up, co
     t->reqbufs[2] = req->entity.base ? req->entity : h2o_iovec_init(NULL, 0);
 }
 
-static const char zero_id[] = "0000000000000000000000000000000000000000";
-
-/* How many of a run's refused pushes become its events; the rest are only counted in the log.
- * By run id, in a small table (a run that loses its slot starts counting again). */
-#define PUSH_EVENTS_MAX 32
-static struct {
-    char run[64];
-    unsigned n;
-} push_events[64];
-
-static bool push_event_wanted(const char *run)
-{
-    unsigned h = 0;
-    for (const char *c = run; *c; c++)
-        h = h * 31 + (unsigned char)*c;
-    size_t i = h % (sizeof(push_events) / sizeof(push_events[0]));
-    if (strcmp(push_events[i].run, run) != 0) {
-        snprintf(push_events[i].run, sizeof(push_events[i].run), "%s", run);
-        push_events[i].n = 0;
-    }
-    return push_events[i].n++ < PUSH_EVENTS_MAX;
-}
-
-/* A push refused: logged, kept among the run's events (the agent's attempts are part of what the
- * run did), and answered. A push whose commands were read (push) and that asks for a report gets
- * git-receive-pack's own refusal, which git shows as "! [remote rejected] <ref> (why)"; anything
- * else a JSON error of status and code. retry_s, when not 0, goes in Retry-After. */
-static void push_refusal(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const struct rp_request *push, int status,
-                         const char *code, unsigned retry_s, const char *why)
-{
-    /* code in a sandbox can ask again and again: the log says a few a second, and a run keeps
-     * the first PUSH_EVENTS_MAX of a token's refusals */
-    char key[80];
-    snprintf(key, sizeof(key), "push %s", claims->jti);
-    uint64_t suppressed = 0;
-    if (log_ratelimit(key, 5, time_mono_ms(), &suppressed))
-        log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\" code=%s suppressed=%llu",
-                 claims->user, claims->run[0] ? claims->run : "-", repo, why, code,
-                 (unsigned long long)suppressed);
-    if (claims->run[0] && push_event_wanted(claims->run)) {
-        json_t *raw =
-            json_pack("{s:s, s:s, s:s}", "type", "push_refused", "repository", repo, "reason", why);
-        char *text = json_dumps(raw, JSON_COMPACT);
-        json_decref(raw);
-        char summary[512];
-        snprintf(summary, sizeof(summary), "push to %s refused: %s", repo, why);
-        struct store_run_event ev = {
-            .time = time_now_ms(), .type = "push_refused", .summary = summary, .raw = text};
-        struct err err = {0};
-        if (store_run_add_events(p->store, claims->run, &ev, 1, -1, &err) < 0)
-            log_error("push refusal not recorded run=%s err=\"%s\"", claims->run, err.msg);
-        free(text);
-    }
-    if (retry_s) {
-        char *v = h2o_mem_alloc_pool(&req->pool, 24);
-        int n = snprintf(v, 24, "%u", retry_s);
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, v, (size_t)n);
-    }
-    if (push && push->report_status && push->ncmds) {
-        struct buf answer;
-        buf_init(&answer, 0);
-        rp_refusal(push, why, &answer);
-        req->res.status = 200;
-        req->res.reason = "OK";
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
-                       H2O_STRLIT("application/x-git-receive-pack-result"));
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
-                       H2O_STRLIT("no-cache"));
-        h2o_iovec_t v = h2o_strdup(&req->pool, answer.data, answer.len);
-        buf_release(&answer);
-        req->res.content_length = v.len;
-        h2o_send_inline(req, v.base, v.len);
-        return;
-    }
-    respond_error(req, status, code, "%s", why);
-}
-
-static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const struct rp_request *push, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const struct rp_request *push, const char *fmt, ...)
-{
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    push_refusal(p, req, claims, repo, push, 403, "push_not_allowed", 0, why);
-}
-
-/* Whether the request is part of a push: git-receive-pack's advertisement or the push itself. */
-static bool is_push(h2o_req_t *req, const char *rest, size_t rlen)
-{
-    static const char rp[] = "/git-receive-pack";
-    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
-    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
-    bool advert = rlen >= 10 && memcmp(rest + rlen - 10, "/info/refs", 10) == 0 &&
-                  h2o_strstr(query, qlen, H2O_STRLIT("git-receive-pack")) != SIZE_MAX;
-    return advert || (rlen >= sizeof(rp) - 1 &&
-                      memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0);
-}
-
-/* A repository-scoped service (git): the path names one repository, which must be on the
- * operator's list, and a token naming a repository (a run's) opens that one only. A run's token
- * naming none opens none. Answers and returns false when refused. */
-static bool repo_granted(struct proxy *p, h2o_req_t *req, const struct provider *prov,
-                         const struct proxy_claims *claims, const char *rest, size_t rlen,
-                         bool own_credential, bool push, char repo_out[PROXY_REPO_MAX])
-{
-    char repo[PROXY_REPO_MAX];
-    size_t used = proxy_repo_of_path(rest, rlen, repo);
-    bool suffix = false;
-    for (char **s = prov->suffixes; used && *s; s++)
-        suffix |= strlen(*s) == rlen - used && memcmp(*s, rest + used, rlen - used) == 0;
-    if (!used || !suffix) {
-        respond_error(req, 400, "path_not_allowed",
-                      "path '%.*s' does not name a repository as /owner/name/... for '%s'",
-                      (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
-        return false;
-    }
-    if (!own_credential && !proxy_repo_allowed(prov->repos, repo)) {
-        if (push)
-            push_refused(p, req, claims, repo, NULL,
-                         "repository '%s' is not one a credential serves", repo);
-        else
-            respond_error(req, 403, "repository_not_allowed",
-                          "repository '%s' is not one the operator's '%s' credential serves (the "
-                          "operator lists them in its allow list), and you have no '%s' "
-                          "credential of your own",
-                          repo, prov->name, prov->name);
-        return false;
-    }
-    if ((claims->repo[0] || claims->run[0]) && strcasecmp(claims->repo, repo) != 0) {
-        if (push)
-            push_refused(p, req, claims, repo, NULL, "this token opens repository '%s' only",
-                         claims->repo[0] ? claims->repo : "(none)");
-        else if (claims->repo[0])
-            respond_error(req, 403, "repository_not_granted",
-                          "this token opens repository '%s' only", claims->repo);
-        else
-            respond_error(req, 403, "repository_not_granted", "this token opens no repository");
-        return false;
-    }
-    snprintf(repo_out, PROXY_REPO_MAX, "%s", repo);
-    return true;
-}
-
-/* A push waiting for its check (push_check.c), in the request's pool. */
-struct push_wait {
-    struct transfer *t;
-    struct proxy_claims claims;
-    char repo[PROXY_REPO_MAX];
-    struct rp_request push; /* its pack points into the request's body */
-};
-
-/* Pushes (git-receive-pack): a token pushes only when it names a branch, and then exactly one
- * ref, that branch, created or moved forward: no other branch, no tag, no deletion, no rewrite.
- * The request body is the whole push (commands, then the pack), so it is checked before any of
- * it goes upstream. Answers and returns false when refused. Whether a branch moves forward costs
- * what the pack makes it cost, so that check is left for a worker thread: *wait is then set. */
-static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const char *rest, size_t rlen, struct push_wait **wait)
-{
-    static const char rp[] = "/git-receive-pack";
-    bool post =
-        rlen >= sizeof(rp) - 1 && memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0;
-    if (!claims->branch[0]) {
-        push_refused(p, req, claims, repo, NULL,
-                     "this token pushes nothing: the server pushes a run's commits to its "
-                     "session's branch when the run ends");
-        return false;
-    }
-    if (!post)
-        return true;
-    char want[300];
-    snprintf(want, sizeof(want), "refs/heads/%s", claims->branch);
-    struct rp_request push;
-    struct err err = {0};
-    if (rp_parse(req->entity.base ? req->entity.base : "", req->entity.len, &push, &err) < 0) {
-        push_refused(p, req, claims, repo, NULL, "a push the proxy cannot read: %s", err.msg);
-        return false;
-    }
-    if (push.ncmds != 1 || strcmp(push.cmds[0].ref, want) != 0) {
-        const char *other = push.ncmds ? push.cmds[0].ref : "";
-        for (size_t i = 0; i < push.ncmds; i++)
-            if (strcmp(push.cmds[i].ref, want) != 0)
-                other = push.cmds[i].ref;
-        push_refused(p, req, claims, repo, &push,
-                     "this token pushes to branch '%s' of %s only, not '%.200s'", claims->branch,
-                     claims->repo, other);
-        return false;
-    }
-    const struct rp_command *c = &push.cmds[0];
-    if (strcmp(c->new_id, zero_id) == 0) {
-        push_refused(p, req, claims, repo, &push, "deleting branch '%s' is not allowed",
-                     claims->branch);
-        return false;
-    }
-    if (strcmp(c->old_id, zero_id) != 0) {
-        struct push_wait *w = h2o_mem_alloc_pool(&req->pool, sizeof(*w));
-        w->t = NULL;
-        w->claims = *claims;
-        snprintf(w->repo, sizeof(w->repo), "%s", repo);
-        w->push = push;
-        *wait = w;
-    }
-    return true;
-}
-
-/* A push's check has ended (the client is still there: a check whose client left is forgotten):
- * the push goes upstream, or is refused. */
-static void on_push_checked(void *ctx, int result, const char *why, uint64_t held_ms)
-{
-    struct push_wait *w = ctx;
-    struct transfer *t = w->t;
-    t->check = NULL;
-    if (result == 1) {
-        upstream_connect(t);
-        return;
-    }
-    http_watch_stop(&t->watch);
-    const struct rp_command *c = &w->push.cmds[0];
-    char held[120] = "";
-    if (held_ms)
-        snprintf(held, sizeof(held), " (pushes with this token are now refused for %llu s)",
-                 (unsigned long long)((held_ms + 999) / 1000));
-    char text[400];
-    snprintf(
-        text, sizeof(text),
-        "only fast-forward pushes to '%s' are allowed: %.12s does not descend from %.12s%s%s%s",
-        w->claims.branch, c->new_id, c->old_id, result < 0 ? ": " : "", result < 0 ? why : "",
-        held);
-    push_refusal(t->p, t->req, &w->claims, w->repo, &w->push, 403, "push_not_allowed", 0, text);
-}
-
-/* Hand the push of t to a check thread; answers when it cannot. */
-static void push_check_begin(struct transfer *t, struct push_wait *w)
-{
-    struct proxy *p = t->p;
-    const struct rp_command *c = &w->push.cmds[0];
-    char who[160];
-    snprintf(who, sizeof(who), "user=%s run=%s", w->claims.user,
-             w->claims.run[0] ? w->claims.run : "-");
-    /* what a pack may inflate to is bounded, and the thread's to spend */
-    struct push_check_args a = {.jti = w->claims.jti,
-                                .who = who,
-                                .tip = c->new_id,
-                                .ancestor = c->old_id,
-                                .pack = w->push.pack,
-                                .len = w->push.pack_len,
-                                .inflate_max = p->max_request_bytes * 16};
-    unsigned retry_s = 0;
-    struct err err = {0};
-    w->t = t;
-    t->check = push_check_start(p->push_checks, &a, on_push_checked, w, &retry_s, &err);
-    if (t->check)
-        return;
-    http_watch_stop(&t->watch);
-    int status = err.code == -EBUSY ? 503 : 429;
-    const char *code = err.code == -EALREADY ? "push_busy"
-                       : err.code == -EAGAIN ? "push_held_back"
-                                             : "push_checks_busy";
-    push_refusal(p, t->req, &w->claims, w->repo, &w->push, status, code, retry_s, err.msg);
-}
-
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
 {
     /* /proxy/<service>/<rest>?<query> */
     const char *path = req->path_normalized.base;
     size_t plen = req->path_normalized.len;
     if (plen < 8 || memcmp(path, "/proxy/", 7) != 0) {
-        respond_error(req, 404, "unknown_service", "use /proxy/<service>/<path>");
+        proxy_respond_error(req, 404, "unknown_service", "use /proxy/<service>/<path>");
         return 0;
     }
     const char *svc = path + 7;
@@ -788,8 +487,8 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     size_t slen = slash ? (size_t)(slash - svc) : plen - 7;
     const struct provider *prov = find_provider(p, svc, slen);
     if (!prov) {
-        respond_error(req, 404, "unknown_service", "unknown service '%.*s' (known: %s)",
-                      (int)(slen > 64 ? 64 : slen), svc, p->names);
+        proxy_respond_error(req, 404, "unknown_service", "unknown service '%.*s' (known: %s)",
+                            (int)(slen > 64 ? 64 : slen), svc, p->names);
         return 0;
     }
     char token[PROXY_TOKEN_MAX + 1];
@@ -799,46 +498,47 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
         if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
                            H2O_STRLIT("Basic realm=\"sandbox-mcp proxy\""));
-        respond_error(req, 401, "missing_token",
-                      "a proxy token is required (in x-api-key, Authorization: Bearer, or the "
-                      "Basic password, as the service's client sends its key)");
+        proxy_respond_error(
+            req, 401, "missing_token",
+            "a proxy token is required (in x-api-key, Authorization: Bearer, or the "
+            "Basic password, as the service's client sends its key)");
         return 0;
     }
     struct proxy_claims claims;
     struct err err = {0};
     int r = proxy_token_check(p, token, tlen, &claims, &err);
     if (r == -EKEYREVOKED || r == -ENOENT) {
-        respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
+        proxy_respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
         return 0;
     }
     if (r < 0) {
-        respond_error(req, 401, "invalid_token", "%s", err.msg);
+        proxy_respond_error(req, 401, "invalid_token", "%s", err.msg);
         return 0;
     }
     if (!proxy_claims_grant(&claims, prov->name)) {
-        respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
-                      prov->name);
+        proxy_respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
+                            prov->name);
         return 0;
     }
     if (strcmp(claims.sandbox, listener_sandbox) != 0) {
-        respond_error(req, 403, "wrong_listener",
-                      claims.sandbox[0] ? "this token belongs to another sandbox's listener"
-                                        : "this token is for the server's own listener");
+        proxy_respond_error(req, 403, "wrong_listener",
+                            claims.sandbox[0] ? "this token belongs to another sandbox's listener"
+                                              : "this token is for the server's own listener");
         return 0;
     }
     if (!(prov->methods & method_bit(req->method.base, req->method.len))) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
                        H2O_STRLIT("GET, POST"));
-        respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
-                      (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
-                      prov->name);
+        proxy_respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
+                            (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
+                            prov->name);
         return 0;
     }
     const char *rest = slash ? slash : "/";
     size_t rlen = slash ? plen - 7 - slen : 1;
     if (!path_clean(rest, rlen) || !provider_path_allowed(prov, rest, rlen)) {
-        respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
-                      (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
+        proxy_respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
+                            (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
         return 0;
     }
     /* the user's own credential for the service, when they have one */
@@ -857,22 +557,23 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
         }
     }
     char repo[PROXY_REPO_MAX] = "";
-    bool push = prov->repo_scoped && is_push(req, rest, rlen);
+    bool push = prov->repo_scoped && proxy_is_push(req, rest, rlen);
     struct push_wait *wait = NULL;
     if (prov->repo_scoped &&
-        (!repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
-         (push && !push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
+        (!proxy_repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
+         (push && !proxy_push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
         if (own_value)
             explicit_bzero(own_value, strlen(own_value));
         return 0;
     }
     if (req->entity.base && req->entity.len > p->max_request_bytes) {
-        respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
-                      (unsigned long long)p->max_request_bytes);
+        proxy_respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
+                            (unsigned long long)p->max_request_bytes);
         return 0;
     }
     if (!own_value && !prov->key_value) {
-        respond_error(req, 503, "not_configured", "service '%s' has no key configured", prov->name);
+        proxy_respond_error(req, 503, "not_configured", "service '%s' has no key configured",
+                            prov->name);
         return 0;
     }
 
@@ -898,9 +599,9 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     /* the server's one h2o context resolves names on this loop */
     p->client_ctx.getaddr_receiver = &req->conn->ctx->receivers.hostinfo_getaddr;
     if (wait)
-        push_check_begin(t, wait);
+        proxy_push_check_begin(t, wait);
     else
-        upstream_connect(t);
+        forward_connect(t);
     return 0;
 }
 
@@ -918,7 +619,7 @@ static void on_client_gone(struct http_watch *w)
                  t->prov->name, t->user, t->run[0] ? t->run : "-");
     }
     /* h2o learns of the closed connection on this write and disposes of the request */
-    respond_error(t->req, 499, "client_gone", "the client went away");
+    proxy_respond_error(t->req, 499, "client_gone", "the client went away");
 }
 
 static int upstream_init(struct upstream *up, const struct provider *prov, struct err *err)
