@@ -106,7 +106,7 @@ void push_check_forget(struct push_check *c);
 /* Checks started whose end the loop has not yet seen, forgotten ones included (for tests). */
 unsigned push_checks_pending(void);
 
-/* --- the request path: proxy.c (the handler), token_check.c, push_policy.c --- */
+/* --- the request path: proxy.c (the handler), token_check.c, push_policy.c, forward.c --- */
 
 #define USAGE_PENDING_MAX 64
 
@@ -190,6 +190,19 @@ struct transfer {
 /* Answer req with status and a JSON body {"error": message, "code": code}. */
 void proxy_respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* forward.c */
+/* Set up p's upstreams (one pool of kept connections each, from p->providers) and the TLS their
+ * connections use: 0, or < 0 with err filled; forward_release undoes what was done either way. */
+int forward_init(struct proxy *p, struct err *err);
+/* Write the usage not yet written, and close the upstreams' kept connections. */
+void forward_release(struct proxy *p);
+/* A transfer for req, checked and granted for prov, in req's pool: its head built with
+ * key_value (the header value of the key to use, copied), the client watched. Send it with
+ * forward_connect (after a push's check, if it waits for one). */
+struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provider *prov,
+                             const struct proxy_claims *claims, const char *rest, size_t rlen,
+                             const char *key_value);
 /* Send t's request upstream (on a kept connection when there is one). */
 void forward_connect(struct transfer *t);
 
