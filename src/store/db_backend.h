@@ -2,7 +2,8 @@
 /* The interface a database backend gives the store (as crun's cgroup managers and curl's vtls
  * backends): db.c dispatches every statement call through it and keeps the statement cache,
  * migrate.c runs the migrations through it, and db_sqlite.c and db_pg.c are its two instances.
- * Only those four files include this header; the entity files see store_internal.h's db_* calls. */
+ * store.c chooses one at open. Only these files include this header; the entity files see
+ * store_internal.h's db_* calls and never which backend they are on. */
 
 #include <stdbool.h>
 #include <stddef.h>
