@@ -1,155 +1,28 @@
-/* /proxy/<service>/<path>: check the agent's token, swap in the real key, forward, and stream
- * the answer back as it arrives. One transfer per request, owned by the request's pool, and one
- * upstream exchange on h2o's HTTP/1 client over the service's pool of kept connections: h2o
- * calls stop() before it frees the pool when the client goes away, and stop() cancels the
- * exchange, closing its connection, which the upstream sees. h2o notices a client that went away
- * only when it writes to it, so while nothing has been sent yet (a model thinking for minutes)
- * a once-a-second look at the client's socket does the noticing. */
+/* /proxy/<service>/<path>: the proxy's request handler and its life cycle. A request is taken
+ * through its checks in order (the service, the agent's token in token_check.c, the method and
+ * path, the repository and push policy in push_policy.c, the size, a key to use) and then handed
+ * to forward.c, which streams it upstream and the answer back. Its rule: each refusal is
+ * answered here or by the check that made it, once, as a JSON error of status and code. */
 #include "proxy/proxy_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
-#include "base/seal.h"
-#include "base/ids.h"
-#include "base/loop.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "http/watch.h"
-#include "proxy/receive_pack.h"
 #include "proxy/token.h"
 #include "store/store.h"
 
-#define PENDING_MAX (1 << 20) /* response bytes buffered before the upstream is paused */
-#define CONNECT_TIMEOUT_MS 10000
-#define UPSTREAM_IDLE_MAX 64        /* kept connections per upstream that are not in use */
-#define UPSTREAM_IDLE_MS 118000     /* how long one is kept unused */
-#define UPSTREAM_RCVBUF (512 << 10) /* the kernel doubles it: 1 MiB */
-
-#define USAGE_FLUSH_MS 1000
-#define USAGE_PENDING_MAX 64
-
-/* A provider's upstream: where its requests go, and its kept connections. */
-struct upstream {
-    h2o_socketpool_t pool; /* capacity: UPSTREAM_IDLE_MAX */
-    h2o_iovec_t authority; /* for Host */
-    const char *base;      /* the upstream URL's path, "" for none */
-    /* connections handed back since the pool was last found empty, less those taken again: never
-     * fewer than it holds (the pool closes expired ones without a word) */
-    size_t idle;
-    bool timed; /* its idle connections expire: set at its first use */
-};
-
-struct proxy {
-    struct store *store;
-    unsigned char *key;
-    size_t keylen;
-    struct provider *providers;
-    size_t nproviders;
-    struct upstream *upstreams; /* by provider */
-    size_t nupstreams;          /* set up so far */
-    h2o_http1client_ctx_t client_ctx;
-    uint64_t max_request_bytes;
-    uint64_t stall_seconds;
-    char *names;            /* "anthropic, github, openai" */
-    struct proxy_llm *llms; /* the providers with an "agent" object, pointing into providers */
-    size_t nllms;
-    unsigned char seal_key[SEAL_KEY_BYTES];
-    bool have_seal_key;
-    /* Usage not yet written. A row update for every request would be a transaction for every
-     * request (file locks and a WAL write, several times the system calls of the request
-     * itself), so requests add to this and the rows are written together: within
-     * USAGE_FLUSH_MS, at once when USAGE_PENDING_MAX tokens are waiting, and when the proxy
-     * stops. */
-    struct store_token_usage usage[USAGE_PENDING_MAX];
-    size_t nusage;
-    struct loop_timer usage_timer;
-    proxy_run_lookup_fn run_lookup; /* for warm tokens */
-    void *run_lookup_ctx;
-    struct push_checks *push_checks;
-};
-
 static struct proxy *the_proxy; /* for proxy_provider_names */
 
-static void on_client_gone(struct http_watch *w);
-
-/* Verified tokens, by SHA-256 of the token text: an agent sends the same token with every
- * request, so the signature check and claim parsing run once, and the revocation lookup at most
- * once a second per token. Expiry is checked on every use. */
-#define TOKEN_CACHE_SIZE 256
-#define REVOCATION_RECHECK_MS 1000
-struct token_cache_entry {
-    unsigned char hash[32];
-    bool used;
-    struct proxy_claims claims;
-    int64_t checked_ms; /* monotonic time of the last revocation lookup */
-};
-static struct token_cache_entry token_cache[TOKEN_CACHE_SIZE];
-
-struct transfer {
-    h2o_generator_t gen;
-    struct proxy *p;
-    h2o_req_t *req;
-    const struct provider *prov;
-    struct upstream *up;
-    h2o_http1client_t *client; /* the upstream exchange, NULL once it has ended */
-    struct buf head;           /* request line and headers */
-    char *key;                 /* the real key's header line, and the end of the headers */
-    h2o_iovec_t reqbufs[3];    /* head, key, body */
-    char jti[64];
-    char user[64];
-    char run[64];
-    int status;
-    bool started; /* h2o response started */
-    bool sending, final_sent, stopped, done, failed, sse;
-    bool connecting;    /* inside h2o_http1client_connect_with_pool */
-    bool reused;        /* the connection was a kept one */
-    h2o_socket_cb held; /* the upstream socket's reader while it is paused, else NULL */
-    struct buf pending, inflight;
-    struct usage_parser usage;
-    int64_t t0;
-    uint64_t bytes;
-    struct http_watch watch; /* the client, until the response starts */
-    struct loop_timer connect_timer;
-    struct push_check *check; /* a push's check under way: upstream waits for it */
-};
-
-static const char *const hop_by_hop[] = {
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-};
-
-static bool is_hop(const char *name, size_t len)
-{
-    for (size_t i = 0; i < sizeof(hop_by_hop) / sizeof(hop_by_hop[0]); i++)
-        if (strlen(hop_by_hop[i]) == len && strncasecmp(hop_by_hop[i], name, len) == 0)
-            return true;
-    return false;
-}
-
-static void respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
+void proxy_respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -175,315 +48,6 @@ static void respond_error(h2o_req_t *req, int status, const char *code, const ch
     h2o_send_inline(req, v.base, v.len);
 }
 
-/* --- response side --- */
-
-static void flush(struct transfer *t)
-{
-    if (t->sending || t->final_sent || t->stopped || !t->started)
-        return;
-    bool final = t->done;
-    if (t->pending.len == 0 && !final)
-        return;
-    struct buf tmp = t->inflight;
-    t->inflight = t->pending;
-    t->pending = tmp;
-    buf_reset(&t->pending);
-    t->sending = true;
-    if (final)
-        t->final_sent = true;
-    h2o_iovec_t v = h2o_iovec_init(t->inflight.data, t->inflight.len);
-    h2o_send(t->req, &v, v.len ? 1 : 0,
-             !final      ? H2O_SEND_STATE_IN_PROGRESS
-             : t->failed ? H2O_SEND_STATE_ERROR /* the client sees that the answer was cut */
-                         : H2O_SEND_STATE_FINAL);
-}
-
-static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
-{
-    struct transfer *t = (struct transfer *)gen;
-    t->sending = false;
-    buf_reset(&t->inflight);
-    /* Sending the final chunk lets h2o dispose of the request, and t with it. */
-    bool done = t->done;
-    flush(t);
-    if (done)
-        return;
-    if (t->held && t->client && t->pending.len < PENDING_MAX / 2) {
-        h2o_socket_read_start(t->client->sock, t->held);
-        t->held = NULL;
-    }
-}
-
-/* Cancel the upstream exchange: its connection is closed, not kept. */
-static void upstream_cancel(struct transfer *t)
-{
-    loop_timer_stop(&t->connect_timer);
-    if (t->client) {
-        h2o_http1client_cancel(t->client);
-        t->client = NULL;
-    }
-}
-
-static void on_stop(h2o_generator_t *gen, h2o_req_t *req)
-{
-    struct transfer *t = (struct transfer *)gen;
-    t->stopped = true;
-    if (t->client) {
-        /* The client went away: abort the upstream exchange, closing its connection. */
-        upstream_cancel(t);
-        log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=%llu",
-                 t->prov->name, t->user, t->run[0] ? t->run : "-", (unsigned long long)t->bytes);
-    }
-}
-
-static void on_dispose(void *ptr)
-{
-    struct transfer *t = ptr;
-    http_watch_stop(&t->watch);
-    if (t->check) {
-        push_check_forget(t->check); /* it owns a copy of what it reads */
-        t->check = NULL;
-    }
-    upstream_cancel(t);
-    buf_release(&t->head);
-    if (t->key) {
-        explicit_bzero(t->key, strlen(t->key));
-        free(t->key);
-    }
-    buf_release(&t->pending);
-    buf_release(&t->inflight);
-    usage_finish(&t->usage);
-}
-
-static void start_response(struct transfer *t)
-{
-    if (t->started)
-        return;
-    t->started = true;
-    http_watch_stop(&t->watch);
-    usage_init(&t->usage, t->prov->usage, t->sse);
-    t->req->res.status = t->status;
-    t->req->res.reason = "";
-    h2o_start_response(t->req, &t->gen);
-}
-
-static void usage_flush(struct proxy *p)
-{
-    loop_timer_stop(&p->usage_timer);
-    if (p->nusage == 0)
-        return;
-    struct err err = {0};
-    if (store_proxy_token_usage(p->store, p->usage, p->nusage, &err) < 0)
-        log_error("proxy usage not recorded tokens=%zu err=\"%s\"", p->nusage, err.msg);
-    p->nusage = 0;
-}
-
-static void on_usage_timer(struct loop_timer *lt)
-{
-    usage_flush(container_of(lt, struct proxy, usage_timer));
-}
-
-static void record_usage(struct transfer *t)
-{
-    struct proxy *p = t->p;
-    usage_finish(&t->usage);
-    size_t i = 0;
-    while (i < p->nusage && strcmp(p->usage[i].jti, t->jti) != 0)
-        i++;
-    if (i == p->nusage) {
-        if (p->nusage == USAGE_PENDING_MAX)
-            usage_flush(p);
-        i = p->nusage++;
-        p->usage[i] = (struct store_token_usage){0};
-        snprintf(p->usage[i].jti, sizeof(p->usage[i].jti), "%s", t->jti);
-        if (p->nusage == 1)
-            loop_timer_start(&p->usage_timer, USAGE_FLUSH_MS, on_usage_timer);
-    }
-    p->usage[i].requests++;
-    p->usage[i].input_tokens += t->usage.input;
-    p->usage[i].output_tokens += t->usage.output;
-}
-
-/* The upstream exchange failed (errstr says how, in h2o's words or ours): before the answer
- * started the client gets a 502, or a 504 for a timeout; after, its answer is cut. */
-static void upstream_failed(struct transfer *t, const char *errstr)
-{
-    bool timeout = strstr(errstr, "timeout") != NULL; /* "I/O timeout", "connection timeout" */
-    t->done = t->failed = true;
-    t->held = NULL;
-    http_watch_stop(&t->watch);
-    log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
-             t->user, t->run[0] ? t->run : "-", errstr, (long)(time_mono_ms() - t->t0));
-    if (!t->started) {
-        respond_error(t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
-                      timeout ? "upstream '%s' did not answer in time"
-                              : "cannot reach upstream '%s'",
-                      t->prov->name);
-        return;
-    }
-    flush(t);
-}
-
-static void upstream_done(struct transfer *t)
-{
-    t->done = true;
-    start_response(t);
-    flush(t); /* the client has its answer before the bookkeeping below */
-    record_usage(t);
-    log_info("proxy request service=%s user=%s run=%s status=%d bytes=%llu in=%lld out=%lld ms=%ld",
-             t->prov->name, t->user, t->run[0] ? t->run : "-", t->status,
-             (unsigned long long)t->bytes, (long long)t->usage.input, (long long)t->usage.output,
-             (long)(time_mono_ms() - t->t0));
-}
-
-/* The exchange on client ended cleanly, and h2o hands its connection back to the pool unless the
- * upstream asked otherwise. h2o 2.2's pool keeps whatever it is handed ("FIXME respect
- * capacity"), so beyond the pool's capacity of idle connections this one is closed instead. */
-static void upstream_keep(struct transfer *t, h2o_http1client_t *client)
-{
-    struct upstream *up = t->up;
-    if (up->idle >= up->pool.capacity)
-        h2o_socket_close(h2o_http1client_steal_socket(client));
-    else
-        up->idle++;
-}
-
-static int on_body(h2o_http1client_t *client, const char *errstr)
-{
-    struct transfer *t = client->data;
-    h2o_buffer_t **in = &client->sock->input;
-    if ((*in)->size) {
-        start_response(t);
-        buf_append(&t->pending, (*in)->bytes, (*in)->size);
-        usage_feed(&t->usage, (*in)->bytes, (*in)->size);
-        t->bytes += (*in)->size;
-        h2o_buffer_consume(in, (*in)->size);
-    }
-    if (errstr == h2o_http1client_error_is_eos) {
-        t->client = NULL;
-        upstream_keep(t, client);
-        upstream_done(t);
-    } else if (errstr) {
-        t->client = NULL;
-        upstream_failed(t, errstr);
-    } else {
-        flush(t); /* what one read brought leaves in one write; a stream's events at once */
-        if (t->pending.len >= PENDING_MAX) {
-            /* The client reads slower than the upstream sends: stop reading the upstream until
-             * on_proceed. h2o 2.2's client has no pause of its own, so its reader is set aside
-             * (its stall timeout still runs: a client that takes nothing for that long is cut). */
-            t->held = client->sock->_cb.read;
-            h2o_socket_read_stop(client->sock);
-        }
-    }
-    return 0;
-}
-
-static void upstream_connect(struct transfer *t);
-
-static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *errstr,
-                                       int minor_version, int status, h2o_iovec_t msg,
-                                       h2o_header_t *headers, size_t nheaders, int rlen)
-{
-    struct transfer *t = client->data;
-    if (errstr && errstr != h2o_http1client_error_is_eos) {
-        t->client = NULL;
-        /* A kept connection that the upstream closed while it was idle fails this way before
-         * any answer; the request goes again, as libcurl would send it again. */
-        if (t->reused && strncmp(errstr, "I/O error", 9) == 0)
-            upstream_connect(t);
-        else
-            upstream_failed(t, errstr);
-        return NULL;
-    }
-    h2o_req_t *req = t->req;
-    size_t length = SIZE_MAX;
-    bool chunked = false;
-    t->status = status;
-    for (size_t i = 0; i < nheaders; i++) {
-        const h2o_iovec_t *name = headers[i].name;
-        h2o_iovec_t v = headers[i].value;
-        if (h2o_memis(name->base, name->len, H2O_STRLIT("transfer-encoding")))
-            chunked = h2o_memis(v.base, v.len, H2O_STRLIT("chunked"));
-        else if (h2o_memis(name->base, name->len, H2O_STRLIT("content-length")))
-            length = h2o_strtosize(v.base, v.len);
-        if (is_hop(name->base, name->len))
-            continue;
-        if (h2o_memis(name->base, name->len, H2O_STRLIT("content-type")) && v.len >= 17 &&
-            strncasecmp(v.base, "text/event-stream", 17) == 0)
-            t->sse = true;
-        /* names come lowercase; both go with the client's input buffer after this call */
-        h2o_add_header_by_str(&req->pool, &req->res.headers,
-                              h2o_strdup(&req->pool, name->base, name->len).base, name->len, 0,
-                              NULL, h2o_strdup(&req->pool, v.base, v.len).base, v.len);
-    }
-    /* The body is passed on unchanged, so its length is known: the client then has the whole
-     * reply with its last byte, rather than after a terminating chunk that h2o can only send once
-     * the write of the body has completed. An upstream that sends less fails the exchange, which
-     * cuts the client off. */
-    if (!chunked)
-        req->res.content_length = length;
-    if (errstr) { /* no body: HEAD, 204, 304 */
-        t->client = NULL;
-        upstream_keep(t, client);
-        upstream_done(t);
-        return NULL;
-    }
-    return on_body;
-}
-
-static h2o_http1client_head_cb on_connect(h2o_http1client_t *client, const char *errstr,
-                                          h2o_iovec_t **reqbufs, size_t *reqbufcnt,
-                                          int *method_is_head)
-{
-    struct transfer *t = client->data;
-    loop_timer_stop(&t->connect_timer);
-    if (errstr) {
-        t->client = NULL;
-        upstream_failed(t, errstr);
-        return NULL;
-    }
-    if (t->connecting) { /* handed over at once: a kept connection */
-        t->reused = true;
-        if (t->up->idle)
-            t->up->idle--;
-    } else {
-        /* h2o reads all the kernel holds before the PENDING_MAX hold applies: a receive buffer
-         * of its own bounds what a client that reads slowly leaves in the server's memory */
-        int rcvbuf = UPSTREAM_RCVBUF;
-        setsockopt(h2o_socket_get_fd(client->sock), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    }
-    *reqbufs = t->reqbufs;
-    *reqbufcnt = t->reqbufs[2].len ? 3 : 2;
-    *method_is_head = h2o_memis(t->req->method.base, t->req->method.len, H2O_STRLIT("HEAD"));
-    return on_head;
-}
-
-static void on_connect_timeout(struct loop_timer *lt)
-{
-    struct transfer *t = container_of(lt, struct transfer, connect_timer);
-    upstream_cancel(t);
-    upstream_failed(t, "connection timeout");
-}
-
-static void upstream_connect(struct transfer *t)
-{
-    struct upstream *up = t->up;
-    if (!up->timed) {
-        h2o_socketpool_set_timeout(&up->pool, loop_get(), UPSTREAM_IDLE_MS);
-        up->timed = true;
-    }
-    t->connecting = true;
-    t->reused = false;
-    h2o_http1client_connect_with_pool(&t->client, t, &t->p->client_ctx, &up->pool, on_connect);
-    t->connecting = false;
-    if (t->client && !t->reused) {
-        /* the pool opens a connection only when it holds no idle one that is still open */
-        up->idle = 0;
-        loop_timer_start(&t->connect_timer, CONNECT_TIMEOUT_MS, on_connect_timeout);
-    }
-}
-
 /* --- request side --- */
 
 static const struct provider *find_provider(const struct proxy *p, const char *name, size_t len)
@@ -492,142 +56,6 @@ static const struct provider *find_provider(const struct proxy *p, const char *n
         if (strlen(p->providers[i].name) == len && memcmp(p->providers[i].name, name, len) == 0)
             return &p->providers[i];
     return NULL;
-}
-
-static h2o_iovec_t header_value(h2o_req_t *req, const char *name)
-{
-    ssize_t i = h2o_find_header_by_str(&req->headers, name, strlen(name), -1);
-    if (i < 0)
-        return h2o_iovec_init(NULL, 0);
-    h2o_iovec_t v = req->headers.entries[i].value;
-    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
-        v.base++, v.len--;
-    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
-        v.len--;
-    return v;
-}
-
-static h2o_iovec_t trim(h2o_iovec_t v)
-{
-    while (v.len && (v.base[0] == ' ' || v.base[0] == '\t'))
-        v.base++, v.len--;
-    while (v.len && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
-        v.len--;
-    return v;
-}
-
-/* The agent's token from an x-api-key or Authorization header value, in the forms allowed by
- * from (a provider's token_from), copied NUL-terminated into out. Returns its length, 0 if
- * there is none or it does not fit. */
-static size_t token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authorization, char *out,
-                       size_t cap)
-{
-    h2o_iovec_t v = trim(x_api_key), tok = {NULL, 0};
-    unsigned char raw[6144];
-    if ((from & TOKEN_X_API_KEY) && v.len) {
-        tok = v;
-    } else if (v = trim(authorization),
-               (from & TOKEN_BEARER) && v.len > 7 && strncasecmp(v.base, "Bearer ", 7) == 0) {
-        tok = h2o_iovec_init(v.base + 7, v.len - 7);
-    } else if ((from & TOKEN_BASIC_PASSWORD) && v.len > 6 &&
-               strncasecmp(v.base, "Basic ", 6) == 0 && v.len < 8192) {
-        ssize_t n = base64_decode(v.base + 6, v.len - 6, raw);
-        const char *colon = n > 0 ? memchr(raw, ':', (size_t)n) : NULL;
-        if (!colon)
-            return 0;
-        tok = h2o_iovec_init(colon + 1, (size_t)n - (size_t)(colon + 1 - (char *)raw));
-    }
-    if (!tok.len || tok.len >= cap)
-        return 0;
-    memcpy(out, tok.base, tok.len);
-    out[tok.len] = '\0';
-    return tok.len;
-}
-
-/* Set c's services from a comma-separated list: 0, or -E2BIG past PROXY_SERVICES_MAX (the
- * first of them kept). */
-static int claims_set_services(struct proxy_claims *c, const char *services)
-{
-    char list[PROXY_SERVICES_MAX * 32 + 1];
-    snprintf(list, sizeof(list), "%s", services);
-    c->nservices = 0;
-    for (char *save = NULL, *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-        if (c->nservices == PROXY_SERVICES_MAX)
-            return -E2BIG;
-        snprintf(c->services[c->nservices++], sizeof(c->services[0]), "%s", s);
-    }
-    return 0;
-}
-
-/* The one check of an agent's token: signature and expiry (once per token, then from the cache),
- * and revocation (at most once a second per token). Returns 0 and fills claims, -EKEYREVOKED, or
- * -EACCES with err saying why. */
-static int proxy_token_check(struct proxy *p, const char *token, size_t len,
-                             struct proxy_claims *claims, struct err *err)
-{
-    unsigned char hash[32];
-    sha256_bytes(token, len, hash);
-    struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
-    int64_t now_ms = time_mono_ms();
-    bool cached = ce->used && memcmp(ce->hash, hash, sizeof(hash)) == 0;
-    if (cached) {
-        *claims = ce->claims;
-        if (claims->exp <= time_now_ms() / 1000) {
-            ce->used = false;
-            return err_set(err, -EACCES, "token expired");
-        }
-    } else {
-        int r =
-            proxy_token_verify(p->key, p->keylen, token, len, time_now_ms() / 1000, claims, err);
-        if (r < 0)
-            return r;
-    }
-    if (!cached || now_ms - ce->checked_ms >= REVOCATION_RECHECK_MS) {
-        int r = store_proxy_token_check(p->store, claims->jti, err);
-        if (r == -EKEYREVOKED) {
-            ce->used = false;
-            return r;
-        }
-        if (r < 0)
-            return err_set(err, -EACCES, "unknown token");
-        memcpy(ce->hash, hash, sizeof(hash));
-        ce->claims = *claims;
-        ce->checked_ms = now_ms;
-        ce->used = true;
-    }
-    /* a warm agent's token stands for the run of its sandbox that is running now, if any, and
-     * grants what that run's own token would */
-    if (claims->warm) {
-        struct proxy_run_grant g = {0};
-        if (!p->run_lookup || !claims->sandbox[0] ||
-            !p->run_lookup(p->run_lookup_ctx, claims->sandbox, claims->user, &g))
-            return err_set(err, -ENOENT,
-                           "this sandbox's agent token is honored only while one of its runs is "
-                           "running");
-        snprintf(claims->run, sizeof(claims->run), "%s", g.run);
-        snprintf(claims->repo, sizeof(claims->repo), "%s", g.repo);
-        snprintf(claims->branch, sizeof(claims->branch), "%s", g.repo[0] ? g.branch : "");
-        claims_set_services(claims, g.services); /* as many as it minted */
-    }
-    return 0;
-}
-
-void proxy_set_run_lookup(struct proxy *p, proxy_run_lookup_fn fn, void *ctx)
-{
-    p->run_lookup = fn;
-    p->run_lookup_ctx = ctx;
-}
-
-bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
-                           const char *listener_sandbox)
-{
-    char token[PROXY_TOKEN_MAX + 1];
-    size_t len = token_of(TOKEN_X_API_KEY | TOKEN_BEARER | TOKEN_BASIC_PASSWORD, x_api_key,
-                          authorization, token, sizeof(token));
-    struct proxy_claims claims;
-    struct err err = {0};
-    return len && proxy_token_check(p, token, len, &claims, &err) == 0 &&
-           strcmp(claims.sandbox, listener_sandbox) == 0;
 }
 
 /* A path we are willing to pass on: printable, starting with '/', no dot segments, no encoded
@@ -651,316 +79,13 @@ static bool path_clean(const char *p, size_t len)
     return true;
 }
 
-/* The request line and headers for the upstream: the client's headers minus hop-by-hop ones,
- * Host, its credentials, cookies and Accept-Encoding (so usage can be read), and the real key in
- * a buffer of its own, cleared when the request is done with. */
-static void build_request_head(struct transfer *t, const struct upstream *up, const char *rest,
-                               size_t rlen, const char *key_value)
-{
-    h2o_req_t *req = t->req;
-    const struct provider *prov = t->prov;
-    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
-    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
-    buf_init(&t->head, 0);
-    buf_printf(&t->head, "%.*s %s%.*s%.*s HTTP/1.1\r\nhost: %.*s\r\n", (int)req->method.len,
-               req->method.base, up->base, (int)rlen, rest, (int)qlen, query,
-               (int)up->authority.len, up->authority.base);
-    if (req->entity.base || h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
-        buf_printf(&t->head, "content-length: %zu\r\n", req->entity.len);
-    for (size_t i = 0; i < req->headers.size; i++) {
-        const h2o_header_t *h = &req->headers.entries[i];
-        const char *name = h->name->base;
-        size_t nlen = h->name->len;
-        if (is_hop(name, nlen) || (nlen == 4 && strncasecmp(name, "host", 4) == 0) ||
-            (nlen == 13 && strncasecmp(name, "authorization", 13) == 0) ||
-            (nlen == 9 && strncasecmp(name, "x-api-key", 9) == 0) ||
-            (nlen == 15 && strncasecmp(name, "accept-encoding", 15) == 0) ||
-            (nlen == 6 && strncasecmp(name, "cookie", 6) == 0) ||
-            (nlen == 6 && strncasecmp(name, "expect", 6) == 0) ||
-            (strlen(prov->key_header) == nlen && strncasecmp(name, prov->key_header, nlen) == 0))
-            continue;
-        buf_printf(&t->head, "%.*s: %.*s\r\n", (int)nlen, name, (int)h->value.len, h->value.base);
-    }
-    t->key = xasprintf("%s: %s\r\n\r\n", prov->key_header, key_value);
-    t->reqbufs[0] = h2o_iovec_init(t->head.data, t->head.len);
-    t->reqbufs[1] = h2o_iovec_init(t->key, strlen(t->key));
-    t->reqbufs[2] = req->entity.base ? req->entity : h2o_iovec_init(NULL, 0);
-}
-
-static const char zero_id[] = "0000000000000000000000000000000000000000";
-
-/* How many of a run's refused pushes become its events; the rest are only counted in the log.
- * By run id, in a small table (a run that loses its slot starts counting again). */
-#define PUSH_EVENTS_MAX 32
-static struct {
-    char run[64];
-    unsigned n;
-} push_events[64];
-
-static bool push_event_wanted(const char *run)
-{
-    unsigned h = 0;
-    for (const char *c = run; *c; c++)
-        h = h * 31 + (unsigned char)*c;
-    size_t i = h % (sizeof(push_events) / sizeof(push_events[0]));
-    if (strcmp(push_events[i].run, run) != 0) {
-        snprintf(push_events[i].run, sizeof(push_events[i].run), "%s", run);
-        push_events[i].n = 0;
-    }
-    return push_events[i].n++ < PUSH_EVENTS_MAX;
-}
-
-/* A push refused: logged, kept among the run's events (the agent's attempts are part of what the
- * run did), and answered. A push whose commands were read (push) and that asks for a report gets
- * git-receive-pack's own refusal, which git shows as "! [remote rejected] <ref> (why)"; anything
- * else a JSON error of status and code. retry_s, when not 0, goes in Retry-After. */
-static void push_refusal(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const struct rp_request *push, int status,
-                         const char *code, unsigned retry_s, const char *why)
-{
-    /* code in a sandbox can ask again and again: the log says a few a second, and a run keeps
-     * the first PUSH_EVENTS_MAX of a token's refusals */
-    char key[80];
-    snprintf(key, sizeof(key), "push %s", claims->jti);
-    uint64_t suppressed = 0;
-    if (log_ratelimit(key, 5, time_mono_ms(), &suppressed))
-        log_info("proxy push refused user=%s run=%s repo=%s why=\"%s\" code=%s suppressed=%llu",
-                 claims->user, claims->run[0] ? claims->run : "-", repo, why, code,
-                 (unsigned long long)suppressed);
-    if (claims->run[0] && push_event_wanted(claims->run)) {
-        json_t *raw =
-            json_pack("{s:s, s:s, s:s}", "type", "push_refused", "repository", repo, "reason", why);
-        char *text = json_dumps(raw, JSON_COMPACT);
-        json_decref(raw);
-        char summary[512];
-        snprintf(summary, sizeof(summary), "push to %s refused: %s", repo, why);
-        struct store_run_event ev = {
-            .time = time_now_ms(), .type = "push_refused", .summary = summary, .raw = text};
-        struct err err = {0};
-        if (store_run_add_events(p->store, claims->run, &ev, 1, -1, &err) < 0)
-            log_error("push refusal not recorded run=%s err=\"%s\"", claims->run, err.msg);
-        free(text);
-    }
-    if (retry_s) {
-        char *v = h2o_mem_alloc_pool(&req->pool, 24);
-        int n = snprintf(v, 24, "%u", retry_s);
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, v, (size_t)n);
-    }
-    if (push && push->report_status && push->ncmds) {
-        struct buf answer;
-        buf_init(&answer, 0);
-        rp_refusal(push, why, &answer);
-        req->res.status = 200;
-        req->res.reason = "OK";
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
-                       H2O_STRLIT("application/x-git-receive-pack-result"));
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
-                       H2O_STRLIT("no-cache"));
-        h2o_iovec_t v = h2o_strdup(&req->pool, answer.data, answer.len);
-        buf_release(&answer);
-        req->res.content_length = v.len;
-        h2o_send_inline(req, v.base, v.len);
-        return;
-    }
-    respond_error(req, status, code, "%s", why);
-}
-
-static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const struct rp_request *push, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static void push_refused(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const struct rp_request *push, const char *fmt, ...)
-{
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    push_refusal(p, req, claims, repo, push, 403, "push_not_allowed", 0, why);
-}
-
-/* Whether the request is part of a push: git-receive-pack's advertisement or the push itself. */
-static bool is_push(h2o_req_t *req, const char *rest, size_t rlen)
-{
-    static const char rp[] = "/git-receive-pack";
-    const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
-    size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
-    bool advert = rlen >= 10 && memcmp(rest + rlen - 10, "/info/refs", 10) == 0 &&
-                  h2o_strstr(query, qlen, H2O_STRLIT("git-receive-pack")) != SIZE_MAX;
-    return advert || (rlen >= sizeof(rp) - 1 &&
-                      memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0);
-}
-
-/* A repository-scoped service (git): the path names one repository, which must be on the
- * operator's list, and a token naming a repository (a run's) opens that one only. A run's token
- * naming none opens none. Answers and returns false when refused. */
-static bool repo_granted(struct proxy *p, h2o_req_t *req, const struct provider *prov,
-                         const struct proxy_claims *claims, const char *rest, size_t rlen,
-                         bool own_credential, bool push, char repo_out[PROXY_REPO_MAX])
-{
-    char repo[PROXY_REPO_MAX];
-    size_t used = proxy_repo_of_path(rest, rlen, repo);
-    bool suffix = false;
-    for (char **s = prov->suffixes; used && *s; s++)
-        suffix |= strlen(*s) == rlen - used && memcmp(*s, rest + used, rlen - used) == 0;
-    if (!used || !suffix) {
-        respond_error(req, 400, "path_not_allowed",
-                      "path '%.*s' does not name a repository as /owner/name/... for '%s'",
-                      (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
-        return false;
-    }
-    if (!own_credential && !proxy_repo_allowed(prov->repos, repo)) {
-        if (push)
-            push_refused(p, req, claims, repo, NULL,
-                         "repository '%s' is not one a credential serves", repo);
-        else
-            respond_error(req, 403, "repository_not_allowed",
-                          "repository '%s' is not one the operator's '%s' credential serves (the "
-                          "operator lists them in its allow list), and you have no '%s' "
-                          "credential of your own",
-                          repo, prov->name, prov->name);
-        return false;
-    }
-    if ((claims->repo[0] || claims->run[0]) && strcasecmp(claims->repo, repo) != 0) {
-        if (push)
-            push_refused(p, req, claims, repo, NULL, "this token opens repository '%s' only",
-                         claims->repo[0] ? claims->repo : "(none)");
-        else if (claims->repo[0])
-            respond_error(req, 403, "repository_not_granted",
-                          "this token opens repository '%s' only", claims->repo);
-        else
-            respond_error(req, 403, "repository_not_granted", "this token opens no repository");
-        return false;
-    }
-    snprintf(repo_out, PROXY_REPO_MAX, "%s", repo);
-    return true;
-}
-
-/* A push waiting for its check (push_check.c), in the request's pool. */
-struct push_wait {
-    struct transfer *t;
-    struct proxy_claims claims;
-    char repo[PROXY_REPO_MAX];
-    struct rp_request push; /* its pack points into the request's body */
-};
-
-/* Pushes (git-receive-pack): a token pushes only when it names a branch, and then exactly one
- * ref, that branch, created or moved forward: no other branch, no tag, no deletion, no rewrite.
- * The request body is the whole push (commands, then the pack), so it is checked before any of
- * it goes upstream. Answers and returns false when refused. Whether a branch moves forward costs
- * what the pack makes it cost, so that check is left for a worker thread: *wait is then set. */
-static bool push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
-                         const char *repo, const char *rest, size_t rlen, struct push_wait **wait)
-{
-    static const char rp[] = "/git-receive-pack";
-    bool post =
-        rlen >= sizeof(rp) - 1 && memcmp(rest + rlen - (sizeof(rp) - 1), rp, sizeof(rp) - 1) == 0;
-    if (!claims->branch[0]) {
-        push_refused(p, req, claims, repo, NULL,
-                     "this token pushes nothing: the server pushes a run's commits to its "
-                     "session's branch when the run ends");
-        return false;
-    }
-    if (!post)
-        return true;
-    char want[300];
-    snprintf(want, sizeof(want), "refs/heads/%s", claims->branch);
-    struct rp_request push;
-    struct err err = {0};
-    if (rp_parse(req->entity.base ? req->entity.base : "", req->entity.len, &push, &err) < 0) {
-        push_refused(p, req, claims, repo, NULL, "a push the proxy cannot read: %s", err.msg);
-        return false;
-    }
-    if (push.ncmds != 1 || strcmp(push.cmds[0].ref, want) != 0) {
-        const char *other = push.ncmds ? push.cmds[0].ref : "";
-        for (size_t i = 0; i < push.ncmds; i++)
-            if (strcmp(push.cmds[i].ref, want) != 0)
-                other = push.cmds[i].ref;
-        push_refused(p, req, claims, repo, &push,
-                     "this token pushes to branch '%s' of %s only, not '%.200s'", claims->branch,
-                     claims->repo, other);
-        return false;
-    }
-    const struct rp_command *c = &push.cmds[0];
-    if (strcmp(c->new_id, zero_id) == 0) {
-        push_refused(p, req, claims, repo, &push, "deleting branch '%s' is not allowed",
-                     claims->branch);
-        return false;
-    }
-    if (strcmp(c->old_id, zero_id) != 0) {
-        struct push_wait *w = h2o_mem_alloc_pool(&req->pool, sizeof(*w));
-        w->t = NULL;
-        w->claims = *claims;
-        snprintf(w->repo, sizeof(w->repo), "%s", repo);
-        w->push = push;
-        *wait = w;
-    }
-    return true;
-}
-
-/* A push's check has ended (the client is still there: a check whose client left is forgotten):
- * the push goes upstream, or is refused. */
-static void on_push_checked(void *ctx, int result, const char *why, uint64_t held_ms)
-{
-    struct push_wait *w = ctx;
-    struct transfer *t = w->t;
-    t->check = NULL;
-    if (result == 1) {
-        upstream_connect(t);
-        return;
-    }
-    http_watch_stop(&t->watch);
-    const struct rp_command *c = &w->push.cmds[0];
-    char held[120] = "";
-    if (held_ms)
-        snprintf(held, sizeof(held), " (pushes with this token are now refused for %llu s)",
-                 (unsigned long long)((held_ms + 999) / 1000));
-    char text[400];
-    snprintf(
-        text, sizeof(text),
-        "only fast-forward pushes to '%s' are allowed: %.12s does not descend from %.12s%s%s%s",
-        w->claims.branch, c->new_id, c->old_id, result < 0 ? ": " : "", result < 0 ? why : "",
-        held);
-    push_refusal(t->p, t->req, &w->claims, w->repo, &w->push, 403, "push_not_allowed", 0, text);
-}
-
-/* Hand the push of t to a check thread; answers when it cannot. */
-static void push_check_begin(struct transfer *t, struct push_wait *w)
-{
-    struct proxy *p = t->p;
-    const struct rp_command *c = &w->push.cmds[0];
-    char who[160];
-    snprintf(who, sizeof(who), "user=%s run=%s", w->claims.user,
-             w->claims.run[0] ? w->claims.run : "-");
-    /* what a pack may inflate to is bounded, and the thread's to spend */
-    struct push_check_args a = {.jti = w->claims.jti,
-                                .who = who,
-                                .tip = c->new_id,
-                                .ancestor = c->old_id,
-                                .pack = w->push.pack,
-                                .len = w->push.pack_len,
-                                .inflate_max = p->max_request_bytes * 16};
-    unsigned retry_s = 0;
-    struct err err = {0};
-    w->t = t;
-    t->check = push_check_start(p->push_checks, &a, on_push_checked, w, &retry_s, &err);
-    if (t->check)
-        return;
-    http_watch_stop(&t->watch);
-    int status = err.code == -EBUSY ? 503 : 429;
-    const char *code = err.code == -EALREADY ? "push_busy"
-                       : err.code == -EAGAIN ? "push_held_back"
-                                             : "push_checks_busy";
-    push_refusal(p, t->req, &w->claims, w->repo, &w->push, status, code, retry_s, err.msg);
-}
-
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
 {
     /* /proxy/<service>/<rest>?<query> */
     const char *path = req->path_normalized.base;
     size_t plen = req->path_normalized.len;
     if (plen < 8 || memcmp(path, "/proxy/", 7) != 0) {
-        respond_error(req, 404, "unknown_service", "use /proxy/<service>/<path>");
+        proxy_respond_error(req, 404, "unknown_service", "use /proxy/<service>/<path>");
         return 0;
     }
     const char *svc = path + 7;
@@ -968,57 +93,58 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     size_t slen = slash ? (size_t)(slash - svc) : plen - 7;
     const struct provider *prov = find_provider(p, svc, slen);
     if (!prov) {
-        respond_error(req, 404, "unknown_service", "unknown service '%.*s' (known: %s)",
-                      (int)(slen > 64 ? 64 : slen), svc, p->names);
+        proxy_respond_error(req, 404, "unknown_service", "unknown service '%.*s' (known: %s)",
+                            (int)(slen > 64 ? 64 : slen), svc, p->names);
         return 0;
     }
     char token[PROXY_TOKEN_MAX + 1];
-    size_t tlen = token_of(prov->token_from, header_value(req, "x-api-key"),
-                           header_value(req, "authorization"), token, sizeof(token));
+    size_t tlen = proxy_token_of(prov->token_from, proxy_header_value(req, "x-api-key"),
+                                 proxy_header_value(req, "authorization"), token, sizeof(token));
     if (!tlen) {
         if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
                            H2O_STRLIT("Basic realm=\"sandbox-mcp proxy\""));
-        respond_error(req, 401, "missing_token",
-                      "a proxy token is required (in x-api-key, Authorization: Bearer, or the "
-                      "Basic password, as the service's client sends its key)");
+        proxy_respond_error(
+            req, 401, "missing_token",
+            "a proxy token is required (in x-api-key, Authorization: Bearer, or the "
+            "Basic password, as the service's client sends its key)");
         return 0;
     }
     struct proxy_claims claims;
     struct err err = {0};
     int r = proxy_token_check(p, token, tlen, &claims, &err);
     if (r == -EKEYREVOKED || r == -ENOENT) {
-        respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
+        proxy_respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
         return 0;
     }
     if (r < 0) {
-        respond_error(req, 401, "invalid_token", "%s", err.msg);
+        proxy_respond_error(req, 401, "invalid_token", "%s", err.msg);
         return 0;
     }
     if (!proxy_claims_grant(&claims, prov->name)) {
-        respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
-                      prov->name);
+        proxy_respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
+                            prov->name);
         return 0;
     }
     if (strcmp(claims.sandbox, listener_sandbox) != 0) {
-        respond_error(req, 403, "wrong_listener",
-                      claims.sandbox[0] ? "this token belongs to another sandbox's listener"
-                                        : "this token is for the server's own listener");
+        proxy_respond_error(req, 403, "wrong_listener",
+                            claims.sandbox[0] ? "this token belongs to another sandbox's listener"
+                                              : "this token is for the server's own listener");
         return 0;
     }
     if (!(prov->methods & method_bit(req->method.base, req->method.len))) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
                        H2O_STRLIT("GET, POST"));
-        respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
-                      (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
-                      prov->name);
+        proxy_respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
+                            (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
+                            prov->name);
         return 0;
     }
     const char *rest = slash ? slash : "/";
     size_t rlen = slash ? plen - 7 - slen : 1;
     if (!path_clean(rest, rlen) || !provider_path_allowed(prov, rest, rlen)) {
-        respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
-                      (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
+        proxy_respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
+                            (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
         return 0;
     }
     /* the user's own credential for the service, when they have one */
@@ -1037,153 +163,35 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
         }
     }
     char repo[PROXY_REPO_MAX] = "";
-    bool push = prov->repo_scoped && is_push(req, rest, rlen);
+    bool push = prov->repo_scoped && proxy_is_push(req, rest, rlen);
     struct push_wait *wait = NULL;
     if (prov->repo_scoped &&
-        (!repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
-         (push && !push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
+        (!proxy_repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
+         (push && !proxy_push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
         if (own_value)
             explicit_bzero(own_value, strlen(own_value));
         return 0;
     }
     if (req->entity.base && req->entity.len > p->max_request_bytes) {
-        respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
-                      (unsigned long long)p->max_request_bytes);
+        proxy_respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
+                            (unsigned long long)p->max_request_bytes);
         return 0;
     }
     if (!own_value && !prov->key_value) {
-        respond_error(req, 503, "not_configured", "service '%s' has no key configured", prov->name);
+        proxy_respond_error(req, 503, "not_configured", "service '%s' has no key configured",
+                            prov->name);
         return 0;
     }
 
-    struct transfer *t = h2o_mem_alloc_shared(&req->pool, sizeof(*t), on_dispose);
-    memset(t, 0, sizeof(*t));
-    t->gen.proceed = on_proceed;
-    t->gen.stop = on_stop;
-    t->p = p;
-    t->req = req;
-    t->prov = prov;
-    t->up = &p->upstreams[prov - p->providers];
-    t->t0 = time_mono_ms();
-    snprintf(t->jti, sizeof(t->jti), "%s", claims.jti);
-    snprintf(t->user, sizeof(t->user), "%s", claims.user);
-    snprintf(t->run, sizeof(t->run), "%s", claims.run);
-    http_watch_start(&t->watch, req, on_client_gone);
-    buf_init(&t->pending, 0);
-    buf_init(&t->inflight, 0);
-    usage_init(&t->usage, USAGE_NONE, false);
-    build_request_head(t, t->up, rest, rlen, own_value ? own_value : prov->key_value);
+    struct transfer *t =
+        forward_new(p, req, prov, &claims, rest, rlen, own_value ? own_value : prov->key_value);
     if (own_value)
         explicit_bzero(own_value, strlen(own_value));
-    /* the server's one h2o context resolves names on this loop */
-    p->client_ctx.getaddr_receiver = &req->conn->ctx->receivers.hostinfo_getaddr;
     if (wait)
-        push_check_begin(t, wait);
+        proxy_push_check_begin(t, wait);
     else
-        upstream_connect(t);
+        forward_connect(t);
     return 0;
-}
-
-int proxy_mint(struct store *st, const void *key, size_t keylen, const struct proxy_grant *g,
-               char **token, char jti[64], struct err *err)
-{
-    struct proxy_claims c = {0};
-    const char *services = g->services;
-    snprintf(c.user, sizeof(c.user), "%s", g->user_id);
-    snprintf(c.run, sizeof(c.run), "%s", g->run_id ? g->run_id : "");
-    snprintf(c.session, sizeof(c.session), "%s", g->session_id ? g->session_id : "");
-    snprintf(c.sandbox, sizeof(c.sandbox), "%s", g->sandbox_id ? g->sandbox_id : "");
-    snprintf(c.repo, sizeof(c.repo), "%s", g->repo ? g->repo : "");
-    snprintf(c.branch, sizeof(c.branch), "%s", g->repo && g->branch ? g->branch : "");
-    c.warm = g->warm && g->sandbox_id && !g->run_id;
-    if (claims_set_services(&c, services) < 0)
-        return err_set(err, -E2BIG, "too many services");
-    c.iat = time_now_ms() / 1000;
-    c.exp = c.iat + g->ttl_seconds;
-    id_new("jti", c.jti);
-    int r = proxy_token_mint(key, keylen, &c, token, err);
-    if (r < 0)
-        return r;
-    struct store_proxy_token row = {0};
-    snprintf(row.jti, sizeof(row.jti), "%s", c.jti);
-    snprintf(row.user_id, sizeof(row.user_id), "%s", g->user_id);
-    snprintf(row.run_id, sizeof(row.run_id), "%s", c.run);
-    snprintf(row.session_id, sizeof(row.session_id), "%s", c.session);
-    snprintf(row.sandbox_id, sizeof(row.sandbox_id), "%s", c.sandbox);
-    snprintf(row.services, sizeof(row.services), "%s", services);
-    row.created_at = c.iat;
-    row.expires_at = c.exp;
-    if ((r = store_proxy_token_add(st, &row, err)) < 0) {
-        free(*token);
-        *token = NULL;
-        return r;
-    }
-    snprintf(jti, 64, "%s", c.jti);
-    return 0;
-}
-
-/* The client left before the upstream answered: cancel the upstream exchange. */
-static void on_client_gone(struct http_watch *w)
-{
-    struct transfer *t = container_of(w, struct transfer, watch);
-    if (t->check) { /* answered below: the check's own answer must not come too */
-        push_check_forget(t->check);
-        t->check = NULL;
-    }
-    if (t->client) {
-        upstream_cancel(t);
-        log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=0",
-                 t->prov->name, t->user, t->run[0] ? t->run : "-");
-    }
-    /* h2o learns of the closed connection on this write and disposes of the request */
-    respond_error(t->req, 499, "client_gone", "the client went away");
-}
-
-static int upstream_init(struct upstream *up, const struct provider *prov, struct err *err)
-{
-    h2o_url_t url;
-    if (h2o_url_parse(prov->upstream, strlen(prov->upstream), &url) != 0)
-        return err_set(err, -EINVAL, "provider '%s': upstream '%s' is not an http or https URL",
-                       prov->name, prov->upstream);
-    up->authority = url.authority;
-    up->base = url.authority.base + url.authority.len; /* h2o makes a missing path "/" */
-    h2o_socketpool_init_by_hostport(&up->pool, url.host, h2o_url_get_port(&url),
-                                    url.scheme == &H2O_URL_SCHEME_HTTPS, UPSTREAM_IDLE_MAX);
-    return 0;
-}
-
-/* The upstream's certificate names the host h2o sent as SNI, the upstream URL's. h2o 2.2 checks
- * the name itself only when the handshake ends without a last flight of the client's to send,
- * which with TLS 1.3 it always has, so the check is OpenSSL's, as part of the chain's. */
-static int verify_upstream(int ok, X509_STORE_CTX *store)
-{
-    if (!ok || X509_STORE_CTX_get_error_depth(store) != 0)
-        return ok;
-    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
-    const char *host = ssl ? SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) : NULL;
-    X509 *cert = X509_STORE_CTX_get_current_cert(store);
-    int r = host ? X509_check_ip_asc(cert, host, 0) : 0;
-    if (r == -2) /* not an IP address */
-        r = X509_check_host(cert, host, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, NULL);
-    if (r != 1)
-        X509_STORE_CTX_set_error(store, X509_V_ERR_HOSTNAME_MISMATCH);
-    return r == 1;
-}
-
-/* TLS to upstreams: certificates checked against the system's CA store (OpenSSL's default
- * paths, on Debian /etc/ssl/certs as libcurl's), and their names against the upstream's. */
-static SSL_CTX *upstream_tls_new(void)
-{
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    if (!ctx)
-        return NULL;
-    if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
-        !SSL_CTX_set_default_verify_paths(ctx)) {
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_upstream);
-    return ctx;
 }
 
 int proxy_new(const struct config *cfg, struct store *st, const void *key, size_t keylen,
@@ -1243,20 +251,10 @@ int proxy_new(const struct config *cfg, struct store *st, const void *key, size_
     p->names = buf_steal(&names, NULL);
     if (!p->names)
         p->names = xstrdup("");
-    p->client_ctx = (h2o_http1client_ctx_t){.loop = loop_get(),
-                                            .io_timeout = loop_timeout(p->stall_seconds * 1000),
-                                            .ssl_ctx = upstream_tls_new()};
-    if (!p->client_ctx.ssl_ctx) {
+    if ((r = forward_init(p, err)) < 0) {
         proxy_free(p);
-        return err_set(err, -ENOMEM, "cannot set up TLS for upstreams");
+        return r;
     }
-    p->upstreams = xcalloc(p->nproviders, sizeof(*p->upstreams));
-    for (; p->nupstreams < p->nproviders; p->nupstreams++)
-        if ((r = upstream_init(&p->upstreams[p->nupstreams], &p->providers[p->nupstreams], err)) <
-            0) {
-            proxy_free(p);
-            return r;
-        }
     the_proxy = p;
     *ret = p;
     return 0;
@@ -1266,12 +264,8 @@ void proxy_free(struct proxy *p)
 {
     if (!p)
         return;
-    usage_flush(p);
+    forward_release(p);
     push_checks_free(p->push_checks);
-    for (size_t i = 0; i < p->nupstreams; i++)
-        h2o_socketpool_dispose(&p->upstreams[i].pool);
-    free(p->upstreams);
-    SSL_CTX_free(p->client_ctx.ssl_ctx);
     providers_free(p->providers, p->nproviders);
     free(p->llms);
     free(p->names);

@@ -2,7 +2,12 @@
 
 #include <stdbool.h>
 
+#include "base/buf.h"
+#include "base/loop.h"
+#include "base/seal.h"
+#include "http/watch.h"
 #include "proxy/proxy.h"
+#include "store/store.h"
 
 enum token_from { TOKEN_X_API_KEY = 1, TOKEN_BEARER = 2, TOKEN_BASIC_PASSWORD = 4 };
 enum usage_kind { USAGE_NONE, USAGE_ANTHROPIC, USAGE_OPENAI };
@@ -100,3 +105,122 @@ struct push_check *push_check_start(struct push_checks *pc, const struct push_ch
 void push_check_forget(struct push_check *c);
 /* Checks started whose end the loop has not yet seen, forgotten ones included (for tests). */
 unsigned push_checks_pending(void);
+
+/* --- the request path: proxy.c (the handler), token_check.c, push_policy.c, forward.c --- */
+
+#define USAGE_PENDING_MAX 64
+
+struct upstream;
+struct push_wait;
+
+struct proxy {
+    struct store *store;
+    unsigned char *key;
+    size_t keylen;
+    struct provider *providers;
+    size_t nproviders;
+    struct upstream *upstreams; /* by provider */
+    size_t nupstreams;          /* set up so far */
+    h2o_http1client_ctx_t client_ctx;
+    uint64_t max_request_bytes;
+    uint64_t stall_seconds;
+    char *names;            /* "anthropic, github, openai" */
+    struct proxy_llm *llms; /* the providers with an "agent" object, pointing into providers */
+    size_t nllms;
+    unsigned char seal_key[SEAL_KEY_BYTES];
+    bool have_seal_key;
+    /* Usage not yet written. A row update for every request would be a transaction for every
+     * request (file locks and a WAL write, several times the system calls of the request
+     * itself), so requests add to this and the rows are written together: within
+     * USAGE_FLUSH_MS, at once when USAGE_PENDING_MAX tokens are waiting, and when the proxy
+     * stops. */
+    struct store_token_usage usage[USAGE_PENDING_MAX];
+    size_t nusage;
+    struct loop_timer usage_timer;
+    proxy_run_lookup_fn run_lookup; /* for warm tokens */
+    void *run_lookup_ctx;
+    struct push_checks *push_checks;
+};
+
+/* token_check.c */
+/* The value of header name in req, spaces and tabs around it trimmed; empty when absent. */
+h2o_iovec_t proxy_header_value(h2o_req_t *req, const char *name);
+/* The agent's token from an x-api-key or Authorization header value, in the forms allowed by
+ * from (a provider's token_from), copied NUL-terminated into out. Returns its length, 0 if
+ * there is none or it does not fit. */
+size_t proxy_token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authorization, char *out,
+                      size_t cap);
+/* The one check of an agent's token: signature and expiry (once per token, then from the cache),
+ * and revocation (at most once a second per token); a warm agent's token takes its sandbox's
+ * run's grant, or -ENOENT when none is running. Returns 0 and fills claims, -EKEYREVOKED, or
+ * -EACCES with err saying why. */
+int proxy_token_check(struct proxy *p, const char *token, size_t len, struct proxy_claims *claims,
+                      struct err *err);
+
+/* One request forwarded: in the request's pool, ended by h2o's stop or dispose. */
+struct transfer {
+    h2o_generator_t gen;
+    struct proxy *p;
+    h2o_req_t *req;
+    const struct provider *prov;
+    struct upstream *up;
+    h2o_http1client_t *client; /* the upstream exchange, NULL once it has ended */
+    struct buf head;           /* request line and headers */
+    char *key;                 /* the real key's header line, and the end of the headers */
+    h2o_iovec_t reqbufs[3];    /* head, key, body */
+    char jti[64];
+    char user[64];
+    char run[64];
+    int status;
+    bool started; /* h2o response started */
+    bool sending, final_sent, stopped, done, failed, sse;
+    bool connecting;    /* inside h2o_http1client_connect_with_pool */
+    bool reused;        /* the connection was a kept one */
+    h2o_socket_cb held; /* the upstream socket's reader while it is paused, else NULL */
+    struct buf pending, inflight;
+    struct usage_parser usage;
+    int64_t t0;
+    uint64_t bytes;
+    struct http_watch watch; /* the client, until the response starts */
+    struct loop_timer connect_timer;
+    struct push_check *check; /* a push's check under way: upstream waits for it */
+};
+
+/* proxy.c */
+/* Answer req with status and a JSON body {"error": message, "code": code}. */
+void proxy_respond_error(h2o_req_t *req, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* forward.c */
+/* Set up p's upstreams (one pool of kept connections each, from p->providers) and the TLS their
+ * connections use: 0, or < 0 with err filled; forward_release undoes what was done either way. */
+int forward_init(struct proxy *p, struct err *err);
+/* Write the usage not yet written, and close the upstreams' kept connections. */
+void forward_release(struct proxy *p);
+/* A transfer for req, checked and granted for prov, in req's pool: its head built with
+ * key_value (the header value of the key to use, copied), the client watched. Send it with
+ * forward_connect (after a push's check, if it waits for one). */
+struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provider *prov,
+                             const struct proxy_claims *claims, const char *rest, size_t rlen,
+                             const char *key_value);
+/* Send t's request upstream (on a kept connection when there is one). */
+void forward_connect(struct transfer *t);
+
+/* push_policy.c */
+/* Whether the request is part of a push: git-receive-pack's advertisement or the push itself. */
+bool proxy_is_push(h2o_req_t *req, const char *rest, size_t rlen);
+/* A repository-scoped service (git): the path names one repository, which must be on the
+ * operator's list, and a token naming a repository (a run's) opens that one only. A run's token
+ * naming none opens none. Answers and returns false when refused. */
+bool proxy_repo_granted(struct proxy *p, h2o_req_t *req, const struct provider *prov,
+                        const struct proxy_claims *claims, const char *rest, size_t rlen,
+                        bool own_credential, bool push, char repo_out[PROXY_REPO_MAX]);
+/* Pushes (git-receive-pack): a token pushes only when it names a branch, and then exactly one
+ * ref, that branch, created or moved forward: no other branch, no tag, no deletion, no rewrite.
+ * The request body is the whole push (commands, then the pack), so it is checked before any of
+ * it goes upstream. Answers and returns false when refused. Whether a branch moves forward costs
+ * what the pack makes it cost, so that check is left for a worker thread: *wait is then set. */
+bool proxy_push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_claims *claims,
+                        const char *repo, const char *rest, size_t rlen, struct push_wait **wait);
+/* Hand the push of t to a check thread; answers when it cannot. */
+void proxy_push_check_begin(struct transfer *t, struct push_wait *w);

@@ -7,6 +7,7 @@
  * checked, the work is linear in the input (plus sorting), and what is inflated is capped. They
  * are pure (no I/O, no globals) and safe from any thread. SHA-1 repositories only. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,9 @@ int rp_parse(const void *body, size_t len, struct rp_request *out, struct err *e
  * a few dozen bytes per object in the pack. */
 int rp_descends(const unsigned char *pack, size_t len, const char *tip, const char *ancestor,
                 uint64_t inflate_max, struct err *err);
+
+/* Whether s[0..n) is all lowercase hex digits, as the protocol carries object ids. */
+bool rp_is_lower_hex(const unsigned char *s, size_t n);
 
 /* The answer git-receive-pack gives a push it refuses whole, as git's client reads it: "unpack
  * ok", then "ng <ref> <why>" for each of push's commands (why made one printable line), within

@@ -131,6 +131,11 @@ int store_login_link_create(struct store *st, const char *user_name, int64_t ttl
     return r;
 }
 
+static void link_user(struct db_stmt *s, void *user_id)
+{
+    copy_text(user_id, 64, s, 0);
+}
+
 int store_login_link_consume(struct store *st, const char *plain, size_t len,
                              struct store_user *out, struct err *err)
 {
@@ -140,29 +145,27 @@ int store_login_link_consume(struct store *st, const char *plain, size_t len,
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
     /* one statement marks it used and names its user, so two uses at once cannot both win */
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE login_links SET used_at = ?1 "
-                          "WHERE hash = ?2 AND used_at IS NULL AND expires_at > ?1 "
-                          "RETURNING user_id",
-                          &s, err);
+    char user_id[64];
+    struct store_spend sp = {
+        .sql = "UPDATE login_links SET used_at = ?1 "
+               "WHERE hash = ?2 AND used_at IS NULL AND expires_at > ?1 "
+               "RETURNING user_id",
+        .what = "use sign-in link",
+        .hash = hash,
+        .now = now,
+        .read = link_user,
+        .ctx = user_id,
+    };
+    int r = store_spend(st, &sp, err);
     if (r < 0)
         return r;
-    db_bind_int64(s, 1, now);
-    db_bind_text(s, 2, hash);
-    int rc = db_step(s);
-    if (rc == DB_DONE)
+    if (r == 0)
         return err_set(err, -ENOENT, "unknown, used or expired sign-in link");
-    if (rc != DB_ROW)
-        return store_fail(st, rc, "use sign-in link", err);
-    char user_id[64];
-    copy_text(user_id, sizeof(user_id), s, 0);
-    db_reset(s); /* ends the write now rather than when the statement is given back */
     _cleanup_stmt_ struct db_stmt *u = NULL;
     if ((r = store_prepare(st, "SELECT id, name, created_at FROM users WHERE id = ?", &u, err)) < 0)
         return r;
     db_bind_text(u, 1, user_id);
-    rc = db_step(u);
+    int rc = db_step(u);
     if (rc == DB_DONE)
         return err_set(err, -ENOENT, "unknown, used or expired sign-in link");
     if (rc != DB_ROW)

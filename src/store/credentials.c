@@ -1,5 +1,5 @@
-/* Users' credentials in the store: sealed and opened here, with the key the caller holds, under
- * the one label that binds a value to its user and service. */
+/* Users' credentials in the store: sealed and opened with the key the caller holds, each bound
+ * to its user and service (store_seal_row). */
 #include "store/store.h"
 
 #include <errno.h>
@@ -33,11 +33,6 @@ const char *store_credential_problem(const char *value, size_t n)
     return NULL;
 }
 
-static void credential_label(char *out, size_t cap, const char *user_id, const char *service)
-{
-    snprintf(out, cap, "credential %s %s", user_id, service);
-}
-
 static int credential_put(struct store *st, const char *user_id, const char *service,
                           const unsigned char *sealed, size_t len, int64_t now, struct err *err)
 {
@@ -57,8 +52,22 @@ static int credential_put(struct store *st, const char *user_id, const char *ser
     return store_step_done(st, s, "store a credential", err);
 }
 
-static int credential_get(struct store *st, const char *user_id, const char *service,
-                          unsigned char **sealed, size_t *len, struct err *err)
+int store_credential_seal(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                          const char *user_id, const char *service, const char *value, size_t n,
+                          int64_t now, struct err *err)
+{
+    const char *why = store_credential_problem(value, n);
+    if (why)
+        return err_set(err, -EINVAL, "%s", why);
+    _cleanup_free_ unsigned char *sealed = NULL;
+    size_t len = 0;
+    store_seal_row(key, "credential", user_id, service, value, n, &sealed, &len);
+    return credential_put(st, user_id, service, sealed, len, now, err);
+}
+
+int store_credential_open(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                          const char *user_id, const char *service, char **value, size_t *n,
+                          struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, "SELECT sealed FROM credentials WHERE user_id = ? AND service = ?",
@@ -72,40 +81,7 @@ static int credential_get(struct store *st, const char *user_id, const char *ser
         return err_set(err, -ENOENT, "no %s credential is set", service);
     if (rc != DB_ROW)
         return store_fail(st, rc, "read a credential", err);
-    const void *blob = db_col_blob(s, 0, len);
-    *sealed = xmalloc(*len ? *len : 1);
-    if (*len)
-        memcpy(*sealed, blob, *len);
-    return 0;
-}
-
-int store_credential_seal(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
-                          const char *user_id, const char *service, const char *value, size_t n,
-                          int64_t now, struct err *err)
-{
-    const char *why = store_credential_problem(value, n);
-    if (why)
-        return err_set(err, -EINVAL, "%s", why);
-    char label[160];
-    credential_label(label, sizeof(label), user_id, service);
-    _cleanup_free_ unsigned char *sealed = NULL;
-    size_t len = 0;
-    seal(key, value, n, label, &sealed, &len);
-    return credential_put(st, user_id, service, sealed, len, now, err);
-}
-
-int store_credential_open(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
-                          const char *user_id, const char *service, char **value, size_t *n,
-                          struct err *err)
-{
-    _cleanup_free_ unsigned char *sealed = NULL;
-    size_t len = 0;
-    int r = credential_get(st, user_id, service, &sealed, &len, err);
-    if (r < 0)
-        return r;
-    char label[160];
-    credential_label(label, sizeof(label), user_id, service);
-    return unseal(key, sealed, len, label, value, n, err);
+    return store_unseal_col(s, 0, key, "credential", user_id, service, value, n, err);
 }
 
 int store_credential_delete(struct store *st, const char *user_id, const char *service,

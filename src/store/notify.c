@@ -28,11 +28,6 @@ void store_notify_committed(struct store *st)
         st->notify_hook(st->notify_ctx);
 }
 
-static void secret_label(char *out, size_t cap, const char *user_id, const char *id)
-{
-    snprintf(out, cap, "notify %s %s", user_id, id);
-}
-
 #define TARGET_COLUMNS                                                                             \
     "t.id, t.user_id, t.kind, t.url, t.created_at, coalesce(t.last_status, ''), "                  \
     "coalesce(t.last_error, ''), coalesce(t.last_at, 0)"
@@ -98,11 +93,8 @@ int store_notify_target_add(struct store *st, const unsigned char key[SEAL_KEY_B
     t.created_at = time_now_ms();
     _cleanup_free_ unsigned char *sealed = NULL;
     size_t len = 0;
-    if (secret) {
-        char label[160];
-        secret_label(label, sizeof(label), user_id, t.id);
-        seal(key, secret, strlen(secret), label, &sealed, &len);
-    }
+    if (secret)
+        store_seal_row(key, "notify", user_id, t.id, secret, strlen(secret), &sealed, &len);
     int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
@@ -203,12 +195,10 @@ int store_notify_target_secret(struct store *st, const unsigned char key[SEAL_KE
         return store_fail(st, rc, "read a notification target", err);
     if (db_col_null(s, 1))
         return 0;
-    char user_id[64], label[160];
+    char user_id[64];
     store_copy_text(user_id, sizeof(user_id), s, 0);
-    secret_label(label, sizeof(label), user_id, id);
-    size_t len = 0, n = 0;
-    const void *blob = db_col_blob(s, 1, &len);
-    return unseal(key, blob, len, label, secret, &n, err);
+    size_t n = 0;
+    return store_unseal_col(s, 1, key, "notify", user_id, id, secret, &n, err);
 }
 
 /* --- events --- */

@@ -334,6 +334,21 @@ static int revoke_family(struct store *st, const char *family, struct err *err)
     return rc == DB_DONE ? 0 : store_fail(st, rc, "revoke tokens", err);
 }
 
+struct code_row {
+    struct store_oauth_code *out;
+    char grant_id[64];
+};
+
+static void read_code(struct db_stmt *s, void *ctx)
+{
+    struct code_row *row = ctx;
+    store_copy_text(row->grant_id, sizeof(row->grant_id), s, 0);
+    store_copy_text(row->out->redirect_uri, sizeof(row->out->redirect_uri), s, 1);
+    store_copy_text(row->out->challenge, sizeof(row->out->challenge), s, 2);
+    store_copy_text(row->out->resource, sizeof(row->out->resource), s, 3);
+    store_copy_text(row->out->scope, sizeof(row->out->scope), s, 4);
+}
+
 int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
                             struct store_oauth_code *out, struct err *err)
 {
@@ -342,35 +357,23 @@ int store_oauth_code_redeem(struct store *st, const char *plain, size_t len,
     char hash[65];
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE oauth_codes SET used_at = ?1 WHERE hash = ?2 AND used_at IS NULL "
-                          "AND expires_at >= ?1 RETURNING grant_id, redirect_uri, challenge, "
-                          "resource, scope",
-                          &s, err);
+    struct code_row row = {.out = out};
+    struct store_spend sp = {
+        .sql = "UPDATE oauth_codes SET used_at = ?1 WHERE hash = ?2 AND used_at IS NULL "
+               "AND expires_at >= ?1 RETURNING grant_id, redirect_uri, challenge, resource, scope",
+        .what = "redeem code",
+        .hash = hash,
+        .now = now,
+        .read = read_code,
+        .ctx = &row,
+    };
+    int r = store_spend(st, &sp, err);
     if (r < 0)
         return r;
-    db_bind_int64(s, 1, now);
-    db_bind_text(s, 2, hash);
-    int rc = db_step(s);
-    if (rc == DB_ROW) {
-        char grant_id[64];
-        store_copy_text(grant_id, sizeof(grant_id), s, 0);
-        store_copy_text(out->redirect_uri, sizeof(out->redirect_uri), s, 1);
-        store_copy_text(out->challenge, sizeof(out->challenge), s, 2);
-        store_copy_text(out->resource, sizeof(out->resource), s, 3);
-        store_copy_text(out->scope, sizeof(out->scope), s, 4);
+    if (r == 1) {
         memcpy(out->family, hash, sizeof(hash));
-        while (rc == DB_ROW)
-            rc = db_step(s);
-        store_release(s);
-        s = NULL;
-        return grant_by_id(st, grant_id, &out->grant, err);
+        return grant_by_id(st, row.grant_id, &out->grant, err);
     }
-    if (rc != DB_DONE)
-        return store_fail(st, rc, "redeem code", err);
-    store_release(s);
-    s = NULL;
     /* Not redeemable: presented before (then whatever it issued ends), expired, or unknown. */
     _cleanup_stmt_ struct db_stmt *q = NULL;
     r = store_prepare(st, "SELECT used_at IS NOT NULL FROM oauth_codes WHERE hash = ?", &q, err);
@@ -442,25 +445,37 @@ int store_oauth_tokens_issue(struct store *st, const char *grant_id, const char 
 
 #define SPENT_RETURNING "RETURNING family, grant_id, scope, resource, expires_at, reuses"
 
-/* The row a spend or a reuse updated, into out; then its grant. */
-static int spent_row(struct store *st, struct db_stmt **s, struct store_oauth_token *out,
-                     int *reuses, struct err *err)
-{
+/* The row a spend or a reuse updated, into out; its grant is read after. */
+struct spent {
+    struct store_oauth_token *out;
     char grant_id[64];
-    store_copy_text(out->family, sizeof(out->family), *s, 0);
-    store_copy_text(grant_id, sizeof(grant_id), *s, 1);
-    store_copy_text(out->scope, sizeof(out->scope), *s, 2);
-    store_copy_text(out->resource, sizeof(out->resource), *s, 3);
-    out->expires_at = db_col_int64(*s, 4);
-    *reuses = db_col_int(*s, 5);
-    int rc;
-    while ((rc = db_step(*s)) == DB_ROW)
-        ;
-    store_release(*s);
-    *s = NULL;
-    if (rc != DB_DONE)
-        return store_fail(st, rc, "spend refresh token", err);
-    return grant_by_id(st, grant_id, &out->grant, err);
+    int reuses;
+    const char *client_id;
+    int64_t since, max; /* a reuse: spent at or after since, fewer than max reuses so far */
+};
+
+static void read_spent(struct db_stmt *s, void *ctx)
+{
+    struct spent *sp = ctx;
+    store_copy_text(sp->out->family, sizeof(sp->out->family), s, 0);
+    store_copy_text(sp->grant_id, sizeof(sp->grant_id), s, 1);
+    store_copy_text(sp->out->scope, sizeof(sp->out->scope), s, 2);
+    store_copy_text(sp->out->resource, sizeof(sp->out->resource), s, 3);
+    sp->out->expires_at = db_col_int64(s, 4);
+    sp->reuses = db_col_int(s, 5);
+}
+
+static void bind_spend(struct db_stmt *s, void *ctx)
+{
+    db_bind_text(s, 3, ((struct spent *)ctx)->client_id);
+}
+
+static void bind_reuse(struct db_stmt *s, void *ctx)
+{
+    struct spent *sp = ctx;
+    db_bind_text(s, 3, sp->client_id);
+    db_bind_int64(s, 4, sp->since);
+    db_bind_int64(s, 5, sp->max);
 }
 
 /* The token, spent and not admitted again: whoever presents it, its grant ends. Each step of a
@@ -510,48 +525,46 @@ int store_oauth_refresh_spend(struct store *st, const char *plain, size_t len,
     char hash[65];
     sha256_hex(plain, len, hash);
     int64_t now = time_now_ms();
-    int reuses = 0;
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE oauth_tokens SET spent_at = ?1 WHERE hash = ?2 AND kind = "
-                          "'refresh' AND spent_at IS NULL AND expires_at >= ?1 AND grant_id IN "
-                          "(SELECT id FROM oauth_grants WHERE client_id = ?3) " SPENT_RETURNING,
-                          &s, err);
+    struct spent row = {.out = out, .client_id = client_id};
+    struct store_spend sp = {
+        .sql = "UPDATE oauth_tokens SET spent_at = ?1 WHERE hash = ?2 AND kind = 'refresh' AND "
+               "spent_at IS NULL AND expires_at >= ?1 AND grant_id IN "
+               "(SELECT id FROM oauth_grants WHERE client_id = ?3) " SPENT_RETURNING,
+        .what = "spend refresh token",
+        .hash = hash,
+        .now = now,
+        .bind = bind_spend,
+        .read = read_spent,
+        .ctx = &row,
+    };
+    int r = store_spend(st, &sp, err);
     if (r < 0)
         return r;
-    db_bind_int64(s, 1, now);
-    db_bind_text(s, 2, hash);
-    db_bind_text(s, 3, client_id);
-    int rc = db_step(s);
-    if (rc == DB_ROW)
-        return spent_row(st, &s, out, &reuses, err);
-    if (rc != DB_DONE)
-        return store_fail(st, rc, "spend refresh token", err);
-    store_release(s);
-    s = NULL;
+    if (r == 1)
+        return grant_by_id(st, row.grant_id, &out->grant, err);
     if (reuse->window_ms > 0) {
         /* rotated moments ago: the same client again, within the window and the cap */
-        _cleanup_stmt_ struct db_stmt *u = NULL;
-        r = store_prepare(st,
-                          "UPDATE oauth_tokens SET reuses = reuses + 1 WHERE hash = ?2 AND kind = "
-                          "'refresh' AND spent_at IS NOT NULL AND spent_at >= ?4 AND reuses < ?5 "
-                          "AND expires_at >= ?1 AND grant_id IN (SELECT id FROM oauth_grants "
-                          "WHERE client_id = ?3) " SPENT_RETURNING,
-                          &u, err);
+        row.since = now - reuse->window_ms;
+        row.max = reuse->max;
+        struct store_spend again = {
+            .sql = "UPDATE oauth_tokens SET reuses = reuses + 1 WHERE hash = ?2 AND kind = "
+                   "'refresh' AND spent_at IS NOT NULL AND spent_at >= ?4 AND reuses < ?5 "
+                   "AND expires_at >= ?1 AND grant_id IN (SELECT id FROM oauth_grants "
+                   "WHERE client_id = ?3) " SPENT_RETURNING,
+            .what = "reuse refresh token",
+            .hash = hash,
+            .now = now,
+            .bind = bind_reuse,
+            .read = read_spent,
+            .ctx = &row,
+        };
+        r = store_spend(st, &again, err);
         if (r < 0)
             return r;
-        db_bind_int64(u, 1, now);
-        db_bind_text(u, 2, hash);
-        db_bind_text(u, 3, client_id);
-        db_bind_int64(u, 4, now - reuse->window_ms);
-        db_bind_int64(u, 5, reuse->max);
-        rc = db_step(u);
-        if (rc == DB_ROW) {
-            r = spent_row(st, &u, out, &reuses, err);
-            return r < 0 ? r : reuses;
+        if (r == 1) {
+            r = grant_by_id(st, row.grant_id, &out->grant, err);
+            return r < 0 ? r : row.reuses;
         }
-        if (rc != DB_DONE)
-            return store_fail(st, rc, "reuse refresh token", err);
     }
     /* not spendable: an unspent token of another client stays as it is (-ENOENT) */
     return spent_replayed(st, hash, client_id, reuse, now, err);

@@ -1,32 +1,21 @@
 #pragma once
 
-#include <libpq-fe.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "store/store.h"
 
-/* Which database a store speaks to. The SQL of the store's files is written once, in the subset
- * both understand (numbered ? parameters, ON CONFLICT, RETURNING, CASE rather than iif or a
- * two-argument max); db.c turns it into PostgreSQL's where they differ. */
-enum store_kind { STORE_SQLITE, STORE_POSTGRES };
-
-/* A PostgreSQL connection. Its prepared statements belong to one connection: gen counts the
- * connections made, and a statement prepared under an earlier one is prepared again. */
-struct pg {
-    PGconn *conn;
-    uint64_t gen;
-    unsigned next_name;
-    int64_t changes;
-    char errmsg[512];
-};
+/* The SQL of the store's files is written once, in the subset both backends understand
+ * (numbered ? parameters, ON CONFLICT, RETURNING, CASE rather than iif or a two-argument max);
+ * db_pg.c turns it into PostgreSQL's where they differ. Which backend a store speaks to is its
+ * be (db_backend.h), and nothing outside db*.c and migrate.c looks at it. */
+struct db_backend;
 
 struct store {
-    enum store_kind kind;
-    sqlite3 *db;                    /* SQLite */
-    struct pg pg;                   /* PostgreSQL */
+    const struct db_backend *be;
+    void *conn;                     /* the backend's connection */
+    char label[256];                /* how errors name the database: "database '/x.db'" */
     void (*notify_hook)(void *ctx); /* store_set_notify_hook */
     void *notify_ctx;
     bool notify_queued; /* rows were queued in the transaction under way */
@@ -95,6 +84,34 @@ int store_exec(struct store *st, const char *sql, struct err *err);
 /* Map a db_step result to a negative errno and fill err. */
 int store_fail(struct store *st, int rc, const char *what, struct err *err);
 
+/* One spend of a single-use secret kept by its hash (secrets.c). sql is an UPDATE ... RETURNING
+ * (a literal) that marks spent at ?1 the row whose hash is ?2 while it may still be spent; bind
+ * (NULL: none) binds ?3 and above; read takes the spent row's columns. what names the spend in
+ * errors. */
+struct store_spend {
+    const char *sql, *what;
+    const char *hash;
+    int64_t now;
+    void (*bind)(struct db_stmt *s, void *ctx);
+    void (*read)(struct db_stmt *s, void *ctx);
+    void *ctx;
+};
+/* 1 when a row was spent (read called, the statement given back), 0 when none could be, or
+ * < 0 with err filled (store_fail naming what). */
+int store_spend(struct store *st, const struct store_spend *sp, struct err *err);
+
+/* A secret kept in a row, sealed (base/seal.h) under the label "<kind> <owner> <name>", which
+ * binds it to that row: a sealed value copied into another row does not open (secrets.c).
+ * store_seal_row's *out is malloc'd, bound with db_bind_blob and freed after the step. */
+void store_seal_row(const unsigned char key[SEAL_KEY_BYTES], const char *kind, const char *owner,
+                    const char *name, const void *value, size_t n, unsigned char **out,
+                    size_t *out_len);
+/* Open column col of s's current row, sealed by store_seal_row with the same kind, owner and
+ * name: as unseal (*value malloc'd), or -EBADMSG. */
+int store_unseal_col(struct db_stmt *s, int col, const unsigned char key[SEAL_KEY_BYTES],
+                     const char *kind, const char *owner, const char *name, char **value, size_t *n,
+                     struct err *err);
+
 /* Queue notification type for run_id (and pr_url, or NULL) at `at` to every target of the run's
  * user, within the caller's transaction (notify.c). */
 int store_notify_enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
@@ -121,12 +138,3 @@ void db_forget(struct store *st);
  * stopped, without an id range, their files left on from_node. The number moved, or < 0. */
 int store_sandboxes_move(struct store *st, const char *id, const char *session_id,
                          const char *from_node, struct err *err);
-
-/* Check that list's migrations are numbered in order and that the database's version current is
- * not above the last: the last number, or -EINVAL / -EPROTO. */
-int store_migrations_check(const struct embedded_file *list, int current, struct err *err);
-
-/* PostgreSQL (pg.c). */
-int pg_open(const char *url, struct store *st, struct err *err);
-void pg_close(struct store *st);
-int64_t pg_data_version(struct store *st);

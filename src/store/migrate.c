@@ -1,0 +1,84 @@
+/* The schema's migrations, on either backend: the numbered files of the backend's dialect
+ * (migrations/ for SQLite, migrations/postgres/ for PostgreSQL) applied above the
+ * version the database records, each in a transaction of its own with the new version. Its
+ * rule: it speaks only through the backend's script, lock and version calls (db_backend.h),
+ * never through the statement cache, so that it sits above both backends and below nothing. */
+#include "store/db_backend.h"
+
+#include <errno.h>
+
+#include "store/store.h"
+
+static int migration_number(const char *name)
+{
+    int n = 0, digits = 0;
+    for (; name[digits] >= '0' && name[digits] <= '9'; digits++)
+        n = n * 10 + (name[digits] - '0');
+    return digits == 4 && name[4] == '_' ? n : -1;
+}
+
+int store_schema_version_known(void)
+{
+    int max = 0;
+    for (const struct embedded_file *m = embedded_migrations; m->name; m++)
+        if (migration_number(m->name) > max)
+            max = migration_number(m->name);
+    return max;
+}
+
+/* Check that list's migrations are numbered in order and that the database's version current is
+ * not above the last: the last number, or -EINVAL / -EPROTO. */
+static int migrations_check(const struct embedded_file *list, int current, struct err *err)
+{
+    int known = 0;
+    for (const struct embedded_file *m = list; m->name; m++) {
+        int n = migration_number(m->name);
+        if (n <= known)
+            return err_set(err, -EINVAL, "migration '%s' is out of order or misnamed", m->name);
+        known = n;
+    }
+    if (current > known)
+        return err_set(err, -EPROTO,
+                       "database schema version %d is newer than this binary knows (%d); "
+                       "run a newer sandbox-mcp",
+                       current, known);
+    return known;
+}
+
+static int apply(struct store *st, const struct embedded_file *list, struct err *err)
+{
+    const struct db_backend *be = st->be;
+    int current = be->version(st, err);
+    if (current < 0)
+        return current;
+    int r = migrations_check(list, current, err);
+    if (r < 0)
+        return r;
+    for (const struct embedded_file *m = list; m->name; m++) {
+        int n = migration_number(m->name);
+        if (n <= current)
+            continue;
+        if ((r = be->script(st, be->migrate_begin, err)) < 0 ||
+            (r = be->script(st, m->data, err)) < 0 || (r = be->set_version(st, n, err)) < 0 ||
+            (r = be->script(st, "COMMIT", err)) < 0) {
+            be->script(st, "ROLLBACK", NULL);
+            return err_wrap(err, "migration '%s'", m->name);
+        }
+        current = n;
+    }
+    return current;
+}
+
+int store_migrate(struct store *st, const struct embedded_file *list, struct err *err)
+{
+    const struct db_backend *be = st->be;
+    int r = be->lock ? be->lock(st, true, err) : 0;
+    if (r < 0)
+        return r;
+    r = apply(st, list, err);
+    if (be->lock) {
+        struct err ignored = {0};
+        be->lock(st, false, &ignored);
+    }
+    return r;
+}
