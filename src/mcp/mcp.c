@@ -28,81 +28,6 @@
 
 static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", NULL};
 
-struct method {
-    char *name;
-    mcp_method_fn fn;
-    void *ctx;
-};
-
-struct tool {
-    struct mcp_tool_def def;
-    json_t *input_schema;
-    json_t *output_schema;
-    struct mcp_param_decl *params; /* its x-mcp-header annotations (SEP-2243), or NULL */
-    size_t nparams;
-};
-
-struct task_source {
-    const char *prefix;
-    const struct mcp_task_source *ops;
-    void *ctx;
-};
-
-struct mcp_server {
-    struct mcp_server_info info;
-    struct method *methods;
-    size_t nmethods;
-    struct tool *tools;
-    size_t ntools;
-    json_t *capabilities;
-    mcp_tool_observer_fn observer;
-    /* the tools/list array and its whole result serialized, built on first use after the last
-     * change: [0] legacy revisions, [1] the stateless revision */
-    json_t *tools_listed[2];
-    char *tools_result[2];
-    struct task_source sources[MCP_TASK_SOURCES_MAX];
-    size_t nsources; /* 0: no tasks */
-    size_t reply_budget;
-    unsigned char input_key[SEAL_KEY_BYTES]; /* seals requestState */
-    int64_t input_ttl_ms;
-};
-
-struct mcp_exchange {
-    struct mcp_server *srv;
-    const struct mcp_sink_ops *ops; /* NULL once detached or answered */
-    void *sink;
-    struct mcp_call *calls; /* pending calls */
-    int pending;
-    bool starting;
-    bool batch;
-    bool streaming;
-    bool accepts_sse;
-    json_t *batch_replies;
-    struct mcp_principal principal;
-    char request_id[64];
-    const struct mcp_request_info *info; /* while mcp_exchange_start() runs, else NULL */
-};
-
-struct mcp_call {
-    struct mcp_exchange *ex;
-    struct mcp_call *next;
-    json_t *id;
-    json_t *progress_token;
-    json_t *client_caps; /* _meta clientCapabilities (stateless revision), or NULL */
-    char method[64];
-    char version[16];
-    bool modern;
-    bool log_enabled;
-    bool cancelled;
-    bool cancel_on_close; /* cancelled by a client that goes away, whatever the revision */
-    bool task_requested;
-    const struct tool *tool;
-    int64_t started_ms;
-    void (*on_cancel)(struct mcp_call *call, void *ctx);
-    void *cancel_ctx;
-    struct mcp_input_slots input;
-};
-
 /* ---------- versions ---------- */
 
 static bool is_legacy_version(const char *v)
@@ -190,7 +115,7 @@ void mcp_server_set_input_state(struct mcp_server *srv, const unsigned char *key
 void mcp_server_add_method(struct mcp_server *srv, const char *method, mcp_method_fn fn, void *ctx,
                            const char *capability, json_t *capability_value)
 {
-    struct method *m = NULL;
+    struct mcp_method_entry *m = NULL;
     for (size_t i = 0; i < srv->nmethods && !m; i++)
         if (strcmp(srv->methods[i].name, method) == 0)
             m = &srv->methods[i];
@@ -199,7 +124,7 @@ void mcp_server_add_method(struct mcp_server *srv, const char *method, mcp_metho
         m->ctx = ctx;
     } else {
         srv->methods = xrealloc(srv->methods, (srv->nmethods + 1) * sizeof(*srv->methods));
-        srv->methods[srv->nmethods++] = (struct method){xstrdup(method), fn, ctx};
+        srv->methods[srv->nmethods++] = (struct mcp_method_entry){xstrdup(method), fn, ctx};
     }
     if (capability)
         json_object_set_new(srv->capabilities, capability,
@@ -332,7 +257,7 @@ static json_t *parse_output_schema(const char *tool, const char *text)
 void mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def)
 {
     srv->tools = xrealloc(srv->tools, (srv->ntools + 1) * sizeof(*srv->tools));
-    struct tool *t = &srv->tools[srv->ntools++];
+    struct mcp_tool_entry *t = &srv->tools[srv->ntools++];
     t->def = *def;
     t->input_schema = parse_schema(def->name, def->input_schema);
     t->output_schema =
@@ -379,7 +304,7 @@ void mcp_server_add_task_source(struct mcp_server *srv, const char *id_prefix,
                 id_prefix);
         abort();
     }
-    srv->sources[srv->nsources++] = (struct task_source){id_prefix, ops, ctx};
+    srv->sources[srv->nsources++] = (struct mcp_source_entry){id_prefix, ops, ctx};
     if (srv->nsources > 1)
         return;
     mcp_tasks_register_methods(srv);
@@ -390,7 +315,7 @@ const struct mcp_task_source *mcp_server_task_source(const struct mcp_server *sr
                                                      const char *task_id, void **ctx)
 {
     for (size_t i = 0; i < srv->nsources; i++) {
-        const struct task_source *s = &srv->sources[i];
+        const struct mcp_source_entry *s = &srv->sources[i];
         if (strncmp(task_id, s->prefix, strlen(s->prefix)) == 0) {
             *ctx = s->ctx;
             return s->ops;
@@ -411,7 +336,7 @@ const struct mcp_task_source *mcp_server_task_source_at(const struct mcp_server 
     return srv->sources[i].ops;
 }
 
-static const struct method *find_method(const struct mcp_server *srv, const char *name)
+static const struct mcp_method_entry *find_method(const struct mcp_server *srv, const char *name)
 {
     for (size_t i = 0; i < srv->nmethods; i++)
         if (strcmp(srv->methods[i].name, name) == 0)
@@ -421,12 +346,12 @@ static const struct method *find_method(const struct mcp_server *srv, const char
 
 mcp_method_fn mcp_server_method(const struct mcp_server *srv, const char *method, void **ctx)
 {
-    const struct method *m = find_method(srv, method);
+    const struct mcp_method_entry *m = find_method(srv, method);
     *ctx = m ? m->ctx : NULL;
     return m ? m->fn : NULL;
 }
 
-static const struct tool *find_tool(const struct mcp_server *srv, const char *name)
+static const struct mcp_tool_entry *find_tool(const struct mcp_server *srv, const char *name)
 {
     for (size_t i = 0; i < srv->ntools; i++)
         if (strcmp(srv->tools[i].def.name, name) == 0)
@@ -946,7 +871,7 @@ static void handle_message(struct mcp_exchange *ex, const struct mcp_request_inf
         json_decref(empty);
         return;
     }
-    const struct method *method = find_method(ex->srv, m.method);
+    const struct mcp_method_entry *method = find_method(ex->srv, m.method);
     if (method && modern && removed_in_modern(m.method))
         method = NULL;
     if (!method) {
@@ -1083,7 +1008,7 @@ static void core_discover(struct mcp_call *call, const json_t *params, void *ctx
 
 /* A tool as tools/list shows it; task support is a 2025-11-25 notion (the stateless revision's
  * extension lets the server decide per call). */
-static json_t *tool_json(const struct tool *t, bool tasks)
+static json_t *tool_json(const struct mcp_tool_entry *t, bool tasks)
 {
     json_t *o = json_pack("{s:s, s:O}", "name", t->def.name, "inputSchema", t->input_schema);
     if (t->def.title)
@@ -1161,7 +1086,7 @@ static void core_tools_call(struct mcp_call *call, const json_t *params, void *c
         mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.name must be a string", NULL);
         return;
     }
-    const struct tool *tool = find_tool(call->ex->srv, name);
+    const struct mcp_tool_entry *tool = find_tool(call->ex->srv, name);
     if (!tool) {
         char msg[200];
         snprintf(msg, sizeof(msg), "Unknown tool: %.128s", name);

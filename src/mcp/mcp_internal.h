@@ -1,7 +1,11 @@
 #pragma once
-/* Shared between the files of the protocol layer (mcp.c, tasks.c); not for tools. */
+/* Shared between the files of the protocol layer (mcp.c, tasks.c, input.c); not for tools, which
+ * see only mcp.h. */
 
 #include "mcp/mcp.h"
+
+#include "base/seal.h"
+#include "mcp/headers.h"
 
 #define MCP_META_RELATED_TASK "io.modelcontextprotocol/related-task"
 #define MCP_TASKS_EXTENSION "io.modelcontextprotocol/tasks"
@@ -51,3 +55,80 @@ bool mcp_input_method(const char *method);
  * revision for method (mcp_input_method) before its handler runs. Returns 0, or a JSON-RPC error
  * code with msg. */
 int mcp_input_begin(struct mcp_call *call, const json_t *params, char *msg, size_t msglen);
+
+/* ---------- the protocol layer's objects ---------- */
+
+struct mcp_method_entry {
+    char *name;
+    mcp_method_fn fn;
+    void *ctx;
+};
+
+struct mcp_tool_entry {
+    struct mcp_tool_def def;
+    json_t *input_schema;
+    json_t *output_schema;
+    struct mcp_param_decl *params; /* its x-mcp-header annotations (SEP-2243), or NULL */
+    size_t nparams;
+};
+
+struct mcp_source_entry {
+    const char *prefix;
+    const struct mcp_task_source *ops;
+    void *ctx;
+};
+
+struct mcp_server {
+    struct mcp_server_info info;
+    struct mcp_method_entry *methods;
+    size_t nmethods;
+    struct mcp_tool_entry *tools;
+    size_t ntools;
+    json_t *capabilities;
+    mcp_tool_observer_fn observer;
+    /* the tools/list array and its whole result serialized, built on first use after the last
+     * change: [0] legacy revisions, [1] the stateless revision */
+    json_t *tools_listed[2];
+    char *tools_result[2];
+    struct mcp_source_entry sources[MCP_TASK_SOURCES_MAX];
+    size_t nsources; /* 0: no tasks */
+    size_t reply_budget;
+    unsigned char input_key[SEAL_KEY_BYTES]; /* seals requestState */
+    int64_t input_ttl_ms;
+};
+
+struct mcp_exchange {
+    struct mcp_server *srv;
+    const struct mcp_sink_ops *ops; /* NULL once detached or answered */
+    void *sink;
+    struct mcp_call *calls; /* pending calls */
+    int pending;
+    bool starting;
+    bool batch;
+    bool streaming;
+    bool accepts_sse;
+    json_t *batch_replies;
+    struct mcp_principal principal;
+    char request_id[64];
+    const struct mcp_request_info *info; /* while mcp_exchange_start() runs, else NULL */
+};
+
+struct mcp_call {
+    struct mcp_exchange *ex;
+    struct mcp_call *next;
+    json_t *id;
+    json_t *progress_token;
+    json_t *client_caps; /* _meta clientCapabilities (stateless revision), or NULL */
+    char method[64];
+    char version[16];
+    bool modern;
+    bool log_enabled;
+    bool cancelled;
+    bool cancel_on_close; /* cancelled by a client that goes away, whatever the revision */
+    bool task_requested;
+    const struct mcp_tool_entry *tool;
+    int64_t started_ms;
+    void (*on_cancel)(struct mcp_call *call, void *ctx);
+    void *cancel_ctx;
+    struct mcp_input_slots input;
+};
