@@ -56,6 +56,22 @@ bool mcp_input_method(const char *method);
  * code with msg. */
 int mcp_input_begin(struct mcp_call *call, const json_t *params, char *msg, size_t msglen);
 
+/* registry.c: the method registered under name, or NULL. */
+const struct mcp_method_entry *mcp_server_find_method(const struct mcp_server *srv,
+                                                      const char *name);
+/* registry.c: the tool registered under name (hidden ones too), or NULL. */
+const struct mcp_tool_entry *mcp_server_find_tool(const struct mcp_server *srv, const char *name);
+/* registry.c: the server's name, version and the rest of its info as serverInfo shows them;
+ * the caller owns the object. */
+json_t *mcp_server_info_json(const struct mcp_server *srv);
+/* registry.c: a failed call's structured content, {"error": {"code", "message"}}; the caller
+ * owns the object. */
+json_t *mcp_tool_error_json(enum mcp_tool_error code, const char *message);
+
+/* The methods every server answers (initialize, ping, server/discover, tools/list, tools/call);
+ * called by mcp_server_new. */
+void mcp_core_register_methods(struct mcp_server *srv);
+
 /* ---------- the protocol layer's objects ---------- */
 
 struct mcp_method_entry {
