@@ -68,6 +68,22 @@ json_t *mcp_server_info_json(const struct mcp_server *srv);
  * owns the object. */
 json_t *mcp_tool_error_json(enum mcp_tool_error code, const char *message);
 
+/* call.c: the HTTP status of a JSON-RPC error: 200 under the older revisions except for
+ * malformed requests, the code's own status under the stateless one. */
+int mcp_error_status(int code, bool modern);
+/* call.c: answer the exchange once with body (owned; NULL for an empty 202) unless it was
+ * answered or detached already; it is answered afterwards. */
+void mcp_exchange_reply_json(struct mcp_exchange *ex, int status, json_t *body);
+/* call.c: the exchange's last call answered (or none was made): send a batch's replies and free
+ * the exchange. */
+void mcp_exchange_complete(struct mcp_exchange *ex);
+/* call.c: the call was answered (by whatever sent its reply): free it, and complete its exchange
+ * after the last one. */
+void mcp_call_done(struct mcp_call *call);
+/* call.c: add to result what the stateless revision puts in every result (resultType,
+ * serverInfo, and for cacheable methods ttlMs and cacheScope); nothing for older revisions. */
+void mcp_call_decorate_result(struct mcp_call *call, json_t *result);
+
 /* The methods every server answers (initialize, ping, server/discover, tools/list, tools/call);
  * called by mcp_server_new. */
 void mcp_core_register_methods(struct mcp_server *srv);
