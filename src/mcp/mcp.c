@@ -1,4 +1,6 @@
-/* Protocol handling for POST /mcp: version eras, header checks, dispatch, replies. */
+/* Protocol handling for POST /mcp: the revisions, the checks of a request (its envelope, its
+ * headers against its body), and the dispatch of each message to its method. What a call does
+ * after that is in call.c; the registries it looks in, in registry.c. */
 #include "mcp/mcp.h"
 #include "mcp/mcp_internal.h"
 
@@ -6,12 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/buf.h"
-#include "base/json_write.h"
 #include "base/util.h"
 #include "mcp/headers.h"
 #include "mcp/jsonrpc.h"
-#include "mcp/schema.h"
 
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"
 #define META_CAPS "io.modelcontextprotocol/clientCapabilities"
@@ -21,7 +20,7 @@ static const char *const legacy_versions[] = {"2025-11-25", "2025-06-18", "2025-
 
 /* ---------- versions ---------- */
 
-static bool is_legacy_version(const char *v)
+bool mcp_version_legacy(const char *v)
 {
     for (const char *const *p = legacy_versions; *p; p++)
         if (strcmp(*p, v) == 0)
@@ -31,10 +30,10 @@ static bool is_legacy_version(const char *v)
 
 bool mcp_version_supported(const char *v)
 {
-    return v && (strcmp(v, MCP_VERSION_MODERN) == 0 || is_legacy_version(v));
+    return v && (strcmp(v, MCP_VERSION_MODERN) == 0 || mcp_version_legacy(v));
 }
 
-static json_t *supported_versions(void)
+json_t *mcp_supported_versions(void)
 {
     json_t *a = json_array();
     json_array_append_new(a, json_string(MCP_VERSION_MODERN));
@@ -66,8 +65,8 @@ static int check_modern(const struct mcp_request_info *info, const char *method,
     }
     if (strcmp(meta_version, MCP_VERSION_MODERN) != 0) {
         snprintf(msg, msglen, "Unsupported protocol version");
-        *data =
-            json_pack("{s:o, s:s}", "supported", supported_versions(), "requested", meta_version);
+        *data = json_pack("{s:o, s:s}", "supported", mcp_supported_versions(), "requested",
+                          meta_version);
         return MCP_UNSUPPORTED_PROTOCOL_VERSION;
     }
     if (!info->mcp_method || strcmp(info->mcp_method, method) != 0) {
@@ -181,10 +180,10 @@ static void handle_message(struct mcp_exchange *ex, const struct mcp_request_inf
         version = MCP_VERSION_MODERN;
     } else {
         version = info->protocol_version ? info->protocol_version : MCP_VERSION_DEFAULT;
-        if (info->protocol_version && !is_legacy_version(info->protocol_version)) {
+        if (info->protocol_version && !mcp_version_legacy(info->protocol_version)) {
             snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version '%.32s'",
                      info->protocol_version);
-            data = json_pack("{s:o, s:s}", "supported", supported_versions(), "requested",
+            data = json_pack("{s:o, s:s}", "supported", mcp_supported_versions(), "requested",
                              info->protocol_version);
             reply_early_error(ex, id, JSONRPC_INVALID_REQUEST, msg, data, false);
             json_decref(empty);
@@ -278,214 +277,4 @@ struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp
         return NULL;
     }
     return ex;
-}
-
-/* ---------- core methods ---------- */
-
-static void core_initialize(struct mcp_call *call, const json_t *params, void *ctx)
-{
-    (void)ctx;
-    struct mcp_server *srv = call->ex->srv;
-    const char *requested = json_string_value(json_object_get(params, "protocolVersion"));
-    const char *chosen =
-        requested && is_legacy_version(requested) ? requested : MCP_VERSION_LATEST_LEGACY;
-    snprintf(call->version, sizeof(call->version), "%s", chosen);
-    json_t *caps = json_deep_copy(srv->capabilities);
-    if (strcmp(chosen, "2025-11-25") != 0)
-        json_object_del(caps, "tasks"); /* tasks came with 2025-11-25 */
-    json_t *r = json_pack("{s:s, s:o, s:o}", "protocolVersion", chosen, "capabilities", caps,
-                          "serverInfo", mcp_server_info_json(srv));
-    if (srv->info.instructions)
-        json_object_set_new(r, "instructions", json_string(srv->info.instructions));
-    mcp_call_reply(call, r);
-}
-
-static void core_ping(struct mcp_call *call, const json_t *params, void *ctx)
-{
-    (void)params, (void)ctx;
-    mcp_call_reply(call, json_object());
-}
-
-static void core_discover(struct mcp_call *call, const json_t *params, void *ctx)
-{
-    (void)params, (void)ctx;
-    struct mcp_server *srv = call->ex->srv;
-    json_t *caps = json_deep_copy(srv->capabilities);
-    /* Subscriptions and session log levels do not exist in the stateless revision, and tasks
-     * are an extension there, which replaces the 2025-11-25 capability. */
-    json_object_del(json_object_get(caps, "resources"), "subscribe");
-    json_object_del(caps, "logging");
-    json_object_del(caps, "tasks");
-    if (srv->nsources) {
-        json_t *ext = json_object_get(caps, "extensions");
-        if (!json_is_object(ext)) {
-            ext = json_object();
-            json_object_set_new(caps, "extensions", ext);
-        }
-        json_object_set_new(ext, MCP_TASKS_EXTENSION, json_object());
-    }
-    json_t *r =
-        json_pack("{s:o, s:o}", "supportedVersions", supported_versions(), "capabilities", caps);
-    if (srv->info.instructions)
-        json_object_set_new(r, "instructions", json_string(srv->info.instructions));
-    mcp_call_reply(call, r);
-}
-
-/* A tool as tools/list shows it; task support is a 2025-11-25 notion (the stateless revision's
- * extension lets the server decide per call). */
-static json_t *tool_json(const struct mcp_tool_entry *t, bool tasks)
-{
-    json_t *o = json_pack("{s:s, s:O}", "name", t->def.name, "inputSchema", t->input_schema);
-    if (t->def.title)
-        json_object_set_new(o, "title", json_string(t->def.title));
-    if (t->def.description)
-        json_object_set_new(o, "description", json_string(t->def.description));
-    if (t->output_schema)
-        json_object_set(o, "outputSchema", t->output_schema);
-    unsigned f = t->def.flags;
-    json_t *a =
-        json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", !!(f & MCP_TOOL_READ_ONLY),
-                  "destructiveHint", !!(f & MCP_TOOL_DESTRUCTIVE), "idempotentHint",
-                  !!(f & MCP_TOOL_IDEMPOTENT), "openWorldHint", !!(f & MCP_TOOL_OPEN_WORLD));
-    if (t->def.title)
-        json_object_set_new(a, "title", json_string(t->def.title));
-    json_object_set_new(o, "annotations", a);
-    if (tasks && (f & (MCP_TOOL_TASK | MCP_TOOL_TASK_REQUIRED)))
-        json_object_set_new(o, "execution",
-                            json_pack("{s:s}", "taskSupport",
-                                      f & MCP_TOOL_TASK_REQUIRED ? "required" : "optional"));
-    return o;
-}
-
-static void core_tools_list(struct mcp_call *call, const json_t *params, void *ctx)
-{
-    (void)ctx;
-    struct mcp_server *srv = call->ex->srv;
-    if (json_object_get(params, "cursor")) {
-        /* Every tool fits on the first page, so no cursor was ever issued. */
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "invalid cursor", NULL);
-        return;
-    }
-    /* The list only changes when a tool is added: build it once, share it with each reply. */
-    int rev = call->modern ? 1 : 0;
-    if (!srv->tools_listed[rev]) {
-        srv->tools_listed[rev] = json_array();
-        for (size_t i = 0; i < srv->ntools; i++)
-            if (!(srv->tools[i].def.flags & MCP_TOOL_HIDDEN))
-                json_array_append_new(srv->tools_listed[rev],
-                                      tool_json(&srv->tools[i], srv->nsources && !rev));
-    }
-    struct mcp_exchange *ex = call->ex;
-    if (ex->batch || ex->streaming || !ex->ops) {
-        mcp_call_reply(call, json_pack("{s:O}", "tools", srv->tools_listed[rev]));
-        return;
-    }
-    /* A lone request: its reply is the serialized result (made once per revision) with the
-     * request's id around it, with no JSON tree built or serialized for it. */
-    char **cached = &srv->tools_result[rev];
-    if (!*cached) {
-        json_t *result = json_pack("{s:O}", "tools", srv->tools_listed[rev]);
-        mcp_call_decorate_result(call, result);
-        *cached = json_dumps(result, JSON_COMPACT);
-        json_decref(result);
-    }
-    /* appended, not formatted: printf would copy the 11 KB list twice, a byte at a time */
-    struct buf b;
-    buf_init(&b, 0);
-    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    json_write(&b, call->id ? call->id : json_null());
-    buf_puts(&b, ",\"result\":");
-    buf_puts(&b, *cached);
-    buf_puts(&b, "}");
-    ex->ops->reply(ex->sink, 200, b.data, b.len);
-    ex->ops = NULL;
-    buf_release(&b);
-    mcp_call_done(call);
-}
-
-static void core_tools_call(struct mcp_call *call, const json_t *params, void *ctx)
-{
-    (void)ctx;
-    const char *name = json_string_value(json_object_get(params, "name"));
-    if (!name) {
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.name must be a string", NULL);
-        return;
-    }
-    const struct mcp_tool_entry *tool = mcp_server_find_tool(call->ex->srv, name);
-    if (!tool) {
-        char msg[200];
-        snprintf(msg, sizeof(msg), "Unknown tool: %.128s", name);
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, msg, NULL);
-        return;
-    }
-    call->tool = tool;
-    char msg[512];
-    if (call->ex->srv->nsources) {
-        bool task = false;
-        int code = mcp_tasks_check_request(call, params, &task, msg, sizeof(msg));
-        if (code) {
-            mcp_call_error(call, code, msg, NULL);
-            return;
-        }
-        unsigned f = tool->def.flags;
-        if (task && (f & (MCP_TOOL_TASK | MCP_TOOL_TASK_REQUIRED))) {
-            call->task_requested = true;
-        } else if (task && !call->modern) {
-            /* 2025-11-25: a task for a tool that does not offer them is method-not-found; the
-             * extension leaves the choice to the server, which answers such a tool directly. */
-            snprintf(msg, sizeof(msg), "Tool '%.128s' does not support task-augmented calls", name);
-            mcp_call_error(call, JSONRPC_METHOD_NOT_FOUND, msg, NULL);
-            return;
-        } else if (f & MCP_TOOL_TASK_REQUIRED) {
-            /* The tool cannot answer without a task; the stateless revision names what the
-             * client must declare, 2025-11-25 says the call as made does not exist. */
-            if (call->modern) {
-                snprintf(msg, sizeof(msg),
-                         "Missing required client capability: tool '%.128s' runs only as a task; "
-                         "declare the " MCP_TASKS_EXTENSION " extension in the request's client "
-                         "capabilities",
-                         name);
-                mcp_call_error(call, MCP_MISSING_CLIENT_CAPABILITY, msg,
-                               json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions",
-                                         MCP_TASKS_EXTENSION));
-            } else {
-                snprintf(msg, sizeof(msg),
-                         "Tool '%.128s' requires a task-augmented call (params.task)", name);
-                mcp_call_error(call, JSONRPC_METHOD_NOT_FOUND, msg, NULL);
-            }
-            return;
-        }
-    }
-    const json_t *args = json_object_get(params, "arguments");
-    json_t *empty = NULL;
-    if (!args || json_is_null(args))
-        args = empty = json_object();
-    if (!json_is_object(args)) {
-        mcp_call_error(call, JSONRPC_INVALID_PARAMS, "params.arguments must be an object", NULL);
-        return;
-    }
-    /* SEP-2243: under the stateless revision an annotated argument travels in Mcp-Param-{Name}
-     * too, where a balancer may have routed on it; the two must agree. Calls are dispatched
-     * while their exchange starts, so its headers are at hand. */
-    const struct mcp_request_info *info = call->ex->info;
-    if (call->modern && tool->nparams && info &&
-        mcp_param_check(tool->params, tool->nparams, args, info->params, info->nparams,
-                        info->params_truncated, msg, sizeof(msg)) < 0) {
-        mcp_call_error(call, MCP_HEADER_MISMATCH, msg, NULL);
-    } else if (!schema_validate(tool->input_schema, args, msg, sizeof(msg))) {
-        mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS, "invalid arguments for %s: %s", name,
-                           msg);
-    } else {
-        tool->def.fn(call, args, tool->def.ctx);
-    }
-    json_decref(empty);
-}
-
-void mcp_core_register_methods(struct mcp_server *srv)
-{
-    mcp_server_add_method(srv, "initialize", core_initialize, NULL, NULL, NULL);
-    mcp_server_add_method(srv, "ping", core_ping, NULL, NULL, NULL);
-    mcp_server_add_method(srv, "server/discover", core_discover, NULL, NULL, NULL);
-    mcp_server_add_method(srv, "tools/list", core_tools_list, NULL, NULL, NULL);
-    mcp_server_add_method(srv, "tools/call", core_tools_call, NULL, NULL, NULL);
 }

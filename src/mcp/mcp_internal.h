@@ -84,8 +84,13 @@ void mcp_call_done(struct mcp_call *call);
  * serverInfo, and for cacheable methods ttlMs and cacheScope); nothing for older revisions. */
 void mcp_call_decorate_result(struct mcp_call *call, json_t *result);
 
-/* The methods every server answers (initialize, ping, server/discover, tools/list, tools/call);
- * called by mcp_server_new. */
+/* mcp.c: whether v is one of the revisions before the stateless one. */
+bool mcp_version_legacy(const char *v);
+/* mcp.c: every revision this server speaks, newest first, as an array the caller owns. */
+json_t *mcp_supported_versions(void);
+
+/* core.c: the methods every server answers (initialize, ping, server/discover, tools/list,
+ * tools/call); called by mcp_server_new. */
 void mcp_core_register_methods(struct mcp_server *srv);
 
 /* ---------- the protocol layer's objects ---------- */
