@@ -21,11 +21,6 @@
  * survives idle stops, and container_initialize discards it), outside /workspace (no noise in a
  * repository), the newest few files only (bounded disk). */
 #define EXEC_SAVE_DIR "/var/tmp/exec-output"
-/* The largest image a read returns as an image, whatever the reply budget: 5 MiB as base64, the
- * most the Claude API takes in one image (a client whose model refuses an image can lose the
- * whole conversation). */
-#define IMAGE_MAX_BYTES ((5u << 20) / 4 * 3)
-
 enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE };
 
 struct tools_container {
@@ -95,3 +90,13 @@ void container_exec_output(void *ctx, enum sandbox_stream s, const char *data, s
 void container_exec_done(void *ctx, const struct sandbox_exec_result *r, const struct err *err);
 /* tools_container_exec.c: the container_exec tool; ctx is the struct tools_container. */
 void container_tool_exec(struct mcp_call *call, const json_t *args, void *ctx);
+
+/* tools_container_files.c: the sandbox_fs callback of the file tools; ctx is the job. */
+void container_fs_done(void *ctx, json_t *res, const struct err *err);
+/* tools_container_files.c: the largest image container_file_read returns as an image. */
+size_t container_image_max(const struct tools_container *t);
+/* tools_container_files.c: the file tools; ctx is the struct tools_container. */
+void container_tool_file_write(struct mcp_call *call, const json_t *args, void *ctx);
+void container_tool_file_read(struct mcp_call *call, const json_t *args, void *ctx);
+void container_tool_files_list(struct mcp_call *call, const json_t *args, void *ctx);
+void container_tool_file_delete(struct mcp_call *call, const json_t *args, void *ctx);

@@ -4,7 +4,6 @@
 #include "mcp/tools_container.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,6 @@
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
-#include "mcp/reply.h"
 
 #define ENV_MAX_VARS 256
 #define ENV_MAX_BYTES (128 << 10)
