@@ -130,3 +130,10 @@ void egress_tunnel_refuse(struct conn *c, enum egress_reason r, const char *why,
 void egress_throttle_init(struct throttle *t, uint64_t rate);
 void egress_throttle_release(struct throttle *t);
 void egress_throttle_remove(struct throttle *t, struct dir *d);
+
+/* proxy_head.c: the read callback of a new connection's client socket: read the request head,
+ * parse it, and hand the target to egress_judge (or answer the sandbox). */
+void egress_head_read(h2o_socket_t *sock, const char *err);
+/* proxy.c: judge the connection's target under its sandbox's mode: the name, then every address
+ * it resolves to; connect when allowed, answer when not. */
+void egress_judge(struct conn *c);
