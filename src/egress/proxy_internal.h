@@ -1,6 +1,7 @@
 #pragma once
 /* Shared by the files of the sandboxes' egress proxy (proxy.c: the connection's life, accept and
- * the public calls; proxy_relay.c: the hello check and the relay), and by nothing else. A
+ * the public calls; proxy_head.c: the request head; proxy_judge.c: the judgement and the
+ * connect; proxy_relay.c: the hello check and the relay), and by nothing else. A
  * connection is in one stage at a time (enum stage); whichever file ends it calls
  * egress_conn_finish, which records it once and frees it. Everything runs on the loop. */
 
@@ -134,6 +135,6 @@ void egress_throttle_remove(struct throttle *t, struct dir *d);
 /* proxy_head.c: the read callback of a new connection's client socket: read the request head,
  * parse it, and hand the target to egress_judge (or answer the sandbox). */
 void egress_head_read(h2o_socket_t *sock, const char *err);
-/* proxy.c: judge the connection's target under its sandbox's mode: the name, then every address
- * it resolves to; connect when allowed, answer when not. */
+/* proxy_judge.c: judge the connection's target under its sandbox's mode: the name, then every
+ * address it resolves to; connect when allowed, answer when not. */
 void egress_judge(struct conn *c);
