@@ -1,6 +1,7 @@
 #pragma once
-/* Shared between the files of the protocol layer (mcp.c, tasks.c, input.c); not for tools, which
- * see only mcp.h. */
+/* Shared between the files of the protocol layer (mcp.c: revisions and dispatch; registry.c: the
+ * server and its registries; call.c: a call's life and its replies; core.c: the core methods;
+ * tasks.c; input.c); not for tools, which see only mcp.h. */
 
 #include "mcp/mcp.h"
 
@@ -35,7 +36,7 @@ int mcp_tasks_check_request(const struct mcp_call *call, const json_t *params, b
                             char *msg, size_t msglen);
 
 /* input.c: what a request of the stateless revision carries for an input-required result
- * (SEP-2322); kept on the call, released by mcp.c when the call answers. */
+ * (SEP-2322); kept on the call, released by call.c when the call answers. */
 struct mcp_input_slots {
     json_t *responses; /* params.inputResponses, checked to be an object of objects, or NULL */
     json_t *state;     /* the opened requestState, or NULL */
