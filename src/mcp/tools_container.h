@@ -16,11 +16,12 @@
 #include "sandbox/fsops.h"
 #include "sandbox/sandbox.h"
 
-#define COMMAND_MAX_BYTES (1 << 20)
+#define COMMAND_MAX_BYTES (1 << 20) /* of a container_exec command line */
 /* Where the output a reply leaves out is kept inside the sandbox: in its writable layer (so it
  * survives idle stops, and container_initialize discards it), outside /workspace (no noise in a
  * repository), the newest few files only (bounded disk). */
 #define EXEC_SAVE_DIR "/var/tmp/exec-output"
+
 enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE };
 
 struct tools_container {
