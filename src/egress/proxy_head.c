@@ -18,9 +18,7 @@
 
 /* --- head --- */
 
-/* host:port (CONNECT) or the authority of a URL: "name", "name:port", "[v6]", "[v6]:port".
- * Returns 0, or -1 when it is malformed or needs a port it does not have. */
-static int parse_authority(const char *s, size_t len, uint16_t def_port, char *host,
+int egress_parse_authority(const char *s, size_t len, uint16_t def_port, char *host,
                            size_t host_cap, uint16_t *port)
 {
     const char *end = s + len, *colon = NULL;
@@ -103,7 +101,7 @@ static void on_head(struct conn *c, size_t hlen, const char *method, size_t mlen
     c->head_end = hlen;
     if (mlen == 7 && memcmp(method, "CONNECT", 7) == 0) {
         c->is_connect = true;
-        if (parse_authority(path, plen, 0, c->host, sizeof(c->host), &c->port) < 0) {
+        if (egress_parse_authority(path, plen, 0, c->host, sizeof(c->host), &c->port) < 0) {
             egress_conn_answer(c, 400, "denied", "bad_request", "CONNECT takes host:port");
             return;
         }
@@ -121,8 +119,8 @@ static void on_head(struct conn *c, size_t hlen, const char *method, size_t mlen
         const char *slash = memchr(auth, '/', (size_t)(pend - auth));
         const char *q = memchr(auth, '?', (size_t)(pend - auth));
         const char *aend = slash && (!q || slash < q) ? slash : q ? q : pend;
-        if (parse_authority(auth, (size_t)(aend - auth), 80, c->host, sizeof(c->host), &c->port) <
-            0) {
+        if (egress_parse_authority(auth, (size_t)(aend - auth), 80, c->host, sizeof(c->host),
+                                   &c->port) < 0) {
             egress_conn_answer(c, 400, "denied", "bad_request", "the URL's host is malformed");
             return;
         }

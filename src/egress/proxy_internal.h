@@ -132,6 +132,13 @@ void egress_throttle_init(struct throttle *t, uint64_t rate);
 void egress_throttle_release(struct throttle *t);
 void egress_throttle_remove(struct throttle *t, struct dir *d);
 
+/* proxy_head.c: host:port (CONNECT) or the authority of a URL ("name", "name:port", "[v6]",
+ * "[v6]:port", def_port when it has none; 0 for none allowed) into host (lower case, without
+ * brackets, NUL-terminated within host_cap) and *port. Pure. Returns 0, or -1 when it is
+ * malformed, too long or needs a port it does not have; host and *port are then unspecified. */
+int egress_parse_authority(const char *s, size_t len, uint16_t def_port, char *host,
+                           size_t host_cap, uint16_t *port);
+
 /* proxy_head.c: the read callback of a new connection's client socket: read the request head,
  * parse it, and hand the target to egress_judge (or answer the sandbox). */
 void egress_head_read(h2o_socket_t *sock, const char *err);
