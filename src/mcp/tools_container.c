@@ -1,88 +1,18 @@
 /* container_*: the caller's own Linux sandbox (or a run session's, with session_id). Every tool
  * first acquires the sandbox (starting it when it is stopped), then runs a command or a file
- * operation in it, and answers when that finishes. */
-#include "mcp/tools.h"
+ * operation in it, and answers when that finishes. This file holds the job every call runs in,
+ * the acquisition and the dispatch once the sandbox is up, container_initialize and
+ * container_ping, and the schemas and registration of the family; the command is in
+ * tools_container_exec.c, the file operations in tools_container_files.c. */
+#include "mcp/tools_container.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "base/buf.h"
-#include "base/ids.h"
-#include "base/json_write.h"
-#include "base/log.h"
-#include "base/utf8.h"
 #include "base/util.h"
-#include "mcp/mcp.h"
-#include "mcp/reply.h"
-#include "sandbox/fsops.h"
-#include "sandbox/sandbox.h"
 
-#define ENV_MAX_VARS 256
-#define ENV_MAX_BYTES (128 << 10)
-#define COMMAND_MAX_BYTES (1 << 20)
-#define PROGRESS_CHUNK_MAX (16 << 10)
-/* Where the output a reply leaves out is kept inside the sandbox: in its writable layer (so it
- * survives idle stops, and container_initialize discards it), outside /workspace (no noise in a
- * repository), the newest few files only (bounded disk). */
-#define EXEC_SAVE_DIR "/var/tmp/exec-output"
-#define EXEC_SAVE_KEEP 8
-/* The largest image a read returns as an image, whatever the reply budget: 5 MiB as base64, the
- * most the Claude API takes in one image (a client whose model refuses an image can lose the
- * whole conversation). */
-#define IMAGE_MAX_BYTES ((5u << 20) / 4 * 3)
-
-enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE };
-
-struct tools_container {
-    struct sandbox_manager *mgr; /* NULL when sandboxes are unavailable */
-    char *unavailable;           /* why, when mgr is NULL */
-    uint64_t timeout_max;
-    size_t output_bytes;
-    size_t file_max_bytes;
-    size_t read_max; /* the most a file read returns: what fits the reply budget as base64 */
-};
-
-/* A stream of a finished command, and how the reply shows it. */
-struct saved_stream {
-    struct reply_cut cut;
-    char *path;  /* where the sandbox keeps it, when the reply leaves part of it out */
-    char *error; /* why it could not be kept */
-};
-
-struct job {
-    struct tools_container *t;
-    struct mcp_call *call;
-    enum op op;
-    json_t *args;
-    struct sandbox *sbx;
-    struct sandbox_waiter *waiter;
-    struct sandbox_exec *exec;
-    int64_t t0;
-    /* exec */
-    char *command;
-    char *cwd;
-    char **env;
-    char *stdin_data;
-    size_t stdin_len;
-    uint64_t timeout_ms;
-    uint64_t streamed;
-    bool cancelled;
-    /* exec result (out and err copied), kept while the parts a reply leaves out are saved */
-    struct sandbox_exec_result res;
-    struct saved_stream saved[2];
-    int saving;
-    /* file operations */
-    struct fsop_request req;
-    unsigned char *data;
-    size_t data_len;
-};
-
-static void job_free(struct job *j)
+void container_job_free(struct job *j)
 {
     json_decref(j->args);
     free(j->command);
@@ -101,352 +31,11 @@ static void job_free(struct job *j)
     free(j);
 }
 
-static void job_end(struct job *j)
+void container_job_end(struct job *j)
 {
     if (j->sbx)
         sandbox_release(j->sbx);
-    job_free(j);
-}
-
-static const char *str_arg(const json_t *args, const char *key)
-{
-    return json_string_value(json_object_get(args, key));
-}
-
-/* --- exec --- */
-
-static void on_exec_output(void *ctx, enum sandbox_stream s, const char *data, size_t len)
-{
-    struct job *j = ctx;
-    /* Stream output as progress messages, up to what the sandbox keeps and the reply budget. */
-    size_t cap = j->t->output_bytes;
-    if (cap > mcp_call_reply_budget(j->call))
-        cap = mcp_call_reply_budget(j->call);
-    if (!mcp_call_wants_progress(j->call) || j->streamed >= cap)
-        return;
-    while (len > 0 && j->streamed < cap) {
-        size_t n = len < PROGRESS_CHUNK_MAX ? len : PROGRESS_CHUNK_MAX;
-        size_t clean_len;
-        char *clean = utf8_sanitize(data, n, &clean_len);
-        char *msg = xasprintf("%s%s", s == SANDBOX_STDERR ? "[stderr] " : "", clean);
-        j->streamed += n;
-        mcp_call_progress(j->call, (double)j->streamed, -1, msg);
-        free(msg);
-        free(clean);
-        data += n;
-        len -= n;
-    }
-}
-
-/* --- exec replies: what fits the reply budget, the rest kept in the sandbox --- */
-
-struct stream_view {
-    const char *name;
-    const char *data;
-    size_t len;
-    uint64_t total; /* bytes the command wrote */
-    bool kept_all;  /* the sandbox kept all of them (else its head and tail) */
-};
-
-static struct stream_view stream_of(const struct job *j, int i)
-{
-    const struct sandbox_exec_result *r = &j->res;
-    if (i == 0)
-        return (struct stream_view){"stdout", r->out, r->out_len, r->out_total, !r->out_truncated};
-    return (struct stream_view){"stderr", r->err, r->err_len, r->err_total, !r->err_truncated};
-}
-
-static bool stream_cut(const struct job *j, int i)
-{
-    return j->saved[i].cut.head < stream_of(j, i).len;
-}
-
-/* head, the note on a line of its own, tail */
-static void append_cut(struct buf *b, const struct stream_view *v, struct reply_cut cut,
-                       const char *note)
-{
-    buf_append(b, v->data, cut.head);
-    if (cut.head && v->data[cut.head - 1] != '\n')
-        buf_puts(b, "\n");
-    buf_printf(b, "%s\n", note);
-    buf_append(b, v->data + cut.tail, v->len - cut.tail);
-}
-
-/* What the model reads about the part of a stream the reply leaves out: how much, where the
- * sandbox keeps it and the call that reads on. */
-static char *cut_note(const struct job *j, int i)
-{
-    struct stream_view v = stream_of(j, i);
-    const struct saved_stream *s = &j->saved[i];
-    size_t left = s->cut.tail - s->cut.head;
-    if (s->error)
-        return xasprintf("[... %zu bytes not shown; they could not be kept in the sandbox: %s ...]",
-                         left, s->error);
-    if (!s->path)
-        return xasprintf("[... %zu bytes not shown ...]", left);
-    struct buf b;
-    buf_init(&b, 0);
-    buf_printf(&b,
-               "[... %zu bytes not shown. The sandbox keeps this %s in %s (%zu bytes): continue "
-               "with container_file_read {\"path\": \"%s\", \"offset\": %zu}; the part shown "
-               "below starts at offset %zu.",
-               left, v.name, s->path, v.len, s->path, s->cut.head, s->cut.tail);
-    if (!v.kept_all)
-        buf_printf(
-            &b,
-            " That file holds the first and last %zu bytes the command wrote; the %llu "
-            "between them were not kept (redirect the output to a file to keep all of it).",
-            j->t->output_bytes / 2,
-            (unsigned long long)(v.total > j->t->output_bytes ? v.total - j->t->output_bytes : 0));
-    buf_puts(&b, " ...]");
-    return buf_steal(&b, NULL);
-}
-
-static void stream_text(struct buf *b, const struct job *j, int i)
-{
-    struct stream_view v = stream_of(j, i);
-    if (!v.len)
-        return;
-    struct reply_cut cut = j->saved[i].cut;
-    if (!stream_cut(j, i)) {
-        if (v.kept_all)
-            buf_printf(b, "--- %s ---\n", v.name);
-        else
-            buf_printf(b,
-                       "--- %s (truncated: %llu bytes written, the first and last %zu kept) ---\n",
-                       v.name, (unsigned long long)v.total, j->t->output_bytes / 2);
-        buf_append(b, v.data, v.len);
-    } else {
-        buf_printf(b, "--- %s (%llu bytes written; shown: the first %zu and the last %zu) ---\n",
-                   v.name, (unsigned long long)v.total, cut.head, v.len - cut.tail);
-        char *note = cut_note(j, i);
-        append_cut(b, &v, cut, note);
-        free(note);
-    }
-    if (b->data[b->len - 1] != '\n')
-        buf_puts(b, "\n");
-}
-
-static json_t *exec_content(const struct job *j)
-{
-    const struct sandbox_exec_result *r = &j->res;
-    struct buf b;
-    buf_init(&b, 0);
-    if (r->signal)
-        buf_printf(&b, "killed by signal %d%s (%llu ms)\n", r->signal,
-                   r->timed_out ? " after the timeout" : "", (unsigned long long)r->duration_ms);
-    else
-        buf_printf(&b, "exit code %d (%llu ms)\n", r->exit_code,
-                   (unsigned long long)r->duration_ms);
-    stream_text(&b, j, 0);
-    stream_text(&b, j, 1);
-    size_t n;
-    char *text = buf_steal(&b, &n);
-    /* The streams are valid UTF-8 already (sanitized when captured, cut on character
-     * boundaries): no second check. */
-    json_t *content =
-        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
-    free(text);
-    return content;
-}
-
-/* The stream as structuredContent carries it: whole, or head and tail around a short note. */
-static json_t *stream_json(const struct job *j, int i)
-{
-    struct stream_view v = stream_of(j, i);
-    if (!stream_cut(j, i))
-        return json_stringn_nocheck(v.data, v.len);
-    const struct saved_stream *s = &j->saved[i];
-    char note[160];
-    snprintf(note, sizeof(note), "[... %zu bytes not shown%s%s%s ...]", s->cut.tail - s->cut.head,
-             s->path ? ": read " : "", s->path ? v.name : "",
-             s->path ? "_file from its offset" : "");
-    struct buf b;
-    buf_init(&b, 0);
-    append_cut(&b, &v, s->cut, note);
-    size_t n;
-    char *text = buf_steal(&b, &n);
-    json_t *str = json_stringn_nocheck(text, n);
-    free(text);
-    return str;
-}
-
-static json_t *exec_structured(const struct job *j)
-{
-    const struct sandbox_exec_result *r = &j->res;
-    bool out_cut = stream_cut(j, 0), err_cut = stream_cut(j, 1);
-    json_t *sc = json_pack(
-        "{s:i, s:b, s:o, s:o, s:b, s:b, s:I, s:I, s:I, s:b, s:s}", "exit_code", r->exit_code,
-        "timed_out", r->timed_out, "stdout", stream_json(j, 0), "stderr", stream_json(j, 1),
-        "stdout_truncated", r->out_truncated || out_cut, "stderr_truncated",
-        r->err_truncated || err_cut, "stdout_bytes", (json_int_t)r->out_total, "stderr_bytes",
-        (json_int_t)r->err_total, "duration_ms", (json_int_t)r->duration_ms, "truncated",
-        r->out_truncated || r->err_truncated || out_cut || err_cut, "sandbox_id",
-        sandbox_id(j->sbx));
-    json_object_set_new(sc, "signal", r->signal ? json_integer(r->signal) : json_null());
-    for (int i = 0; i < 2; i++) {
-        const struct saved_stream *s = &j->saved[i];
-        bool kept = stream_cut(j, i) && s->path;
-        char key[32];
-        snprintf(key, sizeof(key), "%s_file", stream_of(j, i).name);
-        json_object_set_new(sc, key, kept ? json_string(s->path) : json_null());
-        snprintf(key, sizeof(key), "%s_file_offset", stream_of(j, i).name);
-        json_object_set_new(sc, key, kept ? json_integer((json_int_t)s->cut.head) : json_null());
-    }
-    return sc;
-}
-
-/* Choose the cuts of both streams so that the whole result fits the budget. Each stream is
- * shown twice, in the text and in structuredContent, so each copy gets half of what is left
- * after the rest of the result; the smaller stream keeps up to half of that, the larger the
- * rest. */
-static void exec_fit(struct job *j)
-{
-    size_t budget = mcp_call_reply_budget(j->call);
-    size_t avail = budget > REPLY_SLACK ? budget - REPLY_SLACK : 0;
-    size_t per_copy = avail / 2, cost[2];
-    for (int i = 0; i < 2; i++) {
-        /* past what one copy may take, the exact cost does not change the shares */
-        struct stream_view v = stream_of(j, i);
-        cost[i] = json_string_cost_upto(v.data, v.len, per_copy);
-    }
-    for (int round = 0; round < 8; round++) {
-        size_t share[2];
-        reply_share(cost[0], cost[1], per_copy, &share[0], &share[1]);
-        for (int i = 0; i < 2; i++) {
-            struct stream_view v = stream_of(j, i);
-            j->saved[i].cut = reply_cut_text(v.data, v.len, share[i]);
-        }
-        json_t *content = exec_content(j), *sc = exec_structured(j);
-        size_t total = reply_result_cost(content, sc);
-        json_decref(content);
-        json_decref(sc);
-        if (total <= avail || per_copy == 0)
-            return;
-        size_t step = (total - avail) / 2 + 64;
-        per_copy = per_copy > step ? per_copy - step : 0;
-    }
-}
-
-static void exec_reply(struct job *j)
-{
-    exec_fit(j);
-    mcp_call_tool_result(j->call, exec_content(j), exec_structured(j), false);
-    job_end(j);
-}
-
-static void save_failed(struct saved_stream *s, const char *msg)
-{
-    free(s->path);
-    s->path = NULL;
-    free(s->error);
-    s->error = xstrndup(msg, 200);
-}
-
-static void exec_save_next(struct job *j);
-
-static void on_saved(void *ctx, json_t *res, const struct err *err)
-{
-    struct job *j = ctx;
-    struct saved_stream *s = &j->saved[j->saving - 1];
-    const char *msg = err ? err->msg : json_string_value(json_object_get(res, "error"));
-    if (msg) {
-        log_warn("mcp exec-output-save-failed sbx=%s path=%s err=\"%s\"", sandbox_id(j->sbx),
-                 s->path, msg);
-        save_failed(s, msg);
-    }
-    json_decref(res);
-    exec_save_next(j);
-}
-
-/* Write the streams the reply cuts into the sandbox, one after the other, then reply. */
-static void exec_save_next(struct job *j)
-{
-    while (j->saving < 2) {
-        struct saved_stream *s = &j->saved[j->saving++];
-        if (!s->path)
-            continue;
-        struct stream_view v = stream_of(j, j->saving - 1);
-        j->req = (struct fsop_request){
-            .kind = FSOP_WRITE,
-            .path = s->path,
-            .path_len = strlen(s->path),
-            .cwd = "/",
-            .data = (const unsigned char *)v.data,
-            .data_len = v.len,
-            .mode = -1,
-            .keep = EXEC_SAVE_KEEP,
-        };
-        struct err e = {0};
-        if (sandbox_fs(j->sbx, &j->req, on_saved, j, &e) == 0)
-            return;
-        save_failed(s, e.msg);
-    }
-    exec_reply(j);
-}
-
-/* The command has finished: keep its result, fit it to the budget, and save what the reply
- * cannot show (streams are named after the time, so that pruning by name drops the oldest). */
-static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
-{
-    j->res = *r;
-    j->res.out = xmalloc(r->out_len + 1);
-    memcpy(j->res.out, r->out, r->out_len + 1);
-    j->res.err = xmalloc(r->err_len + 1);
-    memcpy(j->res.err, r->err, r->err_len + 1);
-    char stamp[32], rnd[8];
-    int64_t now = time_now_ms();
-    time_t secs = (time_t)(now / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-    unsigned char raw[3];
-    rand_bytes(raw, sizeof(raw));
-    rnd[base64url_encode(raw, sizeof(raw), rnd)] = '\0';
-    for (int i = 0; i < 2; i++)
-        j->saved[i].path = xasprintf("%s/%s.%03dZ-%s.%s", EXEC_SAVE_DIR, stamp, (int)(now % 1000),
-                                     rnd, stream_of(j, i).name);
-    exec_fit(j);
-    for (int i = 0; i < 2; i++)
-        if (!stream_cut(j, i)) {
-            free(j->saved[i].path);
-            j->saved[i].path = NULL;
-        }
-    exec_save_next(j);
-}
-
-static void on_exec_done(void *ctx, const struct sandbox_exec_result *r, const struct err *err)
-{
-    struct job *j = ctx;
-    j->exec = NULL;
-    if (err) {
-        mcp_call_tool_err(j->call, err);
-        job_end(j);
-        return;
-    }
-    if (j->op == OP_PING) {
-        uint64_t mem = 0, procs = 0;
-        sandbox_usage(j->sbx, &mem, &procs);
-        json_t *d = sandbox_describe(j->sbx);
-        json_object_set_new(d, "up", json_boolean(r->exit_code == 0));
-        json_object_set_new(d, "memory_bytes", json_integer((json_int_t)mem));
-        json_object_set_new(d, "processes", json_integer((json_int_t)procs));
-        json_object_set_new(d, "answer_ms", json_integer((json_int_t)r->duration_ms));
-        const char *note = json_string_value(json_object_get(d, "template_note"));
-        char *text = xasprintf(
-            "sandbox %s is up: uptime %lld s, %llu processes, %.1f MiB in use (template %s)%s%s",
-            sandbox_id(j->sbx),
-            (long long)json_integer_value(json_object_get(d, "uptime_ms")) / 1000,
-            (unsigned long long)procs, (double)mem / (1 << 20),
-            json_string_value(json_object_get(d, "template")), note ? "\n\n" : "",
-            note ? note : "");
-        mcp_call_tool_result(j->call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), d,
-                             false);
-        free(text);
-        job_end(j);
-        return;
-    }
-    exec_finished(j, r);
+    container_job_free(j);
 }
 
 static void on_cancel(struct mcp_call *call, void *ctx)
@@ -459,320 +48,8 @@ static void on_cancel(struct mcp_call *call, void *ctx)
         sandbox_acquire_cancel(j->waiter);
         j->waiter = NULL;
         mcp_call_tool_fail(j->call, MCP_TOOL_CANCELLED, "cancelled");
-        job_end(j);
+        container_job_end(j);
     }
-}
-
-/* --- file operations --- */
-
-static const char *type_mark(const char *type)
-{
-    return strcmp(type, "directory") == 0 ? "/" : strcmp(type, "symlink") == 0 ? "@" : "";
-}
-
-/* The listing as text; dropped: entries left out to fit the reply. */
-static json_t *listing_text(const json_t *res, size_t dropped)
-{
-    struct buf b;
-    buf_init(&b, 0);
-    const json_t *entries = json_object_get(res, "entries");
-    buf_printf(&b, "%s: %zu entries%s\n", json_string_value(json_object_get(res, "path")),
-               json_array_size(entries),
-               json_is_true(json_object_get(res, "truncated")) ? " (truncated)" : "");
-    size_t i;
-    const json_t *e;
-    json_array_foreach(entries, i, e)
-    {
-        buf_printf(&b, "%s %10lld %s %s%s\n", json_string_value(json_object_get(e, "mode")),
-                   (long long)json_integer_value(json_object_get(e, "size")),
-                   json_string_value(json_object_get(e, "mtime")),
-                   json_string_value(json_object_get(e, "name")),
-                   type_mark(json_string_value(json_object_get(e, "type"))));
-    }
-    if (dropped)
-        buf_printf(&b,
-                   "[... %zu more entries not shown, to keep this reply small: list a "
-                   "subdirectory, or without recursive, to see the rest]\n",
-                   dropped);
-    size_t n;
-    char *text = buf_steal(&b, &n);
-    /* The streams are valid UTF-8 already (sanitized when captured): no second check. */
-    json_t *content =
-        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
-    free(text);
-    return content;
-}
-
-static char *file_uri(const char *path)
-{
-    struct buf b;
-    buf_init(&b, 0);
-    buf_puts(&b, "file://");
-    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-        if (isalnum(*p) || strchr("/-._~", *p))
-            buf_append(&b, p, 1);
-        else
-            buf_printf(&b, "%%%02X", *p);
-    }
-    return buf_steal(&b, NULL);
-}
-
-static size_t reply_avail(const struct job *j)
-{
-    size_t budget = mcp_call_reply_budget(j->call);
-    return budget > REPLY_SLACK ? budget - REPLY_SLACK : 0;
-}
-
-/* The listing's text, with entries dropped from the end of res (its truncated flag and count
- * set) until the whole result fits the reply budget. */
-static json_t *listing_fit(const struct job *j, json_t *res)
-{
-    size_t avail = reply_avail(j), dropped = 0;
-    json_t *entries = json_object_get(res, "entries");
-    for (;;) {
-        json_t *content = listing_text(res, dropped);
-        size_t cost = reply_result_cost(content, res);
-        size_t n = json_array_size(entries);
-        if (cost <= avail || n == 0)
-            return content;
-        json_decref(content);
-        /* drop about what the excess holds, by the entries' average cost */
-        size_t drop = (cost - avail) / (cost / n + 1) + 1;
-        if (drop > n)
-            drop = n;
-        for (size_t k = 0; k < drop; k++)
-            json_array_remove(entries, n - 1 - k);
-        dropped += drop;
-        json_object_set_new(res, "truncated", json_true());
-        json_object_set_new(res, "count", json_integer((json_int_t)(n - drop)));
-    }
-}
-
-/* A file read as a resource (text or base64 blob), cut further when the result would not fit
- * the reply budget (the read was sized for base64; escapes in text or a long path can still
- * exceed it), with lead (when not NULL) and a note on what follows and where to continue after
- * it. Sets "bytes", "truncated", "next_offset" and "eof" in res. */
-static json_t *read_fit(const struct job *j, json_t *res, const char *lead)
-{
-    const char *path = json_string_value(json_object_get(res, "path"));
-    bool binary = json_is_true(json_object_get(res, "binary"));
-    const char *key = binary ? "base64" : "text";
-    json_t *data = json_incref(json_object_get(res, key));
-    json_object_del(res, key);
-    const char *s = json_string_value(data);
-    size_t len = json_string_length(data), n = len;
-    uint64_t offset = (uint64_t)json_integer_value(json_object_get(res, "offset"));
-    uint64_t size = (uint64_t)json_integer_value(json_object_get(res, "size"));
-    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(res, "bytes"));
-    bool more = json_is_true(json_object_get(res, "truncated"));
-    char *uri = file_uri(path);
-    size_t avail = reply_avail(j);
-    json_t *content = NULL;
-    for (int round = 0; round < 8; round++) {
-        if (n < len) {
-            /* base64 is cut at whole groups of 4 characters (3 bytes) */
-            bytes = binary ? n / 4 * 3 : n;
-            more = true;
-        }
-        uint64_t next = offset + bytes;
-        json_object_set_new(res, "bytes", json_integer((json_int_t)bytes));
-        json_object_set_new(res, "truncated", json_boolean(more));
-        json_object_set_new(res, "next_offset", json_integer((json_int_t)next));
-        json_object_set_new(res, "eof", json_boolean(!more));
-        json_t *resource =
-            json_pack("{s:s, s:O, s:o}", "uri", uri, "mimeType", json_object_get(res, "mime_type"),
-                      binary ? "blob" : "text", json_stringn_nocheck(s, n));
-        content = json_pack("[{s:s, s:o}]", "type", "resource", "resource", resource);
-        if (lead)
-            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", lead));
-        char *note = NULL;
-        if (more && size > next)
-            note = xasprintf("[... %llu more bytes (the file has %llu): continue with "
-                             "container_file_read {\"path\": \"%s\", \"offset\": %llu}]",
-                             (unsigned long long)(size - next), (unsigned long long)size, path,
-                             (unsigned long long)next);
-        else if (more)
-            note = xasprintf("[... more bytes follow: continue with container_file_read "
-                             "{\"path\": \"%s\", \"offset\": %llu}]",
-                             path, (unsigned long long)next);
-        else if (bytes == 0 && offset > 0)
-            note = xasprintf("[nothing to read: offset %llu is at or past the end of the file "
-                             "(%llu bytes)]",
-                             (unsigned long long)offset, (unsigned long long)size);
-        if (note)
-            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", note));
-        free(note);
-        size_t cost = reply_result_cost(content, res);
-        if (cost <= avail || n == 0)
-            break;
-        json_decref(content);
-        content = NULL;
-        size_t over = cost - avail + 16;
-        if (binary) {
-            n = n > over ? (n - over) / 4 * 4 : 0;
-        } else {
-            size_t have = json_string_cost(s, n);
-            n = json_prefix_fit(s, n, have > over ? have - over : 0);
-        }
-    }
-    if (!content) /* only when 8 rounds did not fit: nothing of the data */
-        content = json_pack("[{s:s, s:s}]", "type", "text", "text", "the file could not be shown");
-    free(uri);
-    json_decref(data);
-    return content;
-}
-
-/* A read from the start without max_bytes: the one that returns an image as an image. */
-static bool read_is_whole(const struct job *j)
-{
-    return j->req.offset == 0 && !json_object_get(j->args, "max_bytes");
-}
-
-/* The largest image returned whole: what fits the reply as base64, and never more than
- * IMAGE_MAX_BYTES. */
-static size_t image_max(const struct tools_container *t)
-{
-    return t->read_max < IMAGE_MAX_BYTES ? t->read_max : IMAGE_MAX_BYTES;
-}
-
-static const char *image_name(const char *mime_type)
-{
-    return strcmp(mime_type, "image/png") == 0    ? "PNG"
-           : strcmp(mime_type, "image/jpeg") == 0 ? "JPEG"
-           : strcmp(mime_type, "image/gif") == 0  ? "GIF"
-                                                  : "WebP";
-}
-
-/* Why a whole read of an image of size bytes (at least more than fit) is refused, and what to
- * do instead. */
-static void image_refuse(struct job *j, const json_t *res, uint64_t size, size_t cap)
-{
-    const char *path = json_string_value(json_object_get(res, "path"));
-    const char *mime = json_string_value(json_object_get(res, "mime_type"));
-    char have[48];
-    if (size > cap)
-        snprintf(have, sizeof(have), "%llu bytes", (unsigned long long)size);
-    else
-        snprintf(have, sizeof(have), "more than %zu bytes", cap);
-    mcp_call_tool_fail(j->call, MCP_TOOL_TOO_LARGE,
-                       "'%s' is a %s image of %s; images come back whole as images up to %zu "
-                       "bytes. Save a smaller one (matplotlib: a lower dpi or figsize, or JPEG), "
-                       "or read its bytes as base64 blobs with max_bytes and offset",
-                       path, image_name(mime), have, cap);
-}
-
-/* The image content of a whole read of an image, with a line of text for a model that reads
- * only text; NULL, with the call failed, when it does not fit. The base64 goes into the content
- * only, not into res as well. */
-static json_t *image_fit(struct job *j, json_t *res)
-{
-    const char *path = json_string_value(json_object_get(res, "path"));
-    const char *mime = json_string_value(json_object_get(res, "mime_type"));
-    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(res, "bytes"));
-    size_t cap = image_max(j->t);
-    if (bytes > cap) {
-        image_refuse(j, res, bytes, cap);
-        return NULL;
-    }
-    json_t *data = json_incref(json_object_get(res, "base64"));
-    json_object_del(res, "base64");
-    json_object_set_new(res, "next_offset", json_integer((json_int_t)bytes));
-    json_object_set_new(res, "eof", json_true());
-    char *note = xasprintf("%s: %s image (%s), %llu bytes", path, image_name(mime), mime,
-                           (unsigned long long)bytes);
-    json_t *content = json_pack("[{s:s, s:o, s:s}, {s:s, s:s}]", "type", "image", "data", data,
-                                "mimeType", mime, "type", "text", "text", note);
-    free(note);
-    size_t cost = reply_result_cost(content, res), avail = reply_avail(j);
-    if (cost > avail) {
-        /* only a path long enough to take the room left beside the largest image */
-        size_t other = cost - json_string_length(data);
-        json_decref(content);
-        image_refuse(j, res, bytes, avail > other ? (avail - other) / 4 * 3 : 0);
-        return NULL;
-    }
-    return content;
-}
-
-/* The content of a file read: an image when a whole read found a whole one, else the bytes as a
- * resource; NULL when the call failed (an image too large to return whole). */
-static json_t *file_read_content(struct job *j, json_t *res)
-{
-    const char *mime = json_string_value(json_object_get(res, "mime_type"));
-    bool binary = json_is_true(json_object_get(res, "binary"));
-    bool image = json_is_true(json_object_get(res, "image"));
-    /* from here on "image" says what the reply holds, not what the bytes are */
-    if (image && read_is_whole(j))
-        return image_fit(j, res);
-    json_object_set_new(res, "image", json_false());
-    if (!read_is_whole(j) || !binary || !mime || !fsop_image_type(mime))
-        return read_fit(j, res, NULL);
-    if (json_is_true(json_object_get(res, "truncated"))) {
-        image_refuse(j, res, (uint64_t)json_integer_value(json_object_get(res, "size")),
-                     image_max(j->t));
-        return NULL;
-    }
-    char *lead = xasprintf("[%s starts like a %s image but does not end like one (cut short, or "
-                           "still being written?), so its bytes come back instead of the image]",
-                           json_string_value(json_object_get(res, "path")), image_name(mime));
-    json_t *content = read_fit(j, res, lead);
-    free(lead);
-    return content;
-}
-
-static void on_fs_done(void *ctx, json_t *res, const struct err *err)
-{
-    struct job *j = ctx;
-    if (err) {
-        mcp_call_tool_err(j->call, err);
-        job_end(j);
-        return;
-    }
-    if (json_object_get(res, "error")) {
-        const char *msg = json_string_value(json_object_get(res, "error"));
-        int code = (int)json_integer_value(json_object_get(res, "errno"));
-        mcp_call_tool_fail(j->call, mcp_tool_error_from_errno(-code), "%s",
-                           msg ? msg : "file operation failed");
-        json_decref(res);
-        job_end(j);
-        return;
-    }
-    json_t *content = NULL;
-    const char *path = json_string_value(json_object_get(res, "path"));
-    json_object_set_new(res, "sandbox_id", json_string(sandbox_id(j->sbx)));
-    switch (j->op) {
-    case OP_READ: {
-        const char *type = json_string_value(json_object_get(res, "type"));
-        content = type && strcmp(type, "directory") == 0 ? listing_fit(j, res)
-                                                         : file_read_content(j, res);
-        if (!content) {
-            json_decref(res);
-            job_end(j);
-            return;
-        }
-        break;
-    }
-    case OP_WRITE: {
-        char *text =
-            xasprintf("wrote %lld bytes to %s%s",
-                      (long long)json_integer_value(json_object_get(res, "bytes_written")), path,
-                      json_is_true(json_object_get(res, "created")) ? " (new file)" : "");
-        content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
-        free(text);
-        break;
-    }
-    case OP_LIST: content = listing_fit(j, res); break;
-    case OP_DELETE: {
-        char *text = xasprintf("deleted %s (%lld entries)", path,
-                               (long long)json_integer_value(json_object_get(res, "deleted")));
-        content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
-        free(text);
-        break;
-    }
-    default: break;
-    }
-    mcp_call_tool_result(j->call, content, res, false);
-    job_end(j);
 }
 
 /* --- dispatch once the sandbox is up --- */
@@ -783,13 +60,13 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
     j->waiter = NULL;
     if (err) {
         mcp_call_tool_err(j->call, err);
-        job_free(j);
+        container_job_free(j);
         return;
     }
     j->sbx = sbx;
     if (j->cancelled) {
         mcp_call_tool_fail(j->call, MCP_TOOL_CANCELLED, "cancelled");
-        job_end(j);
+        container_job_end(j);
         return;
     }
     struct err e = {0};
@@ -806,7 +83,7 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
         mcp_call_tool_result(j->call, json_pack("[{s:s, s:s}]", "type", "text", "text", text), d,
                              false);
         free(text);
-        job_end(j);
+        container_job_end(j);
         return;
     }
     case OP_PING:
@@ -819,29 +96,29 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
             .stdin_len = j->stdin_len,
             .timeout_ms = j->op == OP_PING ? 10000 : j->timeout_ms,
         };
-        j->exec = sandbox_exec_start(sbx, &o, j->op == OP_EXEC ? on_exec_output : NULL,
-                                     on_exec_done, j, &e);
+        j->exec = sandbox_exec_start(sbx, &o, j->op == OP_EXEC ? container_exec_output : NULL,
+                                     container_exec_done, j, &e);
         if (!j->exec) {
             mcp_call_tool_err(j->call, &e);
-            job_end(j);
+            container_job_end(j);
         }
         return;
     }
     default:
-        if (sandbox_fs(sbx, &j->req, on_fs_done, j, &e) < 0) {
+        if (sandbox_fs(sbx, &j->req, container_fs_done, j, &e) < 0) {
             mcp_call_tool_err(j->call, &e);
-            job_end(j);
+            container_job_end(j);
         }
         return;
     }
 }
 
-static void start_job(struct job *j)
+void container_job_start(struct job *j)
 {
     const struct mcp_principal *who = mcp_call_principal(j->call);
     struct sandbox_acquire_opts o = {
         .user_id = who->user_id,
-        .session_id = str_arg(j->args, "session_id"),
+        .session_id = container_str_arg(j->args, "session_id"),
         .fresh = j->op == OP_INIT,
     };
     mcp_call_on_cancel(j->call, on_cancel, j);
@@ -851,8 +128,8 @@ static void start_job(struct job *j)
         j->waiter = w;
 }
 
-static struct job *job_new(struct tools_container *t, struct mcp_call *call, const json_t *args,
-                           enum op op)
+struct job *container_job_new(struct tools_container *t, struct mcp_call *call, const json_t *args,
+                              enum op op)
 {
     if (!t->mgr) {
         mcp_call_tool_fail(call, MCP_TOOL_UNAVAILABLE,
@@ -872,235 +149,16 @@ static struct job *job_new(struct tools_container *t, struct mcp_call *call, con
 
 static void tool_initialize(struct mcp_call *call, const json_t *args, void *ctx)
 {
-    struct job *j = job_new(ctx, call, args, OP_INIT);
+    struct job *j = container_job_new(ctx, call, args, OP_INIT);
     if (j)
-        start_job(j);
+        container_job_start(j);
 }
 
 static void tool_ping(struct mcp_call *call, const json_t *args, void *ctx)
 {
-    struct job *j = job_new(ctx, call, args, OP_PING);
+    struct job *j = container_job_new(ctx, call, args, OP_PING);
     if (j)
-        start_job(j);
-}
-
-static bool env_name_valid(const char *s)
-{
-    if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
-        return false;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '_')
-            return false;
-    return true;
-}
-
-static void tool_exec(struct mcp_call *call, const json_t *args, void *ctx)
-{
-    struct tools_container *t = ctx;
-    const json_t *nested = json_object_get(args, "args");
-    const char *command = str_arg(args, "command");
-    size_t command_len = json_string_length(json_object_get(args, "command"));
-    json_int_t timeout = json_integer_value(json_object_get(args, "timeout_ms"));
-    if (nested) {
-        /* The Cloudflare container server's form: {"args": {"args": "cmd", "timeout": ms}} */
-        if (command)
-            return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                      "give either command or args.args, not both");
-        command = str_arg(nested, "args");
-        command_len = json_string_length(json_object_get(nested, "args"));
-        if (!timeout)
-            timeout = json_integer_value(json_object_get(nested, "timeout"));
-    }
-    if (!command || !*command)
-        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                  "command is required (a shell command line)");
-    if (strlen(command) != command_len)
-        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                  "command must not contain NUL bytes");
-    if (timeout < 0 || (uint64_t)timeout > t->timeout_max)
-        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                  "timeout_ms must be between 1 and %llu",
-                                  (unsigned long long)t->timeout_max);
-    const json_t *env = json_object_get(args, "env");
-    if (json_object_size(env) > ENV_MAX_VARS)
-        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                  "env has more than %d variables", ENV_MAX_VARS);
-    const char *key;
-    const json_t *val;
-    size_t env_bytes = 0;
-    json_object_foreach((json_t *)env, key, val)
-    {
-        if (!env_name_valid(key))
-            return mcp_call_tool_fail(
-                call, MCP_TOOL_INVALID_ARGUMENTS,
-                "env name '%s' is not valid (letters, digits and '_', not starting with a "
-                "digit)",
-                key);
-        if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val))
-            return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                      "env.%s must be a string without NUL bytes", key);
-        env_bytes += strlen(key) + json_string_length(val) + 2;
-    }
-    if (env_bytes > ENV_MAX_BYTES)
-        return mcp_call_tool_fail(call, MCP_TOOL_TOO_LARGE, "env is larger than %d bytes",
-                                  ENV_MAX_BYTES);
-    const char *cwd = str_arg(args, "cwd");
-    if (cwd && strlen(cwd) != json_string_length(json_object_get(args, "cwd")))
-        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                  "cwd must not contain NUL bytes");
-    struct job *j = job_new(t, call, args, OP_EXEC);
-    if (!j)
-        return;
-    j->command = xstrdup(command);
-    j->timeout_ms = (uint64_t)timeout;
-    if (cwd) {
-        /* relative to /workspace, like the file tools */
-        char *norm = NULL;
-        struct err e = {0};
-        if (fsop_path_normalize("/workspace", cwd, strlen(cwd), &norm, &e) < 0) {
-            mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS, "cwd: %s", e.msg);
-            job_free(j);
-            return;
-        }
-        j->cwd = norm;
-    }
-    if (env) {
-        j->env = xcalloc(json_object_size(env) + 1, sizeof(char *));
-        size_t i = 0;
-        json_object_foreach((json_t *)env, key, val) j->env[i++] =
-            xasprintf("%s=%s", key, json_string_value(val));
-    }
-    const json_t *in = json_object_get(args, "stdin");
-    if (in && json_string_length(in)) {
-        j->stdin_len = json_string_length(in);
-        j->stdin_data = xmalloc(j->stdin_len);
-        memcpy(j->stdin_data, json_string_value(in), j->stdin_len);
-    }
-    start_job(j);
-}
-
-static int parse_mode(const json_t *v, int *out)
-{
-    if (!v) {
-        *out = -1;
-        return 0;
-    }
-    if (json_is_integer(v)) {
-        json_int_t m = json_integer_value(v);
-        if (m < 0 || m > 07777)
-            return -1;
-        *out = (int)m;
-        return 0;
-    }
-    const char *s = json_string_value(v);
-    if (!s || !*s || strlen(s) > 5)
-        return -1;
-    int m = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '7')
-            return -1;
-        m = m * 8 + (*s - '0');
-    }
-    *out = m;
-    return 0;
-}
-
-static bool set_path(struct job *j, const char *key)
-{
-    const json_t *p = json_object_get(j->args, key);
-    j->req.path = json_string_value(p);
-    j->req.path_len = json_string_length(p);
-    j->req.cwd = "/workspace";
-    j->req.protected_paths[0] = "/workspace";
-    return true;
-}
-
-static void tool_file_write(struct mcp_call *call, const json_t *args, void *ctx)
-{
-    struct tools_container *t = ctx;
-    const json_t *content = json_object_get(args, "content");
-    const char *encoding = str_arg(args, "encoding");
-    bool b64 = encoding && strcmp(encoding, "base64") == 0;
-    int mode;
-    if (parse_mode(json_object_get(args, "mode"), &mode) < 0)
-        return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                  "mode must be octal digits like \"0644\" (or an integer up "
-                                  "to 4095)");
-    unsigned char *data = NULL;
-    size_t len = json_string_length(content);
-    if (b64) {
-        data = xmalloc(len / 4 * 3 + 4);
-        ssize_t n = base64_decode(json_string_value(content), len, data);
-        if (n < 0) {
-            free(data);
-            return mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS,
-                                      "content is not valid base64");
-        }
-        len = (size_t)n;
-    } else {
-        data = xmalloc(len + 1);
-        memcpy(data, json_string_value(content), len);
-    }
-    if (len > t->file_max_bytes) {
-        free(data);
-        return mcp_call_tool_fail(call, MCP_TOOL_TOO_LARGE,
-                                  "content is %zu bytes; the limit is %zu bytes a call: write "
-                                  "larger files in pieces, the first replacing the file and "
-                                  "the others with append",
-                                  len, t->file_max_bytes);
-    }
-    struct job *j = job_new(t, call, args, OP_WRITE);
-    if (!j) {
-        free(data);
-        return;
-    }
-    j->data = data;
-    set_path(j, "path");
-    j->req.kind = FSOP_WRITE;
-    j->req.data = data;
-    j->req.data_len = len;
-    j->req.append = json_is_true(json_object_get(args, "append"));
-    j->req.mode = mode;
-    start_job(j);
-}
-
-static void tool_file_read(struct mcp_call *call, const json_t *args, void *ctx)
-{
-    struct tools_container *t = ctx;
-    struct job *j = job_new(t, call, args, OP_READ);
-    if (!j)
-        return;
-    set_path(j, "path");
-    j->req.kind = FSOP_READ;
-    j->req.offset = (uint64_t)json_integer_value(json_object_get(args, "offset"));
-    size_t max = (size_t)json_integer_value(json_object_get(args, "max_bytes"));
-    j->req.max_bytes = max && max < t->read_max ? max : t->read_max;
-    start_job(j);
-}
-
-static void tool_files_list(struct mcp_call *call, const json_t *args, void *ctx)
-{
-    struct tools_container *t = ctx;
-    struct job *j = job_new(t, call, args, OP_LIST);
-    if (!j)
-        return;
-    set_path(j, "path");
-    j->req.kind = FSOP_LIST;
-    j->req.recursive = json_is_true(json_object_get(args, "recursive"));
-    j->req.max_entries = (size_t)json_integer_value(json_object_get(args, "max_entries"));
-    start_job(j);
-}
-
-static void tool_file_delete(struct mcp_call *call, const json_t *args, void *ctx)
-{
-    struct tools_container *t = ctx;
-    struct job *j = job_new(t, call, args, OP_DELETE);
-    if (!j)
-        return;
-    set_path(j, "path");
-    j->req.kind = FSOP_DELETE;
-    j->req.recursive = json_is_true(json_object_get(args, "recursive"));
-    start_job(j);
+        container_job_start(j);
 }
 
 /* --- schemas and registration --- */
@@ -1358,7 +416,7 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
     format_bytes(cfg->output_bytes / 2, out);
     format_bytes((budget - REPLY_SLACK) / 2, shown);
     format_bytes(t->read_max, read_max);
-    format_bytes(image_max(t), image);
+    format_bytes(container_image_max(t), image);
     format_span_ms(cfg->idle_ms, idle);
     exec_in = exec_schema(cfg);
     exec_desc = xasprintf(
@@ -1412,21 +470,22 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
          "memory in use and the number of processes.",
          session_only_schema, ping_output, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_ping, t},
         {"container_exec", "Run a command", exec_desc, exec_in, exec_output,
-         MCP_TOOL_DESTRUCTIVE | exec_world, tool_exec, t},
+         MCP_TOOL_DESTRUCTIVE | exec_world, container_tool_exec, t},
         {"container_file_write", "Write a file", write_desc, write_in, write_output,
-         MCP_TOOL_DESTRUCTIVE, tool_file_write, t},
+         MCP_TOOL_DESTRUCTIVE, container_tool_file_write, t},
         {"container_file_read", "Read a file", read_desc, read_in, read_output,
-         MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_file_read, t},
+         MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, container_tool_file_read, t},
         {"container_files_list", "List files",
          "List a directory of your sandbox (default /workspace): name, type, size, mtime and "
          "mode of each entry, descending into subdirectories with recursive. At most "
          "max_entries entries (default 1000); truncated says when there were more.",
-         list_schema, list_output, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_files_list, t},
+         list_schema, list_output, MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT,
+         container_tool_files_list, t},
         {"container_file_delete", "Delete a file",
          "Delete a file, or with recursive a directory and everything in it, in your sandbox "
          "(relative paths are under /workspace). A missing path is an error (not_found); / and "
          "/workspace themselves are refused.",
-         delete_schema, delete_output, MCP_TOOL_DESTRUCTIVE, tool_file_delete, t},
+         delete_schema, delete_output, MCP_TOOL_DESTRUCTIVE, container_tool_file_delete, t},
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);

@@ -6,8 +6,8 @@
  * with the run as a task, whose id is the run id (unguessable, and bound to its user like every
  * run), working while the run is queued or running, then completed (its result what get_result
  * says, an error result unless the run succeeded) or cancelled. Runs are kept, so tasks are too:
- * their ttl is unlimited. */
-#include "mcp/tools.h"
+ * their ttl is unlimited. That task source is tools_runs_tasks.c. */
+#include "mcp/tools_runs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -28,17 +28,6 @@
 
 #define TASK_MAX 50000
 #define WAIT_MAX_SECONDS 60
-/* how often a task's client is asked to look (a run takes minutes) */
-#define TASK_POLL_MS 5000
-/* how long a tasks/result waits on the engine before looking at the run again */
-#define TASK_WAIT_MS (10 * 60 * 1000)
-
-struct tools_runs {
-    struct runs *runs; /* NULL when runs are unavailable */
-    char *unavailable;
-    struct store *st;
-};
-
 static struct tools_runs the_tools;
 
 static bool available(struct tools_runs *t, struct mcp_call *call)
@@ -69,14 +58,6 @@ static json_t *text_content(const char *fmt, ...)
     free(text);
     return c;
 }
-
-static bool run_active(const struct store_run *r)
-{
-    return strcmp(r->status, "queued") == 0 || strcmp(r->status, "running") == 0;
-}
-
-static int task_get(void *ctx, const char *user_id, const char *id, bool want_result,
-                    struct mcp_task *out, struct err *err);
 
 /* --- run_task --- */
 
@@ -116,7 +97,7 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
     if (mcp_call_task_requested(call)) {
         /* the run is in the store now: a tasks/get right after this answer finds it */
         struct mcp_task task = {0};
-        if (task_get(t, p->user_id, run_id, false, &task, &err) < 0)
+        if (tools_runs_task_get(t, p->user_id, run_id, false, &task, &err) < 0)
             mcp_call_error(call, JSONRPC_INTERNAL_ERROR, err.msg, NULL);
         else
             mcp_call_task_created(call, &task, text);
@@ -213,11 +194,11 @@ static void add_recent(struct buf *b, const json_t *recent)
 }
 
 /* What get_result answers about run r: its text content and structured content. */
-static void describe_run(struct tools_runs *t, const struct store_run *r, json_t **content,
+void tools_runs_describe(struct tools_runs *t, const struct store_run *r, json_t **content,
                          json_t **structured)
 {
     json_t *sc = runs_describe(t->runs, r);
-    bool active = run_active(r);
+    bool active = tools_runs_active(r);
     char phase[RUNS_PHASE_TEXT_MAX], took[32];
     runs_phase_text(r, phase, sizeof(phase));
     runs_duration_text(runs_elapsed_ms(r, time_now_ms()), took, sizeof(took));
@@ -251,7 +232,7 @@ static void answer_result(void *ctx)
         mcp_call_tool_err(j->call, &err);
     } else {
         json_t *content, *sc;
-        describe_run(j->t, &r, &content, &sc);
+        tools_runs_describe(j->t, &r, &content, &sc);
         mcp_call_tool_result(j->call, content, sc, false);
     }
     store_run_release(&r);
@@ -470,118 +451,6 @@ static void tool_cancel_run(struct mcp_call *call, const json_t *args, void *ctx
     mcp_call_tool_result(call, content, sc, false);
     store_run_release(&r);
 }
-
-/* --- the runs as MCP tasks --- */
-
-static void describe_run(struct tools_runs *t, const struct store_run *r, json_t **content,
-                         json_t **structured);
-
-static void task_of_run(const struct store_run *r, struct mcp_task *out)
-{
-    snprintf(out->id, sizeof(out->id), "%s", r->id);
-    bool active = run_active(r);
-    out->status = active                                ? MCP_TASK_WORKING
-                  : strcmp(r->status, "cancelled") == 0 ? MCP_TASK_CANCELLED
-                                                        : MCP_TASK_COMPLETED;
-    /* while it works, what it is doing (its phase) */
-    char phase[RUNS_PHASE_TEXT_MAX];
-    runs_phase_text(r, phase, sizeof(phase));
-    const char *msg = strcmp(r->status, "failed") == 0 && r->error ? r->error
-                      : active                                     ? phase
-                                                                   : r->status_reason;
-    out->status_message = msg && *msg ? xstrdup(msg) : NULL;
-    out->created_ms = r->created_at;
-    out->updated_ms = r->finished_at ? r->finished_at : r->started_at;
-    out->ttl_ms = -1;
-    out->poll_ms = TASK_POLL_MS;
-    out->tool_error = strcmp(r->status, "failed") == 0;
-}
-
-static int task_get(void *ctx, const char *user_id, const char *id, bool want_result,
-                    struct mcp_task *out, struct err *err)
-{
-    struct tools_runs *t = ctx;
-    struct store_run r = {0};
-    int rc = store_run_get(t->st, user_id, id, &r, err);
-    if (rc == 0) {
-        task_of_run(&r, out);
-        if (want_result && !run_active(&r)) {
-            json_t *content, *sc;
-            describe_run(t, &r, &content, &sc);
-            out->result = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", sc,
-                                    "isError", strcmp(r.status, "succeeded") != 0);
-        }
-    }
-    store_run_release(&r);
-    return rc;
-}
-
-static void *task_wait(void *ctx, const char *id, void (*cb)(void *cb_ctx), void *cb_ctx)
-{
-    struct tools_runs *t = ctx;
-    return runs_wait(t->runs, id, TASK_WAIT_MS, cb, cb_ctx);
-}
-
-static void task_wait_cancel(void *ctx, void *handle)
-{
-    (void)ctx;
-    runs_wait_cancel(handle);
-}
-
-static int task_cancel(void *ctx, const char *user_id, const char *id, struct err *err)
-{
-    struct tools_runs *t = ctx;
-    return runs_cancel(t->runs, user_id, id, err);
-}
-
-struct task_list {
-    void (*each)(const struct mcp_task *t, void *each_ctx);
-    void *each_ctx;
-    char last[64];
-};
-
-static void list_task(const struct store_run *r, void *ctx)
-{
-    struct task_list *l = ctx;
-    struct mcp_task task = {0};
-    task_of_run(r, &task);
-    l->each(&task, l->each_ctx);
-    mcp_task_release(&task);
-    snprintf(l->last, sizeof(l->last), "%s", r->id);
-}
-
-/* The cursor is the id of the last run of the page: the caller's own, so it tells nothing. */
-static int task_list(void *ctx, const char *user_id, const char *cursor, unsigned limit,
-                     void (*each)(const struct mcp_task *t, void *each_ctx), void *each_ctx,
-                     char next[64], struct err *err)
-{
-    struct tools_runs *t = ctx;
-    struct store_run_list_opts o = {.user_id = user_id, .limit = limit};
-    if (cursor) {
-        struct store_run r = {0};
-        int rc = store_run_get(t->st, user_id, cursor, &r, err);
-        o.before = r.n;
-        store_run_release(&r);
-        if (rc < 0)
-            return rc == -ENOENT ? err_set(err, -EINVAL, "invalid cursor") : rc;
-    }
-    struct task_list l = {each, each_ctx, ""};
-    bool more = false;
-    int rc = store_run_list(t->st, &o, list_task, &l, &more, err);
-    if (rc < 0)
-        return rc;
-    snprintf(next, 64, "%s", more ? l.last : "");
-    return 0;
-}
-
-/* A run never waits for input yet, so there is no update. */
-static const struct mcp_task_source task_source = {
-    .get = task_get,
-    .wait = task_wait,
-    .wait_cancel = task_wait_cancel,
-    .cancel = task_cancel,
-    .list = task_list,
-};
 
 /* --- the seed's names ---
  * The opencode_* tools of the original TypeScript sandbox-mcp took camelCase parameters (runId,
@@ -938,5 +807,5 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);
     if (runs)
-        mcp_server_add_task_source(srv, "run_", &task_source, t);
+        mcp_server_add_task_source(srv, "run_", &tools_runs_task_source, t);
 }
