@@ -15,6 +15,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "auth/auth.h"
 #include "auth/password.h"
 #include "base/cleanup.h"
 #include "base/config.h"
@@ -26,6 +27,8 @@
 #include "cluster/cluster.h"
 #include "egress/egress.h"
 #include "http/http.h"
+#include "http/mcp_endpoint.h"
+#include "http/web.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
@@ -908,7 +911,7 @@ static int cmd_serve(int argc, char **argv)
         fixture_tasks = mcp_fixtures_tasks_register(mcp, &lim);
     }
     struct http_server *http = NULL;
-    if (http_server_new(&cfg, st, mcp, &http, &err) < 0) {
+    if (http_server_new(&cfg, st, &http, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         mcp_server_free(mcp);
         mcp_fixtures_tasks_free(fixture_tasks);
@@ -919,6 +922,7 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 1;
     }
+    mcp_endpoint_register(http, mcp);
     struct proxy *proxy = NULL;
     const char *secret = config_get(&cfg, "PROXY_JWT_SECRET");
     unsigned char jwt_key[32], view_key[32];
@@ -938,7 +942,6 @@ static int cmd_serve(int argc, char **argv)
     }
     proxy_set_seal_key(proxy, credential_key);
     http_server_set_proxy(http, proxy);
-    http_server_set_credential_key(http, credential_key);
     if (sandboxes) {
         sandbox_manager_set_listener(sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, http);
         sandbox_manager_set_listener(sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener, egress);
@@ -991,7 +994,6 @@ static int cmd_serve(int argc, char **argv)
     runs_network_set_runs(network, runs);
     facts.llms = proxy_llms(proxy, &facts.nllms);
     tools_runs_register(mcp, runs, st, runs_unavailable, &facts);
-    http_server_set_runs(http, runs);
     struct notify_config nc = {.seal_key = credential_key,
                                .allow_loopback_http = cfg.notify_test_loopback,
                                .retry_base_ms = cfg.notify_retry_base_ms,
@@ -1019,6 +1021,10 @@ static int cmd_serve(int argc, char **argv)
         close_config_store(&cfg, st);
         return 1;
     }
+    struct auth *auth = auth_new(&cfg, st);
+    auth_set_credential_key(auth, credential_key);
+    auth_register(http, auth);
+    web_register(http, st, auth, runs);
     log_info("serve start version=%s data_dir=%s store=%s public_url=%s", SANDBOX_MCP_VERSION,
              cfg.data_dir, store_is_shared(st) ? "postgres" : "sqlite", cfg.public_url);
     http_server_run(http);
@@ -1028,6 +1034,7 @@ static int cmd_serve(int argc, char **argv)
     notifier_free(notifier);
     cluster_free(cluster);
     http_server_free(http);
+    auth_free(auth);
     proxy_free(proxy);
     mcp_server_free(mcp);
     mcp_fixtures_tasks_free(fixture_tasks);

@@ -383,7 +383,7 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
     int r;
     if (!service || strcmp(service, "github") != 0) {
         r = err_set(&err, -EINVAL, "Nothing was changed: only a GitHub token can be kept here.");
-    } else if (!a->srv->has_credential_key) {
+    } else if (!a->has_credential_key) {
         r = err_set(&err, -EAGAIN, "This server cannot store tokens now; try again later.");
     } else if (set) {
         const char *why = store_credential_problem(token ? token : "", n);
@@ -393,8 +393,8 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
                         "characters without spaces. Nothing was changed.",
                         why);
         else
-            r = store_credential_seal(a->store, a->srv->credential_key, user->id, "github", token,
-                                      n, time_now_ms(), &err);
+            r = store_credential_seal(a->store, a->credential_key, user->id, "github", token, n,
+                                      time_now_ms(), &err);
     } else {
         r = store_credential_delete(a->store, user->id, "github", &err);
     }
@@ -439,7 +439,7 @@ static void notify_add(struct auth *a, h2o_req_t *req, const struct store_user *
     int r;
     if (notify_kind_parse(kind_name, &kind) < 0) {
         r = err_set(&err, -EINVAL, "Not added: the kind is webhook or ntfy.");
-    } else if (!a->srv->has_credential_key) {
+    } else if (!a->has_credential_key) {
         r = err_set(&err, -EAGAIN, "This server cannot keep targets now; try again later.");
     } else if (notify_url_check(url ? url : "", kind, a->cfg->notify_test_loopback, NULL, &why) <
                0) {
@@ -447,9 +447,8 @@ static void notify_add(struct auth *a, h2o_req_t *req, const struct store_user *
     } else {
         if (kind == NOTIFY_WEBHOOK)
             notify_secret_new(secret);
-        r = store_notify_target_add(a->store, a->srv->credential_key, user->id,
-                                    notify_kind_name(kind), url, secret[0] ? secret : NULL, &t,
-                                    &err);
+        r = store_notify_target_add(a->store, a->credential_key, user->id, notify_kind_name(kind),
+                                    url, secret[0] ? secret : NULL, &t, &err);
         if (r == -EDQUOT)
             r = err_set(&err, -EINVAL,
                         "Not added: you have %d targets, the most there may be; "
@@ -511,7 +510,7 @@ static void notify_change(struct auth *a, h2o_req_t *req, const struct store_use
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
     if (post && !http_check_origin(route->srv, req))

@@ -26,7 +26,6 @@ struct cimd;
 struct auth_admit;
 
 struct auth {
-    struct http_server *srv;
     const struct config *cfg;
     struct store *store;
     struct cimd *cimd;
@@ -37,6 +36,8 @@ struct auth {
     int64_t trust_s;              /* how long a device cookie is good for */
     /* the rotation overlap (OAUTH_REFRESH_REUSE_SECONDS, OAUTH_REFRESH_REUSE_MAX) */
     struct store_oauth_reuse refresh_reuse;
+    unsigned char credential_key[SEAL_KEY_BYTES]; /* seals what the account page stores */
+    bool has_credential_key;
 };
 
 /* PUBLIC_URL, the issuer. Read from the configuration at each use: with --listen HOST:0 the

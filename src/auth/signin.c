@@ -358,7 +358,7 @@ static void link_page(struct auth *a, h2o_req_t *req)
 int auth_on_login(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
     if (post && !http_check_origin(route->srv, req))
@@ -383,7 +383,7 @@ int auth_on_login(h2o_handler_t *self, h2o_req_t *req)
 int auth_on_logout(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
         http_add_header(req, H2O_TOKEN_ALLOW, "POST");

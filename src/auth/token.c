@@ -204,7 +204,7 @@ static int client_request(h2o_handler_t *self, h2o_req_t *req, const char *path,
                                      const struct store_oauth_client *c))
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     if (!auth_post_only(req, path))
         return 0;

@@ -9,12 +9,7 @@
 struct http_server {
     const struct config *cfg;
     struct store *store;
-    struct mcp_server *mcp;
     struct proxy *proxy;
-    struct runs *runs; /* NULL until set (or when runs are unavailable) */
-    struct auth *auth; /* the authorization server */
-    unsigned char credential_key[SEAL_KEY_BYTES];
-    bool has_credential_key;
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
@@ -31,16 +26,23 @@ struct http_server {
     bool listen_loopback;
     size_t preauth_per_address; /* PREAUTH_ADDRESS_CONNECTIONS in effect; 0: no cap */
     bool stopping;
+    bool started; /* http_server_run has added the server's own routes and made the context */
+    struct http_stop_hook *stop_hooks; /* http_server_on_stop, run in the order added */
     int inflight;
     unsigned long long next_request;
 };
 
-/* Per-route handler with a metrics label. */
+/* Per-route handler with a metrics label, and the context its module registered it with (h2o's
+ * handlers carry their configuration the same way). */
 struct http_route {
     h2o_handler_t super;
     struct http_server *srv;
     const char *label;
+    void *ctx;
 };
+
+/* The host configuration of the main listener, for a module's filters (mcp_endpoint.c). */
+h2o_hostconf_t *http_server_main_host(struct http_server *srv);
 
 /* Request bookkeeping: id for logs, in-flight count and metrics at dispose. */
 const char *http_request_track(struct http_route *route, h2o_req_t *req);
@@ -97,10 +99,6 @@ struct http_stream *http_stream_start(h2o_req_t *req, int status, const char *co
                                       void (*on_close)(void *ctx), void *ctx);
 void http_stream_write(struct http_stream *s, const void *data, size_t len);
 void http_stream_end(struct http_stream *s);
-
-/* Register a handler for a path prefix with a metrics label. */
-struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
-                                  const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *));
 
 /* Accept what is waiting on listener (a bounded batch), calling fn with each new socket and
  * the listener's data. */
@@ -189,12 +187,3 @@ bool http_tls_selected_h2(h2o_socket_t *sock);
 
 /* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
 const char *http_sandbox_of(h2o_req_t *req);
-void http_sandbox_listeners_close(void);
-
-/* Route registration for each module. */
-void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host);
-/* The authorization server (src/auth): metadata, /authorize, /token, /register, /revoke, sign-in
- * and the account page. */
-void http_routes_auth(struct http_server *srv, h2o_hostconf_t *host);
-/* /runs/, /sessions/ (pages, data, event streams) and /static/ */
-void http_routes_web(struct http_server *srv, h2o_hostconf_t *host);
