@@ -7,6 +7,8 @@
  * Changes redirect back to GET /account, but for the page that shows a new secret. */
 #include "auth/auth_internal.h"
 
+#include "http/bearer.h"
+
 #include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -355,7 +357,7 @@ static void revoke_one(struct auth *a, h2o_req_t *req, const struct store_user *
             r = o.found ? store_token_revoke(a->store, id, &err) : -ENOENT;
     }
     if (r == 0) {
-        http_auth_cache_flush();
+        http_bearer_cache_flush();
         log_info("auth revoked user=%s kind=%s id=%s", user->name, kind, id);
     }
     form_release(&f);

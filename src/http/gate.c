@@ -47,6 +47,8 @@
  * next poll, so putting the gate back after every turn (http_gate_after_loop) loses nothing. */
 #include "http/http_internal.h"
 
+#include "http/bearer.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <h2o/cache_digests.h>
@@ -454,7 +456,8 @@ static bool credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key
     if (!p->sandbox[0] && auth.len > 7 && strncasecmp(auth.base, "Bearer ", 7) == 0) {
         struct store_user user;
         struct err err = {0};
-        if (http_token_check(p->srv, auth.base + 7, auth.len - 7, &user, NULL, &err) == 0)
+        if (http_bearer_check(p->srv->store, p->srv->cfg->public_url, auth.base + 7, auth.len - 7,
+                              &user, NULL, &err) == 0)
             return true;
     }
     return p->srv->proxy && proxy_head_authorized(p->srv->proxy, key, auth, p->sandbox);

@@ -70,15 +70,6 @@ bool http_check_origin(struct http_server *srv, h2o_req_t *req);
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
                        unsigned *scopes);
-/* The one check of a user's token (the text after "Bearer "): 0 and user and scopes filled,
- * -ENOENT for an unknown, revoked or expired token or one issued for another resource, another
- * negative errno (err set) when the store failed. scopes may be NULL. */
-int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
-                     unsigned *scopes, struct err *err);
-/* Drop every cached token check (after a revocation in this process). */
-void http_auth_cache_flush(void);
-/* After every turn of the loop: the next token check reads the database's data version again. */
-void http_auth_after_loop(void);
 /* forward.c: a container_* call on a sandbox that lives on another node is forwarded there
  * (true: req is answered, by the relay or with an error); false: it is served here. */
 struct mcp_request_info;

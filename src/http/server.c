@@ -1,6 +1,8 @@
 /* The h2o server: listener, routes, request bookkeeping, signals and graceful stop. */
 #include "http/http_internal.h"
 
+#include "http/bearer.h"
+
 #include "proxy/proxy.h"
 
 #include <arpa/inet.h>
@@ -516,7 +518,7 @@ int http_server_run(struct http_server *srv)
         }
         h2o_evloop_run(srv->loop, srv->stopping ? 50 : INT32_MAX);
         http_gate_after_loop();
-        http_auth_after_loop();
+        http_bearer_after_loop();
     }
     log_info("http stopped");
     return 0;
