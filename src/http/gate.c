@@ -48,10 +48,10 @@
 #include "http/http_internal.h"
 
 #include "http/bearer.h"
+#include "http/h2o_shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <h2o/cache_digests.h>
 #include <h2o/http1.h>
 #include <h2o/http2.h>
 #include <stdint.h>
@@ -69,21 +69,6 @@
 #include "cluster/cluster.h"
 #include "proxy/proxy.h"
 #include "store/store.h"
-
-/* h2o's HPACK decoder, as libh2o exports it (its header, h2o/http2_internal.h, includes a
- * khash.h that is not installed). */
-typedef struct st_h2o_hpack_header_table_t {
-    struct st_h2o_hpack_header_table_entry_t *entries;
-    size_t num_entries, entry_capacity, entry_start_index;
-    size_t hpack_size;
-    size_t hpack_capacity;
-    size_t hpack_max_capacity;
-} h2o_hpack_header_table_t;
-void h2o_hpack_dispose_header_table(h2o_hpack_header_table_t *header_table);
-int h2o_hpack_parse_headers(h2o_req_t *req, h2o_hpack_header_table_t *header_table,
-                            const uint8_t *src, size_t len, int *pseudo_header_exists_map,
-                            size_t *content_length, h2o_cache_digests_t **digests,
-                            const char **err_desc);
 
 /* HTTP/2 framing (RFC 9113 section 4.1) and the frames the gate looks into */
 #define H2_PREFACE_LEN 24
@@ -759,7 +744,7 @@ static void gate_on_read(h2o_socket_t *sock, const char *err)
     if (!err && c->draining && !(err = drain(c)))
         return; /* h2o sees nothing of a refused connection */
     if (!c->gated)
-        sock->_cb.read = next;
+        h2o_shim_set_read_cb(sock, next);
     /* may close the socket, and free c */
     next(sock, err);
 }
@@ -767,15 +752,15 @@ static void gate_on_read(h2o_socket_t *sock, const char *err)
 /* Put the gate in front of h2o's read callback. */
 static void hook(struct http_conn *c)
 {
-    c->h2o_read = c->sock->_cb.read;
-    c->sock->_cb.read = gate_on_read;
+    c->h2o_read = h2o_shim_read_cb(c->sock);
+    h2o_shim_set_read_cb(c->sock, gate_on_read);
 }
 
 void http_gate_after_loop(void)
 {
     for (h2o_linklist_t *l = watched_h2.next; l != &watched_h2; l = l->next) {
         struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct h2_watch, link, l)->conn;
-        if (c->sock->_cb.read == c->h2o_read)
+        if (h2o_shim_read_cb(c->sock) == c->h2o_read)
             hook(c);
     }
 }
