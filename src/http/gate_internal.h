@@ -1,7 +1,7 @@
 #pragma once
 /* Shared by the gate's files: gate.c (admission: pools, accept, HTTP/1 heads, TLS hand-off,
- * lingering) and gate_h2.c (following an unauthenticated HTTP/2 connection's frames). Main loop
- * only, as all of the gate. */
+ * lingering) and gate_h2.c (following an unauthenticated HTTP/2 connection's frames) and
+ * gate_peers.c (the per-address counts). Main loop only, as all of the gate. */
 
 #include "http/http_internal.h"
 
@@ -56,6 +56,31 @@ struct http_conn {
     struct http_peer *peer;            /* its address's count while it is unauthenticated */
 };
 
+/* gate_peers.c: unauthenticated connections counted per client address (main loop only), for
+ * the gate's per-address cap; not to be confused with peer.c, which finds the client's address.
+ */
+struct sockaddr;
+struct http_peer_key {
+    uint8_t b[16];
+};
+/* The key an address counts under: an IPv4 address (also IPv4-mapped IPv6) alone, an IPv6
+ * address by its /64. Returns 0, or -EAFNOSUPPORT for another family (key zeroed). */
+int http_peer_key(const struct sockaddr *sa, struct http_peer_key *key);
+struct http_peer;
+struct http_peers;
+/* A table sized for about conns connections; http_peers_free accepts NULL. */
+struct http_peers *http_peers_new(size_t conns);
+void http_peers_free(struct http_peers *t);
+/* Count one more connection of key, unless key already has max: returns its record (held until
+ * http_peers_release), or NULL when it is at max. */
+struct http_peer *http_peers_hold(struct http_peers *t, const struct http_peer_key *key,
+                                  size_t max);
+/* A list the caller keeps in the record (empty when it is made); it must be empty again when
+ * the last hold is released. */
+h2o_linklist_t *http_peer_waiting(struct http_peer *peer);
+void http_peers_release(struct http_peers *t, struct http_peer *peer);
+/* How many addresses have a connection counted (for tests). */
+size_t http_peers_count(const struct http_peers *t);
 /* gate.c */
 /* Charge c n bytes in all (not n more): false, charging nothing, when the pool's budget would
  * be exceeded. */

@@ -127,31 +127,10 @@ void http_gate_after_loop(void);
  * by their head, and every request on a sandbox's listener), over every listener. */
 void http_gate_counts(size_t *conns, size_t *gated_bytes);
 
-/* peers.c: unauthenticated connections counted per client address (main loop only). The
- * default cap of a listener that is not on loopback (PREAUTH_ADDRESS_CONNECTIONS). */
+/* The default cap of unauthenticated connections per address of a listener that is not on
+ * loopback (PREAUTH_ADDRESS_CONNECTIONS; gate_peers.c counts them). */
 #define HTTP_PREAUTH_PER_ADDRESS 128
-struct sockaddr;
-struct http_peer_key {
-    uint8_t b[16];
-};
-/* The key an address counts under: an IPv4 address (also IPv4-mapped IPv6) alone, an IPv6
- * address by its /64. Returns 0, or -EAFNOSUPPORT for another family (key zeroed). */
-int http_peer_key(const struct sockaddr *sa, struct http_peer_key *key);
-struct http_peer;
-struct http_peers;
-/* A table sized for about conns connections; http_peers_free accepts NULL. */
-struct http_peers *http_peers_new(size_t conns);
-void http_peers_free(struct http_peers *t);
-/* Count one more connection of key, unless key already has max: returns its record (held until
- * http_peers_release), or NULL when it is at max. */
-struct http_peer *http_peers_hold(struct http_peers *t, const struct http_peer_key *key,
-                                  size_t max);
-/* A list the caller keeps in the record (empty when it is made); it must be empty again when
- * the last hold is released. */
-h2o_linklist_t *http_peer_waiting(struct http_peer *peer);
-void http_peers_release(struct http_peers *t, struct http_peer *peer);
-/* How many addresses have a connection counted (for tests). */
-size_t http_peers_count(const struct http_peers *t);
+
 /* peer.c: the client a request came from, when a proxy in TRUSTED_PROXIES (http/peer.h) stands
  * between. Every per-address limit keys on this, never on the TCP peer alone.
  * Parse TRUSTED_PROXIES (list may be NULL: trust none), once at start before any request:
