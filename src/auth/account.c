@@ -509,46 +509,62 @@ static void notify_change(struct auth *a, h2o_req_t *req, const struct store_use
                                       "again."});
 }
 
+/* What a request to /account asks for, by its path and method. */
+enum account_action {
+    ACCOUNT_NONE,
+    ACCOUNT_VIEW,
+    ACCOUNT_REVOKE,
+    ACCOUNT_CREDENTIAL_SET,
+    ACCOUNT_CREDENTIAL_DELETE,
+    ACCOUNT_NOTIFY_ADD,
+    ACCOUNT_NOTIFY_REMOVE,
+    ACCOUNT_NOTIFY_TEST,
+};
+
+static enum account_action account_action(h2o_iovec_t p, bool post)
+{
+    static const struct {
+        const char *path;
+        enum account_action action;
+    } posts[] = {
+        {"/account/revoke", ACCOUNT_REVOKE},
+        {"/account/credential/set", ACCOUNT_CREDENTIAL_SET},
+        {"/account/credential/delete", ACCOUNT_CREDENTIAL_DELETE},
+        {"/account/notify/add", ACCOUNT_NOTIFY_ADD},
+        {"/account/notify/remove", ACCOUNT_NOTIFY_REMOVE},
+        {"/account/notify/test", ACCOUNT_NOTIFY_TEST},
+    };
+    if (!post)
+        return h2o_memis(p.base, p.len, H2O_STRLIT("/account")) ? ACCOUNT_VIEW : ACCOUNT_NONE;
+    for (size_t i = 0; i < sizeof(posts) / sizeof(posts[0]); i++)
+        if (h2o_memis(p.base, p.len, posts[i].path, strlen(posts[i].path)))
+            return posts[i].action;
+    return ACCOUNT_NONE;
+}
+
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
 {
-    struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->ctx;
-    http_request_track(route, req);
-    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
-    if (post && !http_check_origin(route->srv, req))
+    bool post;
+    struct auth *a = auth_page_enter(self, req, &post);
+    if (!a)
         return 0;
-    h2o_iovec_t p = req->path_normalized;
-    struct store_user user;
-    bool in = auth_session_user(a, req, &user);
-    bool set = h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/set"));
-    if (h2o_memis(p.base, p.len, H2O_STRLIT("/account")) && !post) {
-        if (in)
-            page(a, req, 200, &user, &(struct said){.note = done_note(req)});
-        else
-            auth_signin_page(a, req, 200, "/account", NULL);
-    } else if (h2o_memis(p.base, p.len, H2O_STRLIT("/account/revoke")) && post) {
-        if (in)
-            revoke_one(a, req, &user);
-        else
-            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
-    } else if ((set || h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/delete"))) &&
-               post) {
-        if (in)
-            credential_change(a, req, &user, set);
-        else
-            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
-    } else if (post && (h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/add")) ||
-                        h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/remove")) ||
-                        h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/test")))) {
-        if (!in)
-            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
-        else if (p.len == sizeof("/account/notify/add") - 1)
-            notify_add(a, req, &user);
-        else
-            notify_change(a, req, &user,
-                          h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/test")));
-    } else {
+    enum account_action what = account_action(req->path_normalized, post);
+    if (what == ACCOUNT_NONE) {
         auth_error_page(req, 404, "not_found", "There is no such page.");
+        return 0;
+    }
+    struct store_user user;
+    if (!auth_page_user(a, req, "/account", what != ACCOUNT_VIEW, &user))
+        return 0;
+    switch (what) {
+    case ACCOUNT_VIEW: page(a, req, 200, &user, &(struct said){.note = done_note(req)}); break;
+    case ACCOUNT_REVOKE: revoke_one(a, req, &user); break;
+    case ACCOUNT_CREDENTIAL_SET: credential_change(a, req, &user, true); break;
+    case ACCOUNT_CREDENTIAL_DELETE: credential_change(a, req, &user, false); break;
+    case ACCOUNT_NOTIFY_ADD: notify_add(a, req, &user); break;
+    case ACCOUNT_NOTIFY_REMOVE: notify_change(a, req, &user, false); break;
+    case ACCOUNT_NOTIFY_TEST: notify_change(a, req, &user, true); break;
+    case ACCOUNT_NONE: break;
     }
     return 0;
 }
