@@ -12,7 +12,7 @@
  * oldest of its own address if it has one (an address opening connection after connection
  * replaces its own), else the oldest of all; authenticated connections and requests under way
  * are never closed for it, and when only they are left the newcomer is refused. And an address
- * (IPv4, or IPv6 /64: peers.c) holds at most PREAUTH_ADDRESS_CONNECTIONS unauthenticated
+ * (IPv4, or IPv6 /64: gate_peers.c) holds at most PREAUTH_ADDRESS_CONNECTIONS unauthenticated
  * connections; past it, its newcomer is refused at accept, before it could close anyone's.
  *
  * HTTP/1 (plain, and over TLS alike): the gate parses the first request's head as it arrives,
