@@ -7,6 +7,8 @@
  * Changes redirect back to GET /account, but for the page that shows a new secret. */
 #include "auth/auth_internal.h"
 
+#include "http/bearer.h"
+
 #include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -355,7 +357,7 @@ static void revoke_one(struct auth *a, h2o_req_t *req, const struct store_user *
             r = o.found ? store_token_revoke(a->store, id, &err) : -ENOENT;
     }
     if (r == 0) {
-        http_auth_cache_flush();
+        http_bearer_cache_flush();
         log_info("auth revoked user=%s kind=%s id=%s", user->name, kind, id);
     }
     form_release(&f);
@@ -383,7 +385,7 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
     int r;
     if (!service || strcmp(service, "github") != 0) {
         r = err_set(&err, -EINVAL, "Nothing was changed: only a GitHub token can be kept here.");
-    } else if (!a->srv->has_credential_key) {
+    } else if (!a->has_credential_key) {
         r = err_set(&err, -EAGAIN, "This server cannot store tokens now; try again later.");
     } else if (set) {
         const char *why = store_credential_problem(token ? token : "", n);
@@ -393,8 +395,8 @@ static void credential_change(struct auth *a, h2o_req_t *req, const struct store
                         "characters without spaces. Nothing was changed.",
                         why);
         else
-            r = store_credential_seal(a->store, a->srv->credential_key, user->id, "github", token,
-                                      n, time_now_ms(), &err);
+            r = store_credential_seal(a->store, a->credential_key, user->id, "github", token, n,
+                                      time_now_ms(), &err);
     } else {
         r = store_credential_delete(a->store, user->id, "github", &err);
     }
@@ -439,7 +441,7 @@ static void notify_add(struct auth *a, h2o_req_t *req, const struct store_user *
     int r;
     if (notify_kind_parse(kind_name, &kind) < 0) {
         r = err_set(&err, -EINVAL, "Not added: the kind is webhook or ntfy.");
-    } else if (!a->srv->has_credential_key) {
+    } else if (!a->has_credential_key) {
         r = err_set(&err, -EAGAIN, "This server cannot keep targets now; try again later.");
     } else if (notify_url_check(url ? url : "", kind, a->cfg->notify_test_loopback, NULL, &why) <
                0) {
@@ -447,9 +449,8 @@ static void notify_add(struct auth *a, h2o_req_t *req, const struct store_user *
     } else {
         if (kind == NOTIFY_WEBHOOK)
             notify_secret_new(secret);
-        r = store_notify_target_add(a->store, a->srv->credential_key, user->id,
-                                    notify_kind_name(kind), url, secret[0] ? secret : NULL, &t,
-                                    &err);
+        r = store_notify_target_add(a->store, a->credential_key, user->id, notify_kind_name(kind),
+                                    url, secret[0] ? secret : NULL, &t, &err);
         if (r == -EDQUOT)
             r = err_set(&err, -EINVAL,
                         "Not added: you have %d targets, the most there may be; "
@@ -508,46 +509,62 @@ static void notify_change(struct auth *a, h2o_req_t *req, const struct store_use
                                       "again."});
 }
 
+/* What a request to /account asks for, by its path and method. */
+enum account_action {
+    ACCOUNT_NONE,
+    ACCOUNT_VIEW,
+    ACCOUNT_REVOKE,
+    ACCOUNT_CREDENTIAL_SET,
+    ACCOUNT_CREDENTIAL_DELETE,
+    ACCOUNT_NOTIFY_ADD,
+    ACCOUNT_NOTIFY_REMOVE,
+    ACCOUNT_NOTIFY_TEST,
+};
+
+static enum account_action account_action(h2o_iovec_t p, bool post)
+{
+    static const struct {
+        const char *path;
+        enum account_action action;
+    } posts[] = {
+        {"/account/revoke", ACCOUNT_REVOKE},
+        {"/account/credential/set", ACCOUNT_CREDENTIAL_SET},
+        {"/account/credential/delete", ACCOUNT_CREDENTIAL_DELETE},
+        {"/account/notify/add", ACCOUNT_NOTIFY_ADD},
+        {"/account/notify/remove", ACCOUNT_NOTIFY_REMOVE},
+        {"/account/notify/test", ACCOUNT_NOTIFY_TEST},
+    };
+    if (!post)
+        return h2o_memis(p.base, p.len, H2O_STRLIT("/account")) ? ACCOUNT_VIEW : ACCOUNT_NONE;
+    for (size_t i = 0; i < sizeof(posts) / sizeof(posts[0]); i++)
+        if (h2o_memis(p.base, p.len, posts[i].path, strlen(posts[i].path)))
+            return posts[i].action;
+    return ACCOUNT_NONE;
+}
+
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
 {
-    struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
-    http_request_track(route, req);
-    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
-    if (post && !http_check_origin(route->srv, req))
+    bool post;
+    struct auth *a = auth_page_enter(self, req, &post);
+    if (!a)
         return 0;
-    h2o_iovec_t p = req->path_normalized;
-    struct store_user user;
-    bool in = auth_session_user(a, req, &user);
-    bool set = h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/set"));
-    if (h2o_memis(p.base, p.len, H2O_STRLIT("/account")) && !post) {
-        if (in)
-            page(a, req, 200, &user, &(struct said){.note = done_note(req)});
-        else
-            auth_signin_page(a, req, 200, "/account", NULL);
-    } else if (h2o_memis(p.base, p.len, H2O_STRLIT("/account/revoke")) && post) {
-        if (in)
-            revoke_one(a, req, &user);
-        else
-            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
-    } else if ((set || h2o_memis(p.base, p.len, H2O_STRLIT("/account/credential/delete"))) &&
-               post) {
-        if (in)
-            credential_change(a, req, &user, set);
-        else
-            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
-    } else if (post && (h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/add")) ||
-                        h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/remove")) ||
-                        h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/test")))) {
-        if (!in)
-            auth_signin_page(a, req, 401, "/account", "Sign in again to change your account.");
-        else if (p.len == sizeof("/account/notify/add") - 1)
-            notify_add(a, req, &user);
-        else
-            notify_change(a, req, &user,
-                          h2o_memis(p.base, p.len, H2O_STRLIT("/account/notify/test")));
-    } else {
+    enum account_action what = account_action(req->path_normalized, post);
+    if (what == ACCOUNT_NONE) {
         auth_error_page(req, 404, "not_found", "There is no such page.");
+        return 0;
+    }
+    struct store_user user;
+    if (!auth_page_user(a, req, "/account", what != ACCOUNT_VIEW, &user))
+        return 0;
+    switch (what) {
+    case ACCOUNT_VIEW: page(a, req, 200, &user, &(struct said){.note = done_note(req)}); break;
+    case ACCOUNT_REVOKE: revoke_one(a, req, &user); break;
+    case ACCOUNT_CREDENTIAL_SET: credential_change(a, req, &user, true); break;
+    case ACCOUNT_CREDENTIAL_DELETE: credential_change(a, req, &user, false); break;
+    case ACCOUNT_NOTIFY_ADD: notify_add(a, req, &user); break;
+    case ACCOUNT_NOTIFY_REMOVE: notify_change(a, req, &user, false); break;
+    case ACCOUNT_NOTIFY_TEST: notify_change(a, req, &user, true); break;
+    case ACCOUNT_NONE: break;
     }
     return 0;
 }

@@ -13,13 +13,11 @@
 #include "base/log.h"
 #include "base/util.h"
 
-struct auth *auth_new(struct http_server *srv, struct err *err)
+struct auth *auth_new(const struct config *cfg, struct store *st)
 {
-    const struct config *cfg = srv->cfg;
     struct auth *a = xcalloc(1, sizeof(*a));
-    a->srv = srv;
     a->cfg = cfg;
-    a->store = srv->store;
+    a->store = st;
     a->cimd_loopback = cfg->oauth_cimd_loopback;
     a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
     a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
@@ -79,22 +77,28 @@ void auth_free(struct auth *a)
     auth_admit_release(a);
     cimd_free(a->cimd);
     sodium_memzero(a->device_key, sizeof(a->device_key));
+    sodium_memzero(a->credential_key, sizeof(a->credential_key));
     free(a);
 }
 
-void http_routes_auth(struct http_server *srv, h2o_hostconf_t *host)
+void auth_set_credential_key(struct auth *a, const unsigned char key[SEAL_KEY_BYTES])
 {
-    http_add_route(srv, host, "/.well-known/oauth-protected-resource", "/.well-known",
-                   auth_on_metadata);
-    http_add_route(srv, host, "/.well-known/oauth-authorization-server", "/.well-known",
-                   auth_on_metadata);
-    http_add_route(srv, host, "/.well-known/openid-configuration", "/.well-known",
-                   auth_on_metadata);
-    http_add_route(srv, host, "/authorize", "/authorize", auth_on_authorize);
-    http_add_route(srv, host, "/token", "/token", auth_on_token);
-    http_add_route(srv, host, "/register", "/register", auth_on_register);
-    http_add_route(srv, host, "/revoke", "/revoke", auth_on_revoke);
-    http_add_route(srv, host, "/login", "/login", auth_on_login);
-    http_add_route(srv, host, "/logout", "/logout", auth_on_logout);
-    http_add_route(srv, host, "/account", "/account", auth_on_account);
+    memcpy(a->credential_key, key, SEAL_KEY_BYTES);
+    a->has_credential_key = true;
+}
+
+void auth_register(struct http_server *http, struct auth *a)
+{
+    http_add_route(http, "/.well-known/oauth-protected-resource", "/.well-known", auth_on_metadata,
+                   a);
+    http_add_route(http, "/.well-known/oauth-authorization-server", "/.well-known",
+                   auth_on_metadata, a);
+    http_add_route(http, "/.well-known/openid-configuration", "/.well-known", auth_on_metadata, a);
+    http_add_route(http, "/authorize", "/authorize", auth_on_authorize, a);
+    http_add_route(http, "/token", "/token", auth_on_token, a);
+    http_add_route(http, "/register", "/register", auth_on_register, a);
+    http_add_route(http, "/revoke", "/revoke", auth_on_revoke, a);
+    http_add_route(http, "/login", "/login", auth_on_login, a);
+    http_add_route(http, "/logout", "/logout", auth_on_logout, a);
+    http_add_route(http, "/account", "/account", auth_on_account, a);
 }

@@ -1,12 +1,13 @@
 #pragma once
 /* The OAuth 2.1 authorization server (sign-in, consent, clients, codes, tokens) and the account
- * page. http/ routes to it; the token check /mcp uses stays http_token_check(), whatever issued
- * the token. */
+ * page. It registers its routes with http/ (auth_register); the token check /mcp uses stays
+ * http_bearer_check() in http/, whatever issued the token. */
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "base/err.h"
+#include "base/seal.h"
 
 /* Scopes: one for the sandbox tools, one for runs, offline_access for refresh tokens. */
 #define AUTH_SCOPE_SANDBOX 1u
@@ -24,9 +25,20 @@ void auth_scopes_format(unsigned scopes, char *out, size_t cap);
 /* The scope a tool needs (0 for none). */
 unsigned auth_tool_scope(const char *tool);
 
+struct config;
+struct store;
 struct http_server;
 struct auth;
-struct auth *auth_new(struct http_server *srv, struct err *err);
+/* The authorization server for cfg and st (both borrowed for its life). Never fails. Main loop
+ * thread. */
+struct auth *auth_new(const struct config *cfg, struct store *st);
+/* The key users' credentials are sealed with (copied; see store_credential_key_load), with
+ * which the account page sets a user's own. Until it is set, the page cannot store one. */
+void auth_set_credential_key(struct auth *a, const unsigned char key[SEAL_KEY_BYTES]);
+/* Serve the authorization server on http: metadata, /authorize, /token, /register, /revoke,
+ * /login, /logout and /account, each route with a as its context (a must outlive http). */
+void auth_register(struct http_server *http, struct auth *a);
+/* Free a (NULL is fine), after the server that routes to it has stopped. */
 void auth_free(struct auth *a);
 
 /* The user a browser's request is signed in as (the session cookie /login sets): true and *user

@@ -16,6 +16,7 @@
 
 #define AUTH_CODE_TTL_MS (60 * 1000)
 #define AUTH_SESSION_TTL_S (30 * 86400)
+#define AUTH_SESSION_COOKIE "smcp_session" /* set by /login, read by auth_session_user */
 #define AUTH_FORM_MAX (64 * 1024)
 #define AUTH_STATE_MAX 2048
 #define AUTH_UNUSED_CLIENT_MS (24LL * 3600 * 1000) /* an unapproved registration is kept */
@@ -26,7 +27,6 @@ struct cimd;
 struct auth_admit;
 
 struct auth {
-    struct http_server *srv;
     const struct config *cfg;
     struct store *store;
     struct cimd *cimd;
@@ -37,6 +37,8 @@ struct auth {
     int64_t trust_s;              /* how long a device cookie is good for */
     /* the rotation overlap (OAUTH_REFRESH_REUSE_SECONDS, OAUTH_REFRESH_REUSE_MAX) */
     struct store_oauth_reuse refresh_reuse;
+    unsigned char credential_key[SEAL_KEY_BYTES]; /* seals what the account page stores */
+    bool has_credential_key;
 };
 
 /* PUBLIC_URL, the issuer. Read from the configuration at each use: with --listen HOST:0 the
@@ -46,6 +48,9 @@ const char *auth_issuer(const struct auth *a);
 void auth_resource(const struct auth *a, char *out, size_t cap);
 
 /* page.c: HTML pages, cookies, CSRF, forms, sessions */
+/* The start of a page's handler: the request tracked, *post set, and a POST's Origin checked.
+ * The authorization server (the route's context), or NULL when the check has answered 403. */
+struct auth *auth_page_enter(h2o_handler_t *self, h2o_req_t *req, bool *post);
 void html_text(struct buf *b, const char *s);
 /* <input type="hidden" name=name value=value> */
 void html_hidden(struct buf *b, const char *name, const char *value);
@@ -129,3 +134,9 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req);
 /* signin.c: the sign-in form, for a request that needs a signed-in user */
 void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *return_to,
                       const char *message);
+/* The one check of a page that needs a signed-in user: true with *user filled (auth_session_user);
+ * otherwise it has answered with the sign-in form, which comes back to return_to: 200 when a page
+ * is being opened, 401 "sign in again" when change (a form sent from a page whose session has
+ * ended since). */
+bool auth_page_user(struct auth *a, h2o_req_t *req, const char *return_to, bool change,
+                    struct store_user *user);

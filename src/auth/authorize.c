@@ -297,7 +297,7 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
 int auth_on_authorize(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     if (!auth_path_exact(req, "/authorize", false))
         return 0;

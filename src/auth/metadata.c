@@ -52,7 +52,7 @@ static json_t *server_metadata(struct auth *a)
 int auth_on_metadata(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     h2o_iovec_t p = req->path_normalized;
     json_t *body = NULL;

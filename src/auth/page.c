@@ -153,9 +153,19 @@ bool auth_csrf_ok(h2o_req_t *req, const struct form *f)
     return diff == 0;
 }
 
+struct auth *auth_page_enter(h2o_handler_t *self, h2o_req_t *req, bool *post)
+{
+    struct http_route *route = (struct http_route *)self;
+    http_request_track(route, req);
+    *post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
+    if (*post && !http_check_origin(route->srv, req))
+        return NULL;
+    return route->ctx;
+}
+
 bool auth_session_user(struct auth *a, h2o_req_t *req, struct store_user *user)
 {
-    const char *s = auth_cookie(req, "smcp_session");
+    const char *s = auth_cookie(req, AUTH_SESSION_COOKIE);
     if (!s || !token_shaped(s, 1, 128))
         return false;
     struct err err = {0};

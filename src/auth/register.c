@@ -46,7 +46,7 @@ static bool subset(json_t *list, const char *const *allowed, size_t n)
 int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     if (!auth_post_only(req, "/register"))
         return 0;

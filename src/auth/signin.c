@@ -25,7 +25,6 @@
 #include "base/metrics.h"
 #include "base/util.h"
 
-#define SESSION_COOKIE "smcp_session"
 #define DEVICE_COOKIE "smcp_device"
 #define PASSWORD_MAX 1024
 #define DEVICE_HEAD (8 + THROTTLE_DEVICE_ID_BYTES) /* issued at, id */
@@ -86,6 +85,18 @@ void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *re
                  "login-link NAME</code>.</p>\n</section>\n");
     auth_page(req, status, "Sign in", b.data);
     buf_release(&b);
+}
+
+bool auth_page_user(struct auth *a, h2o_req_t *req, const char *return_to, bool change,
+                    struct store_user *user)
+{
+    if (auth_session_user(a, req, user))
+        return true;
+    if (change)
+        auth_signin_page(a, req, 401, return_to, "Sign in again to change your account.");
+    else
+        auth_signin_page(a, req, 200, return_to, NULL);
+    return false;
 }
 
 static void device_mac(const struct auth *a, const char *name, const unsigned char *head,
@@ -150,7 +161,7 @@ static void signed_in(struct auth *a, h2o_req_t *req, const struct store_user *u
         return;
     }
     log_info("auth signed-in user=%s how=%s", user->name, how);
-    auth_set_cookie(a, req, SESSION_COOKIE, plain, AUTH_SESSION_TTL_S);
+    auth_set_cookie(a, req, AUTH_SESSION_COOKIE, plain, AUTH_SESSION_TTL_S);
     sodium_memzero(plain, sizeof(plain));
     device_set(a, req, user->name);
     auth_redirect(req, 303, safe_return(ret));
@@ -357,11 +368,9 @@ static void link_page(struct auth *a, h2o_req_t *req)
 
 int auth_on_login(h2o_handler_t *self, h2o_req_t *req)
 {
-    struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
-    http_request_track(route, req);
-    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
-    if (post && !http_check_origin(route->srv, req))
+    bool post;
+    struct auth *a = auth_page_enter(self, req, &post);
+    if (!a)
         return 0;
     h2o_iovec_t p = req->path_normalized;
     if (h2o_memis(p.base, p.len, H2O_STRLIT("/login/link")) && !post) {
@@ -383,7 +392,7 @@ int auth_on_login(h2o_handler_t *self, h2o_req_t *req)
 int auth_on_logout(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
         http_add_header(req, H2O_TOKEN_ALLOW, "POST");
@@ -402,12 +411,12 @@ int auth_on_logout(h2o_handler_t *self, h2o_req_t *req)
         auth_error_page(req, 403, "invalid_request", "The form's security token is missing.");
         return 0;
     }
-    const char *s = auth_cookie(req, SESSION_COOKIE);
+    const char *s = auth_cookie(req, AUTH_SESSION_COOKIE);
     if (s) {
         struct err err = {0};
         store_web_session_delete(a->store, s, strlen(s), &err);
     }
-    auth_set_cookie(a, req, SESSION_COOKIE, "", 0);
+    auth_set_cookie(a, req, AUTH_SESSION_COOKIE, "", 0);
     auth_redirect(req, 303, "/login?return_to=/account");
     return 0;
 }

@@ -2,6 +2,8 @@
  * POST /revoke (RFC 7009). Every answer carries Cache-Control: no-store. */
 #include "auth/auth_internal.h"
 
+#include "http/bearer.h"
+
 #include <errno.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -54,7 +56,7 @@ static void issue(struct auth *a, h2o_req_t *req, const struct store_oauth_grant
 static void replayed(h2o_req_t *req, const struct store_oauth_client *c, const char *what,
                      const char *why, const char *revoked)
 {
-    http_auth_cache_flush();
+    http_bearer_cache_flush();
     log_warn("oauth replay client=\"%.200s\" what=%s reason=\"%s\" revoked=\"%s\"", c->id, what,
              why, revoked);
     char msg[160];
@@ -193,7 +195,7 @@ static void revoke_request(struct auth *a, h2o_req_t *req, const struct form *f,
         log_error("oauth store-failure reason=\"%s\"", err.msg);
         auth_json_error(req, 503, "temporarily_unavailable", "try again");
     } else {
-        http_auth_cache_flush();
+        http_bearer_cache_flush();
         auth_json(req, 200, json_object());
     }
 }
@@ -204,7 +206,7 @@ static int client_request(h2o_handler_t *self, h2o_req_t *req, const char *path,
                                      const struct store_oauth_client *c))
 {
     struct http_route *route = (struct http_route *)self;
-    struct auth *a = route->srv->auth;
+    struct auth *a = route->ctx;
     http_request_track(route, req);
     if (!auth_post_only(req, path))
         return 0;

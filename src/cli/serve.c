@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "auth/auth.h"
 #include "base/cleanup.h"
 #include "base/config.h"
 #include "base/ids.h"
@@ -22,6 +23,8 @@
 #include "cluster/cluster.h"
 #include "egress/egress.h"
 #include "http/http.h"
+#include "http/mcp_endpoint.h"
+#include "http/web.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
@@ -168,6 +171,7 @@ struct serve {
     struct mcp_server *mcp;
     struct fixture_tasks *fixture_tasks;
     struct http_server *http;
+    struct auth *auth;
     struct proxy *proxy;
     struct cluster *cluster;
     struct runs *runs;
@@ -188,6 +192,7 @@ static void serve_stop(struct serve *s)
     notifier_free(s->notifier);
     cluster_free(s->cluster);
     http_server_free(s->http);
+    auth_free(s->auth);
     proxy_free(s->proxy);
     mcp_server_free(s->mcp);
     mcp_fixtures_tasks_free(s->fixture_tasks); /* after the server that used it */
@@ -301,8 +306,9 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     }
     /* wiring: the HTTP listener and what it serves (MCP, the proxy, the cluster's channel, the
      * runs' pages) */
-    if (http_server_new(cfg, s.st, s.mcp, &s.http, &s.err) < 0)
+    if (http_server_new(cfg, s.st, &s.http, &s.err) < 0)
         goto fail;
+    mcp_endpoint_register(s.http, s.mcp);
     key_derive(secret, strlen(secret), KEY_PROXY_JWT, s.jwt_key);
     key_derive(secret, strlen(secret), KEY_VIEW_TOKEN, s.view_key);
     r = 2;
@@ -310,7 +316,6 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         goto fail;
     proxy_set_seal_key(s.proxy, s.credential_key);
     http_server_set_proxy(s.http, s.proxy);
-    http_server_set_credential_key(s.http, s.credential_key);
     if (s.sandboxes) {
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, s.http);
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener,
@@ -352,7 +357,6 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     runs_network_set_runs(s.network, s.runs);
     s.facts.llms = proxy_llms(s.proxy, &s.facts.nllms);
     tools_runs_register(s.mcp, s.runs, s.st, runs_unavailable, &s.facts);
-    http_server_set_runs(s.http, s.runs);
     struct notify_config nc = {.seal_key = s.credential_key,
                                .allow_loopback_http = cfg->notify_test_loopback,
                                .retry_base_ms = cfg->notify_retry_base_ms,
@@ -366,6 +370,10 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     r = 1;
     if (cli_first_start(cfg, s.st) < 0)
         goto out;
+    s.auth = auth_new(cfg, s.st);
+    auth_set_credential_key(s.auth, s.credential_key);
+    auth_register(s.http, s.auth);
+    web_register(s.http, s.st, s.auth, s.runs);
     log_info("serve start version=%s data_dir=%s store=%s public_url=%s", SANDBOX_MCP_VERSION,
              cfg->data_dir, store_is_shared(s.st) ? "postgres" : "sqlite", cfg->public_url);
     http_server_run(s.http);

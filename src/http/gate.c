@@ -12,7 +12,7 @@
  * oldest of its own address if it has one (an address opening connection after connection
  * replaces its own), else the oldest of all; authenticated connections and requests under way
  * are never closed for it, and when only they are left the newcomer is refused. And an address
- * (IPv4, or IPv6 /64: peers.c) holds at most PREAUTH_ADDRESS_CONNECTIONS unauthenticated
+ * (IPv4, or IPv6 /64: gate_peers.c) holds at most PREAUTH_ADDRESS_CONNECTIONS unauthenticated
  * connections; past it, its newcomer is refused at accept, before it could close anyone's.
  *
  * HTTP/1 (plain, and over TLS alike): the gate parses the first request's head as it arrives,
@@ -29,10 +29,10 @@
  * and hands the connection to h2o's HTTP/1 or HTTP/2 side by ALPN (as h2o_accept would), with
  * the input that came with the end of the handshake held back until the gate is in front.
  *
- * HTTP/2 (only over TLS; h2c is off): h2o opens up to 100 streams per connection with a 16 MiB
- * window each and buffers every stream's body before a handler sees it. So until a connection
- * is authenticated the gate follows its frames (9-byte headers after the 24-byte preface,
- * across reads) and charges every frame as its header arrives, payload announced included,
+ * HTTP/2 (only over TLS; h2c is off; gate_h2.c): h2o opens up to 100 streams per connection with a
+ * 16 MiB window each and buffers every stream's body before a handler sees it. So until a
+ * connection is authenticated the gate follows its frames (9-byte headers after the 24-byte
+ * preface, across reads) and charges every frame as its header arrives, payload announced included,
  * except WINDOW_UPDATE (which h2o only counts): at most PREAUTH_REQUEST_BYTES per connection,
  * and against the listener's PREAUTH_TOTAL_BYTES. Past either, the connection is closed. The
  * charge is not given back when a stream ends: an ended request still holds its body while it
@@ -45,11 +45,13 @@
  * h2o stops reading a connection whose output piles up and starts again with its own callback
  * when it drains; that happens inside a turn of the loop, and a socket is read only after the
  * next poll, so putting the gate back after every turn (http_gate_after_loop) loses nothing. */
-#include "http/http_internal.h"
+#include "http/gate_internal.h"
+
+#include "http/bearer.h"
+#include "http/h2o_shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <h2o/cache_digests.h>
 #include <h2o/http1.h>
 #include <h2o/http2.h>
 #include <stdint.h>
@@ -68,100 +70,9 @@
 #include "proxy/proxy.h"
 #include "store/store.h"
 
-/* h2o's HPACK decoder, as libh2o exports it (its header, h2o/http2_internal.h, includes a
- * khash.h that is not installed). */
-typedef struct st_h2o_hpack_header_table_t {
-    struct st_h2o_hpack_header_table_entry_t *entries;
-    size_t num_entries, entry_capacity, entry_start_index;
-    size_t hpack_size;
-    size_t hpack_capacity;
-    size_t hpack_max_capacity;
-} h2o_hpack_header_table_t;
-void h2o_hpack_dispose_header_table(h2o_hpack_header_table_t *header_table);
-int h2o_hpack_parse_headers(h2o_req_t *req, h2o_hpack_header_table_t *header_table,
-                            const uint8_t *src, size_t len, int *pseudo_header_exists_map,
-                            size_t *content_length, h2o_cache_digests_t **digests,
-                            const char **err_desc);
-
-/* HTTP/2 framing (RFC 9113 section 4.1) and the frames the gate looks into */
-#define H2_PREFACE_LEN 24
-#define H2_FRAME_HEAD 9
-#define H2_MAX_FRAME 16384 /* h2o's SETTINGS_MAX_FRAME_SIZE: larger frames end the connection */
-#define H2_HEADERS 0x1
-#define H2_WINDOW_UPDATE 0x8
-#define H2_CONTINUATION 0x9
-#define H2_END_HEADERS 0x4
-#define H2_PADDED 0x8
-#define H2_PRIORITY 0x20
-
 /* What may arrive beyond the announced request (a client pipelining) before the connection is
  * closed; h2o discards it anyway, since gated connections serve one request. */
 #define GATE_SLACK (64 * 1024)
-
-#define REFUSAL_REASONS 12
-
-struct http_pool {
-    struct http_server *srv;
-    size_t conns, max_conns;
-    size_t bytes, max_bytes; /* charged by connections the gate still watches */
-    unsigned refs;           /* the listener's, and one per connection */
-    /* refusals are logged at most once a second per pool and reason (a few constant strings) */
-    struct refusals {
-        const char *why;
-        int64_t warned_ms;
-        unsigned long count; /* since the last warning */
-    } refusals[REFUSAL_REASONS];
-    char sandbox[64]; /* "" for the main listener */
-    /* Main listener only: connections that have not sent a whole first request head (their TLS
-     * handshake included), oldest first, of which a newcomer to a full listener closes one; and
-     * the unauthenticated connections of each address. */
-    h2o_linklist_t waiting;
-    struct http_peers *peers;
-};
-
-/* An HTTP/2 connection not yet authenticated: where the gate is in its frames, what it has
- * charged, and the header block being received. */
-struct http_conn;
-struct h2_watch {
-    h2o_linklist_t link; /* in watched_h2 */
-    struct http_conn *conn;
-    size_t preface_left; /* bytes of the client preface still to come */
-    uint8_t head[H2_FRAME_HEAD];
-    size_t head_len;     /* bytes of the current frame header seen */
-    size_t payload_left; /* bytes of the current frame's payload still to come */
-    uint8_t type, flags;
-    bool collect;     /* the payload goes to block */
-    size_t frame_at;  /* where the current frame's payload starts in block */
-    bool in_block;    /* a header block awaits its CONTINUATION */
-    bool hpack_lost;  /* the decoder lost step with h2o's: credentials are not looked for */
-    struct buf block; /* HEADERS and CONTINUATION payloads of the block being received */
-    h2o_hpack_header_table_t table;
-    size_t received; /* bytes charged */
-};
-
-struct http_conn {
-    struct http_pool *pool;
-    h2o_socket_t *sock;
-    h2o_accept_ctx_t *actx;
-    struct timeval connected_at;
-    SSL_CTX *ssl_ctx;              /* TLS: a reference to the context it is accepted with */
-    h2o_timeout_entry_t handshake; /* TLS: linked until the handshake is done */
-    struct h2_watch *h2;           /* HTTP/2 until authenticated */
-    h2o_socket_cb h2o_read;        /* h2o's read callback, called after the gate's */
-    size_t charged;                /* bytes charged to the pool */
-    size_t allowed;                /* input the request may fill, once its head is known */
-    size_t scanned;                /* input already searched for the end of the head */
-    size_t drain_left; /* after a refusal: bytes still read and dropped before closing */
-    bool head_done;
-    bool authenticated; /* its first request carried a valid credential (main listener) */
-    bool gated;
-    bool draining; /* refused: h2o sees nothing more, the client's body is read and dropped */
-    int linger_fd; /* another descriptor of the socket, kept open past h2o's close; or -1 */
-    h2o_linklist_t waiting;            /* in pool->waiting until the first head is whole */
-    h2o_linklist_t peer_waiting;       /* in its address's list of those, as long */
-    h2o_timeout_entry_t head_deadline; /* linked as long as it is waiting */
-    struct http_peer *peer;            /* its address's count while it is unauthenticated */
-};
 
 /* A connection closed by h2o with the client still sending: its socket, read and dropped
  * until the client stops, or at most LINGER_SECONDS and a byte count. */
@@ -182,7 +93,6 @@ static struct {
     size_t bytes; /* charged on every listener */
 } totals;
 
-static h2o_linklist_t watched_h2 = {&watched_h2, &watched_h2};
 static h2o_linklist_t lingering = {&lingering, &lingering};
 
 struct http_pool *http_pool_new(struct http_server *srv, const char *sandbox)
@@ -211,7 +121,7 @@ void http_pool_release(struct http_pool *p)
     }
 }
 
-static void note_refusal(struct http_pool *p, const char *why)
+void gate_note_refusal(struct http_pool *p, const char *why)
 {
     struct refusals *r = &p->refusals[0];
     for (size_t i = 0; i < REFUSAL_REASONS; i++) {
@@ -230,7 +140,7 @@ static void note_refusal(struct http_pool *p, const char *why)
     r->count = 0;
 }
 
-static bool charge(struct http_conn *c, size_t n)
+bool gate_charge(struct http_conn *c, size_t n)
 {
     struct http_pool *p = c->pool;
     if (n > c->charged && p->bytes + (n - c->charged) > p->max_bytes)
@@ -241,21 +151,9 @@ static bool charge(struct http_conn *c, size_t n)
     return true;
 }
 
-static void h2_unwatch(struct http_conn *c)
-{
-    struct h2_watch *w = c->h2;
-    if (!w)
-        return;
-    h2o_linklist_unlink(&w->link);
-    buf_release(&w->block);
-    h2o_hpack_dispose_header_table(&w->table);
-    free(w);
-    c->h2 = NULL;
-}
-
 /* The connection has sent a whole first request head (on HTTP/2, a whole header block), or has
  * been answered by the gate: the head deadline is over, and a newcomer does not close it. */
-static void head_arrived(struct http_conn *c)
+void gate_head_arrived(struct http_conn *c)
 {
     if (h2o_linklist_is_linked(&c->waiting))
         h2o_linklist_unlink(&c->waiting);
@@ -273,14 +171,14 @@ static void peer_leave(struct http_conn *c)
 }
 
 /* The connection's user is known: the gate charges it no more. */
-static void authenticate(struct http_conn *c)
+void gate_authenticate(struct http_conn *c)
 {
-    head_arrived(c);
+    gate_head_arrived(c);
     peer_leave(c);
-    h2_unwatch(c);
+    gate_h2_unwatch(c);
     c->authenticated = true;
     c->gated = false;
-    charge(c, 0);
+    gate_charge(c, 0);
 }
 
 static void linger_end(struct lingering *l)
@@ -331,12 +229,12 @@ static void conn_closed(void *data)
     struct http_conn *c = data;
     if (c->linger_fd >= 0)
         linger_start(c);
-    h2_unwatch(c);
+    gate_h2_unwatch(c);
     h2o_timeout_unlink(&c->handshake);
-    head_arrived(c);
+    gate_head_arrived(c);
     peer_leave(c);
     SSL_CTX_free(c->ssl_ctx);
-    charge(c, 0);
+    gate_charge(c, 0);
     c->pool->conns--;
     totals.conns--;
     http_pool_release(c->pool);
@@ -377,7 +275,7 @@ void http_conn_authenticated(h2o_req_t *req)
 {
     struct http_conn *c = conn_of(req);
     if (c && c->h2)
-        authenticate(c);
+        gate_authenticate(c);
 }
 
 void http_gate_counts(size_t *conns, size_t *gated_bytes)
@@ -420,9 +318,9 @@ static const char *refuse(struct http_conn *c, int status, const char *extra, co
         (void)sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         shutdown(fd, SHUT_WR);
     }
-    note_refusal(c->pool, code);
-    head_arrived(c);
-    charge(c, 0);
+    gate_note_refusal(c->pool, code);
+    gate_head_arrived(c);
+    gate_charge(c, 0);
     c->draining = true;
     c->drain_left = c->pool->srv->cfg->max_request_bytes + GATE_SLACK;
     return NULL;
@@ -447,14 +345,15 @@ static bool name_is(const struct phr_header *h, const char *name)
 /* Whether the Authorization and X-API-Key values (either may be empty) carry a credential the
  * listener accepts: a user's bearer token or a proxy token on the main listener, a proxy token
  * of this sandbox on a sandbox's listener. */
-static bool credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key)
+bool gate_credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key)
 {
     if (!auth.len && !key.len)
         return false;
     if (!p->sandbox[0] && auth.len > 7 && strncasecmp(auth.base, "Bearer ", 7) == 0) {
         struct store_user user;
         struct err err = {0};
-        if (http_token_check(p->srv, auth.base + 7, auth.len - 7, &user, NULL, &err) == 0)
+        if (http_bearer_check(p->srv->store, p->srv->cfg->public_url, auth.base + 7, auth.len - 7,
+                              &user, NULL, &err) == 0)
             return true;
     }
     return p->srv->proxy && proxy_head_authorized(p->srv->proxy, key, auth, p->sandbox);
@@ -469,7 +368,7 @@ static bool head_authorized(struct http_pool *p, const struct phr_header *hs, si
         else if (name_is(&hs[i], "x-api-key"))
             key = h2o_iovec_init(hs[i].value, hs[i].value_len);
     }
-    return credential_ok(p, auth, key);
+    return gate_credential_ok(p, auth, key);
 }
 
 /* Another node's proof for this one request (cluster.h), bound to its method, path, announced
@@ -515,7 +414,7 @@ static const char *judge_head(struct http_conn *c, size_t len, const char *metho
         body = cfg->max_request_bytes; /* the most h2o reads before it answers 413 */
     if (proof == 0) {
         c->allowed = len + body;
-        charge(c, 0);
+        gate_charge(c, 0);
         return NULL;
     }
     bool authorized = (chunked || len + body > cfg->preauth_request_bytes || !p->sandbox[0]) &&
@@ -524,7 +423,7 @@ static const char *judge_head(struct http_conn *c, size_t len, const char *metho
         peer_leave(c);
         c->authenticated = true;
         c->gated = false;
-        charge(c, 0);
+        gate_charge(c, 0);
         return NULL;
     }
     if (!authorized && (chunked || len + body > cfg->preauth_request_bytes)) {
@@ -537,7 +436,7 @@ static const char *judge_head(struct http_conn *c, size_t len, const char *metho
                       "unauthenticated allowance is read");
     }
     c->allowed = len + body;
-    if (!charge(c, c->allowed > c->sock->input->size ? c->allowed : c->sock->input->size))
+    if (!gate_charge(c, c->allowed > c->sock->input->size ? c->allowed : c->sock->input->size))
         return refuse(c, 503, "Retry-After: 1\r\n", "busy",
                       p->sandbox[0] ? "this sandbox has too many requests in progress"
                                     : "too many unauthenticated requests in progress");
@@ -553,7 +452,7 @@ static const char *gate_check(struct http_conn *c)
     if (c->head_done) {
         /* h2o may be reading the body: close rather than answer beside it */
         if (in > c->allowed + GATE_SLACK) {
-            note_refusal(c->pool, "excess_data");
+            gate_note_refusal(c->pool, "excess_data");
             return "more data than the request announced";
         }
         return NULL;
@@ -569,180 +468,17 @@ static const char *gate_check(struct http_conn *c)
     c->scanned = scan;
     if (r > 0) {
         c->head_done = true;
-        head_arrived(c);
+        gate_head_arrived(c);
         return judge_head(c, (size_t)r, method, mlen, path, plen, hs, n);
     }
     if (r == -2 && in > cfg->preauth_request_bytes)
         return refuse(c, 431, "", "head_too_large", "the request head is too large");
     /* incomplete, or not HTTP/1 (h2o answers 400) */
-    if (!charge(c, in))
+    if (!gate_charge(c, in))
         return refuse(c, 503, "Retry-After: 1\r\n", "busy",
                       c->pool->sandbox[0] ? "this sandbox has too many requests in progress"
                                           : "too many unauthenticated requests in progress");
     return NULL;
-}
-
-/* A header block is complete: decode it with the connection's own HPACK table, as h2o will
- * with its table, and say whether it carries a credential the main listener accepts. */
-static bool h2_block_authorized(struct http_conn *c)
-{
-    struct h2_watch *w = c->h2;
-    /* the request the decoder fills (its pool and headers); the loop's thread only */
-    static h2o_req_t req;
-    memset(&req, 0, sizeof(req));
-    h2o_mem_init_pool(&req.pool);
-    int pseudo = 0;
-    size_t content_length;
-    const char *err_desc = NULL;
-    int r = h2o_hpack_parse_headers(&req, &w->table, (const uint8_t *)w->block.data, w->block.len,
-                                    &pseudo, &content_length, NULL, &err_desc);
-    bool ok = false;
-    if (r != 0 && r != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR) {
-        w->hpack_lost = true; /* and h2o ends the connection */
-    } else {
-        ssize_t a = h2o_find_header(&req.headers, H2O_TOKEN_AUTHORIZATION, -1);
-        ssize_t k = h2o_find_header_by_str(&req.headers, H2O_STRLIT("x-api-key"), -1);
-        h2o_iovec_t auth = a >= 0 ? req.headers.entries[a].value : h2o_iovec_init(NULL, 0);
-        h2o_iovec_t key = k >= 0 ? req.headers.entries[k].value : h2o_iovec_init(NULL, 0);
-        ok = credential_ok(c->pool, auth, key);
-    }
-    h2o_mem_clear_pool(&req.pool);
-    return ok;
-}
-
-/* The current frame's payload is all there. Returns true when it completed a header block
- * with a valid credential. */
-static bool h2_frame_end(struct http_conn *c)
-{
-    struct h2_watch *w = c->h2;
-    if ((w->type == H2_HEADERS || w->type == H2_CONTINUATION) && (w->flags & H2_END_HEADERS))
-        head_arrived(c);
-    if (!w->collect)
-        return false;
-    w->collect = false;
-    if (w->block.overflowed) {
-        w->hpack_lost = true; /* h2o refuses the stream without decoding the block */
-        return false;
-    }
-    if (w->type == H2_HEADERS) {
-        /* the header block fragment lies between the pad length and priority fields and the
-         * padding */
-        size_t len = w->block.len - w->frame_at;
-        uint8_t *f = (uint8_t *)w->block.data + w->frame_at;
-        size_t front = 0, pad = 0;
-        if (w->flags & H2_PADDED) {
-            pad = len ? f[0] : 0;
-            front = 1;
-        }
-        if (w->flags & H2_PRIORITY)
-            front += 5;
-        if (front + pad > len) {
-            w->hpack_lost = true; /* a protocol error: h2o ends the connection */
-            return false;
-        }
-        memmove(f, f + front, len - front - pad);
-        w->block.len = w->frame_at + len - front - pad;
-    }
-    if (!(w->flags & H2_END_HEADERS)) {
-        w->in_block = true;
-        return false;
-    }
-    w->in_block = false;
-    bool ok = h2_block_authorized(c);
-    buf_reset(&w->block);
-    return ok;
-}
-
-/* A frame header is complete: charge the frame and decide whether its payload is kept. */
-static const char *h2_frame_begin(struct http_conn *c)
-{
-    struct h2_watch *w = c->h2;
-    const uint8_t *h = w->head;
-    size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
-    w->type = h[3];
-    w->flags = h[4];
-    w->head_len = 0;
-    w->payload_left = len;
-    if (len > H2_MAX_FRAME)
-        return "http2 frame larger than allowed"; /* h2o would end the connection too */
-    if (w->type != H2_WINDOW_UPDATE)
-        w->received += H2_FRAME_HEAD + len;
-    /* a header block is one HEADERS and the CONTINUATION frames right after it */
-    if (w->in_block && w->type != H2_CONTINUATION)
-        w->hpack_lost = true;
-    w->collect = !w->hpack_lost && (w->type == H2_HEADERS || w->type == H2_CONTINUATION);
-    if (w->collect && w->type == H2_CONTINUATION && !w->in_block)
-        w->collect = false, w->hpack_lost = true;
-    if (w->collect)
-        w->frame_at = w->block.len;
-    return NULL;
-}
-
-/* Follow the n bytes that have just arrived at p. Returns NULL, or an error for h2o to close
- * the connection with; c->h2 is NULL once the connection is authenticated. */
-static const char *h2_follow(struct http_conn *c, const uint8_t *p, size_t n)
-{
-    struct h2_watch *w = c->h2;
-    size_t limit = c->pool->srv->cfg->preauth_request_bytes;
-    while (n) {
-        size_t take;
-        if (w->preface_left) {
-            take = n < w->preface_left ? n : w->preface_left;
-            w->preface_left -= take;
-            w->received += take;
-        } else if (w->payload_left) {
-            take = n < w->payload_left ? n : w->payload_left;
-            if (w->collect)
-                buf_append(&w->block, p, take);
-            w->payload_left -= take;
-            if (!w->payload_left && h2_frame_end(c)) {
-                authenticate(c);
-                return NULL;
-            }
-        } else {
-            take = H2_FRAME_HEAD - w->head_len;
-            take = n < take ? n : take;
-            memcpy(w->head + w->head_len, p, take);
-            w->head_len += take;
-            if (w->head_len == H2_FRAME_HEAD) {
-                const char *err = h2_frame_begin(c);
-                if (err)
-                    return err;
-                if (!w->payload_left && h2_frame_end(c)) {
-                    authenticate(c);
-                    return NULL;
-                }
-            }
-        }
-        p += take;
-        n -= take;
-        if (w->received > limit) {
-            note_refusal(c->pool, "unauthorized");
-            return "unauthenticated http2 connection over its allowance";
-        }
-    }
-    if (!charge(c, w->received)) {
-        note_refusal(c->pool, "busy");
-        return "too many unauthenticated requests in progress";
-    }
-    return NULL;
-}
-
-/* On every read of an unauthenticated HTTP/2 connection: follow what arrived. When the
- * connection is refused, what h2o has not parsed yet is dropped, and the error has h2o close
- * it. */
-static const char *h2_check(struct http_conn *c)
-{
-    h2o_buffer_t *in = c->sock->input;
-    size_t n = c->sock->bytes_read < in->size ? c->sock->bytes_read : in->size;
-    const char *err = h2_follow(c, (const uint8_t *)in->bytes + in->size - n, n);
-    if (err) {
-        h2_unwatch(c);
-        charge(c, 0);
-        c->gated = false;
-        h2o_buffer_consume(&c->sock->input, c->sock->input->size);
-    }
-    return err;
 }
 
 static void gate_on_read(h2o_socket_t *sock, const char *err)
@@ -750,31 +486,22 @@ static void gate_on_read(h2o_socket_t *sock, const char *err)
     struct http_conn *c = sock->on_close.data;
     h2o_socket_cb next = c->h2o_read;
     if (!err && c->h2)
-        err = h2_check(c);
+        err = gate_h2_check(c);
     else if (!err && c->gated && !c->draining)
         err = gate_check(c);
     if (!err && c->draining && !(err = drain(c)))
         return; /* h2o sees nothing of a refused connection */
     if (!c->gated)
-        sock->_cb.read = next;
+        h2o_shim_set_read_cb(sock, next);
     /* may close the socket, and free c */
     next(sock, err);
 }
 
 /* Put the gate in front of h2o's read callback. */
-static void hook(struct http_conn *c)
+void gate_hook(struct http_conn *c)
 {
-    c->h2o_read = c->sock->_cb.read;
-    c->sock->_cb.read = gate_on_read;
-}
-
-void http_gate_after_loop(void)
-{
-    for (h2o_linklist_t *l = watched_h2.next; l != &watched_h2; l = l->next) {
-        struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct h2_watch, link, l)->conn;
-        if (c->sock->_cb.read == c->h2o_read)
-            hook(c);
-    }
+    c->h2o_read = h2o_shim_read_cb(c->sock);
+    h2o_shim_set_read_cb(c->sock, gate_on_read);
 }
 
 /* Close a connection that has not sent its first head: through h2o's read callback, as for a
@@ -782,7 +509,7 @@ void http_gate_after_loop(void)
  * with TLS once the close is sent (it has left pool->waiting). */
 static void drop(struct http_conn *c, const char *why)
 {
-    head_arrived(c);
+    gate_head_arrived(c);
     if (c->h2o_read)
         c->h2o_read(c->sock, why);
     else
@@ -792,7 +519,7 @@ static void drop(struct http_conn *c, const char *why)
 static void head_timed_out(h2o_timeout_entry_t *entry)
 {
     struct http_conn *c = H2O_STRUCT_FROM_MEMBER(struct http_conn, head_deadline, entry);
-    note_refusal(c->pool, "head_timeout");
+    gate_note_refusal(c->pool, "head_timeout");
     drop(c, "no request head in time");
 }
 
@@ -818,19 +545,12 @@ static void handshake_done(h2o_socket_t *sock, const char *err)
     bool h2 = http_tls_selected_h2(sock);
     log_debug("http tls-handshake protocol=%s", h2 ? "h2" : "http/1.1");
     if (h2) {
-        struct h2_watch *w = xcalloc(1, sizeof(*w));
-        w->conn = c;
-        w->preface_left = H2_PREFACE_LEN;
-        buf_init(&w->block, H2O_MAX_REQLEN);
-        w->table.hpack_capacity = w->table.hpack_max_capacity =
-            H2O_HTTP2_SETTINGS_DEFAULT.header_table_size;
-        h2o_linklist_insert(&watched_h2, &w->link);
-        c->h2 = w;
+        gate_h2_watch(c);
         h2o_http2_accept(c->actx, sock, c->connected_at);
     } else {
         h2o_http1_accept(c->actx, sock, c->connected_at);
     }
-    hook(c);
+    gate_hook(c);
     h2o_buffer_dispose(&sock->input);
     sock->input = early;
     if (early->size) {
@@ -875,7 +595,7 @@ void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t 
     /* the address's own newcomer is refused past its cap, before it could close anyone's */
     struct http_peer *peer;
     if (!peer_admit(p, sock, &peer)) {
-        note_refusal(p, "address");
+        gate_note_refusal(p, "address");
         h2o_socket_close(sock);
         return;
     }
@@ -883,13 +603,13 @@ void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t 
         /* authenticated connections and requests under way keep their place */
         struct http_conn *old = evictable(p, peer);
         if (!old) {
-            note_refusal(p, "connections");
+            gate_note_refusal(p, "connections");
             if (peer)
                 http_peers_release(p->peers, peer);
             h2o_socket_close(sock);
             return;
         }
-        note_refusal(p, "evicted");
+        gate_note_refusal(p, "evicted");
         drop(old, "closed for a newer connection");
     }
     struct http_conn *c = xcalloc(1, sizeof(*c));
@@ -925,5 +645,5 @@ void http_gate_accept(struct http_pool *p, h2o_accept_ctx_t *actx, h2o_socket_t 
     }
     h2o_accept(actx, sock);
     /* h2o's HTTP/1 connection reads with its own callback from now on; the gate goes first */
-    hook(c);
+    gate_hook(c);
 }

@@ -1,31 +1,39 @@
 #pragma once
 /* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1, or HTTPS with
- * HTTP/2 and HTTP/1.1 by ALPN when cfg names a certificate (tls.c, gate.c); routes /mcp, /sse,
- * /healthz, /metrics, the run pages and /proxy/. */
+ * HTTP/2 and HTTP/1.1 by ALPN when cfg names a certificate (tls.c, gate.c). It serves /healthz,
+ * /metrics and /proxy/ itself; the modules above it (the authorization server, the MCP endpoint,
+ * the run pages) register their routes with a context of their own, and it names none of them. */
 
 #include "base/config.h"
 #include "base/err.h"
-#include "base/seal.h"
 
 struct http_server;
 struct store;
-struct mcp_server;
 
-/* Bind the listener named by cfg->listen and prepare routes. The server borrows cfg, st and mcp
- * for its whole life. */
-int http_server_new(const struct config *cfg, struct store *st, struct mcp_server *mcp,
-                    struct http_server **ret, struct err *err);
+/* Bind the listener named by cfg->listen. The server borrows cfg and st for its whole life.
+ * Nothing is accepted until http_server_run. */
+int http_server_new(const struct config *cfg, struct store *st, struct http_server **ret,
+                    struct err *err);
+
+/* A route's handler: h2o's, with the route's context in ((struct http_route *)self)->ctx. */
+struct st_h2o_handler_t;
+struct st_h2o_req_t;
+typedef int (*http_handler_fn)(struct st_h2o_handler_t *self, struct st_h2o_req_t *req);
+/* Serve the path prefix path on the main listener with fn, counted in the metrics under label
+ * (kept, not copied); ctx (borrowed, may be NULL) travels with the route. Call between
+ * http_server_new and http_server_run, on the loop thread; a path registered first wins over a
+ * later one it is a prefix of, and the server's own "/" comes last. */
+void http_add_route(struct http_server *srv, const char *path, const char *label,
+                    http_handler_fn fn, void *ctx);
+
+/* Call fn(ctx) when the server stops accepting (SIGTERM, SIGINT) and again when it is freed:
+ * for a module's own listeners. fn must cope with being called twice. Hooks run in the order
+ * added; loop thread only. */
+void http_server_on_stop(struct http_server *srv, void (*fn)(void *ctx), void *ctx);
 
 /* Serve /proxy/ through p (borrowed; NULL answers 503). */
 struct proxy;
 void http_server_set_proxy(struct http_server *srv, struct proxy *p);
-/* The run engine behind the run and session pages (NULL: they answer 503). */
-struct runs;
-void http_server_set_runs(struct http_server *srv, struct runs *runs);
-/* The key users' credentials are sealed with (copied; see store_credential_key_load), with
- * which the account page sets a user's own. Until it is set, the page cannot store one. */
-void http_server_set_credential_key(struct http_server *srv,
-                                    const unsigned char key[SEAL_KEY_BYTES]);
 
 /* Serve /proxy/ on a sandbox's in-namespace listener (fd owned from now on); fd -1 closes the
  * sandbox's listener. Matches sandbox_listener_fn, so it can be the sandbox manager's hook. */
@@ -39,8 +47,9 @@ void http_server_set_cluster(struct http_server *srv, struct cluster *c);
 /* The address actually bound ("127.0.0.1:41234"), useful with port 0. */
 const char *http_server_address(const struct http_server *srv);
 
-/* Run the loop until SIGTERM or SIGINT, then stop accepting and let in-flight requests finish
- * for the configured grace period; SIGHUP reads the TLS certificate and key again. Returns 0. */
+/* Add the server's own routes after the registered ones, then run the loop until SIGTERM or SIGINT,
+ * then stop accepting and let in-flight requests finish for the configured grace period; SIGHUP
+ * reads the TLS certificate and key again. Returns 0. */
 int http_server_run(struct http_server *srv);
 
 void http_server_free(struct http_server *srv);

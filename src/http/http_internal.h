@@ -9,12 +9,7 @@
 struct http_server {
     const struct config *cfg;
     struct store *store;
-    struct mcp_server *mcp;
     struct proxy *proxy;
-    struct runs *runs; /* NULL until set (or when runs are unavailable) */
-    struct auth *auth; /* the authorization server */
-    unsigned char credential_key[SEAL_KEY_BYTES];
-    bool has_credential_key;
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
@@ -31,16 +26,23 @@ struct http_server {
     bool listen_loopback;
     size_t preauth_per_address; /* PREAUTH_ADDRESS_CONNECTIONS in effect; 0: no cap */
     bool stopping;
+    bool started; /* http_server_run has added the server's own routes and made the context */
+    struct http_stop_hook *stop_hooks; /* http_server_on_stop, run in the order added */
     int inflight;
     unsigned long long next_request;
 };
 
-/* Per-route handler with a metrics label. */
+/* Per-route handler with a metrics label, and the context its module registered it with (h2o's
+ * handlers carry their configuration the same way). */
 struct http_route {
     h2o_handler_t super;
     struct http_server *srv;
     const char *label;
+    void *ctx;
 };
+
+/* The host configuration of the main listener, for a module's filters (mcp_endpoint.c). */
+h2o_hostconf_t *http_server_main_host(struct http_server *srv);
 
 /* Request bookkeeping: id for logs, in-flight count and metrics at dispose. */
 const char *http_request_track(struct http_route *route, h2o_req_t *req);
@@ -68,15 +70,6 @@ bool http_check_origin(struct http_server *srv, h2o_req_t *req);
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
                        unsigned *scopes);
-/* The one check of a user's token (the text after "Bearer "): 0 and user and scopes filled,
- * -ENOENT for an unknown, revoked or expired token or one issued for another resource, another
- * negative errno (err set) when the store failed. scopes may be NULL. */
-int http_token_check(struct http_server *srv, const char *tok, size_t len, struct store_user *user,
-                     unsigned *scopes, struct err *err);
-/* Drop every cached token check (after a revocation in this process). */
-void http_auth_cache_flush(void);
-/* After every turn of the loop: the next token check reads the database's data version again. */
-void http_auth_after_loop(void);
 /* forward.c: a container_* call on a sandbox that lives on another node is forwarded there
  * (true: req is answered, by the relay or with an error); false: it is served here. */
 struct mcp_request_info;
@@ -97,10 +90,6 @@ struct http_stream *http_stream_start(h2o_req_t *req, int status, const char *co
                                       void (*on_close)(void *ctx), void *ctx);
 void http_stream_write(struct http_stream *s, const void *data, size_t len);
 void http_stream_end(struct http_stream *s);
-
-/* Register a handler for a path prefix with a metrics label. */
-struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
-                                  const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *));
 
 /* Accept what is waiting on listener (a bounded batch), calling fn with each new socket and
  * the listener's data. */
@@ -138,31 +127,10 @@ void http_gate_after_loop(void);
  * by their head, and every request on a sandbox's listener), over every listener. */
 void http_gate_counts(size_t *conns, size_t *gated_bytes);
 
-/* peers.c: unauthenticated connections counted per client address (main loop only). The
- * default cap of a listener that is not on loopback (PREAUTH_ADDRESS_CONNECTIONS). */
+/* The default cap of unauthenticated connections per address of a listener that is not on
+ * loopback (PREAUTH_ADDRESS_CONNECTIONS; gate_peers.c counts them). */
 #define HTTP_PREAUTH_PER_ADDRESS 128
-struct sockaddr;
-struct http_peer_key {
-    uint8_t b[16];
-};
-/* The key an address counts under: an IPv4 address (also IPv4-mapped IPv6) alone, an IPv6
- * address by its /64. Returns 0, or -EAFNOSUPPORT for another family (key zeroed). */
-int http_peer_key(const struct sockaddr *sa, struct http_peer_key *key);
-struct http_peer;
-struct http_peers;
-/* A table sized for about conns connections; http_peers_free accepts NULL. */
-struct http_peers *http_peers_new(size_t conns);
-void http_peers_free(struct http_peers *t);
-/* Count one more connection of key, unless key already has max: returns its record (held until
- * http_peers_release), or NULL when it is at max. */
-struct http_peer *http_peers_hold(struct http_peers *t, const struct http_peer_key *key,
-                                  size_t max);
-/* A list the caller keeps in the record (empty when it is made); it must be empty again when
- * the last hold is released. */
-h2o_linklist_t *http_peer_waiting(struct http_peer *peer);
-void http_peers_release(struct http_peers *t, struct http_peer *peer);
-/* How many addresses have a connection counted (for tests). */
-size_t http_peers_count(const struct http_peers *t);
+
 /* peer.c: the client a request came from, when a proxy in TRUSTED_PROXIES (http/peer.h) stands
  * between. Every per-address limit keys on this, never on the TCP peer alone.
  * Parse TRUSTED_PROXIES (list may be NULL: trust none), once at start before any request:
@@ -189,12 +157,3 @@ bool http_tls_selected_h2(h2o_socket_t *sock);
 
 /* The sandbox a request came through (its proxy listener), or NULL for the main listener. */
 const char *http_sandbox_of(h2o_req_t *req);
-void http_sandbox_listeners_close(void);
-
-/* Route registration for each module. */
-void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host);
-/* The authorization server (src/auth): metadata, /authorize, /token, /register, /revoke, sign-in
- * and the account page. */
-void http_routes_auth(struct http_server *srv, h2o_hostconf_t *host);
-/* /runs/, /sessions/ (pages, data, event streams) and /static/ */
-void http_routes_web(struct http_server *srv, h2o_hostconf_t *host);

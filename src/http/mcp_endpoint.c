@@ -1,4 +1,5 @@
 /* POST /mcp (Streamable HTTP, stateless) and the retired /sse transport. */
+#include "http/mcp_endpoint.h"
 #include "http/http_internal.h"
 #include "http/watch.h"
 
@@ -241,7 +242,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     memset(s, 0, sizeof(*s));
     s->req = req;
     struct mcp_exchange *ex =
-        mcp_exchange_start(srv->mcp, &info, req->entity.base, req->entity.len, &sink_ops, s);
+        mcp_exchange_start(route->ctx, &info, req->entity.base, req->entity.len, &sink_ops, s);
     if (ex && !s->answered) {
         s->ex = ex;
         http_watch_start(&s->watch, req, sink_gone);
@@ -332,13 +333,13 @@ static void too_large_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **
     h2o_setup_next_ostream(req, slot);
 }
 
-void http_routes_mcp(struct http_server *srv, h2o_hostconf_t *host)
+void mcp_endpoint_register(struct http_server *http, struct mcp_server *mcp)
 {
-    http_add_route(srv, host, "/mcp", "/mcp", on_mcp);
-    http_add_route(srv, host, "/internal/mcp", "/internal/mcp", on_mcp);
-    http_add_route(srv, host, "/sse", "/sse", on_sse);
+    http_add_route(http, "/mcp", "/mcp", on_mcp, mcp);
+    http_add_route(http, "/internal/mcp", "/internal/mcp", on_mcp, mcp);
+    http_add_route(http, "/sse", "/sse", on_sse, NULL);
     struct too_large_filter *f = (struct too_large_filter *)h2o_create_filter(
-        &host->fallback_path, sizeof(struct too_large_filter));
+        &http_server_main_host(http)->fallback_path, sizeof(struct too_large_filter));
     f->super.on_setup_ostream = too_large_setup;
-    f->srv = srv;
+    f->srv = http;
 }

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "http/http_internal.h"
+#include "http/sendq.h"
 #include "http/watch.h"
 
 #define RELAY_PENDING_MAX (1 << 20) /* bytes buffered before the upstream is paused */
@@ -26,11 +27,11 @@ struct relay {
     struct curl_slist *headers;
     char what[96];
     struct http_watch watch;
-    struct buf pending, inflight;
+    struct http_sendq q;
     int status;
     unsigned long long bytes;
     int64_t t0;
-    bool started, sending, final_sent, curl_done, stopped, paused;
+    bool started, curl_done, stopped, paused;
 };
 
 /* Made at the first relay and kept (reachable) for the process's life, like the h2o context. */
@@ -38,20 +39,8 @@ static struct curl_loop *relay_loop;
 
 static void relay_flush(struct relay *r)
 {
-    if (r->sending || r->final_sent || r->stopped || !r->started)
-        return;
-    bool final = r->curl_done;
-    if (r->pending.len == 0 && !final)
-        return;
-    struct buf tmp = r->inflight;
-    r->inflight = r->pending;
-    r->pending = tmp;
-    buf_reset(&r->pending);
-    r->sending = true;
-    if (final)
-        r->final_sent = true;
-    h2o_iovec_t v = h2o_iovec_init(r->inflight.data, r->inflight.len);
-    h2o_send(r->req, &v, v.len ? 1 : 0, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+    if (!r->stopped && r->started)
+        http_sendq_flush(&r->q, r->curl_done ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 
 static void relay_release(struct relay *r)
@@ -67,13 +56,12 @@ static void relay_release(struct relay *r)
 static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
 {
     struct relay *r = (struct relay *)gen;
-    r->sending = false;
-    buf_reset(&r->inflight);
+    http_sendq_proceed(&r->q);
     bool done = r->curl_done;
     relay_flush(r);
     if (done)
         return;
-    if (r->paused && r->pending.len < RELAY_PENDING_MAX / 2) {
+    if (r->paused && r->q.pending.len < RELAY_PENDING_MAX / 2) {
         r->paused = false;
         curl_easy_pause(r->easy, CURLPAUSE_CONT);
     }
@@ -98,8 +86,7 @@ static void on_dispose(void *p)
     if (r->easy && !r->curl_done)
         curl_loop_remove(relay_loop, r->easy);
     relay_release(r);
-    buf_release(&r->pending);
-    buf_release(&r->inflight);
+    http_sendq_release(&r->q);
 }
 
 /* The client left while nothing was sent yet: end the upstream transfer and the request. */
@@ -176,12 +163,12 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     size_t len = size * n;
     if (r->stopped)
         return 0;
-    if (r->pending.len >= RELAY_PENDING_MAX) {
+    if (r->q.pending.len >= RELAY_PENDING_MAX) {
         r->paused = true;
         return CURL_WRITEFUNC_PAUSE;
     }
     start_response(r);
-    buf_append(&r->pending, data, len);
+    http_sendq_write(&r->q, data, len);
     r->bytes += len;
     /* an event of a stream (a progress notification) goes on at once */
     relay_flush(r);
@@ -204,9 +191,8 @@ static void on_done(CURL *easy, CURLcode rc)
             snprintf(msg, sizeof(msg), "%s cannot be reached: %s", r->what, curl_easy_strerror(rc));
             http_respond_error(r->req, timeout ? 504 : 502,
                                timeout ? "upstream_timeout" : "bad_gateway", msg);
-        } else if (!r->sending && !r->final_sent) {
-            r->final_sent = true;
-            h2o_send(r->req, NULL, 0, H2O_SEND_STATE_ERROR);
+        } else {
+            http_sendq_fail(&r->q);
         }
         return;
     }
@@ -228,8 +214,7 @@ void http_relay(h2o_req_t *req, const struct http_relay_opts *o)
     r->headers = o->headers;
     r->t0 = time_mono_ms();
     snprintf(r->what, sizeof(r->what), "%s", o->what ? o->what : "relay");
-    buf_init(&r->pending, 0);
-    buf_init(&r->inflight, 0);
+    http_sendq_init(&r->q, req);
     http_watch_start(&r->watch, req, on_gone);
     CURL *e = r->easy = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, o->url);

@@ -21,6 +21,19 @@ struct sbx_listener {
 };
 
 static struct sbx_listener *listeners;
+static bool stop_hooked;
+
+static void listener_free(struct sbx_listener *l);
+
+static void listeners_close(void *ctx)
+{
+    (void)ctx;
+    while (listeners) {
+        struct sbx_listener *l = listeners;
+        listeners = l->next;
+        listener_free(l);
+    }
+}
 
 static void accept_sandbox(h2o_socket_t *sock, void *ctx)
 {
@@ -53,6 +66,11 @@ void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int 
     }
     if (fd < 0)
         return;
+    if (!stop_hooked) {
+        /* they stop accepting when the server does */
+        http_server_on_stop(srv, listeners_close, NULL);
+        stop_hooked = true;
+    }
     struct sbx_listener *l = xcalloc(1, sizeof(*l));
     l->srv = srv;
     snprintf(l->id, sizeof(l->id), "%s", sandbox_id);
@@ -62,13 +80,4 @@ void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int 
     h2o_socket_read_start(l->sock, on_sandbox_accept);
     l->next = listeners;
     listeners = l;
-}
-
-void http_sandbox_listeners_close(void)
-{
-    while (listeners) {
-        struct sbx_listener *l = listeners;
-        listeners = l->next;
-        listener_free(l);
-    }
 }

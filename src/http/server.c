@@ -1,10 +1,12 @@
 /* The h2o server: listener, routes, request bookkeeping, signals and graceful stop. */
 #include "http/http_internal.h"
 
-#include "auth/auth.h"
+#include "http/bearer.h"
+
 #include "proxy/proxy.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <netdb.h>
@@ -63,15 +65,49 @@ const char *http_request_track(struct http_route *route, h2o_req_t *req)
     return t->id;
 }
 
-struct http_route *http_add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
-                                  const char *label, int (*fn)(h2o_handler_t *, h2o_req_t *))
+static void add_route(struct http_server *srv, h2o_hostconf_t *host, const char *path,
+                      const char *label, http_handler_fn fn, void *ctx)
 {
     h2o_pathconf_t *pc = h2o_config_register_path(host, path, 0);
     struct http_route *r = (struct http_route *)h2o_create_handler(pc, sizeof(*r));
     r->super.on_req = fn;
     r->srv = srv;
     r->label = label;
-    return r;
+    r->ctx = ctx;
+}
+
+void http_add_route(struct http_server *srv, const char *path, const char *label,
+                    http_handler_fn fn, void *ctx)
+{
+    assert(!srv->started);
+    add_route(srv, srv->main_hosts[0], path, label, fn, ctx);
+}
+
+h2o_hostconf_t *http_server_main_host(struct http_server *srv)
+{
+    return srv->main_hosts[0];
+}
+
+struct http_stop_hook {
+    struct http_stop_hook *next;
+    void (*fn)(void *ctx);
+    void *ctx;
+};
+
+void http_server_on_stop(struct http_server *srv, void (*fn)(void *ctx), void *ctx)
+{
+    struct http_stop_hook **pp = &srv->stop_hooks;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = xcalloc(1, sizeof(**pp));
+    (*pp)->fn = fn;
+    (*pp)->ctx = ctx;
+}
+
+static void run_stop_hooks(struct http_server *srv)
+{
+    for (struct http_stop_hook *h = srv->stop_hooks; h; h = h->next)
+        h->fn(h->ctx);
 }
 
 static int on_proxy(h2o_handler_t *self, h2o_req_t *req)
@@ -103,11 +139,6 @@ static int on_sandbox_proxy(h2o_handler_t *self, h2o_req_t *req)
     return proxy_handle(route->srv->proxy, req, sbx);
 }
 
-void http_server_set_runs(struct http_server *srv, struct runs *runs)
-{
-    srv->runs = runs;
-}
-
 void http_server_set_cluster(struct http_server *srv, struct cluster *c)
 {
     srv->cluster = c;
@@ -116,13 +147,6 @@ void http_server_set_cluster(struct http_server *srv, struct cluster *c)
 void http_server_set_proxy(struct http_server *srv, struct proxy *p)
 {
     srv->proxy = p;
-}
-
-void http_server_set_credential_key(struct http_server *srv,
-                                    const unsigned char key[SEAL_KEY_BYTES])
-{
-    memcpy(srv->credential_key, key, SEAL_KEY_BYTES);
-    srv->has_credential_key = true;
 }
 
 static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
@@ -304,7 +328,7 @@ static void begin_stop(struct http_server *srv, const char *why)
         h2o_socket_close(srv->listener);
         srv->listener = NULL;
     }
-    http_sandbox_listeners_close();
+    run_stop_hooks(srv);
     h2o_context_request_shutdown(&srv->ctx);
 }
 
@@ -347,8 +371,8 @@ static void on_signal(h2o_socket_t *sock, const char *err)
     }
 }
 
-int http_server_new(const struct config *cfg, struct store *st, struct mcp_server *mcp,
-                    struct http_server **ret, struct err *err)
+int http_server_new(const struct config *cfg, struct store *st, struct http_server **ret,
+                    struct err *err)
 {
     struct sockaddr_storage ss;
     socklen_t sslen;
@@ -400,7 +424,6 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     struct http_server *srv = xcalloc(1, sizeof(*srv));
     srv->cfg = cfg;
     srv->store = st;
-    srv->mcp = mcp;
     srv->listen_loopback = sockaddr_is_loopback(&ss);
     /* Behind a proxy on this machine every client comes from one loopback address, and one
      * cap would hold them all: there the default is none. */
@@ -418,34 +441,20 @@ int http_server_new(const struct config *cfg, struct store *st, struct mcp_serve
     srv->globalconf.http1.upgrade_to_http2 = 0;
     /* Requests of one HTTP/2 connection being handled at once; the others wait, bodies read. */
     srv->globalconf.http2.max_concurrent_requests_per_connection = 16;
-    h2o_hostconf_t *host =
+    /* The sandboxes' own listeners have a host of their own, which reaches the proxy and
+     * nothing else (start_serving). */
+    srv->main_hosts[0] =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
-    srv->auth = auth_new(srv, err);
-    http_routes_mcp(srv, host);
-    http_routes_auth(srv, host);
-    http_routes_web(srv, host);
-    http_add_route(srv, host, "/proxy", "/proxy", on_proxy);
-    http_add_route(srv, host, "/healthz", "/healthz", on_healthz);
-    http_add_route(srv, host, "/metrics", "/metrics", on_metrics);
-    http_add_route(srv, host, "/", "other", on_fallback);
-    /* Connections on sandboxes' own listeners reach the proxy and nothing else. */
-    h2o_hostconf_t *sbx_host =
+    srv->sandbox_hosts[0] =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("sandbox")), 65535);
-    http_add_route(srv, sbx_host, "/proxy", "/proxy (sandbox)", on_sandbox_proxy);
-    http_add_route(srv, sbx_host, "/", "other", on_fallback);
-
     srv->loop = loop_get();
-    h2o_context_init(&srv->ctx, srv->loop, &srv->globalconf);
     srv->accept_ctx.ctx = &srv->ctx;
-    srv->main_hosts[0] = host;
     srv->accept_ctx.hosts = srv->main_hosts;
-    srv->sandbox_hosts[0] = sbx_host;
     srv->sandbox_accept_ctx.ctx = &srv->ctx;
     srv->sandbox_accept_ctx.hosts = srv->sandbox_hosts;
     srv->pool = http_pool_new(srv, NULL);
     srv->listener = h2o_evloop_socket_create(srv->loop, TAKE_FD(fd), H2O_SOCKET_FLAG_DONT_READ);
     srv->listener->data = srv;
-    h2o_socket_read_start(srv->listener, on_accept);
     srv->signals = h2o_evloop_socket_create(srv->loop, TAKE_FD(sfd), H2O_SOCKET_FLAG_DONT_READ);
     srv->signals->data = srv;
     h2o_socket_read_start(srv->signals, on_signal);
@@ -461,9 +470,27 @@ const char *http_server_address(const struct http_server *srv)
     return srv->address;
 }
 
+/* The server's own routes go after the modules' (h2o takes the first path that matches, and "/"
+ * matches all), then the context is made: h2o_context_init sees every handler, as h2o's
+ * contract asks. Nothing was accepted before: the loop runs only from here. */
+static void start_serving(struct http_server *srv)
+{
+    h2o_hostconf_t *host = srv->main_hosts[0], *sbx_host = srv->sandbox_hosts[0];
+    add_route(srv, host, "/proxy", "/proxy", on_proxy, NULL);
+    add_route(srv, host, "/healthz", "/healthz", on_healthz, NULL);
+    add_route(srv, host, "/metrics", "/metrics", on_metrics, NULL);
+    add_route(srv, host, "/", "other", on_fallback, NULL);
+    add_route(srv, sbx_host, "/proxy", "/proxy (sandbox)", on_sandbox_proxy, NULL);
+    add_route(srv, sbx_host, "/", "other", on_fallback, NULL);
+    srv->started = true;
+    h2o_context_init(&srv->ctx, srv->loop, &srv->globalconf);
+    h2o_socket_read_start(srv->listener, on_accept);
+}
+
 int http_server_run(struct http_server *srv)
 {
     const struct config *cfg = srv->cfg;
+    start_serving(srv);
     if (srv->ssl_ctx) {
         char desc[512];
         http_tls_describe(srv->ssl_ctx, desc, sizeof(desc));
@@ -491,7 +518,7 @@ int http_server_run(struct http_server *srv)
         }
         h2o_evloop_run(srv->loop, srv->stopping ? 50 : INT32_MAX);
         http_gate_after_loop();
-        http_auth_after_loop();
+        http_bearer_after_loop();
     }
     log_info("http stopped");
     return 0;
@@ -505,9 +532,7 @@ void http_server_free(struct http_server *srv)
         h2o_socket_close(srv->listener);
     if (srv->signals)
         h2o_socket_close(srv->signals);
-    http_sandbox_listeners_close();
-    explicit_bzero(srv->credential_key, sizeof(srv->credential_key));
-    srv->has_credential_key = false;
+    run_stop_hooks(srv);
     /* The h2o context is not disposed: h2o 2.2 asserts that every timeout list is empty, which
      * connections abandoned at the end of the grace period violate, and the process is about to
      * exit anyway. The server stays reachable so leak checkers do not report its memory. */

@@ -19,6 +19,7 @@
  * Everything the agent wrote reaches the browser as JSON and is put on the page as text (the
  * script never builds HTML from data), under a Content-Security-Policy that allows no inline
  * script at all. */
+#include "http/web.h"
 #include "http/http_internal.h"
 
 #include <errno.h>
@@ -38,6 +39,13 @@
 #include "base/utf8.h"
 #include "runs/runs.h"
 #include "store/store.h"
+
+/* What the pages read: the route context web_register makes. */
+struct web {
+    struct store *store;
+    struct auth *auth;
+    struct runs *runs; /* NULL: the pages answer 503 */
+};
 
 #define EVENTS_PER_PUMP 200
 #define PUMP_MS 250
@@ -113,7 +121,7 @@ static const char *view_token(h2o_req_t *req)
 
 /* Whether the browser is signed in as the owner of run (or session) id: 0 when it is; 401 when it
  * is not signed in; 404 when it is someone else's, or there is no such id (the same answer). */
-static int owner_status(struct http_server *srv, h2o_req_t *req, bool session, const char *id)
+static int owner_status(struct web *srv, h2o_req_t *req, bool session, const char *id)
 {
     struct store_user user;
     if (!auth_session_user(srv->auth, req, &user))
@@ -133,8 +141,7 @@ static int owner_status(struct http_server *srv, h2o_req_t *req, bool session, c
 
 /* With a token: 403 when it is wrong, whether the id exists or not. Without: the owner signed in
  * (owner_status). */
-static bool allowed(struct http_server *srv, h2o_req_t *req, bool session, const char *id,
-                    bool page)
+static bool allowed(struct web *srv, h2o_req_t *req, bool session, const char *id, bool page)
 {
     const char *token = view_token(req);
     int status = 0;
@@ -186,7 +193,7 @@ static void respond_json(h2o_req_t *req, json_t *j)
 /* --- the event stream --- */
 
 struct event_stream {
-    struct http_server *srv;
+    struct web *srv;
     struct http_stream *s;
     char run_id[64];
     int64_t last_seq;
@@ -283,7 +290,7 @@ static void pump(struct loop_timer *t)
     loop_timer_start(&es->timer, es->batch == EVENTS_PER_PUMP ? 1 : PUMP_MS, pump);
 }
 
-static void serve_events(struct http_server *srv, h2o_req_t *req, const char *run_id)
+static void serve_events(struct web *srv, h2o_req_t *req, const char *run_id)
 {
     struct event_stream *es = xcalloc(1, sizeof(*es));
     es->srv = srv;
@@ -306,7 +313,7 @@ static void serve_events(struct http_server *srv, h2o_req_t *req, const char *ru
 /* --- the diff --- */
 
 /* The stored text as it is (the engine wrote it as JSON): it is large, and read once a page. */
-static void serve_diff(struct http_server *srv, h2o_req_t *req, const char *run_id)
+static void serve_diff(struct web *srv, h2o_req_t *req, const char *run_id)
 {
     _cleanup_free_ char *diff = NULL;
     struct err err = {0};
@@ -357,7 +364,7 @@ static bool is_get(h2o_req_t *req)
 
 /* The common part of /runs/ and /sessions/: a GET of "/<kind>s/<id>[/data|/events|/diff]" with the
  * view token of that id. Fills id and rest ("" for the page) or answers and returns false. */
-static bool open_target(struct http_server *srv, h2o_req_t *req, bool session, char id[64],
+static bool open_target(struct web *srv, h2o_req_t *req, bool session, char id[64],
                         const char **rest)
 {
     if (!is_get(req))
@@ -376,7 +383,7 @@ static bool open_target(struct http_server *srv, h2o_req_t *req, bool session, c
 static int on_runs(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct http_server *srv = route->srv;
+    struct web *srv = route->ctx;
     http_request_track(route, req);
     char id[64];
     const char *rest;
@@ -403,7 +410,7 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
 }
 
 struct session_list {
-    struct http_server *srv;
+    struct web *srv;
     json_t *runs;
 };
 
@@ -416,7 +423,7 @@ static void add_session_run(const struct store_run *r, void *ctx)
 static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
-    struct http_server *srv = route->srv;
+    struct web *srv = route->ctx;
     http_request_track(route, req);
     char id[64];
     const char *rest;
@@ -466,10 +473,14 @@ static int on_static(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
-void http_routes_web(struct http_server *srv, h2o_hostconf_t *host)
+void web_register(struct http_server *http, struct store *st, struct auth *auth, struct runs *runs)
 {
-    http_add_route(srv, host, "/runs/", "/runs", on_runs);
-    http_add_route(srv, host, "/sessions/", "/sessions", on_sessions);
-    http_add_route(srv, host, "/static/", "/static", on_static);
-    http_add_route(srv, host, "/favicon.ico", "/static", on_static);
+    struct web *w = xcalloc(1, sizeof(*w));
+    w->store = st;
+    w->auth = auth;
+    w->runs = runs;
+    http_add_route(http, "/runs/", "/runs", on_runs, w);
+    http_add_route(http, "/sessions/", "/sessions", on_sessions, w);
+    http_add_route(http, "/static/", "/static", on_static, NULL);
+    http_add_route(http, "/favicon.ico", "/static", on_static, NULL);
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "http/http_internal.h"
+#include "http/gate_internal.h"
 
 static struct http_peer_key key_of(const char *text)
 {

@@ -1,8 +1,9 @@
-/* Unauthenticated connections counted by client address, for the gate's per-address cap. One
+/* Unauthenticated connections counted by client address, for the gate's per-address cap (the
+ * address itself, behind TRUSTED_PROXIES or not, is peer.c's business). One
  * host commonly holds a whole IPv6 /64, so an IPv6 address counts by its first 64 bits; an IPv4
  * address (also as ::ffff:a.b.c.d) counts alone. The table's chains are keyed with a random
  * SipHash key, so that a client choosing its addresses cannot make them long. */
-#include "http/http_internal.h"
+#include "http/gate_internal.h"
 
 #include <assert.h>
 #include <errno.h>
