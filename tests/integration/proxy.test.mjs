@@ -2,7 +2,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import { spawn, spawnSync } from 'node:child_process';
@@ -11,6 +10,7 @@ import path from 'node:path';
 import { startServer, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { startFake, messageEvents } from '../lib/fake-anthropic.mjs';
 import { makeCA } from '../lib/tls.mjs';
+import { startGitServer } from '../lib/git.mjs';
 
 const REAL_KEY = 'sk-ant-real-key-never-shown-0123456789';
 const REAL_GITHUB = 'ghp_real_github_token_never_shown_42';
@@ -411,45 +411,15 @@ function run(cmd, args, opts = {}) {
   });
 }
 
-// A git smart-HTTP server (git http-backend as CGI) standing in for GitHub.
-async function startGitServer(root, expectAuth) {
-  const srv = http.createServer((req, res) => {
-    const auth = req.headers.authorization || '';
-    if (auth !== expectAuth) {
-      res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
-      res.end('auth');
-      return;
-    }
-    const u = new URL(req.url, 'http://x');
-    const cgi = spawn('git', ['http-backend'], { env: {
-      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
-      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
-      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_USER: 'x', REMOTE_ADDR: '127.0.0.1',
-      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
-    } });
-    req.pipe(cgi.stdin);
-    let head = Buffer.alloc(0), sent = false;
-    cgi.stdout.on('data', (d) => {
-      if (sent) { res.write(d); return; }
-      head = Buffer.concat([head, d]);
-      const i = head.indexOf('\r\n\r\n');
-      if (i < 0) return;
-      const lines = head.subarray(0, i).toString().split('\r\n');
-      let status = 200;
-      const headers = {};
-      for (const l of lines) {
-        const [k, ...v] = l.split(':');
-        if (k.toLowerCase() === 'status') status = parseInt(v.join(':'), 10);
-        else headers[k] = v.join(':').trim();
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(i + 4));
-      sent = true;
-    });
-    cgi.stdout.on('end', () => res.end());
-  });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${srv.address().port}`, close: () => new Promise((r) => srv.close(r)) };
+// A git smart-HTTP server standing in for GitHub that answers 401 to any other Authorization
+// than expectAuth.
+function startGitHub(root, expectAuth) {
+  return startGitServer(root, { route: (req, res) => {
+    if ((req.headers.authorization || '') === expectAuth) return false;
+    res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
+    res.end('auth');
+    return true;
+  } });
 }
 
 test('git clone through the github service, with the token as the Basic password', async () => {
@@ -464,7 +434,7 @@ test('git clone through the github service, with the token as the Basic password
     git(['-C', work, 'commit', '-q', '--allow-empty', '-m', 'first commit']);
     assert.equal(git(['-C', work, 'push', '-q', repo, 'HEAD:refs/heads/main']).status, 0);
     git(['-C', repo, 'symbolic-ref', 'HEAD', 'refs/heads/main']);
-    const gh = await startGitServer(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
+    const gh = await startGitHub(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
     const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB, GITHUB_REPOS: 'acme/widget' } });
     try {
       const r = cli(['proxy-token', '--user', 'admin', '--services', 'github', '--data-dir', srv.dataDir]);

@@ -1,5 +1,5 @@
 // Start the real sandbox-mcp binary on a random loopback port with a temporary data dir.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,6 +22,22 @@ export function cli(args, { env = {}, cwd, input, timeout } = {}) {
     timeout,
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// cli() without blocking the event loop, for tests that run beside others (describe with
+// concurrency): a synchronous child process would stop their requests half-sent.
+export function cliAsync(args, { env = {}, cwd, input, timeout } = {}) {
+  const at = args.indexOf('--data-dir');
+  return new Promise((resolve) => {
+    const p = spawn(BIN, args, { cwd, timeout, stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...cleanEnv(), ...storeEnv(at >= 0 ? args[at + 1] : null), ...env } });
+    let stdout = '', stderr = '';
+    p.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
+    p.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
+    p.on('close', (status) => resolve({ status, stdout, stderr }));
+    p.stdin.on('error', () => {});
+    p.stdin.end(input);
+  });
 }
 
 // The store of the server (and command lines) of dataDir. SQLite in the directory unless this
@@ -231,6 +247,15 @@ export function addUser(srv, name) {
   return tok.stdout.match(/smcp_\S+/)[0];
 }
 
+// addUser() without blocking the event loop (cliAsync).
+export async function addUserAsync(srv, name) {
+  const add = await cliAsync(['user', 'add', name, '--data-dir', srv.dataDir]);
+  if (add.status !== 0) throw new Error(`user add ${name}: ${add.stderr}`);
+  const tok = await cliAsync(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  if (tok.status !== 0) throw new Error(`token create ${name}: ${tok.stderr}`);
+  return tok.stdout.match(/smcp_\S+/)[0];
+}
+
 // SQL for a blob column's bytes as hex text, in the dialect of this run's stores.
 export const sqlHex = (col) => (PG_URL ? `upper(encode(${col}, 'hex'))` : `hex(${col})`);
 
@@ -249,12 +274,24 @@ export function dbDump(srvOrDir) {
 // The rows query gives on srv's database, as objects (sqlite3 -json, or psql's json_agg on
 // PostgreSQL: bigint columns come back as numbers either way).
 export function sqlRows(srv, query) {
+  const [cmd, args] = sqlCommand(srv, query);
+  const out = execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 256 << 20 });
+  return out.trim() ? JSON.parse(out) : [];
+}
+
+function sqlCommand(srv, query) {
   const { DATABASE_URL } = storeEnv(srv.dataDir);
-  if (DATABASE_URL) {
-    const out = execFileSync('psql', ['-qAtX', '-v', 'ON_ERROR_STOP=1', '-c',
-      `WITH r AS (${query}) SELECT coalesce(json_agg(r), '[]') FROM r`, DATABASE_URL], { encoding: 'utf8' });
-    return JSON.parse(out);
-  }
-  const out = execFileSync('sqlite3', ['-json', '-cmd', '.timeout 5000', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
+  return DATABASE_URL
+    ? ['psql', ['-qAtX', '-v', 'ON_ERROR_STOP=1', '-c', `WITH r AS (${query}) SELECT coalesce(json_agg(r), '[]') FROM r`, DATABASE_URL]]
+    : ['sqlite3', ['-json', '-cmd', '.timeout 5000', path.join(srv.dataDir, 'sandbox-mcp.db'), query]];
+}
+
+// sqlRows() without blocking the event loop.
+export async function sqlRowsAsync(srv, query) {
+  const [cmd, args] = sqlCommand(srv, query);
+  const out = await new Promise((resolve, reject) => {
+    execFile(cmd, args, { encoding: 'utf8', maxBuffer: 256 << 20 },
+      (e, stdout, stderr) => (e ? reject(new Error(`${cmd}: ${stderr || e.message}`)) : resolve(stdout)));
+  });
   return out.trim() ? JSON.parse(out) : [];
 }
