@@ -11,6 +11,7 @@ import { startServer, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { startFake, messageEvents } from '../lib/fake-anthropic.mjs';
 import { makeCA } from '../lib/tls.mjs';
 import { startGitServer } from '../lib/git.mjs';
+import { until } from '../lib/runs.mjs';
 
 const REAL_KEY = 'sk-ant-real-key-never-shown-0123456789';
 const REAL_GITHUB = 'ghp_real_github_token_never_shown_42';
@@ -142,8 +143,7 @@ test('usage from streamed and plain replies is added to the token in SQLite', as
   // written in batches, within a second
   const usage = () => spawnSync('sqlite3', [path.join(server.dataDir, 'sandbox-mcp.db'),
     `SELECT requests, input_tokens, output_tokens FROM proxy_tokens WHERE jti = '${jti}'`], { encoding: 'utf8' }).stdout.trim();
-  for (const end = Date.now() + 10000; usage() !== '2|105|46' && Date.now() < end;)
-    await new Promise((r) => setTimeout(r, 100));
+  await until(() => usage() === '2|105|46', 'the usage written').catch(() => {});
   assert.equal(usage(), '2|105|46');
 });
 
@@ -264,7 +264,7 @@ test('the client going away closes the upstream connection', async () => {
   sock.destroy();
   const mine = () => fake.closed.some((r) => r.body.includes('client-goes-away'));
   const logged = () => /proxy aborted service=anthropic .*reason=client-gone/.test(server.stderr());
-  for (let i = 0; i < 100 && !(mine() && logged()); i++) await new Promise((r) => setTimeout(r, 50));
+  await until(() => mine() && logged(), 'the upstream closed and the abort logged').catch(() => {});
   clearInterval(pinger);
   fake.handle(undefined);
   assert.ok(mine(), 'upstream did not see the connection close');
@@ -284,7 +284,7 @@ test('a client that goes away before any answer (the model still thinking) close
   await seen;
   sock.destroy();
   const mine = () => fake.closed.some((r) => r.body.includes('gone-before-answer'));
-  for (let i = 0; i < 200 && !mine(); i++) await new Promise((r) => setTimeout(r, 50));
+  await until(mine, 'the upstream closed').catch(() => {});
   fake.handle(undefined);
   assert.ok(mine(), 'upstream did not see the connection close');
 });

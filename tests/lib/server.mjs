@@ -142,7 +142,7 @@ export function removeDataDir(dir) {
 // Start `sandbox-mcp serve`. Resolves once it listens, with
 // {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), waitLog(re), stop(signal), fetch(url, init)}.
 // The server's log and its replies come on different descriptors, so a line it logged before
-// answering may reach the test after the answer: waitLog(re) waits for it (20 s at most).
+// answering may reach the test after the answer: waitLog(re) waits for it.
 // wrap: a command that execs the server, e.g. ['prlimit', '--nofile=1024:', '--'].
 // tls: {cert, key, ca} (file paths) serves HTTPS: url is https://, and fetch() (which rpc() uses)
 // trusts ca; h2: true has fetch() offer HTTP/2 as well.
@@ -166,6 +166,8 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     proc.on('exit', (code, signal) => resolve({ code, signal }));
     proc.on('error', (e) => { err += `spawn ${BIN}: ${e.message}\n`; resolve({ code: null, signal: null }); });
   });
+  // ...and its output read to the end
+  const closed = new Promise((resolve) => proc.on('close', resolve));
   const addr = await new Promise((resolve, reject) => {
     const timer = setInterval(() => {
       // Ready once "serve start" is logged; on a first start also once the banner with the
@@ -194,13 +196,19 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     exited,
     stdout: () => out,
     stderr: () => err,
-    async waitLog(re, ms = 20000) {
-      for (const end = Date.now() + ms; ;) {
-        const m = err.match(re);
-        if (m) return m;
-        if (Date.now() > end) throw new Error(`not logged within ${ms} ms: ${re}\n--- server log ---\n${err.slice(-6000)}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
+    // what the log matches as it arrives; at the server's exit, or past ms (a bound for a
+    // server that hangs, far beyond any wait a loaded machine makes), an error with the log
+    waitLog(re, ms = 120000) {
+      return new Promise((resolve, reject) => {
+        const done = (f, v) => { clearTimeout(timer); proc.stderr.off('data', look); f(v); };
+        const fail = (why) => done(reject, new Error(`${why}: ${re}\n--- server log ---\n${err.slice(-6000)}`));
+        // the listener below runs after the one above has added d to err
+        const look = () => { const m = err.match(re); if (m) done(resolve, m); };
+        const timer = setTimeout(() => fail(`not logged within ${ms} ms`), ms);
+        proc.stderr.on('data', look);
+        closed.then(() => { look(); fail('the server exited without logging'); });
+        look();
+      });
     },
     // keep: leave the data directory for the test to read (and remove) even when it is the
     // server's own
