@@ -183,13 +183,18 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
   });
   const url = `${tls ? 'https' : 'http'}://${addr}`;
   const tokenMatch = out.match(/Access token:\s+(\S+)/);
-  const agent = tls ? new Agent({ connect: { ca: readFileSync(tls.ca) }, allowH2: !!tls.h2 }) : null;
+  // A connection left idle for a second is closed by the client, well before the server's
+  // keep-alive (h2o's 10 s) closes it: a test process starved of the CPU on a loaded machine reads
+  // an answer seconds after the server sent it, and with undici's 4 s the server's close could
+  // meet the next request on that connection ("other side closed", or a reset).
+  const agent = new Agent({ keepAliveTimeout: 1000, keepAliveMaxTimeout: 1000,
+    ...(tls ? { connect: { ca: readFileSync(tls.ca) }, allowH2: !!tls.h2 } : {}) });
   return {
     url,
     mcpUrl: `${url}/mcp`,
     ca: tls ? readFileSync(tls.ca, 'utf8') : null,
     agent,
-    fetch: agent ? (u, init = {}) => undiciFetch(u, { ...init, dispatcher: agent }) : fetch,
+    fetch: (u, init = {}) => undiciFetch(u, { ...init, dispatcher: agent }),
     token: tokenMatch ? tokenMatch[1] : null,
     dataDir,
     proc,
