@@ -479,13 +479,8 @@ test('a restarted server stops sandboxes it no longer knows', async () => {
   }
 });
 
-async function waitFor(cond, ms = 15000) {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const waitFor = (cond) => until(cond, 'the condition', 120000);
 
 test('a sandbox whose init cannot set it up says at which step, and starts once that is mended', async () => {
   // The init (which mounts /proc in the sandbox's root) runs in the setup child's memory until it
