@@ -10,15 +10,12 @@ mkdir -p "$OUT"
 export SANDBOX_MCP_BIN="$PWD/$BUILD/asan/sandbox-mcp"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-passed=0
-failed=0
-summary=""
+COUNTS=$OUT/counts
+started=$(date +%s)
+: > "$COUNTS"
 
-add() { # suite passed failed
-    passed=$((passed + $2))
-    failed=$((failed + $3))
-    summary="$summary$(printf '  %-20s %4d passed, %d failed' "$1" "$2" "$3")
-"
+add() { # suite passed failed seconds: appended to $COUNTS (the suites in the background too)
+    printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$COUNTS"
 }
 
 # The debian sandbox template, shared by the suites that need it (tests/lib/server.mjs
@@ -45,7 +42,7 @@ else
 fi
 
 unit_suite() { # name [only the tests that open a store]
-    up=0 uf=0
+    up=0 uf=0 t0=$(date +%s)
     for t in "$BUILD"/asan/tests/test_*; do
         case "$t" in *.d) continue ;; esac
         name=$(basename "$t")
@@ -69,15 +66,11 @@ unit_suite() { # name [only the tests that open a store]
         echo "   $name: $line"
         up=$((up + p)) uf=$((uf + f))
     done
-    add "$1" $up $uf
+    add "$1" $up $uf $(($(date +%s) - t0))
 }
-echo "== unit tests (ASan/UBSan)"
-unit_suite unit
-echo "== unit tests that open a store, on PostgreSQL"
-unit_suite unit-postgres pg
 
-echo "== fuzz corpus replay"
-fp=0 ff=0
+fuzz_suite() {
+fp=0 ff=0 t0=$(date +%s)
 for f in "$BUILD"/fuzz/fuzz_*; do
     case "$f" in *.d) continue ;; esac
     name=$(basename "$f")
@@ -87,31 +80,13 @@ for f in "$BUILD"/fuzz/fuzz_*; do
         ff=$((ff + 1)); echo "-- $name failed:"; tail -n 30 "$OUT/$name.log"
     fi
 done
-add fuzz $fp $ff
-
-node_suite() { # name file...
-    name=$1
-    shift
-    [ -e "$1" ] || return 0
-    echo "== $name"
-    # Two test files at a time: most of a file's time is spent waiting on sandboxes, agents and
-    # servers, so a second file uses the core the first leaves idle.
-    node --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-reporter=tap "$@" \
-        > "$OUT/$name.tap" 2>&1
-    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$OUT/$name.tap" | tail -n 1)
-    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$OUT/$name.tap" | tail -n 1)
-    [ -n "$p" ] || p=0
-    [ -n "$f" ] || f=1
-    if [ "$f" -ne 0 ]; then
-        echo "-- $name failures:"; grep -B2 -A25 '^not ok\|^    not ok' "$OUT/$name.tap" | head -n 150
-    fi
-    echo "   $p passed, $f failed"
-    add "$name" "$p" "$f"
+add fuzz $fp $ff $(($(date +%s) - t0))
 }
-node_suite integration tests/integration/*.test.mjs
-node_suite e2e tests/e2e/*.test.mjs
-if [ -x tests/conformance/run.sh ] || [ -f tests/conformance/run.sh ]; then
+
+conformance_suite() {
+    [ -f tests/conformance/run.sh ] || return 0
     echo "== MCP conformance suite"
+    t0=$(date +%s)
     sh tests/conformance/run.sh > "$OUT/conformance.log" 2>&1
     rc=$?
     line=$(grep '^conformance: ' "$OUT/conformance.log" | tail -n 1)
@@ -122,14 +97,100 @@ if [ -x tests/conformance/run.sh ] || [ -f tests/conformance/run.sh ]; then
     [ -n "$f" ] || f=1
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     [ $rc -ne 0 ] && tail -n 40 "$OUT/conformance.log"
-    add conformance "$p" "$f"
-fi
+    add conformance "$p" "$f" $(($(date +%s) - t0))
+}
+
+# The unit tests, the fuzz corpus replay and the conformance suite (a few seconds, one server)
+# run in the background, beside the test files, which mostly wait on sandboxes, agents and
+# servers; what they print is shown once the files are done.
+{
+    echo "== unit tests (ASan/UBSan)"
+    unit_suite unit
+    echo "== unit tests that open a store, on PostgreSQL"
+    unit_suite unit-postgres pg
+    echo "== fuzz corpus replay"
+    fuzz_suite
+    conformance_suite
+} > "$OUT/background.out" 2>&1 &
+background_pid=$!
+
+# The integration and end-to-end test files, from one queue, TEST_CONCURRENCY (2) at a time:
+# most of a file's time is spent waiting on sandboxes, agents and servers, so a second file uses
+# the core the first leaves idle. The longest files go first so that the lanes end together:
+# in the order of their times in the last run on this machine ($OUT/files, kept between runs),
+# else the ones known to be long first. Each file's TAP output is kept in $OUT/<suite>/.
+LONG="tests/integration/runs.test.mjs tests/integration/cluster.test.mjs tests/e2e/sdk.test.mjs
+tests/e2e/web.test.mjs tests/e2e/scenarios.test.mjs tests/integration/escape_fairness.test.mjs
+tests/integration/runs_engine.test.mjs tests/integration/web.test.mjs
+tests/integration/runs_warm.test.mjs tests/integration/notify.test.mjs
+tests/integration/oauth.test.mjs tests/integration/escape_flood.test.mjs tests/e2e/tasks.test.mjs"
+queue=$OUT/queue
+{
+    if [ -s "$OUT/files" ]; then sort -k2,2nr "$OUT/files" | cut -d' ' -f1; fi
+    printf '%s\n' $LONG
+    ls tests/integration/*.test.mjs tests/e2e/*.test.mjs
+} | awk '!seen[$0]++' | while read -r f; do [ -f "$f" ] && echo "$f"; done > "$queue"
+rm -f "$OUT/files.new"
+mkdir -p "$OUT/integration" "$OUT/e2e"
+
+run_file() { # file: one node --test run, its TAP in $OUT/<suite>/<name>.tap, a line in files.new
+    suite=$(basename "$(dirname "$1")")
+    tap="$OUT/$suite/$(basename "$1" .test.mjs).tap"
+    t0=$(date +%s)
+    node --test --test-reporter=tap "$1" > "$tap" 2>&1
+    rc=$?
+    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$tap" | tail -n 1)
+    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$tap" | tail -n 1)
+    c=$(sed -n 's/^# cancelled \([0-9]*\)$/\1/p' "$tap" | tail -n 1)
+    [ -n "$p" ] || p=0
+    [ -n "$f" ] || f=1
+    f=$((f + ${c:-0}))
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    printf '%s %s %s %s\n' "$1" $(($(date +%s) - t0)) "$p" "$f" >> "$OUT/files.new"
+}
+
+lane() {
+    # the next file of the queue, taken under a lock
+    while f=$(flock "$queue" sh -c 'f=$(head -n 1 "$1"); [ -n "$f" ] && sed -i 1d "$1"; echo "$f"' - "$queue") &&
+        [ -n "$f" ]; do
+        run_file "$f"
+    done
+}
+
+echo "== integration and end-to-end test files, ${TEST_CONCURRENCY:-2} at a time"
+t0=$(date +%s)
+i=0 lanes=""
+while [ $i -lt "${TEST_CONCURRENCY:-2}" ]; do
+    lane &
+    lanes="$lanes $!"
+    i=$((i + 1))
+done
+wait $lanes
+elapsed=$(($(date +%s) - t0))
+mv "$OUT/files.new" "$OUT/files"
+for suite in integration e2e; do
+    grep "^tests/$suite/" "$OUT/files" | sort -k2,2nr |
+        awk '{ printf "   %-48s %4ds  %d passed, %d failed\n", $1, $2, $3, $4 }'
+    grep "^tests/$suite/" "$OUT/files" | while read -r f s p n; do
+        [ "$n" -ne 0 ] || continue
+        echo "-- $f failures:"
+        grep -B2 -A25 '^not ok\|^    not ok' "$OUT/$suite/$(basename "$f" .test.mjs).tap" | head -n 150
+    done
+    add "$suite" $(grep "^tests/$suite/" "$OUT/files" | awk '{ p += $3; f += $4; s += $2 } END { print p + 0, f + 0, s + 0 }')
+done
+echo "   the files took ${elapsed}s (their times add up to $(awk '{ s += $2 } END { print s + 0 }' "$OUT/files")s)"
+
+wait "$background_pid"
+cat "$OUT/background.out"
 
 wait "$template_pid"
 echo "== debian template: $(grep -E '^template debian: (built|up to date)' "$OUT/template.log" | tail -n 1)"
 
 echo
-echo "== summary"
-printf '%s' "$summary"
+echo "== summary (seconds: the suite's time; for the test files, their times added up)"
+awk '{ printf "  %-20s %4d passed, %d failed  %5ds\n", $1, $2, $3, $4 }' "$COUNTS"
+passed=$(awk '{ s += $2 } END { print s + 0 }' "$COUNTS")
+failed=$(awk '{ s += $3 } END { print s + 0 }' "$COUNTS")
+echo "the suites took $(($(date +%s) - started))s"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

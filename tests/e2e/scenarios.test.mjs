@@ -15,6 +15,7 @@
 // they would a registry elsewhere.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { until } from '../lib/runs.mjs';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -317,7 +318,7 @@ describe('an assistant with the container tools', () => {
     // git went through the egress proxy (info/refs, then upload-pack: a connection each, logged
     // as it closes), and nothing was refused
     const egress = () => server.stderr().split('\n').filter((l) => / egress connect /.test(l) && l.includes(` port=${git.port} `));
-    for (let i = 0; i < 100 && egress().length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    await until(() => egress().length >= 2, 'two egress connections logged').catch(() => {});
     assert.ok(egress().length >= 2 && egress().every((l) => / verdict=allowed /.test(l)), egress().join('\n'));
   });
 

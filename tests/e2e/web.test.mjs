@@ -3,8 +3,7 @@
 // upstream. Screenshots (phone and desktop width) go to tests/out/screenshots/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -12,6 +11,8 @@ import { chromium } from 'playwright-core';
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
+import { bareRepo as makeBareRepo } from '../lib/git.mjs';
+import * as runs from '../lib/runs.mjs';
 
 const shots = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'out', 'screenshots');
 const PHONE = { width: 390, height: 844 };
@@ -19,7 +20,6 @@ const DESKTOP = { width: 1280, height: 900 };
 
 let fake, router, server, browser, scratch, gh;
 const GH_TOKEN = 'github_pat_11WEBPAGEtest0123456789abcdef';
-let nextId = 1;
 
 before(async () => {
   mkdirSync(shots, { recursive: true });
@@ -47,41 +47,12 @@ after(async () => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
-function git(args, cwd) {
-  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env,
-    GIT_AUTHOR_NAME: 'Tester', GIT_AUTHOR_EMAIL: 'tester@example.com',
-    GIT_COMMITTER_NAME: 'Tester', GIT_COMMITTER_EMAIL: 'tester@example.com' } });
-  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
 // A bare repository <name>.git whose main has one commit with README.md.
-function bareRepo(name) {
-  const bare = path.join(scratch, `${name}.git`);
-  const work = path.join(scratch, `${name}-work`);
-  git(['init', '-q', '--bare', bare]);
-  git(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
-  git(['init', '-q', '-b', 'main', work]);
-  writeFileSync(path.join(work, 'README.md'), `# ${name}\n`);
-  git(['add', 'README.md'], work);
-  git(['commit', '-q', '-m', 'Initial commit'], work);
-  git(['push', '-q', bare, 'main'], work);
-  return bare;
-}
+const bareRepo = (name) => makeBareRepo(path.join(scratch, `${name}.git`));
 
-async function ok(name, args) {
-  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
-  assert.equal(r.status, 200, r.text);
-  assert.equal(r.body.result.isError, undefined, r.text);
-  return r.body.result.structuredContent;
-}
-
-async function finished(runId) {
-  for (;;) {
-    const r = await ok('get_result', { run_id: runId, wait_seconds: 30 });
-    if (!['queued', 'running'].includes(r.status)) return r;
-  }
-}
+// The run helpers of tests/lib/runs.mjs on this file's server.
+const ok = (name, args) => runs.ok(server, name, args);
+const finished = (runId) => runs.finished(server, runId);
 
 // A page at url; problems collects script errors, dialogs what alert() and the like asked.
 async function pageAt(url, viewport) {
@@ -241,7 +212,7 @@ test('the run\'s diff on a phone: a block a file, cut where it is long, what the
   const evil = '<img src=x onerror="window.__pwned=1;alert(1)"><script>window.__pwned=2;alert(2)</script>';
   const evilName = '<img src=x onerror=alert(3)>.txt';
   const commitMsg = 'Add big.txt <svg onload=alert(4)>';
-  const repo = bareRepo('diffpage');
+  const repo = await bareRepo('diffpage');
   const W = '/workspace/diffpage';
   router.add('web-diff-5d1', [
     { tool: 'write', input: { filePath: `${W}/evil.html`, content: `${evil}\n${'x'.repeat(1500)}\n` } },

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, sqlRows } from '../lib/server.mjs';
+import { startServer, cli, sqlRows } from '../lib/server.mjs';
+import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
 import { startReceiver } from '../lib/notify-receiver.mjs';
@@ -17,7 +18,6 @@ const TOKEN = 'github_pat_11DELIVERYtestTOKEN_alice0123456789';
 const WORK = /^sandbox-mcp\/[A-Za-z0-9]{8}-/;
 
 let fake, router, gh, server, hook;
-let nextId = 1;
 
 before(async () => {
   fake = await startFake();
@@ -45,24 +45,10 @@ after(async () => {
   await fake?.close();
 });
 
-async function call(name, args) {
-  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
-  assert.equal(r.status, 200, r.text);
-  return r.body.result;
-}
-
-async function ok(name, args) {
-  const res = await call(name, args);
-  assert.equal(res.isError, undefined, JSON.stringify(res));
-  return res.structuredContent;
-}
-
-async function finished(runId) {
-  for (;;) {
-    const r = await ok('get_result', { run_id: runId, wait_seconds: 30 });
-    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
-  }
-}
+// The run helpers of tests/lib/runs.mjs on this file's server.
+const call = (name, args) => runs.call(server, name, args);
+const ok = (name, args) => runs.ok(server, name, args);
+const finished = (runId) => runs.finished(server, runId);
 
 function credential(action) {
   const r = cli(['user', 'credential', action, 'admin', 'github', '--data-dir', server.dataDir],

@@ -13,6 +13,7 @@
 // "no such name" at once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { until as waitUntil } from '../lib/runs.mjs';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -71,13 +72,8 @@ async function dnsStub() {
   return { names, close: () => sock.close() };
 }
 
-async function until(cond, what) {
-  for (let i = 0; i < 1200; i++) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not met: ${what}`);
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const until = (cond, what) => waitUntil(cond, what, 120000);
 
 // In the child: the stub, the server, the attack, and what everyone else got, as JSON.
 async function child() {

@@ -44,6 +44,7 @@ print(out.decode())
 // In the child: start the server, try every target from a sandbox, print what came back.
 async function child() {
   const { startServer, rpc } = await import('../lib/server.mjs');
+  const { until } = await import('../lib/runs.mjs');
   const srv = await startServer({ env: { SANDBOX_NETWORK: 'public' } });
   try {
     const results = [];
@@ -54,9 +55,13 @@ async function child() {
       } });
       results.push({ host, port, out: r.body.result.structuredContent.stdout });
     }
-    // the server's own view: its log lines for these attempts
-    await new Promise((r) => setTimeout(r, 500));
-    const log = srv.stderr().split('\n').filter((l) => / egress connect /.test(l));
+    // the server's own view: its log lines for these attempts, each logged as its connection
+    // closes, which may be after the command's answer
+    const lines = () => srv.stderr().split('\n').filter((l) => / egress connect /.test(l));
+    const all = () => TARGETS.every(([host, port]) =>
+      lines().some((l) => l.includes(`host=${host} `) && l.includes(`port=${port} `)));
+    await until(all, 'a log line for every attempt').catch(() => {}); // the test says which is missing
+    const log = lines();
     const routes = srv.stderr().match(/egress mode=\S+/)?.[0];
     process.stdout.write(`${JSON.stringify({ results, log, routes })}\n`);
   } finally {

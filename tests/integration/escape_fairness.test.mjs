@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
-import { startServer, rpc, cli, removeDataDir } from '../lib/server.mjs';
+import { startServer, cli, removeDataDir } from '../lib/server.mjs';
+import { call, ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router;
-let nextId = 1;
 
 before(async () => {
   fake = await startFake();
@@ -20,37 +20,11 @@ before(async () => {
 });
 after(async () => { await fake.close(); });
 
-async function call(srv, name, args = {}, token = srv.token) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } },
-    { token });
-  assert.equal(r.status, 200, r.text);
-  return r.body.result;
-}
-async function ok(srv, name, args, token) {
-  const res = await call(srv, name, args, token);
-  assert.equal(res.isError, undefined, JSON.stringify(res));
-  return res.structuredContent;
-}
 const text = (res) => (res.content || []).map((c) => c.text || '').join('');
-
-async function finished(srv, runId, token) {
-  for (;;) {
-    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 }, token);
-    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
-  }
-}
 
 // Ends the sandbox's background sleep and waits until it is reaped: a sandbox counts as busy
 // while any process of it is left, a killed one included, and the next step needs it idle.
 const STOP_SLEEP = 'pkill -x sleep; while pgrep -x sleep > /dev/null; do sleep 0.05; done';
-
-async function until(cond, what, ms = 60000) {
-  const t0 = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function addUser(srv, name) {
   assert.equal(cli(['user', 'add', name, '--data-dir', srv.dataDir]).status, 0);

@@ -10,13 +10,12 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import http from 'node:http';
 import net from 'node:net';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
+import { bareRepo, startGitServer } from '../lib/git.mjs';
 
 const API_KEY = 'sk-ant-test-key';
 const GH_TOKEN = 'ghp_operator_token_for_listed_repos_only';
@@ -36,81 +35,22 @@ async function startTrap(host = '127.0.0.1') {
   return t;
 }
 
-function git(args, cwd) {
-  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env,
-    GIT_AUTHOR_NAME: 'Tester', GIT_AUTHOR_EMAIL: 'tester@example.com',
-    GIT_COMMITTER_NAME: 'Tester', GIT_COMMITTER_EMAIL: 'tester@example.com' } });
-  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
-// A bare repository ROOT/<rel>.git with one commit on main.
-function bareRepo(rel) {
-  const bare = path.join(scratch, 'git', `${rel}.git`);
-  const work = path.join(scratch, 'work', rel);
-  mkdirSync(path.dirname(bare), { recursive: true });
-  mkdirSync(work, { recursive: true });
-  git(['init', '-q', '--bare', bare]);
-  git(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
-  git(['init', '-q', '-b', 'main', work]);
-  writeFileSync(path.join(work, 'README.md'), `# ${rel}\n`);
-  git(['add', 'README.md'], work);
-  git(['commit', '-q', '-m', `${rel} initial`], work);
-  git(['push', '-q', bare, 'main'], work);
-}
-
-// git smart HTTP (git http-backend as CGI) standing in for GitHub and for an internal git server.
-// Every request is recorded with its Authorization header; /acme/leaky.git answers with a
-// protocol error whose text must not reach the user, /acme/moved.git with a redirect to `moved`.
-async function startGitServer(root, moved) {
-  const requests = [];
-  const srv = http.createServer((req, res) => {
-    requests.push({ method: req.method, url: req.url, auth: req.headers.authorization || null });
-    const u = new URL(req.url, 'http://x');
+// The git server's answers of its own: /acme/leaky.git a protocol error whose text must not reach
+// the user, /acme/moved.git a redirect to `moved`.
+function gitRoutes(moved) {
+  return (req, res, u) => {
     if (u.pathname.startsWith('/acme/moved.git/')) {
       res.writeHead(302, { location: `${moved}${u.pathname.replace('/acme/moved.git', '/acme/widget.git')}${u.search}` });
       res.end();
-      return;
+      return true;
     }
     if (u.pathname.startsWith('/acme/leaky.git/')) {
       const pkt = (s) => `${(s.length + 4).toString(16).padStart(4, '0')}${s}`;
       res.writeHead(200, { 'content-type': 'application/x-git-upload-pack-advertisement' });
       res.end(`${pkt('# service=git-upload-pack\n')}0000${pkt(`ERR ${LEAK}\n`)}`);
-      return;
+      return true;
     }
-    const cgi = spawn('git', ['http-backend'], { env: {
-      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
-      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
-      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_USER: 'x', REMOTE_ADDR: '127.0.0.1',
-      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
-    } });
-    req.pipe(cgi.stdin);
-    let head = Buffer.alloc(0), sent = false;
-    cgi.stdout.on('data', (d) => {
-      if (sent) { res.write(d); return; }
-      head = Buffer.concat([head, d]);
-      const i = head.indexOf('\r\n\r\n');
-      if (i < 0) return;
-      let status = 200;
-      const headers = {};
-      for (const l of head.subarray(0, i).toString().split('\r\n')) {
-        const [k, ...v] = l.split(':');
-        if (k.toLowerCase() === 'status') status = parseInt(v.join(':'), 10);
-        else headers[k] = v.join(':').trim();
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(i + 4));
-      sent = true;
-    });
-    cgi.stdout.on('end', () => { if (!sent) res.writeHead(500); res.end(); });
-  });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${srv.address().port}`,
-    port: srv.address().port,
-    requests,
-    seen: (p) => requests.filter((r) => new URL(r.url, 'http://x').pathname.startsWith(p)),
-    close: () => new Promise((r) => { srv.closeAllConnections?.(); srv.close(r); }),
+    return false;
   };
 }
 
@@ -148,13 +88,14 @@ async function waitRun(runId) {
 
 before(async () => {
   scratch = tempDir('smcp-fetch-');
+  // bare repositories under git/, each with one commit on main
   for (const rel of ['acme/widget', 'acme/gadget', 'acme/gizmo', 'other/thing', 'other/secret', 'plain'])
-    bareRepo(rel);
+    await bareRepo(path.join(scratch, 'git', `${rel}.git`), { readme: `# ${rel}\n`, message: `${rel} initial` });
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
   trap = await startTrap();
-  gitsrv = await startGitServer(path.join(scratch, 'git'), `http://127.0.0.1:${trap.port}`);
+  gitsrv = await startGitServer(path.join(scratch, 'git'), { route: gitRoutes(`http://127.0.0.1:${trap.port}`) });
   // The git server stands in for GitHub (GITHUB_BASE_URL) and is the one loopback port the
   // operator allows; the trap's port is not.
   server = await startServer({ env: {

@@ -8,11 +8,12 @@ import assert from 'node:assert/strict';
 import { readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 
-import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows, addUser, dbDump } from '../lib/server.mjs';
+import { startServer, cli, tempDir, removeDataDir, sqlRows, addUser, dbDump } from '../lib/server.mjs';
 import { assertNoSanitizerReport, parseMetrics } from '../lib/http.mjs';
 import { CookieJar, request, forms, signIn, setPassword, isSignInPage } from '../lib/oauth.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { startReceiver, signatureValid } from '../lib/notify-receiver.mjs';
+import { ok as okAs, until } from '../lib/runs.mjs';
 
 const ENV = { NOTIFY_TEST_ALLOW_LOOPBACK: '1', NOTIFY_RETRY_SECONDS: '1' };
 const EVT = /^evt_[0-9a-f]{32}$/;
@@ -22,7 +23,6 @@ const PASSWORD = 'notify-page-password-1';
 const METRICS_TOKEN = 'notify-metrics-token';
 
 let fake, router, server, hook, ntfy;
-let nextId = 1;
 const secrets = []; // every signing secret shown: none may reach the log
 
 before(async () => {
@@ -67,24 +67,10 @@ function testEvent(dataDir, user, id) {
   return r.stdout.match(/evt_[0-9a-f]{32}/)[0];
 }
 
-async function ok(token, name, args, srv = server) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } }, { token });
-  assert.equal(r.status, 200, r.text);
-  assert.equal(r.body.result.isError, undefined, r.text);
-  return r.body.result.structuredContent;
-}
+// ok() of tests/lib/runs.mjs, token first, on this file's server unless told
+const ok = (token, name, args, srv = server) => okAs(srv, name, args, token);
 
 const rows = (srv, eventId) => sqlRows(srv, `SELECT state, attempts, last_error, payload FROM notify_outbox WHERE event_id = '${eventId}'`);
-
-async function until(cond, what, ms = 60000) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const ended = (srv, eventId, state) => until(() => rows(srv, eventId).find((x) => x.state === state),
   `${eventId} ${state}`);

@@ -9,6 +9,7 @@
 // the loopback address they connect from (127.0.0.1, 127.0.0.2, ...).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { until as waitUntil } from '../lib/runs.mjs';
 import http from 'node:http';
 import net from 'node:net';
 
@@ -87,13 +88,8 @@ function refusedLine(stage, shownId, addr, reason) {
     `addr=${escapeRe(addr)} reason="[^\n]*${escapeRe(reason)}`);
 }
 
-async function until(cond, what) {
-  for (let i = 0; i < 1200; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.fail(`not met: ${what}`);
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const until = (cond, what) => waitUntil(cond, what, 120000);
 
 async function stopCleanly(s) {
   const { code, signal } = await s.stop();

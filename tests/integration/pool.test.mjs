@@ -4,6 +4,7 @@
 // restarted server must not adopt what an earlier one left unowned.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { until } from '../lib/runs.mjs';
 import { existsSync, readlinkSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { startServer, rpc, cli, tempDir, removeDataDir } from '../lib/server.mjs';
@@ -30,15 +31,8 @@ function pooledStarts(srv) {
   return [...srv.stderr().matchAll(/sandbox started sbx=(\S+) user=\(pool\)/g)].map((m) => m[1]);
 }
 
-async function waitFor(what, pred, ms = 20000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = pred();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const waitFor = (what, pred) => until(pred, what, 120000);
 
 const untilPool = (srv, n) => waitFor(`${n} pooled starts`, () => pooledStarts(srv).length >= n)
   .catch((e) => { throw new Error(`${e.message}\n--- server log ---\n${srv.stderr().slice(-6000)}`); });

@@ -2,7 +2,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import { spawn, spawnSync } from 'node:child_process';
@@ -11,6 +10,8 @@ import path from 'node:path';
 import { startServer, cli, tempDir, removeDataDir } from '../lib/server.mjs';
 import { startFake, messageEvents } from '../lib/fake-anthropic.mjs';
 import { makeCA } from '../lib/tls.mjs';
+import { startGitServer } from '../lib/git.mjs';
+import { until } from '../lib/runs.mjs';
 
 const REAL_KEY = 'sk-ant-real-key-never-shown-0123456789';
 const REAL_GITHUB = 'ghp_real_github_token_never_shown_42';
@@ -142,8 +143,7 @@ test('usage from streamed and plain replies is added to the token in SQLite', as
   // written in batches, within a second
   const usage = () => spawnSync('sqlite3', [path.join(server.dataDir, 'sandbox-mcp.db'),
     `SELECT requests, input_tokens, output_tokens FROM proxy_tokens WHERE jti = '${jti}'`], { encoding: 'utf8' }).stdout.trim();
-  for (const end = Date.now() + 10000; usage() !== '2|105|46' && Date.now() < end;)
-    await new Promise((r) => setTimeout(r, 100));
+  await until(() => usage() === '2|105|46', 'the usage written').catch(() => {});
   assert.equal(usage(), '2|105|46');
 });
 
@@ -264,7 +264,7 @@ test('the client going away closes the upstream connection', async () => {
   sock.destroy();
   const mine = () => fake.closed.some((r) => r.body.includes('client-goes-away'));
   const logged = () => /proxy aborted service=anthropic .*reason=client-gone/.test(server.stderr());
-  for (let i = 0; i < 100 && !(mine() && logged()); i++) await new Promise((r) => setTimeout(r, 50));
+  await until(() => mine() && logged(), 'the upstream closed and the abort logged').catch(() => {});
   clearInterval(pinger);
   fake.handle(undefined);
   assert.ok(mine(), 'upstream did not see the connection close');
@@ -284,7 +284,7 @@ test('a client that goes away before any answer (the model still thinking) close
   await seen;
   sock.destroy();
   const mine = () => fake.closed.some((r) => r.body.includes('gone-before-answer'));
-  for (let i = 0; i < 200 && !mine(); i++) await new Promise((r) => setTimeout(r, 50));
+  await until(mine, 'the upstream closed').catch(() => {});
   fake.handle(undefined);
   assert.ok(mine(), 'upstream did not see the connection close');
 });
@@ -411,45 +411,15 @@ function run(cmd, args, opts = {}) {
   });
 }
 
-// A git smart-HTTP server (git http-backend as CGI) standing in for GitHub.
-async function startGitServer(root, expectAuth) {
-  const srv = http.createServer((req, res) => {
-    const auth = req.headers.authorization || '';
-    if (auth !== expectAuth) {
-      res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
-      res.end('auth');
-      return;
-    }
-    const u = new URL(req.url, 'http://x');
-    const cgi = spawn('git', ['http-backend'], { env: {
-      ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
-      QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
-      CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_USER: 'x', REMOTE_ADDR: '127.0.0.1',
-      HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
-    } });
-    req.pipe(cgi.stdin);
-    let head = Buffer.alloc(0), sent = false;
-    cgi.stdout.on('data', (d) => {
-      if (sent) { res.write(d); return; }
-      head = Buffer.concat([head, d]);
-      const i = head.indexOf('\r\n\r\n');
-      if (i < 0) return;
-      const lines = head.subarray(0, i).toString().split('\r\n');
-      let status = 200;
-      const headers = {};
-      for (const l of lines) {
-        const [k, ...v] = l.split(':');
-        if (k.toLowerCase() === 'status') status = parseInt(v.join(':'), 10);
-        else headers[k] = v.join(':').trim();
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(i + 4));
-      sent = true;
-    });
-    cgi.stdout.on('end', () => res.end());
-  });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${srv.address().port}`, close: () => new Promise((r) => srv.close(r)) };
+// A git smart-HTTP server standing in for GitHub that answers 401 to any other Authorization
+// than expectAuth.
+function startGitHub(root, expectAuth) {
+  return startGitServer(root, { route: (req, res) => {
+    if ((req.headers.authorization || '') === expectAuth) return false;
+    res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
+    res.end('auth');
+    return true;
+  } });
 }
 
 test('git clone through the github service, with the token as the Basic password', async () => {
@@ -464,7 +434,7 @@ test('git clone through the github service, with the token as the Basic password
     git(['-C', work, 'commit', '-q', '--allow-empty', '-m', 'first commit']);
     assert.equal(git(['-C', work, 'push', '-q', repo, 'HEAD:refs/heads/main']).status, 0);
     git(['-C', repo, 'symbolic-ref', 'HEAD', 'refs/heads/main']);
-    const gh = await startGitServer(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
+    const gh = await startGitHub(dir, `Basic ${Buffer.from(`x-access-token:${REAL_GITHUB}`).toString('base64')}`);
     const srv = await startServer({ env: { GITHUB_BASE_URL: gh.url, GITHUB_TOKEN: REAL_GITHUB, GITHUB_REPOS: 'acme/widget' } });
     try {
       const r = cli(['proxy-token', '--user', 'admin', '--services', 'github', '--data-dir', srv.dataDir]);

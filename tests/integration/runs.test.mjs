@@ -4,11 +4,12 @@
 // (tests/lib/fake-anthropic.mjs, agentRouter), so runs of different tests can go on at once.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { startServer, rpc, cli, tempDir, removeDataDir, sqlRows } from '../lib/server.mjs';
+import { startServer, rpc, tempDir, removeDataDir, sqlRowsAsync, addUserAsync as addUser } from '../lib/server.mjs';
+import { bareRepo, gitAsync } from '../lib/git.mjs';
+import { call } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { modernRequest } from '../lib/http.mjs';
 
@@ -27,20 +28,8 @@ const repos = {};
 
 // ---- helpers --------------------------------------------------------------------------------
 
-async function tool(srv, name, args = {}, { token } = {}) {
-  let r;
-  try {
-    r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
-      params: { name, arguments: args } }, { token: token || srv.token });
-  } catch (e) {
-    // the server went away: show why
-    throw new Error(`${name}: ${e.message} (${e.cause?.message}); server exit ${srv.proc.exitCode} `
-      + `${srv.proc.signalCode}; stderr:\n${srv.stderr().slice(-6000)}`);
-  }
-  assert.equal(r.status, 200, r.text);
-  assert.ok(r.body && r.body.result, r.text);
-  return r.body.result;
-}
+// A tools/call answered with a result (tests/lib/runs.mjs call); opts.token calls as another user.
+const tool = (srv, name, args = {}, { token } = {}) => call(srv, name, args, token || srv.token);
 
 function text(res) {
   return (res.content || []).map((c) => c.text || '').join('');
@@ -90,14 +79,14 @@ async function waitUntil(cond, what, ms = 120000) {
   }
 }
 
-const sql = sqlRows;
+const sql = sqlRowsAsync;
 
 const q = (s) => `'${String(s).replace(/'/g, "''")}'`;
 
 // A run's events from SQLite, checked: seq 1..n without gaps, raw is the agent's JSON event of
 // that type, and no agent event stored twice (OpenCode gives every part its own id).
-function events(srv, runId) {
-  const rows = sql(srv, `SELECT seq, time, type, summary, raw FROM run_events WHERE run_id = ${q(runId)} ORDER BY seq`);
+async function events(srv, runId) {
+  const rows = await sql(srv, `SELECT seq, time, type, summary, raw FROM run_events WHERE run_id = ${q(runId)} ORDER BY seq`);
   rows.forEach((e, i) => {
     assert.equal(e.seq, i + 1, `event seq not contiguous: ${rows.map((x) => x.seq).join(',')}`);
     assert.equal(typeof e.summary, 'string');
@@ -169,61 +158,26 @@ function agentTypes(rows) {
   return rows.map((e) => e.type).filter((t) => AGENT_TYPES.has(t));
 }
 
-function git(args, cwd) {
-  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env,
-    GIT_AUTHOR_NAME: 'Tester', GIT_AUTHOR_EMAIL: 'tester@example.com',
-    GIT_COMMITTER_NAME: 'Tester', GIT_COMMITTER_EMAIL: 'tester@example.com' } });
-  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
-// A bare repository <name>.git with main (one commit, README.md, the default branch) and
+// A bare repository <name>/<name>.git with main (one commit, README.md, the default branch) and
 // feature (one more commit adding feature.txt).
-function bareRepo(name) {
-  const root = path.join(scratch, name);
-  const bare = path.join(root, `${name}.git`);
-  const work = path.join(root, 'work');
-  mkdirSync(root);
-  git(['init', '-q', '--bare', bare]);
-  git(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
-  git(['init', '-q', work]);
-  git(['checkout', '-q', '-b', 'main'], work);
-  writeFileSync(path.join(work, 'README.md'), `# ${name}\n`);
-  git(['add', 'README.md'], work);
-  git(['commit', '-q', '-m', 'Initial commit'], work);
-  git(['push', '-q', bare, 'main'], work);
-  git(['checkout', '-q', '-b', 'feature'], work);
-  writeFileSync(path.join(work, 'feature.txt'), 'feature work\n');
-  git(['add', 'feature.txt'], work);
-  git(['commit', '-q', '-m', 'Add feature'], work);
-  git(['push', '-q', bare, 'feature'], work);
-  return bare;
-}
+const repo = (name) => bareRepo(path.join(scratch, name, `${name}.git`), { feature: true });
 
 // A bare repository <name>.git without a commit, whose HEAD names head.
-function emptyRepo(name, head) {
+async function emptyRepo(name, head) {
   const bare = path.join(scratch, `${name}.git`);
-  git(['init', '-q', '--bare', bare]);
-  git(['symbolic-ref', 'HEAD', `refs/heads/${head}`], bare);
+  await gitAsync(['init', '-q', '--bare', bare]);
+  await gitAsync(['symbolic-ref', 'HEAD', `refs/heads/${head}`], bare);
   return bare;
 }
 
-// bareRepo(name) with exactly the given branches (each at main's commit unless it is feature),
+// repo(name) with exactly the given branches (each at main's commit unless it is feature),
 // and its HEAD naming master, a branch it does not have.
-function headlessRepo(name, branches) {
-  const bare = bareRepo(name);
-  for (const b of branches) if (b !== 'main' && b !== 'feature') git(['branch', b, 'main'], bare);
-  git(['symbolic-ref', 'HEAD', 'refs/heads/master'], bare);
-  for (const b of ['main', 'feature']) if (!branches.includes(b)) git(['branch', '-D', b], bare);
+async function headlessRepo(name, branches) {
+  const bare = await repo(name);
+  for (const b of branches) if (b !== 'main' && b !== 'feature') await gitAsync(['branch', b, 'main'], bare);
+  await gitAsync(['symbolic-ref', 'HEAD', 'refs/heads/master'], bare);
+  for (const b of ['main', 'feature']) if (!branches.includes(b)) await gitAsync(['branch', '-D', b], bare);
   return bare;
-}
-
-function addUser(srv, name) {
-  const add = cli(['user', 'add', name, '--data-dir', srv.dataDir]);
-  assert.equal(add.status, 0, add.stderr);
-  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
-  assert.equal(tok.status, 0, tok.stderr);
-  return tok.stdout.match(/smcp_\S+/)[0];
 }
 
 function closedPort() {
@@ -242,9 +196,9 @@ before(async () => {
   env = { ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
-  for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix', 'pawl']) repos[name] = bareRepo(name);
+  for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix', 'pawl']) repos[name] = await repo(name);
   // made here, not in its test: the CLI runs synchronously, and the runs' tests start together
-  phaseUser = { token: addUser(server, 'phase-watch') };
+  phaseUser = { token: await addUser(server, 'phase-watch') };
 });
 
 after(async () => {
@@ -352,7 +306,7 @@ describe('runs', { concurrency: true }, () => {
     assert.ok(r.usage.cost >= 0);
 
     // the agent's events, in order
-    const ev = events(server, r.run_id);
+    const ev = await events(server, r.run_id);
     assert.deepEqual(agentTypes(ev), [
       'step_start', 'text', 'tool_use', 'step_finish',
       'step_start', 'tool_use', 'step_finish',
@@ -401,7 +355,7 @@ describe('runs', { concurrency: true }, () => {
     const earlier = toolResults(convo).map((t) => t.text);
     assert.ok(earlier.some((t) => t.includes(sha)), JSON.stringify(earlier));
     assert.equal(earlier.length, 2, JSON.stringify(earlier));
-    assert.deepEqual(agentTypes(events(server, r2.run_id)), [
+    assert.deepEqual(agentTypes(await events(server, r2.run_id)), [
       'step_start', 'tool_use', 'step_finish', 'step_start', 'text', 'step_finish']);
 
     const inSession = await ok(server, 'list_runs', { session_id: r.session_id });
@@ -541,7 +495,7 @@ describe('runs', { concurrency: true }, () => {
     assert.equal(r.phase.text, 'cancelled before its first step', JSON.stringify(r.phase));
     // the agent is gone: its request to the model was dropped
     await waitUntil(() => s.aborted >= 1, 'the held request closed after cancel');
-    events(server, r.run_id);
+    await events(server, r.run_id);
   });
 
   test('a run over its timeout fails, saying so', async () => {
@@ -595,8 +549,8 @@ describe('runs', { concurrency: true }, () => {
   });
 
   test('an empty repository: the agent starts from nothing; its commits and files are the changes', async () => {
-    const as = { token: addUser(server, 'repo-empty') }; // its own user: its runs count against no other test's limits
-    const blank = emptyRepo('blank', 'trunk');
+    const as = { token: await addUser(server, 'repo-empty') }; // its own user: its runs count against no other test's limits
+    const blank = await emptyRepo('blank', 'trunk');
     const s1 = router.add('blank-1', [
       { tool: 'write', input: { filePath: '/workspace/blank/notes.txt', content: 'first\nsecond\n' } },
       { tool: 'bash', input: { command: `git add notes.txt && ${COMMIT} -m "Start notes" && echo draft > draft.txt && git branch --show-current && ls -A`,
@@ -610,7 +564,7 @@ describe('runs', { concurrency: true }, () => {
     ]);
     const [a, b] = await Promise.all([
       runTask(server, { task: 'blank-1: start the notes', repository: blank }, as),
-      runTask(server, { task: 'void-1: write a.txt', repository: emptyRepo('void', 'main'), branch: 'dev' }, as),
+      runTask(server, { task: 'void-1: write a.txt', repository: await emptyRepo('void', 'main'), branch: 'dev' }, as),
     ]);
     const [ra, rb] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, b.run_id, as)]);
     let diag = JSON.stringify(ra, null, 1);
@@ -623,7 +577,7 @@ describe('runs', { concurrency: true }, () => {
     assert.equal(ra.changes.files_changed, 2, diag);
     assert.equal(ra.changes.insertions, 3, diag);
     assert.deepEqual(ra.changes.commits.map((c) => c.message), ['Start notes'], diag);
-    const [rowA] = sql(server, `SELECT base_commit, workdir FROM runs WHERE id = ${q(a.run_id)}`);
+    const [rowA] = await sql(server, `SELECT base_commit, workdir FROM runs WHERE id = ${q(a.run_id)}`);
     assert.deepEqual(rowA, { base_commit: null, workdir: '/workspace/blank' }); // no starting commit
 
     diag = JSON.stringify(rb, null, 1);
@@ -650,15 +604,15 @@ describe('runs', { concurrency: true }, () => {
     assert.deepEqual(rc.changes.commits.map((x) => x.message), ['More notes'], diag);
     assert.deepEqual(rc.changes.files.find((f) => f.path === 'notes.txt'),
       { path: 'notes.txt', insertions: 1, deletions: 0, binary: false }, diag);
-    const [rowC] = sql(server, `SELECT base_commit FROM runs WHERE id = ${q(c.run_id)}`);
+    const [rowC] = await sql(server, `SELECT base_commit FROM runs WHERE id = ${q(c.run_id)}`);
     assert.ok(ra.changes.commits[0].sha.startsWith(rowC.base_commit) || rowC.base_commit.startsWith(ra.changes.commits[0].sha), JSON.stringify(rowC));
   });
 
   test('a HEAD naming no branch: the only branch is cloned; with several, the run names them', async () => {
-    const as = { token: addUser(server, 'repo-head') }; // its own user: its runs count against no other test's limits
-    const lost = headlessRepo('lost', ['main']);
+    const as = { token: await addUser(server, 'repo-head') }; // its own user: its runs count against no other test's limits
+    const lost = await headlessRepo('lost', ['main']);
     const many = ['main', 'feature', ...Array.from({ length: 10 }, (_, i) => `b${String(i + 1).padStart(2, '0')}`)];
-    const forked = headlessRepo('forked', many);
+    const forked = await headlessRepo('forked', many);
     const s1 = router.add('lost-1', [
       { tool: 'bash', input: { command: 'git branch --show-current && cat README.md', description: 'Where am I' } },
       { text: 'On main.' },
@@ -708,8 +662,8 @@ describe('runs', { concurrency: true }, () => {
   });
 
   test('a session that moves from /workspace to a repository works there, in a new conversation', async () => {
-    const as = { token: addUser(server, 'repo-move') }; // its own user: its runs count against no other test's limits
-    const cog = bareRepo('cog');
+    const as = { token: await addUser(server, 'repo-move') }; // its own user: its runs count against no other test's limits
+    const cog = await repo('cog');
     router.add('cog-1', [{ text: 'Nothing to do.' }]);
     const a = await runTask(server, { task: 'cog-1: say nothing' }, as);
     assert.equal((await waitRun(server, a.run_id, as)).status, 'succeeded');
@@ -727,8 +681,8 @@ describe('runs', { concurrency: true }, () => {
   });
 
   test('a run whose start failed leaves its session usable', async () => {
-    const as = { token: addUser(server, 'repo-again') }; // its own user: its runs count against no other test's limits
-    const ratchet = bareRepo('ratchet');
+    const as = { token: await addUser(server, 'repo-again') }; // its own user: its runs count against no other test's limits
+    const ratchet = await repo('ratchet');
     const missing = path.join(scratch, 'not-there.git');
     const none = [router.add('ratchet-1', [{ text: 'Should not run.' }]), router.add('missing-1', [{ text: 'Should not run.' }])];
     const [a, m] = await Promise.all([
@@ -793,7 +747,7 @@ describe('runs', { concurrency: true }, () => {
   });
 
   test('list_runs filters by status and by session and pages with a cursor', async () => {
-    const token = addUser(server, 'lister');
+    const token = await addUser(server, 'lister');
     const as = { token };
     router.add('lister-A', [{ text: 'A done.' }]);
     router.add('lister-B', [{ text: 'B done.' }]);
@@ -873,7 +827,7 @@ describe('runs', { concurrency: true }, () => {
 
 test("another user cannot see, cancel or continue the first user's runs", async () => {
   assert.ok(first, 'the write-and-commit run did not finish');
-  const token = addUser(server, 'mallory');
+  const token = await addUser(server, 'mallory');
   const as = { token };
   const list = await ok(server, 'list_runs', { limit: 100 }, as);
   assert.deepEqual(list.runs, []);
@@ -890,16 +844,16 @@ test("another user cannot see, cancel or continue the first user's runs", async 
 });
 
 test('events of every run are contiguous and unique; neither the key nor a token is in them or in the log', async () => {
-  const runs = sql(server, 'SELECT run_id, MIN(seq) AS lo, MAX(seq) AS hi, COUNT(*) AS n FROM run_events GROUP BY run_id');
+  const runs = await sql(server, 'SELECT run_id, MIN(seq) AS lo, MAX(seq) AS hi, COUNT(*) AS n FROM run_events GROUP BY run_id');
   assert.ok(runs.length >= 5, JSON.stringify(runs));
   for (const r of runs) {
     assert.equal(r.lo, 1, JSON.stringify(r));
     assert.equal(r.hi, r.n, JSON.stringify(r));
-    events(server, r.run_id);
+    await events(server, r.run_id);
   }
-  const counts = sql(server, 'SELECT r.id AS id, r.event_count AS c, (SELECT COUNT(*) FROM run_events e WHERE e.run_id = r.id) AS n FROM runs r');
+  const counts = await sql(server, 'SELECT r.id AS id, r.event_count AS c, (SELECT COUNT(*) FROM run_events e WHERE e.run_id = r.id) AS n FROM runs r');
   for (const c of counts) assert.equal(c.c, c.n, JSON.stringify(c));
-  const raw = sql(server, 'SELECT raw FROM run_events').map((e) => e.raw).join('\n');
+  const raw = (await sql(server, 'SELECT raw FROM run_events')).map((e) => e.raw).join('\n');
   assert.ok(!raw.includes(API_KEY), 'the API key is in run_events');
   assert.doesNotMatch(raw, /eyJ[\w-]+\.eyJ[\w-]+\./, 'a JWT is in run_events');
   const log = server.stderr();
@@ -945,7 +899,7 @@ test('kill -9 of the server mid-run: a new server on the same data dir takes the
     assert.equal(s.overrun, 0);
     assert.deepEqual(r.changes.commits.map((c) => c.message), ['Survive a restart']);
     assert.deepEqual(r.changes.files.map((f) => f.path).sort(), ['after.txt', 'before.txt']);
-    const ev = events(srv, r.run_id);
+    const ev = await events(srv, r.run_id);
     assert.deepEqual(agentTypes(ev), [
       'step_start', 'tool_use', 'step_finish',
       'step_start', 'tool_use', 'step_finish',

@@ -3,9 +3,20 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
 import { modernRequest } from '../lib/http.mjs';
+import { until } from '../lib/runs.mjs';
+
+// The pid of a host process whose command line is exactly command (words split on spaces), or 0.
+function pgrep(command) {
+  const want = `${command.split(' ').join('\0')}\0`;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try { if (readFileSync(`/proc/${pid}/cmdline`, 'latin1') === want) return Number(pid); } catch { /* gone */ }
+  }
+  return 0;
+}
 
 let server;
 let nextId = 1;
@@ -150,10 +161,7 @@ async function execAndLeave(command, { modern } = {}) {
     Object.assign(headers, r.headers);
   }
   const pending = fetch(server.mcpUrl, { method: 'POST', headers, body: JSON.stringify(message), signal: ac.signal }).catch((e) => e);
-  for (let i = 0; i < 100; i++) { // until the command is running
-    if ((await exec(server, 'ps -eo args')).stdout.includes(command)) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(async () => (await exec(server, 'ps -eo args')).stdout.includes(command), `${command} running`);
   ac.abort();
   assert.equal((await pending).name, 'AbortError');
 }
@@ -164,11 +172,8 @@ async function running(pattern) {
 
 test('stateless revision: a client that leaves before the answer cancels the command', async () => {
   await execAndLeave('sleep 41', { modern: true });
-  let gone = false;
-  for (let i = 0; i < 60 && !gone; i++) { // the server looks once a second
-    gone = !(await running(/sleep 41/));
-    if (!gone) await new Promise((r) => setTimeout(r, 100));
-  }
+  // the server looks once a second; well before the 41 s the command would take on its own
+  const gone = await until(async () => !(await running(/sleep 41/)), 'sleep 41 gone', 25000).then(() => true, () => false);
   assert.ok(gone, 'the command still runs after its client left');
 });
 
@@ -382,12 +387,13 @@ test('at capacity: an idle sandbox is evicted; when all are busy the caller is t
     await exec(srv, 'true', {}, { token: tok });
     await srv.waitLog(/sandbox stopped .*reason=evicted/);
     // dave's sandbox is now busy with a long command: admin is at capacity
-    const busy = exec(srv, 'sleep 3', {}, { token: tok });
-    await waitFor(() => /sandbox started .*\n(.|\n)*/.test(srv.stderr()));
-    await new Promise((r) => setTimeout(r, 300));
+    // (seen from the host: the sandbox's processes are the host's too; a duration no other test uses)
+    const busy = exec(srv, 'sleep 30.25', {}, { token: tok });
+    await until(() => pgrep('sleep 30.25'), 'the command running');
     const res = await tool(srv, 'container_exec', { command: 'true' });
     assert.equal(res.isError, true);
     assert.match(text(res), /at capacity.*retry later/);
+    process.kill(pgrep('sleep 30.25'));
     await busy;
   } finally {
     await srv.stop();
@@ -473,13 +479,8 @@ test('a restarted server stops sandboxes it no longer knows', async () => {
   }
 });
 
-async function waitFor(cond, ms = 15000) {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const waitFor = (cond) => until(cond, 'the condition', 120000);
 
 test('a sandbox whose init cannot set it up says at which step, and starts once that is mended', async () => {
   // The init (which mounts /proc in the sandbox's root) runs in the setup child's memory until it

@@ -3,6 +3,7 @@
 // built for another id layout. The real template: template_debian.test.mjs.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { until } from '../lib/runs.mjs';
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -90,14 +91,8 @@ async function startMirror(suites = {}) {
   return { url: `http://127.0.0.1:${server.address().port}/debian`, paths, close: () => server.close() };
 }
 
-async function waitFor(what, pred, tries = 600) {
-  for (let i = 0; i < tries; i++) {
-    const v = await pred();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const waitFor = (what, pred) => until(pred, what, 300000);
 
 const PING = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'container_ping', arguments: {} } };
 const INIT = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'container_initialize', arguments: {} } };

@@ -5,6 +5,7 @@
 // mirror on loopback that has nothing, so they fail at once and touch no network.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { until } from '../lib/runs.mjs';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -19,13 +20,8 @@ const EXEC = (command) => ({
 });
 const PING = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'container_ping', arguments: {} } };
 
-async function waitFor(what, pred, tries = 1200) {
-  for (let i = 0; i < tries; i++) {
-    if (await pred()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+// until() of tests/lib/runs.mjs, bounded for a hung server only
+const waitFor = (what, pred) => until(pred, what, 300000);
 
 let env;
 let mirror;

@@ -10,20 +10,18 @@
 //   // GITHUB_BASE_URL=gh.url  GITHUB_API_URL=gh.api  FETCH_ALLOW=127.0.0.1:<gh.port>
 //   gh.pulls, gh.comments, gh.requests; gh.log('acme/widget', 'branch'); gh.refs('acme/widget')
 //   gh.refuse('acme/widget', 'pulls', 403, 'Resource not accessible by personal access token')
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { git as gitAs, gitHttpBackend } from './git.mjs';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'Fixture', GIT_AUTHOR_EMAIL: 'fixture@example.com',
   GIT_COMMITTER_NAME: 'Fixture', GIT_COMMITTER_EMAIL: 'fixture@example.com', GIT_CONFIG_NOSYSTEM: '1' };
 
-export function git(args, cwd) {
-  const r = spawnSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
-  if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
+// `git args` in cwd as the fixture's author (tests/lib/git.mjs git()).
+export const git = (args, cwd) => gitAs(args, cwd, GIT_ENV);
 
 function readBody(req, max = 1 << 20) {
   return new Promise((resolve, reject) => {
@@ -39,48 +37,6 @@ function json(res, status, body) {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
   res.end(text);
-}
-
-// Answer req with `git http-backend` (git's smart HTTP as CGI) serving the repositories under
-// root; env adds to the CGI's environment (REMOTE_USER lets it accept pushes).
-export function gitHttpBackend(req, res, root, env = {}) {
-  const u = new URL(req.url, 'http://x');
-  const cgi = spawn('git', ['http-backend'], { env: {
-    ...process.env, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: u.pathname,
-    QUERY_STRING: u.search.slice(1), REQUEST_METHOD: req.method,
-    CONTENT_TYPE: req.headers['content-type'] || '', REMOTE_ADDR: '127.0.0.1',
-    HTTP_CONTENT_ENCODING: req.headers['content-encoding'] || '',
-    GIT_PROTOCOL: req.headers['git-protocol'] || '', ...env,
-  } });
-  const fail = (status, text) => { res.writeHead(status, { 'content-type': 'text/plain' }); res.end(text); };
-  cgi.on('error', (e) => { if (!res.headersSent) fail(500, `git http-backend: ${e.message}\n`); });
-  req.pipe(cgi.stdin);
-  cgi.stdin.on('error', () => {});
-  let head = Buffer.alloc(0), sent = false;
-  cgi.stdout.on('data', (d) => {
-    if (sent) { res.write(d); return; }
-    head = Buffer.concat([head, d]);
-    const crlf = head.indexOf('\r\n\r\n'), lf = head.indexOf('\n\n');
-    const i = crlf >= 0 ? crlf : lf;
-    if (i < 0) return;
-    let status = 200;
-    const headers = {};
-    for (const l of head.subarray(0, i).toString().split(/\r?\n/)) {
-      const c = l.indexOf(':');
-      if (c < 0) continue;
-      const k = l.slice(0, c).trim(), v = l.slice(c + 1).trim();
-      if (k.toLowerCase() === 'status') status = parseInt(v, 10);
-      else headers[k] = v;
-    }
-    res.writeHead(status, headers);
-    res.write(head.subarray(i + (crlf >= 0 ? 4 : 2)));
-    sent = true;
-  });
-  cgi.stdout.on('end', () => {
-    if (res.headersSent && !sent) return;
-    if (!sent) fail(502, 'git http-backend gave no answer\n');
-    else res.end();
-  });
 }
 
 export async function startFakeGitHub({ tokens = [], repos = {} } = {}) {

@@ -29,7 +29,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
-import { gitHttpBackend } from './fake-github.mjs';
+import { gitHttpBackend } from './git.mjs';
 import { makeCA } from './tls.mjs';
 
 // --- archives ---

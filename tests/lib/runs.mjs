@@ -1,24 +1,40 @@
-// Helpers for tests of runs against a real server: tool calls, waiting for a run's end, a
-// server of a test's own, and polling.
+// Helpers for tests of tools and runs against a real server: tool calls, waiting for a run's end,
+// a server of a test's own, and polling. Written once here for every suite.
 import assert from 'node:assert/strict';
 import { startServer, rpc, removeDataDir } from './server.mjs';
 
 let nextId = 1;
 
+// A tools/call whose answer must be a 200 with a JSON-RPC result in JSON; returns the
+// result. When the server cannot be reached, the error says how it ended and what it logged last.
+export async function call(srv, name, args = {}, token = srv.token) {
+  let r;
+  try {
+    r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } },
+      { token });
+  } catch (e) {
+    throw new Error(`${name}: ${e.message} (${e.cause?.message})` + (srv.proc ? `; server exit ${srv.proc.exitCode} `
+      + `${srv.proc.signalCode}; stderr:\n${srv.stderr().slice(-6000)}` : ''));
+  }
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.body?.result, r.text);
+  return r.body.result;
+}
+
 // A tools/call that must succeed; returns its structuredContent.
 export async function ok(srv, name, args = {}, token = srv.token) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } },
-    { token });
-  assert.equal(r.status, 200, r.text);
-  assert.equal(r.body.result.isError, undefined, `${name}: ${JSON.stringify(r.body.result).slice(0, 500)}`);
-  return r.body.result.structuredContent;
+  const res = await call(srv, name, args, token);
+  assert.equal(res.isError, undefined, `${name}: ${JSON.stringify(res).slice(0, 500)}`);
+  return res.structuredContent;
 }
+
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 // get_result, waiting until the run has ended.
 export async function finished(srv, runId, token = srv.token) {
   for (;;) {
     const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 }, token);
-    if (['succeeded', 'failed', 'cancelled'].includes(r.status)) return r;
+    if (TERMINAL.has(r.status)) return r;
   }
 }
 

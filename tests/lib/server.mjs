@@ -1,5 +1,5 @@
 // Start the real sandbox-mcp binary on a random loopback port with a temporary data dir.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,6 +22,22 @@ export function cli(args, { env = {}, cwd, input, timeout } = {}) {
     timeout,
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// cli() without blocking the event loop, for tests that run beside others (describe with
+// concurrency): a synchronous child process would stop their requests half-sent.
+export function cliAsync(args, { env = {}, cwd, input, timeout } = {}) {
+  const at = args.indexOf('--data-dir');
+  return new Promise((resolve) => {
+    const p = spawn(BIN, args, { cwd, timeout, stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...cleanEnv(), ...storeEnv(at >= 0 ? args[at + 1] : null), ...env } });
+    let stdout = '', stderr = '';
+    p.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
+    p.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
+    p.on('close', (status) => resolve({ status, stdout, stderr }));
+    p.stdin.on('error', () => {});
+    p.stdin.end(input);
+  });
 }
 
 // The store of the server (and command lines) of dataDir. SQLite in the directory unless this
@@ -126,7 +142,7 @@ export function removeDataDir(dir) {
 // Start `sandbox-mcp serve`. Resolves once it listens, with
 // {url, mcpUrl, token, dataDir, proc, stdout(), stderr(), waitLog(re), stop(signal), fetch(url, init)}.
 // The server's log and its replies come on different descriptors, so a line it logged before
-// answering may reach the test after the answer: waitLog(re) waits for it (20 s at most).
+// answering may reach the test after the answer: waitLog(re) waits for it.
 // wrap: a command that execs the server, e.g. ['prlimit', '--nofile=1024:', '--'].
 // tls: {cert, key, ca} (file paths) serves HTTPS: url is https://, and fetch() (which rpc() uses)
 // trusts ca; h2: true has fetch() offer HTTP/2 as well.
@@ -150,6 +166,8 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     proc.on('exit', (code, signal) => resolve({ code, signal }));
     proc.on('error', (e) => { err += `spawn ${BIN}: ${e.message}\n`; resolve({ code: null, signal: null }); });
   });
+  // ...and its output read to the end
+  const closed = new Promise((resolve) => proc.on('close', resolve));
   const addr = await new Promise((resolve, reject) => {
     const timer = setInterval(() => {
       // Ready once "serve start" is logged; on a first start also once the banner with the
@@ -165,26 +183,37 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
   });
   const url = `${tls ? 'https' : 'http'}://${addr}`;
   const tokenMatch = out.match(/Access token:\s+(\S+)/);
-  const agent = tls ? new Agent({ connect: { ca: readFileSync(tls.ca) }, allowH2: !!tls.h2 }) : null;
+  // A connection left idle for a second is closed by the client, well before the server's
+  // keep-alive (h2o's 10 s) closes it: a test process starved of the CPU on a loaded machine reads
+  // an answer seconds after the server sent it, and with undici's 4 s the server's close could
+  // meet the next request on that connection ("other side closed", or a reset).
+  const agent = new Agent({ keepAliveTimeout: 1000, keepAliveMaxTimeout: 1000,
+    ...(tls ? { connect: { ca: readFileSync(tls.ca) }, allowH2: !!tls.h2 } : {}) });
   return {
     url,
     mcpUrl: `${url}/mcp`,
     ca: tls ? readFileSync(tls.ca, 'utf8') : null,
     agent,
-    fetch: agent ? (u, init = {}) => undiciFetch(u, { ...init, dispatcher: agent }) : fetch,
+    fetch: (u, init = {}) => undiciFetch(u, { ...init, dispatcher: agent }),
     token: tokenMatch ? tokenMatch[1] : null,
     dataDir,
     proc,
     exited,
     stdout: () => out,
     stderr: () => err,
-    async waitLog(re, ms = 20000) {
-      for (const end = Date.now() + ms; ;) {
-        const m = err.match(re);
-        if (m) return m;
-        if (Date.now() > end) throw new Error(`not logged within ${ms} ms: ${re}\n--- server log ---\n${err.slice(-6000)}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
+    // what the log matches as it arrives; at the server's exit, or past ms (a bound for a
+    // server that hangs, far beyond any wait a loaded machine makes), an error with the log
+    waitLog(re, ms = 120000) {
+      return new Promise((resolve, reject) => {
+        const done = (f, v) => { clearTimeout(timer); proc.stderr.off('data', look); f(v); };
+        const fail = (why) => done(reject, new Error(`${why}: ${re}\n--- server log ---\n${err.slice(-6000)}`));
+        // the listener below runs after the one above has added d to err
+        const look = () => { const m = err.match(re); if (m) done(resolve, m); };
+        const timer = setTimeout(() => fail(`not logged within ${ms} ms`), ms);
+        proc.stderr.on('data', look);
+        closed.then(() => { look(); fail('the server exited without logging'); });
+        look();
+      });
     },
     // keep: leave the data directory for the test to read (and remove) even when it is the
     // server's own
@@ -231,6 +260,15 @@ export function addUser(srv, name) {
   return tok.stdout.match(/smcp_\S+/)[0];
 }
 
+// addUser() without blocking the event loop (cliAsync).
+export async function addUserAsync(srv, name) {
+  const add = await cliAsync(['user', 'add', name, '--data-dir', srv.dataDir]);
+  if (add.status !== 0) throw new Error(`user add ${name}: ${add.stderr}`);
+  const tok = await cliAsync(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  if (tok.status !== 0) throw new Error(`token create ${name}: ${tok.stderr}`);
+  return tok.stdout.match(/smcp_\S+/)[0];
+}
+
 // SQL for a blob column's bytes as hex text, in the dialect of this run's stores.
 export const sqlHex = (col) => (PG_URL ? `upper(encode(${col}, 'hex'))` : `hex(${col})`);
 
@@ -249,12 +287,24 @@ export function dbDump(srvOrDir) {
 // The rows query gives on srv's database, as objects (sqlite3 -json, or psql's json_agg on
 // PostgreSQL: bigint columns come back as numbers either way).
 export function sqlRows(srv, query) {
+  const [cmd, args] = sqlCommand(srv, query);
+  const out = execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 256 << 20 });
+  return out.trim() ? JSON.parse(out) : [];
+}
+
+function sqlCommand(srv, query) {
   const { DATABASE_URL } = storeEnv(srv.dataDir);
-  if (DATABASE_URL) {
-    const out = execFileSync('psql', ['-qAtX', '-v', 'ON_ERROR_STOP=1', '-c',
-      `WITH r AS (${query}) SELECT coalesce(json_agg(r), '[]') FROM r`, DATABASE_URL], { encoding: 'utf8' });
-    return JSON.parse(out);
-  }
-  const out = execFileSync('sqlite3', ['-json', '-cmd', '.timeout 5000', path.join(srv.dataDir, 'sandbox-mcp.db'), query], { encoding: 'utf8' });
+  return DATABASE_URL
+    ? ['psql', ['-qAtX', '-v', 'ON_ERROR_STOP=1', '-c', `WITH r AS (${query}) SELECT coalesce(json_agg(r), '[]') FROM r`, DATABASE_URL]]
+    : ['sqlite3', ['-json', '-cmd', '.timeout 5000', path.join(srv.dataDir, 'sandbox-mcp.db'), query]];
+}
+
+// sqlRows() without blocking the event loop.
+export async function sqlRowsAsync(srv, query) {
+  const [cmd, args] = sqlCommand(srv, query);
+  const out = await new Promise((resolve, reject) => {
+    execFile(cmd, args, { encoding: 'utf8', maxBuffer: 256 << 20 },
+      (e, stdout, stderr) => (e ? reject(new Error(`${cmd}: ${stderr || e.message}`)) : resolve(stdout)));
+  });
   return out.trim() ? JSON.parse(out) : [];
 }
