@@ -317,15 +317,6 @@ static void set_final_phase(struct run *r, const char *status)
     r->ph_final = true;
 }
 
-/* Shell words: 'x' with each ' as '\'' */
-static void sh_quote(struct buf *b, const char *s)
-{
-    buf_puts(b, "'");
-    for (; *s; s++)
-        buf_puts(b, *s == '\'' ? "'\\''" : (char[]){*s, 0});
-    buf_puts(b, "'");
-}
-
 static void wipe_free(char *s)
 {
     if (s) {
@@ -356,52 +347,6 @@ static char *github_credential(struct runs *e, const char *user_id, const char *
 }
 
 /* --- the end of a run --- */
-
-/* changes: "branch\n---\n<numstat>---\n<log>" from the script in collect_changes() */
-static char *parse_changes(const char *out)
-{
-    json_t *files = json_array(), *commits = json_array();
-    int64_t ins = 0, del = 0;
-    char *copy = xstrdup(out), *save = NULL, *branch = NULL;
-    int section = 0;
-    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (strcmp(line, "---") == 0) {
-            section++;
-            continue;
-        }
-        if (section == 0 && !branch) {
-            branch = line;
-        } else if (section == 1) {
-            char *a = line, *t1 = strchr(a, '\t');
-            char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-            if (!t2)
-                continue;
-            *t1 = *t2 = '\0';
-            int64_t i = a[0] == '-' ? 0 : strtoll(a, NULL, 10);
-            int64_t d = t1[1] == '-' ? 0 : strtoll(t1 + 1, NULL, 10);
-            ins += i;
-            del += d;
-            if (json_array_size(files) < 1000)
-                json_array_append_new(files, json_pack("{s:s, s:I, s:I, s:b}", "path", t2 + 1,
-                                                       "insertions", (json_int_t)i, "deletions",
-                                                       (json_int_t)d, "binary", a[0] == '-'));
-        } else if (section == 2) {
-            char *sp = strchr(line, ' ');
-            if (!sp || json_array_size(commits) >= 1000)
-                continue;
-            *sp = '\0';
-            json_array_append_new(commits, json_pack("{s:s, s:s}", "sha", line, "message", sp + 1));
-        }
-    }
-    json_t *c =
-        json_pack("{s:I, s:I, s:I, s:o, s:o, s:s?}", "files_changed",
-                  (json_int_t)json_array_size(files), "insertions", (json_int_t)ins, "deletions",
-                  (json_int_t)del, "files", files, "commits", commits, "branch", branch);
-    char *text = json_dumps(c, JSON_COMPACT);
-    json_decref(c);
-    free(copy);
-    return text;
-}
 
 static void record_end(struct run *r, const char *changes, json_t *delivery)
 {
@@ -672,7 +617,7 @@ static void on_changes(void *ctx, const struct sandbox_exec_result *res, const s
 {
     struct run *r = ctx;
     r->ex = NULL;
-    r->changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
+    r->changes = res && res->exit_code == 0 ? scripts_parse_changes(res->out) : NULL;
     if (err)
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
     collect_diff(r);
@@ -691,31 +636,9 @@ static void collect_changes(struct run *r)
         return;
     }
     set_phase(r, "finishing", "collecting the changes");
-    struct buf cmd;
-    buf_init(&cmd, 0);
-    buf_puts(&cmd, "cd ");
-    sh_quote(&cmd, r->workdir);
-    /* Without a starting commit (a repository that had none) the changes are the files against
-     * the empty tree and every commit there is, if any. */
-    if (r->base[0]) {
-        buf_puts(&cmd, " || exit 1; b=");
-        sh_quote(&cmd, r->base);
-        buf_puts(&cmd, "; l=\"$b..HEAD\"; ");
-    } else {
-        buf_puts(&cmd, " || exit 1; b=$(git hash-object -t tree /dev/null); l=HEAD; "
-                       "git rev-parse -q --verify HEAD >/dev/null || l=; ");
-    }
-    buf_puts(&cmd, "g='git -c core.quotepath=off'; ");
     /* What the agent of a run that delivers left uncommitted is committed by the server, so
      * that it is pushed with the rest. */
-    if (delivering(r) && run_ok(r))
-        buf_puts(&cmd, "if [ -n \"$(git status --porcelain)\" ]; then git add -A && git -c "
-                       "user.name=sandbox-mcp -c user.email=sandbox-mcp@localhost -c "
-                       "core.hooksPath=/dev/null commit -q --no-verify -m \"$SMCP_MSG\" >&2 && "
-                       "l=${l:-HEAD}; fi; ");
-    buf_puts(&cmd, "$g symbolic-ref -q --short HEAD || echo HEAD; "
-                   "echo ---; git add -A -N . 2>/dev/null; $g diff --numstat \"$b\" --; echo ---; "
-                   "if [ -n \"$l\" ]; then $g log --format='%H %s' \"$l\" --; fi");
+    _cleanup_free_ char *cmd = scripts_changes(r->workdir, r->base, delivering(r) && run_ok(r));
     const char *what = r->title && *r->title ? r->title : "Changes";
     size_t wl = strcspn(what, "\n");
     char *msg = xasprintf("SMCP_MSG=%.*s (left uncommitted by the agent)\n\nCommitted by "
@@ -724,10 +647,9 @@ static void collect_changes(struct run *r)
                           (int)(wl > 120 ? 120 : wl), what, r->id);
     const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", msg, NULL};
     struct sandbox_exec_opts o = {
-        .command = cmd.data, .env = env, .timeout_ms = 60000, .output_bytes = 1 << 20};
+        .command = cmd, .env = env, .timeout_ms = 60000, .output_bytes = 1 << 20};
     struct err err = {0};
     r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_changes, r, &err);
-    buf_release(&cmd);
     free(msg);
     if (!r->ex) {
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err.msg);
@@ -777,35 +699,6 @@ static void run_fail(struct run *r, const char *fmt, ...)
 }
 
 /* --- ingest --- */
-
-static bool b64url(char c)
-{
-    return isalnum((unsigned char)c) || c == '-' || c == '_';
-}
-
-/* Overwrite anything shaped like a JWT ("eyJ<b64>.eyJ<b64>.<b64>") with 'x', in place. */
-static void redact_tokens(char *s)
-{
-    for (char *p = s ? strstr(s, "eyJ") : NULL; p; p = strstr(p, "eyJ")) {
-        char *q = p;
-        int dots = 0;
-        for (;; q++) {
-            if (*q == '.' && dots < 2 && b64url(q[1]))
-                dots++;
-            else if (!b64url(*q))
-                break;
-        }
-        if (dots == 2 && q - p > 40 && strncmp(strchr(p, '.') + 1, "eyJ", 3) == 0) {
-            static const char mark[] = "[redacted]";
-            size_t n = (size_t)(q - p);
-            memset(p, 'x', n);
-            memcpy(p, mark, n < sizeof(mark) - 1 ? n : sizeof(mark) - 1);
-            p = q;
-        } else {
-            p += 3;
-        }
-    }
-}
 
 static void run_ingest(struct run *r)
 {
@@ -873,11 +766,11 @@ static void run_ingest(struct run *r)
             size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
             raws[nev] = utf8_sanitize(line, rl, NULL);
             /* The agent holds its run's token; whatever it echoes of it is not kept. */
-            redact_tokens(raws[nev]);
-            redact_tokens(ev->summary);
-            redact_tokens(ev->text);
-            redact_tokens(ev->error);
-            redact_tokens(ev->target);
+            scripts_redact_tokens(raws[nev]);
+            scripts_redact_tokens(ev->summary);
+            scripts_redact_tokens(ev->text);
+            scripts_redact_tokens(ev->error);
+            scripts_redact_tokens(ev->target);
             steps += ev->kind == AGENT_EV_STEP_START;
             phase_activity(ev, r->workdir, did, sizeof(did));
             told = told || phase_event_shown(ev->type);
@@ -1184,13 +1077,7 @@ static void start_agent(struct run *r)
     }
     argv[0] = "/bin/sh";
     argv[1] = "-c";
-    argv[2] = "c=\"$HOME/.config/opencode\"; "
-              "[ -d \"$c/node_modules\" ] || mkdir -p \"$c/node_modules\" 2>/dev/null; "
-              "p='{\"dependencies\":{\"@opencode-ai/plugin\":\"*\"}}'; "
-              "[ -e \"$c/package.json\" ] || printf '%s\\n' \"$p\" > \"$c/package.json\"; "
-              "[ -e \"$c/package-lock.json\" ] || printf '{\"packages\":{\"\":%s}}\\n' \"$p\" "
-              "> \"$c/package-lock.json\"; "
-              "exec \"$@\"";
+    argv[2] = scripts_agent_seed;
     argv[3] = "agent";
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
@@ -1313,94 +1200,32 @@ static void prepare_workspace(struct run *r, bool unpack)
     r->phase = PH_PREPARE;
     set_phase(r, "preparing", "%s",
               unpack ? "unpacking the repository into the workspace" : "preparing the workspace");
-    struct buf cmd;
-    buf_init(&cmd, 0);
-    buf_puts(&cmd, "set -e; d=");
-    sh_quote(&cmd, r->workdir);
-    if (unpack)
-        buf_puts(&cmd, "; mkdir -p \"$d\"; rm -rf \"$d/.GIT\" \"$d/.git\"; "
-                       "tar -x --no-same-owner -C \"$d\" -f -; mv \"$d/.GIT\" \"$d/.git\"");
-    if (r->repository) {
-        r->probing = !unpack;
-        if (r->probing)
-            buf_puts(&cmd, "; if ! [ -d \"$d/.git\" ]; then echo absent; exit 0; fi");
-        buf_puts(&cmd, "; cd \"$d\"");
-        bool work = delivering(r), made = work && r->new_work_branch;
-        const char *branch = work && !made                 ? r->work_branch /* an earlier run's */
-                             : !unpack && r->branch_req[0] ? r->branch_req
-                                                           : NULL;
-        if (branch) {
-            /* in a repository without any commit yet, the branch is born with the first */
-            buf_puts(&cmd, "; b=");
-            sh_quote(&cmd, branch);
-            buf_puts(&cmd,
-                     "; if [ -n \"$(git for-each-ref --count=1)\" ]; then "
-                     "git checkout -q \"$b\" --; else git symbolic-ref HEAD \"refs/heads/$b\"; fi");
-        }
-        buf_puts(&cmd, "; ");
-        buf_puts(&cmd, repo_head_script);
-        if (made) {
-            /* the session's branch, made from what is checked out; in a repository without
-             * commits it is the branch checked out, which the first push creates */
-            buf_puts(&cmd, "; if git rev-parse -q --verify HEAD >/dev/null; then "
-                           "git checkout -q -b ");
-            sh_quote(&cmd, r->work_branch);
-            buf_puts(&cmd, "; echo made; else echo empty; fi");
-        }
-    } else {
-        buf_puts(&cmd, "; mkdir -p \"$d\"");
-    }
+    bool work = delivering(r), made = work && r->new_work_branch;
+    struct scripts_prepare p = {.workdir = r->workdir,
+                                .unpack = unpack,
+                                .repository = r->repository != NULL,
+                                .checkout = !r->repository  ? NULL
+                                            : work && !made ? r->work_branch /* an earlier run's */
+                                            : !unpack && r->branch_req[0] ? r->branch_req
+                                                                          : NULL,
+                                .make_branch = r->repository && made ? r->work_branch : NULL};
+    r->probing = r->repository && !unpack;
+    _cleanup_free_ char *cmd = scripts_prepare(&p);
     struct err err = {0};
     _cleanup_close_ int tar = unpack ? open_file(r, "repo.tar", O_RDONLY, &err) : -1;
     if (unpack && tar < 0) {
-        buf_release(&cmd);
+        r->probing = false;
         run_fail(r, "%s", err.msg);
         return;
     }
     const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", NULL};
     struct sandbox_exec_opts o = {
-        .command = cmd.data, .env = env, .stdin_fd = tar, .timeout_ms = 600000};
+        .command = cmd, .env = env, .stdin_fd = tar, .timeout_ms = 600000};
     r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_prepared, r, &err);
-    buf_release(&cmd);
     if (!r->ex) {
         r->probing = false;
         run_fail(r, "cannot prepare the workspace: %s", err.msg);
     }
-}
-
-/* What went wrong in a clone, in a few words of our own: git's output carries what the remote
- * answered, which may be an internal service's words and must not reach the user. */
-static const char *clone_reason(const char *out)
-{
-    static const struct {
-        const char *needle, *reason;
-    } known[] = {
-        {"Repository not found", "the repository does not exist, or it is private"},
-        {"does not appear to be a git repository", "there is no git repository at that address"},
-        {"does not exist", "the repository does not exist"},
-        {"returned error: 404", "the repository does not exist, or it is private"},
-        {"returned error: 30", "the server answered with a redirect, which is not followed"},
-        {"redirect", "the server answered with a redirect, which is not followed"},
-        {"Authentication failed", "authentication failed"},
-        {"could not read Username", "the repository needs credentials this server does not have"},
-        {"returned error: 401", "the repository needs credentials this server does not have"},
-        {"returned error: 403", "access to the repository was refused"},
-        {"SSL", "the server's TLS certificate could not be verified"},
-        {"certificate", "the server's TLS certificate could not be verified"},
-        {"Could not resolve host", "the host name could not be resolved"},
-        {"Connection refused", "the connection was refused"},
-        {"timed out", "the connection timed out"},
-        {"Failed to connect", "cannot connect to the server"},
-        {"Couldn't connect", "cannot connect to the server"},
-        {"returned error: 5", "the server failed"},
-        {"not valid: is this a git repository", "there is no git repository at that address"},
-        {"unable to access", "cannot reach the repository"},
-        {"remote error", "the server refused to serve the repository"},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-        if (strstr(out, known[i].needle))
-            return known[i].reason;
-    return "git failed";
 }
 
 /* The clone's HEAD names a branch it does not have, and it has several: fail, naming some of
@@ -1408,22 +1233,10 @@ static const char *clone_reason(const char *out)
  * names, one a line. */
 static void fail_branches(struct run *r, char *out)
 {
-    char *at = NULL;
-    for (char *p = out; (p = strstr(p, "smcp-branches ")); p++)
-        if (p == out || p[-1] == '\n')
-            at = p;
-    unsigned long total = at ? strtoul(at + 14, NULL, 10) : 0;
-    char *list = at ? strchr(at, '\n') : NULL, *save = NULL;
     struct buf names;
     buf_init(&names, 0);
-    unsigned shown = 0;
-    for (char *line = list ? strtok_r(list, "\n", &save) : NULL; line && shown < 10;
-         line = strtok_r(NULL, "\n", &save)) {
-        if (!repo_branch_valid(line) || names.len + strlen(line) > 300)
-            break;
-        buf_printf(&names, "%s'%s'", shown ? ", " : "", line);
-        shown++;
-    }
+    unsigned long total;
+    unsigned shown = scripts_clone_branches(out, &names, &total);
     if (shown == 0)
         run_fail(r,
                  "cannot clone '%s': the branch its HEAD names does not exist; pass the branch to "
@@ -1472,7 +1285,7 @@ static void on_cloned(struct proc_watch *w, int status)
             if (*p == '"' || (unsigned char)*p < ' ')
                 *p = '\'';
         log_warn("run clone failed run=%s git=\"%.300s\"", r->id, last);
-        run_fail(r, "cannot clone '%s': %s", r->repository, clone_reason(msg));
+        run_fail(r, "cannot clone '%s': %s", r->repository, scripts_clone_reason(msg));
         return;
     }
     prepare_workspace(r, true);
@@ -1491,39 +1304,7 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     }
     /* The URL and paths go in the environment; the credential, for the operator's GitHub
      * repositories only, as a git configuration entry from the environment: neither is ever in
-     * an argument list.
-     * What to check out is decided once everything is fetched: the requested branch (or tag);
-     * else the remote's HEAD; else, when HEAD names a branch the remote does not have, its only
-     * branch, and with several, exit 3 listing them; a repository without commits keeps HEAD
-     * unborn, named as the remote's (or the requested branch, or init.defaultBranch). A
-     * requested branch that is not there: exit 4. The git directory is packed as .GIT (see
-     * prepare_workspace). */
-    static const char script[] =
-        "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; "
-        "git clone --quiet --no-checkout --no-hardlinks --template= -- \"$SMCP_URL\" "
-        "\"$SMCP_DEST\" >&2; "
-        "cd \"$SMCP_DEST\"; b=$SMCP_BRANCH; h=$(git symbolic-ref -q --short HEAD || :); "
-        "all=$(git for-each-ref --format='%(refname:lstrip=3)' refs/remotes/origin/ | "
-        "grep -vx HEAD || :); "
-        "if [ -z \"$b\" ] && ! git rev-parse -q --verify HEAD >/dev/null; then "
-        "  n=$(printf '%s' \"$all\" | grep -c '' || :); "
-        "  if [ \"$n\" -gt 1 ]; then "
-        "    printf 'smcp-branches %s\\n' \"$n\"; printf '%s\\n' \"$all\" | head -n 10; exit 3; "
-        "  fi; "
-        "  b=$all; "
-        "fi; "
-        "if [ -z \"$b\" ]; then "
-        "  if git rev-parse -q --verify HEAD >/dev/null; then git checkout -q; fi; "
-        "elif git rev-parse -q --verify \"refs/remotes/origin/$b\" >/dev/null; then "
-        "  git checkout -q -B \"$b\" --track \"refs/remotes/origin/$b\" --; "
-        "elif git rev-parse -q --verify \"refs/tags/$b\" >/dev/null; then "
-        "  git checkout -q --detach \"refs/tags/$b^{commit}\" --; "
-        "elif [ -z \"$all\" ]; then "
-        "  git symbolic-ref HEAD \"refs/heads/$b\"; "
-        "else exit 4; fi; "
-        "if [ -n \"$b\" ] && [ \"$h\" != \"$b\" ] && "
-        "git rev-parse -q --verify \"refs/heads/$h\" >/dev/null; then git branch -q -D \"$h\"; fi; "
-        "mv .git .GIT; tar -cf \"$SMCP_TAR\" .";
+     * an argument list. */
     char *env[24];
     size_t n = 0, ncfg = 0;
     env[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
@@ -1586,7 +1367,7 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)script, NULL};
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)scripts_clone, NULL};
     pid_t pid;
     int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, env);
     posix_spawn_file_actions_destroy(&fa);
@@ -2233,17 +2014,6 @@ const struct runs_config *runs_config_of(const struct runs *e)
 
 /* --- requests --- */
 
-static bool model_valid(const char *m)
-{
-    const char *slash = strchr(m, '/');
-    if (!slash || slash == m || !slash[1] || strlen(m) > 120)
-        return false;
-    for (const char *p = m; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("/._:-@", *p))
-            return false;
-    return true;
-}
-
 int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
                 struct err *err)
 {
@@ -2257,7 +2027,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                    ? err_wrap(err, "no model was given, so the server's default "
                                    "(RUN_DEFAULT_MODEL) was tried")
                    : -EINVAL;
-    if (!model_valid(model))
+    if (!scripts_model_valid(model))
         return err_set(err, -EINVAL,
                        "model '%.120s' has characters a model name does not (letters, digits and "
                        "/._:-@, at most 120 bytes)",

@@ -88,6 +88,69 @@ bool phase_activity(const struct agent_event *ev, const char *workdir, char *out
 /* Whether events of this type are among a run's recent events (runs_recent_events). */
 bool phase_event_shown(const char *type);
 
+/* --- the engine's pure parts (scripts.c): no I/O, safe from any thread --- */
+
+struct buf;
+
+#define SCRIPTS_CHANGES_LIST_MAX 1000 /* files and commits each in a change list */
+
+/* Append s to b as one shell word: 'x', each ' written as '\''. */
+void scripts_sh_quote(struct buf *b, const char *s);
+/* A run's changes from what scripts_changes printed ("<branch>\n---\n<numstat>---\n<log>"),
+ * as compact JSON {files_changed, insertions, deletions, files: [{path, insertions, deletions,
+ * binary}], commits: [{sha, message}], branch}: numstat lines without two tabs and log lines
+ * without a space are skipped, "-" counts (binary files) count 0, each list stops at
+ * SCRIPTS_CHANGES_LIST_MAX while the totals go on; branch is null when nothing came before the
+ * first "---". A file or commit that is not valid UTF-8 is left out of its list (its counts
+ * still add up); a branch that is not makes the result NULL. malloc'd. */
+char *scripts_parse_changes(const char *out);
+/* Overwrite, in place, everything in s shaped like a JWT (three base64url parts joined by dots,
+ * the first two beginning "eyJ", more than 40 bytes in all) with "[redacted]" followed by 'x'
+ * to its full length, so the text keeps its length and nothing of the token. NULL is allowed. */
+void scripts_redact_tokens(char *s);
+/* What went wrong in a clone, in a few words of our own (a static string) from git's output: git
+ * carries what the remote answered, which may be an internal service's words and must not reach
+ * the user. "git failed" when nothing is recognized. */
+const char *scripts_clone_reason(const char *out);
+/* The branches a clone listed when its HEAD names a branch it lacks: out ends with
+ * "smcp-branches <n>\n" (at the start of a line; the last such line counts) and up to ten names,
+ * a line each. Sets *total to n, appends the valid names to names as "'a', 'b'" (up to ten, and
+ * stopping before 300 bytes or at the first name that is not a valid branch), returns how many.
+ * out is cut up (strtok). */
+unsigned scripts_clone_branches(char *out, struct buf *names, unsigned long *total);
+/* Whether m reads as a model name: "provider/model", at most 120 bytes of letters, digits and
+ * /._:-@, neither part empty. */
+bool scripts_model_valid(const char *m);
+
+/* The host-side clone, run by /bin/sh -c with the environment SMCP_URL, SMCP_DEST (made afresh,
+ * removed on exit), SMCP_TAR (the archive written) and SMCP_BRANCH ("" for the remote's HEAD).
+ * Exit 0: SMCP_TAR holds the work tree with the git directory as .GIT; 3: HEAD names a branch the
+ * remote lacks and it has several ("smcp-branches <n>" and up to ten names on stdout); 4:
+ * SMCP_BRANCH is not there. */
+extern const char scripts_clone[];
+
+/* The workspace's preparation in the sandbox (scripts_prepare). */
+struct scripts_prepare {
+    const char *workdir;
+    bool unpack;             /* the clone's archive comes on stdin: unpack it into workdir */
+    bool repository;         /* the run names a repository (else workdir is only made) */
+    const char *checkout;    /* a branch to check out (born unborn without commits), or NULL */
+    const char *make_branch; /* the session's branch to make from HEAD, or NULL */
+};
+/* The preparation as one shell command (malloc'd): with a repository it prints the branch and
+ * the starting commit (repo_head_script), then "made" or "empty" with make_branch. Without
+ * unpack it first prints only "absent" (exit 0) when workdir holds no repository. The archive
+ * carries .GIT, renamed .git once all is unpacked, so a half-unpacked workspace is made afresh. */
+char *scripts_prepare(const struct scripts_prepare *p);
+/* The command that tells a run's changes in workdir (malloc'd): the branch, then "---", `git diff
+ * --numstat` against base (the empty tree when base is ""), "---", and the commits since base
+ * (every commit when base is ""). commit_left: what the agent left uncommitted is first committed
+ * with the message in $SMCP_MSG. */
+char *scripts_changes(const char *workdir, const char *base, bool commit_left);
+/* The wrapper the agent starts under (/bin/sh -c scripts_agent_seed agent ARGV...): it seeds
+ * OpenCode's config directory so that it installs no plugin, then execs ARGV. */
+extern const char scripts_agent_seed[];
+
 /* --- sandbox network (network.c) --- */
 
 struct runs;
