@@ -61,131 +61,20 @@
 #define RAW_MAX_BYTES (16u << 10) /* raw JSON kept per event */
 #define CLONE_OUTPUT_MAX (16u << 10)
 #define AGENT_DIR "/opt/agents"
-#define PROXY_URL "http://127.0.0.1:8788/proxy"
 #define AGENT_SERVE_PORT "8789" /* a warm agent's server, on the sandbox's loopback */
 /* A warm agent's token outlives its server: the bridge's keeper replaces a server after 20 h
  * (between runs), and a run started just before may run for the longest timeout. */
 #define WARM_TOKEN_SPARE_S (21 * 3600)
+
 #define RETENTION_CHECK_MAX_MS (3600 * 1000)
 
-enum phase {
-    PH_QUEUED,    /* waiting for a slot or for its session */
-    PH_ACQUIRE,   /* waiting for the sandbox */
-    PH_CLONE,     /* host-side clone running */
-    PH_PREPARE,   /* unpacking / probing in the sandbox */
-    PH_AGENT,     /* the agent runs; events are ingested */
-    PH_FINISHING, /* collecting the changes, delivering them */
-};
-
-enum pr_mode { PR_NONE, PR_DRAFT, PR_READY };
-
-struct run {
-    struct runs *e;
-    struct run *next;
-    int64_t n;
-    char id[64], user_id[64], session_id[64];
-    char agent[32], model[128];
-    char *task, *repository, *title;
-    char branch_req[256];
-    uint64_t timeout_ms;
-    const struct agent_adapter *adapter;
-    enum phase phase;
-    int64_t deadline; /* monotonic ms, from when it started running */
-    int64_t retry_at; /* queued again after "at capacity": not before this (monotonic ms) */
-    struct sandbox *sbx;
-    struct sandbox_waiter *sw;
-    struct sandbox_exec *ex;
-    struct proc_watch clone;
-    bool clone_active;
-    struct egress_lookup *lookup; /* resolving the repository's host */
-    char dir[PATH_MAX];           /* DATA_DIR/runs/<id> */
-    struct repo_ref ref;
-    char github_repo[PROXY_REPO_MAX]; /* "owner/name" when the repository is on GitHub */
-    enum pr_mode pr;                  /* what the run delivers */
-    char work_branch[256];            /* delivering: the session's branch, pushed to */
-    char base_branch[256];            /* delivering: what work_branch was made from */
-    bool new_work_branch;             /* made by this run (recorded on the session once made) */
-    struct delivery *dv;
-    char workdir[512];
-    char branch[256];
-    /* What the agent's token grants (a warm agent's token stands for the running run): its LLM
-     * providers and github when git through the proxy is granted */
-    char grant_services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
-    bool grant_git;
-    char base[64];           /* the starting commit; "" in a repository without commits */
-    bool prepared;           /* the workspace is ready: changes are told against base */
-    bool probing;            /* the preparation also looks for the repository in the workspace */
-    struct loop_timer start; /* starts the agent once the run_task reply is out */
-    bool start_armed;
-    int agent_pid;
-    int64_t offset;
-    int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
-    bool skip_line;    /* inside an oversized event line */
-    bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
-    bool cancelled, timed_out, exited, adopted_dead;
-    bool dropped;    /* ended through another node: stopped here with nothing more written */
-    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
-    int exit_signal; /* the signal that killed the agent, 0 when it exited */
-    enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
-    char fail[512];           /* a failure before or around the agent */
-    char *changes;            /* the diff stat and commits, while the full diff is read */
-    struct diff *diff;        /* the full diff, parsed as git writes it */
-    /* Its phase as recorded (phase.c), and the agent's steps counted so far */
-    char ph_name[16], ph_detail[RUNS_PHASE_TEXT_MAX], ended_in[64];
-    int64_t steps, ph_steps;
-    bool ph_final; /* the final one is recorded: nothing changes it */
-};
-
-struct runs_waiter {
-    struct runs *e;
-    struct runs_waiter *next;
-    char run_id[64];
-    int64_t deadline;
-    void (*cb)(void *ctx);
-    void (*progress)(void *ctx); /* NULL: only the end */
-    uint64_t told;               /* the round of notify_progress that told it last */
-    void *ctx;
-    bool elsewhere; /* a run no node holds yet, or another node: its end is looked up */
-};
-
-struct runs {
-    struct runs_config cfg;
-    char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
-    char *github_base, *github_repos, *github_api;
-    unsigned char *view_key;
-    unsigned char seal_key[SEAL_KEY_BYTES];
-    bool have_seal_key;
-    struct deliverer *deliverer;
-    struct egress_rules fetch_rules;
-    struct store *st;
-    struct sandbox_manager *mgr;
-    struct run *runs; /* active runs, in creation order */
-    struct runs_network *network;
-    struct runs_waiter *waiters;
-    int inotify_fd;
-    h2o_socket_t *inotify_sock;
-    struct loop_timer tick;
-    int64_t next_retention;
-    bool scheduling, reschedule;
-    /* The store is shared by nodes: a new session waits for a node with room to claim it, and
-     * the limits on a user's runs count every node's. */
-    bool shared;
-    int64_t last_removed; /* retention: the last run whose directory was removed */
-    uint64_t progress_round;
-};
-
-static void run_schedule(struct runs *e);
-static void clone_repository(struct run *r);
-static void run_finish(struct run *r);
-static void run_ingest(struct run *r);
-static void check_output(struct run *r);
 static void take_queued(struct runs *e);
 static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
                       bool queued_only, struct err *err);
 
 /* --- bookkeeping --- */
 
-static void transition(struct run *r, const char *status, const char *reason)
+void run_transition(struct run *r, const char *status, const char *reason)
 {
     struct err err = {0};
     int rc = store_run_transition(r->e->st, r->id, status, reason, time_now_ms(), &err);
@@ -195,7 +84,7 @@ static void transition(struct run *r, const char *status, const char *reason)
         log_error("run transition failed run=%s status=%s err=\"%s\"", r->id, status, err.msg);
 }
 
-static void run_free(struct run *r)
+void run_free(struct run *r)
 {
     free(r->changes);
     diff_free(r->diff);
@@ -205,7 +94,7 @@ static void run_free(struct run *r)
     free(r);
 }
 
-static void unlink_run(struct run *r)
+void run_unlink(struct run *r)
 {
     for (struct run **pp = &r->e->runs; *pp; pp = &(*pp)->next)
         if (*pp == r) {
@@ -214,7 +103,7 @@ static void unlink_run(struct run *r)
         }
 }
 
-static struct run *find_run(struct runs *e, const char *id)
+struct run *runs_find(struct runs *e, const char *id)
 {
     for (struct run *r = e->runs; r; r = r->next)
         if (strcmp(r->id, id) == 0)
@@ -222,7 +111,7 @@ static struct run *find_run(struct runs *e, const char *id)
     return NULL;
 }
 
-static void notify_waiters(struct runs *e, const char *run_id)
+void runs_notify_waiters(struct runs *e, const char *run_id)
 {
     for (struct runs_waiter **pp = &e->waiters; *pp;) {
         struct runs_waiter *w = *pp;
@@ -238,7 +127,7 @@ static void notify_waiters(struct runs *e, const char *run_id)
 
 /* Tell run_id's waiters that want to know that it moved on, each once. A callback may end or
  * cancel any wait, so the list is looked at afresh after each. */
-static void notify_progress(struct runs *e, const char *run_id)
+void runs_notify_progress(struct runs *e, const char *run_id)
 {
     uint64_t round = ++e->progress_round;
     for (;;) {
@@ -270,15 +159,13 @@ static bool record_phase(struct run *r, const char *name, char *detail, bool tra
     if (store_run_set_phase(r->e->st, r->id, name, r->steps, detail, time_now_ms(), &err) < 0)
         log_error("run phase not stored run=%s err=\"%s\"", r->id, err.msg);
     if (renamed && transit && r->began)
-        transition(r, "running", detail);
-    notify_progress(r->e, r->id);
+        run_transition(r, "running", detail);
+    runs_notify_progress(r->e, r->id);
     return true;
 }
 
 /* Whether it was another phase (and so recorded). */
-static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
+bool run_set_phase(struct run *r, const char *name, const char *fmt, ...)
 {
     char detail[RUNS_PHASE_TEXT_MAX];
     va_list ap;
@@ -290,7 +177,7 @@ static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
 
 /* Where r ended, for its final phase ("at step 3", "while cloning"): noted once, when it stops
  * working (before it collects its changes). */
-static void note_end(struct run *r)
+void run_note_end(struct run *r)
 {
     if (r->ended_in[0])
         return;
@@ -304,10 +191,10 @@ static void note_end(struct run *r)
 
 /* The final phase: how the run ended (status), and where. Recorded before the final
  * transition, so that whoever it wakes reads it. */
-static void set_final_phase(struct run *r, const char *status)
+void run_set_final_phase(struct run *r, const char *status)
 {
     char detail[RUNS_PHASE_TEXT_MAX];
-    note_end(r);
+    run_note_end(r);
     if (strcmp(status, "succeeded") == 0)
         snprintf(detail, sizeof(detail), "after %lld step%s", (long long)r->steps,
                  r->steps == 1 ? "" : "s");
@@ -317,7 +204,7 @@ static void set_final_phase(struct run *r, const char *status)
     r->ph_final = true;
 }
 
-static void wipe_free(char *s)
+void runs_wipe_free(char *s)
 {
     if (s) {
         explicit_bzero(s, strlen(s));
@@ -326,8 +213,8 @@ static void wipe_free(char *s)
 }
 
 /* The GitHub token that serves repo ("owner/name") for user_id: their own, else the operator's
- * for the repositories the operator lists; NULL when none does (malloc'd: wipe_free it). */
-static char *github_credential(struct runs *e, const char *user_id, const char *repo)
+ * for the repositories the operator lists; NULL when none does (malloc'd: runs_wipe_free it). */
+char *runs_github_credential(struct runs *e, const char *user_id, const char *repo)
 {
     if (!repo[0])
         return NULL;
@@ -348,7 +235,7 @@ static char *github_credential(struct runs *e, const char *user_id, const char *
 
 /* --- the end of a run --- */
 
-static void record_end(struct run *r, const char *changes, json_t *delivery)
+void run_record_end(struct run *r, const char *changes, json_t *delivery)
 {
     struct runs *e = r->e;
     struct err err = {0};
@@ -406,8 +293,8 @@ static void record_end(struct run *r, const char *changes, json_t *delivery)
             free(text);
         }
         store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
-        set_final_phase(r, status);
-        transition(r, status, reason);
+        run_set_final_phase(r, status);
+        run_transition(r, status, reason);
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/repo.tar", r->dir);
@@ -420,14 +307,14 @@ static void record_end(struct run *r, const char *changes, json_t *delivery)
         sandbox_release(r->sbx);
     if (r->sw)
         sandbox_acquire_cancel(r->sw);
-    unlink_run(r);
-    notify_waiters(e, r->id);
+    run_unlink(r);
+    runs_notify_waiters(e, r->id);
     run_free(r);
-    run_schedule(e);
+    runs_schedule(e);
 }
 
 /* Whether the run has done what it was asked, as far as can be told before its end is
- * recorded (record_end decides it for good, the same way). */
+ * recorded (run_record_end decides it for good, the same way). */
 static bool run_ok(struct run *r)
 {
     if (r->cancelled || r->timed_out || r->fail[0] || !r->exited || r->exit_code != 0)
@@ -437,7 +324,7 @@ static bool run_ok(struct run *r)
     return store_run_get(r->e->st, NULL, r->id, &row, &err) == 0 && !(row.error && *row.error);
 }
 
-static bool delivering(const struct run *r)
+bool run_delivering(const struct run *r)
 {
     return r->pr != PR_NONE && r->github_repo[0] && r->work_branch[0];
 }
@@ -454,7 +341,7 @@ static void on_delivered(void *ctx, json_t *delivery)
         if (store_session_set_branch(r->e->st, r->session_id, NULL, NULL, &err) < 0)
             log_error("session branch not reset run=%s err=\"%s\"", r->id, err.msg);
     }
-    record_end(r, r->changes, delivery);
+    run_record_end(r, r->changes, delivery);
 }
 
 /* The pull request's text: the agent's summary and a link to the run's page. */
@@ -471,7 +358,7 @@ static char *delivery_body(struct run *r, bool follow_up)
                      follow_up ? "\n\n" : "", summary, r->id, url);
 }
 
-/* Push the run's commits and open or comment on the pull request; record_end when done. */
+/* Push the run's commits and open or comment on the pull request; run_record_end when done. */
 static json_t *deliver(struct run *r, const char *changes)
 {
     struct runs *e = r->e;
@@ -481,9 +368,9 @@ static json_t *deliver(struct run *r, const char *changes)
         return deliver_skipped("the repository is not on GitHub (%s), so there is no pull request",
                                e->github_base);
     if (r->pr == PR_NONE) {
-        char *cred = github_credential(e, r->user_id, r->github_repo);
+        char *cred = runs_github_credential(e, r->user_id, r->github_repo);
         bool served = cred != NULL;
-        wipe_free(cred);
+        runs_wipe_free(cred);
         return served ? deliver_skipped("the run was asked for no pull request (pull_request "
                                         "'none')")
                       : deliver_skipped("no GitHub credential serves %s: set yours with "
@@ -502,7 +389,7 @@ static json_t *deliver(struct run *r, const char *changes)
         return deliver_skipped("the run made no commits and left no changes, so nothing was "
                                "pushed");
     }
-    char *cred = github_credential(e, r->user_id, r->github_repo);
+    char *cred = runs_github_credential(e, r->user_id, r->github_repo);
     if (!cred) {
         json_decref(c);
         return deliver_skipped("no GitHub credential serves %s: set yours with `sandbox-mcp user "
@@ -539,12 +426,12 @@ static json_t *deliver(struct run *r, const char *changes)
                              .pr_url = ses.pr_url,
                              .commits = commits};
     if (follow_up)
-        set_phase(r, "delivering", "pushing to %s and commenting on pull request #%lld",
-                  r->work_branch, (long long)ses.pr_number);
+        run_set_phase(r, "delivering", "pushing to %s and commenting on pull request #%lld",
+                      r->work_branch, (long long)ses.pr_number);
     else
-        set_phase(r, "delivering", "pushing to %s and opening a pull request", r->work_branch);
+        run_set_phase(r, "delivering", "pushing to %s and opening a pull request", r->work_branch);
     r->dv = deliver_start(e->deliverer, &o, on_delivered, r, &err);
-    wipe_free(cred);
+    runs_wipe_free(cred);
     free(body);
     json_decref(c);
     if (!r->dv)
@@ -558,7 +445,7 @@ static void deliver_and_end(struct run *r)
     json_t *skipped = deliver(r, r->changes);
     if (r->dv) /* on_delivered ends it */
         return;
-    record_end(r, r->changes, skipped);
+    run_record_end(r, r->changes, skipped);
     json_decref(skipped);
 }
 
@@ -626,19 +513,20 @@ static void on_changes(void *ctx, const struct sandbox_exec_result *res, const s
 static void collect_changes(struct run *r)
 {
     r->phase = PH_FINISHING;
-    note_end(r);
+    run_note_end(r);
     if (r->dropped || !r->sbx || !r->prepared || !r->workdir[0] ||
         (!r->base[0] && !r->repository)) {
-        json_t *skipped =
-            delivering(r) ? deliver_skipped("the run ended before its workspace was ready") : NULL;
-        record_end(r, NULL, skipped);
+        json_t *skipped = run_delivering(r)
+                              ? deliver_skipped("the run ended before its workspace was ready")
+                              : NULL;
+        run_record_end(r, NULL, skipped);
         json_decref(skipped);
         return;
     }
-    set_phase(r, "finishing", "collecting the changes");
+    run_set_phase(r, "finishing", "collecting the changes");
     /* What the agent of a run that delivers left uncommitted is committed by the server, so
      * that it is pushed with the rest. */
-    _cleanup_free_ char *cmd = scripts_changes(r->workdir, r->base, delivering(r) && run_ok(r));
+    _cleanup_free_ char *cmd = scripts_changes(r->workdir, r->base, run_delivering(r) && run_ok(r));
     const char *what = r->title && *r->title ? r->title : "Changes";
     size_t wl = strcspn(what, "\n");
     char *msg = xasprintf("SMCP_MSG=%.*s (left uncommitted by the agent)\n\nCommitted by "
@@ -653,12 +541,12 @@ static void collect_changes(struct run *r)
     free(msg);
     if (!r->ex) {
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err.msg);
-        record_end(r, NULL, NULL);
+        run_record_end(r, NULL, NULL);
     }
 }
 
 /* The run is over (the agent exited, was killed, or never started): store what remains. */
-static void run_finish(struct run *r)
+void run_finish(struct run *r)
 {
     if (r->phase == PH_FINISHING)
         return;
@@ -683,13 +571,12 @@ static void run_finish(struct run *r)
         sandbox_kill_group(r->sbx, r->agent_pid);
     if (r->agent_pid > 0) {
         run_ingest(r);
-        check_output(r);
+        run_check_output(r);
     }
     collect_changes(r);
 }
 
-static void run_fail(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void run_fail(struct run *r, const char *fmt, ...)
+void run_fail(struct run *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -700,7 +587,7 @@ static void run_fail(struct run *r, const char *fmt, ...)
 
 /* --- ingest --- */
 
-static void run_ingest(struct run *r)
+void run_ingest(struct run *r)
 {
     struct runs *e = r->e;
     char path[PATH_MAX + 16];
@@ -811,9 +698,9 @@ static void run_ingest(struct run *r)
     }
     free(buf);
     bool moved = strcmp(r->ph_name, "agent") == 0 && (activity[0] || r->steps != r->ph_steps) &&
-                 set_phase(r, "agent", "%s", activity[0] ? activity : r->ph_detail);
+                 run_set_phase(r, "agent", "%s", activity[0] ? activity : r->ph_detail);
     if (shown && !moved)
-        notify_progress(e, r->id);
+        runs_notify_progress(e, r->id);
 }
 
 /* --- the agent's end --- */
@@ -827,7 +714,7 @@ static void run_path(const struct run *r, const char *name, char *out, size_t ca
  * the agent and copied the rest of its output: 1 when it is there (r->exited and the exit status
  * set), 0 when not yet, a negative errno when there is no such file (a run started by an earlier
  * version, which has only its process to go by). */
-static int read_exit(struct run *r)
+int run_read_exit(struct run *r)
 {
     if (r->exited)
         return 1;
@@ -848,9 +735,9 @@ static int read_exit(struct run *r)
 
 /* Has the agent ended? Its process being gone says nothing yet (the init may still be copying
  * its last output); the init being gone, and the sandbox with it, does. */
-static bool agent_ended(struct run *r)
+bool run_agent_ended(struct run *r)
 {
-    int rc = read_exit(r);
+    int rc = run_read_exit(r);
     if (rc > 0)
         return true;
     if (rc < 0)
@@ -861,7 +748,7 @@ static bool agent_ended(struct run *r)
 /* The event file reached its cap, so the init drops what the agent writes next: what the run
  * did can no longer be told, and it fails. An agent still running is stopped; the run ends once
  * its end is recorded. */
-static void check_output(struct run *r)
+void run_check_output(struct run *r)
 {
     char path[PATH_MAX + 16];
     struct stat st;
@@ -877,7 +764,7 @@ static void check_output(struct run *r)
         sandbox_kill_group(r->sbx, r->agent_pid);
 }
 
-static void on_inotify(h2o_socket_t *sock, const char *errstr)
+void runs_on_inotify(h2o_socket_t *sock, const char *errstr)
 {
     struct runs *e = sock->data;
     h2o_buffer_consume(&sock->input, sock->input->size);
@@ -888,7 +775,7 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
         next = r->next;
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            if (read_exit(r) > 0)
+            if (run_read_exit(r) > 0)
                 run_finish(r);
         }
     }
@@ -898,7 +785,7 @@ static void on_inotify(h2o_socket_t *sock, const char *errstr)
 
 /* Ingest whenever the init writes to the agent's event file, and end the run when it writes
  * the agent's status. */
-static void watch_events(struct run *r)
+void run_watch_events(struct run *r)
 {
     char path[PATH_MAX + 16];
     run_path(r, "events.jsonl", path, sizeof(path));
@@ -907,7 +794,7 @@ static void watch_events(struct run *r)
     r->wd_status = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
 }
 
-static int open_file(struct run *r, const char *name, int flags, struct err *err)
+int run_open_file(struct run *r, const char *name, int flags, struct err *err)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/%s", r->dir, name);
@@ -993,17 +880,17 @@ static size_t run_llms(const struct run *r, bool git, struct proxy_llm out[PROXY
 /* What r's agent's token grants, into r->grant_services and r->grant_git: git through the proxy
  * only for the run's own repository, when a credential serves it (pushes to the session's branch
  * only, when the run delivers). Fills llms (may be NULL); returns how many. */
-static size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
+size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
 {
     struct proxy_llm none[PROXY_SERVICES_MAX];
-    char *cred = github_credential(r->e, r->user_id, r->github_repo);
+    char *cred = runs_github_credential(r->e, r->user_id, r->github_repo);
     r->grant_git = cred != NULL;
-    wipe_free(cred);
+    runs_wipe_free(cred);
     return run_llms(r, r->grant_git, llms ? llms : none, r->grant_services,
                     sizeof(r->grant_services));
 }
 
-static void start_agent(struct run *r)
+void run_start_agent(struct run *r)
 {
     struct runs *e = r->e;
     struct err err = {0};
@@ -1042,7 +929,7 @@ static void start_agent(struct run *r)
         .session_id = r->session_id,
         .sandbox_id = sandbox_id(r->sbx),
         .repo = git && !warm ? r->github_repo : NULL,
-        .branch = delivering(r) ? r->work_branch : NULL,
+        .branch = run_delivering(r) ? r->work_branch : NULL,
         .ttl_seconds = warm ? (int64_t)(e->cfg.timeout_max_ms / 1000) + WARM_TOKEN_SPARE_S : ttl,
         .warm = warm};
     if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, &err) < 0) {
@@ -1083,9 +970,9 @@ static void start_agent(struct run *r)
         argv[4 + i] = l.argv[i];
 spawn:;
     int fds[4] = {task_memfd(r, &err),
-                  open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
-                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
-                  open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
+                  run_open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  run_open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  run_open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
     int pid = 0, rc = -EIO;
     if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
         struct sandbox_spawn_opts so = {.argv = argv,
@@ -1111,9 +998,9 @@ spawn:;
     r->agent_pid = pid;
     if (store_run_set_started(e->st, r->id, r->workdir, r->branch, r->base, pid, &err) < 0)
         log_error("run start not stored run=%s err=\"%s\"", r->id, err.msg);
-    watch_events(r);
+    run_watch_events(r);
     r->phase = PH_AGENT;
-    set_phase(r, "agent", "starting the agent");
+    run_set_phase(r, "agent", "starting the agent");
     log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s warm=%s", r->id,
              sandbox_id(r->sbx), pid, r->agent, r->model, warm ? "yes" : "no");
     run_ingest(r);
@@ -1146,7 +1033,7 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
     if (!prepared(r, err))
         return;
     if (probing && res->exit_code == 0 && strcmp(res->out, "absent\n") == 0) {
-        clone_repository(r);
+        run_clone(r);
         return;
     }
     if (res->exit_code != 0) {
@@ -1173,7 +1060,7 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
             if (store_session_set_branch(r->e->st, r->session_id, r->work_branch, r->base_branch,
                                          &e2) < 0)
                 log_error("session branch not recorded run=%s err=\"%s\"", r->id, e2.msg);
-        } else if (delivering(r) && r->base_branch[0]) {
+        } else if (run_delivering(r) && r->base_branch[0]) {
             snprintf(r->branch, sizeof(r->branch), "%s", r->base_branch);
         }
         /* the session's repository is the one its workspace holds: a later run without one
@@ -1184,7 +1071,7 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
             log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
     }
     r->prepared = true;
-    start_agent(r);
+    run_start_agent(r);
 }
 
 /* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
@@ -1195,12 +1082,13 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
  * .GIT, a name git never checks out, and it becomes .git only once all is unpacked: a workspace
  * with .git is whole, and an unpack that stopped half-way is made afresh by the session's next run
  * instead of failing it again. */
-static void prepare_workspace(struct run *r, bool unpack)
+void run_prepare_workspace(struct run *r, bool unpack)
 {
     r->phase = PH_PREPARE;
-    set_phase(r, "preparing", "%s",
-              unpack ? "unpacking the repository into the workspace" : "preparing the workspace");
-    bool work = delivering(r), made = work && r->new_work_branch;
+    run_set_phase(r, "preparing", "%s",
+                  unpack ? "unpacking the repository into the workspace"
+                         : "preparing the workspace");
+    bool work = run_delivering(r), made = work && r->new_work_branch;
     struct scripts_prepare p = {.workdir = r->workdir,
                                 .unpack = unpack,
                                 .repository = r->repository != NULL,
@@ -1212,7 +1100,7 @@ static void prepare_workspace(struct run *r, bool unpack)
     r->probing = r->repository && !unpack;
     _cleanup_free_ char *cmd = scripts_prepare(&p);
     struct err err = {0};
-    _cleanup_close_ int tar = unpack ? open_file(r, "repo.tar", O_RDONLY, &err) : -1;
+    _cleanup_close_ int tar = unpack ? run_open_file(r, "repo.tar", O_RDONLY, &err) : -1;
     if (unpack && tar < 0) {
         r->probing = false;
         run_fail(r, "%s", err.msg);
@@ -1288,7 +1176,7 @@ static void on_cloned(struct proc_watch *w, int status)
         run_fail(r, "cannot clone '%s': %s", r->repository, scripts_clone_reason(msg));
         return;
     }
-    prepare_workspace(r, true);
+    run_prepare_workspace(r, true);
 }
 
 /* Host-side clone with git. addrs (n of them, checked) pin the host's name so that git connects
@@ -1340,10 +1228,10 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
         env[n++] = xstrdup(pin.data);
         buf_release(&pin);
     }
-    char *token = github_credential(e, r->user_id, r->github_repo);
+    char *token = runs_github_credential(e, r->user_id, r->github_repo);
     if (token) {
         char *cred = xasprintf("x-access-token:%s", token);
-        wipe_free(token);
+        runs_wipe_free(token);
         char *b64 = xmalloc(strlen(cred) * 2 + 8);
         base64_encode(cred, strlen(cred), b64);
         env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.%s/.extraheader", ncfg, e->github_base);
@@ -1411,10 +1299,10 @@ static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const
     spawn_clone(r, addrs, n, r->ref.http);
 }
 
-static void clone_repository(struct run *r)
+void run_clone(struct run *r)
 {
     r->phase = PH_CLONE;
-    set_phase(r, "cloning", "cloning %s", r->repository);
+    run_set_phase(r, "cloning", "cloning %s", r->repository);
     if (r->ref.local) {
         spawn_clone(r, NULL, 0, false);
         return;
@@ -1429,10 +1317,10 @@ static void on_start(struct loop_timer *t)
 {
     struct run *r = container_of(t, struct run, start);
     r->start_armed = false;
-    start_agent(r);
+    run_start_agent(r);
 }
 
-static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
+void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
 {
     struct run *r = ctx;
     r->sw = NULL;
@@ -1440,7 +1328,7 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         if (err->code == -EBUSY && !r->cancelled && !r->timed_out) {
             /* at capacity: stay queued and try again in a while */
             r->phase = PH_QUEUED;
-            set_phase(r, "preparing", "waiting for a sandbox: the server is at capacity");
+            run_set_phase(r, "preparing", "waiting for a sandbox: the server is at capacity");
             r->retry_at = time_mono_ms() + 2000;
             return;
         }
@@ -1453,17 +1341,17 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         return;
     }
     if (r->phase == PH_AGENT) { /* adopted: is the agent still there? */
-        if (agent_ended(r)) {
+        if (run_agent_ended(r)) {
             r->adopted_dead = !r->exited;
             run_finish(r);
             return;
         }
-        watch_events(r);
+        run_watch_events(r);
         run_grant(r, NULL); /* for a warm agent's token, which stands for this run */
         log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
                  r->agent_pid, (long long)r->offset);
         run_ingest(r);
-        if (read_exit(r) > 0)
+        if (run_read_exit(r) > 0)
             run_finish(r);
         return;
     }
@@ -1481,11 +1369,11 @@ static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
     }
     /* the repository is cloned only when the workspace does not hold it already */
     snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->ref.name);
-    prepare_workspace(r, false);
+    run_prepare_workspace(r, false);
 }
 
 /* A run interrupted while preparing: its sandbox is acquired only to be released properly. */
-static void on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err)
+void run_on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err)
 {
     struct run *r = ctx;
     r->sw = NULL;
@@ -1496,7 +1384,7 @@ static void on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *
 
 /* Acquire r's sandbox. The callback may run, and end r, before sandbox_acquire() returns:
  * r is touched after it only when the wait goes on. */
-static void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, sandbox_ready_fn cb)
+void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, sandbox_ready_fn cb)
 {
     struct sandbox_waiter *w = sandbox_acquire(r->e->mgr, o, cb, r);
     if (w)
@@ -1506,7 +1394,7 @@ static void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, san
 /* A delivering run's branch: the session's, made by an earlier run, or the one this run makes.
  * Looked at again when the run starts: a run queued behind the session's first finds the branch
  * that one made. */
-static void load_work_branch(struct run *r)
+void run_load_work_branch(struct run *r)
 {
     if (r->pr == PR_NONE || !r->github_repo[0])
         return;
@@ -1540,8 +1428,8 @@ static bool run_begin(struct run *r)
         if (rc < 0) {
             log_info("run not started run=%s err=\"%s\"", r->id, err.msg);
             if (rc == -EALREADY) { /* ended through another node while it waited here */
-                unlink_run(r);
-                notify_waiters(e, r->id);
+                run_unlink(r);
+                runs_notify_waiters(e, r->id);
                 run_free(r);
             } else {
                 r->retry_at = time_mono_ms() + TICK_MS;
@@ -1552,12 +1440,12 @@ static bool run_begin(struct run *r)
         r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
     }
     r->phase = PH_ACQUIRE;
-    load_work_branch(r);
-    set_phase(r, "preparing", "preparing the sandbox"); /* its start was the transition */
+    run_load_work_branch(r);
+    run_set_phase(r, "preparing", "preparing the sandbox"); /* its start was the transition */
     r->began = true;
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
-    run_acquire(r, &o, on_sandbox);
+    run_acquire(r, &o, run_on_sandbox);
     return true;
 }
 
@@ -1570,7 +1458,7 @@ static bool session_busy(struct runs *e, const struct run *r)
 }
 
 /* Runs of user_id past queued (phase != PH_QUEUED), and waiting. */
-static void user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued)
+void runs_user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued)
 {
     *active = *queued = 0;
     for (struct run *o = e->runs; o; o = o->next)
@@ -1582,7 +1470,7 @@ static void user_runs(struct runs *e, const char *user_id, unsigned *active, uns
  * under their own limit (so one user's queue does not hold the others' back). Starting one can
  * end runs (and free them) before run_begin() returns, and can come back here: so pick afresh
  * after each start, and let a nested call only ask for another round. */
-static void run_schedule(struct runs *e)
+void runs_schedule(struct runs *e)
 {
     if (e->scheduling) {
         e->reschedule = true;
@@ -1599,7 +1487,7 @@ static void run_schedule(struct runs *e)
                 active++;
             else if (!pick && r->retry_at <= now && !session_busy(e, r)) {
                 unsigned mine, waiting;
-                user_runs(e, r->user_id, &mine, &waiting);
+                runs_user_runs(e, r->user_id, &mine, &waiting);
                 if (mine < e->cfg.max_running_user)
                     pick = r;
             }
@@ -1654,7 +1542,7 @@ static void on_expired_session(const struct store_session *ses, void *ctx)
 /* Whether run_id, which this node does not hold, is still queued or running. */
 static bool active_elsewhere(struct runs *e, const char *run_id)
 {
-    if (find_run(e, run_id))
+    if (runs_find(e, run_id))
         return true; /* taken up here since: its end tells its waiters */
     struct err err = {0};
     _cleanup_(store_run_release) struct store_run row = {0};
@@ -1680,8 +1568,8 @@ static void on_tick(struct loop_timer *t)
         }
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            check_output(r);
-            if (agent_ended(r))
+            run_check_output(r);
+            if (run_agent_ended(r))
                 run_finish(r);
         }
     }
@@ -1696,7 +1584,7 @@ static void on_tick(struct loop_timer *t)
         }
     }
     take_queued(e);
-    run_schedule(e);
+    runs_schedule(e);
     if (e->cfg.retention_ms && now >= e->next_retention) {
         /* often enough that a workspace outlives its retention by at most a quarter of it */
         uint64_t every = e->cfg.retention_ms / 4;
@@ -1713,7 +1601,7 @@ static void on_tick(struct loop_timer *t)
 
 /* --- adoption at start --- */
 
-static struct run *run_alloc(struct runs *e, const struct store_run *row)
+struct run *run_alloc(struct runs *e, const struct store_run *row)
 {
     struct run *r = xcalloc(1, sizeof(*r));
     r->e = e;
@@ -1749,7 +1637,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
         repo_check(r->repository, true, &r->ref, &err);
         proxy_repo_of_url(e->github_base, r->repository, r->github_repo);
     }
-    load_work_branch(r);
+    run_load_work_branch(r);
     struct run **pp = &e->runs;
     while (*pp)
         pp = &(*pp)->next;
@@ -1788,7 +1676,7 @@ static void adopt(const struct store_run *row, void *ctx)
 static void take_run(const struct store_run *row, void *ctx)
 {
     struct runs *e = ctx;
-    if (find_run(e, row->id))
+    if (runs_find(e, row->id))
         return;
     run_alloc(e, row);
     log_info("run taken up run=%s session=%s user=%s", row->id, row->session_id, row->user_id);
@@ -1881,7 +1769,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     }
     e->inotify_sock = h2o_evloop_socket_create(loop_get(), e->inotify_fd, 0);
     e->inotify_sock->data = e;
-    h2o_socket_read_start(e->inotify_sock, on_inotify);
+    h2o_socket_read_start(e->inotify_sock, runs_on_inotify);
     int r = store_run_list_active(st, adopt, e, err);
     if (r < 0) {
         runs_free(e);
@@ -1898,12 +1786,12 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
         if (x->fail[0])
             x->phase = PH_ACQUIRE;
-        run_acquire(x, &o, x->fail[0] ? on_sandbox_failed : on_sandbox);
+        run_acquire(x, &o, x->fail[0] ? run_on_sandbox_failed : run_on_sandbox);
     }
     e->scheduling = false;
     loop_timer_start(&e->tick, TICK_MS, on_tick);
     take_queued(e);
-    run_schedule(e);
+    runs_schedule(e);
     *ret = e;
     return 0;
 }
@@ -1970,7 +1858,7 @@ bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
             snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
             snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
             snprintf(out->branch, sizeof(out->branch), "%s",
-                     git && delivering(r) ? r->work_branch : "");
+                     git && run_delivering(r) ? r->work_branch : "");
             return true;
         }
     return false;
@@ -2069,7 +1957,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         return err_set(err, -EINVAL, "timeout_minutes is at most %llu on this server",
                        (unsigned long long)(e->cfg.timeout_max_ms / 60000));
     unsigned mine, waiting;
-    user_runs(e, s->user_id, &mine, &waiting);
+    runs_user_runs(e, s->user_id, &mine, &waiting);
     /* Shared by nodes: every node's runs count. A new session stays on this node when it has
      * room for the run now; else it waits for a node with room to claim it. */
     bool keep = true;
@@ -2133,9 +2021,9 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                            "pull_request '%s' needs a repository on GitHub (%s/OWNER/NAME)%s",
                            s->pull_request, e->github_base,
                            repository ? "" : "; this run names no repository");
-        char *cred = github_credential(e, s->user_id, gh);
+        char *cred = runs_github_credential(e, s->user_id, gh);
         bool served = cred != NULL;
-        wipe_free(cred);
+        runs_wipe_free(cred);
         if (!served)
             return err_set(err, -EINVAL,
                            "pull_request '%s' needs a GitHub credential for %s: set yours with "
@@ -2143,9 +2031,9 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                            s->pull_request, gh);
         pr = s->pull_request;
     } else if (!s->pull_request && gh[0]) {
-        char *cred = github_credential(e, s->user_id, gh);
+        char *cred = runs_github_credential(e, s->user_id, gh);
         pr = cred ? "draft" : "none";
-        wipe_free(cred);
+        runs_wipe_free(cred);
     }
     if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->repository &&
         strcmp(s->repository, ses.repository) != 0)
@@ -2202,7 +2090,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         store_run_release(&got);
         run_alloc(e, &row);
     }
-    run_schedule(e);
+    runs_schedule(e);
     return 0;
 }
 
@@ -2222,13 +2110,13 @@ bool runs_session_run(const struct runs *e, const char *session_id, char run_id[
 static void stop_run(struct run *r)
 {
     switch (r->phase) {
-    case PH_QUEUED: record_end(r, NULL, NULL); break;
+    case PH_QUEUED: run_record_end(r, NULL, NULL); break;
     case PH_ACQUIRE:
         if (r->sw) {
             sandbox_acquire_cancel(r->sw);
             r->sw = NULL;
         }
-        record_end(r, NULL, NULL);
+        run_record_end(r, NULL, NULL);
         break;
     case PH_FINISHING: break;
     default: run_finish(r);
@@ -2252,7 +2140,7 @@ void runs_node_back(struct runs *e)
         }
     }
     for (size_t i = 0; i < ids.len; i += strlen(ids.data + i) + 1) {
-        struct run *r = find_run(e, ids.data + i);
+        struct run *r = runs_find(e, ids.data + i);
         if (!r || r->dropped)
             continue;
         r->dropped = r->cancelled = r->ph_final = true;
@@ -2273,7 +2161,7 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
         return r;
     if (ended)
         return err_set(err, -EALREADY, "run '%s' has already ended (%s)", run_id, status);
-    struct run *run = find_run(e, run_id);
+    struct run *run = runs_find(e, run_id);
     if (!run && e->shared && strcmp(status, "queued") == 0) {
         /* waiting for a node to claim it: cancelled in the store, unless one just started it */
         if ((r = end_unheld(e, run_id, "cancelled", "cancelled by the user", true, err)) ==
@@ -2288,8 +2176,8 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     run->cancelled = true;
     log_info("run cancel requested run=%s", run_id);
     /* The status is final now; the agent is stopped and the changes collected after. */
-    set_final_phase(run, "cancelled");
-    transition(run, "cancelled", "cancelled by the user");
+    run_set_final_phase(run, "cancelled");
+    run_transition(run, "cancelled", "cancelled by the user");
     stop_run(run);
     return 0;
 }
@@ -2297,7 +2185,7 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
 struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_ms,
                               void (*cb)(void *ctx), void *ctx)
 {
-    bool here = find_run(e, run_id) != NULL;
+    bool here = runs_find(e, run_id) != NULL;
     if (wait_ms == 0 || (!here && !(e->shared && active_elsewhere(e, run_id)))) {
         cb(ctx);
         return NULL;
@@ -2355,7 +2243,7 @@ static int end_unheld(struct runs *e, const char *run_id, const char *status, co
     if (store_proxy_token_revoke_run(e->st, run_id, err) < 0)
         log_error("run tokens not revoked run=%s err=\"%s\"", run_id, err->msg);
     log_info("run %s run=%s reason=\"%s\"", status, run_id, reason);
-    notify_waiters(e, run_id);
+    runs_notify_waiters(e, run_id);
     return 0;
 }
 
