@@ -316,6 +316,8 @@ char *runs_github_credential(struct runs *e, const char *user_id, const char *re
 void runs_wipe_free(char *s);
 /* Whether r delivers: a pull request asked for, on GitHub, with the session's branch known. */
 bool run_delivering(const struct run *r);
+/* A file of the run's directory, opened O_CLOEXEC (created 0600): an fd, or a negative errno. */
+int run_open_file(struct run *r, const char *name, int flags, struct err *err);
 
 /* workspace.c: acquire r's sandbox (the callback may end r before this returns); the callbacks
  * that go on from it (run_on_sandbox: clone or prepare, or resume an adopted agent;
@@ -327,8 +329,6 @@ void run_on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err
 void run_load_work_branch(struct run *r);
 void run_clone(struct run *r);
 void run_prepare_workspace(struct run *r, bool unpack);
-/* A file of the run's directory, opened O_CLOEXEC (created 0600): an fd, or a negative errno. */
-int run_open_file(struct run *r, const char *name, int flags, struct err *err);
 
 /* launch.c: what r's token grants (into r->grant_*; fills llms when not NULL, returns how many
  * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */
