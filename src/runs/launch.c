@@ -4,9 +4,11 @@
  * a process of the sandbox with the task on stdin as a sealed memory file and its output going to
  * the run's files, which the init writes (no process of the sandbox holds them).
  *
- * The rule of this file: it knows no agent by name. Everything agent-specific comes from the
- * run's adapter (runs/opencode.c for OpenCode); a second agent is a second adapter, not a branch
- * here. The real keys never reach the sandbox: only the run's short-lived proxy token does. */
+ * The rule of this file: what is particular to an agent comes from the run's adapter (its
+ * command line and environment, its wrapper, whether it can be warm, whether its conversations
+ * belong to a directory; agents.c has the table); a second agent is a second adapter, not a
+ * branch here. The agents' program is the one OPENCODE_BIN names, mounted at AGENT_DIR. The real
+ * keys never reach the sandbox: only the run's short-lived proxy token does. */
 #include "runs/runs_internal.h"
 
 #include <errno.h>
@@ -128,17 +130,17 @@ void run_start_agent(struct run *r)
     }
     struct store_session ses = {0};
     store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
-    if (ses.agent_session[0] && !conversation_here(r)) {
+    if (ses.agent_session[0] && r->adapter->conversation_per_dir && !conversation_here(r)) {
         log_info("run starts a new conversation run=%s session=%s workdir=%s", r->id, r->session_id,
                  r->workdir);
         ses.agent_session[0] = '\0';
     }
     char *token = NULL, jti[64];
     int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
-    /* Warm: the session's OpenCode server is kept in the sandbox between runs, so its token is
+    /* Warm: the session's agent server is kept in the sandbox between runs, so its token is
      * the sandbox's: honored only while one of the sandbox's runs is running, and then granting
      * what that run's own token would (runs_sandbox_run). */
-    bool warm = e->cfg.agent_warm_s > 0;
+    bool warm = e->cfg.agent_warm_s > 0 && r->adapter->warm;
     if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, &err) < 0) {
         run_fail(r, "%s", err.msg); /* the configuration changed since run_task */
         return;
@@ -174,21 +176,20 @@ void run_start_agent(struct run *r)
                              .warm_idle_s = e->cfg.agent_warm_s};
     r->adapter->launch(&l);
     free(token);
-    /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
-     * agent, whose exit status the init records. Only builtins run once it is seeded: a later
-     * run of the session starts no process before the agent. */
+    /* The adapter's wrapper (OpenCode's seeds its config directory, so that it installs no
+     * plugin) becomes the agent, whose exit status the init records. */
     size_t argc = 0;
     while (l.argv[argc])
         argc++;
     const char **argv = xcalloc(argc + 5, sizeof(char *));
-    if (warm) { /* the bridge's keeper seeds the directory itself */
+    if (warm || !r->adapter->seed) { /* a warm agent's bridge seeds what it needs itself */
         for (size_t i = 0; i < argc; i++)
             argv[i] = l.argv[i];
         goto spawn;
     }
     argv[0] = "/bin/sh";
     argv[1] = "-c";
-    argv[2] = scripts_agent_seed;
+    argv[2] = r->adapter->seed;
     argv[3] = "agent";
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];

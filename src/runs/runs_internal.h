@@ -55,15 +55,24 @@ char *opencode_config(const struct agent_launch *l);
 struct agent_event;
 
 /* An agent adapter: everything the engine knows about one coding agent. Adding an agent (Claude
- * Code, Codex) means adding an entry to agent_adapters, not changing the engine. */
+ * Code, Codex) means adding an entry to the table in agents.c and the adapter's own files, not
+ * changing the stages. */
 struct agent_adapter {
     const char *name;
     void (*launch)(struct agent_launch *l);                             /* argv and env */
     int (*parse)(const char *line, size_t len, struct agent_event *ev); /* one stdout line */
+    /* A shell script the agent is started under when it is not warm (/bin/sh -c seed agent
+     * ARGV...), which ends by exec'ing "$@"; NULL: the agent's argv as launch made it. */
+    const char *seed;
+    /* launch honours warm_port (a server of the agent kept in the sandbox between runs) */
+    bool warm;
+    /* It keeps a conversation with the directory it began in: asked to continue one elsewhere
+     * it does not, so a run in another directory starts a new conversation. */
+    bool conversation_per_dir;
 };
-/* The adapter called name, or NULL. */
+/* The adapter called name, or NULL (agents.c). */
 const struct agent_adapter *agent_find(const char *name);
-/* Names of the adapters, comma-separated (for messages). */
+/* Names of the adapters, ", "-separated (for messages). */
 const char *agent_names(void);
 
 /* --- repositories (repo.c) --- */
