@@ -700,9 +700,18 @@ void runs_web_url(const struct runs *e, bool session, const char *id, char *out,
     snprintf(out, cap, "%s/%s/%s?t=%s", e->public_url, session ? "sessions" : "runs", id, token);
 }
 
-void runs_set_network(struct runs *e, struct runs_network *n)
+static bool session_run(void *ctx, const char *session_id, char run_id[64], enum egress_mode *mode)
 {
-    e->network = n;
+    return runs_session_run(ctx, session_id, run_id, mode);
+}
+
+void runs_network_set_runs(struct runs_network *n, struct runs *e)
+{
+    struct runs *old = runs_network_set_session(n, e ? session_run : NULL, e);
+    if (old)
+        old->network = NULL;
+    if (e)
+        e->network = n;
 }
 
 struct runs_network *runs_network_of(const struct runs *e)

@@ -175,7 +175,6 @@ extern const char scripts_agent_seed[];
 struct runs;
 struct runs_network;
 /* The network record the engine's descriptions read (set by runs_network_set_runs). */
-void runs_set_network(struct runs *e, struct runs_network *n);
 struct runs_network *runs_network_of(const struct runs *e);
 
 /* --- the engine (runs.c and its stages) ---
