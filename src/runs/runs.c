@@ -565,6 +565,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg.github_base_url = e->github_base;
     e->cfg.github_repos = e->github_repos;
     e->cfg.view_key = e->view_key;
+    e->view = (struct runs_view){e->view_key, cfg->view_keylen, e->public_url, st};
     e->cfg.fetch_allow = NULL; /* parsed below; the text is not kept */
     e->st = st;
     e->mgr = mgr;
@@ -691,13 +692,28 @@ const char *runs_opencode_bin(const struct runs *e)
 
 void runs_web_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)
 {
-    char token[RUNS_VIEW_TOKEN_MAX];
-    struct err err = {0};
-    if (runs_view_token(e, session, id, token, &err) < 0) {
-        snprintf(out, cap, "%s", "");
-        return;
-    }
-    snprintf(out, cap, "%s/%s/%s?t=%s", e->public_url, session ? "sessions" : "runs", id, token);
+    view_url(&e->view, session, id, out, cap);
+}
+
+void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, char *out, size_t cap)
+{
+    view_url_gen(&e->view, run_id, gen, out, cap);
+}
+
+void runs_page_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)
+{
+    view_page_url(&e->view, session, id, out, cap);
+}
+
+int runs_view_token(const struct runs *e, bool session, const char *id,
+                    char out[RUNS_VIEW_TOKEN_MAX], struct err *err)
+{
+    return view_token(&e->view, session, id, out, err);
+}
+
+bool runs_view_check(const struct runs *e, bool session, const char *id, const char *token)
+{
+    return view_check(&e->view, session, id, token);
 }
 
 static bool session_run(void *ctx, const char *session_id, char run_id[64], enum egress_mode *mode)

@@ -170,6 +170,25 @@ char *scripts_changes(const char *workdir, const char *base, bool commit_left);
  * OpenCode's config directory so that it installs no plugin, then execs ARGV. */
 extern const char scripts_agent_seed[];
 
+/* --- view tokens (view.c): what they need, handed over by the engine --- */
+
+struct store;
+struct runs_view {
+    const unsigned char *key; /* the view key (not jwt_key) */
+    size_t keylen;
+    const char *public_url;
+    struct store *st; /* the view generations */
+};
+/* The runs.h calls of the same names without the engine: runs_web_url (view_url),
+ * runs_web_url_gen, runs_page_url, runs_view_token, runs_view_check. */
+void view_url(const struct runs_view *v, bool session, const char *id, char *out, size_t cap);
+void view_url_gen(const struct runs_view *v, const char *run_id, int64_t gen, char *out,
+                  size_t cap);
+void view_page_url(const struct runs_view *v, bool session, const char *id, char *out, size_t cap);
+int view_token(const struct runs_view *v, bool session, const char *id,
+               char out[RUNS_VIEW_TOKEN_MAX], struct err *err);
+bool view_check(const struct runs_view *v, bool session, const char *id, const char *token);
+
 /* --- sandbox network (network.c) --- */
 
 struct runs;
@@ -274,6 +293,7 @@ struct runs {
     char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
     char *github_base, *github_repos, *github_api;
     unsigned char *view_key;
+    struct runs_view view; /* view.c's keys */
     unsigned char seal_key[SEAL_KEY_BYTES];
     bool have_seal_key;
     struct deliverer *deliverer;
