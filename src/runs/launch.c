@@ -116,6 +116,25 @@ size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
                     sizeof(r->grant_services));
 }
 
+/* A warm agent's token stands for the sandbox's run under way: what that run's own grants. */
+bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
+                      struct proxy_run_grant *out)
+{
+    const struct runs *e = ctx;
+    for (const struct run *r = e->runs; r; r = r->next)
+        if (r->phase == PH_AGENT && r->sbx && !r->exited && strcmp(r->user_id, user_id) == 0 &&
+            strcmp(sandbox_id(r->sbx), sandbox) == 0) {
+            bool git = r->grant_git;
+            snprintf(out->run, sizeof(out->run), "%s", r->id);
+            snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
+            snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
+            snprintf(out->branch, sizeof(out->branch), "%s",
+                     git && run_delivering(r) ? r->work_branch : "");
+            return true;
+        }
+    return false;
+}
+
 void run_start_agent(struct run *r)
 {
     struct runs *e = r->e;

@@ -667,24 +667,6 @@ void runs_free(struct runs *e)
     free(e);
 }
 
-bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
-                      struct proxy_run_grant *out)
-{
-    const struct runs *e = ctx;
-    for (const struct run *r = e->runs; r; r = r->next)
-        if (r->phase == PH_AGENT && r->sbx && !r->exited && strcmp(r->user_id, user_id) == 0 &&
-            strcmp(sandbox_id(r->sbx), sandbox) == 0) {
-            bool git = r->grant_git;
-            snprintf(out->run, sizeof(out->run), "%s", r->id);
-            snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
-            snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
-            snprintf(out->branch, sizeof(out->branch), "%s",
-                     git && run_delivering(r) ? r->work_branch : "");
-            return true;
-        }
-    return false;
-}
-
 const char *runs_opencode_bin(const struct runs *e)
 {
     return e->opencode_bin;
