@@ -46,7 +46,7 @@ HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c \
               src/sandbox/fsops.c src/sandbox/fsops_path.c src/sandbox/fsops_sniff.c \
               src/sandbox/fsops_wire.c src/sandbox/listen_ports.c \
               src/base/encode.c src/base/err.c src/base/utf8.c src/base/util.c \
-              src/runs/opencode_serve.c
+              src/sandbox/opencode_serve.c
 INIT_BIN  := $(BUILD)/sandbox-helper
 INIT_BLOB := $(BUILD)/obj/gen/init_blob.o
 
@@ -74,7 +74,7 @@ $(BUILD)/gen/web.c: $(WEB) src/embed.sh
 	sh src/embed.sh embedded_web $(WEB) > $@.tmp && mv $@.tmp $@
 
 $(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h src/sandbox/fsops.h \
-             src/sandbox/fsops_internal.h src/sandbox/listen_ports.h src/runs/opencode_serve.h
+             src/sandbox/fsops_internal.h src/sandbox/listen_ports.h src/sandbox/opencode_serve.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc -Os -static -s -o $@ $(HELPER_SRC) -ljansson
 $(BUILD)/gen/init_blob.S: $(INIT_BIN)

@@ -17,7 +17,6 @@
 #include "base/loop.h"
 #include "base/metrics.h"
 #include "base/util.h"
-#include "runs/runs_internal.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -41,7 +40,8 @@ struct runs_network {
     struct store *st;
     struct sandbox_manager *mgr;
     const struct egress_policy *policy;
-    struct runs *runs;
+    runs_network_session_fn session_run; /* the run under way in a session; NULL: none */
+    void *session_ctx;
     struct pending pending[PENDING_MAX];
     size_t npending;
     struct loop_timer flush_timer;
@@ -74,13 +74,12 @@ struct runs_network *runs_network_new(struct store *st, struct sandbox_manager *
     return n;
 }
 
-void runs_network_set_runs(struct runs_network *n, struct runs *e)
+void *runs_network_set_session(struct runs_network *n, runs_network_session_fn fn, void *ctx)
 {
-    if (n->runs)
-        runs_set_network(n->runs, NULL);
-    n->runs = e;
-    if (e)
-        runs_set_network(e, n);
+    void *old = n->session_ctx;
+    n->session_run = fn;
+    n->session_ctx = fn ? ctx : NULL;
+    return old;
 }
 
 /* The sandbox's owner, and the run under way in its session ("" when none). */
@@ -93,8 +92,8 @@ static int owner_of(struct runs_network *n, const char *sandbox_id, char user_id
     snprintf(user_id, 64, "%s", i.user_id);
     run_id[0] = '\0';
     *run_mode = EGRESS_MODE_PUBLIC;
-    if (n->runs && i.session_id && i.session_id[0])
-        runs_session_run(n->runs, i.session_id, run_id, run_mode);
+    if (n->session_run && i.session_id && i.session_id[0])
+        n->session_run(n->session_ctx, i.session_id, run_id, run_mode);
     return 0;
 }
 

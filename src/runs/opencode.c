@@ -106,20 +106,3 @@ env:
     l->env[n++] = xstrdup("GIT_COMMITTER_EMAIL=agent@sandbox-mcp.invalid");
     free(cfg_text);
 }
-
-static const struct agent_adapter agent_adapters[] = {
-    {"opencode", opencode_launch, opencode_parse_event},
-};
-
-const struct agent_adapter *agent_find(const char *name)
-{
-    for (size_t i = 0; i < sizeof(agent_adapters) / sizeof(agent_adapters[0]); i++)
-        if (strcmp(agent_adapters[i].name, name) == 0)
-            return &agent_adapters[i];
-    return NULL;
-}
-
-const char *agent_names(void)
-{
-    return "opencode";
-}

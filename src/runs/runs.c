@@ -16,176 +16,49 @@
  *   5. when the agent exits (the status file has its wait status), is cancelled, times out or
  *      fills its event file: diff stat and commits against the starting commit, the full diff
  *      for the run's page (cut to its limits, diff.c), outcome, token revoked.
- * Everything that must survive a restart is in the store and the run's directory. */
+ * Everything that must survive a restart is in the store and the run's directory.
+ *
+ * Each stage has a file of its own behind runs_internal.h: submit.c (run_task's checks),
+ * workspace.c (1, 2), launch.c (3), ingest.c (4), finish.c (5), with their pure parts (the
+ * scripts, the change parser, the redaction) in scripts.c. This file holds what moves runs from
+ * one stage to the next and what outlives any one run: the queue and its scheduling, the tick
+ * (deadlines, agents that died, waits, retention), adoption at start and the runs a shared store
+ * hands this node, and the public calls (runs.h). */
 #include "runs/runs.h"
 
 #include <errno.h>
-#include <ctype.h>
 #include <fcntl.h>
-#include <jansson.h>
-#include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
-#include "base/ids.h"
-#include "base/json_write.h"
 #include "base/log.h"
-#include "base/loop.h"
-#include "base/proc_watch.h"
-#include "base/seal.h"
 #include "base/utf8.h"
 #include "base/util.h"
-#include "egress/egress.h"
-#include "proxy/proxy.h"
-#include "proxy/token.h"
 #include "runs/agent.h"
 #include "runs/deliver.h"
 #include "runs/diff.h"
 #include "runs/runs_internal.h"
-#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 #define TICK_MS 500
-#define LINE_MAX_BYTES (1u << 20) /* longer event lines are stored as a stub */
-#define RAW_MAX_BYTES (16u << 10) /* raw JSON kept per event */
-#define CLONE_OUTPUT_MAX (16u << 10)
-#define AGENT_DIR "/opt/agents"
-#define PROXY_URL "http://127.0.0.1:8788/proxy"
-#define AGENT_SERVE_PORT "8789" /* a warm agent's server, on the sandbox's loopback */
-/* A warm agent's token outlives its server: the bridge's keeper replaces a server after 20 h
- * (between runs), and a run started just before may run for the longest timeout. */
-#define WARM_TOKEN_SPARE_S (21 * 3600)
+
 #define RETENTION_CHECK_MAX_MS (3600 * 1000)
 
-enum phase {
-    PH_QUEUED,    /* waiting for a slot or for its session */
-    PH_ACQUIRE,   /* waiting for the sandbox */
-    PH_CLONE,     /* host-side clone running */
-    PH_PREPARE,   /* unpacking / probing in the sandbox */
-    PH_AGENT,     /* the agent runs; events are ingested */
-    PH_FINISHING, /* collecting the changes, delivering them */
-};
-
-enum pr_mode { PR_NONE, PR_DRAFT, PR_READY };
-
-struct run {
-    struct runs *e;
-    struct run *next;
-    int64_t n;
-    char id[64], user_id[64], session_id[64];
-    char agent[32], model[128];
-    char *task, *repository, *title;
-    char branch_req[256];
-    uint64_t timeout_ms;
-    const struct agent_adapter *adapter;
-    enum phase phase;
-    int64_t deadline; /* monotonic ms, from when it started running */
-    int64_t retry_at; /* queued again after "at capacity": not before this (monotonic ms) */
-    struct sandbox *sbx;
-    struct sandbox_waiter *sw;
-    struct sandbox_exec *ex;
-    struct proc_watch clone;
-    bool clone_active;
-    struct egress_lookup *lookup; /* resolving the repository's host */
-    char dir[PATH_MAX];           /* DATA_DIR/runs/<id> */
-    struct repo_ref ref;
-    char github_repo[PROXY_REPO_MAX]; /* "owner/name" when the repository is on GitHub */
-    enum pr_mode pr;                  /* what the run delivers */
-    char work_branch[256];            /* delivering: the session's branch, pushed to */
-    char base_branch[256];            /* delivering: what work_branch was made from */
-    bool new_work_branch;             /* made by this run (recorded on the session once made) */
-    struct delivery *dv;
-    char workdir[512];
-    char branch[256];
-    /* What the agent's token grants (a warm agent's token stands for the running run): its LLM
-     * providers and github when git through the proxy is granted */
-    char grant_services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
-    bool grant_git;
-    char base[64];           /* the starting commit; "" in a repository without commits */
-    bool prepared;           /* the workspace is ready: changes are told against base */
-    bool probing;            /* the preparation also looks for the repository in the workspace */
-    struct loop_timer start; /* starts the agent once the run_task reply is out */
-    bool start_armed;
-    int agent_pid;
-    int64_t offset;
-    int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
-    bool skip_line;    /* inside an oversized event line */
-    bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
-    bool cancelled, timed_out, exited, adopted_dead;
-    bool dropped;    /* ended through another node: stopped here with nothing more written */
-    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
-    int exit_signal; /* the signal that killed the agent, 0 when it exited */
-    enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
-    char fail[512];           /* a failure before or around the agent */
-    char *changes;            /* the diff stat and commits, while the full diff is read */
-    struct diff *diff;        /* the full diff, parsed as git writes it */
-    /* Its phase as recorded (phase.c), and the agent's steps counted so far */
-    char ph_name[16], ph_detail[RUNS_PHASE_TEXT_MAX], ended_in[64];
-    int64_t steps, ph_steps;
-    bool ph_final; /* the final one is recorded: nothing changes it */
-};
-
-struct runs_waiter {
-    struct runs *e;
-    struct runs_waiter *next;
-    char run_id[64];
-    int64_t deadline;
-    void (*cb)(void *ctx);
-    void (*progress)(void *ctx); /* NULL: only the end */
-    uint64_t told;               /* the round of notify_progress that told it last */
-    void *ctx;
-    bool elsewhere; /* a run no node holds yet, or another node: its end is looked up */
-};
-
-struct runs {
-    struct runs_config cfg;
-    char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
-    char *github_base, *github_repos, *github_api;
-    unsigned char *view_key;
-    unsigned char seal_key[SEAL_KEY_BYTES];
-    bool have_seal_key;
-    struct deliverer *deliverer;
-    struct egress_rules fetch_rules;
-    struct store *st;
-    struct sandbox_manager *mgr;
-    struct run *runs; /* active runs, in creation order */
-    struct runs_network *network;
-    struct runs_waiter *waiters;
-    int inotify_fd;
-    h2o_socket_t *inotify_sock;
-    struct loop_timer tick;
-    int64_t next_retention;
-    bool scheduling, reschedule;
-    /* The store is shared by nodes: a new session waits for a node with room to claim it, and
-     * the limits on a user's runs count every node's. */
-    bool shared;
-    int64_t last_removed; /* retention: the last run whose directory was removed */
-    uint64_t progress_round;
-};
-
-static void run_schedule(struct runs *e);
-static void clone_repository(struct run *r);
-static void run_finish(struct run *r);
-static void run_ingest(struct run *r);
-static void check_output(struct run *r);
 static void take_queued(struct runs *e);
 static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
                       bool queued_only, struct err *err);
 
 /* --- bookkeeping --- */
 
-static void transition(struct run *r, const char *status, const char *reason)
+void run_transition(struct run *r, const char *status, const char *reason)
 {
     struct err err = {0};
     int rc = store_run_transition(r->e->st, r->id, status, reason, time_now_ms(), &err);
@@ -195,7 +68,7 @@ static void transition(struct run *r, const char *status, const char *reason)
         log_error("run transition failed run=%s status=%s err=\"%s\"", r->id, status, err.msg);
 }
 
-static void run_free(struct run *r)
+void run_free(struct run *r)
 {
     free(r->changes);
     diff_free(r->diff);
@@ -205,7 +78,7 @@ static void run_free(struct run *r)
     free(r);
 }
 
-static void unlink_run(struct run *r)
+void run_unlink(struct run *r)
 {
     for (struct run **pp = &r->e->runs; *pp; pp = &(*pp)->next)
         if (*pp == r) {
@@ -214,7 +87,7 @@ static void unlink_run(struct run *r)
         }
 }
 
-static struct run *find_run(struct runs *e, const char *id)
+struct run *runs_find(struct runs *e, const char *id)
 {
     for (struct run *r = e->runs; r; r = r->next)
         if (strcmp(r->id, id) == 0)
@@ -222,7 +95,7 @@ static struct run *find_run(struct runs *e, const char *id)
     return NULL;
 }
 
-static void notify_waiters(struct runs *e, const char *run_id)
+void runs_notify_waiters(struct runs *e, const char *run_id)
 {
     for (struct runs_waiter **pp = &e->waiters; *pp;) {
         struct runs_waiter *w = *pp;
@@ -238,7 +111,7 @@ static void notify_waiters(struct runs *e, const char *run_id)
 
 /* Tell run_id's waiters that want to know that it moved on, each once. A callback may end or
  * cancel any wait, so the list is looked at afresh after each. */
-static void notify_progress(struct runs *e, const char *run_id)
+void runs_notify_progress(struct runs *e, const char *run_id)
 {
     uint64_t round = ++e->progress_round;
     for (;;) {
@@ -270,15 +143,13 @@ static bool record_phase(struct run *r, const char *name, char *detail, bool tra
     if (store_run_set_phase(r->e->st, r->id, name, r->steps, detail, time_now_ms(), &err) < 0)
         log_error("run phase not stored run=%s err=\"%s\"", r->id, err.msg);
     if (renamed && transit && r->began)
-        transition(r, "running", detail);
-    notify_progress(r->e, r->id);
+        run_transition(r, "running", detail);
+    runs_notify_progress(r->e, r->id);
     return true;
 }
 
 /* Whether it was another phase (and so recorded). */
-static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
+bool run_set_phase(struct run *r, const char *name, const char *fmt, ...)
 {
     char detail[RUNS_PHASE_TEXT_MAX];
     va_list ap;
@@ -290,7 +161,7 @@ static bool set_phase(struct run *r, const char *name, const char *fmt, ...)
 
 /* Where r ended, for its final phase ("at step 3", "while cloning"): noted once, when it stops
  * working (before it collects its changes). */
-static void note_end(struct run *r)
+void run_note_end(struct run *r)
 {
     if (r->ended_in[0])
         return;
@@ -304,10 +175,10 @@ static void note_end(struct run *r)
 
 /* The final phase: how the run ended (status), and where. Recorded before the final
  * transition, so that whoever it wakes reads it. */
-static void set_final_phase(struct run *r, const char *status)
+void run_set_final_phase(struct run *r, const char *status)
 {
     char detail[RUNS_PHASE_TEXT_MAX];
-    note_end(r);
+    run_note_end(r);
     if (strcmp(status, "succeeded") == 0)
         snprintf(detail, sizeof(detail), "after %lld step%s", (long long)r->steps,
                  r->steps == 1 ? "" : "s");
@@ -317,16 +188,7 @@ static void set_final_phase(struct run *r, const char *status)
     r->ph_final = true;
 }
 
-/* Shell words: 'x' with each ' as '\'' */
-static void sh_quote(struct buf *b, const char *s)
-{
-    buf_puts(b, "'");
-    for (; *s; s++)
-        buf_puts(b, *s == '\'' ? "'\\''" : (char[]){*s, 0});
-    buf_puts(b, "'");
-}
-
-static void wipe_free(char *s)
+void runs_wipe_free(char *s)
 {
     if (s) {
         explicit_bzero(s, strlen(s));
@@ -335,8 +197,8 @@ static void wipe_free(char *s)
 }
 
 /* The GitHub token that serves repo ("owner/name") for user_id: their own, else the operator's
- * for the repositories the operator lists; NULL when none does (malloc'd: wipe_free it). */
-static char *github_credential(struct runs *e, const char *user_id, const char *repo)
+ * for the repositories the operator lists; NULL when none does (malloc'd: runs_wipe_free it). */
+char *runs_github_credential(struct runs *e, const char *user_id, const char *repo)
 {
     if (!repo[0])
         return NULL;
@@ -355,666 +217,12 @@ static char *github_credential(struct runs *e, const char *user_id, const char *
     return NULL;
 }
 
-/* --- the end of a run --- */
-
-/* changes: "branch\n---\n<numstat>---\n<log>" from the script in collect_changes() */
-static char *parse_changes(const char *out)
-{
-    json_t *files = json_array(), *commits = json_array();
-    int64_t ins = 0, del = 0;
-    char *copy = xstrdup(out), *save = NULL, *branch = NULL;
-    int section = 0;
-    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (strcmp(line, "---") == 0) {
-            section++;
-            continue;
-        }
-        if (section == 0 && !branch) {
-            branch = line;
-        } else if (section == 1) {
-            char *a = line, *t1 = strchr(a, '\t');
-            char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-            if (!t2)
-                continue;
-            *t1 = *t2 = '\0';
-            int64_t i = a[0] == '-' ? 0 : strtoll(a, NULL, 10);
-            int64_t d = t1[1] == '-' ? 0 : strtoll(t1 + 1, NULL, 10);
-            ins += i;
-            del += d;
-            if (json_array_size(files) < 1000)
-                json_array_append_new(files, json_pack("{s:s, s:I, s:I, s:b}", "path", t2 + 1,
-                                                       "insertions", (json_int_t)i, "deletions",
-                                                       (json_int_t)d, "binary", a[0] == '-'));
-        } else if (section == 2) {
-            char *sp = strchr(line, ' ');
-            if (!sp || json_array_size(commits) >= 1000)
-                continue;
-            *sp = '\0';
-            json_array_append_new(commits, json_pack("{s:s, s:s}", "sha", line, "message", sp + 1));
-        }
-    }
-    json_t *c =
-        json_pack("{s:I, s:I, s:I, s:o, s:o, s:s?}", "files_changed",
-                  (json_int_t)json_array_size(files), "insertions", (json_int_t)ins, "deletions",
-                  (json_int_t)del, "files", files, "commits", commits, "branch", branch);
-    char *text = json_dumps(c, JSON_COMPACT);
-    json_decref(c);
-    free(copy);
-    return text;
-}
-
-static void record_end(struct run *r, const char *changes, json_t *delivery)
-{
-    struct runs *e = r->e;
-    struct err err = {0};
-    _cleanup_(store_run_release) struct store_run row = {0};
-    store_run_get(e->st, NULL, r->id, &row, &err);
-    const char *status, *reason;
-    char why[600];
-    int success = 0;
-    const char *error = NULL;
-    if (r->cancelled) {
-        status = "cancelled";
-        reason = "cancelled by the user";
-        error = "the run was cancelled";
-    } else if (r->timed_out) {
-        status = "failed";
-        snprintf(why, sizeof(why), "timed out after %.3g minutes", (double)r->timeout_ms / 60000.0);
-        reason = error = why;
-    } else if (r->fail[0]) {
-        status = "failed";
-        reason = error = r->fail;
-    } else if (!r->exited) {
-        status = "failed";
-        reason = error = r->adopted_dead
-                             ? "interrupted: the agent stopped while the server was down"
-                             : "interrupted: the agent stopped without reporting an exit status";
-    } else if (r->exit_code != 0 || (row.error && *row.error)) {
-        status = "failed";
-        if (row.error && *row.error) {
-            snprintf(why, sizeof(why), "the agent reported an error: %.400s", row.error);
-        } else if (r->exit_signal) {
-            snprintf(why, sizeof(why), "the agent was killed by signal %d (%s)", r->exit_signal,
-                     strsignal(r->exit_signal));
-            error = why;
-        } else {
-            snprintf(why, sizeof(why), "the agent exited with status %d", r->exit_code);
-            error = why;
-        }
-        reason = why;
-    } else {
-        status = "succeeded";
-        reason = "the agent finished";
-        success = 1;
-    }
-    int revoked = store_proxy_token_revoke_run(e->st, r->id, &err);
-    if (revoked < 0)
-        log_error("run tokens not revoked run=%s err=\"%s\"", r->id, err.msg);
-    if (!r->dropped) { /* else its end was written by the node that ended it */
-        if (store_run_set_outcome(e->st, r->id, success, NULL, error, changes,
-                                  r->exited ? r->exit_code : -1, &err) < 0)
-            log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
-        if (delivery) {
-            char *text = json_dumps(delivery, JSON_COMPACT);
-            if (store_run_set_delivery(e->st, r->id, text, &err) < 0)
-                log_error("run delivery not stored run=%s err=\"%s\"", r->id, err.msg);
-            free(text);
-        }
-        store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
-        set_final_phase(r, status);
-        transition(r, status, reason);
-    }
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/repo.tar", r->dir);
-    unlink(path);
-    if (r->wd >= 0)
-        inotify_rm_watch(e->inotify_fd, r->wd);
-    if (r->wd_status >= 0)
-        inotify_rm_watch(e->inotify_fd, r->wd_status);
-    if (r->sbx)
-        sandbox_release(r->sbx);
-    if (r->sw)
-        sandbox_acquire_cancel(r->sw);
-    unlink_run(r);
-    notify_waiters(e, r->id);
-    run_free(r);
-    run_schedule(e);
-}
-
-/* Whether the run has done what it was asked, as far as can be told before its end is
- * recorded (record_end decides it for good, the same way). */
-static bool run_ok(struct run *r)
-{
-    if (r->cancelled || r->timed_out || r->fail[0] || !r->exited || r->exit_code != 0)
-        return false;
-    struct err err = {0};
-    _cleanup_(store_run_release) struct store_run row = {0};
-    return store_run_get(r->e->st, NULL, r->id, &row, &err) == 0 && !(row.error && *row.error);
-}
-
-static bool delivering(const struct run *r)
+bool run_delivering(const struct run *r)
 {
     return r->pr != PR_NONE && r->github_repo[0] && r->work_branch[0];
 }
 
-static void on_delivered(void *ctx, json_t *delivery)
-{
-    struct run *r = ctx;
-    r->dv = NULL;
-    if (!r->base_branch[0] &&
-        strcmp(json_string_value(json_object_get(delivery, "status")), "delivered") == 0) {
-        /* the push made an empty repository's first branch: the session's next run works on
-         * a branch of its own again, made from this one, with a pull request */
-        struct err err = {0};
-        if (store_session_set_branch(r->e->st, r->session_id, NULL, NULL, &err) < 0)
-            log_error("session branch not reset run=%s err=\"%s\"", r->id, err.msg);
-    }
-    record_end(r, r->changes, delivery);
-}
-
-/* The pull request's text: the agent's summary and a link to the run's page. */
-static char *delivery_body(struct run *r, bool follow_up)
-{
-    struct err err = {0};
-    _cleanup_(store_run_release) struct store_run row = {0};
-    store_run_get(r->e->st, NULL, r->id, &row, &err);
-    char url[512];
-    runs_web_url_gen(r->e, r->id, row.view_generation, url, sizeof(url));
-    const char *summary = row.summary && *row.summary ? row.summary : "(the agent left no summary)";
-    return xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n",
-                     follow_up ? "**Follow-up run**: " : "", follow_up && r->title ? r->title : "",
-                     follow_up ? "\n\n" : "", summary, r->id, url);
-}
-
-/* Push the run's commits and open or comment on the pull request; record_end when done. */
-static json_t *deliver(struct run *r, const char *changes)
-{
-    struct runs *e = r->e;
-    if (!r->repository)
-        return NULL;
-    if (!r->github_repo[0])
-        return deliver_skipped("the repository is not on GitHub (%s), so there is no pull request",
-                               e->github_base);
-    if (r->pr == PR_NONE) {
-        char *cred = github_credential(e, r->user_id, r->github_repo);
-        bool served = cred != NULL;
-        wipe_free(cred);
-        return served ? deliver_skipped("the run was asked for no pull request (pull_request "
-                                        "'none')")
-                      : deliver_skipped("no GitHub credential serves %s: set yours with "
-                                        "`sandbox-mcp user credential set NAME github` or on the "
-                                        "account page, then ask again",
-                                        r->github_repo);
-    }
-    if (!r->work_branch[0])
-        return deliver_skipped("the run ended before its branch was made");
-    if (!run_ok(r))
-        return deliver_skipped("the run did not succeed, so nothing was pushed");
-    json_t *c = changes ? json_loads(changes, 0, NULL) : NULL;
-    json_t *commits = json_object_get(c, "commits");
-    if (json_array_size(commits) == 0) {
-        json_decref(c);
-        return deliver_skipped("the run made no commits and left no changes, so nothing was "
-                               "pushed");
-    }
-    char *cred = github_credential(e, r->user_id, r->github_repo);
-    if (!cred) {
-        json_decref(c);
-        return deliver_skipped("no GitHub credential serves %s: set yours with `sandbox-mcp user "
-                               "credential set NAME github` or on the account page",
-                               r->github_repo);
-    }
-    struct store_session ses = {0};
-    struct err err = {0};
-    store_session_get(e->st, NULL, r->session_id, &ses, &err);
-    bool follow_up = ses.pr_number > 0;
-    char *body = delivery_body(r, follow_up);
-    char title[256];
-    const char *what = r->title && *r->title ? r->title : r->task;
-    size_t tl = strcspn(what, "\n");
-    snprintf(title, sizeof(title), "%.*s", (int)(tl > 200 ? 200 : tl), what);
-    struct deliver_opts o = {.st = e->st,
-                             .jwt_key = e->cfg.jwt_key,
-                             .jwt_keylen = e->cfg.jwt_keylen,
-                             .sbx = r->sbx,
-                             .user_id = r->user_id,
-                             .run_id = r->id,
-                             .session_id = r->session_id,
-                             .workdir = r->workdir,
-                             .proxy_url = PROXY_URL,
-                             .repo = r->github_repo,
-                             .work_branch = r->work_branch,
-                             .base_branch = r->base_branch,
-                             .credential = cred,
-                             .api = e->github_api,
-                             .draft = r->pr == PR_DRAFT,
-                             .title = title,
-                             .body = body,
-                             .pr_number = ses.pr_number,
-                             .pr_url = ses.pr_url,
-                             .commits = commits};
-    if (follow_up)
-        set_phase(r, "delivering", "pushing to %s and commenting on pull request #%lld",
-                  r->work_branch, (long long)ses.pr_number);
-    else
-        set_phase(r, "delivering", "pushing to %s and opening a pull request", r->work_branch);
-    r->dv = deliver_start(e->deliverer, &o, on_delivered, r, &err);
-    wipe_free(cred);
-    free(body);
-    json_decref(c);
-    if (!r->dv)
-        return deliver_skipped("the push could not start: %s", err.msg);
-    return NULL;
-}
-
-/* The changes and the diff are in: deliver them when the run asks, then record the end. */
-static void deliver_and_end(struct run *r)
-{
-    json_t *skipped = deliver(r, r->changes);
-    if (r->dv) /* on_delivered ends it */
-        return;
-    record_end(r, r->changes, skipped);
-    json_decref(skipped);
-}
-
-/* The full diff for the run's page: parsed as it streams out of git (diff.c), so it is cut to
- * its limits whatever git writes; stored, then the end recorded. */
-static void on_diff_output(void *ctx, enum sandbox_stream s, const char *data, size_t len)
-{
-    struct run *r = ctx;
-    if (s == SANDBOX_STDOUT)
-        diff_feed(r->diff, data, len);
-}
-
-static void on_diff(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
-{
-    struct run *r = ctx;
-    r->ex = NULL;
-    json_t *j = diff_finish(r->diff, res && res->exit_code == 0 && !res->timed_out);
-    diff_free(r->diff);
-    r->diff = NULL;
-    if (!res || res->exit_code != 0) {
-        const char *why = err ? err->msg : res->err_len ? res->err : "git diff failed";
-        size_t n = strcspn(why, "\n");
-        log_warn("run diff incomplete run=%s err=\"%.*s\"", r->id, (int)(n < 200 ? n : 200), why);
-    }
-    /* a diff cut short is kept (it says so); a git that failed at once gives none */
-    struct err serr = {0};
-    if (res && (res->exit_code == 0 || json_array_size(json_object_get(j, "files")) ||
-                json_integer_value(json_object_get(j, "more_files")))) {
-        char *text = json_write_text(j, NULL);
-        if (store_run_set_diff(r->e->st, r->id, text, &serr) < 0)
-            log_error("run diff not stored run=%s err=\"%s\"", r->id, serr.msg);
-        free(text);
-    }
-    json_decref(j);
-    deliver_and_end(r);
-}
-
-static void collect_diff(struct run *r)
-{
-    /* without a starting commit, against git's empty tree */
-    _cleanup_free_ char *cmd =
-        diff_command(r->base[0] ? r->base : "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
-    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", NULL};
-    struct sandbox_exec_opts o = {
-        .command = cmd, .cwd = r->workdir, .env = env, .timeout_ms = 60000, .output_bytes = 8192};
-    struct err err = {0};
-    r->diff = diff_new(NULL);
-    r->ex = cmd ? sandbox_exec_start(r->sbx, &o, on_diff_output, on_diff, r, &err) : NULL;
-    if (!r->ex) {
-        log_warn("run diff unavailable run=%s err=\"%s\"", r->id, cmd ? err.msg : "no base");
-        deliver_and_end(r);
-    }
-}
-
-static void on_changes(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
-{
-    struct run *r = ctx;
-    r->ex = NULL;
-    r->changes = res && res->exit_code == 0 ? parse_changes(res->out) : NULL;
-    if (err)
-        log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
-    collect_diff(r);
-}
-
-static void collect_changes(struct run *r)
-{
-    r->phase = PH_FINISHING;
-    note_end(r);
-    if (r->dropped || !r->sbx || !r->prepared || !r->workdir[0] ||
-        (!r->base[0] && !r->repository)) {
-        json_t *skipped =
-            delivering(r) ? deliver_skipped("the run ended before its workspace was ready") : NULL;
-        record_end(r, NULL, skipped);
-        json_decref(skipped);
-        return;
-    }
-    set_phase(r, "finishing", "collecting the changes");
-    struct buf cmd;
-    buf_init(&cmd, 0);
-    buf_puts(&cmd, "cd ");
-    sh_quote(&cmd, r->workdir);
-    /* Without a starting commit (a repository that had none) the changes are the files against
-     * the empty tree and every commit there is, if any. */
-    if (r->base[0]) {
-        buf_puts(&cmd, " || exit 1; b=");
-        sh_quote(&cmd, r->base);
-        buf_puts(&cmd, "; l=\"$b..HEAD\"; ");
-    } else {
-        buf_puts(&cmd, " || exit 1; b=$(git hash-object -t tree /dev/null); l=HEAD; "
-                       "git rev-parse -q --verify HEAD >/dev/null || l=; ");
-    }
-    buf_puts(&cmd, "g='git -c core.quotepath=off'; ");
-    /* What the agent of a run that delivers left uncommitted is committed by the server, so
-     * that it is pushed with the rest. */
-    if (delivering(r) && run_ok(r))
-        buf_puts(&cmd, "if [ -n \"$(git status --porcelain)\" ]; then git add -A && git -c "
-                       "user.name=sandbox-mcp -c user.email=sandbox-mcp@localhost -c "
-                       "core.hooksPath=/dev/null commit -q --no-verify -m \"$SMCP_MSG\" >&2 && "
-                       "l=${l:-HEAD}; fi; ");
-    buf_puts(&cmd, "$g symbolic-ref -q --short HEAD || echo HEAD; "
-                   "echo ---; git add -A -N . 2>/dev/null; $g diff --numstat \"$b\" --; echo ---; "
-                   "if [ -n \"$l\" ]; then $g log --format='%H %s' \"$l\" --; fi");
-    const char *what = r->title && *r->title ? r->title : "Changes";
-    size_t wl = strcspn(what, "\n");
-    char *msg = xasprintf("SMCP_MSG=%.*s (left uncommitted by the agent)\n\nCommitted by "
-                          "sandbox-mcp when run %s ended: the agent left these changes "
-                          "uncommitted.",
-                          (int)(wl > 120 ? 120 : wl), what, r->id);
-    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0", msg, NULL};
-    struct sandbox_exec_opts o = {
-        .command = cmd.data, .env = env, .timeout_ms = 60000, .output_bytes = 1 << 20};
-    struct err err = {0};
-    r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_changes, r, &err);
-    buf_release(&cmd);
-    free(msg);
-    if (!r->ex) {
-        log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err.msg);
-        record_end(r, NULL, NULL);
-    }
-}
-
-/* The run is over (the agent exited, was killed, or never started): store what remains. */
-static void run_finish(struct run *r)
-{
-    if (r->phase == PH_FINISHING)
-        return;
-    if (r->clone_active) {
-        kill(r->clone.pid, SIGKILL);
-        proc_watch_abandon(&r->clone);
-        r->clone_active = false;
-    }
-    egress_lookup_cancel(r->lookup);
-    r->lookup = NULL;
-    if (r->start_armed) {
-        loop_timer_stop(&r->start);
-        r->start_armed = false;
-    }
-    if (r->ex) {
-        /* a preparation step: on_prepared sees phase FINISHING and stops there */
-        sandbox_exec_kill(r->ex);
-        r->phase = PH_FINISHING;
-        return;
-    }
-    if (r->agent_pid > 0 && r->sbx && (r->cancelled || r->timed_out))
-        sandbox_kill_group(r->sbx, r->agent_pid);
-    if (r->agent_pid > 0) {
-        run_ingest(r);
-        check_output(r);
-    }
-    collect_changes(r);
-}
-
-static void run_fail(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void run_fail(struct run *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->fail, sizeof(r->fail), fmt, ap);
-    va_end(ap);
-    run_finish(r);
-}
-
-/* --- ingest --- */
-
-static bool b64url(char c)
-{
-    return isalnum((unsigned char)c) || c == '-' || c == '_';
-}
-
-/* Overwrite anything shaped like a JWT ("eyJ<b64>.eyJ<b64>.<b64>") with 'x', in place. */
-static void redact_tokens(char *s)
-{
-    for (char *p = s ? strstr(s, "eyJ") : NULL; p; p = strstr(p, "eyJ")) {
-        char *q = p;
-        int dots = 0;
-        for (;; q++) {
-            if (*q == '.' && dots < 2 && b64url(q[1]))
-                dots++;
-            else if (!b64url(*q))
-                break;
-        }
-        if (dots == 2 && q - p > 40 && strncmp(strchr(p, '.') + 1, "eyJ", 3) == 0) {
-            static const char mark[] = "[redacted]";
-            size_t n = (size_t)(q - p);
-            memset(p, 'x', n);
-            memcpy(p, mark, n < sizeof(mark) - 1 ? n : sizeof(mark) - 1);
-            p = q;
-        } else {
-            p += 3;
-        }
-    }
-}
-
-static void run_ingest(struct run *r)
-{
-    struct runs *e = r->e;
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char *buf = xmalloc(LINE_MAX_BYTES + 1);
-    char activity[RUNS_PHASE_TEXT_MAX] = ""; /* what the agent did last, for its phase */
-    bool shown = false;                      /* an event that tells of its work */
-    for (;;) {
-        ssize_t got = pread(fd, buf, LINE_MAX_BYTES, r->offset);
-        if (got <= 0)
-            break;
-        size_t len = (size_t)got, pos = 0, nev = 0;
-        struct store_run_event evs[64];
-        struct agent_event parsed[64];
-        char *raws[64];
-        char agent_session[128] = "";
-        /* what this batch says of the agent's work, kept once the batch is stored */
-        char did[RUNS_PHASE_TEXT_MAX] = "";
-        int64_t steps = 0;
-        bool told = false;
-        if (r->skip_line) {
-            /* the rest of an oversized line */
-            char *nl = memchr(buf, '\n', len);
-            pos = nl ? (size_t)(nl - buf) + 1 : len;
-            r->skip_line = !nl;
-        }
-        while (pos < len && nev < 64) {
-            char *nl = memchr(buf + pos, '\n', len - pos);
-            if (!nl && pos == 0 && len == LINE_MAX_BYTES) {
-                /* one line longer than we read at once: store a stub, skip to its end */
-                r->skip_line = true;
-                memset(&parsed[nev], 0, sizeof(parsed[nev]));
-                raws[nev] = xstrdup("{\"type\":\"oversized\"}");
-                parsed[nev].summary = xstrdup("an event too large to keep (over 1 MiB)");
-                evs[nev] = (struct store_run_event){.time = time_now_ms(),
-                                                    .type = "oversized",
-                                                    .summary = parsed[nev].summary,
-                                                    .raw = raws[nev]};
-                nev++;
-                pos = len;
-                break;
-            }
-            if (!nl)
-                break;
-            size_t ll = (size_t)(nl - (buf + pos));
-            char *line = buf + pos;
-            pos += ll + 1;
-            if (ll == 0)
-                continue;
-            struct agent_event *ev = &parsed[nev];
-            if (!r->adapter || r->adapter->parse(line, ll, ev) < 0) {
-                memset(ev, 0, sizeof(*ev));
-                snprintf(ev->type, sizeof(ev->type), "output");
-                ev->kind = AGENT_EV_OTHER;
-                char *txt = utf8_sanitize(line, ll < 200 ? ll : 200, NULL);
-                ev->summary = txt;
-            }
-            if (ev->session[0])
-                snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
-            size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
-            raws[nev] = utf8_sanitize(line, rl, NULL);
-            /* The agent holds its run's token; whatever it echoes of it is not kept. */
-            redact_tokens(raws[nev]);
-            redact_tokens(ev->summary);
-            redact_tokens(ev->text);
-            redact_tokens(ev->error);
-            redact_tokens(ev->target);
-            steps += ev->kind == AGENT_EV_STEP_START;
-            phase_activity(ev, r->workdir, did, sizeof(did));
-            told = told || phase_event_shown(ev->type);
-            evs[nev] = (struct store_run_event){
-                .time = ev->time_ms ? ev->time_ms : time_now_ms(),
-                .type = ev->type,
-                .summary = ev->summary ? ev->summary : "",
-                .raw = raws[nev],
-                .text = ev->kind == AGENT_EV_TEXT ? ev->text : NULL,
-                .error = ev->kind == AGENT_EV_ERROR ? ev->summary : NULL,
-                .input_tokens = ev->input_tokens,
-                .output_tokens = ev->output_tokens,
-                .cost = ev->cost,
-            };
-            nev++;
-        }
-        struct err err = {0};
-        int rc = 0;
-        if (nev > 0 || pos > 0)
-            rc = store_run_add_events(e->st, r->id, evs, nev, r->offset + (int64_t)pos, &err);
-        for (size_t i = 0; i < nev; i++) {
-            agent_event_clear(&parsed[i]);
-            free(raws[i]);
-        }
-        if (rc < 0) {
-            log_error("run events not stored run=%s err=\"%s\"", r->id, err.msg);
-            break;
-        }
-        if (agent_session[0])
-            store_session_update(e->st, r->session_id, agent_session, NULL, time_now_ms(), &err);
-        r->offset += (int64_t)pos;
-        r->steps += steps;
-        if (did[0])
-            snprintf(activity, sizeof(activity), "%s", did);
-        shown = shown || told;
-        if (pos == 0)
-            break;
-    }
-    free(buf);
-    bool moved = strcmp(r->ph_name, "agent") == 0 && (activity[0] || r->steps != r->ph_steps) &&
-                 set_phase(r, "agent", "%s", activity[0] ? activity : r->ph_detail);
-    if (shown && !moved)
-        notify_progress(e, r->id);
-}
-
-/* --- the agent's end --- */
-
-static void run_path(const struct run *r, const char *name, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/%s", r->dir, name);
-}
-
-/* The agent's end as the sandbox's init recorded it in the run's status file once it had reaped
- * the agent and copied the rest of its output: 1 when it is there (r->exited and the exit status
- * set), 0 when not yet, a negative errno when there is no such file (a run started by an earlier
- * version, which has only its process to go by). */
-static int read_exit(struct run *r)
-{
-    if (r->exited)
-        return 1;
-    char path[PATH_MAX + 16], text[64];
-    run_path(r, "status", path, sizeof(path));
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, text, sizeof(text));
-    int ws;
-    if (n <= 0 || sandbox_spawn_status(text, (size_t)n, &ws) <= 0)
-        return 0;
-    r->exited = true;
-    r->exit_signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
-    r->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + r->exit_signal;
-    return 1;
-}
-
-/* Has the agent ended? Its process being gone says nothing yet (the init may still be copying
- * its last output); the init being gone, and the sandbox with it, does. */
-static bool agent_ended(struct run *r)
-{
-    int rc = read_exit(r);
-    if (rc > 0)
-        return true;
-    if (rc < 0)
-        return !sandbox_pid_alive(r->sbx, r->agent_pid);
-    return !sandbox_pid_alive(r->sbx, 1);
-}
-
-/* The event file reached its cap, so the init drops what the agent writes next: what the run
- * did can no longer be told, and it fails. An agent still running is stopped; the run ends once
- * its end is recorded. */
-static void check_output(struct run *r)
-{
-    char path[PATH_MAX + 16];
-    struct stat st;
-    uint64_t max = r->e->cfg.events_max_bytes;
-    run_path(r, "events.jsonl", path, sizeof(path));
-    if (r->fail[0] || stat(path, &st) < 0 || (uint64_t)st.st_size < max)
-        return;
-    snprintf(r->fail, sizeof(r->fail),
-             "the agent's output exceeded %llu bytes (RUNS_EVENTS_MAX_BYTES)",
-             (unsigned long long)max);
-    log_info("run output over its cap run=%s max=%llu", r->id, (unsigned long long)max);
-    if (!r->exited && r->sbx)
-        sandbox_kill_group(r->sbx, r->agent_pid);
-}
-
-static void on_inotify(h2o_socket_t *sock, const char *errstr)
-{
-    struct runs *e = sock->data;
-    h2o_buffer_consume(&sock->input, sock->input->size);
-    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    while (read(e->inotify_fd, buf, sizeof(buf)) > 0)
-        ;
-    for (struct run *r = e->runs, *next; r; r = next) {
-        next = r->next;
-        if (r->phase == PH_AGENT) {
-            run_ingest(r);
-            if (read_exit(r) > 0)
-                run_finish(r);
-        }
-    }
-}
-
-/* --- starting the agent --- */
-
-/* Ingest whenever the init writes to the agent's event file, and end the run when it writes
- * the agent's status. */
-static void watch_events(struct run *r)
-{
-    char path[PATH_MAX + 16];
-    run_path(r, "events.jsonl", path, sizeof(path));
-    r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
-    run_path(r, "status", path, sizeof(path));
-    r->wd_status = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
-}
-
-static int open_file(struct run *r, const char *name, int flags, struct err *err)
+int run_open_file(struct run *r, const char *name, int flags, struct err *err)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/%s", r->dir, name);
@@ -1022,725 +230,6 @@ static int open_file(struct run *r, const char *name, int flags, struct err *err
     if (fd < 0)
         return err_set(err, -errno, "cannot open '%s': %s", path, strerror(errno));
     return fd;
-}
-
-/* The task as a sealed memory file: the agent's stdin, read from the start, and no file of the
- * host. */
-static int task_memfd(struct run *r, struct err *err)
-{
-    _cleanup_close_ int fd = memfd_create("task", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return err_set(err, -errno, "memfd_create: %s", strerror(errno));
-    size_t len = strlen(r->task);
-    for (size_t off = 0; off < len;) {
-        ssize_t n = write(fd, r->task + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
-        off += (size_t)n;
-    }
-    if (lseek(fd, 0, SEEK_SET) < 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
-        return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
-    return TAKE_FD(fd);
-}
-
-struct conversation_dir {
-    int64_t before;    /* the run starting now */
-    char workdir[512]; /* "" until found */
-};
-
-static void on_session_run(const struct store_run *row, void *ctx)
-{
-    struct conversation_dir *d = ctx;
-    if (!d->workdir[0] && row->n < d->before && row->workdir[0] && row->event_count > 0)
-        snprintf(d->workdir, sizeof(d->workdir), "%s", row->workdir);
-}
-
-/* Whether r works where its session's conversation was held (its newest earlier run that the
- * agent spoke in): OpenCode keeps a conversation with the directory it began in, and asked to
- * continue it in another one it hangs without a word. True when that is not known. */
-static bool conversation_here(struct run *r)
-{
-    struct conversation_dir d = {.before = r->n};
-    struct store_run_list_opts o = {
-        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
-    struct err err = {0};
-    bool more;
-    if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0 || !d.workdir[0])
-        return true;
-    return strcmp(d.workdir, r->workdir) == 0;
-}
-
-/* The LLM providers a run's token grants and its agent is pointed at: every one with a key, the
- * model's own first, as many as a token holds beside github (when git). Fills out and services
- * (their names and github, comma-separated); returns how many. */
-static size_t run_llms(const struct run *r, bool git, struct proxy_llm out[PROXY_SERVICES_MAX],
-                       char *services, size_t cap)
-{
-    const struct runs_config *c = &r->e->cfg;
-    size_t n = 0, plen = strcspn(r->model, "/"), len = 0;
-    services[0] = '\0';
-    for (int own = 1; own >= 0; own--)
-        for (size_t i = 0; i < c->nllms && n + git < PROXY_SERVICES_MAX; i++) {
-            const struct proxy_llm *p = &c->llms[i];
-            bool mine = strlen(p->name) == plen && memcmp(p->name, r->model, plen) == 0;
-            if (p->has_key && mine == own) {
-                out[n++] = *p;
-                len +=
-                    (size_t)snprintf(services + len, cap - len, "%s%s", n > 1 ? "," : "", p->name);
-            }
-        }
-    if (git)
-        snprintf(services + len, cap - len, "%sgithub", n ? "," : "");
-    return n;
-}
-
-/* What r's agent's token grants, into r->grant_services and r->grant_git: git through the proxy
- * only for the run's own repository, when a credential serves it (pushes to the session's branch
- * only, when the run delivers). Fills llms (may be NULL); returns how many. */
-static size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
-{
-    struct proxy_llm none[PROXY_SERVICES_MAX];
-    char *cred = github_credential(r->e, r->user_id, r->github_repo);
-    r->grant_git = cred != NULL;
-    wipe_free(cred);
-    return run_llms(r, r->grant_git, llms ? llms : none, r->grant_services,
-                    sizeof(r->grant_services));
-}
-
-static void start_agent(struct run *r)
-{
-    struct runs *e = r->e;
-    struct err err = {0};
-    if (!r->adapter) {
-        run_fail(r, "agent '%s' is not available on this server", r->agent);
-        return;
-    }
-    if (!e->opencode_bin) {
-        run_fail(r, "the OpenCode agent is not installed on this server (set OPENCODE_BIN)");
-        return;
-    }
-    struct store_session ses = {0};
-    store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
-    if (ses.agent_session[0] && !conversation_here(r)) {
-        log_info("run starts a new conversation run=%s session=%s workdir=%s", r->id, r->session_id,
-                 r->workdir);
-        ses.agent_session[0] = '\0';
-    }
-    char *token = NULL, jti[64];
-    int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
-    /* Warm: the session's OpenCode server is kept in the sandbox between runs, so its token is
-     * the sandbox's: honored only while one of the sandbox's runs is running, and then granting
-     * what that run's own token would (runs_sandbox_run). */
-    bool warm = e->cfg.agent_warm_s > 0;
-    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, &err) < 0) {
-        run_fail(r, "%s", err.msg); /* the configuration changed since run_task */
-        return;
-    }
-    struct proxy_llm llms[PROXY_SERVICES_MAX];
-    size_t nllms = run_grant(r, llms);
-    bool git = r->grant_git;
-    struct proxy_grant g = {
-        .user_id = r->user_id,
-        .services = r->grant_services,
-        .run_id = warm ? NULL : r->id,
-        .session_id = r->session_id,
-        .sandbox_id = sandbox_id(r->sbx),
-        .repo = git && !warm ? r->github_repo : NULL,
-        .branch = delivering(r) ? r->work_branch : NULL,
-        .ttl_seconds = warm ? (int64_t)(e->cfg.timeout_max_ms / 1000) + WARM_TOKEN_SPARE_S : ttl,
-        .warm = warm};
-    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, &err) < 0) {
-        run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
-        return;
-    }
-    char program[PATH_MAX];
-    const char *slash = strrchr(e->opencode_bin, '/');
-    snprintf(program, sizeof(program), AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
-    struct agent_launch l = {.model = r->model,
-                             .session = ses.agent_session,
-                             .proxy_token = token,
-                             .proxy_url = PROXY_URL,
-                             .program = program,
-                             .providers = llms,
-                             .nproviders = nllms,
-                             .warm_port = warm ? AGENT_SERVE_PORT : NULL,
-                             .warm_idle_s = e->cfg.agent_warm_s};
-    r->adapter->launch(&l);
-    free(token);
-    /* The wrapper seeds OpenCode's config directory (so it installs no plugin) and becomes the
-     * agent, whose exit status the init records. Only builtins run once it is seeded: a later
-     * run of the session starts no process before the agent. */
-    size_t argc = 0;
-    while (l.argv[argc])
-        argc++;
-    const char **argv = xcalloc(argc + 5, sizeof(char *));
-    if (warm) { /* the bridge's keeper seeds the directory itself */
-        for (size_t i = 0; i < argc; i++)
-            argv[i] = l.argv[i];
-        goto spawn;
-    }
-    argv[0] = "/bin/sh";
-    argv[1] = "-c";
-    argv[2] = "c=\"$HOME/.config/opencode\"; "
-              "[ -d \"$c/node_modules\" ] || mkdir -p \"$c/node_modules\" 2>/dev/null; "
-              "p='{\"dependencies\":{\"@opencode-ai/plugin\":\"*\"}}'; "
-              "[ -e \"$c/package.json\" ] || printf '%s\\n' \"$p\" > \"$c/package.json\"; "
-              "[ -e \"$c/package-lock.json\" ] || printf '{\"packages\":{\"\":%s}}\\n' \"$p\" "
-              "> \"$c/package-lock.json\"; "
-              "exec \"$@\"";
-    argv[3] = "agent";
-    for (size_t i = 0; i < argc; i++)
-        argv[4 + i] = l.argv[i];
-spawn:;
-    int fds[4] = {task_memfd(r, &err),
-                  open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
-                  open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
-                  open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
-    int pid = 0, rc = -EIO;
-    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
-        struct sandbox_spawn_opts so = {.argv = argv,
-                                        .cwd = r->workdir,
-                                        .env = (const char *const *)l.env,
-                                        .stdin_fd = fds[0],
-                                        .out_fd = fds[1],
-                                        .err_fd = fds[2],
-                                        .out_max = e->cfg.events_max_bytes,
-                                        .err_max = e->cfg.agent_log_max_bytes,
-                                        .status_fd = fds[3]};
-        rc = sandbox_spawn(r->sbx, &so, &pid, &err);
-    }
-    for (int i = 0; i < 4; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(argv);
-    agent_launch_release(&l);
-    if (rc < 0) {
-        run_fail(r, "cannot start the agent: %s", err.msg);
-        return;
-    }
-    r->agent_pid = pid;
-    if (store_run_set_started(e->st, r->id, r->workdir, r->branch, r->base, pid, &err) < 0)
-        log_error("run start not stored run=%s err=\"%s\"", r->id, err.msg);
-    watch_events(r);
-    r->phase = PH_AGENT;
-    set_phase(r, "agent", "starting the agent");
-    log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s warm=%s", r->id,
-             sandbox_id(r->sbx), pid, r->agent, r->model, warm ? "yes" : "no");
-    run_ingest(r);
-}
-
-/* The end of a preparation command in the sandbox: false when the run is over instead (it was
- * cancelled or timed out meanwhile, or the command could not run). */
-static bool prepared(struct run *r, const struct err *err)
-{
-    r->ex = NULL;
-    if (r->phase == PH_FINISHING) {
-        r->phase = PH_PREPARE;
-        run_finish(r);
-        return false;
-    }
-    if (err) {
-        run_fail(r, "cannot prepare the workspace: %s", err->msg);
-        return false;
-    }
-    return true;
-}
-
-/* Output of the preparation: "<branch>\n<HEAD sha>\n" ("-" for the sha in a repository without
- * commits), then "made" or "empty" when the run made the session's branch */
-static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
-{
-    struct run *r = ctx;
-    bool probing = r->probing;
-    r->probing = false;
-    if (!prepared(r, err))
-        return;
-    if (probing && res->exit_code == 0 && strcmp(res->out, "absent\n") == 0) {
-        clone_repository(r);
-        return;
-    }
-    if (res->exit_code != 0) {
-        const char *msg = res->err_len ? res->err : res->out;
-        size_t n = strlen(msg);
-        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-            n--;
-        run_fail(r, "cannot prepare the workspace: %.*s", (int)(n > 400 ? 400 : n), msg);
-        return;
-    }
-    if (r->repository) {
-        char sha[64] = "", branch[256] = "", made[16] = "";
-        sscanf(res->out, "%255s %63s %15s", branch, sha, made);
-        snprintf(r->base, sizeof(r->base), "%s", strcmp(sha, "-") == 0 ? "" : sha);
-        snprintf(r->branch, sizeof(r->branch), "%s", branch);
-        if (strcmp(made, "made") == 0 || strcmp(made, "empty") == 0) {
-            /* the session's branch, made from the one checked out: its pull request's base; in
-             * an empty repository, the branch checked out, with no base (its push creates it) */
-            struct err e2 = {0};
-            if (strcmp(made, "empty") == 0)
-                snprintf(r->work_branch, sizeof(r->work_branch), "%s", branch);
-            snprintf(r->base_branch, sizeof(r->base_branch), "%s",
-                     strcmp(made, "made") == 0 ? branch : "");
-            if (store_session_set_branch(r->e->st, r->session_id, r->work_branch, r->base_branch,
-                                         &e2) < 0)
-                log_error("session branch not recorded run=%s err=\"%s\"", r->id, e2.msg);
-        } else if (delivering(r) && r->base_branch[0]) {
-            snprintf(r->branch, sizeof(r->branch), "%s", r->base_branch);
-        }
-        /* the session's repository is the one its workspace holds: a later run without one
-         * works there */
-        struct err serr = {0};
-        if (store_session_update(r->e->st, r->session_id, NULL, r->repository, time_now_ms(),
-                                 &serr) < 0)
-            log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
-    }
-    r->prepared = true;
-    start_agent(r);
-}
-
-/* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
- * existing one, and print the branch and the starting commit (none in a repository without
- * commits). Without a clone to unpack, it first looks for the repository in the workspace (a
- * later run of the session) and prints only "absent" when it is not there, so that a run whose
- * repository is already in place gets ready in one command. The archive holds the git directory as
- * .GIT, a name git never checks out, and it becomes .git only once all is unpacked: a workspace
- * with .git is whole, and an unpack that stopped half-way is made afresh by the session's next run
- * instead of failing it again. */
-static void prepare_workspace(struct run *r, bool unpack)
-{
-    r->phase = PH_PREPARE;
-    set_phase(r, "preparing", "%s",
-              unpack ? "unpacking the repository into the workspace" : "preparing the workspace");
-    struct buf cmd;
-    buf_init(&cmd, 0);
-    buf_puts(&cmd, "set -e; d=");
-    sh_quote(&cmd, r->workdir);
-    if (unpack)
-        buf_puts(&cmd, "; mkdir -p \"$d\"; rm -rf \"$d/.GIT\" \"$d/.git\"; "
-                       "tar -x --no-same-owner -C \"$d\" -f -; mv \"$d/.GIT\" \"$d/.git\"");
-    if (r->repository) {
-        r->probing = !unpack;
-        if (r->probing)
-            buf_puts(&cmd, "; if ! [ -d \"$d/.git\" ]; then echo absent; exit 0; fi");
-        buf_puts(&cmd, "; cd \"$d\"");
-        bool work = delivering(r), made = work && r->new_work_branch;
-        const char *branch = work && !made                 ? r->work_branch /* an earlier run's */
-                             : !unpack && r->branch_req[0] ? r->branch_req
-                                                           : NULL;
-        if (branch) {
-            /* in a repository without any commit yet, the branch is born with the first */
-            buf_puts(&cmd, "; b=");
-            sh_quote(&cmd, branch);
-            buf_puts(&cmd,
-                     "; if [ -n \"$(git for-each-ref --count=1)\" ]; then "
-                     "git checkout -q \"$b\" --; else git symbolic-ref HEAD \"refs/heads/$b\"; fi");
-        }
-        buf_puts(&cmd, "; ");
-        buf_puts(&cmd, repo_head_script);
-        if (made) {
-            /* the session's branch, made from what is checked out; in a repository without
-             * commits it is the branch checked out, which the first push creates */
-            buf_puts(&cmd, "; if git rev-parse -q --verify HEAD >/dev/null; then "
-                           "git checkout -q -b ");
-            sh_quote(&cmd, r->work_branch);
-            buf_puts(&cmd, "; echo made; else echo empty; fi");
-        }
-    } else {
-        buf_puts(&cmd, "; mkdir -p \"$d\"");
-    }
-    struct err err = {0};
-    _cleanup_close_ int tar = unpack ? open_file(r, "repo.tar", O_RDONLY, &err) : -1;
-    if (unpack && tar < 0) {
-        buf_release(&cmd);
-        run_fail(r, "%s", err.msg);
-        return;
-    }
-    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", NULL};
-    struct sandbox_exec_opts o = {
-        .command = cmd.data, .env = env, .stdin_fd = tar, .timeout_ms = 600000};
-    r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_prepared, r, &err);
-    buf_release(&cmd);
-    if (!r->ex) {
-        r->probing = false;
-        run_fail(r, "cannot prepare the workspace: %s", err.msg);
-    }
-}
-
-/* What went wrong in a clone, in a few words of our own: git's output carries what the remote
- * answered, which may be an internal service's words and must not reach the user. */
-static const char *clone_reason(const char *out)
-{
-    static const struct {
-        const char *needle, *reason;
-    } known[] = {
-        {"Repository not found", "the repository does not exist, or it is private"},
-        {"does not appear to be a git repository", "there is no git repository at that address"},
-        {"does not exist", "the repository does not exist"},
-        {"returned error: 404", "the repository does not exist, or it is private"},
-        {"returned error: 30", "the server answered with a redirect, which is not followed"},
-        {"redirect", "the server answered with a redirect, which is not followed"},
-        {"Authentication failed", "authentication failed"},
-        {"could not read Username", "the repository needs credentials this server does not have"},
-        {"returned error: 401", "the repository needs credentials this server does not have"},
-        {"returned error: 403", "access to the repository was refused"},
-        {"SSL", "the server's TLS certificate could not be verified"},
-        {"certificate", "the server's TLS certificate could not be verified"},
-        {"Could not resolve host", "the host name could not be resolved"},
-        {"Connection refused", "the connection was refused"},
-        {"timed out", "the connection timed out"},
-        {"Failed to connect", "cannot connect to the server"},
-        {"Couldn't connect", "cannot connect to the server"},
-        {"returned error: 5", "the server failed"},
-        {"not valid: is this a git repository", "there is no git repository at that address"},
-        {"unable to access", "cannot reach the repository"},
-        {"remote error", "the server refused to serve the repository"},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-        if (strstr(out, known[i].needle))
-            return known[i].reason;
-    return "git failed";
-}
-
-/* The clone's HEAD names a branch it does not have, and it has several: fail, naming some of
- * them. out ends with what the clone script printed: "smcp-branches <n>\n" and up to ten
- * names, one a line. */
-static void fail_branches(struct run *r, char *out)
-{
-    char *at = NULL;
-    for (char *p = out; (p = strstr(p, "smcp-branches ")); p++)
-        if (p == out || p[-1] == '\n')
-            at = p;
-    unsigned long total = at ? strtoul(at + 14, NULL, 10) : 0;
-    char *list = at ? strchr(at, '\n') : NULL, *save = NULL;
-    struct buf names;
-    buf_init(&names, 0);
-    unsigned shown = 0;
-    for (char *line = list ? strtok_r(list, "\n", &save) : NULL; line && shown < 10;
-         line = strtok_r(NULL, "\n", &save)) {
-        if (!repo_branch_valid(line) || names.len + strlen(line) > 300)
-            break;
-        buf_printf(&names, "%s'%s'", shown ? ", " : "", line);
-        shown++;
-    }
-    if (shown == 0)
-        run_fail(r,
-                 "cannot clone '%s': the branch its HEAD names does not exist; pass the branch to "
-                 "work on as branch",
-                 r->repository);
-    else if (total > shown)
-        run_fail(r,
-                 "cannot clone '%s': the branch its HEAD names does not exist; pass one of its %lu "
-                 "branches as branch: %s and %lu more",
-                 r->repository, total, names.data, total - shown);
-    else
-        run_fail(r,
-                 "cannot clone '%s': the branch its HEAD names does not exist; pass one of its "
-                 "branches as branch: %s",
-                 r->repository, names.data);
-    buf_release(&names);
-}
-
-static void on_cloned(struct proc_watch *w, int status)
-{
-    struct run *r = container_of(w, struct run, clone);
-    r->clone_active = false;
-    _cleanup_free_ char *out = w->data;
-    w->data = NULL;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
-        log_info("run clone has no branch at HEAD run=%s", r->id);
-        fail_branches(r, out ? out : (char *)"");
-        return;
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
-        run_fail(r, "cannot clone '%s': branch '%s' does not exist in the repository",
-                 r->repository, r->branch_req);
-        return;
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        char *msg = out ? out : (char *)"";
-        size_t n = strlen(msg);
-        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-            msg[--n] = '\0';
-        char *last = msg;
-        for (char *p = msg; *p; p++)
-            if (*p == '\n' && p[1])
-                last = p + 1;
-        /* git's own words go to the operator's log only */
-        for (char *p = last; *p; p++)
-            if (*p == '"' || (unsigned char)*p < ' ')
-                *p = '\'';
-        log_warn("run clone failed run=%s git=\"%.300s\"", r->id, last);
-        run_fail(r, "cannot clone '%s': %s", r->repository, clone_reason(msg));
-        return;
-    }
-    prepare_workspace(r, true);
-}
-
-/* Host-side clone with git. addrs (n of them, checked) pin the host's name so that git connects
- * to nothing else; http is allowed when the operator's list allowed the host. */
-static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_addrs, bool http)
-{
-    struct runs *e = r->e;
-    r->phase = PH_CLONE;
-    int pipefd[2];
-    if (pipe2(pipefd, O_CLOEXEC) < 0) {
-        run_fail(r, "pipe: %s", strerror(errno));
-        return;
-    }
-    /* The URL and paths go in the environment; the credential, for the operator's GitHub
-     * repositories only, as a git configuration entry from the environment: neither is ever in
-     * an argument list.
-     * What to check out is decided once everything is fetched: the requested branch (or tag);
-     * else the remote's HEAD; else, when HEAD names a branch the remote does not have, its only
-     * branch, and with several, exit 3 listing them; a repository without commits keeps HEAD
-     * unborn, named as the remote's (or the requested branch, or init.defaultBranch). A
-     * requested branch that is not there: exit 4. The git directory is packed as .GIT (see
-     * prepare_workspace). */
-    static const char script[] =
-        "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; "
-        "git clone --quiet --no-checkout --no-hardlinks --template= -- \"$SMCP_URL\" "
-        "\"$SMCP_DEST\" >&2; "
-        "cd \"$SMCP_DEST\"; b=$SMCP_BRANCH; h=$(git symbolic-ref -q --short HEAD || :); "
-        "all=$(git for-each-ref --format='%(refname:lstrip=3)' refs/remotes/origin/ | "
-        "grep -vx HEAD || :); "
-        "if [ -z \"$b\" ] && ! git rev-parse -q --verify HEAD >/dev/null; then "
-        "  n=$(printf '%s' \"$all\" | grep -c '' || :); "
-        "  if [ \"$n\" -gt 1 ]; then "
-        "    printf 'smcp-branches %s\\n' \"$n\"; printf '%s\\n' \"$all\" | head -n 10; exit 3; "
-        "  fi; "
-        "  b=$all; "
-        "fi; "
-        "if [ -z \"$b\" ]; then "
-        "  if git rev-parse -q --verify HEAD >/dev/null; then git checkout -q; fi; "
-        "elif git rev-parse -q --verify \"refs/remotes/origin/$b\" >/dev/null; then "
-        "  git checkout -q -B \"$b\" --track \"refs/remotes/origin/$b\" --; "
-        "elif git rev-parse -q --verify \"refs/tags/$b\" >/dev/null; then "
-        "  git checkout -q --detach \"refs/tags/$b^{commit}\" --; "
-        "elif [ -z \"$all\" ]; then "
-        "  git symbolic-ref HEAD \"refs/heads/$b\"; "
-        "else exit 4; fi; "
-        "if [ -n \"$b\" ] && [ \"$h\" != \"$b\" ] && "
-        "git rev-parse -q --verify \"refs/heads/$h\" >/dev/null; then git branch -q -D \"$h\"; fi; "
-        "mv .git .GIT; tar -cf \"$SMCP_TAR\" .";
-    char *env[24];
-    size_t n = 0, ncfg = 0;
-    env[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
-    env[n++] = xasprintf("HOME=%s", r->dir);
-    env[n++] = xstrdup("LANG=C.UTF-8");
-    env[n++] = xstrdup("GIT_TERMINAL_PROMPT=0");
-    env[n++] = xstrdup("GIT_CONFIG_NOSYSTEM=1");
-    env[n++] = xstrdup("GIT_CONFIG_GLOBAL=/dev/null");
-    env[n++] = xstrdup(r->ref.local ? "GIT_ALLOW_PROTOCOL=file"
-                       : http       ? "GIT_ALLOW_PROTOCOL=https:http"
-                                    : "GIT_ALLOW_PROTOCOL=https");
-    env[n++] = xasprintf("SMCP_URL=%s", r->repository);
-    env[n++] = xasprintf("SMCP_DEST=%s/src", r->dir);
-    env[n++] = xasprintf("SMCP_TAR=%s/repo.tar", r->dir);
-    env[n++] = xasprintf("SMCP_BRANCH=%s", r->branch_req);
-    env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.followRedirects", ncfg);
-    env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=false", ncfg++);
-    /* HEAD of an empty clone when the remote does not say what its HEAD names */
-    env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=init.defaultBranch", ncfg);
-    env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=main", ncfg++);
-    struct egress_addr literal;
-    if (n_addrs > 0 && egress_addr_parse(r->ref.host, &literal) < 0) {
-        struct buf pin;
-        buf_init(&pin, 0);
-        buf_printf(&pin, "GIT_CONFIG_VALUE_%zu=%s:%u:", ncfg, r->ref.host, (unsigned)r->ref.port);
-        for (int i = 0; i < n_addrs; i++) {
-            char text[EGRESS_ADDR_TEXT_MAX];
-            egress_addr_format(&addrs[i], text);
-            bool v4 = egress_addr_is_v4(&addrs[i]);
-            buf_printf(&pin, "%s%s%s%s", i ? "," : "", v4 ? "" : "[", text, v4 ? "" : "]");
-        }
-        env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.curloptResolve", ncfg++);
-        env[n++] = xstrdup(pin.data);
-        buf_release(&pin);
-    }
-    char *token = github_credential(e, r->user_id, r->github_repo);
-    if (token) {
-        char *cred = xasprintf("x-access-token:%s", token);
-        wipe_free(token);
-        char *b64 = xmalloc(strlen(cred) * 2 + 8);
-        base64_encode(cred, strlen(cred), b64);
-        env[n++] = xasprintf("GIT_CONFIG_KEY_%zu=http.%s/.extraheader", ncfg, e->github_base);
-        env[n++] = xasprintf("GIT_CONFIG_VALUE_%zu=Authorization: Basic %s", ncfg++, b64);
-        explicit_bzero(cred, strlen(cred));
-        free(cred);
-        free(b64);
-    }
-    env[n++] = xasprintf("GIT_CONFIG_COUNT=%zu", ncfg);
-    env[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)script, NULL};
-    pid_t pid;
-    int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    for (size_t i = 0; i < n; i++) {
-        explicit_bzero(env[i], strlen(env[i]));
-        free(env[i]);
-    }
-    close(pipefd[1]);
-    if (rc != 0) {
-        close(pipefd[0]);
-        run_fail(r, "cannot run git: %s", strerror(rc));
-        return;
-    }
-    r->clone_active = true;
-    proc_watch_start(&r->clone, pid, pipefd[0], CLONE_OUTPUT_MAX, on_cloned);
-}
-
-/* Every address the repository's host resolved to must pass the egress policy. */
-static void on_resolved(void *ctx, const struct egress_addr *addrs, int n, const struct err *err)
-{
-    struct run *r = ctx;
-    r->lookup = NULL;
-    if (err) {
-        run_fail(r, "cannot clone '%s': %s", r->repository, err->msg);
-        return;
-    }
-    struct err e2 = {0};
-    bool by_rule;
-    if (egress_check(&r->e->fetch_rules, r->ref.host, addrs, n, r->ref.port, &by_rule, &e2) < 0) {
-        run_fail(r, "cannot clone '%s': %s", r->repository, e2.msg);
-        return;
-    }
-    if (r->ref.http && !by_rule) {
-        run_fail(r,
-                 "cannot clone '%s': http:// is fetched only from hosts the operator allows with "
-                 "FETCH_ALLOW; use https://",
-                 r->repository);
-        return;
-    }
-    spawn_clone(r, addrs, n, r->ref.http);
-}
-
-static void clone_repository(struct run *r)
-{
-    r->phase = PH_CLONE;
-    set_phase(r, "cloning", "cloning %s", r->repository);
-    if (r->ref.local) {
-        spawn_clone(r, NULL, 0, false);
-        return;
-    }
-    struct err err = {0};
-    r->lookup = egress_resolve_for(r->ref.host, r->user_id, on_resolved, r, &err);
-    if (!r->lookup)
-        run_fail(r, "cannot clone '%s': %s", r->repository, err.msg);
-}
-
-static void on_start(struct loop_timer *t)
-{
-    struct run *r = container_of(t, struct run, start);
-    r->start_armed = false;
-    start_agent(r);
-}
-
-static void on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
-{
-    struct run *r = ctx;
-    r->sw = NULL;
-    if (!sbx) {
-        if (err->code == -EBUSY && !r->cancelled && !r->timed_out) {
-            /* at capacity: stay queued and try again in a while */
-            r->phase = PH_QUEUED;
-            set_phase(r, "preparing", "waiting for a sandbox: the server is at capacity");
-            r->retry_at = time_mono_ms() + 2000;
-            return;
-        }
-        run_fail(r, "cannot start the session's sandbox: %s", err->msg);
-        return;
-    }
-    r->sbx = sbx;
-    if (r->cancelled || r->timed_out) {
-        run_finish(r);
-        return;
-    }
-    if (r->phase == PH_AGENT) { /* adopted: is the agent still there? */
-        if (agent_ended(r)) {
-            r->adopted_dead = !r->exited;
-            run_finish(r);
-            return;
-        }
-        watch_events(r);
-        run_grant(r, NULL); /* for a warm agent's token, which stands for this run */
-        log_info("run adopted run=%s sbx=%s pid=%d offset=%lld", r->id, sandbox_id(sbx),
-                 r->agent_pid, (long long)r->offset);
-        run_ingest(r);
-        if (read_exit(r) > 0)
-            run_finish(r);
-        return;
-    }
-    log_info("run sandbox ready run=%s sbx=%s", r->id, sandbox_id(sbx));
-    if (!r->repository) {
-        /* /workspace is a mount point of every sandbox: nothing to prepare. A running sandbox
-         * is handed over within run_task's call: the agent starts on the loop's next turn, so
-         * that the reply does not wait for it. */
-        snprintf(r->workdir, sizeof(r->workdir), "/workspace");
-        r->phase = PH_PREPARE;
-        r->prepared = true;
-        r->start_armed = true;
-        loop_timer_start(&r->start, 0, on_start);
-        return;
-    }
-    /* the repository is cloned only when the workspace does not hold it already */
-    snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->ref.name);
-    prepare_workspace(r, false);
-}
-
-/* A run interrupted while preparing: its sandbox is acquired only to be released properly. */
-static void on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err)
-{
-    struct run *r = ctx;
-    r->sw = NULL;
-    r->sbx = sbx;
-    r->phase = PH_PREPARE;
-    run_finish(r);
-}
-
-/* Acquire r's sandbox. The callback may run, and end r, before sandbox_acquire() returns:
- * r is touched after it only when the wait goes on. */
-static void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, sandbox_ready_fn cb)
-{
-    struct sandbox_waiter *w = sandbox_acquire(r->e->mgr, o, cb, r);
-    if (w)
-        r->sw = w;
-}
-
-/* A delivering run's branch: the session's, made by an earlier run, or the one this run makes.
- * Looked at again when the run starts: a run queued behind the session's first finds the branch
- * that one made. */
-static void load_work_branch(struct run *r)
-{
-    if (r->pr == PR_NONE || !r->github_repo[0])
-        return;
-    struct store_session ses = {0};
-    struct err err = {0};
-    store_session_get(r->e->st, NULL, r->session_id, &ses, &err);
-    r->new_work_branch = !ses.work_branch[0];
-    if (ses.work_branch[0]) {
-        snprintf(r->work_branch, sizeof(r->work_branch), "%s", ses.work_branch);
-        snprintf(r->base_branch, sizeof(r->base_branch), "%s", ses.base_branch);
-    } else {
-        r->base_branch[0] = '\0';
-        deliver_branch_name(r->session_id, r->title && *r->title ? r->title : r->task,
-                            r->work_branch);
-    }
 }
 
 /* Start queued run r: false when it cannot start after all (its user reached the limit through
@@ -1759,8 +248,8 @@ static bool run_begin(struct run *r)
         if (rc < 0) {
             log_info("run not started run=%s err=\"%s\"", r->id, err.msg);
             if (rc == -EALREADY) { /* ended through another node while it waited here */
-                unlink_run(r);
-                notify_waiters(e, r->id);
+                run_unlink(r);
+                runs_notify_waiters(e, r->id);
                 run_free(r);
             } else {
                 r->retry_at = time_mono_ms() + TICK_MS;
@@ -1771,12 +260,12 @@ static bool run_begin(struct run *r)
         r->deadline = time_mono_ms() + (int64_t)r->timeout_ms;
     }
     r->phase = PH_ACQUIRE;
-    load_work_branch(r);
-    set_phase(r, "preparing", "preparing the sandbox"); /* its start was the transition */
+    run_load_work_branch(r);
+    run_set_phase(r, "preparing", "preparing the sandbox"); /* its start was the transition */
     r->began = true;
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
-    run_acquire(r, &o, on_sandbox);
+    run_acquire(r, &o, run_on_sandbox);
     return true;
 }
 
@@ -1789,7 +278,7 @@ static bool session_busy(struct runs *e, const struct run *r)
 }
 
 /* Runs of user_id past queued (phase != PH_QUEUED), and waiting. */
-static void user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued)
+void runs_user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued)
 {
     *active = *queued = 0;
     for (struct run *o = e->runs; o; o = o->next)
@@ -1801,7 +290,7 @@ static void user_runs(struct runs *e, const char *user_id, unsigned *active, uns
  * under their own limit (so one user's queue does not hold the others' back). Starting one can
  * end runs (and free them) before run_begin() returns, and can come back here: so pick afresh
  * after each start, and let a nested call only ask for another round. */
-static void run_schedule(struct runs *e)
+void runs_schedule(struct runs *e)
 {
     if (e->scheduling) {
         e->reschedule = true;
@@ -1818,7 +307,7 @@ static void run_schedule(struct runs *e)
                 active++;
             else if (!pick && r->retry_at <= now && !session_busy(e, r)) {
                 unsigned mine, waiting;
-                user_runs(e, r->user_id, &mine, &waiting);
+                runs_user_runs(e, r->user_id, &mine, &waiting);
                 if (mine < e->cfg.max_running_user)
                     pick = r;
             }
@@ -1873,7 +362,7 @@ static void on_expired_session(const struct store_session *ses, void *ctx)
 /* Whether run_id, which this node does not hold, is still queued or running. */
 static bool active_elsewhere(struct runs *e, const char *run_id)
 {
-    if (find_run(e, run_id))
+    if (runs_find(e, run_id))
         return true; /* taken up here since: its end tells its waiters */
     struct err err = {0};
     _cleanup_(store_run_release) struct store_run row = {0};
@@ -1899,8 +388,8 @@ static void on_tick(struct loop_timer *t)
         }
         if (r->phase == PH_AGENT) {
             run_ingest(r);
-            check_output(r);
-            if (agent_ended(r))
+            run_check_output(r);
+            if (run_agent_ended(r))
                 run_finish(r);
         }
     }
@@ -1915,7 +404,7 @@ static void on_tick(struct loop_timer *t)
         }
     }
     take_queued(e);
-    run_schedule(e);
+    runs_schedule(e);
     if (e->cfg.retention_ms && now >= e->next_retention) {
         /* often enough that a workspace outlives its retention by at most a quarter of it */
         uint64_t every = e->cfg.retention_ms / 4;
@@ -1932,7 +421,7 @@ static void on_tick(struct loop_timer *t)
 
 /* --- adoption at start --- */
 
-static struct run *run_alloc(struct runs *e, const struct store_run *row)
+struct run *run_alloc(struct runs *e, const struct store_run *row)
 {
     struct run *r = xcalloc(1, sizeof(*r));
     r->e = e;
@@ -1968,7 +457,7 @@ static struct run *run_alloc(struct runs *e, const struct store_run *row)
         repo_check(r->repository, true, &r->ref, &err);
         proxy_repo_of_url(e->github_base, r->repository, r->github_repo);
     }
-    load_work_branch(r);
+    run_load_work_branch(r);
     struct run **pp = &e->runs;
     while (*pp)
         pp = &(*pp)->next;
@@ -2007,7 +496,7 @@ static void adopt(const struct store_run *row, void *ctx)
 static void take_run(const struct store_run *row, void *ctx)
 {
     struct runs *e = ctx;
-    if (find_run(e, row->id))
+    if (runs_find(e, row->id))
         return;
     run_alloc(e, row);
     log_info("run taken up run=%s session=%s user=%s", row->id, row->session_id, row->user_id);
@@ -2076,6 +565,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg.github_base_url = e->github_base;
     e->cfg.github_repos = e->github_repos;
     e->cfg.view_key = e->view_key;
+    e->view = (struct runs_view){e->view_key, cfg->view_keylen, e->public_url, st};
     e->cfg.fetch_allow = NULL; /* parsed below; the text is not kept */
     e->st = st;
     e->mgr = mgr;
@@ -2100,7 +590,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     }
     e->inotify_sock = h2o_evloop_socket_create(loop_get(), e->inotify_fd, 0);
     e->inotify_sock->data = e;
-    h2o_socket_read_start(e->inotify_sock, on_inotify);
+    h2o_socket_read_start(e->inotify_sock, runs_on_inotify);
     int r = store_run_list_active(st, adopt, e, err);
     if (r < 0) {
         runs_free(e);
@@ -2117,12 +607,12 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         struct sandbox_acquire_opts o = {.user_id = x->user_id, .session_id = x->session_id};
         if (x->fail[0])
             x->phase = PH_ACQUIRE;
-        run_acquire(x, &o, x->fail[0] ? on_sandbox_failed : on_sandbox);
+        run_acquire(x, &o, x->fail[0] ? run_on_sandbox_failed : run_on_sandbox);
     }
     e->scheduling = false;
     loop_timer_start(&e->tick, TICK_MS, on_tick);
     take_queued(e);
-    run_schedule(e);
+    runs_schedule(e);
     *ret = e;
     return 0;
 }
@@ -2177,24 +667,6 @@ void runs_free(struct runs *e)
     free(e);
 }
 
-bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
-                      struct proxy_run_grant *out)
-{
-    const struct runs *e = ctx;
-    for (const struct run *r = e->runs; r; r = r->next)
-        if (r->phase == PH_AGENT && r->sbx && !r->exited && strcmp(r->user_id, user_id) == 0 &&
-            strcmp(sandbox_id(r->sbx), sandbox) == 0) {
-            bool git = r->grant_git;
-            snprintf(out->run, sizeof(out->run), "%s", r->id);
-            snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
-            snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
-            snprintf(out->branch, sizeof(out->branch), "%s",
-                     git && delivering(r) ? r->work_branch : "");
-            return true;
-        }
-    return false;
-}
-
 const char *runs_opencode_bin(const struct runs *e)
 {
     return e->opencode_bin;
@@ -2202,18 +674,42 @@ const char *runs_opencode_bin(const struct runs *e)
 
 void runs_web_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)
 {
-    char token[RUNS_VIEW_TOKEN_MAX];
-    struct err err = {0};
-    if (runs_view_token(e, session, id, token, &err) < 0) {
-        snprintf(out, cap, "%s", "");
-        return;
-    }
-    snprintf(out, cap, "%s/%s/%s?t=%s", e->public_url, session ? "sessions" : "runs", id, token);
+    view_url(&e->view, session, id, out, cap);
 }
 
-void runs_set_network(struct runs *e, struct runs_network *n)
+void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, char *out, size_t cap)
 {
-    e->network = n;
+    view_url_gen(&e->view, run_id, gen, out, cap);
+}
+
+void runs_page_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)
+{
+    view_page_url(&e->view, session, id, out, cap);
+}
+
+int runs_view_token(const struct runs *e, bool session, const char *id,
+                    char out[RUNS_VIEW_TOKEN_MAX], struct err *err)
+{
+    return view_token(&e->view, session, id, out, err);
+}
+
+bool runs_view_check(const struct runs *e, bool session, const char *id, const char *token)
+{
+    return view_check(&e->view, session, id, token);
+}
+
+static bool session_run(void *ctx, const char *session_id, char run_id[64], enum egress_mode *mode)
+{
+    return runs_session_run(ctx, session_id, run_id, mode);
+}
+
+void runs_network_set_runs(struct runs_network *n, struct runs *e)
+{
+    struct runs *old = runs_network_set_session(n, e ? session_run : NULL, e);
+    if (old)
+        old->network = NULL;
+    if (e)
+        e->network = n;
 }
 
 struct runs_network *runs_network_of(const struct runs *e)
@@ -2229,211 +725,6 @@ struct store *runs_store_of(const struct runs *e)
 const struct runs_config *runs_config_of(const struct runs *e)
 {
     return &e->cfg;
-}
-
-/* --- requests --- */
-
-static bool model_valid(const char *m)
-{
-    const char *slash = strchr(m, '/');
-    if (!slash || slash == m || !slash[1] || strlen(m) > 120)
-        return false;
-    for (const char *p = m; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("/._:-@", *p))
-            return false;
-    return true;
-}
-
-int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
-                struct err *err)
-{
-    const char *agent = s->agent && *s->agent ? s->agent : "opencode";
-    if (!agent_find(agent))
-        return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
-                       agent_names());
-    const char *model = s->model && *s->model ? s->model : e->default_model;
-    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, model, err) < 0)
-        return model == e->default_model
-                   ? err_wrap(err, "no model was given, so the server's default "
-                                   "(RUN_DEFAULT_MODEL) was tried")
-                   : -EINVAL;
-    if (!model_valid(model))
-        return err_set(err, -EINVAL,
-                       "model '%.120s' has characters a model name does not (letters, digits and "
-                       "/._:-@, at most 120 bytes)",
-                       model);
-    struct repo_ref ref;
-    if (s->repository && repo_check(s->repository, e->cfg.allow_local_repos, &ref, err) < 0)
-        return -EINVAL;
-    /* an address written out is checked now; a name when the run resolves it */
-    struct egress_addr literal;
-    bool by_rule;
-    if (s->repository && !ref.local && egress_addr_parse(ref.host, &literal) == 0) {
-        if (egress_check(&e->fetch_rules, ref.host, &literal, 1, ref.port, &by_rule, err) < 0) {
-            err_wrap(err, "cannot clone '%s'", s->repository);
-            return -EINVAL;
-        }
-        if (ref.http && !by_rule)
-            return err_set(err, -EINVAL,
-                           "cannot clone '%s': http:// is fetched only from hosts the operator "
-                           "allows with FETCH_ALLOW; use https://",
-                           s->repository);
-    }
-    if (s->branch && !repo_branch_valid(s->branch))
-        return err_set(err, -EINVAL, "branch '%s' is not a valid branch name", s->branch);
-    if (s->branch && !s->repository)
-        return err_set(err, -EINVAL, "branch needs a repository");
-    enum egress_mode bound = runs_network_bound(e->cfg.network, e->st, s->user_id), network = bound;
-    if (s->network) {
-        if (egress_mode_parse(s->network, &network) < 0)
-            return err_set(err, -EINVAL, "network '%s' is not one of none, allowlist, public",
-                           s->network);
-        if (egress_mode_narrow(network, bound) != network)
-            return err_set(err, -EINVAL,
-                           "network '%s' is wider than this server allows you ('%s'); ask for "
-                           "'%s' or less",
-                           s->network, egress_mode_name(bound), egress_mode_name(bound));
-    }
-    uint64_t timeout = s->timeout_ms ? s->timeout_ms : e->cfg.timeout_ms;
-    if (timeout > e->cfg.timeout_max_ms)
-        return err_set(err, -EINVAL, "timeout_minutes is at most %llu on this server",
-                       (unsigned long long)(e->cfg.timeout_max_ms / 60000));
-    unsigned mine, waiting;
-    user_runs(e, s->user_id, &mine, &waiting);
-    /* Shared by nodes: every node's runs count. A new session stays on this node when it has
-     * room for the run now; else it waits for a node with room to claim it. */
-    bool keep = true;
-    if (e->shared) {
-        int64_t running, queued;
-        int r = store_user_runs(e->st, s->user_id, &running, &queued, err);
-        if (r < 0)
-            return r;
-        waiting = (unsigned)queued;
-        unsigned held = 0;
-        for (const struct run *o = e->runs; o; o = o->next)
-            held++;
-        keep = held < e->cfg.max_running && running < (int64_t)e->cfg.max_running_user;
-    }
-    if (waiting >= e->cfg.max_queued_user)
-        return err_set(err, -EBUSY,
-                       "you have %u runs waiting to start, the most one user may have on this "
-                       "server; wait for some to start (list_runs) or cancel one (cancel_run)",
-                       waiting);
-    int64_t now = time_now_ms();
-    struct store_session ses = {0};
-    if (s->session_id && *s->session_id) {
-        int r = store_session_get(e->st, s->user_id, s->session_id, &ses, err);
-        if (r < 0)
-            return r;
-        if (ses.cleaned_at)
-            return err_set(err, -ENOENT,
-                           "session '%s' has expired (its workspace was removed); start a new one",
-                           s->session_id);
-        if (strcmp(ses.agent, agent) != 0)
-            return err_set(err, -EINVAL, "session '%s' belongs to agent '%s'", s->session_id,
-                           ses.agent);
-    }
-    /* A later run of a session without a repository works where the session's last one did:
-     * the agent's conversation belongs to that directory. That is the repository of the
-     * session's newest run still to end, else the one its workspace holds (recorded once it was
-     * unpacked there: a repository that could not be cloned is not the session's). */
-    const char *repository = s->repository;
-    _cleanup_free_ char *pending = NULL;
-    if (!repository && ses.id[0]) {
-        int r = store_session_run_repository(e->st, ses.id, &pending, err);
-        if (r < 0)
-            return r;
-        repository = pending;
-    }
-    if (!repository && ses.repository[0])
-        repository = ses.repository;
-    /* Delivery: a pull request on a GitHub repository a credential serves; by default a draft
-     * when one can be opened, else none (get_result says why). */
-    const char *pr = "none";
-    char gh[PROXY_REPO_MAX] = "";
-    if (repository)
-        proxy_repo_of_url(e->github_base, repository, gh);
-    if (s->pull_request && strcmp(s->pull_request, "none") != 0 &&
-        strcmp(s->pull_request, "draft") != 0 && strcmp(s->pull_request, "ready") != 0)
-        return err_set(err, -EINVAL, "pull_request '%s' is not one of none, draft, ready",
-                       s->pull_request);
-    if (s->pull_request && strcmp(s->pull_request, "none") != 0) {
-        if (!gh[0])
-            return err_set(err, -EINVAL,
-                           "pull_request '%s' needs a repository on GitHub (%s/OWNER/NAME)%s",
-                           s->pull_request, e->github_base,
-                           repository ? "" : "; this run names no repository");
-        char *cred = github_credential(e, s->user_id, gh);
-        bool served = cred != NULL;
-        wipe_free(cred);
-        if (!served)
-            return err_set(err, -EINVAL,
-                           "pull_request '%s' needs a GitHub credential for %s: set yours with "
-                           "`sandbox-mcp user credential set NAME github` or on the account page",
-                           s->pull_request, gh);
-        pr = s->pull_request;
-    } else if (!s->pull_request && gh[0]) {
-        char *cred = github_credential(e, s->user_id, gh);
-        pr = cred ? "draft" : "none";
-        wipe_free(cred);
-    }
-    if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->repository &&
-        strcmp(s->repository, ses.repository) != 0)
-        return err_set(err, -EINVAL,
-                       "session '%s' delivers to branch '%s' of %s; start a new session for "
-                       "another repository",
-                       ses.id, ses.work_branch, ses.repository);
-    if (ses.work_branch[0] && ses.base_branch[0] && strcmp(pr, "none") != 0 && s->branch &&
-        strcmp(s->branch, ses.base_branch) != 0)
-        return err_set(err, -EINVAL,
-                       "session '%s' delivers to branch '%s', made from '%s'; start a new "
-                       "session to work from '%s'",
-                       ses.id, ses.work_branch, ses.base_branch, s->branch);
-    if (!ses.id[0]) {
-        id_new("ses", ses.id);
-        snprintf(ses.user_id, sizeof(ses.user_id), "%s", s->user_id);
-        snprintf(ses.agent, sizeof(ses.agent), "%s", agent);
-        snprintf(ses.node_id, sizeof(ses.node_id), "%s",
-                 keep ? store_node(e->st) : STORE_SESSION_UNCLAIMED);
-        ses.created_at = ses.last_run_at = now;
-        int r = store_session_create(e->st, &ses, err);
-        if (r < 0)
-            return r;
-    }
-    struct store_run row = {0};
-    id_new("run", row.id);
-    snprintf(row.user_id, sizeof(row.user_id), "%s", s->user_id);
-    snprintf(row.session_id, sizeof(row.session_id), "%s", ses.id);
-    snprintf(row.model, sizeof(row.model), "%s", model);
-    snprintf(row.agent, sizeof(row.agent), "%s", agent);
-    snprintf(row.branch, sizeof(row.branch), "%s", s->branch ? s->branch : "");
-    row.task = (char *)s->task;
-    row.title = (char *)s->title;
-    row.repository = (char *)repository;
-    row.status_reason = (char *)"accepted";
-    row.timeout_ms = (int64_t)timeout;
-    row.created_at = now;
-    snprintf(row.network, sizeof(row.network), "%s", egress_mode_name(network));
-    snprintf(row.pull_request, sizeof(row.pull_request), "%s", pr);
-    int r = store_run_insert(e->st, &row, err);
-    if (r < 0)
-        return r;
-    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s "
-             "pull_request=%s",
-             row.id, ses.id, s->user_id, agent, model, s->repository ? s->repository : "-",
-             row.network, pr);
-    snprintf(run_id, 64, "%s", row.id);
-    snprintf(session_id, 64, "%s", ses.id);
-    /* a session of another node's, or none's yet: its node takes the run up (take_queued) */
-    if (strcmp(ses.node_id, store_node(e->st)) == 0) {
-        struct store_run got = {0};
-        if (store_run_get(e->st, NULL, row.id, &got, err) == 0)
-            row.n = got.n;
-        store_run_release(&got);
-        run_alloc(e, &row);
-    }
-    run_schedule(e);
-    return 0;
 }
 
 bool runs_session_run(const struct runs *e, const char *session_id, char run_id[64],
@@ -2452,13 +743,13 @@ bool runs_session_run(const struct runs *e, const char *session_id, char run_id[
 static void stop_run(struct run *r)
 {
     switch (r->phase) {
-    case PH_QUEUED: record_end(r, NULL, NULL); break;
+    case PH_QUEUED: run_record_end(r, NULL, NULL); break;
     case PH_ACQUIRE:
         if (r->sw) {
             sandbox_acquire_cancel(r->sw);
             r->sw = NULL;
         }
-        record_end(r, NULL, NULL);
+        run_record_end(r, NULL, NULL);
         break;
     case PH_FINISHING: break;
     default: run_finish(r);
@@ -2482,7 +773,7 @@ void runs_node_back(struct runs *e)
         }
     }
     for (size_t i = 0; i < ids.len; i += strlen(ids.data + i) + 1) {
-        struct run *r = find_run(e, ids.data + i);
+        struct run *r = runs_find(e, ids.data + i);
         if (!r || r->dropped)
             continue;
         r->dropped = r->cancelled = r->ph_final = true;
@@ -2503,7 +794,7 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
         return r;
     if (ended)
         return err_set(err, -EALREADY, "run '%s' has already ended (%s)", run_id, status);
-    struct run *run = find_run(e, run_id);
+    struct run *run = runs_find(e, run_id);
     if (!run && e->shared && strcmp(status, "queued") == 0) {
         /* waiting for a node to claim it: cancelled in the store, unless one just started it */
         if ((r = end_unheld(e, run_id, "cancelled", "cancelled by the user", true, err)) ==
@@ -2518,8 +809,8 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     run->cancelled = true;
     log_info("run cancel requested run=%s", run_id);
     /* The status is final now; the agent is stopped and the changes collected after. */
-    set_final_phase(run, "cancelled");
-    transition(run, "cancelled", "cancelled by the user");
+    run_set_final_phase(run, "cancelled");
+    run_transition(run, "cancelled", "cancelled by the user");
     stop_run(run);
     return 0;
 }
@@ -2527,7 +818,7 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
 struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_ms,
                               void (*cb)(void *ctx), void *ctx)
 {
-    bool here = find_run(e, run_id) != NULL;
+    bool here = runs_find(e, run_id) != NULL;
     if (wait_ms == 0 || (!here && !(e->shared && active_elsewhere(e, run_id)))) {
         cb(ctx);
         return NULL;
@@ -2585,7 +876,7 @@ static int end_unheld(struct runs *e, const char *run_id, const char *status, co
     if (store_proxy_token_revoke_run(e->st, run_id, err) < 0)
         log_error("run tokens not revoked run=%s err=\"%s\"", run_id, err->msg);
     log_info("run %s run=%s reason=\"%s\"", status, run_id, reason);
-    notify_waiters(e, run_id);
+    runs_notify_waiters(e, run_id);
     return 0;
 }
 

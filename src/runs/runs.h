@@ -203,7 +203,14 @@ enum egress_mode runs_network_bound(const struct egress_policy *p, struct store 
 struct runs_network;
 struct runs_network *runs_network_new(struct store *st, struct sandbox_manager *mgr,
                                       const struct egress_policy *p);
-/* The engine whose runs narrow their sandboxes' mode (NULL: none). */
+/* The run under way in session_id, as runs_session_run tells it (the engine's ctx). */
+typedef bool (*runs_network_session_fn)(void *ctx, const char *session_id, char run_id[64],
+                                        enum egress_mode *mode);
+/* Who tells n the run under way in a session, whose mode narrows its sandbox's (fn NULL: no
+ * one). Returns the ctx it replaces (NULL when none). */
+void *runs_network_set_session(struct runs_network *n, runs_network_session_fn fn, void *ctx);
+/* Wire engine e to n both ways (runs.c): n asks e for the runs under way, and e's descriptions
+ * read n's counts. NULL: unwire the engine n had. */
 void runs_network_set_runs(struct runs_network *n, struct runs *e);
 /* Writes what it still holds to the store. */
 void runs_network_free(struct runs_network *n);

@@ -1,10 +1,20 @@
 #pragma once
 
+#include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/loop.h"
+#include "base/proc_watch.h"
+#include "base/seal.h"
+#include "egress/egress.h"
+#include "proxy/proxy.h"
+#include "proxy/token.h"
+#include "runs/runs.h"
+#include "sandbox/sandbox.h"
 
 struct proxy_llm;
 
@@ -45,15 +55,24 @@ char *opencode_config(const struct agent_launch *l);
 struct agent_event;
 
 /* An agent adapter: everything the engine knows about one coding agent. Adding an agent (Claude
- * Code, Codex) means adding an entry to agent_adapters, not changing the engine. */
+ * Code, Codex) means adding an entry to the table in agents.c and the adapter's own files, not
+ * changing the stages. */
 struct agent_adapter {
     const char *name;
     void (*launch)(struct agent_launch *l);                             /* argv and env */
     int (*parse)(const char *line, size_t len, struct agent_event *ev); /* one stdout line */
+    /* A shell script the agent is started under when it is not warm (/bin/sh -c seed agent
+     * ARGV...), which ends by exec'ing "$@"; NULL: the agent's argv as launch made it. */
+    const char *seed;
+    /* launch honours warm_port (a server of the agent kept in the sandbox between runs) */
+    bool warm;
+    /* It keeps a conversation with the directory it began in: asked to continue one elsewhere
+     * it does not, so a run in another directory starts a new conversation. */
+    bool conversation_per_dir;
 };
-/* The adapter called name, or NULL. */
+/* The adapter called name, or NULL (agents.c). */
 const struct agent_adapter *agent_find(const char *name);
-/* Names of the adapters, comma-separated (for messages). */
+/* Names of the adapters, ", "-separated (for messages). */
 const char *agent_names(void);
 
 /* --- repositories (repo.c) --- */
@@ -88,10 +107,274 @@ bool phase_activity(const struct agent_event *ev, const char *workdir, char *out
 /* Whether events of this type are among a run's recent events (runs_recent_events). */
 bool phase_event_shown(const char *type);
 
+/* --- the engine's pure parts (scripts.c): no I/O, safe from any thread --- */
+
+struct buf;
+
+#define SCRIPTS_CHANGES_LIST_MAX 1000 /* files and commits each in a change list */
+
+/* Append s to b as one shell word: 'x', each ' written as '\''. */
+void scripts_sh_quote(struct buf *b, const char *s);
+/* A run's changes from what scripts_changes printed ("<branch>\n---\n<numstat>---\n<log>"),
+ * as compact JSON {files_changed, insertions, deletions, files: [{path, insertions, deletions,
+ * binary}], commits: [{sha, message}], branch}: numstat lines without two tabs and log lines
+ * without a space are skipped, "-" counts (binary files) count 0, each list stops at
+ * SCRIPTS_CHANGES_LIST_MAX while the totals go on; branch is null when nothing came before the
+ * first "---". A file or commit that is not valid UTF-8 is left out of its list (its counts
+ * still add up); a branch that is not makes the result NULL. malloc'd. */
+char *scripts_parse_changes(const char *out);
+/* Overwrite, in place, everything in s shaped like a JWT (three base64url parts joined by dots,
+ * the first two beginning "eyJ", more than 40 bytes in all) with "[redacted]" followed by 'x'
+ * to its full length, so the text keeps its length and nothing of the token. NULL is allowed. */
+void scripts_redact_tokens(char *s);
+/* What went wrong in a clone, in a few words of our own (a static string) from git's output: git
+ * carries what the remote answered, which may be an internal service's words and must not reach
+ * the user. "git failed" when nothing is recognized. */
+const char *scripts_clone_reason(const char *out);
+/* The branches a clone listed when its HEAD names a branch it lacks: out ends with
+ * "smcp-branches <n>\n" (at the start of a line; the last such line counts) and up to ten names,
+ * a line each. Sets *total to n, appends the valid names to names as "'a', 'b'" (up to ten, and
+ * stopping before 300 bytes or at the first name that is not a valid branch), returns how many.
+ * out is cut up (strtok). */
+unsigned scripts_clone_branches(char *out, struct buf *names, unsigned long *total);
+/* Whether m reads as a model name: "provider/model", at most 120 bytes of letters, digits and
+ * /._:-@, neither part empty. */
+bool scripts_model_valid(const char *m);
+
+/* The host-side clone, run by /bin/sh -c with the environment SMCP_URL, SMCP_DEST (made afresh,
+ * removed on exit), SMCP_TAR (the archive written) and SMCP_BRANCH ("" for the remote's HEAD).
+ * Exit 0: SMCP_TAR holds the work tree with the git directory as .GIT; 3: HEAD names a branch the
+ * remote lacks and it has several ("smcp-branches <n>" and up to ten names on stdout); 4:
+ * SMCP_BRANCH is not there. */
+extern const char scripts_clone[];
+
+/* The workspace's preparation in the sandbox (scripts_prepare). */
+struct scripts_prepare {
+    const char *workdir;
+    bool unpack;             /* the clone's archive comes on stdin: unpack it into workdir */
+    bool repository;         /* the run names a repository (else workdir is only made) */
+    const char *checkout;    /* a branch to check out (born unborn without commits), or NULL */
+    const char *make_branch; /* the session's branch to make from HEAD, or NULL */
+};
+/* The preparation as one shell command (malloc'd): with a repository it prints the branch and
+ * the starting commit (repo_head_script), then "made" or "empty" with make_branch. Without
+ * unpack it first prints only "absent" (exit 0) when workdir holds no repository. The archive
+ * carries .GIT, renamed .git once all is unpacked, so a half-unpacked workspace is made afresh. */
+char *scripts_prepare(const struct scripts_prepare *p);
+/* The command that tells a run's changes in workdir (malloc'd): the branch, then "---", `git diff
+ * --numstat` against base (the empty tree when base is ""), "---", and the commits since base
+ * (every commit when base is ""). commit_left: what the agent left uncommitted is first committed
+ * with the message in $SMCP_MSG. */
+char *scripts_changes(const char *workdir, const char *base, bool commit_left);
+/* The wrapper the agent starts under (/bin/sh -c scripts_agent_seed agent ARGV...): it seeds
+ * OpenCode's config directory so that it installs no plugin, then execs ARGV. */
+extern const char scripts_agent_seed[];
+
+/* --- view tokens (view.c): what they need, handed over by the engine --- */
+
+struct store;
+struct runs_view {
+    const unsigned char *key; /* the view key (not jwt_key) */
+    size_t keylen;
+    const char *public_url;
+    struct store *st; /* the view generations */
+};
+/* The runs.h calls of the same names without the engine: runs_web_url (view_url),
+ * runs_web_url_gen, runs_page_url, runs_view_token, runs_view_check. */
+void view_url(const struct runs_view *v, bool session, const char *id, char *out, size_t cap);
+void view_url_gen(const struct runs_view *v, const char *run_id, int64_t gen, char *out,
+                  size_t cap);
+void view_page_url(const struct runs_view *v, bool session, const char *id, char *out, size_t cap);
+int view_token(const struct runs_view *v, bool session, const char *id,
+               char out[RUNS_VIEW_TOKEN_MAX], struct err *err);
+bool view_check(const struct runs_view *v, bool session, const char *id, const char *token);
+
 /* --- sandbox network (network.c) --- */
 
 struct runs;
 struct runs_network;
 /* The network record the engine's descriptions read (set by runs_network_set_runs). */
-void runs_set_network(struct runs *e, struct runs_network *n);
 struct runs_network *runs_network_of(const struct runs *e);
+
+/* --- the engine (runs.c and its stages) ---
+ *
+ * A run moves through stages, a file each, all on the loop: submit.c (run_task's checks and
+ * policy) -> runs.c (the queue, the tick, adoption, the public calls) -> workspace.c (the
+ * sandbox, the host-side clone, the preparation in the sandbox) -> launch.c (the agent's token
+ * and its start through its adapter) -> ingest.c (its events into the store) -> finish.c (the
+ * changes, the diff, the hand-off to delivery, the end). The stages share struct run and these
+ * steps; nothing outside src/runs/ sees them. */
+
+/* The sandbox's proxy listener, as agents see it */
+#define PROXY_URL "http://127.0.0.1:8788/proxy"
+
+enum phase {
+    PH_QUEUED,    /* waiting for a slot or for its session */
+    PH_ACQUIRE,   /* waiting for the sandbox */
+    PH_CLONE,     /* host-side clone running */
+    PH_PREPARE,   /* unpacking / probing in the sandbox */
+    PH_AGENT,     /* the agent runs; events are ingested */
+    PH_FINISHING, /* collecting the changes, delivering them */
+};
+
+enum pr_mode { PR_NONE, PR_DRAFT, PR_READY };
+
+struct run {
+    struct runs *e;
+    struct run *next;
+    int64_t n;
+    char id[64], user_id[64], session_id[64];
+    char agent[32], model[128];
+    char *task, *repository, *title;
+    char branch_req[256];
+    uint64_t timeout_ms;
+    const struct agent_adapter *adapter;
+    enum phase phase;
+    int64_t deadline; /* monotonic ms, from when it started running */
+    int64_t retry_at; /* queued again after "at capacity": not before this (monotonic ms) */
+    struct sandbox *sbx;
+    struct sandbox_waiter *sw;
+    struct sandbox_exec *ex;
+    struct proc_watch clone;
+    bool clone_active;
+    struct egress_lookup *lookup; /* resolving the repository's host */
+    char dir[PATH_MAX];           /* DATA_DIR/runs/<id> */
+    struct repo_ref ref;
+    char github_repo[PROXY_REPO_MAX]; /* "owner/name" when the repository is on GitHub */
+    enum pr_mode pr;                  /* what the run delivers */
+    char work_branch[256];            /* delivering: the session's branch, pushed to */
+    char base_branch[256];            /* delivering: what work_branch was made from */
+    bool new_work_branch;             /* made by this run (recorded on the session once made) */
+    struct delivery *dv;
+    char workdir[512];
+    char branch[256];
+    /* What the agent's token grants (a warm agent's token stands for the running run): its LLM
+     * providers and github when git through the proxy is granted */
+    char grant_services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
+    bool grant_git;
+    char base[64];           /* the starting commit; "" in a repository without commits */
+    bool prepared;           /* the workspace is ready: changes are told against base */
+    bool probing;            /* the preparation also looks for the repository in the workspace */
+    struct loop_timer start; /* starts the agent once the run_task reply is out */
+    bool start_armed;
+    int agent_pid;
+    int64_t offset;
+    int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
+    bool skip_line;    /* inside an oversized event line */
+    bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
+    bool cancelled, timed_out, exited, adopted_dead;
+    bool dropped;    /* ended through another node: stopped here with nothing more written */
+    int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
+    int exit_signal; /* the signal that killed the agent, 0 when it exited */
+    enum egress_mode network; /* its sandbox's, at most (public: no narrowing of its own) */
+    char fail[512];           /* a failure before or around the agent */
+    char *changes;            /* the diff stat and commits, while the full diff is read */
+    struct diff *diff;        /* the full diff, parsed as git writes it */
+    /* Its phase as recorded (phase.c), and the agent's steps counted so far */
+    char ph_name[16], ph_detail[RUNS_PHASE_TEXT_MAX], ended_in[64];
+    int64_t steps, ph_steps;
+    bool ph_final; /* the final one is recorded: nothing changes it */
+};
+
+struct runs_waiter {
+    struct runs *e;
+    struct runs_waiter *next;
+    char run_id[64];
+    int64_t deadline;
+    void (*cb)(void *ctx);
+    void (*progress)(void *ctx); /* NULL: only the end */
+    uint64_t told;               /* the round of notify_progress that told it last */
+    void *ctx;
+    bool elsewhere; /* a run no node holds yet, or another node: its end is looked up */
+};
+
+struct runs {
+    struct runs_config cfg;
+    char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
+    char *github_base, *github_repos, *github_api;
+    unsigned char *view_key;
+    struct runs_view view; /* view.c's keys */
+    unsigned char seal_key[SEAL_KEY_BYTES];
+    bool have_seal_key;
+    struct deliverer *deliverer;
+    struct egress_rules fetch_rules;
+    struct store *st;
+    struct sandbox_manager *mgr;
+    struct run *runs; /* active runs, in creation order */
+    struct runs_network *network;
+    struct runs_waiter *waiters;
+    int inotify_fd;
+    h2o_socket_t *inotify_sock;
+    struct loop_timer tick;
+    int64_t next_retention;
+    bool scheduling, reschedule;
+    /* The store is shared by nodes: a new session waits for a node with room to claim it, and
+     * the limits on a user's runs count every node's. */
+    bool shared;
+    int64_t last_removed; /* retention: the last run whose directory was removed */
+    uint64_t progress_round;
+};
+
+/* runs.c: bookkeeping. A run's status moves in the store (a final status written once); its
+ * phase is recorded when it differs and its waiters told (run_set_phase: true when it was
+ * another phase). */
+void run_transition(struct run *r, const char *status, const char *reason);
+bool run_set_phase(struct run *r, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Where r ended ("at step 3", "while cloning"), noted once when it stops working; then its final
+ * phase (status, and where), recorded before the final transition. */
+void run_note_end(struct run *r);
+void run_set_final_phase(struct run *r, const char *status);
+void run_free(struct run *r);
+void run_unlink(struct run *r);
+struct run *runs_find(struct runs *e, const char *id);
+/* Wake run_id's waiters (all of them for NULL) and forget them; or tell those that asked for
+ * progress that it moved on, each once. */
+void runs_notify_waiters(struct runs *e, const char *run_id);
+void runs_notify_progress(struct runs *e, const char *run_id);
+/* Start queued runs while there is room (runs.c); safe to call from within a start. */
+void runs_schedule(struct runs *e);
+/* Runs of user_id held here past queued, and queued. */
+void runs_user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued);
+/* A run held here for row (its directory made, its branch loaded), appended to the active list. */
+struct run *run_alloc(struct runs *e, const struct store_run *row);
+/* The GitHub token that serves repo ("owner/name") for user_id: their own, else the operator's
+ * for the repositories the operator lists; NULL when none does (malloc'd: runs_wipe_free it). */
+char *runs_github_credential(struct runs *e, const char *user_id, const char *repo);
+void runs_wipe_free(char *s);
+/* Whether r delivers: a pull request asked for, on GitHub, with the session's branch known. */
+bool run_delivering(const struct run *r);
+/* A file of the run's directory, opened O_CLOEXEC (created 0600): an fd, or a negative errno. */
+int run_open_file(struct run *r, const char *name, int flags, struct err *err);
+
+/* workspace.c: acquire r's sandbox (the callback may end r before this returns); the callbacks
+ * that go on from it (run_on_sandbox: clone or prepare, or resume an adopted agent;
+ * run_on_sandbox_failed: only to release it); a delivering run's branch (the session's, or the
+ * one it makes); the host-side clone and the preparation in the sandbox. */
+void run_acquire(struct run *r, const struct sandbox_acquire_opts *o, sandbox_ready_fn cb);
+void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err);
+void run_on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err);
+void run_load_work_branch(struct run *r);
+void run_clone(struct run *r);
+void run_prepare_workspace(struct run *r, bool unpack);
+
+/* launch.c: what r's token grants (into r->grant_*; fills llms when not NULL, returns how many
+ * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */
+size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX]);
+void run_start_agent(struct run *r);
+
+/* ingest.c: store the agent's new events, each once; its end as the init recorded it (1 ended,
+ * 0 not yet, negative errno without a status file); whether it ended by any sign; the event
+ * file's cap; the inotify watches and their reader. */
+void run_ingest(struct run *r);
+int run_read_exit(struct run *r);
+bool run_agent_ended(struct run *r);
+void run_check_output(struct run *r);
+void run_watch_events(struct run *r);
+void runs_on_inotify(h2o_socket_t *sock, const char *errstr);
+
+/* finish.c: the run is over (or fails with a reason): its changes, its diff, its delivery, and
+ * its end recorded (run_record_end frees r and schedules the next). */
+void run_finish(struct run *r);
+void run_fail(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void run_record_end(struct run *r, const char *changes, json_t *delivery);

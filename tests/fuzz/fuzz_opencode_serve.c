@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "runs/agent.h"
-#include "runs/opencode_serve.h"
+#include "sandbox/opencode_serve.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

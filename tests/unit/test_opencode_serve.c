@@ -8,7 +8,7 @@
 #include "harness.h"
 #include "proxy/proxy.h"
 #include "runs/agent.h"
-#include "runs/opencode_serve.h"
+#include "sandbox/opencode_serve.h"
 #include "runs/runs_internal.h"
 
 #define SES "ses_dc863df4affe4RdMEFPt1qbQoy"

@@ -43,7 +43,7 @@
 
 #include "base/util.h"
 #include "helper.h"
-#include "runs/opencode_serve.h"
+#include "sandbox/opencode_serve.h"
 
 #define TASK_MAX (4u << 20)
 #define HEAD_MAX (64u << 10)

@@ -4,7 +4,9 @@
  * the server's event stream (GET /event, server-sent events); this turns each event of that
  * stream into the line `opencode run --format json` prints for it, so a run's events read the
  * same whichever way its agent was started, and one parser (opencode_parse_event) reads both.
- * Pure functions with jansson only, built into both the server and the static helper. */
+ * Pure functions with jansson only, built into the static helper (which alone runs them) and into
+ * the server's library for the unit tests and the fuzzer. It is the sandbox side's: the engine
+ * (src/runs/) knows only the bridge's command line, never this file. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * What is printed follows OpenCode's own run command: a tool part once it completed or failed
  * ("tool_use"), a step's start and end, a text or (with thinking) a reasoning block once it
  * ended, the session's errors; the prompt is over when the session's status becomes idle. */
-#include "runs/opencode_serve.h"
+#include "sandbox/opencode_serve.h"
 
 #include <jansson.h>
 #include <stdlib.h>

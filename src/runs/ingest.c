@@ -1,0 +1,236 @@
+/* A run's events: the sandbox's init copies the agent's stdout into the run's event file (up to
+ * its cap) and writes its wait status into the run's status file once it has reaped it; this
+ * stage reads the event file from the offset the store holds, parses each line through the
+ * run's agent adapter (agent_adapter.parse), redacts the run's token from what it keeps, and
+ * stores the events in batches with the new offset, so each is stored exactly once across
+ * restarts. It is woken by inotify on both files and by the engine's tick.
+ *
+ * The rule of this file: nothing here trusts the event file (the agent writes it): lines are cut
+ * to their caps, an oversized line is stored as a stub, text is made valid UTF-8, and no line is
+ * read past LINE_MAX_BYTES at once. */
+#include "runs/runs_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/utf8.h"
+#include "base/util.h"
+#include "runs/agent.h"
+#include "store/store.h"
+
+#define LINE_MAX_BYTES (1u << 20) /* longer event lines are stored as a stub */
+#define RAW_MAX_BYTES (16u << 10) /* raw JSON kept per event */
+
+void run_ingest(struct run *r)
+{
+    struct runs *e = r->e;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/events.jsonl", r->dir);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char *buf = xmalloc(LINE_MAX_BYTES + 1);
+    char activity[RUNS_PHASE_TEXT_MAX] = ""; /* what the agent did last, for its phase */
+    bool shown = false;                      /* an event that tells of its work */
+    for (;;) {
+        ssize_t got = pread(fd, buf, LINE_MAX_BYTES, r->offset);
+        if (got <= 0)
+            break;
+        size_t len = (size_t)got, pos = 0, nev = 0;
+        struct store_run_event evs[64];
+        struct agent_event parsed[64];
+        char *raws[64];
+        char agent_session[128] = "";
+        /* what this batch says of the agent's work, kept once the batch is stored */
+        char did[RUNS_PHASE_TEXT_MAX] = "";
+        int64_t steps = 0;
+        bool told = false;
+        if (r->skip_line) {
+            /* the rest of an oversized line */
+            char *nl = memchr(buf, '\n', len);
+            pos = nl ? (size_t)(nl - buf) + 1 : len;
+            r->skip_line = !nl;
+        }
+        while (pos < len && nev < 64) {
+            char *nl = memchr(buf + pos, '\n', len - pos);
+            if (!nl && pos == 0 && len == LINE_MAX_BYTES) {
+                /* one line longer than we read at once: store a stub, skip to its end */
+                r->skip_line = true;
+                memset(&parsed[nev], 0, sizeof(parsed[nev]));
+                raws[nev] = xstrdup("{\"type\":\"oversized\"}");
+                parsed[nev].summary = xstrdup("an event too large to keep (over 1 MiB)");
+                evs[nev] = (struct store_run_event){.time = time_now_ms(),
+                                                    .type = "oversized",
+                                                    .summary = parsed[nev].summary,
+                                                    .raw = raws[nev]};
+                nev++;
+                pos = len;
+                break;
+            }
+            if (!nl)
+                break;
+            size_t ll = (size_t)(nl - (buf + pos));
+            char *line = buf + pos;
+            pos += ll + 1;
+            if (ll == 0)
+                continue;
+            struct agent_event *ev = &parsed[nev];
+            if (!r->adapter || r->adapter->parse(line, ll, ev) < 0) {
+                memset(ev, 0, sizeof(*ev));
+                snprintf(ev->type, sizeof(ev->type), "output");
+                ev->kind = AGENT_EV_OTHER;
+                char *txt = utf8_sanitize(line, ll < 200 ? ll : 200, NULL);
+                ev->summary = txt;
+            }
+            if (ev->session[0])
+                snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
+            size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
+            raws[nev] = utf8_sanitize(line, rl, NULL);
+            /* The agent holds its run's token; whatever it echoes of it is not kept. */
+            scripts_redact_tokens(raws[nev]);
+            scripts_redact_tokens(ev->summary);
+            scripts_redact_tokens(ev->text);
+            scripts_redact_tokens(ev->error);
+            scripts_redact_tokens(ev->target);
+            steps += ev->kind == AGENT_EV_STEP_START;
+            phase_activity(ev, r->workdir, did, sizeof(did));
+            told = told || phase_event_shown(ev->type);
+            evs[nev] = (struct store_run_event){
+                .time = ev->time_ms ? ev->time_ms : time_now_ms(),
+                .type = ev->type,
+                .summary = ev->summary ? ev->summary : "",
+                .raw = raws[nev],
+                .text = ev->kind == AGENT_EV_TEXT ? ev->text : NULL,
+                .error = ev->kind == AGENT_EV_ERROR ? ev->summary : NULL,
+                .input_tokens = ev->input_tokens,
+                .output_tokens = ev->output_tokens,
+                .cost = ev->cost,
+            };
+            nev++;
+        }
+        struct err err = {0};
+        int rc = 0;
+        if (nev > 0 || pos > 0)
+            rc = store_run_add_events(e->st, r->id, evs, nev, r->offset + (int64_t)pos, &err);
+        for (size_t i = 0; i < nev; i++) {
+            agent_event_clear(&parsed[i]);
+            free(raws[i]);
+        }
+        if (rc < 0) {
+            log_error("run events not stored run=%s err=\"%s\"", r->id, err.msg);
+            break;
+        }
+        if (agent_session[0])
+            store_session_update(e->st, r->session_id, agent_session, NULL, time_now_ms(), &err);
+        r->offset += (int64_t)pos;
+        r->steps += steps;
+        if (did[0])
+            snprintf(activity, sizeof(activity), "%s", did);
+        shown = shown || told;
+        if (pos == 0)
+            break;
+    }
+    free(buf);
+    bool moved = strcmp(r->ph_name, "agent") == 0 && (activity[0] || r->steps != r->ph_steps) &&
+                 run_set_phase(r, "agent", "%s", activity[0] ? activity : r->ph_detail);
+    if (shown && !moved)
+        runs_notify_progress(e, r->id);
+}
+
+/* --- the agent's end --- */
+
+static void run_path(const struct run *r, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", r->dir, name);
+}
+
+/* The agent's end as the sandbox's init recorded it in the run's status file once it had reaped
+ * the agent and copied the rest of its output: 1 when it is there (r->exited and the exit status
+ * set), 0 when not yet, a negative errno when there is no such file (a run started by an earlier
+ * version, which has only its process to go by). */
+int run_read_exit(struct run *r)
+{
+    if (r->exited)
+        return 1;
+    char path[PATH_MAX + 16], text[64];
+    run_path(r, "status", path, sizeof(path));
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, text, sizeof(text));
+    int ws;
+    if (n <= 0 || sandbox_spawn_status(text, (size_t)n, &ws) <= 0)
+        return 0;
+    r->exited = true;
+    r->exit_signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+    r->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + r->exit_signal;
+    return 1;
+}
+
+/* Has the agent ended? Its process being gone says nothing yet (the init may still be copying
+ * its last output); the init being gone, and the sandbox with it, does. */
+bool run_agent_ended(struct run *r)
+{
+    int rc = run_read_exit(r);
+    if (rc > 0)
+        return true;
+    if (rc < 0)
+        return !sandbox_pid_alive(r->sbx, r->agent_pid);
+    return !sandbox_pid_alive(r->sbx, 1);
+}
+
+/* The event file reached its cap, so the init drops what the agent writes next: what the run
+ * did can no longer be told, and it fails. An agent still running is stopped; the run ends once
+ * its end is recorded. */
+void run_check_output(struct run *r)
+{
+    char path[PATH_MAX + 16];
+    struct stat st;
+    uint64_t max = r->e->cfg.events_max_bytes;
+    run_path(r, "events.jsonl", path, sizeof(path));
+    if (r->fail[0] || stat(path, &st) < 0 || (uint64_t)st.st_size < max)
+        return;
+    snprintf(r->fail, sizeof(r->fail),
+             "the agent's output exceeded %llu bytes (RUNS_EVENTS_MAX_BYTES)",
+             (unsigned long long)max);
+    log_info("run output over its cap run=%s max=%llu", r->id, (unsigned long long)max);
+    if (!r->exited && r->sbx)
+        sandbox_kill_group(r->sbx, r->agent_pid);
+}
+
+void runs_on_inotify(h2o_socket_t *sock, const char *errstr)
+{
+    struct runs *e = sock->data;
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (read(e->inotify_fd, buf, sizeof(buf)) > 0)
+        ;
+    for (struct run *r = e->runs, *next; r; r = next) {
+        next = r->next;
+        if (r->phase == PH_AGENT) {
+            run_ingest(r);
+            if (run_read_exit(r) > 0)
+                run_finish(r);
+        }
+    }
+}
+
+/* Ingest whenever the init writes to the agent's event file, and end the run when it writes
+ * the agent's status. */
+void run_watch_events(struct run *r)
+{
+    char path[PATH_MAX + 16];
+    run_path(r, "events.jsonl", path, sizeof(path));
+    r->wd = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+    run_path(r, "status", path, sizeof(path));
+    r->wd_status = inotify_add_watch(r->e->inotify_fd, path, IN_MODIFY);
+}

@@ -1,0 +1,251 @@
+/* The agent's start: what the run's proxy token grants (its LLM providers, and git through the
+ * proxy for its own repository when a credential serves it), the token minted, the agent's
+ * command line and environment from its adapter (agent_adapter.launch), and the agent spawned as
+ * a process of the sandbox with the task on stdin as a sealed memory file and its output going to
+ * the run's files, which the init writes (no process of the sandbox holds them).
+ *
+ * The rule of this file: what is particular to an agent comes from the run's adapter (its
+ * command line and environment, its wrapper, whether it can be warm, whether its conversations
+ * belong to a directory; agents.c has the table); a second agent is a second adapter, not a
+ * branch here. The agents' program is the one OPENCODE_BIN names, mounted at AGENT_DIR. The real
+ * keys never reach the sandbox: only the run's short-lived proxy token does. */
+#include "runs/runs_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "store/store.h"
+
+#define AGENT_DIR "/opt/agents"
+#define AGENT_SERVE_PORT "8789" /* a warm agent's server, on the sandbox's loopback */
+/* A warm agent's token outlives its server: the bridge's keeper replaces a server after 20 h
+ * (between runs), and a run started just before may run for the longest timeout. */
+#define WARM_TOKEN_SPARE_S (21 * 3600)
+
+/* The task as a sealed memory file: the agent's stdin, read from the start, and no file of the
+ * host. */
+static int task_memfd(struct run *r, struct err *err)
+{
+    _cleanup_close_ int fd = memfd_create("task", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    size_t len = strlen(r->task);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, r->task + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
+        off += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+        return err_set(err, -EIO, "cannot copy the task: %s", strerror(errno));
+    return TAKE_FD(fd);
+}
+
+struct conversation_dir {
+    int64_t before;    /* the run starting now */
+    char workdir[512]; /* "" until found */
+};
+
+static void on_session_run(const struct store_run *row, void *ctx)
+{
+    struct conversation_dir *d = ctx;
+    if (!d->workdir[0] && row->n < d->before && row->workdir[0] && row->event_count > 0)
+        snprintf(d->workdir, sizeof(d->workdir), "%s", row->workdir);
+}
+
+/* Whether r works where its session's conversation was held (its newest earlier run that the
+ * agent spoke in): OpenCode keeps a conversation with the directory it began in, and asked to
+ * continue it in another one it hangs without a word. True when that is not known. */
+static bool conversation_here(struct run *r)
+{
+    struct conversation_dir d = {.before = r->n};
+    struct store_run_list_opts o = {
+        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
+    struct err err = {0};
+    bool more;
+    if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0 || !d.workdir[0])
+        return true;
+    return strcmp(d.workdir, r->workdir) == 0;
+}
+
+/* The LLM providers a run's token grants and its agent is pointed at: every one with a key, the
+ * model's own first, as many as a token holds beside github (when git). Fills out and services
+ * (their names and github, comma-separated); returns how many. */
+static size_t run_llms(const struct run *r, bool git, struct proxy_llm out[PROXY_SERVICES_MAX],
+                       char *services, size_t cap)
+{
+    const struct runs_config *c = &r->e->cfg;
+    size_t n = 0, plen = strcspn(r->model, "/"), len = 0;
+    services[0] = '\0';
+    for (int own = 1; own >= 0; own--)
+        for (size_t i = 0; i < c->nllms && n + git < PROXY_SERVICES_MAX; i++) {
+            const struct proxy_llm *p = &c->llms[i];
+            bool mine = strlen(p->name) == plen && memcmp(p->name, r->model, plen) == 0;
+            if (p->has_key && mine == own) {
+                out[n++] = *p;
+                len +=
+                    (size_t)snprintf(services + len, cap - len, "%s%s", n > 1 ? "," : "", p->name);
+            }
+        }
+    if (git)
+        snprintf(services + len, cap - len, "%sgithub", n ? "," : "");
+    return n;
+}
+
+/* What r's agent's token grants, into r->grant_services and r->grant_git: git through the proxy
+ * only for the run's own repository, when a credential serves it (pushes to the session's branch
+ * only, when the run delivers). Fills llms (may be NULL); returns how many. */
+size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
+{
+    struct proxy_llm none[PROXY_SERVICES_MAX];
+    char *cred = runs_github_credential(r->e, r->user_id, r->github_repo);
+    r->grant_git = cred != NULL;
+    runs_wipe_free(cred);
+    return run_llms(r, r->grant_git, llms ? llms : none, r->grant_services,
+                    sizeof(r->grant_services));
+}
+
+/* A warm agent's token stands for the sandbox's run under way: what that run's own grants. */
+bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
+                      struct proxy_run_grant *out)
+{
+    const struct runs *e = ctx;
+    for (const struct run *r = e->runs; r; r = r->next)
+        if (r->phase == PH_AGENT && r->sbx && !r->exited && strcmp(r->user_id, user_id) == 0 &&
+            strcmp(sandbox_id(r->sbx), sandbox) == 0) {
+            bool git = r->grant_git;
+            snprintf(out->run, sizeof(out->run), "%s", r->id);
+            snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
+            snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
+            snprintf(out->branch, sizeof(out->branch), "%s",
+                     git && run_delivering(r) ? r->work_branch : "");
+            return true;
+        }
+    return false;
+}
+
+void run_start_agent(struct run *r)
+{
+    struct runs *e = r->e;
+    struct err err = {0};
+    if (!r->adapter) {
+        run_fail(r, "agent '%s' is not available on this server", r->agent);
+        return;
+    }
+    if (!e->opencode_bin) {
+        run_fail(r, "the OpenCode agent is not installed on this server (set OPENCODE_BIN)");
+        return;
+    }
+    struct store_session ses = {0};
+    store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
+    if (ses.agent_session[0] && r->adapter->conversation_per_dir && !conversation_here(r)) {
+        log_info("run starts a new conversation run=%s session=%s workdir=%s", r->id, r->session_id,
+                 r->workdir);
+        ses.agent_session[0] = '\0';
+    }
+    char *token = NULL, jti[64];
+    int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
+    /* Warm: the session's agent server is kept in the sandbox between runs, so its token is
+     * the sandbox's: honored only while one of the sandbox's runs is running, and then granting
+     * what that run's own token would (runs_sandbox_run). */
+    bool warm = e->cfg.agent_warm_s > 0 && r->adapter->warm;
+    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, &err) < 0) {
+        run_fail(r, "%s", err.msg); /* the configuration changed since run_task */
+        return;
+    }
+    struct proxy_llm llms[PROXY_SERVICES_MAX];
+    size_t nllms = run_grant(r, llms);
+    bool git = r->grant_git;
+    struct proxy_grant g = {
+        .user_id = r->user_id,
+        .services = r->grant_services,
+        .run_id = warm ? NULL : r->id,
+        .session_id = r->session_id,
+        .sandbox_id = sandbox_id(r->sbx),
+        .repo = git && !warm ? r->github_repo : NULL,
+        .branch = run_delivering(r) ? r->work_branch : NULL,
+        .ttl_seconds = warm ? (int64_t)(e->cfg.timeout_max_ms / 1000) + WARM_TOKEN_SPARE_S : ttl,
+        .warm = warm};
+    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, &err) < 0) {
+        run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
+        return;
+    }
+    char program[PATH_MAX];
+    const char *slash = strrchr(e->opencode_bin, '/');
+    snprintf(program, sizeof(program), AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
+    struct agent_launch l = {.model = r->model,
+                             .session = ses.agent_session,
+                             .proxy_token = token,
+                             .proxy_url = PROXY_URL,
+                             .program = program,
+                             .providers = llms,
+                             .nproviders = nllms,
+                             .warm_port = warm ? AGENT_SERVE_PORT : NULL,
+                             .warm_idle_s = e->cfg.agent_warm_s};
+    r->adapter->launch(&l);
+    free(token);
+    /* The adapter's wrapper (OpenCode's seeds its config directory, so that it installs no
+     * plugin) becomes the agent, whose exit status the init records. */
+    size_t argc = 0;
+    while (l.argv[argc])
+        argc++;
+    const char **argv = xcalloc(argc + 5, sizeof(char *));
+    if (warm || !r->adapter->seed) { /* a warm agent's bridge seeds what it needs itself */
+        for (size_t i = 0; i < argc; i++)
+            argv[i] = l.argv[i];
+        goto spawn;
+    }
+    argv[0] = "/bin/sh";
+    argv[1] = "-c";
+    argv[2] = r->adapter->seed;
+    argv[3] = "agent";
+    for (size_t i = 0; i < argc; i++)
+        argv[4 + i] = l.argv[i];
+spawn:;
+    int fds[4] = {task_memfd(r, &err),
+                  run_open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  run_open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
+                  run_open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
+    int pid = 0, rc = -EIO;
+    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
+        struct sandbox_spawn_opts so = {.argv = argv,
+                                        .cwd = r->workdir,
+                                        .env = (const char *const *)l.env,
+                                        .stdin_fd = fds[0],
+                                        .out_fd = fds[1],
+                                        .err_fd = fds[2],
+                                        .out_max = e->cfg.events_max_bytes,
+                                        .err_max = e->cfg.agent_log_max_bytes,
+                                        .status_fd = fds[3]};
+        rc = sandbox_spawn(r->sbx, &so, &pid, &err);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(argv);
+    agent_launch_release(&l);
+    if (rc < 0) {
+        run_fail(r, "cannot start the agent: %s", err.msg);
+        return;
+    }
+    r->agent_pid = pid;
+    if (store_run_set_started(e->st, r->id, r->workdir, r->branch, r->base, pid, &err) < 0)
+        log_error("run start not stored run=%s err=\"%s\"", r->id, err.msg);
+    run_watch_events(r);
+    r->phase = PH_AGENT;
+    run_set_phase(r, "agent", "starting the agent");
+    log_info("run agent started run=%s sbx=%s pid=%d agent=%s model=%s warm=%s", r->id,
+             sandbox_id(r->sbx), pid, r->agent, r->model, warm ? "yes" : "no");
+    run_ingest(r);
+}

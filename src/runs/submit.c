@@ -1,0 +1,212 @@
+/* run_task's side of the engine: a request checked against what this server offers and allows
+ * (the agent, the model and its provider, the repository and where it may be fetched from, the
+ * branch, the network mode within the user's bound, the timeout, the user's queue, the session's
+ * agent and its delivery branch, the pull request a credential can serve), then the session made
+ * when new and the run written queued. It returns at once: the node that holds the session takes
+ * the run up (runs.c).
+ *
+ * The rule of this file: every refusal is decided here, before anything is written, with a
+ * message that says what to ask for instead; nothing here waits on the network or the sandbox. */
+#include "runs/runs_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "store/store.h"
+
+int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
+                struct err *err)
+{
+    const char *agent = s->agent && *s->agent ? s->agent : "opencode";
+    if (!agent_find(agent))
+        return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
+                       agent_names());
+    const char *model = s->model && *s->model ? s->model : e->default_model;
+    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, model, err) < 0)
+        return model == e->default_model
+                   ? err_wrap(err, "no model was given, so the server's default "
+                                   "(RUN_DEFAULT_MODEL) was tried")
+                   : -EINVAL;
+    if (!scripts_model_valid(model))
+        return err_set(err, -EINVAL,
+                       "model '%.120s' has characters a model name does not (letters, digits and "
+                       "/._:-@, at most 120 bytes)",
+                       model);
+    struct repo_ref ref;
+    if (s->repository && repo_check(s->repository, e->cfg.allow_local_repos, &ref, err) < 0)
+        return -EINVAL;
+    /* an address written out is checked now; a name when the run resolves it */
+    struct egress_addr literal;
+    bool by_rule;
+    if (s->repository && !ref.local && egress_addr_parse(ref.host, &literal) == 0) {
+        if (egress_check(&e->fetch_rules, ref.host, &literal, 1, ref.port, &by_rule, err) < 0) {
+            err_wrap(err, "cannot clone '%s'", s->repository);
+            return -EINVAL;
+        }
+        if (ref.http && !by_rule)
+            return err_set(err, -EINVAL,
+                           "cannot clone '%s': http:// is fetched only from hosts the operator "
+                           "allows with FETCH_ALLOW; use https://",
+                           s->repository);
+    }
+    if (s->branch && !repo_branch_valid(s->branch))
+        return err_set(err, -EINVAL, "branch '%s' is not a valid branch name", s->branch);
+    if (s->branch && !s->repository)
+        return err_set(err, -EINVAL, "branch needs a repository");
+    enum egress_mode bound = runs_network_bound(e->cfg.network, e->st, s->user_id), network = bound;
+    if (s->network) {
+        if (egress_mode_parse(s->network, &network) < 0)
+            return err_set(err, -EINVAL, "network '%s' is not one of none, allowlist, public",
+                           s->network);
+        if (egress_mode_narrow(network, bound) != network)
+            return err_set(err, -EINVAL,
+                           "network '%s' is wider than this server allows you ('%s'); ask for "
+                           "'%s' or less",
+                           s->network, egress_mode_name(bound), egress_mode_name(bound));
+    }
+    uint64_t timeout = s->timeout_ms ? s->timeout_ms : e->cfg.timeout_ms;
+    if (timeout > e->cfg.timeout_max_ms)
+        return err_set(err, -EINVAL, "timeout_minutes is at most %llu on this server",
+                       (unsigned long long)(e->cfg.timeout_max_ms / 60000));
+    unsigned mine, waiting;
+    runs_user_runs(e, s->user_id, &mine, &waiting);
+    /* Shared by nodes: every node's runs count. A new session stays on this node when it has
+     * room for the run now; else it waits for a node with room to claim it. */
+    bool keep = true;
+    if (e->shared) {
+        int64_t running, queued;
+        int r = store_user_runs(e->st, s->user_id, &running, &queued, err);
+        if (r < 0)
+            return r;
+        waiting = (unsigned)queued;
+        unsigned held = 0;
+        for (const struct run *o = e->runs; o; o = o->next)
+            held++;
+        keep = held < e->cfg.max_running && running < (int64_t)e->cfg.max_running_user;
+    }
+    if (waiting >= e->cfg.max_queued_user)
+        return err_set(err, -EBUSY,
+                       "you have %u runs waiting to start, the most one user may have on this "
+                       "server; wait for some to start (list_runs) or cancel one (cancel_run)",
+                       waiting);
+    int64_t now = time_now_ms();
+    struct store_session ses = {0};
+    if (s->session_id && *s->session_id) {
+        int r = store_session_get(e->st, s->user_id, s->session_id, &ses, err);
+        if (r < 0)
+            return r;
+        if (ses.cleaned_at)
+            return err_set(err, -ENOENT,
+                           "session '%s' has expired (its workspace was removed); start a new one",
+                           s->session_id);
+        if (strcmp(ses.agent, agent) != 0)
+            return err_set(err, -EINVAL, "session '%s' belongs to agent '%s'", s->session_id,
+                           ses.agent);
+    }
+    /* A later run of a session without a repository works where the session's last one did:
+     * the agent's conversation belongs to that directory. That is the repository of the
+     * session's newest run still to end, else the one its workspace holds (recorded once it was
+     * unpacked there: a repository that could not be cloned is not the session's). */
+    const char *repository = s->repository;
+    _cleanup_free_ char *pending = NULL;
+    if (!repository && ses.id[0]) {
+        int r = store_session_run_repository(e->st, ses.id, &pending, err);
+        if (r < 0)
+            return r;
+        repository = pending;
+    }
+    if (!repository && ses.repository[0])
+        repository = ses.repository;
+    /* Delivery: a pull request on a GitHub repository a credential serves; by default a draft
+     * when one can be opened, else none (get_result says why). */
+    const char *pr = "none";
+    char gh[PROXY_REPO_MAX] = "";
+    if (repository)
+        proxy_repo_of_url(e->github_base, repository, gh);
+    if (s->pull_request && strcmp(s->pull_request, "none") != 0 &&
+        strcmp(s->pull_request, "draft") != 0 && strcmp(s->pull_request, "ready") != 0)
+        return err_set(err, -EINVAL, "pull_request '%s' is not one of none, draft, ready",
+                       s->pull_request);
+    if (s->pull_request && strcmp(s->pull_request, "none") != 0) {
+        if (!gh[0])
+            return err_set(err, -EINVAL,
+                           "pull_request '%s' needs a repository on GitHub (%s/OWNER/NAME)%s",
+                           s->pull_request, e->github_base,
+                           repository ? "" : "; this run names no repository");
+        char *cred = runs_github_credential(e, s->user_id, gh);
+        bool served = cred != NULL;
+        runs_wipe_free(cred);
+        if (!served)
+            return err_set(err, -EINVAL,
+                           "pull_request '%s' needs a GitHub credential for %s: set yours with "
+                           "`sandbox-mcp user credential set NAME github` or on the account page",
+                           s->pull_request, gh);
+        pr = s->pull_request;
+    } else if (!s->pull_request && gh[0]) {
+        char *cred = runs_github_credential(e, s->user_id, gh);
+        pr = cred ? "draft" : "none";
+        runs_wipe_free(cred);
+    }
+    if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->repository &&
+        strcmp(s->repository, ses.repository) != 0)
+        return err_set(err, -EINVAL,
+                       "session '%s' delivers to branch '%s' of %s; start a new session for "
+                       "another repository",
+                       ses.id, ses.work_branch, ses.repository);
+    if (ses.work_branch[0] && ses.base_branch[0] && strcmp(pr, "none") != 0 && s->branch &&
+        strcmp(s->branch, ses.base_branch) != 0)
+        return err_set(err, -EINVAL,
+                       "session '%s' delivers to branch '%s', made from '%s'; start a new "
+                       "session to work from '%s'",
+                       ses.id, ses.work_branch, ses.base_branch, s->branch);
+    if (!ses.id[0]) {
+        id_new("ses", ses.id);
+        snprintf(ses.user_id, sizeof(ses.user_id), "%s", s->user_id);
+        snprintf(ses.agent, sizeof(ses.agent), "%s", agent);
+        snprintf(ses.node_id, sizeof(ses.node_id), "%s",
+                 keep ? store_node(e->st) : STORE_SESSION_UNCLAIMED);
+        ses.created_at = ses.last_run_at = now;
+        int r = store_session_create(e->st, &ses, err);
+        if (r < 0)
+            return r;
+    }
+    struct store_run row = {0};
+    id_new("run", row.id);
+    snprintf(row.user_id, sizeof(row.user_id), "%s", s->user_id);
+    snprintf(row.session_id, sizeof(row.session_id), "%s", ses.id);
+    snprintf(row.model, sizeof(row.model), "%s", model);
+    snprintf(row.agent, sizeof(row.agent), "%s", agent);
+    snprintf(row.branch, sizeof(row.branch), "%s", s->branch ? s->branch : "");
+    row.task = (char *)s->task;
+    row.title = (char *)s->title;
+    row.repository = (char *)repository;
+    row.status_reason = (char *)"accepted";
+    row.timeout_ms = (int64_t)timeout;
+    row.created_at = now;
+    snprintf(row.network, sizeof(row.network), "%s", egress_mode_name(network));
+    snprintf(row.pull_request, sizeof(row.pull_request), "%s", pr);
+    int r = store_run_insert(e->st, &row, err);
+    if (r < 0)
+        return r;
+    log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s "
+             "pull_request=%s",
+             row.id, ses.id, s->user_id, agent, model, s->repository ? s->repository : "-",
+             row.network, pr);
+    snprintf(run_id, 64, "%s", row.id);
+    snprintf(session_id, 64, "%s", ses.id);
+    /* a session of another node's, or none's yet: its node takes the run up (take_queued) */
+    if (strcmp(ses.node_id, store_node(e->st)) == 0) {
+        struct store_run got = {0};
+        if (store_run_get(e->st, NULL, row.id, &got, err) == 0)
+            row.n = got.n;
+        store_run_release(&got);
+        run_alloc(e, &row);
+    }
+    runs_schedule(e);
+    return 0;
+}
