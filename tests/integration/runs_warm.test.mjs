@@ -32,6 +32,13 @@ async function warm(srv, sessionId) {
   return { server, keeper };
 }
 
+// The warm server's process state letter (ps STAT: "S" running or sleeping, "T" stopped).
+async function serverState(srv, sessionId) {
+  const r = await ok(srv, 'container_exec', { session_id: sessionId,
+    command: "ps -o stat= -p $(pgrep -f '^/opt/agents/[^ ]* serve --port 8789')" });
+  return r.stdout.trim();
+}
+
 // The warm server's token, as a process of the sandbox can read it, sent to the proxy.
 const TOKEN_PROBE = 'pid=$(pgrep -f "^/opt/agents/[^ ]* serve --port 8789"); '
   + 'TOK=$(tr "\\0" "\\n" < /proc/$pid/environ | sed -n "s/^SANDBOX_MCP_PROXY_TOKEN=//p"); '
@@ -50,6 +57,11 @@ test('the runs of a session share one warm OpenCode, whose token works only whil
     const first = await warm(server, r1.session_id);
     assert.match(first.server, /^\d+$/, 'the server stays after the run');
     assert.match(first.keeper, /^\d+$/);
+
+    // between runs the server is stopped (SIGSTOP), so that an idle session costs the host no
+    // CPU; what it started would run on, and the next run continues it
+    await until(async () => (await serverState(server, r1.session_id)).startsWith('T'),
+      'the idle warm server is stopped between runs');
 
     // between runs its token opens nothing, although any process of the sandbox can read it
     const between = await ok(server, 'container_exec', { session_id: r1.session_id, command: TOKEN_PROBE });

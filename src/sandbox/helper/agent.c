@@ -20,7 +20,11 @@
  * A connection that ends without "done" is a run that was stopped (cancelled, timed out): the
  * keeper aborts its session, so the server does not go on working for it. With no connection for
  * IDLE_S seconds, or once stale or past MAX_AGE_S with none, it stops the server and exits, and
- * the next run starts a new one. The sandbox is the boundary: all of this is the tenant's own. */
+ * the next run starts a new one. Between runs (FREEZE_AFTER_MS without a connection) the server
+ * process itself is stopped with SIGSTOP and continued when the next bridge connects: an idle
+ * OpenCode still spends a few percent of a core on its timers and garbage collector, which, for
+ * every warm session of every user, is the host's. Only that process is stopped, not its group:
+ * what the agent started runs on. The sandbox is the boundary: all of this is the tenant's own. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -53,6 +57,7 @@
 #define REQUEST_TIMEOUT_MS 60000
 #define MAX_AGE_S (20 * 3600) /* a server is replaced after this, between runs */
 #define KEEPER_CONNS 16
+#define FREEZE_AFTER_MS 2000 /* an idle server is stopped after this without a run */
 
 extern char **environ;
 
@@ -355,6 +360,7 @@ static void stop_server(pid_t pid)
     if (pid <= 0)
         return;
     kill(-pid, SIGTERM);
+    kill(pid, SIGCONT); /* if it was stopped between runs */
     for (int i = 0; i < 30; i++) {
         if (waitpid(pid, NULL, WNOHANG) == pid)
             goto gone;
@@ -419,7 +425,7 @@ int keeper_main(int argc, char **argv)
     int64_t born = time_mono_ms(), last_use = born;
     int out = -1;
     pid_t server = start_server(program, port_s, &out);
-    bool ready = false, stale = false;
+    bool ready = false, stale = false, frozen = false;
     char failure[256] = "", said[512] = "";
     size_t saidlen = 0;
     static struct bridge bridges[KEEPER_CONNS];
@@ -466,6 +472,8 @@ int keeper_main(int argc, char **argv)
             if (fd >= 0 && nb < KEEPER_CONNS && !failure[0]) {
                 bridges[nb] = (struct bridge){.fd = fd};
                 nb++;
+                if (frozen && kill(server, SIGCONT) == 0)
+                    frozen = false;
             } else if (fd >= 0) {
                 say(fd, failure[0] ? failure : "fail too many runs at once\n");
                 close(fd);
@@ -512,6 +520,9 @@ int keeper_main(int argc, char **argv)
         if (nb == 0 && (stale || time_mono_ms() - last_use > idle_s * 1000 ||
                         time_mono_ms() - born > MAX_AGE_S * 1000LL))
             break;
+        if (nb == 0 && ready && server > 0 && !frozen &&
+            time_mono_ms() - last_use > FREEZE_AFTER_MS && kill(server, SIGSTOP) == 0)
+            frozen = true;
     }
     /* the server first: a bridge waiting for a new keeper starts one only once this one's
      * socket is gone, and the new server needs the port */
