@@ -136,6 +136,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzz/libfuzz.a
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -o $@ $< $(BUILD)/fuzz/libfuzz.a $(LDLIBS)
 
+# The same targets for `make test`, which only replays their corpora: each linked with a
+# standalone main (tests/fuzz/replay.c) and the sanitized library the unit tests use, so the
+# source is not compiled a third time with coverage instrumentation.
+$(BUILD)/asan/fuzz/%: tests/fuzz/%.c tests/fuzz/replay.c $(BUILD)/asan/libsandbox-mcp.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< tests/fuzz/replay.c $(BUILD)/asan/libsandbox-mcp.a $(LDLIBS)
+REPLAY_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/asan/fuzz/%,$(FUZZ_SRC))
+
 unit: $(UNIT_BIN)
 
 # test and run install Debian packages first, then build in a second make so that pkg-config is
@@ -147,7 +155,7 @@ test: deps-apt
 	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(TEST_APT)"
 	$(MAKE) --no-print-directory -j$$(($(NPROC) + 2)) deps-npm test-build
 	$(MAKE) --no-print-directory test-suites
-test-build: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(FUZZ_BIN)
+test-build: $(BUILD)/asan/sandbox-mcp $(BUILD)/sandbox-mcp $(UNIT_BIN) $(REPLAY_BIN)
 test-suites: test-build
 	BUILD=$(BUILD) sh tests/run.sh
 

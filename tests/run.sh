@@ -71,7 +71,7 @@ unit_suite() { # name [only the tests that open a store]
 
 fuzz_suite() {
 fp=0 ff=0 t0=$(date +%s)
-for f in "$BUILD"/fuzz/fuzz_*; do
+for f in "$BUILD"/asan/fuzz/fuzz_*; do
     case "$f" in *.d) continue ;; esac
     name=$(basename "$f")
     if "$f" -runs=0 "tests/fuzz/corpus/$name" > "$OUT/$name.log" 2>&1; then

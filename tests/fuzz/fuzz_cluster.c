@@ -6,6 +6,7 @@
 
 #include "cluster/cluster.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct cluster_key k;
