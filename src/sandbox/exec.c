@@ -435,8 +435,7 @@ static char *build_request(const char *cwd, const char *const *argv, char **envp
     return data;
 }
 
-/* A connection to the sandbox's init, on its control socket. */
-static int connect_init(struct sandbox *sbx, struct err *err)
+int sandbox_connect_init(struct sandbox *sbx, struct err *err)
 {
     char path[108];
     snprintf(path, sizeof(path), "/proc/self/fd/%d/ctl.sock", sbx->dirfd);
@@ -463,7 +462,7 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
                         const char *const *env, const char *const *opts, const int *fds,
                         size_t nfds, struct err *err)
 {
-    int conn = connect_init(sbx, err);
+    int conn = sandbox_connect_init(sbx, err);
     if (conn < 0)
         return conn;
     char **envp = build_env(env, cwd);
@@ -507,11 +506,8 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
     return conn;
 }
 
-/* Start the sandbox helper with argv (argv[0] its role) and fds[i] at descriptor 3 + i and
- * /dev/null as stdio. It runs from the sealed memfd: a fresh static program, nothing of this
- * process's memory. Returns 0 and its pid, or a positive errno. */
-static int spawn_helper(struct sandbox_manager *m, const char *const *argv, const int *fds,
-                        int nfds, pid_t *pid)
+int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, const int *fds,
+                         int nfds, pid_t *pid)
 {
     int src[4];
     for (int i = 0; i < nfds; i++)
@@ -532,141 +528,6 @@ static int spawn_helper(struct sandbox_manager *m, const char *const *argv, cons
         if (src[i] >= 0)
             close(src[i]);
     return r;
-}
-
-void sandbox_open_listeners(struct sandbox *sbx, int only)
-{
-    struct sandbox_manager *m = sbx->m;
-    if (sbx->pidfd < 0 || sbx->net_deferred) /* a pooled one's come when it is handed over */
-        return;
-    /* one helper run opens them all: the hooks in want[], their ports as its arguments */
-    int want[SANDBOX_LISTENERS_MAX], n = 0;
-    char ports[SANDBOX_LISTENERS_MAX][8];
-    const char *argv[SANDBOX_LISTENERS_MAX + 2] = {"sandbox-listen"};
-    for (int i = 0; i < m->nlisteners; i++) {
-        if (only >= 0 && i != only)
-            continue;
-        snprintf(ports[n], sizeof(ports[n]), "%u", (unsigned)m->listeners[i].port);
-        argv[1 + n] = ports[n];
-        want[n++] = i;
-    }
-    if (n == 0)
-        return;
-    int sp[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-        log_error("sandbox listener failed sbx=%s err=\"socketpair: %s\"", sbx->id,
-                  strerror(errno));
-        return;
-    }
-    int fds[2] = {sp[1], sbx->pidfd};
-    pid_t pid;
-    int r = spawn_helper(m, argv, fds, 2, &pid);
-    close(sp[1]);
-    if (r != 0) {
-        close(sp[0]);
-        log_error("sandbox listener failed sbx=%s err=\"spawn: %s\"", sbx->id, strerror(r));
-        return;
-    }
-    /* The helper does a few system calls and exits: wait for it here. */
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    char line[256];
-    int lfd[SANDBOX_LISTENERS_MAX];
-    int nfds = listen_ports_recv(sp[0], lfd, n, line, sizeof(line));
-    close(sp[0]);
-    if (nfds != n) {
-        for (int i = 0; i < nfds; i++)
-            close(lfd[i]);
-        line[strcspn(line, "\n")] = '\0';
-        log_error("sandbox listener failed sbx=%s err=\"%s\"", sbx->id,
-                  nfds == 0 && line[0] ? line : "helper died");
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        fcntl(lfd[i], F_SETFL, fcntl(lfd[i], F_GETFL) | O_NONBLOCK);
-        const struct sandbox_listener_hook *h = &m->listeners[want[i]];
-        h->fn(h->ctx, sbx->id, lfd[i]);
-    }
-}
-
-/* The listeners of all the hooks, in their order, made nonblocking by their maker
- * (listen_ports_send), to their hooks. */
-static void give_listeners(struct sandbox *sbx, const int *lfd, int n)
-{
-    for (int i = 0; i < n; i++) {
-        const struct sandbox_listener_hook *h = &sbx->m->listeners[i];
-        h->fn(h->ctx, sbx->id, lfd[i]);
-    }
-}
-
-void sandbox_drop_listeners(struct sandbox *sbx)
-{
-    if (sbx->listen_rx >= 0)
-        close(sbx->listen_rx);
-    sbx->listen_rx = -1;
-}
-
-void sandbox_take_listeners(struct sandbox *sbx)
-{
-    struct sandbox_manager *m = sbx->m;
-    int lfd[SANDBOX_LISTENERS_MAX], nfds = 0;
-    if (sbx->listen_rx >= 0) {
-        /* The setup child sent them before its report, and has exited. */
-        nfds = listen_ports_recv(sbx->listen_rx, lfd, SANDBOX_LISTENERS_MAX, NULL, 0);
-        sandbox_drop_listeners(sbx);
-    }
-    if (nfds != m->nlisteners) {
-        for (int i = 0; i < nfds; i++)
-            close(lfd[i]);
-        sandbox_open_listeners(sbx, -1);
-        return;
-    }
-    give_listeners(sbx, lfd, nfds);
-}
-
-int sandbox_arm(struct sandbox *sbx, struct err *err)
-{
-    struct sandbox_manager *m = sbx->m;
-    if (!sbx->net_deferred)
-        return 0;
-    _cleanup_close_ int conn = connect_init(sbx, err);
-    if (conn < 0)
-        return conn;
-    struct {
-        uint32_t word, n;
-        uint16_t ports[SANDBOX_LISTENERS_MAX];
-    } req = {.word = LISTEN_ARM_REQUEST, .n = (uint32_t)m->nlisteners};
-    for (int i = 0; i < m->nlisteners; i++)
-        req.ports[i] = m->listeners[i].port;
-    size_t len = offsetof(__typeof__(req), ports) + (size_t)m->nlisteners * sizeof(uint16_t);
-    int r = write_full(conn, &req, len);
-    if (r < 0)
-        return err_set(err, r, "cannot hand the sandbox over: %s", strerror(-r));
-    /* The init makes a network namespace, brings its loopback up and confines itself: about a
-     * millisecond and a half, waited for here, since the take that asked is answered at once.
-     * An init that has not answered in a second is given up on (the caller then starts a
-     * sandbox), so that the loop never waits longer than that. */
-    struct pollfd pfd = {.fd = conn, .events = POLLIN};
-    int ready;
-    while ((ready = poll(&pfd, 1, 1000)) < 0 && errno == EINTR)
-        ;
-    char line[256] = "";
-    int lfd[SANDBOX_LISTENERS_MAX];
-    int nfds = ready > 0 ? listen_ports_recv(conn, lfd, m->nlisteners, line, sizeof(line)) : 0;
-    bool ok = m->nlisteners ? nfds == m->nlisteners : strcmp(line, "ready\n") == 0;
-    if (!ok) {
-        for (int i = 0; i < nfds; i++)
-            close(lfd[i]);
-        line[strcspn(line, "\n")] = '\0';
-        return err_set(err, -EIO, "cannot hand the sandbox over: %s",
-                       line[0]      ? line
-                       : ready == 0 ? "its init did not answer"
-                                    : "its init died");
-    }
-    sbx->net_deferred = false;
-    give_listeners(sbx, lfd, nfds);
-    return 0;
 }
 
 struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
@@ -909,7 +770,7 @@ int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_d
     int fds[3] = {rep[1], sbx->pidfd, memfd};
     pid_t pid;
     static const char *const fs_argv[] = {"sandbox-fs", NULL};
-    int r = spawn_helper(sbx->m, fs_argv, fds, 3, &pid);
+    int r = sandbox_spawn_helper(sbx->m, fs_argv, fds, 3, &pid);
     close(rep[1]);
     if (r != 0) {
         close(rep[0]);

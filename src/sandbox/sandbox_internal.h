@@ -306,7 +306,7 @@ void sandbox_save(struct sandbox *sbx);
 /* Finish waiters with sbx (err NULL) or err. */
 void sandbox_notify(struct sandbox *sbx, const struct err *err);
 /* Open sbx's listeners (every registered port, or only the one at index only >= 0) through the
- * helper and pass each to its hook (exec.c). */
+ * helper and pass each to its hook (listeners.c). */
 void sandbox_open_listeners(struct sandbox *sbx, int only);
 /* A new sandbox struct for a row of the store, added to m->all. */
 struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sandbox *row);
@@ -367,13 +367,21 @@ void pool_schedule(struct sandbox_manager *m);
 /* The idle tick's share: drop pooled sandboxes that died or are on an old template. */
 void pool_tick(struct sandbox_manager *m);
 /* After a start: pass the listeners the setup child sent on sbx->listen_rx to their hooks (or
- * open them with the helper when it sent none), and close listen_rx (exec.c). */
+ * open them with the helper when it sent none), and close listen_rx (listeners.c). */
 void sandbox_take_listeners(struct sandbox *sbx);
 /* Hand a pooled sandbox over: its init makes the network namespace, brings loopback up, confines
  * itself and sends the listeners, which go to their hooks. Waits for the init (about 1.5 ms). 0
- * when done or not needed; -errno, and the sandbox is not to be used, when it failed (exec.c). */
+ * when done or not needed; -errno, and the sandbox is not to be used, when it failed
+ * (listeners.c). */
 int sandbox_arm(struct sandbox *sbx, struct err *err);
 /* Close listen_rx and whatever waits on it (a start that failed). */
 void sandbox_drop_listeners(struct sandbox *sbx);
+/* A connection to the sandbox's init, on its control socket (exec.c). */
+int sandbox_connect_init(struct sandbox *sbx, struct err *err);
+/* Start the sandbox helper with argv (argv[0] its role) and fds[i] at descriptor 3 + i and
+ * /dev/null as stdio. It runs from the sealed memfd: a fresh static program, nothing of this
+ * process's memory. Returns 0 and its pid, or a positive errno (exec.c). */
+int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, const int *fds,
+                         int nfds, pid_t *pid);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);
