@@ -80,7 +80,8 @@ size_t base64_encode(const void *in, size_t n, char *out)
                               true, in, n, out);
 }
 
-static int b64_value(unsigned char c)
+/* A digit's value, or -1; the URL-safe alphabet's '-' and '_' only when not strict. */
+static int b64_value(unsigned char c, bool strict)
 {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
@@ -88,27 +89,31 @@ static int b64_value(unsigned char c)
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '+' || c == '-')
+    if (c == '+' || (!strict && c == '-'))
         return 62;
-    if (c == '/' || c == '_')
+    if (c == '/' || (!strict && c == '_'))
         return 63;
     return -1;
 }
 
-ssize_t base64_decode(const char *in, size_t n, unsigned char *out)
+static ssize_t b64_decode(const char *in, size_t n, unsigned char *out, bool strict)
 {
+    /* With no whitespace skipped, whole quanta and at most two '=' after the last digit leave
+     * exactly the padded forms: 2 digits and "==", or 3 and "=". */
+    if (strict && n % 4)
+        return -1;
     uint32_t acc = 0;
     int bits = 0;
     size_t len = 0, pad = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)in[i];
-        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+        if (!strict && (c == ' ' || c == '\n' || c == '\r' || c == '\t'))
             continue;
         if (c == '=') {
             pad++;
             continue;
         }
-        int v = b64_value(c);
+        int v = b64_value(c, strict);
         if (v < 0 || pad)
             return -1; /* a bad character, or data after padding */
         acc = (acc << 6) | (uint32_t)v;
@@ -122,4 +127,14 @@ ssize_t base64_decode(const char *in, size_t n, unsigned char *out)
     if (bits >= 6 || pad > 2 || (acc & ((1u << bits) - 1)))
         return -1;
     return (ssize_t)len;
+}
+
+ssize_t base64_decode(const char *in, size_t n, unsigned char *out)
+{
+    return b64_decode(in, n, out, false);
+}
+
+ssize_t base64_decode_strict(const char *in, size_t n, unsigned char *out)
+{
+    return b64_decode(in, n, out, true);
 }

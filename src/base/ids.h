@@ -41,3 +41,9 @@ void id_new(const char *prefix, char out[64]);
  * into out (at least n/4*3+3 bytes). Returns the decoded length, or -1 when the input is not
  * base64. */
 ssize_t base64_decode(const char *in, size_t n, unsigned char *out);
+
+/* Decode strict base64 (RFC 4648 section 4) of n chars into out (at least n/4*3 bytes): the
+ * standard alphabet only, whole quanta of 4 characters, '=' only as the last one or two, the
+ * bits the padding leaves over zero, and no whitespace, so that one value has one encoding.
+ * Returns the decoded length, or -1 when the input is not strict base64. */
+ssize_t base64_decode_strict(const char *in, size_t n, unsigned char *out);

@@ -10,64 +10,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/ids.h"
 #include "base/util.h"
 
 #define SENTINEL_HEAD "=?base64?"
 #define SENTINEL_TAIL "?="
 #define SCHEMA_DEPTH_MAX 16 /* subschemas inside one another that the annotation walk enters */
-
-static int b64_digit(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Strict base64 (RFC 4648 section 4): whole quanta, '=' only as the last one or two characters,
- * and the bits the padding leaves over zero, so that one value has one encoding. out has room
- * for len bytes. */
-static bool b64_decode(const char *s, size_t len, char *out, size_t *out_len)
-{
-    if (len % 4)
-        return false;
-    size_t pad = 0;
-    while (pad < 2 && pad < len && s[len - 1 - pad] == '=')
-        pad++;
-    size_t o = 0;
-    uint32_t acc = 0;
-    for (size_t i = 0; i < len - pad; i++) {
-        int d = b64_digit((unsigned char)s[i]);
-        if (d < 0)
-            return false;
-        acc = acc << 6 | (uint32_t)d;
-        if (i % 4 == 3) {
-            out[o++] = (char)(acc >> 16);
-            out[o++] = (char)(acc >> 8);
-            out[o++] = (char)acc;
-            acc = 0;
-        }
-    }
-    if (pad == 2) { /* two digits: 12 bits, one byte and 4 bits that must be zero */
-        if (acc & 0xf)
-            return false;
-        out[o++] = (char)(acc >> 4);
-    } else if (pad == 1) { /* three digits: 18 bits, two bytes and 2 bits that must be zero */
-        if (acc & 0x3)
-            return false;
-        out[o++] = (char)(acc >> 10);
-        out[o++] = (char)(acc >> 2);
-    }
-    *out_len = o;
-    return true;
-}
 
 int mcp_header_decode(const char *v, size_t len, char **out, size_t *out_len, char *msg,
                       size_t msglen)
@@ -94,13 +42,15 @@ int mcp_header_decode(const char *v, size_t len, char **out, size_t *out_len, ch
     char *buf = xmalloc(len + 1);
     if (len >= hl + tl && memcmp(v, SENTINEL_HEAD, hl) == 0 &&
         memcmp(v + len - tl, SENTINEL_TAIL, tl) == 0) {
-        if (!b64_decode(v + hl, len - hl - tl, buf, out_len)) {
+        ssize_t n = base64_decode_strict(v + hl, len - hl - tl, (unsigned char *)buf);
+        if (n < 0) {
             free(buf);
             snprintf(msg, msglen,
                      "has invalid base64 between " SENTINEL_HEAD " and " SENTINEL_TAIL
                      " (the standard alphabet, padded with '=' to a multiple of 4 characters)");
             return -EINVAL;
         }
+        *out_len = (size_t)n;
     } else {
         memcpy(buf, v, len);
         *out_len = len;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/json_write.h"
 
 size_t reply_result_cost(const json_t *content, const json_t *structured)
@@ -62,4 +63,14 @@ void reply_share(size_t a, size_t b, size_t budget, size_t *share_a, size_t *sha
         *share_b = b < half ? b : half;
         *share_a = budget - *share_b;
     }
+}
+
+json_t *reply_text_content(struct buf *b)
+{
+    size_t n;
+    char *text = buf_steal(b, &n);
+    json_t *content =
+        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
+    free(text);
+    return content;
 }

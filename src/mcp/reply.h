@@ -1,10 +1,12 @@
 #pragma once
 /* Fitting tool results into the reply budget (mcp_call_reply_budget): what a result costs as
- * serialized JSON, and cuts of long text that keep its head and its tail. Pure functions, for the
- * tools that return large data. */
+ * serialized JSON, cuts of long text that keep its head and its tail, and the content of one text
+ * block built from a buffer. Pure functions, for the tools that return large data. */
 
 #include <jansson.h>
 #include <stddef.h>
+
+struct buf;
 
 /* Bytes of the budget left for what the protocol adds around a tool's result (resultType,
  * _meta, isError) and the JSON-RPC envelope; a tool fits its content and structuredContent in
@@ -30,3 +32,7 @@ struct reply_cut reply_cut_text(const char *s, size_t len, size_t budget);
 /* Split budget between two parts that need a and b bytes: both whole when they fit, else the
  * smaller keeps what it needs up to half of budget and the larger gets the rest. */
 void reply_share(size_t a, size_t b, size_t budget, size_t *share_a, size_t *share_b);
+
+/* A tool result's content of one text block: the bytes b holds, which must be valid UTF-8 (they
+ * are not checked again). Takes b's data and leaves b empty; the caller owns the array. */
+json_t *reply_text_content(struct buf *b);

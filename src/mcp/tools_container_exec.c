@@ -146,14 +146,9 @@ static json_t *exec_content(const struct job *j)
                    (unsigned long long)r->duration_ms);
     stream_text(&b, j, 0);
     stream_text(&b, j, 1);
-    size_t n;
-    char *text = buf_steal(&b, &n);
     /* The streams are valid UTF-8 already (sanitized when captured, cut on character
      * boundaries): no second check. */
-    json_t *content =
-        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
-    free(text);
-    return content;
+    return reply_text_content(&b);
 }
 
 /* The stream as structuredContent carries it: whole, or head and tail around a short note. */

@@ -48,13 +48,8 @@ static json_t *listing_text(const json_t *res, size_t dropped)
                    "[... %zu more entries not shown, to keep this reply small: list a "
                    "subdirectory, or without recursive, to see the rest]\n",
                    dropped);
-    size_t n;
-    char *text = buf_steal(&b, &n);
     /* The streams are valid UTF-8 already (sanitized when captured): no second check. */
-    json_t *content =
-        json_pack("[{s:s, s:o}]", "type", "text", "text", json_stringn_nocheck(text, n));
-    free(text);
-    return content;
+    return reply_text_content(&b);
 }
 
 static char *file_uri(const char *path)

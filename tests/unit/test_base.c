@@ -357,6 +357,42 @@ TEST(base64_decode_forms_and_errors)
     CHECK_INT_EQ(base64_decode("Zh", 2, out), -1);       /* non-zero leftover bits */
 }
 
+TEST(base64_decode_strict_refuses_the_lenient_forms)
+{
+    unsigned char out[64];
+    CHECK_INT_EQ(base64_decode_strict("Zm9vYmFy", 8, out), 6);
+    CHECK(memcmp(out, "foobar", 6) == 0);
+    CHECK_INT_EQ(base64_decode_strict("Zm9vYg==", 8, out), 4);
+    CHECK(memcmp(out, "foob", 4) == 0);
+    CHECK_INT_EQ(base64_decode_strict("Zm9vYmE=", 8, out), 5);
+    CHECK(memcmp(out, "fooba", 5) == 0);
+    CHECK_INT_EQ(base64_decode_strict("+/8=", 4, out), 2);
+    CHECK(out[0] == 0xfb && out[1] == 0xff);
+    CHECK_INT_EQ(base64_decode_strict("", 0, out), 0);
+    /* what the lenient decoder takes and the strict one refuses; every strict form is lenient
+     * too, with the same bytes */
+    const char *lenient_only[] = {
+        "Zm9vYg",     /* unpadded */
+        "Zg=",        /* padded short of a whole quantum */
+        "Zm9v\nYmFy", /* whitespace */
+        "Zm9 vYg=",   /* whitespace, in a length that is a multiple of 4 */
+        "-_8=",       /* the URL-safe alphabet */
+        "Zm9vYmF_",   /* one URL-safe digit */
+    };
+    for (size_t i = 0; i < sizeof(lenient_only) / sizeof(lenient_only[0]); i++) {
+        size_t n = strlen(lenient_only[i]);
+        CHECK(base64_decode(lenient_only[i], n, out) >= 0);
+        CHECK_INT_EQ(base64_decode_strict(lenient_only[i], n, out), -1);
+    }
+    /* refused by both */
+    const char *neither[] = {"Zm9vYh==", "Zm9vYmF=", "Zg==Zg==", "Zm=v", "====", "Z===", "!!!!"};
+    for (size_t i = 0; i < sizeof(neither) / sizeof(neither[0]); i++) {
+        size_t n = strlen(neither[i]);
+        CHECK_INT_EQ(base64_decode(neither[i], n, out), -1);
+        CHECK_INT_EQ(base64_decode_strict(neither[i], n, out), -1);
+    }
+}
+
 /* The fast writer gives jansson's own bytes (JSON_COMPACT | JSON_ENCODE_ANY). */
 static void check_same_as_jansson(json_t *v)
 {

@@ -648,6 +648,23 @@ TEST(reply_cuts_keep_head_and_tail_within_the_budget)
     CHECK(a == 70 && z == 30);
 }
 
+TEST(reply_text_content_takes_the_buffer)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    buf_append(&b, "exit code 0\n\0tail", 17);
+    json_t *content = reply_text_content(&b);
+    CHECK_INT_EQ(b.len, 0);
+    CHECK_INT_EQ(json_array_size(content), 1);
+    const json_t *block = json_array_get(content, 0);
+    CHECK_STR_EQ(json_string_value(json_object_get(block, "type")), "text");
+    const json_t *text = json_object_get(block, "text");
+    CHECK_INT_EQ(json_string_length(text), 17);
+    CHECK(memcmp(json_string_value(text), "exit code 0\n\0tail", 17) == 0);
+    json_decref(content);
+    buf_release(&b);
+}
+
 /* --- tasks: a source of tasks held in memory, and a tool that makes them --- */
 
 struct fake_task {
