@@ -177,26 +177,29 @@ test('a document refused before any fetch is logged with its reason, and nothing
   const server = await startServer({ env: { OAUTH_REGISTER_PER_ADDRESS: '1' } });
   try {
     const base = hung.conns, fetchedBefore = good.fetched;
-    const long = `https://client.example/${'a'.repeat(2100)}.json`;
+    // Every host below is a loopback address literal, and the https:// ones name the hung
+    // server's port: a broken shape rule then meets the address rule (public addresses only) and
+    // no resolver, and past that would reach only the hung server, whose connections are counted.
+    // The same shapes naming a host are checked as pure rules in tests/unit/test_cimd.c.
+    const lo = hung.base.replace('http://', 'https://');
+    const long = `${lo}/${'a'.repeat(2100)}.json`;
     const cases = [
       // [client_id, what the log shows of it, the reason]
-      ['http://client.example/client.json', null, 'must be an https:// URL'],
       [`${good.base}/client.json`, null, "must be an https:// URL"],
       [`${hung.base}/client.json`, null, 'must be an https:// URL'],
-      // address literals on loopback only: a broken rule then still reaches nothing off this
-      // machine; the private, link-local and other classes are checked as pure policy in
+      // the private, link-local and other address classes are checked as pure policy in
       // tests/unit/test_cimd.c
       ['https://127.0.0.1/client.json', null, 'client metadata is fetched from public addresses only'],
       ['https://[::1]/client.json', null, 'client metadata is fetched from public addresses only'],
       ['https://127.0.0.1:8443/client.json', null, 'client metadata is fetched from public addresses only'],
-      ['https://client.example/', null, 'must have a path other than /'],
-      ['https://user:pw@client.example/client.json', null, 'must not carry a user name or password'],
-      ['https://client.example/client.json#x', null, 'must not have a fragment'],
-      ['https://client.example/../client.json', null, 'must not have . or .. path segments'],
-      ['HTTPS://client.example/client.json', null, 'must be an https:// URL'],
+      [`${lo}/`, null, 'must have a path other than /'],
+      [lo.replace('https://', 'https://user:pw@') + '/client.json', null, 'must not carry a user name or password'],
+      [`${lo}/client.json#x`, null, 'must not have a fragment'],
+      [`${lo}/../client.json`, null, 'must not have . or .. path segments'],
+      [lo.replace('https://', 'HTTPS://') + '/client.json', null, 'must be an https:// URL'],
       [long, long.slice(0, 200), 'is longer than 2048 bytes'],
       // a stranger's quote or newline cannot end the value or the line
-      ['https://client.example/a"b\nc.json', 'https://client.example/a\\"b\\x0ac.json', 'holds characters a URL may not'],
+      [`${lo}/a"b\nc.json`, `${lo}/a\\"b\\x0ac.json`, 'holds characters a URL may not'],
     ];
     for (const [id, shown, reason] of cases) {
       const r = await authorizeFrom(server, '127.0.0.2', id);
@@ -206,9 +209,9 @@ test('a document refused before any fetch is logged with its reason, and nothing
     }
     // the quota of new clients: this address registered one this hour
     await registerPublic(server, [CB]);
-    const q = await authorizeFrom(server, '127.0.0.1', 'https://client.example/quota.json');
+    const q = await authorizeFrom(server, '127.0.0.1', `${lo}/quota.json`);
     assert.equal(q.status, 429, q.text);
-    await server.waitLog(refusedLine('before_fetch', 'https://client.example/quota.json', '127.0.0.1',
+    await server.waitLog(refusedLine('before_fetch', `${lo}/quota.json`, '127.0.0.1',
       'this address brought 1 new apps in the last hour; try again in'));
     assert.equal(hung.conns - base, 0, 'a connection was made');
     assert.equal(good.fetched - fetchedBefore, 0, 'a document was fetched');

@@ -171,6 +171,29 @@ TEST(url_loopback_http)
     URL_BAD("http://u@127.0.0.1:8080/x", true, "user name or password");
 }
 
+/* The shapes an /authorize request is refused for before any lookup, as a client sends them, in
+ * production mode. They name a host here and nowhere else: a broken rule then meets no resolver.
+ * tests/integration/oauth_cimd.test.mjs sends the same shapes to a loopback address literal, to
+ * see the answer and the log line. */
+TEST(url_refused_before_any_lookup)
+{
+    URL_BAD("http://client.example/client.json", false, "must be an https:// URL");
+    URL_BAD("HTTPS://client.example/client.json", false, "must be an https:// URL");
+    URL_BAD("https://client.example/", false, "must have a path other than /");
+    URL_BAD("https://user:pw@client.example/client.json", false,
+            "must not carry a user name or password");
+    URL_BAD("https://client.example/client.json#x", false, "must not have a fragment");
+    URL_BAD("https://client.example/../client.json", false, "must not have . or .. path segments");
+    URL_BAD("https://client.example/a\"b\nc.json", false, "holds characters a URL may not");
+
+    static const char head[] = "https://client.example/";
+    char long_url[sizeof(head) - 1 + 2100 + sizeof(".json")];
+    memcpy(long_url, head, sizeof(head) - 1);
+    memset(long_url + sizeof(head) - 1, 'a', 2100);
+    memcpy(long_url + sizeof(head) - 1 + 2100, ".json", sizeof(".json"));
+    URL_BAD(long_url, false, "is longer than 2048 bytes");
+}
+
 static struct egress_addr addr(const char *text)
 {
     struct egress_addr a = {{0}};
