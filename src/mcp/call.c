@@ -356,7 +356,13 @@ void mcp_exchange_detach(struct mcp_exchange *ex)
      * (except those that only wait to read). */
     for (struct mcp_call *c = ex->calls, *next; c; c = next) {
         next = c->next;
-        if ((c->modern || c->cancel_on_close) && !c->cancelled) {
+        if (c->cancelled)
+            continue;
+        bool cancel = c->modern || c->cancel_on_close;
+        log_info("mcp client-left req=%s user=%s method=%s tool=%s call=%s", ex->request_id,
+                 ex->principal.user_id, c->method, c->tool ? c->tool->def.name : "-",
+                 cancel ? "cancelled" : "kept");
+        if (cancel) {
             c->cancelled = true;
             if (c->on_cancel)
                 c->on_cancel(c, c->cancel_ctx);

@@ -148,8 +148,9 @@ struct mcp_exchange *mcp_exchange_start(struct mcp_server *srv, const struct mcp
                                         const char *body, size_t len,
                                         const struct mcp_sink_ops *ops, void *sink);
 
-/* The client went away: drop the sink, cancel calls that honour cancellation. The exchange frees
- * itself once its calls have answered. */
+/* The client went away: drop the sink, cancel calls that honour cancellation, and log each call
+ * still pending with what became of it (`mcp client-left ... call=cancelled|kept`). The exchange
+ * frees itself once its calls have answered. */
 void mcp_exchange_detach(struct mcp_exchange *ex);
 
 /* --- calls (one JSON-RPC request) --- */

@@ -267,6 +267,12 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
              * (its stall timeout still runs: a client that takes nothing for that long is cut). */
             t->held = client->sock->_cb.read;
             h2o_socket_read_stop(client->sock);
+            if (!t->was_held)
+                log_info("proxy upstream held service=%s user=%s run=%s reason=slow-client "
+                         "bytes=%llu pending=%zu",
+                         t->prov->name, t->user, t->run[0] ? t->run : "-",
+                         (unsigned long long)t->bytes, t->pending.len);
+            t->was_held = true;
         }
     }
     return 0;

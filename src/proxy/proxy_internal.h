@@ -177,6 +177,7 @@ struct transfer {
     bool connecting;    /* inside h2o_http1client_connect_with_pool */
     bool reused;        /* the connection was a kept one */
     h2o_socket_cb held; /* the upstream socket's reader while it is paused, else NULL */
+    bool was_held;      /* paused once at least (logged the first time only) */
     struct buf pending, inflight;
     struct usage_parser usage;
     int64_t t0;

@@ -8,7 +8,7 @@ import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
 import { startServer, cli, removeDataDir } from '../lib/server.mjs';
-import { call, ok, finished, until } from '../lib/runs.mjs';
+import { call, ok, finished, until, TERMINAL } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router;
@@ -52,8 +52,11 @@ test("a user at their running-sandbox limit waits for their own sandboxes, not f
       const s = router.add('fair-sbx-7a1', [{ text: 'Done.' }]);
       const run = await ok(srv, 'run_task', { task: 'fair-sbx-7a1' });
       // Their run's session sandbox would be their second: it waits, and its agent never starts.
-      await new Promise((r) => setTimeout(r, 1500));
-      const waiting = await ok(srv, 'get_result', { run_id: run.run_id });
+      // The phase says so once the engine has been refused the sandbox and put the run back.
+      const waiting = await until(async () => {
+        const r = await ok(srv, 'get_result', { run_id: run.run_id });
+        return (TERMINAL.has(r.status) || /^waiting for a sandbox/.test(r.phase?.detail ?? '')) && r;
+      }, 'the run waits for a sandbox', 60000);
       assert.ok(['queued', 'running'].includes(waiting.status), JSON.stringify(waiting));
       assert.equal(s.requests.length, 0);
       // The server's second slot is still there for another user.

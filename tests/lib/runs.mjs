@@ -38,13 +38,14 @@ export async function finished(srv, runId, token = srv.token) {
   }
 }
 
-// Poll cond until it gives something truthy, which is returned.
+// Poll cond until it gives something truthy, which is returned. what names the condition in the
+// error on timeout; a function is called then, to say what was seen last.
 export async function until(cond, what, ms = 60000) {
   const t0 = Date.now();
   for (;;) {
     const v = await cond();
     if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
+    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
