@@ -24,7 +24,7 @@
 #include "egress/egress.h"
 #include "http/http.h"
 #include "http/mcp_endpoint.h"
-#include "http/web.h"
+#include "web/web.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
