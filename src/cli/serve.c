@@ -23,7 +23,7 @@
 #include "cluster/cluster.h"
 #include "egress/egress.h"
 #include "http/http.h"
-#include "http/mcp_endpoint.h"
+#include "mcp/mcp_endpoint.h"
 #include "web/web.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"

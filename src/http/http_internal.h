@@ -41,7 +41,7 @@ struct http_route {
     void *ctx;
 };
 
-/* The host configuration of the main listener, for a module's filters (mcp_endpoint.c). */
+/* The host configuration of the main listener, for a module's filters (src/mcp/mcp_endpoint.c). */
 h2o_hostconf_t *http_server_main_host(struct http_server *srv);
 
 /* Request bookkeeping: id for logs, in-flight count and metrics at dispose. */
@@ -70,15 +70,6 @@ bool http_check_origin(struct http_server *srv, h2o_req_t *req);
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
                        unsigned *scopes);
-/* forward.c: a container_* call on a sandbox that lives on another node is forwarded there
- * (true: req is answered, by the relay or with an error); false: it is served here. */
-struct mcp_request_info;
-bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct store_user *user,
-                       unsigned scopes, const struct mcp_request_info *info);
-/* The user and scopes of a call another node forwarded to POST /internal/mcp, from its signed
- * header: true, or false having answered 401. */
-bool http_forwarded_auth(struct http_server *srv, h2o_req_t *req, struct store_user *user,
-                         unsigned *scopes);
 
 /* Answer 403 insufficient_scope for a token that lacks needed (AUTH_SCOPE_* bits). */
 void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed);

@@ -1,7 +1,9 @@
 /* POST /mcp (Streamable HTTP, stateless) and the retired /sse transport. */
-#include "http/mcp_endpoint.h"
+#include "mcp/mcp_endpoint.h"
+
 #include "http/http_internal.h"
 #include "http/watch.h"
+#include "mcp/forward.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -204,7 +206,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     }
     struct store_user user;
     unsigned scopes;
-    if (forwarded ? !http_forwarded_auth(srv, req, &user, &scopes)
+    if (forwarded ? !mcp_forwarded_auth(srv, req, &user, &scopes)
                   : !http_authenticate(srv, req, &user, &scopes))
         return 0;
     const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
@@ -236,7 +238,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user.id);
     snprintf(info.principal.user_name, sizeof(info.principal.user_name), "%s", user.name);
 
-    if (!forwarded && http_forward_call(srv, req, &user, scopes, &info))
+    if (!forwarded && mcp_forward_call(srv, req, &user, scopes, &info))
         return 0;
     struct mcp_sink *s = h2o_mem_alloc_shared(&req->pool, sizeof(*s), sink_dispose);
     memset(s, 0, sizeof(*s));
