@@ -65,13 +65,13 @@ const char *http_status_reason(int status);
 bool http_check_origin(struct http_server *srv, h2o_req_t *req);
 
 /* Bearer-token authentication: an API token, or an OAuth access token issued for this server's
- * /mcp. Returns true and fills user and scopes (AUTH_SCOPE_* bits; every one for an API token)
+ * /mcp. Returns true and fills user and scopes (SCOPE_* bits; every one for an API token)
  * on success; otherwise has answered 401 with WWW-Authenticate naming the resource metadata. */
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
                        unsigned *scopes);
 
-/* Answer 403 insufficient_scope for a token that lacks needed (AUTH_SCOPE_* bits). */
+/* Answer 403 insufficient_scope for a token that lacks needed (SCOPE_* bits). */
 void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed);
 
 /* A streaming response body (SSE). The stream lives in the request pool; on_close runs once if

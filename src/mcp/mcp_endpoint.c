@@ -139,7 +139,7 @@ static unsigned message_scope(const json_t *m)
     if (method && name && strcmp(method, "tools/call") == 0)
         return auth_tool_scope(name);
     if (method && strncmp(method, "tasks/", 6) == 0)
-        return AUTH_SCOPE_RUNS;
+        return SCOPE_RUNS;
     return 0;
 }
 
@@ -222,7 +222,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
                   "Not Acceptable: Client must accept both application/json and text/event-stream");
         return 0;
     }
-    unsigned needed = (scopes & AUTH_SCOPES_TOOLS) == AUTH_SCOPES_TOOLS ? 0 : tool_scope(req);
+    unsigned needed = (scopes & SCOPES_TOOLS) == SCOPES_TOOLS ? 0 : tool_scope(req);
     if (needed & ~scopes) {
         http_insufficient_scope(srv, req, needed);
         return 0;
