@@ -6,10 +6,17 @@
 #include "base/config.h"
 #include "http/http.h"
 
+/* Whether a request head's X-API-Key or Authorization value (either may be empty) carries a
+ * credential of a module above the server (the proxy's tokens) valid on the listener of
+ * listener_sandbox ("" for the main listener). Asked by the gate before a body is read. */
+typedef bool (*http_head_check_fn)(void *ctx, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
+                                   const char *listener_sandbox);
+
 struct http_server {
     const struct config *cfg;
     struct store *store;
-    struct proxy *proxy;
+    http_head_check_fn head_check; /* http_server_set_head_check; NULL: none */
+    void *head_check_ctx;
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
@@ -40,6 +47,11 @@ struct http_route {
     const char *label;
     void *ctx;
 };
+
+/* Let the gate accept the credentials fn (with ctx, borrowed for the server's life) finds valid,
+ * besides a user's bearer token. One hook; a later call replaces it. Before http_server_run, loop
+ * thread. */
+void http_server_set_head_check(struct http_server *srv, http_head_check_fn fn, void *ctx);
 
 /* The host configuration of the main listener, for a module's filters (src/mcp/mcp_endpoint.c). */
 h2o_hostconf_t *http_server_main_host(struct http_server *srv);
