@@ -30,7 +30,7 @@ LIB_SRC := $(filter-out src/cli/% src/sandbox/helper/%,$(shell find src -name '*
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 PG_MIGRATIONS := $(sort $(wildcard migrations/postgres/*.sql))
 PROVIDERS := $(sort $(wildcard proxy/*.json))
-WEB := $(sort $(wildcard src/http/web/*))
+WEB := $(sort $(wildcard src/web/assets/*))
 GEN_SRC := $(BUILD)/gen/migrations.c $(BUILD)/gen/providers.c $(BUILD)/gen/web.c
 
 define objs

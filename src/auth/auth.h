@@ -7,21 +7,9 @@
 #include <stddef.h>
 
 #include "base/err.h"
+#include "base/scopes.h"
 #include "base/seal.h"
 
-/* Scopes: one for the sandbox tools, one for runs, offline_access for refresh tokens. */
-#define AUTH_SCOPE_SANDBOX 1u
-#define AUTH_SCOPE_RUNS 2u
-#define AUTH_SCOPE_OFFLINE 4u
-#define AUTH_SCOPES_TOOLS (AUTH_SCOPE_SANDBOX | AUTH_SCOPE_RUNS)
-#define AUTH_SCOPES_ALL (AUTH_SCOPES_TOOLS | AUTH_SCOPE_OFFLINE)
-/* What a client is told to ask for (WWW-Authenticate, metadata). */
-#define AUTH_SCOPES_TEXT "sandbox runs offline_access"
-
-/* Parse a space-separated scope list. -EINVAL (err names it) for an unknown scope. */
-int auth_scopes_parse(const char *text, unsigned *out, struct err *err);
-/* "sandbox runs offline_access", in that order, of the bits set. */
-void auth_scopes_format(unsigned scopes, char *out, size_t cap);
 /* The scope a tool needs (0 for none). */
 unsigned auth_tool_scope(const char *tool);
 

@@ -93,11 +93,11 @@ static const struct {
     unsigned bit;
     const char *name, *what;
 } scope_text[] = {
-    {AUTH_SCOPE_SANDBOX, "sandbox",
+    {SCOPE_SANDBOX, "sandbox",
      "Start sandboxes, run commands in them, and read and write "
      "their files"},
-    {AUTH_SCOPE_RUNS, "runs", "Start coding runs on your repositories, follow and cancel them"},
-    {AUTH_SCOPE_OFFLINE, "offline_access", "Stay connected without asking you again"},
+    {SCOPE_RUNS, "runs", "Start coding runs on your repositories, follow and cancel them"},
+    {SCOPE_OFFLINE, "offline_access", "Stay connected without asking you again"},
 };
 
 static void consent_page(struct authz *z, const struct store_oauth_client *c,
@@ -235,10 +235,9 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         fail(z, "invalid_request", "code_challenge is not a valid S256 challenge");
         return;
     }
-    unsigned scopes = AUTH_SCOPES_TOOLS;
+    unsigned scopes = SCOPES_TOOLS;
     const char *scope = form_get(&z->f, "scope");
-    if (scope && strspn(scope, " ") != strlen(scope) &&
-        auth_scopes_parse(scope, &scopes, &err) < 0) {
+    if (scope && strspn(scope, " ") != strlen(scope) && scopes_parse(scope, &scopes, &err) < 0) {
         fail(z, "invalid_scope", err.msg);
         return;
     }
@@ -254,10 +253,10 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         return;
     }
     char scope_str[128];
-    auth_scopes_format(scopes, scope_str, sizeof(scope_str));
+    scopes_format(scopes, scope_str, sizeof(scope_str));
     unsigned granted = 0;
     if (r == 0)
-        auth_scopes_parse(g.scope, &granted, NULL);
+        scopes_parse(g.scope, &granted, NULL);
     if (!z->post) {
         if (r == 0 && (granted & scopes) == scopes)
             issue_code(z, &g, scope_str, own);
@@ -279,7 +278,7 @@ static void client_found(void *ctx, struct store_oauth_client *c, const struct e
         return;
     }
     char all[128], host[256];
-    auth_scopes_format(granted | scopes, all, sizeof(all));
+    scopes_format(granted | scopes, all, sizeof(all));
     auth_uri_host(ru, host, sizeof(host));
     r = store_oauth_grant_approve(a->store, user.id, c->id, c->name, host, all, &g, &err);
     if (r < 0) {

@@ -1,60 +1,16 @@
-/* Scope names and which tool needs which. */
+/* Which tool needs which scope (the names: src/base/scopes.c). */
 #include "auth/auth.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
-
-static const struct {
-    const char *name;
-    unsigned bit;
-} scopes[] = {
-    {"sandbox", AUTH_SCOPE_SANDBOX},
-    {"runs", AUTH_SCOPE_RUNS},
-    {"offline_access", AUTH_SCOPE_OFFLINE},
-};
-
-int auth_scopes_parse(const char *text, unsigned *out, struct err *err)
-{
-    *out = 0;
-    const char *p = text;
-    while (*p) {
-        while (*p == ' ')
-            p++;
-        size_t n = strcspn(p, " ");
-        if (!n)
-            break;
-        size_t i;
-        for (i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++)
-            if (strlen(scopes[i].name) == n && strncmp(p, scopes[i].name, n) == 0)
-                break;
-        if (i == sizeof(scopes) / sizeof(scopes[0]))
-            return err_set(err, -EINVAL, "unknown scope '%.*s'; this server knows %s",
-                           (int)(n > 64 ? 64 : n), p, AUTH_SCOPES_TEXT);
-        *out |= scopes[i].bit;
-        p += n;
-    }
-    return 0;
-}
-
-void auth_scopes_format(unsigned bits, char *out, size_t cap)
-{
-    size_t len = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++)
-        if (bits & scopes[i].bit)
-            len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s%s", len ? " " : "",
-                                    scopes[i].name);
-}
 
 unsigned auth_tool_scope(const char *tool)
 {
     if (strncmp(tool, "container_", 10) == 0)
-        return AUTH_SCOPE_SANDBOX;
+        return SCOPE_SANDBOX;
     if (strncmp(tool, "opencode_", 9) == 0)
         tool += 9;
     if (strcmp(tool, "run_task") == 0 || strcmp(tool, "get_result") == 0 ||
         strcmp(tool, "list_runs") == 0 || strcmp(tool, "cancel_run") == 0)
-        return AUTH_SCOPE_RUNS;
+        return SCOPE_RUNS;
     return 0;
 }

@@ -31,7 +31,7 @@
 #define DEVICE_RAW (DEVICE_HEAD + crypto_auth_hmacsha256_BYTES)
 #define DEVICE_SKEW_S 300 /* a cookie issued by a node whose clock is ahead by up to this */
 
-/* "/runs/<id>" or "/sessions/<id>", a page its owner opens signed in (src/http/web.c); ids are
+/* "/runs/<id>" or "/sessions/<id>", a page its owner opens signed in (src/web/web.c); ids are
  * 1 to 63 letters, digits and _. */
 static bool page_path(const char *r)
 {

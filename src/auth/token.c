@@ -34,9 +34,9 @@ static void issue(struct auth *a, h2o_req_t *req, const struct store_oauth_grant
                   const char *family, unsigned scopes, const char *resource)
 {
     char scope[128], at[STORE_OAUTH_TOKEN_LEN + 1], rt[STORE_OAUTH_TOKEN_LEN + 1];
-    auth_scopes_format(scopes, scope, sizeof(scope));
+    scopes_format(scopes, scope, sizeof(scope));
     struct err err = {0};
-    int64_t refresh = (scopes & AUTH_SCOPE_OFFLINE) ? a->refresh_ttl_ms : 0;
+    int64_t refresh = (scopes & SCOPE_OFFLINE) ? a->refresh_ttl_ms : 0;
     if (store_oauth_tokens_issue(a->store, g->id, family, scope, resource, a->access_ttl_ms,
                                  refresh, at, rt, &err) < 0) {
         log_error("oauth store-failure reason=\"%s\"", err.msg);
@@ -111,7 +111,7 @@ static void by_code(struct auth *a, h2o_req_t *req, const struct form *f,
         return;
     }
     unsigned scopes = 0;
-    auth_scopes_parse(k.scope, &scopes, NULL);
+    scopes_parse(k.scope, &scopes, NULL);
     issue(a, req, &k.grant, k.family, scopes, k.resource);
 }
 
@@ -148,10 +148,10 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
                  t.grant.user_name, c->id, r, a->refresh_reuse.max,
                  (long long)(a->refresh_reuse.window_ms / 1000));
     unsigned had = 0, want;
-    auth_scopes_parse(t.scope, &had, NULL);
+    scopes_parse(t.scope, &had, NULL);
     want = had;
     const char *scope = form_get(f, "scope");
-    if (scope && auth_scopes_parse(scope, &want, &err) < 0) {
+    if (scope && scopes_parse(scope, &want, &err) < 0) {
         auth_json_error(req, 400, "invalid_scope", err.msg);
         return;
     }
@@ -166,7 +166,7 @@ static void by_refresh(struct auth *a, h2o_req_t *req, const struct form *f,
     }
     /* the new refresh token carries on the family even if the narrowed scope drops
      * offline_access: rotation keeps what the user approved */
-    issue(a, req, &t.grant, t.family, want | (had & AUTH_SCOPE_OFFLINE), t.resource);
+    issue(a, req, &t.grant, t.family, want | (had & SCOPE_OFFLINE), t.resource);
 }
 
 static void token_request(struct auth *a, h2o_req_t *req, const struct form *f,

@@ -17,5 +17,5 @@ extern const struct embedded_file embedded_migrations_pg[];
 /* proxy/<name>.json provider definitions in name order */
 extern const struct embedded_file embedded_providers[];
 
-/* src/http/web/ assets of the run and session pages */
+/* src/web/assets/ of the run and session pages */
 extern const struct embedded_file embedded_web[];

@@ -23,8 +23,8 @@
 #include "cluster/cluster.h"
 #include "egress/egress.h"
 #include "http/http.h"
-#include "http/mcp_endpoint.h"
-#include "http/web.h"
+#include "mcp/mcp_endpoint.h"
+#include "web/web.h"
 #include "mcp/fixtures.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
@@ -315,7 +315,7 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     if (proxy_new(cfg, s.st, s.jwt_key, sizeof(s.jwt_key), &s.proxy, &s.err) < 0)
         goto fail;
     proxy_set_seal_key(s.proxy, s.credential_key);
-    http_server_set_proxy(s.http, s.proxy);
+    proxy_register(s.http, s.proxy);
     if (s.sandboxes) {
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, s.http);
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener,

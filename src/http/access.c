@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "auth/auth.h"
+#include "base/scopes.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -32,14 +32,14 @@ static void challenge(struct http_server *srv, h2o_req_t *req, const char *error
 
 static void deny(struct http_server *srv, h2o_req_t *req, const char *error, const char *message)
 {
-    challenge(srv, req, error, AUTH_SCOPES_TEXT);
+    challenge(srv, req, error, SCOPES_TEXT);
     http_respond_error(req, 401, "unauthorized", message);
 }
 
 void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed)
 {
     char scope[128];
-    auth_scopes_format(needed, scope, sizeof(scope));
+    scopes_format(needed, scope, sizeof(scope));
     challenge(srv, req, "insufficient_scope", scope);
     char msg[256];
     snprintf(msg, sizeof(msg), "this token lacks the '%s' scope; sign in again and approve it",

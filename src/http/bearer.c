@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth/auth.h"
+#include "base/scopes.h"
 #include "base/ids.h"
 #include "base/util.h"
 #include "store/store.h"
@@ -61,7 +61,7 @@ static int oauth_check(struct store *st, const char *public_url, const char *tok
     snprintf(resource, sizeof(resource), "%s/mcp", public_url);
     if (strcmp(t.resource, resource) != 0)
         return err_set(err, -ENOENT, "the token was issued for another resource");
-    auth_scopes_parse(t.scope, scopes, NULL);
+    scopes_parse(t.scope, scopes, NULL);
     *expires = t.expires_at;
     return 0;
 }
@@ -97,7 +97,7 @@ int http_bearer_check(struct store *st, const char *public_url, const char *tok,
         r = oauth_check(st, public_url, tok, len, user, scopes, &expires, err);
     } else {
         r = len > 0 && len <= 256 ? store_token_authenticate(st, tok, len, user, err) : -ENOENT;
-        *scopes = AUTH_SCOPES_ALL;
+        *scopes = SCOPES_ALL;
     }
     if (r == 0) {
         memcpy(e->hash, hash, sizeof(hash));

@@ -11,7 +11,7 @@ struct store_user;
 
 /* Check tok (the text after "Bearer ", len bytes, surrounding spaces ignored) against st, an
  * OAuth token only when it was issued for public_url + "/mcp". 0 and user and scopes
- * (AUTH_SCOPE_* bits; every one for an API token) filled; -ENOENT for an unknown, revoked or
+ * (SCOPE_* bits; every one for an API token) filled; -ENOENT for an unknown, revoked or
  * expired token or one issued for another resource; another negative errno (err set) when the
  * store failed. scopes may be NULL. A success is remembered for a minute at most, while the
  * store's data version and this process's revocations (http_bearer_cache_flush) stay the same. */

@@ -67,7 +67,6 @@
 #include "base/picohttp.h"
 #include "base/util.h"
 #include "cluster/cluster.h"
-#include "proxy/proxy.h"
 #include "store/store.h"
 
 /* What may arrive beyond the announced request (a client pipelining) before the connection is
@@ -344,7 +343,8 @@ static bool name_is(const struct phr_header *h, const char *name)
 
 /* Whether the Authorization and X-API-Key values (either may be empty) carry a credential the
  * listener accepts: a user's bearer token or a proxy token on the main listener, a proxy token
- * of this sandbox on a sandbox's listener. */
+ * of this sandbox on a sandbox's listener (proxy tokens by the head check the wiring set,
+ * http_server_set_head_check). */
 bool gate_credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key)
 {
     if (!auth.len && !key.len)
@@ -356,7 +356,7 @@ bool gate_credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key)
                               &user, NULL, &err) == 0)
             return true;
     }
-    return p->srv->proxy && proxy_head_authorized(p->srv->proxy, key, auth, p->sandbox);
+    return p->srv->head_check && p->srv->head_check(p->srv->head_check_ctx, key, auth, p->sandbox);
 }
 
 static bool head_authorized(struct http_pool *p, const struct phr_header *hs, size_t n)

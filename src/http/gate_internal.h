@@ -94,7 +94,8 @@ void gate_authenticate(struct http_conn *c);
 void gate_note_refusal(struct http_pool *p, const char *why);
 /* Whether the Authorization and X-API-Key values (either may be empty) carry a credential the
  * listener accepts: a user's bearer token or a proxy token on the main listener, a proxy token
- * of this sandbox on a sandbox's listener. */
+ * of this sandbox on a sandbox's listener (proxy tokens by the head check the wiring set,
+ * http_server_set_head_check). */
 bool gate_credential_ok(struct http_pool *p, h2o_iovec_t auth, h2o_iovec_t key);
 /* Put the gate in front of h2o's read callback. */
 void gate_hook(struct http_conn *c);

@@ -1,8 +1,9 @@
 #pragma once
 /* The HTTP server: one h2o event loop on the calling thread serving HTTP/1.1, or HTTPS with
- * HTTP/2 and HTTP/1.1 by ALPN when cfg names a certificate (tls.c, gate.c). It serves /healthz,
- * /metrics and /proxy/ itself; the modules above it (the authorization server, the MCP endpoint,
- * the run pages) register their routes with a context of their own, and it names none of them. */
+ * HTTP/2 and HTTP/1.1 by ALPN when cfg names a certificate (tls.c, gate.c). It serves /healthz
+ * and /metrics itself; the modules above it (the authorization server, the MCP endpoint, the run
+ * pages, the proxy) register their routes with a context of their own, and it names none of them.
+ */
 
 #include "base/config.h"
 #include "base/err.h"
@@ -25,18 +26,19 @@ typedef int (*http_handler_fn)(struct st_h2o_handler_t *self, struct st_h2o_req_
  * later one it is a prefix of, and the server's own "/" comes last. */
 void http_add_route(struct http_server *srv, const char *path, const char *label,
                     http_handler_fn fn, void *ctx);
+/* As http_add_route, on the sandboxes' in-namespace listeners (http_sandbox_listener) instead of
+ * the main one: what a sandbox may reach of this server. */
+void http_add_sandbox_route(struct http_server *srv, const char *path, const char *label,
+                            http_handler_fn fn, void *ctx);
 
 /* Call fn(ctx) when the server stops accepting (SIGTERM, SIGINT) and again when it is freed:
  * for a module's own listeners. fn must cope with being called twice. Hooks run in the order
  * added; loop thread only. */
 void http_server_on_stop(struct http_server *srv, void (*fn)(void *ctx), void *ctx);
 
-/* Serve /proxy/ through p (borrowed; NULL answers 503). */
-struct proxy;
-void http_server_set_proxy(struct http_server *srv, struct proxy *p);
-
-/* Serve /proxy/ on a sandbox's in-namespace listener (fd owned from now on); fd -1 closes the
- * sandbox's listener. Matches sandbox_listener_fn, so it can be the sandbox manager's hook. */
+/* Serve the sandbox routes (http_add_sandbox_route) on a sandbox's in-namespace listener (fd
+ * owned from now on); fd -1 closes the sandbox's listener. Matches sandbox_listener_fn, so it can
+ * be the sandbox manager's hook. */
 void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int fd);
 
 /* This node as one of several (borrowed; NULL: nothing is forwarded): container_* calls on a

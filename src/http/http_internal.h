@@ -6,10 +6,17 @@
 #include "base/config.h"
 #include "http/http.h"
 
+/* Whether a request head's X-API-Key or Authorization value (either may be empty) carries a
+ * credential of a module above the server (the proxy's tokens) valid on the listener of
+ * listener_sandbox ("" for the main listener). Asked by the gate before a body is read. */
+typedef bool (*http_head_check_fn)(void *ctx, h2o_iovec_t x_api_key, h2o_iovec_t authorization,
+                                   const char *listener_sandbox);
+
 struct http_server {
     const struct config *cfg;
     struct store *store;
-    struct proxy *proxy;
+    http_head_check_fn head_check; /* http_server_set_head_check; NULL: none */
+    void *head_check_ctx;
     h2o_globalconf_t globalconf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
@@ -41,7 +48,12 @@ struct http_route {
     void *ctx;
 };
 
-/* The host configuration of the main listener, for a module's filters (mcp_endpoint.c). */
+/* Let the gate accept the credentials fn (with ctx, borrowed for the server's life) finds valid,
+ * besides a user's bearer token. One hook; a later call replaces it. Before http_server_run, loop
+ * thread. */
+void http_server_set_head_check(struct http_server *srv, http_head_check_fn fn, void *ctx);
+
+/* The host configuration of the main listener, for a module's filters (src/mcp/mcp_endpoint.c). */
 h2o_hostconf_t *http_server_main_host(struct http_server *srv);
 
 /* Request bookkeeping: id for logs, in-flight count and metrics at dispose. */
@@ -65,22 +77,13 @@ const char *http_status_reason(int status);
 bool http_check_origin(struct http_server *srv, h2o_req_t *req);
 
 /* Bearer-token authentication: an API token, or an OAuth access token issued for this server's
- * /mcp. Returns true and fills user and scopes (AUTH_SCOPE_* bits; every one for an API token)
+ * /mcp. Returns true and fills user and scopes (SCOPE_* bits; every one for an API token)
  * on success; otherwise has answered 401 with WWW-Authenticate naming the resource metadata. */
 struct store_user;
 bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_user *user,
                        unsigned *scopes);
-/* forward.c: a container_* call on a sandbox that lives on another node is forwarded there
- * (true: req is answered, by the relay or with an error); false: it is served here. */
-struct mcp_request_info;
-bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct store_user *user,
-                       unsigned scopes, const struct mcp_request_info *info);
-/* The user and scopes of a call another node forwarded to POST /internal/mcp, from its signed
- * header: true, or false having answered 401. */
-bool http_forwarded_auth(struct http_server *srv, h2o_req_t *req, struct store_user *user,
-                         unsigned *scopes);
 
-/* Answer 403 insufficient_scope for a token that lacks needed (AUTH_SCOPE_* bits). */
+/* Answer 403 insufficient_scope for a token that lacks needed (SCOPE_* bits). */
 void http_insufficient_scope(struct http_server *srv, h2o_req_t *req, unsigned needed);
 
 /* A streaming response body (SSE). The stream lives in the request pool; on_close runs once if

@@ -1,8 +1,9 @@
 /* The proxy listeners inside sandboxes: each sandbox's 127.0.0.1:8788 is a listening socket the
  * sandbox manager opened in its network namespace and handed here. Connections on it are served
- * by a host configuration with only /proxy, and every request knows the sandbox it came from by
- * its connection, whose record (gate.c) names the sandbox's pool. Each sandbox has its own pool:
- * a cap on its connections and on the bytes its requests buffer. */
+ * by a host configuration with only the sandbox routes (http_add_sandbox_route: the proxy's), and
+ * every request knows the sandbox it came from by its connection, whose record (gate.c) names the
+ * sandbox's pool. Each sandbox has its own pool: a cap on its connections and on the bytes its
+ * requests buffer. */
 #include "http/http_internal.h"
 
 #include <stdlib.h>
@@ -10,7 +11,6 @@
 
 #include "base/log.h"
 #include "base/util.h"
-#include "proxy/proxy.h"
 
 struct sbx_listener {
     struct sbx_listener *next;

@@ -3,8 +3,6 @@
 
 #include "http/bearer.h"
 
-#include "proxy/proxy.h"
-
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -83,6 +81,19 @@ void http_add_route(struct http_server *srv, const char *path, const char *label
     add_route(srv, srv->main_hosts[0], path, label, fn, ctx);
 }
 
+void http_add_sandbox_route(struct http_server *srv, const char *path, const char *label,
+                            http_handler_fn fn, void *ctx)
+{
+    assert(!srv->started);
+    add_route(srv, srv->sandbox_hosts[0], path, label, fn, ctx);
+}
+
+void http_server_set_head_check(struct http_server *srv, http_head_check_fn fn, void *ctx)
+{
+    srv->head_check = fn;
+    srv->head_check_ctx = ctx;
+}
+
 h2o_hostconf_t *http_server_main_host(struct http_server *srv)
 {
     return srv->main_hosts[0];
@@ -110,43 +121,9 @@ static void run_stop_hooks(struct http_server *srv)
         h->fn(h->ctx);
 }
 
-static int on_proxy(h2o_handler_t *self, h2o_req_t *req)
-{
-    struct http_route *route = (struct http_route *)self;
-    http_request_track(route, req);
-    if (!http_check_origin(route->srv, req))
-        return 0;
-    if (!route->srv->proxy) {
-        http_respond_error(req, 503, "not_configured", "the proxy is not available");
-        return 0;
-    }
-    return proxy_handle(route->srv->proxy, req, "");
-}
-
-static int on_sandbox_proxy(h2o_handler_t *self, h2o_req_t *req)
-{
-    struct http_route *route = (struct http_route *)self;
-    http_request_track(route, req);
-    const char *sbx = http_sandbox_of(req);
-    if (!sbx) {
-        http_respond_error(req, 404, "not_found", "no such endpoint");
-        return 0;
-    }
-    if (!route->srv->proxy) {
-        http_respond_error(req, 503, "not_configured", "the proxy is not available");
-        return 0;
-    }
-    return proxy_handle(route->srv->proxy, req, sbx);
-}
-
 void http_server_set_cluster(struct http_server *srv, struct cluster *c)
 {
     srv->cluster = c;
-}
-
-void http_server_set_proxy(struct http_server *srv, struct proxy *p)
-{
-    srv->proxy = p;
 }
 
 static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
@@ -441,8 +418,8 @@ int http_server_new(const struct config *cfg, struct store *st, struct http_serv
     srv->globalconf.http1.upgrade_to_http2 = 0;
     /* Requests of one HTTP/2 connection being handled at once; the others wait, bodies read. */
     srv->globalconf.http2.max_concurrent_requests_per_connection = 16;
-    /* The sandboxes' own listeners have a host of their own, which reaches the proxy and
-     * nothing else (start_serving). */
+    /* The sandboxes' own listeners have a host of their own, which reaches the routes registered
+     * for it (the proxy's) and nothing else (start_serving). */
     srv->main_hosts[0] =
         h2o_config_register_host(&srv->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     srv->sandbox_hosts[0] =
@@ -476,11 +453,9 @@ const char *http_server_address(const struct http_server *srv)
 static void start_serving(struct http_server *srv)
 {
     h2o_hostconf_t *host = srv->main_hosts[0], *sbx_host = srv->sandbox_hosts[0];
-    add_route(srv, host, "/proxy", "/proxy", on_proxy, NULL);
     add_route(srv, host, "/healthz", "/healthz", on_healthz, NULL);
     add_route(srv, host, "/metrics", "/metrics", on_metrics, NULL);
     add_route(srv, host, "/", "other", on_fallback, NULL);
-    add_route(srv, sbx_host, "/proxy", "/proxy (sandbox)", on_sandbox_proxy, NULL);
     add_route(srv, sbx_host, "/", "other", on_fallback, NULL);
     srv->started = true;
     h2o_context_init(&srv->ctx, srv->loop, &srv->globalconf);

@@ -22,6 +22,12 @@ int proxy_new(const struct config *cfg, struct store *st, const void *key, size_
               struct proxy **ret, struct err *err);
 void proxy_free(struct proxy *p);
 
+/* Serve /proxy/ through p on http's main listener and on the sandboxes' listeners, and let http's
+ * gate accept a head that carries a valid proxy token (proxy_head_authorized). p is borrowed for
+ * http's life. Before http_server_run, loop thread. */
+struct http_server;
+void proxy_register(struct http_server *http, struct proxy *p);
+
 /* Handle one request under /proxy/. listener_sandbox is the sandbox whose in-namespace listener
  * the request came through, or "" for the main listener. Always answers (0). */
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);

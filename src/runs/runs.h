@@ -141,7 +141,7 @@ void runs_web_url(const struct runs *e, bool session, const char *id, char *out,
 void runs_web_url_gen(const struct runs *e, const char *run_id, int64_t gen, char *out, size_t cap);
 
 /* The address of a run's page (session false) or a session's without a view token: it opens for
- * the owner signed in at /login (src/http/web.c), for no one else. No store lookup. */
+ * the owner signed in at /login (src/web/web.c), for no one else. No store lookup. */
 void runs_page_url(const struct runs *e, bool session, const char *id, char *out, size_t cap);
 
 /* --- view tokens (the capability in a web address; read-only, revocable) --- */

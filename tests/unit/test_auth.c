@@ -208,18 +208,18 @@ TEST(scopes_parse_format_and_tools)
 {
     unsigned s;
     struct err err = {0};
-    CHECK_INT_EQ(auth_scopes_parse("runs  sandbox", &s, &err), 0);
-    CHECK_INT_EQ(s, AUTH_SCOPES_TOOLS);
-    CHECK_INT_EQ(auth_scopes_parse("sandbox admin", &s, &err), -EINVAL);
+    CHECK_INT_EQ(scopes_parse("runs  sandbox", &s, &err), 0);
+    CHECK_INT_EQ(s, SCOPES_TOOLS);
+    CHECK_INT_EQ(scopes_parse("sandbox admin", &s, &err), -EINVAL);
     CHECK_STR_CONTAINS(err.msg, "admin");
-    CHECK_INT_EQ(auth_scopes_parse("", &s, &err), 0);
+    CHECK_INT_EQ(scopes_parse("", &s, &err), 0);
     CHECK_INT_EQ(s, 0);
     char out[64];
-    auth_scopes_format(AUTH_SCOPE_OFFLINE | AUTH_SCOPE_SANDBOX, out, sizeof(out));
+    scopes_format(SCOPE_OFFLINE | SCOPE_SANDBOX, out, sizeof(out));
     CHECK_STR_EQ(out, "sandbox offline_access");
-    CHECK_INT_EQ(auth_tool_scope("container_exec"), AUTH_SCOPE_SANDBOX);
-    CHECK_INT_EQ(auth_tool_scope("run_task"), AUTH_SCOPE_RUNS);
-    CHECK_INT_EQ(auth_tool_scope("opencode_list_runs"), AUTH_SCOPE_RUNS);
+    CHECK_INT_EQ(auth_tool_scope("container_exec"), SCOPE_SANDBOX);
+    CHECK_INT_EQ(auth_tool_scope("run_task"), SCOPE_RUNS);
+    CHECK_INT_EQ(auth_tool_scope("opencode_list_runs"), SCOPE_RUNS);
     CHECK_INT_EQ(auth_tool_scope("server_info"), 0);
 }
 

@@ -51,12 +51,12 @@ TEST(bearer_api_token_has_every_scope)
     unsigned scopes = 0;
     CHECK_INT_EQ(check(&f, f.plain, &u, &scopes), 0);
     CHECK_STR_EQ(u.id, f.alice.id);
-    CHECK_INT_EQ(scopes, AUTH_SCOPES_ALL);
+    CHECK_INT_EQ(scopes, SCOPES_ALL);
     /* the answer remembered is the same answer */
     scopes = 0;
     CHECK_INT_EQ(check(&f, f.plain, &u, &scopes), 0);
     CHECK_STR_EQ(u.id, f.alice.id);
-    CHECK_INT_EQ(scopes, AUTH_SCOPES_ALL);
+    CHECK_INT_EQ(scopes, SCOPES_ALL);
     /* scopes may be NULL */
     CHECK_INT_EQ(check(&f, f.plain, &u, NULL), 0);
     teardown(&f);

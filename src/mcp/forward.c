@@ -2,6 +2,8 @@
  * over the internal channel
  * (POST /internal/mcp, signed with the cluster's key for the user the call is for; the caller's
  * own token is not passed on), and the answer, progress events included, relayed back. */
+#include "mcp/forward.h"
+
 #include "http/http_internal.h"
 
 #include <errno.h>
@@ -83,8 +85,8 @@ static int route_call(struct http_server *srv, const char *user_id, enum target 
     return 0;
 }
 
-bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct store_user *user,
-                       unsigned scopes, const struct mcp_request_info *info)
+bool mcp_forward_call(struct http_server *srv, h2o_req_t *req, const struct store_user *user,
+                      unsigned scopes, const struct mcp_request_info *info)
 {
     if (!srv->cluster || !store_is_shared(srv->store))
         return false;
@@ -176,8 +178,8 @@ bool http_forward_call(struct http_server *srv, h2o_req_t *req, const struct sto
     return true;
 }
 
-bool http_forwarded_auth(struct http_server *srv, h2o_req_t *req, struct store_user *user,
-                         unsigned *scopes)
+bool mcp_forwarded_auth(struct http_server *srv, h2o_req_t *req, struct store_user *user,
+                        unsigned *scopes)
 {
     const char *sig = http_header_str(req, CLUSTER_SIGNATURE_HEADER);
     struct cluster_claims cl;

@@ -19,7 +19,7 @@
  * Everything the agent wrote reaches the browser as JSON and is put on the page as text (the
  * script never builds HTML from data), under a Content-Security-Policy that allows no inline
  * script at all. */
-#include "http/web.h"
+#include "web/web.h"
 #include "http/http_internal.h"
 
 #include <errno.h>

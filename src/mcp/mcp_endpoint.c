@@ -1,7 +1,9 @@
 /* POST /mcp (Streamable HTTP, stateless) and the retired /sse transport. */
-#include "http/mcp_endpoint.h"
+#include "mcp/mcp_endpoint.h"
+
 #include "http/http_internal.h"
 #include "http/watch.h"
+#include "mcp/forward.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -137,7 +139,7 @@ static unsigned message_scope(const json_t *m)
     if (method && name && strcmp(method, "tools/call") == 0)
         return auth_tool_scope(name);
     if (method && strncmp(method, "tasks/", 6) == 0)
-        return AUTH_SCOPE_RUNS;
+        return SCOPE_RUNS;
     return 0;
 }
 
@@ -204,7 +206,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     }
     struct store_user user;
     unsigned scopes;
-    if (forwarded ? !http_forwarded_auth(srv, req, &user, &scopes)
+    if (forwarded ? !mcp_forwarded_auth(srv, req, &user, &scopes)
                   : !http_authenticate(srv, req, &user, &scopes))
         return 0;
     const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
@@ -220,7 +222,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
                   "Not Acceptable: Client must accept both application/json and text/event-stream");
         return 0;
     }
-    unsigned needed = (scopes & AUTH_SCOPES_TOOLS) == AUTH_SCOPES_TOOLS ? 0 : tool_scope(req);
+    unsigned needed = (scopes & SCOPES_TOOLS) == SCOPES_TOOLS ? 0 : tool_scope(req);
     if (needed & ~scopes) {
         http_insufficient_scope(srv, req, needed);
         return 0;
@@ -236,7 +238,7 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user.id);
     snprintf(info.principal.user_name, sizeof(info.principal.user_name), "%s", user.name);
 
-    if (!forwarded && http_forward_call(srv, req, &user, scopes, &info))
+    if (!forwarded && mcp_forward_call(srv, req, &user, scopes, &info))
         return 0;
     struct mcp_sink *s = h2o_mem_alloc_shared(&req->pool, sizeof(*s), sink_dispose);
     memset(s, 0, sizeof(*s));
