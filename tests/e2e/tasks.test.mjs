@@ -76,7 +76,8 @@ after(async () => {
 // The two protocols side by side: each suite's runs wait mostly on the agent.
 describe('tasks', { concurrency: true }, () => {
 describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
-  let taskId;
+  // the first task's run and its session, which the later run goes to (its sandbox and warm agent)
+  let taskId, sessionId;
 
   test('the capability and run_task\'s execution.taskSupport are advertised', async () => {
     const caps = client.getServerCapabilities().tasks;
@@ -113,6 +114,7 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
     assert.equal(seen.at(-1).status, 'completed');
     assert.notEqual(result.isError, true, JSON.stringify(result));
     assert.equal(result.structuredContent.run_id, taskId);
+    sessionId = result.structuredContent.session_id;
     assert.equal(result.structuredContent.status, 'succeeded');
     assert.equal(result.structuredContent.result.summary, 'Wrote task.txt.');
     assert.equal(result._meta['io.modelcontextprotocol/related-task'].taskId, taskId);
@@ -146,7 +148,7 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
     const script = router.add('tasks-sdk-cancel-9e2', [{ hold: true, text: 'Never sent.' }]);
     let id;
     for await (const m of client.experimental.tasks.callToolStream(
-      { name: 'run_task', arguments: { task: 'tasks-sdk-cancel-9e2: wait for a slow model' } })) {
+      { name: 'run_task', arguments: { task: 'tasks-sdk-cancel-9e2: wait for a slow model', session_id: sessionId } })) {
       if (m.type === 'error') throw m.error;
       if (m.type === 'taskCreated') { id = m.task.taskId; break; }
     }
@@ -173,6 +175,9 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
 });
 
 describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { concurrency: 1 }, () => {
+  // the session of the first run, which the later one goes to
+  let sessionId;
+
   test('server/discover advertises the extension in place of the 2025-11-25 capability', async () => {
     const r = await modern('server/discover', {}, { caps: {} });
     assert.equal(r.status, 200, r.text);
@@ -202,6 +207,7 @@ describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { 
     const d = done.body.result;
     assert.equal(d.status, 'completed', done.text);
     assert.equal(d.result.structuredContent.run_id, t.taskId);
+    sessionId = d.result.structuredContent.session_id;
     assert.equal(d.result.structuredContent.result.summary, 'Nothing to change.');
     assert.equal(d.result.isError, false);
     assert.equal(d.result._meta, undefined);
@@ -216,7 +222,8 @@ describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { 
 
   test('without the extension run_task answers as before, and the task methods ask for it', async () => {
     router.add('tasks-plain-d40', [{ hold: true, text: 'Never sent.' }]);
-    const r = await modern('tools/call', { name: 'run_task', arguments: { task: 'tasks-plain-d40: x' } }, { caps: {} });
+    const r = await modern('tools/call', { name: 'run_task', arguments: { task: 'tasks-plain-d40: x', session_id: sessionId } },
+      { caps: {} });
     assert.equal(r.body.result.resultType, 'complete', r.text);
     const runId = r.body.result.structuredContent.run_id;
     assert.match(runId, /\S/);

@@ -19,6 +19,9 @@ const PHONE = { width: 390, height: 844 };
 const DESKTOP = { width: 1280, height: 900 };
 
 let fake, router, server, browser, scratch, gh;
+// The session of the first run: the later runs in /workspace go to it, to its sandbox and warm
+// agent (undefined if the first test failed before its run, and they make their own).
+let session;
 const GH_TOKEN = 'github_pat_11WEBPAGEtest0123456789abcdef';
 
 before(async () => {
@@ -75,6 +78,7 @@ test('a running run: events appear as the agent works, then the final state', as
     { text: 'Wrote notes.md for you.' },
   ]);
   const run = await ok('run_task', { task: 'web-live-71b: write some notes', title: 'Notes for the page' });
+  session = run.session_id;
   await s.waitHeld();
   const phone = await pageAt(run.web_url, PHONE);
   assert.equal(phone.res.status(), 200);
@@ -134,7 +138,7 @@ test('a running run: events appear as the agent works, then the final state', as
 test('what the agent wrote stays text: <script> and <img onerror> do nothing', async () => {
   const evil = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
   router.add('web-xss-2c9', [{ text: `Done ${evil}` }]);
-  const run = await ok('run_task', { task: `web-xss-2c9 ${evil}`, title: `t ${evil}` });
+  const run = await ok('run_task', { task: `web-xss-2c9 ${evil}`, title: `t ${evil}`, session_id: session });
   await finished(run.run_id);
   const { page, context, problems } = await pageAt(run.web_url, DESKTOP);
   await page.waitForFunction(() => document.querySelector('#status').textContent !== 'loading');
@@ -156,8 +160,8 @@ test('what the agent wrote stays text: <script> and <img onerror> do nothing', a
 test('without the view token the page sends a browser to sign in and the stream is 401; another run\'s token is 403; revoked links stop', async () => {
   router.add('web-denied-e40', [{ text: 'Secret result text.' }]);
   router.add('web-other-e40', [{ text: 'Other.' }]);
-  const run = await ok('run_task', { task: 'web-denied-e40' });
-  const other = await ok('run_task', { task: 'web-other-e40' });
+  const run = await ok('run_task', { task: 'web-denied-e40', session_id: session });
+  const other = await ok('run_task', { task: 'web-other-e40', session_id: session });
   await finished(run.run_id);
   await finished(other.run_id);
   const base = `${server.url}/runs/${run.run_id}`;

@@ -76,9 +76,10 @@ test('without a credential: no pull request by default, delivery says why, and a
   assert.match((await call('get_result', { run_id: r.run_id })).content[0].text, /Delivery skipped: no GitHub credential serves acme\/open/);
   assert.deepEqual(gh.refs('acme/open'), ['refs/heads/main']);
   assert.equal(gh.pulls.length, 0);
-  // a private one does not clone at all
+  // a private one does not clone at all (a run of the same session: its sandbox is there already)
   router.add('nocred-6e2', [{ text: 'Nothing.' }]);
-  const priv = await finished((await ok('run_task', { task: 'nocred-6e2: look', repository: gh.repoUrl('acme/widget') })).run_id);
+  const priv = await finished((await ok('run_task', { task: 'nocred-6e2: look', repository: gh.repoUrl('acme/widget'),
+    session_id: started.session_id })).run_id);
   assert.equal(priv.status, 'failed');
   assert.match(priv.result.error, /needs credentials this server does not have/);
   const refused = await call('run_task', { task: 'x', repository: gh.repoUrl('acme/widget'), pull_request: 'draft' });

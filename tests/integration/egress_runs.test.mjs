@@ -24,6 +24,9 @@ const VIA = "curl -sS --noproxy '' -x http://127.0.0.1:3128 --max-time 20";
 
 let fake, router, srv, web, svc, ports, npm;
 let nextId = 1;
+// The session of the first run, which the network summary's run goes to (its sandbox and warm
+// agent); undefined if that test failed before its run, and the later one makes its own.
+let session;
 
 function freePort() {
   return new Promise((resolve) => {
@@ -136,6 +139,7 @@ test('a run installs a dependency from the package registry and runs the test th
     { text: 'Installed the dependency; the test passes.' },
   ]);
   const r = await ok('run_task', { task: 'Install the dependencies and run the tests (net-npm-4e9)' });
+  session = r.session_id;
   const run = await waitRun(r.run_id);
   assert.equal(run.status, 'succeeded', JSON.stringify(run));
   const out = script.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n');
@@ -161,7 +165,7 @@ test("a run's network summary: the host it reached with bytes, and every refusal
     `${VIA} -p http://localhost:${ports.unlisted}/ ; echo "port=$?"`, // a port not allowed
     `${VIA} -p http://localhost:${ports.svc}/ ; echo "again=$?"`,
   ].join('; ');
-  const { run, out } = await agentRun('net-summary-5c1', command);
+  const { run, out } = await agentRun('net-summary-5c1', command, { session_id: session });
   assert.match(out, /hello from upstream \/hello/);
   assert.match(out, /403/);
   assert.doesNotMatch(out, /a loopback service/);

@@ -155,7 +155,8 @@ test('file://, ssh://, git://, ext:: and scp-style repositories are refused', as
   assert.equal(own.connections, 0);
 });
 
-// Runs take a while (the real agent starts in each): these go on at the same time.
+// Runs take a while (the real agent starts in each session): these go on at the same time, and
+// a test's later run goes to its first run's session, whose agent is warm.
 describe('runs', { concurrency: true }, () => {
   test('with FETCH_ALLOW the local repository clones; git\'s own words stay out of the error', async () => {
     const s = router.add('fetch-allowed', [
@@ -163,7 +164,9 @@ describe('runs', { concurrency: true }, () => {
       { text: 'Read it.' },
     ]);
     const ok = await runTask({ task: 'fetch-allowed: read', repository: `${gitsrv.url}/plain.git` });
-    const leaky = await runTask({ task: 'fetch-leaky: read', repository: `${gitsrv.url}/acme/leaky.git` });
+    // in the same session (its sandbox and agent), after the first run
+    const leaky = await runTask({ task: 'fetch-leaky: read', repository: `${gitsrv.url}/acme/leaky.git`,
+      session_id: ok.session_id });
     const r = await waitRun(ok.run_id);
     assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
     assert.equal(toolResults(s.requests[1].body).at(-1).text.trim(), '# plain');
@@ -187,7 +190,8 @@ describe('runs', { concurrency: true }, () => {
     router.add('fetch-listed', [{ text: 'Fine.' }]);
     router.add('fetch-unlisted', [{ text: 'Fine.' }]);
     const a = await runTask({ task: 'fetch-listed: x', repository: `${gitsrv.url}/acme/gadget.git` });
-    const b = await runTask({ task: 'fetch-unlisted: x', repository: `${gitsrv.url}/other/thing.git` });
+    const b = await runTask({ task: 'fetch-unlisted: x', repository: `${gitsrv.url}/other/thing.git`,
+      session_id: a.session_id });
     assert.equal((await waitRun(a.run_id)).status, 'succeeded');
     assert.equal((await waitRun(b.run_id)).status, 'succeeded');
     const listed = gitsrv.seen('/acme/gadget.git/');
@@ -210,8 +214,9 @@ describe('runs', { concurrency: true }, () => {
     const b = await runTask({ task: 'fetch-proxy-none: x' });
     assert.equal((await waitRun(b.run_id)).status, 'succeeded');
     assert.equal(out(none), 'acme/widget=403 acme/gizmo=403 other/secret=403');
-    // a run of acme/widget: its token opens that one only
-    const a = await runTask({ task: 'fetch-proxy-own: x', repository: `${gitsrv.url}/acme/widget.git` });
+    // a run of acme/widget, in the same session and sandbox: its token opens that one only
+    const a = await runTask({ task: 'fetch-proxy-own: x', repository: `${gitsrv.url}/acme/widget.git`,
+      session_id: b.session_id });
     assert.equal((await waitRun(a.run_id)).status, 'succeeded');
     assert.equal(out(own), 'acme/widget=200 acme/gizmo=403 other/secret=403');
     // nothing but the run's own repository reached the upstream

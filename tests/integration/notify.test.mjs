@@ -219,10 +219,12 @@ test('the end of a run is told to every target: the webhook gets the event, ntfy
   assert.equal(push.headers['x-sandbox-mcp-signature'], undefined);
   assert.match(push.body, /^Notify me when it stops\n\n/);
 
-  // a failure is pushed with a higher priority, its reason in the message
+  // a failure is pushed with a higher priority, its reason in the message (a run of the same
+  // session: its sandbox is there already)
   const emptyDir = tempDir('smcp-notify-repo-');
   const missing = path.join(emptyDir, 'does-not-exist.git');
-  const failing = await ok(token, 'run_task', { task: 'notify-fail: clone nothing', title: 'Clone nothing', repository: missing });
+  const failing = await ok(token, 'run_task', { task: 'notify-fail: clone nothing', title: 'Clone nothing', repository: missing,
+    session_id: started.session_id });
   const [failed] = await hook.waitFor((q) => q.json?.run_id === failing.run_id, 'the failure event');
   rmdirSync(emptyDir);
   assert.equal(failed.json.type, 'run.failed');

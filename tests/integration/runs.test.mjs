@@ -533,8 +533,12 @@ describe('runs', { concurrency: true }, () => {
       { marker: 'no-branch', repository: repos.sprocket, branch: 'no-such-branch', re: /no-such-branch/ },
     ];
     const scripts = cases.map((c) => router.add(c.marker, [{ text: 'Should not run.' }]));
-    const started = await Promise.all(cases.map((c) => runTask(server, {
-      task: `${c.marker}: do something`, repository: c.repository, ...(c.branch ? { branch: c.branch } : {}) })));
+    // the second in the first one's session: a run that could not clone leaves it usable
+    const started = [];
+    for (const c of cases) {
+      started.push(await runTask(server, { task: `${c.marker}: do something`, repository: c.repository,
+        ...(c.branch ? { branch: c.branch } : {}), ...(started.length ? { session_id: started[0].session_id } : {}) }));
+    }
     const results = await Promise.all(started.map((s) => waitRun(server, s.run_id)));
     results.forEach((r, i) => {
       const diag = JSON.stringify(r, null, 1);

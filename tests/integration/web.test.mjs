@@ -9,6 +9,9 @@ import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router, server;
 let nextId = 1;
+// The session of the first run: the later runs go to it, to its sandbox and warm agent (undefined
+// if the first test failed before its run, and they make their own).
+let session;
 
 before(async () => {
   fake = await startFake();
@@ -59,6 +62,7 @@ test('the stream sends each event once, keeps the connection alive while the age
     { hold: true, text: 'All done.' },
   ]);
   const run = await ok('run_task', { task: 'sse-live-8d0' });
+  session = run.session_id;
   await s.waitHeld();
   const res = await fetch(eventsUrl(run.web_url));
   assert.equal(res.status, 200);
@@ -82,7 +86,7 @@ test('Last-Event-ID resumes after the last event the client has, without gaps or
     { tool: 'bash', input: { command: 'echo two', description: 'Second' } },
     { text: 'Resumed fine.' },
   ]);
-  const run = await ok('run_task', { task: 'sse-resume-8d0' });
+  const run = await ok('run_task', { task: 'sse-resume-8d0', session_id: session });
   let r;
   do r = await ok('get_result', { run_id: run.run_id, wait_seconds: 30 });
   while (r.status === 'queued' || r.status === 'running');
@@ -97,7 +101,7 @@ test('Last-Event-ID resumes after the last event the client has, without gaps or
 test('a long agent text is cut for the page on a character boundary, not dropped', async () => {
   const long = 'a' + 'é'.repeat(3000); // the 4096-byte cut falls inside an "é"
   router.add('sse-long-8d0', [{ text: long }]);
-  const run = await ok('run_task', { task: 'sse-long-8d0' });
+  const run = await ok('run_task', { task: 'sse-long-8d0', session_id: session });
   let r;
   do r = await ok('get_result', { run_id: run.run_id, wait_seconds: 30 });
   while (r.status === 'queued' || r.status === 'running');
