@@ -115,15 +115,22 @@ conformance_suite() {
 background_pid=$!
 
 # The integration and end-to-end test files, from one queue, TEST_CONCURRENCY (2) at a time:
-# most of a file's time is spent waiting on sandboxes, agents and servers, so a second file uses
-# the core the first leaves idle. The longest files go first so that the lanes end together:
-# in the order of their times in the last run on this machine ($OUT/files, kept between runs),
-# else the ones known to be long first. Each file's TAP output is kept in $OUT/<suite>/.
+# the suite is bound by CPU (most of it the real agents' own), and two lanes keep both cores
+# busy while a file waits on a server or a sandbox. The longest files go first so that the lanes
+# end together: in the order of their times in the last run on this machine ($OUT/files, kept
+# between runs), else in the order a fresh clone measured (LONG), so that no long file is left
+# for the end of a first run. Each file's TAP output is kept in $OUT/<suite>/.
 LONG="tests/integration/runs.test.mjs tests/integration/cluster.test.mjs tests/e2e/sdk.test.mjs
-tests/e2e/web.test.mjs tests/e2e/scenarios.test.mjs tests/integration/escape_fairness.test.mjs
-tests/integration/runs_engine.test.mjs tests/integration/web.test.mjs
-tests/integration/runs_warm.test.mjs tests/integration/notify.test.mjs
-tests/integration/oauth.test.mjs tests/integration/escape_flood.test.mjs tests/e2e/tasks.test.mjs"
+tests/integration/escape_fairness.test.mjs tests/integration/runs_engine.test.mjs
+tests/integration/connections.test.mjs tests/integration/runs_warm.test.mjs
+tests/integration/escape_fetch.test.mjs tests/integration/tls.test.mjs tests/e2e/web.test.mjs
+tests/e2e/scenarios.test.mjs tests/integration/escape_flood.test.mjs
+tests/integration/delivery.test.mjs tests/integration/escape_fsworker.test.mjs
+tests/integration/oauth.test.mjs tests/integration/pg_oauth.test.mjs
+tests/integration/web.test.mjs tests/integration/escape.test.mjs
+tests/integration/egress_runs.test.mjs tests/integration/cli.test.mjs
+tests/integration/pg_notify.test.mjs tests/integration/notify.test.mjs
+tests/integration/escape_agent.test.mjs tests/integration/pg_web.test.mjs"
 queue=$OUT/queue
 {
     if [ -s "$OUT/files" ]; then sort -k2,2nr "$OUT/files" | cut -d' ' -f1; fi
