@@ -3,8 +3,9 @@
  * written goes to pending; a flush hands pending to h2o as one piece, which stays valid until
  * h2o's proceed callback, and what is written meanwhile waits in pending for the next flush. So
  * writers never wait and never block, and at most one piece is in h2o's hands. The streaming
- * bodies (stream.c) and the relay (relay.c) send through it; the owner keeps its own reasons not
- * to send (stopped, not started) and its own cap on pending. Main loop thread only. */
+ * bodies (stream.c), the relay (relay.c) and the proxy's forward send through it; the owner keeps
+ * its own reasons not to send (stopped, not started) and its own cap on pending (pending.len, read
+ * directly). Main loop thread only. */
 
 #include <h2o.h>
 #include <stdbool.h>

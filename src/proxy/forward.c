@@ -72,36 +72,24 @@ static bool is_hop(const char *name, size_t len)
 
 static void flush(struct transfer *t)
 {
-    if (t->sending || t->final_sent || t->stopped || !t->started)
+    if (t->stopped || !t->started)
         return;
-    bool final = t->done;
-    if (t->pending.len == 0 && !final)
-        return;
-    struct buf tmp = t->inflight;
-    t->inflight = t->pending;
-    t->pending = tmp;
-    buf_reset(&t->pending);
-    t->sending = true;
-    if (final)
-        t->final_sent = true;
-    h2o_iovec_t v = h2o_iovec_init(t->inflight.data, t->inflight.len);
-    h2o_send(t->req, &v, v.len ? 1 : 0,
-             !final      ? H2O_SEND_STATE_IN_PROGRESS
-             : t->failed ? H2O_SEND_STATE_ERROR /* the client sees that the answer was cut */
-                         : H2O_SEND_STATE_FINAL);
+    /* a failed upstream ends the answer with an error: the client sees that it was cut */
+    http_sendq_flush(&t->q, !t->done    ? H2O_SEND_STATE_IN_PROGRESS
+                            : t->failed ? H2O_SEND_STATE_ERROR
+                                        : H2O_SEND_STATE_FINAL);
 }
 
 static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
 {
     struct transfer *t = (struct transfer *)gen;
-    t->sending = false;
-    buf_reset(&t->inflight);
+    http_sendq_proceed(&t->q);
     /* Sending the final chunk lets h2o dispose of the request, and t with it. */
     bool done = t->done;
     flush(t);
     if (done)
         return;
-    if (t->held && t->client && t->pending.len < PENDING_MAX / 2) {
+    if (t->held && t->client && t->q.pending.len < PENDING_MAX / 2) {
         h2o_socket_read_start(t->client->sock, t->held);
         t->held = NULL;
     }
@@ -143,8 +131,7 @@ static void on_dispose(void *ptr)
         explicit_bzero(t->key, strlen(t->key));
         free(t->key);
     }
-    buf_release(&t->pending);
-    buf_release(&t->inflight);
+    http_sendq_release(&t->q);
     usage_finish(&t->usage);
 }
 
@@ -247,7 +234,7 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
     h2o_buffer_t **in = &client->sock->input;
     if ((*in)->size) {
         start_response(t);
-        buf_append(&t->pending, (*in)->bytes, (*in)->size);
+        http_sendq_write(&t->q, (*in)->bytes, (*in)->size);
         usage_feed(&t->usage, (*in)->bytes, (*in)->size);
         t->bytes += (*in)->size;
         h2o_buffer_consume(in, (*in)->size);
@@ -261,7 +248,7 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
         upstream_failed(t, errstr);
     } else {
         flush(t); /* what one read brought leaves in one write; a stream's events at once */
-        if (t->pending.len >= PENDING_MAX) {
+        if (t->q.pending.len >= PENDING_MAX) {
             /* The client reads slower than the upstream sends: stop reading the upstream until
              * on_proceed. h2o 2.2's client has no pause of its own, so its reader is set aside
              * (its stall timeout still runs: a client that takes nothing for that long is cut). */
@@ -271,7 +258,7 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
                 log_info("proxy upstream held service=%s user=%s run=%s reason=slow-client "
                          "bytes=%llu pending=%zu",
                          t->prov->name, t->user, t->run[0] ? t->run : "-",
-                         (unsigned long long)t->bytes, t->pending.len);
+                         (unsigned long long)t->bytes, t->q.pending.len);
             t->was_held = true;
         }
     }
@@ -434,8 +421,7 @@ struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provi
     snprintf(t->user, sizeof(t->user), "%s", claims->user);
     snprintf(t->run, sizeof(t->run), "%s", claims->run);
     http_watch_start(&t->watch, req, on_client_gone);
-    buf_init(&t->pending, 0);
-    buf_init(&t->inflight, 0);
+    http_sendq_init(&t->q, req);
     usage_init(&t->usage, USAGE_NONE, false);
     build_request_head(t, t->up, rest, rlen, key_value);
     /* the server's one h2o context resolves names on this loop */

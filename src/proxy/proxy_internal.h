@@ -5,6 +5,7 @@
 #include "base/buf.h"
 #include "base/loop.h"
 #include "base/seal.h"
+#include "http/sendq.h"
 #include "http/watch.h"
 #include "proxy/proxy.h"
 #include "store/store.h"
@@ -173,12 +174,12 @@ struct transfer {
     char run[64];
     int status;
     bool started; /* h2o response started */
-    bool sending, final_sent, stopped, done, failed, sse;
-    bool connecting;    /* inside h2o_http1client_connect_with_pool */
-    bool reused;        /* the connection was a kept one */
-    h2o_socket_cb held; /* the upstream socket's reader while it is paused, else NULL */
-    bool was_held;      /* paused once at least (logged the first time only) */
-    struct buf pending, inflight;
+    bool stopped, done, failed, sse;
+    bool connecting;     /* inside h2o_http1client_connect_with_pool */
+    bool reused;         /* the connection was a kept one */
+    h2o_socket_cb held;  /* the upstream socket's reader while it is paused, else NULL */
+    bool was_held;       /* paused once at least (logged the first time only) */
+    struct http_sendq q; /* the answer; its pending is what holds the upstream */
     struct usage_parser usage;
     int64_t t0;
     uint64_t bytes;
