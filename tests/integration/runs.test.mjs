@@ -193,7 +193,8 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  env = { ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1' };
+  env = { ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1',
+    RUNS_MAX_RUNNING_PER_USER: '4' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
   for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix', 'pawl']) repos[name] = await repo(name);
@@ -244,10 +245,13 @@ test('input errors are tool errors naming the problem, and create no run', async
 });
 
 // ---- runs; independent ones go on at the same time --------------------------------------------
+// Four at a time, as many as the server runs (RUNS_MAX_RUNNING, and the user's limit raised to
+// it in the setup): a test's waits then start when its runs can, not behind every other test's
+// queued run on a loaded machine.
 
 let first; // the run of the write-and-commit test, for the isolation test below
 
-describe('runs', { concurrency: true }, () => {
+describe('runs', { concurrency: 4 }, () => {
   test('a run writes a file and commits it; a second run in the same session continues the conversation', async () => {
     // (a) write + commit
     const task1 = 'widget-a1: add hello.txt saying hello and commit it';
