@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth/auth.h"
 #include "base/cleanup.h"
 #include "base/config.h"
 #include "base/ids.h"
@@ -124,7 +125,10 @@ int cli_load_config(const struct cli_opts *o, struct config *cfg)
     if (o->tls_key)
         cfg->tls_key = xstrdup(o->tls_key);
     cfg->conformance_fixtures = o->fixtures;
-    if (config_finish(cfg, &err) < 0) {
+    /* The modules' settings that every command checks, so that a value serve would refuse is
+     * refused by the command that writes to its store too; serve reads them again to use. */
+    struct auth_config ac;
+    if (config_finish(cfg, &err) < 0 || auth_config_load(cfg, &ac, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         config_release(cfg);
         return EXIT_USAGE;

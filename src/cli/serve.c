@@ -162,6 +162,7 @@ struct serve {
     unsigned char jwt_key[32], view_key[32];
     struct sandbox_config sc;
     struct runs_config rc;
+    struct auth_config ac;
     char *opencode, *agent_dir, *instructions;
     struct egress_policy *policy;
     struct egress_proxy *egress;
@@ -239,7 +240,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         goto fail;
     r = 2;
     s.opencode = runs_opencode_find(cfg);
-    if (sandbox_config_load(cfg, &s.sc, &s.err) < 0 || runs_config_load(cfg, &s.rc, &s.err) < 0)
+    if (sandbox_config_load(cfg, &s.sc, &s.err) < 0 || runs_config_load(cfg, &s.rc, &s.err) < 0 ||
+        auth_config_load(cfg, &s.ac, &s.err) < 0)
         goto fail;
     if (egress_policy_new(cfg, &s.policy, &s.err) < 0 ||
         egress_proxy_new(cfg, s.policy, &s.egress, &s.err) < 0)
@@ -370,7 +372,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     r = 1;
     if (cli_first_start(cfg, s.st) < 0)
         goto out;
-    s.auth = auth_new(cfg, s.st);
+    s.ac.notify_loopback = nc.allow_loopback_http;
+    s.auth = auth_new(cfg, &s.ac, s.st);
     auth_set_credential_key(s.auth, s.credential_key);
     auth_register(s.http, s.auth);
     web_register(s.http, s.st, s.auth, s.runs);

@@ -1,10 +1,12 @@
 /* The settings each module reads beside itself: sandbox_config_load, runs_config_load,
- * cluster_config_load and mcp_fixtures_tasks_config_load, from a configuration table. */
+ * cluster_config_load, mcp_fixtures_tasks_config_load and auth_config_load, from a
+ * configuration table. */
 #include <errno.h>
 #include <string.h>
 
 #include "harness.h"
 
+#include "auth/auth.h"
 #include "base/config.h"
 #include "cluster/cluster.h"
 #include "mcp/fixtures.h"
@@ -164,6 +166,56 @@ TEST(fixture_task_limits_read_and_checked)
     CHECK_INT_EQ(mcp_fixtures_tasks_config_load(&cfg, &lim, &err), -EINVAL);
     CHECK_STR_CONTAINS(err.msg, "CONFORMANCE_TASK_TTL_MS");
     config_release(&cfg);
+}
+
+TEST(auth_config_reads_and_checks)
+{
+    struct config cfg;
+    struct auth_config ac;
+    struct err err = {0};
+    cfg_from(&cfg,
+             "OAUTH_ACCESS_TTL=120\nSIGNIN_INFLIGHT_PER_ADDRESS=8\nOAUTH_CIMD_TIMEOUT_SECONDS=7\n"
+             "OAUTH_CIMD_ALLOW_LOOPBACK=1\n");
+    CHECK_INT_EQ(auth_config_load(&cfg, &ac, &err), 0);
+    CHECK_INT_EQ(ac.access_ttl_s, 120);
+    CHECK_INT_EQ(ac.refresh_ttl_s, 30 * 86400);
+    CHECK_INT_EQ(ac.refresh_reuse_s, 30);
+    CHECK_INT_EQ(ac.refresh_reuse_max, 5);
+    CHECK(ac.cimd_loopback);
+    CHECK_INT_EQ(ac.register_per_address, 20);
+    CHECK_INT_EQ(ac.clients_max, 10000);
+    /* the per-network default is never below the per-address cap */
+    CHECK_INT_EQ(ac.signin_inflight_per_address, 8);
+    CHECK_INT_EQ(ac.signin_inflight_per_network, 8);
+    CHECK_INT_EQ(ac.signin_reserved_checks, 6);
+    CHECK_INT_EQ(ac.signin_trust_days, 365);
+    CHECK_INT_EQ(ac.cimd_fetches, 16);
+    CHECK_INT_EQ(ac.cimd_timeout_ms, 7000);
+    CHECK_INT_EQ(ac.cimd_failure_ms, 60000);
+    CHECK(!ac.notify_loopback);
+    config_release(&cfg);
+
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"OAUTH_ACCESS_TTL=5\n", "OAUTH_ACCESS_TTL '5' is not a number between 60 and 86400"},
+        {"OAUTH_REFRESH_REUSE_SECONDS=301\n",
+         "OAUTH_REFRESH_REUSE_SECONDS '301' is not a number between 0 and 300"},
+        {"OAUTH_REFRESH_REUSE_MAX=0\n",
+         "OAUTH_REFRESH_REUSE_MAX '0' is not a number between 1 and 100"},
+        {"OAUTH_CIMD_ALLOW_LOOPBACK=yes\n", "OAUTH_CIMD_ALLOW_LOOPBACK 'yes'"},
+        {"SIGNIN_INFLIGHT_PER_ADDRESS=8\nSIGNIN_INFLIGHT_PER_NETWORK=4\n",
+         "SIGNIN_INFLIGHT_PER_NETWORK '4' is not a number between 8 and 64"},
+        {"OAUTH_CIMD_FETCHES=3\nOAUTH_CIMD_FETCHES_PER_HOST=4\n",
+         "OAUTH_CIMD_FETCHES_PER_HOST '4' is not a number between 1 and 3"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_from(&cfg, cases[i].text);
+        err = (struct err){0};
+        CHECK_INT_EQ(auth_config_load(&cfg, &ac, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
 }
 
 TEST_MAIN()
