@@ -388,15 +388,6 @@ int config_finish(struct config *cfg, struct err *err)
             return err_set(err, -EINVAL, "SHUTDOWN_GRACE_SECONDS '%s' is not a number 0..3600", v);
         cfg->shutdown_grace_ms = (int)secs * 1000;
     }
-    if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
-        return r;
-    cfg->notify_retry_base_ms = (int64_t)u * 1000;
-    if ((r = config_get_u64(cfg, "NOTIFY_TEST_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
-        return r;
-    cfg->notify_test_loopback = u == 1;
-    if ((r = config_get_u64(cfg, "NOTIFY_VIEW_TOKEN", 1, 0, 1, &u, err)) < 0)
-        return r;
-    cfg->notify_view_token = u == 1;
     if (!cfg->public_url && config_get(cfg, "PUBLIC_URL"))
         cfg->public_url_set = true;
     else if (cfg->public_url)

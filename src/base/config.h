@@ -58,11 +58,6 @@ struct config {
     char *tls_cert;
     char *tls_key;
     int shutdown_grace_ms;
-    int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
-    bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */
-    /* a notification links the run's page with its view token; false: the page's address
-     * alone, which opens for its owner signed in */
-    bool notify_view_token;
     char *first_user;
     bool conformance_fixtures;
 };

@@ -1,6 +1,6 @@
 /* The settings each module reads beside itself: sandbox_config_load, runs_config_load,
- * cluster_config_load, mcp_fixtures_tasks_config_load and auth_config_load, from a
- * configuration table. */
+ * cluster_config_load, mcp_fixtures_tasks_config_load, auth_config_load and
+ * notify_config_load, from a configuration table. */
 #include <errno.h>
 #include <string.h>
 
@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "cluster/cluster.h"
 #include "mcp/fixtures.h"
+#include "notify/notify.h"
 #include "runs/runs.h"
 #include "sandbox/sandbox.h"
 
@@ -213,6 +214,41 @@ TEST(auth_config_reads_and_checks)
         cfg_from(&cfg, cases[i].text);
         err = (struct err){0};
         CHECK_INT_EQ(auth_config_load(&cfg, &ac, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
+}
+
+TEST(notify_config_reads_and_checks)
+{
+    struct config cfg;
+    struct notify_config nc;
+    struct err err = {0};
+    cfg_from(&cfg, "");
+    CHECK_INT_EQ(notify_config_load(&cfg, &nc, &err), 0);
+    CHECK_INT_EQ(nc.retry_base_ms, NOTIFY_RETRY_BASE_MS);
+    CHECK(!nc.allow_loopback_http);
+    CHECK(nc.link_view_token);
+    CHECK(nc.seal_key == NULL);
+    config_release(&cfg);
+    cfg_from(&cfg, "NOTIFY_RETRY_SECONDS=1\nNOTIFY_TEST_ALLOW_LOOPBACK=1\nNOTIFY_VIEW_TOKEN=0\n");
+    CHECK_INT_EQ(notify_config_load(&cfg, &nc, &err), 0);
+    CHECK_INT_EQ(nc.retry_base_ms, 1000);
+    CHECK(nc.allow_loopback_http);
+    CHECK(!nc.link_view_token);
+    config_release(&cfg);
+
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"NOTIFY_RETRY_SECONDS=0\n", "NOTIFY_RETRY_SECONDS '0' is not a number between 1 and 3600"},
+        {"NOTIFY_TEST_ALLOW_LOOPBACK=2\n", "NOTIFY_TEST_ALLOW_LOOPBACK '2'"},
+        {"NOTIFY_VIEW_TOKEN=no\n", "NOTIFY_VIEW_TOKEN 'no' is not a number between 0 and 1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_from(&cfg, cases[i].text);
+        err = (struct err){0};
+        CHECK_INT_EQ(notify_config_load(&cfg, &nc, &err), -EINVAL);
         CHECK_STR_CONTAINS(err.msg, cases[i].says);
         config_release(&cfg);
     }
