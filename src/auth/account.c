@@ -443,8 +443,7 @@ static void notify_add(struct auth *a, h2o_req_t *req, const struct store_user *
         r = err_set(&err, -EINVAL, "Not added: the kind is webhook or ntfy.");
     } else if (!a->has_credential_key) {
         r = err_set(&err, -EAGAIN, "This server cannot keep targets now; try again later.");
-    } else if (notify_url_check(url ? url : "", kind, a->cfg->notify_test_loopback, NULL, &why) <
-               0) {
+    } else if (notify_url_check(url ? url : "", kind, a->conf.notify_loopback, NULL, &why) < 0) {
         r = err_set(&err, -EINVAL, "Not added: %s. Nothing was changed.", why.msg);
     } else {
         if (kind == NOTIFY_WEBHOOK)

@@ -120,7 +120,7 @@ int64_t auth_admit_wait_s(struct auth *a, const char *addr)
 {
     int64_t now = time_mono_ms();
     const struct quota_entry *e = entry(a->admit, addr, now, false);
-    if (!e || e->n < (uint32_t)a->cfg->oauth_register_per_address)
+    if (!e || e->n < (uint32_t)a->conf.register_per_address)
         return 0;
     return (e->since + AUTH_REGISTER_WINDOW_MS - now + 999) / 1000;
 }
@@ -129,7 +129,7 @@ int auth_admit(struct auth *a, const char *addr, struct err *err)
 {
     struct auth_admit *m = a->admit;
     entry(m, addr, time_mono_ms(), true)->n++;
-    if (m->unapproved < a->cfg->oauth_clients_max) {
+    if (m->unapproved < a->conf.clients_max) {
         m->unapproved++;
         return 0;
     }
@@ -141,7 +141,7 @@ int auth_admit(struct auth *a, const char *addr, struct err *err)
         m->unapproved = 1;
     else
         log_info("oauth client-evicted client=\"%.200s\" unapproved=%lld max=%d", evicted,
-                 (long long)m->unapproved, a->cfg->oauth_clients_max);
+                 (long long)m->unapproved, a->conf.clients_max);
     return 0;
 }
 

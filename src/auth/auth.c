@@ -13,19 +13,20 @@
 #include "base/log.h"
 #include "base/util.h"
 
-struct auth *auth_new(const struct config *cfg, struct store *st)
+struct auth *auth_new(const struct config *cfg, const struct auth_config *ac, struct store *st)
 {
     struct auth *a = xcalloc(1, sizeof(*a));
     a->cfg = cfg;
+    a->conf = *ac;
     a->store = st;
-    a->cimd_loopback = cfg->oauth_cimd_loopback;
-    a->access_ttl_ms = cfg->oauth_access_ttl_s * 1000;
-    a->refresh_ttl_ms = cfg->oauth_refresh_ttl_s * 1000;
-    a->refresh_reuse.window_ms = cfg->oauth_refresh_reuse_s * 1000;
-    a->refresh_reuse.max = cfg->oauth_refresh_reuse_max;
+    a->cimd_loopback = ac->cimd_loopback;
+    a->access_ttl_ms = ac->access_ttl_s * 1000;
+    a->refresh_ttl_ms = ac->refresh_ttl_s * 1000;
+    a->refresh_reuse.window_ms = ac->refresh_reuse_s * 1000;
+    a->refresh_reuse.max = ac->refresh_reuse_max;
     a->cimd = cimd_new(a->cimd_loopback);
     auth_admit_init(a);
-    a->trust_s = (int64_t)cfg->signin_trust_days * 86400;
+    a->trust_s = (int64_t)ac->signin_trust_days * 86400;
     /* from the server's secret, so that every node of a cluster reads the same cookies and a
      * restart keeps them good; without one (tests of a bare server), a key of this process */
     const char *secret = config_get(cfg, "PROXY_JWT_SECRET");
@@ -34,17 +35,17 @@ struct auth *auth_new(const struct config *cfg, struct store *st)
     else
         rand_bytes(a->device_key, sizeof(a->device_key));
     throttle_configure(&(struct throttle_limits){
-        .inflight_per_addr = cfg->signin_inflight_per_address,
-        .inflight_per_net = cfg->signin_inflight_per_network,
+        .inflight_per_addr = ac->signin_inflight_per_address,
+        .inflight_per_net = ac->signin_inflight_per_network,
         .known_ms = a->trust_s * 1000,
     });
-    password_set_reserved((int)cfg->signin_reserved_checks);
+    password_set_reserved((int)ac->signin_reserved_checks);
     const struct cimd_limits lim = {
-        .fetches = cfg->oauth_cimd_fetches,
-        .per_requester = cfg->oauth_cimd_per_address,
-        .per_host = cfg->oauth_cimd_per_host,
-        .total_ms = (long)cfg->oauth_cimd_timeout_ms,
-        .failure_ms = cfg->oauth_cimd_failure_ms,
+        .fetches = ac->cimd_fetches,
+        .per_requester = ac->cimd_per_address,
+        .per_host = ac->cimd_per_host,
+        .total_ms = (long)ac->cimd_timeout_ms,
+        .failure_ms = ac->cimd_failure_ms,
     };
     cimd_set_limits(a->cimd, &lim);
     const char *path = strchr(strstr(cfg->public_url, "://") + 3, '/');

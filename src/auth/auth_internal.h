@@ -28,6 +28,7 @@ struct auth_admit;
 
 struct auth {
     const struct config *cfg;
+    struct auth_config conf; /* OAUTH_*, SIGNIN_* (auth_config_load) */
     struct store *store;
     struct cimd *cimd;
     struct auth_admit *admit; /* admit.c */

@@ -162,7 +162,7 @@ void auth_client_find(struct auth *a, h2o_req_t *req, const char *client_id, boo
     if (wait_s > 0) {
         err_set(&err, -EAGAIN,
                 "this address brought %d new apps in the last hour; try again in %lld s",
-                a->cfg->oauth_register_per_address, (long long)wait_s);
+                a->conf.register_per_address, (long long)wait_s);
         log_refused("before_fetch", client_id, peer, err.msg);
         cb(ctx, NULL, &err);
         return;

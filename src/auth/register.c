@@ -55,12 +55,12 @@ int auth_on_register(h2o_handler_t *self, h2o_req_t *req)
     int64_t wait_s = auth_admit_wait_s(a, peer);
     if (wait_s > 0) {
         log_warn("oauth registrations-refused addr=%s per_hour=%d retry_after=%lld", peer,
-                 a->cfg->oauth_register_per_address, (long long)wait_s);
+                 a->conf.register_per_address, (long long)wait_s);
         char retry[24], why[160];
         snprintf(retry, sizeof(retry), "%lld", (long long)wait_s);
         snprintf(why, sizeof(why),
                  "this address registered %d clients in the last hour; try again in %lld s",
-                 a->cfg->oauth_register_per_address, (long long)wait_s);
+                 a->conf.register_per_address, (long long)wait_s);
         http_add_header(req, H2O_TOKEN_RETRY_AFTER, retry);
         auth_json_error(req, 429, "temporarily_unavailable", why);
         return 0;

@@ -388,68 +388,6 @@ int config_finish(struct config *cfg, struct err *err)
             return err_set(err, -EINVAL, "SHUTDOWN_GRACE_SECONDS '%s' is not a number 0..3600", v);
         cfg->shutdown_grace_ms = (int)secs * 1000;
     }
-    if ((r = config_get_u64(cfg, "OAUTH_ACCESS_TTL", 3600, 60, 86400, &u, err)) < 0)
-        return r;
-    cfg->oauth_access_ttl_s = (int64_t)u;
-    if ((r = config_get_u64(cfg, "OAUTH_REFRESH_TTL", 30 * 86400, 3600, 365 * 86400, &u, err)) < 0)
-        return r;
-    cfg->oauth_refresh_ttl_s = (int64_t)u;
-    if ((r = config_get_u64(cfg, "OAUTH_REFRESH_REUSE_SECONDS", 30, 0, 300, &u, err)) < 0)
-        return r;
-    cfg->oauth_refresh_reuse_s = (int64_t)u;
-    if ((r = config_get_u64(cfg, "OAUTH_REFRESH_REUSE_MAX", 5, 1, 100, &u, err)) < 0)
-        return r;
-    cfg->oauth_refresh_reuse_max = (int)u;
-    if ((r = config_get_u64(cfg, "OAUTH_CIMD_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
-        return r;
-    cfg->oauth_cimd_loopback = u == 1;
-    if ((r = config_get_u64(cfg, "OAUTH_REGISTER_PER_ADDRESS", 20, 1, 1000000, &u, err)) < 0)
-        return r;
-    cfg->oauth_register_per_address = (int)u;
-    if ((r = config_get_u64(cfg, "OAUTH_CLIENTS_MAX", 10000, 1, 10000000, &u, err)) < 0)
-        return r;
-    cfg->oauth_clients_max = (int)u;
-    if ((r = config_get_u64(cfg, "SIGNIN_INFLIGHT_PER_ADDRESS", 2, 1, 16, &u, err)) < 0)
-        return r;
-    cfg->signin_inflight_per_address = (unsigned)u;
-    unsigned per_net = cfg->signin_inflight_per_address > 4 ? cfg->signin_inflight_per_address : 4;
-    if ((r = config_get_u64(cfg, "SIGNIN_INFLIGHT_PER_NETWORK", per_net,
-                            cfg->signin_inflight_per_address, 64, &u, err)) < 0)
-        return r;
-    cfg->signin_inflight_per_network = (unsigned)u;
-    /* of the 18 places of the password check queue (src/auth/password.h) */
-    if ((r = config_get_u64(cfg, "SIGNIN_RESERVED_CHECKS", 6, 0, 17, &u, err)) < 0)
-        return r;
-    cfg->signin_reserved_checks = (unsigned)u;
-    if ((r = config_get_u64(cfg, "SIGNIN_TRUST_DAYS", 365, 1, 3650, &u, err)) < 0)
-        return r;
-    cfg->signin_trust_days = (unsigned)u;
-    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES", 16, 1, 1024, &u, err)) < 0)
-        return r;
-    cfg->oauth_cimd_fetches = (int)u;
-    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES_PER_ADDRESS", 2, 1, cfg->oauth_cimd_fetches,
-                            &u, err)) < 0)
-        return r;
-    cfg->oauth_cimd_per_address = (int)u;
-    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FETCHES_PER_HOST", 4, 1, cfg->oauth_cimd_fetches, &u,
-                            err)) < 0)
-        return r;
-    cfg->oauth_cimd_per_host = (int)u;
-    if ((r = config_get_u64(cfg, "OAUTH_CIMD_TIMEOUT_SECONDS", 5, 1, 60, &u, err)) < 0)
-        return r;
-    cfg->oauth_cimd_timeout_ms = (int64_t)u * 1000;
-    if ((r = config_get_u64(cfg, "OAUTH_CIMD_FAILURE_SECONDS", 60, 0, 3600, &u, err)) < 0)
-        return r;
-    cfg->oauth_cimd_failure_ms = (int64_t)u * 1000;
-    if ((r = config_get_u64(cfg, "NOTIFY_RETRY_SECONDS", 10, 1, 3600, &u, err)) < 0)
-        return r;
-    cfg->notify_retry_base_ms = (int64_t)u * 1000;
-    if ((r = config_get_u64(cfg, "NOTIFY_TEST_ALLOW_LOOPBACK", 0, 0, 1, &u, err)) < 0)
-        return r;
-    cfg->notify_test_loopback = u == 1;
-    if ((r = config_get_u64(cfg, "NOTIFY_VIEW_TOKEN", 1, 0, 1, &u, err)) < 0)
-        return r;
-    cfg->notify_view_token = u == 1;
     if (!cfg->public_url && config_get(cfg, "PUBLIC_URL"))
         cfg->public_url_set = true;
     else if (cfg->public_url)

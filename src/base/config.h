@@ -58,32 +58,6 @@ struct config {
     char *tls_cert;
     char *tls_key;
     int shutdown_grace_ms;
-    int64_t oauth_access_ttl_s;     /* OAuth access tokens live this long */
-    int64_t oauth_refresh_ttl_s;    /* refresh tokens, unless used (and so rotated) before */
-    bool oauth_cimd_loopback;       /* tests only: client metadata documents on http://127.0.0.1 */
-    int oauth_register_per_address; /* new clients an address (IPv4, IPv6 /64) adds an hour */
-    int oauth_clients_max;          /* clients no user approved kept; the oldest make room */
-    /* a rotated refresh token is honoured again this long after its rotation (0: never), at
-     * most oauth_refresh_reuse_max times: parallel refreshes of one client (docs/OAUTH.md) */
-    int64_t oauth_refresh_reuse_s;
-    int oauth_refresh_reuse_max;
-    /* Sign-in: password checks of strangers under way at once per address (IPv4 address, IPv6
-     * /64) and per network (IPv4 /24, IPv6 /48); places of the check queue kept for browsers
-     * and networks that signed in before; how long those are trusted. */
-    unsigned signin_inflight_per_address;
-    unsigned signin_inflight_per_network;
-    unsigned signin_reserved_checks;
-    unsigned signin_trust_days;
-    /* client metadata document fetches under way at once: in all, asked for by one address (an
-     * IPv6 /64), to one host; how long one may take; how long a failed one's error is repeated */
-    int oauth_cimd_fetches, oauth_cimd_per_address, oauth_cimd_per_host;
-    int64_t oauth_cimd_timeout_ms, oauth_cimd_failure_ms;
-
-    int64_t notify_retry_base_ms; /* the first wait before a notification is sent again */
-    bool notify_test_loopback;    /* tests only: notification targets on http://127.0.0.1 */
-    /* a notification links the run's page with its view token; false: the page's address
-     * alone, which opens for its owner signed in */
-    bool notify_view_token;
     char *first_user;
     bool conformance_fixtures;
 };

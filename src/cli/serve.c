@@ -162,6 +162,8 @@ struct serve {
     unsigned char jwt_key[32], view_key[32];
     struct sandbox_config sc;
     struct runs_config rc;
+    struct auth_config ac;
+    struct notify_config nc;
     char *opencode, *agent_dir, *instructions;
     struct egress_policy *policy;
     struct egress_proxy *egress;
@@ -239,7 +241,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         goto fail;
     r = 2;
     s.opencode = runs_opencode_find(cfg);
-    if (sandbox_config_load(cfg, &s.sc, &s.err) < 0 || runs_config_load(cfg, &s.rc, &s.err) < 0)
+    if (sandbox_config_load(cfg, &s.sc, &s.err) < 0 || runs_config_load(cfg, &s.rc, &s.err) < 0 ||
+        auth_config_load(cfg, &s.ac, &s.err) < 0 || notify_config_load(cfg, &s.nc, &s.err) < 0)
         goto fail;
     if (egress_policy_new(cfg, &s.policy, &s.err) < 0 ||
         egress_proxy_new(cfg, s.policy, &s.egress, &s.err) < 0)
@@ -357,20 +360,18 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     runs_network_set_runs(s.network, s.runs);
     s.facts.llms = proxy_llms(s.proxy, &s.facts.nllms);
     tools_runs_register(s.mcp, s.runs, s.st, runs_unavailable, &s.facts);
-    struct notify_config nc = {.seal_key = s.credential_key,
-                               .allow_loopback_http = cfg->notify_test_loopback,
-                               .retry_base_ms = cfg->notify_retry_base_ms,
-                               .link_view_token = cfg->notify_view_token};
-    s.notifier = notifier_new(&nc, s.st);
+    s.nc.seal_key = s.credential_key;
+    s.notifier = notifier_new(&s.nc, s.st);
     if (s.runs)
         notifier_set_run_url(s.notifier, notify_run_url, s.runs);
-    if (cfg->notify_test_loopback)
+    if (s.nc.allow_loopback_http)
         log_warn("notify test-loopback enabled=yes note=\"notifications may go to "
                  "http://127.0.0.1; for tests only\"");
     r = 1;
     if (cli_first_start(cfg, s.st) < 0)
         goto out;
-    s.auth = auth_new(cfg, s.st);
+    s.ac.notify_loopback = s.nc.allow_loopback_http;
+    s.auth = auth_new(cfg, &s.ac, s.st);
     auth_set_credential_key(s.auth, s.credential_key);
     auth_register(s.http, s.auth);
     web_register(s.http, s.st, s.auth, s.runs);

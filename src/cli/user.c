@@ -420,8 +420,9 @@ static int cmd_user_notify(const struct cli_command *cmd, const struct cli_opts 
     unsigned char key[SEAL_KEY_BYTES];
     char secret[NOTIFY_SECRET_LEN + 1] = "", event_id[64];
     struct store_notify_target t;
+    struct notify_config nc; /* checked already by cli_open_config_store */
     r = 1;
-    if (store_user_find(st, name, &u, &err) < 0)
+    if (notify_config_load(&cfg, &nc, &err) < 0 || store_user_find(st, name, &u, &err) < 0)
         goto out;
     if (list) {
         r = store_notify_target_list(st, u.id, print_target, NULL, &err) < 0 ? 1 : 0;
@@ -437,7 +438,7 @@ static int cmd_user_notify(const struct cli_command *cmd, const struct cli_opts 
                    event_id, o->args[2], name);
             r = 0;
         }
-    } else if (notify_url_check(o->args[3], kind, cfg.notify_test_loopback, NULL, &err) < 0) {
+    } else if (notify_url_check(o->args[3], kind, nc.allow_loopback_http, NULL, &err) < 0) {
         err_wrap(&err, "not added");
         r = EXIT_USAGE;
     } else {

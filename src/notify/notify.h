@@ -128,6 +128,12 @@ struct notify_config {
     bool link_view_token;          /* a run's page is linked with its view token (the default) */
 };
 
+struct config;
+/* Fill nc from cfg's table (NOTIFY_RETRY_SECONDS, NOTIFY_TEST_ALLOW_LOOPBACK, NOTIFY_VIEW_TOKEN)
+ * and the defaults, checking each value's range: 0, or -EINVAL with err naming the key and its
+ * range. seal_key is left NULL, for the caller. Implemented in src/notify/config.c. */
+int notify_config_load(const struct config *cfg, struct notify_config *nc, struct err *err);
+
 /* A sender of st's outbox, started at once: rows due (those left by an earlier process too)
  * are sent, and the store tells it when rows are queued; rows queued by another process (the
  * CLI's test) are seen within two seconds. Main loop thread only, as is everything below. */

@@ -383,6 +383,18 @@ test('an invalid LOG_LEVEL exits 2', () => {
   assertNoSanitizerReport(r.stderr);
 });
 
+test('an OAuth, sign-in or notification setting out of range stops any command with exit 2, before the store is made', () => {
+  for (const [k, v, range] of [['OAUTH_ACCESS_TTL', '5', '60 and 86400'], ['SIGNIN_TRUST_DAYS', '0', '1 and 3650'],
+    ['NOTIFY_RETRY_SECONDS', '0', '1 and 3600'], ['NOTIFY_VIEW_TOKEN', '2', '0 and 1']]) {
+    const d = path.join(dir(), 'data');
+    const r = cli(['user', 'list', '--data-dir', d, '--env-file', '/dev/null'], { env: { [k]: v } });
+    assert.equal(r.status, 2, `${k}=${v}: ${r.stderr}`);
+    assert.ok(r.stderr.includes(`sandbox-mcp: ${k} '${v}' is not a number between ${range}\n`), r.stderr);
+    assert.equal(existsSync(d), false, `${k}=${v}: the data dir was made`);
+    assertNoSanitizerReport(r.stderr);
+  }
+});
+
 // ---------- secrets stay out of logs ----------
 
 test('neither the proxy secret nor the first token appear in the server log', async () => {

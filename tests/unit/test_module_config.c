@@ -1,13 +1,16 @@
 /* The settings each module reads beside itself: sandbox_config_load, runs_config_load,
- * cluster_config_load and mcp_fixtures_tasks_config_load, from a configuration table. */
+ * cluster_config_load, mcp_fixtures_tasks_config_load, auth_config_load and
+ * notify_config_load, from a configuration table. */
 #include <errno.h>
 #include <string.h>
 
 #include "harness.h"
 
+#include "auth/auth.h"
 #include "base/config.h"
 #include "cluster/cluster.h"
 #include "mcp/fixtures.h"
+#include "notify/notify.h"
 #include "runs/runs.h"
 #include "sandbox/sandbox.h"
 
@@ -164,6 +167,91 @@ TEST(fixture_task_limits_read_and_checked)
     CHECK_INT_EQ(mcp_fixtures_tasks_config_load(&cfg, &lim, &err), -EINVAL);
     CHECK_STR_CONTAINS(err.msg, "CONFORMANCE_TASK_TTL_MS");
     config_release(&cfg);
+}
+
+TEST(auth_config_reads_and_checks)
+{
+    struct config cfg;
+    struct auth_config ac;
+    struct err err = {0};
+    cfg_from(&cfg,
+             "OAUTH_ACCESS_TTL=120\nSIGNIN_INFLIGHT_PER_ADDRESS=8\nOAUTH_CIMD_TIMEOUT_SECONDS=7\n"
+             "OAUTH_CIMD_ALLOW_LOOPBACK=1\n");
+    CHECK_INT_EQ(auth_config_load(&cfg, &ac, &err), 0);
+    CHECK_INT_EQ(ac.access_ttl_s, 120);
+    CHECK_INT_EQ(ac.refresh_ttl_s, 30 * 86400);
+    CHECK_INT_EQ(ac.refresh_reuse_s, 30);
+    CHECK_INT_EQ(ac.refresh_reuse_max, 5);
+    CHECK(ac.cimd_loopback);
+    CHECK_INT_EQ(ac.register_per_address, 20);
+    CHECK_INT_EQ(ac.clients_max, 10000);
+    /* the per-network default is never below the per-address cap */
+    CHECK_INT_EQ(ac.signin_inflight_per_address, 8);
+    CHECK_INT_EQ(ac.signin_inflight_per_network, 8);
+    CHECK_INT_EQ(ac.signin_reserved_checks, 6);
+    CHECK_INT_EQ(ac.signin_trust_days, 365);
+    CHECK_INT_EQ(ac.cimd_fetches, 16);
+    CHECK_INT_EQ(ac.cimd_timeout_ms, 7000);
+    CHECK_INT_EQ(ac.cimd_failure_ms, 60000);
+    CHECK(!ac.notify_loopback);
+    config_release(&cfg);
+
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"OAUTH_ACCESS_TTL=5\n", "OAUTH_ACCESS_TTL '5' is not a number between 60 and 86400"},
+        {"OAUTH_REFRESH_REUSE_SECONDS=301\n",
+         "OAUTH_REFRESH_REUSE_SECONDS '301' is not a number between 0 and 300"},
+        {"OAUTH_REFRESH_REUSE_MAX=0\n",
+         "OAUTH_REFRESH_REUSE_MAX '0' is not a number between 1 and 100"},
+        {"OAUTH_CIMD_ALLOW_LOOPBACK=yes\n", "OAUTH_CIMD_ALLOW_LOOPBACK 'yes'"},
+        {"SIGNIN_INFLIGHT_PER_ADDRESS=8\nSIGNIN_INFLIGHT_PER_NETWORK=4\n",
+         "SIGNIN_INFLIGHT_PER_NETWORK '4' is not a number between 8 and 64"},
+        {"OAUTH_CIMD_FETCHES=3\nOAUTH_CIMD_FETCHES_PER_HOST=4\n",
+         "OAUTH_CIMD_FETCHES_PER_HOST '4' is not a number between 1 and 3"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_from(&cfg, cases[i].text);
+        err = (struct err){0};
+        CHECK_INT_EQ(auth_config_load(&cfg, &ac, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
+}
+
+TEST(notify_config_reads_and_checks)
+{
+    struct config cfg;
+    struct notify_config nc;
+    struct err err = {0};
+    cfg_from(&cfg, "");
+    CHECK_INT_EQ(notify_config_load(&cfg, &nc, &err), 0);
+    CHECK_INT_EQ(nc.retry_base_ms, NOTIFY_RETRY_BASE_MS);
+    CHECK(!nc.allow_loopback_http);
+    CHECK(nc.link_view_token);
+    CHECK(nc.seal_key == NULL);
+    config_release(&cfg);
+    cfg_from(&cfg, "NOTIFY_RETRY_SECONDS=1\nNOTIFY_TEST_ALLOW_LOOPBACK=1\nNOTIFY_VIEW_TOKEN=0\n");
+    CHECK_INT_EQ(notify_config_load(&cfg, &nc, &err), 0);
+    CHECK_INT_EQ(nc.retry_base_ms, 1000);
+    CHECK(nc.allow_loopback_http);
+    CHECK(!nc.link_view_token);
+    config_release(&cfg);
+
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"NOTIFY_RETRY_SECONDS=0\n", "NOTIFY_RETRY_SECONDS '0' is not a number between 1 and 3600"},
+        {"NOTIFY_TEST_ALLOW_LOOPBACK=2\n", "NOTIFY_TEST_ALLOW_LOOPBACK '2'"},
+        {"NOTIFY_VIEW_TOKEN=no\n", "NOTIFY_VIEW_TOKEN 'no' is not a number between 0 and 1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_from(&cfg, cases[i].text);
+        err = (struct err){0};
+        CHECK_INT_EQ(notify_config_load(&cfg, &nc, &err), -EINVAL);
+        CHECK_STR_CONTAINS(err.msg, cases[i].says);
+        config_release(&cfg);
+    }
 }
 
 TEST_MAIN()
