@@ -8,6 +8,9 @@ BUILD=${BUILD:-build}
 OUT=tests/out
 mkdir -p "$OUT"
 export SANDBOX_MCP_BIN="$PWD/$BUILD/asan/sandbox-mcp"
+# the release build, made from the same tree, for the commands that only set up and clear a
+# test's state (tests/lib/server.mjs FIXTURE_BIN)
+export SANDBOX_MCP_FIXTURE_BIN="$PWD/$BUILD/sandbox-mcp"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 COUNTS=$OUT/counts
@@ -114,9 +117,10 @@ conformance_suite() {
 } > "$OUT/background.out" 2>&1 &
 background_pid=$!
 
-# The integration and end-to-end test files, from one queue, TEST_CONCURRENCY (2) at a time:
-# the suite is bound by CPU (most of it the real agents' own), and two lanes keep both cores
-# busy while a file waits on a server or a sandbox. The longest files go first so that the lanes
+# The integration and end-to-end test files, from one queue, TEST_CONCURRENCY (3) at a time:
+# the suite is bound by CPU (half of it the real agents' own), and three lanes keep both cores
+# busy while a file waits on a server, a sandbox or a timeout (two left them idle a tenth of the
+# time). The longest files go first so that the lanes
 # end together: in the order of their times in the last run on this machine ($OUT/files, kept
 # between runs), else in the order a fresh clone measured (LONG), so that no long file is left
 # for the end of a first run. Each file's TAP output is kept in $OUT/<suite>/.
@@ -164,10 +168,10 @@ lane() {
     done
 }
 
-echo "== integration and end-to-end test files, ${TEST_CONCURRENCY:-2} at a time"
+echo "== integration and end-to-end test files, ${TEST_CONCURRENCY:-3} at a time"
 t0=$(date +%s)
 i=0 lanes=""
-while [ $i -lt "${TEST_CONCURRENCY:-2}" ]; do
+while [ $i -lt "${TEST_CONCURRENCY:-3}" ]; do
     lane &
     lanes="$lanes $!"
     i=$((i + 1))

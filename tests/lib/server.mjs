@@ -10,11 +10,19 @@ import { Agent, fetch as undiciFetch } from 'undici';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BIN = process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'asan', 'sandbox-mcp');
 
+// The binary that prepares and clears a test's state (a user and their token, the sandboxes of a
+// data dir stopped). tests/run.sh names the release build that `make test` builds from the same
+// tree beside the sanitized one: a sanitized command costs ten times the CPU of the command
+// itself (about 0.1 s, most of it page faults), and the suites run hundreds of them. The
+// commands themselves are tested on the sanitized binary (cli.test.mjs, and every test that
+// calls cli()). A test file run alone uses BIN for these too.
+export const FIXTURE_BIN = process.env.SANDBOX_MCP_FIXTURE_BIN || BIN;
+
 // Run a CLI command to completion (input: what it reads on stdin; or until timeout ms, then
 // SIGTERM); returns {status, stdout, stderr}.
-export function cli(args, { env = {}, cwd, input, timeout } = {}) {
+export function cli(args, { env = {}, cwd, input, timeout, bin = BIN } = {}) {
   const at = args.indexOf('--data-dir');
-  const r = spawnSync(BIN, args, {
+  const r = spawnSync(bin, args, {
     encoding: 'utf8',
     cwd,
     input,
@@ -26,10 +34,10 @@ export function cli(args, { env = {}, cwd, input, timeout } = {}) {
 
 // cli() without blocking the event loop, for tests that run beside others (describe with
 // concurrency): a synchronous child process would stop their requests half-sent.
-export function cliAsync(args, { env = {}, cwd, input, timeout } = {}) {
+export function cliAsync(args, { env = {}, cwd, input, timeout, bin = BIN } = {}) {
   const at = args.indexOf('--data-dir');
   return new Promise((resolve) => {
-    const p = spawn(BIN, args, { cwd, timeout, stdio: ['pipe', 'pipe', 'pipe'],
+    const p = spawn(bin, args, { cwd, timeout, stdio: ['pipe', 'pipe', 'pipe'],
       env: { ...cleanEnv(), ...storeEnv(at >= 0 ? args[at + 1] : null), ...env } });
     let stdout = '', stderr = '';
     p.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
@@ -134,7 +142,7 @@ export function tempDir(prefix = 'smcp-') {
 
 // Sandboxes outlive the server by design: stop them and unmount their disks, then remove dir.
 export function removeDataDir(dir) {
-  cli(['sandbox', 'stop-all', '--data-dir', dir]);
+  cli(['sandbox', 'stop-all', '--data-dir', dir], { bin: FIXTURE_BIN });
   rmSync(dir, { recursive: true, force: true });
   dropSchema(dir);
 }
@@ -253,18 +261,18 @@ export function sseMessages(text) {
 
 // Add user name to srv's data dir with a token of its own; returns the token.
 export function addUser(srv, name) {
-  const add = cli(['user', 'add', name, '--data-dir', srv.dataDir]);
+  const add = cli(['user', 'add', name, '--data-dir', srv.dataDir], { bin: FIXTURE_BIN });
   if (add.status !== 0) throw new Error(`user add ${name}: ${add.stderr}`);
-  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  const tok = cli(['token', 'create', '--user', name, '--data-dir', srv.dataDir], { bin: FIXTURE_BIN });
   if (tok.status !== 0) throw new Error(`token create ${name}: ${tok.stderr}`);
   return tok.stdout.match(/smcp_\S+/)[0];
 }
 
 // addUser() without blocking the event loop (cliAsync).
 export async function addUserAsync(srv, name) {
-  const add = await cliAsync(['user', 'add', name, '--data-dir', srv.dataDir]);
+  const add = await cliAsync(['user', 'add', name, '--data-dir', srv.dataDir], { bin: FIXTURE_BIN });
   if (add.status !== 0) throw new Error(`user add ${name}: ${add.stderr}`);
-  const tok = await cliAsync(['token', 'create', '--user', name, '--data-dir', srv.dataDir]);
+  const tok = await cliAsync(['token', 'create', '--user', name, '--data-dir', srv.dataDir], { bin: FIXTURE_BIN });
   if (tok.status !== 0) throw new Error(`token create ${name}: ${tok.stderr}`);
   return tok.stdout.match(/smcp_\S+/)[0];
 }
