@@ -301,16 +301,20 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     held: 0,
     aborted: 0,
     overrun: 0,
+    // The waits below end in an error only past ms, a bound for an agent that never comes, far
+    // beyond what a loaded machine takes: a run's agent boots in 10 s of CPU, and a fresh clone's
+    // make test, with something else beside it, once took over 300 s to bring one to its
+    // second request.
     // Resolves with the n-th agent request (1-based) once it has arrived.
-    waitFor(n, ms = 300000) {
+    waitFor(n, ms = 600000) {
       return wait.add(() => script.requests.length >= n && script.requests[n - 1], ms, `${name}: agent request ${n}`);
     },
     // Resolves once a request is being held at the gate.
-    waitHeld(ms = 300000) {
+    waitHeld(ms = 600000) {
       return wait.add(() => script.held > 0, ms, `${name}: a held request`);
     },
     // Resolves once every step has been served and answered (no request held).
-    waitDone(ms = 300000) {
+    waitDone(ms = 600000) {
       return wait.add(() => !queue.length && script.held === 0, ms, `${name}: all steps served`);
     },
     // Opens the gate: held requests are answered, later hold steps answer at once.
