@@ -200,9 +200,10 @@ struct runs_network *runs_network_of(const struct runs *e);
  *
  * A run moves through stages, a file each, all on the loop: submit.c (run_task's checks and
  * policy) -> runs.c (the queue, the tick, adoption, the public calls) -> workspace.c (the
- * sandbox, the host-side clone, the preparation in the sandbox) -> launch.c (the agent's token
- * and its start through its adapter) -> ingest.c (its events into the store) -> finish.c (the
- * changes, the diff, the hand-off to delivery, the end). The stages share struct run and these
+ * sandbox, the host-side clone, the preparation in the sandbox) -> setup.c (the repository's
+ * setup, or the run's own) -> launch.c (the agent's token and its start through its adapter) ->
+ * ingest.c (its events into the store) -> finish.c (the changes, the diff, the hand-off to
+ * delivery, the end). The stages share struct run and these
  * steps; nothing outside src/runs/ sees them. */
 
 /* The sandbox's proxy listener, as agents see it */
