@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir } from '../lib/server.mjs';
-import { call, ok, finished } from '../lib/runs.mjs';
+import { call, ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { gitAsync } from '../lib/git.mjs';
 
@@ -154,10 +154,33 @@ test('a setup past RUN_SETUP_TIMEOUT_SECONDS is stopped and reported timed out',
   assert.match(JSON.stringify(script.requests[0].body.messages), /setup \(the setup argument\) timed out after 5 s/);
 });
 
+test('a devcontainer.json that does not parse is noted and skipped, and the run goes on', async () => {
+  const repo = await repoWith('fir', { '.devcontainer.json': '{"postCreateCommand": [1, 2' });
+  const { r, evs, diag } = await runWith('fir-su', repo, 'true');
+  assert.equal(r.status, 'succeeded', diag);
+  assert.equal(r.setup, null, diag);
+  assert.ok(evs.some((e) => e.type === 'setup_note' && /^setup: \.devcontainer\.json does not parse/.test(e.summary)), diag);
+  assert.ok(!evs.some((e) => e.type === 'setup_start'), diag);
+});
+
+test('cancel_run during the setup stops it, and the run ends cancelled before its agent', async () => {
+  const repo = await repoWith('hazel', {});
+  const script = router.add('hazel-su', [{ text: 'Done.' }]);
+  const started = await ok(server, 'run_task', { task: 'hazel-su: look', repository: repo,
+    pull_request: 'none', session_id: session, setup: 'sleep 30' });
+  await until(() => events(started.run_id).some((e) => e.type === 'setup_start'), 'the setup started');
+  await ok(server, 'cancel_run', { run_id: started.run_id });
+  const r = await finished(server, started.run_id);
+  const diag = JSON.stringify(r).slice(0, 3000);
+  assert.equal(r.status, 'cancelled', diag);
+  assert.equal(r.setup, null, diag);
+  assert.equal(script.requests.length, 0, diag);
+});
+
 test('a setup that is not a string, or too long, is refused and no run is made', async () => {
   const before = sql('SELECT count(*) AS n FROM runs')[0].n;
   for (const setup of [42, 'x'.repeat(64 * 1024 + 1)]) {
-    const res = await call(server, 'run_task', { task: 'fir-su: nothing', setup });
+    const res = await call(server, 'run_task', { task: 'gorse-su: nothing', setup });
     assert.equal(res.isError, true, JSON.stringify(res).slice(0, 300));
     assert.match(res.content[0].text, /setup/);
   }
