@@ -354,9 +354,12 @@ void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
     r->sw = NULL;
     if (!sbx) {
         if (err->code == -EBUSY && !r->cancelled && !r->timed_out) {
-            /* at capacity: stay queued and try again in a while */
+            /* no room for now (the server's sandboxes, the user's own, or disk room that
+             * running sandboxes may still take): stay queued and try again in a while, saying
+             * which, up to the advice the message ends with */
             r->phase = PH_QUEUED;
-            run_set_phase(r, "preparing", "waiting for a sandbox: the server is at capacity");
+            size_t why = strcspn(err->msg, ";");
+            run_set_phase(r, "preparing", "waiting for a sandbox: %.*s", (int)why, err->msg);
             r->retry_at = time_mono_ms() + 2000;
             return;
         }

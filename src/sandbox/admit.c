@@ -236,10 +236,10 @@ int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const stru
         struct sandbox *own_lru = lru_idle(m, user_id, sbx);
         if (!own_lru)
             return err_set(err, -EBUSY,
-                           "you have %u sandboxes running (your own and your runs' sessions), the "
-                           "most one user may have on this server, and all are busy; retry when "
-                           "a command or run of yours has ended",
-                           mine);
+                           "you have %u sandbox%s running (your own and your runs' sessions), "
+                           "the most one user may have on this server, and all are busy; retry "
+                           "when a command or run of yours has ended",
+                           mine, mine == 1 ? "" : "es");
         sandbox_stop(own_lru, "evicted (user limit)");
     }
     return 0;

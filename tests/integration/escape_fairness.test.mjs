@@ -58,6 +58,9 @@ test("a user at their running-sandbox limit waits for their own sandboxes, not f
         return (TERMINAL.has(r.status) || /^waiting for a sandbox/.test(r.phase?.detail ?? '')) && r;
       }, 'the run waits for a sandbox', 60000);
       assert.ok(['queued', 'running'].includes(waiting.status), JSON.stringify(waiting));
+      // and says it is their own limit, not the server's
+      assert.match(waiting.phase.detail, /^waiting for a sandbox: you have 1 sandbox running \(your own and your runs' sessions\), the most one user may have/);
+      assert.doesNotMatch(waiting.phase.detail, /capacity|retry/);
       assert.equal(s.requests.length, 0);
       // The server's second slot is still there for another user.
       const other = await ok(srv, 'container_exec', { command: 'echo bob' }, bob);
