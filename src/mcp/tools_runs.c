@@ -80,6 +80,7 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
         .timeout_ms = tm ? (uint64_t)(json_number_value(tm) * 60000.0) : 0,
         .network = opt_str(args, "network"),
         .pull_request = opt_str(args, "pull_request"),
+        .setup = opt_str(args, "setup"),
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
@@ -578,6 +579,11 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
             "\"description\":\"The coding agent (default opencode)\"},"
         "\"timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":%llu,"
             "\"description\":\"Stop the agent after this many minutes (default %llu)\"},"
+        "\"setup\":{\"type\":\"string\",\"maxLength\":%d,"
+            "\"description\":\"A shell script run in the workspace (by /bin/sh) before the agent "
+            "starts, e.g. installing dependencies. Default: the repository's own, for a new "
+            "workspace: .sandbox-mcp/setup.sh, else its devcontainer.json's creation commands. "
+            "A failed setup does not stop the run: the agent is told\"},"
         "\"network\":{\"type\":\"string\",\"enum\":[\"none\",\"allowlist\",\"public\"],"
             "\"description\":\"What the agent's sandbox may reach: nothing, the operator's allow "
             "list (package registries and git hosts), or any public address. Default: the most "
@@ -588,7 +594,7 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
                    "\"description\":\"The same as session_id\"},"
              : "",
         f->default_model, (unsigned long long)(f->run_timeout_max_ms / 60000),
-        (unsigned long long)(f->run_timeout_ms / 60000), f->network);
+        (unsigned long long)(f->run_timeout_ms / 60000), RUNS_SETUP_MAX, f->network);
 }
 
 static const char run_task_output[] = "{\"type\":\"object\",\"properties\":{"
@@ -672,6 +678,8 @@ static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
     "\"pull_request\":" OBJECT_OR_NULL ",\"description\":\"url, number, state, draft\"},"
     "\"delivery\":" OBJECT_OR_NULL ",\"description\":\"status (delivered, skipped or failed), "
         "reason, branch, commits\"},"
+    "\"setup\":" OBJECT_OR_NULL ",\"description\":\"The setup run before the agent: source, "
+        "exit_status, duration_ms, timed_out, failed (the agent started anyway, told of it)\"},"
     "\"pull_request_mode\":{\"type\":\"string\"}},"
     "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
 

@@ -57,6 +57,9 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUNS_AGENT_WARM_SECONDS", 300, 0, 86400, &v, err) < 0)
         return err->code;
     rc->agent_warm_s = (unsigned)v;
+    if (config_get_u64(cfg, "RUN_SETUP_TIMEOUT_SECONDS", 600, 1, 86400, &v, err) < 0)
+        return err->code;
+    rc->setup_timeout_s = (unsigned)v;
     /* Days, fractions allowed (0 keeps workspaces forever). */
     const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
     double d = 7;

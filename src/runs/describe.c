@@ -79,6 +79,9 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
     json_t *pr = json_object_get(delivery, "pull_request");
     json_object_set(j, "pull_request", pr ? pr : json_null());
     json_object_set_new(j, "delivery", delivery ? delivery : json_null());
+    /* setup: what became of the one that ran before the agent */
+    json_t *setup = r->setup_result ? json_loads(r->setup_result, 0, NULL) : NULL;
+    json_object_set_new(j, "setup", setup ? setup : json_null());
     if (r->pull_request[0])
         json_object_set_new(j, "pull_request_mode", json_string(r->pull_request));
     return j;

@@ -73,6 +73,7 @@ void run_free(struct run *r)
     free(r->changes);
     diff_free(r->diff);
     free(r->task);
+    free(r->setup_arg);
     free(r->repository);
     free(r->title);
     free(r);
@@ -437,6 +438,7 @@ struct run *run_alloc(struct runs *e, const struct store_run *row)
     r->task = xstrdup(row->task ? row->task : "");
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
     r->title = row->title ? xstrdup(row->title) : NULL;
+    r->setup_arg = row->setup ? xstrdup(row->setup) : NULL;
     snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
     snprintf(r->ph_name, sizeof(r->ph_name), "%s", row->phase[0] ? row->phase : "queued");
     snprintf(r->ph_detail, sizeof(r->ph_detail), "%s", row->phase_detail ? row->phase_detail : "");

@@ -47,7 +47,8 @@ struct runs_config {
     /* Keep each session's OpenCode server running this long after its last run, so the next run
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
-    const void *jwt_key; /* signs the runs' proxy tokens */
+    unsigned setup_timeout_s; /* a run's setup is stopped, and failed, after this long */
+    const void *jwt_key;      /* signs the runs' proxy tokens */
     size_t jwt_keylen;
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
     size_t view_keylen;
@@ -89,6 +90,8 @@ bool runs_sandbox_run(void *ctx, const char *sandbox_id, const char *user_id,
 /* The program the OpenCode adapter would run on the host, or NULL (for messages). */
 const char *runs_opencode_bin(const struct runs *e);
 
+#define RUNS_SETUP_MAX (64 * 1024) /* bytes of a run's setup script */
+
 struct runs_submit {
     const char *user_id;
     const char *task;
@@ -102,6 +105,7 @@ struct runs_submit {
     const char *network;    /* "none", "allowlist", "public"; NULL: the most the user may have */
     /* "none", "draft", "ready"; NULL: draft for a GitHub repository a credential serves */
     const char *pull_request;
+    const char *setup; /* a setup script to run before the agent (NULL: the repository's own) */
 };
 
 /* Check and record a run (status queued) and schedule it. Fills run_id and session_id. Returns

@@ -200,9 +200,10 @@ struct runs_network *runs_network_of(const struct runs *e);
  *
  * A run moves through stages, a file each, all on the loop: submit.c (run_task's checks and
  * policy) -> runs.c (the queue, the tick, adoption, the public calls) -> workspace.c (the
- * sandbox, the host-side clone, the preparation in the sandbox) -> launch.c (the agent's token
- * and its start through its adapter) -> ingest.c (its events into the store) -> finish.c (the
- * changes, the diff, the hand-off to delivery, the end). The stages share struct run and these
+ * sandbox, the host-side clone, the preparation in the sandbox) -> setup.c (the repository's
+ * setup, or the run's own) -> launch.c (the agent's token and its start through its adapter) ->
+ * ingest.c (its events into the store) -> finish.c (the changes, the diff, the hand-off to
+ * delivery, the end). The stages share struct run and these
  * steps; nothing outside src/runs/ sees them. */
 
 /* The sandbox's proxy listener, as agents see it */
@@ -274,6 +275,11 @@ struct run {
     char ph_name[16], ph_detail[RUNS_PHASE_TEXT_MAX], ended_in[64];
     int64_t steps, ph_steps;
     bool ph_final; /* the final one is recorded: nothing changes it */
+    /* Its setup (setup.c): the script run_task gave (NULL: the repository's own), whether the
+     * workspace was cloned afresh for it, and the source of the setup under way */
+    char *setup_arg;
+    bool fresh;
+    char setup_source[64];
 };
 
 struct runs_waiter {
@@ -357,6 +363,11 @@ void run_on_sandbox_failed(void *ctx, struct sandbox *sbx, const struct err *err
 void run_load_work_branch(struct run *r);
 void run_clone(struct run *r);
 void run_prepare_workspace(struct run *r, bool unpack);
+
+/* setup.c: r's setup in its prepared workspace (the setup argument, else in a new workspace the
+ * repository's .sandbox-mcp/setup.sh or devcontainer.json), then the agent's start, whatever
+ * became of the setup (a failure is told to the agent before its task). */
+void run_setup(struct run *r);
 
 /* launch.c: what r's token grants (into r->grant_*; fills llms when not NULL, returns how many
  * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */

@@ -54,6 +54,11 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
                            "allows with FETCH_ALLOW; use https://",
                            s->repository);
     }
+    if (s->setup && strlen(s->setup) > RUNS_SETUP_MAX)
+        return err_set(err, -EINVAL,
+                       "setup is at most %d bytes; put a longer one in the "
+                       "repository's .sandbox-mcp/setup.sh",
+                       RUNS_SETUP_MAX);
     if (s->branch && !repo_branch_valid(s->branch))
         return err_set(err, -EINVAL, "branch '%s' is not a valid branch name", s->branch);
     if (s->branch && !s->repository)
@@ -185,6 +190,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.task = (char *)s->task;
     row.title = (char *)s->title;
     row.repository = (char *)repository;
+    row.setup = (char *)s->setup;
     row.status_reason = (char *)"accepted";
     row.timeout_ms = (int64_t)timeout;
     row.created_at = now;

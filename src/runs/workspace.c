@@ -98,7 +98,7 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
             log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
     }
     r->prepared = true;
-    run_start_agent(r);
+    run_setup(r);
 }
 
 /* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
@@ -125,6 +125,7 @@ void run_prepare_workspace(struct run *r, bool unpack)
                                                                           : NULL,
                                 .make_branch = r->repository && made ? r->work_branch : NULL};
     r->probing = r->repository && !unpack;
+    r->fresh = unpack;
     _cleanup_free_ char *cmd = scripts_prepare(&p);
     struct err err = {0};
     _cleanup_close_ int tar = unpack ? run_open_file(r, "repo.tar", O_RDONLY, &err) : -1;
@@ -344,7 +345,7 @@ static void on_start(struct loop_timer *t)
 {
     struct run *r = container_of(t, struct run, start);
     r->start_armed = false;
-    run_start_agent(r);
+    run_setup(r);
 }
 
 void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)

@@ -190,7 +190,7 @@ int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, str
     "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
     "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
-    "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0)"
+    "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0), setup, setup_result"
 
 static void read_run(struct db_stmt *s, struct store_run *r)
 {
@@ -232,6 +232,8 @@ static void read_run(struct db_stmt *s, struct store_run *r)
     r->phase_step = db_col_int64(s, 34);
     r->phase_detail = dup_col(s, 35);
     r->phase_at = db_col_int64(s, 36);
+    r->setup = dup_col(s, 37);
+    r->setup_result = dup_col(s, 38);
 }
 
 void store_run_release(struct store_run *r)
@@ -247,8 +249,10 @@ void store_run_release(struct store_run *r)
     free(r->changes);
     free(r->delivery);
     free(r->phase_detail);
+    free(r->setup);
+    free(r->setup_result);
     r->task = r->title = r->repository = r->status_reason = r->summary = r->error = r->changes =
-        r->delivery = r->phase_detail = NULL;
+        r->delivery = r->phase_detail = r->setup = r->setup_result = NULL;
 }
 
 static int add_transition(struct store *st, const char *id, const char *status, const char *reason,
@@ -277,8 +281,8 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
             "title, model, agent, repository, branch, timeout_ms, created_at, network, "
-            "pull_request, phase, phase_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, "
-            "nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12)",
+            "pull_request, phase, phase_at, setup) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, "
+            "nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12, ?15)",
             &s, err);
         if (r == 0) {
             db_bind_text(s, 1, run->id);
@@ -295,6 +299,7 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             db_bind_int64(s, 12, run->created_at);
             db_bind_text(s, 13, run->network);
             db_bind_text(s, 14, run->pull_request);
+            db_bind_text(s, 15, run->setup);
             r = store_step_done(st, s, "insert run", err);
         }
     }
@@ -484,6 +489,18 @@ int store_run_set_outcome(struct store *st, const char *id, int success, const c
     db_bind_int64(s, 5, exit_code);
     db_bind_text(s, 6, id);
     return store_step_done(st, s, "record run outcome", err);
+}
+
+int store_run_set_setup_result(struct store *st, const char *id, const char *result,
+                               struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE runs SET setup_result = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, result);
+    db_bind_text(s, 2, id);
+    return store_step_done(st, s, "record run setup", err);
 }
 
 int store_run_set_delivery(struct store *st, const char *id, const char *delivery, struct err *err)

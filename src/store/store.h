@@ -477,6 +477,8 @@ struct store_run {
     int64_t phase_step; /* the agent's steps so far */
     char *phase_detail; /* the phase in a few words, NULL when none */
     int64_t phase_at;   /* ms, when the phase began; 0 = unknown */
+    char *setup;        /* the setup script run_task was given, NULL when none */
+    char *setup_result; /* JSON, what became of its setup (runs/setup.c), NULL when none ran */
 };
 void store_run_release(struct store_run *r);
 
@@ -538,6 +540,9 @@ struct store_run_event {
     int64_t input_tokens, output_tokens;
     double cost;
 };
+/* Record what became of the run's setup (JSON, see runs/setup.c). */
+int store_run_set_setup_result(struct store *st, const char *id, const char *result,
+                               struct err *err);
 /* Record what became of the run's delivery (JSON, see runs/deliver.c). */
 int store_run_set_delivery(struct store *st, const char *id, const char *delivery, struct err *err);
 /* Append events (numbered after the run's last) and move the run's offset to new_offset (a
