@@ -265,8 +265,14 @@ TEST(both_migration_sets_end_with_the_same_schema)
         fprintf(stderr, "  no SANDBOX_MCP_TEST_DATABASE_URL: the SQLite side alone\n");
     }
     schema_free(&lite);
-    unlink(path);
-    rmdir(dir);
+    /* the database and what its write-ahead log left beside it */
+    static const char *const files[] = {"", "-wal", "-shm"};
+    for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
+        char f[sizeof(path) + 8];
+        snprintf(f, sizeof(f), "%s%s", path, files[k]);
+        unlink(f);
+    }
+    CHECK_INT_EQ(rmdir(dir), 0);
 }
 
 TEST_MAIN()
