@@ -141,7 +141,7 @@ static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, cons
         free(r->task);
         r->task = task;
     }
-    run_start_agent(r);
+    envs_after_setup(r, !failed);
 }
 
 /* Run script (by /bin/sh in the workspace) as r's setup, from source. */
@@ -240,6 +240,16 @@ static bool workspace_new(struct run *r)
     if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0)
         return false;
     return !d.found;
+}
+
+void run_maintenance(struct run *r)
+{
+    if (r->env_fp && strstr(r->env_fp, " .sandbox-mcp/maintenance.sh\n")) {
+        run_script_start(r, ".sandbox-mcp/maintenance.sh",
+                         "exec /bin/sh .sandbox-mcp/maintenance.sh\n");
+        return;
+    }
+    run_start_agent(r);
 }
 
 void run_setup(struct run *r)

@@ -277,6 +277,11 @@ static int copy_subdir(struct copy *c, int sdir, int ddir, const char *name, con
     }
     if (st.st_dev != c->dev)
         goto out; /* a mount point: not the layer's */
+    char rel[PATH_MAX];
+    bool named = rel_path(c, name, rel, sizeof(rel)) != NULL;
+    for (const char *const *k = c->lim->skip; named && k && *k; k++)
+        if (strcmp(rel, *k) == 0)
+            goto out;
     if ((r = count_entry(c)) < 0)
         goto out;
     if (mkdirat(ddir, name, 0700) < 0 ||
@@ -287,8 +292,6 @@ static int copy_subdir(struct copy *c, int sdir, int ddir, const char *name, con
     /* c->path becomes this directory's; when it does not fit, files below are copied, not
      * linked (nothing can link to them) */
     size_t len = strlen(c->path);
-    char rel[PATH_MAX];
-    bool named = rel_path(c, name, rel, sizeof(rel)) != NULL;
     if (named)
         memcpy(c->path, rel, strlen(rel) + 1);
     else

@@ -9,8 +9,9 @@
 #include "base/err.h"
 
 struct layer_limits {
-    uint64_t max_bytes;   /* the files' contents, in all */
-    uint64_t max_entries; /* files, directories, links and whiteouts, in all */
+    uint64_t max_bytes;      /* the files' contents, in all */
+    uint64_t max_entries;    /* files, directories, links and whiteouts, in all */
+    const char *const *skip; /* directories not copied, relative to the root; NULL-terminated */
 };
 
 struct layer_stats {

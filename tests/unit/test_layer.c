@@ -204,6 +204,29 @@ TEST(limits_leave_nothing_behind)
     remove_base();
 }
 
+/* Directories the caller names (an agent's own state, say) are left out. */
+TEST(skipped_directories_are_left_out)
+{
+    make_base();
+    dir("src", FROM);
+    dir("src/home", FROM);
+    dir("src/home/agent", FROM);
+    put("src/home/agent/state", "private", 0600, FROM);
+    put("src/home/keep", "kept", 0644, FROM);
+    static const char *const skip[] = {"home/agent", NULL};
+    struct layer_limits lim = roomy;
+    lim.skip = skip;
+    struct layer_stats st;
+    struct err err = {0};
+    CHECK_INT_EQ(copy("dst", &lim, &st, &err), 0);
+    CHECK_STR_EQ(slurp("dst/home/keep"), "kept");
+    char p[1024];
+    in_base(p, sizeof(p), "dst/home/agent");
+    CHECK(access(p, F_OK) < 0);
+    CHECK_INT_EQ(st.entries, 2);
+    remove_base();
+}
+
 /* A destination that exists is refused and left as it was. */
 TEST(an_existing_destination_is_untouched)
 {
