@@ -148,7 +148,7 @@ static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, cons
 static void run_script_start(struct run *r, const char *source, const char *script)
 {
     snprintf(r->setup_source, sizeof(r->setup_source), "%s", source);
-    run_set_phase(r, "preparing", "setting up (%s)", source);
+    run_set_phase(r, "setting up", "setting up (%s)", source);
     setup_event(r, "setup_start", "setup started", json_pack("{s:s}", "source", source));
     log_info("run setup started run=%s source=%s", r->id, source);
     struct sandbox_exec_opts o = {.command = run_script,

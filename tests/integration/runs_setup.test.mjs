@@ -169,6 +169,10 @@ test('cancel_run during the setup stops it, and the run ends cancelled before it
   const started = await ok(server, 'run_task', { task: 'hazel-su: look', repository: repo,
     pull_request: 'none', session_id: session, setup: 'sleep 30' });
   await until(() => events(started.run_id).some((e) => e.type === 'setup_start'), 'the setup started');
+  // while it is held, the run is in a phase of its own
+  const during = await ok(server, 'get_result', { run_id: started.run_id });
+  assert.equal(during.phase.name, 'setting up', JSON.stringify(during.phase));
+  assert.equal(during.phase.text, 'setting up (the setup argument)');
   await ok(server, 'cancel_run', { run_id: started.run_id });
   const r = await finished(server, started.run_id);
   const diag = JSON.stringify(r).slice(0, 3000);

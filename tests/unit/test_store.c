@@ -113,6 +113,72 @@ TEST(migrations_in_order_each_in_a_transaction)
     sqlite3_close(db);
 }
 
+static int64_t sql_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *s;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* 0020 rebuilds runs (its phase CHECK gains "setting up"): a database at 0019 keeps its runs,
+ * their events still refer to them (a deleted run takes its events along), foreign keys are on
+ * again after, and the new phase is accepted where it was refused. */
+TEST(a_database_at_0019_keeps_its_runs_through_the_rebuild)
+{
+    sqlite3 *db;
+    CHECK_INT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+    sqlite3_exec(db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+    struct embedded_file upto19[64] = {{0}};
+    size_t k = 0;
+    for (const struct embedded_file *m = embedded_migrations; m->name && atoi(m->name) <= 19; m++)
+        upto19[k++] = *m;
+    struct err err = {0};
+    CHECK_INT_EQ(store_migrate_db(db, upto19, &err), 19);
+    const char *rows =
+        "INSERT INTO users (id, name, created_at) VALUES ('u1', 'ann', 1);"
+        "INSERT INTO sessions (id, user_id, agent, created_at, last_run_at) "
+        "  VALUES ('s1', 'u1', 'opencode', 1, 1);"
+        "INSERT INTO runs (id, user_id, session_id, status, task, model, agent, timeout_ms, "
+        "  created_at, phase, phase_detail, setup, setup_result, cost) VALUES ('r1', 'u1', 's1', "
+        "  'succeeded', 'fix it', 'm', 'opencode', 1000, 5, 'succeeded', 'after 2 steps', "
+        "  'make', '{\"failed\":false}', 0.25);"
+        "INSERT INTO runs (id, user_id, session_id, status, task, model, agent, timeout_ms, "
+        "  created_at) VALUES ('r2', 'u1', 's1', 'queued', 'more', 'm', 'opencode', 1000, 6);"
+        "INSERT INTO run_events VALUES ('r1', 1, 7, 'text', 'hello', '{}');"
+        "INSERT INTO run_events VALUES ('r2', 1, 8, 'text', 'again', '{}');"
+        "INSERT INTO run_transitions VALUES ('r1', 5, 'queued', 'accepted');";
+    CHECK_INT_EQ(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+    CHECK(sqlite3_exec(db, "UPDATE runs SET phase = 'setting up' WHERE id = 'r2'", NULL, NULL,
+                       NULL) != SQLITE_OK);
+
+    CHECK_INT_EQ(store_migrate_db(db, embedded_migrations, &err), store_schema_version_known());
+    CHECK_INT_EQ(sql_int(db, "PRAGMA foreign_keys"), 1);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
+    CHECK_INT_EQ(sql_int(db, "SELECT n FROM runs WHERE id = 'r2'"), 2);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM runs WHERE id = 'r1' AND phase = 'succeeded' "
+                             "AND phase_detail = 'after 2 steps' AND setup = 'make' AND "
+                             "setup_result = '{\"failed\":false}' AND cost = 0.25"),
+                 1);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_schema WHERE tbl_name = 'runs' AND "
+                             "type = 'index'"),
+                 5); /* its four and the UNIQUE id's */
+    CHECK_INT_EQ(
+        sqlite3_exec(db, "UPDATE runs SET phase = 'setting up' WHERE id = 'r2'", NULL, NULL, NULL),
+        SQLITE_OK);
+    CHECK(sqlite3_exec(db, "UPDATE runs SET phase = 'napping' WHERE id = 'r2'", NULL, NULL, NULL) !=
+          SQLITE_OK);
+    /* the events and transitions still hang on their runs */
+    CHECK_INT_EQ(sqlite3_exec(db, "DELETE FROM runs WHERE id = 'r1'", NULL, NULL, NULL), SQLITE_OK);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM run_events"), 1);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM run_transitions"), 0);
+    CHECK(sqlite3_exec(db, "INSERT INTO run_events VALUES ('nope', 1, 7, 'text', 'x', '{}')", NULL,
+                       NULL, NULL) != SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static int listed;
 static void count_token(const struct store_token *t, void *ctx)
 {
