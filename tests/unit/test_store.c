@@ -179,6 +179,65 @@ TEST(a_database_at_0019_keeps_its_runs_through_the_rebuild)
     sqlite3_close(db);
 }
 
+static int repos_seen;
+static void count_repo(const struct store_repo_setting *rs, void *ctx)
+{
+    (void)ctx;
+    repos_seen++;
+}
+
+/* A user's settings per repository: set, replaced, read, listed, deleted; the script's size and
+ * the number of repositories capped with a clear error, another user's own cap apart. */
+TEST(repo_settings_and_their_caps)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user ann, bob;
+    CHECK_INT_EQ(store_user_add(st, "ann", &ann, &err), 0);
+    CHECK_INT_EQ(store_user_add(st, "bob", &bob, &err), 0);
+    struct store_repo_setting rs = {0};
+    CHECK_INT_EQ(store_repo_setting_get(st, ann.id, "acme/oak", &rs, &err), -ENOENT);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", "make\n", false, 10, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", NULL, true, 11, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_get(st, ann.id, "acme/oak", &rs, &err), 0);
+    CHECK(rs.setup == NULL);
+    CHECK(rs.stop_on_failure);
+    CHECK_INT_EQ(rs.updated_at, 11);
+    store_repo_setting_release(&rs);
+    CHECK_INT_EQ(store_repo_setting_get(st, bob.id, "acme/oak", &rs, &err), -ENOENT);
+
+    char *big = xmalloc(STORE_REPO_SETUP_MAX + 2);
+    memset(big, 'x', STORE_REPO_SETUP_MAX + 1);
+    big[STORE_REPO_SETUP_MAX + 1] = '\0';
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", big, false, 12, &err), -EFBIG);
+    CHECK_STR_CONTAINS(err.msg, "the setup script is over 65536 bytes");
+    big[STORE_REPO_SETUP_MAX] = '\0';
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", big, false, 12, &err), 0);
+    free(big);
+
+    for (int i = 1; i < STORE_REPO_SETTINGS_MAX; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "acme/r%d", i);
+        CHECK_INT_EQ(store_repo_setting_set(st, ann.id, name, "true", false, 13, &err), 0);
+    }
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/one-more", "true", false, 14, &err),
+                 -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "at most 200 repositories");
+    /* at the cap, one already kept can still change, and another user has a cap of their own */
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/r7", "false", true, 15, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_set(st, bob.id, "acme/one-more", NULL, false, 15, &err), 0);
+    repos_seen = 0;
+    CHECK_INT_EQ(store_repo_setting_list(st, ann.id, count_repo, NULL, &err), 0);
+    CHECK_INT_EQ(repos_seen, STORE_REPO_SETTINGS_MAX);
+    CHECK_INT_EQ(store_repo_setting_delete(st, ann.id, "acme/r7", &err), 0);
+    CHECK_INT_EQ(store_repo_setting_delete(st, ann.id, "acme/r7", &err), -ENOENT);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/one-more", "true", false, 16, &err), 0);
+    store_close(st);
+    free(path);
+}
+
 static int listed;
 static void count_token(const struct store_token *t, void *ctx)
 {
