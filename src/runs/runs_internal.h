@@ -280,6 +280,8 @@ struct run {
     char *setup_arg;
     bool fresh;
     char setup_source[64];
+    bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */
+    uint64_t setup_ms; /* a setup that timed out: how long it ran, while its output is read */
 };
 
 struct runs_waiter {
@@ -364,9 +366,10 @@ void run_load_work_branch(struct run *r);
 void run_clone(struct run *r);
 void run_prepare_workspace(struct run *r, bool unpack);
 
-/* setup.c: r's setup in its prepared workspace (the setup argument, else in a new workspace the
- * repository's .sandbox-mcp/setup.sh or devcontainer.json), then the agent's start, whatever
- * became of the setup (a failure is told to the agent before its task). */
+/* setup.c: r's setup in its prepared workspace (the setup argument, else in a new workspace its
+ * user's script for the repository, else the repository's .sandbox-mcp/setup.sh or
+ * devcontainer.json), then the agent's start (a failure is told to the agent before its task),
+ * or, when its user's settings say so, the run's failure. */
 void run_setup(struct run *r);
 
 /* launch.c: what r's token grants (into r->grant_*; fills llms when not NULL, returns how many
