@@ -4,6 +4,8 @@
  * POST /account/credential/set and /account/credential/delete set (or replace) and delete the
  * GitHub token; POST /account/notify/add, /remove and /test add a target (a webhook's signing
  * secret is shown on the page that answers, once), remove one and queue a test notification.
+ * POST /account/repo/set and /account/repo/delete keep and delete the user's settings for a
+ * repository's runs (a setup script, what a failed setup does; store_repo_setting_*).
  * Changes redirect back to GET /account, but for the page that shows a new secret. */
 #include "auth/auth_internal.h"
 
@@ -19,6 +21,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "notify/notify.h"
+#include "runs/runs.h"
 
 /* A token of STORE_CREDENTIAL_MAX characters, each percent-escaped, and the form's other fields;
  * anything larger is not a token and is refused before it is parsed. */
@@ -30,7 +33,7 @@
  * with a token just sent; notify, what was wrong with a target just sent; secret, the signing
  * secret of the webhook just added (shown this once). NULL when there is nothing to say. */
 struct said {
-    const char *note, *github, *notify, *secret;
+    const char *note, *github, *notify, *secret, *repos;
 };
 
 static void when(struct buf *b, int64_t ms)
@@ -250,6 +253,93 @@ static void notify_card(struct auth *a, struct buf *b, const char *csrf,
                STORE_NOTIFY_TARGETS_MAX);
 }
 
+/* The form that sets a repository's settings: repository NULL for a new one (a field to name
+ * it), else its row's, filled in. A script longer than a form field may be is not put in the
+ * form (the settings keep it when no script is sent). */
+static void repo_form(struct buf *b, const char *csrf, const struct store_repo_setting *rs)
+{
+    buf_puts(b, "<form method=\"post\" action=\"/account/repo/set\" class=\"stack\">\n");
+    html_hidden(b, "csrf", csrf);
+    if (rs)
+        html_hidden(b, "repository", rs->repository);
+    else
+        buf_puts(b, "<label>Repository <input name=\"repository\" autocomplete=\"off\" "
+                    "autocapitalize=\"none\" spellcheck=\"false\" placeholder=\"owner/name\" "
+                    "required></label>\n");
+    if (rs && rs->setup && strlen(rs->setup) > FORM_VALUE_MAX) {
+        buf_printf(b,
+                   "<p class=\"muted small\">Its setup script is %zu bytes, more than this page "
+                   "edits (%d); it is kept. Change it with <code>sandbox-mcp user repo "
+                   "set</code>.</p>\n",
+                   strlen(rs->setup), FORM_VALUE_MAX);
+    } else {
+        /* the newline after the tag is dropped by the browser, one of the script's is not */
+        buf_puts(b, "<label>Setup script <textarea name=\"setup\" rows=\"5\" spellcheck=\"false\" "
+                    "autocapitalize=\"none\">\n");
+        if (rs && rs->setup)
+            html_text(b, rs->setup);
+        buf_puts(b, "</textarea></label>\n");
+    }
+    bool stop = rs && rs->stop_on_failure;
+    buf_printf(b,
+               "<label>When the setup fails <select name=\"on_setup_failure\">"
+               "<option value=\"start\"%s>start the agent anyway (it is told)</option>"
+               "<option value=\"stop\"%s>stop: the run fails</option></select></label>\n"
+               "<button type=\"submit\" class=\"primary\">%s</button>\n</form>\n",
+               stop ? "" : " selected", stop ? " selected" : "", rs ? "Save" : "Add repository");
+}
+
+static void repo_row(const struct store_repo_setting *rs, void *ctx)
+{
+    struct listing *l = ctx;
+    struct buf *b = l->b;
+    l->n++;
+    buf_puts(b, "<li class=\"item\"><div><strong>");
+    html_text(b, rs->repository);
+    buf_puts(b, "</strong><br><span class=\"muted small\">");
+    if (rs->setup)
+        buf_printf(b, "setup script of %zu bytes", strlen(rs->setup));
+    else
+        buf_puts(b, "the repository's own setup");
+    buf_printf(b, " · on failure: %s · updated ", rs->stop_on_failure ? "stop" : "start");
+    when(b, rs->updated_at);
+    buf_puts(b, "</span>\n<details><summary>Edit</summary>\n");
+    repo_form(b, l->csrf, rs);
+    buf_puts(b, "</details></div>");
+    post_button(b, l->csrf, "/account/repo/delete", NULL, rs->repository, "Delete");
+    buf_puts(b, "</li>\n");
+}
+
+/* The repositories card: the user's settings for each repository's runs, each editable and
+ * deletable, and a form to add one. */
+static void repos_card(struct auth *a, struct buf *b, const char *csrf,
+                       const struct store_user *user, const char *problem)
+{
+    struct listing l = {b, csrf, 0};
+    struct err err = {0};
+    buf_puts(b, "<section class=\"card\" id=\"repositories\">\n<h2>Repositories</h2>\n"
+                "<ul class=\"list\">\n");
+    store_repo_setting_list(a->store, user->id, repo_row, &l, &err);
+    if (!l.n)
+        buf_puts(b, "<li class=\"muted\">No settings: runs use each repository's own "
+                    "setup.</li>\n");
+    buf_puts(b, "</ul>\n");
+    if (problem) {
+        buf_puts(b, "<p class=\"error\" role=\"alert\">");
+        html_text(b, problem);
+        buf_puts(b, "</p>\n");
+    }
+    if (l.n < STORE_REPO_SETTINGS_MAX)
+        repo_form(b, csrf, NULL);
+    buf_printf(
+        b,
+        "<p class=\"muted small\">A setup script here runs before the agent in a new "
+        "workspace of the repository, in place of its own <code>.sandbox-mcp/setup.sh</code> "
+        "or devcontainer; a run's own setup still comes first. Up to %d bytes here, %d "
+        "through the command line; settings for up to %d repositories.</p>\n</section>\n",
+        FORM_VALUE_MAX, STORE_REPO_SETUP_MAX, STORE_REPO_SETTINGS_MAX);
+}
+
 /* The page, with what said says. */
 static void page(struct auth *a, h2o_req_t *req, int status, const struct store_user *user,
                  const struct said *said)
@@ -284,6 +374,7 @@ static void page(struct auth *a, h2o_req_t *req, int status, const struct store_
     buf_puts(&b, "</ul>\n</section>\n");
     github_card(a, &b, csrf, user, said->github);
     notify_card(a, &b, csrf, user, said);
+    repos_card(a, &b, csrf, user, said->repos);
     auth_page(req, status, "Account", b.data);
     buf_release(&b);
 }
@@ -300,6 +391,8 @@ static const char *done_note(h2o_req_t *req)
         {"notify-added", "The notification target is added."},
         {"notify-removed", "The notification target is removed."},
         {"notify-test", "A test notification is on its way; this page shows how it went."},
+        {"repo-set", "The repository's settings are saved."},
+        {"repo-deleted", "The repository's settings are deleted."},
     };
     if (req->query_at == SIZE_MAX)
         return NULL;
@@ -508,6 +601,71 @@ static void notify_change(struct auth *a, h2o_req_t *req, const struct store_use
                                       "again."});
 }
 
+/* POST /account/repo/set and /delete: the signed-in user's settings for a repository. */
+static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user *user, bool set)
+{
+    struct form f;
+    if (!read_page_form(req, &f))
+        return;
+    const char *repo = form_get(&f, set ? "repository" : "id"), *setup = form_get(&f, "setup"),
+               *on = form_get(&f, "on_setup_failure");
+    char slug[STORE_REPO_NAME_MAX + 1];
+    struct err err = {0};
+    struct store_repo_setting old = {0};
+    int r;
+    if (!repo || !runs_repo_slug(repo, slug, sizeof(slug))) {
+        r = err_set(&err, -EINVAL,
+                    "Not saved: name the repository as owner/name (letters, digits, '.', '_' "
+                    "or '-'), or by its URL.");
+    } else if (!set) {
+        r = store_repo_setting_delete(a->store, user->id, slug, &err);
+    } else if (on && strcmp(on, "start") != 0 && strcmp(on, "stop") != 0) {
+        r = err_set(&err, -EINVAL, "Not saved: when the setup fails, start or stop.");
+    } else {
+        /* no script field: the one kept (too long for the page) stays */
+        r = setup ? 0 : store_repo_setting_get(a->store, user->id, slug, &old, &err);
+        if (r == -ENOENT)
+            r = 0;
+        if (r == 0) {
+            /* a browser sends a textarea's lines ended by CRLF; sh wants LF */
+            _cleanup_free_ char *sent = setup && setup[0] ? xstrdup(setup) : NULL;
+            char *o = sent;
+            for (const char *c = sent; c && *c; c++)
+                if (!(c[0] == '\r' && c[1] == '\n'))
+                    *o++ = *c;
+            if (o)
+                *o = '\0';
+            const char *script = setup ? sent : old.setup;
+            r = store_repo_setting_set(a->store, user->id, slug, script,
+                                       on && strcmp(on, "stop") == 0, time_now_ms(), &err);
+        }
+        if (r == -ENOSPC)
+            r = err_set(&err, -EINVAL,
+                        "Not saved: you keep settings for %d repositories, the most there may "
+                        "be; delete one first.",
+                        STORE_REPO_SETTINGS_MAX);
+        else if (r == -EFBIG)
+            r = err_set(&err, -EINVAL, "Not saved: the setup script is over %d bytes.",
+                        STORE_REPO_SETUP_MAX);
+    }
+    store_repo_setting_release(&old);
+    form_release(&f);
+    if (r == 0) {
+        log_info("auth repo-%s user=%s repository=%s", set ? "set" : "deleted", user->name, slug);
+        auth_redirect(req, 303, set ? "/account?done=repo-set" : "/account?done=repo-deleted");
+    } else if (r == -EINVAL) {
+        page(a, req, 400, user, &(struct said){.repos = err.msg});
+    } else if (r == -ENOENT) {
+        page(a, req, 200, user,
+             &(struct said){.note = "There were no settings for that repository."});
+    } else {
+        log_error("auth store-failure user=%s reason=\"%s\"", user->name, err.msg);
+        page(a, req, 503, user,
+             &(struct said){.repos = "Nothing was changed: the server could not store it; try "
+                                     "again."});
+    }
+}
+
 /* What a request to /account asks for, by its path and method. */
 enum account_action {
     ACCOUNT_NONE,
@@ -518,6 +676,8 @@ enum account_action {
     ACCOUNT_NOTIFY_ADD,
     ACCOUNT_NOTIFY_REMOVE,
     ACCOUNT_NOTIFY_TEST,
+    ACCOUNT_REPO_SET,
+    ACCOUNT_REPO_DELETE,
 };
 
 static enum account_action account_action(h2o_iovec_t p, bool post)
@@ -532,6 +692,8 @@ static enum account_action account_action(h2o_iovec_t p, bool post)
         {"/account/notify/add", ACCOUNT_NOTIFY_ADD},
         {"/account/notify/remove", ACCOUNT_NOTIFY_REMOVE},
         {"/account/notify/test", ACCOUNT_NOTIFY_TEST},
+        {"/account/repo/set", ACCOUNT_REPO_SET},
+        {"/account/repo/delete", ACCOUNT_REPO_DELETE},
     };
     if (!post)
         return h2o_memis(p.base, p.len, H2O_STRLIT("/account")) ? ACCOUNT_VIEW : ACCOUNT_NONE;
@@ -563,6 +725,8 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
     case ACCOUNT_NOTIFY_ADD: notify_add(a, req, &user); break;
     case ACCOUNT_NOTIFY_REMOVE: notify_change(a, req, &user, false); break;
     case ACCOUNT_NOTIFY_TEST: notify_change(a, req, &user, true); break;
+    case ACCOUNT_REPO_SET: repo_change(a, req, &user, true); break;
+    case ACCOUNT_REPO_DELETE: repo_change(a, req, &user, false); break;
     case ACCOUNT_NONE: break;
     }
     return 0;

@@ -49,7 +49,9 @@ int form_parse(const char *s, size_t n, struct form *out, struct err *err)
             size_t vlen = eq ? (size_t)(s + end - eq - 1) : 0;
             if (nlen > 64 || vlen > 3 * FORM_VALUE_MAX) {
                 form_release(out);
-                return err_set(err, -EINVAL, "a form field is too long");
+                return nlen > 64
+                           ? err_set(err, -EINVAL, "a form field's name is too long")
+                           : err_set(err, -EINVAL, "a form field is over %d bytes", FORM_VALUE_MAX);
             }
             if (out->n == FORM_FIELDS_MAX) {
                 form_release(out);
@@ -58,10 +60,13 @@ int form_parse(const char *s, size_t n, struct form *out, struct err *err)
             char *name = decode(s + i, nlen);
             char *value = eq ? decode(eq + 1, vlen) : xstrdup("");
             if (!name || !value || strlen(value) > FORM_VALUE_MAX) {
+                bool long_value = name && value;
                 free(name);
                 free(value);
                 form_release(out);
-                return err_set(err, -EINVAL, "a form field is not validly encoded");
+                return long_value
+                           ? err_set(err, -EINVAL, "a form field is over %d bytes", FORM_VALUE_MAX)
+                           : err_set(err, -EINVAL, "a form field is not validly encoded");
             }
             if (form_get(out, name)) {
                 err_set(err, -EINVAL, "parameter '%.64s' is repeated", name);

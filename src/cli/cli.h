@@ -26,6 +26,9 @@ struct cli_opts {
     const char *services;
     const char *ttl;
     const char *sandbox;
+    const char *setup_file;       /* user repo set */
+    const char *on_setup_failure; /* user repo set */
+    bool setup_stdin;             /* user repo set */
     bool fixtures;
     bool force;
     char **args; /* positional arguments after the command */
@@ -46,7 +49,10 @@ enum {
     OPT_FORCE,
     OPT_SANDBOX,
     OPT_TLS_CERT,
-    OPT_TLS_KEY
+    OPT_TLS_KEY,
+    OPT_SETUP_FILE,
+    OPT_SETUP_STDIN,
+    OPT_ON_SETUP_FAILURE
 };
 
 /* One command of the table in cli/main.c: fn runs it with argv[0] its name and returns the exit
@@ -109,9 +115,11 @@ int cli_first_start(struct config *cfg, struct store *st);
 extern const char cli_usage_serve[];
 int cli_serve(const struct cli_command *cmd, int argc, char **argv);
 
-/* cli/user.c: user add|list|passwd|login-link|network|credential|notify. */
+/* cli/user.c: user add|list|passwd|login-link|network|credential|notify|repo. */
 extern const char cli_usage_user[];
 int cli_user(const struct cli_command *cmd, int argc, char **argv);
+/* cli/user_repo.c: user repo set|show|delete|list, with cli_user's options parsed. */
+int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o);
 
 /* cli/token.c: token create|list|revoke, and proxy-token. */
 extern const char cli_usage_token[];

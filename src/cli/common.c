@@ -54,6 +54,9 @@ int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, co
         {"sandbox", required_argument, NULL, OPT_SANDBOX},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"setup-file", required_argument, NULL, OPT_SETUP_FILE},
+        {"setup-stdin", no_argument, NULL, OPT_SETUP_STDIN},
+        {"on-setup-failure", required_argument, NULL, OPT_ON_SETUP_FAILURE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -97,6 +100,9 @@ int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, co
         case OPT_TLS_KEY: o->tls_key = optarg; break;
         case OPT_FIXTURES: o->fixtures = true; break;
         case OPT_FORCE: o->force = true; break;
+        case OPT_SETUP_FILE: o->setup_file = optarg; break;
+        case OPT_SETUP_STDIN: o->setup_stdin = true; break;
+        case OPT_ON_SETUP_FAILURE: o->on_setup_failure = optarg; break;
         }
     }
     o->args = argv + optind;

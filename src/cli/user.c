@@ -34,6 +34,10 @@ const char cli_usage_user[] =
     "       sandbox-mcp user notify add NAME webhook|ntfy URL [--data-dir DIR]\n"
     "       sandbox-mcp user notify list NAME [--data-dir DIR]\n"
     "       sandbox-mcp user notify remove|test NAME ID [--data-dir DIR]\n"
+    "       sandbox-mcp user repo set NAME OWNER/REPO [--setup-file PATH | --setup-stdin]\n"
+    "                                   [--on-setup-failure start|stop] [--data-dir DIR]\n"
+    "       sandbox-mcp user repo show|delete NAME OWNER/REPO [--data-dir DIR]\n"
+    "       sandbox-mcp user repo list NAME [--data-dir DIR]\n"
     "\n"
     "passwd sets the password NAME signs in with on the server's sign-in page (when a client\n"
     "such as Claude or ChatGPT connects through OAuth), and signs NAME out of every browser.\n"
@@ -52,7 +56,13 @@ const char cli_usage_user[] =
     "notify add tells NAME at URL when a run ends or opens a pull request (at most 5 targets):\n"
     "webhook, a JSON POST to an https URL signed with a secret printed once now; ntfy, a push\n"
     "to an ntfy topic (https://ntfy.sh/TOPIC or a server of your own). test queues a test\n"
-    "notification that the running server sends; list shows how the last ones went.\n";
+    "notification that the running server sends; list shows how the last ones went.\n"
+    "repo set keeps NAME's settings for the runs on a repository (OWNER/REPO, or its URL): a\n"
+    "setup script, read from PATH or standard input (never the command line; at most 64 KiB,\n"
+    "empty for none), run before the agent in a new workspace in place of the repository's\n"
+    "own; and what a failed setup does: start (the agent starts anyway and is told; the\n"
+    "default) or stop (the run ends failed, with the setup's last lines). What set does not\n"
+    "name is kept. At most 200 repositories a user.\n";
 
 static void print_user(const struct store_user *u, void *ctx)
 {
@@ -527,16 +537,19 @@ static const struct user_sub {
     {"network", NULL, user_network_call},
     {"credential", cmd_user_credential, NULL},
     {"notify", cmd_user_notify, NULL},
+    {"repo", cli_user_repo, NULL},
 };
 
 int cli_user(const struct cli_command *cmd, int argc, char **argv)
 {
-    static const int allowed[] = {OPT_DATA_DIR, OPT_ENV_FILE, OPT_TTL, OPT_PUBLIC_URL, 0};
+    static const int allowed[] = {
+        OPT_DATA_DIR,    OPT_ENV_FILE,         OPT_TTL, OPT_PUBLIC_URL, OPT_SETUP_FILE,
+        OPT_SETUP_STDIN, OPT_ON_SETUP_FAILURE, 0};
     const char *sub = NULL;
     struct cli_opts o = {0};
     int r = cli_parse_sub(cmd->name, cmd->usage,
-                          "'add', 'list', 'passwd', 'login-link', 'network', 'credential' or "
-                          "'notify'",
+                          "'add', 'list', 'passwd', 'login-link', 'network', 'credential', "
+                          "'notify' or 'repo'",
                           argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
@@ -546,6 +559,10 @@ int cli_user(const struct cli_command *cmd, int argc, char **argv)
             us = &user_subs[i];
     if (!us)
         return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
+    if (us->run != cli_user_repo && (o.setup_file || o.setup_stdin || o.on_setup_failure))
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
+                               "--setup-file, --setup-stdin and --on-setup-failure apply to "
+                               "'user repo set' only");
     if (us->run)
         return us->run(cmd, &o);
     bool list = us->act == user_list, link = us->act == user_login_link_call,

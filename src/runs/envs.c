@@ -150,8 +150,21 @@ static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, con
         return;
     }
     free(r->env_fp);
-    r->env_fp =
-        !err && res->exit_code == 0 && res->out_len <= FINGERPRINT_MAX ? xstrdup(res->out) : NULL;
+    r->env_fp = NULL;
+    if (!err && res->exit_code == 0 && res->out_len <= FINGERPRINT_MAX - 100) {
+        /* and the user's own setup script for the repository, when there is one */
+        struct store_repo_setting rs = {0};
+        char slug[STORE_REPO_NAME_MAX + 1], hex[2 * crypto_hash_sha256_BYTES + 1] = "";
+        struct err serr = {0};
+        if (runs_repo_slug(r->repository, slug, sizeof(slug)) &&
+            store_repo_setting_get(r->e->st, r->user_id, slug, &rs, &serr) == 0 && rs.setup) {
+            unsigned char d[crypto_hash_sha256_BYTES];
+            crypto_hash_sha256(d, (const unsigned char *)rs.setup, strlen(rs.setup));
+            sodium_bin2hex(hex, sizeof(hex), d, sizeof(d));
+        }
+        store_repo_setting_release(&rs);
+        r->env_fp = hex[0] ? xasprintf("%s%s user-setup\n", res->out, hex) : xstrdup(res->out);
+    }
     if (!r->env_first) {
         run_setup(r);
         return;

@@ -1,8 +1,9 @@
 /* A run's phase: what it is doing now, in words a person on a phone or a polling model can pass
  * on. The engine moves a run through
  *   queued -> preparing (the sandbox, the workspace) -> cloning (a repository not yet in the
- *   workspace) -> preparing (unpacking it) -> agent (step N: what the agent did last) ->
- *   finishing (collecting the changes and the diff) -> delivering (push, pull request)
+ *   workspace) -> preparing (unpacking it) -> setting up (the run's or the repository's setup,
+ *   setup.c) -> agent (step N: what the agent did last) -> finishing (collecting the changes
+ *   and the diff) -> delivering (push, pull request)
  * and ends it in succeeded, failed or cancelled, with where it ended ("at step 3", "while
  * cloning"). The agent's part comes from its events: each step (a turn with the model) counts
  * one, and its last tool call, message or error tells what it did in it. OpenCode prints a tool

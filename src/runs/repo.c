@@ -20,6 +20,44 @@ bool repo_branch_valid(const char *b)
     return true;
 }
 
+/* One segment of a slug, seg[0..n): a valid name, lowercased into out. */
+static bool slug_part(const char *seg, size_t n, char *out)
+{
+    if (n == 0 || n > 100 || seg[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)seg[i];
+        if (!isalnum(c) && c != '.' && c != '_' && c != '-')
+            return false;
+        out[i] = (char)tolower(c);
+    }
+    out[n] = '\0';
+    return true;
+}
+
+bool runs_repo_slug(const char *repository, char *out, size_t cap)
+{
+    size_t end = strlen(repository);
+    while (end > 0 && repository[end - 1] == '/')
+        end--;
+    size_t name = end;
+    while (name > 0 && repository[name - 1] != '/')
+        name--;
+    if (name < 2)
+        return false;
+    size_t owner = name - 1;
+    while (owner > 0 && repository[owner - 1] != '/')
+        owner--;
+    size_t nlen = end - name;
+    if (nlen > 4 && memcmp(repository + end - 4, ".git", 4) == 0)
+        nlen -= 4;
+    char o[101], n[101];
+    if (!slug_part(repository + owner, name - 1 - owner, o) ||
+        !slug_part(repository + name, nlen, n))
+        return false;
+    return (size_t)snprintf(out, cap, "%s/%s", o, n) < cap;
+}
+
 /* Read from the files where git keeps them when that is the plain case (a branch of a simple name,
  * its commit in a loose ref: what clone and commit leave), which spares a later run of a session
  * two git processes before its agent starts; anything else (a packed or unborn ref, a detached

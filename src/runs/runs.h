@@ -95,6 +95,12 @@ const char *runs_opencode_bin(const struct runs *e);
 
 #define RUNS_SETUP_MAX (64 * 1024) /* bytes of a run's setup script */
 
+/* The "owner/name" a user's repository settings are kept under (store_repo_setting_*), into out
+ * (cap bytes): the last two path segments of repository ("owner/name" itself, an https:// URL,
+ * a local path), ".git" and trailing slashes left out, in lowercase, as GitHub compares names.
+ * False when those are not two names of letters, digits, '.', '_' and '-' (1 to 100 each). */
+bool runs_repo_slug(const char *repository, char *out, size_t cap);
+
 struct runs_submit {
     const char *user_id;
     const char *task;

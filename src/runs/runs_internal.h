@@ -289,6 +289,8 @@ struct run {
     char env_id[64], env_key[80], env_scope[64];
     bool env_new, env_first, snapshotting;
     char *env_fp;
+    bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */
+    uint64_t setup_ms; /* a setup that timed out: how long it ran, while its output is read */
 };
 
 struct runs_waiter {
@@ -374,9 +376,10 @@ void run_load_work_branch(struct run *r);
 void run_clone(struct run *r);
 void run_prepare_workspace(struct run *r, bool unpack);
 
-/* setup.c: r's setup in its prepared workspace (the setup argument, else in a new workspace the
- * repository's .sandbox-mcp/setup.sh or devcontainer.json), then the agent's start, whatever
- * became of the setup (a failure is told to the agent before its task). */
+/* setup.c: r's setup in its prepared workspace (the setup argument, else in a new workspace its
+ * user's script for the repository, else the repository's .sandbox-mcp/setup.sh or
+ * devcontainer.json), then the agent's start (a failure is told to the agent before its task),
+ * or, when its user's settings say so, the run's failure. */
 void run_setup(struct run *r);
 /* setup.c: on a snapshot whose fingerprint matches, only the repository's
  * .sandbox-mcp/maintenance.sh runs (when it has one), then the agent starts. */

@@ -1,14 +1,18 @@
 /* A run's setup, between the workspace's preparation and the agent's start: the script run_task
  * was given (always), else, in a new workspace (a fresh clone, or the session's first run), the
- * repository's own: .sandbox-mcp/setup.sh, run by /bin/sh, else .devcontainer/devcontainer.json
- * or .devcontainer.json through the devcontainer leaf (devcontainer.h). It runs in the sandbox,
- * in the workspace, for at most RUN_SETUP_TIMEOUT_SECONDS. Its start, the devcontainer's notes
- * and its end (exit status, duration, the last of its output) are events of the run's timeline;
- * what became of it is the run's setup_result (get_result's "setup").
+ * script its user keeps for the repository (store_repo_setting_*: "user"), else the repository's
+ * own: .sandbox-mcp/setup.sh, run by /bin/sh, else .devcontainer/devcontainer.json or
+ * .devcontainer.json through the devcontainer leaf (devcontainer.h). It runs in the sandbox, in
+ * the workspace, for at most RUN_SETUP_TIMEOUT_SECONDS, in the run's phase "setting up". Its
+ * start, the devcontainer's notes and its end (exit status, duration, the last of its output,
+ * also when it timed out) are events of the run's timeline; what became of it is the run's
+ * setup_result (get_result's "setup").
  *
- * The rule of this file: a setup never stops a run. One that fails, times out or cannot be read
- * is told (the timeline, get_result, and a notice before the agent's task) and the agent starts
- * anyway; only a cancel or the run's own timeout ends the run here. */
+ * The rule of this file: a setup stops a run only when its user asked (on_setup_failure "stop"
+ * for the repository): then a failed setup ends the run failed with its last lines, and no agent
+ * starts. Otherwise one that fails, times out or cannot be read is told (the timeline,
+ * get_result, and a notice before the agent's task) and the agent starts anyway; a cancel or the
+ * run's own timeout ends the run here either way. */
 #include "runs/runs_internal.h"
 
 #include <errno.h>
@@ -26,6 +30,7 @@
 #define SETUP_OUTPUT_KEPT 16384 /* bytes of the end of a setup's output kept */
 #define SETUP_NOTICE_LINES 20   /* lines of that output the agent is told */
 #define SETUP_NOTICE_MAX 2048   /* and bytes at most */
+#define SETUP_ERROR_MAX 360     /* bytes of it in the error of a run the setup stopped */
 
 /* Finds the repository's own setup in the workspace: "sh", "json PATH" and the file (up to one
  * byte past the leaf's cap, to tell it is too large), or "none". */
@@ -37,14 +42,21 @@ static const char probe_script[] =
     "echo none\n";
 
 /* Runs the script that comes on stdin with /bin/sh, stdin from /dev/null, and prints the last
- * SETUP_OUTPUT_KEPT bytes of what it wrote (both streams); its exit status is the script's. */
-static const char run_script[] = "smcp_sh=$(mktemp) && smcp_log=$(mktemp) || exit 125\n"
-                                 "cat > \"$smcp_sh\"\n"
-                                 "/bin/sh \"$smcp_sh\" </dev/null >\"$smcp_log\" 2>&1\n"
+ * SETUP_OUTPUT_KEPT bytes of what it wrote (both streams); its exit status is the script's. The
+ * output goes to a file in $SMCP_SETUP_DIR, so that a setup stopped at its timeout (its whole
+ * process group killed) leaves it for read_log_script. */
+static const char run_script[] = "mkdir -p \"$SMCP_SETUP_DIR\" || exit 125\n"
+                                 "cat > \"$SMCP_SETUP_DIR/setup.sh\"\n"
+                                 "/bin/sh \"$SMCP_SETUP_DIR/setup.sh\" </dev/null "
+                                 ">\"$SMCP_SETUP_DIR/log\" 2>&1\n"
                                  "smcp_s=$?\n"
-                                 "tail -c 16384 \"$smcp_log\"\n"
-                                 "rm -f \"$smcp_sh\" \"$smcp_log\"\n"
+                                 "tail -c 16384 \"$SMCP_SETUP_DIR/log\"\n"
+                                 "rm -rf \"$SMCP_SETUP_DIR\"\n"
                                  "exit $smcp_s\n";
+
+/* What a setup that timed out wrote, from its file. */
+static const char read_log_script[] = "tail -c 16384 \"$SMCP_SETUP_DIR/log\" 2>/dev/null\n"
+                                      "rm -rf \"$SMCP_SETUP_DIR\"\n";
 
 /* One event of the server's own in r's timeline (its offset in the agent's file kept). */
 static void setup_event(struct run *r, const char *type, const char *summary, json_t *raw)
@@ -76,15 +88,15 @@ static bool still_running(struct run *r)
     return true;
 }
 
-/* The last SETUP_NOTICE_LINES lines of out, at most SETUP_NOTICE_MAX bytes, trailing blanks
- * left out: a pointer into out and its length. */
-static const char *last_lines(const char *out, size_t *len)
+/* The last SETUP_NOTICE_LINES lines of out, at most max bytes, trailing blanks left out: a
+ * pointer into out and its length. */
+static const char *last_lines(const char *out, size_t max, size_t *len)
 {
     size_t n = strlen(out);
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
         n--;
     size_t start = n, lines = 0;
-    while (start > 0 && n - start < SETUP_NOTICE_MAX) {
+    while (start > 0 && n - start < max) {
         if (out[start - 1] == '\n' && ++lines == SETUP_NOTICE_LINES)
             break;
         start--;
@@ -95,19 +107,16 @@ static const char *last_lines(const char *out, size_t *len)
     return out + start;
 }
 
-static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+/* The setup's end: status (-1 when none), whether it timed out, err when it could not run, and
+ * what it wrote; then the agent's start, or the run's failure. */
+static void setup_ended(struct run *r, int status, bool timed_out, uint64_t ms, const char *output,
+                        const struct err *err)
 {
-    struct run *r = ctx;
-    if (!still_running(r))
-        return;
-    int status = err ? -1 : res->timed_out ? -1 : res->signal ? 128 + res->signal : res->exit_code;
-    bool timed_out = !err && res->timed_out;
     bool failed = err || timed_out || status != 0;
-    uint64_t ms = err ? 0 : res->duration_ms;
-    _cleanup_free_ char *out = xstrdup(err ? err->msg : res->out ? res->out : "");
+    _cleanup_free_ char *out = xstrdup(err ? err->msg : output ? output : "");
     scripts_redact_tokens(out);
     size_t tail_len;
-    const char *tail = last_lines(out, &tail_len);
+    const char *tail = last_lines(out, SETUP_NOTICE_MAX, &tail_len);
     char summary[512], how[128];
     if (err)
         snprintf(how, sizeof(how), "could not run: %s", err->msg);
@@ -133,6 +142,14 @@ static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, cons
         log_error("run setup not stored run=%s err=\"%s\"", r->id, serr.msg);
     log_info("run setup ended run=%s source=%s status=%d timed_out=%s ms=%llu", r->id,
              r->setup_source, status, timed_out ? "yes" : "no", (unsigned long long)ms);
+    if (failed && r->setup_stop) {
+        /* its user asked for no agent after a failed setup */
+        size_t short_len;
+        const char *short_tail = last_lines(out, SETUP_ERROR_MAX, &short_len);
+        run_fail(r, "setup (%s) %s; its last lines:\n%.*s", r->setup_source, how, (int)short_len,
+                 short_tail);
+        return;
+    }
     if (failed) {
         /* the agent is told, before its task */
         char *task = xasprintf("The repository's setup (%s) %s; its last lines:\n%.*s\n\n"
@@ -144,15 +161,59 @@ static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, cons
     envs_after_setup(r, !failed);
 }
 
+static void on_log_read(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    if (!still_running(r))
+        return;
+    setup_ended(r, -1, true, r->setup_ms, err ? "" : res->out, NULL);
+}
+
+/* $SMCP_SETUP_DIR for r's setup: a directory of the run's own in the sandbox's /tmp. */
+static void setup_dir_env(struct run *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "SMCP_SETUP_DIR=/tmp/sandbox-mcp-setup-%s", r->id);
+}
+
+static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    if (!still_running(r))
+        return;
+    if (!err && res->timed_out) {
+        /* its process group is gone, tail and all: what it wrote is read from its file */
+        r->setup_ms = res->duration_ms;
+        char dir[128];
+        setup_dir_env(r, dir, sizeof(dir));
+        const char *env[] = {dir, NULL};
+        struct sandbox_exec_opts o = {.command = read_log_script,
+                                      .cwd = r->workdir,
+                                      .env = env,
+                                      .timeout_ms = 30000,
+                                      .output_bytes = SETUP_OUTPUT_KEPT + 1024};
+        struct err rerr = {0};
+        r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_log_read, r, &rerr);
+        if (!r->ex)
+            on_log_read(r, NULL, &rerr);
+        return;
+    }
+    int status = err ? -1 : res->signal ? 128 + res->signal : res->exit_code;
+    setup_ended(r, status, false, err ? 0 : res->duration_ms, err ? NULL : res->out, err);
+}
+
 /* Run script (by /bin/sh in the workspace) as r's setup, from source. */
 static void run_script_start(struct run *r, const char *source, const char *script)
 {
     snprintf(r->setup_source, sizeof(r->setup_source), "%s", source);
-    run_set_phase(r, "preparing", "setting up (%s)", source);
+    run_set_phase(r, "setting up", "setting up (%s)", source);
     setup_event(r, "setup_start", "setup started", json_pack("{s:s}", "source", source));
     log_info("run setup started run=%s source=%s", r->id, source);
+    char dir[128];
+    setup_dir_env(r, dir, sizeof(dir));
+    const char *env[] = {dir, NULL};
     struct sandbox_exec_opts o = {.command = run_script,
                                   .cwd = r->workdir,
+                                  .env = env,
                                   .stdin_data = script,
                                   .stdin_len = strlen(script),
                                   .timeout_ms = (uint64_t)r->e->cfg.setup_timeout_s * 1000,
@@ -252,16 +313,40 @@ void run_maintenance(struct run *r)
     run_start_agent(r);
 }
 
+/* r's user's settings for its repository into *rs: false when there are none. */
+static bool user_settings(struct run *r, struct store_repo_setting *rs)
+{
+    char slug[STORE_REPO_NAME_MAX + 1];
+    if (!r->repository || !runs_repo_slug(r->repository, slug, sizeof(slug)))
+        return false;
+    struct err err = {0};
+    int rc = store_repo_setting_get(r->e->st, r->user_id, slug, rs, &err);
+    if (rc < 0 && rc != -ENOENT)
+        log_warn("run repository settings not read run=%s err=\"%s\"", r->id, err.msg);
+    return rc == 0;
+}
+
 void run_setup(struct run *r)
 {
+    struct store_repo_setting rs = {0};
+    bool have = user_settings(r, &rs);
+    r->setup_stop = have && rs.stop_on_failure;
     if (r->setup_arg) {
+        store_repo_setting_release(&rs);
         run_script_start(r, "the setup argument", r->setup_arg);
         return;
     }
     if (!workspace_new(r)) {
+        store_repo_setting_release(&rs);
         run_start_agent(r);
         return;
     }
+    if (have && rs.setup) {
+        run_script_start(r, "user", rs.setup);
+        store_repo_setting_release(&rs);
+        return;
+    }
+    store_repo_setting_release(&rs);
     struct sandbox_exec_opts o = {.command = probe_script,
                                   .cwd = r->workdir,
                                   .timeout_ms = 60000,

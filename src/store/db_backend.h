@@ -22,9 +22,11 @@ struct db_stmt {
 struct db_backend {
     const char *name;
     bool shared; /* a database other nodes may share: store_is_shared */
-    /* the migrations of its dialect, and the BEGIN a migration runs in */
+    /* the migrations of its dialect, the BEGIN a migration runs in, and a script run once its
+     * transaction is over, committed or not (NULL: none) */
     const struct embedded_file *migrations;
     const char *migrate_begin;
+    const char *migrate_end;
     /* a statement (a literal, run through the cache) whose one value is store_data_version's */
     const char *data_version_sql;
 
@@ -63,6 +65,9 @@ struct db_backend {
     int (*version)(struct store *st, struct err *err);
     /* Record version, within the migration's transaction. */
     int (*set_version)(struct store *st, int version, struct err *err);
+    /* Check the migrated schema before its transaction commits: 0, or < 0 with err filled; NULL
+     * when the backend's own constraints are enough. */
+    int (*migrate_check)(struct store *st, struct err *err);
 };
 
 extern const struct db_backend db_sqlite, db_pg;

@@ -200,11 +200,33 @@ static int lite_set_version(struct store *st, int version, struct err *err)
     return lite_script(st, pragma, err);
 }
 
+/* A migration that rebuilds a table (https://sqlite.org/lang_altertable.html#otheralter) runs
+ * with foreign keys off, so that dropping the old table neither fails nor cascades into the
+ * tables that refer to it; this is the procedure's check that the references still hold. */
+static int lite_migrate_check(struct store *st, struct err *err)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(lite_db(st), "PRAGMA foreign_key_check", -1, &s, NULL) != SQLITE_OK)
+        return err_set(err, -EIO, "cannot check foreign keys: %s", sqlite3_errmsg(lite_db(st)));
+    int rc = sqlite3_step(s), r = 0;
+    if (rc == SQLITE_ROW)
+        r = err_set(err, -EPROTO, "a row of table '%s' refers to a missing row of '%s'",
+                    (const char *)sqlite3_column_text(s, 0),
+                    (const char *)sqlite3_column_text(s, 2));
+    else if (rc != SQLITE_DONE)
+        r = err_set(err, -EIO, "cannot check foreign keys: %s", sqlite3_errmsg(lite_db(st)));
+    sqlite3_finalize(s);
+    return r;
+}
+
 const struct db_backend db_sqlite = {
     .name = "sqlite",
     .shared = false,
     .migrations = embedded_migrations,
-    .migrate_begin = "BEGIN IMMEDIATE",
+    /* foreign_keys can change only outside a transaction */
+    .migrate_begin = "PRAGMA foreign_keys = OFF; BEGIN IMMEDIATE",
+    .migrate_end = "PRAGMA foreign_keys = ON",
+    .migrate_check = lite_migrate_check,
     .data_version_sql = "PRAGMA data_version",
     .open = lite_open,
     .close = lite_close,

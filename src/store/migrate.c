@@ -60,10 +60,15 @@ static int apply(struct store *st, const struct embedded_file *list, struct err 
             continue;
         if ((r = be->script(st, be->migrate_begin, err)) < 0 ||
             (r = be->script(st, m->data, err)) < 0 || (r = be->set_version(st, n, err)) < 0 ||
+            (be->migrate_check && (r = be->migrate_check(st, err)) < 0) ||
             (r = be->script(st, "COMMIT", err)) < 0) {
             be->script(st, "ROLLBACK", NULL);
+            if (be->migrate_end)
+                be->script(st, be->migrate_end, NULL);
             return err_wrap(err, "migration '%s'", m->name);
         }
+        if (be->migrate_end && (r = be->script(st, be->migrate_end, err)) < 0)
+            return err_wrap(err, "migration '%s'", m->name);
         current = n;
     }
     return current;

@@ -704,6 +704,36 @@ int store_credential_list(struct store *st, const char *user_id,
                           void (*fn)(const struct store_credential *c, void *ctx), void *ctx,
                           struct err *err);
 
+/* --- users' settings for a repository's runs (repo_settings.c) --- */
+
+#define STORE_REPO_SETTINGS_MAX 200      /* repositories a user holds settings for */
+#define STORE_REPO_SETUP_MAX (64 * 1024) /* bytes of a setup script, as run_task's */
+#define STORE_REPO_NAME_MAX 200          /* bytes of "owner/name" */
+
+struct store_repo_setting {
+    char repository[STORE_REPO_NAME_MAX + 1]; /* "owner/name", lowercase */
+    char *setup;                              /* the script, NULL when none */
+    bool stop_on_failure;                     /* a failed setup ends the run failed */
+    int64_t updated_at;
+};
+/* Set (or replace) user_id's settings for repository (already normalised: runs_repo_slug):
+ * setup (NULL: none; at most STORE_REPO_SETUP_MAX bytes, else -EFBIG), and whether a failed
+ * setup stops the run. -ENOSPC when the user holds STORE_REPO_SETTINGS_MAX others already. */
+int store_repo_setting_set(struct store *st, const char *user_id, const char *repository,
+                           const char *setup, bool stop_on_failure, int64_t now, struct err *err);
+/* user_id's settings for repository into *out (out->setup malloc'd: store_repo_setting_release),
+ * or -ENOENT when there are none. */
+int store_repo_setting_get(struct store *st, const char *user_id, const char *repository,
+                           struct store_repo_setting *out, struct err *err);
+void store_repo_setting_release(struct store_repo_setting *rs);
+/* 0, or -ENOENT when there were none. */
+int store_repo_setting_delete(struct store *st, const char *user_id, const char *repository,
+                              struct err *err);
+/* Call fn for each of user_id's settings, by repository (row->setup valid during the call). */
+int store_repo_setting_list(struct store *st, const char *user_id,
+                            void (*fn)(const struct store_repo_setting *row, void *ctx), void *ctx,
+                            struct err *err);
+
 /* --- notifications (notify.c): users' targets and the outbox of what is to be sent them --- */
 
 #define STORE_NOTIFY_TARGETS_MAX 5   /* per user */

@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startServer, tempDir, removeDataDir } from '../lib/server.mjs';
+import { startServer, tempDir, removeDataDir, cliAsync } from '../lib/server.mjs';
 import { call, ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { gitAsync } from '../lib/git.mjs';
@@ -145,13 +145,70 @@ test('a failing setup: the agent starts anyway and is told; get_result has its e
 
 test('a setup past RUN_SETUP_TIMEOUT_SECONDS is stopped and reported timed out', async () => {
   const repo = await repoWith('elm', {});
-  const { r, evs, script, diag } = await runWith('elm-su', repo, 'true', { setup: 'sleep 30' });
+  const { r, evs, script, diag } = await runWith('elm-su', repo, 'true',
+    { setup: 'echo elm-before-the-wait\nsleep 30' });
   assert.equal(r.status, 'succeeded', diag);
   assert.equal(r.setup.timed_out, true, diag);
   assert.equal(r.setup.failed, true);
   assert.equal(r.setup.exit_status, null);
   assert.match(evs.find((e) => e.type === 'setup_end').summary, /timed out after 5 s/, diag);
   assert.match(JSON.stringify(script.requests[0].body.messages), /setup \(the setup argument\) timed out after 5 s/);
+  // what it wrote before it was stopped is kept, as a failed one's is
+  assert.match(JSON.parse(evs.find((e) => e.type === 'setup_end').raw).output, /elm-before-the-wait/, diag);
+  assert.match(JSON.stringify(script.requests[0].body.messages), /elm-before-the-wait/);
+});
+
+// The server's first user's settings for repository, through the command line beside the
+// running server (the script on stdin).
+async function userRepo(repository, script, ...flags) {
+  const res = await cliAsync(['user', 'repo', 'set', 'admin', repository, ...(script === null ? [] : ['--setup-stdin']),
+    ...flags, '--data-dir', server.dataDir], { input: script ?? '' });
+  assert.equal(res.status, 0, res.stderr);
+}
+
+// A repository's "owner/name" as the settings take it: its last two path segments.
+const slug = (bare) => bare.split('/').slice(-2).join('/').replace(/\.git$/, '');
+
+test('a user\'s setup for the repository wins over the repository\'s own (source user)', async () => {
+  const repo = await repoWith('ivy', { '.sandbox-mcp/setup.sh': 'echo repository > /workspace/ivy-setup.txt\n' });
+  await userRepo(slug(repo).toUpperCase(), 'echo "user script in $(pwd)" > /workspace/ivy-setup.txt\n');
+  const { r, evs, diag } = await runWith('ivy-su', repo, 'cat /workspace/ivy-setup.txt');
+  assert.equal(r.status, 'succeeded', diag);
+  assert.equal(r.setup.source, 'user', diag);
+  assert.equal(r.setup.failed, false, diag);
+  assert.equal(JSON.parse(evs.find((e) => e.type === 'setup_start').raw).source, 'user', diag);
+  assert.equal(evs.filter((e) => e.type === 'setup_start').length, 1, diag);
+  assert.ok(evs.some((e) => e.type === 'tool_use' && /user script in \/workspace\/ivy/.test(e.raw)), diag);
+});
+
+test('on-setup-failure stop: a failed setup ends the run failed with its last lines, and no agent starts', async () => {
+  const repo = await repoWith('juniper', {
+    '.sandbox-mcp/setup.sh': 'echo "juniper: building"\necho "juniper: no compiler" >&2\nexit 4\n' });
+  await userRepo(slug(repo), null, '--on-setup-failure', 'stop');
+  const script = router.add('juniper-su', [{ text: 'Done.' }]);
+  const started = await ok(server, 'run_task', { task: 'juniper-su: look', repository: repo,
+    pull_request: 'none', session_id: session });
+  const r = await finished(server, started.run_id);
+  const diag = JSON.stringify(r).slice(0, 3000);
+  assert.equal(r.status, 'failed', diag);
+  assert.equal(r.setup.source, '.sandbox-mcp/setup.sh', diag);
+  assert.equal(r.setup.exit_status, 4, diag);
+  assert.match(r.result.error, /setup \(\.sandbox-mcp\/setup\.sh\) failed with exit status 4; its last lines:/, diag);
+  assert.match(r.result.error, /juniper: no compiler/, diag);
+  assert.equal(r.phase.text, 'failed while setting up', diag);
+  assert.equal(script.requests.length, 0, diag);
+  assert.ok(!events(started.run_id).some((e) => e.type === 'step_start'), diag);
+});
+
+test('the setup argument wins over the user\'s setup for the repository', async () => {
+  const repo = await repoWith('kale', {});
+  await userRepo(slug(repo), 'echo user > /workspace/kale-setup.txt\n');
+  const { r, evs, diag } = await runWith('kale-su', repo, 'cat /workspace/kale-setup.txt',
+    { setup: 'echo argument > /workspace/kale-setup.txt' });
+  assert.equal(r.status, 'succeeded', diag);
+  assert.equal(r.setup.source, 'the setup argument', diag);
+  assert.equal(evs.filter((e) => e.type === 'setup_start').length, 1, diag);
+  assert.ok(evs.some((e) => e.type === 'tool_use' && /argument/.test(e.raw)), diag);
 });
 
 test('a devcontainer.json that does not parse is noted and skipped, and the run goes on', async () => {
@@ -169,6 +226,10 @@ test('cancel_run during the setup stops it, and the run ends cancelled before it
   const started = await ok(server, 'run_task', { task: 'hazel-su: look', repository: repo,
     pull_request: 'none', session_id: session, setup: 'sleep 30' });
   await until(() => events(started.run_id).some((e) => e.type === 'setup_start'), 'the setup started');
+  // while it is held, the run is in a phase of its own
+  const during = await ok(server, 'get_result', { run_id: started.run_id });
+  assert.equal(during.phase.name, 'setting up', JSON.stringify(during.phase));
+  assert.equal(during.phase.text, 'setting up (the setup argument)');
   await ok(server, 'cancel_run', { run_id: started.run_id });
   const r = await finished(server, started.run_id);
   const diag = JSON.stringify(r).slice(0, 3000);

@@ -186,3 +186,34 @@ TEST(a_run_starts_from_git_files_in_the_plain_case_and_asks_git_otherwise)
 }
 
 TEST_MAIN()
+
+/* The "owner/name" a user's repository settings are kept under, from any form a run names. */
+TEST(repository_slugs_for_settings)
+{
+    char out[201];
+    const struct {
+        const char *in, *want; /* want NULL: refused */
+    } cases[] = {
+        {"acme/oak", "acme/oak"},
+        {"Acme/Oak.git", "acme/oak"},
+        {"https://github.com/Acme/Oak.git/", "acme/oak"},
+        {"http://git.example:8080/a/b/acme/oak", "acme/oak"},
+        {"/srv/git/acme/oak.git", "acme/oak"},
+        {"file:///srv/acme/oak.git", "acme/oak"},
+        {"acme/my_repo-2.x", "acme/my_repo-2.x"},
+        {"oak", NULL},
+        {"/oak", NULL},
+        {"acme/", NULL},
+        {"acme/.hidden", NULL},
+        {"acme/oak;rm", NULL},
+        {"ac me/oak", NULL},
+        {"acme/.git", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool ok = runs_repo_slug(cases[i].in, out, sizeof(out));
+        CHECK_INT_EQ(ok, cases[i].want != NULL);
+        if (ok && cases[i].want)
+            CHECK_STR_EQ(out, cases[i].want);
+    }
+}

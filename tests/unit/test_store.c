@@ -113,6 +113,131 @@ TEST(migrations_in_order_each_in_a_transaction)
     sqlite3_close(db);
 }
 
+static int64_t sql_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *s;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* 0020 rebuilds runs (its phase CHECK gains "setting up"): a database at 0019 keeps its runs,
+ * their events still refer to them (a deleted run takes its events along), foreign keys are on
+ * again after, and the new phase is accepted where it was refused. */
+TEST(a_database_at_0019_keeps_its_runs_through_the_rebuild)
+{
+    sqlite3 *db;
+    CHECK_INT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+    sqlite3_exec(db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+    struct embedded_file upto19[64] = {{0}};
+    size_t k = 0;
+    for (const struct embedded_file *m = embedded_migrations; m->name && atoi(m->name) <= 19; m++)
+        upto19[k++] = *m;
+    struct err err = {0};
+    CHECK_INT_EQ(store_migrate_db(db, upto19, &err), 19);
+    const char *rows =
+        "INSERT INTO users (id, name, created_at) VALUES ('u1', 'ann', 1);"
+        "INSERT INTO sessions (id, user_id, agent, created_at, last_run_at) "
+        "  VALUES ('s1', 'u1', 'opencode', 1, 1);"
+        "INSERT INTO runs (id, user_id, session_id, status, task, model, agent, timeout_ms, "
+        "  created_at, phase, phase_detail, setup, setup_result, cost) VALUES ('r1', 'u1', 's1', "
+        "  'succeeded', 'fix it', 'm', 'opencode', 1000, 5, 'succeeded', 'after 2 steps', "
+        "  'make', '{\"failed\":false}', 0.25);"
+        "INSERT INTO runs (id, user_id, session_id, status, task, model, agent, timeout_ms, "
+        "  created_at) VALUES ('r2', 'u1', 's1', 'queued', 'more', 'm', 'opencode', 1000, 6);"
+        "INSERT INTO run_events VALUES ('r1', 1, 7, 'text', 'hello', '{}');"
+        "INSERT INTO run_events VALUES ('r2', 1, 8, 'text', 'again', '{}');"
+        "INSERT INTO run_transitions VALUES ('r1', 5, 'queued', 'accepted');";
+    CHECK_INT_EQ(sqlite3_exec(db, rows, NULL, NULL, NULL), SQLITE_OK);
+    CHECK(sqlite3_exec(db, "UPDATE runs SET phase = 'setting up' WHERE id = 'r2'", NULL, NULL,
+                       NULL) != SQLITE_OK);
+
+    CHECK_INT_EQ(store_migrate_db(db, embedded_migrations, &err), store_schema_version_known());
+    CHECK_INT_EQ(sql_int(db, "PRAGMA foreign_keys"), 1);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM runs"), 2);
+    CHECK_INT_EQ(sql_int(db, "SELECT n FROM runs WHERE id = 'r2'"), 2);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM runs WHERE id = 'r1' AND phase = 'succeeded' "
+                             "AND phase_detail = 'after 2 steps' AND setup = 'make' AND "
+                             "setup_result = '{\"failed\":false}' AND cost = 0.25"),
+                 1);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_schema WHERE tbl_name = 'runs' AND "
+                             "type = 'index'"),
+                 5); /* its four and the UNIQUE id's */
+    CHECK_INT_EQ(
+        sqlite3_exec(db, "UPDATE runs SET phase = 'setting up' WHERE id = 'r2'", NULL, NULL, NULL),
+        SQLITE_OK);
+    CHECK(sqlite3_exec(db, "UPDATE runs SET phase = 'napping' WHERE id = 'r2'", NULL, NULL, NULL) !=
+          SQLITE_OK);
+    /* the events and transitions still hang on their runs */
+    CHECK_INT_EQ(sqlite3_exec(db, "DELETE FROM runs WHERE id = 'r1'", NULL, NULL, NULL), SQLITE_OK);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM run_events"), 1);
+    CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM run_transitions"), 0);
+    CHECK(sqlite3_exec(db, "INSERT INTO run_events VALUES ('nope', 1, 7, 'text', 'x', '{}')", NULL,
+                       NULL, NULL) != SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static int repos_seen;
+static void count_repo(const struct store_repo_setting *rs, void *ctx)
+{
+    (void)ctx;
+    repos_seen++;
+}
+
+/* A user's settings per repository: set, replaced, read, listed, deleted; the script's size and
+ * the number of repositories capped with a clear error, another user's own cap apart. */
+TEST(repo_settings_and_their_caps)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user ann, bob;
+    CHECK_INT_EQ(store_user_add(st, "ann", &ann, &err), 0);
+    CHECK_INT_EQ(store_user_add(st, "bob", &bob, &err), 0);
+    struct store_repo_setting rs = {0};
+    CHECK_INT_EQ(store_repo_setting_get(st, ann.id, "acme/oak", &rs, &err), -ENOENT);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", "make\n", false, 10, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", NULL, true, 11, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_get(st, ann.id, "acme/oak", &rs, &err), 0);
+    CHECK(rs.setup == NULL);
+    CHECK(rs.stop_on_failure);
+    CHECK_INT_EQ(rs.updated_at, 11);
+    store_repo_setting_release(&rs);
+    CHECK_INT_EQ(store_repo_setting_get(st, bob.id, "acme/oak", &rs, &err), -ENOENT);
+
+    char *big = xmalloc(STORE_REPO_SETUP_MAX + 2);
+    memset(big, 'x', STORE_REPO_SETUP_MAX + 1);
+    big[STORE_REPO_SETUP_MAX + 1] = '\0';
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", big, false, 12, &err), -EFBIG);
+    CHECK_STR_CONTAINS(err.msg, "the setup script is over 65536 bytes");
+    big[STORE_REPO_SETUP_MAX] = '\0';
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", big, false, 12, &err), 0);
+    free(big);
+
+    for (int i = 1; i < STORE_REPO_SETTINGS_MAX; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "acme/r%d", i);
+        CHECK_INT_EQ(store_repo_setting_set(st, ann.id, name, "true", false, 13, &err), 0);
+    }
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/one-more", "true", false, 14, &err),
+                 -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "at most 200 repositories");
+    /* at the cap, one already kept can still change, and another user has a cap of their own */
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/r7", "false", true, 15, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_set(st, bob.id, "acme/one-more", NULL, false, 15, &err), 0);
+    repos_seen = 0;
+    CHECK_INT_EQ(store_repo_setting_list(st, ann.id, count_repo, NULL, &err), 0);
+    CHECK_INT_EQ(repos_seen, STORE_REPO_SETTINGS_MAX);
+    CHECK_INT_EQ(store_repo_setting_delete(st, ann.id, "acme/r7", &err), 0);
+    CHECK_INT_EQ(store_repo_setting_delete(st, ann.id, "acme/r7", &err), -ENOENT);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/one-more", "true", false, 16, &err), 0);
+    store_close(st);
+    free(path);
+}
+
 static int listed;
 static void count_token(const struct store_token *t, void *ctx)
 {

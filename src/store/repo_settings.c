@@ -1,0 +1,141 @@
+/* Users' settings for the runs on a repository (migrations/0020_setting_up.sql): a setup script
+ * of their own and what a failed setup does to the run; capped per user. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "store/store_internal.h"
+
+static int count_others(struct store *st, const char *user_id, const char *repository, int64_t *n,
+                        struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(
+        st, "SELECT count(*) FROM repo_settings WHERE user_id = ? AND repository <> ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, repository);
+    int rc = db_step(s);
+    if (rc != DB_ROW)
+        return store_fail(st, rc, "count repository settings", err);
+    *n = db_col_int64(s, 0);
+    return 0;
+}
+
+int store_repo_setting_set(struct store *st, const char *user_id, const char *repository,
+                           const char *setup, bool stop_on_failure, int64_t now, struct err *err)
+{
+    if (strlen(repository) > STORE_REPO_NAME_MAX)
+        return err_set(err, -EINVAL, "repository name is longer than %d bytes",
+                       STORE_REPO_NAME_MAX);
+    if (setup && strlen(setup) > STORE_REPO_SETUP_MAX)
+        return err_set(err, -EFBIG, "the setup script is over %d bytes (%zu)", STORE_REPO_SETUP_MAX,
+                       strlen(setup));
+    int64_t n = 0;
+    int r = count_others(st, user_id, repository, &n, err);
+    if (r < 0)
+        return r;
+    if (n >= STORE_REPO_SETTINGS_MAX)
+        return err_set(err, -ENOSPC,
+                       "settings are kept for at most %d repositories; delete one first",
+                       STORE_REPO_SETTINGS_MAX);
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    r = store_prepare(st,
+                      "INSERT INTO repo_settings(user_id, repository, setup, on_setup_failure, "
+                      "updated_at) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (user_id, repository) "
+                      "DO UPDATE SET setup = excluded.setup, on_setup_failure = "
+                      "excluded.on_setup_failure, updated_at = excluded.updated_at",
+                      &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, repository);
+    if (setup)
+        db_bind_text(s, 3, setup);
+    else
+        db_bind_null(s, 3);
+    db_bind_text(s, 4, stop_on_failure ? "stop" : "start");
+    db_bind_int64(s, 5, now);
+    return store_step_done(st, s, "store repository settings", err);
+}
+
+static void read_row(struct db_stmt *s, struct store_repo_setting *rs)
+{
+    memset(rs, 0, sizeof(*rs));
+    store_copy_text(rs->repository, sizeof(rs->repository), s, 0);
+    const char *setup = db_col_null(s, 1) ? NULL : db_col_text(s, 1);
+    rs->setup = setup ? xstrdup(setup) : NULL;
+    const char *on = db_col_text(s, 2);
+    rs->stop_on_failure = on && strcmp(on, "stop") == 0;
+    rs->updated_at = db_col_int64(s, 3);
+}
+
+int store_repo_setting_get(struct store *st, const char *user_id, const char *repository,
+                           struct store_repo_setting *out, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT repository, setup, on_setup_failure, updated_at FROM "
+                          "repo_settings WHERE user_id = ? AND repository = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, repository);
+    int rc = db_step(s);
+    if (rc == DB_DONE)
+        return err_set(err, -ENOENT, "no settings for repository '%s'", repository);
+    if (rc != DB_ROW)
+        return store_fail(st, rc, "read repository settings", err);
+    read_row(s, out);
+    return 0;
+}
+
+void store_repo_setting_release(struct store_repo_setting *rs)
+{
+    free(rs->setup);
+    rs->setup = NULL;
+}
+
+int store_repo_setting_delete(struct store *st, const char *user_id, const char *repository,
+                              struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "DELETE FROM repo_settings WHERE user_id = ? AND repository = ?", &s,
+                          err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    db_bind_text(s, 2, repository);
+    if ((r = store_step_done(st, s, "delete repository settings", err)) < 0)
+        return r;
+    return db_changes(st) ? 0
+                          : err_set(err, -ENOENT, "no settings for repository '%s'", repository);
+}
+
+int store_repo_setting_list(struct store *st, const char *user_id,
+                            void (*fn)(const struct store_repo_setting *row, void *ctx), void *ctx,
+                            struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT repository, setup, on_setup_failure, updated_at FROM "
+                          "repo_settings WHERE user_id = ? ORDER BY repository",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, user_id);
+    int rc;
+    while ((rc = db_step(s)) == DB_ROW) {
+        struct store_repo_setting rs;
+        read_row(s, &rs);
+        fn(&rs, ctx);
+        store_repo_setting_release(&rs);
+    }
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list repository settings", err);
+}
