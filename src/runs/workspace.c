@@ -98,7 +98,7 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
             log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
     }
     r->prepared = true;
-    run_setup(r);
+    envs_before_setup(r);
 }
 
 /* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
