@@ -348,9 +348,11 @@ void run_finish(struct run *r)
         loop_timer_stop(&r->start);
         r->start_armed = false;
     }
-    if (r->ex) {
-        /* a preparation step: on_prepared sees phase FINISHING and stops there */
-        sandbox_exec_kill(r->ex);
+    if (r->ex || r->snapshotting) {
+        /* a preparation step: on_prepared sees phase FINISHING and stops there (a snapshot's
+         * copy, bounded, is waited for) */
+        if (r->ex)
+            sandbox_exec_kill(r->ex);
         r->phase = PH_FINISHING;
         return;
     }

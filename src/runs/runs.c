@@ -51,6 +51,7 @@
 #define TICK_MS 500
 
 #define RETENTION_CHECK_MAX_MS (3600 * 1000)
+#define ENV_SWEEP_MS 60000 /* how often dropped snapshots are looked at */
 
 static void take_queued(struct runs *e);
 static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
@@ -74,6 +75,7 @@ void run_free(struct run *r)
     diff_free(r->diff);
     free(r->task);
     free(r->setup_arg);
+    free(r->env_fp);
     free(r->repository);
     free(r->title);
     free(r);
@@ -266,6 +268,7 @@ static bool run_begin(struct run *r)
     r->began = true;
     struct sandbox_acquire_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .create = true};
+    envs_choose(r, &o);
     run_acquire(r, &o, run_on_sandbox);
     return true;
 }
@@ -416,6 +419,11 @@ static void on_tick(struct loop_timer *t)
         struct err err = {0};
         store_session_list_expired(e->st, time_now_ms() - (int64_t)e->cfg.retention_ms,
                                    on_expired_session, e, &err);
+    }
+    if (envs_enabled(e) && now >= e->next_env_sweep) {
+        /* snapshots aged out, and dropped ones no sandbox starts on any more */
+        e->next_env_sweep = now + ENV_SWEEP_MS;
+        envs_sweep(e);
     }
     loop_timer_start(&e->tick, TICK_MS, on_tick);
 }

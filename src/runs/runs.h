@@ -48,7 +48,10 @@ struct runs_config {
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
     unsigned setup_timeout_s; /* a run's setup is stopped, and failed, after this long */
-    const void *jwt_key;      /* signs the runs' proxy tokens */
+    /* Environment snapshots: the node's bytes for them (0: none kept), one user's, their age */
+    uint64_t env_cache_bytes, env_user_bytes, env_max_age_ms;
+    bool env_share_public; /* a public repository's snapshot serves every user */
+    const void *jwt_key;   /* signs the runs' proxy tokens */
     size_t jwt_keylen;
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
     size_t view_keylen;

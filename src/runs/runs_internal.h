@@ -152,6 +152,7 @@ extern const char scripts_clone[];
 struct scripts_prepare {
     const char *workdir;
     bool unpack;             /* the clone's archive comes on stdin: unpack it into workdir */
+    bool over;               /* ... over a checkout (a snapshot's): its tracked files go first */
     bool repository;         /* the run names a repository (else workdir is only made) */
     const char *checkout;    /* a branch to check out (born unborn without commits), or NULL */
     const char *make_branch; /* the session's branch to make from HEAD, or NULL */
@@ -280,6 +281,14 @@ struct run {
     char *setup_arg;
     bool fresh;
     char setup_source[64];
+    /* Its environment (envs.c): the snapshot a new session's sandbox starts on ("" for none),
+     * its key and scope, whether the session's sandbox is new for this run, whether this run
+     * is the first on the snapshot (its clone goes over the
+     * snapshot's, its fingerprint is compared), the checkout's fingerprint, and whether a
+     * snapshot is being taken (run_finish waits for it) */
+    char env_id[64], env_key[80], env_scope[64];
+    bool env_new, env_first, snapshotting;
+    char *env_fp;
     bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */
     uint64_t setup_ms; /* a setup that timed out: how long it ran, while its output is read */
 };
@@ -315,6 +324,7 @@ struct runs {
     h2o_socket_t *inotify_sock;
     struct loop_timer tick;
     int64_t next_retention;
+    int64_t next_env_sweep;
     bool scheduling, reschedule;
     /* The store is shared by nodes: a new session waits for a node with room to claim it, and
      * the limits on a user's runs count every node's. */
@@ -371,6 +381,23 @@ void run_prepare_workspace(struct run *r, bool unpack);
  * devcontainer.json), then the agent's start (a failure is told to the agent before its task),
  * or, when its user's settings say so, the run's failure. */
 void run_setup(struct run *r);
+/* setup.c: on a snapshot whose fingerprint matches, only the repository's
+ * .sandbox-mcp/maintenance.sh runs (when it has one), then the agent starts. */
+void run_maintenance(struct run *r);
+
+/* envs.c: environment snapshots (see there). envs_choose picks, before a new session's sandbox
+ * is acquired, a snapshot for it to start on (o->env); envs_start_failed, when the start on it
+ * failed, drops it and acquires again on the template (true), or says it was not that (false);
+ * envs_before_setup takes the fingerprint of a fresh checkout and goes on to run_setup, or to
+ * run_maintenance on a snapshot that matches; envs_after_setup takes a snapshot after a
+ * successful setup in a fresh clone, then starts the agent; envs_sweep drops what aged out and
+ * removes what is dropped and unused. */
+bool envs_enabled(const struct runs *e);
+void envs_choose(struct run *r, struct sandbox_acquire_opts *o);
+bool envs_start_failed(struct run *r, const struct err *err);
+void envs_before_setup(struct run *r);
+void envs_after_setup(struct run *r, bool ok);
+void envs_sweep(struct runs *e);
 
 /* launch.c: what r's token grants (into r->grant_*; fills llms when not NULL, returns how many
  * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */

@@ -199,6 +199,9 @@ char *scripts_prepare(const struct scripts_prepare *p)
     buf_init(&cmd, 0);
     buf_puts(&cmd, "set -e; d=");
     scripts_sh_quote(&cmd, p->workdir);
+    if (p->unpack && p->over)
+        buf_puts(&cmd, "; if [ -d \"$d/.git\" ]; then (cd \"$d\" && git ls-files -z | "
+                       "xargs -0 rm -f --); fi");
     if (p->unpack)
         buf_puts(&cmd, "; mkdir -p \"$d\"; rm -rf \"$d/.GIT\" \"$d/.git\"; "
                        "tar -x --no-same-owner -C \"$d\" -f -; mv \"$d/.GIT\" \"$d/.git\"");

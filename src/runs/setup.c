@@ -158,7 +158,7 @@ static void setup_ended(struct run *r, int status, bool timed_out, uint64_t ms, 
         free(r->task);
         r->task = task;
     }
-    run_start_agent(r);
+    envs_after_setup(r, !failed);
 }
 
 static void on_log_read(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
@@ -301,6 +301,16 @@ static bool workspace_new(struct run *r)
     if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0)
         return false;
     return !d.found;
+}
+
+void run_maintenance(struct run *r)
+{
+    if (r->env_fp && strstr(r->env_fp, " .sandbox-mcp/maintenance.sh\n")) {
+        run_script_start(r, ".sandbox-mcp/maintenance.sh",
+                         "exec /bin/sh .sandbox-mcp/maintenance.sh\n");
+        return;
+    }
+    run_start_agent(r);
 }
 
 /* r's user's settings for its repository into *rs: false when there are none. */

@@ -98,7 +98,7 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
             log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
     }
     r->prepared = true;
-    run_setup(r);
+    envs_before_setup(r);
 }
 
 /* In the sandbox: unpack the clone (when there is one), check out the requested branch of an
@@ -118,6 +118,7 @@ void run_prepare_workspace(struct run *r, bool unpack)
     bool work = run_delivering(r), made = work && r->new_work_branch;
     struct scripts_prepare p = {.workdir = r->workdir,
                                 .unpack = unpack,
+                                .over = unpack && r->env_first,
                                 .repository = r->repository != NULL,
                                 .checkout = !r->repository  ? NULL
                                             : work && !made ? r->work_branch /* an earlier run's */
@@ -345,7 +346,7 @@ static void on_start(struct loop_timer *t)
 {
     struct run *r = container_of(t, struct run, start);
     r->start_armed = false;
-    run_setup(r);
+    envs_before_setup(r);
 }
 
 void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
@@ -363,6 +364,8 @@ void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
             r->retry_at = time_mono_ms() + 2000;
             return;
         }
+        if (envs_start_failed(r, err))
+            return;
         run_fail(r, "cannot start the session's sandbox: %s", err->msg);
         return;
     }
@@ -398,9 +401,13 @@ void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         loop_timer_start(&r->start, 0, on_start);
         return;
     }
-    /* the repository is cloned only when the workspace does not hold it already */
+    /* the repository is cloned only when the workspace does not hold it already (or holds
+     * the snapshot's checkout, which the clone goes over) */
     snprintf(r->workdir, sizeof(r->workdir), "/workspace/%s", r->ref.name);
-    run_prepare_workspace(r, false);
+    if (r->env_first)
+        run_clone(r);
+    else
+        run_prepare_workspace(r, false);
 }
 
 /* A run interrupted while preparing: its sandbox is acquired only to be released properly. */

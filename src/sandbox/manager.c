@@ -48,6 +48,16 @@ void sandbox_config_defaults(struct sandbox_config *cfg)
     cfg->file_max_bytes = 3 << 20;
 }
 
+const char *sandbox_template_name(const struct sandbox_manager *m)
+{
+    return m->tmpl.name;
+}
+
+const char *sandbox_template_tree(const struct sandbox_manager *m)
+{
+    return m->tmpl.rootfs;
+}
+
 const char *sandbox_manager_cgroup_mode(const struct sandbox_manager *m)
 {
     return cgroup_mode_name(cgroup_mode());
@@ -94,8 +104,7 @@ struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sand
     snprintf(sbx->dir, sizeof(sbx->dir), "%s/sandboxes/%s", m->data_dir, row->id);
     mkdir(sbx->dir, 0700);
     sbx->dirfd = open(sbx->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    snprintf(sbx->workspace, sizeof(sbx->workspace), "%s%s/workspace", sbx->dir,
-             m->cfg.disk_bytes ? "/disk" : "");
+    snprintf(sbx->env, sizeof(sbx->env), "%s", row->env);
     sbx->created_at = row->created_at;
     sbx->started_at = row->started_at;
     sbx->id_slot = row->id_slot;
@@ -314,7 +323,7 @@ void sandbox_manager_free(struct sandbox_manager *m)
 /* The sandbox struct for (user, session), loading or creating its row: 0, or 1 when it is one
  * just taken from the pool (running, and as fresh as can be). */
 static int lookup(struct sandbox_manager *m, const char *user_id, const char *session_id,
-                  bool create, struct sandbox **out, struct err *err)
+                  bool create, const char *env, struct sandbox **out, struct err *err)
 {
     const char *sid = session_id ? session_id : "";
     for (struct sandbox *s = m->all; s; s = s->next)
@@ -327,14 +336,16 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
     if (r == -ENOENT && *sid && !create)
         return err_set(err, -ENOENT, "session '%s' not found", sid);
     if (r == -ENOENT) {
-        /* A new sandbox for the caller: a pooled one that already runs, when there is one. */
-        if ((r = pool_take(m, user_id, sid, NULL, out, err)) != 0)
+        /* A new sandbox for the caller: a pooled one that already runs, when there is one
+         * (on the template alone: one on a snapshot is started for it). */
+        if ((!env || !*env) && (r = pool_take(m, user_id, sid, NULL, out, err)) != 0)
             return r < 0 ? r : 1;
         memset(&row, 0, sizeof(row));
         id_new("sbx", row.id);
         snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
         snprintf(row.session_id, sizeof(row.session_id), "%s", sid);
         snprintf(row.template_name, sizeof(row.template_name), "%s", m->tmpl.name);
+        snprintf(row.env, sizeof(row.env), "%s", env ? env : "");
         row.created_at = time_now_ms();
         if ((r = store_sandbox_insert(m->store, &row, err)) < 0)
             return r;
@@ -355,7 +366,7 @@ int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, cons
                             struct err *err)
 {
     struct sandbox *sbx = NULL;
-    int r = lookup(m, user_id, session_id, false, &sbx, err);
+    int r = lookup(m, user_id, session_id, false, NULL, &sbx, err);
     if (r < 0)
         return r;
     if (sbx->holds > 0 || sbx->state == SBX_STARTING)
@@ -422,7 +433,8 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
 {
     struct err err = {0};
     struct sandbox *sbx = NULL;
-    int found = lookup(m, opts->user_id, opts->session_id, opts->create, &sbx, &err);
+    int found = lookup(m, opts->user_id, opts->session_id, opts->create,
+                       opts->create ? opts->env : NULL, &sbx, &err);
     if (found < 0) {
         cb(ctx, NULL, &err);
         return NULL;

@@ -50,8 +50,22 @@ static void plan_init(struct setup_plan *p, struct sandbox *sbx)
     snprintf(p->root, sizeof(p->root), "%s/root", sbx->dir);
     snprintf(p->lower_src, sizeof(p->lower_src), "%s", m->tmpl.rootfs);
     snprintf(p->lower, sizeof(p->lower), "%s/lower", sbx->dir);
-    snprintf(p->overlay_opts, sizeof(p->overlay_opts), "lowerdir=%s,upperdir=%s,workdir=%s",
-             p->lower, p->upper, p->work);
+    if (sbx->env[0]) {
+        snprintf(p->env_root_src, sizeof(p->env_root_src), "%s/envs/%s/root", m->data_dir,
+                 sbx->env);
+        snprintf(p->env_ws_src, sizeof(p->env_ws_src), "%s/envs/%s/workspace", m->data_dir,
+                 sbx->env);
+        snprintf(p->env_root, sizeof(p->env_root), "%s/envroot", sbx->dir);
+        snprintf(p->env_ws, sizeof(p->env_ws), "%s/envws", sbx->dir);
+        snprintf(p->ws_work, sizeof(p->ws_work), "%s/wswork", layers);
+        snprintf(p->ws_opts, sizeof(p->ws_opts), "lowerdir=%s,upperdir=%s,workdir=%s,metacopy=off",
+                 p->env_ws, p->ws, p->ws_work);
+    }
+    /* metacopy off: every file the sandbox changes is whole in its layer, which an environment
+     * snapshot copies */
+    snprintf(p->overlay_opts, sizeof(p->overlay_opts),
+             "lowerdir=%s%s%s,upperdir=%s,workdir=%s,metacopy=off", p->env_root,
+             p->env_root[0] ? ":" : "", p->lower, p->upper, p->work);
     for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS - 1; i++) {
         snprintf(p->bind_src[i], sizeof(p->bind_src[i]), "%s", m->tmpl.binds[i]);
         snprintf(p->bind_dst[i], sizeof(p->bind_dst[i]), "%s%s", p->root, m->tmpl.binds[i]);
@@ -98,6 +112,7 @@ void sandbox_save(struct sandbox *sbx)
     row.init_start = row.running ? (int64_t)sbx->init_start : 0;
     row.started_at = sbx->started_at;
     row.last_used_at = time_now_ms();
+    snprintf(row.env, sizeof(row.env), "%s", sbx->env);
     struct err err = {0};
     if (store_sandbox_update(sbx->m->store, &row, &err) < 0)
         log_error("sandbox save failed sbx=%s err=\"%s\"", sbx->id, err.msg);
@@ -302,21 +317,21 @@ int sandbox_wipe(struct sandbox *sbx, struct err *err)
     _cleanup_close_ int dfd = open(sbx->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return err_set(err, -errno, "cannot open '%s': %s", sbx->dir, strerror(errno));
-    static const char *const parts[] = {"disk.img", "disk", "upper", "work", "workspace"};
+    static const char *const parts[] = {"disk.img",  "disk",   "upper",   "work",
+                                        "workspace", "wswork", "envroot", "envws"};
     for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
         if ((r = tree_remove(dfd, parts[i])) < 0)
             return err_set(err, r, "cannot remove '%s/%s': %s", sbx->dir, parts[i], strerror(-r));
+    if (sbx->env[0]) { /* what starts next starts on the template alone */
+        sbx->env[0] = '\0';
+        sandbox_save(sbx);
+    }
     return 0;
 }
 
 const char *sandbox_id(const struct sandbox *sbx)
 {
     return sbx->id;
-}
-
-const char *sandbox_workspace_path(const struct sandbox *sbx)
-{
-    return sbx->workspace;
 }
 
 int sandbox_usage(const struct sandbox *sbx, uint64_t *memory_bytes, uint64_t *processes)

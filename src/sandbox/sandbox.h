@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "sandbox/layer.h"
 
 struct config;
 struct store;
@@ -159,6 +160,8 @@ struct sandbox_acquire_opts {
     const char *session_id; /* NULL: the user's own sandbox */
     bool fresh;             /* kill, discard the writable layer and workspace, start again */
     bool create;            /* with session_id: create the session's sandbox if it has none */
+    const char *env;        /* with create: the environment snapshot (sandbox_snapshot) a new
+                               sandbox starts on; NULL/"" for the template alone */
 };
 
 /* Get the caller's sandbox running, starting it (or restarting it fresh) when needed. cb may run
@@ -172,15 +175,34 @@ void sandbox_acquire_cancel(struct sandbox_waiter *w);
 /* Drop a hold taken by sandbox_acquire(); the sandbox's idle clock restarts. */
 void sandbox_release(struct sandbox *sbx);
 
+/* --- environment snapshots (env.c) --- */
+
+/* Whether env can name a snapshot: 1 to 63 of [a-z0-9-]. */
+bool sandbox_env_name_ok(const char *env);
+typedef void (*sandbox_snapshot_fn)(void *ctx, const struct layer_stats *stats,
+                                    const struct err *err);
+/* Copy sbx's writable layer and workspace into DATA_DIR/envs/<env> (layer_copy: ids moved to the
+ * template's range, within lim, which counts both), on a worker thread; cb comes on the loop
+ * with what was copied, or why not (nothing is left then). The caller holds sbx until cb, and
+ * keeps what runs in it quiet meanwhile (what it writes during the copy may or may not be in
+ * it). A sandbox that starts on a snapshot itself is refused (-ENOTSUP): snapshots are one layer
+ * above the template. Returns 0, or a negative errno (cb is not called). */
+int sandbox_snapshot(struct sandbox *sbx, const char *env, const struct layer_limits *lim,
+                     sandbox_snapshot_fn cb, void *ctx, struct err *err);
+/* Remove snapshot env from disk; -EBUSY while a sandbox of this node starts on it. */
+int sandbox_env_remove(struct sandbox_manager *m, const char *env, struct err *err);
+
 /* --- facts --- */
+
+/* The template new sandboxes start on: its name, and the tree (which a rebuild replaces). */
+const char *sandbox_template_name(const struct sandbox_manager *m);
+const char *sandbox_template_tree(const struct sandbox_manager *m);
 
 const char *sandbox_id(const struct sandbox *sbx);
 /* JSON description: id, template, limits, started_at, uptime_ms, cgroup mode, last start ms. */
 json_t *sandbox_describe(const struct sandbox *sbx);
 /* Memory in use and processes running (0 when unknown); returns 0 or -errno. */
 int sandbox_usage(const struct sandbox *sbx, uint64_t *memory_bytes, uint64_t *processes);
-/* Host path of the workspace directory (for the host-side clone of a run). */
-const char *sandbox_workspace_path(const struct sandbox *sbx);
 
 /* --- exec --- */
 

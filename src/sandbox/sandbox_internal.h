@@ -168,7 +168,11 @@ struct setup_plan {
     char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
     char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
     char lower_src[PATH_MAX], lower[PATH_MAX]; /* the template, and where it is idmapped */
-    char overlay_opts[3 * PATH_MAX + 64];
+    /* An environment snapshot below the sandbox's own layer and workspace ("" for none): its
+     * two trees, where they are idmapped, and the workspace overlay's work directory. */
+    char env_root_src[PATH_MAX], env_root[PATH_MAX], env_ws_src[PATH_MAX], env_ws[PATH_MAX];
+    char ws_work[PATH_MAX], ws_opts[3 * PATH_MAX + 64];
+    char overlay_opts[4 * PATH_MAX + 64];
     int nbinds;
     char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
     char opt_dir[PATH_MAX]; /* created for the agents mount, "" when there is none */
@@ -203,10 +207,10 @@ struct sandbox {
     char user_id[64];
     char session_id[64];
     char template_name[32];
-    char dir[4096];       /* DATA_DIR/sandboxes/<id> (host, 0700) */
-    char workspace[4096]; /* host path of /workspace */
-    char cgroup[64];      /* cgroup name of the current start */
-    uint32_t id_slot;     /* host id range: root inside is m->cfg.uid_base + slot * 65536 */
+    char dir[4096];   /* DATA_DIR/sandboxes/<id> (host, 0700) */
+    char env[64];     /* the environment snapshot it starts on (DATA_DIR/envs/<env>), "" */
+    char cgroup[64];  /* cgroup name of the current start */
+    uint32_t id_slot; /* host id range: root inside is m->cfg.uid_base + slot * 65536 */
     enum sandbox_state state;
     pid_t init_pid;
     uint64_t init_start;

@@ -338,22 +338,36 @@ static void child_userns(struct setup_plan *p)
 
 /* The template, read-only, with its ids mapped into the sandbox's range: a file owned by root
  * in the template belongs to the sandbox's root, whichever range that is. */
-static void child_idmapped_lower(const struct setup_plan *p)
+/* src mounted read-only at dst, idmapped from the template's id range into the sandbox's:
+ * 0 or -1 with errno. */
+static int idmapped(const struct setup_plan *p, const char *src, const char *dst)
 {
-    int fd = open_tree(AT_FDCWD, p->lower_src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (fd < 0)
-        FAIL("clone template mount");
+        return -1;
     struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
                                           MOUNT_ATTR_NODEV,
                               .userns_fd = (uint64_t)p->userns_fd};
-    if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-        FAIL("idmap the template (needs Linux 5.19 or later and a filesystem that supports "
-             "idmapped mounts)");
-    if (mkdir(p->lower, 0700) < 0 && errno != EEXIST)
-        FAIL("create template mount point");
-    if (move_mount(fd, "", AT_FDCWD, p->lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        FAIL("mount the idmapped template");
+    int r = mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+    if (r == 0 && (r = mkdir(dst, 0700)) < 0 && errno == EEXIST)
+        r = 0;
+    if (r == 0)
+        r = move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+    int e = errno;
     close(fd);
+    errno = e;
+    return r;
+}
+
+/* The template below everything, and an environment snapshot's trees above it. */
+static void child_idmapped_lower(const struct setup_plan *p)
+{
+    if (idmapped(p, p->lower_src, p->lower) < 0)
+        FAIL("mount the idmapped template (needs Linux 5.19 or later and a filesystem that "
+             "supports idmapped mounts)");
+    if (p->env_root[0] && (idmapped(p, p->env_root_src, p->env_root) < 0 ||
+                           idmapped(p, p->env_ws_src, p->env_ws) < 0))
+        FAIL("mount the environment snapshot");
 }
 
 static void bind_ro(const struct setup_plan *p, const char *src, const char *dst,
@@ -573,6 +587,7 @@ void setup_child(struct setup_plan *p)
     chmod("ctl.sock", 0600);
     p->ctl_fd = ctl;
     if (mkdir_owned(p->upper, 0755, p->uid) < 0 || mkdir_owned(p->work, 0700, 0) < 0 ||
+        (p->ws_work[0] && mkdir_owned(p->ws_work, 0700, 0) < 0) ||
         mkdir_owned(p->ws, 0755, p->uid) < 0 || (mkdir(p->root, 0700) < 0 && errno != EEXIST))
         FAIL("create sandbox layers");
     /* Before the new pid namespace: its maker must not become that namespace's PID 1. */
@@ -593,9 +608,15 @@ void setup_child(struct setup_plan *p)
         mkdir(p->bind_dst[i], 0755);
         bind_ro(p, p->bind_src[i], p->bind_dst[i], 0);
     }
-    if (mount(p->ws, p->ws_dst, NULL, MS_BIND, NULL) < 0 ||
-        mount(NULL, p->ws_dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+    if (p->env_ws[0]) {
+        /* the snapshot's workspace below the sandbox's own */
+        if (mount("overlay", p->ws_dst, "overlay", MS_NOSUID | MS_NODEV, p->ws_opts) < 0)
+            FAIL("mount /workspace on the environment snapshot");
+    } else if (mount(p->ws, p->ws_dst, NULL, MS_BIND, NULL) < 0 ||
+               mount(NULL, p->ws_dst, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) <
+                   0) {
         FAIL("mount /workspace");
+    }
     if (mount("tmpfs", p->tmp_dst, "tmpfs", MS_NOSUID | MS_NODEV, p->tmp_opts) < 0)
         FAIL("mount /tmp");
     child_dev(p);

@@ -10,7 +10,7 @@
 #define SANDBOX_COLUMNS                                                                            \
     "id, user_id, coalesce(session_id, ''), template, state, coalesce(init_pid, 0), "              \
     "coalesce(init_start, 0), coalesce(cgroup, ''), created_at, coalesce(started_at, 0), "         \
-    "coalesce(last_used_at, 0), coalesce(id_slot, 0), node_id"
+    "coalesce(last_used_at, 0), coalesce(id_slot, 0), node_id, env"
 
 static void text_col(char *dst, size_t cap, struct db_stmt *s, int col)
 {
@@ -35,6 +35,7 @@ static void read_row(struct db_stmt *s, struct store_sandbox *sb)
     sb->last_used_at = db_col_int64(s, 10);
     sb->id_slot = (uint32_t)db_col_int64(s, 11);
     text_col(sb->node_id, sizeof(sb->node_id), s, 12);
+    text_col(sb->env, sizeof(sb->env), s, 13);
 }
 
 int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
@@ -66,8 +67,8 @@ int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struc
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO sandboxes(id, user_id, session_id, template, state, "
-                          "created_at, node_id) VALUES (?, nullif(?, ''), nullif(?, ''), ?, "
-                          "'stopped', ?, ?)",
+                          "created_at, node_id, env) VALUES (?, nullif(?, ''), nullif(?, ''), ?, "
+                          "'stopped', ?, ?, ?)",
                           &s, err);
     if (r < 0)
         return r;
@@ -77,6 +78,7 @@ int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struc
     db_bind_text(s, 4, sb->template_name);
     db_bind_int64(s, 5, sb->created_at);
     db_bind_text(s, 6, st->node_id);
+    db_bind_text(s, 7, sb->env);
     int rc = db_step(s);
     if (rc == DB_CONSTRAINT)
         return err_set(err, -EEXIST, "sandbox already exists");
@@ -90,8 +92,8 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE sandboxes SET state = ?, init_pid = ?, init_start = ?, "
-                          "cgroup = nullif(?, ''), template = ?, started_at = ?, last_used_at = ? "
-                          "WHERE id = ? AND node_id = ?",
+                          "cgroup = nullif(?, ''), template = ?, started_at = ?, last_used_at = ?, "
+                          "env = ? WHERE id = ? AND node_id = ?",
                           &s, err);
     if (r < 0)
         return r;
@@ -102,11 +104,28 @@ int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struc
     db_bind_text(s, 5, sb->template_name);
     db_bind_int64(s, 6, sb->started_at);
     db_bind_int64(s, 7, sb->last_used_at);
-    db_bind_text(s, 8, sb->id);
-    db_bind_text(s, 9, st->node_id);
+    db_bind_text(s, 8, sb->env);
+    db_bind_text(s, 9, sb->id);
+    db_bind_text(s, 10, st->node_id);
     int rc = db_step(s);
     if (rc != DB_DONE)
         return store_fail(st, rc, "update sandbox", err);
+    return 0;
+}
+
+int store_sandbox_env_users(struct store *st, const char *env, int64_t *count, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r =
+        store_prepare(st, "SELECT count(*) FROM sandboxes WHERE env = ? AND node_id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, env);
+    db_bind_text(s, 2, st->node_id);
+    int rc = db_step(s);
+    if (rc != DB_ROW)
+        return store_fail(st, rc, "count a snapshot's sandboxes", err);
+    *count = db_col_int64(s, 0);
     return 0;
 }
 

@@ -197,15 +197,50 @@ struct store_sandbox {
     int64_t created_at, started_at, last_used_at;
     uint32_t id_slot; /* host id range (SANDBOX_UID_BASE + slot * 65536), 0 = none yet */
     char node_id[64]; /* the node it lives on */
+    char env[64];     /* the environment snapshot it starts on, "" for none */
 };
+
+/* --- environment snapshots (envs.c): rows of this node's --- */
+
+struct store_env {
+    char id[64];          /* its directory, DATA_DIR/envs/<id> */
+    char key[80];         /* what a session must match (runs/envs.c) */
+    char scope[64];       /* the user it serves, "" when shared */
+    char user_id[64];     /* whose run built it */
+    char repository[512]; /* owner/name or the address it was cloned from */
+    char template_name[32];
+    char fingerprint[4096]; /* its lock and setup files, "<blob> <path>" lines */
+    char base[64];          /* the commit it was built at */
+    int64_t bytes, files;
+    int64_t created_at, last_used_at;
+    bool dropped; /* replaced or evicted: removed once no sandbox starts on it */
+};
+
+struct store_env_filter {
+    const char *user_id;    /* built by or serving this user; NULL: any */
+    const char *repository; /* NULL: any */
+};
+
+int store_env_insert(struct store *st, const struct store_env *e, struct err *err);
+/* The newest snapshot of key not dropped: 0, or -ENOENT. */
+int store_env_find(struct store *st, const char *key, struct store_env *out, struct err *err);
+int store_env_touch(struct store *st, const char *id, int64_t now, struct err *err);
+int store_env_drop(struct store *st, const char *id, struct err *err);
+/* Remove the row of a dropped snapshot (its directory gone). */
+int store_env_delete(struct store *st, const char *id, struct err *err);
+/* Call fn for each snapshot f matches, least recently used first. */
+int store_env_list(struct store *st, const struct store_env_filter *f,
+                   void (*fn)(const struct store_env *e, void *ctx), void *ctx, struct err *err);
 
 /* Find the sandbox of user_id (session_id NULL/"" = the user's own). -ENOENT when none. */
 int store_sandbox_find(struct store *st, const char *user_id, const char *session_id,
                        struct store_sandbox *out, struct err *err);
 /* Insert a new row. */
 int store_sandbox_insert(struct store *st, const struct store_sandbox *sb, struct err *err);
-/* Record state, init process, cgroup and times of sb->id. */
+/* Record state, init process, cgroup, times and environment snapshot of sb->id. */
 int store_sandbox_update(struct store *st, const struct store_sandbox *sb, struct err *err);
+/* How many of this node's sandboxes start on environment snapshot env, into *count. */
+int store_sandbox_env_users(struct store *st, const char *env, int64_t *count, struct err *err);
 /* Give sandbox id the lowest free host id range slot (1..max_slot) and return it in *slot.
  * -ENOSPC when every slot up to max_slot is held, -ENOENT when id has one already. */
 int store_sandbox_claim_slot(struct store *st, const char *id, uint32_t max_slot, uint32_t *slot,

@@ -238,6 +238,83 @@ TEST(repo_settings_and_their_caps)
     free(path);
 }
 
+static int envs_seen;
+static char envs_first[64];
+static void count_env(const struct store_env *e, void *ctx)
+{
+    (void)ctx;
+    if (envs_seen++ == 0)
+        snprintf(envs_first, sizeof(envs_first), "%s", e->id);
+}
+
+/* Environment snapshots' rows: the newest live one of a key, least recently used first, a
+ * dropped one out of finding and then deleted, filters by user and repository. */
+TEST(environment_snapshots)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_env e = {.bytes = 10, .files = 2, .created_at = 100, .last_used_at = 100};
+    snprintf(e.key, sizeof(e.key), "k1");
+    snprintf(e.user_id, sizeof(e.user_id), "usr_a");
+    snprintf(e.scope, sizeof(e.scope), "usr_a");
+    snprintf(e.repository, sizeof(e.repository), "acme/oak");
+    snprintf(e.fingerprint, sizeof(e.fingerprint), "abc package-lock.json\n");
+    snprintf(e.id, sizeof(e.id), "env-old");
+    CHECK_INT_EQ(store_env_insert(st, &e, &err), 0);
+    CHECK_INT_EQ(store_env_insert(st, &e, &err), -EEXIST);
+    snprintf(e.id, sizeof(e.id), "env-new");
+    e.created_at = 200;
+    e.last_used_at = 50;
+    CHECK_INT_EQ(store_env_insert(st, &e, &err), 0);
+    snprintf(e.id, sizeof(e.id), "env-bob");
+    snprintf(e.key, sizeof(e.key), "k2");
+    snprintf(e.user_id, sizeof(e.user_id), "usr_b");
+    snprintf(e.scope, sizeof(e.scope), "usr_b");
+    snprintf(e.repository, sizeof(e.repository), "acme/elm");
+    CHECK_INT_EQ(store_env_insert(st, &e, &err), 0);
+
+    struct store_env got;
+    CHECK_INT_EQ(store_env_find(st, "k1", &got, &err), 0);
+    CHECK_STR_EQ(got.id, "env-new");
+    CHECK_STR_EQ(got.fingerprint, "abc package-lock.json\n");
+    CHECK_INT_EQ(got.bytes, 10);
+    CHECK_INT_EQ(store_env_find(st, "k3", &got, &err), -ENOENT);
+
+    envs_seen = 0;
+    CHECK_INT_EQ(store_env_list(st, NULL, count_env, NULL, &err), 0);
+    CHECK_INT_EQ(envs_seen, 3);
+    CHECK_STR_EQ(envs_first, "env-bob"); /* last used at 50, before env-new's id */
+    struct store_env_filter f = {.user_id = "usr_a"};
+    envs_seen = 0;
+    CHECK_INT_EQ(store_env_list(st, &f, count_env, NULL, &err), 0);
+    CHECK_INT_EQ(envs_seen, 2);
+    f = (struct store_env_filter){.repository = "acme/elm"};
+    envs_seen = 0;
+    CHECK_INT_EQ(store_env_list(st, &f, count_env, NULL, &err), 0);
+    CHECK_INT_EQ(envs_seen, 1);
+
+    CHECK_INT_EQ(store_env_touch(st, "env-bob", 300, &err), 0);
+    envs_seen = 0;
+    CHECK_INT_EQ(store_env_list(st, NULL, count_env, NULL, &err), 0);
+    CHECK_STR_EQ(envs_first, "env-new");
+
+    /* a live row is not deleted; a dropped one is no longer found, then goes */
+    CHECK_INT_EQ(store_env_delete(st, "env-new", &err), 0);
+    CHECK_INT_EQ(store_env_find(st, "k1", &got, &err), 0);
+    CHECK_STR_EQ(got.id, "env-new");
+    CHECK_INT_EQ(store_env_drop(st, "env-new", &err), 0);
+    CHECK_INT_EQ(store_env_find(st, "k1", &got, &err), 0);
+    CHECK_STR_EQ(got.id, "env-old");
+    CHECK_INT_EQ(store_env_delete(st, "env-new", &err), 0);
+    envs_seen = 0;
+    CHECK_INT_EQ(store_env_list(st, NULL, count_env, NULL, &err), 0);
+    CHECK_INT_EQ(envs_seen, 2);
+    store_close(st);
+    free(path);
+}
+
 static int listed;
 static void count_token(const struct store_token *t, void *ctx)
 {

@@ -1,0 +1,432 @@
+/* Environments: a session starts where the repository's last setup left off.
+ *
+ * After a successful setup in a fresh clone, the sandbox's writable layer and workspace are
+ * copied out as an environment snapshot (sandbox_snapshot), keyed by who it serves (the user, or
+ * nobody in particular for a public repository when ENV_CACHE_SHARE_PUBLIC allows), the
+ * repository, the template and the run's own setup script; its fingerprint (the lock files and
+ * setup files of the checkout it was built from) is kept beside it. A new session of the same
+ * key starts its sandbox on the snapshot (below its own layer and workspace: no copy), unpacks
+ * the run's clone over the snapshot's checkout (the files git tracked there removed first, what
+ * setup installed kept), and compares fingerprints: the same, and only the repository's
+ * .sandbox-mcp/maintenance.sh runs; different (a lock file or a setup file changed), and the
+ * snapshot is dropped and the full setup runs, on top of what the snapshot had installed.
+ *
+ * The cache is bounded (ENV_CACHE_MB for the node, ENV_CACHE_USER_MB for one user's: least
+ * recently used dropped first) and ages out (ENV_CACHE_MAX_AGE_HOURS: an older snapshot is
+ * dropped, and the next fresh setup builds a new one). A dropped snapshot's directory goes once
+ * no sandbox starts on it (envs_sweep, from the engine's periodic look).
+ *
+ * The rule of this file: a snapshot never stops a run. Whatever fails here (a copy over the
+ * budget, a snapshot that cannot be mounted) is told in the run's timeline and the run goes on
+ * as it would have without one. */
+#include "runs/runs_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "store/store.h"
+
+#define ENV_FILES_MAX 2000000 /* files in one snapshot */
+#define FINGERPRINT_MAX 4000  /* bytes of a fingerprint (store_env.fingerprint) */
+
+/* The lock and setup files a snapshot depends on, "<blob> <path>" a line, in a fixed order. */
+static const char fingerprint_script[] =
+    "for f in package-lock.json npm-shrinkwrap.json pnpm-lock.yaml yarn.lock requirements*.txt "
+    "poetry.lock uv.lock Pipfile.lock go.sum Cargo.lock Gemfile.lock .sandbox-mcp/setup.sh "
+    ".sandbox-mcp/maintenance.sh .devcontainer/devcontainer.json .devcontainer.json; do\n"
+    "  if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then\n"
+    "    printf '%s %s\\n' \"$(git hash-object -- \"$f\")\" \"$f\"\n"
+    "  fi\n"
+    "done\n";
+
+bool envs_enabled(const struct runs *e)
+{
+    return e->cfg.env_cache_bytes > 0;
+}
+
+/* The event of the server's own for r's timeline. */
+static void env_event(struct run *r, const char *type, const char *summary, json_t *raw)
+{
+    json_object_set_new(raw, "type", json_string(type));
+    char *text = json_dumps(raw, JSON_COMPACT);
+    json_decref(raw);
+    struct store_run_event ev = {
+        .time = time_now_ms(), .type = type, .summary = summary, .raw = text};
+    struct err err = {0};
+    if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
+        log_error("run environment event not stored run=%s err=\"%s\"", r->id, err.msg);
+    free(text);
+    runs_notify_progress(r->e, r->id);
+}
+
+/* r's key: who the snapshot serves, the repository, the template, the run's own setup. */
+static void env_key(struct run *r, char key[80])
+{
+    char *cred = runs_github_credential(r->e, r->user_id, r->github_repo);
+    bool shared = r->e->cfg.env_share_public && !cred && !r->ref.local;
+    runs_wipe_free(cred);
+    snprintf(r->env_scope, sizeof(r->env_scope), "%s", shared ? "" : r->user_id);
+    crypto_hash_sha256_state h;
+    crypto_hash_sha256_init(&h);
+    const char *parts[] = {r->env_scope, r->repository, sandbox_template_tree(r->e->mgr),
+                           r->setup_arg ? r->setup_arg : ""};
+    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+        crypto_hash_sha256_update(&h, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+    unsigned char d[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&h, d);
+    sodium_bin2hex(key, 80, d, 24);
+}
+
+void envs_choose(struct run *r, struct sandbox_acquire_opts *o)
+{
+    struct runs *e = r->e;
+    if (!envs_enabled(e) || !r->repository)
+        return;
+    struct store_sandbox sb;
+    struct err err = {0};
+    if (store_sandbox_find(e->st, r->user_id, r->session_id, &sb, &err) != -ENOENT)
+        return;        /* the session's sandbox is there already, with its own workspace */
+    r->env_new = true; /* nothing but this run's clone and setup in it: a snapshot may be taken */
+    env_key(r, r->env_key);
+    struct store_env env;
+    if (store_env_find(e->st, r->env_key, &env, &err) < 0)
+        return;
+    int64_t now = time_now_ms();
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/envs/%s", e->data_dir, env.id);
+    if (now - env.created_at > (int64_t)e->cfg.env_max_age_ms || access(path, F_OK) < 0) {
+        store_env_drop(e->st, env.id, &err); /* aged out, or lost: the next setup builds anew */
+        return;
+    }
+    store_env_touch(e->st, env.id, now, &err);
+    snprintf(r->env_id, sizeof(r->env_id), "%s", env.id);
+    r->env_first = true;
+    o->env = r->env_id;
+    log_info("run starts on a snapshot run=%s env=%s", r->id, env.id);
+}
+
+bool envs_start_failed(struct run *r, const struct err *err)
+{
+    if (!r->env_first || err->code == -EBUSY)
+        return false;
+    struct err e2 = {0};
+    log_warn("run snapshot did not start run=%s env=%s err=\"%s\"", r->id, r->env_id, err->msg);
+    env_event(r, "env_note",
+              "the environment snapshot could not be used: it is dropped, and the setup runs "
+              "afresh",
+              json_pack("{s:s, s:s}", "snapshot", r->env_id, "error", err->msg));
+    store_env_drop(r->e->st, r->env_id, &e2);
+    r->env_id[0] = '\0';
+    r->env_first = false;
+    /* the session's new sandbox starts over on the template alone */
+    if (sandbox_manager_discard(r->e->mgr, r->user_id, r->session_id, &e2) < 0)
+        return false;
+    struct sandbox_acquire_opts o = {
+        .user_id = r->user_id, .session_id = r->session_id, .create = true};
+    run_acquire(r, &o, run_on_sandbox);
+    return true;
+}
+
+/* --- after the checkout: the fingerprint, and what runs as setup --- */
+
+static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    r->ex = NULL;
+    if (r->phase == PH_FINISHING) {
+        r->phase = PH_PREPARE;
+        run_finish(r);
+        return;
+    }
+    free(r->env_fp);
+    r->env_fp = NULL;
+    if (!err && res->exit_code == 0 && res->out_len <= FINGERPRINT_MAX - 100) {
+        /* and the user's own setup script for the repository, when there is one */
+        struct store_repo_setting rs = {0};
+        char slug[STORE_REPO_NAME_MAX + 1], hex[2 * crypto_hash_sha256_BYTES + 1] = "";
+        struct err serr = {0};
+        if (runs_repo_slug(r->repository, slug, sizeof(slug)) &&
+            store_repo_setting_get(r->e->st, r->user_id, slug, &rs, &serr) == 0 && rs.setup) {
+            unsigned char d[crypto_hash_sha256_BYTES];
+            crypto_hash_sha256(d, (const unsigned char *)rs.setup, strlen(rs.setup));
+            sodium_bin2hex(hex, sizeof(hex), d, sizeof(d));
+        }
+        store_repo_setting_release(&rs);
+        r->env_fp = hex[0] ? xasprintf("%s%s user-setup\n", res->out, hex) : xstrdup(res->out);
+    }
+    if (!r->env_first) {
+        run_setup(r);
+        return;
+    }
+    struct store_env env;
+    struct err serr = {0};
+    bool same = false;
+    if (store_env_find(r->e->st, r->env_key, &env, &serr) == 0 && strcmp(env.id, r->env_id) == 0)
+        same = r->env_fp && strcmp(env.fingerprint, r->env_fp) == 0;
+    if (!same) {
+        /* a lock file or a setup file changed since it was built: it serves no one any more */
+        store_env_drop(r->e->st, r->env_id, &serr);
+        env_event(r, "env_note",
+                  "the environment snapshot is out of date (its lock or setup files changed): "
+                  "the full setup runs, and a later session builds a new snapshot",
+                  json_pack("{s:s}", "snapshot", r->env_id));
+        r->env_first = false;
+        run_setup(r);
+        return;
+    }
+    env_event(r, "env_restored", "started from the environment snapshot",
+              json_pack("{s:s, s:s, s:I}", "snapshot", r->env_id, "base", env.base, "bytes",
+                        (json_int_t)env.bytes));
+    run_maintenance(r);
+}
+
+void envs_before_setup(struct run *r)
+{
+    if (!envs_enabled(r->e) || !r->repository || !r->fresh) {
+        run_setup(r);
+        return;
+    }
+    struct sandbox_exec_opts o = {.command = fingerprint_script,
+                                  .cwd = r->workdir,
+                                  .timeout_ms = 60000,
+                                  .output_bytes = FINGERPRINT_MAX + 1};
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", NULL};
+    o.env = env;
+    struct err err = {0};
+    r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_fingerprint, r, &err);
+    if (!r->ex)
+        on_fingerprint(r, NULL, &err);
+}
+
+/* --- the cache's bounds --- */
+
+struct usage {
+    const char *user;
+    int64_t all, user_bytes;
+    struct store_env lru, lru_user; /* the least recently used of all, and of the user's */
+    bool have_lru, have_lru_user;
+};
+
+static void count(const struct store_env *env, void *ctx)
+{
+    struct usage *u = ctx;
+    u->all += env->bytes;
+    bool mine = strcmp(env->user_id, u->user) == 0;
+    if (mine)
+        u->user_bytes += env->bytes;
+    if (env->dropped)
+        return;
+    if (!u->have_lru) {
+        u->lru = *env;
+        u->have_lru = true;
+    }
+    if (mine && !u->have_lru_user) {
+        u->lru_user = *env;
+        u->have_lru_user = true;
+    }
+}
+
+/* The bytes a new snapshot of user's may take beside the others under the caps, after the
+ * dropped ones no sandbox starts on are removed; *victim (when not NULL) gets the snapshot to
+ * drop for more room: the user's least recently used when the user is at their cap, else the
+ * node's. Returns the room, or 0 on a store error. */
+static uint64_t room_for(struct runs *e, const char *user, struct store_env *victim, bool *found)
+{
+    uint64_t cap = e->cfg.env_cache_bytes, user_cap = e->cfg.env_user_bytes;
+    struct usage u = {.user = user};
+    struct err err = {0};
+    envs_sweep(e);
+    *found = false;
+    if (store_env_list(e->st, NULL, count, &u, &err) < 0)
+        return 0;
+    uint64_t room = (uint64_t)u.all < cap ? cap - (uint64_t)u.all : 0;
+    uint64_t user_room = (uint64_t)u.user_bytes < user_cap ? user_cap - (uint64_t)u.user_bytes : 0;
+    bool user_bound = user_room <= room;
+    if (user_bound)
+        room = user_room;
+    const struct store_env *v = user_bound && u.have_lru_user ? &u.lru_user
+                                : u.have_lru                  ? &u.lru
+                                                              : NULL;
+    if (v) {
+        *victim = *v;
+        *found = true;
+    }
+    return room;
+}
+
+/* Drop one snapshot for room (room_for's victim): false when there is none to drop. */
+static bool evict_one(struct runs *e, const char *user)
+{
+    struct store_env victim;
+    bool found;
+    room_for(e, user, &victim, &found);
+    if (!found)
+        return false;
+    struct err err = {0};
+    log_info("environment snapshot evicted env=%s bytes=%lld", victim.id, (long long)victim.bytes);
+    store_env_drop(e->st, victim.id, &err);
+    envs_sweep(e);
+    return true;
+}
+
+/* --- taking a snapshot after a successful setup --- */
+
+struct taking {
+    struct run *r;
+    struct store_env row;
+    int64_t t0;
+    int tries;
+};
+
+#define TAKE_TRIES 16 /* copies, each after one more snapshot was evicted for room */
+
+/* What a snapshot's root layer leaves out: the agent's own state (its conversations, its
+ * configuration), which belongs to the session that made it, not to the environment. */
+static const char *const root_skip[] = {"root/.local/share/opencode", "root/.local/state/opencode",
+                                        "root/.cache/opencode", "root/.config/opencode", NULL};
+
+static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct err *err);
+
+/* Copy r's sandbox out within the room the caps leave (evicting one snapshot first when there
+ * is none): 0, or a negative errno with err (on_snapshot is then not called). */
+static int take(struct taking *t, struct err *err)
+{
+    struct runs *e = t->r->e;
+    struct store_env victim;
+    bool found;
+    uint64_t room = room_for(e, t->r->user_id, &victim, &found);
+    if (room == 0 && evict_one(e, t->r->user_id))
+        room = room_for(e, t->r->user_id, &victim, &found);
+    if (room == 0)
+        return err_set(err, -E2BIG, "the environment cache has no room for it");
+    struct layer_limits lim = {.max_bytes = room, .max_entries = ENV_FILES_MAX, .skip = root_skip};
+    t->tries++;
+    return sandbox_snapshot(t->r->sbx, t->row.id, &lim, on_snapshot, t, err);
+}
+
+static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct err *err)
+{
+    struct taking *t = ctx;
+    struct run *r = t->r;
+    struct runs *e = r->e;
+    struct err again = {0};
+    if (err && err->code == -E2BIG && strstr(err->msg, "MiB") && t->tries < TAKE_TRIES &&
+        r->phase != PH_FINISHING && evict_one(e, r->user_id) && take(t, &again) == 0)
+        return; /* too large for the room there was: again with one snapshot fewer */
+    r->snapshotting = false;
+    int64_t ms = time_mono_ms() - t->t0;
+    if (err) {
+        char msg[640];
+        snprintf(msg, sizeof(msg), "the environment was not saved: %s", err->msg);
+        env_event(r, "env_note", msg, json_pack("{s:s}", "error", err->msg));
+        log_warn("run snapshot failed run=%s err=\"%s\"", r->id, err->msg);
+    } else {
+        t->row.bytes = (int64_t)stats->bytes;
+        t->row.files = (int64_t)stats->entries;
+        t->row.created_at = t->row.last_used_at = time_now_ms();
+        struct err serr = {0};
+        struct store_env old;
+        /* the one it replaces (a different fingerprint, or aged out) serves no one now */
+        while (store_env_find(e->st, t->row.key, &old, &serr) == 0 &&
+               store_env_drop(e->st, old.id, &serr) == 0)
+            ;
+        if (store_env_insert(e->st, &t->row, &serr) < 0) {
+            log_error("run snapshot not recorded run=%s err=\"%s\"", r->id, serr.msg);
+        } else {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "environment saved: %.1f MiB, %lld files, in %.1f s",
+                     (double)stats->bytes / 1048576.0, (long long)stats->entries,
+                     (double)ms / 1000.0);
+            env_event(r, "env_saved", msg,
+                      json_pack("{s:s, s:I, s:I, s:I}", "snapshot", t->row.id, "bytes",
+                                (json_int_t)stats->bytes, "files", (json_int_t)stats->entries,
+                                "duration_ms", (json_int_t)ms));
+            log_info("run snapshot taken run=%s env=%s bytes=%llu files=%llu ms=%lld", r->id,
+                     t->row.id, (unsigned long long)stats->bytes,
+                     (unsigned long long)stats->entries, (long long)ms);
+        }
+    }
+    free(t);
+    if (r->phase == PH_FINISHING) { /* cancelled or timed out meanwhile */
+        r->phase = PH_PREPARE;
+        run_finish(r);
+        return;
+    }
+    run_start_agent(r);
+}
+
+void envs_after_setup(struct run *r, bool ok)
+{
+    struct runs *e = r->e;
+    if (!ok || !envs_enabled(e) || !r->env_new || !r->fresh || r->env_id[0] || !r->env_fp) {
+        run_start_agent(r);
+        return;
+    }
+    if (!r->env_key[0])
+        env_key(r, r->env_key);
+    struct err err = {0};
+    struct taking *t = xcalloc(1, sizeof(*t));
+    t->r = r;
+    t->t0 = time_mono_ms();
+    char rnd[64];
+    id_new("env", rnd);
+    for (char *p = rnd; *p; p++)
+        *p = *p == '_' ? '-' : (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    snprintf(t->row.id, sizeof(t->row.id), "%.40s", rnd);
+    snprintf(t->row.key, sizeof(t->row.key), "%s", r->env_key);
+    snprintf(t->row.scope, sizeof(t->row.scope), "%s", r->env_scope);
+    snprintf(t->row.user_id, sizeof(t->row.user_id), "%s", r->user_id);
+    snprintf(t->row.repository, sizeof(t->row.repository), "%s", r->repository);
+    snprintf(t->row.template_name, sizeof(t->row.template_name), "%s",
+             sandbox_template_name(e->mgr));
+    snprintf(t->row.fingerprint, sizeof(t->row.fingerprint), "%s", r->env_fp);
+    snprintf(t->row.base, sizeof(t->row.base), "%s", r->base);
+    /* the run's hold keeps the sandbox; run_finish waits for the copy */
+    run_set_phase(r, "preparing", "saving the environment");
+    r->snapshotting = true;
+    if (take(t, &err) == 0)
+        return;
+    struct layer_stats none = {0};
+    on_snapshot(t, &none, &err);
+}
+
+/* --- removing what is dropped --- */
+
+struct sweep {
+    struct runs *e;
+    int64_t now;
+};
+
+static void sweep_one(const struct store_env *env, void *ctx)
+{
+    struct sweep *s = ctx;
+    struct err err = {0};
+    if (!env->dropped && s->now - env->created_at > (int64_t)s->e->cfg.env_max_age_ms) {
+        store_env_drop(s->e->st, env->id, &err);
+        log_info("environment snapshot expired env=%s", env->id);
+    } else if (!env->dropped) {
+        return;
+    }
+    if (sandbox_env_remove(s->e->mgr, env->id, &err) < 0)
+        return; /* a sandbox starts on it: later */
+    store_env_delete(s->e->st, env->id, &err);
+    log_info("environment snapshot removed env=%s bytes=%lld", env->id, (long long)env->bytes);
+}
+
+void envs_sweep(struct runs *e)
+{
+    struct sweep s = {.e = e, .now = time_now_ms()};
+    struct err err = {0};
+    store_env_list(e->st, NULL, sweep_one, &s, &err);
+}

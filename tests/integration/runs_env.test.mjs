@@ -1,0 +1,217 @@
+// Environment snapshots (src/runs/envs.c, src/sandbox/env.c, src/sandbox/layer.c): a new
+// session's successful setup is saved; a later new session of the same user and repository starts
+// on it (its clone over the snapshot's checkout) and runs only the repository's maintenance.sh; a
+// lock file change makes the snapshot out of date; another user never starts on it; one that
+// cannot be mounted is dropped and the run goes on from a fresh setup; one past its age is not
+// used; the least recently used goes when a user's share is full. One server, real OpenCode,
+// scripted fake upstream, local repositories.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startServer, tempDir, removeDataDir, addUserAsync } from '../lib/server.mjs';
+import { ok, finished } from '../lib/runs.mjs';
+import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { gitAsync } from '../lib/git.mjs';
+
+let fake, router, server, scratch, bob;
+
+// A bare repository <name>.git whose main has one commit with files ({path: text}).
+async function repoWith(name, files) {
+  const bare = path.join(scratch, `${name}.git`);
+  await gitAsync(['init', '-q', '--bare', bare]);
+  await gitAsync(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
+  await commit(bare, files, 'Initial commit');
+  return bare;
+}
+
+// A commit on bare's main: files written ({path: text}, null removes one).
+async function commit(bare, files, message) {
+  const work = mkdtempSync(path.join(tmpdir(), 'smcp-env-work-'));
+  try {
+    const fresh = (await gitAsync(['for-each-ref', '--count=1'], bare)).trim() === '';
+    if (fresh) await gitAsync(['init', '-q', '-b', 'main', work]);
+    else await gitAsync(['clone', '-q', bare, work]);
+    for (const [p, text] of Object.entries(files)) {
+      const at = path.join(work, p);
+      if (text === null) {
+        rmSync(at);
+      } else {
+        mkdirSync(path.dirname(at), { recursive: true });
+        writeFileSync(at, text);
+      }
+    }
+    await gitAsync(['add', '-A'], work);
+    await gitAsync(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', message], work);
+    await gitAsync(['push', '-q', bare, 'HEAD:main'], work);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function sql(query) {
+  const out = execFileSync('sqlite3', ['-json', path.join(server.dataDir, 'sandbox-mcp.db'), query],
+    { encoding: 'utf8' });
+  return out.trim() ? JSON.parse(out) : [];
+}
+
+const events = (runId) => sql(`SELECT type, summary, raw FROM run_events WHERE run_id = '${runId}' ORDER BY seq`);
+
+// A run in a new session on repository; its agent runs `command` with bash, then ends.
+async function runWith(marker, repository, command, token = server.token) {
+  router.add(marker, [{ tool: 'bash', input: { command, description: 'Look' } }, { text: 'Done.' }]);
+  const started = await ok(server, 'run_task', { task: `${marker}: look`, repository, pull_request: 'none' },
+    token);
+  const r = await finished(server, started.run_id, token);
+  const evs = events(started.run_id);
+  const diag = JSON.stringify({ r, evs: evs.map((e) => [e.type, e.summary]) }).slice(0, 4000);
+  const tool = evs.filter((e) => e.type === 'tool_use').map((e) => JSON.parse(e.raw).part?.state?.output ?? '')
+    .join('\n');
+  return { r, evs, diag, tool, has: (type) => evs.some((e) => e.type === type) };
+}
+
+// What the agent prints: the setup log, the installed dependency, the checkout, git's view.
+const look = 'printf "LOG:"; tr "\\n" "," < /var/lib/elm/log; echo; cat node_modules/dep/index.txt; '
+  + 'ls; echo "STATUS:$(git status --porcelain | wc -l)"';
+
+const setup = 'mkdir -p node_modules/dep /var/lib/elm\n'
+  + 'echo "dep built from $(tr -d "\\n" < package-lock.json)" > node_modules/dep/index.txt\n'
+  + 'echo setup >> /var/lib/elm/log\n';
+
+let elm;
+const liveSnapshots = (user) => sql(`SELECT id, user_id, scope, bytes, created_at FROM envs WHERE dropped = 0 AND `
+  + `repository = '${elm}' AND user_id = (SELECT id FROM users WHERE name = '${user}')`);
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  scratch = tempDir('smcp-env-');
+  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    RUNS_ALLOW_LOCAL_REPOS: '1', ENV_CACHE_MB: '64', ENV_CACHE_USER_MB: '6' } });
+  bob = await addUserAsync(server, 'bob');
+  elm = await repoWith('elm', {
+    'package-lock.json': '{"lockfileVersion": 3}\n',
+    '.gitignore': 'node_modules/\n',
+    'old.txt': 'old\n',
+    '.sandbox-mcp/setup.sh': setup,
+    '.sandbox-mcp/maintenance.sh': 'echo maintenance >> /var/lib/elm/log\n',
+  });
+});
+
+after(async () => {
+  await server?.stop();
+  if (server) removeDataDir(server.dataDir);
+  await fake?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+test('a new session starts on the last setup\'s snapshot, with the commits since, and runs only maintenance', async () => {
+  const first = await runWith('env-first', elm, look);
+  assert.equal(first.r.status, 'succeeded', first.diag);
+  assert.equal(first.r.setup.source, '.sandbox-mcp/setup.sh', first.diag);
+  assert.ok(first.has('env_saved'), first.diag);
+  assert.ok(!first.has('env_restored'), first.diag);
+  assert.match(first.tool, /LOG:setup,/, first.diag);
+  assert.equal(liveSnapshots('admin').length, 1);
+
+  await commit(elm, { 'new.txt': 'new\n', 'old.txt': null }, 'Replace old.txt');
+  const second = await runWith('env-second', elm, look);
+  assert.equal(second.r.status, 'succeeded', second.diag);
+  assert.ok(second.has('env_restored'), second.diag);
+  assert.ok(!second.has('env_saved'), second.diag);
+  assert.equal(second.r.setup.source, '.sandbox-mcp/maintenance.sh', second.diag);
+  // setup.sh did not run again: its log has the snapshot's line and maintenance's
+  assert.match(second.tool, /LOG:setup,maintenance,/, second.diag);
+  assert.match(second.tool, /dep built from \{"lockfileVersion": 3\}/, second.diag);
+  // the commit since the snapshot is checked out, the file it removed is gone, nothing stray
+  assert.match(second.tool, /new\.txt/, second.diag);
+  assert.doesNotMatch(second.tool, /old\.txt/, second.diag);
+  assert.match(second.tool, /STATUS:0/, second.diag);
+});
+
+test('another user never starts on a user\'s snapshot', async () => {
+  const r = await runWith('env-bob', elm, look, bob);
+  assert.equal(r.r.status, 'succeeded', r.diag);
+  assert.ok(!r.has('env_restored'), r.diag);
+  assert.equal(r.r.setup.source, '.sandbox-mcp/setup.sh', r.diag);
+  assert.match(r.tool, /LOG:setup,/, r.diag);
+  assert.doesNotMatch(r.tool, /maintenance/, r.diag);
+  // bob's own, for bob alone
+  const mine = liveSnapshots('bob');
+  assert.equal(mine.length, 1);
+  assert.equal(mine[0].scope, mine[0].user_id);
+});
+
+test('a lock file change: the snapshot is out of date, the full setup runs, the next session builds anew', async () => {
+  const [old] = liveSnapshots('admin');
+  await commit(elm, { 'package-lock.json': '{"lockfileVersion": 3, "changed": true}\n' }, 'Bump a dependency');
+  const stale = await runWith('env-stale', elm, look);
+  assert.equal(stale.r.status, 'succeeded', stale.diag);
+  assert.ok(stale.evs.some((e) => e.type === 'env_note' && /out of date/.test(e.summary)), stale.diag);
+  assert.equal(stale.r.setup.source, '.sandbox-mcp/setup.sh', stale.diag);
+  assert.match(stale.tool, /dep built from \{"lockfileVersion": 3, "changed": true\}/, stale.diag);
+  assert.equal(liveSnapshots('admin').length, 0, stale.diag);
+
+  const rebuilt = await runWith('env-rebuilt', elm, look);
+  assert.equal(rebuilt.r.status, 'succeeded', rebuilt.diag);
+  assert.ok(!rebuilt.has('env_restored'), rebuilt.diag);
+  assert.ok(rebuilt.has('env_saved'), rebuilt.diag);
+  assert.match(rebuilt.tool, /LOG:setup,/, rebuilt.diag);
+  const now = liveSnapshots('admin');
+  assert.equal(now.length, 1);
+  assert.notEqual(now[0].id, old.id);
+});
+
+test('a snapshot that cannot be mounted is dropped, and the run goes on from a fresh setup', async () => {
+  const [snap] = liveSnapshots('admin');
+  rmSync(path.join(server.dataDir, 'envs', snap.id, 'workspace'), { recursive: true, force: true });
+  const r = await runWith('env-broken', elm, look);
+  assert.equal(r.r.status, 'succeeded', r.diag);
+  assert.ok(r.evs.some((e) => e.type === 'env_note' && /could not be used/.test(e.summary)), r.diag);
+  assert.ok(!r.has('env_restored'), r.diag);
+  assert.equal(r.r.setup.source, '.sandbox-mcp/setup.sh', r.diag);
+  assert.match(r.tool, /LOG:setup,/, r.diag);
+  assert.ok(r.has('env_saved'), r.diag);
+  const now = liveSnapshots('admin');
+  assert.equal(now.length, 1);
+  assert.notEqual(now[0].id, snap.id);
+  // the broken one is gone from disk: no sandbox starts on it
+  assert.ok(!existsSync(path.join(server.dataDir, 'envs', snap.id)));
+});
+
+test('a snapshot past ENV_CACHE_MAX_AGE_HOURS is not used', async () => {
+  const [snap] = liveSnapshots('admin');
+  sql(`UPDATE envs SET created_at = created_at - 25 * 3600 * 1000 WHERE id = '${snap.id}'`);
+  const r = await runWith('env-aged', elm, look);
+  assert.equal(r.r.status, 'succeeded', r.diag);
+  assert.ok(!r.has('env_restored'), r.diag);
+  assert.equal(r.r.setup.source, '.sandbox-mcp/setup.sh', r.diag);
+  assert.ok(r.has('env_saved'), r.diag);
+  assert.equal(sql(`SELECT dropped FROM envs WHERE id = '${snap.id}'`)[0]?.dropped ?? 1, 1);
+});
+
+test('a user\'s share is bounded (ENV_CACHE_USER_MB): the least recently used snapshot goes', async () => {
+  // three repositories whose setups install 2.5 MiB each, for a share of 6 MiB
+  const heavy = 'mkdir -p node_modules && head -c 2621440 /dev/zero > node_modules/blob\n';
+  const repos = [];
+  for (const name of ['fir', 'pine', 'yew']) {
+    repos.push(await repoWith(name, { '.gitignore': 'node_modules/\n', '.sandbox-mcp/setup.sh': heavy }));
+  }
+  const ids = [];
+  for (const [i, repo] of repos.entries()) {
+    const r = await runWith(`env-heavy-${i}`, repo, 'ls -la node_modules');
+    assert.equal(r.r.status, 'succeeded', r.diag);
+    assert.ok(r.has('env_saved'), r.diag);
+    ids.push(JSON.parse(r.evs.find((e) => e.type === 'env_saved').raw).snapshot);
+  }
+  const live = sql(`SELECT id, bytes FROM envs WHERE dropped = 0 AND user_id = (SELECT id FROM users WHERE name = 'admin')`);
+  const total = live.reduce((n, e) => n + e.bytes, 0);
+  assert.ok(total <= 6 * 1048576, JSON.stringify(live));
+  assert.ok(!live.some((e) => e.id === ids[0]), JSON.stringify(live)); // the least recently used
+  assert.ok(live.some((e) => e.id === ids[1]) && live.some((e) => e.id === ids[2]), JSON.stringify(live));
+  // bob's is untouched by admin's eviction
+  assert.equal(liveSnapshots('bob').length, 1);
+});
