@@ -52,6 +52,9 @@
 
 #define RETENTION_CHECK_MAX_MS (3600 * 1000)
 #define ENV_SWEEP_MS 60000 /* how often dropped snapshots are looked at */
+/* How long a waiting session whose repository has a snapshot on another node is left to that
+ * node before any node with room claims it */
+#define ENV_CLAIM_PREFER_MS 15000
 
 static void take_queued(struct runs *e);
 static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
@@ -526,7 +529,9 @@ static void take_queued(struct runs *e)
         held++;
     char sid[64];
     for (int rc; held < e->cfg.max_running; held++) {
-        if ((rc = store_session_claim(e->st, e->cfg.max_running_user, sid, &err)) <= 0) {
+        int64_t prefer_before = time_now_ms() - ENV_CLAIM_PREFER_MS;
+        if ((rc = store_session_claim(e->st, e->cfg.max_running_user, prefer_before, sid, &err)) <=
+            0) {
             if (rc < 0)
                 log_warn("sessions not claimed err=\"%s\"", err.msg);
             break;

@@ -93,6 +93,14 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         for (const struct run *o = e->runs; o; o = o->next)
             held++;
         keep = held < e->cfg.max_running && running < (int64_t)e->cfg.max_running_user;
+        /* a new session whose repository has a snapshot on another node and none here is
+         * left for that node to claim (store_session_claim), so that it starts on it */
+        bool here = false, elsewhere = false;
+        if (keep && !(s->session_id && *s->session_id) && s->repository && envs_enabled(e) &&
+            store_env_held(e->st, s->user_id, s->repository, &here, &elsewhere, err) < 0)
+            return err->code;
+        if (elsewhere && !here)
+            keep = false;
     }
     if (waiting >= e->cfg.max_queued_user)
         return err_set(err, -EBUSY,

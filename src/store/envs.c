@@ -111,6 +111,29 @@ int store_env_delete(struct store *st, const char *id, struct err *err)
                     "delete snapshot", err);
 }
 
+int store_env_held(struct store *st, const char *user_id, const char *repository, bool *here,
+                   bool *elsewhere, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT coalesce(max(CASE WHEN v.node_id = ?1 THEN 1 ELSE 0 END), 0), "
+                          "coalesce(max(CASE WHEN v.node_id <> ?1 AND n.state = 'up' THEN 1 ELSE "
+                          "0 END), 0) FROM envs v LEFT JOIN nodes n ON n.id = v.node_id WHERE "
+                          "v.dropped = 0 AND v.repository = ?2 AND (v.scope = ?3 OR v.scope = '')",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, st->node_id);
+    db_bind_text(s, 2, repository);
+    db_bind_text(s, 3, user_id);
+    int rc = db_step(s);
+    if (rc != DB_ROW)
+        return store_fail(st, rc, "look for snapshots", err);
+    *here = db_col_int64(s, 0) != 0;
+    *elsewhere = db_col_int64(s, 1) != 0;
+    return 0;
+}
+
 int store_env_list(struct store *st, const struct store_env_filter *f,
                    void (*fn)(const struct store_env *e, void *ctx), void *ctx, struct err *err)
 {

@@ -815,24 +815,37 @@ int store_run_list_active_on(struct store *st, const char *node_id,
     return rc == DB_DONE ? 0 : store_fail(st, rc, "list active runs", err);
 }
 
-int store_session_claim(struct store *st, unsigned limit, char session_id[64], struct err *err)
+/* Whether node (?3) holds a live environment snapshot that may serve session s's user for run
+ * r's repository (runs/envs.c): the claim's preference. */
+#define ENV_HELD(node_cmp)                                                                         \
+    "EXISTS (SELECT 1 FROM envs v WHERE v.node_id " node_cmp " ?3 AND v.dropped = 0 AND "          \
+    "v.repository = r.repository AND (v.scope = s.user_id OR v.scope = ''))"
+
+int store_session_claim(struct store *st, unsigned limit, int64_t prefer_before,
+                        char session_id[64], struct err *err)
 {
     int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
     session_id[0] = '\0';
     {
-        /* the oldest waiting run's session; one another node is claiming is passed over */
+        /* the oldest waiting run's session; one another node is claiming is passed over, and
+         * so, until it has waited since prefer_before, is one whose repository has a snapshot
+         * on another node that is up and none here (that node claims it, and starts on it) */
         _cleanup_stmt_ struct db_stmt *s = NULL;
         r = store_prepare(
             st,
             "SELECT s.id FROM sessions s JOIN runs r ON r.session_id = s.id "
             "WHERE s.node_id = '" STORE_SESSION_UNCLAIMED "' AND r.status = 'queued' "
             "AND (SELECT count(*) FROM runs x WHERE x.user_id = s.user_id AND "
-            "x.status = 'running') < ? ORDER BY r.n LIMIT 1 FOR UPDATE OF s SKIP LOCKED",
+            "x.status = 'running') < ?1 AND (r.repository IS NULL OR r.created_at < ?2 "
+            "OR " ENV_HELD("=") " OR NOT " ENV_HELD("<>") ") ORDER BY r.n LIMIT 1 "
+                                                          "FOR UPDATE OF s SKIP LOCKED",
             &s, err);
         if (r == 0) {
             db_bind_int64(s, 1, limit);
+            db_bind_int64(s, 2, prefer_before);
+            db_bind_text(s, 3, st->node_id);
             int rc = db_step(s);
             if (rc == DB_ROW)
                 text_col(session_id, 64, s, 0);

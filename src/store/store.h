@@ -539,8 +539,15 @@ int store_user_runs(struct store *st, const char *user_id, int64_t *running, int
                     struct err *err);
 /* Claim for this node the unclaimed session whose waiting run is the oldest, among users with
  * fewer than limit runs running: 1 with its id in session_id, 0 when there is none. Nodes
- * claiming at once claim different sessions (a session being claimed is passed over). */
-int store_session_claim(struct store *st, unsigned limit, char session_id[64], struct err *err);
+ * claiming at once claim different sessions (a session being claimed is passed over). A run
+ * queued since prefer_before or later (epoch ms) whose repository has an environment snapshot
+ * for its user on another node and none on this one is left to that node. */
+int store_session_claim(struct store *st, unsigned limit, int64_t prefer_before,
+                        char session_id[64], struct err *err);
+/* Whether this node (*here) and another node that is up (*elsewhere) hold a live environment
+ * snapshot that may serve user_id for repository. */
+int store_env_held(struct store *st, const char *user_id, const char *repository, bool *here,
+                   bool *elsewhere, struct err *err);
 /* Call fn with each queued run of this node's sessions, oldest first (read whole first: fn may
  * write to the store). */
 int store_run_list_queued(struct store *st, void (*fn)(const struct store_run *r, void *ctx),

@@ -5,10 +5,12 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac, createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { rpc, sseMessages } from '../lib/server.mjs';
+import { rpc, sseMessages, tempDir } from '../lib/server.mjs';
+import { gitAsync } from '../lib/git.mjs';
 import { httpRequest, rawExchange } from '../lib/http.mjs';
 import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
@@ -19,7 +21,8 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  cluster = await startCluster(3, { env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+  cluster = await startCluster(3, { env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    RUNS_ALLOW_LOCAL_REPOS: '1' } });
   lb = await startBalancer(cluster.nodes.map((n) => n.url.replace('http://', '')));
   const add = cluster.cli(1, ['user', 'add', 'bob']);
   assert.equal(add.status, 0, add.stderr);
@@ -355,6 +358,42 @@ test('a node with no room leaves new runs to the nodes with room, and a user\'s 
   }
   checkEvents(three.run_id);
   checkEvents(over.run_id);
+});
+
+test('a new session whose repository has an environment snapshot on one node is claimed by that node', async () => {
+  const scratch = tempDir('smcp-cluster-env-');
+  const repo = path.join(scratch, 'oak.git');
+  const work = mkdtempSync(path.join(tmpdir(), 'smcp-cluster-work-'));
+  await gitAsync(['init', '-q', '--bare', '-b', 'main', repo]);
+  await gitAsync(['init', '-q', '-b', 'main', work]);
+  writeFileSync(path.join(work, 'README.md'), '# oak\n');
+  await gitAsync(['add', '-A'], work);
+  await gitAsync(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'Initial commit'], work);
+  await gitAsync(['push', '-q', repo, 'main'], work);
+  rmSync(work, { recursive: true, force: true });
+  // node3 holds a snapshot that serves bob for the repository: a row of the shared store
+  const bobId = clusterRows(cluster, "SELECT id FROM users WHERE name = 'bob'")[0].id;
+  clusterRows(cluster, `INSERT INTO envs(node_id, id, key, scope, user_id, repository, template, fingerprint, base, `
+    + `bytes, files, created_at, last_used_at) VALUES ('node3', 'env-claim', 'k', '${bobId}', '${bobId}', '${repo}', `
+    + `'debian', '', '', 1, 1, ${Date.now()}, ${Date.now()}) RETURNING id`);
+  try {
+    // sent to node1, which has room: it leaves the new session to node3
+    router.add('env-claim', [{ text: 'Claimed.' }]);
+    const r = (await callAt(0, 'run_task', { task: 'env-claim: go', repository: repo, pull_request: 'none' }, bob))
+      .structuredContent;
+    const node = await until('snapshot session claimed', () => { const n = sessionNode(r.session_id); return n !== '*' && n; });
+    assert.equal(node, 'node3');
+    assert.equal((await finished(r.run_id, bob)).status, 'succeeded');
+    // with the snapshot gone, node1 keeps a new session as before
+    clusterRows(cluster, "UPDATE envs SET dropped = 1 WHERE id = 'env-claim' RETURNING id");
+    router.add('env-kept', [{ text: 'Kept.' }]);
+    const k = (await callAt(0, 'run_task', { task: 'env-kept: go', repository: repo, pull_request: 'none' }, bob))
+      .structuredContent;
+    assert.equal(sessionNode(k.session_id), 'node1');
+    assert.equal((await finished(k.run_id, bob)).status, 'succeeded');
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 });
 
 test('a node cut off from the others past the timeout comes back to find its run ended: it stops the agent and writes nothing more', async () => {
