@@ -60,6 +60,8 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUN_SETUP_TIMEOUT_SECONDS", 600, 1, 86400, &v, err) < 0)
         return err->code;
     rc->setup_timeout_s = (unsigned)v;
+    if (envcache_config_load(cfg, cfg->data_dir, &rc->cache, err) < 0)
+        return err->code;
     /* Days, fractions allowed (0 keeps workspaces forever). */
     const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
     double d = 7;

@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "egress/egress.h"
+#include "runs/envcache.h"
 
 #define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
 
@@ -48,7 +49,9 @@ struct runs_config {
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
     unsigned setup_timeout_s; /* a run's setup is stopped, and failed, after this long */
-    const void *jwt_key;      /* signs the runs' proxy tokens */
+    /* The node's caches (ENV_CACHE_*): repository mirrors a clone fetches into (envcache.h) */
+    struct envcache_config cache;
+    const void *jwt_key; /* signs the runs' proxy tokens */
     size_t jwt_keylen;
     const void *view_key; /* signs view tokens; a key of its own, not jwt_key */
     size_t view_keylen;

@@ -238,6 +238,9 @@ struct run {
     struct sandbox_exec *ex;
     struct proc_watch clone;
     bool clone_active;
+    /* The repository's mirror the clone fetches into, held (locked) while it runs */
+    struct envcache_entry mirror;
+    bool mirror_held;
     struct egress_lookup *lookup; /* resolving the repository's host */
     char dir[PATH_MAX];           /* DATA_DIR/runs/<id> */
     struct repo_ref ref;
