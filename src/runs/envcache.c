@@ -158,14 +158,15 @@ static int lock_entry(const char *dir, bool wait, struct err *err)
     return fd;
 }
 
-/* Remove the entry at dir, whose lock the caller holds. */
-static void remove_locked(const char *root, const char *dir)
+/* Remove the entry at dir, whose lock the caller holds: renamed first (to a name no scan takes)
+ * so that whoever waits for its lock finds it gone. */
+static void remove_locked(const char *dir)
 {
-    char trash[PATH_MAX], rnd[17];
+    char trash[PATH_MAX + 32], rnd[17];
     unsigned char b[8];
     rand_bytes(b, sizeof(b));
     hex_encode(b, sizeof(b), rnd);
-    snprintf(trash, sizeof(trash), "%s/.trash-%s", root, rnd);
+    snprintf(trash, sizeof(trash), "%s.trash-%s", dir, rnd);
     if (rename(dir, trash) == 0)
         rm_tree(trash);
     else
@@ -227,18 +228,12 @@ int envcache_commit(struct envcache_entry *ent, uint64_t bytes, struct err *err)
     return meta_write(ent->path, &i, err);
 }
 
-int envcache_clear(struct envcache_entry *ent, struct err *err)
+void envcache_remove(struct envcache_entry *ent)
 {
-    (void)err;
     if (ent->lock_fd < 0)
-        return err_set(err, -EBADF, "cache entry '%s' is not held", ent->path);
-    rm_tree(ent->data);
-    char meta[PATH_MAX + 8];
-    snprintf(meta, sizeof(meta), "%s/meta", ent->path);
-    unlink(meta);
-    ent->fresh = true;
-    ent->created_ms = time_now_ms();
-    return 0;
+        return;
+    remove_locked(ent->path);
+    envcache_release(ent);
 }
 
 void envcache_release(struct envcache_entry *ent)
@@ -360,7 +355,7 @@ static bool remove_entry(const struct envcache_config *cc, const struct envcache
     int fd = lock_entry(dir, wait, err);
     if (fd < 0)
         return false;
-    remove_locked(cc->dir, dir);
+    remove_locked(dir);
     close(fd);
     return true;
 }

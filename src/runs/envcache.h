@@ -56,8 +56,8 @@ int envcache_acquire(const struct envcache_config *cc, const char *kind, const c
                      struct err *err);
 /* Record ent's size (bytes of its data) and its use now; the lock stays held. */
 int envcache_commit(struct envcache_entry *ent, uint64_t bytes, struct err *err);
-/* Remove ent's data (a fill that failed, data found corrupt); the lock stays held. */
-int envcache_clear(struct envcache_entry *ent, struct err *err);
+/* Remove ent altogether (a first fill that failed) and let it go. */
+void envcache_remove(struct envcache_entry *ent);
 /* Let ent go (its lock; NULL or an entry not held is fine). */
 void envcache_release(struct envcache_entry *ent);
 

@@ -192,9 +192,10 @@ static void mirror_done(struct run *r, const char *out)
     if (out && strstr(out, "smcp-mirror-recreated"))
         log_warn("run mirror was unusable and was made afresh run=%s mirror=%s", r->id,
                  r->mirror.path);
-    if (ok ? envcache_commit(&r->mirror, kb * 1024, &err) < 0
-           : r->mirror.fresh && envcache_clear(&r->mirror, &err) < 0)
+    if (ok && envcache_commit(&r->mirror, kb * 1024, &err) < 0)
         log_warn("run mirror not recorded run=%s err=\"%s\"", r->id, err.msg);
+    if (!ok && r->mirror.fresh)
+        envcache_remove(&r->mirror);
     envcache_release(&r->mirror);
     r->mirror_held = false;
     int n = envcache_evict(&r->e->cfg.cache, r->mirror.owner, &err);

@@ -218,7 +218,8 @@ test('cache drop removes a user\'s mirrors of a repository and no one else\'s', 
   r = cli(['cache', 'list', '--data-dir', server.dataDir]);
   assert.equal(r.status, 0, r.stderr);
   assert.doesNotMatch(r.stdout, /acme\/widget\.git/);
-  assert.match(r.stdout, /bob .*acme\/big3\.git/);
+  assert.match(r.stdout, /admin .*acme\/private\.git/);
+  assert.doesNotMatch(r.stdout, /bob/); // bob's failed first fetch left nothing
 });
 
 test('over ENV_CACHE_USER_MB a user\'s least recently used mirror goes; other users\' stay', async () => {
@@ -240,4 +241,23 @@ test('over ENV_CACHE_USER_MB a user\'s least recently used mirror goes; other us
   assert.ok(mine[keyOf(big(2))], JSON.stringify(mine));
   assert.ok(mirrorsOf(bob)[keyOf(big(3))], 'bob\'s mirror is untouched');
   assert.match(server.stderr(), /run cache entries evicted .*count=\d/);
+  const l = cli(['cache', 'list', '--data-dir', server.dataDir]);
+  assert.equal(l.status, 0, l.stderr);
+  assert.match(l.stdout, /bob .*acme\/big3\.git/);
+  assert.match(l.stdout, /admin .*acme\/big2\.git/);
+});
+
+test('an ENV_CACHE_* setting out of range stops any command with exit 2, before the store is made', () => {
+  for (const [env, msg] of [
+    [{ ENV_CACHE_MB: 'lots' }, "ENV_CACHE_MB 'lots' is not a number between 0 and 1048576"],
+    [{ ENV_CACHE_MB: '8', ENV_CACHE_USER_MB: '9' }, "ENV_CACHE_USER_MB '9' is not a number between 1 and 8"],
+    [{ ENV_CACHE_MAX_AGE_HOURS: '0' }, "ENV_CACHE_MAX_AGE_HOURS '0' is not a number between 1 and 8760"],
+    [{ ENV_CACHE_SHARE_PUBLIC: 'yes' }, "ENV_CACHE_SHARE_PUBLIC 'yes' is not 1, 0, true or false"]]) {
+    const d = path.join(tempDir('smcp-mirror-cfg-'), 'data');
+    const r = cli(['user', 'list', '--data-dir', d, '--env-file', '/dev/null'], { env });
+    assert.equal(r.status, 2, `${JSON.stringify(env)}: ${r.stderr}`);
+    assert.ok(r.stderr.includes(`sandbox-mcp: ${msg}\n`), r.stderr);
+    assert.equal(existsSync(d), false);
+    rmSync(path.dirname(d), { recursive: true, force: true });
+  }
 });
