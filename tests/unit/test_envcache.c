@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -223,8 +224,82 @@ TEST(lockfiles_from_a_real_repository)
     CHECK_STR_EQ(v[1].path, "poetry.lock");
     CHECK_INT_EQ(mirror_lockfiles(gd, "nope", v, 8, &n, &err), -ENOENT);
     CHECK_INT_EQ(mirror_lockfiles(gd, "--output=x", v, 8, &n, &err), -EINVAL);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+}
+
+/* Run the host-side clone script from root with a mirror: its exit status. */
+static int clone_with_mirror(const char *remote, const char *mirror)
+{
+    char cmd[2048];
+    setenv("SMCP_SCRIPT", scripts_clone, 1);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ALLOW_PROTOCOL=file "
+             "SMCP_URL='%s/%s' SMCP_DEST='%s/dest' SMCP_TAR='%s/repo.tar' SMCP_BRANCH= "
+             "SMCP_MIRROR='%s/%s' SMCP_MIRROR_KB='%s/kb' sh -c \"$SMCP_SCRIPT\" > '%s/out' 2>&1",
+             root, root, remote, root, root, root, mirror, root, root);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool out_has(const char *needle)
+{
+    char path[128], buf[8192] = "";
+    snprintf(path, sizeof(path), "%s/out", root);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+static void sh(const char *body)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "set -e; cd '%s'; export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t "
+             "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; %s",
+             root, body);
     CHECK_INT_EQ(system(cmd), 0);
+}
+
+TEST(clone_script_with_a_mirror)
+{
+    struct envcache_config cc;
+    setup_cc(&cc, 1, 1); /* for root */
+    sh("rm -rf r.git w m dest repo.tar kb; git init -q --bare r.git; "
+       "git -C r.git symbolic-ref HEAD refs/heads/main; git init -q -b main w; cd w; "
+       "echo one > a; git add a; git commit -q -m one; git push -q ../r.git main");
+    /* the first clone makes the mirror; the archive holds the clone, its origin the remote */
+    CHECK_INT_EQ(clone_with_mirror("r.git", "m"), 0);
+    sh("test -s kb; test \"$(git -C m symbolic-ref HEAD)\" = refs/heads/main; "
+       "rm -rf x; mkdir x; tar -xf repo.tar -C x; mv x/.GIT x/.git; "
+       "test \"$(git -C x remote get-url origin)\" = \"$PWD/r.git\"; "
+       "git -C x fsck --no-dangling; test \"$(cat x/a)\" = one");
+    /* a commit pushed since comes through the mirror */
+    sh("cd w; echo two > b; git add b; git commit -q -m two; git push -q ../r.git main");
+    CHECK_INT_EQ(clone_with_mirror("r.git", "m"), 0);
+    CHECK(!out_has("smcp-mirror-recreated"));
+    sh("rm -rf x; mkdir x; tar -xf repo.tar -C x; test \"$(cat x/b)\" = two; "
+       "test \"$(git -C m rev-parse main)\" = \"$(git -C r.git rev-parse main)\"");
+    /* a corrupt mirror is made afresh */
+    sh("for f in m/objects/pack/*; do chmod u+w \"$f\"; echo garbage > \"$f\"; done; "
+       "echo junk > m/HEAD");
+    CHECK_INT_EQ(clone_with_mirror("r.git", "m"), 0);
+    CHECK(out_has("smcp-mirror-recreated"));
+    sh("git -C m fsck --no-dangling; rm -rf x; mkdir x; tar -xf repo.tar -C x; "
+       "test \"$(cat x/b)\" = two");
+    /* a repository that is not there fails without remaking anything */
+    CHECK_INT_EQ(clone_with_mirror("none.git", "m2"), 1);
+    CHECK(!out_has("smcp-mirror-recreated"));
+    /* a HEAD naming no branch, with several branches: they are listed (exit 3) */
+    sh("rm -rf d.git; git init -q --bare d.git; git -C w push -q ../d.git main main:other; "
+       "git -C d.git symbolic-ref HEAD refs/heads/gone");
+    CHECK_INT_EQ(clone_with_mirror("d.git", "m3"), 3);
+    CHECK(out_has("smcp-branches 2"));
+    char rm[128];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", root);
+    CHECK_INT_EQ(system(rm), 0);
 }
 
 TEST_MAIN()
