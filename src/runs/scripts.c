@@ -162,9 +162,9 @@ bool scripts_model_valid(const char *m)
 }
 
 /* Bring the mirror $m up to date with $SMCP_URL (made when absent): its branches and tags, and
- * its HEAD named as the remote's (ls-remote does not show a HEAD that names no branch: then a
- * name no branch has, so that the clone finds its HEAD unborn as a clone from the remote would,
- * or in a repository without branches the default). Without errexit (it runs in a condition), so
+ * its HEAD named as the remote's; ls-remote does not show a HEAD that names no branch (a
+ * repository without commits, or one whose HEAD names a branch it lacks), and then the mirror's
+ * HEAD is refs/heads/smcp-head-unknown. Without errexit (it runs in a condition), so
  * each step says when it fails. The mirror's own configuration holds no credential: that stays
  * in the environment. Loose objects are not kept, so that its size is quick to tell and its
  * removal quick; its housekeeping runs before the fetch returns, under the lock. */
@@ -178,17 +178,19 @@ bool scripts_model_valid(const char *m)
     "  git -C \"$m\" fetch --quiet --prune --no-tags --no-write-fetch-head -- \"$SMCP_URL\" "      \
     "    '+refs/heads/*:refs/heads/*' '+refs/tags/*:refs/tags/*' || return 1; "                    \
     "  r=$(printf '%s\\n' \"$s\" | awk '$1 == \"ref:\" && $3 == \"HEAD\" { print $2; exit }'); "   \
-    "  if [ -z \"$r\" ]; then r=refs/heads/main; "                                                 \
-    "    if [ -n \"$(git -C \"$m\" for-each-ref --count=1 refs/heads/)\" ]; then "                 \
-    "      r=refs/heads/smcp-remote-head-names-no-branch; fi; fi; "                                \
+    "  [ -n \"$r\" ] || r=refs/heads/smcp-head-unknown; "                                          \
     "  git -C \"$m\" symbolic-ref HEAD \"$r\" || return 1; "                                       \
     "}; "
 
-/* What to check out is decided once everything is fetched: the requested branch (or tag); else
- * the remote's HEAD; else, when HEAD names a branch the remote does not have, its only branch,
- * and with several, exit 3 listing them; a repository without commits keeps HEAD unborn, named
- * as the remote's (or the requested branch, or init.defaultBranch). A requested branch that is
- * not there: exit 4. The git directory is packed as .GIT (see scripts_prepare). */
+/* With a mirror (SMCP_MIRROR, its size in KiB written to SMCP_MIRROR_KB), the clone is made
+ * from it once it is up to date (made afresh when the fetch fails for a reason of its own),
+ * except when the remote's HEAD names no branch: then from the remote, which tells what HEAD
+ * names. What to check out is decided once everything is fetched: the requested branch (or
+ * tag); else the remote's HEAD; else, when HEAD names a branch the remote does not have, its
+ * only branch, and with several, exit 3 listing them; a repository without commits keeps HEAD
+ * unborn, named as the remote's (or the requested branch, or init.defaultBranch). A requested
+ * branch that is not there: exit 4. The git directory is packed as .GIT (see scripts_prepare).
+ */
 const char scripts_clone[] =
     "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; " SCRIPTS_MIRROR_FN
     "if [ -n \"${SMCP_MIRROR:-}\" ]; then "
@@ -201,10 +203,13 @@ const char scripts_clone[] =
     "    echo smcp-mirror-recreated; rm -rf \"$m\"; "
     "    if ! o=$(smcp_mirror 2>&1); then printf '%s\\n' \"$o\"; exit 1; fi; "
     "  fi; "
+    "  du -sk \"$m\" > \"$SMCP_MIRROR_KB\" || :; "
+    "fi; "
+    "if [ -n \"${m:-}\" ] && "
+    "[ \"$(git -C \"$m\" symbolic-ref HEAD)\" != refs/heads/smcp-head-unknown ]; then "
     "  GIT_ALLOW_PROTOCOL=file git clone --quiet --no-checkout --template= -- \"$m\" "
     "\"$SMCP_DEST\" >&2; "
     "  git -C \"$SMCP_DEST\" remote set-url origin \"$SMCP_URL\"; "
-    "  du -sk \"$m\" > \"$SMCP_MIRROR_KB\" || :; "
     "else "
     "  git clone --quiet --no-checkout --no-hardlinks --template= -- \"$SMCP_URL\" "
     "\"$SMCP_DEST\" >&2; "

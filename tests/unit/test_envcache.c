@@ -297,6 +297,11 @@ TEST(clone_script_with_a_mirror)
        "git -C d.git symbolic-ref HEAD refs/heads/gone");
     CHECK_INT_EQ(clone_with_mirror("d.git", "m3"), 3);
     CHECK(out_has("smcp-branches 2"));
+    /* a repository without commits: HEAD as the remote names it */
+    sh("rm -rf e.git; git init -q --bare e.git; git -C e.git symbolic-ref HEAD refs/heads/trunk");
+    CHECK_INT_EQ(clone_with_mirror("e.git", "m4"), 0);
+    sh("rm -rf x; mkdir x; tar -xf repo.tar -C x; mv x/.GIT x/.git; "
+       "test \"$(git -C x symbolic-ref HEAD)\" = refs/heads/trunk");
     char rm[128];
     snprintf(rm, sizeof(rm), "rm -rf '%s'", root);
     CHECK_INT_EQ(system(rm), 0);
