@@ -13,7 +13,7 @@ import { existsSync, readdirSync, rmSync, writeFileSync, readFileSync, mkdtempSy
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { startServer, rpc, cli, tempDir, addUser, sqlRows } from '../lib/server.mjs';
+import { startServer, rpc, cli, tempDir, addUser, sqlRows, removeDataDir } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { bareRepo, startGitServer, gitAsync } from '../lib/git.mjs';
 
@@ -245,6 +245,43 @@ test('over ENV_CACHE_USER_MB a user\'s least recently used mirror goes; other us
   assert.equal(l.status, 0, l.stderr);
   assert.match(l.stdout, /bob .*acme\/big3\.git/);
   assert.match(l.stdout, /admin .*acme\/big2\.git/);
+});
+
+test('with ENV_CACHE_SHARE_PUBLIC=1 a repository fetched without a credential has one mirror for every user', async () => {
+  const own = await startServer({ env: {
+    ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`, ENV_CACHE_SHARE_PUBLIC: '1',
+  } });
+  try {
+    const carolToken = addUser(own, 'carol');
+    const url = `${gitsrv.url}/acme/widget.git`;
+    const call = async (name, args, token) => {
+      const r = await rpc(own, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } }, { token });
+      assert.equal(r.status, 200, r.text);
+      return r.body.result;
+    };
+    const run = async (task, token) => {
+      const started = (await call('run_task', { task, repository: url, pull_request: 'none' }, token)).structuredContent;
+      for (;;) {
+        const r = (await call('get_result', { run_id: started.run_id, wait_seconds: 30 }, token)).structuredContent;
+        if (TERMINAL.has(r.status)) return r;
+      }
+    };
+    router.add('mirror-shared', [{ text: 'Fine.' }]);
+    assert.equal((await run('mirror-shared: x', own.token)).status, 'succeeded');
+    const shared = path.join(own.dataDir, 'cache', 'mirrors', '_public', keyOf(url), 'data');
+    assert.ok(existsSync(shared), 'a shared mirror');
+    const head = (await gitAsync(['rev-parse', 'refs/heads/main'], shared)).trim();
+    const before = bodies.length;
+    assert.equal((await run('mirror-shared: x', carolToken)).status, 'succeeded');
+    // carol's clone fetched into the shared mirror, offering what it had, and made none of hers
+    const fetches = bodies.slice(before).filter((x) => x.path === '/acme/widget.git/git-upload-pack' && x.body.includes('want '));
+    assert.ok(fetches.length === 0 || fetches.some((x) => x.body.includes(`have ${head}`)), JSON.stringify(fetches));
+    assert.deepEqual(readdirSync(path.join(own.dataDir, 'cache', 'mirrors')), ['_public']);
+  } finally {
+    await own.stop();
+    removeDataDir(own.dataDir);
+  }
 });
 
 test('an ENV_CACHE_* setting out of range stops any command with exit 2, before the store is made', () => {
