@@ -174,8 +174,8 @@ static void fail_branches(struct run *r, char *out)
     buf_release(&names);
 }
 
-/* The clone is over: record the mirror's new size and its use (its data removed when a new
- * mirror's first fetch failed), let it go, and keep the cache within its budget. */
+/* The clone is over: record the mirror's new size and its use (a new mirror whose first fetch
+ * failed is removed), let it go, and keep the cache within its budget. */
 static void mirror_done(struct run *r, const char *out)
 {
     if (!r->mirror_held)
