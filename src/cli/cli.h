@@ -132,9 +132,12 @@ extern const char cli_usage_migrate[];
 extern const char cli_usage_node[];
 extern const char cli_usage_sandbox[];
 extern const char cli_usage_links[];
+extern const char cli_usage_cache[];
 extern const char cli_usage_template[];
 int cli_migrate(const struct cli_command *cmd, int argc, char **argv);
 int cli_node(const struct cli_command *cmd, int argc, char **argv);
 int cli_sandbox(const struct cli_command *cmd, int argc, char **argv);
 int cli_links(const struct cli_command *cmd, int argc, char **argv);
+/* cache.c: the node's caches (cache list, cache drop). */
+int cli_cache(const struct cli_command *cmd, int argc, char **argv);
 int cli_template(const struct cli_command *cmd, int argc, char **argv);

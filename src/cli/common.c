@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "notify/notify.h"
+#include "runs/envcache.h"
 #include "store/store.h"
 
 int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
@@ -136,8 +137,10 @@ int cli_load_config(const struct cli_opts *o, struct config *cfg)
      * refused by the command that writes to its store too; serve reads them again to use. */
     struct auth_config ac;
     struct notify_config nc;
+    struct envcache_config cc;
     if (config_finish(cfg, &err) < 0 || auth_config_load(cfg, &ac, &err) < 0 ||
-        notify_config_load(cfg, &nc, &err) < 0) {
+        notify_config_load(cfg, &nc, &err) < 0 ||
+        envcache_config_load(cfg, cfg->data_dir, &cc, &err) < 0) {
         fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
         config_release(cfg);
         return EXIT_USAGE;

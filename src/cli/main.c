@@ -41,6 +41,8 @@ static const char usage_main[] =
     "  links revoke ID       stop the web addresses given out for a run's or session's page\n"
     "  node list             list the nodes sharing the store, their state and last heartbeat\n"
     "  sandbox list          list running sandboxes\n"
+    "  cache list [--user NAME] | cache drop NAME OWNER/NAME\n"
+    "                        the node's repository mirrors; drop NAME's of a repository\n"
     "  sandbox stop-all      stop every sandbox and unmount their disks (maintenance)\n"
     "  template build NAME [--force]\n"
     "                        build a sandbox template ('debian'; 'host' needs no build)\n"
@@ -63,6 +65,7 @@ static const struct cli_command commands[] = {
     {"proxy-token", cli_proxy_token, cli_usage_proxy_token},
     {"links", cli_links, cli_usage_links},
     {"template", cli_template, cli_usage_template},
+    {"cache", cli_cache, cli_usage_cache},
 };
 
 int main(int argc, char **argv)

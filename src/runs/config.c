@@ -60,19 +60,13 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUN_SETUP_TIMEOUT_SECONDS", 600, 1, 86400, &v, err) < 0)
         return err->code;
     rc->setup_timeout_s = (unsigned)v;
-    /* Environment snapshots (envs.c): the node's disk for them (0: none are kept), one user's,
-     * how old one may be, and whether a public repository's serves every user. */
-    if (config_get_u64(cfg, "ENV_CACHE_MB", 4096, 0, 1ull << 30, &v, err) < 0)
+    if (envcache_config_load(cfg, cfg->data_dir, &rc->cache, err) < 0)
         return err->code;
-    rc->env_cache_bytes = v << 20;
-    if (config_get_u64(cfg, "ENV_CACHE_USER_MB", v < 1024 ? v : 1024, 0, v, &v, err) < 0)
-        return err->code;
-    rc->env_user_bytes = v << 20;
-    if (config_get_u64(cfg, "ENV_CACHE_MAX_AGE_HOURS", 24, 1, 24 * 365, &v, err) < 0)
-        return err->code;
-    rc->env_max_age_ms = v * 3600 * 1000;
-    const char *share = config_get(cfg, "ENV_CACHE_SHARE_PUBLIC");
-    rc->env_share_public = share && (strcmp(share, "1") == 0 || strcmp(share, "true") == 0);
+    /* environment snapshots (envs.c) share the caches' settings */
+    rc->env_cache_bytes = rc->cache.max_bytes;
+    rc->env_user_bytes = rc->cache.user_max_bytes;
+    rc->env_max_age_ms = rc->cache.max_age_ms;
+    rc->env_share_public = rc->cache.share_public;
     /* Days, fractions allowed (0 keeps workspaces forever). */
     const char *days = config_get(cfg, "RUNS_RETENTION_DAYS");
     double d = 7;

@@ -74,6 +74,8 @@ void run_transition(struct run *r, const char *status, const char *reason)
 
 void run_free(struct run *r)
 {
+    if (r->mirror_held)
+        envcache_release(&r->mirror);
     free(r->changes);
     diff_free(r->diff);
     free(r->task);

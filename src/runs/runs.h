@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "egress/egress.h"
+#include "runs/envcache.h"
 
 #define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
 
@@ -48,7 +49,9 @@ struct runs_config {
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
     unsigned setup_timeout_s; /* a run's setup is stopped, and failed, after this long */
-    /* Environment snapshots: the node's bytes for them (0: none kept), one user's, their age */
+    /* The node's caches (ENV_CACHE_*): repository mirrors a clone fetches into (envcache.h), and
+     * environment snapshots (envs.c: its bytes, one user's, their age, from cache) */
+    struct envcache_config cache;
     uint64_t env_cache_bytes, env_user_bytes, env_max_age_ms;
     bool env_share_public; /* a public repository's snapshot serves every user */
     const void *jwt_key;   /* signs the runs' proxy tokens */

@@ -161,15 +161,59 @@ bool scripts_model_valid(const char *m)
     return true;
 }
 
-/* What to check out is decided once everything is fetched: the requested branch (or tag); else
- * the remote's HEAD; else, when HEAD names a branch the remote does not have, its only branch,
- * and with several, exit 3 listing them; a repository without commits keeps HEAD unborn, named
- * as the remote's (or the requested branch, or init.defaultBranch). A requested branch that is
- * not there: exit 4. The git directory is packed as .GIT (see scripts_prepare). */
+/* Bring the mirror $m up to date with $SMCP_URL (made when absent): its branches and tags, and
+ * its HEAD named as the remote's; ls-remote does not show a HEAD that names no branch (a
+ * repository without commits, or one whose HEAD names a branch it lacks), and then the mirror's
+ * HEAD is refs/heads/smcp-head-unknown. Without errexit (it runs in a condition), so
+ * each step says when it fails. The mirror's own configuration holds no credential: that stays
+ * in the environment. Loose objects are not kept, so that its size is quick to tell and its
+ * removal quick; its housekeeping runs before the fetch returns, under the lock. */
+#define SCRIPTS_MIRROR_FN                                                                          \
+    "smcp_mirror() { "                                                                             \
+    "  if ! [ -f \"$m/HEAD\" ]; then rm -rf \"$m\" && git init -q --bare --template= \"$m\" && "   \
+    "    git -C \"$m\" config gc.autoDetach false && "                                             \
+    "    git -C \"$m\" config maintenance.autoDetach false && "                                    \
+    "    git -C \"$m\" config transfer.unpackLimit 1 || return 1; fi; "                            \
+    "  s=$(git ls-remote --symref -- \"$SMCP_URL\" HEAD) || return 1; "                            \
+    "  git -C \"$m\" fetch --quiet --prune --no-tags --no-write-fetch-head -- \"$SMCP_URL\" "      \
+    "    '+refs/heads/*:refs/heads/*' '+refs/tags/*:refs/tags/*' || return 1; "                    \
+    "  r=$(printf '%s\\n' \"$s\" | awk '$1 == \"ref:\" && $3 == \"HEAD\" { print $2; exit }'); "   \
+    "  [ -n \"$r\" ] || r=refs/heads/smcp-head-unknown; "                                          \
+    "  git -C \"$m\" symbolic-ref HEAD \"$r\" || return 1; "                                       \
+    "}; "
+
+/* With a mirror (SMCP_MIRROR, its size in KiB written to SMCP_MIRROR_KB), the clone is made
+ * from it once it is up to date (made afresh when the fetch fails for a reason of its own),
+ * except when the remote's HEAD names no branch: then from the remote, which tells what HEAD
+ * names. What to check out is decided once everything is fetched: the requested branch (or
+ * tag); else the remote's HEAD; else, when HEAD names a branch the remote does not have, its
+ * only branch, and with several, exit 3 listing them; a repository without commits keeps HEAD
+ * unborn, named as the remote's (or the requested branch, or init.defaultBranch). A requested
+ * branch that is not there: exit 4. The git directory is packed as .GIT (see scripts_prepare).
+ */
 const char scripts_clone[] =
-    "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; "
-    "git clone --quiet --no-checkout --no-hardlinks --template= -- \"$SMCP_URL\" "
+    "set -e; rm -rf \"$SMCP_DEST\"; trap 'rm -rf \"$SMCP_DEST\"' EXIT; " SCRIPTS_MIRROR_FN
+    "if [ -n \"${SMCP_MIRROR:-}\" ]; then "
+    "  m=$SMCP_MIRROR; "
+    "  if ! o=$(smcp_mirror 2>&1); then "
+    "    case \"$o\" in *'unable to access'*|*'returned error'*|*'not found'*|"
+    "*'Authentication'*|*'Username'*|*'resolve host'*|*'redirect'*|*'remote error'*|"
+    "*'does not appear'*|*'does not exist'*|*'Could not read from remote'*) "
+    "      printf '%s\\n' \"$o\"; exit 1;; esac; "
+    "    echo smcp-mirror-recreated; rm -rf \"$m\"; "
+    "    if ! o=$(smcp_mirror 2>&1); then printf '%s\\n' \"$o\"; exit 1; fi; "
+    "  fi; "
+    "  du -sk \"$m\" > \"$SMCP_MIRROR_KB\" || :; "
+    "fi; "
+    "if [ -n \"${m:-}\" ] && "
+    "[ \"$(git -C \"$m\" symbolic-ref HEAD)\" != refs/heads/smcp-head-unknown ]; then "
+    "  GIT_ALLOW_PROTOCOL=file git clone --quiet --no-checkout --template= -- \"$m\" "
     "\"$SMCP_DEST\" >&2; "
+    "  git -C \"$SMCP_DEST\" remote set-url origin \"$SMCP_URL\"; "
+    "else "
+    "  git clone --quiet --no-checkout --no-hardlinks --template= -- \"$SMCP_URL\" "
+    "\"$SMCP_DEST\" >&2; "
+    "fi; "
     "cd \"$SMCP_DEST\"; b=$SMCP_BRANCH; h=$(git symbolic-ref -q --short HEAD || :); "
     "all=$(git for-each-ref --format='%(refname:lstrip=3)' refs/remotes/origin/ | "
     "grep -vx HEAD || :); "

@@ -3,7 +3,10 @@
  * workspace (a later run of the session) or says it is absent; when absent, the host name
  * resolved and every address checked against the egress policy, the clone made on the host
  * (host git, pinned to the addresses checked, no redirects, the credential in the environment
- * only) into the run's directory and packed, and the archive unpacked in the sandbox, which
+ * only) into the run's directory and packed: fetched into the node's mirror of the repository
+ * first when the cache is on (the user's own, or one shared for a repository fetched without a
+ * credential where the operator allows it) and cloned from there, so that only what is new
+ * crosses the network, and the archive unpacked in the sandbox, which
  * checks out the branch and makes the session's branch for a delivering run. A run without a
  * repository works in /workspace. An adopted run whose agent is still there goes back to
  * ingesting from here.
@@ -172,12 +175,42 @@ static void fail_branches(struct run *r, char *out)
     buf_release(&names);
 }
 
+/* The clone is over: record the mirror's new size and its use (a new mirror whose first fetch
+ * failed is removed), let it go, and keep the cache within its budget. */
+static void mirror_done(struct run *r, const char *out)
+{
+    if (!r->mirror_held)
+        return;
+    struct err err = {0};
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/mirror.kb", r->dir);
+    unsigned long long kb = 0;
+    FILE *f = fopen(path, "re"); /* written once the mirror is fetched and cloned from */
+    bool ok = f && fscanf(f, "%llu", &kb) == 1;
+    if (f)
+        fclose(f);
+    unlink(path);
+    if (out && strstr(out, "smcp-mirror-recreated"))
+        log_warn("run mirror was unusable and was made afresh run=%s mirror=%s", r->id,
+                 r->mirror.path);
+    if (ok && envcache_commit(&r->mirror, kb * 1024, &err) < 0)
+        log_warn("run mirror not recorded run=%s err=\"%s\"", r->id, err.msg);
+    if (!ok && r->mirror.fresh)
+        envcache_remove(&r->mirror);
+    envcache_release(&r->mirror);
+    r->mirror_held = false;
+    int n = envcache_evict(&r->e->cfg.cache, r->mirror.owner, &err);
+    if (n > 0)
+        log_info("run cache entries evicted run=%s owner=%s count=%d", r->id, r->mirror.owner, n);
+}
+
 static void on_cloned(struct proc_watch *w, int status)
 {
     struct run *r = container_of(w, struct run, clone);
     r->clone_active = false;
     _cleanup_free_ char *out = w->data;
     w->data = NULL;
+    mirror_done(r, out);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
         log_info("run clone has no branch at HEAD run=%s", r->id);
         fail_branches(r, out ? out : (char *)"");
@@ -208,6 +241,30 @@ static void on_cloned(struct proc_watch *w, int status)
     run_prepare_workspace(r, true);
 }
 
+/* Take the repository's mirror for r's clone: false when the cache is off or the mirror is in
+ * use by another run (which then clones directly). A mirror fetched with a credential is the
+ * user's own; one fetched without is shared between users only when the operator allows it. */
+static bool mirror_take(struct run *r, bool credential)
+{
+    const struct envcache_config *cc = &r->e->cfg.cache;
+    if (cc->max_bytes == 0)
+        return false;
+    const char *owner = !credential && cc->share_public ? ENVCACHE_PUBLIC : r->user_id;
+    char key[65];
+    sha256_hex(r->repository, strlen(r->repository), key);
+    key[32] = '\0';
+    struct err err = {0};
+    if (envcache_acquire(cc, "mirrors", owner, key, r->repository, &r->mirror, &err) < 0) {
+        if (err.code == -EBUSY)
+            log_info("run mirror in use, cloning directly run=%s", r->id);
+        else
+            log_warn("run mirror unavailable run=%s err=\"%s\"", r->id, err.msg);
+        return false;
+    }
+    r->mirror_held = true;
+    return true;
+}
+
 /* Host-side clone with git. addrs (n of them, checked) pin the host's name so that git connects
  * to nothing else; http is allowed when the operator's list allowed the host. */
 static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_addrs, bool http)
@@ -222,7 +279,7 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     /* The URL and paths go in the environment; the credential, for the operator's GitHub
      * repositories only, as a git configuration entry from the environment: neither is ever in
      * an argument list. */
-    char *env[24];
+    char *env[28];
     size_t n = 0, ncfg = 0;
     env[n++] = xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
     env[n++] = xasprintf("HOME=%s", r->dir);
@@ -258,6 +315,10 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
         buf_release(&pin);
     }
     char *token = runs_github_credential(e, r->user_id, r->github_repo);
+    if (mirror_take(r, token != NULL)) {
+        env[n++] = xasprintf("SMCP_MIRROR=%s", r->mirror.data);
+        env[n++] = xasprintf("SMCP_MIRROR_KB=%s/mirror.kb", r->dir);
+    }
     if (token) {
         char *cred = xasprintf("x-access-token:%s", token);
         runs_wipe_free(token);
@@ -276,6 +337,10 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+    /* the mirror's lock goes with git: a clone killed with its run leaves the mirror to no one
+     * else while a git of it still writes there */
+    if (r->mirror_held)
+        posix_spawn_file_actions_adddup2(&fa, r->mirror.lock_fd, 3);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -296,6 +361,7 @@ static void spawn_clone(struct run *r, const struct egress_addr *addrs, int n_ad
     close(pipefd[1]);
     if (rc != 0) {
         close(pipefd[0]);
+        mirror_done(r, NULL);
         run_fail(r, "cannot run git: %s", strerror(rc));
         return;
     }
