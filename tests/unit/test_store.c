@@ -929,9 +929,9 @@ TEST(waiting_sessions_are_claimed_once_and_run_limits_count_every_node)
 
     /* oldest first, one node each; nothing of b's in a's queue, nor the other way */
     char sid[64];
-    CHECK_INT_EQ(store_session_claim(a, 1, sid, &err), 1);
+    CHECK_INT_EQ(store_session_claim(a, 1, 0, sid, &err), 1);
     CHECK_STR_EQ(sid, "ses_1");
-    CHECK_INT_EQ(store_session_claim(b, 1, sid, &err), 1);
+    CHECK_INT_EQ(store_session_claim(b, 1, 0, sid, &err), 1);
     CHECK_STR_EQ(sid, "ses_2");
     struct queued qa = {0}, qb = {0};
     CHECK_INT_EQ(store_run_list_queued(a, on_queued, &qa, &err), 0);
@@ -944,10 +944,10 @@ TEST(waiting_sessions_are_claimed_once_and_run_limits_count_every_node)
 
     /* alice runs on a: with a limit of one, b neither claims nor starts another of hers */
     CHECK_INT_EQ(store_run_start(a, r1, alice.id, 1, "go", 2000, &err), 0);
-    CHECK_INT_EQ(store_session_claim(b, 1, sid, &err), 0);
-    CHECK_INT_EQ(store_session_claim(b, 2, sid, &err), 1);
+    CHECK_INT_EQ(store_session_claim(b, 1, 0, sid, &err), 0);
+    CHECK_INT_EQ(store_session_claim(b, 2, 0, sid, &err), 1);
     CHECK_STR_EQ(sid, "ses_3");
-    CHECK_INT_EQ(store_session_claim(a, 2, sid, &err), 0);
+    CHECK_INT_EQ(store_session_claim(a, 2, 0, sid, &err), 0);
     CHECK_INT_EQ(store_run_start(b, r3, alice.id, 1, "go", 2001, &err), -EBUSY);
     int64_t running = -1, queued = -1;
     CHECK_INT_EQ(store_user_runs(b, alice.id, &running, &queued, &err), 0);
