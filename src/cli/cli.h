@@ -26,6 +26,8 @@ struct cli_opts {
     const char *services;
     const char *ttl;
     const char *sandbox;
+    const char *repos; /* user secret set --repos */
+    bool agent;        /* user secret set --agent */
     bool fixtures;
     bool force;
     char **args; /* positional arguments after the command */
@@ -46,7 +48,9 @@ enum {
     OPT_FORCE,
     OPT_SANDBOX,
     OPT_TLS_CERT,
-    OPT_TLS_KEY
+    OPT_TLS_KEY,
+    OPT_REPOS,
+    OPT_AGENT
 };
 
 /* One command of the table in cli/main.c: fn runs it with argv[0] its name and returns the exit

@@ -54,6 +54,8 @@ int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, co
         {"sandbox", required_argument, NULL, OPT_SANDBOX},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"repos", required_argument, NULL, OPT_REPOS},
+        {"agent", no_argument, NULL, OPT_AGENT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -97,6 +99,8 @@ int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, co
         case OPT_TLS_KEY: o->tls_key = optarg; break;
         case OPT_FIXTURES: o->fixtures = true; break;
         case OPT_FORCE: o->force = true; break;
+        case OPT_REPOS: o->repos = optarg; break;
+        case OPT_AGENT: o->agent = true; break;
         }
     }
     o->args = argv + optind;

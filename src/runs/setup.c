@@ -37,14 +37,31 @@ static const char probe_script[] =
     "echo none\n";
 
 /* Runs the script that comes on stdin with /bin/sh, stdin from /dev/null, and prints the last
- * SETUP_OUTPUT_KEPT bytes of what it wrote (both streams); its exit status is the script's. */
-static const char run_script[] = "smcp_sh=$(mktemp) && smcp_log=$(mktemp) || exit 125\n"
-                                 "cat > \"$smcp_sh\"\n"
-                                 "/bin/sh \"$smcp_sh\" </dev/null >\"$smcp_log\" 2>&1\n"
-                                 "smcp_s=$?\n"
-                                 "tail -c 16384 \"$smcp_log\"\n"
-                                 "rm -f \"$smcp_sh\" \"$smcp_log\"\n"
-                                 "exit $smcp_s\n";
+ * SETUP_OUTPUT_KEPT bytes of what it wrote (both streams); its exit status is the script's. What
+ * the script left running in its process group (this command leads its own) is then killed, so
+ * that nothing of the setup, which holds the run's secrets in its environment, outlives it into
+ * the agent's phase; a process that left the group (setsid, a daemon) is not found (docs/RUNS.md,
+ * "Secrets"). Zombies are skipped: their parent or the init reaps them. */
+static const char run_script[] =
+    "smcp_sh=$(mktemp) && smcp_log=$(mktemp) || exit 125\n"
+    "cat > \"$smcp_sh\"\n"
+    "/bin/sh \"$smcp_sh\" </dev/null >\"$smcp_log\" 2>&1\n"
+    "smcp_s=$?\n"
+    "tail -c 16384 \"$smcp_log\"\n"
+    "rm -f \"$smcp_sh\" \"$smcp_log\"\n"
+    "smcp_round=0 smcp_left=1\n"
+    "while [ -n \"$smcp_left\" ] && [ $smcp_round -lt 100 ]; do\n"
+    "  smcp_left= smcp_round=$((smcp_round + 1))\n"
+    "  for smcp_d in /proc/[0-9]*; do\n"
+    "    [ \"${smcp_d#/proc/}\" = \"$$\" ] && continue\n"
+    "    read -r smcp_st 2>/dev/null <\"$smcp_d/stat\" || continue\n"
+    "    set -- ${smcp_st##*) }\n"
+    "    if [ \"$3\" = \"$$\" ] && [ \"$1\" != Z ]; then\n"
+    "      kill -KILL \"${smcp_d#/proc/}\" 2>/dev/null && smcp_left=1\n"
+    "    fi\n"
+    "  done\n"
+    "done\n"
+    "exit $smcp_s\n";
 
 /* One event of the server's own in r's timeline (its offset in the agent's file kept). */
 static void setup_event(struct run *r, const char *type, const char *summary, json_t *raw)
@@ -53,8 +70,8 @@ static void setup_event(struct run *r, const char *type, const char *summary, js
     char *text = json_dumps(raw, JSON_COMPACT);
     json_decref(raw);
     _cleanup_free_ char *sum = xstrdup(summary);
-    scripts_redact_tokens(text);
-    scripts_redact_tokens(sum);
+    run_redact(r, text);
+    run_redact(r, sum);
     struct store_run_event ev = {.time = time_now_ms(), .type = type, .summary = sum, .raw = text};
     struct err err = {0};
     if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
@@ -105,7 +122,7 @@ static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, cons
     bool failed = err || timed_out || status != 0;
     uint64_t ms = err ? 0 : res->duration_ms;
     _cleanup_free_ char *out = xstrdup(err ? err->msg : res->out ? res->out : "");
-    scripts_redact_tokens(out);
+    run_redact(r, out);
     size_t tail_len;
     const char *tail = last_lines(out, &tail_len);
     char summary[512], how[128];
@@ -151,8 +168,11 @@ static void run_script_start(struct run *r, const char *source, const char *scri
     run_set_phase(r, "preparing", "setting up (%s)", source);
     setup_event(r, "setup_start", "setup started", json_pack("{s:s}", "source", source));
     log_info("run setup started run=%s source=%s", r->id, source);
+    /* the run's secrets, in the environment only (never argv or the script) */
+    _cleanup_free_ const char **env = run_secret_env(r, false, NULL);
     struct sandbox_exec_opts o = {.command = run_script,
                                   .cwd = r->workdir,
+                                  .env = env,
                                   .stdin_data = script,
                                   .stdin_len = strlen(script),
                                   .timeout_ms = (uint64_t)r->e->cfg.setup_timeout_s * 1000,
@@ -244,6 +264,7 @@ static bool workspace_new(struct run *r)
 
 void run_setup(struct run *r)
 {
+    run_load_secrets(r);
     if (r->setup_arg) {
         run_script_start(r, "the setup argument", r->setup_arg);
         return;
