@@ -16,6 +16,7 @@ import { startServer, tempDir, removeDataDir, cli, dbDump } from '../lib/server.
 import { ok, finished } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startReceiver } from '../lib/notify-receiver.mjs';
+import { CookieJar, request, forms, setPassword, signIn } from '../lib/oauth.mjs';
 import { gitAsync } from '../lib/git.mjs';
 
 const SETUP_ONLY = 'setup-only-9f3kq27xwv';
@@ -24,7 +25,7 @@ const AGENT_NEXT = 'agent-next-7tq2c0lzar';
 const OTHER_REPO = 'other-repo-v93jdk2mso';
 const sha = (s) => createHash('sha256').update(s).digest('hex');
 
-let fake, router, server, scratch, repo, session, user, receiver;
+let fake, router, server, scratch, repo, session, user, receiver, setOut = '';
 const ENV = { NOTIFY_TEST_ALLOW_LOOPBACK: '1', NOTIFY_RETRY_SECONDS: '1' };
 
 function secret(args, input) {
@@ -60,6 +61,13 @@ before(async () => {
   await gitAsync(['commit', '-q', '-m', 'Initial commit'], work);
   await gitAsync(['push', '-q', repo, 'main'], work);
   rmSync(work, { recursive: true, force: true });
+  // the secrets every test reads (a value with its line end, as a pipe gives it)
+  for (const [args, value] of [[['SETUP_ONLY_X'], `${SETUP_ONLY}\n`], [['AGENT_SEEN_X', '--agent'], AGENT_SEEN],
+    [['OTHER_REPO_X', '--repos', 'acme/*,octo/web-*'], OTHER_REPO]]) {
+    const r = secret(['set', user, ...args], value);
+    assert.equal(r.status, 0, r.stderr);
+    setOut += r.stdout;
+  }
 });
 
 after(async () => {
@@ -71,13 +79,9 @@ after(async () => {
 });
 
 test('user secret: names are checked, values come from stdin only, sealed, and never listed', () => {
-  let r = secret(['set', user, 'SETUP_ONLY_X'], `${SETUP_ONLY}\n`);
-  assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /secret SETUP_ONLY_X of \S+ set for \*/);
-  r = secret(['set', user, 'AGENT_SEEN_X', '--agent'], AGENT_SEEN);
-  assert.equal(r.status, 0, r.stderr);
-  r = secret(['set', user, 'OTHER_REPO_X', '--repos', 'acme/*,octo/web-*'], OTHER_REPO);
-  assert.equal(r.status, 0, r.stderr);
+  // (the three secrets the runs use were set in before())
+  assert.match(setOut, /secret SETUP_ONLY_X of \S+ set for \* \(sealed; it is not shown again\)/);
+  let r;
   for (const [name, re] of [['PATH', /sets itself or that the sandbox needs/],
     ['LD_PRELOAD', /begins like those the server sets/], ['SANDBOX_MCP_PROXY_TOKEN', /begins like/],
     ['OPENCODE_CONFIG_CONTENT', /begins like/], ['HTTPS_PROXY', /sets itself/],
@@ -110,6 +114,55 @@ test('user secret: names are checked, values come from stdin only, sealed, and n
   r = secret(['delete', user, 'NOPE_X']);
   assert.equal(r.status, 1);
   assert.match(r.stderr, /no secret 'NOPE_X' is set/);
+});
+
+test('the account page lists, adds and deletes secrets, never showing a value', async () => {
+  const VALUE = 'page-value-+/=&%~!q8w7e6r5';
+  setPassword(server, user, 'secrets page password 1');
+  const jar = new CookieJar();
+  assert.equal((await signIn(server, jar, { name: user, password: 'secrets page password 1' })).status, 303);
+  const card = (html) => html.slice(html.indexOf('<section class="card" id="secrets">'));
+  let page = await request(server, '/account', { jar });
+  assert.equal(page.status, 200);
+  assert.match(card(page.text), /<code>AGENT_SEEN_X<\/code><\/strong><br><span class="muted small">every repository · setup and agent/);
+  assert.match(card(page.text), /<code>OTHER_REPO_X<\/code><\/strong><br><span class="muted small">acme\/\* octo\/web-\* · setup only/);
+  for (const v of [SETUP_ONLY, AGENT_SEEN, OTHER_REPO]) assert.ok(!page.text.includes(v));
+  const setForm = forms(page.text).find((f) => f.action === '/account/secret/set');
+  assert.deepEqual(Object.keys(setForm.fields), ['csrf']);
+  assert.deepEqual(setForm.inputs.sort(), ['agent', 'csrf', 'name', 'repos', 'value']);
+  assert.match(card(page.text), /<input name="value" type="password" autocomplete="off"[^>]*>/);
+  const send = async (action, form) => {
+    const r = await request(server, `/account/secret/${action}`, { jar, form });
+    assert.ok(!r.text.includes(VALUE) && !(r.headers.get('location') ?? '').includes(VALUE));
+    return r;
+  };
+  // without the page's CSRF token nothing is done
+  let r = await send('set', { name: 'PAGE_X', value: VALUE });
+  assert.equal(r.status, 403);
+  const csrf = setForm.fields.csrf;
+  r = await send('set', { csrf, name: 'PATH', value: VALUE });
+  assert.equal(r.status, 400);
+  assert.match(card(r.text), /Not saved: the name is one the server sets itself/);
+  r = await send('set', { csrf, name: 'PAGE_X', value: VALUE, repos: 'nope' });
+  assert.equal(r.status, 400);
+  assert.match(card(r.text), /is not a repository pattern/);
+  r = await send('set', { csrf, name: 'PAGE_X', value: VALUE, repos: 'acme/site', agent: '1' });
+  assert.equal(r.status, 303);
+  assert.equal(r.location.pathname + r.location.search, '/account?done=secret-set');
+  page = await request(server, r.location.pathname + r.location.search, { jar });
+  assert.match(page.text, /The secret is saved\./);
+  assert.match(card(page.text), /<code>PAGE_X<\/code><\/strong><br><span class="muted small">acme\/site · setup and agent/);
+  assert.ok(!page.text.includes(VALUE));
+  assert.match(secret(['list', user]).stdout, /PAGE_X\s+repos=acme\/site agent=yes size=26/);
+  assert.ok(!dbDump(server).includes(VALUE));
+  assert.ok(!server.stderr().includes(VALUE));
+  const del = forms(page.text).find((f) => f.action === '/account/secret/delete' && f.fields.name === 'PAGE_X');
+  r = await send('delete', del.fields);
+  assert.equal(r.status, 303);
+  assert.doesNotMatch(secret(['list', user]).stdout, /PAGE_X/);
+  r = await send('delete', del.fields);
+  assert.equal(r.status, 200);
+  assert.match(r.text, /There was no such secret to delete\./);
 });
 
 test('user secret: the caps on a value, on the number of secrets and on their total size', () => {
