@@ -200,6 +200,7 @@ static json_t *deliver(struct run *r, const char *changes)
     const char *what = r->title && *r->title ? r->title : r->task;
     size_t tl = strcspn(what, "\n");
     snprintf(title, sizeof(title), "%.*s", (int)(tl > 200 ? 200 : tl), what);
+    run_redact(r, title);
     struct deliver_opts o = {.st = e->st,
                              .jwt_key = e->cfg.jwt_key,
                              .jwt_keylen = e->cfg.jwt_keylen,
