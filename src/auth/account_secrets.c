@@ -61,7 +61,7 @@ void account_secrets_card(struct auth *a, struct buf *b, const char *csrf,
     html_hidden(b, "csrf", csrf);
     buf_puts(b,
              "<label>Name <input name=\"name\" autocomplete=\"off\" autocapitalize=\"characters\" "
-             "spellcheck=\"false\" pattern=\"[A-Z_][A-Z0-9_]*\" maxlength=\"64\" "
+             "spellcheck=\"false\" pattern=\"[A-Z_][A-Z0-9_]*\" "
              "placeholder=\"NPM_TOKEN\" required></label>\n"
              "<label>Value <input name=\"value\" type=\"password\" autocomplete=\"off\" "
              "autocapitalize=\"none\" spellcheck=\"false\" required></label>\n"
