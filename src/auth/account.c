@@ -6,6 +6,7 @@
  * secret is shown on the page that answers, once), remove one and queue a test notification.
  * POST /account/repo/set and /account/repo/delete keep and delete the user's settings for a
  * repository's runs (a setup script, what a failed setup does; store_repo_setting_*).
+ * The secrets card and its posts, /account/secret/set and /delete, are account_secrets.c's.
  * Changes redirect back to GET /account, but for the page that shows a new secret. */
 #include "auth/auth_internal.h"
 
@@ -34,6 +35,7 @@
  * secret of the webhook just added (shown this once). NULL when there is nothing to say. */
 struct said {
     const char *note, *github, *notify, *secret, *repos;
+    const char *secrets; /* what was wrong with a secret for runs just sent */
 };
 
 static void when(struct buf *b, int64_t ms)
@@ -375,6 +377,7 @@ static void page(struct auth *a, h2o_req_t *req, int status, const struct store_
     github_card(a, &b, csrf, user, said->github);
     notify_card(a, &b, csrf, user, said);
     repos_card(a, &b, csrf, user, said->repos);
+    account_secrets_card(a, &b, csrf, user, said->secrets);
     auth_page(req, status, "Account", b.data);
     buf_release(&b);
 }
@@ -393,6 +396,8 @@ static const char *done_note(h2o_req_t *req)
         {"notify-test", "A test notification is on its way; this page shows how it went."},
         {"repo-set", "The repository's settings are saved."},
         {"repo-deleted", "The repository's settings are deleted."},
+        {"secret-set", "The secret is saved."},
+        {"secret-deleted", "The secret is deleted."},
     };
     if (req->query_at == SIZE_MAX)
         return NULL;
@@ -666,6 +671,34 @@ static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user 
     }
 }
 
+/* POST /account/secret/set and /delete: a secret for runs (account_secrets.c). */
+static void secret_change(struct auth *a, h2o_req_t *req, const struct store_user *user, bool set)
+{
+    struct form f;
+    if (!read_page_form(req, &f))
+        return;
+    struct err err = {0};
+    int r = account_secret_apply(a, user, &f, set, &err);
+    form_release(&f);
+    if (r == 0) {
+        log_info("auth secret-%s user=%s", set ? "set" : "deleted", user->name);
+        auth_redirect(req, 303, set ? "/account?done=secret-set" : "/account?done=secret-deleted");
+    } else if (r == -EINVAL || r == -ENOSPC || r == -EAGAIN) {
+        page(a, req,
+             r == -EINVAL   ? 400
+             : r == -ENOSPC ? 409
+                            : 503,
+             user, &(struct said){.secrets = err.msg});
+    } else if (r == -ENOENT) {
+        page(a, req, 200, user, &(struct said){.note = "There was no such secret to delete."});
+    } else {
+        log_error("auth store-failure user=%s reason=\"%s\"", user->name, err.msg);
+        page(a, req, 503, user,
+             &(struct said){.secrets = "Nothing was changed: the server could not store it; try "
+                                       "again."});
+    }
+}
+
 /* What a request to /account asks for, by its path and method. */
 enum account_action {
     ACCOUNT_NONE,
@@ -678,6 +711,8 @@ enum account_action {
     ACCOUNT_NOTIFY_TEST,
     ACCOUNT_REPO_SET,
     ACCOUNT_REPO_DELETE,
+    ACCOUNT_SECRET_SET,
+    ACCOUNT_SECRET_DELETE,
 };
 
 static enum account_action account_action(h2o_iovec_t p, bool post)
@@ -694,6 +729,8 @@ static enum account_action account_action(h2o_iovec_t p, bool post)
         {"/account/notify/test", ACCOUNT_NOTIFY_TEST},
         {"/account/repo/set", ACCOUNT_REPO_SET},
         {"/account/repo/delete", ACCOUNT_REPO_DELETE},
+        {"/account/secret/set", ACCOUNT_SECRET_SET},
+        {"/account/secret/delete", ACCOUNT_SECRET_DELETE},
     };
     if (!post)
         return h2o_memis(p.base, p.len, H2O_STRLIT("/account")) ? ACCOUNT_VIEW : ACCOUNT_NONE;
@@ -727,6 +764,8 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
     case ACCOUNT_NOTIFY_TEST: notify_change(a, req, &user, true); break;
     case ACCOUNT_REPO_SET: repo_change(a, req, &user, true); break;
     case ACCOUNT_REPO_DELETE: repo_change(a, req, &user, false); break;
+    case ACCOUNT_SECRET_SET: secret_change(a, req, &user, true); break;
+    case ACCOUNT_SECRET_DELETE: secret_change(a, req, &user, false); break;
     case ACCOUNT_NONE: break;
     }
     return 0;

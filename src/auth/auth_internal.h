@@ -131,6 +131,15 @@ int auth_on_token(h2o_handler_t *self, h2o_req_t *req);
 int auth_on_revoke(h2o_handler_t *self, h2o_req_t *req);
 int auth_on_register(h2o_handler_t *self, h2o_req_t *req);
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req);
+/* The account page's secrets card (account_secrets.c): the user's secrets for runs, never a
+ * value, with the forms to add and delete them (and problem, what was wrong with the one just
+ * sent, or NULL). account_secret_apply: the form's secret set (name, value, repos, agent) or
+ * deleted (name); 0, or -EINVAL or -ENOSPC with err a sentence for the page, -ENOENT, -EAGAIN,
+ * or a store failure; the value is wiped from f in every case. */
+void account_secrets_card(struct auth *a, struct buf *b, const char *csrf,
+                          const struct store_user *user, const char *problem);
+int account_secret_apply(struct auth *a, const struct store_user *user, struct form *f, bool set,
+                         struct err *err);
 
 /* signin.c: the sign-in form, for a request that needs a signed-in user */
 void auth_signin_page(struct auth *a, h2o_req_t *req, int status, const char *return_to,

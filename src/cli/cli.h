@@ -29,6 +29,8 @@ struct cli_opts {
     const char *setup_file;       /* user repo set */
     const char *on_setup_failure; /* user repo set */
     bool setup_stdin;             /* user repo set */
+    const char *repos;            /* user secret set --repos */
+    bool agent;                   /* user secret set --agent */
     bool fixtures;
     bool force;
     char **args; /* positional arguments after the command */
@@ -52,7 +54,9 @@ enum {
     OPT_TLS_KEY,
     OPT_SETUP_FILE,
     OPT_SETUP_STDIN,
-    OPT_ON_SETUP_FAILURE
+    OPT_ON_SETUP_FAILURE,
+    OPT_REPOS,
+    OPT_AGENT
 };
 
 /* One command of the table in cli/main.c: fn runs it with argv[0] its name and returns the exit

@@ -25,6 +25,8 @@ static const char usage_main[] =
     "                        show or narrow what NAME's sandboxes may reach\n"
     "  user credential set|delete NAME github | user credential list NAME\n"
     "                        NAME's own GitHub token (read from stdin), sealed at rest\n"
+    "  user secret set|delete NAME SECRET [--repos P] [--agent] | user secret list NAME\n"
+    "                        environment variables for NAME's runs (value from stdin)\n"
     "  user notify add NAME webhook|ntfy URL | user notify list NAME\n"
     "  user notify remove|test NAME ID\n"
     "                        where NAME is told that a run ended or opened a pull request\n"

@@ -31,6 +31,9 @@ const char cli_usage_user[] =
     "       sandbox-mcp user network NAME [none|allowlist|public|default] [--data-dir DIR]\n"
     "       sandbox-mcp user credential set|delete NAME github [--data-dir DIR]\n"
     "       sandbox-mcp user credential list NAME [--data-dir DIR]\n"
+    "       sandbox-mcp user secret set NAME SECRET [--repos PATTERNS] [--agent] [--data-dir DIR]\n"
+    "       sandbox-mcp user secret list NAME [--data-dir DIR]\n"
+    "       sandbox-mcp user secret delete NAME SECRET [--data-dir DIR]\n"
     "       sandbox-mcp user notify add NAME webhook|ntfy URL [--data-dir DIR]\n"
     "       sandbox-mcp user notify list NAME [--data-dir DIR]\n"
     "       sandbox-mcp user notify remove|test NAME ID [--data-dir DIR]\n"
@@ -53,6 +56,13 @@ const char cli_usage_user[] =
     "token or an app installation token), read from the terminal without echo or as one line\n"
     "of standard input, never from the command line. It is sealed with the key in\n"
     "DATA_DIR/secrets/credentials.key and never shown again; list names the services set.\n"
+    "secret set stores an environment variable SECRET for NAME's runs: their setup sees it,\n"
+    "and their agent only with --agent. The value is read from the terminal without echo (one\n"
+    "line) or from standard input (all of it, one final line end dropped; at most 16 KiB),\n"
+    "never from the command line, sealed like a credential and never shown again. --repos\n"
+    "names the repositories it applies to, comma-separated: '*' (the default, every run) or\n"
+    "owner/name on GitHub, where name may hold '*'. list shows names, repositories, whether\n"
+    "the agent sees each, and dates; never values. At most 100 secrets, 256 KiB in all.\n"
     "notify add tells NAME at URL when a run ends or opens a pull request (at most 5 targets):\n"
     "webhook, a JSON POST to an https URL signed with a secret printed once now; ntfy, a push\n"
     "to an ntfy topic (https://ntfy.sh/TOPIC or a server of your own). test queues a test\n"
@@ -523,6 +533,146 @@ static int user_network_call(const struct user_call *c)
                         c->mode);
 }
 
+static void print_secret(const struct store_secret *s, const char *value, size_t n, void *ctx)
+{
+    (void)value, (void)n, (void)ctx;
+    char created[32], updated[32];
+    time_format_rfc3339(s->created_at, created);
+    time_format_rfc3339(s->updated_at, updated);
+    printf("%-24s repos=%s agent=%s size=%zu created=%s updated=%s\n", s->name, s->repos,
+           s->agent ? "yes" : "no", s->size, created, updated);
+}
+
+/* A secret's value into buf[STORE_SECRET_VALUE_MAX + 2]: from a terminal one line without
+ * echo, else all of stdin with one final line end dropped, read without stdio buffering.
+ * Returns its length, -EFBIG when it is too long, -ENODATA when there is none, or -errno. */
+static ssize_t read_secret_value(const char *prompt, char *buf)
+{
+    bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &tty_saved) == 0;
+    if (tty) {
+        struct termios quiet = tty_saved;
+        quiet.c_lflag &= ~(tcflag_t)ECHO;
+        tty_quiet = 1;
+        if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) < 0) {
+            tty_quiet = 0;
+            return -errno;
+        }
+        fputs(prompt, stderr);
+        fflush(stderr);
+    }
+    size_t n = 0;
+    ssize_t rc = 0;
+    for (;;) {
+        char c;
+        ssize_t r = read(STDIN_FILENO, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            break;
+        }
+        if (r == 0 || (tty && c == '\n'))
+            break;
+        if (n > STORE_SECRET_VALUE_MAX) {
+            rc = -EFBIG;
+            break;
+        }
+        buf[n++] = c;
+    }
+    if (tty) {
+        tty_restore();
+        fputc('\n', stderr);
+    }
+    if (rc < 0)
+        return rc;
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    if (n > STORE_SECRET_VALUE_MAX)
+        return -EFBIG;
+    buf[n] = '\0';
+    return n ? (ssize_t)n : -ENODATA;
+}
+
+/* user secret set|delete NAME SECRET [--repos PATTERNS] [--agent], user secret list NAME. */
+static int cmd_user_secret(const struct cli_command *cmd, const struct cli_opts *o)
+{
+    const char *action = o->nargs > 0 ? o->args[0] : "";
+    bool set = strcmp(action, "set") == 0, del = strcmp(action, "delete") == 0,
+         list = strcmp(action, "list") == 0;
+    if (!set && !del && !list)
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
+                               "'user secret' takes set, delete or list");
+    if ((list && o->nargs != 2) || (!list && o->nargs != 3))
+        return cli_usage_error(cmd->name, cmd->usage,
+                               "'user secret %s' takes NAME%s (a value is read from stdin, never "
+                               "from the command line)",
+                               action, list ? "" : " and the secret's name");
+    if (o->ttl || o->public_url || (!set && (o->repos || o->agent)))
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
+                               "only 'user secret set' takes --repos and --agent");
+    const char *name = o->args[1], *secret = list ? NULL : o->args[2];
+    const char *why = set ? store_secret_name_problem(secret) : NULL;
+    if (why)
+        return cli_usage_error(cmd->name, cmd->usage, "secret '%.64s': %s", secret, why);
+    char repos[STORE_SECRET_REPOS_TEXT];
+    struct err err = {0};
+    if (set && store_secret_repos_normalize(o->repos, repos, &err) < 0)
+        return cli_usage_error(cmd->name, cmd->usage, "%s", err.msg);
+    struct config cfg = {0};
+    struct store *st = NULL;
+    int r = cli_open_config_store(o, &cfg, &st);
+    if (r)
+        return r;
+    struct store_user u;
+    _cleanup_free_ char *value = NULL, *prompt = NULL;
+    unsigned char key[SEAL_KEY_BYTES] = {0};
+    r = 1;
+    if (store_user_find(st, name, &u, &err) < 0)
+        goto out;
+    if (list) {
+        r = store_secret_list(st, NULL, u.id, print_secret, NULL, &err) < 0 ? 1 : 0;
+        goto out;
+    }
+    if (del) {
+        if (store_secret_delete(st, u.id, secret, &err) < 0)
+            goto out;
+        printf("secret %s of %s deleted\n", secret, name);
+        r = 0;
+        goto out;
+    }
+    value = xmalloc(STORE_SECRET_VALUE_MAX + 2);
+    prompt = xasprintf("value of %s for %s: ", secret, name);
+    ssize_t n = read_secret_value(prompt, value);
+    why = n == -ENODATA ? "no value on standard input"
+          : n == -EFBIG ? "the value is longer than 16384 bytes"
+          : n < 0       ? strerror((int)-n)
+                        : store_secret_value_problem(value, (size_t)n);
+    if (why) {
+        err_set(&err, -EINVAL, "%s; nothing was changed", why);
+        r = EXIT_USAGE;
+        goto out;
+    }
+    struct store_secret s = {.agent = o->agent};
+    snprintf(s.name, sizeof(s.name), "%s", secret);
+    snprintf(s.repos, sizeof(s.repos), "%s", repos);
+    if (store_credential_key_load(cfg.data_dir, key, &err) < 0 ||
+        store_secret_seal(st, key, u.id, &s, value, (size_t)n, time_now_ms(), &err) < 0)
+        goto out;
+    printf("secret %s of %s set for %s%s (sealed; it is not shown again)\n", secret, name, repos,
+           o->agent ? ", the agent sees it" : "");
+    r = 0;
+out:
+    if (value)
+        sodium_memzero(value, STORE_SECRET_VALUE_MAX + 2);
+    sodium_memzero(key, sizeof(key));
+    if (r == 1 || (r == EXIT_USAGE && err.msg[0]))
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+    cli_close_config_store(&cfg, st);
+    return r;
+}
+
 /* The user subcommands: those with run parse their own arguments (credential, notify); the
  * others share the checks of cli_user and act with the store open. */
 static const struct user_sub {
@@ -538,18 +688,19 @@ static const struct user_sub {
     {"credential", cmd_user_credential, NULL},
     {"notify", cmd_user_notify, NULL},
     {"repo", cli_user_repo, NULL},
+    {"secret", cmd_user_secret, NULL},
 };
 
 int cli_user(const struct cli_command *cmd, int argc, char **argv)
 {
     static const int allowed[] = {
-        OPT_DATA_DIR,    OPT_ENV_FILE,         OPT_TTL, OPT_PUBLIC_URL, OPT_SETUP_FILE,
-        OPT_SETUP_STDIN, OPT_ON_SETUP_FAILURE, 0};
+        OPT_DATA_DIR,    OPT_ENV_FILE,         OPT_TTL,   OPT_PUBLIC_URL, OPT_SETUP_FILE,
+        OPT_SETUP_STDIN, OPT_ON_SETUP_FAILURE, OPT_REPOS, OPT_AGENT,      0};
     const char *sub = NULL;
     struct cli_opts o = {0};
     int r = cli_parse_sub(cmd->name, cmd->usage,
                           "'add', 'list', 'passwd', 'login-link', 'network', 'credential', "
-                          "'notify' or 'repo'",
+                          "'notify', 'repo' or 'secret'",
                           argc, argv, allowed, &o, &sub);
     if (r)
         return r == 1 ? 0 : r;
@@ -563,6 +714,9 @@ int cli_user(const struct cli_command *cmd, int argc, char **argv)
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--setup-file, --setup-stdin and --on-setup-failure apply to "
                                "'user repo set' only");
+    if ((o.repos || o.agent) && us->run != cmd_user_secret)
+        return cli_usage_error(cmd->name, cmd->usage, "%s",
+                               "--repos and --agent apply to 'user secret set' only");
     if (us->run)
         return us->run(cmd, &o);
     bool list = us->act == user_list, link = us->act == user_login_link_call,

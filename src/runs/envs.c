@@ -74,7 +74,9 @@ static void env_event(struct run *r, const char *type, const char *summary, json
 static void env_key(struct run *r, char key[80])
 {
     char *cred = runs_github_credential(r->e, r->user_id, r->github_repo);
-    bool shared = r->e->cfg.env_share_public && !cred && !r->ref.local;
+    /* never shared when the user's secrets were in the setup's environment: it may have
+     * written them into what the snapshot keeps */
+    bool shared = r->e->cfg.env_share_public && !cred && !r->ref.local && r->nsecrets == 0;
     runs_wipe_free(cred);
     snprintf(r->env_scope, sizeof(r->env_scope), "%s", shared ? "" : r->user_id);
     crypto_hash_sha256_state h;
@@ -373,8 +375,7 @@ void envs_after_setup(struct run *r, bool ok)
         run_start_agent(r);
         return;
     }
-    if (!r->env_key[0])
-        env_key(r, r->env_key);
+    env_key(r, r->env_key); /* again: the secrets the setup saw decide whether it is shared */
     struct err err = {0};
     struct taking *t = xcalloc(1, sizeof(*t));
     t->r = r;

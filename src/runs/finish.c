@@ -75,7 +75,12 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
     if (revoked < 0)
         log_error("run tokens not revoked run=%s err=\"%s\"", r->id, err.msg);
     if (!r->dropped) { /* else its end was written by the node that ended it */
-        if (store_run_set_outcome(e->st, r->id, success, NULL, error, changes,
+        /* what the run's secrets may have reached (a commit message, an error) is redacted */
+        _cleanup_free_ char *error_kept = error ? xstrdup(error) : NULL;
+        _cleanup_free_ char *changes_kept = changes ? xstrdup(changes) : NULL;
+        run_redact(r, error_kept);
+        run_redact(r, changes_kept);
+        if (store_run_set_outcome(e->st, r->id, success, NULL, error_kept, changes_kept,
                                   r->exited ? r->exit_code : -1, &err) < 0)
             log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
         if (delivery) {
@@ -140,9 +145,12 @@ static char *delivery_body(struct run *r, bool follow_up)
     char url[512];
     runs_web_url_gen(r->e, r->id, row.view_generation, url, sizeof(url));
     const char *summary = row.summary && *row.summary ? row.summary : "(the agent left no summary)";
-    return xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n",
-                     follow_up ? "**Follow-up run**: " : "", follow_up && r->title ? r->title : "",
-                     follow_up ? "\n\n" : "", summary, r->id, url);
+    char *body =
+        xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n",
+                  follow_up ? "**Follow-up run**: " : "", follow_up && r->title ? r->title : "",
+                  follow_up ? "\n\n" : "", summary, r->id, url);
+    run_redact(r, body);
+    return body;
 }
 
 /* Push the run's commits and open or comment on the pull request; run_record_end when done. */
@@ -192,6 +200,7 @@ static json_t *deliver(struct run *r, const char *changes)
     const char *what = r->title && *r->title ? r->title : r->task;
     size_t tl = strcspn(what, "\n");
     snprintf(title, sizeof(title), "%.*s", (int)(tl > 200 ? 200 : tl), what);
+    run_redact(r, title);
     struct deliver_opts o = {.st = e->st,
                              .jwt_key = e->cfg.jwt_key,
                              .jwt_keylen = e->cfg.jwt_keylen,
@@ -253,7 +262,10 @@ static void on_diff(void *ctx, const struct sandbox_exec_result *res, const stru
     diff_free(r->diff);
     r->diff = NULL;
     if (!res || res->exit_code != 0) {
-        const char *why = err ? err->msg : res->err_len ? res->err : "git diff failed";
+        _cleanup_free_ char *why = xstrdup(err            ? err->msg
+                                           : res->err_len ? res->err
+                                                          : "git diff failed");
+        run_redact(r, why);
         size_t n = strcspn(why, "\n");
         log_warn("run diff incomplete run=%s err=\"%.*s\"", r->id, (int)(n < 200 ? n : 200), why);
     }
@@ -262,6 +274,7 @@ static void on_diff(void *ctx, const struct sandbox_exec_result *res, const stru
     if (res && (res->exit_code == 0 || json_array_size(json_object_get(j, "files")) ||
                 json_integer_value(json_object_get(j, "more_files")))) {
         char *text = json_write_text(j, NULL);
+        run_redact(r, text);
         if (store_run_set_diff(r->e->st, r->id, text, &serr) < 0)
             log_error("run diff not stored run=%s err=\"%s\"", r->id, serr.msg);
         free(text);
@@ -292,6 +305,7 @@ static void on_changes(void *ctx, const struct sandbox_exec_result *res, const s
     struct run *r = ctx;
     r->ex = NULL;
     r->changes = res && res->exit_code == 0 ? scripts_parse_changes(res->out) : NULL;
+    run_redact(r, r->changes);
     if (err)
         log_warn("run changes unavailable run=%s err=\"%s\"", r->id, err->msg);
     collect_diff(r);

@@ -95,12 +95,13 @@ void run_ingest(struct run *r)
                 snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
             size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
             raws[nev] = utf8_sanitize(line, rl, NULL);
-            /* The agent holds its run's token; whatever it echoes of it is not kept. */
-            scripts_redact_tokens(raws[nev]);
-            scripts_redact_tokens(ev->summary);
-            scripts_redact_tokens(ev->text);
-            scripts_redact_tokens(ev->error);
-            scripts_redact_tokens(ev->target);
+            /* The agent holds its run's token, and maybe secrets; whatever it echoes of them is
+             * not kept. */
+            run_redact(r, raws[nev]);
+            run_redact(r, ev->summary);
+            run_redact(r, ev->text);
+            run_redact(r, ev->error);
+            run_redact(r, ev->target);
             steps += ev->kind == AGENT_EV_STEP_START;
             phase_activity(ev, r->workdir, did, sizeof(did));
             told = told || phase_event_shown(ev->type);

@@ -26,6 +26,9 @@
 
 #define AGENT_DIR "/opt/agents"
 #define AGENT_SERVE_PORT "8789" /* a warm agent's server, on the sandbox's loopback */
+/* The names of the secrets the agent sees, comma-separated (src/sandbox/helper/agent.c reads
+ * it for its server's fingerprint) */
+#define AGENT_SECRETS_ENV "SANDBOX_MCP_AGENT_SECRETS"
 /* A warm agent's token outlives its server: the bridge's keeper replaces a server after 20 h
  * (between runs), and a run started just before may run for the longest timeout. */
 #define WARM_TOKEN_SPARE_S (21 * 3600)
@@ -213,6 +216,22 @@ void run_start_agent(struct run *r)
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
 spawn:;
+    /* The secrets marked for the agent, and their names for a warm agent's keeper, whose
+     * server's configuration (its fingerprint) includes them: a change starts a new server. */
+    char names[STORE_SECRETS_MAX * (STORE_SECRET_NAME_MAX + 1) + 64];
+    char *names_env = NULL;
+    if (run_secret_names(r, true, names, sizeof(names)) > 0)
+        names_env = xasprintf(AGENT_SECRETS_ENV "=%s", names);
+    const char *extra[] = {names_env, NULL};
+    _cleanup_free_ const char **base = NULL;
+    size_t nbase = 0;
+    while (l.env[nbase])
+        nbase++;
+    base = xcalloc(nbase + 2, sizeof(char *));
+    for (size_t i = 0; i < nbase; i++)
+        base[i] = l.env[i];
+    base[nbase] = extra[0];
+    _cleanup_free_ const char **env = run_secret_env(r, true, base);
     int fds[4] = {task_memfd(r, &err),
                   run_open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
                   run_open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
@@ -221,7 +240,7 @@ spawn:;
     if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
         struct sandbox_spawn_opts so = {.argv = argv,
                                         .cwd = r->workdir,
-                                        .env = (const char *const *)l.env,
+                                        .env = env,
                                         .stdin_fd = fds[0],
                                         .out_fd = fds[1],
                                         .err_fd = fds[2],
@@ -234,6 +253,7 @@ spawn:;
         if (fds[i] >= 0)
             close(fds[i]);
     free(argv);
+    free(names_env);
     agent_launch_release(&l);
     if (rc < 0) {
         run_fail(r, "cannot start the agent: %s", err.msg);

@@ -83,6 +83,7 @@ void run_free(struct run *r)
     free(r->env_fp);
     free(r->repository);
     free(r->title);
+    run_secrets_release(r);
     free(r);
 }
 
@@ -472,6 +473,7 @@ struct run *run_alloc(struct runs *e, const struct store_run *row)
         repo_check(r->repository, true, &r->ref, &err);
         proxy_repo_of_url(e->github_base, r->repository, r->github_repo);
     }
+    run_load_secrets(r);
     run_load_work_branch(r);
     struct run **pp = &e->runs;
     while (*pp)

@@ -149,6 +149,12 @@ char *scripts_parse_changes(const char *out);
  * the first two beginning "eyJ", more than 40 bytes in all) with "[redacted]" followed by 'x'
  * to its full length, so the text keeps its length and nothing of the token. NULL is allowed. */
 void scripts_redact_tokens(char *s);
+/* Values shorter than this are not redacted: they would blot out ordinary words. */
+#define SCRIPTS_REDACT_MIN 4
+/* Overwrite, in place, every occurrence in s of each of the n values (those of at least
+ * SCRIPTS_REDACT_MIN bytes) the way scripts_redact_tokens does: "[redacted]" and 'x' to the
+ * value's length (cut to it when shorter). NULL s is allowed. */
+void scripts_redact_values(char *s, const char *const *values, size_t n);
 /* What went wrong in a clone, in a few words of our own (a static string) from git's output: git
  * carries what the remote answered, which may be an internal service's words and must not reach
  * the user. "git failed" when nothing is recognized. */
@@ -243,6 +249,12 @@ enum phase {
 
 enum pr_mode { PR_NONE, PR_DRAFT, PR_READY };
 
+struct run_secret {
+    char name[72];
+    char *env; /* "NAME=VALUE" */
+    bool agent;
+};
+
 struct run {
     struct runs *e;
     struct run *next;
@@ -316,6 +328,12 @@ struct run {
     char *env_fp;
     bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */
     uint64_t setup_ms; /* a setup that timed out: how long it ran, while its output is read */
+    /* The user's secrets that apply to its repository (secrets.c), and what its redactor takes
+     * out of everything the run keeps: their values and JSON-escaped spellings */
+    struct run_secret *secrets;
+    size_t nsecrets;
+    char **redact;
+    size_t nredact;
 };
 
 struct runs_waiter {
@@ -423,6 +441,19 @@ bool envs_start_failed(struct run *r, const struct err *err);
 void envs_before_setup(struct run *r);
 void envs_after_setup(struct run *r, bool ok);
 void envs_sweep(struct runs *e);
+
+/* secrets.c: the user's secrets that apply to r's repository (every one when it has none on
+ * GitHub: only "*" ones), read again (values once known stay redacted); released (wiped) by
+ * run_free. run_secret_env: base (NULL-terminated, may be NULL) and the secrets' NAME=VALUE
+ * entries (agent: only those marked agent), a NULL-terminated array the caller frees (not its
+ * strings, which r keeps). run_secret_names: their names, comma-separated, into out; how many.
+ * run_redact: s with r's proxy tokens and secret values overwritten in place (NULL allowed);
+ * every text of the agent's or the setup's that the run keeps or shows goes through it. */
+void run_load_secrets(struct run *r);
+void run_secrets_release(struct run *r);
+const char **run_secret_env(const struct run *r, bool agent, const char *const *base);
+size_t run_secret_names(const struct run *r, bool agent, char *out, size_t cap);
+void run_redact(const struct run *r, char *s);
 
 /* launch.c: what r's token grants (into r->grant_*; fills llms when not NULL, returns how many
  * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */

@@ -75,6 +75,13 @@ static bool b64url(char c)
     return isalnum((unsigned char)c) || c == '-' || c == '_';
 }
 
+static void blot(char *p, size_t n)
+{
+    static const char mark[] = "[redacted]";
+    memset(p, 'x', n);
+    memcpy(p, mark, n < sizeof(mark) - 1 ? n : sizeof(mark) - 1);
+}
+
 void scripts_redact_tokens(char *s)
 {
     for (char *p = s ? strstr(s, "eyJ") : NULL; p; p = strstr(p, "eyJ")) {
@@ -87,14 +94,24 @@ void scripts_redact_tokens(char *s)
                 break;
         }
         if (dots == 2 && q - p > 40 && strncmp(strchr(p, '.') + 1, "eyJ", 3) == 0) {
-            static const char mark[] = "[redacted]";
-            size_t n = (size_t)(q - p);
-            memset(p, 'x', n);
-            memcpy(p, mark, n < sizeof(mark) - 1 ? n : sizeof(mark) - 1);
+            blot(p, (size_t)(q - p));
             p = q;
         } else {
             p += 3;
         }
+    }
+}
+
+void scripts_redact_values(char *s, const char *const *values, size_t n)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(values[i]);
+        if (len < SCRIPTS_REDACT_MIN)
+            continue;
+        for (char *p = strstr(s, values[i]); p; p = strstr(p + len, values[i]))
+            blot(p, len);
     }
 }
 

@@ -44,15 +44,31 @@ static const char probe_script[] =
 /* Runs the script that comes on stdin with /bin/sh, stdin from /dev/null, and prints the last
  * SETUP_OUTPUT_KEPT bytes of what it wrote (both streams); its exit status is the script's. The
  * output goes to a file in $SMCP_SETUP_DIR, so that a setup stopped at its timeout (its whole
- * process group killed) leaves it for read_log_script. */
-static const char run_script[] = "mkdir -p \"$SMCP_SETUP_DIR\" || exit 125\n"
-                                 "cat > \"$SMCP_SETUP_DIR/setup.sh\"\n"
-                                 "/bin/sh \"$SMCP_SETUP_DIR/setup.sh\" </dev/null "
-                                 ">\"$SMCP_SETUP_DIR/log\" 2>&1\n"
-                                 "smcp_s=$?\n"
-                                 "tail -c 16384 \"$SMCP_SETUP_DIR/log\"\n"
-                                 "rm -rf \"$SMCP_SETUP_DIR\"\n"
-                                 "exit $smcp_s\n";
+ * process group killed) leaves it for read_log_script. What the script left running in its
+ * process group (this command leads its own) is then killed, so that nothing of the setup, which
+ * holds the run's secrets in its environment, outlives it into the agent's phase; a process that
+ * left the group (setsid, a daemon) is not found (docs/RUNS.md, "Secrets"). Zombies are skipped:
+ * their parent or the init reaps them. */
+static const char run_script[] =
+    "mkdir -p \"$SMCP_SETUP_DIR\" || exit 125\n"
+    "cat > \"$SMCP_SETUP_DIR/setup.sh\"\n"
+    "/bin/sh \"$SMCP_SETUP_DIR/setup.sh\" </dev/null >\"$SMCP_SETUP_DIR/log\" 2>&1\n"
+    "smcp_s=$?\n"
+    "tail -c 16384 \"$SMCP_SETUP_DIR/log\"\n"
+    "rm -rf \"$SMCP_SETUP_DIR\"\n"
+    "smcp_round=0 smcp_left=1\n"
+    "while [ -n \"$smcp_left\" ] && [ $smcp_round -lt 100 ]; do\n"
+    "  smcp_left= smcp_round=$((smcp_round + 1))\n"
+    "  for smcp_d in /proc/[0-9]*; do\n"
+    "    [ \"${smcp_d#/proc/}\" = \"$$\" ] && continue\n"
+    "    read -r smcp_st 2>/dev/null <\"$smcp_d/stat\" || continue\n"
+    "    set -- ${smcp_st##*) }\n"
+    "    if [ \"$3\" = \"$$\" ] && [ \"$1\" != Z ]; then\n"
+    "      kill -KILL \"${smcp_d#/proc/}\" 2>/dev/null && smcp_left=1\n"
+    "    fi\n"
+    "  done\n"
+    "done\n"
+    "exit $smcp_s\n";
 
 /* What a setup that timed out wrote, from its file. */
 static const char read_log_script[] = "tail -c 16384 \"$SMCP_SETUP_DIR/log\" 2>/dev/null\n"
@@ -65,8 +81,8 @@ static void setup_event(struct run *r, const char *type, const char *summary, js
     char *text = json_dumps(raw, JSON_COMPACT);
     json_decref(raw);
     _cleanup_free_ char *sum = xstrdup(summary);
-    scripts_redact_tokens(text);
-    scripts_redact_tokens(sum);
+    run_redact(r, text);
+    run_redact(r, sum);
     struct store_run_event ev = {.time = time_now_ms(), .type = type, .summary = sum, .raw = text};
     struct err err = {0};
     if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
@@ -114,7 +130,7 @@ static void setup_ended(struct run *r, int status, bool timed_out, uint64_t ms, 
 {
     bool failed = err || timed_out || status != 0;
     _cleanup_free_ char *out = xstrdup(err ? err->msg : output ? output : "");
-    scripts_redact_tokens(out);
+    run_redact(r, out);
     size_t tail_len;
     const char *tail = last_lines(out, SETUP_NOTICE_MAX, &tail_len);
     char summary[512], how[128];
@@ -210,7 +226,9 @@ static void run_script_start(struct run *r, const char *source, const char *scri
     log_info("run setup started run=%s source=%s", r->id, source);
     char dir[128];
     setup_dir_env(r, dir, sizeof(dir));
-    const char *env[] = {dir, NULL};
+    /* the run's secrets, in the environment only (never argv or the script) */
+    const char *base[] = {dir, NULL};
+    _cleanup_free_ const char **env = run_secret_env(r, false, base);
     struct sandbox_exec_opts o = {.command = run_script,
                                   .cwd = r->workdir,
                                   .env = env,
@@ -331,6 +349,7 @@ void run_setup(struct run *r)
     struct store_repo_setting rs = {0};
     bool have = user_settings(r, &rs);
     r->setup_stop = have && rs.stop_on_failure;
+    run_load_secrets(r);
     if (r->setup_arg) {
         store_repo_setting_release(&rs);
         run_script_start(r, "the setup argument", r->setup_arg);

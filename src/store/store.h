@@ -740,6 +740,57 @@ int store_repo_setting_delete(struct store *st, const char *user_id, const char 
 int store_repo_setting_list(struct store *st, const char *user_id,
                             void (*fn)(const struct store_repo_setting *row, void *ctx), void *ctx,
                             struct err *err);
+/* --- users' secrets for runs (user_secrets.c): environment variables a run's setup sees (and
+ * its agent, when marked), sealed like credentials under the credentials key, bound to the user
+ * and the name --- */
+
+#define STORE_SECRET_NAME_MAX 64             /* characters of a name */
+#define STORE_SECRET_VALUE_MAX (16 * 1024)   /* bytes of a value */
+#define STORE_SECRETS_MAX 100                /* secrets of one user */
+#define STORE_SECRETS_TOTAL_MAX (256 * 1024) /* bytes of one user's values in all */
+#define STORE_SECRET_REPOS_MAX 8             /* repository patterns of one secret */
+#define STORE_SECRET_REPOS_TEXT 1200         /* their text, space-separated */
+
+struct store_secret {
+    char name[STORE_SECRET_NAME_MAX + 1];
+    char repos[STORE_SECRET_REPOS_TEXT]; /* "*", or owner/name patterns, space-separated */
+    bool agent;                          /* the agent sees it too, not only the setup */
+    size_t size;                         /* the value's bytes */
+    int64_t created_at, updated_at;
+};
+/* Why name cannot be a secret's, or NULL when it can: an environment variable's name
+ * ([A-Z_][A-Z0-9_]*, at most STORE_SECRET_NAME_MAX), not one the server sets in the sandbox or
+ * that would break it (PATH, HOME, the proxy variables, LD_*, GIT_*, OPENCODE_*, ...). A static
+ * string. */
+const char *store_secret_name_problem(const char *name);
+/* Why value (n bytes) cannot be a secret's, or NULL: 1 to STORE_SECRET_VALUE_MAX bytes of valid
+ * UTF-8 without NUL. A static string that never quotes the value. */
+const char *store_secret_value_problem(const char *value, size_t n);
+/* The repository patterns in (separated by spaces or commas; NULL or none: "*") checked and
+ * written space-separated into out: "*", or owner/name where the name may hold '*' wildcards, at
+ * most STORE_SECRET_REPOS_MAX. -EINVAL (err says which) otherwise. */
+int store_secret_repos_normalize(const char *in, char out[STORE_SECRET_REPOS_TEXT],
+                                 struct err *err);
+/* Whether a secret with these (normalized) patterns applies to repo: "owner/name" of a run's
+ * repository on GitHub (case-insensitively), or NULL or "" for a run without one, or on another
+ * host, which only "*" applies to. */
+bool store_secret_applies(const char *repos, const char *repo);
+/* Seal value (n bytes) with key for user_id and s->name, and set (or replace) the secret with
+ * s->repos (normalized here) and s->agent. -EINVAL when the name, the value or the patterns are
+ * refused, -ENOSPC when the user's secrets would pass STORE_SECRETS_MAX or
+ * STORE_SECRETS_TOTAL_MAX (err says which, never quoting the value). */
+int store_secret_seal(struct store *st, const unsigned char key[SEAL_KEY_BYTES],
+                      const char *user_id, const struct store_secret *s, const char *value,
+                      size_t n, int64_t now, struct err *err);
+/* 0, or -ENOENT when there was none. */
+int store_secret_delete(struct store *st, const char *user_id, const char *name, struct err *err);
+/* Call fn for each of user_id's secrets, by name. With key NULL, value is NULL (a listing never
+ * opens one); with the key, value is the opened value (n bytes, NUL-terminated), valid during the
+ * call only and wiped after it; -EBADMSG when one does not open. */
+int store_secret_list(struct store *st, const unsigned char *key, const char *user_id,
+                      void (*fn)(const struct store_secret *s, const char *value, size_t n,
+                                 void *ctx),
+                      void *ctx, struct err *err);
 
 /* --- notifications (notify.c): users' targets and the outbox of what is to be sent them --- */
 

@@ -3,7 +3,7 @@
  * - the change list: never crashes, its lists keep their cap, its totals are never negative
  *   when the counts are not, and its JSON reads back;
  * - token redaction: the text keeps its length, redacting again changes nothing, and no JWT
- *   shape (checked by a plain scan of our own) is left;
+ *   shape (checked by a plain scan of our own) is left; secret value redaction keeps it too;
  * - the clone's branch list: at most ten names, at most 300 bytes of names (and quotes);
  * - the clone reason is one of ours, and the model check agrees with a plain restatement. */
 #include <ctype.h>
@@ -70,6 +70,15 @@ static void redact(const char *text, size_t len)
     char *b = strdup(a);
     scripts_redact_tokens(b);
     if (strcmp(a, b) != 0)
+        abort();
+    /* secret values (here, pieces of the text itself): the text keeps its length */
+    char v1[9] = {0}, v2[5] = {0};
+    memcpy(v1, text, len < 8 ? len : 8);
+    if (len > 4)
+        memcpy(v2, text + len - 4, 4);
+    const char *values[] = {v1, v2};
+    scripts_redact_values(b, values, 2);
+    if (strlen(b) != len)
         abort();
     free(a);
     free(b);

@@ -197,6 +197,19 @@ TEST(redact_leaves_what_is_no_token)
     CHECK_STR_EQ(redacted("keyJar.eyJ"), "keyJar.eyJ");
 }
 
+/* A run's secret values: every occurrence blotted to its length, short values left alone. */
+TEST(redact_secret_values)
+{
+    const char *values[] = {"s3cr3t-value", "abc", "d\\\"q", "wxyz"};
+    char s[] = "a s3cr3t-value b s3cr3t-values3cr3t-value abc wxyz {\"v\":\"d\\\"q\"}";
+    scripts_redact_values(s, values, 4);
+    CHECK_STR_EQ(s, "a [redacted]xx b [redacted]xx[redacted]xx abc [red {\"v\":\"[red\"}");
+    scripts_redact_values(NULL, values, 4);
+    char t[] = "nothing here";
+    scripts_redact_values(t, values, 0);
+    CHECK_STR_EQ(t, "nothing here");
+}
+
 TEST(redact_a_token_after_a_false_start)
 {
     /* an "eyJ" that is no token right before one that is: the second is still found */

@@ -146,4 +146,123 @@ TEST(credentials_are_sealed_per_user_and_open_only_there)
     free(path);
 }
 
+/* Secrets for runs: names, values and patterns checked; sealed per user and name; the caps on
+ * their number and total size; a listing without the key never opens one. */
+struct secret_seen {
+    int n;
+    char names[512];
+    char values[512];
+};
+
+static void on_secret(const struct store_secret *s, const char *value, size_t n, void *ctx)
+{
+    struct secret_seen *seen = ctx;
+    seen->n++;
+    size_t len = strlen(seen->names);
+    snprintf(seen->names + len, sizeof(seen->names) - len, "%s:%s:%d ", s->name, s->repos,
+             s->agent);
+    len = strlen(seen->values);
+    snprintf(seen->values + len, sizeof(seen->values) - len, "%.*s ", value ? (int)n : 1,
+             value ? value : "-");
+}
+
+TEST(secrets_are_checked_sealed_and_capped)
+{
+    CHECK(sodium_init() >= 0);
+    CHECK(store_secret_name_problem("NPM_TOKEN") == NULL);
+    CHECK(store_secret_name_problem("_X1") == NULL);
+    CHECK_STR_CONTAINS(store_secret_name_problem(""), "empty");
+    CHECK_STR_CONTAINS(store_secret_name_problem("1X"), "not an environment variable");
+    CHECK_STR_CONTAINS(store_secret_name_problem("npm"), "not an environment variable");
+    CHECK_STR_CONTAINS(store_secret_name_problem("HOME"), "sets itself");
+    CHECK_STR_CONTAINS(store_secret_name_problem("LD_LIBRARY_PATH"), "begins like");
+    CHECK_STR_CONTAINS(store_secret_name_problem("GIT_AUTHOR_NAME"), "begins like");
+    CHECK(store_secret_value_problem("v", 1) == NULL);
+    CHECK_STR_CONTAINS(store_secret_value_problem("a\0b", 3), "NUL");
+    CHECK_STR_CONTAINS(store_secret_value_problem("\xff", 1), "UTF-8");
+    char repos[STORE_SECRET_REPOS_TEXT];
+    struct err err = {0};
+    CHECK_INT_EQ(store_secret_repos_normalize(NULL, repos, &err), 0);
+    CHECK_STR_EQ(repos, "*");
+    CHECK_INT_EQ(store_secret_repos_normalize(" acme/web-*, Octo/x ", repos, &err), 0);
+    CHECK_STR_EQ(repos, "acme/web-* Octo/x");
+    CHECK_INT_EQ(store_secret_repos_normalize("acme/*/x", repos, &err), -EINVAL);
+    CHECK_INT_EQ(store_secret_repos_normalize("*/x", repos, &err), -EINVAL);
+    CHECK_INT_EQ(store_secret_repos_normalize("a/1 a/2 a/3 a/4 a/5 a/6 a/7 a/8 a/9", repos, &err),
+                 -EINVAL);
+    CHECK(store_secret_applies("*", NULL));
+    CHECK(store_secret_applies("acme/web-* octo/x", "ACME/web-site"));
+    CHECK(store_secret_applies("acme/web-* octo/x", "octo/x"));
+    CHECK(!store_secret_applies("acme/web-* octo/x", "octo/xy"));
+    CHECK(!store_secret_applies("acme/web-*", "acme/api"));
+    CHECK(!store_secret_applies("acme/*", NULL));
+    CHECK(!store_secret_applies("acme/*", ""));
+
+    char dir[] = "/tmp/smcp-seal-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user alice, bob;
+    CHECK_INT_EQ(store_user_add(st, "alice", &alice, &err), 0);
+    CHECK_INT_EQ(store_user_add(st, "bob", &bob, &err), 0);
+    unsigned char key[SEAL_KEY_BYTES], other[SEAL_KEY_BYTES];
+    CHECK_INT_EQ(store_credential_key_load(dir, key, &err), 0);
+    randombytes_buf(other, sizeof(other));
+    struct store_secret s = {.name = "NPM_TOKEN", .repos = "acme/*", .agent = true};
+    CHECK_INT_EQ(store_secret_seal(st, key, alice.id, &s, "npm-value", 9, 1000, &err), 0);
+    struct store_secret t = {.name = "HOME"};
+    CHECK_INT_EQ(store_secret_seal(st, key, alice.id, &t, "npm-value", 9, 1000, &err), -EINVAL);
+    CHECK(strstr(err.msg, "npm-value") == NULL);
+    struct secret_seen seen = {0};
+    CHECK_INT_EQ(store_secret_list(st, NULL, alice.id, on_secret, &seen, &err), 0);
+    CHECK_STR_EQ(seen.names, "NPM_TOKEN:acme/*:1 ");
+    CHECK_STR_EQ(seen.values, "- ");
+    memset(&seen, 0, sizeof(seen));
+    CHECK_INT_EQ(store_secret_list(st, key, alice.id, on_secret, &seen, &err), 0);
+    CHECK_STR_EQ(seen.values, "npm-value ");
+    CHECK_INT_EQ(store_secret_list(st, other, alice.id, on_secret, &seen, &err), -EBADMSG);
+    /* alice's sealed value copied onto bob's row does not open there */
+    char *sql = xasprintf("INSERT INTO user_secrets SELECT '%s', name, repos, agent, size, sealed, "
+                          "created_at, updated_at FROM user_secrets WHERE user_id = '%s'",
+                          bob.id, alice.id);
+    CHECK_INT_EQ(test_sql_run(path, sql, NULL), 0);
+    free(sql);
+    CHECK_INT_EQ(store_secret_list(st, key, bob.id, on_secret, &seen, &err), -EBADMSG);
+    CHECK_INT_EQ(store_secret_delete(st, bob.id, "NPM_TOKEN", &err), 0);
+    CHECK_INT_EQ(store_secret_delete(st, bob.id, "NPM_TOKEN", &err), -ENOENT);
+
+    /* the caps: the total size, then the number */
+    char *big = xmalloc(STORE_SECRET_VALUE_MAX + 1);
+    memset(big, 'b', STORE_SECRET_VALUE_MAX + 1);
+    big[STORE_SECRET_VALUE_MAX] = '\0';
+    struct store_secret b = {.repos = "*"};
+    CHECK_INT_EQ(store_secret_seal(st, key, bob.id, &b, big, STORE_SECRET_VALUE_MAX + 1, 1, &err),
+                 -EINVAL);
+    int i = 0;
+    for (; i < STORE_SECRETS_TOTAL_MAX / STORE_SECRET_VALUE_MAX; i++) {
+        snprintf(b.name, sizeof(b.name), "BIG_%d", i);
+        CHECK_INT_EQ(store_secret_seal(st, key, bob.id, &b, big, STORE_SECRET_VALUE_MAX, 1, &err),
+                     0);
+    }
+    snprintf(b.name, sizeof(b.name), "BIG_%d", i);
+    CHECK_INT_EQ(store_secret_seal(st, key, bob.id, &b, "tiny", 4, 1, &err), -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "bytes of values in all");
+    snprintf(b.name, sizeof(b.name), "BIG_0"); /* a replaced value counts without the old one */
+    CHECK_INT_EQ(store_secret_seal(st, key, bob.id, &b, "tiny", 4, 1, &err), 0);
+    for (i = 1; i < STORE_SECRETS_MAX; i++) {
+        snprintf(b.name, sizeof(b.name), "BIG_%d", i);
+        CHECK_INT_EQ(store_secret_seal(st, key, bob.id, &b, "tiny", 4, 1, &err), 0);
+    }
+    snprintf(b.name, sizeof(b.name), "ONE_MORE");
+    CHECK_INT_EQ(store_secret_seal(st, key, bob.id, &b, "tiny", 4, 1, &err), -ENOSPC);
+    CHECK_STR_CONTAINS(err.msg, "at most 100 secrets");
+    free(big);
+    store_close(st);
+    char *rm = xasprintf("rm -rf '%s'", dir);
+    CHECK_INT_EQ(system(rm), 0);
+    free(rm);
+    free(path);
+}
+
 TEST_MAIN()

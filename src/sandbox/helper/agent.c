@@ -553,17 +553,36 @@ static int bridge_fail(const char *fmt, ...)
     return 2;
 }
 
+static void fnv(uint64_t *h, const char *s)
+{
+    for (const char *p = s ? s : ""; *p; p++) {
+        *h ^= (unsigned char)*p;
+        *h *= 1099511628211ull;
+    }
+}
+
 /* 64-bit FNV-1a of the server's configuration and program, in hex: a changed configuration (a
- * new model of a provider the catalogue lacks, a provider added) needs a new server. */
+ * new model of a provider the catalogue lacks, a provider added) needs a new server. So do the
+ * user's secrets the agent sees (named in SANDBOX_MCP_AGENT_SECRETS by the run engine): the
+ * server, and the tools it runs, have the environment it was started with, so a secret added,
+ * changed, unmarked or deleted makes the server stale and the next one has the run's. */
 static void fingerprint_of(const char *program, char out[17])
 {
     uint64_t h = 1469598103934665603ull;
-    const char *parts[] = {program, getenv("OPENCODE_CONFIG_CONTENT")};
-    for (size_t i = 0; i < 2; i++)
-        for (const char *p = parts[i] ? parts[i] : ""; *p; p++) {
-            h ^= (unsigned char)*p;
-            h *= 1099511628211ull;
+    fnv(&h, program);
+    fnv(&h, getenv("OPENCODE_CONFIG_CONTENT"));
+    const char *names = getenv("SANDBOX_MCP_AGENT_SECRETS");
+    if (names && *names) {
+        char *copy = strdup(names), *save = NULL;
+        for (char *n = copy ? strtok_r(copy, ",", &save) : NULL; n;
+             n = strtok_r(NULL, ",", &save)) {
+            fnv(&h, "\n");
+            fnv(&h, n);
+            fnv(&h, "=");
+            fnv(&h, getenv(n));
         }
+        free(copy);
+    }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
