@@ -187,7 +187,12 @@ static int agent_launch_for(struct run *r, const char *session, bool start_ahead
  * boot is not added to them: the adapter's way to start it without a task, with the environment
  * (and so the configuration's fingerprint) its bridge will have, whose token is the sandbox's
  * like any warm server's. A server already there is left to the bridge; a setup that changes
- * what the configuration depends on makes this one stale, and the bridge has it replaced. */
+ * what the configuration depends on makes this one stale, and the bridge has it replaced. This
+ * is the earliest point a session's agent can start today: sessions are made by run_task itself.
+ * Earlier still, in the warm pool's sandboxes, is weighed in docs/RUNS.md ("Agents ready before
+ * run_task"): it needs each such sandbox armed (its own network namespace) when filled, and a key
+ * the first run's bridge hands the server, so that nothing minted before the hand-over grants
+ * anything. */
 void run_start_agent_ahead(struct run *r)
 {
     struct runs *e = r->e;
