@@ -198,6 +198,8 @@ void run_start_agent_ahead(struct run *r)
     struct runs *e = r->e;
     if (!r->adapter || !r->adapter->warm || e->cfg.agent_warm_s == 0 || !e->opencode_bin)
         return;
+    if (!r->repository && !r->setup_arg)
+        return; /* nothing to wait for: the agent's own start follows at once */
     struct agent_launch l;
     char program[PATH_MAX];
     struct proxy_llm llms[PROXY_SERVICES_MAX];
