@@ -8,7 +8,9 @@
 // host against the same fake, timed the same way; and the server's part alone, with a stub agent
 // (sh and curl) in OpenCode's place.
 // Run: node bench/runstart.mjs [--quick]   (as root; uses build/sandbox-mcp and the OpenCode
-// that `make deps-npm` installs; loopback only; RUNSTART_ONLY=new: the new-session rows only)
+// that `make deps-npm` installs; loopback only; RUNSTART_ONLY=new: the new-session rows only,
+// RUNSTART_ONLY=setup: only the one with a setup;
+// RUNSTART_BEFORE=<binary>: those rows also for that build, by turns with this one)
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
@@ -27,6 +29,7 @@ const N = quick ? 5 : 20;        // runs per case, after the one that warms the 
 const N_CLONE = quick ? 3 : 10;  // runs that clone (each clones a repository of its own)
 const N_COLD = quick ? 3 : 8;    // runs that start OpenCode of their own
 const N_NEW = quick ? 3 : 8;     // runs each in a new session (with and without a clone)
+const N_SETUP = quick ? 2 : 4;   // runs each in a new session with a clone and a setup
 const FLOOR = quick ? 4 : 10;    // direct starts of OpenCode, after one to warm its home
 const MODEL = 'anthropic/claude-sonnet-4-5';
 const OPENCODE = path.join(root, 'src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe');
@@ -118,19 +121,26 @@ async function runCase(name, warm, each, n = N, opts) {
   cases.push({ name, warm: w, runs });
 }
 // Runs each in a new session (a sandbox from the pool, and its OpenCode booted for it), after
-// one not counted; a pause before each lets the pool fill again, as between users' calls.
+// one not counted, by turns on each of `sides` (servers); a pause before each lets the pool fill
+// again, as between users' calls.
+let sides = [];
 async function newSessionCase(name, each, n = N_NEW) {
-  const w = await timedRun(each(-1));
-  const runs = [];
+  const per = sides.map(() => ({ runs: [] }));
+  const use = (k) => { server = sides[k].server; client = sides[k].client; };
+  for (let k = 0; k < sides.length; k++) { use(k); per[k].warm = await timedRun(each(-1, k)); }
   for (let i = 0; i < n; i++) {
-    await new Promise((r) => setTimeout(r, 3000));
-    runs.push(await timedRun(each(i)));
+    for (let k = 0; k < sides.length; k++) {
+      await new Promise((r) => setTimeout(r, 3000));
+      use(k);
+      per[k].runs.push(await timedRun(each(i, k)));
+    }
   }
-  cases.push({ name, warm: w, runs });
+  sides.forEach((side, k) => cases.push({ name: `${name}${side.label}`, warm: per[k].warm, runs: per[k].runs }));
 }
-const only = process.env.RUNSTART_ONLY || ''; // "new": the new-session rows only
+// "new": the new-session rows only; "setup": only those with a setup
+const only = process.env.RUNSTART_ONLY || '';
 const repo = bareRepo('kept');
-if (only !== 'new') {
+if (only !== 'new' && only !== 'setup') {
 await runCase('no repository', {}, (session) => ({ session_id: session }));
 await runCase('repository already in the workspace', { repository: repo }, (session) => ({ session_id: session }));
 const fresh = Array.from({ length: N_CLONE }, (_, i) => bareRepo(`fresh${i}`));
@@ -141,18 +151,28 @@ await server.stop();
 
 // --- new sessions: the sandbox from the pool, OpenCode booted for the session (the server
 // starts it as soon as the run has its sandbox, beside the clone) ---
-server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
+// RUNSTART_BEFORE names another build of the server to compare with, its runs taking turns with
+// this one's so that both meet the same load.
+const newEnv = { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
   RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE,
-  SANDBOX_MAX_RUNNING_PER_USER: '64', SANDBOX_DISK_PER_USER_MB: '0' } });
-client = mcpClient(server);
-await newSessionCase('new session, no repository', () => ({}));
-const freshNew = Array.from({ length: N_NEW + 1 }, (_, i) => bareRepo(`new${i}`));
-await newSessionCase('new session, a repository (cloned)', (i) => ({ repository: freshNew[i + 1] }));
-client.close();
-await server.stop();
+  SANDBOX_MAX_RUNNING_PER_USER: '64', SANDBOX_DISK_PER_USER_MB: '0' };
+if (process.env.RUNSTART_BEFORE)
+  sides.push({ label: ' (before)', server: await startServer({ env: newEnv,
+    wrap: ['/bin/sh', '-c', 'shift; exec "$0" "$@"', path.resolve(process.env.RUNSTART_BEFORE)] }) });
+sides.push({ label: '', server: await startServer({ env: newEnv }) });
+for (const side of sides) side.client = mcpClient(side.server);
+const freshNew = Array.from({ length: (N_NEW + 1) * sides.length }, (_, i) => bareRepo(`new${i}`));
+if (only !== 'setup') {
+  await newSessionCase('new session, no repository', () => ({}));
+  await newSessionCase('new session, a repository (cloned)', (i, k) => ({ repository: freshNew[(i + 1) * sides.length + k] }));
+}
+// a setup of 5 s standing for a dependency install: the agent's boot goes beside it
+await newSessionCase('new session, a repository (cloned) and a 5 s setup',
+  (i, k) => ({ repository: freshNew[(i + 1) * sides.length + k], setup: 'sleep 5' }), N_SETUP);
+for (const side of sides) { side.client.close(); await side.server.stop(); }
 
 let floor = null;
-if (only !== 'new') {
+if (only !== 'new' && only !== 'setup') {
 // --- OpenCode started for each run, as before it was kept warm ---
 server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
   RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE, RUNS_AGENT_WARM_SECONDS: '0' } });
