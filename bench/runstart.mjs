@@ -1,12 +1,16 @@
 // How long a run takes to reach the model: from sending run_task to the fake Anthropic upstream
 // receiving the run's first request (through the server's LLM proxy), with the session's sandbox
 // already running and its OpenCode warm (the session's first run, not counted, started both), and
-// where that time goes by the server's own log. Beside it: OpenCode started for each run
+// where that time goes by the server's own log. Then runs each in a new session (the sandbox from
+// the pool, OpenCode booted for the session: started as soon as the run has its sandbox, beside
+// the clone), without and with a repository to clone. Beside it: OpenCode started for each run
 // (RUNS_AGENT_WARM_SECONDS=0); the floor of that, the same `opencode run` started directly on the
 // host against the same fake, timed the same way; and the server's part alone, with a stub agent
 // (sh and curl) in OpenCode's place.
 // Run: node bench/runstart.mjs [--quick]   (as root; uses build/sandbox-mcp and the OpenCode
-// that `make deps-npm` installs; loopback only)
+// that `make deps-npm` installs; loopback only; RUNSTART_ONLY=new: the new-session rows only,
+// RUNSTART_ONLY=setup: only the one with a setup;
+// RUNSTART_BEFORE=<binary>: those rows also for that build, by turns with this one)
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
@@ -24,6 +28,8 @@ const quick = process.argv.includes('--quick');
 const N = quick ? 5 : 20;        // runs per case, after the one that warms the session
 const N_CLONE = quick ? 3 : 10;  // runs that clone (each clones a repository of its own)
 const N_COLD = quick ? 3 : 8;    // runs that start OpenCode of their own
+const N_NEW = quick ? 3 : 8;     // runs each in a new session (with and without a clone)
+const N_SETUP = quick ? 2 : 4;   // runs each in a new session with a clone and a setup
 const FLOOR = quick ? 4 : 10;    // direct starts of OpenCode, after one to warm its home
 const MODEL = 'anthropic/claude-sonnet-4-5';
 const OPENCODE = path.join(root, 'src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe');
@@ -114,15 +120,59 @@ async function runCase(name, warm, each, n = N, opts) {
   for (let i = 0; i < n; i++) runs.push(await timedRun(each(w.session, i), opts));
   cases.push({ name, warm: w, runs });
 }
-await runCase('no repository', {}, (session) => ({ session_id: session }));
+// Runs each in a new session (a sandbox from the pool, and its OpenCode booted for it), after
+// one not counted, by turns on each of `sides` (servers); a pause before each lets the pool fill
+// again, as between users' calls.
+let sides = [];
+async function newSessionCase(name, each, n = N_NEW) {
+  const per = sides.map(() => ({ runs: [] }));
+  const use = (k) => { server = sides[k].server; client = sides[k].client; };
+  for (let k = 0; k < sides.length; k++) { use(k); per[k].warm = await timedRun(each(-1, k)); }
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < sides.length; k++) {
+      await new Promise((r) => setTimeout(r, 3000));
+      use(k);
+      per[k].runs.push(await timedRun(each(i, k)));
+    }
+  }
+  sides.forEach((side, k) => cases.push({ name: `${name}${side.label}`, warm: per[k].warm, runs: per[k].runs }));
+}
+// "new": the new-session rows only; "setup": only those with a setup
+const only = process.env.RUNSTART_ONLY || '';
 const repo = bareRepo('kept');
+if (only !== 'new' && only !== 'setup') {
+await runCase('no repository', {}, (session) => ({ session_id: session }));
 await runCase('repository already in the workspace', { repository: repo }, (session) => ({ session_id: session }));
 const fresh = Array.from({ length: N_CLONE }, (_, i) => bareRepo(`fresh${i}`));
 await runCase('a repository new to the workspace (cloned)', { repository: repo }, (session, i) => ({ session_id: session, repository: fresh[i] }), N_CLONE);
-
+}
 client.close();
 await server.stop();
 
+// --- new sessions: the sandbox from the pool, OpenCode booted for the session (the server
+// starts it as soon as the run has its sandbox, beside the clone) ---
+// RUNSTART_BEFORE names another build of the server to compare with, its runs taking turns with
+// this one's so that both meet the same load.
+const newEnv = { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
+  RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE,
+  SANDBOX_MAX_RUNNING_PER_USER: '64', SANDBOX_DISK_PER_USER_MB: '0' };
+if (process.env.RUNSTART_BEFORE)
+  sides.push({ label: ' (before)', server: await startServer({ env: newEnv,
+    wrap: ['/bin/sh', '-c', 'shift; exec "$0" "$@"', path.resolve(process.env.RUNSTART_BEFORE)] }) });
+sides.push({ label: '', server: await startServer({ env: newEnv }) });
+for (const side of sides) side.client = mcpClient(side.server);
+const freshNew = Array.from({ length: (N_NEW + 1) * sides.length }, (_, i) => bareRepo(`new${i}`));
+if (only !== 'setup') {
+  await newSessionCase('new session, no repository', () => ({}));
+  await newSessionCase('new session, a repository (cloned)', (i, k) => ({ repository: freshNew[(i + 1) * sides.length + k] }));
+}
+// a setup of 5 s standing for a dependency install: the agent's boot goes beside it
+await newSessionCase('new session, a repository (cloned) and a 5 s setup',
+  (i, k) => ({ repository: freshNew[(i + 1) * sides.length + k], setup: 'sleep 5' }), N_SETUP);
+for (const side of sides) { side.client.close(); await side.server.stop(); }
+
+let floor = null;
+if (only !== 'new' && only !== 'setup') {
 // --- OpenCode started for each run, as before it was kept warm ---
 server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
   RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE, RUNS_AGENT_WARM_SECONDS: '0' } });
@@ -183,7 +233,8 @@ async function floorRun() {
 await floorRun();
 const floorTimes = [];
 for (let i = 0; i < FLOOR; i++) floorTimes.push(await floorRun());
-const floor = summarize(floorTimes);
+floor = summarize(floorTimes);
+}
 await fake.close();
 rmSync(scratch, { recursive: true, force: true });
 
@@ -201,7 +252,7 @@ if (process.env.SHOW_LOG) for (const c of cases) for (const r of [c.warm, ...c.r
   console.log(r.run, r.log.map((l) => `${l.t - r.sentWall} ${l.text}`).join('\n  '));
 log(`## Run start (\`node bench/runstart.mjs\`)`);
 log();
-log(`Machine: ${cpus().length} × ${cpus()[0].model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB. From sending \`run_task\` to the fake upstream receiving the run's first model request through the server's proxy, one run at a time, each on a session whose sandbox is already running and whose OpenCode is warm (the session's first run, not counted, started both); then OpenCode started for each run, as with \`RUNS_AGENT_WARM_SECONDS=0\`, whose floor is OpenCode started directly on the host with the same arguments and configuration, pointed at the same fake.`);
+log(`Machine: ${cpus().length} × ${cpus()[0].model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB. From sending \`run_task\` to the fake upstream receiving the run's first model request through the server's proxy, one run at a time, each on a session whose sandbox is already running and whose OpenCode is warm (the session's first run, not counted, started both); then each run in a new session (its sandbox from the warm pool, its OpenCode booted for it; 3 s between runs for the pool to fill again); then OpenCode started for each run, as with \`RUNS_AGENT_WARM_SECONDS=0\`, whose floor is OpenCode started directly on the host with the same arguments and configuration, pointed at the same fake.`);
 log();
 log('| what | runs | p50 ms | p90 ms | min ms |');
 log('|---|---|---|---|---|');
@@ -209,7 +260,7 @@ for (const c of cases) {
   const s = summarize(c.runs.map((r) => r.total));
   log(`| ${c.name} | ${s.n} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.min)} |`);
 }
-log(`| floor: the same \`opencode run\` started on the host | ${floor.n} | ${fmt(floor.p50)} | ${fmt(floor.p90)} | ${fmt(floor.min)} |`);
+if (floor) log(`| floor: the same \`opencode run\` started on the host | ${floor.n} | ${fmt(floor.p50)} | ${fmt(floor.p90)} | ${fmt(floor.min)} |`);
 log();
 log('Where the time goes, by the server\'s log (ms timestamps; p50 of each step over the runs of the row):');
 log();
@@ -222,6 +273,7 @@ for (const c of cases) {
   const spawn = p50(st.map((x) => x.spawned - (Number.isNaN(x.cloned) ? x.sandbox : x.cloned)));
   log(`| ${c.name} | ${fmt(p50(c.runs.map((r) => r.returned)))} | ${f(stored)} | ${f(sandbox)} | ${f(clone)} | ${f(spawn)} | ${f(p50(st.map((x) => x.first - x.spawned)))} | ${f(p50(st.map((x) => x.spawned)))} |`);
 }
+if (floor) {
 const none = summarize(cases[0].runs.map((r) => r.total)), kept = summarize(cases[1].runs.map((r) => r.total));
 const cold = summarize(cases.find((c) => c.name.startsWith('OpenCode started')).runs.map((r) => r.total));
 const stub = summarize(cases.find((c) => c.name.startsWith('stub agent (curl), repository')).runs.map((r) => r.total));
@@ -232,4 +284,5 @@ writeHeadline([
     peer: `\`opencode run\` started directly: ${fmt(floor.p50)} ms`, ratio: `${(kept.p50 / floor.p50).toFixed(2)}x`,
     target: `under 150 ms: ${kept.p50 < 150 ? 'met' : '**not met**'}` },
 ]);
+}
 if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, out.join('\n') + '\n');

@@ -138,6 +138,129 @@ bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
     return false;
 }
 
+/* r's agent as its adapter starts it, into *l (release with agent_launch_release): pointed at the
+ * proxy with a token minted now, warm (its server kept in the sandbox, and then the token is the
+ * sandbox's) when its adapter can be and the server keeps agents warm. program and llms are the
+ * caller's storage for what l points to. start_ahead: only the start of the warm server. */
+static int agent_launch_for(struct run *r, const char *session, bool start_ahead,
+                            struct agent_launch *l, char program[PATH_MAX],
+                            struct proxy_llm llms[PROXY_SERVICES_MAX], struct err *err)
+{
+    struct runs *e = r->e;
+    char *token = NULL, jti[64];
+    int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
+    /* Warm: the session's agent server is kept in the sandbox between runs, so its token is
+     * the sandbox's: honored only while one of the sandbox's runs is running, and then granting
+     * what that run's own token would (runs_sandbox_run). */
+    bool warm = e->cfg.agent_warm_s > 0 && r->adapter->warm;
+    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, err) < 0)
+        return err->code; /* the configuration changed since run_task */
+    size_t nllms = run_grant(r, llms);
+    bool git = r->grant_git;
+    struct proxy_grant g = {
+        .user_id = r->user_id,
+        .services = r->grant_services,
+        .run_id = warm ? NULL : r->id,
+        .session_id = r->session_id,
+        .sandbox_id = sandbox_id(r->sbx),
+        .repo = git && !warm ? r->github_repo : NULL,
+        .branch = run_delivering(r) ? r->work_branch : NULL,
+        .ttl_seconds = warm ? (int64_t)(e->cfg.timeout_max_ms / 1000) + WARM_TOKEN_SPARE_S : ttl,
+        .warm = warm};
+    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, err) < 0)
+        return err_wrap(err, "cannot mint the run's proxy token");
+    const char *slash = strrchr(e->opencode_bin, '/');
+    snprintf(program, PATH_MAX, AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
+    *l = (struct agent_launch){.model = r->model,
+                               .session = session,
+                               .proxy_token = token,
+                               .proxy_url = PROXY_URL,
+                               .program = program,
+                               .providers = llms,
+                               .nproviders = nllms,
+                               .warm_port = warm ? AGENT_SERVE_PORT : NULL,
+                               .warm_idle_s = e->cfg.agent_warm_s,
+                               .start_ahead = start_ahead && warm};
+    r->adapter->launch(l);
+    free(token);
+    return 0;
+}
+
+/* l's environment with the secrets marked for r's agent, and their names for a warm agent's
+ * keeper, whose server's fingerprint counts its environment: the same for the server started
+ * ahead and for the run's bridge (malloc'd; *names_env too, the caller's to free). */
+static const char **agent_env(const struct run *r, const struct agent_launch *l, char **names_env)
+{
+    char names[STORE_SECRETS_MAX * (STORE_SECRET_NAME_MAX + 1) + 64];
+    *names_env = NULL;
+    if (run_secret_names(r, true, names, sizeof(names)) > 0)
+        *names_env = xasprintf(AGENT_SECRETS_ENV "=%s", names);
+    size_t nbase = 0;
+    while (l->env[nbase])
+        nbase++;
+    _cleanup_free_ const char **base = xcalloc(nbase + 2, sizeof(char *));
+    for (size_t i = 0; i < nbase; i++)
+        base[i] = l->env[i];
+    base[nbase] = *names_env;
+    return run_secret_env(r, true, base);
+}
+
+/* Start r's warm agent's server now, while the workspace is prepared and set up, so that its
+ * boot is not added to them: the adapter's way to start it without a task, with the environment
+ * (and so the configuration's fingerprint) its bridge will have, whose token is the sandbox's
+ * like any warm server's. A server already there is left to the bridge; a setup that changes
+ * what the configuration depends on makes this one stale, and the bridge has it replaced. This
+ * is the earliest point a session's agent can start today: sessions are made by run_task itself.
+ * Earlier still, in the warm pool's sandboxes, is weighed in docs/RUNS.md ("Agents ready before
+ * run_task"): it needs each such sandbox armed (its own network namespace) when filled, and a key
+ * the first run's bridge hands the server, so that nothing minted before the hand-over grants
+ * anything. */
+void run_start_agent_ahead(struct run *r)
+{
+    struct runs *e = r->e;
+    if (!r->adapter || !r->adapter->warm || e->cfg.agent_warm_s == 0 || !e->opencode_bin)
+        return;
+    if (!r->repository && !r->setup_arg)
+        return; /* nothing to wait for: the agent's own start follows at once */
+    struct agent_launch l;
+    char program[PATH_MAX];
+    struct proxy_llm llms[PROXY_SERVICES_MAX];
+    struct err err = {0};
+    int pid, rc = agent_launch_for(r, "", true, &l, program, llms, &err);
+    if (rc < 0) {
+        log_info("run agent not started ahead run=%s err=\"%s\"", r->id, err.msg);
+        return;
+    }
+    char *names_env = NULL;
+    _cleanup_free_ const char **env = agent_env(r, &l, &names_env);
+    int fds[4] = {open("/dev/null", O_RDONLY | O_CLOEXEC),
+                  run_open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err), -1,
+                  open("/dev/null", O_WRONLY | O_CLOEXEC)};
+    fds[2] = fds[1] >= 0 ? fcntl(fds[1], F_DUPFD_CLOEXEC, 3) : -1;
+    rc = -EIO;
+    if (l.argv && fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
+        struct sandbox_spawn_opts so = {.argv = (const char *const *)l.argv,
+                                        .cwd = "/workspace",
+                                        .env = env,
+                                        .stdin_fd = fds[0],
+                                        .out_fd = fds[1],
+                                        .err_fd = fds[2],
+                                        .out_max = 4096,
+                                        .err_max = 4096,
+                                        .status_fd = fds[3]};
+        rc = sandbox_spawn(r->sbx, &so, &pid, &err);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    agent_launch_release(&l);
+    free(names_env);
+    if (rc < 0)
+        log_info("run agent not started ahead run=%s err=\"%s\"", r->id, err.msg);
+    else
+        log_info("run agent starting ahead run=%s sbx=%s", r->id, sandbox_id(r->sbx));
+}
+
 void run_start_agent(struct run *r)
 {
     struct runs *e = r->e;
@@ -157,47 +280,14 @@ void run_start_agent(struct run *r)
                  r->workdir);
         ses.agent_session[0] = '\0';
     }
-    char *token = NULL, jti[64];
-    int64_t ttl = (int64_t)(r->timeout_ms / 1000) + 600;
-    /* Warm: the session's agent server is kept in the sandbox between runs, so its token is
-     * the sandbox's: honored only while one of the sandbox's runs is running, and then granting
-     * what that run's own token would (runs_sandbox_run). */
     bool warm = e->cfg.agent_warm_s > 0 && r->adapter->warm;
-    if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, r->model, &err) < 0) {
-        run_fail(r, "%s", err.msg); /* the configuration changed since run_task */
-        return;
-    }
-    struct proxy_llm llms[PROXY_SERVICES_MAX];
-    size_t nllms = run_grant(r, llms);
-    bool git = r->grant_git;
-    struct proxy_grant g = {
-        .user_id = r->user_id,
-        .services = r->grant_services,
-        .run_id = warm ? NULL : r->id,
-        .session_id = r->session_id,
-        .sandbox_id = sandbox_id(r->sbx),
-        .repo = git && !warm ? r->github_repo : NULL,
-        .branch = run_delivering(r) ? r->work_branch : NULL,
-        .ttl_seconds = warm ? (int64_t)(e->cfg.timeout_max_ms / 1000) + WARM_TOKEN_SPARE_S : ttl,
-        .warm = warm};
-    if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, &err) < 0) {
-        run_fail(r, "cannot mint the run's proxy token: %s", err.msg);
-        return;
-    }
+    struct agent_launch l;
     char program[PATH_MAX];
-    const char *slash = strrchr(e->opencode_bin, '/');
-    snprintf(program, sizeof(program), AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
-    struct agent_launch l = {.model = r->model,
-                             .session = ses.agent_session,
-                             .proxy_token = token,
-                             .proxy_url = PROXY_URL,
-                             .program = program,
-                             .providers = llms,
-                             .nproviders = nllms,
-                             .warm_port = warm ? AGENT_SERVE_PORT : NULL,
-                             .warm_idle_s = e->cfg.agent_warm_s};
-    r->adapter->launch(&l);
-    free(token);
+    struct proxy_llm llms[PROXY_SERVICES_MAX];
+    if (agent_launch_for(r, ses.agent_session, false, &l, program, llms, &err) < 0) {
+        run_fail(r, "%s", err.msg);
+        return;
+    }
     /* The adapter's wrapper (OpenCode's seeds its config directory, so that it installs no
      * plugin) becomes the agent, whose exit status the init records. */
     size_t argc = 0;
@@ -216,22 +306,8 @@ void run_start_agent(struct run *r)
     for (size_t i = 0; i < argc; i++)
         argv[4 + i] = l.argv[i];
 spawn:;
-    /* The secrets marked for the agent, and their names for a warm agent's keeper, whose
-     * server's configuration (its fingerprint) includes them: a change starts a new server. */
-    char names[STORE_SECRETS_MAX * (STORE_SECRET_NAME_MAX + 1) + 64];
     char *names_env = NULL;
-    if (run_secret_names(r, true, names, sizeof(names)) > 0)
-        names_env = xasprintf(AGENT_SECRETS_ENV "=%s", names);
-    const char *extra[] = {names_env, NULL};
-    _cleanup_free_ const char **base = NULL;
-    size_t nbase = 0;
-    while (l.env[nbase])
-        nbase++;
-    base = xcalloc(nbase + 2, sizeof(char *));
-    for (size_t i = 0; i < nbase; i++)
-        base[i] = l.env[i];
-    base[nbase] = extra[0];
-    _cleanup_free_ const char **env = run_secret_env(r, true, base);
+    _cleanup_free_ const char **env = agent_env(r, &l, &names_env);
     int fds[4] = {task_memfd(r, &err),
                   run_open_file(r, "events.jsonl", O_WRONLY | O_CREAT | O_APPEND, &err),
                   run_open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),

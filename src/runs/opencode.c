@@ -70,6 +70,14 @@ void opencode_launch(struct agent_launch *l)
 
     size_t n = 0;
     l->argv = xcalloc(12, sizeof(char *));
+    if (l->warm_port && l->start_ahead) {
+        l->argv[n++] = xstrdup("sandbox-agent");
+        l->argv[n++] = xstrdup("--start");
+        l->argv[n++] = xstrdup(l->program);
+        l->argv[n++] = xstrdup(l->warm_port);
+        l->argv[n++] = xasprintf("%u", l->warm_idle_s);
+        goto env;
+    }
     if (l->warm_port) {
         l->argv[n++] = xstrdup("sandbox-agent");
         l->argv[n++] = xstrdup(l->program);

@@ -37,13 +37,16 @@ struct agent_launch {
      * warm_idle_s seconds without a run; NULL: a process of the agent's own for this run. */
     const char *warm_port;
     unsigned warm_idle_s;
+    /* With warm_port: only start that server, ahead of the run and without a task (the same
+     * environment, so the bridge finds it serving) */
+    bool start_ahead;
     char **argv, **env; /* filled by the adapter (malloc'd, NULL-terminated) */
 };
 void agent_launch_release(struct agent_launch *l);
 
 /* OpenCode: `opencode run --format json` with its providers pointed at the proxy; warm, the
  * bridge ("sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]") with the same environment, which
- * is the server's. */
+ * is the server's; started ahead, "sandbox-agent --start PROGRAM PORT IDLE_S". */
 void opencode_launch(struct agent_launch *l);
 /* OpenCode's configuration for l (OPENCODE_CONFIG_CONTENT, compact JSON, malloc'd): each of
  * l's providers with the AI SDK package of its wire format (all bundled in OpenCode, so nothing
@@ -459,6 +462,10 @@ void run_redact(const struct run *r, char *s);
  * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */
 size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX]);
 void run_start_agent(struct run *r);
+/* launch.c: r's warm agent's server started as soon as r has its sandbox, before its workspace
+ * and setup (nothing when r's agent is not kept warm, or a server is there already); failures
+ * are logged only: the agent's start makes its own. */
+void run_start_agent_ahead(struct run *r);
 
 /* ingest.c: store the agent's new events, each once; its end as the init recorded it (1 ended,
  * 0 not yet, negative errno without a status file); whether it ended by any sign; the event

@@ -161,3 +161,55 @@ test('with RUNS_AGENT_WARM_SECONDS=0 each run starts its own OpenCode', async ()
     assert.deepEqual(await warm(server, r.session_id), { server: '', keeper: '' });
   });
 });
+
+// Whether the sandbox has something listening on the warm server's port (8789 = 0x2255).
+async function listening(srv, sessionId) {
+  const r = await ok(srv, 'container_exec', { session_id: sessionId,
+    command: "awk '$2 == \"0100007F:2255\" && $4 == \"0A\"' /proc/net/tcp" });
+  return r.stdout.trim() !== '';
+}
+
+test('a new session\'s OpenCode starts with its sandbox, beside the setup, and its first run uses it', async () => {
+  await withServer(env(), async (server) => {
+    const s = router.add('warm-ahead-1', [{ text: 'Ahead done.' }]);
+    const r = await ok(server, 'run_task', { task: 'warm-ahead-1: say something',
+      setup: 'until [ -f /workspace/warm-ahead-go ]; do sleep 0.1; done' });
+    // the setup waits for a file only this test makes: what is seen until then is seen before
+    // the agent's stage
+    const ahead = await until(async () => {
+      const w = await warm(server, r.session_id);
+      return w.server && w.keeper && (await listening(server, r.session_id)) ? w : null;
+    }, 'OpenCode listening in the sandbox while the setup runs', 300000);
+    assert.equal(s.requests.length, 0);
+    assert.doesNotMatch(server.stderr(), new RegExp(` run agent started run=${r.run_id}`));
+    assert.match(server.stderr(), new RegExp(` run agent starting ahead run=${r.run_id}`));
+    await ok(server, 'container_exec', { session_id: r.session_id, command: 'touch /workspace/warm-ahead-go' });
+    const d = await finished(server, r.run_id);
+    assert.equal(d.status, 'succeeded', JSON.stringify(d));
+    assert.equal(d.result.summary, 'Ahead done.');
+    assert.equal(s.remaining, 0);
+    assert.deepEqual(await warm(server, r.session_id), ahead, 'the run went to the server started ahead');
+  });
+});
+
+test('a setup that changes OpenCode\'s own configuration: the server started ahead is replaced', async () => {
+  await withServer(env(), async (server) => {
+    const s = router.add('warm-stale-1', [{ text: 'Stale done.' }]);
+    const r = await ok(server, 'run_task', { task: 'warm-stale-1: say something',
+      setup: 'until [ -f /workspace/warm-stale-go ]; do sleep 0.1; done; mkdir -p ~/.config/opencode; '
+        + 'echo \'{"$schema": "https://opencode.ai/config.json"}\' > ~/.config/opencode/opencode.json' });
+    const ahead = await until(async () => {
+      const w = await warm(server, r.session_id);
+      return w.server && w.keeper ? w : null;
+    }, 'OpenCode started while the setup runs', 300000);
+    await ok(server, 'container_exec', { session_id: r.session_id, command: 'touch /workspace/warm-stale-go' });
+    const d = await finished(server, r.run_id);
+    assert.equal(d.status, 'succeeded', JSON.stringify(d));
+    assert.equal(d.result.summary, 'Stale done.');
+    assert.equal(s.remaining, 0);
+    const after = await warm(server, r.session_id);
+    assert.match(after.server, /^\d+$/);
+    assert.notEqual(after.server, ahead.server, 'the run had a server of the new configuration');
+    assert.notEqual(after.keeper, ahead.keeper);
+  });
+});

@@ -7,10 +7,14 @@
  * run --format json` would print (opencode_serve.c) until the session is idle. Its exit status is
  * 1 when the session reported an error, 2 when it could not do its part, else 0.
  *
- * "sandbox-keeper PORT IDLE_S FINGERPRINT PROGRAM" (started by a bridge that found none, in a
- * session of its own, so stopping a run leaves it) starts `PROGRAM serve` with the bridge's
- * environment and keeps it. Bridges talk to it on an abstract unix socket of the sandbox's
- * network namespace, one connection each, held for the whole run:
+ * "sandbox-agent --start PROGRAM PORT IDLE_S" starts the keeper ahead of a run, as soon as the
+ * run has its sandbox, so that OpenCode boots while the workspace is cloned and set up; the run's
+ * bridge then finds it starting or ready.
+ *
+ * "sandbox-keeper PORT IDLE_S FINGERPRINT PROGRAM" (started by a bridge that found none, or ahead
+ * of the run as above, in a session of its own, so stopping a run leaves it) starts `PROGRAM
+ * serve` with the bridge's environment and keeps it. Bridges talk to it on an abstract unix
+ * socket of the sandbox's network namespace, one connection each, held for the whole run:
  *   bridge: "hello FINGERPRINT\n"      keeper: "ready\n" once the server listens,
  *                                              "stale\n" when the server has another
  *                                              configuration (it then stops once no run uses it),
@@ -553,35 +557,37 @@ static int bridge_fail(const char *fmt, ...)
     return 2;
 }
 
-static void fnv(uint64_t *h, const char *s)
+static uint64_t fnv(uint64_t h, const char *s)
 {
     for (const char *p = s ? s : ""; *p; p++) {
-        *h ^= (unsigned char)*p;
-        *h *= 1099511628211ull;
+        h ^= (unsigned char)*p;
+        h *= 1099511628211ull;
     }
+    return h ^ 0xff; /* parts end distinctly */
 }
 
-/* 64-bit FNV-1a of the server's configuration and program, in hex: a changed configuration (a
- * new model of a provider the catalogue lacks, a provider added) needs a new server. So do the
- * user's secrets the agent sees (named in SANDBOX_MCP_AGENT_SECRETS by the run engine): the
- * server, and the tools it runs, have the environment it was started with, so a secret added,
- * changed, unmarked or deleted makes the server stale and the next one has the run's. */
+/* 64-bit FNV-1a of the server's program, environment and configuration, in hex: a changed
+ * configuration (a new model of a provider the catalogue lacks, a provider added) or environment
+ * (what the agent's commands inherit from the server) needs a new server. Not counted: the token,
+ * the sandbox's whichever run started the server, and the working directory, the run's. OpenCode
+ * reads its global configuration files once, at its start, so they count too, by size and change
+ * time: a setup (or a run) that writes one makes the server started before it stale. */
 static void fingerprint_of(const char *program, char out[17])
 {
-    uint64_t h = 1469598103934665603ull;
-    fnv(&h, program);
-    fnv(&h, getenv("OPENCODE_CONFIG_CONTENT"));
-    const char *names = getenv("SANDBOX_MCP_AGENT_SECRETS");
-    if (names && *names) {
-        char *copy = strdup(names), *save = NULL;
-        for (char *n = copy ? strtok_r(copy, ",", &save) : NULL; n;
-             n = strtok_r(NULL, ",", &save)) {
-            fnv(&h, "\n");
-            fnv(&h, n);
-            fnv(&h, "=");
-            fnv(&h, getenv(n));
-        }
-        free(copy);
+    uint64_t h = fnv(1469598103934665603ull, program);
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "SANDBOX_MCP_PROXY_TOKEN=", 24) != 0 && strncmp(*e, "PWD=", 4) != 0)
+            h = fnv(h, *e);
+    static const char *const files[] = {"opencode.json", "opencode.jsonc", "config.json"};
+    const char *home = getenv("HOME");
+    for (size_t i = 0; home && i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[4096], stamp[96] = "-";
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/.config/opencode/%s", home, files[i]);
+        if (stat(path, &st) == 0)
+            snprintf(stamp, sizeof(stamp), "%lld.%lld.%ld", (long long)st.st_size,
+                     (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+        h = fnv(h, stamp);
     }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
@@ -775,8 +781,31 @@ static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const ch
     return bridge_fail("the agent's server closed its event stream before the end");
 }
 
+/* "sandbox-agent --start PROGRAM PORT IDLE_S": the keeper, and so the server, started ahead of
+ * the run's bridge (while its workspace is prepared and set up), with the environment the bridge
+ * will have. A keeper already there is left alone: the bridge tells whether it serves. */
+static int start_ahead(const char *program, const char *port, const char *idle)
+{
+    char fp[17];
+    fingerprint_of(program, fp);
+    struct sockaddr_un a;
+    socklen_t alen;
+    keeper_address(port, &a, &alen);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool there = fd >= 0 && connect(fd, (struct sockaddr *)&a, alen) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!there) {
+        start_keeper(port, idle, fp, program);
+        dprintf(2, "sandbox-agent: the agent's server started ahead of the run\n");
+    }
+    return 0;
+}
+
 int agent_main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--start") == 0)
+        return start_ahead(argv[2], argv[3], argv[4]);
     if (argc != 5 && argc != 6)
         return bridge_fail("usage: sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]");
     const char *program = argv[1], *port_s = argv[2], *idle = argv[3], *model = argv[4];
