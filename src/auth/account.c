@@ -6,7 +6,8 @@
  * secret is shown on the page that answers, once), remove one and queue a test notification.
  * POST /account/repo/set and /account/repo/delete keep and delete the user's settings for a
  * repository's runs (a setup script, what a failed setup does; store_repo_setting_*).
- * The secrets card and its posts, /account/secret/set and /delete, are account_secrets.c's.
+ * The secrets card and its posts, /account/secret/set and /delete, are account_secrets.c's; the
+ * cached environments' card and POST /account/env/drop, account_envs.c's.
  * Changes redirect back to GET /account, but for the page that shows a new secret. */
 #include "auth/auth_internal.h"
 
@@ -378,6 +379,7 @@ static void page(struct auth *a, h2o_req_t *req, int status, const struct store_
     notify_card(a, &b, csrf, user, said);
     repos_card(a, &b, csrf, user, said->repos);
     account_secrets_card(a, &b, csrf, user, said->secrets);
+    account_envs_card(a, &b, csrf, user);
     auth_page(req, status, "Account", b.data);
     buf_release(&b);
 }
@@ -397,6 +399,7 @@ static const char *done_note(h2o_req_t *req)
         {"repo-set", "The repository's settings are saved."},
         {"repo-deleted", "The repository's settings are deleted."},
         {"secret-set", "The secret is saved."},
+        {"env-dropped", "The cached environment is dropped: the next session sets up afresh."},
         {"secret-deleted", "The secret is deleted."},
     };
     if (req->query_at == SIZE_MAX)
@@ -671,6 +674,28 @@ static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user 
     }
 }
 
+/* POST /account/env/drop: one of the user's cached environments (account_envs.c). */
+static void env_drop(struct auth *a, h2o_req_t *req, const struct store_user *user)
+{
+    struct form f;
+    if (!read_page_form(req, &f))
+        return;
+    struct err err = {0};
+    int r = account_env_drop(a, user, form_get(&f, "id"), &err);
+    form_release(&f);
+    if (r == 0) {
+        log_info("auth env-dropped user=%s", user->name);
+        auth_redirect(req, 303, "/account?done=env-dropped");
+    } else if (r == -ENOENT || r == -EINVAL) {
+        page(a, req, 200, user, &(struct said){.note = err.msg});
+    } else {
+        log_error("auth store-failure user=%s reason=\"%s\"", user->name, err.msg);
+        page(a, req, 503, user,
+             &(struct said){.note = "Nothing was changed: the server could not store it; try "
+                                    "again."});
+    }
+}
+
 /* POST /account/secret/set and /delete: a secret for runs (account_secrets.c). */
 static void secret_change(struct auth *a, h2o_req_t *req, const struct store_user *user, bool set)
 {
@@ -711,6 +736,7 @@ enum account_action {
     ACCOUNT_NOTIFY_TEST,
     ACCOUNT_REPO_SET,
     ACCOUNT_REPO_DELETE,
+    ACCOUNT_ENV_DROP,
     ACCOUNT_SECRET_SET,
     ACCOUNT_SECRET_DELETE,
 };
@@ -729,6 +755,7 @@ static enum account_action account_action(h2o_iovec_t p, bool post)
         {"/account/notify/test", ACCOUNT_NOTIFY_TEST},
         {"/account/repo/set", ACCOUNT_REPO_SET},
         {"/account/repo/delete", ACCOUNT_REPO_DELETE},
+        {"/account/env/drop", ACCOUNT_ENV_DROP},
         {"/account/secret/set", ACCOUNT_SECRET_SET},
         {"/account/secret/delete", ACCOUNT_SECRET_DELETE},
     };
@@ -764,6 +791,7 @@ int auth_on_account(h2o_handler_t *self, h2o_req_t *req)
     case ACCOUNT_NOTIFY_TEST: notify_change(a, req, &user, true); break;
     case ACCOUNT_REPO_SET: repo_change(a, req, &user, true); break;
     case ACCOUNT_REPO_DELETE: repo_change(a, req, &user, false); break;
+    case ACCOUNT_ENV_DROP: env_drop(a, req, &user); break;
     case ACCOUNT_SECRET_SET: secret_change(a, req, &user, true); break;
     case ACCOUNT_SECRET_DELETE: secret_change(a, req, &user, false); break;
     case ACCOUNT_NONE: break;

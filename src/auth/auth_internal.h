@@ -131,6 +131,14 @@ int auth_on_token(h2o_handler_t *self, h2o_req_t *req);
 int auth_on_revoke(h2o_handler_t *self, h2o_req_t *req);
 int auth_on_register(h2o_handler_t *self, h2o_req_t *req);
 int auth_on_account(h2o_handler_t *self, h2o_req_t *req);
+/* The account page's card of cached environments (account_envs.c): the user's environment
+ * snapshots, each with a button to drop it; account_env_drop drops the one with id if it is the
+ * user's (built by them, or serving them): 0, -ENOENT, or the store's error. */
+void account_envs_card(struct auth *a, struct buf *b, const char *csrf,
+                       const struct store_user *user);
+int account_env_drop(struct auth *a, const struct store_user *user, const char *id,
+                     struct err *err);
+
 /* The account page's secrets card (account_secrets.c): the user's secrets for runs, never a
  * value, with the forms to add and delete them (and problem, what was wrong with the one just
  * sent, or NULL). account_secret_apply: the form's secret set (name, value, repos, agent) or

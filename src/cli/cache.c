@@ -1,6 +1,8 @@
-/* The operator's view of the node's caches (DATA_DIR/cache): cache list [--user NAME] and
- * cache drop NAME OWNER/NAME. Rule: the cache's own accounting (runs/envcache.h) does the work;
- * the store is opened only to turn user names into ids and back. */
+/* The operator's view of the node's caches: cache list [--user NAME] and cache drop NAME
+ * OWNER/NAME, over the repository mirrors (DATA_DIR/cache) and the environment snapshots
+ * (DATA_DIR/envs, their rows in the store). Rule: the caches' own accounting does the work
+ * (runs/envcache.h; the snapshots' rows, whose directories the server removes once no sandbox
+ * starts on them); the store is opened for user names and the snapshots' rows. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -17,12 +19,14 @@ const char cli_usage_cache[] =
     "usage: sandbox-mcp cache list [--user NAME] [--data-dir DIR] [--env-file FILE]\n"
     "       sandbox-mcp cache drop NAME OWNER/NAME [--data-dir DIR] [--env-file FILE]\n"
     "\n"
-    "The node's caches (ENV_CACHE_MB): the repository mirrors runs fetch into. 'list' shows\n"
-    "each entry, least recently used first: its kind, whose it is (a user, or 'shared' for a\n"
-    "repository fetched without a credential, with ENV_CACHE_SHARE_PUBLIC=1), its size, when it\n"
-    "was last used and what it holds. 'drop' removes NAME's entries of the repository\n"
-    "OWNER/NAME (its URL ends with /OWNER/NAME or /OWNER/NAME.git), waiting for a run that\n"
-    "uses one to let it go; the next run fetches it afresh.\n";
+    "The node's caches (ENV_CACHE_MB): the repository mirrors runs fetch into, and the\n"
+    "environment snapshots new sessions start on. 'list' shows each entry, least recently used\n"
+    "first: its kind (mirrors, snapshot), whose it is (a user, or 'shared' for a repository\n"
+    "fetched without a credential, with ENV_CACHE_SHARE_PUBLIC=1), its size, when it was last\n"
+    "used and what it holds. 'drop' removes NAME's entries of the repository OWNER/NAME (its URL\n"
+    "or path ends with /OWNER/NAME or /OWNER/NAME.git): a mirror at once, waiting for a run that\n"
+    "uses it to let it go; a snapshot is no longer used, and the server removes it once no\n"
+    "sandbox starts on it. The next run fetches and sets up afresh.\n";
 
 struct names {
     struct store_user *v;
@@ -58,6 +62,38 @@ static void print_entry(const struct envcache_info *i, void *ctx)
     printf("%-8s %-20s %10.1f MiB  %-20s %s%s\n", i->kind, name_of(ns, i->owner),
            (double)i->bytes / (1 << 20), when, i->label[0] ? i->label : "-",
            i->busy ? " (in use)" : "");
+}
+
+struct snapshots {
+    const struct names *ns;
+    const char *repo; /* drop: these, of user; list: NULL */
+    const char *user;
+    struct store *st;
+    size_t n;
+};
+
+static bool names_repo(const char *url, const char *repo);
+
+static void on_snapshot(const struct store_env *e, void *ctx)
+{
+    struct snapshots *s = ctx;
+    if (s->repo) {
+        struct err err = {0};
+        if (!e->dropped && names_repo(e->repository, s->repo) &&
+            (strcmp(e->user_id, s->user) == 0 || strcmp(e->scope, s->user) == 0) &&
+            store_env_drop(s->st, e->id, &err) == 0)
+            s->n++;
+        return;
+    }
+    if (e->dropped)
+        return;
+    char when[32] = "-";
+    time_t t = (time_t)(e->last_used_at / 1000);
+    struct tm tm;
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    printf("%-8s %-20s %10.1f MiB  %-20s %s\n", "snapshot",
+           e->scope[0] ? name_of(s->ns, e->scope) : "shared", (double)e->bytes / (1 << 20), when,
+           e->repository);
 }
 
 /* Whether url names the repository owner/name ("owner/name"): it ends with /owner/name, with
@@ -125,8 +161,11 @@ int cli_cache(const struct cli_command *cmd, int argc, char **argv)
         goto out;
     }
     owner = who ? u.id : NULL;
+    struct snapshots snaps = {.ns = &ns, .repo = list ? NULL : repo, .user = owner, .st = st};
+    struct store_env_filter f = {.user_id = owner};
     if (list) {
         envcache_list(&cc, owner, print_entry, &ns, &err);
+        store_env_list(st, &f, on_snapshot, &snaps, &err);
         goto out;
     }
     struct drop d = {.repo = repo};
@@ -138,6 +177,8 @@ int cli_cache(const struct cli_command *cmd, int argc, char **argv)
             dropped++;
     }
     free(d.v);
+    store_env_list(st, &f, on_snapshot, &snaps, &err);
+    dropped += snaps.n;
     if (dropped == 0) {
         fprintf(stderr, "sandbox-mcp: user '%s' has no cached entries of '%s'\n", who, repo);
         r = 1;

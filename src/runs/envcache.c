@@ -376,12 +376,13 @@ int envcache_drop(const struct envcache_config *cc, const char *kind, const char
     return 0;
 }
 
-int envcache_evict(const struct envcache_config *cc, const char *owner, struct err *err)
+int envcache_evict(const struct envcache_config *cc, const char *owner, uint64_t other_all,
+                   uint64_t other_owner, struct err *err)
 {
     struct list l = {0};
     list_all(cc, NULL, &l);
     int64_t now = time_now_ms();
-    uint64_t total = 0, mine = 0;
+    uint64_t total = other_all, mine = other_owner;
     int removed = 0;
     bool *gone = xcalloc(l.n ? l.n : 1, sizeof(bool));
     for (size_t k = 0; k < l.n; k++) {
@@ -396,6 +397,7 @@ int envcache_evict(const struct envcache_config *cc, const char *owner, struct e
         if (owner && strcmp(i->owner, owner) == 0)
             mine += i->bytes;
     }
+    /* what the other caches hold is not this one's to remove: it only counts */
     for (size_t k = 0; owner && mine > cc->user_max_bytes && k < l.n; k++) {
         struct envcache_info *i = &l.v[k];
         if (gone[k] || i->busy || strcmp(i->owner, owner) != 0 || !remove_entry(cc, i, false, err))

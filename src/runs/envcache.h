@@ -79,6 +79,9 @@ int envcache_drop(const struct envcache_config *cc, const char *kind, const char
                   const char *key, struct err *err);
 /* Keep the budget: entries past the max age are removed; while owner (NULL: no one in
  * particular) holds more than user_max_bytes, owner's least recently used entries are removed;
- * then, while all hold more than max_bytes, the least recently used of all. Entries in use are
+ * then, while all hold more than max_bytes, the least recently used of all. other_all and
+ * other_owner are the bytes the node's other caches (environment snapshots) hold in all and of
+ * owner's: they count against the same budget, and are not removed here. Entries in use are
  * skipped. Returns how many were removed, or a negative errno. */
-int envcache_evict(const struct envcache_config *cc, const char *owner, struct err *err);
+int envcache_evict(const struct envcache_config *cc, const char *owner, uint64_t other_all,
+                   uint64_t other_owner, struct err *err);

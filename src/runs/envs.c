@@ -35,6 +35,7 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "runs/envcache.h"
 #include "store/store.h"
 
 #define ENV_FILES_MAX 2000000 /* files in one snapshot */
@@ -239,6 +240,37 @@ static void count(const struct store_env *env, void *ctx)
     }
 }
 
+struct owned {
+    const char *owner;
+    bool shared; /* owner is the shared one's */
+    uint64_t all, mine;
+};
+
+static void count_snapshot(const struct store_env *env, void *ctx)
+{
+    struct owned *o = ctx;
+    o->all += (uint64_t)env->bytes; /* dropped ones too: on disk until removed */
+    if (o->shared ? env->scope[0] == '\0' : strcmp(env->user_id, o->owner) == 0)
+        o->mine += (uint64_t)env->bytes;
+}
+
+void envs_usage(struct runs *e, const char *owner, uint64_t *all, uint64_t *mine)
+{
+    struct owned o = {.owner = owner, .shared = strcmp(owner, ENVCACHE_PUBLIC) == 0};
+    struct err err = {0};
+    store_env_list(e->st, NULL, count_snapshot, &o, &err);
+    *all = o.all;
+    *mine = o.mine;
+}
+
+static void count_mirror(const struct envcache_info *i, void *ctx)
+{
+    struct owned *o = ctx;
+    o->all += i->bytes;
+    if (strcmp(i->owner, o->owner) == 0)
+        o->mine += i->bytes;
+}
+
 /* The bytes a new snapshot of user's may take beside the others under the caps, after the
  * dropped ones no sandbox starts on are removed; *victim (when not NULL) gets the snapshot to
  * drop for more room: the user's least recently used when the user is at their cap, else the
@@ -252,6 +284,11 @@ static uint64_t room_for(struct runs *e, const char *user, struct store_env *vic
     *found = false;
     if (store_env_list(e->st, NULL, count, &u, &err) < 0)
         return 0;
+    /* the repository mirrors count against the same budget (envcache.c keeps theirs) */
+    struct owned m = {.owner = user};
+    envcache_list(&e->cfg.cache, NULL, count_mirror, &m, &err);
+    u.all += (int64_t)m.all;
+    u.user_bytes += (int64_t)m.mine;
     uint64_t room = (uint64_t)u.all < cap ? cap - (uint64_t)u.all : 0;
     uint64_t user_room = (uint64_t)u.user_bytes < user_cap ? user_cap - (uint64_t)u.user_bytes : 0;
     bool user_bound = user_room <= room;

@@ -100,28 +100,6 @@ bool repo_branch_valid(const char *branch);
  * ("HEAD" when detached) and its commit ("-" when it has none), a line each. */
 extern const char repo_head_script[];
 
-/* --- mirrors (mirror.c) --- */
-
-#define MIRROR_LOCKFILE_NAME_MAX 128
-/* A lock file at a repository's root and its blob id (40 or 64 hex digits). */
-struct mirror_lockfile {
-    char path[MIRROR_LOCKFILE_NAME_MAX];
-    char blob[65];
-};
-/* Whether name (a file at the repository's root) is a lock file environment snapshots are keyed
- * by: package-lock.json, pnpm-lock.yaml, yarn.lock, requirements*.txt, poetry.lock, uv.lock,
- * Pipfile.lock, go.sum, Cargo.lock, Gemfile.lock. */
-bool mirror_lockfile_name(const char *name);
-/* The lock files among what `git ls-tree -z` printed (len bytes of out; entries "<mode> blob
- * <sha>\t<name>", NUL-ended), in its order, at most cap into v: how many. Pure. */
-size_t mirror_lockfiles_parse(const char *out, size_t len, struct mirror_lockfile *v, size_t cap);
-/* The lock files at commit (a sha, a branch, HEAD) of the repository whose git directory is
- * git_dir (a mirror, or a clone's .git), asked of git (ls-tree: blob ids, nothing is read), at
- * most cap into v, *n set. -EINVAL for a malformed commit, -ENOENT when git finds no such
- * commit. Blocks on git: the command line or a worker thread, never the loop. */
-int mirror_lockfiles(const char *git_dir, const char *commit, struct mirror_lockfile *v, size_t cap,
-                     size_t *n, struct err *err);
-
 /* --- phases (phase.c) --- */
 
 struct agent_event;
@@ -444,6 +422,9 @@ bool envs_start_failed(struct run *r, const struct err *err);
 void envs_before_setup(struct run *r);
 void envs_after_setup(struct run *r, bool ok);
 void envs_sweep(struct runs *e);
+/* The bytes environment snapshots hold on this node, in all and of owner's (a user's id, or
+ * ENVCACHE_PUBLIC for the shared ones): the caches' budget counts them with the mirrors. */
+void envs_usage(struct runs *e, const char *owner, uint64_t *all, uint64_t *mine);
 
 /* secrets.c: the user's secrets that apply to r's repository (every one when it has none on
  * GitHub: only "*" ones), read again (values once known stay redacted); released (wiped) by

@@ -199,7 +199,10 @@ static void mirror_done(struct run *r, const char *out)
         envcache_remove(&r->mirror);
     envcache_release(&r->mirror);
     r->mirror_held = false;
-    int n = envcache_evict(&r->e->cfg.cache, r->mirror.owner, &err);
+    /* the snapshots count against the same budget */
+    uint64_t snap_all = 0, snap_owner = 0;
+    envs_usage(r->e, r->mirror.owner, &snap_all, &snap_owner);
+    int n = envcache_evict(&r->e->cfg.cache, r->mirror.owner, snap_all, snap_owner, &err);
     if (n > 0)
         log_info("run cache entries evicted run=%s owner=%s count=%d", r->id, r->mirror.owner, n);
 }

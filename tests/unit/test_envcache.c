@@ -1,7 +1,7 @@
 /* The node's cache accounting (src/runs/envcache.c): entries taken, recorded and let go, a busy
  * entry refused, eviction least recently used first under the user's cap and the node's budget
- * (other users' entries untouched), entries past their age, drop and list; and the lock files a
- * repository's mirror lists (src/runs/mirror.c), parsed and asked of a real git. */
+ * (other users' entries untouched, environment snapshots counted), entries past their age, drop
+ * and list; and the clone script against real repositories. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,9 +107,9 @@ TEST(user_cap_evicts_their_least_recently_used_only)
     put(&cc, "u_a", "a2", 100, 2000);
     put(&cc, "u_a", "a3", 100, 3000);
     struct err err = {0};
-    CHECK_INT_EQ(envcache_evict(&cc, "u_a", &err), 0); /* 300: at the cap, not over */
+    CHECK_INT_EQ(envcache_evict(&cc, "u_a", 0, 0, &err), 0); /* 300: at the cap, not over */
     put(&cc, "u_a", "a4", 100, 4000);
-    CHECK_INT_EQ(envcache_evict(&cc, "u_a", &err), 1);
+    CHECK_INT_EQ(envcache_evict(&cc, "u_a", 0, 0, &err), 1);
     CHECK(!exists(&cc, "u_a", "a1"));
     CHECK(exists(&cc, "u_a", "a2") && exists(&cc, "u_a", "a3") && exists(&cc, "u_a", "a4"));
     CHECK(exists(&cc, "u_b", "b1"));
@@ -119,6 +119,24 @@ TEST(user_cap_evicts_their_least_recently_used_only)
     char oldest[64] = "";
     envcache_list(&cc, NULL, first_key, oldest, &err);
     CHECK_STR_EQ(oldest, "b1");
+}
+
+/* Environment snapshots count against the same budget: what they hold makes mirrors go. */
+TEST(other_caches_count_against_the_budget)
+{
+    struct envcache_config cc;
+    setup_cc(&cc, 1000, 300);
+    put(&cc, "u_a", "a1", 100, 1000);
+    put(&cc, "u_a", "a2", 100, 2000);
+    struct err err = {0};
+    CHECK_INT_EQ(envcache_evict(&cc, "u_a", 0, 100, &err), 0); /* 300 with the user's snapshots */
+    CHECK_INT_EQ(envcache_evict(&cc, "u_a", 0, 150, &err), 1); /* 350: the older mirror goes */
+    CHECK(!exists(&cc, "u_a", "a1"));
+    CHECK(exists(&cc, "u_a", "a2"));
+    put(&cc, "u_b", "b1", 100, 3000);
+    CHECK_INT_EQ(envcache_evict(&cc, NULL, 850, 0, &err), 1); /* 1050 in all */
+    CHECK(!exists(&cc, "u_a", "a2"));
+    CHECK(exists(&cc, "u_b", "b1"));
 }
 
 TEST(budget_evicts_least_recently_used_of_all_and_skips_busy)
@@ -132,7 +150,7 @@ TEST(budget_evicts_least_recently_used_of_all_and_skips_busy)
     struct envcache_entry held;
     struct err err = {0};
     CHECK_INT_EQ(envcache_acquire(&cc, "mirrors", "u_a", "a1", "l", &held, &err), 0);
-    CHECK_INT_EQ(envcache_evict(&cc, NULL, &err), 1);
+    CHECK_INT_EQ(envcache_evict(&cc, NULL, 0, 0, &err), 1);
     CHECK(exists(&cc, "u_a", "a1"));
     CHECK(!exists(&cc, "u_b", "b1"));
     CHECK(exists(&cc, ENVCACHE_PUBLIC, "p1"));
@@ -156,7 +174,7 @@ TEST(aged_entries_are_made_afresh_and_evicted)
     CHECK(e.fresh); /* its data was removed */
     CHECK(access(e.data, F_OK) < 0);
     envcache_release(&e);
-    CHECK_INT_EQ(envcache_evict(&cc, NULL, &err), 1);
+    CHECK_INT_EQ(envcache_evict(&cc, NULL, 0, 0, &err), 1);
     CHECK(!exists(&cc, "u_a", "old"));
 }
 
@@ -170,60 +188,6 @@ TEST(drop)
     CHECK(!exists(&cc, "u_a", "a1"));
     err = (struct err){0};
     CHECK_INT_EQ(envcache_drop(&cc, "mirrors", "u_a", "a1", &err), -ENOENT);
-}
-
-TEST(lockfiles_parse)
-{
-    static const char out[] =
-        "100644 blob 1111111111111111111111111111111111111111\tCargo.lock\0"
-        "100644 blob 2222222222222222222222222222222222222222\tREADME.md\0"
-        "040000 tree 3333333333333333333333333333333333333333\tgo.sum\0"
-        "100644 blob 4444444444444444444444444444444444444444\trequirements-dev.txt\0"
-        "100644 blob 55555\tyarn.lock\0"
-        "100644 blob 6666666666666666666666666666666666666666\tpackage-lock.json\0"
-        "100644 blob 7777777777777777777777777777777777777777\trequirements.txt.bak\0";
-    struct mirror_lockfile v[8];
-    size_t n = mirror_lockfiles_parse(out, sizeof(out) - 1, v, 8);
-    CHECK_INT_EQ(n, 3);
-    CHECK_STR_EQ(v[0].path, "Cargo.lock");
-    CHECK_STR_EQ(v[0].blob, "1111111111111111111111111111111111111111");
-    CHECK_STR_EQ(v[1].path, "requirements-dev.txt");
-    CHECK_STR_EQ(v[2].path, "package-lock.json");
-    CHECK_INT_EQ(mirror_lockfiles_parse(out, sizeof(out) - 1, v, 1), 1);
-    CHECK(mirror_lockfile_name("uv.lock") && mirror_lockfile_name("requirements.txt"));
-    CHECK(!mirror_lockfile_name("package.json") && !mirror_lockfile_name("requirements.in"));
-}
-
-TEST(lockfiles_from_a_real_repository)
-{
-    struct envcache_config cc;
-    setup_cc(&cc, 1, 1); /* for root */
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "set -e; cd '%s'; export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=t "
-             "GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "
-             "rm -rf w m.git; git init -q -b main w; cd w; echo a > go.sum; echo b > poetry.lock; "
-             "mkdir sub; echo c > sub/yarn.lock; echo d > README.md; git add .; "
-             "git commit -q -m one; git clone -q --bare . ../m.git",
-             root);
-    CHECK_INT_EQ(system(cmd), 0);
-    char gd[128], want[64] = "";
-    snprintf(gd, sizeof(gd), "%s/m.git", root);
-    snprintf(cmd, sizeof(cmd), "git --git-dir='%s' rev-parse HEAD:go.sum", gd);
-    FILE *p = popen(cmd, "r");
-    CHECK(p && fgets(want, sizeof(want), p));
-    pclose(p);
-    want[strcspn(want, "\n")] = '\0';
-    struct mirror_lockfile v[8];
-    size_t n = 99;
-    struct err err = {0};
-    CHECK_INT_EQ(mirror_lockfiles(gd, "main", v, 8, &n, &err), 0);
-    CHECK_INT_EQ(n, 2); /* sub/yarn.lock is not at the root */
-    CHECK_STR_EQ(v[0].path, "go.sum");
-    CHECK_STR_EQ(v[0].blob, want);
-    CHECK_STR_EQ(v[1].path, "poetry.lock");
-    CHECK_INT_EQ(mirror_lockfiles(gd, "nope", v, 8, &n, &err), -ENOENT);
-    CHECK_INT_EQ(mirror_lockfiles(gd, "--output=x", v, 8, &n, &err), -EINVAL);
 }
 
 /* Run the host-side clone script from root with a mirror: its exit status. */
