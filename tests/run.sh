@@ -125,6 +125,7 @@ background_pid=$!
 # between runs), else in the order a fresh clone measured (LONG), so that no long file is left
 # for the end of a first run. Each file's TAP output is kept in $OUT/<suite>/.
 LONG="tests/integration/runs.test.mjs tests/integration/cluster.test.mjs tests/e2e/sdk.test.mjs
+tests/integration/runs_env.test.mjs tests/integration/runs_mirror.test.mjs
 tests/integration/escape_fairness.test.mjs tests/integration/runs_engine.test.mjs
 tests/integration/connections.test.mjs tests/integration/runs_warm.test.mjs
 tests/integration/escape_fetch.test.mjs tests/integration/tls.test.mjs tests/e2e/web.test.mjs
@@ -132,7 +133,9 @@ tests/e2e/scenarios.test.mjs tests/integration/escape_flood.test.mjs
 tests/integration/delivery.test.mjs tests/integration/escape_fsworker.test.mjs
 tests/integration/oauth.test.mjs tests/integration/pg_oauth.test.mjs
 tests/integration/web.test.mjs tests/integration/escape.test.mjs
-tests/integration/egress_runs.test.mjs tests/integration/cli.test.mjs
+tests/integration/egress_runs.test.mjs tests/integration/runs_secrets.test.mjs
+tests/integration/runs_env_installs.test.mjs tests/integration/runs_setup.test.mjs
+tests/integration/cli.test.mjs
 tests/integration/pg_notify.test.mjs tests/integration/notify.test.mjs
 tests/integration/escape_agent.test.mjs tests/integration/pg_web.test.mjs"
 queue=$OUT/queue

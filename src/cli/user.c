@@ -133,9 +133,9 @@ static ssize_t read_secret_line(char *buf)
     return (ssize_t)n;
 }
 
-/* Turn the terminal's echo off, prompt (in that order: what is typed after the prompt is not
- * shown), and read a line. */
-static ssize_t prompt_secret(const char *prompt, char *buf)
+/* Turn the terminal's echo off (tty_saved holds its settings), then prompt: in that order, so
+ * that what is typed after the prompt is not shown. 0 or -errno. */
+static int quiet_prompt(const char *prompt)
 {
     struct termios quiet = tty_saved;
     quiet.c_lflag &= ~(tcflag_t)ECHO;
@@ -146,6 +146,15 @@ static ssize_t prompt_secret(const char *prompt, char *buf)
     }
     fputs(prompt, stderr);
     fflush(stderr);
+    return 0;
+}
+
+/* quiet_prompt, and read a line. */
+static ssize_t prompt_secret(const char *prompt, char *buf)
+{
+    int q = quiet_prompt(prompt);
+    if (q < 0)
+        return q;
     ssize_t n = read_secret_line(buf);
     tty_restore();
     fputc('\n', stderr);
@@ -549,17 +558,9 @@ static void print_secret(const struct store_secret *s, const char *value, size_t
 static ssize_t read_secret_value(const char *prompt, char *buf)
 {
     bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &tty_saved) == 0;
-    if (tty) {
-        struct termios quiet = tty_saved;
-        quiet.c_lflag &= ~(tcflag_t)ECHO;
-        tty_quiet = 1;
-        if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) < 0) {
-            tty_quiet = 0;
-            return -errno;
-        }
-        fputs(prompt, stderr);
-        fflush(stderr);
-    }
+    int q = tty ? quiet_prompt(prompt) : 0;
+    if (q < 0)
+        return q;
     size_t n = 0;
     ssize_t rc = 0;
     for (;;) {

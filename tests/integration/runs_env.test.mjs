@@ -194,59 +194,6 @@ test('a snapshot past ENV_CACHE_MAX_AGE_HOURS is not used', async () => {
   assert.equal(sql(`SELECT dropped FROM envs WHERE id = '${snap.id}'`)[0]?.dropped ?? 1, 1);
 });
 
-test('the account page lists a user\'s cached environments and drops one; another user\'s is not theirs to drop', async () => {
-  const [snap] = liveSnapshots('admin');
-  const [bobs] = liveSnapshots('bob');
-  setPassword(server, 'admin', 'environments page password 1');
-  const jar = new CookieJar();
-  assert.equal((await signIn(server, jar, { name: 'admin', password: 'environments page password 1' })).status, 303);
-  const card = (html) => html.slice(html.indexOf('<section class="card" id="environments">'));
-  let page = await request(server, '/account', { jar });
-  assert.equal(page.status, 200);
-  assert.ok(card(page.text).includes(`<code>${elm}</code>`), card(page.text).slice(0, 2000));
-  const drops = forms(card(page.text)).filter((f) => f.action === '/account/env/drop');
-  assert.deepEqual(drops.map((f) => f.fields.id), [snap.id]); // bob's is not listed
-  const { csrf } = drops[0].fields;
-  // without the page's CSRF token nothing is done; another user's id is refused
-  let r = await request(server, '/account/env/drop', { jar, form: { id: snap.id } });
-  assert.equal(r.status, 403);
-  r = await request(server, '/account/env/drop', { jar, form: { csrf, id: bobs.id } });
-  assert.equal(r.status, 200);
-  assert.match(r.text, /There is no such cached environment\./);
-  assert.equal(liveSnapshots('bob').length, 1);
-  r = await request(server, '/account/env/drop', { jar, form: { csrf, id: snap.id } });
-  assert.equal(r.status, 303);
-  assert.equal(r.location.pathname + r.location.search, '/account?done=env-dropped');
-  assert.equal(liveSnapshots('admin').length, 0);
-  page = await request(server, r.location.pathname + r.location.search, { jar });
-  assert.match(card(page.text), /No environment is cached\./);
-  // the next session sets up afresh, and saves anew
-  const again = await runWith('env-page-dropped', elm, look);
-  assert.equal(again.r.status, 'succeeded', again.diag);
-  assert.ok(!again.has('env_restored'), again.diag);
-  assert.ok(again.has('env_saved'), again.diag);
-});
-
-test('cache list shows a user\'s snapshot; cache drop drops it, and the next session sets up afresh', async () => {
-  const [snap] = liveSnapshots('admin');
-  const slug = elm.split('/').slice(-2).join('/').replace(/\.git$/, '');
-  const list = await cliAsync(['cache', 'list', '--user', 'admin', '--data-dir', server.dataDir]);
-  assert.equal(list.status, 0, list.stderr);
-  assert.ok(list.stdout.split('\n').some((l) => /^snapshot\s+admin\s/.test(l) && l.endsWith(elm)), list.stdout);
-  // bob's name drops nothing of admin's
-  const none = await cliAsync(['cache', 'drop', 'bob', 'nobody/nothing', '--data-dir', server.dataDir]);
-  assert.equal(none.status, 1, none.stdout);
-  const drop = await cliAsync(['cache', 'drop', 'admin', slug, '--data-dir', server.dataDir]);
-  assert.equal(drop.status, 0, drop.stderr);
-  assert.match(drop.stdout, /dropped/);
-  assert.equal(sql(`SELECT dropped FROM envs WHERE id = '${snap.id}'`)[0]?.dropped ?? 1, 1);
-  assert.equal(liveSnapshots('bob').length, 1); // another user's stays
-  const r = await runWith('env-dropped', elm, look);
-  assert.equal(r.r.status, 'succeeded', r.diag);
-  assert.ok(!r.has('env_restored'), r.diag);
-  assert.equal(r.r.setup.source, '.sandbox-mcp/setup.sh', r.diag);
-});
-
 test('a user\'s share is bounded (ENV_CACHE_USER_MB): the least recently used snapshot goes', async () => {
   // three repositories whose setups install 2.5 MiB each, for a share of 6 MiB
   const heavy = 'mkdir -p node_modules && head -c 2621440 /dev/zero > node_modules/blob\n';
@@ -268,4 +215,54 @@ test('a user\'s share is bounded (ENV_CACHE_USER_MB): the least recently used sn
   assert.ok(live.some((e) => e.id === ids[1]) && live.some((e) => e.id === ids[2]), JSON.stringify(live));
   // bob's is untouched by admin's eviction
   assert.equal(liveSnapshots('bob').length, 1);
+});
+
+test('the account page lists a user\'s cached environments and drops one; another user\'s is not theirs to drop', async () => {
+  const mine = sql(`SELECT id, repository FROM envs WHERE dropped = 0 AND user_id = (SELECT id FROM users WHERE name = 'admin') ORDER BY id`);
+  const [bobs] = liveSnapshots('bob');
+  assert.ok(mine.length > 0 && bobs);
+  setPassword(server, 'admin', 'environments page password 1');
+  const jar = new CookieJar();
+  assert.equal((await signIn(server, jar, { name: 'admin', password: 'environments page password 1' })).status, 303);
+  const card = (html) => html.slice(html.indexOf('<section class="card" id="environments">'));
+  let page = await request(server, '/account', { jar });
+  assert.equal(page.status, 200);
+  for (const m of mine) assert.ok(card(page.text).includes(`<code>${m.repository}</code>`), card(page.text).slice(0, 2000));
+  const drops = forms(card(page.text)).filter((f) => f.action === '/account/env/drop');
+  assert.deepEqual(drops.map((f) => f.fields.id).sort(), mine.map((m) => m.id)); // bob's is not listed
+  const { csrf } = drops[0].fields;
+  // without the page's CSRF token nothing is done; another user's id is refused
+  let r = await request(server, '/account/env/drop', { jar, form: { id: mine[0].id } });
+  assert.equal(r.status, 403);
+  r = await request(server, '/account/env/drop', { jar, form: { csrf, id: bobs.id } });
+  assert.equal(r.status, 200);
+  assert.match(r.text, /There is no such cached environment\./);
+  assert.equal(liveSnapshots('bob').length, 1);
+  r = await request(server, '/account/env/drop', { jar, form: { csrf, id: mine[0].id } });
+  assert.equal(r.status, 303);
+  assert.equal(r.location.pathname + r.location.search, '/account?done=env-dropped');
+  assert.equal(sql(`SELECT dropped FROM envs WHERE id = '${mine[0].id}'`)[0]?.dropped ?? 1, 1);
+  page = await request(server, r.location.pathname + r.location.search, { jar });
+  assert.match(page.text, /The cached environment is dropped/);
+  assert.ok(!forms(card(page.text)).some((f) => f.fields.id === mine[0].id));
+});
+
+test('cache list shows a user\'s snapshot; cache drop drops it, and the next session sets up afresh', async () => {
+  const [snap] = liveSnapshots('bob');
+  const slug = elm.split('/').slice(-2).join('/').replace(/\.git$/, '');
+  const list = await cliAsync(['cache', 'list', '--user', 'bob', '--data-dir', server.dataDir]);
+  assert.equal(list.status, 0, list.stderr);
+  assert.ok(list.stdout.split('\n').some((l) => /^snapshot\s+bob\s/.test(l) && l.endsWith(elm)), list.stdout);
+  // another user's name drops nothing of bob's
+  const none = await cliAsync(['cache', 'drop', 'admin', 'nobody/nothing', '--data-dir', server.dataDir]);
+  assert.equal(none.status, 1, none.stdout);
+  const drop = await cliAsync(['cache', 'drop', 'bob', slug, '--data-dir', server.dataDir]);
+  assert.equal(drop.status, 0, drop.stderr);
+  assert.match(drop.stdout, /dropped/);
+  assert.equal(sql(`SELECT dropped FROM envs WHERE id = '${snap.id}'`)[0]?.dropped ?? 1, 1);
+  // the next new session of bob's sets up afresh
+  const r = await runWith('env-dropped', elm, look, bob);
+  assert.equal(r.r.status, 'succeeded', r.diag);
+  assert.ok(!r.has('env_restored'), r.diag);
+  assert.equal(r.r.setup.source, '.sandbox-mcp/setup.sh', r.diag);
 });
