@@ -196,6 +196,9 @@ static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, con
 
 void envs_before_setup(struct run *r)
 {
+    /* the workspace is there: the agent's boot goes beside the setup (not before the clone,
+     * which fails often enough, on a wrong branch or a private repository, to waste a boot) */
+    run_start_agent_ahead(r);
     if (!envs_enabled(r->e) || !r->repository || !r->fresh) {
         run_setup(r);
         return;

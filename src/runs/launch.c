@@ -205,8 +205,8 @@ static const char **agent_env(const struct run *r, const struct agent_launch *l,
     return run_secret_env(r, true, base);
 }
 
-/* Start r's warm agent's server now, while the workspace is prepared and set up, so that its
- * boot is not added to them: the adapter's way to start it without a task, with the environment
+/* Start r's warm agent's server now, its workspace prepared, while it is set up, so that its boot
+ * is not added to the setup: the adapter's way to start it without a task, with the environment
  * (and so the configuration's fingerprint) its bridge will have, whose token is the sandbox's
  * like any warm server's. A server already there is left to the bridge; a setup that changes
  * what the configuration depends on makes this one stale, and the bridge has it replaced. This

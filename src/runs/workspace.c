@@ -459,7 +459,6 @@ void run_on_sandbox(void *ctx, struct sandbox *sbx, const struct err *err)
         return;
     }
     log_info("run sandbox ready run=%s sbx=%s", r->id, sandbox_id(sbx));
-    run_start_agent_ahead(r); /* its boot beside the clone and the setup */
     if (!r->repository) {
         /* /workspace is a mount point of every sandbox: nothing to prepare. A running sandbox
          * is handed over within run_task's call: the agent starts on the loop's next turn, so
