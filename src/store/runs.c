@@ -1,4 +1,5 @@
-/* Sessions, runs, their transitions and their events. */
+/* Runs, their transitions and their events, and the view links of runs and sessions (the
+ * sessions themselves are sessions.c's). */
 #include "store/store.h"
 
 #include <errno.h>
@@ -20,165 +21,6 @@ static char *dup_col(struct db_stmt *s, int col)
 {
     const char *t = db_col_text(s, col);
     return t ? xstrdup(t) : NULL;
-}
-
-/* The one row of kind ("run", "session") id, by sql (binding id), or with user_id by
- * sql_by_user (binding id and user_id): 0 with *s on it, or -ENOENT saying "<kind> '<id>' not
- * found". */
-static int find_row(struct store *st, const char *sql, const char *sql_by_user, const char *id,
-                    const char *user_id, const char *kind, struct db_stmt **s, struct err *err)
-{
-    int r = store_prepare(st, user_id ? sql_by_user : sql, s, err);
-    if (r < 0)
-        return r;
-    db_bind_text(*s, 1, id);
-    if (user_id)
-        db_bind_text(*s, 2, user_id);
-    int rc = db_step(*s);
-    if (rc == DB_DONE)
-        return err_set(err, -ENOENT, "%s '%s' not found", kind, id);
-    if (rc != DB_ROW)
-        return store_fail(st, rc, kind, err);
-    return 0;
-}
-
-/* --- sessions --- */
-
-#define SESSION_COLUMNS                                                                            \
-    "id, user_id, agent, coalesce(agent_session, ''), created_at, last_run_at, "                   \
-    "coalesce(cleaned_at, 0), coalesce(repository, ''), coalesce(work_branch, ''), "               \
-    "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, ''), node_id"
-
-static void read_session(struct db_stmt *s, struct store_session *out)
-{
-    memset(out, 0, sizeof(*out));
-    text_col(out->id, sizeof(out->id), s, 0);
-    text_col(out->user_id, sizeof(out->user_id), s, 1);
-    text_col(out->agent, sizeof(out->agent), s, 2);
-    text_col(out->agent_session, sizeof(out->agent_session), s, 3);
-    out->created_at = db_col_int64(s, 4);
-    out->last_run_at = db_col_int64(s, 5);
-    out->cleaned_at = db_col_int64(s, 6);
-    text_col(out->repository, sizeof(out->repository), s, 7);
-    text_col(out->work_branch, sizeof(out->work_branch), s, 8);
-    text_col(out->base_branch, sizeof(out->base_branch), s, 9);
-    out->pr_number = db_col_int64(s, 10);
-    text_col(out->pr_url, sizeof(out->pr_url), s, 11);
-    text_col(out->node_id, sizeof(out->node_id), s, 12);
-}
-
-int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "INSERT INTO sessions(id, user_id, agent, agent_session, created_at, "
-                          "last_run_at, node_id) VALUES (?, ?, ?, nullif(?, ''), ?, ?, ?)",
-                          &s, err);
-    if (r < 0)
-        return r;
-    db_bind_text(s, 1, ses->id);
-    db_bind_text(s, 2, ses->user_id);
-    db_bind_text(s, 3, ses->agent);
-    db_bind_text(s, 4, ses->agent_session);
-    db_bind_int64(s, 5, ses->created_at);
-    db_bind_int64(s, 6, ses->last_run_at);
-    db_bind_text(s, 7, ses->node_id[0] ? ses->node_id : st->node_id);
-    return store_step_done(st, s, "insert session", err);
-}
-
-int store_session_get(struct store *st, const char *user_id, const char *id,
-                      struct store_session *out, struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-#define BY_ID "SELECT " SESSION_COLUMNS " FROM sessions WHERE id = ?"
-    int r = find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "session", &s, err);
-#undef BY_ID
-    if (r < 0)
-        return r;
-    read_session(s, out);
-    return 0;
-}
-
-int store_session_update(struct store *st, const char *id, const char *agent_session,
-                         const char *repository, int64_t last_run_at, struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "UPDATE sessions SET agent_session = coalesce(nullif(?, ''), "
-                          "agent_session), repository = coalesce(nullif(?, ''), repository), "
-                          "last_run_at = CASE WHEN last_run_at > ?3 THEN last_run_at ELSE ?3 END "
-                          "WHERE id = ?4",
-                          &s, err);
-    if (r < 0)
-        return r;
-    db_bind_text(s, 1, agent_session ? agent_session : "");
-    db_bind_text(s, 2, repository ? repository : "");
-    db_bind_int64(s, 3, last_run_at);
-    db_bind_text(s, 4, id);
-    return store_step_done(st, s, "update session", err);
-}
-
-int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
-                             const char *base_branch, struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "UPDATE sessions SET work_branch = ?, base_branch = ? WHERE id = ?",
-                          &s, err);
-    if (r < 0)
-        return r;
-    db_bind_text(s, 1, work_branch);
-    db_bind_text(s, 2, base_branch);
-    db_bind_text(s, 3, id);
-    return store_step_done(st, s, "record session branch", err);
-}
-
-int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
-                                   const char *url, struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r =
-        store_prepare(st, "UPDATE sessions SET pr_number = ?, pr_url = ? WHERE id = ?", &s, err);
-    if (r < 0)
-        return r;
-    db_bind_int64(s, 1, number);
-    db_bind_text(s, 2, url);
-    db_bind_text(s, 3, id);
-    return store_step_done(st, s, "record session pull request", err);
-}
-
-int store_session_list_expired(struct store *st, int64_t before,
-                               void (*fn)(const struct store_session *s, void *ctx), void *ctx,
-                               struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "SELECT " SESSION_COLUMNS " FROM sessions WHERE cleaned_at IS NULL AND "
-                          "last_run_at < ?1 AND node_id IN (?2, '" STORE_SESSION_UNCLAIMED "') "
-                          "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.session_id = sessions.id "
-                          "AND status IN ('queued', 'running'))",
-                          &s, err);
-    if (r < 0)
-        return r;
-    db_bind_int64(s, 1, before);
-    db_bind_text(s, 2, st->node_id);
-    int rc;
-    while ((rc = db_step(s)) == DB_ROW) {
-        struct store_session ses;
-        read_session(s, &ses);
-        fn(&ses, ctx);
-    }
-    return rc == DB_DONE ? 0 : store_fail(st, rc, "list expired sessions", err);
-}
-
-int store_session_mark_cleaned(struct store *st, const char *id, int64_t at, struct err *err)
-{
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "UPDATE sessions SET cleaned_at = ? WHERE id = ?", &s, err);
-    if (r < 0)
-        return r;
-    db_bind_int64(s, 1, at);
-    db_bind_text(s, 2, id);
-    return store_step_done(st, s, "mark session cleaned", err);
 }
 
 /* --- runs --- */
@@ -317,7 +159,7 @@ int store_run_get(struct store *st, const char *user_id, const char *id, struct 
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
 #define BY_ID "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?"
-    int r = find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "run", &s, err);
+    int r = store_find_row(st, BY_ID, BY_ID " AND user_id = ?", id, user_id, "run", &s, err);
 #undef BY_ID
     if (r < 0)
         return r;
@@ -529,7 +371,8 @@ int store_run_get_diff(struct store *st, const char *id, char **out, struct err 
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
     *out = NULL;
-    int r = find_row(st, "SELECT diff FROM runs WHERE id = ?", NULL, id, NULL, "run", &s, err);
+    int r =
+        store_find_row(st, "SELECT diff FROM runs WHERE id = ?", NULL, id, NULL, "run", &s, err);
     if (r < 0)
         return r;
     *out = dup_col(s, 0);
@@ -734,10 +577,10 @@ int store_view_generation(struct store *st, bool session, const char *id, int64_
                           struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = find_row(st,
-                     session ? "SELECT view_generation FROM sessions WHERE id = ?"
-                             : "SELECT view_generation FROM runs WHERE id = ?",
-                     NULL, id, NULL, session ? "session" : "run", &s, err);
+    int r = store_find_row(st,
+                           session ? "SELECT view_generation FROM sessions WHERE id = ?"
+                                   : "SELECT view_generation FROM runs WHERE id = ?",
+                           NULL, id, NULL, session ? "session" : "run", &s, err);
     if (r < 0)
         return r;
     *gen = db_col_int64(s, 0);
@@ -760,33 +603,6 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
     if (db_changes(st) == 0)
         return err_set(err, -ENOENT, "%s '%s' not found", session ? "session" : "run", id);
     return 0;
-}
-
-int store_session_take_over(struct store *st, const char *id, const char *from_node,
-                            struct err *err)
-{
-    int r = store_exec(st, "BEGIN IMMEDIATE", err);
-    if (r < 0)
-        return r;
-    {
-        _cleanup_stmt_ struct db_stmt *s = NULL;
-        if ((r = store_prepare(st, "UPDATE sessions SET node_id = ? WHERE id = ? AND node_id = ?",
-                               &s, err)) == 0) {
-            db_bind_text(s, 1, st->node_id);
-            db_bind_text(s, 2, id);
-            db_bind_text(s, 3, from_node);
-            r = store_step_done(st, s, "take over session", err);
-            if (r == 0 && db_changes(st) != 1)
-                r = err_set(err, -ESTALE, "session '%s' moved meanwhile", id);
-        }
-    }
-    if (r == 0 && (r = store_sandboxes_move(st, NULL, id, from_node, err)) > 0)
-        r = 0;
-    if (r < 0) {
-        store_exec(st, "ROLLBACK", NULL);
-        return r;
-    }
-    return store_exec(st, "COMMIT", err);
 }
 
 int store_run_list_active_on(struct store *st, const char *node_id,
@@ -813,64 +629,6 @@ int store_run_list_active_on(struct store *st, const char *node_id,
         fn(ids.data + i, ctx);
     buf_release(&ids);
     return rc == DB_DONE ? 0 : store_fail(st, rc, "list active runs", err);
-}
-
-/* Whether node (?3) holds a live environment snapshot that may serve session s's user for run
- * r's repository (runs/envs.c): the claim's preference. */
-#define ENV_HELD(node_cmp)                                                                         \
-    "EXISTS (SELECT 1 FROM envs v WHERE v.node_id " node_cmp " ?3 AND v.dropped = 0 AND "          \
-    "v.repository = r.repository AND (v.scope = s.user_id OR v.scope = ''))"
-
-int store_session_claim(struct store *st, unsigned limit, int64_t prefer_before,
-                        char session_id[64], struct err *err)
-{
-    int r = store_exec(st, "BEGIN IMMEDIATE", err);
-    if (r < 0)
-        return r;
-    session_id[0] = '\0';
-    {
-        /* the oldest waiting run's session; one another node is claiming is passed over, and
-         * so, until it has waited since prefer_before, is one whose repository has a snapshot
-         * on another node that is up and none here (that node claims it, and starts on it) */
-        _cleanup_stmt_ struct db_stmt *s = NULL;
-        r = store_prepare(
-            st,
-            "SELECT s.id FROM sessions s JOIN runs r ON r.session_id = s.id "
-            "WHERE s.node_id = '" STORE_SESSION_UNCLAIMED "' AND r.status = 'queued' "
-            "AND (SELECT count(*) FROM runs x WHERE x.user_id = s.user_id AND "
-            "x.status = 'running') < ?1 AND (r.repository IS NULL OR r.created_at < ?2 "
-            "OR " ENV_HELD("=") " OR NOT " ENV_HELD("<>") ") ORDER BY r.n LIMIT 1 "
-                                                          "FOR UPDATE OF s SKIP LOCKED",
-            &s, err);
-        if (r == 0) {
-            db_bind_int64(s, 1, limit);
-            db_bind_int64(s, 2, prefer_before);
-            db_bind_text(s, 3, st->node_id);
-            int rc = db_step(s);
-            if (rc == DB_ROW)
-                text_col(session_id, 64, s, 0);
-            else if (rc != DB_DONE)
-                r = store_fail(st, rc, "find an unclaimed session", err);
-        }
-    }
-    if (r == 0 && session_id[0]) {
-        _cleanup_stmt_ struct db_stmt *s = NULL;
-        if ((r = store_prepare(st,
-                               "UPDATE sessions SET node_id = ? WHERE id = ? AND node_id = "
-                               "'" STORE_SESSION_UNCLAIMED "'",
-                               &s, err)) == 0) {
-            db_bind_text(s, 1, st->node_id);
-            db_bind_text(s, 2, session_id);
-            r = store_step_done(st, s, "claim session", err);
-            if (r == 0 && db_changes(st) != 1)
-                session_id[0] = '\0';
-        }
-    }
-    if (r < 0 || (r = store_exec(st, "COMMIT", err)) < 0) {
-        store_exec(st, "ROLLBACK", NULL);
-        return r;
-    }
-    return session_id[0] ? 1 : 0;
 }
 
 int store_run_list_queued(struct store *st, void (*fn)(const struct store_run *r, void *ctx),

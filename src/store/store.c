@@ -92,3 +92,20 @@ const char *store_node(const struct store *st)
 {
     return st->node_id;
 }
+
+int store_find_row(struct store *st, const char *sql, const char *sql_by_user, const char *id,
+                   const char *user_id, const char *kind, struct db_stmt **s, struct err *err)
+{
+    int r = store_prepare(st, user_id ? sql_by_user : sql, s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(*s, 1, id);
+    if (user_id)
+        db_bind_text(*s, 2, user_id);
+    int rc = db_step(*s);
+    if (rc == DB_DONE)
+        return err_set(err, -ENOENT, "%s '%s' not found", kind, id);
+    if (rc != DB_ROW)
+        return store_fail(st, rc, kind, err);
+    return 0;
+}

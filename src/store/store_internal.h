@@ -119,6 +119,12 @@ int store_notify_enqueue(struct store *st, const char *type, const char *run_id,
 /* After a commit: tell the hook, once, that rows were queued. */
 void store_notify_committed(struct store *st);
 
+/* The one row of kind ("run", "session") id, by sql (binding id), or with user_id by
+ * sql_by_user (binding id and user_id): 0 with *s on it, or -ENOENT saying "<kind> '<id>' not
+ * found". */
+int store_find_row(struct store *st, const char *sql, const char *sql_by_user, const char *id,
+                   const char *user_id, const char *kind, struct db_stmt **s, struct err *err);
+
 /* Copy column col of the current row into dst (cap bytes, truncating; "" for NULL). */
 static inline void store_copy_text(char *dst, size_t cap, struct db_stmt *s, int col)
 {
