@@ -43,6 +43,7 @@ struct copy {
     int unnamed;         /* levels below a directory whose path did not fit in path */
     struct hardlink *links;
     size_t nlinks, links_cap;
+    uint64_t link_bytes; /* what the table holds: its slots and their paths */
     struct err *err;
 };
 
@@ -113,8 +114,16 @@ static const char *link_find(const struct copy *c, const struct stat *st)
     return c->links_cap ? c->links[link_slot(c, st->st_dev, st->st_ino)].path : NULL;
 }
 
+/* Remember path as the first copy of st's inode, unless the table would pass its memory bound
+ * (a tenant's tree may hold millions of hard links with long paths): such files are then
+ * copied whole, which the byte limit bounds. */
 static void link_add(struct copy *c, const struct stat *st, const char *path)
 {
+    uint64_t cap = c->lim->max_link_bytes ? c->lim->max_link_bytes : 64ull << 20;
+    size_t grow = 2 * (c->nlinks + 1) > c->links_cap ? (c->links_cap ? c->links_cap : 32) : 0;
+    if (c->link_bytes + strlen(path) + 1 + 2 * grow * sizeof(*c->links) > cap)
+        return;
+    c->link_bytes += strlen(path) + 1 + 2 * grow * sizeof(*c->links);
     if (2 * (c->nlinks + 1) > c->links_cap) {
         struct hardlink *old = c->links;
         size_t old_cap = c->links_cap;

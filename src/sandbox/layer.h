@@ -12,6 +12,8 @@ struct layer_limits {
     uint64_t max_bytes;      /* the files' contents, in all */
     uint64_t max_entries;    /* files, directories, links and whiteouts, in all */
     const char *const *skip; /* directories not copied, relative to the root; NULL-terminated */
+    uint64_t max_link_bytes; /* memory for remembering hard links (their first copies' paths);
+                                past it, further hard-linked files are copied whole; 0: 64 MiB */
 };
 
 struct layer_stats {
@@ -26,7 +28,8 @@ struct layer_stats {
  * and what changes kind between a look and an open is skipped. Kept: regular files (their
  * contents, hard links between them), directories, symlinks, fifos, overlayfs whiteouts (the
  * 0/0 character device) and opaque directories (trusted.overlay.opaque), user.* extended
- * attributes, modes (set-id bits too), owners and times. Owners in [from, from + ids) move to
+ * attributes, modes (set-id bits too), owners and times (hard links while their table fits in
+ * lim->max_link_bytes, else as copies). Owners in [from, from + ids) move to
  * [to, to + ids); any other owner becomes to + 65534 (nobody), so a layer never carries an id
  * of the host. Past a limit, or at any error, dst is removed and the result is -E2BIG (limits)
  * or the error's, with err set. Returns 0; stats (may be NULL) says what was copied. */

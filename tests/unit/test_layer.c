@@ -227,6 +227,28 @@ TEST(skipped_directories_are_left_out)
     remove_base();
 }
 
+/* Hard links are remembered only within their memory bound: past it they are copied whole. */
+TEST(hard_links_past_their_bound_are_copied)
+{
+    make_base();
+    dir("src", FROM);
+    put("src/a", "same", 0644, FROM);
+    char p[1024], q[1024];
+    in_base(p, sizeof(p), "src/a");
+    in_base(q, sizeof(q), "src/b");
+    CHECK(link(p, q) == 0);
+    struct layer_limits lim = roomy;
+    lim.max_link_bytes = 1;
+    struct layer_stats st;
+    struct err err = {0};
+    CHECK_INT_EQ(copy("dst", &lim, &st, &err), 0);
+    CHECK_INT_EQ(look("dst/a").st_nlink, 1);
+    CHECK_INT_EQ(look("dst/b").st_nlink, 1);
+    CHECK_STR_EQ(slurp("dst/b"), "same");
+    CHECK_INT_EQ(st.bytes, 8);
+    remove_base();
+}
+
 /* A destination that exists is refused and left as it was. */
 TEST(an_existing_destination_is_untouched)
 {
