@@ -114,6 +114,26 @@ int sandbox_snapshot(struct sandbox *sbx, const char *env, const struct layer_li
     return r;
 }
 
+struct removal {
+    struct work work;
+    char path[PATH_MAX];
+    int r;
+};
+
+static void removal_run(struct work *w)
+{
+    struct removal *rm = (struct removal *)w;
+    rm->r = tree_remove(AT_FDCWD, rm->path);
+}
+
+static void removal_done(struct work *w)
+{
+    struct removal *rm = (struct removal *)w;
+    if (rm->r < 0 && rm->r != -ENOENT)
+        log_warn("environment snapshot not removed path=%s err=\"%s\"", rm->path, strerror(-rm->r));
+    free(rm);
+}
+
 int sandbox_env_remove(struct sandbox_manager *m, const char *env, struct err *err)
 {
     if (!sandbox_env_name_ok(env))
@@ -127,10 +147,24 @@ int sandbox_env_remove(struct sandbox_manager *m, const char *env, struct err *e
         return r;
     if (users > 0)
         return err_set(err, -EBUSY, "a sandbox starts on snapshot '%s'", env);
+    /* out of the way at once (a rename), removed on the worker thread: a snapshot may hold a
+     * large tree, and the loop does not wait for its files */
+    struct removal *rm = xcalloc(1, sizeof(*rm));
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/envs/%s", m->data_dir, env);
-    r = tree_remove(AT_FDCWD, path);
-    if (r < 0 && r != -ENOENT)
-        return err_set(err, r, "remove '%s': %s", path, strerror(-r));
+    snprintf(rm->path, sizeof(rm->path), "%s/envs/%s.gone", m->data_dir, env);
+    if (rename(path, rm->path) < 0) {
+        int e = errno;
+        free(rm);
+        return e == ENOENT ? 0 : err_set(err, -e, "remove '%s': %s", path, strerror(e));
+    }
+    rm->work.run = removal_run;
+    rm->work.done = removal_done;
+    work_pool_limit(&pool, 1, 8);
+    struct err werr = {0};
+    if (work_submit(&pool, &rm->work, &werr) < 0) {
+        removal_run(&rm->work); /* the pool is full: here, then */
+        removal_done(&rm->work);
+    }
     return 0;
 }

@@ -189,7 +189,8 @@ typedef void (*sandbox_snapshot_fn)(void *ctx, const struct layer_stats *stats,
  * above the template. Returns 0, or a negative errno (cb is not called). */
 int sandbox_snapshot(struct sandbox *sbx, const char *env, const struct layer_limits *lim,
                      sandbox_snapshot_fn cb, void *ctx, struct err *err);
-/* Remove snapshot env from disk; -EBUSY while a sandbox of this node starts on it. */
+/* Remove snapshot env from disk (renamed away at once, its files removed on a worker thread);
+ * -EBUSY while a sandbox of this node starts on it. */
 int sandbox_env_remove(struct sandbox_manager *m, const char *env, struct err *err);
 
 /* --- facts --- */
