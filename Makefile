@@ -73,7 +73,7 @@ $(BUILD)/gen/web.c: $(WEB) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_web $(WEB) > $@.tmp && mv $@.tmp $@
 
-$(INIT_BIN): $(HELPER_SRC) src/sandbox/helper/helper.h src/sandbox/confine.h src/sandbox/fsops.h \
+$(INIT_BIN): $(HELPER_SRC) $(wildcard src/sandbox/helper/*.h) src/sandbox/confine.h src/sandbox/fsops.h \
              src/sandbox/fsops_internal.h src/sandbox/listen_ports.h src/sandbox/opencode_serve.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc -Os -static -s -o $@ $(HELPER_SRC) -ljansson
