@@ -130,17 +130,18 @@ async function newSessionCase(name, each, n = N_NEW) {
   for (let k = 0; k < sides.length; k++) { use(k); per[k].warm = await timedRun(each(-1, k)); }
   for (let i = 0; i < n; i++) {
     for (let k = 0; k < sides.length; k++) {
-      await new Promise((r) => setTimeout(r, 3000));
+      await (sides[k].ready ? sides[k].ready() : new Promise((r) => setTimeout(r, 3000)));
       use(k);
       per[k].runs.push(await timedRun(each(i, k)));
     }
   }
   sides.forEach((side, k) => cases.push({ name: `${name}${side.label}`, warm: per[k].warm, runs: per[k].runs }));
 }
-// "new": the new-session rows only; "setup": only those with a setup
+// "new": the new-session rows only; "setup": only those with a setup; "pool": only the agents
+// booted in the pool against those booted for the run
 const only = process.env.RUNSTART_ONLY || '';
 const repo = bareRepo('kept');
-if (only !== 'new' && only !== 'setup') {
+if (only !== 'new' && only !== 'setup' && only !== 'pool') {
 await runCase('no repository', {}, (session) => ({ session_id: session }));
 await runCase('repository already in the workspace', { repository: repo }, (session) => ({ session_id: session }));
 const fresh = Array.from({ length: N_CLONE }, (_, i) => bareRepo(`fresh${i}`));
@@ -156,6 +157,29 @@ await server.stop();
 const newEnv = { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
   RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE,
   SANDBOX_MAX_RUNNING_PER_USER: '64', SANDBOX_DISK_PER_USER_MB: '0' };
+if (only === 'pool') {
+  // a warm pool of 2 on both servers; on one, one of them has OpenCode booted and readied for
+  // /workspace before any run (RUNS_AGENT_POOL=1), and each run waits until the next is ready
+  const poolEnv = { ...newEnv, SANDBOX_POOL: '2' };
+  const ready = (srv, n) => async () => {
+    for (;;) {
+      const have = srv.stderr().match(/sandbox pool prepared sbx=\S+ ready=yes/g)?.length ?? 0;
+      if (have >= n.want) { n.want++; return; }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  const booted = await startServer({ env: { ...poolEnv, RUNS_AGENT_POOL: '0' } });
+  const pooled = await startServer({ env: { ...poolEnv, RUNS_AGENT_POOL: '1' } });
+  sides = [{ label: ', OpenCode booted for the run', server: booted },
+    { label: ', OpenCode booted in the pool (`RUNS_AGENT_POOL=1`)', server: pooled, ready: ready(pooled, { want: 1 }) }];
+  for (const side of sides) side.client = mcpClient(side.server);
+  // the uncounted first run of each side waits for its pool too
+  for (const side of sides) if (side.ready) await side.ready();
+  await newSessionCase('new session, no repository', () => ({}));
+  for (const side of sides) { side.client.close(); await side.server.stop(); }
+  sides = [];
+}
+if (only !== 'pool') {
 if (process.env.RUNSTART_BEFORE)
   sides.push({ label: ' (before)', server: await startServer({ env: newEnv,
     wrap: ['/bin/sh', '-c', 'shift; exec "$0" "$@"', path.resolve(process.env.RUNSTART_BEFORE)] }) });
@@ -170,9 +194,10 @@ if (only !== 'setup') {
 await newSessionCase('new session, a repository (cloned) and a 5 s setup',
   (i, k) => ({ repository: freshNew[(i + 1) * sides.length + k], setup: 'sleep 5' }), N_SETUP);
 for (const side of sides) { side.client.close(); await side.server.stop(); }
+}
 
 let floor = null;
-if (only !== 'new' && only !== 'setup') {
+if (only !== 'new' && only !== 'setup' && only !== 'pool') {
 // --- OpenCode started for each run, as before it was kept warm ---
 server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
   RUNS_ALLOW_LOCAL_REPOS: '1', RUN_DEFAULT_MODEL: MODEL, OPENCODE_BIN: OPENCODE, RUNS_AGENT_WARM_SECONDS: '0' } });

@@ -190,6 +190,8 @@ static void serve_stop(struct serve *s)
         runs_network_set_runs(s->network, NULL);
     if (s->proxy)
         proxy_set_run_lookup(s->proxy, NULL, NULL);
+    if (s->sandboxes)
+        sandbox_manager_pool_prepare(s->sandboxes, 0, NULL, NULL);
     runs_free(s->runs);
     notifier_free(s->notifier);
     cluster_free(s->cluster);
@@ -349,8 +351,12 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
             log_error("runs unavailable err=\"%s\"", s.err.msg);
             runs_unavailable = s.err.msg;
         }
-        if (s.runs)
+        if (s.runs) {
             proxy_set_run_lookup(s.proxy, runs_sandbox_run, s.runs);
+            if (s.sandboxes)
+                sandbox_manager_pool_prepare(s.sandboxes, s.rc.agent_warm_s ? s.rc.agent_pool : 0,
+                                             runs_pool_prepare, s.runs);
+        }
     }
     if (s.runs)
         cluster_on_lost(s.cluster, on_node_lost, s.runs);

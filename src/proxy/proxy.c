@@ -112,7 +112,7 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
     }
     struct proxy_claims claims;
     struct err err = {0};
-    int r = proxy_token_check(p, token, tlen, &claims, &err);
+    int r = proxy_token_check(p, token, tlen, listener_sandbox, &claims, &err);
     if (r == -EKEYREVOKED || r == -ENOENT) {
         proxy_respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
         return 0;

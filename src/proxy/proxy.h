@@ -35,13 +35,16 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
 /* What the run running in a sandbox is granted, as its own token would grant it: a warm agent's
  * token (proxy_grant.warm) stands for that run. */
 struct proxy_run_grant {
+    char user[64]; /* the run's owner */
     char run[64];
+    char jti[64]; /* the run's own token's, whose row its usage is added to */
     char services[PROXY_SERVICES_MAX * 32]; /* comma-separated */
     char repo[200];                         /* "owner/name" its git requests may name, or "" */
     char branch[256];                       /* the one branch of repo it may push to, or "" */
 };
-/* The grant of the run running in sandbox_id for user_id into *out: true when there is one. The
- * proxy asks it for every request under a warm token. */
+/* The grant of the run running in sandbox_id for user_id (NULL: whichever user's) into *out: true
+ * when there is one. The proxy asks it for every request under a warm token or a pooled agent's
+ * key. */
 typedef bool (*proxy_run_lookup_fn)(void *ctx, const char *sandbox_id, const char *user_id,
                                     struct proxy_run_grant *out);
 void proxy_set_run_lookup(struct proxy *p, proxy_run_lookup_fn fn, void *ctx);

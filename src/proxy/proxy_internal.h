@@ -153,10 +153,12 @@ size_t proxy_token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authoriz
                       size_t cap);
 /* The one check of an agent's token: signature and expiry (once per token, then from the cache),
  * and revocation (at most once a second per token); a warm agent's token takes its sandbox's
- * run's grant, or -ENOENT when none is running. Returns 0 and fills claims, -EKEYREVOKED, or
- * -EACCES with err saying why. */
-int proxy_token_check(struct proxy *p, const char *token, size_t len, struct proxy_claims *claims,
-                      struct err *err);
+ * run's grant, or -ENOENT when none is running. A pooled agent's key (proxy_sandbox_key) is
+ * taken only on its sandbox's listener (listener: the sandbox id of the listener the request
+ * came on, "" for the server's own), and like a warm token. Returns 0 and fills claims,
+ * -EKEYREVOKED, or -EACCES with err saying why. */
+int proxy_token_check(struct proxy *p, const char *token, size_t len, const char *listener,
+                      struct proxy_claims *claims, struct err *err);
 
 /* One request forwarded: in the request's pool, ended by h2o's stop or dispose. */
 struct transfer {

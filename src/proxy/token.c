@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <jwt.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,33 @@ int proxy_token_verify(const void *key, size_t keylen, const char *token, size_t
 out:
     json_decref(claims);
     return r;
+}
+
+void proxy_sandbox_key(const void *key, size_t keylen, const char *sandbox_id,
+                       char out[PROXY_SANDBOX_KEY_LEN + 1])
+{
+    static const char label[] = "sandbox-mcp pooled agent key";
+    unsigned char mac[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, key, keylen);
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof(label));
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)sandbox_id, strlen(sandbox_id));
+    crypto_auth_hmacsha256_final(&st, mac);
+    memcpy(out, PROXY_SANDBOX_KEY_PREFIX, sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1);
+    sodium_bin2hex(out + sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1, 65, mac, sizeof(mac));
+    sodium_memzero(mac, sizeof(mac));
+}
+
+bool proxy_sandbox_key_is(const void *key, size_t keylen, const char *sandbox_id, const char *token,
+                          size_t len)
+{
+    if (len != PROXY_SANDBOX_KEY_LEN || !sandbox_id[0])
+        return false;
+    char want[PROXY_SANDBOX_KEY_LEN + 1];
+    proxy_sandbox_key(key, keylen, sandbox_id, want);
+    bool same = sodium_memcmp(want, token, PROXY_SANDBOX_KEY_LEN) == 0;
+    sodium_memzero(want, sizeof(want));
+    return same;
 }
 
 bool proxy_claims_grant(const struct proxy_claims *c, const char *service)

@@ -39,5 +39,18 @@ int proxy_token_mint(const void *key, size_t keylen, const struct proxy_claims *
 int proxy_token_verify(const void *key, size_t keylen, const char *token, size_t len, int64_t now,
                        struct proxy_claims *out, struct err *err);
 
+/* A pooled sandbox's agent key: what an agent started before its sandbox had an owner (the warm
+ * pool's, runs_pool.c) sends instead of a token, since nothing may be minted before the hand-over.
+ * It is the HMAC-SHA256 of the sandbox's id under key, so it needs no row and survives restarts;
+ * the proxy takes it only on that sandbox's own listener, and only for the run of the sandbox's
+ * owner that is running there (proxy_set_run_lookup), as a warm token. */
+#define PROXY_SANDBOX_KEY_PREFIX "smcp-sbx-"
+#define PROXY_SANDBOX_KEY_LEN (sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1 + 64)
+void proxy_sandbox_key(const void *key, size_t keylen, const char *sandbox_id,
+                       char out[PROXY_SANDBOX_KEY_LEN + 1]);
+/* Whether token (len bytes) is sandbox_id's agent key, in constant time. */
+bool proxy_sandbox_key_is(const void *key, size_t keylen, const char *sandbox_id, const char *token,
+                          size_t len);
+
 /* Whether the claims grant service. */
 bool proxy_claims_grant(const struct proxy_claims *c, const char *service);

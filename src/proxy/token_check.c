@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "base/ids.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "proxy/token.h"
 #include "store/store.h"
@@ -91,9 +92,47 @@ static int claims_set_services(struct proxy_claims *c, const char *services)
     return 0;
 }
 
-int proxy_token_check(struct proxy *p, const char *token, size_t len, struct proxy_claims *claims,
-                      struct err *err)
+/* A pooled agent's key on its sandbox's listener: the grant of the run of the sandbox's owner
+ * running there, with that run's token's row for its usage. */
+static int sandbox_key_check(struct proxy *p, const char *listener, struct proxy_claims *claims,
+                             struct err *err)
 {
+    struct proxy_run_grant g = {0};
+    if (!p->run_lookup || !p->run_lookup(p->run_lookup_ctx, listener, NULL, &g)) {
+        /* a pooled agent's warm-up ends here, once (sandbox/helper/agent.c) */
+        char key[96];
+        uint64_t suppressed = 0;
+        snprintf(key, sizeof(key), "sbxkey %s", listener);
+        if (log_ratelimit(key, 1, time_mono_ms(), &suppressed))
+            log_info("proxy refused a pooled agent sbx=%s reason=no_run suppressed=%llu", listener,
+                     (unsigned long long)suppressed);
+        return err_set(err, -ENOENT,
+                       "this sandbox's agent key is honored only while one of its runs is "
+                       "running");
+    }
+    *claims = (struct proxy_claims){.warm = true};
+    snprintf(claims->user, sizeof(claims->user), "%s", g.user);
+    snprintf(claims->run, sizeof(claims->run), "%s", g.run);
+    snprintf(claims->sandbox, sizeof(claims->sandbox), "%s", listener);
+    snprintf(claims->repo, sizeof(claims->repo), "%s", g.repo);
+    snprintf(claims->branch, sizeof(claims->branch), "%s", g.repo[0] ? g.branch : "");
+    snprintf(claims->jti, sizeof(claims->jti), "%s", g.jti);
+    claims_set_services(claims, g.services);
+    claims->iat = time_now_ms() / 1000;
+    claims->exp = claims->iat + 60;
+    return 0;
+}
+
+int proxy_token_check(struct proxy *p, const char *token, size_t len, const char *listener,
+                      struct proxy_claims *claims, struct err *err)
+{
+    if (len > sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1 &&
+        memcmp(token, PROXY_SANDBOX_KEY_PREFIX, sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1) == 0) {
+        if (!listener || !listener[0] ||
+            !proxy_sandbox_key_is(p->key, p->keylen, listener, token, len))
+            return err_set(err, -EACCES, "not this sandbox's agent key");
+        return sandbox_key_check(p, listener, claims, err);
+    }
     unsigned char hash[32];
     sha256_bytes(token, len, hash);
     struct token_cache_entry *ce = &token_cache[hash[0] % TOKEN_CACHE_SIZE];
@@ -155,7 +194,7 @@ bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t a
                                 authorization, token, sizeof(token));
     struct proxy_claims claims;
     struct err err = {0};
-    return len && proxy_token_check(p, token, len, &claims, &err) == 0 &&
+    return len && proxy_token_check(p, token, len, listener_sandbox, &claims, &err) == 0 &&
            strcmp(claims.sandbox, listener_sandbox) == 0;
 }
 

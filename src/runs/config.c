@@ -57,6 +57,10 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUNS_AGENT_WARM_SECONDS", 300, 0, 86400, &v, err) < 0)
         return err->code;
     rc->agent_warm_s = (unsigned)v;
+    /* How many of the warm pool's sandboxes hold an agent booted ahead of any run (launch.c) */
+    if (config_get_u64(cfg, "RUNS_AGENT_POOL", 1, 0, 1000, &v, err) < 0)
+        return err->code;
+    rc->agent_pool = (unsigned)v;
     if (config_get_u64(cfg, "RUN_SETUP_TIMEOUT_SECONDS", 600, 1, 86400, &v, err) < 0)
         return err->code;
     rc->setup_timeout_s = (unsigned)v;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -32,6 +33,10 @@
 /* A warm agent's token outlives its server: the bridge's keeper replaces a server after 20 h
  * (between runs), and a run started just before may run for the longest timeout. */
 #define WARM_TOKEN_SPARE_S (21 * 3600)
+/* A pooled agent's warm-up (boot, then one refused prompt) that has not ended in this long is
+ * given up on, and after one that failed no pooled agent is started for a while. */
+#define POOL_WARMUP_MAX_MS (10 * 60 * 1000)
+#define POOL_RETRY_MS (10 * 60 * 1000)
 
 /* The task as a sealed memory file: the agent's stdin, read from the start, and no file of the
  * host. */
@@ -85,16 +90,15 @@ static bool conversation_here(struct run *r)
 /* The LLM providers a run's token grants and its agent is pointed at: every one with a key, the
  * model's own first, as many as a token holds beside github (when git). Fills out and services
  * (their names and github, comma-separated); returns how many. */
-static size_t run_llms(const struct run *r, bool git, struct proxy_llm out[PROXY_SERVICES_MAX],
-                       char *services, size_t cap)
+static size_t run_llms(const struct runs_config *c, const char *model, bool git,
+                       struct proxy_llm out[PROXY_SERVICES_MAX], char *services, size_t cap)
 {
-    const struct runs_config *c = &r->e->cfg;
-    size_t n = 0, plen = strcspn(r->model, "/"), len = 0;
+    size_t n = 0, plen = strcspn(model, "/"), len = 0;
     services[0] = '\0';
     for (int own = 1; own >= 0; own--)
         for (size_t i = 0; i < c->nllms && n + git < PROXY_SERVICES_MAX; i++) {
             const struct proxy_llm *p = &c->llms[i];
-            bool mine = strlen(p->name) == plen && memcmp(p->name, r->model, plen) == 0;
+            bool mine = strlen(p->name) == plen && memcmp(p->name, model, plen) == 0;
             if (p->has_key && mine == own) {
                 out[n++] = *p;
                 len +=
@@ -115,7 +119,7 @@ size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX])
     char *cred = runs_github_credential(r->e, r->user_id, r->github_repo);
     r->grant_git = cred != NULL;
     runs_wipe_free(cred);
-    return run_llms(r, r->grant_git, llms ? llms : none, r->grant_services,
+    return run_llms(&r->e->cfg, r->model, r->grant_git, llms ? llms : none, r->grant_services,
                     sizeof(r->grant_services));
 }
 
@@ -125,10 +129,13 @@ bool runs_sandbox_run(void *ctx, const char *sandbox, const char *user_id,
 {
     const struct runs *e = ctx;
     for (const struct run *r = e->runs; r; r = r->next)
-        if (r->phase == PH_AGENT && r->sbx && !r->exited && strcmp(r->user_id, user_id) == 0 &&
+        if (r->phase == PH_AGENT && r->sbx && !r->exited &&
+            (!user_id || strcmp(r->user_id, user_id) == 0) &&
             strcmp(sandbox_id(r->sbx), sandbox) == 0) {
             bool git = r->grant_git;
+            snprintf(out->user, sizeof(out->user), "%s", r->user_id);
             snprintf(out->run, sizeof(out->run), "%s", r->id);
+            snprintf(out->jti, sizeof(out->jti), "%s", r->agent_jti);
             snprintf(out->services, sizeof(out->services), "%s", r->grant_services);
             snprintf(out->repo, sizeof(out->repo), "%s", git ? r->github_repo : "");
             snprintf(out->branch, sizeof(out->branch), "%s",
@@ -169,6 +176,7 @@ static int agent_launch_for(struct run *r, const char *session, bool start_ahead
         .warm = warm};
     if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, err) < 0)
         return err_wrap(err, "cannot mint the run's proxy token");
+    snprintf(r->agent_jti, sizeof(r->agent_jti), "%s", jti);
     const char *slash = strrchr(e->opencode_bin, '/');
     snprintf(program, PATH_MAX, AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
     *l = (struct agent_launch){.model = r->model,
@@ -259,6 +267,106 @@ void run_start_agent_ahead(struct run *r)
         log_info("run agent not started ahead run=%s err=\"%s\"", r->id, err.msg);
     else
         log_info("run agent starting ahead run=%s sbx=%s", r->id, sandbox_id(r->sbx));
+}
+
+/* A pooled sandbox's agent, booted before any run (sandbox_manager_pool_prepare): the default
+ * agent's warm server as a new session's first run on the default model would start it, whose key
+ * is the sandbox's (proxy_sandbox_key: nothing is minted before the hand-over), then readied for
+ * /workspace, a new session's directory when it has no repository. A run on another model, or
+ * with secrets for its agent, finds it stale and has it replaced. Nothing else runs in the
+ * sandbox; it is the new owner's once taken. */
+bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
+{
+    struct runs *e = ctx;
+    const struct agent_adapter *ad = agent_find(RUNS_DEFAULT_AGENT);
+    if (!ad || !ad->warm || !e->opencode_bin || e->cfg.agent_warm_s == 0 ||
+        time_mono_ms() < e->pool_retry_at)
+        return false;
+    struct proxy_llm llms[PROXY_SERVICES_MAX];
+    char services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
+    size_t nllms = run_llms(&e->cfg, e->default_model, false, llms, services, sizeof(services));
+    if (nllms == 0)
+        return false;
+    char key[PROXY_SANDBOX_KEY_LEN + 1], program[PATH_MAX];
+    proxy_sandbox_key(e->cfg.jwt_key, e->cfg.jwt_keylen, sandbox_id(sbx), key);
+    const char *slash = strrchr(e->opencode_bin, '/');
+    snprintf(program, sizeof(program), AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
+    struct agent_launch l = {.model = e->default_model,
+                             .session = "",
+                             .proxy_token = key,
+                             .proxy_url = PROXY_URL,
+                             .program = program,
+                             .providers = llms,
+                             .nproviders = nllms,
+                             .warm_port = AGENT_SERVE_PORT,
+                             .warm_idle_s = e->cfg.agent_warm_s,
+                             .start_ahead = true,
+                             .warm_dir = "/workspace"};
+    ad->launch(&l);
+    explicit_bzero(key, sizeof(key));
+    struct err err = {0};
+    int pid, rc = -EIO;
+    int fds[3] = {open("/dev/null", O_RDONLY | O_CLOEXEC), open("/dev/null", O_WRONLY | O_CLOEXEC),
+                  memfd_create("warm-up", MFD_CLOEXEC)};
+    if (l.argv && fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0) {
+        struct sandbox_spawn_opts so = {.argv = (const char *const *)l.argv,
+                                        .cwd = "/workspace",
+                                        .env = (const char *const *)l.env,
+                                        .stdin_fd = fds[0],
+                                        .out_fd = fds[1],
+                                        .err_fd = fds[1],
+                                        .out_max = 4096,
+                                        .err_max = 4096,
+                                        .status_fd = fds[2]};
+        rc = sandbox_spawn(sbx, &so, &pid, &err);
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (rc < 0 && fds[2] >= 0)
+        close(fds[2]);
+    for (size_t i = 0; l.env && l.env[i]; i++)
+        explicit_bzero(l.env[i], strlen(l.env[i]));
+    agent_launch_release(&l);
+    if (rc < 0) {
+        log_warn("run agent not booted in the pool sbx=%s err=\"%s\"", sandbox_id(sbx), err.msg);
+        return false;
+    }
+    struct pool_warmup *w = xcalloc(1, sizeof(*w));
+    snprintf(w->sandbox, sizeof(w->sandbox), "%s", sandbox_id(sbx));
+    w->status_fd = fds[2];
+    w->started = time_mono_ms();
+    w->next = e->warmups;
+    e->warmups = w;
+    log_info("run agent booting in the pool sbx=%s model=%s", sandbox_id(sbx), e->default_model);
+    return true;
+}
+
+void runs_pool_check(struct runs *e, bool all)
+{
+    int64_t now = time_mono_ms();
+    for (struct pool_warmup **pp = &e->warmups; *pp;) {
+        struct pool_warmup *w = *pp;
+        char text[64];
+        ssize_t n = pread(w->status_fd, text, sizeof(text) - 1, 0);
+        int ws = 0;
+        bool ended = n > 0 && sandbox_spawn_status(text, (size_t)n, &ws) > 0;
+        if (!ended && !all && now - w->started < POOL_WARMUP_MAX_MS) {
+            pp = &w->next;
+            continue;
+        }
+        bool ok = ended && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+        if (!all)
+            sandbox_pool_ready(e->mgr, w->sandbox, ok);
+        if (!ok && !all) {
+            log_warn("run agent not ready in the pool sbx=%s status=%s", w->sandbox,
+                     ended ? "failed" : "too slow");
+            e->pool_retry_at = now + POOL_RETRY_MS;
+        }
+        close(w->status_fd);
+        *pp = w->next;
+        free(w);
+    }
 }
 
 void run_start_agent(struct run *r)

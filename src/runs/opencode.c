@@ -76,6 +76,10 @@ void opencode_launch(struct agent_launch *l)
         l->argv[n++] = xstrdup(l->program);
         l->argv[n++] = xstrdup(l->warm_port);
         l->argv[n++] = xasprintf("%u", l->warm_idle_s);
+        if (l->warm_dir) {
+            l->argv[n++] = xstrdup(l->model);
+            l->argv[n++] = xstrdup(l->warm_dir);
+        }
         goto env;
     }
     if (l->warm_port) {

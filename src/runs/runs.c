@@ -273,7 +273,7 @@ static bool run_begin(struct run *r)
     run_set_phase(r, "preparing", "preparing the sandbox"); /* its start was the transition */
     r->began = true;
     struct sandbox_acquire_opts o = {
-        .user_id = r->user_id, .session_id = r->session_id, .create = true};
+        .user_id = r->user_id, .session_id = r->session_id, .create = true, .for_run = true};
     envs_choose(r, &o);
     run_acquire(r, &o, run_on_sandbox);
     return true;
@@ -426,6 +426,7 @@ static void on_tick(struct loop_timer *t)
         store_session_list_expired(e->st, time_now_ms() - (int64_t)e->cfg.retention_ms,
                                    on_expired_session, e, &err);
     }
+    runs_pool_check(e, false);
     if (envs_enabled(e) && now >= e->next_env_sweep) {
         /* snapshots aged out, and dropped ones no sandbox starts on any more */
         e->next_env_sweep = now + ENV_SWEEP_MS;
@@ -641,6 +642,7 @@ void runs_free(struct runs *e)
     if (!e)
         return;
     loop_timer_stop(&e->tick);
+    runs_pool_check(e, true);
     deliverer_free(e->deliverer); /* before the runs its callbacks would end */
     while (e->runs) {
         struct run *r = e->runs;

@@ -48,6 +48,9 @@ struct runs_config {
     /* Keep each session's OpenCode server running this long after its last run, so the next run
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
+    /* With agent_warm_s: how many of the warm pool's sandboxes get an agent booted ahead of any
+     * run, on the default model (runs_pool_prepare) */
+    unsigned agent_pool;
     unsigned setup_timeout_s; /* a run's setup is stopped, and failed, after this long */
     /* The node's caches (ENV_CACHE_*): repository mirrors a clone fetches into (envcache.h), and
      * environment snapshots (envs.c: its bytes, one user's, their age, from cache) */
@@ -92,6 +95,11 @@ void runs_free(struct runs *e);
 struct proxy_run_grant;
 bool runs_sandbox_run(void *ctx, const char *sandbox_id, const char *user_id,
                       struct proxy_run_grant *out);
+
+/* Start a run's agent in a pooled sandbox ahead of any run (sandbox_pool_prepare_fn; ctx is the
+ * engine): true when it was started. Given to sandbox_manager_pool_prepare with agent_pool. */
+struct sandbox;
+bool runs_pool_prepare(void *ctx, struct sandbox *sbx);
 
 /* The program the OpenCode adapter would run on the host, or NULL (for messages). */
 const char *runs_opencode_bin(const struct runs *e);

@@ -40,13 +40,16 @@ struct agent_launch {
     /* With warm_port: only start that server, ahead of the run and without a task (the same
      * environment, so the bridge finds it serving) */
     bool start_ahead;
+    /* With start_ahead: then have the server ready its work for this directory, a run's there
+     * (a pooled sandbox's agent, whose warm-up prompt the proxy refuses: no run is running) */
+    const char *warm_dir;
     char **argv, **env; /* filled by the adapter (malloc'd, NULL-terminated) */
 };
 void agent_launch_release(struct agent_launch *l);
 
 /* OpenCode: `opencode run --format json` with its providers pointed at the proxy; warm, the
  * bridge ("sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]") with the same environment, which
- * is the server's; started ahead, "sandbox-agent --start PROGRAM PORT IDLE_S". */
+ * is the server's; started ahead, "sandbox-agent --start PROGRAM PORT IDLE_S [MODEL DIR]". */
 void opencode_launch(struct agent_launch *l);
 /* OpenCode's configuration for l (OPENCODE_CONFIG_CONTENT, compact JSON, malloc'd): each of
  * l's providers with the AI SDK package of its wire format (all bundled in OpenCode, so nothing
@@ -218,6 +221,7 @@ struct runs_network *runs_network_of(const struct runs *e);
 
 /* The sandbox's proxy listener, as agents see it */
 #define PROXY_URL "http://127.0.0.1:8788/proxy"
+#define RUNS_DEFAULT_AGENT "opencode" /* run_task's agent when it names none */
 
 enum phase {
     PH_QUEUED,    /* waiting for a slot or for its session */
@@ -272,6 +276,7 @@ struct run {
      * providers and github when git through the proxy is granted */
     char grant_services[PROXY_SERVICES_MAX * (PROXY_NAME_MAX + 1) + 8];
     bool grant_git;
+    char agent_jti[64];      /* the agent's last minted token's: a pooled agent's usage row */
     char base[64];           /* the starting commit; "" in a repository without commits */
     bool prepared;           /* the workspace is ready: changes are told against base */
     bool probing;            /* the preparation also looks for the repository in the workspace */
@@ -349,6 +354,15 @@ struct runs {
     struct loop_timer tick;
     int64_t next_retention;
     int64_t next_env_sweep;
+    /* Agents booting in pooled sandboxes (runs_pool_prepare), each told ready or not to the pool
+     * when its warm-up ends (runs_pool_check); after one that failed, none for a while. */
+    struct pool_warmup {
+        char sandbox[64];
+        int status_fd; /* where the sandbox's init writes the warm-up's end */
+        int64_t started;
+        struct pool_warmup *next;
+    } * warmups;
+    int64_t pool_retry_at;
     bool scheduling, reschedule;
     /* The store is shared by nodes: a new session waits for a node with room to claim it, and
      * the limits on a user's runs count every node's. */
@@ -447,6 +461,9 @@ void run_start_agent(struct run *r);
  * and setup (nothing when r's agent is not kept warm, or a server is there already); failures
  * are logged only: the agent's start makes its own. */
 void run_start_agent_ahead(struct run *r);
+/* The tick's look at the pooled agents' warm-ups (launch.c); with all, every one is dropped
+ * (the engine's end). */
+void runs_pool_check(struct runs *e, bool all);
 
 /* ingest.c: store the agent's new events, each once; its end as the init recorded it (1 ended,
  * 0 not yet, negative errno without a status file); whether it ended by any sign; the event

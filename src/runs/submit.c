@@ -22,7 +22,7 @@
 int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
                 struct err *err)
 {
-    const char *agent = s->agent && *s->agent ? s->agent : "opencode";
+    const char *agent = s->agent && *s->agent ? s->agent : RUNS_DEFAULT_AGENT;
     if (!agent_find(agent))
         return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
                        agent_names());

@@ -323,7 +323,7 @@ void sandbox_manager_free(struct sandbox_manager *m)
 /* The sandbox struct for (user, session), loading or creating its row: 0, or 1 when it is one
  * just taken from the pool (running, and as fresh as can be). */
 static int lookup(struct sandbox_manager *m, const char *user_id, const char *session_id,
-                  bool create, const char *env, struct sandbox **out, struct err *err)
+                  bool create, const char *env, bool for_run, struct sandbox **out, struct err *err)
 {
     const char *sid = session_id ? session_id : "";
     for (struct sandbox *s = m->all; s; s = s->next)
@@ -338,7 +338,7 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
     if (r == -ENOENT) {
         /* A new sandbox for the caller: a pooled one that already runs, when there is one
          * (on the template alone: one on a snapshot is started for it). */
-        if ((!env || !*env) && (r = pool_take(m, user_id, sid, NULL, out, err)) != 0)
+        if ((!env || !*env) && (r = pool_take(m, user_id, sid, NULL, for_run, out, err)) != 0)
             return r < 0 ? r : 1;
         memset(&row, 0, sizeof(row));
         id_new("sbx", row.id);
@@ -366,7 +366,7 @@ int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, cons
                             struct err *err)
 {
     struct sandbox *sbx = NULL;
-    int r = lookup(m, user_id, session_id, false, NULL, &sbx, err);
+    int r = lookup(m, user_id, session_id, false, NULL, false, &sbx, err);
     if (r < 0)
         return r;
     if (sbx->holds > 0 || sbx->state == SBX_STARTING)
@@ -434,7 +434,7 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
     struct err err = {0};
     struct sandbox *sbx = NULL;
     int found = lookup(m, opts->user_id, opts->session_id, opts->create,
-                       opts->create ? opts->env : NULL, &sbx, &err);
+                       opts->create ? opts->env : NULL, opts->for_run, &sbx, &err);
     if (found < 0) {
         cb(ctx, NULL, &err);
         return NULL;
@@ -456,7 +456,8 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
     int took = 0;
     if (opts->fresh && sbx->holds == 0 && !sbx->waiters &&
         (sbx->state == SBX_RUNNING || !m->cfg.disk_user_bytes) &&
-        (took = pool_take(m, opts->user_id, opts->session_id, sbx, &fresh, &err)) != 0) {
+        (took = pool_take(m, opts->user_id, opts->session_id, sbx, opts->for_run, &fresh, &err)) !=
+            0) {
         if (took < 0) {
             cb(ctx, NULL, &err);
             return NULL;

@@ -120,6 +120,8 @@ char *oc_follow_event(struct oc_follow *f, const char *data, size_t len, int64_t
         const char *status = str(json_object_get(props, "status"), "type");
         if (is_session(f, str(props, "sessionID")) && status && strcmp(status, "idle") == 0)
             f->idle = true;
+        if (is_session(f, str(props, "sessionID")) && status && strcmp(status, "retry") == 0)
+            f->retrying = true;
     } else if (strcmp(type, "session.idle") == 0) {
         if (is_session(f, str(props, "sessionID")))
             f->idle = true;

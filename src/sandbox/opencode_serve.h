@@ -22,6 +22,7 @@ struct oc_follow {
     size_t ntree;
     bool errored;  /* a session.error of the run's session was seen (the run's exit status 1) */
     bool idle;     /* the session went idle: the prompt is done */
+    bool retrying; /* its status became "retry": a model request failed, to be tried again */
     bool thinking; /* print reasoning blocks (as `opencode run --thinking`) */
 };
 
@@ -30,10 +31,11 @@ void oc_follow_init(struct oc_follow *f, const char *session, bool thinking);
 
 /* One event's data (a JSON object {"type", "properties"}, len bytes) as `opencode run --format
  * json` prints it: a malloc'd line ending in "\n", or NULL when it prints nothing for it. Sets
- * f->idle when the session's status became idle (the end of the prompt) and f->errored on its
- * error. A permission the session or one of its subagents asks for is written to permission
- * (its request id, at most cap - 1 bytes; "" otherwise): `opencode run` refuses those it was not
- * told to allow, and so does the bridge. now_ms is the line's timestamp. */
+ * f->idle when the session's status became idle (the end of the prompt), f->retrying when it
+ * became "retry", and f->errored on its error. A permission the session or one of its subagents
+ * asks for is written to permission (its request id, at most cap - 1 bytes; "" otherwise):
+ * `opencode run` refuses those it was not told to allow, and so does the bridge. now_ms is the
+ * line's timestamp. */
 char *oc_follow_event(struct oc_follow *f, const char *data, size_t len, int64_t now_ms,
                       char *permission, size_t cap);
 

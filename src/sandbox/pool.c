@@ -81,6 +81,58 @@ static void pool_gauge(const struct sandbox_manager *m)
                       pool_count(m, &starting));
 }
 
+/* Prepare pooled sandboxes for runs while fewer than wanted are: each handed over early (its
+ * namespace made, confined) and given to the preparer. One that cannot be armed is removed. */
+static void pool_prepare(struct sandbox_manager *m)
+{
+    if (!m->pool_prepare_fn || !m->pool_on)
+        return;
+    unsigned have = 0;
+    for (const struct sandbox *s = m->all; s; s = s->next)
+        have += pooled(s) && s->prepared && s->state == SBX_RUNNING;
+    for (struct sandbox *s = m->all, *next; s && have < m->pool_prepare_count; s = next) {
+        next = s->next;
+        if (!pooled(s) || s->prepared || s->state != SBX_RUNNING || s->holds || s->waiters ||
+            strcmp(s->template_name, m->tmpl.name) != 0 || !sandbox_alive(s))
+            continue;
+        struct err err = {0};
+        if (sandbox_arm(s, &err) < 0) {
+            log_warn("sandbox pool prepare failed sbx=%s err=\"%s\"", s->id, err.msg);
+            sandbox_forget(s, "prepare failed");
+            continue;
+        }
+        if (!m->pool_prepare_fn(m->pool_prepare_ctx, s))
+            return; /* the preparer cannot now: the next fill or tick asks again */
+        s->prepared = s->preparing = true;
+        s->prepared_at = time_mono_ms();
+        have++;
+        log_info("sandbox pool preparing sbx=%s for=runs", s->id);
+    }
+}
+
+void sandbox_pool_ready(struct sandbox_manager *m, const char *sandbox_id, bool ok)
+{
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (strcmp(s->id, sandbox_id) == 0 && pooled(s) && s->preparing) {
+            log_info("sandbox pool prepared sbx=%s ready=%s us=%lld", s->id, ok ? "yes" : "no",
+                     (long long)((time_mono_ms() - s->prepared_at) * 1000));
+            s->preparing = false;
+            if (!ok)
+                sandbox_forget(s, "not prepared");
+            pool_schedule(m);
+            return;
+        }
+}
+
+void sandbox_manager_pool_prepare(struct sandbox_manager *m, unsigned count,
+                                  sandbox_pool_prepare_fn fn, void *ctx)
+{
+    m->pool_prepare_count = fn ? count : 0;
+    m->pool_prepare_fn = count ? fn : NULL;
+    m->pool_prepare_ctx = ctx;
+    pool_prepare(m);
+}
+
 static void on_pool_started(void *ctx, struct sandbox *sbx, const struct err *err)
 {
     struct sandbox_manager *m = ctx;
@@ -98,6 +150,7 @@ static void on_pool_started(void *ctx, struct sandbox *sbx, const struct err *er
     }
     m->pool_failures = 0;
     sandbox_release(sbx);
+    pool_prepare(m);
     pool_gauge(m);
     pool_schedule(m);
 }
@@ -158,13 +211,14 @@ static void on_pool_timer(struct loop_timer *t)
 }
 
 int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
-              struct sandbox *replaces, struct sandbox **out, struct err *err)
+              struct sandbox *replaces, bool for_run, struct sandbox **out, struct err *err)
 {
     if (!m->pool_on)
         return 0;
     struct sandbox *p = NULL;
-    for (struct sandbox *s = m->all; s && !p; s = s->next)
-        if (pooled(s) && s->state == SBX_RUNNING && s->holds == 0 &&
+    for (struct sandbox *s = m->all; s && !(p && p->prepared); s = s->next)
+        if (pooled(s) && s->state == SBX_RUNNING && s->holds == 0 && !s->preparing &&
+            (for_run || !s->prepared) && (!p || s->prepared) &&
             strcmp(s->template_name, m->tmpl.name) == 0 && sandbox_alive(s))
             p = s;
     if (!p)
@@ -197,8 +251,10 @@ int pool_take(struct sandbox_manager *m, const char *user_id, const char *sessio
     }
     p->last_used = time_mono_ms();
     p->warm = true;
-    log_info("sandbox assigned sbx=%s user=%s session=%s from=pool template=%s us=%lld", p->id,
-             user_id, *sid ? sid : "-", p->template_name, (long long)(time_mono_us() - t0));
+    log_info("sandbox assigned sbx=%s user=%s session=%s from=pool template=%s prepared=%s us=%lld",
+             p->id, user_id, *sid ? sid : "-", p->template_name, p->prepared ? "yes" : "no",
+             (long long)(time_mono_us() - t0));
+    p->prepared = false;
     pool_gauge(m);
     pool_schedule(m);
     *out = p;
@@ -222,7 +278,10 @@ void pool_tick(struct sandbox_manager *m)
             sandbox_forget(s, "died");
         else if (strcmp(s->template_name, m->tmpl.name) != 0)
             sandbox_forget(s, "template changed");
+        else if (s->prepared && time_mono_ms() - s->prepared_at > SANDBOX_POOL_PREPARED_MAX_MS)
+            sandbox_forget(s, "prepared too long ago");
     }
+    pool_prepare(m);
     pool_gauge(m);
     pool_schedule(m);
 }

@@ -120,6 +120,19 @@ char *sandbox_manager_template_note(const struct sandbox_manager *m, const char 
  * server left behind: sandbox cgroups no row knows, and unowned sandboxes. Loop thread; for the
  * server only (not the command line's managers, which may run beside it). */
 void sandbox_manager_keep_pool(struct sandbox_manager *m);
+/* Prepare up to count of the pooled sandboxes for runs: once one has started, it is handed over
+ * early (its network namespace and listeners made, confined, as pool_take would) and fn starts
+ * in it what a run's new session would otherwise wait for (the runs engine: its agent), true when
+ * it did. It is given to no one until fn's caller says it is ready (sandbox_pool_ready). Such a
+ * sandbox goes only to a run (sandbox_acquire_opts.for_run), first; one prepared more than
+ * SANDBOX_POOL_PREPARED_MAX_MS ago and not taken is replaced. Loop thread. */
+#define SANDBOX_POOL_PREPARED_MAX_MS (12LL * 3600 * 1000)
+typedef bool (*sandbox_pool_prepare_fn)(void *ctx, struct sandbox *sbx);
+void sandbox_manager_pool_prepare(struct sandbox_manager *m, unsigned count,
+                                  sandbox_pool_prepare_fn fn, void *ctx);
+/* The pooled sandbox sandbox_id, being prepared, is ready to be given to a run (ok), or is not
+ * and is removed. Unknown or taken sandboxes are ignored. Loop thread. */
+void sandbox_pool_ready(struct sandbox_manager *m, const char *sandbox_id, bool ok);
 /* Stop and remove what this node keeps of sandboxes another node has taken over (while this
  * one was thought lost): their processes and files; their rows are the other node's. Called at
  * start (by keep_pool) and when the node finds it had been marked lost. */
@@ -162,6 +175,8 @@ struct sandbox_acquire_opts {
     bool create;            /* with session_id: create the session's sandbox if it has none */
     const char *env;        /* with create: the environment snapshot (sandbox_snapshot) a new
                                sandbox starts on; NULL/"" for the template alone */
+    bool for_run;           /* for a run: a pooled sandbox prepared for runs is taken first
+                               (sandbox_manager_pool_prepare) */
 };
 
 /* Get the caller's sandbox running, starting it (or restarting it fresh) when needed. cb may run

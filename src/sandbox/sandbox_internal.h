@@ -227,6 +227,9 @@ struct sandbox {
     bool retiring;                  /* replaced by a pooled one: being removed, never handed out */
     bool warm;                      /* taken from the pool, not started since */
     bool net_deferred;              /* pooled, not handed over: no network namespace yet */
+    bool prepared;                  /* pooled: prepared for a run (pool_prepare), not yet taken */
+    bool preparing;                 /* prepared, not yet ready (sandbox_pool_ready): kept back */
+    int64_t prepared_at;            /* monotonic ms */
     struct proc_watch start_watch;
     struct sandbox_waiter *waiters;
 };
@@ -286,6 +289,10 @@ struct sandbox_manager {
     unsigned pool_failures; /* pool starts that failed in a row */
     int64_t pool_retry_at;  /* monotonic ms: no pool start before this */
     struct loop_timer pool_timer;
+    /* sandbox_manager_pool_prepare: how many pooled sandboxes to prepare for runs, and how */
+    unsigned pool_prepare_count;
+    sandbox_pool_prepare_fn pool_prepare_fn;
+    void *pool_prepare_ctx;
     struct sandbox_listener_hook {
         uint16_t port;
         sandbox_listener_fn fn;
@@ -361,11 +368,12 @@ void sandbox_admit_start(struct sandbox *sbx);
 
 /* Hand user_id's session (NULL: their own sandbox) a pooled sandbox that is running, in place of
  * creating one, or in place of `replaces` (a sandbox of theirs that nothing holds, which is
- * then removed by the caller with sandbox_forget). 1 and *out when one was taken, 0 when the pool
- * has none to give (the caller starts one as before), or a negative errno with err (the user's
- * limits). */
+ * then removed by the caller with sandbox_forget). For a run (for_run) one prepared for runs is
+ * taken first; for anything else only one that is not (what was started in it is a run's). 1 and
+ * *out when one was taken, 0 when the pool has none to give (the caller starts one as before),
+ * or a negative errno with err (the user's limits). */
 int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
-              struct sandbox *replaces, struct sandbox **out, struct err *err);
+              struct sandbox *replaces, bool for_run, struct sandbox **out, struct err *err);
 /* Fill the pool from the loop soon (after a take, a stop, a failed start's wait). */
 void pool_schedule(struct sandbox_manager *m);
 /* The idle tick's share: drop pooled sandboxes that died or are on an old template. */

@@ -108,6 +108,9 @@ function cleanEnv() {
   // Nor keep a warm pool, whose starts would run beside every test's own work and change what
   // the tests that count sandboxes see: the tests of the pool, and the SDK suite, ask for one.
   env.SANDBOX_POOL = '0';
+  // Nor boot an agent in a pooled sandbox (each a few seconds of CPU) where a test keeps a pool
+  // for something else: the tests of pooled agents ask for them.
+  env.RUNS_AGENT_POOL = '0';
   env.ASAN_OPTIONS = env.ASAN_OPTIONS || 'detect_leaks=1:abort_on_error=1';
   env.UBSAN_OPTIONS = env.UBSAN_OPTIONS || 'print_stacktrace=1:halt_on_error=1';
   return env;

@@ -136,6 +136,24 @@ TEST(serve_reasoning_only_when_thinking)
     CHECK(line_for(&f, reasoning_done, &ev) == NULL);
 }
 
+/* A model request to be tried again: the pooled agent's warm-up stops there (helper/agent.c). */
+TEST(serve_retry_status)
+{
+    struct oc_follow f;
+    oc_follow_init(&f, SES, true);
+    char perm[64];
+    const char *other = "{\"type\":\"session.status\",\"properties\":{\"sessionID\":\"ses_other\","
+                        "\"status\":{\"type\":\"retry\",\"attempt\":1,\"message\":\"x\"}}}";
+    CHECK(oc_follow_event(&f, other, strlen(other), 1, perm, sizeof(perm)) == NULL);
+    CHECK(!f.retrying);
+    CHECK(oc_follow_event(&f, busy, strlen(busy), 1, perm, sizeof(perm)) == NULL);
+    CHECK(!f.retrying);
+    const char *retry = "{\"type\":\"session.status\",\"properties\":{\"sessionID\":\"" SES "\","
+                        "\"status\":{\"type\":\"retry\",\"attempt\":1,\"message\":\"403\"}}}";
+    CHECK(oc_follow_event(&f, retry, strlen(retry), 1, perm, sizeof(perm)) == NULL);
+    CHECK(f.retrying && !f.idle);
+}
+
 TEST(serve_idle_event_and_odd_input)
 {
     struct oc_follow f;

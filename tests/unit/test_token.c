@@ -86,6 +86,28 @@ TEST(token_warm_claim)
     free(tok);
 }
 
+/* A pooled agent's key: the sandbox's, under the server's key, and no other's. */
+TEST(token_sandbox_key)
+{
+    char a[PROXY_SANDBOX_KEY_LEN + 1], b[PROXY_SANDBOX_KEY_LEN + 1];
+    proxy_sandbox_key(key, strlen(key), "sbx_1", a);
+    CHECK_INT_EQ(strlen(a), PROXY_SANDBOX_KEY_LEN);
+    CHECK(strncmp(a, PROXY_SANDBOX_KEY_PREFIX, strlen(PROXY_SANDBOX_KEY_PREFIX)) == 0);
+    proxy_sandbox_key(key, strlen(key), "sbx_1", b);
+    CHECK_STR_EQ(a, b); /* no state: the same after a restart */
+    CHECK(proxy_sandbox_key_is(key, strlen(key), "sbx_1", a, strlen(a)));
+    proxy_sandbox_key(key, strlen(key), "sbx_2", b);
+    CHECK(strcmp(a, b) != 0);
+    CHECK(!proxy_sandbox_key_is(key, strlen(key), "sbx_2", a, strlen(a)));
+    proxy_sandbox_key("another key", 11, "sbx_1", b);
+    CHECK(strcmp(a, b) != 0);
+    CHECK(!proxy_sandbox_key_is("another key", 11, "sbx_1", a, strlen(a)));
+    CHECK(!proxy_sandbox_key_is(key, strlen(key), "sbx_1", a, strlen(a) - 1));
+    CHECK(!proxy_sandbox_key_is(key, strlen(key), "", a, strlen(a)));
+    a[PROXY_SANDBOX_KEY_LEN - 1] ^= 1;
+    CHECK(!proxy_sandbox_key_is(key, strlen(key), "sbx_1", a, strlen(a)));
+}
+
 TEST(token_expired_and_wrong_key)
 {
     struct proxy_claims c = sample(), out;

@@ -9,7 +9,8 @@
  *
  * "sandbox-agent --start PROGRAM PORT IDLE_S" starts the keeper ahead of a run, as soon as the
  * run has its sandbox, so that OpenCode boots while the workspace is cloned and set up; the run's
- * bridge then finds it starting or ready.
+ * bridge then finds it starting or ready. "sandbox-agent --start PROGRAM PORT IDLE_S MODEL DIR"
+ * does so in a pooled sandbox, before any run, and readies the server for DIR (warm_up).
  *
  * "sandbox-keeper PORT IDLE_S FINGERPRINT PROGRAM" (started by a bridge that found none, or ahead
  * of the run as above, in a session of its own, so stopping a run leaves it) starts `PROGRAM
@@ -19,16 +20,20 @@
  *                                              "stale\n" when the server has another
  *                                              configuration (it then stops once no run uses it),
  *                                              "fail MESSAGE\n" when it could not start
+ *   bridge: "idle N\n"                 keep the server N seconds after the last run (the
+ *                                              latest bridge's say: a pooled server's first
+ *                                              run's, since the pool's keeper waits long)
  *   bridge: "session ID DIR\n"         the session the run prompts, and its directory
  *   bridge: "done\n"                   before it exits
  * A connection that ends without "done" is a run that was stopped (cancelled, timed out): the
  * keeper aborts its session, so the server does not go on working for it. With no connection for
- * IDLE_S seconds, or once stale or past MAX_AGE_S with none, it stops the server and exits, and
- * the next run starts a new one. Between runs (FREEZE_AFTER_MS without a connection) the server
- * process itself is stopped with SIGSTOP and continued when the next bridge connects: an idle
- * OpenCode still spends a few percent of a core on its timers and garbage collector, which, for
- * every warm session of every user, is the host's. Only that process is stopped, not its group:
- * what the agent started runs on. The sandbox is the boundary: all of this is the tenant's own. */
+ * IDLE_S seconds (or the last "idle"), or once stale or past MAX_AGE_S with none, it stops the
+ * server and exits, and the next run starts a new one. Between runs (FREEZE_AFTER_MS without a
+ * connection) the server process itself is stopped with SIGSTOP and continued when the next bridge
+ * connects: an idle OpenCode still spends a few percent of a core on its timers and garbage
+ * collector, which, for every warm session of every user, is the host's. Only that process is
+ * stopped, not its group: what the agent started runs on. The sandbox is the boundary: all of this
+ * is the tenant's own. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -50,6 +55,9 @@
 #include "sandbox/opencode_serve.h"
 
 #define TASK_MAX (4u << 20)
+#define POOL_IDLE_S "72000"           /* a pooled server's keeper waits this long for a run */
+#define WARM_UP_TASK "Reply with OK." /* the pooled server's one prompt, refused */
+#define WARM_UP_LIMIT_MS 120000
 #define EVENT_MAX (16u << 20) /* one event of the stream; larger ones are skipped */
 
 extern char **environ;
@@ -271,13 +279,20 @@ static bool safe_id(const char *id)
            strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
 }
 
-/* Follow the stream until the session is idle or the stream ends. Returns the bridge's exit
- * status. */
-static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const char *dir)
+/* Follow the stream until the session is idle or the stream ends (or until the monotonic time
+ * deadline_ms, when not 0; with until_retry, also until the session retries a model request).
+ * Returns the bridge's exit status. */
+static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const char *dir,
+                  int64_t deadline_ms, bool until_retry)
 {
     const char *data;
     size_t len;
-    while (next_event(s, &data, &len, -1)) {
+    for (;;) {
+        int ms = -1;
+        if (deadline_ms && (ms = (int)(deadline_ms - time_mono_ms())) <= 0)
+            return bridge_fail("the agent's server did not finish in time");
+        if (!next_event(s, &data, &len, ms))
+            break;
         char permission[128];
         char *out = oc_follow_event(f, data, len, time_now_ms(), permission, sizeof(permission));
         bool written = !out || write_full(1, out, strlen(out)) == 0;
@@ -290,8 +305,8 @@ static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const ch
             snprintf(path, sizeof(path), "/permission/%s/reply", permission);
             json_decref(call(port, "POST", path, dir, "{\"reply\":\"reject\"}", &status));
         }
-        if (f->idle)
-            return f->errored ? 1 : 0;
+        if (f->idle || (until_retry && f->retrying))
+            return f->errored || f->retrying ? 1 : 0;
     }
     return bridge_fail("the agent's server closed its event stream before the end");
 }
@@ -317,21 +332,18 @@ static int start_ahead(const char *program, const char *port, const char *idle)
     return 0;
 }
 
-int agent_main(int argc, char **argv)
+/* One prompt of a session of the server on port_s (want: the session to continue, "" for a new
+ * one) in the working directory, its events printed until the session is idle: the bridge's part
+ * for a run, and the pooled agent's warm-up. Takes task. limit_ms: 0, or how long the prompt may
+ * take; drop: delete the session afterwards. Returns the bridge's exit status. */
+static int bridge(const char *program, const char *port_s, const char *idle, const char *model,
+                  const char *want, char *task, int64_t limit_ms, bool drop)
 {
-    if (argc == 5 && strcmp(argv[1], "--start") == 0)
-        return start_ahead(argv[2], argv[3], argv[4]);
-    if (argc != 5 && argc != 6)
-        return bridge_fail("usage: sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]");
-    const char *program = argv[1], *port_s = argv[2], *idle = argv[3], *model = argv[4];
-    const char *want = argc == 6 ? argv[5] : "";
     long port = strtol(port_s, NULL, 10);
     const char *slash = strchr(model, '/');
     if (port <= 0 || port > 65535 || !slash || slash == model || !slash[1])
         return bridge_fail("bad arguments");
-    signal(SIGPIPE, SIG_IGN);
     int64_t t0 = time_mono_ms();
-    char *task = read_task();
     char cwd[2048], dir[3 * 2048 + 1], msg[512];
     if (!task || !getcwd(cwd, sizeof(cwd)) || !oc_uri_component(cwd, dir, sizeof(dir)))
         return bridge_fail("cannot read the task or the working directory");
@@ -339,6 +351,10 @@ int agent_main(int argc, char **argv)
     if (keeper < 0)
         return bridge_fail("%s", msg);
     int64_t t_ready = time_mono_ms();
+    /* how long the keeper keeps the server after this run: this bridge's say */
+    char idle_line[64];
+    snprintf(idle_line, sizeof(idle_line), "idle %s\n", idle);
+    write_full(keeper, idle_line, strlen(idle_line));
 
     /* Subscribe to the events first, so no event of the prompt is missed, and look for the
      * session while the server answers that. */
@@ -411,8 +427,17 @@ int agent_main(int argc, char **argv)
 
     struct oc_follow f;
     oc_follow_init(&f, session, true);
-    int rc = follow(s, &f, (uint16_t)port, dir);
-    if (rc != 2)
+    int rc = follow(s, &f, (uint16_t)port, dir, limit_ms ? time_mono_ms() + limit_ms : 0, drop);
+    if (drop) {
+        snprintf(path, sizeof(path), "/session/%s", session);
+        if (!f.idle) {
+            snprintf(path, sizeof(path), "/session/%s/abort", session);
+            json_decref(call((uint16_t)port, "POST", path, dir, "{}", &status));
+            snprintf(path, sizeof(path), "/session/%s", session);
+        }
+        json_decref(call((uint16_t)port, "DELETE", path, dir, NULL, &status));
+    }
+    if (rc != 2 || drop)
         write_full(keeper, "done\n", 5);
     close(ev->fd);
     oc_sse_free(&s->sse);
@@ -421,4 +446,36 @@ int agent_main(int argc, char **argv)
     free(ev);
     close(keeper);
     return rc;
+}
+
+/* "sandbox-agent --start PROGRAM PORT IDLE_S MODEL DIR": a pooled sandbox's agent (booted before
+ * any run has the sandbox): the server started, then readied for DIR by one prompt there, in a
+ * session deleted afterwards. Its model request is refused, since no run is running in the
+ * sandbox (its key, the sandbox's, is honored only then), and that is its end: what the server
+ * makes for a directory on its first prompt (the directory's instance, its tools, the system
+ * prompt) is made, so the first run there only prompts. The server would try the request again
+ * (and a try after the hand-over would be let through, on the new owner's run): the session is
+ * aborted once it says it will, and deleted, before this exits, which is when the pool may hand
+ * the sandbox over. The keeper keeps the server until a run's bridge says for how long. */
+static int warm_up(const char *program, const char *port, const char *model, const char *dir)
+{
+    if (chdir(dir) < 0)
+        return bridge_fail("cannot enter %s: %s", dir, strerror(errno));
+    int rc =
+        bridge(program, port, POOL_IDLE_S, model, "", strdup(WARM_UP_TASK), WARM_UP_LIMIT_MS, true);
+    dprintf(2, "sandbox-agent: the pooled agent's server is %s\n", rc == 2 ? "not ready" : "ready");
+    return rc == 2 ? 2 : 0;
+}
+
+int agent_main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc == 5 && strcmp(argv[1], "--start") == 0)
+        return start_ahead(argv[2], argv[3], argv[4]);
+    if (argc == 7 && strcmp(argv[1], "--start") == 0)
+        return warm_up(argv[2], argv[3], argv[5], argv[6]);
+    if (argc != 5 && argc != 6)
+        return bridge_fail("usage: sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]");
+    return bridge(argv[1], argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "", read_task(), 0,
+                  false);
 }

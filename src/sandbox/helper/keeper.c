@@ -128,8 +128,15 @@ static void abort_session(uint16_t port, const struct bridge *b)
 
 /* A line from a bridge. */
 static void keeper_line(struct bridge *b, const char *line, const char *fingerprint, bool ready,
-                        bool *stale)
+                        bool *stale, long *idle_s)
 {
+    if (strncmp(line, "idle ", 5) == 0) {
+        char *end;
+        long v = strtol(line + 5, &end, 10);
+        if (*end == '\0' && v > 0 && v <= MAX_AGE_S)
+            *idle_s = v;
+        return;
+    }
     if (strncmp(line, "hello ", 6) == 0 && !b->said_hello) {
         b->said_hello = true;
         if (strcmp(line + 6, fingerprint) != 0) {
@@ -238,7 +245,7 @@ int keeper_main(int argc, char **argv)
                     char *nl;
                     while ((nl = memchr(b->in, '\n', b->inlen))) {
                         *nl = '\0';
-                        keeper_line(b, b->in, fingerprint, ready, &stale);
+                        keeper_line(b, b->in, fingerprint, ready, &stale, &idle_s);
                         size_t used = (size_t)(nl - b->in) + 1;
                         memmove(b->in, nl + 1, b->inlen - used);
                         b->inlen -= used;

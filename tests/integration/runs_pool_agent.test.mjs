@@ -1,0 +1,108 @@
+// Agents booted before run_task (RUNS_AGENT_POOL): a pooled sandbox gets OpenCode started and
+// readied for /workspace before anyone owns it; a run's new session takes that sandbox, and its
+// bridge finds the server serving. The pooled server's key is the sandbox's own (nothing is
+// minted before the hand-over): refused while no run of the sandbox runs, on any other listener,
+// and on the server's own. A container_* caller never gets a prepared sandbox. Real OpenCode,
+// scripted fake upstream (tests/lib/fake-anthropic.mjs).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { startFake, agentRouter, userTexts, toolResults } from '../lib/fake-anthropic.mjs';
+import { ok, finished, until } from '../lib/runs.mjs';
+import { startServer, removeDataDir } from '../lib/server.mjs';
+
+let fake, router, srv;
+
+// The pooled server's process, key and the pid of its keeper, as a process of the sandbox sees them.
+const PROBE = 'pid=$(pgrep -f "^/opt/agents/[^ ]* serve --port 8789"); '
+  + 'KEY=$(tr "\\0" "\\n" < /proc/$pid/environ | sed -n "s/^SANDBOX_MCP_PROXY_TOKEN=//p"); '
+  + 'echo "$pid $KEY"';
+const askProxy = (key, where = 'http://127.0.0.1:8788') =>
+  `curl -s -m 10 -H "x-api-key: ${key}" -H "content-type: application/json" ` +
+  `${where}/proxy/anthropic/v1/messages -d '{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"pool-probe"}]}'`;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  srv = await startServer({ env: {
+    ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    SANDBOX_POOL: '2', RUNS_AGENT_POOL: '1',
+  } });
+  // the pooled agent's warm-up prompt reaches the proxy, which refuses it (no run is running),
+  // and once the warm-up has ended the sandbox may be handed over
+  await srv.waitLog(/sandbox pool prepared sbx=\S+ ready=yes/, 300000);
+  assert.match(srv.stderr(), /proxy refused a pooled agent sbx=\S+ reason=no_run/);
+});
+
+after(async () => {
+  await srv?.stop();
+  if (srv) removeDataDir(srv.dataDir);
+  await fake.close();
+});
+
+test('a new session takes the pooled sandbox whose agent is booted, and its run is handed to it', async () => {
+  const pooled = srv.stderr().match(/run agent booting in the pool sbx=(\S+)/)[1];
+  const seen = fake.requests.length;
+  const s = router.add('pool-run-1', [{ text: 'Pooled done.' }]);
+  const r = await ok(srv, 'run_task', { task: 'pool-run-1: say something' });
+  const d = await finished(srv, r.run_id);
+  assert.equal(d.status, 'succeeded', JSON.stringify(d));
+  assert.equal(d.result.summary, 'Pooled done.');
+  assert.equal(s.remaining, 0);
+  await srv.waitLog(new RegExp(`sandbox assigned sbx=${pooled} user=\\S+ session=${r.session_id} from=pool .*prepared=yes`));
+
+  // the server the run spoke to is the one booted in the pool: its key is the sandbox's, not a
+  // token minted for the run
+  const p = await ok(srv, 'container_exec', { session_id: r.session_id, command: PROBE });
+  const [pid, key] = p.stdout.trim().split(' ');
+  assert.match(pid, /^\d+$/, p.stdout);
+  assert.match(key, /^smcp-sbx-[0-9a-f]{64}$/);
+  // the upstream saw the real key, never the sandbox's, and nothing of the warm-up
+  const texts = (q) => userTexts(JSON.parse(q.body || '{}'));
+  assert.ok(fake.requests.slice(seen).some((q) => texts(q).some((t) => t.includes('pool-run-1'))));
+  for (const q of fake.requests) {
+    assert.equal(q.headers['x-api-key'], 'sk-ant-test-key');
+    assert.ok(!texts(q).some((t) => t.includes('Reply with OK.')), 'the warm-up never reaches the upstream');
+  }
+  const log = readFileSync(path.join(srv.dataDir, 'runs', r.run_id, 'agent.log'), 'utf8');
+  assert.doesNotMatch(log, /smcp-sbx-/);
+
+  // between runs the key opens nothing, although any process of the sandbox can read it
+  const between = await ok(srv, 'container_exec', { session_id: r.session_id, command: askProxy(key) });
+  assert.match(between.stdout, /"no_run"/, between.stdout);
+  // on the server's own listener it is no token at all
+  const main = await fetch(`${srv.url}/proxy/anthropic/v1/messages`, { method: 'POST',
+    headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: '{}' });
+  assert.equal(main.status, 401);
+  assert.equal((await main.json()).code, 'invalid_token');
+
+  // nor on another sandbox's listener, even while a run of that sandbox runs: a second session's
+  // run asks its own listener with the first sandbox's key
+  const other = router.add('pool-run-2', [
+    { tool: 'bash', input: { command: askProxy(key), description: 'Try the other key' } },
+    { text: 'Second done.' },
+  ]);
+  const r2 = await ok(srv, 'run_task', { task: 'pool-run-2: try a key' });
+  const d2 = await finished(srv, r2.run_id);
+  assert.equal(d2.status, 'succeeded', JSON.stringify(d2));
+  assert.equal(other.remaining, 0);
+  const out = other.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n');
+  assert.match(out, /"invalid_token"/, out);
+  assert.match(out, /not this sandbox's agent key/);
+  assert.ok(!fake.requests.some((q) => texts(q).some((t) => t === 'pool-probe')),
+    'a key of another sandbox never reaches the upstream');
+});
+
+test('a container_* caller never gets a sandbox prepared for runs', async () => {
+  // the pool refills with a prepared sandbox first; a container user's first call then takes the
+  // unprepared one, which runs no agent
+  await until(() => srv.stderr().match(/sandbox pool prepared sbx=\S+ ready=yes/g)?.length >= 2,
+    'the pool prepares another sandbox for runs', 300000);
+  const r = await ok(srv, 'container_exec', { command: 'pgrep -f "^/opt/agents/[^ ]* serve" || echo none' });
+  assert.equal(r.stdout.trim(), 'none');
+  const sbx = srv.stderr().match(/sandbox assigned sbx=\S+ user=\S+ session=- from=pool template=\S+ prepared=(\w+)/);
+  assert.ok(sbx, 'the container user got a pooled sandbox');
+  assert.equal(sbx[1], 'no');
+});
