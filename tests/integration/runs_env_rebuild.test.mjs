@@ -126,11 +126,14 @@ test('a used snapshot past its age serves on while it is rebuilt in the backgrou
   rebuiltId = fresh.id;
 
   // the rebuild was a run of the owner's, with no agent, not in list_runs
-  const [rb] = sql(`SELECT id, user_id, status, status_reason, agent_pid FROM runs WHERE rebuild = '${old.id}'`);
+  const [rb] = sql(`SELECT id, user_id, session_id, status, status_reason, agent_pid FROM runs WHERE rebuild = '${old.id}'`);
   assert.ok(rb);
   assert.equal(rb.status, 'succeeded', JSON.stringify(rb));
   assert.equal(rb.user_id, sql(`SELECT id FROM users WHERE name = 'admin'`)[0].id);
   assert.equal(rb.agent_pid, null);
+  // its session is cleaned up once it ended: the snapshot has what it made
+  await until(() => sql(`SELECT cleaned_at FROM sessions WHERE id = '${rb.session_id}'`)[0]?.cleaned_at,
+    'the rebuild\'s session cleaned up');
   const listed = await ok(server, 'list_runs', { limit: 100 });
   assert.ok(!JSON.stringify(listed).includes(rb.id), JSON.stringify(listed).slice(0, 2000));
 
