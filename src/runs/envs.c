@@ -71,7 +71,21 @@ static void env_event(struct run *r, const char *type, const char *summary, json
     runs_notify_progress(r->e, r->id);
 }
 
-/* r's key: who the snapshot serves, the repository, the template, the run's own setup. */
+/* The key of a snapshot: who it serves, the repository, the template, the run's own setup. */
+static void key_of(const char *scope, const char *repository, const char *tree, const char *setup,
+                   char key[80])
+{
+    crypto_hash_sha256_state h;
+    crypto_hash_sha256_init(&h);
+    const char *parts[] = {scope, repository, tree, setup};
+    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+        crypto_hash_sha256_update(&h, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+    unsigned char d[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&h, d);
+    sodium_bin2hex(key, 80, d, 24);
+}
+
+/* r's key (and r->env_scope). */
 static void env_key(struct run *r, char key[80])
 {
     char *cred = runs_github_credential(r->e, r->user_id, r->github_repo);
@@ -80,15 +94,22 @@ static void env_key(struct run *r, char key[80])
     bool shared = r->e->cfg.env_share_public && !cred && !r->ref.local && r->nsecrets == 0;
     runs_wipe_free(cred);
     snprintf(r->env_scope, sizeof(r->env_scope), "%s", shared ? "" : r->user_id);
-    crypto_hash_sha256_state h;
-    crypto_hash_sha256_init(&h);
-    const char *parts[] = {r->env_scope, r->repository, sandbox_template_tree(r->e->mgr),
-                           r->setup_arg ? r->setup_arg : ""};
-    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
-        crypto_hash_sha256_update(&h, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
-    unsigned char d[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&h, d);
-    sodium_bin2hex(key, 80, d, 24);
+    key_of(r->env_scope, r->repository, sandbox_template_tree(r->e->mgr),
+           r->setup_arg ? r->setup_arg : "", key);
+}
+
+/* Whether env, past its age, is to be rebuilt (and serves meanwhile): used since it was built,
+ * not past twice its age (a rebuild that never gets a slot does not keep it for ever), and
+ * built by the repository's own setup on this template (a run_task `setup` argument is not
+ * kept, so it cannot be replayed). */
+static bool rebuild_wanted(struct runs *e, const struct store_env *env, int64_t now)
+{
+    int64_t age = now - env->created_at, max = (int64_t)e->cfg.env_max_age_ms;
+    if (env->dropped || age <= max || age > 2 * max || env->uses <= 0)
+        return false;
+    char key[80];
+    key_of(env->scope, env->repository, sandbox_template_tree(e->mgr), "", key);
+    return strcmp(key, env->key) == 0;
 }
 
 void envs_choose(struct run *r, struct sandbox_acquire_opts *o)
@@ -102,16 +123,21 @@ void envs_choose(struct run *r, struct sandbox_acquire_opts *o)
         return;        /* the session's sandbox is there already, with its own workspace */
     r->env_new = true; /* nothing but this run's clone and setup in it: a snapshot may be taken */
     env_key(r, r->env_key);
+    if (r->rebuild[0])
+        return; /* a rebuild sets up afresh on the template */
     struct store_env env;
     if (store_env_find(e->st, r->env_key, &env, &err) < 0)
         return;
     int64_t now = time_now_ms();
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/envs/%s", e->data_dir, env.id);
-    if (now - env.created_at > (int64_t)e->cfg.env_max_age_ms || access(path, F_OK) < 0) {
+    bool aged = now - env.created_at > (int64_t)e->cfg.env_max_age_ms;
+    if ((aged && !rebuild_wanted(e, &env, now)) || access(path, F_OK) < 0) {
         store_env_drop(e->st, env.id, &err); /* aged out, or lost: the next setup builds anew */
         return;
     }
+    if (aged) /* it serves until its rebuild replaces it: the rebuild is looked at now */
+        e->next_env_sweep = 0;
     store_env_touch(e->st, env.id, now, &err);
     snprintf(r->env_id, sizeof(r->env_id), "%s", env.id);
     r->env_first = true;
@@ -198,7 +224,8 @@ void envs_before_setup(struct run *r)
 {
     /* the workspace is there: the agent's boot goes beside the setup (not before the clone,
      * which fails often enough, on a wrong branch or a private repository, to waste a boot) */
-    run_start_agent_ahead(r);
+    if (!r->rebuild[0])
+        run_start_agent_ahead(r);
     if (!envs_enabled(r->e) || !r->repository || !r->fresh) {
         run_setup(r);
         return;
@@ -373,6 +400,8 @@ static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct
         snprintf(msg, sizeof(msg), "the environment was not saved: %s", err->msg);
         env_event(r, "env_note", msg, json_pack("{s:s}", "error", err->msg));
         log_warn("run snapshot failed run=%s err=\"%s\"", r->id, err->msg);
+        if (r->rebuild[0])
+            snprintf(r->fail, sizeof(r->fail), "%s", msg);
     } else {
         t->row.bytes = (int64_t)stats->bytes;
         t->row.files = (int64_t)stats->entries;
@@ -385,7 +414,13 @@ static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct
             ;
         if (store_env_insert(e->st, &t->row, &serr) < 0) {
             log_error("run snapshot not recorded run=%s err=\"%s\"", r->id, serr.msg);
+            if (r->rebuild[0])
+                snprintf(r->fail, sizeof(r->fail), "the new snapshot was not recorded");
         } else {
+            if (r->rebuild[0]) { /* the one it replaces, under another key now (a new scope) */
+                store_env_drop(e->st, r->rebuild, &serr);
+                r->rebuilt = true;
+            }
             char msg[160];
             snprintf(msg, sizeof(msg), "environment saved: %.1f MiB, %lld files, in %.1f s",
                      (double)stats->bytes / 1048576.0, (long long)stats->entries,
@@ -405,14 +440,18 @@ static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct
         run_finish(r);
         return;
     }
-    run_start_agent(r);
+    run_setup_over(r);
 }
 
 void envs_after_setup(struct run *r, bool ok)
 {
     struct runs *e = r->e;
     if (!ok || !envs_enabled(e) || !r->env_new || !r->fresh || r->env_id[0] || !r->env_fp) {
-        run_start_agent(r);
+        if (r->rebuild[0] && !r->fail[0])
+            snprintf(r->fail, sizeof(r->fail), "%s",
+                     !ok ? "the setup did not succeed"
+                         : "the repository's lock and setup files could not be read");
+        run_setup_over(r);
         return;
     }
     env_key(r, r->env_key); /* again: the secrets the setup saw decide whether it is shared */
@@ -453,7 +492,8 @@ static void sweep_one(const struct store_env *env, void *ctx)
 {
     struct sweep *s = ctx;
     struct err err = {0};
-    if (!env->dropped && s->now - env->created_at > (int64_t)s->e->cfg.env_max_age_ms) {
+    if (!env->dropped && s->now - env->created_at > (int64_t)s->e->cfg.env_max_age_ms &&
+        !rebuild_wanted(s->e, env, s->now)) {
         store_env_drop(s->e->st, env->id, &err);
         log_info("environment snapshot expired env=%s", env->id);
     } else if (!env->dropped) {
@@ -470,4 +510,131 @@ void envs_sweep(struct runs *e)
     struct sweep s = {.e = e, .now = time_now_ms()};
     struct err err = {0};
     store_env_list(e->st, NULL, sweep_one, &s, &err);
+}
+
+/* --- rebuilding what aged out --- */
+
+struct due {
+    struct runs *e;
+    int64_t now;
+    struct store_env pick; /* the most recently used of those due */
+    bool found;
+};
+
+static void find_due(const struct store_env *env, void *ctx)
+{
+    struct due *d = ctx;
+    if (rebuild_wanted(d->e, env, d->now)) {
+        d->pick = *env;
+        d->found = true;
+    }
+}
+
+void envs_rebuild_due(struct runs *e)
+{
+    if (!envs_enabled(e))
+        return;
+    for (struct run *r = e->runs; r; r = r->next)
+        if (r->rebuild[0])
+            return; /* one at a time on a node */
+    struct due *d = xcalloc(1, sizeof(*d));
+    d->e = e;
+    d->now = time_now_ms();
+    struct err err = {0};
+    if (store_env_list(e->st, NULL, find_due, d, &err) < 0 || !d->found) {
+        free(d);
+        return;
+    }
+    const struct store_env *env = &d->pick;
+    /* a session and a run of the snapshot's owner, on this node, as run_task would make them:
+     * the same clone (mirror, credential), the same limits, the same setup */
+    struct store_session ses = {0};
+    id_new("ses", ses.id);
+    snprintf(ses.user_id, sizeof(ses.user_id), "%s", env->user_id);
+    snprintf(ses.agent, sizeof(ses.agent), "%s", "opencode");
+    snprintf(ses.node_id, sizeof(ses.node_id), "%s", store_node(e->st));
+    ses.created_at = ses.last_run_at = d->now;
+    char task[700];
+    snprintf(task, sizeof(task),
+             "Rebuild the environment snapshot %s of %s: its setup runs afresh, no agent runs",
+             env->id, env->repository);
+    struct store_run row = {0};
+    id_new("run", row.id);
+    snprintf(row.user_id, sizeof(row.user_id), "%s", env->user_id);
+    snprintf(row.session_id, sizeof(row.session_id), "%s", ses.id);
+    snprintf(row.model, sizeof(row.model), "%s", e->default_model);
+    snprintf(row.agent, sizeof(row.agent), "%s", ses.agent);
+    snprintf(row.rebuild, sizeof(row.rebuild), "%s", env->id);
+    row.task = task;
+    row.title = (char *)"environment rebuild";
+    row.repository = (char *)env->repository;
+    row.status_reason = (char *)"the environment snapshot aged out";
+    row.timeout_ms = (int64_t)e->cfg.timeout_ms;
+    row.created_at = d->now;
+    snprintf(row.network, sizeof(row.network), "%s",
+             egress_mode_name(runs_network_bound(e->cfg.network, e->st, env->user_id)));
+    snprintf(row.pull_request, sizeof(row.pull_request), "none");
+    if (store_session_create(e->st, &ses, &err) < 0 || store_run_insert(e->st, &row, &err) < 0) {
+        log_warn("environment rebuild not queued env=%s err=\"%s\"", env->id, err.msg);
+        store_env_drop(e->st, env->id, &err); /* it expires as it would have */
+        free(d);
+        return;
+    }
+    struct store_run got = {0};
+    if (store_run_get(e->st, NULL, row.id, &got, &err) == 0)
+        row.n = got.n;
+    store_run_release(&got);
+    log_info("environment rebuild queued env=%s run=%s user=%s repository=%s", env->id, row.id,
+             env->user_id, env->repository);
+    run_alloc(e, &row);
+    free(d);
+    runs_schedule(e);
+}
+
+void run_setup_over(struct run *r)
+{
+    if (!r->rebuild[0]) {
+        run_start_agent(r);
+        return;
+    }
+    if (r->rebuilt) {
+        r->exited = true;
+        r->exit_code = 0;
+    } else if (!r->fail[0]) {
+        snprintf(r->fail, sizeof(r->fail), "the repository has no setup to run");
+    }
+    r->phase = PH_FINISHING;
+    run_note_end(r);
+    run_record_end(r, NULL, NULL);
+}
+
+void envs_rebuild_ended(struct run *r, bool ok)
+{
+    struct runs *e = r->e;
+    struct err err = {0};
+    if (ok && r->rebuilt) {
+        log_info("environment rebuilt env=%s run=%s", r->rebuild, r->id);
+    } else {
+        /* the old one expires as it would have without a rebuild */
+        log_warn("environment rebuild failed env=%s run=%s err=\"%s\"", r->rebuild, r->id,
+                 r->fail[0]     ? r->fail
+                 : r->cancelled ? "cancelled"
+                                : "interrupted");
+        store_env_drop(e->st, r->rebuild, &err);
+    }
+    /* nothing of the rebuild's session is kept: the snapshot has what it made */
+    int rc = sandbox_manager_discard(e->mgr, r->user_id, r->session_id, &err);
+    if (rc < 0 && rc != -ENOENT) {
+        log_warn("environment rebuild's sandbox left to retention run=%s err=\"%s\"", r->id,
+                 err.msg);
+        return;
+    }
+    static const char *const files[] = {"events.jsonl", "agent.log", "status", "task.txt"};
+    char path[PATH_MAX + 32];
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        snprintf(path, sizeof(path), "%s/%s", r->dir, files[i]);
+        unlink(path);
+    }
+    rmdir(r->dir);
+    store_session_mark_cleaned(e->st, r->session_id, time_now_ms(), &err);
 }

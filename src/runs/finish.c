@@ -68,7 +68,7 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         reason = why;
     } else {
         status = "succeeded";
-        reason = "the agent finished";
+        reason = r->rebuild[0] ? "the environment was rebuilt" : "the agent finished";
         success = 1;
     }
     int revoked = store_proxy_token_revoke_run(e->st, r->id, &err);
@@ -104,6 +104,10 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         sandbox_release(r->sbx);
     if (r->sw)
         sandbox_acquire_cancel(r->sw);
+    r->sbx = NULL;
+    r->sw = NULL;
+    if (r->rebuild[0])
+        envs_rebuild_ended(r, success);
     run_unlink(r);
     runs_notify_waiters(e, r->id);
     run_free(r);

@@ -431,6 +431,7 @@ static void on_tick(struct loop_timer *t)
         /* snapshots aged out, and dropped ones no sandbox starts on any more */
         e->next_env_sweep = now + ENV_SWEEP_MS;
         envs_sweep(e);
+        envs_rebuild_due(e);
     }
     loop_timer_start(&e->tick, TICK_MS, on_tick);
 }
@@ -454,6 +455,7 @@ struct run *run_alloc(struct runs *e, const struct store_run *row)
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
     r->title = row->title ? xstrdup(row->title) : NULL;
     r->setup_arg = row->setup ? xstrdup(row->setup) : NULL;
+    snprintf(r->rebuild, sizeof(r->rebuild), "%s", row->rebuild);
     snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
     snprintf(r->ph_name, sizeof(r->ph_name), "%s", row->phase[0] ? row->phase : "queued");
     snprintf(r->ph_detail, sizeof(r->ph_detail), "%s", row->phase_detail ? row->phase_detail : "");

@@ -311,6 +311,10 @@ struct run {
      * snapshot is being taken (run_finish waits for it) */
     char env_id[64], env_key[80], env_scope[64];
     bool env_new, env_first, snapshotting;
+    /* An environment's rebuild (envs.c): the snapshot it replaces ("" for every other run), and
+     * whether its new snapshot was saved */
+    char rebuild[64];
+    bool rebuilt;
     char *env_fp;
     bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */
     uint64_t setup_ms; /* a setup that timed out: how long it ran, while its output is read */
@@ -436,6 +440,15 @@ bool envs_start_failed(struct run *r, const struct err *err);
 void envs_before_setup(struct run *r);
 void envs_after_setup(struct run *r, bool ok);
 void envs_sweep(struct runs *e);
+/* envs.c: background rebuilds. A snapshot past its age that was used since it was built, whose
+ * setup can be replayed (not a run_task `setup` argument), keeps serving while a rebuild of it
+ * is queued or running: envs_rebuild_due queues one (a run of its owner, r->rebuild set) when
+ * none is on this node. run_setup_over goes on after a setup (or none): the agent's start, or
+ * for a rebuild its end; envs_rebuild_ended, from run_record_end once its sandbox is released,
+ * drops the old snapshot when the rebuild failed and removes the rebuild's session. */
+void envs_rebuild_due(struct runs *e);
+void run_setup_over(struct run *r);
+void envs_rebuild_ended(struct run *r, bool ok);
 /* The bytes environment snapshots hold on this node, in all and of owner's (a user's id, or
  * ENVCACHE_PUBLIC for the shared ones): the caches' budget counts them with the mirrors. */
 void envs_usage(struct runs *e, const char *owner, uint64_t *all, uint64_t *mine);

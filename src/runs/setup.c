@@ -251,7 +251,7 @@ static void setup_devcontainer(struct run *r, const char *path, const char *text
         snprintf(msg, sizeof(msg), "setup: %s is over %d bytes; skipped", path,
                  DEVCONTAINER_INPUT_MAX);
         setup_event(r, "setup_note", msg, json_pack("{s:s}", "source", path));
-        run_start_agent(r);
+        run_setup_over(r);
         return;
     }
     struct devcontainer_plan *plan = NULL;
@@ -260,7 +260,7 @@ static void setup_devcontainer(struct run *r, const char *path, const char *text
         char msg[600];
         snprintf(msg, sizeof(msg), "setup: %s does not parse (%s); skipped", path, err.msg);
         setup_event(r, "setup_note", msg, json_pack("{s:s}", "source", path));
-        run_start_agent(r);
+        run_setup_over(r);
         return;
     }
     for (size_t i = 0; i < plan->nnotes; i++)
@@ -278,7 +278,7 @@ static void on_probed(void *ctx, const struct sandbox_exec_result *res, const st
     if (err || res->exit_code != 0) {
         log_warn("run setup not looked for run=%s err=\"%s\"", r->id,
                  err ? err->msg : "probe failed");
-        run_start_agent(r);
+        run_setup_over(r);
         return;
     }
     if (strcmp(res->out, "sh\n") == 0) {
@@ -287,7 +287,7 @@ static void on_probed(void *ctx, const struct sandbox_exec_result *res, const st
     }
     const char *nl = strchr(res->out, '\n');
     if (strncmp(res->out, "json ", 5) != 0 || !nl) {
-        run_start_agent(r);
+        run_setup_over(r);
         return;
     }
     char path[64];
@@ -328,7 +328,7 @@ void run_maintenance(struct run *r)
                          "exec /bin/sh .sandbox-mcp/maintenance.sh\n");
         return;
     }
-    run_start_agent(r);
+    run_setup_over(r);
 }
 
 /* r's user's settings for its repository into *rs: false when there are none. */
@@ -357,7 +357,7 @@ void run_setup(struct run *r)
     }
     if (!workspace_new(r)) {
         store_repo_setting_release(&rs);
-        run_start_agent(r);
+        run_setup_over(r);
         return;
     }
     if (have && rs.setup) {

@@ -10,7 +10,7 @@
 
 #define ENV_COLUMNS                                                                                \
     "id, key, scope, user_id, repository, template, fingerprint, base, bytes, files, "             \
-    "created_at, last_used_at, dropped"
+    "created_at, last_used_at, dropped, uses"
 
 static void read_env(struct db_stmt *s, struct store_env *e)
 {
@@ -28,6 +28,7 @@ static void read_env(struct db_stmt *s, struct store_env *e)
     e->created_at = db_col_int64(s, 10);
     e->last_used_at = db_col_int64(s, 11);
     e->dropped = db_col_int64(s, 12) != 0;
+    e->uses = db_col_int64(s, 13);
 }
 
 int store_env_insert(struct store *st, const struct store_env *e, struct err *err)
@@ -35,7 +36,7 @@ int store_env_insert(struct store *st, const struct store_env *e, struct err *er
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "INSERT INTO envs(node_id, " ENV_COLUMNS ") VALUES "
-                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
                           &s, err);
     if (r < 0)
         return r;
@@ -95,8 +96,9 @@ static int env_exec(struct store *st, const char *sql, const char *id, int64_t v
 
 int store_env_touch(struct store *st, const char *id, int64_t now, struct err *err)
 {
-    return env_exec(st, "UPDATE envs SET last_used_at = ? WHERE id = ? AND node_id = ?", id, now,
-                    "use snapshot", err);
+    return env_exec(
+        st, "UPDATE envs SET last_used_at = ?, uses = uses + 1 WHERE id = ? AND node_id = ?", id,
+        now, "use snapshot", err);
 }
 
 int store_env_drop(struct store *st, const char *id, struct err *err)

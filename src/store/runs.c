@@ -32,7 +32,8 @@ static char *dup_col(struct db_stmt *s, int col)
     "coalesce(finished_at, 0), coalesce(agent_pid, 0), events_offset, event_count, "               \
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
     "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
-    "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0), setup, setup_result"
+    "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0), setup, setup_result, "  \
+    "rebuild"
 
 static void read_run(struct db_stmt *s, struct store_run *r)
 {
@@ -76,6 +77,7 @@ static void read_run(struct db_stmt *s, struct store_run *r)
     r->phase_at = db_col_int64(s, 36);
     r->setup = dup_col(s, 37);
     r->setup_result = dup_col(s, 38);
+    text_col(r->rebuild, sizeof(r->rebuild), s, 39);
 }
 
 void store_run_release(struct store_run *r)
@@ -123,8 +125,8 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
             "title, model, agent, repository, branch, timeout_ms, created_at, network, "
-            "pull_request, phase, phase_at, setup) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, "
-            "nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12, ?15)",
+            "pull_request, phase, phase_at, setup, rebuild) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, "
+            "?, ?, nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12, ?15, ?16)",
             &s, err);
         if (r == 0) {
             db_bind_text(s, 1, run->id);
@@ -142,6 +144,7 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             db_bind_text(s, 13, run->network);
             db_bind_text(s, 14, run->pull_request);
             db_bind_text(s, 15, run->setup);
+            db_bind_text(s, 16, run->rebuild);
             r = store_step_done(st, s, "insert run", err);
         }
     }
@@ -190,6 +193,21 @@ static int under_run_limit(struct store *st, const char *user_id, unsigned limit
     return db_col_int64(s, 0) < (int64_t)limit;
 }
 
+/* Whether run id rebuilds an environment snapshot: 1, 0, or < 0. */
+static int is_rebuild(struct store *st, const char *id, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "SELECT rebuild FROM runs WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, id);
+    int rc = db_step(s);
+    if (rc != DB_ROW && rc != DB_DONE)
+        return store_fail(st, rc, "read run", err);
+    const char *t = rc == DB_ROW ? db_col_text(s, 0) : NULL;
+    return t && *t ? 1 : 0;
+}
+
 /* store_run_transition, and more: only from queued (queued_only), and only while the run's user
  * is under a limit of running runs (limit_user set). */
 static int run_move(struct store *st, const char *id, const char *status, const char *reason,
@@ -226,7 +244,9 @@ static int run_move(struct store *st, const char *id, const char *status, const 
     }
     if (r == 0)
         r = add_transition(st, id, status, reason, at, err);
-    if (r == 0 && final) { /* the run's end and its notification are one write */
+    if (r == 0 && final && (r = is_rebuild(st, id, err)) == 0) {
+        /* the run's end and its notification are one write (an environment's rebuild has
+         * nobody to tell) */
         char type[32];
         snprintf(type, sizeof(type), "run.%s", status);
         r = store_notify_enqueue(st, type, id, NULL, at, err);
@@ -454,13 +474,14 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
     /* One statement per filter, each walking its own index backwards from the cursor. */
     static const char *const sql[] = {
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_user WHERE user_id = ?1 AND n < ?4 "
-        "AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
+        "AND created_at < ?6 AND rebuild = '' ORDER BY n DESC LIMIT ?5",
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
-        "user_id = ?1 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
+        "user_id = ?1 AND n < ?4 AND created_at < ?6 AND rebuild = '' ORDER BY n DESC LIMIT ?5",
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_user_status WHERE user_id = ?1 AND "
-        "status = ?3 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
+        "status = ?3 AND n < ?4 AND created_at < ?6 AND rebuild = '' ORDER BY n DESC LIMIT ?5",
         "SELECT " RUN_COLUMNS " FROM runs INDEXED BY runs_session WHERE session_id = ?2 AND "
-        "user_id = ?1 AND status = ?3 AND n < ?4 AND created_at < ?6 ORDER BY n DESC LIMIT ?5",
+        "user_id = ?1 AND status = ?3 AND n < ?4 AND created_at < ?6 AND rebuild = '' ORDER BY n "
+        "DESC LIMIT ?5",
     };
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st, sql[(o->session_id ? 1 : 0) + (o->status ? 2 : 0)], &s, err);

@@ -213,6 +213,7 @@ struct store_env {
     char base[64];          /* the commit it was built at */
     int64_t bytes, files;
     int64_t created_at, last_used_at;
+    int64_t uses; /* sessions that started on it (store_env_touch) */
     bool dropped; /* replaced or evicted: removed once no sandbox starts on it */
 };
 
@@ -224,6 +225,7 @@ struct store_env_filter {
 int store_env_insert(struct store *st, const struct store_env *e, struct err *err);
 /* The newest snapshot of key not dropped: 0, or -ENOENT. */
 int store_env_find(struct store *st, const char *key, struct store_env *out, struct err *err);
+/* Record a session's start on snapshot id: its last use, and one more use. */
 int store_env_touch(struct store *st, const char *id, int64_t now, struct err *err);
 int store_env_drop(struct store *st, const char *id, struct err *err);
 /* Remove the row of a dropped snapshot (its directory gone). */
@@ -514,6 +516,9 @@ struct store_run {
     int64_t phase_at;   /* ms, when the phase began; 0 = unknown */
     char *setup;        /* the setup script run_task was given, NULL when none */
     char *setup_result; /* JSON, what became of its setup (runs/setup.c), NULL when none ran */
+    /* The environment snapshot it rebuilds (runs/envs.c: a run without an agent, left out of
+     * store_run_list and sending no notification), "" for every other run */
+    char rebuild[64];
 };
 void store_run_release(struct store_run *r);
 
