@@ -6,36 +6,18 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir, cliAsync } from '../lib/server.mjs';
 import { call, ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
-import { gitAsync } from '../lib/git.mjs';
+import { repoWithFiles } from '../lib/git.mjs';
 
 let fake, router, server, scratch, session;
 
-// A bare repository <name>.git whose main has one commit with files ({path: text}).
-async function repoWith(name, files) {
-  const bare = path.join(scratch, `${name}.git`);
-  const work = mkdtempSync(path.join(tmpdir(), 'smcp-setup-work-'));
-  try {
-    await gitAsync(['init', '-q', '--bare', bare]);
-    await gitAsync(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
-    await gitAsync(['init', '-q', '-b', 'main', work]);
-    for (const [p, text] of Object.entries({ 'README.md': `# ${name}\n`, ...files })) {
-      mkdirSync(path.dirname(path.join(work, p)), { recursive: true });
-      writeFileSync(path.join(work, p), text);
-    }
-    await gitAsync(['add', '-A'], work);
-    await gitAsync(['commit', '-q', '-m', 'Initial commit'], work);
-    await gitAsync(['push', '-q', bare, 'main'], work);
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
-  return bare;
-}
+// A bare repository <name>.git whose main has one commit with files ({path: text}) and a README.
+const repoWith = (name, files) =>
+  repoWithFiles(path.join(scratch, `${name}.git`), { 'README.md': `# ${name}\n`, ...files });
 
 function sql(query) {
   const out = execFileSync('sqlite3', ['-json', path.join(server.dataDir, 'sandbox-mcp.db'), query],

@@ -57,6 +57,27 @@ export async function bareRepo(bare, { readme = `# ${path.basename(bare, '.git')
   return bare;
 }
 
+// A bare repository at bare whose main has one commit with files ({path: text}).
+export async function repoWithFiles(bare, files) {
+  const work = mkdtempSync(path.join(tmpdir(), 'smcp-work-'));
+  try {
+    mkdirSync(path.dirname(bare), { recursive: true });
+    await gitAsync(['init', '-q', '--bare', bare]);
+    await gitAsync(['symbolic-ref', 'HEAD', 'refs/heads/main'], bare);
+    await gitAsync(['init', '-q', '-b', 'main', work]);
+    for (const [p, text] of Object.entries(files)) {
+      mkdirSync(path.dirname(path.join(work, p)), { recursive: true });
+      writeFileSync(path.join(work, p), text);
+    }
+    await gitAsync(['add', '-A'], work);
+    await gitAsync(['commit', '-q', '-m', 'Initial commit'], work);
+    await gitAsync(['push', '-q', bare, 'HEAD:main'], work);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  return bare;
+}
+
 // Answer req with `git http-backend` (git's smart HTTP as CGI) serving the repositories under
 // root; env adds to the CGI's environment (REMOTE_USER lets it accept pushes).
 export function gitHttpBackend(req, res, root, env = {}) {
