@@ -105,6 +105,7 @@ const char *const config_known_keys[] = {
     "RUNS_AGENT_LOG_MAX_BYTES",
     "RUNS_AGENT_WARM_SECONDS",
     "RUNS_AGENT_POOL",
+    "RUNS_ENV_POOL",
     "RUN_SETUP_TIMEOUT_SECONDS",
     "ENV_CACHE_MB",
     "ENV_CACHE_USER_MB",

@@ -267,6 +267,7 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     else {
         sandbox_manager_keep_template(s.sandboxes);
         sandbox_manager_keep_pool(s.sandboxes);
+        sandbox_env_sweep_leftovers(s.sandboxes);
     }
     s.network = runs_network_new(s.st, s.sandboxes, s.policy);
     egress_proxy_set_mode(s.egress, runs_network_mode, s.network);

@@ -13,6 +13,7 @@
 #include "base/config.h"
 #include "base/util.h"
 #include "proxy/proxy.h"
+#include "sandbox/sandbox.h"
 
 int runs_config_load(const struct config *cfg, struct runs_config *rc, struct err *err)
 {
@@ -61,6 +62,10 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUNS_AGENT_POOL", 1, 0, 1000, &v, err) < 0)
         return err->code;
     rc->agent_pool = (unsigned)v;
+    /* How many recently used environment snapshots have a pooled sandbox kept on them */
+    if (config_get_u64(cfg, "RUNS_ENV_POOL", 1, 0, SANDBOX_POOL_ENVS_MAX, &v, err) < 0)
+        return err->code;
+    rc->env_pool = (unsigned)v;
     if (config_get_u64(cfg, "RUN_SETUP_TIMEOUT_SECONDS", 600, 1, 86400, &v, err) < 0)
         return err->code;
     rc->setup_timeout_s = (unsigned)v;

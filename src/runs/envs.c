@@ -143,6 +143,10 @@ void envs_choose(struct run *r, struct sandbox_acquire_opts *o)
     r->env_first = true;
     o->env = r->env_id;
     log_info("run starts on a snapshot run=%s env=%s", r->id, env.id);
+    /* the next new session on it finds a sandbox started on it, its agent ready */
+    char dir[512];
+    snprintf(dir, sizeof(dir), "/workspace/%s", r->ref.name);
+    runs_pool_keep_env(e, env.id, dir);
 }
 
 bool envs_start_failed(struct run *r, const struct err *err)
@@ -432,6 +436,7 @@ static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct
             log_info("run snapshot taken run=%s env=%s bytes=%llu files=%llu ms=%lld", r->id,
                      t->row.id, (unsigned long long)stats->bytes,
                      (unsigned long long)stats->entries, (long long)ms);
+            runs_pool_keep_env(e, t->row.id, r->workdir);
         }
     }
     free(t);
@@ -499,6 +504,7 @@ static void sweep_one(const struct store_env *env, void *ctx)
     } else if (!env->dropped) {
         return;
     }
+    runs_pool_keep_env(s->e, env->id, NULL); /* its pooled sandbox goes, then the snapshot */
     if (sandbox_env_remove(s->e->mgr, env->id, &err) < 0)
         return; /* a sandbox starts on it: later */
     store_env_delete(s->e->st, env->id, &err);

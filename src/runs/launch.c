@@ -287,6 +287,13 @@ bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
     size_t nllms = run_llms(&e->cfg, e->default_model, false, llms, services, sizeof(services));
     if (nllms == 0)
         return false;
+    /* on the kept snapshot, for its repository's directory; else for a new session's own */
+    const char *env = sandbox_env_of(sbx), *dir = env[0] ? NULL : "/workspace";
+    for (size_t i = 0; i < e->npool_envs && !dir; i++)
+        if (strcmp(e->pool_envs[i], env) == 0)
+            dir = e->pool_env_dirs[i];
+    if (!dir)
+        return false;
     char key[PROXY_SANDBOX_KEY_LEN + 1], program[PATH_MAX];
     proxy_sandbox_key(e->cfg.jwt_key, e->cfg.jwt_keylen, sandbox_id(sbx), key);
     const char *slash = strrchr(e->opencode_bin, '/');
@@ -301,7 +308,7 @@ bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
                              .warm_port = AGENT_SERVE_PORT,
                              .warm_idle_s = e->cfg.agent_warm_s,
                              .start_ahead = true,
-                             .warm_dir = "/workspace"};
+                             .warm_dir = dir};
     ad->launch(&l);
     explicit_bzero(key, sizeof(key));
     struct err err = {0};
@@ -338,8 +345,42 @@ bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
     w->started = time_mono_ms();
     w->next = e->warmups;
     e->warmups = w;
-    log_info("run agent booting in the pool sbx=%s model=%s", sandbox_id(sbx), e->default_model);
+    log_info("run agent booting in the pool sbx=%s model=%s env=%s dir=%s", sandbox_id(sbx),
+             e->default_model, env[0] ? env : "-", dir);
     return true;
+}
+
+void runs_pool_keep_env(struct runs *e, const char *env, const char *dir)
+{
+    if (!e->mgr || e->cfg.env_pool == 0 || e->cfg.agent_warm_s == 0)
+        return;
+    size_t i = 0;
+    while (i < e->npool_envs && strcmp(e->pool_envs[i], env) != 0)
+        i++;
+    if (i == 0 && dir && e->npool_envs && strcmp(e->pool_env_dirs[0], dir) == 0)
+        return;              /* the most recent already */
+    if (i < e->npool_envs) { /* out of the list, to go in front (or not at all) */
+        memmove(&e->pool_envs[i], &e->pool_envs[i + 1],
+                (e->npool_envs - i - 1) * sizeof(e->pool_envs[0]));
+        memmove(&e->pool_env_dirs[i], &e->pool_env_dirs[i + 1],
+                (e->npool_envs - i - 1) * sizeof(e->pool_env_dirs[0]));
+        e->npool_envs--;
+    } else if (!dir) {
+        return;
+    }
+    if (dir) {
+        size_t keep =
+            e->cfg.env_pool < SANDBOX_POOL_ENVS_MAX ? e->cfg.env_pool : SANDBOX_POOL_ENVS_MAX;
+        if (e->npool_envs >= keep)
+            e->npool_envs = keep - 1; /* the least recently used goes */
+        memmove(&e->pool_envs[1], &e->pool_envs[0], e->npool_envs * sizeof(e->pool_envs[0]));
+        memmove(&e->pool_env_dirs[1], &e->pool_env_dirs[0],
+                e->npool_envs * sizeof(e->pool_env_dirs[0]));
+        snprintf(e->pool_envs[0], sizeof(e->pool_envs[0]), "%s", env);
+        snprintf(e->pool_env_dirs[0], sizeof(e->pool_env_dirs[0]), "%s", dir);
+        e->npool_envs++;
+    }
+    sandbox_pool_keep_envs(e->mgr, (const char(*)[64])e->pool_envs, e->npool_envs);
 }
 
 void runs_pool_check(struct runs *e, bool all)

@@ -51,6 +51,9 @@ struct runs_config {
     /* With agent_warm_s: how many of the warm pool's sandboxes get an agent booted ahead of any
      * run, on the default model (runs_pool_prepare) */
     unsigned agent_pool;
+    /* With agent_warm_s and a warm pool: how many of the environment snapshots runs started on or
+     * saved most recently have a pooled sandbox kept on them, its agent readied (at most 8) */
+    unsigned env_pool;
     unsigned setup_timeout_s; /* a run's setup is stopped, and failed, after this long */
     /* The node's caches (ENV_CACHE_*): repository mirrors a clone fetches into (envcache.h), and
      * environment snapshots (envs.c: its bytes, one user's, their age, from cache) */

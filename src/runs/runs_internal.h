@@ -367,6 +367,10 @@ struct runs {
         struct pool_warmup *next;
     } * warmups;
     int64_t pool_retry_at;
+    /* the environment snapshots the pool keeps a sandbox on (sandbox_pool_keep_envs), those runs
+     * started on or saved most recently first, and the directory each one's agent is readied for */
+    char pool_envs[SANDBOX_POOL_ENVS_MAX][64], pool_env_dirs[SANDBOX_POOL_ENVS_MAX][512];
+    size_t npool_envs;
     bool scheduling, reschedule;
     /* The store is shared by nodes: a new session waits for a node with room to claim it, and
      * the limits on a user's runs count every node's. */
@@ -477,6 +481,9 @@ void run_start_agent_ahead(struct run *r);
 /* The tick's look at the pooled agents' warm-ups (launch.c); with all, every one is dropped
  * (the engine's end). */
 void runs_pool_check(struct runs *e, bool all);
+/* Have the pool keep a sandbox on snapshot env, its agent readied for dir (a run's workdir there),
+ * among the RUNS_ENV_POOL snapshots used most recently; dir NULL: no longer (it is dropped). */
+void runs_pool_keep_env(struct runs *e, const char *env, const char *dir);
 
 /* ingest.c: store the agent's new events, each once; its end as the init recorded it (1 ended,
  * 0 not yet, negative errno without a status file); whether it ended by any sign; the event

@@ -6,6 +6,7 @@
  * sandbox starts on. */
 #include "sandbox/sandbox_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -167,4 +168,35 @@ int sandbox_env_remove(struct sandbox_manager *m, const char *env, struct err *e
         removal_done(&rm->work);
     }
     return 0;
+}
+
+void sandbox_env_sweep_leftovers(struct sandbox_manager *m)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/envs", m->data_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    unsigned n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        bool gone = len > 5 && strcmp(de->d_name + len - 5, ".gone") == 0;
+        bool part = len > 5 && strcmp(de->d_name + len - 5, ".part") == 0;
+        if (!gone && !part)
+            continue;
+        struct removal *rm = xcalloc(1, sizeof(*rm));
+        snprintf(rm->path, sizeof(rm->path), "%s/%s", dir, de->d_name);
+        rm->work.run = removal_run;
+        rm->work.done = removal_done;
+        work_pool_limit(&pool, 1, 8);
+        struct err werr = {0};
+        if (work_submit(&pool, &rm->work, &werr) < 0) {
+            removal_run(&rm->work);
+            removal_done(&rm->work);
+        }
+        n++;
+    }
+    closedir(d);
+    if (n)
+        log_info("environment snapshot leftovers removed count=%u", n);
 }

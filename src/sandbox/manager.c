@@ -336,9 +336,9 @@ static int lookup(struct sandbox_manager *m, const char *user_id, const char *se
     if (r == -ENOENT && *sid && !create)
         return err_set(err, -ENOENT, "session '%s' not found", sid);
     if (r == -ENOENT) {
-        /* A new sandbox for the caller: a pooled one that already runs, when there is one
-         * (on the template alone: one on a snapshot is started for it). */
-        if ((!env || !*env) && (r = pool_take(m, user_id, sid, NULL, for_run, out, err)) != 0)
+        /* A new sandbox for the caller: a pooled one that already runs, when there is one on
+         * the same template or snapshot (the pool keeps one snapshot's: sandbox_pool_keep_env). */
+        if ((r = pool_take(m, user_id, sid, NULL, for_run, env, out, err)) != 0)
             return r < 0 ? r : 1;
         memset(&row, 0, sizeof(row));
         id_new("sbx", row.id);
@@ -456,8 +456,8 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
     int took = 0;
     if (opts->fresh && sbx->holds == 0 && !sbx->waiters &&
         (sbx->state == SBX_RUNNING || !m->cfg.disk_user_bytes) &&
-        (took = pool_take(m, opts->user_id, opts->session_id, sbx, opts->for_run, &fresh, &err)) !=
-            0) {
+        (took = pool_take(m, opts->user_id, opts->session_id, sbx, opts->for_run, NULL, &fresh,
+                          &err)) != 0) {
         if (took < 0) {
             cb(ctx, NULL, &err);
             return NULL;

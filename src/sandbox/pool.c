@@ -61,13 +61,37 @@ static bool pooled(const struct sandbox *s)
     return sandbox_unowned(s) && !s->retiring;
 }
 
+/* Whether env is one the pool keeps a sandbox on. */
+static bool env_kept(const struct sandbox_manager *m, const char *env)
+{
+    for (size_t i = 0; i < m->npool_envs; i++)
+        if (strcmp(m->pool_envs[i], env) == 0)
+            return true;
+    return false;
+}
+
+/* A kept snapshot (sandbox_pool_keep_envs) with no pooled sandbox on it, or NULL. */
+static const char *env_missing(const struct sandbox_manager *m)
+{
+    for (size_t i = 0; i < m->npool_envs; i++) {
+        bool have = false;
+        for (const struct sandbox *s = m->all; s && !have; s = s->next)
+            have = pooled(s) && s->state != SBX_STOPPED && strcmp(s->env, m->pool_envs[i]) == 0;
+        if (!have)
+            return m->pool_envs[i];
+    }
+    return NULL;
+}
+
+/* How many pooled sandboxes on the template alone are started or starting (those on kept
+ * snapshots not counted); *starting when any pooled one is starting. */
 static unsigned pool_count(const struct sandbox_manager *m, bool *starting)
 {
     unsigned n = 0;
     *starting = false;
     for (const struct sandbox *s = m->all; s; s = s->next)
         if (pooled(s) && s->state != SBX_STOPPED) {
-            n++;
+            n += !s->env[0];
             if (s->state == SBX_STARTING)
                 *starting = true;
         }
@@ -76,9 +100,10 @@ static unsigned pool_count(const struct sandbox_manager *m, bool *starting)
 
 static void pool_gauge(const struct sandbox_manager *m)
 {
-    bool starting;
-    metrics_gauge_set("sandbox_mcp_sandbox_pool", "Warm pool sandboxes started or starting",
-                      pool_count(m, &starting));
+    unsigned n = 0;
+    for (const struct sandbox *s = m->all; s; s = s->next)
+        n += pooled(s) && s->state != SBX_STOPPED;
+    metrics_gauge_set("sandbox_mcp_sandbox_pool", "Warm pool sandboxes started or starting", n);
 }
 
 /* Prepare pooled sandboxes for runs while fewer than wanted are: each handed over early (its
@@ -89,11 +114,12 @@ static void pool_prepare(struct sandbox_manager *m)
         return;
     unsigned have = 0;
     for (const struct sandbox *s = m->all; s; s = s->next)
-        have += pooled(s) && s->prepared && s->state == SBX_RUNNING;
-    for (struct sandbox *s = m->all, *next; s && have < m->pool_prepare_count; s = next) {
+        have += pooled(s) && !s->env[0] && s->prepared && s->state == SBX_RUNNING;
+    for (struct sandbox *s = m->all, *next; s; s = next) {
         next = s->next;
         if (!pooled(s) || s->prepared || s->state != SBX_RUNNING || s->holds || s->waiters ||
-            strcmp(s->template_name, m->tmpl.name) != 0 || !sandbox_alive(s))
+            strcmp(s->template_name, m->tmpl.name) != 0 || !sandbox_alive(s) ||
+            (!s->env[0] && have >= m->pool_prepare_count))
             continue;
         struct err err = {0};
         if (sandbox_arm(s, &err) < 0) {
@@ -105,7 +131,7 @@ static void pool_prepare(struct sandbox_manager *m)
             return; /* the preparer cannot now: the next fill or tick asks again */
         s->prepared = s->preparing = true;
         s->prepared_at = time_mono_ms();
-        have++;
+        have += !s->env[0];
         log_info("sandbox pool preparing sbx=%s for=runs", s->id);
     }
 }
@@ -122,6 +148,15 @@ void sandbox_pool_ready(struct sandbox_manager *m, const char *sandbox_id, bool 
             pool_schedule(m);
             return;
         }
+}
+
+void sandbox_pool_keep_envs(struct sandbox_manager *m, const char (*envs)[64], size_t n)
+{
+    m->npool_envs = 0;
+    for (size_t i = 0; i < n && m->npool_envs < SANDBOX_POOL_ENVS_MAX; i++)
+        if (envs[i][0])
+            snprintf(m->pool_envs[m->npool_envs++], sizeof(m->pool_envs[0]), "%s", envs[i]);
+    pool_tick(m); /* those on snapshots no longer kept go, and the new ones are started */
 }
 
 void sandbox_manager_pool_prepare(struct sandbox_manager *m, unsigned count,
@@ -161,7 +196,9 @@ static void pool_fill(struct sandbox_manager *m)
 {
     bool starting;
     unsigned n = pool_count(m, &starting);
-    if (!m->pool_on || starting || n >= m->cfg.pool_size || m->running >= m->cfg.max_running)
+    const char *want_env = m->pool_prepare_fn ? env_missing(m) : NULL;
+    if (!m->pool_on || starting || (n >= m->cfg.pool_size && !want_env) ||
+        m->running >= m->cfg.max_running)
         return;
     int64_t now = time_mono_ms();
     if (now < m->pool_retry_at) {
@@ -185,6 +222,9 @@ static void pool_fill(struct sandbox_manager *m)
     struct store_sandbox row = {0};
     id_new("sbx", row.id);
     snprintf(row.template_name, sizeof(row.template_name), "%s", m->tmpl.name);
+    /* the template's first, then the one on the kept snapshot */
+    if (n >= m->cfg.pool_size)
+        snprintf(row.env, sizeof(row.env), "%s", want_env);
     row.created_at = time_now_ms();
     if (store_sandbox_insert(m->store, &row, &err) < 0) {
         log_error("sandbox pool start failed err=\"%s\"", err.msg);
@@ -211,14 +251,16 @@ static void on_pool_timer(struct loop_timer *t)
 }
 
 int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
-              struct sandbox *replaces, bool for_run, struct sandbox **out, struct err *err)
+              struct sandbox *replaces, bool for_run, const char *env, struct sandbox **out,
+              struct err *err)
 {
+    env = env ? env : "";
     if (!m->pool_on)
         return 0;
     struct sandbox *p = NULL;
     for (struct sandbox *s = m->all; s && !(p && p->prepared); s = s->next)
         if (pooled(s) && s->state == SBX_RUNNING && s->holds == 0 && !s->preparing &&
-            (for_run || !s->prepared) && (!p || s->prepared) &&
+            (for_run || !s->prepared) && strcmp(s->env, env) == 0 && (!p || s->prepared) &&
             strcmp(s->template_name, m->tmpl.name) == 0 && sandbox_alive(s))
             p = s;
     if (!p)
@@ -251,9 +293,10 @@ int pool_take(struct sandbox_manager *m, const char *user_id, const char *sessio
     }
     p->last_used = time_mono_ms();
     p->warm = true;
-    log_info("sandbox assigned sbx=%s user=%s session=%s from=pool template=%s prepared=%s us=%lld",
-             p->id, user_id, *sid ? sid : "-", p->template_name, p->prepared ? "yes" : "no",
-             (long long)(time_mono_us() - t0));
+    log_info("sandbox assigned sbx=%s user=%s session=%s from=pool template=%s env=%s prepared=%s "
+             "us=%lld",
+             p->id, user_id, *sid ? sid : "-", p->template_name, p->env[0] ? p->env : "-",
+             p->prepared ? "yes" : "no", (long long)(time_mono_us() - t0));
     p->prepared = false;
     pool_gauge(m);
     pool_schedule(m);
@@ -280,6 +323,8 @@ void pool_tick(struct sandbox_manager *m)
             sandbox_forget(s, "template changed");
         else if (s->prepared && time_mono_ms() - s->prepared_at > SANDBOX_POOL_PREPARED_MAX_MS)
             sandbox_forget(s, "prepared too long ago");
+        else if (s->env[0] && !env_kept(m, s->env))
+            sandbox_forget(s, "snapshot no longer kept");
     }
     pool_prepare(m);
     pool_gauge(m);

@@ -334,6 +334,11 @@ const char *sandbox_id(const struct sandbox *sbx)
     return sbx->id;
 }
 
+const char *sandbox_env_of(const struct sandbox *sbx)
+{
+    return sbx->env;
+}
+
 int sandbox_usage(const struct sandbox *sbx, uint64_t *memory_bytes, uint64_t *processes)
 {
     uint64_t tasks = 0;

@@ -130,6 +130,15 @@ void sandbox_manager_keep_pool(struct sandbox_manager *m);
 typedef bool (*sandbox_pool_prepare_fn)(void *ctx, struct sandbox *sbx);
 void sandbox_manager_pool_prepare(struct sandbox_manager *m, unsigned count,
                                   sandbox_pool_prepare_fn fn, void *ctx);
+/* Keep one pooled sandbox started on each of the environment snapshots envs (n of them, at most
+ * SANDBOX_POOL_ENVS_MAX), beside the pool's and prepared for runs like them (always, whatever
+ * their count), for the next new session whose run starts on that snapshot
+ * (sandbox_acquire_opts.env): only such a run takes it. Those kept on other snapshots before are
+ * removed. Loop thread. */
+#define SANDBOX_POOL_ENVS_MAX 8
+void sandbox_pool_keep_envs(struct sandbox_manager *m, const char (*envs)[64], size_t n);
+/* The snapshot sbx was started on, or "". */
+const char *sandbox_env_of(const struct sandbox *sbx);
 /* The pooled sandbox sandbox_id, being prepared, is ready to be given to a run (ok), or is not
  * and is removed. Unknown or taken sandboxes are ignored. Loop thread. */
 void sandbox_pool_ready(struct sandbox_manager *m, const char *sandbox_id, bool ok);
@@ -207,6 +216,9 @@ int sandbox_snapshot(struct sandbox *sbx, const char *env, const struct layer_li
 /* Remove snapshot env from disk (renamed away at once, its files removed on a worker thread);
  * -EBUSY while a sandbox of this node starts on it. */
 int sandbox_env_remove(struct sandbox_manager *m, const char *env, struct err *err);
+/* Remove what a server that stopped left of snapshots: copies it did not finish (.part) and
+ * removals it did not finish (.gone), on the worker thread. At the server's start. */
+void sandbox_env_sweep_leftovers(struct sandbox_manager *m);
 
 /* --- facts --- */
 

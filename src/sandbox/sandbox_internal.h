@@ -291,6 +291,9 @@ struct sandbox_manager {
     struct loop_timer pool_timer;
     /* sandbox_manager_pool_prepare: how many pooled sandboxes to prepare for runs, and how */
     unsigned pool_prepare_count;
+    /* the snapshots a pooled sandbox is kept on each (sandbox_pool_keep_envs) */
+    char pool_envs[SANDBOX_POOL_ENVS_MAX][64];
+    size_t npool_envs;
     sandbox_pool_prepare_fn pool_prepare_fn;
     void *pool_prepare_ctx;
     struct sandbox_listener_hook {
@@ -368,12 +371,14 @@ void sandbox_admit_start(struct sandbox *sbx);
 
 /* Hand user_id's session (NULL: their own sandbox) a pooled sandbox that is running, in place of
  * creating one, or in place of `replaces` (a sandbox of theirs that nothing holds, which is
- * then removed by the caller with sandbox_forget). For a run (for_run) one prepared for runs is
- * taken first; for anything else only one that is not (what was started in it is a run's). 1 and
- * *out when one was taken, 0 when the pool has none to give (the caller starts one as before),
- * or a negative errno with err (the user's limits). */
+ * then removed by the caller with sandbox_forget). Only one on env (NULL/"": the template alone)
+ * is taken. For a run (for_run) one prepared for runs is taken first; for anything else only one
+ * that is not (what was started in it is a run's). 1 and *out when one was taken, 0 when the pool
+ * has none to give (the caller starts one as before), or a negative errno with err (the user's
+ * limits). */
 int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
-              struct sandbox *replaces, bool for_run, struct sandbox **out, struct err *err);
+              struct sandbox *replaces, bool for_run, const char *env, struct sandbox **out,
+              struct err *err);
 /* Fill the pool from the loop soon (after a take, a stop, a failed start's wait). */
 void pool_schedule(struct sandbox_manager *m);
 /* The idle tick's share: drop pooled sandboxes that died or are on an old template. */

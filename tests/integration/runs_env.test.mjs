@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir, addUserAsync, cliAsync } from '../lib/server.mjs';
-import { ok, finished } from '../lib/runs.mjs';
+import { ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { gitAsync } from '../lib/git.mjs';
 import { CookieJar, request, forms, setPassword, signIn } from '../lib/oauth.mjs';
@@ -90,7 +90,12 @@ before(async () => {
   router = agentRouter();
   fake.handle(router);
   scratch = tempDir('smcp-env-');
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+  // what a server that stopped mid-way would leave: a copy not finished, a removal not finished
+  const dataDir = tempDir();
+  for (const left of ['envs/env-unfinished.part/root/usr', 'envs/env-dropped.gone/workspace/elm'])
+    mkdirSync(path.join(dataDir, left), { recursive: true });
+  writeFileSync(path.join(dataDir, 'envs/env-dropped.gone/workspace/elm/file'), 'x\n');
+  server = await startServer({ dataDir, env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
     RUNS_ALLOW_LOCAL_REPOS: '1', ENV_CACHE_MB: '64', ENV_CACHE_USER_MB: '6' } });
   bob = await addUserAsync(server, 'bob');
   elm = await repoWith('elm', {
@@ -100,6 +105,12 @@ before(async () => {
     '.sandbox-mcp/setup.sh': setup,
     '.sandbox-mcp/maintenance.sh': 'echo maintenance >> /var/lib/elm/log\n',
   });
+});
+
+test('what a stopped server left of snapshots is removed at the start', async () => {
+  await server.waitLog(/environment snapshot leftovers removed count=2/);
+  for (const left of ['env-unfinished.part', 'env-dropped.gone'])
+    await until(() => !existsSync(path.join(server.dataDir, 'envs', left)), `${left} removed`);
 });
 
 after(async () => {

@@ -1,18 +1,21 @@
 // Agents booted before run_task (RUNS_AGENT_POOL): a pooled sandbox gets OpenCode started and
 // readied for /workspace before anyone owns it; a run's new session takes that sandbox, and its
-// bridge finds the server serving. The pooled server's key is the sandbox's own (nothing is
+// bridge finds the server serving. The pool also keeps a sandbox on each recently used
+// environment snapshot (RUNS_ENV_POOL), its agent readied for the repository's directory, for the
+// next new session of that snapshot's user and repository only. The pooled server's key is the sandbox's own (nothing is
 // minted before the hand-over): refused while no run of the sandbox runs, on any other listener,
 // and on the server's own. A container_* caller never gets a prepared sandbox. Real OpenCode,
 // scripted fake upstream (tests/lib/fake-anthropic.mjs).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { startFake, agentRouter, userTexts, toolResults } from '../lib/fake-anthropic.mjs';
 import { ok, finished, until } from '../lib/runs.mjs';
-import { startServer, removeDataDir } from '../lib/server.mjs';
+import { startServer, removeDataDir, addUserAsync, tempDir } from '../lib/server.mjs';
+import { repoWithFiles } from '../lib/git.mjs';
 
-let fake, router, srv;
+let fake, router, srv, scratch;
 
 // The pooled server's process, key and the pid of its keeper, as a process of the sandbox sees them.
 const PROBE = 'pid=$(pgrep -f "^/opt/agents/[^ ]* serve --port 8789"); '
@@ -28,8 +31,11 @@ before(async () => {
   fake.handle(router);
   srv = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
-    SANDBOX_POOL: '2', RUNS_AGENT_POOL: '1',
+    SANDBOX_POOL: '2', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '2', RUNS_ALLOW_LOCAL_REPOS: '1',
+    // each sandbox's disk as the pool counts it: small, so that a busy host still has room
+    SANDBOX_DISK_MB: '1024',
   } });
+  scratch = tempDir('smcp-poolenv-');
   // the pooled agent's warm-up prompt reaches the proxy, which refuses it (no run is running),
   // and once the warm-up has ended the sandbox may be handed over
   await srv.waitLog(/sandbox pool prepared sbx=\S+ ready=yes/, 300000);
@@ -39,6 +45,7 @@ before(async () => {
 after(async () => {
   await srv?.stop();
   if (srv) removeDataDir(srv.dataDir);
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
   await fake.close();
 });
 
@@ -102,7 +109,46 @@ test('a container_* caller never gets a sandbox prepared for runs', async () => 
     'the pool prepares another sandbox for runs', 300000);
   const r = await ok(srv, 'container_exec', { command: 'pgrep -f "^/opt/agents/[^ ]* serve" || echo none' });
   assert.equal(r.stdout.trim(), 'none');
-  const sbx = srv.stderr().match(/sandbox assigned sbx=\S+ user=\S+ session=- from=pool template=\S+ prepared=(\w+)/);
+  const sbx = srv.stderr().match(/sandbox assigned sbx=\S+ user=\S+ session=- from=pool template=\S+ env=- prepared=(\w+)/);
   assert.ok(sbx, 'the container user got a pooled sandbox');
   assert.equal(sbx[1], 'no');
+});
+
+const repoWith = (name, files) => repoWithFiles(path.join(scratch, `${name}.git`), files);
+
+test('a new session on an environment snapshot takes a sandbox started on it, its agent readied there; never another user', async () => {
+  const repo = await repoWith('envpool', {
+    '.sandbox-mcp/setup.sh': 'mkdir -p node_modules/dep && echo installed > node_modules/dep/index.txt\n',
+    'package.json': '{"name":"envpool"}\n' });
+  const look = 'cat node_modules/dep/index.txt; pwd';
+  const run = async (marker, token = srv.token) => {
+    const s = router.add(marker, [{ tool: 'bash', input: { command: look, description: 'Look' } }, { text: 'Done.' }]);
+    const r = await ok(srv, 'run_task', { task: `${marker}: look`, repository: repo, pull_request: 'none' }, token);
+    const d = await finished(srv, r.run_id, token);
+    assert.equal(d.status, 'succeeded', JSON.stringify(d));
+    return { r, d, out: s.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n') };
+  };
+  // the first session sets up and saves the environment; the pool then starts a sandbox on it
+  const first = await run('poolenv-1');
+  const env = srv.stderr().match(new RegExp(`run snapshot taken run=${first.r.run_id} env=(\\S+)`))[1];
+  const booting = new RegExp(`run agent booting in the pool sbx=(\\S+) model=\\S+ env=${env} dir=/workspace/envpool`);
+  await srv.waitLog(booting, 300000);
+  const sbx = srv.stderr().match(booting)[1];
+  await srv.waitLog(new RegExp(`sandbox pool prepared sbx=${sbx} ready=yes`), 300000);
+
+  // another user on the same repository never gets it (a snapshot is per user here)
+  const bob = await addUserAsync(srv, 'bob');
+  const other = await run('poolenv-bob', bob);
+  assert.match(other.out, /installed/);
+  assert.doesNotMatch(srv.stderr(), new RegExp(`sandbox assigned sbx=${sbx} `));
+
+  // the owner's next new session takes it: the dependencies are there, no setup ran, and the
+  // server the run spoke to is the one booted in the pool
+  const next = await run('poolenv-2');
+  await srv.waitLog(new RegExp(`sandbox assigned sbx=${sbx} user=\\S+ session=${next.r.session_id} from=pool template=\\S+ env=${env} prepared=yes`));
+  assert.match(next.out, /installed/);
+  assert.match(next.out, /\/workspace\/envpool/);
+  assert.equal(next.d.setup?.source ?? null, null, JSON.stringify(next.d.setup));
+  const p = await ok(srv, 'container_exec', { session_id: next.r.session_id, command: PROBE });
+  assert.match(p.stdout.trim().split(' ')[1] ?? '', /^smcp-sbx-/);
 });
