@@ -197,7 +197,7 @@ before(async () => {
     RUNS_MAX_RUNNING_PER_USER: '4' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
-  for (const name of ['widget', 'gadget', 'gizmo', 'sprocket', 'phoenix', 'pawl']) repos[name] = await repo(name);
+  for (const name of ['widget', 'gadget', 'sprocket', 'phoenix', 'pawl']) repos[name] = await repo(name);
   // made here, not in its test: the CLI runs synchronously, and the runs' tests start together
   phaseUser = { token: await addUser(server, 'phase-watch') };
 });
@@ -252,9 +252,10 @@ test('input errors are tool errors naming the problem, and create no run', async
 let first; // the run of the write-and-commit test, for the isolation test below
 
 // The admin's runs that need a session of their own neither for a repository nor for a
-// conversation go on in one session without repository, and so on one warm agent (every new
-// session boots one, seconds of CPU): the first run made it. Its runs go one at a time, each with
-// its own deadline from its start. name: run_task or its alias opencode_run_task.
+// conversation (the run in /workspace, the cancel, the timeout, the 401, the key hunt) go on in
+// one session without repository, and so on one warm agent (every new session boots one,
+// seconds of CPU): the first run made it. Its runs go one at a time, each with its own deadline
+// from its start. name: run_task or its alias opencode_run_task.
 let shared;
 async function runShared(srv, args, name = 'run_task') {
   const start = (a) => (name === 'run_task' ? runTask(srv, a) : ok(srv, name, a));
@@ -499,7 +500,7 @@ describe('runs', { concurrency: 4 }, () => {
 
   test('cancel_run stops a running run; get_result says cancelled', async () => {
     const s = router.add('cancel-me', [{ hold: true, text: 'Never sent.' }]);
-    const started = await runTask(server, { task: 'cancel-me: wait for a slow model', repository: repos.gizmo });
+    const started = await runShared(server, { task: 'cancel-me: wait for a slow model' });
     await s.waitHeld();
     assert.equal((await ok(server, 'get_result', { run_id: started.run_id })).status, 'running');
     const c = await ok(server, 'cancel_run', { run_id: started.run_id });
