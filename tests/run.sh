@@ -124,10 +124,10 @@ background_pid=$!
 # end together: in the order of their times in the last run on this machine ($OUT/files, kept
 # between runs), else in the order a fresh clone measured (LONG), so that no long file is left
 # for the end of a first run. Each file's TAP output is kept in $OUT/<suite>/.
-LONG="tests/integration/runs.test.mjs tests/integration/cluster.test.mjs tests/e2e/sdk.test.mjs
-tests/integration/runs_env.test.mjs tests/integration/runs_mirror.test.mjs
-tests/integration/escape_fairness.test.mjs tests/integration/runs_engine.test.mjs
-tests/integration/connections.test.mjs tests/integration/runs_warm.test.mjs
+LONG="tests/integration/runs.test.mjs tests/integration/runs_env.test.mjs
+tests/integration/cluster.test.mjs tests/integration/escape_fairness.test.mjs
+tests/integration/runs_warm.test.mjs tests/e2e/sdk.test.mjs tests/integration/runs_mirror.test.mjs
+tests/integration/runs_engine.test.mjs tests/integration/connections.test.mjs
 tests/integration/escape_fetch.test.mjs tests/integration/tls.test.mjs tests/e2e/web.test.mjs
 tests/e2e/scenarios.test.mjs tests/integration/escape_flood.test.mjs
 tests/integration/delivery.test.mjs tests/integration/escape_fsworker.test.mjs

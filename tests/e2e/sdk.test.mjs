@@ -277,6 +277,9 @@ for (const mode of MODES) {
     let client;
     let fake;
     let router;
+    // the first test's session, where the second goes on: its agent is warm (a new session's
+    // boots, seconds of CPU)
+    let session;
 
     before(async () => {
       fake = await startFake();
@@ -301,6 +304,7 @@ for (const mode of MODES) {
       const started = await client.callTool({ name: 'run_task', arguments: { task: 'sdk-run-3f7: write notes' } });
       assert.notEqual(started.isError, true, JSON.stringify(started));
       const { run_id: runId, session_id: sessionId } = started.structuredContent;
+      session = sessionId;
       let r;
       do {
         r = (await client.callTool({ name: 'get_result', arguments: { run_id: runId, wait_seconds: 30 } },
@@ -326,8 +330,11 @@ for (const mode of MODES) {
         { hold: true, tool: 'write', input: { filePath: '/workspace/phase.md', content: '# Phase\n' } },
         { holdUntil: step1, text: 'Wrote phase.md.' },
       ]);
-      const started = await client.callTool({ name: 'run_task', arguments: { task: `${marker}: write phase.md` } });
+      assert.ok(session, 'the session of the test before');
+      const started = await client.callTool({ name: 'run_task',
+        arguments: { task: `${marker}: write phase.md`, session_id: session } });
       assert.notEqual(started.isError, true, JSON.stringify(started));
+      assert.equal(started.structuredContent.session_id, session);
       const runId = started.structuredContent.run_id;
       await s.waitHeld();
       const heard = [];

@@ -162,11 +162,16 @@ test('a second session fetches into the mirror: it negotiates from what the mirr
   assert.match(l.stdout, new RegExp(`mirrors\\s+admin\\s+.*acme/widget\\.git`));
 });
 
+// A session of admin's that goes from repository to repository (each cloned through its mirror
+// when the session first names it), so that the tests below boot no agent of their own.
+let roaming;
+
 test('a mirror fetched with a user\'s credential is theirs alone; another user without one still fails', async () => {
   const url = `${gitsrv.url}/acme/private.git`;
   router.add('mirror-private', [{ text: 'Fine.' }]);
   const a = await runTask({ task: 'mirror-private: x', repository: url });
   assert.equal((await waitRun(a.run_id)).status, 'succeeded');
+  roaming = a.session_id;
   const admin = userId('admin'), bob = userId('bob');
   assert.ok(mirrorsOf(admin)[keyOf(url)], 'admin has a mirror of the private repository');
   const seen = gitsrv.requests.length;
@@ -192,7 +197,9 @@ test('a corrupt mirror is made afresh and the run goes on', async () => {
     writeFileSync(path.join(m, 'objects', 'pack', f), 'garbage\n');
   writeFileSync(path.join(m, 'HEAD'), 'not a ref\n');
   const s = router.add('mirror-corrupt', [{ tool: 'bash', input: { command: 'cat NEW.txt', description: 'Read' } }, { text: 'Read.' }]);
-  const r = await runTask({ task: 'mirror-corrupt: read', repository: url });
+  // a session that has not had the repository: its clone goes through the mirror
+  assert.ok(roaming, 'the session of the test before');
+  const r = await runTask({ task: 'mirror-corrupt: read', repository: url, session_id: roaming });
   assert.equal((await waitRun(r.run_id)).status, 'succeeded');
   assert.equal(toolResults(s.requests[1].body).at(-1).text.trim(), 'pushed between sessions');
   assert.match(server.stderr(), /run mirror was unusable and was made afresh/);
@@ -229,7 +236,7 @@ test('over ENV_CACHE_USER_MB a user\'s least recently used mirror goes; other us
   const b = await runTask({ task: 'mirror-big: x', repository: big(3) }, bobToken);
   assert.equal((await waitRun(b.run_id, bobToken)).status, 'succeeded');
   assert.ok(mirrorsOf(bob)[keyOf(big(3))]);
-  const one = await runTask({ task: 'mirror-big: x', repository: big(1) });
+  const one = await runTask({ task: 'mirror-big: x', repository: big(1), session_id: roaming });
   assert.equal((await waitRun(one.run_id)).status, 'succeeded');
   assert.ok(mirrorsOf(admin)[keyOf(big(1))], 'big1 is kept while under the cap');
   const two = await runTask({ task: 'mirror-big: x', repository: big(2), session_id: one.session_id });
