@@ -195,7 +195,8 @@ const f = (ms) => (Number.isNaN(ms) ? '–' : fmt(ms));
 // A run's steps by the server's log, each as ms since run_task was sent.
 function steps(r) {
   const at = (re) => { const l = r.log.find((x) => re.test(x.text)); return l ? l.t - r.sentWall : NaN; };
-  return { stored: at(/ run queued /), started: at(/ sandbox started /), sandbox: at(/ run sandbox ready /),
+  const started = at(/ sandbox started /); // before run_task: the pool's
+  return { stored: at(/ run queued /), started: started < 0 ? NaN : started, sandbox: at(/ run sandbox ready /),
     cloned: at(/reason="unpacking/), setupStart: at(/ run setup started /), setupEnd: at(/ run setup ended /),
     taken: at(/ run snapshot taken /), spawned: at(/ run agent started /),
     first: r.firstWall - r.sentWall, result: r.resultWall - r.sentWall };

@@ -127,6 +127,7 @@ background_pid=$!
 LONG="tests/integration/runs.test.mjs tests/integration/runs_env.test.mjs
 tests/integration/cluster.test.mjs tests/integration/escape_fairness.test.mjs
 tests/integration/runs_warm.test.mjs tests/e2e/sdk.test.mjs tests/integration/runs_mirror.test.mjs
+tests/integration/runs_pool_agent.test.mjs tests/integration/runs_env_rebuild.test.mjs
 tests/integration/runs_engine.test.mjs tests/integration/connections.test.mjs
 tests/integration/escape_fetch.test.mjs tests/integration/tls.test.mjs tests/e2e/web.test.mjs
 tests/e2e/scenarios.test.mjs tests/integration/escape_flood.test.mjs
