@@ -163,7 +163,7 @@ await server.stop();
 // b2. from the snapshot with its sandbox kept ready in the pool (RUNS_ENV_POOL): started on the
 // snapshot and its OpenCode readied for the repository's directory before run_task; each run
 // waits until the pool has the next one ready, as a user's next session would find it
-server = await startServer({ env: { ...baseEnv, SANDBOX_POOL: '1', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '1' } });
+server = await startServer({ env: { ...baseEnv, SANDBOX_POOL: '1', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '1', SANDBOX_DISK_MB: '2048' } });
 client = mcpClient(server);
 const warm2 = await timedRun();
 if (!warm2.saved) throw new Error('the second warm-up run saved no snapshot');

@@ -160,7 +160,8 @@ const newEnv = { ANTHROPIC_API_KEY: 'sk-bench', ANTHROPIC_BASE_URL: fake.url,
 if (only === 'pool') {
   // a warm pool of 2 on both servers; on one, one of them has OpenCode booted and readied for
   // /workspace before any run (RUNS_AGENT_POOL=1), and each run waits until the next is ready
-  const poolEnv = { ...newEnv, SANDBOX_POOL: '2' };
+  // (small sandbox disks, as the pool counts room: the sessions of earlier runs stay running)
+  const poolEnv = { ...newEnv, SANDBOX_POOL: '2', SANDBOX_DISK_MB: '1024' };
   const ready = (srv, n) => async () => {
     for (;;) {
       const have = srv.stderr().match(/sandbox pool prepared sbx=\S+ ready=yes/g)?.length ?? 0;
