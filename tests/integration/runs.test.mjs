@@ -193,8 +193,10 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
+  // Each sandbox's disk as the server counts room (small: at 10 GiB the server has room for a
+  // few running sandboxes only, and stops idle sessions whose next run boots its agent again).
   env = { ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1',
-    RUNS_MAX_RUNNING_PER_USER: '4' };
+    RUNS_MAX_RUNNING_PER_USER: '4', SANDBOX_DISK_MB: '2048' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
   for (const name of ['widget', 'gadget', 'sprocket', 'phoenix', 'pawl']) repos[name] = await repo(name);

@@ -31,7 +31,7 @@ before(async () => {
   fake.handle(router);
   srv = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
-    SANDBOX_POOL: '2', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '2', RUNS_ALLOW_LOCAL_REPOS: '1',
+    SANDBOX_POOL: '2', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '1', RUNS_ALLOW_LOCAL_REPOS: '1',
     // each sandbox's disk as the pool counts it: small, so that a busy host still has room
     SANDBOX_DISK_MB: '1024',
   } });
@@ -136,12 +136,6 @@ test('a new session on an environment snapshot takes a sandbox started on it, it
   const sbx = srv.stderr().match(booting)[1];
   await srv.waitLog(new RegExp(`sandbox pool prepared sbx=${sbx} ready=yes`), 300000);
 
-  // another user on the same repository never gets it (a snapshot is per user here)
-  const bob = await addUserAsync(srv, 'bob');
-  const other = await run('poolenv-bob', bob);
-  assert.match(other.out, /installed/);
-  assert.doesNotMatch(srv.stderr(), new RegExp(`sandbox assigned sbx=${sbx} `));
-
   // the owner's next new session takes it: the dependencies are there, no setup ran, and the
   // server the run spoke to is the one booted in the pool
   const next = await run('poolenv-2');
@@ -151,4 +145,12 @@ test('a new session on an environment snapshot takes a sandbox started on it, it
   assert.equal(next.d.setup?.source ?? null, null, JSON.stringify(next.d.setup));
   const p = await ok(srv, 'container_exec', { session_id: next.r.session_id, command: PROBE });
   assert.match(p.stdout.trim().split(' ')[1] ?? '', /^smcp-sbx-/);
+
+  // another user on the same repository never gets a sandbox on it (a snapshot is per user
+  // here): the pool's next one on the owner's snapshot is not bob's
+  const bob = await addUserAsync(srv, 'bob');
+  const other = await run('poolenv-bob', bob);
+  assert.match(other.out, /installed/);
+  assert.equal(other.d.setup?.source, '.sandbox-mcp/setup.sh', JSON.stringify(other.d.setup));
+  assert.doesNotMatch(srv.stderr(), new RegExp(`sandbox assigned sbx=\\S+ user=\\S+ session=${other.r.session_id} from=pool template=\\S+ env=${env}`));
 });

@@ -306,7 +306,7 @@ static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const ch
             json_decref(call(port, "POST", path, dir, "{\"reply\":\"reject\"}", &status));
         }
         if (f->idle || (until_retry && f->retrying))
-            return f->errored || f->retrying ? 1 : 0;
+            return f->errored || (until_retry && f->retrying) ? 1 : 0;
     }
     return bridge_fail("the agent's server closed its event stream before the end");
 }
