@@ -419,8 +419,15 @@ test('a node cut off from the others past the timeout comes back to find its run
   // failed as the others recorded it
   await node.waitLog(new RegExp(`run dropped run=${run.run_id} status=failed`));
   script.release();
-  const alive = await callAt(1, 'container_exec', { session_id: run.session_id, command: `kill -0 ${pid} 2>/dev/null && echo alive || echo gone` }, token);
-  assert.equal(alive.structuredContent.stdout, 'gone\n');
+  // the agent is killed as the run is dropped, and gone once the sandbox's init has reaped it
+  // (until then `kill -0` still finds it): looked at until then, for at most 30 s
+  let state = '';
+  for (let i = 0; i < 300 && state !== 'gone\n'; i++) {
+    if (i) await new Promise((r) => setTimeout(r, 100));
+    state = (await callAt(1, 'container_exec', { session_id: run.session_id,
+      command: `kill -0 ${pid} 2>/dev/null && echo alive || echo gone` }, token)).structuredContent.stdout;
+  }
+  assert.equal(state, 'gone\n');
   const r = (await callAt(0, 'get_result', { run_id: run.run_id }, token)).structuredContent;
   assert.equal(r.status, 'failed');
   assert.match(JSON.stringify(r), /node lost/);
