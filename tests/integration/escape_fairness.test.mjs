@@ -22,9 +22,12 @@ after(async () => { await fake.close(); });
 
 const text = (res) => (res.content || []).map((c) => c.text || '').join('');
 
-// Ends the sandbox's background sleep and waits until it is reaped: a sandbox counts as busy
-// while any process of it is left, a killed one included, and the next step needs it idle.
-const STOP_SLEEP = 'pkill -x sleep; while pgrep -x sleep > /dev/null; do sleep 0.05; done';
+// A background process that keeps the sandbox busy, and the command that ends it and waits until
+// it is reaped: a sandbox counts as busy while any process of it is left, a killed one included,
+// and the next step needs it idle. By its pid, not its name: the background child may not have
+// become `sleep` yet when the stop comes, and a stop by name would then miss it.
+const SLEEP = 'nohup sleep 300 >/dev/null 2>&1 & echo $! > /tmp/bg.pid;';
+const STOP_SLEEP = 'p=$(cat /tmp/bg.pid); kill $p; while kill -0 $p 2>/dev/null; do sleep 0.05; done';
 
 function addUser(srv, name) {
   assert.equal(cli(['user', 'add', name, '--data-dir', srv.dataDir]).status, 0);
@@ -47,7 +50,7 @@ test("a user at their running-sandbox limit waits for their own sandboxes, not f
   await withServer({ SANDBOX_MAX_RUNNING: '2', SANDBOX_MAX_RUNNING_PER_USER: '1', SANDBOX_DISK_MB: '0' },
     async (srv, bob) => {
       // The first user's own sandbox is busy with a process of theirs.
-      const busy = await ok(srv, 'container_exec', { command: 'nohup sleep 300 >/dev/null 2>&1 & echo started' });
+      const busy = await ok(srv, 'container_exec', { command: `${SLEEP} echo started` });
       assert.equal(busy.stdout, 'started\n');
       const s = router.add('fair-sbx-7a1', [{ text: 'Done.' }]);
       const run = await ok(srv, 'run_task', { task: 'fair-sbx-7a1' });
@@ -119,7 +122,7 @@ test("a user's waiting runs are capped, with an error that says what to do", asy
 test("a user's sandboxes' disks are capped (what they hold, and may grow into while running); the run that would pass the cap fails saying why", async () => {
   await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_PER_USER_MB: '100' }, async (srv, bob) => {
     // Their own sandbox is busy, so it cannot be stopped to give its room back.
-    const own = await ok(srv, 'container_exec', { command: 'nohup sleep 300 >/dev/null 2>&1 & echo mine' });
+    const own = await ok(srv, 'container_exec', { command: `${SLEEP} echo mine` });
     assert.equal(own.stdout, 'mine\n');
     router.add('fair-disk-5b0', [{ text: 'Done.' }]);
     const run = await ok(srv, 'run_task', { task: 'fair-disk-5b0' });
@@ -140,7 +143,7 @@ test("a user's sandboxes' disks are capped (what they hold, and may grow into wh
 
 test('the disks of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB; idle sandboxes make room', async () => {
   await withServer({ SANDBOX_DISK_MB: '64', SANDBOX_DISK_TOTAL_MB: '100' }, async (srv, bob) => {
-    const busy = await ok(srv, 'container_exec', { command: 'nohup sleep 300 >/dev/null 2>&1 & echo mine' });
+    const busy = await ok(srv, 'container_exec', { command: `${SLEEP} echo mine` });
     assert.equal(busy.stdout, 'mine\n');
     const refused = await call(srv, 'container_exec', { command: 'echo bob' }, bob);
     assert.equal(refused.isError, true, JSON.stringify(refused));
