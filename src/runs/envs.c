@@ -140,6 +140,10 @@ void envs_choose(struct run *r, struct sandbox_acquire_opts *o)
         e->next_env_sweep = 0;
     store_env_touch(e->st, env.id, now, &err);
     snprintf(r->env_id, sizeof(r->env_id), "%s", env.id);
+    free(r->env_chosen_fp);
+    r->env_chosen_fp = xstrdup(env.fingerprint);
+    snprintf(r->env_chosen_base, sizeof(r->env_chosen_base), "%s", env.base);
+    r->env_chosen_bytes = env.bytes;
     r->env_first = true;
     o->env = r->env_id;
     log_info("run starts on a snapshot run=%s env=%s", r->id, env.id);
@@ -202,11 +206,9 @@ static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, con
         run_setup(r);
         return;
     }
-    struct store_env env;
+    /* against the snapshot the sandbox started on, even when its rebuild has replaced it since */
     struct err serr = {0};
-    bool same = false;
-    if (store_env_find(r->e->st, r->env_key, &env, &serr) == 0 && strcmp(env.id, r->env_id) == 0)
-        same = r->env_fp && strcmp(env.fingerprint, r->env_fp) == 0;
+    bool same = r->env_fp && r->env_chosen_fp && strcmp(r->env_chosen_fp, r->env_fp) == 0;
     if (!same) {
         /* a lock file or a setup file changed since it was built: it serves no one any more */
         store_env_drop(r->e->st, r->env_id, &serr);
@@ -219,8 +221,8 @@ static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, con
         return;
     }
     env_event(r, "env_restored", "started from the environment snapshot",
-              json_pack("{s:s, s:s, s:I}", "snapshot", r->env_id, "base", env.base, "bytes",
-                        (json_int_t)env.bytes));
+              json_pack("{s:s, s:s, s:I}", "snapshot", r->env_id, "base", r->env_chosen_base,
+                        "bytes", (json_int_t)r->env_chosen_bytes));
     run_maintenance(r);
 }
 

@@ -81,6 +81,7 @@ void run_free(struct run *r)
     free(r->task);
     free(r->setup_arg);
     free(r->env_fp);
+    free(r->env_chosen_fp);
     free(r->repository);
     free(r->title);
     run_secrets_release(r);

@@ -308,9 +308,13 @@ struct run {
      * its key and scope, whether the session's sandbox is new for this run, whether this run
      * is the first on the snapshot (its clone goes over the
      * snapshot's, its fingerprint is compared), the checkout's fingerprint, and whether a
-     * snapshot is being taken (run_finish waits for it) */
+     * snapshot is being taken (run_finish waits for it). What the snapshot it starts on was
+     * built from (its fingerprint, base commit and size), as it was chosen: a rebuild may
+     * replace its row under the same key before the checkout is compared with it. */
     char env_id[64], env_key[80], env_scope[64];
     bool env_new, env_first, snapshotting;
+    char *env_chosen_fp, env_chosen_base[64];
+    int64_t env_chosen_bytes;
     /* An environment's rebuild (envs.c): the snapshot it replaces ("" for every other run), and
      * whether its new snapshot was saved */
     char rebuild[64];
