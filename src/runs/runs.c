@@ -21,9 +21,9 @@
  * Each stage has a file of its own behind runs_internal.h: submit.c (run_task's checks),
  * workspace.c (1, 2), launch.c (3), ingest.c (4), finish.c (5), with their pure parts (the
  * scripts, the change parser, the redaction) in scripts.c. This file holds what moves runs from
- * one stage to the next and what outlives any one run: the queue and its scheduling, the tick
- * (deadlines, agents that died, waits, retention), adoption at start and the runs a shared store
- * hands this node, and the public calls (runs.h). */
+ * one stage to the next and what outlives any one run: the queue and its scheduling, adoption at
+ * start and the runs a shared store hands this node, and the public calls (runs.h); the periodic
+ * look (deadlines, agents that died, waits, retention, snapshots) is tick.c's. */
 #include "runs/runs.h"
 
 #include <errno.h>
@@ -48,15 +48,10 @@
 #include "runs/runs_internal.h"
 #include "store/store.h"
 
-#define TICK_MS 500
-
-#define RETENTION_CHECK_MAX_MS (3600 * 1000)
-#define ENV_SWEEP_MS 60000 /* how often dropped snapshots are looked at */
 /* How long a waiting session whose repository has a snapshot on another node is left to that
  * node before any node with room claims it */
 #define ENV_CLAIM_PREFER_MS 15000
 
-static void take_queued(struct runs *e);
 static int end_unheld(struct runs *e, const char *run_id, const char *status, const char *reason,
                       bool queued_only, struct err *err);
 
@@ -252,7 +247,7 @@ static bool run_begin(struct run *r)
         int rc = store_run_start(e->st, r->id, r->user_id, e->cfg.max_running_user,
                                  "preparing the sandbox", time_now_ms(), &err);
         if (rc == -EBUSY) {
-            r->retry_at = time_mono_ms() + TICK_MS;
+            r->retry_at = time_mono_ms() + RUNS_TICK_MS;
             return false;
         }
         if (rc < 0) {
@@ -262,7 +257,7 @@ static bool run_begin(struct run *r)
                 runs_notify_waiters(e, r->id);
                 run_free(r);
             } else {
-                r->retry_at = time_mono_ms() + TICK_MS;
+                r->retry_at = time_mono_ms() + RUNS_TICK_MS;
             }
             return false;
         }
@@ -329,112 +324,6 @@ void runs_schedule(struct runs *e)
         }
     } while (e->reschedule);
     e->scheduling = false;
-}
-
-/* --- the periodic look: deadlines, agents that died, waits, retention --- */
-
-/* A finished run's directory: its files are in the store by now. */
-static void remove_run_dir(const struct store_run *run, void *ctx)
-{
-    struct runs *e = ctx;
-    static const char *const files[] = {"events.jsonl", "agent.log", "status", "task.txt",
-                                        "repo.tar"};
-    char path[PATH_MAX + 32];
-    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-        snprintf(path, sizeof(path), "%s/runs/%s/%s", e->data_dir, run->id, files[i]);
-        unlink(path);
-    }
-    snprintf(path, sizeof(path), "%s/runs/%s", e->data_dir, run->id);
-    rmdir(path);
-    e->last_removed = run->n;
-}
-
-static void on_expired_session(const struct store_session *ses, void *ctx)
-{
-    struct runs *e = ctx;
-    struct err err = {0};
-    int r = sandbox_manager_discard(e->mgr, ses->user_id, ses->id, &err);
-    if (r < 0 && r != -ENOENT) {
-        log_warn("session cleanup deferred session=%s err=\"%s\"", ses->id, err.msg);
-        return;
-    }
-    struct store_run_list_opts o = {.user_id = ses->user_id, .session_id = ses->id, .limit = 100};
-    bool more = true;
-    while (more) {
-        e->last_removed = 0;
-        if (store_run_list(e->st, &o, remove_run_dir, e, &more, &err) < 0 || !e->last_removed)
-            break;
-        o.before = e->last_removed; /* the list is newest first: go on below the last one */
-    }
-    store_session_mark_cleaned(e->st, ses->id, time_now_ms(), &err);
-    log_info("session workspace removed session=%s user=%s", ses->id, ses->user_id);
-}
-
-/* Whether run_id, which this node does not hold, is still queued or running. */
-static bool active_elsewhere(struct runs *e, const char *run_id)
-{
-    if (runs_find(e, run_id))
-        return true; /* taken up here since: its end tells its waiters */
-    struct err err = {0};
-    _cleanup_(store_run_release) struct store_run row = {0};
-    if (store_run_get(e->st, NULL, run_id, &row, &err) < 0)
-        return false;
-    return strcmp(row.status, "queued") == 0 || strcmp(row.status, "running") == 0;
-}
-
-static void on_tick(struct loop_timer *t)
-{
-    struct runs *e = container_of(t, struct runs, tick);
-    int64_t now = time_mono_ms();
-    for (struct run *r = e->runs, *next; r; r = next) {
-        next = r->next;
-        if (r->phase == PH_QUEUED || r->phase == PH_FINISHING)
-            continue;
-        if (r->began && now >= r->deadline && !r->timed_out) {
-            r->timed_out = true;
-            log_info("run timed out run=%s", r->id);
-            if (r->phase != PH_ACQUIRE)
-                run_finish(r);
-            continue;
-        }
-        if (r->phase == PH_AGENT) {
-            run_ingest(r);
-            run_check_output(r);
-            if (run_agent_ended(r))
-                run_finish(r);
-        }
-    }
-    for (struct runs_waiter **pp = &e->waiters; *pp;) {
-        struct runs_waiter *w = *pp;
-        if (now >= w->deadline || (w->elsewhere && !active_elsewhere(e, w->run_id))) {
-            *pp = w->next;
-            w->cb(w->ctx);
-            free(w);
-        } else {
-            pp = &w->next;
-        }
-    }
-    take_queued(e);
-    runs_schedule(e);
-    if (e->cfg.retention_ms && now >= e->next_retention) {
-        /* often enough that a workspace outlives its retention by at most a quarter of it */
-        uint64_t every = e->cfg.retention_ms / 4;
-        e->next_retention =
-            now + (int64_t)(every < 1000                     ? 1000
-                            : every > RETENTION_CHECK_MAX_MS ? RETENTION_CHECK_MAX_MS
-                                                             : every);
-        struct err err = {0};
-        store_session_list_expired(e->st, time_now_ms() - (int64_t)e->cfg.retention_ms,
-                                   on_expired_session, e, &err);
-    }
-    runs_pool_check(e, false);
-    if (envs_enabled(e) && now >= e->next_env_sweep) {
-        /* snapshots aged out, and dropped ones no sandbox starts on any more */
-        e->next_env_sweep = now + ENV_SWEEP_MS;
-        envs_sweep(e);
-        envs_rebuild_due(e);
-    }
-    loop_timer_start(&e->tick, TICK_MS, on_tick);
 }
 
 /* --- adoption at start --- */
@@ -527,7 +416,7 @@ static void take_run(const struct store_run *row, void *ctx)
  * one after another), then take up every queued run of this node's sessions it does not hold
  * yet: the claimed sessions', and those a run_task on another node added to a session of this
  * one's. */
-static void take_queued(struct runs *e)
+void runs_take_queued(struct runs *e)
 {
     if (!e->shared)
         return;
@@ -633,8 +522,8 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         run_acquire(x, &o, x->fail[0] ? run_on_sandbox_failed : run_on_sandbox);
     }
     e->scheduling = false;
-    loop_timer_start(&e->tick, TICK_MS, on_tick);
-    take_queued(e);
+    runs_tick_start(e);
+    runs_take_queued(e);
     runs_schedule(e);
     *ret = e;
     return 0;
@@ -839,11 +728,22 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
     return 0;
 }
 
+bool runs_active_elsewhere(struct runs *e, const char *run_id)
+{
+    if (runs_find(e, run_id))
+        return true; /* taken up here since: its end tells its waiters */
+    struct err err = {0};
+    _cleanup_(store_run_release) struct store_run row = {0};
+    if (store_run_get(e->st, NULL, run_id, &row, &err) < 0)
+        return false;
+    return strcmp(row.status, "queued") == 0 || strcmp(row.status, "running") == 0;
+}
+
 struct runs_waiter *runs_wait(struct runs *e, const char *run_id, uint64_t wait_ms,
                               void (*cb)(void *ctx), void *ctx)
 {
     bool here = runs_find(e, run_id) != NULL;
-    if (wait_ms == 0 || (!here && !(e->shared && active_elsewhere(e, run_id)))) {
+    if (wait_ms == 0 || (!here && !(e->shared && runs_active_elsewhere(e, run_id)))) {
         cb(ctx);
         return NULL;
     }

@@ -402,6 +402,13 @@ void runs_notify_waiters(struct runs *e, const char *run_id);
 void runs_notify_progress(struct runs *e, const char *run_id);
 /* Start queued runs while there is room (runs.c); safe to call from within a start. */
 void runs_schedule(struct runs *e);
+/* Take up the queued runs the shared store holds for this node (runs.c). */
+void runs_take_queued(struct runs *e);
+/* Whether run_id, which this node does not hold, is still queued or running (runs.c). */
+bool runs_active_elsewhere(struct runs *e, const char *run_id);
+/* The periodic look (tick.c), every RUNS_TICK_MS from now. */
+#define RUNS_TICK_MS 500
+void runs_tick_start(struct runs *e);
 /* Runs of user_id held here past queued, and queued. */
 void runs_user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued);
 /* A run held here for row (its directory made, its branch loaded), appended to the active list. */
