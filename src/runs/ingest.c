@@ -39,8 +39,7 @@ void run_ingest(struct run *r)
     if (fd < 0)
         return;
     char *buf = xmalloc(LINE_MAX_BYTES + 1);
-    char activity[RUNS_PHASE_TEXT_MAX] = ""; /* what the agent did last, for its phase */
-    bool shown = false;                      /* an event that tells of its work */
+    bool shown = false; /* an event that tells of its work, not yet told */
     for (;;) {
         ssize_t got = pread(fd, buf, LINE_MAX_BYTES, r->offset);
         if (got <= 0)
@@ -91,6 +90,14 @@ void run_ingest(struct run *r)
                 char *txt = utf8_sanitize(line, ll < 200 ? ll : 200, NULL);
                 ev->summary = txt;
             }
+            /* A batch tells of one step at most: the next step's start begins the next batch,
+             * so that each step's phase is recorded and told, however many steps one read
+             * brings. */
+            if (ev->kind == AGENT_EV_STEP_START && did[0]) {
+                agent_event_clear(ev);
+                pos = (size_t)(line - buf);
+                break;
+            }
             if (ev->session[0])
                 snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
             size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
@@ -134,16 +141,14 @@ void run_ingest(struct run *r)
             store_session_update(e->st, r->session_id, agent_session, NULL, time_now_ms(), &err);
         r->offset += (int64_t)pos;
         r->steps += steps;
-        if (did[0])
-            snprintf(activity, sizeof(activity), "%s", did);
-        shown = shown || told;
+        bool moved = strcmp(r->ph_name, "agent") == 0 && (did[0] || r->steps != r->ph_steps) &&
+                     run_set_phase(r, "agent", "%s", did[0] ? did : r->ph_detail);
+        shown = moved ? false : shown || told;
         if (pos == 0)
             break;
     }
     free(buf);
-    bool moved = strcmp(r->ph_name, "agent") == 0 && (activity[0] || r->steps != r->ph_steps) &&
-                 run_set_phase(r, "agent", "%s", activity[0] ? activity : r->ph_detail);
-    if (shown && !moved)
+    if (shown)
         runs_notify_progress(e, r->id);
 }
 

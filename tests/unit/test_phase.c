@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "runs/agent.h"
@@ -179,6 +180,99 @@ TEST(phase_elapsed)
     CHECK_STR_EQ(d, "2m 05s");
     runs_duration_text(3720000, d, sizeof(d));
     CHECK_STR_EQ(d, "1h 02m");
+}
+
+/* What the waiters of a run were told: its phase each time. */
+struct told {
+    struct store *st;
+    const char *run_id;
+    int n;
+    char text[8][RUNS_PHASE_TEXT_MAX];
+};
+
+static void on_progress(void *ctx)
+{
+    struct told *t = ctx;
+    struct store_run row = {0};
+    struct err err = {0};
+    if (store_run_get(t->st, NULL, t->run_id, &row, &err) == 0 && t->n < 8)
+        runs_phase_text(&row, t->text[t->n++], sizeof(t->text[0]));
+    store_run_release(&row);
+}
+
+#define STEP_START "{\"type\":\"step_start\",\"part\":{\"type\":\"step-start\"}}\n"
+#define STEP_FINISH "{\"type\":\"step_finish\",\"part\":{\"type\":\"step-finish\"}}\n"
+
+/* However many steps one read of the event file brings, each step's phase is recorded and told
+ * in turn: a client that waits with a progress token hears every step. */
+TEST(phase_told_for_every_step_of_one_read)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(st, "ann", &u, &err), 0);
+    struct store_session ses = {0};
+    snprintf(ses.id, sizeof(ses.id), "ses_a");
+    snprintf(ses.user_id, sizeof(ses.user_id), "%s", u.id);
+    snprintf(ses.agent, sizeof(ses.agent), "opencode");
+    CHECK_INT_EQ(store_session_create(st, &ses, &err), 0);
+    struct store_run row = {0};
+    snprintf(row.id, sizeof(row.id), "run_phase_steps");
+    snprintf(row.user_id, sizeof(row.user_id), "%s", u.id);
+    snprintf(row.session_id, sizeof(row.session_id), "%s", ses.id);
+    snprintf(row.model, sizeof(row.model), "anthropic/x");
+    snprintf(row.agent, sizeof(row.agent), "opencode");
+    row.task = (char *)"do it";
+    row.status_reason = (char *)"accepted";
+    row.timeout_ms = 60000;
+    row.created_at = 1000;
+    CHECK_INT_EQ(store_run_insert(st, &row, &err), 0);
+
+    char dir[] = "/tmp/smcp-phase-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char events[sizeof(dir) + 16];
+    snprintf(events, sizeof(events), "%s/events.jsonl", dir);
+    FILE *f = fopen(events, "w");
+    CHECK(f != NULL);
+    fputs(STEP_START TOOL("bash", "{\"command\":\"ls README.md\"}",
+                          ",\"metadata\":{\"exit\":0}") "\n" STEP_FINISH STEP_START
+              TOOL("write", "{\"filePath\":\"/workspace/w/notes.md\",\"content\":\"n\"}",
+                   "") "\n" STEP_FINISH STEP_START "{\"type\":\"text\",\"part\":{\"type\":\"text\","
+                                                   "\"text\":\"Wrote notes.md.\"}}\n" STEP_FINISH,
+          f);
+    long size = ftell(f);
+    fclose(f);
+
+    struct runs e = {.st = st};
+    struct run r = {.e = &e, .adapter = agent_find("opencode"), .wd = -1, .wd_status = -1};
+    snprintf(r.id, sizeof(r.id), "%s", row.id);
+    snprintf(r.session_id, sizeof(r.session_id), "%s", row.session_id);
+    snprintf(r.dir, sizeof(r.dir), "%s", dir);
+    snprintf(r.workdir, sizeof(r.workdir), "/workspace/w");
+    snprintf(r.ph_name, sizeof(r.ph_name), "agent");
+    struct told told = {.st = st, .run_id = row.id};
+    struct runs_waiter w = {.e = &e, .progress = on_progress, .ctx = &told};
+    snprintf(w.run_id, sizeof(w.run_id), "%s", row.id);
+    e.waiters = &w;
+
+    run_ingest(&r);
+    CHECK_INT_EQ(r.offset, size);
+    CHECK_INT_EQ(r.steps, 3);
+    CHECK_INT_EQ(told.n, 3);
+    CHECK_STR_EQ(told.text[0], "step 1: ran `ls README.md`");
+    CHECK_STR_EQ(told.text[1], "step 2: wrote notes.md");
+    CHECK_STR_EQ(told.text[2], "step 3: said \"Wrote notes.md.\"");
+    struct store_run stored = {0};
+    CHECK_INT_EQ(store_run_get(st, NULL, row.id, &stored, &err), 0);
+    CHECK_INT_EQ(stored.event_count, 9);
+    store_run_release(&stored);
+
+    unlink(events);
+    rmdir(dir);
+    store_close(st);
+    free(path);
 }
 
 TEST_MAIN()
