@@ -2,7 +2,7 @@
 // the user's sandbox talking to a scripted fake of the Anthropic API through the server's proxy.
 // Each run's task carries a unique marker; the fake routes a run's requests to its own script
 // (tests/lib/fake-anthropic.mjs, agentRouter), so runs of different tests can go on at once.
-import { test, describe, before, after } from 'node:test';
+import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import net from 'node:net';
@@ -22,7 +22,7 @@ const AGENT_TYPES = new Set(['step_start', 'text', 'tool_use', 'step_finish']);
 // `git commit` in the sandbox without relying on a configured identity
 const COMMIT = 'git -c user.name=Agent -c user.email=agent@example.com commit -q';
 
-let fake, router, server, env, scratch, phaseUser;
+let fake, router, server, env, scratch;
 let nextId = 1;
 const repos = {};
 
@@ -199,9 +199,7 @@ before(async () => {
     RUNS_MAX_RUNNING_PER_USER: '4', SANDBOX_DISK_MB: '2048' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
-  for (const name of ['widget', 'gadget', 'sprocket', 'phoenix', 'pawl']) repos[name] = await repo(name);
-  // made here, not in its test: the CLI runs synchronously, and the runs' tests start together
-  phaseUser = { token: await addUser(server, 'phase-watch') };
+  for (const name of ['widget', 'phoenix', 'pawl']) repos[name] = await repo(name);
 });
 
 after(async () => {
@@ -273,6 +271,233 @@ async function runShared(srv, args, name = 'run_task') {
 }
 
 describe('runs', { concurrency: 4 }, () => {
+  // The runs of these tests go on in one session of one user, so on one warm agent (every new
+  // session boots one, seconds of CPU): a session moves between repositories, and each test's
+  // first run names the repository it works in, so no test depends on where another left the
+  // session. The tests go one at a time, so that each has the session to itself and its runs go
+  // in the order it asks for them: a run without repository works where the session's newest run
+  // does, and the agent goes on with a conversation only in the directory it was held in.
+  describe('in one session that each test moves to its own repositories', { concurrency: 1 }, () => {
+    let as, session;
+    before(async () => {
+      as = { token: await addUser(server, 'repo-moves') }; // its own user: its runs count against no other test's limits
+    });
+    // run_task in the group's session (the group's first run makes it)
+    async function inSession(args) {
+      const r = await runTask(server, session ? { ...args, session_id: session } : args, as);
+      if (session) assert.equal(r.session_id, session);
+      session ??= r.session_id;
+      return r;
+    }
+    // A test that failed half-way may leave a run of its own in the session (one held at the
+    // fake): cancelled, so that the next test's runs do not wait behind it.
+    afterEach(async () => {
+      if (!session) return;
+      for (const status of ['queued', 'running'])
+        for (const r of (await ok(server, 'list_runs', { session_id: session, status, limit: 100 }, as)).runs)
+          await tool(server, 'cancel_run', { run_id: r.run_id }, as);
+    });
+
+    test('a run\'s phase, elapsed time and latest events; get_result streams them as progress while it waits', async () => {
+      const s = router.add('pawl-ph', [
+        { tool: 'bash', input: { command: 'ls README.md', description: 'List the readme' } },
+        { hold: true, tool: 'write', input: { filePath: '/workspace/pawl/notes.md', content: 'notes\n' } },
+        { text: 'Wrote notes.md.' },
+      ]);
+      const started = await inSession({ task: 'pawl-ph: list, then write notes', repository: repos.pawl });
+      const runId = started.run_id;
+      await s.waitHeld();
+      // while the model thinks about step 2, the first step's command is among the latest events
+      let mid;
+      for (;;) {
+        const res = await tool(server, 'get_result', { run_id: runId }, as);
+        mid = res.structuredContent;
+        if (mid.recent_events.some((e) => e.summary === 'bash: List the readme')) {
+          assert.match(text(res), /^Run \S+ is running, (\d+h )?(\d+m )?\d+[sm] so far: step 1: ran `ls README\.md` \(\d+ events\)\./);
+          assert.match(text(res), /\n\nLatest events:\n- bash: List the readme$/);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      let diag = JSON.stringify(mid, null, 1);
+      assert.equal(mid.status, 'running', diag);
+      assert.equal(mid.phase.name, 'agent', diag);
+      // OpenCode begins step 2 once the model's answer starts: until then it is on step 1
+      assert.equal(mid.phase.step, 1, diag);
+      assert.equal(mid.phase.detail, 'ran `ls README.md`', diag);
+      assert.equal(mid.phase.text, 'step 1: ran `ls README.md`', diag);
+      assert.match(mid.phase.since, ISO);
+      assert.ok(Number.isInteger(mid.elapsed_seconds) && mid.elapsed_seconds >= 0, diag);
+      assert.deepEqual(mid.recent_events.map((e) => [e.type, e.summary]), [['tool_use', 'bash: List the readme']], diag);
+      for (const e of mid.recent_events) {
+        assert.ok(Number.isInteger(e.seq) && e.seq > 0);
+        assert.match(e.time, ISO);
+      }
+
+      // two waits with a progress token, one under each protocol revision: each hears the phase
+      // at once, then every step until the run ends
+      const waits = [progressCall(server, { run_id: runId, wait_seconds: 60 }, { token: 'legacy-tok', auth: as.token }),
+        progressCall(server, { run_id: runId, wait_seconds: 60 }, { modern: true, token: 'modern-tok', auth: as.token })];
+      const firsts = await Promise.all(waits.map((w) => w.first));
+      for (const f of firsts) assert.equal(f.message, 'step 1: ran `ls README.md`');
+      s.release();
+      const heard = [];
+      for (const w of waits) {
+        const messages = [];
+        let got = await w.done;
+        for (;;) {
+          // each call counts its progress from 1, and says no total
+          const values = got.progress.map((p) => p.progress);
+          assert.deepEqual(values, values.map((_, i) => i + 1), JSON.stringify(got.progress));
+          for (const p of got.progress) assert.equal(p.total, undefined);
+          messages.push(...got.progress.map((p) => p.message));
+          if (!['queued', 'running'].includes(got.result.structuredContent.status)) break;
+          // (a slow machine may need more than one wait to see the end)
+          got = await progressCall(server, { run_id: runId, wait_seconds: 60 }, { auth: as.token }).done;
+        }
+        heard.push({ messages, result: got.result });
+      }
+      for (const { messages, result } of heard) {
+        diag = `${JSON.stringify(messages)}\n${JSON.stringify(result, null, 1)}`;
+        assert.equal(result.structuredContent.status, 'succeeded', diag);
+        // in order: the write of step 2, collecting the changes, the end
+        const at = (re) => messages.findIndex((m) => re.test(m));
+        assert.ok(at(/^step 2: wrote notes\.md$/) > 0, diag);
+        assert.ok(at(/^collecting the changes$/) > at(/^step 2: wrote notes\.md$/), diag);
+        assert.equal(messages.at(-1), 'succeeded after 3 steps', diag);
+        assert.match(result.content[0].text, /^Run \S+ succeeded after 3 steps \(in (\d+h )?(\d+m )?\d+[sm]\)\.\n\nWrote notes\.md\./);
+      }
+
+      const r = heard[0].result.structuredContent;
+      diag = JSON.stringify(r, null, 1);
+      assert.deepEqual(r.phase, { name: 'succeeded', step: 3, detail: 'after 3 steps', text: 'succeeded after 3 steps', since: r.phase.since }, diag);
+      assert.ok(Date.parse(r.phase.since) <= Date.parse(r.finished_at), diag);
+      assert.equal(r.elapsed_seconds, Math.floor((Date.parse(r.finished_at) - Date.parse(r.started_at)) / 1000), diag);
+      assert.deepEqual(r.recent_events.map((e) => e.summary), ['bash: List the readme', 'write notes.md', 'Wrote notes.md.'], diag);
+      // the run's history tells its phases in order, and its status_reason followed them
+      const phases = r.transitions.map((t) => `${t.status}: ${t.reason}`);
+      assert.deepEqual(phases, ['queued: accepted', 'running: preparing the sandbox', `running: cloning ${repos.pawl}`,
+        'running: unpacking the repository into the workspace', 'running: starting the agent',
+        'running: collecting the changes', 'succeeded: the agent finished'], diag);
+
+      // a finished run answers at once, with its phase, and no progress
+      const again = await progressCall(server, { run_id: runId, wait_seconds: 30 }, { auth: as.token }).done;
+      assert.deepEqual(again.progress, []);
+      assert.equal(again.result.structuredContent.phase.text, 'succeeded after 3 steps');
+    });
+
+    test('an empty repository: the agent starts from nothing; its commits and files are the changes', async () => {
+      const blank = await emptyRepo('blank', 'trunk');
+      const s1 = router.add('blank-1', [
+        { tool: 'write', input: { filePath: '/workspace/blank/notes.txt', content: 'first\nsecond\n' } },
+        { tool: 'bash', input: { command: `git add notes.txt && ${COMMIT} -m "Start notes" && echo draft > draft.txt && git branch --show-current && ls -A`,
+          description: 'Commit the notes' } },
+        { text: 'Started the notes.' },
+      ]);
+      // with branch, that branch; and no commit at all
+      const s2 = router.add('void-1', [
+        { tool: 'bash', input: { command: 'git symbolic-ref --short HEAD && echo x > a.txt', description: 'Where am I' } },
+        { text: 'Wrote a.txt.' },
+      ]);
+      // asked for one after the other, so that they go in that order: blank's run is the
+      // session's last, which the third run below goes on from
+      const b = await inSession({ task: 'void-1: write a.txt', repository: await emptyRepo('void', 'main'), branch: 'dev' });
+      const a = await inSession({ task: 'blank-1: start the notes', repository: blank });
+      const [ra, rb] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, b.run_id, as)]);
+      let diag = JSON.stringify(ra, null, 1);
+      assert.equal(ra.status, 'succeeded', diag);
+      assert.equal(ra.branch, 'trunk', diag); // as the remote's HEAD names it
+      assert.equal(toolResults(s1.requests[2].body).at(-1).text, 'trunk\n.git\ndraft.txt\nnotes.txt\n');
+      assert.equal(ra.changes.branch, 'trunk', diag);
+      assert.deepEqual(ra.changes.files.map(({ path: p, insertions, deletions }) => ({ path: p, insertions, deletions })),
+        [{ path: 'draft.txt', insertions: 1, deletions: 0 }, { path: 'notes.txt', insertions: 2, deletions: 0 }], diag);
+      assert.equal(ra.changes.files_changed, 2, diag);
+      assert.equal(ra.changes.insertions, 3, diag);
+      assert.deepEqual(ra.changes.commits.map((c) => c.message), ['Start notes'], diag);
+      const [rowA] = await sql(server, `SELECT base_commit, workdir FROM runs WHERE id = ${q(a.run_id)}`);
+      assert.deepEqual(rowA, { base_commit: null, workdir: '/workspace/blank' }); // no starting commit
+
+      diag = JSON.stringify(rb, null, 1);
+      assert.equal(rb.status, 'succeeded', diag);
+      assert.equal(rb.branch, 'dev', diag);
+      assert.equal(toolResults(s2.requests[1].body).at(-1).text, 'dev\n');
+      assert.deepEqual(rb.changes.files.map((f) => f.path), ['a.txt'], diag);
+      assert.deepEqual(rb.changes.commits, [], diag);
+      assert.equal(rb.changes.branch, 'dev', diag);
+
+      // the same session again, without repository: it goes on in blank from the first run's commit
+      const s3 = router.add('blank-2', [
+        { tool: 'bash', input: { command: `echo third >> notes.txt && ${COMMIT} -a -m "More notes"`, description: 'Commit more' } },
+        { text: 'More notes.' },
+      ]);
+      const c = await inSession({ task: 'blank-2: add to the notes' });
+      const rc = await waitRun(server, c.run_id, as);
+      diag = JSON.stringify(rc, null, 1);
+      assert.equal(rc.status, 'succeeded', diag);
+      assert.equal(s3.remaining, 0, diag);
+      assert.equal(rc.repository, blank);
+      assert.equal(rc.branch, 'trunk', diag);
+      assert.ok(userTexts(s3.requests[0].body).some((t) => t.includes('blank-1')), 'the conversation did not go on');
+      assert.deepEqual(rc.changes.commits.map((x) => x.message), ['More notes'], diag);
+      assert.deepEqual(rc.changes.files.find((f) => f.path === 'notes.txt'),
+        { path: 'notes.txt', insertions: 1, deletions: 0, binary: false }, diag);
+      const [rowC] = await sql(server, `SELECT base_commit FROM runs WHERE id = ${q(c.run_id)}`);
+      assert.ok(ra.changes.commits[0].sha.startsWith(rowC.base_commit) || rowC.base_commit.startsWith(ra.changes.commits[0].sha), JSON.stringify(rowC));
+    });
+
+    test('a HEAD naming no branch: the only branch is cloned; with several, the run names them; a run on another branch works on it', async () => {
+      const lost = await headlessRepo('lost', ['main']);
+      const many = ['main', 'feature', ...Array.from({ length: 10 }, (_, i) => `b${String(i + 1).padStart(2, '0')}`)];
+      const forked = await headlessRepo('forked', many);
+      const s1 = router.add('lost-1', [
+        { tool: 'bash', input: { command: 'git branch --show-current && cat README.md', description: 'Where am I' } },
+        { text: 'On main.' },
+      ]);
+      // a run without repository, asked for while the first has not ended, works in the first
+      // one's repository
+      const s2 = router.add('lost-2', [
+        { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
+        { text: 'In lost.' },
+      ]);
+      const sf = router.add('forked-1', [{ text: 'Should not run.' }]);
+      const f = await inSession({ task: 'forked-1: which branch?', repository: forked });
+      const a = await inSession({ task: 'lost-1: which branch?', repository: lost });
+      const b = await inSession({ task: 'lost-2: where are you?' });
+      const [ra, rf] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, f.run_id, as)]);
+      let diag = JSON.stringify(ra, null, 1);
+      assert.equal(ra.status, 'succeeded', diag);
+      assert.equal(ra.branch, 'main', diag);
+      assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'main\n# lost\n');
+      const rb = await waitRun(server, b.run_id, as);
+      assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
+      assert.equal(rb.repository, lost);
+      assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/lost\n');
+
+      diag = JSON.stringify(rf, null, 1);
+      assert.equal(rf.status, 'failed', diag);
+      assert.equal(sf.requests.length + sf.titles.length, 0, diag);
+      const err = rf.result.error;
+      assert.match(err, /^cannot clone '[^']*forked\.git': /, diag);
+      assert.match(err, /\bbranch\b/, diag);
+      assert.match(err, /'b01', 'b02', .*'b10'/, diag); // the first ten, sorted
+      assert.doesNotMatch(err, /'main'|'feature'/, diag);
+      assert.match(err, /12/, diag);
+
+      // the same session, with a branch: the clone is made afresh and works on that branch
+      const sg = router.add('forked-2', [
+        { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
+        { text: 'On feature.' },
+      ]);
+      const g = await inSession({ task: 'forked-2: which branch?', repository: forked, branch: 'feature' });
+      const rg = await waitRun(server, g.run_id, as);
+      assert.equal(rg.status, 'succeeded', JSON.stringify(rg, null, 1));
+      assert.equal(rg.branch, 'feature');
+      assert.equal(toolResults(sg.requests[1].body).at(-1).text, 'feature\nfeature work\n');
+      assert.equal(rg.changes.files_changed, 0);
+      assert.deepEqual(rg.changes.commits, []);
+    });
+  });
+
   test('a run writes a file and commits it; a second run in the same session continues the conversation', async () => {
     // (a) write + commit
     const task1 = 'widget-a1: add hello.txt saying hello and commit it';
@@ -387,392 +612,73 @@ describe('runs', { concurrency: 4 }, () => {
     assert.deepEqual(inSession.runs.map((x) => x.run_id), [again.run_id, r.run_id]);
   });
 
-  test('a run\'s phase, elapsed time and latest events; get_result streams them as progress while it waits', async () => {
-    const as = phaseUser; // its own user: its runs count against no other test's limits
-    const s = router.add('pawl-ph', [
-      { tool: 'bash', input: { command: 'ls README.md', description: 'List the readme' } },
-      { hold: true, tool: 'write', input: { filePath: '/workspace/pawl/notes.md', content: 'notes\n' } },
-      { text: 'Wrote notes.md.' },
-    ]);
-    const started = await runTask(server, { task: 'pawl-ph: list, then write notes', repository: repos.pawl }, as);
-    const runId = started.run_id;
-    await s.waitHeld();
-    // while the model thinks about step 2, the first step's command is among the latest events
-    let mid;
-    for (;;) {
-      const res = await tool(server, 'get_result', { run_id: runId }, as);
-      mid = res.structuredContent;
-      if (mid.recent_events.some((e) => e.summary === 'bash: List the readme')) {
-        assert.match(text(res), /^Run \S+ is running, (\d+h )?(\d+m )?\d+[sm] so far: step 1: ran `ls README\.md` \(\d+ events\)\./);
-        assert.match(text(res), /\n\nLatest events:\n- bash: List the readme$/);
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    let diag = JSON.stringify(mid, null, 1);
-    assert.equal(mid.status, 'running', diag);
-    assert.equal(mid.phase.name, 'agent', diag);
-    // OpenCode begins step 2 once the model's answer starts: until then it is on step 1
-    assert.equal(mid.phase.step, 1, diag);
-    assert.equal(mid.phase.detail, 'ran `ls README.md`', diag);
-    assert.equal(mid.phase.text, 'step 1: ran `ls README.md`', diag);
-    assert.match(mid.phase.since, ISO);
-    assert.ok(Number.isInteger(mid.elapsed_seconds) && mid.elapsed_seconds >= 0, diag);
-    assert.deepEqual(mid.recent_events.map((e) => [e.type, e.summary]), [['tool_use', 'bash: List the readme']], diag);
-    for (const e of mid.recent_events) {
-      assert.ok(Number.isInteger(e.seq) && e.seq > 0);
-      assert.match(e.time, ISO);
-    }
-
-    // two waits with a progress token, one under each protocol revision: each hears the phase
-    // at once, then every step until the run ends
-    const waits = [progressCall(server, { run_id: runId, wait_seconds: 60 }, { token: 'legacy-tok', auth: as.token }),
-      progressCall(server, { run_id: runId, wait_seconds: 60 }, { modern: true, token: 'modern-tok', auth: as.token })];
-    const firsts = await Promise.all(waits.map((w) => w.first));
-    for (const f of firsts) assert.equal(f.message, 'step 1: ran `ls README.md`');
-    s.release();
-    const heard = [];
-    for (const w of waits) {
-      const messages = [];
-      let got = await w.done;
-      for (;;) {
-        // each call counts its progress from 1, and says no total
-        const values = got.progress.map((p) => p.progress);
-        assert.deepEqual(values, values.map((_, i) => i + 1), JSON.stringify(got.progress));
-        for (const p of got.progress) assert.equal(p.total, undefined);
-        messages.push(...got.progress.map((p) => p.message));
-        if (!['queued', 'running'].includes(got.result.structuredContent.status)) break;
-        // (a slow machine may need more than one wait to see the end)
-        got = await progressCall(server, { run_id: runId, wait_seconds: 60 }, { auth: as.token }).done;
-      }
-      heard.push({ messages, result: got.result });
-    }
-    for (const { messages, result } of heard) {
-      diag = `${JSON.stringify(messages)}\n${JSON.stringify(result, null, 1)}`;
-      assert.equal(result.structuredContent.status, 'succeeded', diag);
-      // in order: the write of step 2, collecting the changes, the end
-      const at = (re) => messages.findIndex((m) => re.test(m));
-      assert.ok(at(/^step 2: wrote notes\.md$/) > 0, diag);
-      assert.ok(at(/^collecting the changes$/) > at(/^step 2: wrote notes\.md$/), diag);
-      assert.equal(messages.at(-1), 'succeeded after 3 steps', diag);
-      assert.match(result.content[0].text, /^Run \S+ succeeded after 3 steps \(in (\d+h )?(\d+m )?\d+[sm]\)\.\n\nWrote notes\.md\./);
-    }
-
-    const r = heard[0].result.structuredContent;
-    diag = JSON.stringify(r, null, 1);
-    assert.deepEqual(r.phase, { name: 'succeeded', step: 3, detail: 'after 3 steps', text: 'succeeded after 3 steps', since: r.phase.since }, diag);
-    assert.ok(Date.parse(r.phase.since) <= Date.parse(r.finished_at), diag);
-    assert.equal(r.elapsed_seconds, Math.floor((Date.parse(r.finished_at) - Date.parse(r.started_at)) / 1000), diag);
-    assert.deepEqual(r.recent_events.map((e) => e.summary), ['bash: List the readme', 'write notes.md', 'Wrote notes.md.'], diag);
-    // the run's history tells its phases in order, and its status_reason followed them
-    const phases = r.transitions.map((t) => `${t.status}: ${t.reason}`);
-    assert.deepEqual(phases, ['queued: accepted', 'running: preparing the sandbox', `running: cloning ${repos.pawl}`,
-      'running: unpacking the repository into the workspace', 'running: starting the agent',
-      'running: collecting the changes', 'succeeded: the agent finished'], diag);
-
-    // a finished run answers at once, with its phase, and no progress
-    const again = await progressCall(server, { run_id: runId, wait_seconds: 30 }, { auth: as.token }).done;
-    assert.deepEqual(again.progress, []);
-    assert.equal(again.result.structuredContent.phase.text, 'succeeded after 3 steps');
-  });
-
-  test('a run on another branch; a run without repository works in /workspace', async () => {
-    const s1 = router.add('gadget-br', [
-      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
-      { text: 'On feature.' },
-    ]);
-    const s2 = router.add('no-repo-ws', [
-      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
-      { text: 'In the workspace.' },
-    ]);
-    const [a, b] = await Promise.all([
-      runTask(server, { task: 'gadget-br: which branch is this?', repository: repos.gadget, branch: 'feature' }),
-      runShared(server, { task: 'no-repo-ws: where are you?' }),
-    ]);
-    const [ra, rb] = await Promise.all([waitRun(server, a.run_id), waitRun(server, b.run_id)]);
-    assert.equal(ra.status, 'succeeded', JSON.stringify(ra, null, 1));
-    assert.equal(ra.branch, 'feature');
-    assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'feature\nfeature work\n');
-    assert.equal(ra.changes.files_changed, 0);
-    assert.deepEqual(ra.changes.commits, []);
-    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
-    assert.equal(rb.repository, null);
-    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace\n');
-  });
-
-  test('cancel_run stops a running run; get_result says cancelled', async () => {
-    const s = router.add('cancel-me', [{ hold: true, text: 'Never sent.' }]);
-    const started = await runShared(server, { task: 'cancel-me: wait for a slow model' });
-    await s.waitHeld();
-    assert.equal((await ok(server, 'get_result', { run_id: started.run_id })).status, 'running');
-    const c = await ok(server, 'cancel_run', { run_id: started.run_id });
-    assert.deepEqual(c, { run_id: started.run_id, status: 'cancelled', already_ended: false });
-    // cancelling again changes nothing and says so
-    const again = await ok(server, 'cancel_run', { run_id: started.run_id });
-    assert.deepEqual(again, { run_id: started.run_id, status: 'cancelled', already_ended: true });
-    const r = await waitRun(server, started.run_id);
-    assert.equal(r.status, 'cancelled', JSON.stringify(r, null, 1));
-    assert.match(r.finished_at, ISO);
-    assert.equal(r.result.success, false);
-    assert.equal(r.transitions.at(-1).status, 'cancelled');
-    // where it was when it was cancelled: the model had not answered its first step
-    assert.equal(r.phase.name, 'cancelled');
-    assert.equal(r.phase.text, 'cancelled before its first step', JSON.stringify(r.phase));
-    // the agent is gone: its request to the model was dropped
-    await waitUntil(() => s.aborted >= 1, 'the held request closed after cancel');
-    await events(server, r.run_id);
-  });
-
-  test('a run over its timeout fails, saying so', async () => {
-    const s = router.add('too-slow', [{ hold: true, text: 'Never sent.' }]);
-    const started = await runShared(server, { task: 'too-slow: think for a long time', timeout_minutes: 0.1 });
-    const r = await waitRun(server, started.run_id);
-    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
-    assert.equal(r.result.success, false);
-    assert.match(`${r.status_reason} ${r.result.error}`, /timed? ?out|timeout/i);
-    assert.match(r.result.error, /timed? ?out|timeout/i);
-    // the agent is gone: no request of it is left hanging at the fake (on a slow machine the
-    // agent may not even have reached the model in 6 s)
-    await waitUntil(() => s.held === 0, 'the held request closed after the timeout');
-  });
-
-  test('an upstream 401 fails the run with an authentication error (through the opencode_* aliases)', async () => {
-    const s = router.add('bad-key', [
-      { status: 401, error: { type: 'authentication_error', message: 'invalid x-api-key' } },
-    ]);
-    const started = await runShared(server, { task: 'bad-key: anything' }, 'opencode_run_task');
-    const r = await waitRun(server, started.run_id, { tool: 'opencode_get_result' });
-    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
-    assert.equal(r.result.success, false);
-    assert.match(r.result.error, /401|authenticat/i);
-    assert.ok(s.requests.length >= 1);
-  });
-
-  test('a repository that cannot be cloned, or a missing branch, fails the run clearly', async () => {
+  test('a run that cannot clone fails clearly and leaves its session as it was; the session then works in /workspace, and moves to a repository in a new conversation', async () => {
     const port = await closedPort();
     // a loopback address is refused at once (this server's FETCH_ALLOW names none)
     await refused(server, 'run_task', { task: 'clone-refused: do something', repository: `https://127.0.0.1:${port}/acme/widget.git` },
       /cannot clone .*127\.0\.0\.1 is a loopback address/);
+    const as = { token: await addUser(server, 'repo-again') }; // its own user: its runs count against no other test's limits
+    const ratchet = await repo('ratchet');
+    // a new session's first run, and then its second
     const cases = [
-      { marker: 'clone-missing', repository: path.join(scratch, 'does-not-exist.git'), re: /clone|repositor|not found|does not exist/i },
-      { marker: 'no-branch', repository: repos.sprocket, branch: 'no-such-branch', re: /no-such-branch/ },
+      { marker: 'clone-missing', repository: path.join(scratch, 'does-not-exist.git'),
+        res: [/^cannot clone /, /clone|repositor|not found|does not exist/i] },
+      { marker: 'no-branch', repository: ratchet, branch: 'no-such-branch',
+        res: [/branch 'no-such-branch' does not exist/] },
     ];
     const scripts = cases.map((c) => router.add(c.marker, [{ text: 'Should not run.' }]));
-    // the second in the first one's session: a run that could not clone leaves it usable
     const started = [];
     for (const c of cases) {
       started.push(await runTask(server, { task: `${c.marker}: do something`, repository: c.repository,
-        ...(c.branch ? { branch: c.branch } : {}), ...(started.length ? { session_id: started[0].session_id } : {}) }));
+        ...(c.branch ? { branch: c.branch } : {}), ...(started.length ? { session_id: started[0].session_id } : {}) }, as));
     }
-    const results = await Promise.all(started.map((s) => waitRun(server, s.run_id)));
+    const results = await Promise.all(started.map((s) => waitRun(server, s.run_id, as)));
     results.forEach((r, i) => {
       const diag = JSON.stringify(r, null, 1);
       assert.equal(r.status, 'failed', diag);
       assert.equal(r.result.success, false);
-      assert.match(r.result.error, cases[i].re, diag);
-      if (cases[i].branch) assert.match(r.result.error, /branch/i, diag);
+      for (const re of cases[i].res) assert.match(r.result.error, re, diag);
       assert.equal(r.phase.text, 'failed while cloning', diag);
       // the agent never started
       assert.equal(scripts[i].requests.length + scripts[i].titles.length, 0, diag);
     });
-  });
+    const session_id = started[0].session_id;
 
-  test('an empty repository: the agent starts from nothing; its commits and files are the changes', async () => {
-    const as = { token: await addUser(server, 'repo-empty') }; // its own user: its runs count against no other test's limits
-    const blank = await emptyRepo('blank', 'trunk');
-    const s1 = router.add('blank-1', [
-      { tool: 'write', input: { filePath: '/workspace/blank/notes.txt', content: 'first\nsecond\n' } },
-      { tool: 'bash', input: { command: `git add notes.txt && ${COMMIT} -m "Start notes" && echo draft > draft.txt && git branch --show-current && ls -A`,
-        description: 'Commit the notes' } },
-      { text: 'Started the notes.' },
-    ]);
-    // with branch, that branch; and no commit at all
-    const s2 = router.add('void-1', [
-      { tool: 'bash', input: { command: 'git symbolic-ref --short HEAD && echo x > a.txt', description: 'Where am I' } },
-      { text: 'Wrote a.txt.' },
-    ]);
-    const [a, b] = await Promise.all([
-      runTask(server, { task: 'blank-1: start the notes', repository: blank }, as),
-      runTask(server, { task: 'void-1: write a.txt', repository: await emptyRepo('void', 'main'), branch: 'dev' }, as),
-    ]);
-    const [ra, rb] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, b.run_id, as)]);
-    let diag = JSON.stringify(ra, null, 1);
-    assert.equal(ra.status, 'succeeded', diag);
-    assert.equal(ra.branch, 'trunk', diag); // as the remote's HEAD names it
-    assert.equal(toolResults(s1.requests[2].body).at(-1).text, 'trunk\n.git\ndraft.txt\nnotes.txt\n');
-    assert.equal(ra.changes.branch, 'trunk', diag);
-    assert.deepEqual(ra.changes.files.map(({ path: p, insertions, deletions }) => ({ path: p, insertions, deletions })),
-      [{ path: 'draft.txt', insertions: 1, deletions: 0 }, { path: 'notes.txt', insertions: 2, deletions: 0 }], diag);
-    assert.equal(ra.changes.files_changed, 2, diag);
-    assert.equal(ra.changes.insertions, 3, diag);
-    assert.deepEqual(ra.changes.commits.map((c) => c.message), ['Start notes'], diag);
-    const [rowA] = await sql(server, `SELECT base_commit, workdir FROM runs WHERE id = ${q(a.run_id)}`);
-    assert.deepEqual(rowA, { base_commit: null, workdir: '/workspace/blank' }); // no starting commit
-
-    diag = JSON.stringify(rb, null, 1);
-    assert.equal(rb.status, 'succeeded', diag);
-    assert.equal(rb.branch, 'dev', diag);
-    assert.equal(toolResults(s2.requests[1].body).at(-1).text, 'dev\n');
-    assert.deepEqual(rb.changes.files.map((f) => f.path), ['a.txt'], diag);
-    assert.deepEqual(rb.changes.commits, [], diag);
-    assert.equal(rb.changes.branch, 'dev', diag);
-
-    // the same session again: it starts from the first run's commit
-    const s3 = router.add('blank-2', [
-      { tool: 'bash', input: { command: `echo third >> notes.txt && ${COMMIT} -a -m "More notes"`, description: 'Commit more' } },
-      { text: 'More notes.' },
-    ]);
-    const c = await runTask(server, { task: 'blank-2: add to the notes', session_id: a.session_id }, as);
-    const rc = await waitRun(server, c.run_id, as);
-    diag = JSON.stringify(rc, null, 1);
-    assert.equal(rc.status, 'succeeded', diag);
-    assert.equal(s3.remaining, 0, diag);
-    assert.equal(rc.repository, blank);
-    assert.equal(rc.branch, 'trunk', diag);
-    assert.ok(userTexts(s3.requests[0].body).some((t) => t.includes('blank-1')), 'the conversation did not go on');
-    assert.deepEqual(rc.changes.commits.map((x) => x.message), ['More notes'], diag);
-    assert.deepEqual(rc.changes.files.find((f) => f.path === 'notes.txt'),
-      { path: 'notes.txt', insertions: 1, deletions: 0, binary: false }, diag);
-    const [rowC] = await sql(server, `SELECT base_commit FROM runs WHERE id = ${q(c.run_id)}`);
-    assert.ok(ra.changes.commits[0].sha.startsWith(rowC.base_commit) || rowC.base_commit.startsWith(ra.changes.commits[0].sha), JSON.stringify(rowC));
-  });
-
-  test('a HEAD naming no branch: the only branch is cloned; with several, the run names them', async () => {
-    const as = { token: await addUser(server, 'repo-head') }; // its own user: its runs count against no other test's limits
-    const lost = await headlessRepo('lost', ['main']);
-    const many = ['main', 'feature', ...Array.from({ length: 10 }, (_, i) => `b${String(i + 1).padStart(2, '0')}`)];
-    const forked = await headlessRepo('forked', many);
-    const s1 = router.add('lost-1', [
-      { tool: 'bash', input: { command: 'git branch --show-current && cat README.md', description: 'Where am I' } },
-      { text: 'On main.' },
-    ]);
-    // a run of the session without repository, asked for while the first is under way, works
-    // in the first one's repository
-    const s2 = router.add('lost-2', [
-      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
-      { text: 'In lost.' },
-    ]);
-    const sf = router.add('forked-1', [{ text: 'Should not run.' }]);
-    const [a, f] = await Promise.all([
-      runTask(server, { task: 'lost-1: which branch?', repository: lost }, as),
-      runTask(server, { task: 'forked-1: which branch?', repository: forked }, as),
-    ]);
-    const b = await runTask(server, { task: 'lost-2: where are you?', session_id: a.session_id }, as);
-    const [ra, rf] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, f.run_id, as)]);
-    let diag = JSON.stringify(ra, null, 1);
-    assert.equal(ra.status, 'succeeded', diag);
-    assert.equal(ra.branch, 'main', diag);
-    assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'main\n# lost\n');
-    const rb = await waitRun(server, b.run_id, as);
-    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
-    assert.equal(rb.repository, lost);
-    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/lost\n');
-
-    diag = JSON.stringify(rf, null, 1);
-    assert.equal(rf.status, 'failed', diag);
-    assert.equal(sf.requests.length + sf.titles.length, 0, diag);
-    const err = rf.result.error;
-    assert.match(err, /^cannot clone '[^']*forked\.git': /, diag);
-    assert.match(err, /\bbranch\b/, diag);
-    assert.match(err, /'b01', 'b02', .*'b10'/, diag); // the first ten, sorted
-    assert.doesNotMatch(err, /'main'|'feature'/, diag);
-    assert.match(err, /12/, diag);
-
-    // the same session, with a branch: the clone is made afresh and works
-    const sg = router.add('forked-2', [
-      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
-      { text: 'On feature.' },
-    ]);
-    const g = await runTask(server, { task: 'forked-2: which branch?', session_id: f.session_id, repository: forked, branch: 'feature' }, as);
-    const rg = await waitRun(server, g.run_id, as);
-    assert.equal(rg.status, 'succeeded', JSON.stringify(rg, null, 1));
-    assert.equal(rg.branch, 'feature');
-    assert.equal(toolResults(sg.requests[1].body).at(-1).text, 'feature\nfeature work\n');
-  });
-
-  test('a session that moves from /workspace to a repository works there, in a new conversation', async () => {
-    const as = { token: await addUser(server, 'repo-move') }; // its own user: its runs count against no other test's limits
-    const cog = await repo('cog');
-    router.add('cog-1', [{ text: 'Nothing to do.' }]);
-    const a = await runTask(server, { task: 'cog-1: say nothing' }, as);
-    assert.equal((await waitRun(server, a.run_id, as)).status, 'succeeded');
-    // OpenCode, asked to go on with a conversation in another directory, hangs without a word
-    const s2 = router.add('cog-2', [
-      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
-      { text: 'In cog.' },
-    ]);
-    const b = await runTask(server, { task: 'cog-2: where are you?', session_id: a.session_id, repository: cog, timeout_minutes: 5 }, as);
-    const rb = await waitRun(server, b.run_id, as);
-    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
-    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/cog\n');
-    const said = userTexts(s2.requests[0].body);
-    assert.ok(said[0].includes('cog-2') && !said.some((t) => t.includes('cog-1')), JSON.stringify(said));
-  });
-
-  test('a run whose start failed leaves its session usable', async () => {
-    const as = { token: await addUser(server, 'repo-again') }; // its own user: its runs count against no other test's limits
-    const ratchet = await repo('ratchet');
-    const missing = path.join(scratch, 'not-there.git');
-    const none = [router.add('ratchet-1', [{ text: 'Should not run.' }]), router.add('missing-1', [{ text: 'Should not run.' }])];
-    const [a, m] = await Promise.all([
-      runTask(server, { task: 'ratchet-1: anything', repository: ratchet, branch: 'no-such-branch' }, as),
-      runTask(server, { task: 'missing-1: anything', repository: missing }, as),
-    ]);
-    const [ra, rm] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, m.run_id, as)]);
-    assert.equal(ra.status, 'failed', JSON.stringify(ra, null, 1));
-    assert.match(ra.result.error, /branch 'no-such-branch' does not exist/);
-    assert.equal(rm.status, 'failed', JSON.stringify(rm, null, 1));
-    assert.match(rm.result.error, /^cannot clone /);
-    for (const s of none) assert.equal(s.requests.length + s.titles.length, 0);
-
-    // the same session with an existing branch
-    const s1 = router.add('ratchet-2', [
-      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
-      { text: 'On feature.' },
-    ]);
-    // the session whose repository could not be cloned has none: a run without one works in
-    // /workspace, and one naming a repository clones it
-    const s2 = router.add('missing-2', [
+    // neither repository became the session's: a run without one works in /workspace
+    const s1 = router.add('missing-2', [
       { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
       { text: 'In the workspace.' },
     ]);
-    const [b, n] = await Promise.all([
-      runTask(server, { task: 'ratchet-2: which branch?', session_id: a.session_id, branch: 'feature', repository: ratchet }, as),
-      runTask(server, { task: 'missing-2: where are you?', session_id: m.session_id }, as),
-    ]);
-    const [rb, rn] = await Promise.all([waitRun(server, b.run_id, as), waitRun(server, n.run_id, as)]);
-    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
-    assert.equal(rb.branch, 'feature');
-    assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'feature\nfeature work\n');
+    const n = await runTask(server, { task: 'missing-2: where are you?', session_id }, as);
+    const rn = await waitRun(server, n.run_id, as);
     assert.equal(rn.status, 'succeeded', JSON.stringify(rn, null, 1));
     assert.equal(rn.repository, null);
-    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace\n');
+    assert.equal(toolResults(s1.requests[1].body).at(-1).text, '/workspace\n');
 
-    const s3 = router.add('missing-3', [
+    // the session moves to the repository whose branch was missing: cloned afresh, on its
+    // default branch, in a new conversation (OpenCode, asked to go on with a conversation in
+    // another directory, hangs without a word)
+    const s2 = router.add('missing-3', [
       { tool: 'bash', input: { command: 'pwd && git branch --show-current', description: 'Where am I' } },
       { text: 'In ratchet.' },
     ]);
-    const o = await runTask(server, { task: 'missing-3: where are you?', session_id: m.session_id, repository: ratchet }, as);
+    const o = await runTask(server, { task: 'missing-3: where are you?', session_id, repository: ratchet, timeout_minutes: 5 }, as);
     const ro = await waitRun(server, o.run_id, as);
     assert.equal(ro.status, 'succeeded', JSON.stringify(ro, null, 1));
-    assert.equal(toolResults(s3.requests[1].body).at(-1).text, '/workspace/ratchet\nmain\n');
-  });
+    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/ratchet\nmain\n');
+    const said = userTexts(s2.requests[0].body);
+    assert.ok(said[0].includes('missing-3') && !said.some((t) => t.includes('missing-2')), JSON.stringify(said));
 
-  test('the agent holds a proxy token, never the real key', async () => {
-    // Counts only, so that nothing secret lands in the events; the key's pattern is split so
-    // that the command itself does not contain it. Lines: the real key in the environment, a
-    // JWT in the environment, files holding the real key.
-    const s = router.add('key-hunt', [
-      { tool: 'bash', input: { description: 'Look for the key',
-        command: 'printenv | grep -c "sk-ant-te""st-key"; printenv | grep -c "eyJ[A-Za-z0-9_-]*[.]eyJ"; '
-          + 'grep -rl "sk-ant-te""st-key" "$HOME" /workspace /tmp /etc 2>/dev/null | wc -l' } },
-      { text: 'No key here.' },
+    // and a branch that exists: the session's clone checks it out
+    const s3 = router.add('ratchet-2', [
+      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
+      { text: 'On feature.' },
     ]);
-    const started = await runShared(server, { task: 'key-hunt: look around' });
-    const r = await waitRun(server, started.run_id);
-    assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
-    assert.match(toolResults(s.requests[1].body).at(-1).text, /^0\n[1-9]\d*\n0\n$/);
-    for (const req of [...s.requests, ...s.titles]) assert.equal(req.headers['x-api-key'], API_KEY);
+    const b = await runTask(server, { task: 'ratchet-2: which branch?', session_id, repository: ratchet, branch: 'feature' }, as);
+    const rb = await waitRun(server, b.run_id, as);
+    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
+    assert.equal(rb.branch, 'feature');
+    assert.equal(toolResults(s3.requests[1].body).at(-1).text, 'feature\nfeature work\n');
   });
 
   test('list_runs filters by status and by session and pages with a cursor', async () => {
@@ -849,6 +755,72 @@ describe('runs', { concurrency: 4 }, () => {
     assert.equal((await waitRun(server, d.run_id, as)).status, 'cancelled');
     assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'cancelled' }, as)), [d.run_id, c.run_id]);
     assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'running' }, as)), []);
+  });
+
+  test('a run without repository works in /workspace; the agent holds a proxy token, never the real key', async () => {
+    // Counts only, so that nothing secret lands in the events; the key's pattern is split so
+    // that the command itself does not contain it. Lines: the working directory, the real key
+    // in the environment, a JWT in the environment, files holding the real key.
+    const s = router.add('key-hunt', [
+      { tool: 'bash', input: { description: 'Look for the key',
+        command: 'pwd; printenv | grep -c "sk-ant-te""st-key"; printenv | grep -c "eyJ[A-Za-z0-9_-]*[.]eyJ"; '
+          + 'grep -rl "sk-ant-te""st-key" "$HOME" /workspace /tmp /etc 2>/dev/null | wc -l' } },
+      { text: 'No key here.' },
+    ]);
+    const started = await runShared(server, { task: 'key-hunt: look around' });
+    const r = await waitRun(server, started.run_id);
+    assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
+    assert.equal(r.repository, null);
+    assert.match(toolResults(s.requests[1].body).at(-1).text, /^\/workspace\n0\n[1-9]\d*\n0\n$/);
+    for (const req of [...s.requests, ...s.titles]) assert.equal(req.headers['x-api-key'], API_KEY);
+  });
+
+  test('cancel_run stops a running run; get_result says cancelled', async () => {
+    const s = router.add('cancel-me', [{ hold: true, text: 'Never sent.' }]);
+    const started = await runShared(server, { task: 'cancel-me: wait for a slow model' });
+    await s.waitHeld();
+    assert.equal((await ok(server, 'get_result', { run_id: started.run_id })).status, 'running');
+    const c = await ok(server, 'cancel_run', { run_id: started.run_id });
+    assert.deepEqual(c, { run_id: started.run_id, status: 'cancelled', already_ended: false });
+    // cancelling again changes nothing and says so
+    const again = await ok(server, 'cancel_run', { run_id: started.run_id });
+    assert.deepEqual(again, { run_id: started.run_id, status: 'cancelled', already_ended: true });
+    const r = await waitRun(server, started.run_id);
+    assert.equal(r.status, 'cancelled', JSON.stringify(r, null, 1));
+    assert.match(r.finished_at, ISO);
+    assert.equal(r.result.success, false);
+    assert.equal(r.transitions.at(-1).status, 'cancelled');
+    // where it was when it was cancelled: the model had not answered its first step
+    assert.equal(r.phase.name, 'cancelled');
+    assert.equal(r.phase.text, 'cancelled before its first step', JSON.stringify(r.phase));
+    // the agent is gone: its request to the model was dropped
+    await waitUntil(() => s.aborted >= 1, 'the held request closed after cancel');
+    await events(server, r.run_id);
+  });
+
+  test('a run over its timeout fails, saying so', async () => {
+    const s = router.add('too-slow', [{ hold: true, text: 'Never sent.' }]);
+    const started = await runShared(server, { task: 'too-slow: think for a long time', timeout_minutes: 0.1 });
+    const r = await waitRun(server, started.run_id);
+    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
+    assert.equal(r.result.success, false);
+    assert.match(`${r.status_reason} ${r.result.error}`, /timed? ?out|timeout/i);
+    assert.match(r.result.error, /timed? ?out|timeout/i);
+    // the agent is gone: no request of it is left hanging at the fake (on a slow machine the
+    // agent may not even have reached the model in 6 s)
+    await waitUntil(() => s.held === 0, 'the held request closed after the timeout');
+  });
+
+  test('an upstream 401 fails the run with an authentication error (through the opencode_* aliases)', async () => {
+    const s = router.add('bad-key', [
+      { status: 401, error: { type: 'authentication_error', message: 'invalid x-api-key' } },
+    ]);
+    const started = await runShared(server, { task: 'bad-key: anything' }, 'opencode_run_task');
+    const r = await waitRun(server, started.run_id, { tool: 'opencode_get_result' });
+    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
+    assert.equal(r.result.success, false);
+    assert.match(r.result.error, /401|authenticat/i);
+    assert.ok(s.requests.length >= 1);
   });
 });
 
