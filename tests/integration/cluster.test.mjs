@@ -15,21 +15,24 @@ import { httpRequest, rawExchange } from '../lib/http.mjs';
 import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
-let cluster, lb, bob, fake, router;
+let cluster, lb, bob, fake, router, spread;
 
 before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  // two runs at once fill a node: fewer agents to boot to see one full
+  // one run fills a node and two are a user's most at once: a run held at the model shows a
+  // node full, and two show a user at her limit. The sessions made below keep their agents warm
+  // for the whole file: a session's later run reuses its agent, where a new session boots one.
   cluster = await startCluster(3, { env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
-    RUNS_ALLOW_LOCAL_REPOS: '1', RUNS_MAX_RUNNING: '2' } });
+    RUNS_ALLOW_LOCAL_REPOS: '1', RUNS_MAX_RUNNING: '1', RUNS_MAX_RUNNING_PER_USER: '2', RUNS_AGENT_WARM_SECONDS: '3600' } });
   lb = await startBalancer(cluster.nodes.map((n) => n.url.replace('http://', '')));
   const add = cluster.cli(1, ['user', 'add', 'bob']);
   assert.equal(add.status, 0, add.stderr);
   const tok = cluster.cli(2, ['token', 'create', '--user', 'bob']);
   assert.equal(tok.status, 0, tok.stderr);
   bob = tok.stdout.match(/smcp_\S+/)[0];
+  spread = await newSessions();
 });
 
 after(async () => {
@@ -233,21 +236,25 @@ test('a head proof admits one forwarded body once: replayed, for another path or
 });
 
 test('runs spread across the nodes, each session\'s runs stay on its node, and any node answers for them', async () => {
-  // one new session a node: the balancer takes turns, each keeps the session it is sent
-  const runs = [];
-  for (let i = 0; i < 3; i++) {
-    router.add(`spread-${i}`, [{ text: `Done ${i}.` }]);
-    runs.push((await call('run_task', { task: `spread-${i}: say done` })).structuredContent);
+  // the new sessions made in before(), through the balancer: it took turns, and each node kept
+  // the session it was sent (it took the call and claimed nothing); the second was sent while the
+  // first was running on another node, which counts towards the user's limit and is under it
+  const nodes = spread.map((r) => sessionNode(r.session_id));
+  assert.equal(new Set(nodes).size, 3, `runs on ${nodes}`);
+  for (const r of spread) {
+    await cluster.nodes[nodeOf(r.session_id)].waitLog(new RegExp(`run queued run=${r.run_id} `));
+    assert.ok(!cluster.nodes.some((n) => n.stderr().includes(`session claimed session=${r.session_id}`)));
   }
-  const nodes = new Set(runs.map((r) => sessionNode(r.session_id)));
-  assert.ok(nodes.size >= 2, `all runs on ${[...nodes]}`);
-  for (const r of runs) {
+  const [first0, second0] = spread.map((r) => runRow(r.run_id));
+  assert.ok(Number(first0.started_at) <= Number(second0.created_at) && Number(second0.created_at) <= Number(first0.finished_at),
+    `first ran ${first0.started_at}..${first0.finished_at}, second sent ${second0.created_at}`);
+  for (const r of spread) {
     const done = await finished(r.run_id);
     assert.equal(done.status, 'succeeded', JSON.stringify(done));
     checkEvents(r.run_id);
   }
   // a second run in a session goes to the session's node, whichever node takes the call
-  const first = runs[0];
+  const first = spread[0];
   const home = sessionNode(first.session_id);
   router.add('spread-again', [{ text: 'Again.' }]);
   const again = (await call('run_task', { task: 'spread-again: once more', session_id: first.session_id })).structuredContent;
@@ -284,7 +291,7 @@ async function callAt(i, name, args, token) {
   assert.ok(msg?.result, r.text);
   return msg.result;
 }
-const runRow = (id) => clusterRows(cluster, `SELECT status, started_at, finished_at FROM runs WHERE id = '${id}'`)[0];
+const runRow = (id) => clusterRows(cluster, `SELECT status, created_at, started_at, finished_at FROM runs WHERE id = '${id}'`)[0];
 async function until(what, fn) {
   for (;;) {
     const v = fn();
@@ -292,58 +299,93 @@ async function until(what, fn) {
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+// Like finished(), asked of node i alone.
+async function finishedAt(i, runId, token = cluster.token) {
+  for (;;) {
+    const r = (await callAt(i, 'get_result', { run_id: runId, wait_seconds: 20 }, token)).structuredContent;
+    if (TERMINAL.has(r.status)) return r;
+  }
+}
+// The index of the node that holds a session.
+function nodeOf(sessionId) {
+  const n = sessionNode(sessionId);
+  assert.match(n ?? '', /^node\d$/, `session ${sessionId} is on no node`);
+  return Number(n.slice(4)) - 1;
+}
+
+// The admin's three new sessions, one a node, made through the balancer: the spread test looks
+// at how they were placed, and later tests hold runs in them (a session's later run reuses its
+// agent, where a new session boots one). The balancer takes turns, so each run_task reaches a
+// node of its own, which has room; the first run is held at the model until the second is sent,
+// so that she has one running on another node then. They are waited for on the node that holds
+// each, past the balancer (whose turns the third run_task must follow) and not forwarded (the
+// forwarding test counts forwarded calls).
+async function newSessions() {
+  const hold = router.add('spread-0', [{ hold: true, text: 'Done 0.' }]);
+  const runs = [(await call('run_task', { task: 'spread-0: say done' })).structuredContent];
+  await hold.waitHeld();
+  router.add('spread-1', [{ text: 'Done 1.' }]);
+  runs.push((await call('run_task', { task: 'spread-1: say done' })).structuredContent);
+  hold.release();
+  for (const r of runs) await finishedAt(nodeOf(r.session_id), r.run_id);
+  router.add('spread-2', [{ text: 'Done 2.' }]);
+  runs.push((await call('run_task', { task: 'spread-2: say done' })).structuredContent);
+  await finishedAt(nodeOf(runs[2].session_id), runs[2].run_id);
+  return runs;
+}
+// The one of those sessions that is on node ('node1').
+function sessionOn(node) {
+  const r = spread.find((x) => sessionNode(x.session_id) === node);
+  assert.ok(r, `none of the sessions made in before() is on ${node}`);
+  return r.session_id;
+}
 
 test('a node with no room leaves new runs to the nodes with room, and a user\'s run limit counts every node', async () => {
-  // two users, each with a run held at the model, both sent to node1: it keeps them, and is full
-  // (RUNS_MAX_RUNNING 2)
-  const users = {};
-  for (const name of ['carol', 'dave', 'erin']) {
-    assert.equal(cluster.cli(0, ['user', 'add', name]).status, 0);
-    users[name] = cluster.cli(1, ['token', 'create', '--user', name]).stdout.match(/smcp_\S+/)[0];
-  }
+  // the admin's runs in her sessions on node1 and node3 (made in before()), held at the model:
+  // node1 is full (RUNS_MAX_RUNNING 1), and the second starts on node3 though she has one running
+  // on node1 (RUNS_MAX_RUNNING_PER_USER 2)
+  assert.equal(cluster.cli(0, ['user', 'add', 'erin']).status, 0);
+  const erin = cluster.cli(1, ['token', 'create', '--user', 'erin']).stdout.match(/smcp_\S+/)[0];
   const held = [];
-  for (const name of ['carol', 'dave']) {
-    const script = router.add(`full-${name}`, [{ hold: true, text: `Done for ${name}.` }]);
-    const r = (await callAt(0, 'run_task', { task: `full-${name}: wait` }, users[name])).structuredContent;
+  for (const [i, name] of [[0, 'full-first'], [2, 'full-second']]) {
+    const script = router.add(name, [{ hold: true, text: `Done ${name}.` }]);
+    const r = (await callAt(i, 'run_task', { task: `${name}: wait`, session_id: sessionOn(`node${i + 1}`) }, cluster.token))
+      .structuredContent;
     await script.waitHeld();
-    assert.equal(sessionNode(r.session_id), 'node1');
-    held.push({ ...r, script, token: users[name] });
+    assert.equal(runRow(r.run_id).status, 'running');
+    await cluster.nodes[i].waitLog(new RegExp(`run agent started run=${r.run_id} `));
+    held.push({ ...r, script, token: cluster.token });
   }
-  // carol's second run, sent to node2, runs there: she has one of her two running
-  const script2 = router.add('carol-two', [{ hold: true, text: 'Second.' }]);
-  const two = (await callAt(1, 'run_task', { task: 'carol-two: wait' }, users.carol)).structuredContent;
-  await script2.waitHeld();
-  assert.equal(sessionNode(two.session_id), 'node2');
-  held.push({ ...two, script: script2, token: users.carol });
-  // her third, sent to node3, waits unclaimed: she has two running, on two other nodes
-  router.add('carol-three', [{ text: 'Third.' }]);
-  const three = (await callAt(2, 'run_task', { task: 'carol-three: go' }, users.carol)).structuredContent;
+  // her third, a new session sent to node2, waits unclaimed: she has two running, on two other
+  // nodes
+  router.add('full-third', [{ text: 'Third.' }]);
+  const three = (await callAt(1, 'run_task', { task: 'full-third: go' }, cluster.token)).structuredContent;
   assert.equal(three.status, 'queued');
   assert.equal(sessionNode(three.session_id), '*');
   // and her fourth, cancelled through another node while it waits: it never runs
-  const four = (await callAt(1, 'run_task', { task: 'carol-four: never' }, users.carol)).structuredContent;
-  const cancel = await callAt(2, 'cancel_run', { run_id: four.run_id }, users.carol);
+  const four = (await callAt(1, 'run_task', { task: 'full-fourth: never' }, cluster.token)).structuredContent;
+  const cancel = await callAt(2, 'cancel_run', { run_id: four.run_id }, cluster.token);
   assert.ok(!cancel.isError, JSON.stringify(cancel));
   assert.equal(runRow(four.run_id).status, 'cancelled');
-  // another user's run sent to the full node1 is claimed by a node with room, though it came
-  // after carol's third: the claims passed hers over
+  // another user's run sent to the full node1 is claimed by node2, the node with room, though
+  // it came after the admin's third: the claims passed hers over
   router.add('overflow', [{ text: 'Overflowed.' }]);
-  const over = (await callAt(0, 'run_task', { task: 'overflow: go' }, users.erin)).structuredContent;
+  const over = (await callAt(0, 'run_task', { task: 'overflow: go' }, erin)).structuredContent;
   const overNode = await until('overflow claimed', () => { const n = sessionNode(over.session_id); return n !== '*' && n; });
-  assert.notEqual(overNode, 'node1');
-  assert.equal((await finished(over.run_id, users.erin)).status, 'succeeded');
-  assert.match(cluster.nodes[Number(overNode.slice(4)) - 1].stderr(), new RegExp(`session claimed session=${over.session_id}`));
+  assert.equal(overNode, 'node2');
+  assert.equal((await finished(over.run_id, erin)).status, 'succeeded');
+  assert.match(cluster.nodes[1].stderr(), new RegExp(`session claimed session=${over.session_id}`));
   assert.equal(sessionNode(three.session_id), '*');
   assert.equal(runRow(three.run_id).status, 'queued');
-  // carol's first run ends: her third is claimed and runs, started after the first finished; a
+  // her first run ends: her third is claimed and runs, started after the first finished; a
   // get_result waiting on it through node1 from before the claim answers when it ends, wherever
-  const waited = callAt(0, 'get_result', { run_id: three.run_id, wait_seconds: 60 }, users.carol);
+  const waited = callAt(0, 'get_result', { run_id: three.run_id, wait_seconds: 60 }, cluster.token);
   held[0].script.release();
   let r3 = (await waited).structuredContent;
   // a loaded machine may take longer than one wait to boot the agent: the waiting call then
   // answers the run still under way, and the next wait picks up from there
   for (let i = 0; i < 20 && !TERMINAL.has(r3.status); i++)
-    r3 = (await callAt(0, 'get_result', { run_id: three.run_id, wait_seconds: 60 }, users.carol)).structuredContent;
+    r3 = (await callAt(0, 'get_result', { run_id: three.run_id, wait_seconds: 60 }, cluster.token)).structuredContent;
   assert.equal(r3.status, 'succeeded', JSON.stringify(r3));
   const first = runRow(held[0].run_id), third = runRow(three.run_id);
   assert.equal(first.status, 'succeeded');
@@ -399,10 +441,11 @@ test('a new session whose repository has an environment snapshot on one node is 
 });
 
 test('a node cut off from the others past the timeout comes back to find its run ended: it stops the agent and writes nothing more', async () => {
-  assert.equal(cluster.cli(0, ['user', 'add', 'cut']).status, 0);
-  const token = cluster.cli(0, ['token', 'create', '--user', 'cut']).stdout.match(/smcp_\S+/)[0];
+  // a run held at the model in the admin's session on node2 (made in before(); this test leaves
+  // it ended by a lost node, and no other test uses it)
+  const token = cluster.token;
   const script = router.add('cut-off', [{ hold: true, text: 'Too late.' }]);
-  const run = (await callAt(1, 'run_task', { task: 'cut-off: wait' }, token)).structuredContent;
+  const run = (await callAt(1, 'run_task', { task: 'cut-off: wait', session_id: sessionOn('node2') }, token)).structuredContent;
   await script.waitHeld();
   assert.equal(sessionNode(run.session_id), 'node2');
   const pid = Number(clusterRows(cluster, `SELECT agent_pid FROM runs WHERE id = '${run.run_id}'`)[0].agent_pid);
@@ -437,21 +480,23 @@ test('a node cut off from the others past the timeout comes back to find its run
 });
 
 test('a node killed mid-work is marked lost: its runs fail "node lost", the rest finish, its users start afresh elsewhere; back, it gives up what was taken', async () => {
-  // bob's sandbox, and the admin's, on whichever nodes they landed
-  const mine = (await call('container_exec', { command: 'cat /workspace/f' })).structuredContent.sandbox_id;
+  // node3 is the one killed: a user's sandbox made on it, and bob's, wherever it lands
+  const victim = 2;
+  const survivors = [0, 1];
+  assert.equal(cluster.cli(0, ['user', 'add', 'moved']).status, 0);
+  const token = cluster.cli(0, ['token', 'create', '--user', 'moved']).stdout.match(/smcp_\S+/)[0];
+  const mine = (await callAt(victim, 'container_exec', { command: 'echo here > /workspace/f' }, token)).structuredContent.sandbox_id;
+  await cluster.nodes[victim].waitLog(new RegExp(`sandbox started sbx=${mine} `));
   const theirs = (await call('container_exec', { command: 'echo bob > /workspace/b' }, { token: bob })).structuredContent.sandbox_id;
-  const victim = owner(mine);
-  const survivors = [0, 1, 2].filter((i) => i !== victim);
-  // runs held at the model, until there is one on the node to be killed and one elsewhere
-  // (each of a user of its own: a user's run limit counts every node)
+  // runs held at the model, one on the node to be killed and one elsewhere: the admin's, in her
+  // sessions on node3 and node1 (made in before()); two running is her limit
   const held = [];
-  for (let i = 0; i < 9 && !(held.some((h) => h.node === `node${victim + 1}`) && held.some((h) => h.node !== `node${victim + 1}`)); i++) {
-    assert.equal(cluster.cli(0, ['user', 'add', `held${i}`]).status, 0);
-    const token = cluster.cli(0, ['token', 'create', '--user', `held${i}`]).stdout.match(/smcp_\S+/)[0];
+  for (const i of [victim, 0]) {
     const script = router.add(`held-${i}`, [{ hold: true, text: `Finished ${i}.` }]);
-    const r = (await call('run_task', { task: `held-${i}: wait for the model` }, { token })).structuredContent;
+    const r = (await callAt(i, 'run_task', { task: `held-${i}: wait for the model`, session_id: sessionOn(`node${i + 1}`) },
+      cluster.token)).structuredContent;
     await script.waitHeld();
-    held.push({ ...r, script, token, node: sessionNode(r.session_id) });
+    held.push({ ...r, script, token: cluster.token, node: sessionNode(r.session_id) });
   }
   const doomed = held.filter((h) => h.node === `node${victim + 1}`);
   const spared = held.filter((h) => h.node !== `node${victim + 1}`);
@@ -471,8 +516,8 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
     assert.equal(r.status, 'succeeded', JSON.stringify(r));
     checkEvents(h.run_id);
   }
-  // the admin's next command runs on a fresh sandbox on a live node: the file is gone
-  const again = await call('container_exec', { command: 'ls /workspace' });
+  // the user's next command runs on a fresh sandbox on a live node: the file is gone
+  const again = await call('container_exec', { command: 'ls /workspace' }, { token });
   assert.equal(again.structuredContent.sandbox_id, mine, 'the sandbox keeps its id');
   assert.equal(again.structuredContent.stdout, '');
   const newHome = survivors.find((i) => new RegExp(`sandbox taken over sbx=${mine} .*from=node${victim + 1}`).test(cluster.nodes[i].stderr()));
@@ -483,7 +528,7 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
     const b = await call('container_exec', { command: 'cat /workspace/b' }, { token: bob });
     assert.equal(b.structuredContent.stdout, 'bob\n');
   }
-  // the killed node comes back: the admin's sandbox is no longer its own, and goes; the failed
+  // the killed node comes back: the user's sandbox is no longer its own, and goes; the failed
   // runs stay failed
   for (const h of doomed) h.script.release();
   const back = await cluster.start(victim);
@@ -492,7 +537,7 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
   const list = cluster.cli(newHome, ['node', 'list']);
   assert.match(list.stdout, new RegExp(`^node${victim + 1} +up `, 'm'));
   for (const h of doomed) assert.equal((await finished(h.run_id, h.token)).status, 'failed');
-  // and calls through the balancer still reach the admin's sandbox where it is now
+  // and calls through the balancer still reach the user's sandbox where it is now
   for (let i = 0; i < 3; i++)
-    assert.equal((await call('container_exec', { command: 'true' })).structuredContent.sandbox_id, mine);
+    assert.equal((await call('container_exec', { command: 'true' }, { token })).structuredContent.sandbox_id, mine);
 });
