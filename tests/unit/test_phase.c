@@ -236,12 +236,19 @@ TEST(phase_told_for_every_step_of_one_read)
     snprintf(events, sizeof(events), "%s/events.jsonl", dir);
     FILE *f = fopen(events, "w");
     CHECK(f != NULL);
-    fputs(STEP_START TOOL("bash", "{\"command\":\"ls README.md\"}",
-                          ",\"metadata\":{\"exit\":0}") "\n" STEP_FINISH STEP_START
-              TOOL("write", "{\"filePath\":\"/workspace/w/notes.md\",\"content\":\"n\"}",
-                   "") "\n" STEP_FINISH STEP_START "{\"type\":\"text\",\"part\":{\"type\":\"text\","
-                                                   "\"text\":\"Wrote notes.md.\"}}\n" STEP_FINISH,
-          f);
+    static const char *const lines[] = {
+        STEP_START,
+        TOOL("bash", "{\"command\":\"ls README.md\"}", ",\"metadata\":{\"exit\":0}") "\n",
+        STEP_FINISH,
+        STEP_START,
+        TOOL("write", "{\"filePath\":\"/workspace/w/notes.md\",\"content\":\"n\"}", "") "\n",
+        STEP_FINISH,
+        STEP_START,
+        "{\"type\":\"text\",\"part\":{\"type\":\"text\",\"text\":\"Wrote notes.md.\"}}\n",
+        STEP_FINISH,
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        fputs(lines[i], f);
     long size = ftell(f);
     fclose(f);
 
