@@ -221,6 +221,10 @@ struct runs_network *runs_network_of(const struct runs *e);
 
 /* The sandbox's proxy listener, as agents see it */
 #define PROXY_URL "http://127.0.0.1:8788/proxy"
+/* Where the agents' program is mounted in sandboxes, and a warm agent's server on the
+ * sandbox's loopback */
+#define AGENT_DIR "/opt/agents"
+#define AGENT_SERVE_PORT "8789"
 #define RUNS_DEFAULT_AGENT "opencode" /* run_task's agent when it names none */
 
 enum phase {
@@ -485,15 +489,21 @@ void run_redact(const struct run *r, char *s);
  * LLM providers), and the agent's start through r's adapter (run_fail when it cannot). */
 size_t run_grant(struct run *r, struct proxy_llm llms[PROXY_SERVICES_MAX]);
 void run_start_agent(struct run *r);
+/* launch.c: the LLM providers a token for model grants and its agent is pointed at: every one
+ * with a key, the model's own first, as many as a token holds beside github (when git). Fills
+ * out and services (their names and github, comma-separated); returns how many. */
+size_t run_llms(const struct runs_config *c, const char *model, bool git,
+                struct proxy_llm out[PROXY_SERVICES_MAX], char *services, size_t cap);
 /* launch.c: r's warm agent's server started as soon as r has its sandbox, before its workspace
  * and setup (nothing when r's agent is not kept warm, or a server is there already); failures
  * are logged only: the agent's start makes its own. */
 void run_start_agent_ahead(struct run *r);
-/* The tick's look at the pooled agents' warm-ups (launch.c); with all, every one is dropped
+/* The tick's look at the pooled agents' warm-ups (pool_agent.c); with all, every one is dropped
  * (the engine's end). */
 void runs_pool_check(struct runs *e, bool all);
-/* Have the pool keep a sandbox on snapshot env, its agent readied for dir (a run's workdir there),
- * among the RUNS_ENV_POOL snapshots used most recently; dir NULL: no longer (it is dropped). */
+/* pool_agent.c: have the pool keep a sandbox on snapshot env, its agent readied for dir (a run's
+ * workdir there), among the RUNS_ENV_POOL snapshots used most recently; dir NULL: no longer (it is
+ * dropped). */
 void runs_pool_keep_env(struct runs *e, const char *env, const char *dir);
 
 /* ingest.c: store the agent's new events, each once; its end as the init recorded it (1 ended,
