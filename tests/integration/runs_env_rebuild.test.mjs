@@ -1,22 +1,49 @@
-// Environment snapshots rebuilt in the background (src/runs/envs.c): a snapshot past
-// ENV_CACHE_MAX_AGE_HOURS that was used since it was built keeps serving while a run of its owner
-// without an agent sets the repository up afresh; the new snapshot replaces it under the same key
-// and the next session starts on it without running setup. The rebuild is its owner's alone: it
-// is not in list_runs, and another user never starts on what it built. One server, real
-// OpenCode, scripted fake upstream, local repositories.
+// A snapshot as its repository and time move on (src/runs/envs.c): a new session starts on the
+// last setup's snapshot, with the commits since, and runs only maintenance; past
+// ENV_CACHE_MAX_AGE_HOURS, one that was used since it was built keeps serving while a run of its
+// owner without an agent sets the repository up afresh; the new snapshot replaces it under the
+// same key and the next session starts on it without running setup. The rebuild is its owner's
+// alone: it is not in list_runs, and another user never starts on what it built. A lock file
+// change then makes it out of date, and the next session builds a new one. One server, real
+// OpenCode, scripted fake upstream, local repositories. Every new session boots an OpenCode of its
+// own, so the tests go on from one another's snapshot: admin's first two sessions are made before
+// them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir, addUserAsync } from '../lib/server.mjs';
 import { ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
-import { repoWithFiles } from '../lib/git.mjs';
+import { gitAsync, repoWithFiles } from '../lib/git.mjs';
 
-let fake, router, server, scratch, bob, oak;
+let fake, router, server, scratch, bob, oak, first, second;
 
 const repoWith = (name, files) => repoWithFiles(path.join(scratch, `${name}.git`), files);
+
+// A commit on bare's main: files written ({path: text}, null removes one).
+async function commit(bare, files, message) {
+  const work = mkdtempSync(path.join(tmpdir(), 'smcp-rebuild-work-'));
+  try {
+    await gitAsync(['clone', '-q', bare, work]);
+    for (const [p, text] of Object.entries(files)) {
+      const at = path.join(work, p);
+      if (text === null) {
+        rmSync(at);
+      } else {
+        mkdirSync(path.dirname(at), { recursive: true });
+        writeFileSync(at, text);
+      }
+    }
+    await gitAsync(['add', '-A'], work);
+    await gitAsync(['commit', '-q', '-m', message], work);
+    await gitAsync(['push', '-q', bare, 'HEAD:main'], work);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
 
 function sql(query) {
   const out = execFileSync('sqlite3', ['-json', path.join(server.dataDir, 'sandbox-mcp.db'), query],
@@ -40,11 +67,15 @@ async function runWith(marker, repository, command, token = server.token) {
     restored: restored && JSON.parse(restored.raw).snapshot };
 }
 
-// The setup counts its runs in the snapshot (/var/lib/oak/log) and stamps what it installed.
+// The setup counts its runs in the snapshot (/var/lib/oak/log) and stamps what it installed,
+// with the lock file it installed from.
 const setup = 'mkdir -p node_modules/dep /var/lib/oak\n'
-  + 'echo "dep $(cat /proc/sys/kernel/random/uuid)" > node_modules/dep/index.txt\n'
+  + 'echo "dep $(cat /proc/sys/kernel/random/uuid) built from $(tr -d "\\n" < package-lock.json)" '
+  + '> node_modules/dep/index.txt\n'
   + 'echo setup >> /var/lib/oak/log\n';
-const look = 'printf "LOG:"; tr "\\n" "," < /var/lib/oak/log; echo; cat node_modules/dep/index.txt';
+// What the agent prints: the setup log, the installed dependency, the checkout, git's view.
+const look = 'printf "LOG:"; tr "\\n" "," < /var/lib/oak/log; echo; cat node_modules/dep/index.txt; '
+  + 'ls; echo "STATUS:$(git status --porcelain | wc -l)"';
 
 const live = (user) => sql(`SELECT id, key, scope, user_id, created_at, uses FROM envs WHERE dropped = 0 AND `
   + `repository = '${oak}' AND user_id = (SELECT id FROM users WHERE name = '${user}')`);
@@ -60,9 +91,14 @@ before(async () => {
   oak = await repoWith('oak', {
     'package-lock.json': '{"lockfileVersion": 3}\n',
     '.gitignore': 'node_modules/\n',
+    'old.txt': 'old\n',
     '.sandbox-mcp/setup.sh': setup,
     '.sandbox-mcp/maintenance.sh': 'echo maintenance >> /var/lib/oak/log\n',
   });
+  // admin's first session saves a snapshot; a commit later, a second one starts on it
+  first = await runWith('rb-first', oak, look);
+  await commit(oak, { 'new.txt': 'new\n', 'old.txt': null }, 'Replace old.txt');
+  second = await runWith('rb-second', oak, look);
 });
 
 after(async () => {
@@ -74,14 +110,36 @@ after(async () => {
 
 let rebuiltId;
 
-test('a used snapshot past its age serves on while it is rebuilt in the background, then the new one serves', async () => {
-  const first = await runWith('rb-first', oak, look);
+test('a new session starts on the last setup\'s snapshot, with the commits since, and runs only maintenance', async () => {
   assert.equal(first.r.status, 'succeeded', first.diag);
+  assert.equal(first.r.setup.source, '.sandbox-mcp/setup.sh', first.diag);
   assert.ok(first.has('env_saved'), first.diag);
-  const second = await runWith('rb-second', oak, look);
+  assert.ok(!first.has('env_restored'), first.diag);
+  assert.match(first.tool, /LOG:setup,/, first.diag);
+
   assert.equal(second.r.status, 'succeeded', second.diag);
   assert.ok(second.restored, second.diag);
+  assert.equal(second.restored, JSON.parse(first.evs.find((e) => e.type === 'env_saved').raw).snapshot,
+    second.diag);
+  assert.ok(!second.has('env_saved'), second.diag);
+  assert.equal(second.r.setup.source, '.sandbox-mcp/maintenance.sh', second.diag);
+  // setup.sh did not run again: its log has the snapshot's line and maintenance's
+  assert.match(second.tool, /LOG:setup,maintenance,/, second.diag);
+  assert.match(second.tool, /dep [0-9a-f-]+ built from \{"lockfileVersion": 3\}/, second.diag);
+  // the commit since the snapshot is checked out, the file it removed is gone, nothing stray
+  assert.match(second.tool, /new\.txt/, second.diag);
+  assert.doesNotMatch(second.tool, /old\.txt/, second.diag);
+  assert.match(second.tool, /STATUS:0/, second.diag);
+  // a session that started on it is a use of it
+  const [snap] = live('admin');
+  assert.equal(snap.id, second.restored);
+  assert.equal(snap.uses, 1);
+});
+
+test('a used snapshot past its age serves on while it is rebuilt in the background, then the new one serves', async () => {
+  assert.ok(second.restored, second.diag);
   const [old] = live('admin');
+  assert.equal(old.id, second.restored);
   assert.equal(old.uses, 1);
   const oldDep = second.tool.match(/dep [0-9a-f-]+/)?.[0];
   assert.ok(oldDep, second.diag);
@@ -139,4 +197,25 @@ test('another user never starts on a rebuilt private snapshot', async () => {
   assert.ok(mine && mine.id !== rebuiltId);
   assert.equal(mine.scope, mine.user_id);
   assert.equal(live('admin')[0].id, rebuiltId);
+});
+
+test('a lock file change: the snapshot is out of date, the full setup runs, the next session builds anew', async () => {
+  const [old] = live('admin');
+  assert.ok(old);
+  await commit(oak, { 'package-lock.json': '{"lockfileVersion": 3, "changed": true}\n' }, 'Bump a dependency');
+  const stale = await runWith('rb-stale', oak, look);
+  assert.equal(stale.r.status, 'succeeded', stale.diag);
+  assert.ok(stale.evs.some((e) => e.type === 'env_note' && /out of date/.test(e.summary)), stale.diag);
+  assert.equal(stale.r.setup.source, '.sandbox-mcp/setup.sh', stale.diag);
+  assert.match(stale.tool, /dep [0-9a-f-]+ built from \{"lockfileVersion": 3, "changed": true\}/, stale.diag);
+  assert.equal(live('admin').length, 0, stale.diag);
+
+  const anew = await runWith('rb-anew', oak, look);
+  assert.equal(anew.r.status, 'succeeded', anew.diag);
+  assert.ok(!anew.has('env_restored'), anew.diag);
+  assert.ok(anew.has('env_saved'), anew.diag);
+  assert.match(anew.tool, /LOG:setup,/, anew.diag);
+  const now = live('admin');
+  assert.equal(now.length, 1);
+  assert.notEqual(now[0].id, old.id);
 });
