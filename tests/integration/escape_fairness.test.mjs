@@ -2,7 +2,7 @@
 // concurrent and waiting runs, and on the disk their sandboxes' images commit, and no new image
 // when the images already made could outgrow the host's free space. Real OpenCode against the
 // scripted fake upstream (tests/lib/fake-anthropic.mjs) for the runs.
-import { test, before, after } from 'node:test';
+import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -75,48 +75,82 @@ test("a user at their running-sandbox limit waits for their own sandboxes, not f
     });
 });
 
-test("one user's runs past their limit wait while another user's run starts", async () => {
-  await withServer({ RUNS_MAX_RUNNING: '2', RUNS_MAX_RUNNING_PER_USER: '1', SANDBOX_DISK_MB: '0' },
-    async (srv, bob) => {
-      const a1 = router.add('fair-run-a1-3c9', [{ hold: true, text: 'A1 done.' }]);
-      const a2 = router.add('fair-run-a2-3c9', [{ text: 'A2 done.' }]);
-      const b1 = router.add('fair-run-b1-3c9', [{ hold: true, text: 'B1 done.' }]);
-      const ra1 = await ok(srv, 'run_task', { task: 'fair-run-a1-3c9' });
-      await a1.waitHeld();
-      const ra2 = await ok(srv, 'run_task', { task: 'fair-run-a2-3c9' });
-      const rb1 = await ok(srv, 'run_task', { task: 'fair-run-b1-3c9' }, bob);
-      // Submitted last, the other user's run gets the free slot; the first user's second waits.
-      await until(async () => (await ok(srv, 'get_result', { run_id: rb1.run_id }, bob)).status === 'running',
-        "the other user's run is running", 60000);
-      const second = await ok(srv, 'get_result', { run_id: ra2.run_id });
-      assert.equal(second.status, 'queued', JSON.stringify(second));
-      assert.equal(a2.requests.length, 0);
-      await b1.waitHeld();
-      a1.release();
-      b1.release();
-      for (const [r, token] of [[ra1], [ra2], [rb1, bob]])
-        assert.equal((await finished(srv, r.run_id, token)).status, 'succeeded');
-    });
-});
+// The limits on runs, on one server for both tests: two runs at once, one running and one
+// waiting per user. Their runs go on in sessions made in before(), two of the first user's and
+// one of the other's, so on warm agents (every new session boots one, seconds of CPU); a run
+// waits for its own session's earlier run, so a run that must wait for a limit goes to a session
+// of its user's that is idle. The tests go one at a time.
+describe('run limits', { concurrency: 1 }, () => {
+  let srv, bob;
+  const sessions = {};
+  before(async () => {
+    srv = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+      RUNS_MAX_RUNNING: '2', RUNS_MAX_RUNNING_PER_USER: '1', RUNS_MAX_QUEUED_PER_USER: '1', SANDBOX_DISK_MB: '0' } });
+    bob = addUser(srv, 'bob');
+    const made = [];
+    for (const [name, token] of [['mine', srv.token], ['mine2', srv.token], ['bobs', bob]]) {
+      router.add(`fair-session-${name}-6f4`, [{ text: 'Ready.' }]);
+      made.push([name, token, await ok(srv, 'run_task', { task: `fair-session-${name}-6f4` }, token)]);
+    }
+    for (const [name, token, r] of made) {
+      const done = await finished(srv, r.run_id, token);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+      sessions[name] = r.session_id;
+    }
+  });
+  after(async () => {
+    await srv?.stop();
+    if (srv) removeDataDir(srv.dataDir);
+  });
+  // A test that failed half-way may leave runs of its own (held at the fake): cancelled, so that
+  // the next test's runs do not wait behind them.
+  afterEach(async () => {
+    for (const token of [srv.token, bob])
+      for (const status of ['queued', 'running'])
+        for (const r of (await ok(srv, 'list_runs', { status, limit: 100 }, token)).runs)
+          await call(srv, 'cancel_run', { run_id: r.run_id }, token);
+  });
 
-test("a user's waiting runs are capped, with an error that says what to do", async () => {
-  await withServer({ RUNS_MAX_RUNNING: '1', RUNS_MAX_QUEUED_PER_USER: '1', SANDBOX_DISK_MB: '0' },
-    async (srv, bob) => {
-      const held = router.add('fair-queue-1-8e2', [{ hold: true, text: 'One.' }]);
-      router.add('fair-queue-2-8e2', [{ text: 'Two.' }]);
-      const r1 = await ok(srv, 'run_task', { task: 'fair-queue-1-8e2' });
-      await held.waitHeld();
-      const r2 = await ok(srv, 'run_task', { task: 'fair-queue-2-8e2' });
-      const r3 = await call(srv, 'run_task', { task: 'fair-queue-3-8e2' });
-      assert.equal(r3.isError, true, JSON.stringify(r3));
-      assert.match(text(r3), /runs waiting to start, the most one user may have/);
-      assert.match(text(r3), /cancel_run/);
-      // Another user's queue is their own.
-      const other = await ok(srv, 'run_task', { task: 'fair-queue-2-8e2' }, bob);
-      await ok(srv, 'cancel_run', { run_id: other.run_id }, bob);
-      held.release();
-      for (const r of [r1, r2]) assert.equal((await finished(srv, r.run_id)).status, 'succeeded');
-    });
+  test("one user's runs past their limit wait while another user's run starts", async () => {
+    const a1 = router.add('fair-run-a1-3c9', [{ hold: true, text: 'A1 done.' }]);
+    const a2 = router.add('fair-run-a2-3c9', [{ text: 'A2 done.' }]);
+    const b1 = router.add('fair-run-b1-3c9', [{ hold: true, text: 'B1 done.' }]);
+    const ra1 = await ok(srv, 'run_task', { task: 'fair-run-a1-3c9', session_id: sessions.mine });
+    await a1.waitHeld();
+    // in their other session, idle: nothing but their limit holds it back
+    const ra2 = await ok(srv, 'run_task', { task: 'fair-run-a2-3c9', session_id: sessions.mine2 });
+    const rb1 = await ok(srv, 'run_task', { task: 'fair-run-b1-3c9', session_id: sessions.bobs }, bob);
+    // Submitted last, the other user's run gets the free slot; the first user's second waits.
+    await until(async () => (await ok(srv, 'get_result', { run_id: rb1.run_id }, bob)).status === 'running',
+      "the other user's run is running", 60000);
+    const second = await ok(srv, 'get_result', { run_id: ra2.run_id });
+    assert.equal(second.status, 'queued', JSON.stringify(second));
+    assert.equal(a2.requests.length, 0);
+    await b1.waitHeld();
+    a1.release();
+    b1.release();
+    for (const [r, token] of [[ra1], [ra2], [rb1, bob]])
+      assert.equal((await finished(srv, r.run_id, token)).status, 'succeeded');
+  });
+
+  test("a user's waiting runs are capped, with an error that says what to do", async () => {
+    const held = router.add('fair-queue-1-8e2', [{ hold: true, text: 'One.' }]);
+    router.add('fair-queue-2-8e2', [{ text: 'Two.' }]);
+    router.add('fair-queue-b-8e2', [{ hold: true, text: 'Never sent.' }]);
+    const r1 = await ok(srv, 'run_task', { task: 'fair-queue-1-8e2', session_id: sessions.mine });
+    await held.waitHeld();
+    // waits: its user has a run running, the most they may have
+    const r2 = await ok(srv, 'run_task', { task: 'fair-queue-2-8e2', session_id: sessions.mine2 });
+    const r3 = await call(srv, 'run_task', { task: 'fair-queue-3-8e2' });
+    assert.equal(r3.isError, true, JSON.stringify(r3));
+    assert.match(text(r3), /runs waiting to start, the most one user may have/);
+    assert.match(text(r3), /cancel_run/);
+    // Another user's queue is their own.
+    const other = await ok(srv, 'run_task', { task: 'fair-queue-b-8e2', session_id: sessions.bobs }, bob);
+    await ok(srv, 'cancel_run', { run_id: other.run_id }, bob);
+    held.release();
+    for (const r of [r1, r2]) assert.equal((await finished(srv, r.run_id)).status, 'succeeded');
+  });
 });
 
 test("a user's sandboxes' disks are capped (what they hold, and may grow into while running); the run that would pass the cap fails saying why", async () => {

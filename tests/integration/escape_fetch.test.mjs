@@ -7,7 +7,7 @@
 //  - view tokens and proxy tokens are signed with keys of their own.
 // Everything here connects to loopback listeners the test opens itself; whether an address is
 // public is the business of the policy's unit tests (tests/unit/test_egress.c).
-import { test, describe, before, after } from 'node:test';
+import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import net from 'node:net';
@@ -23,7 +23,7 @@ const GH_AUTH = `Basic ${Buffer.from(`x-access-token:${GH_TOKEN}`).toString('bas
 const LEAK = 'internal-secret-banner-5e1f';
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-let fake, router, server, trap, gitsrv, scratch;
+let fake, router, server, trap, gitsrv, scratch, session, noRepo, noRepoRun;
 let nextId = 1;
 
 // A listener that counts connections and never answers.
@@ -77,6 +77,13 @@ async function refusedTask(args, re) {
   return text(res);
 }
 
+// What a run's agent reads at the proxy's git service with its token: acme/widget and
+// acme/gizmo are on GITHUB_REPOS, other/secret is not.
+const PROBE = 'for p in acme/widget acme/gizmo other/secret; do '
+  + 'curl -s -o /dev/null -w "$p=%{http_code} " -u "x:$SANDBOX_MCP_PROXY_TOKEN" '
+  + '"http://127.0.0.1:8788/proxy/github/$p.git/info/refs?service=git-upload-pack"; done';
+const probed = (s) => toolResults(s.requests[1].body).at(-1).text.trim();
+
 async function waitRun(runId) {
   for (;;) {
     const res = await tool('get_result', { run_id: runId, wait_seconds: 30 });
@@ -103,6 +110,13 @@ before(async () => {
     GITHUB_TOKEN: GH_TOKEN, GITHUB_BASE_URL: gitsrv.url, GITHUB_REPOS: 'acme/*',
     FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`,
   } });
+  // The session the runs' tests go on in (see describe('runs')), made by a run without a
+  // repository, whose agent probes what its token opens at the proxy.
+  noRepo = router.add('fetch-proxy-none', [
+    { tool: 'bash', input: { command: PROBE, description: 'Probe' } }, { text: 'Probed.' }]);
+  const first = await runTask({ task: 'fetch-proxy-none: x' });
+  noRepoRun = await waitRun(first.run_id);
+  session = first.session_id;
 });
 
 after(async () => {
@@ -114,7 +128,15 @@ after(async () => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
+// The ids of the user's runs, newest first.
+async function runIds() {
+  const runs = await tool('list_runs', { limit: 100 });
+  assert.equal(runs.structuredContent.has_more, false, text(runs));
+  return runs.structuredContent.runs.map((r) => r.run_id);
+}
+
 test('a repository on a loopback address is refused at run_task, and nothing connects', async () => {
+  const had = await runIds();
   await refusedTask({ task: 'x', repository: `https://127.0.0.1:${trap.port}/acme/widget.git` },
     /cannot clone .*: 127\.0\.0\.1 is a loopback address, which this server does not fetch from; an operator may allow it with FETCH_ALLOW/);
   await refusedTask({ task: 'x', repository: `https://[::1]:${trap.port}/acme/widget.git` },
@@ -124,10 +146,9 @@ test('a repository on a loopback address is refused at run_task, and nothing con
   // allowed, but on another port only
   await refusedTask({ task: 'x', repository: `http://127.0.0.1:${trap.port}/acme/widget.git` },
     /loopback address/);
-  // Refused before a run was written: no run exists (the test's user is the server's only one,
-  // and these are its first run_task calls), so no clone is queued that could connect later.
-  const runs = await tool('list_runs', {});
-  assert.deepEqual(runs.structuredContent.runs, [], text(runs));
+  // Refused before a run was written: the user's runs are the ones they had before these calls
+  // (the test's user is the server's only one), so no clone is queued that could connect later.
+  assert.deepEqual(await runIds(), had);
   assert.equal(trap.connections, 0);
 });
 
@@ -155,18 +176,29 @@ test('file://, ssh://, git://, ext:: and scp-style repositories are refused', as
   assert.equal(own.connections, 0);
 });
 
-// Runs take a while (the real agent starts in each session): these go on at the same time, and
-// a test's later run goes to its first run's session, whose agent is warm.
-describe('runs', { concurrency: true }, () => {
+// The runs that need an agent go on in one session, made in before(), so on one warm agent (every
+// new session boots one, seconds of CPU). A run that needs a repository names it (a run without
+// one works where the session's newest run did), and none asks for a pull request (a session
+// delivering to one repository's branch takes no run of another). The tests go one at a time,
+// so that each has the session to itself and its runs go in the order it asks for them.
+describe('runs', { concurrency: 1 }, () => {
+  const inSession = (args) => runTask({ ...args, pull_request: 'none', session_id: session });
+  // A test that failed half-way may leave a run of its own in the session: cancelled, so that
+  // the next test's runs do not wait behind it.
+  afterEach(async () => {
+    for (const status of ['queued', 'running'])
+      for (const r of (await tool('list_runs', { session_id: session, status, limit: 100 })).structuredContent.runs)
+        await tool('cancel_run', { run_id: r.run_id });
+  });
+
   test('with FETCH_ALLOW the local repository clones; git\'s own words stay out of the error', async () => {
     const s = router.add('fetch-allowed', [
       { tool: 'bash', input: { command: 'cat README.md', description: 'Read' } },
       { text: 'Read it.' },
     ]);
-    const ok = await runTask({ task: 'fetch-allowed: read', repository: `${gitsrv.url}/plain.git` });
+    const ok = await inSession({ task: 'fetch-allowed: read', repository: `${gitsrv.url}/plain.git` });
     // in the same session (its sandbox and agent), after the first run
-    const leaky = await runTask({ task: 'fetch-leaky: read', repository: `${gitsrv.url}/acme/leaky.git`,
-      session_id: ok.session_id });
+    const leaky = await inSession({ task: 'fetch-leaky: read', repository: `${gitsrv.url}/acme/leaky.git` });
     const r = await waitRun(ok.run_id);
     assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
     assert.equal(toolResults(s.requests[1].body).at(-1).text.trim(), '# plain');
@@ -189,9 +221,8 @@ describe('runs', { concurrency: true }, () => {
   test('GITHUB_TOKEN is sent for a repository on GITHUB_REPOS and not for one outside it', async () => {
     router.add('fetch-listed', [{ text: 'Fine.' }]);
     router.add('fetch-unlisted', [{ text: 'Fine.' }]);
-    const a = await runTask({ task: 'fetch-listed: x', repository: `${gitsrv.url}/acme/gadget.git` });
-    const b = await runTask({ task: 'fetch-unlisted: x', repository: `${gitsrv.url}/other/thing.git`,
-      session_id: a.session_id });
+    const a = await inSession({ task: 'fetch-listed: x', repository: `${gitsrv.url}/acme/gadget.git` });
+    const b = await inSession({ task: 'fetch-unlisted: x', repository: `${gitsrv.url}/other/thing.git` });
     assert.equal((await waitRun(a.run_id)).status, 'succeeded');
     assert.equal((await waitRun(b.run_id)).status, 'succeeded');
     const listed = gitsrv.seen('/acme/gadget.git/');
@@ -202,23 +233,15 @@ describe('runs', { concurrency: true }, () => {
   });
 
   test('a run\'s proxy token opens its own repository through the proxy and no other', async () => {
-    const probe = 'for p in acme/widget acme/gizmo other/secret; do '
-      + 'curl -s -o /dev/null -w "$p=%{http_code} " -u "x:$SANDBOX_MCP_PROXY_TOKEN" '
-      + '"http://127.0.0.1:8788/proxy/github/$p.git/info/refs?service=git-upload-pack"; done';
     const own = router.add('fetch-proxy-own', [
-      { tool: 'bash', input: { command: probe, description: 'Probe' } }, { text: 'Probed.' }]);
-    const none = router.add('fetch-proxy-none', [
-      { tool: 'bash', input: { command: probe, description: 'Probe' } }, { text: 'Probed.' }]);
-    const out = (s) => toolResults(s.requests[1].body).at(-1).text.trim();
-    // a run without a repository: its token opens none
-    const b = await runTask({ task: 'fetch-proxy-none: x' });
-    assert.equal((await waitRun(b.run_id)).status, 'succeeded');
-    assert.equal(out(none), 'acme/widget=403 acme/gizmo=403 other/secret=403');
+      { tool: 'bash', input: { command: PROBE, description: 'Probe' } }, { text: 'Probed.' }]);
+    // a run without a repository (the session's first, made in before()): its token opens none
+    assert.equal(noRepoRun.status, 'succeeded', JSON.stringify(noRepoRun));
+    assert.equal(probed(noRepo), 'acme/widget=403 acme/gizmo=403 other/secret=403');
     // a run of acme/widget, in the same session and sandbox: its token opens that one only
-    const a = await runTask({ task: 'fetch-proxy-own: x', repository: `${gitsrv.url}/acme/widget.git`,
-      session_id: b.session_id });
+    const a = await inSession({ task: 'fetch-proxy-own: x', repository: `${gitsrv.url}/acme/widget.git` });
     assert.equal((await waitRun(a.run_id)).status, 'succeeded');
-    assert.equal(out(own), 'acme/widget=200 acme/gizmo=403 other/secret=403');
+    assert.equal(probed(own), 'acme/widget=200 acme/gizmo=403 other/secret=403');
     // nothing but the run's own repository reached the upstream
     assert.equal(gitsrv.seen('/acme/gizmo.git/').length, 0);
     assert.equal(gitsrv.seen('/other/secret.git/').length, 0);
@@ -230,7 +253,7 @@ describe('runs', { concurrency: true }, () => {
     const hmac = (key, msg) => crypto.createHmac('sha256', key).update(msg).digest();
     const derived = (purpose) => hmac(secret, `sandbox-mcp ${purpose}`);
     router.add('fetch-view', [{ text: 'Fine.' }]);
-    const run = await runTask({ task: 'fetch-view: x' });
+    const run = await inSession({ task: 'fetch-view: x' });
     const t = new URL(run.web_url).searchParams.get('t');
     const view = (key) => hmac(key, `sandbox-mcp view\0run\0${run.run_id}\0${0}`).subarray(0, 18).toString('base64url');
     assert.notEqual(t, view(secret), 'the view token is an HMAC under the bare secret');

@@ -1,14 +1,16 @@
 // The run engine's own rules: at most RUNS_MAX_RUNNING runs at once, first come first served,
 // one run at a time per session; a session's workspace removed RUNS_RETENTION_DAYS after its
 // last run; tokens blanked and oversized lines cut in what is stored. Real OpenCode, scripted
-// fake upstream (tests/lib/fake-anthropic.mjs), started for each run (RUNS_AGENT_WARM_SECONDS=0):
-// runs.test.mjs and runs_warm.test.mjs cover the warm OpenCode.
-import { test, before, after } from 'node:test';
+// fake upstream (tests/lib/fake-anthropic.mjs): the retention and token tests start it for each
+// run (RUNS_AGENT_WARM_SECONDS=0), and see its configuration seeded by the per-run wrapper; the
+// queue and oversized-line tests share one server's sessions and their warm OpenCode, as
+// runs.test.mjs and runs_warm.test.mjs do.
+import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { rpc } from '../lib/server.mjs';
+import { rpc, startServer, removeDataDir } from '../lib/server.mjs';
 import { ok, finished, until, withServer } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
@@ -36,51 +38,13 @@ function sql(srv, query) {
   return out.trim() ? JSON.parse(out) : [];
 }
 
-const env = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+// An OpenCode process for each run (a session's runs share none).
+const cold = () => ({ ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
   RUNS_AGENT_WARM_SECONDS: '0' });
-
-test('runs wait for a slot in order, and a session runs one at a time', async () => {
-  await withServer({ ...env(), RUNS_MAX_RUNNING: '2' }, async (server) => {
-    const a = router.add('queue-a-41c', [{ hold: true, text: 'A done.' }]);
-    const b = router.add('queue-b-41c', [{ text: 'B done.' }]);
-    const c = router.add('queue-c-41c', [{ hold: true, text: 'C done.' }]);
-    const d = router.add('queue-d-41c', [{ text: 'D done.' }]);
-    const ra = await ok(server, 'run_task', { task: 'queue-a-41c' });
-    await a.waitHeld();
-    // same session as A: waits although a slot is free
-    const rb = await ok(server, 'run_task', { task: 'queue-b-41c', session_id: ra.session_id });
-    const rc = await ok(server, 'run_task', { task: 'queue-c-41c' });
-    await c.waitHeld();
-    // a third session: both slots are taken by A and C
-    const rd = await ok(server, 'run_task', { task: 'queue-d-41c' });
-    for (const id of [rb.run_id, rd.run_id]) {
-      const r = await ok(server, 'get_result', { run_id: id });
-      assert.equal(r.status, 'queued', JSON.stringify(r));
-      assert.equal(r.started_at, null);
-    }
-    assert.equal(b.requests.length + d.requests.length, 0);
-    a.release();
-    c.release();
-    const results = {};
-    for (const [k, r] of Object.entries({ a: ra, b: rb, c: rc, d: rd }))
-      results[k] = await finished(server, r.run_id);
-    for (const [k, r] of Object.entries(results))
-      assert.equal(r.status, 'succeeded', `${k}: ${JSON.stringify(r)}`);
-    assert.equal(results.b.result.summary, 'B done.');
-    // B began only after A, its session's earlier run, had finished
-    assert.ok(Date.parse(results.b.started_at) >= Date.parse(results.a.finished_at),
-      `${results.b.started_at} < ${results.a.finished_at}`);
-    assert.ok(Date.parse(results.d.started_at) >= Math.min(Date.parse(results.a.finished_at),
-      Date.parse(results.c.finished_at)));
-    // (its phases while running are transitions of their own)
-    const waited = results.d.transitions.map((t) => t.status).filter((x, i, a) => x !== a[i - 1]);
-    assert.deepEqual(waited, ['queued', 'running', 'succeeded']);
-  });
-});
 
 test('a session whose retention passed loses its workspace; a new run in it is refused', async () => {
   // 0.00003 days is about 2.6 seconds
-  await withServer({ ...env(), RUNS_RETENTION_DAYS: '0.00003' }, async (server) => {
+  await withServer({ ...cold(), RUNS_RETENTION_DAYS: '0.00003' }, async (server) => {
     router.add('retain-5d2', [{ tool: 'write', input: { filePath: '/workspace/keep.txt', content: 'x\n' } },
       { text: 'Wrote it.' }]);
     const r = await ok(server, 'run_task', { task: 'retain-5d2' });
@@ -105,7 +69,7 @@ test('a session whose retention passed loses its workspace; a new run in it is r
 });
 
 test('a token the agent prints is blanked in the stored events', async () => {
-  await withServer(env(), async (server) => {
+  await withServer(cold(), async (server) => {
     const s = router.add('echo-token-9a1', [
       { tool: 'bash', input: { command: 'printenv SANDBOX_MCP_PROXY_TOKEN', description: 'Show the token' } },
       { text: 'Shown.' },
@@ -127,11 +91,79 @@ test('a token the agent prints is blanked in the stored events', async () => {
   });
 });
 
-test('an event line over 1 MiB is stored as a stub, and the events after it as usual', async () => {
-  await withServer(env(), async (server) => {
+// The queue and the oversized line: one server (two runs at once) whose runs go on in three
+// sessions made in before(), so on their warm agents (every new session boots one, seconds of
+// CPU). The tests go one at a time.
+describe('in sessions made ahead', { concurrency: 1 }, () => {
+  let server;
+  const sessions = [];
+  before(async () => {
+    server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+      RUNS_MAX_RUNNING: '2' } });
+    const made = [];
+    for (const n of [1, 2, 3]) {
+      router.add(`ahead-${n}-e07`, [{ text: 'Ready.' }]);
+      made.push(await ok(server, 'run_task', { task: `ahead-${n}-e07` }));
+    }
+    for (const r of made) {
+      const done = await finished(server, r.run_id);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+      sessions.push(r.session_id);
+    }
+  });
+  after(async () => {
+    await server?.stop();
+    if (server) removeDataDir(server.dataDir);
+  });
+  // A test that failed half-way may leave runs of its own (held at the fake): cancelled, so that
+  // the next test's runs do not wait behind them.
+  afterEach(async () => {
+    for (const status of ['queued', 'running'])
+      for (const r of (await ok(server, 'list_runs', { status, limit: 100 })).runs)
+        await call(server, 'cancel_run', { run_id: r.run_id });
+  });
+
+  test('runs wait for a slot in order, and a session runs one at a time', async () => {
+    const a = router.add('queue-a-41c', [{ hold: true, text: 'A done.' }]);
+    const b = router.add('queue-b-41c', [{ text: 'B done.' }]);
+    const c = router.add('queue-c-41c', [{ hold: true, text: 'C done.' }]);
+    const d = router.add('queue-d-41c', [{ text: 'D done.' }]);
+    const ra = await ok(server, 'run_task', { task: 'queue-a-41c', session_id: sessions[0] });
+    await a.waitHeld();
+    // same session as A: waits although a slot is free
+    const rb = await ok(server, 'run_task', { task: 'queue-b-41c', session_id: sessions[0] });
+    const rc = await ok(server, 'run_task', { task: 'queue-c-41c', session_id: sessions[1] });
+    await c.waitHeld();
+    // a third session: both slots are taken by A and C
+    const rd = await ok(server, 'run_task', { task: 'queue-d-41c', session_id: sessions[2] });
+    for (const id of [rb.run_id, rd.run_id]) {
+      const r = await ok(server, 'get_result', { run_id: id });
+      assert.equal(r.status, 'queued', JSON.stringify(r));
+      assert.equal(r.started_at, null);
+    }
+    assert.equal(b.requests.length + d.requests.length, 0);
+    a.release();
+    c.release();
+    const results = {};
+    for (const [k, r] of Object.entries({ a: ra, b: rb, c: rc, d: rd }))
+      results[k] = await finished(server, r.run_id);
+    for (const [k, r] of Object.entries(results))
+      assert.equal(r.status, 'succeeded', `${k}: ${JSON.stringify(r)}`);
+    assert.equal(results.b.result.summary, 'B done.');
+    // B began only after A, its session's earlier run, had finished
+    assert.ok(Date.parse(results.b.started_at) >= Date.parse(results.a.finished_at),
+      `${results.b.started_at} < ${results.a.finished_at}`);
+    assert.ok(Date.parse(results.d.started_at) >= Math.min(Date.parse(results.a.finished_at),
+      Date.parse(results.c.finished_at)));
+    // (its phases while running are transitions of their own)
+    const waited = results.d.transitions.map((t) => t.status).filter((x, i, a) => x !== a[i - 1]);
+    assert.deepEqual(waited, ['queued', 'running', 'succeeded']);
+  });
+
+  test('an event line over 1 MiB is stored as a stub, and the events after it as usual', async () => {
     const big = 'x'.repeat((1 << 20) + 4096);
     router.add('huge-text-c3e', [{ text: big }]);
-    const r = await ok(server, 'run_task', { task: 'huge-text-c3e' });
+    const r = await ok(server, 'run_task', { task: 'huge-text-c3e', session_id: sessions[0] });
     const done = await finished(server, r.run_id);
     assert.equal(done.status, 'succeeded', JSON.stringify(done).slice(0, 2000));
     const types = sql(server, `SELECT type FROM run_events WHERE run_id = '${r.run_id}' ORDER BY seq`)
