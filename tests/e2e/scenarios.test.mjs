@@ -13,7 +13,7 @@
 // and the only one runs clone from (FETCH_ALLOW). 127.0.0.2, unlike localhost and 127.0.0.1, is
 // not on the sandboxes' NO_PROXY, so git, pip and npm reach it through the proxy as they are, as
 // they would a registry elsewhere.
-import { describe, test, before, after } from 'node:test';
+import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { until } from '../lib/runs.mjs';
 import { readFileSync } from 'node:fs';
@@ -345,7 +345,11 @@ async function agentRun(marker, task, steps, extra = {}) {
   } while (run.status === 'queued' || run.status === 'running');
   assert.equal(run.status, 'succeeded', JSON.stringify(run, null, 1));
   assert.equal(script.remaining, 0, JSON.stringify(run));
-  const out = script.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n');
+  // this run's tool results: a run in a session that had runs before carries their conversation,
+  // whose results its first request already has
+  const earlier = new Set(toolResults(script.requests[0].body).map((t) => t.tool_use_id));
+  const out = script.requests.flatMap((q) => toolResults(q.body)).filter((t) => !earlier.has(t.tool_use_id))
+    .map((t) => t.text).join('\n');
   return { run, script, out };
 }
 
@@ -365,9 +369,31 @@ async function assertOnDebian(run) {
   assert.equal(ping.template, 'debian', JSON.stringify(ping));
 }
 
-describe('the same asks as OpenCode runs', { concurrency: true }, () => {
+// The runs go on in one session, so on one warm agent (every new session boots one, seconds of
+// CPU): the first run makes it, and a run on a repository clones it into the session's workspace
+// as a new session's first run would. The tests go one at a time, so that each has the session to
+// itself.
+describe('the same asks as OpenCode runs', { concurrency: 1 }, () => {
+  // undefined until a run has made it (if the first test failed before its run, the next makes it)
+  let session;
+  // agentRun in the group's session
+  async function inSession(marker, task, steps, extra = {}) {
+    const got = await agentRun(marker, task, steps, session ? { ...extra, session_id: session } : extra);
+    if (session) assert.equal(got.run.session_id, session);
+    session ??= got.run.session_id;
+    return got;
+  }
+  // A test that failed half-way may leave a run of its own in the session: cancelled, so that the
+  // next test's run does not wait behind it.
+  afterEach(async () => {
+    if (!session) return;
+    for (const status of ['queued', 'running'])
+      for (const r of (await call('list_runs', { session_id: session, status, limit: 100 })).structuredContent.runs)
+        await call('cancel_run', { run_id: r.run_id });
+  });
+
   test('a run makes a matplotlib plot; the session\'s sandbox gives it back as an image', async () => {
-    const { run, out } = await agentRun('scn-plot-5b1', 'Create a visualization using matplotlib. Run it in the container.', [
+    const { run, out } = await inSession('scn-plot-5b1', 'Create a visualization using matplotlib. Run it in the container.', [
       { text: 'I will write a plotting script.', tool: 'write', input: { filePath: '/workspace/plot.py', content: PLOT_PY } },
       { tool: 'bash', input: { command: 'cd /workspace && python3 plot.py', description: 'Run the plot script' } },
       { text: 'The plot of sin(x) and cos(x) is in /workspace/plot.png.' },
@@ -385,7 +411,7 @@ describe('the same asks as OpenCode runs', { concurrency: true }, () => {
   test('a run clones a repository, installs it from the registry, runs its tests and names the failing one', async () => {
     const seen = npm.requests.length;
     const repository = `http://${HOST}:${git.port}/padlib.git`;
-    const { run, out } = await agentRun('scn-tests-9e4', 'Clone and explore this repo. Set up and run the tests.', [
+    const { run, out } = await inSession('scn-tests-9e4', 'Clone and explore this repo. Set up and run the tests.', [
       { tool: 'bash', input: { command: 'cat README.md && ls', description: 'Look at the repository' } },
       { tool: 'bash', input: { command: 'npm install && npm test', description: 'Install and run the tests' } },
       { text: `Two tests pass; one fails: "${NODE_FAILING}" (column() pads one character short).` },
@@ -414,7 +440,7 @@ describe('the same asks as OpenCode runs', { concurrency: true }, () => {
 
   test('a run analyses a repository\'s CSV with pandas and prints the summary', async () => {
     const repository = `http://${HOST}:${git.port}/sales.git`;
-    const { run, out } = await agentRun('scn-data-2c8', 'Analyze this data using Python: revenue by region.', [
+    const { run, out } = await inSession('scn-data-2c8', 'Analyze this data using Python: revenue by region.', [
       { tool: 'bash', input: { command: 'head -3 sales.csv && wc -l sales.csv', description: 'Look at the data' } },
       { tool: 'write', input: { filePath: '/workspace/sales/analyze.py', content: ANALYZE_PY } },
       { tool: 'bash', input: { command: 'python3 analyze.py', description: 'Summarize the sales' } },

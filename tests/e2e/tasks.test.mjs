@@ -3,7 +3,7 @@
 // not speak 2026-07-28), against the real server with OpenCode talking to the scripted fake
 // Anthropic API. A run is a task: its id is the run id.
 // Run: node --test tests/e2e/tasks.test.mjs   (SANDBOX_MCP_BIN overrides the binary)
-import { describe, test, before, after } from 'node:test';
+import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -73,11 +73,26 @@ after(async () => {
   await fake?.close();
 });
 
-// The two protocols side by side: each suite's runs wait mostly on the agent.
-describe('tasks', { concurrency: true }, () => {
+// The two protocols one after the other, their runs in one session: the first run's, which every
+// later run goes to (its sandbox and warm agent; a new session boots one, seconds of CPU). If the
+// first run's test failed before its run, the next run makes it.
+describe('tasks', { concurrency: 1 }, () => {
+let sessionId;
+// the session, once a run has made it; a run's arguments with it
+const inSession = (args) => (sessionId ? { ...args, session_id: sessionId } : args);
+// A test that failed half-way may leave a run of its own in the session (one held at the fake):
+// cancelled, so that the next test's runs do not wait behind it.
+afterEach(async () => {
+  if (!sessionId) return;
+  for (const status of ['queued', 'running'])
+    for (const r of (await client.callTool({ name: 'list_runs',
+      arguments: { session_id: sessionId, status, limit: 100 } })).structuredContent.runs)
+      await client.callTool({ name: 'cancel_run', arguments: { run_id: r.run_id } });
+});
+
 describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
-  // the first task's run and its session, which the later run goes to (its sandbox and warm agent)
-  let taskId, sessionId;
+  // the first task's run
+  let taskId;
 
   test('the capability and run_task\'s execution.taskSupport are advertised', async () => {
     const caps = client.getServerCapabilities().tasks;
@@ -98,7 +113,7 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
     // callToolStream asks for a task (run_task is a task tool), polls tasks/get at the task's
     // pollInterval, fetches tasks/result, and checks it against run_task's outputSchema.
     for await (const m of client.experimental.tasks.callToolStream(
-      { name: 'run_task', arguments: { task: 'tasks-sdk-4c1: write task.txt' } }, CallToolResultSchema,
+      { name: 'run_task', arguments: inSession({ task: 'tasks-sdk-4c1: write task.txt' }) }, CallToolResultSchema,
       { timeout: 60000 })) {
       if (m.type === 'error') throw m.error;
       if (m.type === 'taskCreated' || m.type === 'taskStatus') seen.push(m.task);
@@ -114,7 +129,8 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
     assert.equal(seen.at(-1).status, 'completed');
     assert.notEqual(result.isError, true, JSON.stringify(result));
     assert.equal(result.structuredContent.run_id, taskId);
-    sessionId = result.structuredContent.session_id;
+    if (sessionId) assert.equal(result.structuredContent.session_id, sessionId);
+    sessionId ??= result.structuredContent.session_id;
     assert.equal(result.structuredContent.status, 'succeeded');
     assert.equal(result.structuredContent.result.summary, 'Wrote task.txt.');
     assert.equal(result._meta['io.modelcontextprotocol/related-task'].taskId, taskId);
@@ -148,7 +164,7 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
     const script = router.add('tasks-sdk-cancel-9e2', [{ hold: true, text: 'Never sent.' }]);
     let id;
     for await (const m of client.experimental.tasks.callToolStream(
-      { name: 'run_task', arguments: { task: 'tasks-sdk-cancel-9e2: wait for a slow model', session_id: sessionId } })) {
+      { name: 'run_task', arguments: inSession({ task: 'tasks-sdk-cancel-9e2: wait for a slow model' }) })) {
       if (m.type === 'error') throw m.error;
       if (m.type === 'taskCreated') { id = m.task.taskId; break; }
     }
@@ -175,9 +191,6 @@ describe('2025-11-25 tasks with the SDK client', { concurrency: 1 }, () => {
 });
 
 describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { concurrency: 1 }, () => {
-  // the session of the first run, which the later one goes to
-  let sessionId;
-
   test('server/discover advertises the extension in place of the 2025-11-25 capability', async () => {
     const r = await modern('server/discover', {}, { caps: {} });
     assert.equal(r.status, 200, r.text);
@@ -188,7 +201,7 @@ describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { 
 
   test('run_task from a client with the extension is a task; tasks/get inlines the result once it completes', async () => {
     router.add('tasks-modern-7b3', [{ text: 'Nothing to change.' }]);
-    const created = await modern('tools/call', { name: 'run_task', arguments: { task: 'tasks-modern-7b3: look around' } });
+    const created = await modern('tools/call', { name: 'run_task', arguments: inSession({ task: 'tasks-modern-7b3: look around' }) });
     assert.equal(created.status, 200, created.text);
     const t = created.body.result;
     assert.equal(t.resultType, 'task');
@@ -207,7 +220,8 @@ describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { 
     const d = done.body.result;
     assert.equal(d.status, 'completed', done.text);
     assert.equal(d.result.structuredContent.run_id, t.taskId);
-    sessionId = d.result.structuredContent.session_id;
+    if (sessionId) assert.equal(d.result.structuredContent.session_id, sessionId);
+    sessionId ??= d.result.structuredContent.session_id;
     assert.equal(d.result.structuredContent.result.summary, 'Nothing to change.');
     assert.equal(d.result.isError, false);
     assert.equal(d.result._meta, undefined);
@@ -222,7 +236,7 @@ describe('2026-07-28: the io.modelcontextprotocol/tasks extension over HTTP', { 
 
   test('without the extension run_task answers as before, and the task methods ask for it', async () => {
     router.add('tasks-plain-d40', [{ hold: true, text: 'Never sent.' }]);
-    const r = await modern('tools/call', { name: 'run_task', arguments: { task: 'tasks-plain-d40: x', session_id: sessionId } },
+    const r = await modern('tools/call', { name: 'run_task', arguments: inSession({ task: 'tasks-plain-d40: x' }) },
       { caps: {} });
     assert.equal(r.body.result.resultType, 'complete', r.text);
     const runId = r.body.result.structuredContent.run_id;

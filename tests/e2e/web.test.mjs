@@ -1,7 +1,7 @@
 // The run and session pages in a real browser: headless Chromium (the Debian package) driven by
 // playwright-core, against the real server with OpenCode running against a scripted fake
 // upstream. Screenshots (phone and desktop width) go to tests/out/screenshots/.
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -19,8 +19,10 @@ const PHONE = { width: 390, height: 844 };
 const DESKTOP = { width: 1280, height: 900 };
 
 let fake, router, server, browser, scratch, gh;
-// The session of the first run: the later runs in /workspace go to it, to its sandbox and warm
-// agent (undefined if the first test failed before its run, and they make their own).
+// The session of the first run: every later run goes to it, to its sandbox and warm agent (every
+// new session boots one, seconds of CPU), the runs on a repository too, which clone it into
+// the session's workspace as a new session would (undefined if the first test failed before its
+// run, and they make their own). The tests go one at a time, so each has the session to itself.
 let session;
 const GH_TOKEN = 'github_pat_11WEBPAGEtest0123456789abcdef';
 
@@ -40,6 +42,15 @@ before(async () => {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu'],
   });
+});
+
+// A test that failed half-way may leave a run of its own in the session (one held at the fake):
+// cancelled, so that the next test's runs do not wait behind it.
+afterEach(async () => {
+  if (!session) return;
+  for (const status of ['queued', 'running'])
+    for (const r of (await ok('list_runs', { session_id: session, status, limit: 100 })).runs)
+      await ok('cancel_run', { run_id: r.run_id });
 });
 
 after(async () => {
@@ -234,7 +245,8 @@ test('the run\'s diff on a phone: a block a file, cut where it is long, what the
     ].join(' && ') } },
     { text: 'Made the files.' },
   ]);
-  const run = await ok('run_task', { task: 'web-diff-5d1: make some files', repository: repo, title: 'Diff page' });
+  const run = await ok('run_task', { task: 'web-diff-5d1: make some files', repository: repo, title: 'Diff page',
+    session_id: session });
   const result = await finished(run.run_id);
   assert.equal(result.status, 'succeeded', JSON.stringify(result));
   assert.equal(result.changes.files_changed, 8, JSON.stringify(result.changes));
@@ -309,17 +321,19 @@ test('a run\'s pull request: linked on the run and session pages, with the pushe
     { tool: 'bash', input: { command: 'echo fix > fix.txt && git add fix.txt && git -c user.name=A -c user.email=a@x commit -qm "Fix <script>alert(1)</script>" && echo rest > rest.txt', description: 'Commit' } },
     { text: 'Opened it.' },
   ]);
-  const run = await ok('run_task', { task: 'web-pr-8a2: fix it', title: 'PR run', repository: gh.repoUrl('acme/widget') });
+  const run = await ok('run_task', { task: 'web-pr-8a2: fix it', title: 'PR run', repository: gh.repoUrl('acme/widget'),
+    session_id: session });
   const result = await finished(run.run_id);
   assert.equal(result.delivery?.status, 'delivered', JSON.stringify(result));
   const pr = result.pull_request;
   assert.equal(pr.url, gh.pulls[0].html_url);
   const { page, context, problems, dialogs } = await pageAt('about:blank', PHONE);
   // the session page is given a pull request address that is not http(s), which is not linked
+  // (the session's other runs have none)
   await page.route(/\/sessions\/[^/]+\/data\?/, async (route) => {
     const res = await route.fetch();
     const body = await res.json();
-    body.runs = body.runs.map((r) => ({ ...r, pull_request: { ...r.pull_request, url: 'javascript:alert(5)' } }));
+    body.runs = body.runs.map((r) => (r.pull_request ? { ...r, pull_request: { ...r.pull_request, url: 'javascript:alert(5)' } } : r));
     route.fulfill({ response: res, json: body });
   });
   await page.goto(run.web_url);
@@ -336,6 +350,7 @@ test('a run\'s pull request: linked on the run and session pages, with the pushe
   // on the session page: linked only when the address is http(s)
   await page.goto(result.session_web_url);
   await page.waitForSelector('#runs li a.pr');
+  assert.equal(await page.locator('#runs li a.pr').count(), 1);
   assert.equal(await page.textContent('#runs li a.pr'), `pull request #${pr.number}`);
   assert.equal(await page.getAttribute('#runs li a.pr', 'href'), null);
   assert.equal(await page.$$eval('script:not([src]), b', (l) => l.length), 0);

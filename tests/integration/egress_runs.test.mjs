@@ -24,8 +24,10 @@ const VIA = "curl -sS --noproxy '' -x http://127.0.0.1:3128 --max-time 20";
 
 let fake, router, srv, web, svc, ports, npm;
 let nextId = 1;
-// The session of the first run, which the network summary's run goes to (its sandbox and warm
-// agent); undefined if that test failed before its run, and the later one makes its own.
+// The session of the first run, which the later runs of the same user go to (its sandbox and warm
+// agent; a new session boots one, seconds of CPU): a run's network is its own, whatever the
+// session's runs before it had. Undefined if that test failed before its run, and the later ones
+// make their own.
 let session;
 
 function freePort() {
@@ -78,7 +80,11 @@ async function agentRun(marker, command, extra = {}, token) {
   const r = await ok('run_task', { task: `Try the network (${marker})`, ...extra }, token);
   const done = await waitRun(r.run_id, token);
   assert.equal(done.status, 'succeeded', JSON.stringify(done));
-  const out = script.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n');
+  // this run's tool results: a run in a session that had runs before carries their conversation,
+  // whose results its first request already has
+  const earlier = new Set(toolResults(script.requests[0].body).map((t) => t.tool_use_id));
+  const out = script.requests.flatMap((q) => toolResults(q.body)).filter((t) => !earlier.has(t.tool_use_id))
+    .map((t) => t.text).join('\n');
   return { run: done, out };
 }
 
@@ -219,7 +225,7 @@ test("a run's network summary: the host it reached with bytes, and every refusal
 
 test("run_task's network narrows the run's sandbox: none refuses everything, and saying so", async () => {
   const { run, out } = await agentRun('net-none-8d2', `${VIA} http://localhost:${ports.web}/hello; echo "rc=$?"`,
-    { network: 'none' });
+    { network: 'none', session_id: session });
   assert.doesNotMatch(out, /hello from upstream/);
   assert.match(out, /this sandbox has no network/);
   assert.equal(run.network.mode, 'none');

@@ -93,7 +93,7 @@ __attribute__((constructor)) static void plant(void)
 const ENV = { ANTHROPIC_API_KEY: API_KEY, RUNS_EVENTS_MAX_BYTES: String(EVENTS_MAX),
   RUNS_AGENT_LOG_MAX_BYTES: String(LOG_MAX), RUNS_AGENT_WARM_SECONDS: '0' };
 
-let fake, router, server, session;
+let fake, router, server, dataDir, session;
 let nextId = 1;
 let seq = 0;
 
@@ -163,12 +163,15 @@ before(async () => {
   router = agentRouter();
   fake.handle(router);
   ENV.ANTHROPIC_BASE_URL = fake.url;
-  server = await startServer({ env: ENV });
+  // a directory of the file's, not the server's own: the kill -9 test starts another server on it
+  dataDir = tempDir();
+  server = await startServer({ dataDir, env: ENV });
   session = await plant(server);
 });
 
 after(async () => {
   await server?.stop();
+  if (dataDir) removeDataDir(dataDir);
   await fake?.close();
 });
 
@@ -205,30 +208,25 @@ test('a forged exit line on the agent\'s stdout does not decide the run: its rea
   assert.ok(stored.some((e) => e.raw.includes('sandbox_mcp_exit')), JSON.stringify(stored));
 });
 
+// On the file's server and its planted session (a new session's plant boots an agent, seconds of
+// CPU): the server is killed and the next one, started on its data, is the file's from then on,
+// so this test is the file's last.
 test('kill -9 of the server while the agent runs, and the agent ends meanwhile: the next server records its real exit status', async () => {
-  const dataDir = tempDir();
-  let srv = await startServer({ dataDir, env: ENV });
-  const token = srv.token;
-  try {
-    const ses = await plant(srv);
-    const marker = `vanish-${process.pid}`;
-    router.add(marker, [{ text: 'Done.' }]);
-    const started = await tool(srv, 'run_task', { task: `${marker}: MODE=vanish`, session_id: ses });
-    const events = runFile(srv, started.run_id, 'events.jsonl');
-    const said = (what) => existsSync(events) && readFileSync(events, 'utf8').includes(`"note":"${what}"`);
-    await waitUntil(() => said('waiting'), 'the agent started');
-    await srv.stop('SIGKILL');
-    // the agent saw the server go and ended while no server was there
-    await waitUntil(() => said('leaving'), 'the agent noticed the server was gone');
-    srv = await startServer({ dataDir, env: ENV });
-    srv.token = token;
-    const r = await waitRun(srv, started.run_id);
-    const diag = `${JSON.stringify(r, null, 1)}\n${srv.stderr().slice(-3000)}`;
-    assert.equal(r.status, 'failed', diag);
-    assert.equal(r.exit_code, 5, diag);
-    assert.match(r.status_reason, /exited with status 5/, diag);
-  } finally {
-    await srv.stop();
-    removeDataDir(dataDir);
-  }
+  const { token } = server;
+  const marker = `vanish-${process.pid}`;
+  router.add(marker, [{ text: 'Done.' }]);
+  const started = await tool(server, 'run_task', { task: `${marker}: MODE=vanish`, session_id: session });
+  const events = runFile(server, started.run_id, 'events.jsonl');
+  const said = (what) => existsSync(events) && readFileSync(events, 'utf8').includes(`"note":"${what}"`);
+  await waitUntil(() => said('waiting'), 'the agent started');
+  await server.stop('SIGKILL');
+  // the agent saw the server go and ended while no server was there
+  await waitUntil(() => said('leaving'), 'the agent noticed the server was gone');
+  server = await startServer({ dataDir, env: ENV });
+  server.token = token;
+  const r = await waitRun(server, started.run_id);
+  const diag = `${JSON.stringify(r, null, 1)}\n${server.stderr().slice(-3000)}`;
+  assert.equal(r.status, 'failed', diag);
+  assert.equal(r.exit_code, 5, diag);
+  assert.match(r.status_reason, /exited with status 5/, diag);
 });
