@@ -5,7 +5,10 @@
 // entries over ENV_CACHE_USER_MB go least recently used first, other users' untouched; a corrupt
 // mirror is made afresh and the run goes on; `cache list` and `cache drop` show and remove them.
 // The git server is a loopback smart-HTTP server standing in for GitHub; its upload-pack
-// requests are recorded with their bodies.
+// requests are recorded with their bodies. What is tested is the clone, so each run is held in
+// its setup once its repository is in the workspace, looked at there, and cancelled: the servers
+// keep no agent warm (RUNS_AGENT_WARM_SECONDS=0), so no OpenCode boots beside the setup, and none
+// after it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -14,14 +17,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { startServer, rpc, cli, tempDir, addUser, sqlRows, removeDataDir } from '../lib/server.mjs';
-import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
+import { startFake } from '../lib/fake-anthropic.mjs';
+import { until } from '../lib/runs.mjs';
 import { bareRepo, startGitServer, gitAsync } from '../lib/git.mjs';
 
 const USER_TOKEN = 'ghp_alice_own_token_for_private';
 const USER_AUTH = `Basic ${Buffer.from(`x-access-token:${USER_TOKEN}`).toString('base64')}`;
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-let fake, router, server, gitsrv, scratch, bobToken;
+let fake, server, gitsrv, scratch, bobToken;
 let nextId = 1;
 const bodies = []; // {path, body} of every POST to git-upload-pack
 
@@ -47,8 +51,8 @@ function gitRoutes() {
   };
 }
 
-async function tool(name, args = {}, token = server.token) {
-  const r = await rpc(server, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+async function tool(name, args = {}, token = server.token, srv = server) {
+  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
     params: { name, arguments: args } }, { token });
   assert.equal(r.status, 200, r.text);
   assert.ok(r.body && r.body.result, r.text);
@@ -57,19 +61,44 @@ async function tool(name, args = {}, token = server.token) {
 
 const text = (res) => (res.content || []).map((c) => c.text || '').join('');
 
-async function runTask(args, token) {
-  const res = await tool('run_task', { pull_request: 'none', ...args }, token);
-  assert.equal(res.isError, undefined, `run_task ${JSON.stringify(args)}: ${text(res)}`);
+// A tool call that must succeed; its structuredContent.
+async function ok(name, args, token, srv) {
+  const res = await tool(name, args, token, srv);
+  assert.equal(res.isError, undefined, `${name} ${JSON.stringify(args)}: ${text(res)}`);
+  assert.ok(res.structuredContent, text(res));
   return res.structuredContent;
 }
 
-async function waitRun(runId, token) {
+const runTask = (args, token, srv) => ok('run_task', { pull_request: 'none', ...args }, token, srv);
+
+async function waitRun(runId, token, srv) {
   for (;;) {
-    const res = await tool('get_result', { run_id: runId, wait_seconds: 30 }, token);
-    const r = res.structuredContent;
-    assert.ok(r, text(res));
+    const r = await ok('get_result', { run_id: runId, wait_seconds: 30 }, token, srv);
     if (TERMINAL.has(r.status)) return r;
   }
+}
+
+// A run of repository (args: more of run_task's) taken as far as its setup, which holds it: its
+// clone is then in the session's workspace, where look (a command, when given) runs; then the
+// run is cancelled. Returns the run as run_task told it and what look printed.
+async function cloned(args, { token, srv, look } = {}) {
+  const started = await runTask({ setup: 'sleep 600', ...args }, token, srv);
+  await until(async () => {
+    const r = await ok('get_result', { run_id: started.run_id }, token, srv);
+    assert.ok(!TERMINAL.has(r.status), `the run ended before its setup: ${JSON.stringify(r).slice(0, 2000)}`);
+    return r.phase?.name === 'setting up';
+  }, 'the run is in its setup', 300000);
+  let out = '';
+  if (look) {
+    const dir = `/workspace/${path.basename(new URL(args.repository).pathname, '.git')}`;
+    const x = await ok('container_exec', { session_id: started.session_id, command: look, cwd: dir }, token, srv);
+    assert.equal(x.exit_code, 0, JSON.stringify(x));
+    out = x.stdout;
+  }
+  await ok('cancel_run', { run_id: started.run_id }, token, srv);
+  const r = await waitRun(started.run_id, token, srv);
+  assert.equal(r.status, 'cancelled', JSON.stringify(r).slice(0, 2000));
+  return { ...started, out };
 }
 
 const userId = (name) => sqlRows(server, `SELECT id FROM users WHERE name = '${name}'`)[0].id;
@@ -110,13 +139,11 @@ before(async () => {
   for (const rel of ['acme/big1', 'acme/big2', 'acme/big3'])
     await pushFile(path.join(scratch, 'git', `${rel}.git`), 'blob.bin', crypto.randomBytes(600 << 10));
   fake = await startFake();
-  router = agentRouter();
-  fake.handle(router);
   gitsrv = await startGitServer(path.join(scratch, 'git'), { route: gitRoutes() });
   server = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
     GITHUB_BASE_URL: gitsrv.url, FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`,
-    ENV_CACHE_MB: '8', ENV_CACHE_USER_MB: '1',
+    ENV_CACHE_MB: '8', ENV_CACHE_USER_MB: '1', RUNS_AGENT_WARM_SECONDS: '0',
   } });
   bobToken = addUser(server, 'bob');
   const r = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir],
@@ -136,9 +163,8 @@ test('a second session fetches into the mirror: it negotiates from what the mirr
   const url = `${gitsrv.url}/acme/widget.git`;
   const bare = path.join(scratch, 'git', 'acme', 'widget.git');
   const first = (await gitAsync(['rev-parse', 'main'], bare)).trim();
-  router.add('mirror-one', [{ tool: 'bash', input: { command: 'cat README.md', description: 'Read' } }, { text: 'Read.' }]);
-  const a = await runTask({ task: 'mirror-one: read', repository: url });
-  assert.equal((await waitRun(a.run_id)).status, 'succeeded');
+  const a = await cloned({ task: 'mirror-one: read', repository: url }, { look: 'cat README.md' });
+  assert.equal(a.out, '# acme/widget\n');
   const admin = userId('admin');
   const m = mirrorsOf(admin)[keyOf(url)];
   assert.ok(m, `no mirror of ${url} for admin: ${JSON.stringify(mirrorsOf(admin))}`);
@@ -146,11 +172,10 @@ test('a second session fetches into the mirror: it negotiates from what the mirr
 
   const newer = await pushFile(bare, 'NEW.txt', 'pushed between sessions\n');
   const before = bodies.length;
-  const s = router.add('mirror-two', [{ tool: 'bash', input: { command: 'cat NEW.txt; git log -1 --format=%H', description: 'Read' } }, { text: 'Read.' }]);
-  const b = await runTask({ task: 'mirror-two: read', repository: url }); // a new session
+  const b = await cloned({ task: 'mirror-two: read', repository: url }, // a new session
+    { look: 'cat NEW.txt; git log -1 --format=%H' });
   assert.notEqual(b.session_id, a.session_id);
-  assert.equal((await waitRun(b.run_id)).status, 'succeeded');
-  assert.equal(toolResults(s.requests[1].body).at(-1).text.trim(), `pushed between sessions\n${newer}`);
+  assert.equal(b.out.trim(), `pushed between sessions\n${newer}`);
   // the fetch of the second session offered the commit the mirror already had
   const fetches = bodies.slice(before).filter((x) => x.path === '/acme/widget.git/git-upload-pack' && x.body.includes('want '));
   assert.ok(fetches.length >= 1, JSON.stringify(bodies.slice(before).map((x) => x.body.slice(0, 200))));
@@ -163,14 +188,13 @@ test('a second session fetches into the mirror: it negotiates from what the mirr
 });
 
 // A session of admin's that goes from repository to repository (each cloned through its mirror
-// when the session first names it), so that the tests below boot no agent of their own.
+// when the session first names it), so that the tests below need no new session of admin's.
 let roaming;
 
 test('a mirror fetched with a user\'s credential is theirs alone; another user without one still fails', async () => {
   const url = `${gitsrv.url}/acme/private.git`;
-  router.add('mirror-private', [{ text: 'Fine.' }]);
-  const a = await runTask({ task: 'mirror-private: x', repository: url });
-  assert.equal((await waitRun(a.run_id)).status, 'succeeded');
+  const a = await cloned({ task: 'mirror-private: x', repository: url }, { look: 'cat README.md' });
+  assert.equal(a.out, '# acme/private\n');
   roaming = a.session_id;
   const admin = userId('admin'), bob = userId('bob');
   assert.ok(mirrorsOf(admin)[keyOf(url)], 'admin has a mirror of the private repository');
@@ -196,12 +220,11 @@ test('a corrupt mirror is made afresh and the run goes on', async () => {
   for (const f of readdirSync(path.join(m, 'objects', 'pack')))
     writeFileSync(path.join(m, 'objects', 'pack', f), 'garbage\n');
   writeFileSync(path.join(m, 'HEAD'), 'not a ref\n');
-  const s = router.add('mirror-corrupt', [{ tool: 'bash', input: { command: 'cat NEW.txt', description: 'Read' } }, { text: 'Read.' }]);
   // a session that has not had the repository: its clone goes through the mirror
   assert.ok(roaming, 'the session of the test before');
-  const r = await runTask({ task: 'mirror-corrupt: read', repository: url, session_id: roaming });
-  assert.equal((await waitRun(r.run_id)).status, 'succeeded');
-  assert.equal(toolResults(s.requests[1].body).at(-1).text.trim(), 'pushed between sessions');
+  const r = await cloned({ task: 'mirror-corrupt: read', repository: url, session_id: roaming },
+    { look: 'cat NEW.txt' });
+  assert.equal(r.out.trim(), 'pushed between sessions');
   assert.match(server.stderr(), /run mirror was unusable and was made afresh/);
   await gitAsync(['fsck', '--no-dangling'], m);
   assert.match(readFileSync(path.join(m, 'HEAD'), 'utf8'), /^ref: refs\/heads\/main/);
@@ -232,15 +255,15 @@ test('cache drop removes a user\'s mirrors of a repository and no one else\'s', 
 test('over ENV_CACHE_USER_MB a user\'s least recently used mirror goes; other users\' stay', async () => {
   const admin = userId('admin'), bob = userId('bob');
   const big = (n) => `${gitsrv.url}/acme/big${n}.git`;
-  router.add('mirror-big', [{ text: 'Fine.' }]);
-  const b = await runTask({ task: 'mirror-big: x', repository: big(3) }, bobToken);
-  assert.equal((await waitRun(b.run_id, bobToken)).status, 'succeeded');
+  const blob = 'git cat-file -s HEAD:blob.bin';
+  const b = await cloned({ task: 'mirror-big: x', repository: big(3) }, { token: bobToken, look: blob });
+  assert.equal(b.out.trim(), String(600 << 10));
   assert.ok(mirrorsOf(bob)[keyOf(big(3))]);
-  const one = await runTask({ task: 'mirror-big: x', repository: big(1), session_id: roaming });
-  assert.equal((await waitRun(one.run_id)).status, 'succeeded');
+  const one = await cloned({ task: 'mirror-big: x', repository: big(1), session_id: roaming }, { look: blob });
+  assert.equal(one.out.trim(), String(600 << 10));
   assert.ok(mirrorsOf(admin)[keyOf(big(1))], 'big1 is kept while under the cap');
-  const two = await runTask({ task: 'mirror-big: x', repository: big(2), session_id: one.session_id });
-  assert.equal((await waitRun(two.run_id)).status, 'succeeded');
+  const two = await cloned({ task: 'mirror-big: x', repository: big(2), session_id: one.session_id }, { look: blob });
+  assert.equal(two.out.trim(), String(600 << 10));
   const mine = mirrorsOf(admin);
   // 600 KiB each: big1 and big2 together are over admin's 1 MiB; big1 (and the small ones
   // before it, which go first) were used less recently than big2
@@ -257,30 +280,20 @@ test('over ENV_CACHE_USER_MB a user\'s least recently used mirror goes; other us
 test('with ENV_CACHE_SHARE_PUBLIC=1 a repository fetched without a credential has one mirror for every user', async () => {
   const own = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
-    FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`, ENV_CACHE_SHARE_PUBLIC: '1',
+    FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`, ENV_CACHE_SHARE_PUBLIC: '1', RUNS_AGENT_WARM_SECONDS: '0',
   } });
   try {
     const carolToken = addUser(own, 'carol');
     const url = `${gitsrv.url}/acme/widget.git`;
-    const call = async (name, args, token) => {
-      const r = await rpc(own, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } }, { token });
-      assert.equal(r.status, 200, r.text);
-      return r.body.result;
-    };
-    const run = async (task, token) => {
-      const started = (await call('run_task', { task, repository: url, pull_request: 'none' }, token)).structuredContent;
-      for (;;) {
-        const r = (await call('get_result', { run_id: started.run_id, wait_seconds: 30 }, token)).structuredContent;
-        if (TERMINAL.has(r.status)) return r;
-      }
-    };
-    router.add('mirror-shared', [{ text: 'Fine.' }]);
-    assert.equal((await run('mirror-shared: x', own.token)).status, 'succeeded');
+    const checkedOut = async (token) => (await cloned({ task: 'mirror-shared: x', repository: url },
+      { token, srv: own, look: 'git rev-parse HEAD' })).out.trim();
+    const first = await checkedOut(own.token);
     const shared = path.join(own.dataDir, 'cache', 'mirrors', '_public', keyOf(url), 'data');
     assert.ok(existsSync(shared), 'a shared mirror');
     const head = (await gitAsync(['rev-parse', 'refs/heads/main'], shared)).trim();
+    assert.equal(first, head);
     const before = bodies.length;
-    assert.equal((await run('mirror-shared: x', carolToken)).status, 'succeeded');
+    assert.equal(await checkedOut(carolToken), head);
     // carol's clone fetched into the shared mirror, offering what it had, and made none of hers
     const fetches = bodies.slice(before).filter((x) => x.path === '/acme/widget.git/git-upload-pack' && x.body.includes('want '));
     assert.ok(fetches.length === 0 || fetches.some((x) => x.body.includes(`have ${head}`)), JSON.stringify(fetches));

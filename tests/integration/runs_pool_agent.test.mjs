@@ -84,22 +84,8 @@ test('a new session takes the pooled sandbox whose agent is booted, and its run 
     headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: '{}' });
   assert.equal(main.status, 401);
   assert.equal((await main.json()).code, 'invalid_token');
-
-  // nor on another sandbox's listener, even while a run of that sandbox runs: a second session's
-  // run asks its own listener with the first sandbox's key
-  const other = router.add('pool-run-2', [
-    { tool: 'bash', input: { command: askProxy(key), description: 'Try the other key' } },
-    { text: 'Second done.' },
-  ]);
-  const r2 = await ok(srv, 'run_task', { task: 'pool-run-2: try a key' });
-  const d2 = await finished(srv, r2.run_id);
-  assert.equal(d2.status, 'succeeded', JSON.stringify(d2));
-  assert.equal(other.remaining, 0);
-  const out = other.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n');
-  assert.match(out, /"invalid_token"/, out);
-  assert.match(out, /not this sandbox's agent key/);
-  assert.ok(!fake.requests.some((q) => texts(q).some((t) => t === 'pool-probe')),
-    'a key of another sandbox never reaches the upstream');
+  // nor does it open another sandbox's listener: the test of environment snapshots below, which
+  // has a second pooled sandbox, tries that
 });
 
 test('a container_* caller never gets a sandbox prepared for runs', async () => {
@@ -116,16 +102,19 @@ test('a container_* caller never gets a sandbox prepared for runs', async () => 
 
 const repoWith = (name, files) => repoWithFiles(path.join(scratch, `${name}.git`), files);
 
-test('a new session on an environment snapshot takes a sandbox started on it, its agent readied there; never another user', async () => {
+test('a new session on an environment snapshot takes a sandbox started on it, its agent readied there; never another user, on whose listener its key opens nothing', async () => {
   const repo = await repoWith('envpool', {
     '.sandbox-mcp/setup.sh': 'mkdir -p node_modules/dep && echo installed > node_modules/dep/index.txt\n',
     'package.json': '{"name":"envpool"}\n' });
   const look = 'cat node_modules/dep/index.txt; pwd';
-  const run = async (marker, token = srv.token) => {
-    const s = router.add(marker, [{ tool: 'bash', input: { command: look, description: 'Look' } }, { text: 'Done.' }]);
+  // a new session's run whose agent runs these commands, then look
+  const run = async (marker, token = srv.token, commands = []) => {
+    const s = router.add(marker, [...[...commands, look].map((command) =>
+      ({ tool: 'bash', input: { command, description: 'Look' } })), { text: 'Done.' }]);
     const r = await ok(srv, 'run_task', { task: `${marker}: look`, repository: repo, pull_request: 'none' }, token);
     const d = await finished(srv, r.run_id, token);
     assert.equal(d.status, 'succeeded', JSON.stringify(d));
+    assert.equal(s.remaining, 0);
     return { r, d, out: s.requests.flatMap((q) => toolResults(q.body)).map((t) => t.text).join('\n') };
   };
   // the first session sets up and saves the environment; the pool then starts a sandbox on it
@@ -144,12 +133,19 @@ test('a new session on an environment snapshot takes a sandbox started on it, it
   assert.match(next.out, /\/workspace\/envpool/);
   assert.equal(next.d.setup?.source ?? null, null, JSON.stringify(next.d.setup));
   const p = await ok(srv, 'container_exec', { session_id: next.r.session_id, command: PROBE });
-  assert.match(p.stdout.trim().split(' ')[1] ?? '', /^smcp-sbx-/);
+  const key = p.stdout.trim().split(' ')[1] ?? '';
+  assert.match(key, /^smcp-sbx-[0-9a-f]{64}$/);
 
   // another user on the same repository never gets a sandbox on it (a snapshot is per user
   // here): the pool's next one on the owner's snapshot is not bob's
   const bob = await addUserAsync(srv, 'bob');
-  const other = await run('poolenv-bob', bob);
+  // and a pooled sandbox's key is refused on another sandbox's listener, even while a run of that
+  // sandbox runs: bob's run asks its own listener with the key of the owner's
+  const other = await run('poolenv-bob', bob, [askProxy(key)]);
+  assert.match(other.out, /"invalid_token"/, other.out);
+  assert.match(other.out, /not this sandbox's agent key/);
+  assert.ok(!fake.requests.some((q) => userTexts(JSON.parse(q.body || '{}')).some((t) => t === 'pool-probe')),
+    'a key of another sandbox never reaches the upstream');
   assert.match(other.out, /installed/);
   assert.equal(other.d.setup?.source, '.sandbox-mcp/setup.sh', JSON.stringify(other.d.setup));
   assert.doesNotMatch(srv.stderr(), new RegExp(`sandbox assigned sbx=\\S+ user=\\S+ session=${other.r.session_id} from=pool template=\\S+ env=${env}`));

@@ -1,8 +1,9 @@
 // A session's OpenCode kept warm between runs (RUNS_AGENT_WARM_SECONDS): the runs of a session
 // are handed to one `opencode serve` in its sandbox; a run with another configuration gets a new
 // one; the server's token is honored only while a run of the sandbox runs; the server stops
-// after its idle time, and a sandbox holding nothing else is idle. Real OpenCode, scripted fake
-// upstream (tests/lib/fake-anthropic.mjs).
+// after its idle time, and a sandbox holding nothing else is idle. A boot of OpenCode costs
+// seconds of CPU, so one session serves several of these where it can. Real OpenCode, scripted
+// fake upstream (tests/lib/fake-anthropic.mjs).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
@@ -46,10 +47,28 @@ const TOKEN_PROBE = 'pid=$(pgrep -f "^/opt/agents/[^ ]* serve --port 8789"); '
   + 'curl -s -m 10 -H "x-api-key: $TOK" -H "content-type: application/json" '
   + 'http://127.0.0.1:8788/proxy/anthropic/v1/messages -d "{}"';
 
-test('the runs of a session share one warm OpenCode, whose token works only while a run runs', async () => {
+// Whether the sandbox has something listening on the warm server's port (8789 = 0x2255).
+async function listening(srv, sessionId) {
+  const r = await ok(srv, 'container_exec', { session_id: sessionId,
+    command: "awk '$2 == \"0100007F:2255\" && $4 == \"0A\"' /proc/net/tcp" });
+  return r.stdout.trim() !== '';
+}
+
+test('a new session\'s OpenCode starts beside its setup and its first run uses it; the session\'s runs share it, whose token works only while a run runs', async () => {
   await withServer(env(), async (server) => {
     const s1 = router.add('warm-one-1', [{ text: 'First done.' }]);
-    const r1 = await ok(server, 'run_task', { task: 'warm-one-1: say something' });
+    const r1 = await ok(server, 'run_task', { task: 'warm-one-1: say something',
+      setup: 'until [ -f /workspace/warm-ahead-go ]; do sleep 0.1; done' });
+    // the setup waits for a file only this test makes: what is seen until then is seen before
+    // the agent's stage
+    const ahead = await until(async () => {
+      const w = await warm(server, r1.session_id);
+      return w.server && w.keeper && (await listening(server, r1.session_id)) ? w : null;
+    }, 'OpenCode listening in the sandbox while the setup runs', 300000);
+    assert.equal(s1.requests.length, 0);
+    assert.doesNotMatch(server.stderr(), new RegExp(` run agent started run=${r1.run_id}`));
+    assert.match(server.stderr(), new RegExp(` run agent starting ahead run=${r1.run_id}`));
+    await ok(server, 'container_exec', { session_id: r1.session_id, command: 'touch /workspace/warm-ahead-go' });
     const d1 = await finished(server, r1.run_id);
     assert.equal(d1.status, 'succeeded', JSON.stringify(d1));
     assert.equal(d1.result.summary, 'First done.');
@@ -57,6 +76,7 @@ test('the runs of a session share one warm OpenCode, whose token works only whil
     const first = await warm(server, r1.session_id);
     assert.match(first.server, /^\d+$/, 'the server stays after the run');
     assert.match(first.keeper, /^\d+$/);
+    assert.deepEqual(first, ahead, 'the first run went to the server started ahead');
 
     // between runs the server is stopped (SIGSTOP), so that an idle session costs the host no
     // CPU; what it started would run on, and the next run continues it
@@ -109,21 +129,13 @@ test('the runs of a session share one warm OpenCode, whose token works only whil
   });
 });
 
-test('the warm server stops after RUNS_AGENT_WARM_SECONDS; a sandbox holding only it is idle', async () => {
+test('the warm server stops after RUNS_AGENT_WARM_SECONDS', async () => {
   await withServer(env({ RUNS_AGENT_WARM_SECONDS: '2' }), async (server) => {
     router.add('warm-idle-1', [{ text: 'Done.' }]);
     const r = await ok(server, 'run_task', { task: 'warm-idle-1: go' });
     assert.equal((await finished(server, r.run_id)).status, 'succeeded');
     await until(async () => (await warm(server, r.session_id)).server === '', 'the warm server stopped');
     assert.equal((await warm(server, r.session_id)).keeper, '');
-  });
-  await withServer(env({ SANDBOX_IDLE_SECONDS: '2' }), async (server) => {
-    router.add('warm-idle-2', [{ text: 'Done.' }]);
-    const r = await ok(server, 'run_task', { task: 'warm-idle-2: go' });
-    assert.equal((await finished(server, r.run_id)).status, 'succeeded');
-    // its warm server is left, yet the sandbox is stopped as idle
-    await until(() => / sandbox stopped .*reason=idle/.test(server.stderr()),
-      `the sandbox stopped as idle:\n${server.stderr().slice(-3000)}`);
   });
 });
 
@@ -149,6 +161,12 @@ test('code in the sandbox flooding the bridge\'s stdout and stderr: the host fil
       assert.ok(log <= LOG_MAX && log > LOG_MAX / 2, `log ${log}`);
       // the run was stopped: its keeper aborted the prompt, so the held request closed
       await until(() => s.aborted >= 1, 'the held request closed');
+      // and the warm server, which the run's bridge started (the run had nothing to start it
+      // ahead of), stays in the sandbox with its keeper
+      const w = await warm(server, r.session_id);
+      assert.match(w.server, /^\d+$/, JSON.stringify(w));
+      assert.match(w.keeper, /^\d+$/);
+      assert.doesNotMatch(server.stderr(), new RegExp(` run agent starting ahead run=${r.run_id}`));
     });
 });
 
@@ -162,39 +180,12 @@ test('with RUNS_AGENT_WARM_SECONDS=0 each run starts its own OpenCode', async ()
   });
 });
 
-// Whether the sandbox has something listening on the warm server's port (8789 = 0x2255).
-async function listening(srv, sessionId) {
-  const r = await ok(srv, 'container_exec', { session_id: sessionId,
-    command: "awk '$2 == \"0100007F:2255\" && $4 == \"0A\"' /proc/net/tcp" });
-  return r.stdout.trim() !== '';
-}
-
-test('a new session\'s OpenCode starts with its sandbox, beside the setup, and its first run uses it', async () => {
-  await withServer(env(), async (server) => {
-    const s = router.add('warm-ahead-1', [{ text: 'Ahead done.' }]);
-    const r = await ok(server, 'run_task', { task: 'warm-ahead-1: say something',
-      setup: 'until [ -f /workspace/warm-ahead-go ]; do sleep 0.1; done' });
-    // the setup waits for a file only this test makes: what is seen until then is seen before
-    // the agent's stage
-    const ahead = await until(async () => {
-      const w = await warm(server, r.session_id);
-      return w.server && w.keeper && (await listening(server, r.session_id)) ? w : null;
-    }, 'OpenCode listening in the sandbox while the setup runs', 300000);
-    assert.equal(s.requests.length, 0);
-    assert.doesNotMatch(server.stderr(), new RegExp(` run agent started run=${r.run_id}`));
-    assert.match(server.stderr(), new RegExp(` run agent starting ahead run=${r.run_id}`));
-    await ok(server, 'container_exec', { session_id: r.session_id, command: 'touch /workspace/warm-ahead-go' });
-    const d = await finished(server, r.run_id);
-    assert.equal(d.status, 'succeeded', JSON.stringify(d));
-    assert.equal(d.result.summary, 'Ahead done.');
-    assert.equal(s.remaining, 0);
-    assert.deepEqual(await warm(server, r.session_id), ahead, 'the run went to the server started ahead');
-  });
-});
-
-test('a setup that changes OpenCode\'s own configuration: the server started ahead is replaced', async () => {
-  await withServer(env(), async (server) => {
-    const s = router.add('warm-stale-1', [{ text: 'Stale done.' }]);
+// The run's sandbox is then left holding only its warm server (and keeper): with
+// SANDBOX_IDLE_SECONDS short, it is stopped as idle. So the server the run had is looked at while
+// the run waits for its model's answer, when the sandbox is not idle.
+test('a setup that changes OpenCode\'s own configuration: the server started ahead is replaced; a sandbox holding only a warm server is idle', async () => {
+  await withServer(env({ SANDBOX_IDLE_SECONDS: '2' }), async (server) => {
+    const s = router.add('warm-stale-1', [{ hold: true, text: 'Stale done.' }]);
     const r = await ok(server, 'run_task', { task: 'warm-stale-1: say something',
       setup: 'until [ -f /workspace/warm-stale-go ]; do sleep 0.1; done; mkdir -p ~/.config/opencode; '
         + 'echo \'{"$schema": "https://opencode.ai/config.json"}\' > ~/.config/opencode/opencode.json' });
@@ -203,13 +194,18 @@ test('a setup that changes OpenCode\'s own configuration: the server started ahe
       return w.server && w.keeper ? w : null;
     }, 'OpenCode started while the setup runs', 300000);
     await ok(server, 'container_exec', { session_id: r.session_id, command: 'touch /workspace/warm-stale-go' });
+    await s.waitHeld();
+    const serving = await warm(server, r.session_id);
+    assert.match(serving.server, /^\d+$/);
+    assert.notEqual(serving.server, ahead.server, 'the run had a server of the new configuration');
+    assert.notEqual(serving.keeper, ahead.keeper);
+    s.release();
     const d = await finished(server, r.run_id);
     assert.equal(d.status, 'succeeded', JSON.stringify(d));
     assert.equal(d.result.summary, 'Stale done.');
     assert.equal(s.remaining, 0);
-    const after = await warm(server, r.session_id);
-    assert.match(after.server, /^\d+$/);
-    assert.notEqual(after.server, ahead.server, 'the run had a server of the new configuration');
-    assert.notEqual(after.keeper, ahead.keeper);
+    // its warm server is left, yet the sandbox is stopped as idle
+    await until(() => / sandbox stopped .*reason=idle/.test(server.stderr()),
+      `the sandbox stopped as idle:\n${server.stderr().slice(-3000)}`);
   });
 });
