@@ -134,6 +134,9 @@ test('the warm server stops after RUNS_AGENT_WARM_SECONDS', async () => {
     router.add('warm-idle-1', [{ text: 'Done.' }]);
     const r = await ok(server, 'run_task', { task: 'warm-idle-1: go' });
     assert.equal((await finished(server, r.run_id)).status, 'succeeded');
+    // the run went through a warm server (a per-run agent would leave none to stop) ...
+    assert.match(server.stderr(), new RegExp(` run agent started run=${r.run_id} .*warm=yes`));
+    // ... which is gone once idle for that long, and its keeper with it
     await until(async () => (await warm(server, r.session_id)).server === '', 'the warm server stopped');
     assert.equal((await warm(server, r.session_id)).keeper, '');
   });
