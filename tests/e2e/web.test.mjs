@@ -46,12 +46,7 @@ before(async () => {
 
 // A test that failed half-way may leave a run of its own in the session (one held at the fake):
 // cancelled, so that the next test's runs do not wait behind it.
-afterEach(async () => {
-  if (!session) return;
-  for (const status of ['queued', 'running'])
-    for (const r of (await ok('list_runs', { session_id: session, status, limit: 100 })).runs)
-      await ok('cancel_run', { run_id: r.run_id });
-});
+afterEach(() => session && runs.cancelUnfinished(server, { session }));
 
 after(async () => {
   await browser?.close();

@@ -8,7 +8,7 @@ import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
 import { startServer, cli, removeDataDir } from '../lib/server.mjs';
-import { call, ok, finished, until, TERMINAL } from '../lib/runs.mjs';
+import { call, ok, finished, until, cancelUnfinished, TERMINAL } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router;
@@ -105,10 +105,7 @@ describe('run limits', { concurrency: 1 }, () => {
   // A test that failed half-way may leave runs of its own (held at the fake): cancelled, so that
   // the next test's runs do not wait behind them.
   afterEach(async () => {
-    for (const token of [srv.token, bob])
-      for (const status of ['queued', 'running'])
-        for (const r of (await ok(srv, 'list_runs', { status, limit: 100 }, token)).runs)
-          await call(srv, 'cancel_run', { run_id: r.run_id }, token);
+    for (const token of [srv.token, bob]) await cancelUnfinished(srv, { token });
   });
 
   test("one user's runs past their limit wait while another user's run starts", async () => {

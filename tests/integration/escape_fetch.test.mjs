@@ -16,6 +16,7 @@ import path from 'node:path';
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { bareRepo, startGitServer } from '../lib/git.mjs';
+import { cancelUnfinished } from '../lib/runs.mjs';
 
 const API_KEY = 'sk-ant-test-key';
 const GH_TOKEN = 'ghp_operator_token_for_listed_repos_only';
@@ -185,11 +186,7 @@ describe('runs', { concurrency: 1 }, () => {
   const inSession = (args) => runTask({ ...args, pull_request: 'none', session_id: session });
   // A test that failed half-way may leave a run of its own in the session: cancelled, so that
   // the next test's runs do not wait behind it.
-  afterEach(async () => {
-    for (const status of ['queued', 'running'])
-      for (const r of (await tool('list_runs', { session_id: session, status, limit: 100 })).structuredContent.runs)
-        await tool('cancel_run', { run_id: r.run_id });
-  });
+  afterEach(() => cancelUnfinished(server, { session }));
 
   test('with FETCH_ALLOW the local repository clones; git\'s own words stay out of the error', async () => {
     const s = router.add('fetch-allowed', [

@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { startServer, rpc, tempDir, removeDataDir, sqlRowsAsync, addUserAsync as addUser } from '../lib/server.mjs';
 import { bareRepo, gitAsync } from '../lib/git.mjs';
-import { call } from '../lib/runs.mjs';
+import { call, cancelUnfinished } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { modernRequest } from '../lib/http.mjs';
 
@@ -291,12 +291,7 @@ describe('runs', { concurrency: 4 }, () => {
     }
     // A test that failed half-way may leave a run of its own in the session (one held at the
     // fake): cancelled, so that the next test's runs do not wait behind it.
-    afterEach(async () => {
-      if (!session) return;
-      for (const status of ['queued', 'running'])
-        for (const r of (await ok(server, 'list_runs', { session_id: session, status, limit: 100 }, as)).runs)
-          await tool(server, 'cancel_run', { run_id: r.run_id }, as);
-    });
+    afterEach(() => session && cancelUnfinished(server, { token: as.token, session }));
 
     test('a run\'s phase, elapsed time and latest events; get_result streams them as progress while it waits', async () => {
       const s = router.add('pawl-ph', [

@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { rpc, startServer, removeDataDir } from '../lib/server.mjs';
-import { ok, finished, until, withServer } from '../lib/runs.mjs';
+import { ok, finished, until, withServer, cancelUnfinished } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router;
@@ -117,11 +117,7 @@ describe('in sessions made ahead', { concurrency: 1 }, () => {
   });
   // A test that failed half-way may leave runs of its own (held at the fake): cancelled, so that
   // the next test's runs do not wait behind them.
-  afterEach(async () => {
-    for (const status of ['queued', 'running'])
-      for (const r of (await ok(server, 'list_runs', { status, limit: 100 })).runs)
-        await call(server, 'cancel_run', { run_id: r.run_id });
-  });
+  afterEach(() => cancelUnfinished(server));
 
   test('runs wait for a slot in order, and a session runs one at a time', async () => {
     const a = router.add('queue-a-41c', [{ hold: true, text: 'A done.' }]);

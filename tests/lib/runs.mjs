@@ -50,6 +50,16 @@ export async function until(cond, what, ms = 60000) {
   }
 }
 
+// Cancel a user's runs that are still queued or running (of one session, with session):
+// what a failed test left behind in a session tests share, so that the next test's runs do not
+// wait behind it.
+export async function cancelUnfinished(srv, { token = srv.token, session } = {}) {
+  for (const status of ['queued', 'running'])
+    for (const r of (await ok(srv, 'list_runs', { ...(session ? { session_id: session } : {}), status, limit: 100 },
+      token)).runs)
+      await call(srv, 'cancel_run', { run_id: r.run_id }, token);
+}
+
 // A server of its own for one test, stopped and its data removed afterwards.
 export async function withServer(env, fn) {
   const server = await startServer({ env });
