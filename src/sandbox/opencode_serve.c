@@ -1,7 +1,8 @@
 /* A warm OpenCode's events as `opencode run --format json` prints them (see opencode_serve.h).
  * What is printed follows OpenCode's own run command: a tool part once it completed or failed
  * ("tool_use"), a step's start and end, a text or (with thinking) a reasoning block once it
- * ended, the session's errors; the prompt is over when the session's status becomes idle. */
+ * ended, the session's errors; the prompt is over when the session's status becomes idle. What
+ * the session reports before the prompt's first message shows is an earlier prompt's. */
 #include "sandbox/opencode_serve.h"
 
 #include <jansson.h>
@@ -18,6 +19,7 @@ void oc_follow_init(struct oc_follow *f, const char *session, bool thinking)
     memcpy(f->session, session, n + 1);
     memcpy(f->tree[0], session, n + 1);
     f->ntree = 1;
+    f->armed = true;
 }
 
 static bool in_tree(const struct oc_follow *f, const char *id)
@@ -31,6 +33,24 @@ static bool in_tree(const struct oc_follow *f, const char *id)
 static bool is_session(const struct oc_follow *f, const char *id)
 {
     return f->session[0] && id && strcmp(id, f->session) == 0;
+}
+
+void oc_follow_after(struct oc_follow *f, const char *message_id)
+{
+    size_t n = message_id ? strlen(message_id) : 0;
+    if (n > OC_MESSAGE_ID_MAX)
+        return; /* not an id of the server's: follow from the start */
+    memcpy(f->after, message_id ? message_id : "", n + 1);
+    f->armed = n == 0;
+}
+
+/* An update of message id of session: when it is the run's session's and newer than the message
+ * the prompt came after, it is the prompt's, and from then on the session's reports are too. */
+static void arm(struct oc_follow *f, const char *session, const char *id)
+{
+    if (!f->armed && is_session(f, session) && id && strlen(id) <= OC_MESSAGE_ID_MAX &&
+        strcmp(id, f->after) > 0)
+        f->armed = true;
 }
 
 /* {"type": type, "timestamp": now, "sessionID": session, key: value} and "\n" */
@@ -106,10 +126,16 @@ char *oc_follow_event(struct oc_follow *f, const char *data, size_t len, int64_t
         if (id && parent && in_tree(f, parent) && !in_tree(f, id) &&
             f->ntree < OC_FOLLOW_SESSIONS && strlen(id) <= OC_SESSION_ID_MAX)
             strcpy(f->tree[f->ntree++], id);
+    } else if (strcmp(type, "message.updated") == 0) {
+        json_t *info = json_object_get(props, "info");
+        arm(f, str(info, "sessionID"), str(info, "id"));
     } else if (strcmp(type, "message.part.updated") == 0) {
         json_t *part = json_object_get(props, "part");
-        if (json_is_object(part))
+        arm(f, str(part, "sessionID"), str(part, "messageID"));
+        if (json_is_object(part) && f->armed)
             line = part_line(f, part, now_ms);
+    } else if (!f->armed && strncmp(type, "session.", 8) == 0) {
+        /* an earlier prompt's error, status or end */
     } else if (strcmp(type, "session.error") == 0) {
         json_t *error = json_object_get(props, "error");
         if (is_session(f, str(props, "sessionID")) && json_is_object(error)) {

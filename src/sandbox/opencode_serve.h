@@ -14,6 +14,7 @@
 
 #define OC_FOLLOW_SESSIONS 64 /* the run's session and the subagent sessions it starts */
 #define OC_SESSION_ID_MAX 127
+#define OC_MESSAGE_ID_MAX 127
 
 /* What the bridge follows: one session of the server, and the sessions started from it. */
 struct oc_follow {
@@ -24,10 +25,22 @@ struct oc_follow {
     bool idle;     /* the session went idle: the prompt is done */
     bool retrying; /* its status became "retry": a model request failed, to be tried again */
     bool thinking; /* print reasoning blocks (as `opencode run --thinking`) */
+    /* the session's newest message before the prompt; until a newer one shows, nothing of the
+     * session is the prompt's */
+    char after[OC_MESSAGE_ID_MAX + 1];
+    bool armed;
 };
 
 /* Start following session (1-127 bytes, else the follower matches nothing). */
 void oc_follow_init(struct oc_follow *f, const char *session, bool thinking);
+
+/* Follow only what comes after message_id, the session's newest message before the prompt was
+ * posted ("" when it has none). The server takes a session's prompts one after another and its
+ * message ids ascend, so until an update of a newer message (or of a part of one) shows, what the
+ * session reports (its parts, its errors, its status) is an earlier prompt's: one stopped just
+ * before, whose end (MessageAbortedError, then idle) comes on the stream after the new prompt's
+ * subscription, and is not the new prompt's error or end. */
+void oc_follow_after(struct oc_follow *f, const char *message_id);
 
 /* One event's data (a JSON object {"type", "properties"}, len bytes) as `opencode run --format
  * json` prints it: a malloc'd line ending in "\n", or NULL when it prints nothing for it. Sets

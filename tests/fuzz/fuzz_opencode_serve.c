@@ -1,7 +1,8 @@
 /* Fuzz the agent bridge's reading of a warm OpenCode server: the input is an event stream, cut
  * into lines and framed as server-sent events, and every event is followed as the bridge follows
- * it. It must never crash, and every line it prints must be one JSON object the engine's parser
- * (opencode_parse_event) accepts, ending in one newline and holding no other. */
+ * it (from the start, or after an earlier prompt's message). It must never crash, and every line it
+ * prints must be one JSON object the engine's parser (opencode_parse_event) accepts, ending in one
+ * newline and holding no other. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct oc_follow f;
     oc_follow_init(&f, "ses_fuzz", true);
+    /* half the inputs follow a prompt posted after an earlier one: until a newer message shows */
+    if (size && (data[0] & 1))
+        oc_follow_after(&f, "msg_fuzz");
     struct oc_sse s;
     oc_sse_init(&s, 4096);
     const char *p = (const char *)data, *end = p + size;

@@ -212,6 +212,89 @@ TEST(serve_permissions_of_the_session_and_its_subagents)
     CHECK(oc_follow_event(&f, child_text, strlen(child_text), 1, perm, sizeof(perm)) == NULL);
 }
 
+/* A run stopped just before this one, in the same session: its end comes on the new prompt's
+ * stream first (as opencode serve 1.18.33 sends it when a prompt is posted right after an abort:
+ * the old answer's MessageAbortedError, idle, the old message completed, idle again; then the
+ * new prompt's user message and its answer). None of the old end is the new prompt's. */
+TEST(serve_an_earlier_prompts_end_is_not_this_ones)
+{
+#define OLD_USER "msg_24972255b001WjR0RDETrLnpu4"
+#define OLD_ANSWER "msg_2497228df001KgepQKHWYhWJEP"
+#define NEW_USER "msg_249722c97001522IOHg1R2ouDY"
+#define NEW_ANSWER "msg_249722caa0017pFIQZz4I2o7cw"
+    static const char *const old_end[] = {
+        "{\"type\":\"session.error\",\"properties\":{\"sessionID\":\"" SES "\",\"error\":{"
+        "\"name\":\"MessageAbortedError\",\"data\":{\"message\":\"Aborted\"}}}}",
+        idle,
+        "{\"type\":\"session.idle\",\"properties\":{\"sessionID\":\"" SES "\"}}",
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"prt_8\","
+        "\"sessionID\":\"" SES "\",\"messageID\":\"" OLD_ANSWER "\",\"type\":\"text\","
+        "\"text\":\"Half an answer\",\"time\":{\"start\":1,\"end\":2}}}}",
+        "{\"type\":\"message.updated\",\"properties\":{\"info\":{\"id\":\"" OLD_ANSWER "\","
+        "\"sessionID\":\"" SES "\",\"role\":\"assistant\",\"time\":{\"created\":1,"
+        "\"completed\":2},\"error\":{\"name\":\"MessageAbortedError\"}}}}",
+        /* the older user message, and another session's newer one, arm nothing */
+        "{\"type\":\"message.updated\",\"properties\":{\"info\":{\"id\":\"" OLD_USER "\","
+        "\"sessionID\":\"" SES "\",\"role\":\"user\"}}}",
+        "{\"type\":\"message.updated\",\"properties\":{\"info\":{\"id\":\"" NEW_ANSWER "\","
+        "\"sessionID\":\"ses_other\",\"role\":\"user\"}}}",
+        idle,
+    };
+    struct oc_follow f;
+    oc_follow_init(&f, SES, true);
+    oc_follow_after(&f, OLD_ANSWER);
+    struct agent_event ev;
+    for (size_t i = 0; i < sizeof(old_end) / sizeof(old_end[0]); i++) {
+        CHECK(line_for(&f, old_end[i], &ev) == NULL);
+        CHECK(!f.idle && !f.errored);
+    }
+    const char *new_user = "{\"type\":\"message.updated\",\"properties\":{\"info\":{\"id\":"
+                           "\"" NEW_USER "\",\"sessionID\":\"" SES "\",\"role\":\"user\"}}}";
+    CHECK(line_for(&f, new_user, &ev) == NULL);
+    CHECK(f.armed);
+    CHECK(line_for(&f, busy, &ev) == NULL);
+    char *line = line_for(&f, text_done, &ev);
+    CHECK_INT_EQ(ev.kind, AGENT_EV_TEXT);
+    free(line);
+    agent_event_clear(&ev);
+    line = line_for(&f, session_error, &ev);
+    CHECK_INT_EQ(ev.kind, AGENT_EV_ERROR);
+    CHECK_STR_CONTAINS(ev.error, "invalid x-api-key");
+    free(line);
+    agent_event_clear(&ev);
+    CHECK(line_for(&f, idle, &ev) == NULL);
+    CHECK(f.idle && f.errored);
+
+    /* the first part of the new answer arms it as well (its message's update may come later) */
+    oc_follow_init(&f, SES, true);
+    oc_follow_after(&f, OLD_ANSWER);
+    const char *new_part =
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"prt_9\","
+        "\"sessionID\":\"" SES "\",\"messageID\":\"" NEW_ANSWER "\",\"type\":\"step-start\"}}}";
+    line = line_for(&f, new_part, &ev);
+    CHECK_INT_EQ(ev.kind, AGENT_EV_STEP_START);
+    free(line);
+    agent_event_clear(&ev);
+    CHECK(line_for(&f, idle, &ev) == NULL);
+    CHECK(f.idle);
+
+    /* a session without messages, or an id too long to be the server's: all is the prompt's */
+    oc_follow_init(&f, SES, true);
+    oc_follow_after(&f, "");
+    CHECK(line_for(&f, idle, &ev) == NULL);
+    CHECK(f.idle);
+    char longid[200];
+    memset(longid, 'm', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    oc_follow_init(&f, SES, true);
+    oc_follow_after(&f, longid);
+    CHECK(f.armed);
+#undef OLD_USER
+#undef OLD_ANSWER
+#undef NEW_USER
+#undef NEW_ANSWER
+}
+
 TEST(serve_bridge_error_line)
 {
     char *line = oc_error_line(SES, "the agent's server did not start", 5);

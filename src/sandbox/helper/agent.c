@@ -311,6 +311,37 @@ static int follow(struct stream *s, struct oc_follow *f, uint16_t port, const ch
     return bridge_fail("the agent's server closed its event stream before the end");
 }
 
+/* The newest message of session into after ("" when it has none or the server did not say): what
+ * follows it on the event stream is the prompt about to be posted. That message is an earlier
+ * run's; when it is an answer still going (a run stopped just now, whose bridge the keeper has
+ * not yet seen go), it is aborted: the earlier run is over, and the server would take this
+ * prompt only after it. */
+static void newest_message(uint16_t port, const char *session, const char *dir, char *after,
+                           size_t cap)
+{
+    char path[256];
+    int status;
+    after[0] = '\0';
+    snprintf(path, sizeof(path), "/session/%s/message?limit=1", session);
+    json_t *res = call(port, "GET", path, dir, NULL, &status);
+    size_t n = json_array_size(res); /* oldest first: the newest is the last */
+    json_t *info = n ? json_object_get(json_array_get(res, n - 1), "info") : NULL;
+    const char *id = json_string_value(json_object_get(info, "id"));
+    const char *role = json_string_value(json_object_get(info, "role"));
+    json_t *completed = json_object_get(json_object_get(info, "time"), "completed");
+    if (status != 200 || !json_is_array(res)) {
+        dprintf(2, "sandbox-agent: the session's messages were not listed (HTTP %d)\n", status);
+    } else if (id && strlen(id) < cap) {
+        strcpy(after, id);
+        if (role && strcmp(role, "assistant") == 0 && (!completed || json_is_null(completed))) {
+            snprintf(path, sizeof(path), "/session/%s/abort", session);
+            json_decref(call(port, "POST", path, dir, "{}", &status));
+            dprintf(2, "sandbox-agent: an earlier run's answer was still going: aborted\n");
+        }
+    }
+    json_decref(res);
+}
+
 /* "sandbox-agent --start PROGRAM PORT IDLE_S": the keeper, and so the server, started ahead of
  * the run's bridge (while its workspace is prepared and set up), with the environment the bridge
  * will have. A keeper already there is left alone: the bridge tells whether it serves. */
@@ -405,6 +436,9 @@ static int bridge(const char *program, const char *port_s, const char *idle, con
     if (!next_event(s, &data, &dlen, REQUEST_TIMEOUT_MS)) /* server.connected: subscribed */
         return bridge_fail("the agent's server sent no event");
     int64_t t_events = time_mono_ms();
+    char after[OC_MESSAGE_ID_MAX + 1] = "";
+    if (want[0])
+        newest_message((uint16_t)port, session, dir, after, sizeof(after));
 
     json_t *body = json_pack("{s:{s:s%, s:s}, s:[{s:s, s:s}]}", "model", "providerID", model,
                              (size_t)(slash - model), "modelID", slash + 1, "parts", "type", "text",
@@ -427,6 +461,7 @@ static int bridge(const char *program, const char *port_s, const char *idle, con
 
     struct oc_follow f;
     oc_follow_init(&f, session, true);
+    oc_follow_after(&f, after);
     int rc = follow(s, &f, (uint16_t)port, dir, limit_ms ? time_mono_ms() + limit_ms : 0, drop);
     if (drop) {
         snprintf(path, sizeof(path), "/session/%s", session);

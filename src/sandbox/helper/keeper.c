@@ -31,6 +31,7 @@ extern char **environ;
 struct bridge {
     int fd;
     bool said_hello, done;
+    short revents; /* of the latest poll (0 for one accepted since) */
     char session[OC_SESSION_ID_MAX + 1];
     char dir[4096];
     char in[8192];
@@ -126,6 +127,17 @@ static void abort_session(uint16_t port, const struct bridge *b)
     json_decref(call(port, "POST", path, b->dir, "{}", &status));
 }
 
+/* Whether another bridge has said it prompts b's session: the next run of the session, which
+ * aborts what is left of b's prompt itself before it prompts (agent.c, newest_message), and whose
+ * own prompt an abort from here could end. */
+static bool taken_over(const struct bridge *bridges, size_t nb, const struct bridge *b)
+{
+    for (size_t i = 0; i < nb; i++)
+        if (&bridges[i] != b && strcmp(bridges[i].session, b->session) == 0)
+            return true;
+    return false;
+}
+
 /* A line from a bridge. */
 static void keeper_line(struct bridge *b, const char *line, const char *fingerprint, bool ready,
                         bool *stale, long *idle_s)
@@ -190,6 +202,10 @@ int keeper_main(int argc, char **argv)
             p[i + 1] = (struct pollfd){.fd = bridges[i].fd, .events = POLLIN};
         p[nb + 1] = (struct pollfd){.fd = out, .events = POLLIN};
         poll(p, nb + 2, 1000);
+        /* each bridge keeps what the poll said of it: the list changes below (a bridge
+         * accepted, one gone and replaced by the last) */
+        for (size_t i = 0; i < nb; i++)
+            bridges[i].revents = p[i + 1].revents;
         if (out >= 0 && (p[nb + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
             /* "opencode server listening on http://...": ready; the rest is dropped */
             ssize_t n = read(out, said + saidlen, sizeof(said) - 1 - saidlen);
@@ -235,7 +251,7 @@ int keeper_main(int argc, char **argv)
         for (size_t i = 0; i < nb; i++) {
             struct bridge *b = &bridges[i];
             bool gone = false;
-            if (p[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            if (b->revents & (POLLIN | POLLHUP | POLLERR)) {
                 ssize_t n = read(b->fd, b->in + b->inlen, sizeof(b->in) - 1 - b->inlen);
                 if (n <= 0) {
                     gone = true;
@@ -254,7 +270,7 @@ int keeper_main(int argc, char **argv)
                 }
             }
             if (gone) {
-                if (!b->done && b->session[0] && ready && server > 0)
+                if (!b->done && b->session[0] && ready && server > 0 && !taken_over(bridges, nb, b))
                     abort_session((uint16_t)port, b);
                 close(b->fd);
                 bridges[i] = bridges[--nb];
