@@ -75,5 +75,12 @@ struct agent_event {
  * U+FFFD rather than losing the event. */
 int opencode_parse_event(const char *line, size_t len, struct agent_event *ev);
 
+/* Parse one line of Codex's `exec --json` output, as opencode_parse_event does OpenCode's (the
+ * same contract). The thread's id (thread.started) is the session; a finished command, file
+ * change, MCP or web search call is a tool use; the model's message a text; turn.completed a
+ * step's end with its tokens; only turn.failed is an error (a top-level "error" line is a notice,
+ * or repeats the failure turn.failed tells). */
+int codex_parse_event(const char *line, size_t len, struct agent_event *ev);
+
 /* Free what an event owns and zero it. Accepts a zeroed or already cleared event. */
 void agent_event_clear(struct agent_event *ev);
