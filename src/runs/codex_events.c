@@ -63,6 +63,17 @@ static char *target_of(const char *d, size_t dn)
     return t;
 }
 
+/* "bash: npm test", "web_search rust borrow": a call's summary from its tool and target (which may
+ * be NULL), before its status. */
+static void sum_call(struct agent_summary *s, const char *tool, const char *sep, const char *target)
+{
+    agent_sum_puts(s, tool);
+    if (target) {
+        agent_sum_puts(s, sep);
+        agent_sum_puts(s, target);
+    }
+}
+
 /* A status other than "completed" as the summary's suffix (" (failed)"), marking the call failed
  * with its error (or the status) as the error. */
 static char *status_suffix(struct agent_event *ev, const json_t *item, const char *error_text,
@@ -92,11 +103,7 @@ static char *command_item(struct agent_event *ev, const json_t *item)
         unwrap_command(&cmd, &n);
     ev->target = target_of(cmd, n);
     struct agent_summary s = {0};
-    agent_sum_puts(&s, "bash");
-    if (ev->target) {
-        agent_sum_puts(&s, ": ");
-        agent_sum_puts(&s, ev->target);
-    }
+    sum_call(&s, "bash", ": ", ev->target);
     double code = agent_num(item, "exit_code");
     _cleanup_free_ char *suffix = NULL;
     if (code != 0 && fabs(code) < 1e9 && code == floor(code)) {
@@ -173,11 +180,7 @@ static char *web_search_item(struct agent_event *ev, const json_t *item)
     const char *q = agent_text(item, "query", &qn);
     ev->target = target_of(q, qn);
     struct agent_summary s = {0};
-    agent_sum_puts(&s, "web_search");
-    if (ev->target) {
-        agent_sum_puts(&s, " ");
-        agent_sum_puts(&s, ev->target);
-    }
+    sum_call(&s, "web_search", " ", ev->target);
     return agent_sum_finish(&s, NULL);
 }
 

@@ -334,8 +334,7 @@ static void newest_message(uint16_t port, const char *session, const char *dir, 
     } else if (id && strlen(id) < cap) {
         strcpy(after, id);
         if (role && strcmp(role, "assistant") == 0 && (!completed || json_is_null(completed))) {
-            snprintf(path, sizeof(path), "/session/%s/abort", session);
-            json_decref(call(port, "POST", path, dir, "{}", &status));
+            session_abort(port, session, dir);
             dprintf(2, "sandbox-agent: an earlier run's answer was still going: aborted\n");
         }
     }
@@ -464,12 +463,9 @@ static int bridge(const char *program, const char *port_s, const char *idle, con
     oc_follow_after(&f, after);
     int rc = follow(s, &f, (uint16_t)port, dir, limit_ms ? time_mono_ms() + limit_ms : 0, drop);
     if (drop) {
+        if (!f.idle)
+            session_abort((uint16_t)port, session, dir);
         snprintf(path, sizeof(path), "/session/%s", session);
-        if (!f.idle) {
-            snprintf(path, sizeof(path), "/session/%s/abort", session);
-            json_decref(call((uint16_t)port, "POST", path, dir, "{}", &status));
-            snprintf(path, sizeof(path), "/session/%s", session);
-        }
         json_decref(call((uint16_t)port, "DELETE", path, dir, NULL, &status));
     }
     if (rc != 2 || drop)

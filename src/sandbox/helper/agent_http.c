@@ -218,3 +218,11 @@ json_t *call(uint16_t port, const char *method, const char *path, const char *di
     free(c);
     return res;
 }
+
+void session_abort(uint16_t port, const char *session, const char *dir)
+{
+    char path[256];
+    int status;
+    snprintf(path, sizeof(path), "/session/%s/abort", session);
+    json_decref(call(port, "POST", path, dir, "{}", &status));
+}

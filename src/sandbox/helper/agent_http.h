@@ -43,3 +43,6 @@ ssize_t read_body(struct conn *c, char *out, size_t cap, int ms);
 /* The whole body of a request (at most BODY_MAX bytes) as JSON, or NULL; *status set. */
 json_t *call(uint16_t port, const char *method, const char *path, const char *dir, const char *body,
              int *status);
+/* Abort what the server's session (an id the caller checked) is answering, in directory dir (as
+ * for call); a session answering nothing is left as it is. */
+void session_abort(uint16_t port, const char *session, const char *dir);

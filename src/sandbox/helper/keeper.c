@@ -119,14 +119,6 @@ gone:
     kill(-pid, SIGKILL); /* what it started and left behind */
 }
 
-static void abort_session(uint16_t port, const struct bridge *b)
-{
-    char path[256];
-    int status;
-    snprintf(path, sizeof(path), "/session/%s/abort", b->session);
-    json_decref(call(port, "POST", path, b->dir, "{}", &status));
-}
-
 /* Whether another bridge has said it prompts b's session: the next run of the session, which
  * aborts what is left of b's prompt itself before it prompts (agent.c, newest_message), and whose
  * own prompt an abort from here could end. */
@@ -271,7 +263,7 @@ int keeper_main(int argc, char **argv)
             }
             if (gone) {
                 if (!b->done && b->session[0] && ready && server > 0 && !taken_over(bridges, nb, b))
-                    abort_session((uint16_t)port, b);
+                    session_abort((uint16_t)port, b->session, b->dir);
                 close(b->fd);
                 bridges[i] = bridges[--nb];
                 i--;
