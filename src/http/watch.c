@@ -75,3 +75,12 @@ void http_watch_stop(struct http_watch *w)
     if (!watched)
         loop_timer_stop(&timer);
 }
+
+bool http_watch_poll(struct http_watch *w)
+{
+    if (!w->pprev || !client_gone(w->fd))
+        return false;
+    http_watch_stop(w);
+    w->gone(w);
+    return true;
+}

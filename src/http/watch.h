@@ -20,3 +20,6 @@ bool http_watch_start(struct http_watch *w, h2o_req_t *req, void (*gone)(struct 
 /* Stop watching: when the answer starts, or the request is disposed of. Safe to repeat, and on a
  * watch never started if it was zeroed. */
 void http_watch_stop(struct http_watch *w);
+/* Whether the client has left, asked now rather than at the next tick: when it has, the watch
+ * stops and gone() runs before this returns, as at a tick. false for a watch that is stopped. */
+bool http_watch_poll(struct http_watch *w);

@@ -84,8 +84,9 @@ struct push_check_args {
     uint64_t inflate_max;
 };
 /* result: rp_descends()'s; why: its error message when result < 0, else ""; held_ms: how long
- * the token's pushes are now held back (0 unless refused). */
-typedef void (*push_check_cb)(void *ctx, int result, const char *why, uint64_t held_ms);
+ * the token's pushes are now held back (0 unless refused). Returns false when it found the
+ * client gone (the check is then logged as dropped, as a forgotten one), else true. */
+typedef bool (*push_check_cb)(void *ctx, int result, const char *why, uint64_t held_ms);
 
 /* The hold after `refusals` refused checks in a row: backoff_ms doubled each time, capped. */
 uint64_t push_backoff_ms(const struct push_limits *lim, unsigned refusals);

@@ -150,11 +150,11 @@ static void check_done(struct work *w)
             snprintf(t->why, sizeof(t->why), "%s", c->err.msg);
     }
     pc->inflight--;
-    if (atomic_load(&c->forgotten))
+    /* a client that left since the watch last looked is found gone by the callback */
+    if (atomic_load(&c->forgotten) ||
+        !c->cb(c->ctx, c->result, c->result < 0 ? c->err.msg : "", held))
         log_info("proxy push check dropped %s jti=%s reason=client-gone result=%d ms=%ld", c->who,
                  t->jti, c->result, (long)(now - c->t0));
-    else
-        c->cb(c->ctx, c->result, c->result < 0 ? c->err.msg : "", held);
     free(c->pack);
     free(c);
     if (pc->freed && !pc->inflight)

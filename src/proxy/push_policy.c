@@ -225,16 +225,19 @@ bool proxy_push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_clai
     return true;
 }
 
-/* A push's check has ended (the client is still there: a check whose client left is forgotten):
- * the push goes upstream, or is refused. */
-static void on_push_checked(void *ctx, int result, const char *why, uint64_t held_ms)
+/* A push's check has ended (a check whose client the watch saw leave was forgotten): the push
+ * goes upstream, or is refused; or the client has left since the watch last looked, and the
+ * watch's end of the request answers it (false). */
+static bool on_push_checked(void *ctx, int result, const char *why, uint64_t held_ms)
 {
     struct push_wait *w = ctx;
     struct transfer *t = w->t;
     t->check = NULL;
+    if (http_watch_poll(&t->watch))
+        return false; /* t may be gone */
     if (result == 1) {
         forward_connect(t);
-        return;
+        return true;
     }
     http_watch_stop(&t->watch);
     const struct rp_command *c = &w->push.cmds[0];
@@ -249,6 +252,7 @@ static void on_push_checked(void *ctx, int result, const char *why, uint64_t hel
         w->claims.branch, c->new_id, c->old_id, result < 0 ? ": " : "", result < 0 ? why : "",
         held);
     push_refusal(t->p, t->req, &w->claims, w->repo, &w->push, 403, "push_not_allowed", 0, text);
+    return true;
 }
 
 void proxy_push_check_begin(struct transfer *t, struct push_wait *w)

@@ -18,13 +18,14 @@ struct answer {
     char why[256];
 };
 
-static void on_answer(void *ctx, int result, const char *why, uint64_t held_ms)
+static bool on_answer(void *ctx, int result, const char *why, uint64_t held_ms)
 {
     struct answer *a = ctx;
     a->calls++;
     a->result = result;
     a->held_ms = held_ms;
     snprintf(a->why, sizeof(a->why), "%s", why);
+    return true;
 }
 
 /* A check that passes (tip equals ancestor) or is refused (a pack that is not one). */
