@@ -203,15 +203,17 @@ deps-apt:
 	    SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
-deps-npm: tests/node_modules/.installed src/runs/opencode/node_modules/.installed
+AGENT_PKGS := opencode claude-code codex
+deps-npm: tests/node_modules/.installed $(AGENT_PKGS:%=src/runs/%/node_modules/.installed)
 tests/node_modules/.installed: tests/package.json tests/package-lock.json
 	cd tests && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
-# The OpenCode agent for runs, mounted into sandboxes. Its version is pinned exactly, and so are
-# the platform packages it depends on, so no lock file is needed (npm writes only this
-# platform's optional packages into one, which then fails `npm ci` elsewhere).
-src/runs/opencode/node_modules/.installed: src/runs/opencode/package.json
-	cd src/runs/opencode && npm install --no-package-lock --no-audit --no-fund --loglevel=error
+# The coding agents for runs (OpenCode, Claude Code, Codex), mounted into sandboxes. Each version
+# is pinned exactly, and so are the platform packages each depends on, so no lock file is needed
+# (npm writes only this platform's optional packages into one, which then fails `npm ci`
+# elsewhere).
+src/runs/%/node_modules/.installed: src/runs/%/package.json
+	cd src/runs/$* && npm install --no-package-lock --no-audit --no-fund --loglevel=error
 	touch $@
 
 install: $(BUILD)/sandbox-mcp

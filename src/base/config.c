@@ -92,6 +92,8 @@ const char *const config_known_keys[] = {
     "PROXY_PUSH_BACKOFF_MAX_SECONDS",
     "PROXY_PROVIDERS_DIR",
     "OPENCODE_BIN",
+    "CLAUDE_CODE_BIN",
+    "CODEX_BIN",
     "RUN_DEFAULT_MODEL",
     "RUN_TIMEOUT_MINUTES",
     "RUN_TIMEOUT_MAX_MINUTES",

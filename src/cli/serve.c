@@ -164,7 +164,9 @@ struct serve {
     struct runs_config rc;
     struct auth_config ac;
     struct notify_config nc;
-    char *opencode, *agent_dir, *instructions;
+    struct runs_agent_program agents[RUNS_AGENTS_MAX];
+    size_t nagents;
+    char *instructions;
     struct egress_policy *policy;
     struct egress_proxy *egress;
     struct sandbox_manager *sandboxes;
@@ -206,8 +208,7 @@ static void serve_stop(struct serve *s)
     egress_policy_free(s->policy);
     cli_close_config_store(&s->cfg, s->st);
     free(s->instructions);
-    free(s->agent_dir);
-    free(s->opencode);
+    runs_agents_release(s->agents, s->nagents);
     explicit_bzero(s->jwt_key, sizeof(s->jwt_key));
     explicit_bzero(s->view_key, sizeof(s->view_key));
     explicit_bzero(s->credential_key, sizeof(s->credential_key));
@@ -242,7 +243,7 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     if (store_credential_key_load(cfg->data_dir, s.credential_key, &s.err) < 0)
         goto fail;
     r = 2;
-    s.opencode = runs_opencode_find(cfg);
+    s.nagents = runs_agents_find(cfg, s.agents);
     if (sandbox_config_load(cfg, &s.sc, &s.err) < 0 || runs_config_load(cfg, &s.rc, &s.err) < 0 ||
         auth_config_load(cfg, &s.ac, &s.err) < 0 || notify_config_load(cfg, &s.nc, &s.err) < 0)
         goto fail;
@@ -252,16 +253,16 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     log_info("egress mode=%s", egress_mode_name(egress_policy_mode(s.policy)));
     egress_resolve_configure(cfg->name_lookups_reserved, cfg->name_lookup_timeout_ms);
     raise_nofile(cfg, &s.sc);
-    if (s.opencode) {
-        /* The agents' programs are mounted into every sandbox, read-only. */
-        s.agent_dir = xstrdup(s.opencode);
-        *strrchr(s.agent_dir, '/') = '\0';
-        s.sc.agent_dir = s.agent_dir;
-        log_info("runs agent=opencode program=%s", s.opencode);
-    } else {
-        log_warn("runs agent=opencode program=none note=\"runs will fail until OpenCode is "
-                 "installed (make deps) or OPENCODE_BIN names it\"");
+    /* The agents' programs are mounted into every sandbox, read-only. */
+    for (size_t i = 0; i < s.nagents && i < SANDBOX_AGENTS_MAX; i++) {
+        s.sc.agents[i] =
+            (struct sandbox_agent_dir){.name = s.agents[i].name, .dir = s.agents[i].dir};
+        s.sc.nagents = i + 1;
+        log_info("runs agent=%s program=%s", s.agents[i].name, s.agents[i].program);
     }
+    if (s.nagents == 0)
+        log_warn("runs agents=none note=\"runs will fail until an agent is installed (make deps) "
+                 "or OPENCODE_BIN, CLAUDE_CODE_BIN or CODEX_BIN names one\"");
     if (sandbox_manager_new(&s.sc, s.st, &s.sandboxes, &s.sandbox_err) < 0)
         log_error("sandbox runtime unavailable err=\"%s\"", s.sandbox_err.msg);
     else {
@@ -339,7 +340,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     const char *runs_unavailable = "sandboxes are unavailable";
     if (s.sandboxes) {
         s.rc.public_url = cfg->public_url;
-        s.rc.opencode_bin = s.opencode;
+        s.rc.agents = s.agents;
+        s.rc.nagents = s.nagents;
         s.rc.jwt_key = s.jwt_key;
         s.rc.jwt_keylen = sizeof(s.jwt_key);
         s.rc.view_key = s.view_key;

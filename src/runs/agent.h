@@ -78,9 +78,60 @@ int opencode_parse_event(const char *line, size_t len, struct agent_event *ev);
 /* Parse one line of Codex's `exec --json` output, as opencode_parse_event does OpenCode's (the
  * same contract). The thread's id (thread.started) is the session; a finished command, file
  * change, MCP or web search call is a tool use; the model's message a text; turn.completed a
- * step's end with its tokens; only turn.failed is an error (a top-level "error" line is a notice,
- * or repeats the failure turn.failed tells). */
+ * step's end with its tokens (the thread's totals: codex_parse_line makes them the step's own);
+ * only turn.failed is an error (a top-level "error" line is a notice, or repeats the failure
+ * turn.failed tells). */
 int codex_parse_event(const char *line, size_t len, struct agent_event *ev);
 
 /* Free what an event owns and zero it. Accepts a zeroed or already cleared event. */
 void agent_event_clear(struct agent_event *ev);
+
+/* The type a timeline shows for ev: its kind's name ("step_start", "tool_use", "step_finish",
+ * "text", "reasoning", "error"), the same for every agent, or for AGENT_EV_OTHER the type the
+ * agent wrote. */
+const char *agent_event_type(const struct agent_event *ev);
+/* The kind whose name agent_event_type gives as type; AGENT_EV_OTHER for any other type. */
+enum agent_event_kind agent_event_kind_of(const char *type);
+
+/* --- agents whose lines are read with what came before (Claude Code) --- */
+
+#define AGENT_LINE_EVENTS 4 /* events one line may become */
+#define AGENT_CALLS_MAX 32  /* tool calls remembered until their results come */
+
+/* What a parser keeps between the lines of one run's output, for an agent that prints a turn's
+ * start and a tool's call apart from what ends them. Zero it to start; agent_reader_clear frees
+ * it. It lives only in memory: after a restart a result whose call came before reads as a call
+ * of an unknown tool, and the turn under way counts once more. */
+struct agent_reader {
+    char turn[64]; /* the model's message the last line belonged to */
+    struct agent_call {
+        char id[64];
+        char tool[32];
+        char *target; /* NULL: the call names none */
+    } calls[AGENT_CALLS_MAX];
+    unsigned next; /* the slot the next call takes, the oldest one's */
+    /* For an agent that reports its conversation's token totals (Codex): the totals so far, so
+     * that each step's end counts only its own. A run continuing a conversation starts them at
+     * the totals its last run reported. */
+    int64_t total_in, total_out;
+};
+void agent_reader_clear(struct agent_reader *rd);
+
+/* Parse one line of Claude Code's `-p --output-format stream-json --verbose` output into
+ * AGENT_LINE_EVENTS events at most, with what rd remembers of the lines before. Returns how many
+ * (at least 1), or -EINVAL when the line is not a JSON object (evs left cleared). Each event keeps
+ * opencode_parse_event's promises. A model message that is not the last line's begins a step; a
+ * text or thinking block is a text or reasoning event; a tool call is remembered, and its result
+ * is the tool use, with the call's tool and target, "Exit code N" as a command's exit status, and
+ * any other error as the call's failure; the result line is the run's end: its tokens and cost
+ * as a step's end, or an error when it says the run failed. */
+int claude_parse_line(struct agent_reader *rd, const char *line, size_t len,
+                      struct agent_event evs[AGENT_LINE_EVENTS]);
+
+/* codex_parse_event with rd: a step's end counts the tokens since the totals rd holds (Codex
+ * reports its thread's totals), which it then holds. Returns 1, or -EINVAL. */
+int codex_parse_line(struct agent_reader *rd, const char *line, size_t len,
+                     struct agent_event evs[AGENT_LINE_EVENTS]);
+/* The token totals a line of Codex's output reports (turn.completed), into *in and *out: true
+ * when it is such a line. */
+bool codex_line_totals(const char *line, size_t len, int64_t *in, int64_t *out);

@@ -369,3 +369,30 @@ void agent_event_clear(struct agent_event *ev)
     free(ev->target);
     memset(ev, 0, sizeof(*ev));
 }
+
+static const char *const kind_names[] = {
+    [AGENT_EV_STEP_START] = "step_start",   [AGENT_EV_TOOL_USE] = "tool_use",
+    [AGENT_EV_STEP_FINISH] = "step_finish", [AGENT_EV_TEXT] = "text",
+    [AGENT_EV_REASONING] = "reasoning",     [AGENT_EV_ERROR] = "error",
+};
+
+const char *agent_event_type(const struct agent_event *ev)
+{
+    return ev->kind < ARRAY_SIZE(kind_names) && kind_names[ev->kind] ? kind_names[ev->kind]
+                                                                     : ev->type;
+}
+
+enum agent_event_kind agent_event_kind_of(const char *type)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(kind_names); i++)
+        if (kind_names[i] && strcmp(kind_names[i], type) == 0)
+            return (enum agent_event_kind)i;
+    return AGENT_EV_OTHER;
+}
+
+void agent_reader_clear(struct agent_reader *rd)
+{
+    for (size_t i = 0; i < AGENT_CALLS_MAX; i++)
+        free(rd->calls[i].target);
+    memset(rd, 0, sizeof(*rd));
+}

@@ -279,3 +279,37 @@ int codex_parse_event(const char *line, size_t len, struct agent_event *ev)
     }
     return agent_event_end(ev);
 }
+
+bool codex_line_totals(const char *line, size_t len, int64_t *in, int64_t *out)
+{
+    const char *type;
+    size_t tn;
+    struct agent_event ev;
+    json_auto_t *root = agent_event_begin(&ev, line, len, &type, &tn);
+    if (!root || !agent_str_is(type, tn, "turn.completed"))
+        return false;
+    const json_t *usage = json_object_get(root, "usage");
+    *in = agent_count(usage, "input_tokens");
+    *out = agent_count(usage, "output_tokens");
+    return true;
+}
+
+int codex_parse_line(struct agent_reader *rd, const char *line, size_t len,
+                     struct agent_event evs[AGENT_LINE_EVENTS])
+{
+    struct agent_event *ev = &evs[0];
+    if (codex_parse_event(line, len, ev) < 0)
+        return -EINVAL;
+    if (ev->kind != AGENT_EV_STEP_FINISH)
+        return 1;
+    int64_t in = ev->input_tokens, out = ev->output_tokens;
+    /* totals that went down belong to another conversation: counted whole */
+    ev->input_tokens = in >= rd->total_in ? in - rd->total_in : in;
+    ev->output_tokens = out >= rd->total_out ? out - rd->total_out : out;
+    rd->total_in = in;
+    rd->total_out = out;
+    free(ev->summary);
+    ev->summary = xasprintf("step finish: %lld in, %lld out", (long long)ev->input_tokens,
+                            (long long)ev->output_tokens);
+    return 1;
+}

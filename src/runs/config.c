@@ -1,6 +1,7 @@
 /* The run settings an operator writes (RUN_*, RUNS_*, GITHUB_*, FETCH_ALLOW), read from the
- * configuration table into struct runs_config, and where the OpenCode program is found. Rule:
- * only reading and checking; the keys and the engine's handles are filled in by the caller. */
+ * configuration table into struct runs_config, and where the coding agents' programs are found.
+ * Rule: only reading and checking; the keys and the engine's handles are filled in by the caller.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "runs/runs.h"
+#include "runs/runs_internal.h"
 
 #include "base/cleanup.h"
 #include "base/config.h"
@@ -92,28 +94,67 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     return 0;
 }
 
-char *runs_opencode_find(const struct config *cfg)
+/* ad's program as its setting names it or `make deps` installs it, into *out */
+static bool agent_find_program(const struct config *cfg, const struct agent_adapter *ad,
+                               struct runs_agent_program *out)
 {
-    const char *set = config_get(cfg, "OPENCODE_BIN");
-    if (set)
-        return access(set, X_OK) == 0 ? realpath(set, NULL) : NULL;
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return NULL;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    static const char *const rel[] = {
-        "opencode",
-        "../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
-        "../../src/runs/opencode/node_modules/opencode-ai/bin/opencode.exe",
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
-        _cleanup_free_ char *p = xasprintf("%s/%s", self, rel[i]);
-        if (access(p, X_OK) == 0)
-            return realpath(p, NULL);
+    const char *set = config_get(cfg, ad->program_env);
+    char *found = NULL;
+    if (set) {
+        found = access(set, X_OK) == 0 ? realpath(set, NULL) : NULL;
+    } else {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+            return false;
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        const char *rel[] = {ad->name, "../src/runs", "../../src/runs"};
+        for (size_t i = 0; i < ARRAY_SIZE(rel) && !found; i++) {
+            _cleanup_free_ char *p = i == 0 ? xasprintf("%s/%s", self, rel[i])
+                                            : xasprintf("%s/%s/%s", self, rel[i], ad->installed);
+            if (access(p, X_OK) == 0)
+                found = realpath(p, NULL);
+        }
     }
-    return NULL;
+    if (!found)
+        return false;
+    /* the directory mounted: the program's own, or as many above it as the package needs */
+    char *dir = xstrdup(found);
+    for (unsigned up = 0; up <= ad->mount_up; up++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) {
+            free(dir);
+            free(found);
+            return false;
+        }
+        *slash = '\0';
+    }
+    snprintf(out->name, sizeof(out->name), "%s", ad->name);
+    out->program = found;
+    out->dir = dir;
+    out->inside = xasprintf(AGENT_DIR "/%s%s", ad->name, found + strlen(dir));
+    return true;
+}
+
+size_t runs_agents_find(const struct config *cfg, struct runs_agent_program out[RUNS_AGENTS_MAX])
+{
+    size_t n = 0;
+    for (const struct agent_adapter *ad = agent_first(); ad && n < RUNS_AGENTS_MAX;
+         ad = agent_next(ad))
+        if (agent_find_program(cfg, ad, &out[n]))
+            n++;
+    return n;
+}
+
+void runs_agents_release(struct runs_agent_program *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(a[i].program);
+        free(a[i].dir);
+        free(a[i].inside);
+        memset(&a[i], 0, sizeof(a[i]));
+    }
 }

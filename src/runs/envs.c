@@ -56,21 +56,6 @@ bool envs_enabled(const struct runs *e)
     return e->cfg.env_cache_bytes > 0;
 }
 
-/* The event of the server's own for r's timeline. */
-static void env_event(struct run *r, const char *type, const char *summary, json_t *raw)
-{
-    json_object_set_new(raw, "type", json_string(type));
-    char *text = json_dumps(raw, JSON_COMPACT);
-    json_decref(raw);
-    struct store_run_event ev = {
-        .time = time_now_ms(), .type = type, .summary = summary, .raw = text};
-    struct err err = {0};
-    if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
-        log_error("run environment event not stored run=%s err=\"%s\"", r->id, err.msg);
-    free(text);
-    runs_notify_progress(r->e, r->id);
-}
-
 /* The key of a snapshot: who it serves, the repository, the template, the run's own setup. */
 static void key_of(const char *scope, const char *repository, const char *tree, const char *setup,
                    char key[80])
@@ -159,10 +144,11 @@ bool envs_start_failed(struct run *r, const struct err *err)
         return false;
     struct err e2 = {0};
     log_warn("run snapshot did not start run=%s env=%s err=\"%s\"", r->id, r->env_id, err->msg);
-    env_event(r, "env_note",
-              "the environment snapshot could not be used: it is dropped, and the setup runs "
-              "afresh",
-              json_pack("{s:s, s:s}", "snapshot", r->env_id, "error", err->msg));
+    run_server_event(
+        r, "env_note",
+        "the environment snapshot could not be used: it is dropped, and the setup runs "
+        "afresh",
+        json_pack("{s:s, s:s}", "snapshot", r->env_id, "error", err->msg));
     store_env_drop(r->e->st, r->env_id, &e2);
     r->env_id[0] = '\0';
     r->env_first = false;
@@ -212,17 +198,18 @@ static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, con
     if (!same) {
         /* a lock file or a setup file changed since it was built: it serves no one any more */
         store_env_drop(r->e->st, r->env_id, &serr);
-        env_event(r, "env_note",
-                  "the environment snapshot is out of date (its lock or setup files changed): "
-                  "the full setup runs, and a later session builds a new snapshot",
-                  json_pack("{s:s}", "snapshot", r->env_id));
+        run_server_event(
+            r, "env_note",
+            "the environment snapshot is out of date (its lock or setup files changed): "
+            "the full setup runs, and a later session builds a new snapshot",
+            json_pack("{s:s}", "snapshot", r->env_id));
         r->env_first = false;
         run_setup(r);
         return;
     }
-    env_event(r, "env_restored", "started from the environment snapshot",
-              json_pack("{s:s, s:s, s:I}", "snapshot", r->env_id, "base", r->env_chosen_base,
-                        "bytes", (json_int_t)r->env_chosen_bytes));
+    run_server_event(r, "env_restored", "started from the environment snapshot",
+                     json_pack("{s:s, s:s, s:I}", "snapshot", r->env_id, "base", r->env_chosen_base,
+                               "bytes", (json_int_t)r->env_chosen_bytes));
     run_maintenance(r);
 }
 
@@ -404,7 +391,7 @@ static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct
     if (err) {
         char msg[640];
         snprintf(msg, sizeof(msg), "the environment was not saved: %s", err->msg);
-        env_event(r, "env_note", msg, json_pack("{s:s}", "error", err->msg));
+        run_server_event(r, "env_note", msg, json_pack("{s:s}", "error", err->msg));
         log_warn("run snapshot failed run=%s err=\"%s\"", r->id, err->msg);
         if (r->rebuild[0])
             snprintf(r->fail, sizeof(r->fail), "%s", msg);
@@ -431,10 +418,10 @@ static void on_snapshot(void *ctx, const struct layer_stats *stats, const struct
             snprintf(msg, sizeof(msg), "environment saved: %.1f MiB, %lld files, in %.1f s",
                      (double)stats->bytes / 1048576.0, (long long)stats->entries,
                      (double)ms / 1000.0);
-            env_event(r, "env_saved", msg,
-                      json_pack("{s:s, s:I, s:I, s:I}", "snapshot", t->row.id, "bytes",
-                                (json_int_t)stats->bytes, "files", (json_int_t)stats->entries,
-                                "duration_ms", (json_int_t)ms));
+            run_server_event(r, "env_saved", msg,
+                             json_pack("{s:s, s:I, s:I, s:I}", "snapshot", t->row.id, "bytes",
+                                       (json_int_t)stats->bytes, "files",
+                                       (json_int_t)stats->entries, "duration_ms", (json_int_t)ms));
             log_info("run snapshot taken run=%s env=%s bytes=%llu files=%llu ms=%lld", r->id,
                      t->row.id, (unsigned long long)stats->bytes,
                      (unsigned long long)stats->entries, (long long)ms);

@@ -59,7 +59,7 @@ void run_ingest(struct run *r)
             pos = nl ? (size_t)(nl - buf) + 1 : len;
             r->skip_line = !nl;
         }
-        while (pos < len && nev < 64) {
+        while (pos < len && nev + AGENT_LINE_EVENTS <= 64) {
             char *nl = memchr(buf + pos, '\n', len - pos);
             if (!nl && pos == 0 && len == LINE_MAX_BYTES) {
                 /* one line longer than we read at once: store a stub, skip to its end */
@@ -82,48 +82,60 @@ void run_ingest(struct run *r)
             pos += ll + 1;
             if (ll == 0)
                 continue;
-            struct agent_event *ev = &parsed[nev];
-            if (!r->adapter || r->adapter->parse(line, ll, ev) < 0) {
-                memset(ev, 0, sizeof(*ev));
-                snprintf(ev->type, sizeof(ev->type), "output");
-                ev->kind = AGENT_EV_OTHER;
+            if (r->adapter && !r->reader)
+                r->reader = xcalloc(1, sizeof(*r->reader));
+            struct agent_event *evl = &parsed[nev];
+            int count = r->adapter ? r->adapter->parse(r->reader, line, ll, evl) : -EINVAL;
+            if (count <= 0) {
+                memset(evl, 0, sizeof(*evl));
+                snprintf(evl->type, sizeof(evl->type), "output");
+                evl->kind = AGENT_EV_OTHER;
                 char *txt = utf8_sanitize(line, ll < 200 ? ll : 200, NULL);
-                ev->summary = txt;
+                evl->summary = txt;
+                count = 1;
             }
             /* A batch tells of one step at most: the next step's start begins the next batch,
              * so that each step's phase is recorded and told, however many steps one read
-             * brings. */
-            if (ev->kind == AGENT_EV_STEP_START && did[0]) {
-                agent_event_clear(ev);
+             * brings. (A step starts a line's events, when it does.) */
+            if (evl->kind == AGENT_EV_STEP_START && did[0]) {
+                for (int i = 0; i < count; i++)
+                    agent_event_clear(&evl[i]);
                 pos = (size_t)(line - buf);
+                if (r->reader)
+                    r->reader->turn[0] = '\0'; /* the line is read again */
                 break;
             }
-            if (ev->session[0])
-                snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
             size_t rl = ll < RAW_MAX_BYTES ? ll : RAW_MAX_BYTES;
-            raws[nev] = utf8_sanitize(line, rl, NULL);
-            /* The agent holds its run's token, and maybe secrets; whatever it echoes of them is
-             * not kept. */
-            run_redact(r, raws[nev]);
-            run_redact(r, ev->summary);
-            run_redact(r, ev->text);
-            run_redact(r, ev->error);
-            run_redact(r, ev->target);
-            steps += ev->kind == AGENT_EV_STEP_START;
-            phase_activity(ev, r->workdir, did, sizeof(did));
-            told = told || phase_event_shown(ev->type);
-            evs[nev] = (struct store_run_event){
-                .time = ev->time_ms ? ev->time_ms : time_now_ms(),
-                .type = ev->type,
-                .summary = ev->summary ? ev->summary : "",
-                .raw = raws[nev],
-                .text = ev->kind == AGENT_EV_TEXT ? ev->text : NULL,
-                .error = ev->kind == AGENT_EV_ERROR ? ev->summary : NULL,
-                .input_tokens = ev->input_tokens,
-                .output_tokens = ev->output_tokens,
-                .cost = ev->cost,
-            };
-            nev++;
+            for (int i = 0; i < count; i++) {
+                struct agent_event *ev = &parsed[nev];
+                if (ev->session[0])
+                    snprintf(agent_session, sizeof(agent_session), "%s", ev->session);
+                /* each of a line's events keeps the line: it is what the agent said */
+                raws[nev] = utf8_sanitize(line, rl, NULL);
+                /* The agent holds its run's token, and maybe secrets; whatever it echoes of them
+                 * is not kept. */
+                run_redact(r, raws[nev]);
+                run_redact(r, ev->summary);
+                run_redact(r, ev->text);
+                run_redact(r, ev->error);
+                run_redact(r, ev->target);
+                steps += ev->kind == AGENT_EV_STEP_START;
+                phase_activity(ev, r->workdir, did, sizeof(did));
+                const char *type = agent_event_type(ev);
+                told = told || phase_event_shown(type);
+                evs[nev] = (struct store_run_event){
+                    .time = ev->time_ms ? ev->time_ms : time_now_ms(),
+                    .type = type,
+                    .summary = ev->summary ? ev->summary : "",
+                    .raw = raws[nev],
+                    .text = ev->kind == AGENT_EV_TEXT ? ev->text : NULL,
+                    .error = ev->kind == AGENT_EV_ERROR ? ev->summary : NULL,
+                    .input_tokens = ev->input_tokens,
+                    .output_tokens = ev->output_tokens,
+                    .cost = ev->cost,
+                };
+                nev++;
+            }
         }
         struct err err = {0};
         int rc = 0;

@@ -7,7 +7,7 @@
  * The rule of this file: what is particular to an agent comes from the run's adapter (its
  * command line and environment, its wrapper, whether it can be warm, whether its conversations
  * belong to a directory; agents.c has the table); a second agent is a second adapter, not a
- * branch here. The agents' program is the one OPENCODE_BIN names, mounted at AGENT_DIR. The real
+ * branch here. Each agent's program is mounted at AGENT_DIR/<name> (runs_agents_find). The real
  * keys never reach the sandbox: only the run's short-lived proxy token does. */
 #include "runs/runs_internal.h"
 
@@ -23,6 +23,7 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "runs/agent.h"
 #include "store/store.h"
 
 /* The names of the secrets the agent sees, comma-separated (src/sandbox/helper/agent.c reads
@@ -79,6 +80,62 @@ static bool conversation_here(struct run *r)
     if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0 || !d.workdir[0])
         return true;
     return strcmp(d.workdir, r->workdir) == 0;
+}
+
+struct last_finish {
+    int64_t seq;
+    struct run *r;
+};
+
+static void on_last_finish(const struct store_run_event_row *ev, void *ctx)
+{
+    struct last_finish *f = ctx;
+    if (!f->seq && strcmp(ev->type, "step_finish") == 0)
+        f->seq = ev->seq;
+}
+
+static void on_finish_raw(const struct store_run_event_row *ev, void *ctx)
+{
+    struct last_finish *f = ctx;
+    struct agent_reader *rd = f->r->reader;
+    f->r->adapter->totals(ev->raw, strlen(ev->raw), &rd->total_in, &rd->total_out);
+}
+
+struct earlier_run {
+    int64_t before;
+    char id[64];
+    char agent[32];
+};
+
+static void on_earlier_run(const struct store_run *row, void *ctx)
+{
+    struct earlier_run *p = ctx;
+    if (!p->id[0] && row->n < p->before && row->event_count > 0) {
+        snprintf(p->id, sizeof(p->id), "%s", row->id);
+        snprintf(p->agent, sizeof(p->agent), "%s", row->agent);
+    }
+}
+
+/* A run continuing its agent's conversation: the token totals the conversation had reached, for
+ * an agent that reports totals (Codex), from the last step's end of the session's last run that
+ * the agent spoke in, so that r counts only its own. */
+static void conversation_totals(struct run *r)
+{
+    if (!r->adapter->totals)
+        return;
+    struct earlier_run p = {.before = r->n};
+    struct store_run_list_opts o = {
+        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
+    struct err err = {0};
+    bool more;
+    if (store_run_list(r->e->st, &o, on_earlier_run, &p, &more, &err) < 0 || !p.id[0] ||
+        strcmp(p.agent, r->adapter->name) != 0)
+        return;
+    struct last_finish f = {.r = r};
+    if (!r->reader)
+        r->reader = xcalloc(1, sizeof(*r->reader));
+    if (store_run_events_back(r->e->st, p.id, 0, 200, on_last_finish, &f, &err) == 0 && f.seq)
+        store_run_events(r->e->st, p.id, f.seq - 1, 1, on_finish_raw, &f, &err);
 }
 
 size_t run_llms(const struct runs_config *c, const char *model, bool git,
@@ -168,8 +225,7 @@ static int agent_launch_for(struct run *r, const char *session, bool start_ahead
     if (proxy_mint(e->st, e->cfg.jwt_key, e->cfg.jwt_keylen, &g, &token, jti, err) < 0)
         return err_wrap(err, "cannot mint the run's proxy token");
     snprintf(r->agent_jti, sizeof(r->agent_jti), "%s", jti);
-    const char *slash = strrchr(e->opencode_bin, '/');
-    snprintf(program, PATH_MAX, AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
+    snprintf(program, PATH_MAX, "%s", runs_agent_inside(e, r->adapter->name));
     *l = (struct agent_launch){.model = r->model,
                                .session = session,
                                .proxy_token = token,
@@ -217,7 +273,8 @@ static const char **agent_env(const struct run *r, const struct agent_launch *l,
 void run_start_agent_ahead(struct run *r)
 {
     struct runs *e = r->e;
-    if (!r->adapter || !r->adapter->warm || e->cfg.agent_warm_s == 0 || !e->opencode_bin)
+    if (!r->adapter || !r->adapter->warm || e->cfg.agent_warm_s == 0 ||
+        !runs_agent_inside(e, r->adapter->name))
         return;
     if (!r->repository && !r->setup_arg)
         return; /* nothing to wait for: the agent's own start follows at once */
@@ -268,17 +325,35 @@ void run_start_agent(struct run *r)
         run_fail(r, "agent '%s' is not available on this server", r->agent);
         return;
     }
-    if (!e->opencode_bin) {
-        run_fail(r, "the OpenCode agent is not installed on this server (set OPENCODE_BIN)");
+    if (!runs_agent_inside(e, r->adapter->name)) {
+        run_fail(r, "the %s agent is not installed on this server (make deps, or set %s)",
+                 r->adapter->name, r->adapter->program_env);
         return;
     }
     struct store_session ses = {0};
     store_session_get(e->st, r->user_id, r->session_id, &ses, &err);
+    if (ses.id[0] && strcmp(ses.agent, r->adapter->name) != 0) {
+        /* another agent takes the session over: its own conversation, the same workspace */
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "a new %s conversation: the session's earlier runs were %s's, whose "
+                 "conversation it does not see (their changes are in the workspace)",
+                 r->adapter->name, ses.agent);
+        run_server_event(r, "agent_changed", msg,
+                         json_pack("{s:s, s:s}", "from", ses.agent, "to", r->adapter->name));
+        if (store_session_set_agent(e->st, r->session_id, r->adapter->name, &err) < 0)
+            log_error("session agent not stored run=%s err=\"%s\"", r->id, err.msg);
+        log_info("run starts a new conversation run=%s session=%s from=%s to=%s", r->id,
+                 r->session_id, ses.agent, r->adapter->name);
+        ses.agent_session[0] = '\0';
+    }
     if (ses.agent_session[0] && r->adapter->conversation_per_dir && !conversation_here(r)) {
         log_info("run starts a new conversation run=%s session=%s workdir=%s", r->id, r->session_id,
                  r->workdir);
         ses.agent_session[0] = '\0';
     }
+    if (ses.agent_session[0])
+        conversation_totals(r);
     bool warm = e->cfg.agent_warm_s > 0 && r->adapter->warm;
     struct agent_launch l;
     char program[PATH_MAX];

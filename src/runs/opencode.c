@@ -37,6 +37,14 @@ static const char *sdk_package(enum proxy_wire w)
     return "@ai-sdk/openai-compatible";
 }
 
+void agent_git_identity(char **env)
+{
+    env[0] = xstrdup("GIT_AUTHOR_NAME=sandbox-mcp agent");
+    env[1] = xstrdup("GIT_AUTHOR_EMAIL=agent@sandbox-mcp.invalid");
+    env[2] = xstrdup("GIT_COMMITTER_NAME=sandbox-mcp agent");
+    env[3] = xstrdup("GIT_COMMITTER_EMAIL=agent@sandbox-mcp.invalid");
+}
+
 char *opencode_config(const struct agent_launch *l)
 {
     const char *slash = strchr(l->model, '/');
@@ -112,9 +120,6 @@ env:
     l->env[n++] = xstrdup("OPENCODE_DISABLE_AUTOUPDATE=1");
     l->env[n++] = xstrdup("OPENCODE_DISABLE_SHARE=1");
     l->env[n++] = xstrdup("OPENCODE_DISABLE_LSP_DOWNLOAD=1");
-    l->env[n++] = xstrdup("GIT_AUTHOR_NAME=sandbox-mcp agent");
-    l->env[n++] = xstrdup("GIT_AUTHOR_EMAIL=agent@sandbox-mcp.invalid");
-    l->env[n++] = xstrdup("GIT_COMMITTER_NAME=sandbox-mcp agent");
-    l->env[n++] = xstrdup("GIT_COMMITTER_EMAIL=agent@sandbox-mcp.invalid");
+    agent_git_identity(l->env + n);
     free(cfg_text);
 }

@@ -35,7 +35,8 @@ bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
 {
     struct runs *e = ctx;
     const struct agent_adapter *ad = agent_find(RUNS_DEFAULT_AGENT);
-    if (!ad || !ad->warm || !e->opencode_bin || e->cfg.agent_warm_s == 0 ||
+    const char *inside = ad ? runs_agent_inside(e, ad->name) : NULL;
+    if (!ad || !ad->warm || !inside || e->cfg.agent_warm_s == 0 ||
         time_mono_ms() < e->pool_retry_at)
         return false;
     struct proxy_llm llms[PROXY_SERVICES_MAX];
@@ -52,8 +53,7 @@ bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
         return false;
     char key[PROXY_SANDBOX_KEY_LEN + 1], program[PATH_MAX];
     proxy_sandbox_key(e->cfg.jwt_key, e->cfg.jwt_keylen, sandbox_id(sbx), key);
-    const char *slash = strrchr(e->opencode_bin, '/');
-    snprintf(program, sizeof(program), AGENT_DIR "/%s", slash ? slash + 1 : e->opencode_bin);
+    snprintf(program, sizeof(program), "%s", inside);
     struct agent_launch l = {.model = e->default_model,
                              .session = "",
                              .proxy_token = key,

@@ -80,6 +80,9 @@ void run_free(struct run *r)
     free(r->repository);
     free(r->title);
     run_secrets_release(r);
+    if (r->reader)
+        agent_reader_clear(r->reader);
+    free(r->reader);
     free(r);
 }
 
@@ -166,6 +169,22 @@ bool run_set_phase(struct run *r, const char *name, const char *fmt, ...)
 
 /* Where r ended, for its final phase ("at step 3", "while cloning"): noted once, when it stops
  * working (before it collects its changes). */
+void run_server_event(struct run *r, const char *type, const char *summary, json_t *raw)
+{
+    json_object_set_new(raw, "type", json_string(type));
+    char *text = json_dumps(raw, JSON_COMPACT);
+    json_decref(raw);
+    _cleanup_free_ char *sum = xstrdup(summary);
+    run_redact(r, text);
+    run_redact(r, sum);
+    struct store_run_event ev = {.time = time_now_ms(), .type = type, .summary = sum, .raw = text};
+    struct err err = {0};
+    if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
+        log_error("run event not stored run=%s type=%s err=\"%s\"", r->id, type, err.msg);
+    free(text);
+    runs_notify_progress(r->e, r->id);
+}
+
 void run_note_end(struct run *r)
 {
     if (r->ended_in[0])
@@ -446,7 +465,16 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg = *cfg;
     e->data_dir = xstrdup(cfg->data_dir);
     e->public_url = xstrdup(cfg->public_url ? cfg->public_url : "");
-    e->opencode_bin = cfg->opencode_bin ? xstrdup(cfg->opencode_bin) : NULL;
+    for (size_t i = 0; i < cfg->nagents && i < RUNS_AGENTS_MAX; i++) {
+        struct runs_agent_program *a = &e->agents[e->nagents++];
+        snprintf(a->name, sizeof(a->name), "%s", cfg->agents[i].name);
+        a->program = xstrdup(cfg->agents[i].program);
+        a->dir = xstrdup(cfg->agents[i].dir);
+        a->inside = xstrdup(cfg->agents[i].inside);
+        size_t len = strlen(e->agents_installed);
+        snprintf(e->agents_installed + len, sizeof(e->agents_installed) - len, "%s%s",
+                 len ? ", " : "", a->name);
+    }
     e->default_model = xstrdup(cfg->default_model ? cfg->default_model : RUNS_DEFAULT_MODEL);
     struct err model_err = {0};
     if (proxy_llm_check(cfg->llms, cfg->nllms, e->default_model, &model_err) < 0)
@@ -471,7 +499,8 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     memcpy(e->view_key, cfg->view_key, cfg->view_keylen);
     e->cfg.data_dir = e->data_dir;
     e->cfg.public_url = e->public_url;
-    e->cfg.opencode_bin = e->opencode_bin;
+    e->cfg.agents = e->agents;
+    e->cfg.nagents = e->nagents;
     e->cfg.default_model = e->default_model;
     e->cfg.github_token = e->github_token;
     e->cfg.github_base_url = e->github_base;
@@ -565,7 +594,7 @@ void runs_free(struct runs *e)
     }
     free(e->data_dir);
     free(e->public_url);
-    free(e->opencode_bin);
+    runs_agents_release(e->agents, e->nagents);
     free(e->default_model);
     if (e->github_token)
         explicit_bzero(e->github_token, strlen(e->github_token));
@@ -580,9 +609,17 @@ void runs_free(struct runs *e)
     free(e);
 }
 
-const char *runs_opencode_bin(const struct runs *e)
+const char *runs_agents_installed(const struct runs *e)
 {
-    return e->opencode_bin;
+    return e->agents_installed;
+}
+
+const char *runs_agent_inside(const struct runs *e, const char *name)
+{
+    for (size_t i = 0; i < e->nagents; i++)
+        if (strcmp(e->agents[i].name, name) == 0)
+            return e->agents[i].inside;
+    return NULL;
 }
 
 void runs_web_url(const struct runs *e, bool session, const char *id, char *out, size_t cap)

@@ -26,10 +26,23 @@ struct sandbox_manager;
 struct store;
 struct proxy_llm;
 
+#define RUNS_AGENTS_MAX 4 /* coding agents a server knows */
+
+/* A coding agent's program as the server found it on the host */
+struct runs_agent_program {
+    char name[16]; /* its adapter's: "opencode", "claude-code", "codex" */
+    char *program; /* the program's real path */
+    char *dir;     /* mounted read-only into every sandbox at /opt/agents/<name>: the program's
+                      directory, or its package's platform directory */
+    char *inside;  /* the program's path inside a sandbox */
+};
+
 struct runs_config {
-    const char *data_dir;        /* runs/<id>/ below it */
-    const char *public_url;      /* base of web URLs */
-    const char *opencode_bin;    /* the OpenCode program on the host, NULL when not installed */
+    const char *data_dir;   /* runs/<id>/ below it */
+    const char *public_url; /* base of web URLs */
+    /* The coding agents' programs found on the host (runs_agents_find), nagents of them */
+    const struct runs_agent_program *agents;
+    size_t nagents;
     const char *default_model;   /* provider/model */
     const char *github_token;    /* for host-side clones of the repositories below, or NULL */
     const char *github_base_url; /* GitHub's address (GITHUB_BASE_URL), NULL for github.com */
@@ -75,14 +88,16 @@ struct runs_config {
 };
 
 /* Fill rc from the configuration table (RUN_*, RUNS_*, GITHUB_*, FETCH_ALLOW: minutes and days,
- * as operators write them); the keys, the network, the LLMs and opencode_bin are left for the
+ * as operators write them); the keys, the network, the LLMs and the agents are left for the
  * caller. Strings point into cfg, which must outlive rc. Returns 0, or -EINVAL with err naming
  * the key (runs/config.c). */
 int runs_config_load(const struct config *cfg, struct runs_config *rc, struct err *err);
-/* The OpenCode program: OPENCODE_BIN, else next to this binary, else where `make deps` installs
- * it in the source tree (build/<variant>/../../src/runs/opencode). A malloc'ed real path (the
- * caller frees it), or NULL when none exists. */
-char *runs_opencode_find(const struct config *cfg);
+/* Each coding agent's program: its setting (OPENCODE_BIN, CLAUDE_CODE_BIN, CODEX_BIN), else next
+ * to this binary, else where `make deps` installs it in the source tree
+ * (build/<variant>/../../src/runs/<agent>). Fills out with those found (release them with
+ * runs_agents_release) and returns how many; a setting that names no program finds none. */
+size_t runs_agents_find(const struct config *cfg, struct runs_agent_program out[RUNS_AGENTS_MAX]);
+void runs_agents_release(struct runs_agent_program *a, size_t n);
 
 /* Create the engine and adopt the runs the store has as queued or running. Strings and keys in
  * cfg are copied (jwt_key excepted: it must outlive the engine). -EINVAL for a malformed
@@ -104,8 +119,13 @@ bool runs_sandbox_run(void *ctx, const char *sandbox_id, const char *user_id,
 struct sandbox;
 bool runs_pool_prepare(void *ctx, struct sandbox *sbx);
 
-/* The program the OpenCode adapter would run on the host, or NULL (for messages). */
-const char *runs_opencode_bin(const struct runs *e);
+/* The words an event of agent's shows in full (a text's, an error's), read again from the line
+ * of its output it came from (raw) by the agent's adapter: malloc'd, or NULL when the event of
+ * that type on that line has none. */
+char *runs_event_words(const char *agent, const char *type, const char *raw);
+
+/* The agents this server can run, ", "-separated (for messages and the tools' descriptions). */
+const char *runs_agents_installed(const struct runs *e);
 
 #define RUNS_SETUP_MAX (64 * 1024) /* bytes of a run's setup script */
 

@@ -46,6 +46,16 @@ struct agent_launch {
     char **argv, **env; /* filled by the adapter (malloc'd, NULL-terminated) */
 };
 void agent_launch_release(struct agent_launch *l);
+/* The name and address an agent's commits carry, the 4 entries from env[0] on (opencode.c) */
+void agent_git_identity(char **env);
+
+/* Claude Code: `claude -p --output-format stream-json` with its Anthropic base URL the proxy's
+ * provider of the model and the run's token as its key, every permission granted
+ * (claude_code.c). */
+void claude_code_launch(struct agent_launch *l);
+/* Codex: `codex exec --json` with a model provider of its own pointed at the proxy's provider of
+ * the model (the Responses API), the run's token read from the environment (codex.c). */
+void codex_launch(struct agent_launch *l);
 
 /* OpenCode: `opencode run --format json` with its providers pointed at the proxy; warm, the
  * bridge ("sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]") with the same environment, which
@@ -63,10 +73,13 @@ struct agent_event;
 /* An agent adapter: everything the engine knows about one coding agent. Adding an agent (Claude
  * Code, Codex) means adding an entry to the table in agents.c and the adapter's own files, not
  * changing the stages. */
+struct agent_reader;
 struct agent_adapter {
     const char *name;
-    void (*launch)(struct agent_launch *l);                             /* argv and env */
-    int (*parse)(const char *line, size_t len, struct agent_event *ev); /* one stdout line */
+    void (*launch)(struct agent_launch *l); /* argv and env */
+    /* One line of its stdout into 1 to AGENT_LINE_EVENTS events (agent.h), with what rd keeps of
+     * the lines before; -EINVAL for a line that is not a JSON object. */
+    int (*parse)(struct agent_reader *rd, const char *line, size_t len, struct agent_event *evs);
     /* A shell script the agent is started under when it is not warm (/bin/sh -c seed agent
      * ARGV...), which ends by exec'ing "$@"; NULL: the agent's argv as launch made it. */
     const char *seed;
@@ -75,9 +88,32 @@ struct agent_adapter {
     /* It keeps a conversation with the directory it began in: asked to continue one elsewhere
      * it does not, so a run in another directory starts a new conversation. */
     bool conversation_per_dir;
+    /* Where its program is: the setting that names it, and where `make deps` installs it below
+     * src/runs/; the directory mounted into sandboxes is the program's, or mount_up above it */
+    const char *program_env;
+    const char *installed;
+    unsigned mount_up;
+    /* The APIs it speaks to models in: bits of 1 << enum proxy_wire */
+    unsigned wires;
+    /* For an agent that reports its conversation's token totals rather than each step's: the
+     * totals a line reports (true when it reports them), which a continued conversation's run
+     * starts from (agent_reader.total_in, total_out); NULL for the others */
+    bool (*totals)(const char *line, size_t len, int64_t *in, int64_t *out);
 };
+/* The program of agent name inside a sandbox, or NULL when this server has none (runs.c) */
+const char *runs_agent_inside(const struct runs *e, const char *name);
 /* The adapter called name, or NULL (agents.c). */
 const struct agent_adapter *agent_find(const char *name);
+/* The adapters in order: the first, and the one after ad (NULL after the last). */
+const struct agent_adapter *agent_first(void);
+const struct agent_adapter *agent_next(const struct agent_adapter *ad);
+/* Whether ad can speak to a model of provider llm */
+bool agent_speaks(const struct agent_adapter *ad, const struct proxy_llm *llm);
+/* Whether ad can run model ("provider/model") of llms (n of them): 0, or -EINVAL with err naming
+ * the API the provider speaks and the agents that can. A provider not among llms is left to
+ * proxy_llm_check. Pure. */
+int agent_model_check(const struct agent_adapter *ad, const struct proxy_llm *llms, size_t n,
+                      const char *model, struct err *err);
 /* Names of the adapters, ", "-separated (for messages). */
 const char *agent_names(void);
 
@@ -288,9 +324,10 @@ struct run {
     bool start_armed;
     int agent_pid;
     int64_t offset;
-    int wd, wd_status; /* inotify watches of the event and status files, -1 when none */
-    bool skip_line;    /* inside an oversized event line */
-    bool began;        /* moved to running (a retry after "at capacity" does not move it again) */
+    int wd, wd_status;           /* inotify watches of the event and status files, -1 when none */
+    bool skip_line;              /* inside an oversized event line */
+    struct agent_reader *reader; /* what its adapter's parser keeps between lines, or NULL */
+    bool began; /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;
     bool dropped;    /* ended through another node: stopped here with nothing more written */
     int exit_code;   /* as a shell reports it: 128 + the signal for a killed agent */
@@ -348,7 +385,10 @@ struct runs_waiter {
 
 struct runs {
     struct runs_config cfg;
-    char *data_dir, *public_url, *opencode_bin, *opencode_dir, *default_model, *github_token;
+    char *data_dir, *public_url, *opencode_dir, *default_model, *github_token;
+    struct runs_agent_program agents[RUNS_AGENTS_MAX];
+    size_t nagents;
+    char agents_installed[RUNS_AGENTS_MAX * 20];
     char *github_base, *github_repos, *github_api;
     unsigned char *view_key;
     struct runs_view view; /* view.c's keys */
@@ -396,6 +436,9 @@ bool run_set_phase(struct run *r, const char *name, const char *fmt, ...)
 /* Where r ended ("at step 3", "while cloning"), noted once when it stops working; then its final
  * phase (status, and where), recorded before the final transition. */
 void run_note_end(struct run *r);
+/* An event of the server's own in r's timeline (raw, whose "type" is set to type, taken), its
+ * offset in the agent's file kept; redacted like the agent's. */
+void run_server_event(struct run *r, const char *type, const char *summary, json_t *raw);
 void run_set_final_phase(struct run *r, const char *status);
 void run_free(struct run *r);
 void run_unlink(struct run *r);

@@ -74,23 +74,6 @@ static const char run_script[] =
 static const char read_log_script[] = "tail -c 16384 \"$SMCP_SETUP_DIR/log\" 2>/dev/null\n"
                                       "rm -rf \"$SMCP_SETUP_DIR\"\n";
 
-/* One event of the server's own in r's timeline (its offset in the agent's file kept). */
-static void setup_event(struct run *r, const char *type, const char *summary, json_t *raw)
-{
-    json_object_set_new(raw, "type", json_string(type));
-    char *text = json_dumps(raw, JSON_COMPACT);
-    json_decref(raw);
-    _cleanup_free_ char *sum = xstrdup(summary);
-    run_redact(r, text);
-    run_redact(r, sum);
-    struct store_run_event ev = {.time = time_now_ms(), .type = type, .summary = sum, .raw = text};
-    struct err err = {0};
-    if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
-        log_error("run setup event not stored run=%s err=\"%s\"", r->id, err.msg);
-    free(text);
-    runs_notify_progress(r->e, r->id);
-}
-
 /* The end of a step in the sandbox: false when the run is over instead (cancelled or timed out
  * meanwhile). */
 static bool still_running(struct run *r)
@@ -150,7 +133,7 @@ static void setup_ended(struct run *r, int status, bool timed_out, uint64_t ms, 
                   "timed_out", timed_out, "failed", failed);
     json_t *raw = json_deep_copy(result);
     json_object_set_new(raw, "output", json_string(out));
-    setup_event(r, "setup_end", summary, raw);
+    run_server_event(r, "setup_end", summary, raw);
     _cleanup_free_ char *stored = json_dumps(result, JSON_COMPACT);
     json_decref(result);
     struct err serr = {0};
@@ -222,7 +205,7 @@ static void run_script_start(struct run *r, const char *source, const char *scri
 {
     snprintf(r->setup_source, sizeof(r->setup_source), "%s", source);
     run_set_phase(r, "setting up", "setting up (%s)", source);
-    setup_event(r, "setup_start", "setup started", json_pack("{s:s}", "source", source));
+    run_server_event(r, "setup_start", "setup started", json_pack("{s:s}", "source", source));
     log_info("run setup started run=%s source=%s", r->id, source);
     char dir[128];
     setup_dir_env(r, dir, sizeof(dir));
@@ -250,7 +233,7 @@ static void setup_devcontainer(struct run *r, const char *path, const char *text
         char msg[256];
         snprintf(msg, sizeof(msg), "setup: %s is over %d bytes; skipped", path,
                  DEVCONTAINER_INPUT_MAX);
-        setup_event(r, "setup_note", msg, json_pack("{s:s}", "source", path));
+        run_server_event(r, "setup_note", msg, json_pack("{s:s}", "source", path));
         run_setup_over(r);
         return;
     }
@@ -259,12 +242,12 @@ static void setup_devcontainer(struct run *r, const char *path, const char *text
     if (devcontainer_parse(text, len, r->workdir, &plan, &err) < 0) {
         char msg[600];
         snprintf(msg, sizeof(msg), "setup: %s does not parse (%s); skipped", path, err.msg);
-        setup_event(r, "setup_note", msg, json_pack("{s:s}", "source", path));
+        run_server_event(r, "setup_note", msg, json_pack("{s:s}", "source", path));
         run_setup_over(r);
         return;
     }
     for (size_t i = 0; i < plan->nnotes; i++)
-        setup_event(r, "setup_note", plan->notes[i], json_pack("{s:s}", "source", path));
+        run_server_event(r, "setup_note", plan->notes[i], json_pack("{s:s}", "source", path));
     _cleanup_free_ char *script = devcontainer_script(plan);
     devcontainer_plan_free(plan);
     run_script_start(r, path, script);

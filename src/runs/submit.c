@@ -19,6 +19,31 @@
 #include "base/util.h"
 #include "store/store.h"
 
+struct last_model {
+    const char *agent;
+    char *out;
+    bool seen;
+};
+
+static void on_last_run(const struct store_run *row, void *ctx)
+{
+    struct last_model *m = ctx;
+    if (!m->seen && strcmp(row->agent, m->agent) == 0)
+        snprintf(m->out, sizeof(row->model), "%s", row->model);
+    m->seen = true;
+}
+
+/* The model of session's newest run, into out, when that run was agent's */
+static void session_last_model(struct runs *e, const char *user_id, const char *session,
+                               const char *agent, char *out)
+{
+    struct last_model m = {.agent = agent, .out = out};
+    struct store_run_list_opts o = {.user_id = user_id, .session_id = session, .limit = 1};
+    struct err err = {0};
+    bool more;
+    store_run_list(e->st, &o, on_last_run, &m, &more, &err);
+}
+
 int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
                 struct err *err)
 {
@@ -26,12 +51,26 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     if (!agent_find(agent))
         return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
                        agent_names());
-    const char *model = s->model && *s->model ? s->model : e->default_model;
+    /* a session's later run without an agent named is its agent's */
+    struct store_session known = {0};
+    if ((!s->agent || !*s->agent) && s->session_id && *s->session_id &&
+        store_session_get(e->st, s->user_id, s->session_id, &known, err) == 0 &&
+        agent_find(known.agent))
+        agent = agent_find(known.agent)->name;
+    /* and of the model its last run used, when that was the same agent's */
+    char session_model[sizeof(((struct store_run *)0)->model)] = "";
+    if ((!s->model || !*s->model) && known.id[0])
+        session_last_model(e, s->user_id, known.id, agent, session_model);
+    const char *model = s->model && *s->model ? s->model
+                        : session_model[0]    ? session_model
+                                              : e->default_model;
     if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, model, err) < 0)
         return model == e->default_model
                    ? err_wrap(err, "no model was given, so the server's default "
                                    "(RUN_DEFAULT_MODEL) was tried")
                    : -EINVAL;
+    if (agent_model_check(agent_find(agent), e->cfg.llms, e->cfg.nllms, model, err) < 0)
+        return -EINVAL;
     if (!scripts_model_valid(model))
         return err_set(err, -EINVAL,
                        "model '%.120s' has characters a model name does not (letters, digits and "
@@ -117,9 +156,6 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
             return err_set(err, -ENOENT,
                            "session '%s' has expired (its workspace was removed); start a new one",
                            s->session_id);
-        if (strcmp(ses.agent, agent) != 0)
-            return err_set(err, -EINVAL, "session '%s' belongs to agent '%s'", s->session_id,
-                           ses.agent);
     }
     /* A later run of a session without a repository works where the session's last one did:
      * the agent's conversation belongs to that directory. That is the repository of the

@@ -183,8 +183,11 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     m->cfg.template_dir = m->template_dir;
     m->template_mirror = cfg->template_mirror ? xstrdup(cfg->template_mirror) : NULL;
     m->cfg.template_mirror = m->template_mirror;
-    m->agent_dir = cfg->agent_dir ? xstrdup(cfg->agent_dir) : NULL;
-    m->cfg.agent_dir = m->agent_dir;
+    for (size_t i = 0; i < cfg->nagents && i < SANDBOX_AGENTS_MAX; i++) {
+        m->cfg.agents[i].name = m->agent_names[i] = xstrdup(cfg->agents[i].name);
+        m->cfg.agents[i].dir = m->agent_dirs[i] = xstrdup(cfg->agents[i].dir);
+        m->cfg.nagents = i + 1;
+    }
     m->store = store;
     m->init_memfd = -1;
     m->devnull = -1;
@@ -316,7 +319,10 @@ void sandbox_manager_free(struct sandbox_manager *m)
     free(m->template_dir);
     free(m->template_mirror);
     free(m->template_name);
-    free(m->agent_dir);
+    for (size_t i = 0; i < SANDBOX_AGENTS_MAX; i++) {
+        free(m->agent_names[i]);
+        free(m->agent_dirs[i]);
+    }
     free(m);
 }
 

@@ -66,15 +66,17 @@ static void plan_init(struct setup_plan *p, struct sandbox *sbx)
     snprintf(p->overlay_opts, sizeof(p->overlay_opts),
              "lowerdir=%s%s%s,upperdir=%s,workdir=%s,metacopy=off", p->env_root,
              p->env_root[0] ? ":" : "", p->lower, p->upper, p->work);
-    for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS - 1; i++) {
+    for (int i = 0; i < m->tmpl.nbinds && i < MAX_BINDS - SANDBOX_AGENTS_MAX; i++) {
         snprintf(p->bind_src[i], sizeof(p->bind_src[i]), "%s", m->tmpl.binds[i]);
         snprintf(p->bind_dst[i], sizeof(p->bind_dst[i]), "%s%s", p->root, m->tmpl.binds[i]);
         p->nbinds++;
     }
-    if (m->agent_dir) {
-        snprintf(p->bind_src[p->nbinds], sizeof(p->bind_src[0]), "%s", m->agent_dir);
-        snprintf(p->bind_dst[p->nbinds], sizeof(p->bind_dst[0]), "%s/opt/agents", p->root);
+    for (size_t i = 0; i < m->cfg.nagents && p->nbinds < MAX_BINDS; i++) {
+        snprintf(p->bind_src[p->nbinds], sizeof(p->bind_src[0]), "%s", m->cfg.agents[i].dir);
+        snprintf(p->bind_dst[p->nbinds], sizeof(p->bind_dst[0]), "%s/opt/agents/%s", p->root,
+                 m->cfg.agents[i].name);
         snprintf(p->opt_dir, sizeof(p->opt_dir), "%s/opt", p->root);
+        snprintf(p->agents_dir, sizeof(p->agents_dir), "%s/opt/agents", p->root);
         p->nbinds++;
     }
     snprintf(p->ws_dst, sizeof(p->ws_dst), "%s/workspace", p->root);

@@ -25,6 +25,8 @@ struct fsop_request;
 struct sandbox;
 struct sandbox_manager;
 
+#define SANDBOX_AGENTS_MAX 4 /* agents' directories mounted into sandboxes */
+
 struct sandbox_config {
     const char *data_dir;        /* sandboxes/ and templates/ live below it */
     const char *template_name;   /* "debian" (default) or "host" */
@@ -49,7 +51,11 @@ struct sandbox_config {
     uint64_t exec_timeout_max;   /* largest timeout a client may ask for */
     size_t output_bytes;         /* default cap per output stream */
     size_t file_max_bytes;       /* largest content of one file write */
-    const char *agent_dir;       /* host directory mounted read-only at /opt/agents, or NULL */
+    /* The coding agents' programs: each host directory mounted read-only at /opt/agents/<name> */
+    struct sandbox_agent_dir {
+        const char *name, *dir;
+    } agents[SANDBOX_AGENTS_MAX];
+    size_t nagents;
     const char *cgroup_root; /* where the cgroup hierarchies are mounted; NULL: /sys/fs/cgroup */
     bool allow_unlimited;    /* start sandboxes even without cgroup memory and pids limits */
 };

@@ -145,7 +145,7 @@ int pidfd_open_pid(pid_t pid);
 
 /* --- the setup child (setup.c) --- */
 
-#define MAX_BINDS 8
+#define MAX_BINDS 12
 
 /* Everything the setup child needs, computed before the fork. */
 struct setup_plan {
@@ -175,7 +175,8 @@ struct setup_plan {
     char overlay_opts[4 * PATH_MAX + 64];
     int nbinds;
     char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
-    char opt_dir[PATH_MAX]; /* created for the agents mount, "" when there is none */
+    char opt_dir[PATH_MAX];    /* created for the agents' mounts, "" when there is none */
+    char agents_dir[PATH_MAX]; /* opt_dir/agents, where they go */
     char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
     char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
     int ncg;
@@ -266,7 +267,7 @@ struct sandbox_manager {
     char *template_dir;
     char *template_mirror;
     char *template_name;
-    char *agent_dir;
+    char *agent_names[SANDBOX_AGENTS_MAX], *agent_dirs[SANDBOX_AGENTS_MAX];
     struct store *store;
     struct template_info tmpl;   /* what new starts get */
     struct template_info host;   /* the host template, always prepared */

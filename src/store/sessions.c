@@ -83,6 +83,18 @@ int store_session_update(struct store *st, const char *id, const char *agent_ses
     return store_step_done(st, s, "update session", err);
 }
 
+int store_session_set_agent(struct store *st, const char *id, const char *agent, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE sessions SET agent = ?, agent_session = '' WHERE id = ?", &s,
+                          err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, agent);
+    db_bind_text(s, 2, id);
+    return store_step_done(st, s, "record session agent", err);
+}
+
 int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
                              const char *base_branch, struct err *err)
 {

@@ -465,6 +465,9 @@ int store_session_get(struct store *st, const char *user_id, const char *id,
  * "" strings keep what is there). */
 int store_session_update(struct store *st, const char *id, const char *agent_session,
                          const char *repository, int64_t last_run_at, struct err *err);
+/* Hand session id to another agent: its runs from now on are that agent's, in a conversation
+ * still to begin (agent_session emptied). */
+int store_session_set_agent(struct store *st, const char *id, const char *agent, struct err *err);
 /* Sessions whose last run ended before `before` (ms) and whose workspace is still there, with
  * no run queued or running. */
 /* Record the branch a session's runs deliver to and the base it was made from (NULLs: none, the

@@ -202,6 +202,7 @@ struct event_stream {
     struct buf out;
     size_t batch;
     char phase[RUNS_PHASE_TEXT_MAX]; /* the phase last sent */
+    char agent[32];                  /* the run's agent, whose adapter reads its events */
 };
 
 static void stream_free(struct event_stream *es)
@@ -227,6 +228,9 @@ static void add_event(const struct store_run_event_row *e, void *ctx)
     /* the words of the agent (text, reasoning) and of errors are shown in full, up to a cap */
     json_t *raw = json_loads(e->raw, 0, NULL);
     const char *text = json_string_value(json_object_get(json_object_get(raw, "part"), "text"));
+    _cleanup_free_ char *words = text ? NULL : runs_event_words(es->agent, e->type, e->raw);
+    if (words)
+        text = words;
     if (text) /* cut on a character boundary: jansson refuses half a character */
         json_object_set_new(j, "text",
                             json_stringn(text, utf8_boundary(text, strnlen(text, EVENT_TEXT_MAX))));
@@ -254,6 +258,8 @@ static void pump(struct loop_timer *t)
     bool ended = r == 0 && strcmp(row.status, "queued") != 0 && strcmp(row.status, "running") != 0;
     char status[STORE_RUN_STATUS_MAX];
     snprintf(status, sizeof(status), "%s", row.status);
+    if (r == 0)
+        snprintf(es->agent, sizeof(es->agent), "%s", row.agent);
     char phase[RUNS_PHASE_TEXT_MAX];
     if (r == 0) {
         runs_phase_text(&row, phase, sizeof(phase));

@@ -2,6 +2,7 @@
 // at): it speaks the real wire format, SSE streaming included, and does what each test scripts.
 // Every request is recorded (method, url, headers, body) so tests can check what reached it.
 import http from 'node:http';
+import { responsesEvents, sendResponsesError, functionOutputs } from './fake-openai.mjs';
 
 // Anthropic's streaming shape for a short reply.
 export function messageEvents({ input = 25, output = 7, text = 'Hello!' } = {}) {
@@ -156,18 +157,24 @@ export function isTitleRequest(body) {
 }
 
 // The text parts of a request's user messages, latest first (tool results left out).
+// A Responses API request (Codex's) keeps them in input, as input_text parts.
 export function userTexts(body) {
   const texts = [];
-  for (const m of [...(body.messages || [])].reverse()) {
+  const messages = body.messages || (Array.isArray(body.input) ? body.input : []);
+  for (const m of [...messages].reverse()) {
     if (m.role !== 'user') continue;
     if (typeof m.content === 'string') { texts.push(m.content); continue; }
-    for (const c of [...(m.content || [])].reverse()) if (c.type === 'text') texts.push(c.text);
+    for (const c of [...(m.content || [])].reverse())
+      if (c.type === 'text' || c.type === 'input_text') texts.push(c.text);
   }
   return texts;
 }
 
-// The tool results a request carries, in order: [{tool_use_id, text}].
+// The tool results a request carries, in order: [{tool_use_id, text}] (a Responses API
+// request's function call outputs as the same).
 export function toolResults(body) {
+  if (!body.messages && Array.isArray(body.input))
+    return functionOutputs(body).map((o) => ({ tool_use_id: o.call_id, text: o.text, is_error: false }));
   const out = [];
   for (const m of body.messages || []) {
     if (m.role !== 'user' || !Array.isArray(m.content)) continue;
@@ -207,8 +214,11 @@ function waiters() {
   };
 }
 
+//
+// wire: 'responses' answers in OpenAI's Responses API instead (Codex's), a tool call as a
+// function call, an error in that API's shape.
 export function agentScript(steps, { usage = { input_tokens: 100, output_tokens: 20 }, title = 'Scripted task',
-  name = 'script' } = {}) {
+  name = 'script', wire = 'anthropic' } = {}) {
   const queue = steps.map((s, i) => ({ s, i }));
   const wait = waiters();
   let release;
@@ -229,7 +239,13 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     if (!next) {
       script.overrun++;
       rec.step = -1;
-      sendReply(res, { blocks: [{ type: 'text', text: 'Script finished.' }], ...usage });
+      if (wire === 'responses') {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        for (const e of responsesEvents({ text: 'Script finished.', model: body.model, usage })) res.write(e);
+        res.end();
+      } else {
+        sendReply(res, { blocks: [{ type: 'text', text: 'Script finished.' }], ...usage });
+      }
       wait.check();
       return;
     }
@@ -271,7 +287,7 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
 
   function respond(res, step, body) {
     if (step.status && step.status !== 200) {
-      sendError(res, step.status, step.error, step.headers);
+      (wire === 'responses' ? sendResponsesError : sendError)(res, step.status, step.error, step.headers);
       return;
     }
     const u = step.usage || usage;
@@ -288,6 +304,14 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
       script.usage.input_tokens += u.input_tokens;
       script.usage.output_tokens += u.output_tokens;
     });
+    if (wire === 'responses') {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      const text = blocks.filter((b) => b.type === 'text').map((b) => b.text).join('');
+      const fcalls = blocks.filter((b) => b.type === 'tool_use').map((b) => ({ id: b.id, name: b.name, input: b.input }));
+      for (const e of responsesEvents({ text, calls: fcalls, model: body.model, usage: u })) res.write(e);
+      res.end();
+      return;
+    }
     sendReply(res, { blocks, stop: calls.length ? 'tool_use' : 'end_turn', ...u, model: body.model });
   }
 

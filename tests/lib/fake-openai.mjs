@@ -98,3 +98,68 @@ export function chatScript(steps, { usage = { prompt_tokens: 100, completion_tok
   Object.defineProperty(script, 'remaining', { get: () => queue.length });
   return script;
 }
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI's Responses API (POST /v1/responses, streamed), as Codex speaks it: SSE events with
+// `event:` names, the reply's output items (a message, function calls) each added and done, and
+// response.completed with the usage last.
+
+// The SSE events of one streamed Responses reply: optional text, then function calls
+// [{ id, name, input }] (input is sent as the call's JSON arguments).
+export function responsesEvents({ text = '', calls = [], model = 'fake-model',
+  usage = { input_tokens: 100, output_tokens: 20 } } = {}) {
+  const id = `resp_fake_${++seq}`;
+  const ev = (type, data) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const response = (status, extra = {}) => ({ id, object: 'response', created_at: Math.floor(Date.now() / 1000),
+    status, model, output: [], ...extra });
+  const out = [ev('response.created', { response: response('in_progress') }),
+    ev('response.in_progress', { response: response('in_progress') })];
+  const items = [];
+  let index = 0;
+  if (text) {
+    const item = { id: `msg_fake_${++seq}`, type: 'message', role: 'assistant', status: 'completed',
+      content: [{ type: 'output_text', text, annotations: [] }] };
+    out.push(ev('response.output_item.added', { output_index: index,
+      item: { ...item, status: 'in_progress', content: [] } }));
+    out.push(ev('response.content_part.added', { item_id: item.id, output_index: index, content_index: 0,
+      part: { type: 'output_text', text: '', annotations: [] } }));
+    const cut = Math.ceil(text.length / 2);
+    for (const piece of [text.slice(0, cut), text.slice(cut)])
+      if (piece) out.push(ev('response.output_text.delta', { item_id: item.id, output_index: index, content_index: 0, delta: piece }));
+    out.push(ev('response.output_text.done', { item_id: item.id, output_index: index, content_index: 0, text }));
+    out.push(ev('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0,
+      part: item.content[0] }));
+    out.push(ev('response.output_item.done', { output_index: index, item }));
+    items.push(item);
+    index++;
+  }
+  for (const c of calls) {
+    const item = { id: `fc_fake_${++seq}`, type: 'function_call', status: 'completed', call_id: c.id,
+      name: c.name, arguments: JSON.stringify(c.input ?? {}) };
+    out.push(ev('response.output_item.added', { output_index: index, item: { ...item, status: 'in_progress', arguments: '' } }));
+    out.push(ev('response.function_call_arguments.delta', { item_id: item.id, output_index: index, delta: item.arguments }));
+    out.push(ev('response.function_call_arguments.done', { item_id: item.id, output_index: index, arguments: item.arguments }));
+    out.push(ev('response.output_item.done', { output_index: index, item }));
+    items.push(item);
+    index++;
+  }
+  out.push(ev('response.completed', { response: response('completed', { output: items,
+    usage: { input_tokens: usage.input_tokens, input_tokens_details: { cached_tokens: 0 },
+      output_tokens: usage.output_tokens, output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: usage.input_tokens + usage.output_tokens } }) }));
+  return out;
+}
+
+// An error in the Responses API's shape.
+export function sendResponsesError(res, status, error = {}, headers = {}) {
+  const out = JSON.stringify({ error: { message: error.message || 'error', type: error.type || 'invalid_request_error',
+    param: null, code: error.code || null } });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), ...headers });
+  res.end(out);
+}
+
+// The function call outputs a Responses request carries, in order: [{call_id, text}].
+export function functionOutputs(body) {
+  return (Array.isArray(body.input) ? body.input : []).filter((i) => i.type === 'function_call_output')
+    .map((i) => ({ call_id: i.call_id, text: typeof i.output === 'string' ? i.output : JSON.stringify(i.output) }));
+}

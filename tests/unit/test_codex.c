@@ -192,4 +192,37 @@ TEST(codex_odd_lines)
     }
 }
 
+/* Codex reports its thread's totals: a run's steps count only their own, and a run continuing a
+ * thread starts from the totals it had (the second run's line is the real resumed one). */
+TEST(codex_steps_count_their_own_tokens)
+{
+    struct agent_reader rd = {0};
+    struct agent_event evs[AGENT_LINE_EVENTS];
+    static const char resumed_line[] =
+        "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":300,\"cached_input_tokens\":0,"
+        "\"cache_write_input_tokens\":0,\"output_tokens\":60,\"reasoning_output_tokens\":0}}";
+    CHECK_INT_EQ(codex_parse_line(&rd, turn_completed_line, strlen(turn_completed_line), evs), 1);
+    CHECK_INT_EQ(evs[0].input_tokens, 200);
+    CHECK_INT_EQ(evs[0].output_tokens, 40);
+    agent_event_clear(&evs[0]);
+    CHECK_INT_EQ(codex_parse_line(&rd, resumed_line, strlen(resumed_line), evs), 1);
+    CHECK_INT_EQ(evs[0].input_tokens, 100);
+    CHECK_INT_EQ(evs[0].output_tokens, 20);
+    CHECK_STR_EQ(evs[0].summary, "step finish: 100 in, 20 out");
+    agent_event_clear(&evs[0]);
+
+    /* a later run's reader starts from what the last run's line reports */
+    struct agent_reader next = {0};
+    CHECK(codex_line_totals(turn_completed_line, strlen(turn_completed_line), &next.total_in,
+                            &next.total_out));
+    CHECK(!codex_line_totals(message_line, strlen(message_line), &next.total_in, &next.total_out));
+    CHECK_INT_EQ(codex_parse_line(&next, resumed_line, strlen(resumed_line), evs), 1);
+    CHECK_INT_EQ(evs[0].input_tokens, 100);
+    agent_event_clear(&evs[0]);
+    /* totals that went down are another thread's: counted whole */
+    CHECK_INT_EQ(codex_parse_line(&next, turn_completed_line, strlen(turn_completed_line), evs), 1);
+    CHECK_INT_EQ(evs[0].input_tokens, 200);
+    agent_event_clear(&evs[0]);
+    CHECK_INT_EQ(codex_parse_line(&next, "nope", 4, evs), -EINVAL);
+}
 TEST_MAIN()

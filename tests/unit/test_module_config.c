@@ -83,7 +83,7 @@ TEST(runs_config_reads_minutes_and_days)
     CHECK(rc.allow_local_repos);
     CHECK_STR_EQ(rc.default_model, "openai/gpt-5");
     CHECK_INT_EQ(rc.max_running, 4);
-    CHECK(rc.jwt_key == NULL && rc.opencode_bin == NULL);
+    CHECK(rc.jwt_key == NULL && rc.agents == NULL && rc.nagents == 0);
     config_release(&cfg);
 }
 
@@ -108,16 +108,30 @@ TEST(runs_config_refuses_what_it_cannot_use)
     }
 }
 
-TEST(runs_opencode_find_follows_opencode_bin)
+/* Each agent's setting names its program; the directory mounted is the program's, or the
+ * package's platform directory above it (Codex's); a setting naming nothing finds nothing (and
+ * not the one make deps installed). */
+TEST(runs_agents_find_follows_their_settings)
 {
     struct config cfg;
-    cfg_from(&cfg, "OPENCODE_BIN=/bin/sh\n");
-    char *p = runs_opencode_find(&cfg);
-    CHECK(p != NULL && p[0] == '/');
-    free(p);
+    struct runs_agent_program a[RUNS_AGENTS_MAX];
+    cfg_from(&cfg, "OPENCODE_BIN=/bin/sh\nCLAUDE_CODE_BIN=/nonexistent/claude\n"
+                   "CODEX_BIN=/usr/bin/env\n");
+    size_t n = runs_agents_find(&cfg, a);
+    CHECK_INT_EQ(n, 2);
+    CHECK_STR_EQ(a[0].name, "opencode");
+    CHECK(a[0].program[0] == '/');
+    CHECK(strncmp(a[0].program, a[0].dir, strlen(a[0].dir)) == 0);
+    CHECK(strchr(a[0].program + strlen(a[0].dir) + 1, '/') == NULL);
+    CHECK(strncmp(a[0].inside, "/opt/agents/opencode/", 21) == 0);
+    CHECK_STR_EQ(a[1].name, "codex");
+    CHECK_STR_EQ(a[1].dir, "/usr");
+    CHECK_STR_EQ(a[1].inside, "/opt/agents/codex/bin/env");
+    runs_agents_release(a, n);
     config_release(&cfg);
-    cfg_from(&cfg, "OPENCODE_BIN=/nonexistent/opencode\n");
-    CHECK(runs_opencode_find(&cfg) == NULL);
+    cfg_from(&cfg, "OPENCODE_BIN=/nonexistent/opencode\nCLAUDE_CODE_BIN=/nonexistent/c\n"
+                   "CODEX_BIN=/nonexistent/x\n");
+    CHECK_INT_EQ(runs_agents_find(&cfg, a), 0);
     config_release(&cfg);
 }
 

@@ -1,0 +1,190 @@
+// Runs by the agents beside OpenCode: the real Claude Code and Codex CLIs (pinned in
+// src/runs/claude-code and src/runs/codex, installed by make deps) in the session's sandbox,
+// talking to scripted fake models through the server's proxy: Claude Code in the Anthropic
+// Messages API, Codex in OpenAI's Responses API (tests/lib/fake-anthropic.mjs, wire
+// 'responses'). For each: a task that edits, runs a failing command and commits, delivered as a
+// pull request to a fake GitHub; a continuation that resumes the same conversation; a failure;
+// a cancel. Then a session handed from one agent to another, and a model an agent cannot speak
+// to refused at run_task.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startServer, cli, sqlRows } from '../lib/server.mjs';
+import * as runs from '../lib/runs.mjs';
+import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
+import { startFakeGitHub } from '../lib/fake-github.mjs';
+
+const TOKEN = 'github_pat_11AGENTStestTOKEN_alice0123456789';
+const ANTHROPIC_KEY = 'sk-ant-agents-test-key-0123456789';
+const OPENAI_KEY = 'sk-proj-agents-test-key-0123456789';
+const CLAUDE_MODEL = 'anthropic/claude-sonnet-4-5';
+const CODEX_MODEL = 'openai/gpt-5-codex';
+
+let fake, router, gh, server;
+
+before(async () => {
+  fake = await startFake();
+  router = agentRouter();
+  fake.handle(router);
+  gh = await startFakeGitHub({ tokens: [TOKEN], repos: {
+    'acme/claude': { files: { 'README.md': '# claude\n' } },
+    'acme/codex': { files: { 'README.md': '# codex\n' } },
+  } });
+  server = await startServer({ env: {
+    ANTHROPIC_API_KEY: ANTHROPIC_KEY, ANTHROPIC_BASE_URL: fake.url,
+    OPENAI_API_KEY: OPENAI_KEY, OPENAI_BASE_URL: fake.url,
+    GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
+  } });
+  const r = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${TOKEN}\n` });
+  assert.equal(r.status, 0, r.stderr);
+});
+
+after(async () => {
+  await server?.stop();
+  await gh?.close();
+  await fake?.close();
+});
+
+const call = (name, args) => runs.call(server, name, args);
+const ok = (name, args) => runs.ok(server, name, args);
+const finished = (runId) => runs.finished(server, runId);
+const events = (runId) => sqlRows(server, `SELECT type, summary, raw FROM run_events WHERE run_id = '${runId}' ORDER BY seq`);
+
+// A command that looks for the provider keys everywhere the agent can: in its environment and
+// in the sandbox's files (spelled out of base64, so the command itself holds neither).
+const b64 = (s) => Buffer.from(s).toString('base64');
+const LOOK = `for k in ${b64(ANTHROPIC_KEY)} ${b64(OPENAI_KEY)}; do v=$(echo $k | base64 -d); `
+  + 'env | grep -c "$v"; grep -rl "$v" /workspace /root /tmp /etc /home /var /run /opt --exclude-dir=agents '
+  + '2>/dev/null | head -3; done; echo looked';
+
+// Each agent's tools, as the fake model calls them.
+const AGENTS = {
+  'claude-code': {
+    model: CLAUDE_MODEL, wire: 'anthropic', repo: 'acme/claude',
+    shell: (command) => ({ tool: 'Bash', input: { command, description: 'Run' } }),
+    write: (file, content) => ({ tool: 'Write', input: { file_path: file, content } }),
+  },
+  codex: {
+    model: CODEX_MODEL, wire: 'responses', repo: 'acme/codex',
+    // (answered once the command ends, however long it takes)
+    shell: (command) => ({ tool: 'exec_command', input: { cmd: command, yield_time_ms: 300000 } }),
+    write: (file, content) => ({ tool: 'exec_command', input: { cmd: `printf '%s' '${content}' > ${file}` } }),
+  },
+};
+
+for (const [agent, a] of Object.entries(AGENTS)) {
+  const tag = agent.replace('-', '');
+  const add = (marker, steps) => router.add(marker, steps, { wire: a.wire });
+
+  test(`${agent}: edits, runs a failing command, commits; delivered as a pull request; its conversation continues`, async () => {
+    const dir = `/workspace/${a.repo.split('/')[1]}`;
+    const s1 = add(`${tag}-edit-4c1`, [
+      a.write(`${dir}/hello.txt`, 'hello\n'),
+      a.shell('exit 3'),
+      a.shell('git add hello.txt && git commit -qm "Add hello" && git log --format=%s -1'),
+      a.shell(LOOK),
+      { text: 'Added hello.txt.' },
+    ]);
+    const started = await ok('run_task', { task: `${tag}-edit-4c1: add hello.txt`, agent, model: a.model,
+      title: 'Add hello', repository: gh.repoUrl(a.repo) });
+    const r = await finished(started.run_id);
+    const diag = JSON.stringify(r, null, 1);
+    assert.equal(r.status, 'succeeded', diag);
+    assert.equal(r.agent, agent);
+    assert.equal(r.result.summary, 'Added hello.txt.');
+    // what the agent saw of its commands
+    const results = toolResults(s1.requests.at(-1).body).map((x) => x.text);
+    assert.match(results[2], /Add hello/);
+    // no key in its environment or files: two zero counts and no file named
+    assert.match(results[3], /(^|\n)0\s+0\s+looked/, results[3]);
+    assert.doesNotMatch(results[3].split('looked')[0], /\//, results[3]);
+    // the timeline: the same kinds of events as OpenCode's, with targets and exit statuses
+    const evs = events(r.run_id);
+    const tools = evs.filter((e) => e.type === 'tool_use').map((e) => e.summary);
+    assert.ok(tools.some((s) => s === 'bash: exit 3 (exit 3)'), JSON.stringify(tools));
+    assert.ok(tools.some((s) => s.startsWith('bash: git add hello.txt')), JSON.stringify(tools));
+    assert.ok(evs.some((e) => e.type === 'step_start'));
+    assert.ok(evs.some((e) => e.type === 'text' && e.summary === 'Added hello.txt.'));
+    // tokens as the provider counted them: what the fake sent
+    assert.deepEqual([r.usage.input_tokens, r.usage.output_tokens], [s1.usage.input_tokens, s1.usage.output_tokens]);
+    // every model request came through the proxy with the run's token, never the key
+    for (const req of s1.requests) {
+      const auth = JSON.stringify(req.headers);
+      assert.ok(auth.includes(a.wire === 'anthropic' ? ANTHROPIC_KEY : OPENAI_KEY), 'the proxy put the key in');
+    }
+    // delivered like any run
+    assert.equal(r.delivery.status, 'delivered', diag);
+    const pushed = gh.log(a.repo, null, `main..refs/heads/${r.delivery.branch}`);
+    assert.deepEqual(pushed.map((c) => c.subject), ['Add hello']);
+    assert.equal(gh.show(a.repo, r.delivery.branch, 'hello.txt'), 'hello\n');
+    assert.ok(gh.pulls.some((p) => p.head === r.delivery.branch && p.title === 'Add hello'));
+
+    // a later run in the session continues the same conversation (the agent's own resume)
+    const s2 = add(`${tag}-again-8d2`, [{ text: 'Still here.' }]);
+    const r2 = await finished((await ok('run_task', { task: `${tag}-again-8d2: anything else?`,
+      session_id: started.session_id })).run_id);
+    assert.equal(r2.status, 'succeeded', JSON.stringify(r2));
+    assert.equal(r2.agent, agent, 'a session keeps its agent');
+    const texts = userTexts(s2.requests[0].body).join('\n');
+    assert.match(texts, new RegExp(`${tag}-edit-4c1: add hello.txt`), 'the first task is in the conversation');
+    assert.deepEqual([r2.usage.input_tokens, r2.usage.output_tokens], [s2.usage.input_tokens, s2.usage.output_tokens],
+      'a continued run counts its own tokens');
+  });
+
+  test(`${agent}: a model error fails the run with its reason; a cancel stops it`, async () => {
+    add(`${tag}-fail-2b7`, [
+      { status: 400, error: { type: 'invalid_request_error', message: 'prompt is too long' } },
+      { status: 400, error: { type: 'invalid_request_error', message: 'prompt is too long' } },
+      { status: 400, error: { type: 'invalid_request_error', message: 'prompt is too long' } },
+    ]);
+    const f = await finished((await ok('run_task', { task: `${tag}-fail-2b7: fail`, agent, model: a.model })).run_id);
+    assert.equal(f.status, 'failed', JSON.stringify(f));
+    assert.match(f.result.error, /[Pp]rompt is too long/);
+
+    const held = add(`${tag}-hold-6e3`, [{ hold: true, text: 'never' }]);
+    const started = await ok('run_task', { task: `${tag}-hold-6e3: wait`, agent, model: a.model });
+    await held.waitHeld();
+    await ok('cancel_run', { run_id: started.run_id });
+    const c = await finished(started.run_id);
+    assert.equal(c.status, 'cancelled', JSON.stringify(c));
+    await runs.until(() => held.aborted > 0, 'the held request closed');
+  });
+}
+
+test('a session handed to another agent starts a new conversation there, and its timeline says so', async () => {
+  add2('handoff-a-1f9', 'anthropic', [AGENTS['claude-code'].shell('echo from-claude > who.txt'), { text: 'Claude wrote.' }]);
+  const first = await ok('run_task', { task: 'handoff-a-1f9: write', agent: 'claude-code', model: CLAUDE_MODEL });
+  assert.equal((await finished(first.run_id)).status, 'succeeded');
+  const s = add2('handoff-b-3c8', 'responses', [AGENTS.codex.shell('cat who.txt'), { text: 'Codex read.' }]);
+  const second = await ok('run_task', { task: 'handoff-b-3c8: read', agent: 'codex', model: CODEX_MODEL,
+    session_id: first.session_id });
+  const r = await finished(second.run_id);
+  assert.equal(r.status, 'succeeded', JSON.stringify(r));
+  // the same workspace, a new conversation
+  assert.match(toolResults(s.requests.at(-1).body)[0].text, /from-claude/);
+  assert.doesNotMatch(userTexts(s.requests[0].body).join('\n'), /handoff-a-1f9/);
+  const note = events(r.run_id).find((e) => e.type === 'agent_changed');
+  assert.ok(note, 'the timeline says the agent changed');
+  assert.match(note.summary, /a new codex conversation: the session's earlier runs were claude-code's/);
+  // and a later run without an agent named is the session's new agent's
+  add2('handoff-c-7a2', 'responses', [{ text: 'Codex again.' }]);
+  const third = await finished((await ok('run_task', { task: 'handoff-c-7a2: again', session_id: first.session_id })).run_id);
+  assert.equal(third.agent, 'codex');
+  assert.equal(third.status, 'succeeded', JSON.stringify(third));
+});
+
+test('run_task refuses a model its agent cannot speak to, naming the agents that can', async () => {
+  const r = await call('run_task', { task: 'x', agent: 'claude-code', model: CODEX_MODEL });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /agent 'claude-code' cannot use model 'openai\/gpt-5-codex': provider 'openai' speaks OpenAI's Responses API, which claude-code does not; agents that can: opencode, codex/);
+  const c = await call('run_task', { task: 'x', agent: 'codex', model: CLAUDE_MODEL });
+  assert.equal(c.isError, true);
+  assert.match(c.content[0].text, /agents that can: opencode, claude-code/);
+  const u = await call('run_task', { task: 'x', agent: 'aider' });
+  assert.equal(u.isError, true);
+  assert.match(u.content[0].text, /field 'agent': must be one of: opencode, claude-code, codex/);
+});
+
+function add2(marker, wire, steps) {
+  return router.add(marker, steps, { wire });
+}
