@@ -275,6 +275,8 @@ TEST(phase_told_for_every_step_of_one_read)
     CHECK_INT_EQ(store_run_get(st, NULL, row.id, &stored, &err), 0);
     CHECK_INT_EQ(stored.event_count, 9);
     store_run_release(&stored);
+    agent_reader_clear(r.reader); /* what the parser kept between lines */
+    free(r.reader);
 
     unlink(events);
     rmdir(dir);
