@@ -92,6 +92,17 @@ export function spawnTimes(argv, n) {
   });
 }
 
+// The value of marker in seen (a Map a fake upstream fills as each run's first request comes),
+// once it is there: polled every 2 ms, so the time read is the request's own, not the poll's.
+export async function firstSeen(seen, marker, ms = 120000) {
+  const t0 = Date.now();
+  while (!seen.has(marker)) {
+    if (Date.now() - t0 > ms) throw new Error(`no model request for ${marker} in ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return seen.get(marker);
+}
+
 // The rows this benchmark gives the headline table of docs/BENCHMARKS.md (bench/report.mjs):
 // each {what, ours, peer, ratio, target}, already formatted. Written to $BENCH_HEADLINE.
 export function writeHeadline(rows) {

@@ -17,7 +17,7 @@ import { cpus, totalmem, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { summarize, fmt, mcpClient, writeHeadline } from './lib.mjs';
+import { summarize, fmt, mcpClient, writeHeadline, firstSeen } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.env.SANDBOX_MCP_BIN = path.resolve(process.env.SANDBOX_MCP_BIN || path.join(root, 'build', 'sandbox-mcp'));
@@ -47,14 +47,7 @@ const fake = await startFake((req, res, raw) => {
   if (m && !first.has(m[0])) first.set(m[0], { perf, wall });
   sendReply(res, { blocks: [{ type: 'text', text: 'Done.' }], input_tokens: 10, output_tokens: 2, model: body.model });
 });
-const firstRequest = async (marker, ms = 120000) => {
-  const t0 = Date.now();
-  while (!first.has(marker)) {
-    if (Date.now() - t0 > ms) throw new Error(`no model request for ${marker} in ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  return first.get(marker);
-};
+const firstRequest = (marker) => firstSeen(first, marker);
 
 // --- local repositories, cloned over file:// as the tests do ---
 const scratch = mkdtempSync(path.join(tmpdir(), 'smcp-bench-runstart-'));

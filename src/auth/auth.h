@@ -70,3 +70,7 @@ void auth_free(struct auth *a);
 struct st_h2o_req_t;
 struct store_user;
 bool auth_session_user(struct auth *a, struct st_h2o_req_t *req, struct store_user *user);
+/* For an action of a page's owner signed in (src/web/web.c): the CSRF token this browser's forms
+ * carry (set as its cookie when it has none), and whether value, a form's, is that token. */
+const char *auth_page_csrf(struct auth *a, struct st_h2o_req_t *req);
+bool auth_page_csrf_is(struct st_h2o_req_t *req, const char *value);

@@ -144,7 +144,17 @@ const char *auth_csrf_token(struct auth *a, h2o_req_t *req)
 
 bool auth_csrf_ok(h2o_req_t *req, const struct form *f)
 {
-    const char *c = auth_cookie(req, CSRF_COOKIE), *v = form_get(f, "csrf");
+    return auth_page_csrf_is(req, form_get(f, "csrf"));
+}
+
+const char *auth_page_csrf(struct auth *a, h2o_req_t *req)
+{
+    return auth_csrf_token(a, req);
+}
+
+bool auth_page_csrf_is(h2o_req_t *req, const char *v)
+{
+    const char *c = auth_cookie(req, CSRF_COOKIE);
     if (!c || !v || strlen(c) != 43 || strlen(v) != 43)
         return false;
     unsigned char diff = 0;

@@ -10,7 +10,8 @@ unsigned auth_tool_scope(const char *tool)
     if (strncmp(tool, "opencode_", 9) == 0)
         tool += 9;
     if (strcmp(tool, "run_task") == 0 || strcmp(tool, "get_result") == 0 ||
-        strcmp(tool, "list_runs") == 0 || strcmp(tool, "cancel_run") == 0)
+        strcmp(tool, "list_runs") == 0 || strcmp(tool, "cancel_run") == 0 ||
+        strcmp(tool, "deliver_run") == 0)
         return SCOPE_RUNS;
     return 0;
 }

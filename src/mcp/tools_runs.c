@@ -30,7 +30,7 @@
 #define WAIT_MAX_SECONDS 60
 static struct tools_runs the_tools;
 
-static bool available(struct tools_runs *t, struct mcp_call *call)
+bool tools_runs_available(struct tools_runs *t, struct mcp_call *call)
 {
     if (t->runs)
         return true;
@@ -45,8 +45,10 @@ static const char *opt_str(const json_t *args, const char *key)
     return s && *s ? s : NULL;
 }
 
-static json_t *text_content(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *text_content(const char *fmt, ...)
+#define available tools_runs_available
+#define text_content tools_runs_text
+
+json_t *tools_runs_text(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -84,6 +86,10 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
+    if (json_object_get(args, "attempts") || json_object_get(args, "variants")) {
+        tools_runs_attempts(t, call, &s, args);
+        return;
+    }
     char run_id[64], session_id[64], url[512], session_url[512];
     struct err err = {0};
     if (runs_submit(t->runs, &s, run_id, session_id, &err) < 0) {
@@ -277,6 +283,20 @@ static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx
     const struct mcp_principal *p = mcp_call_principal(call);
     struct store_run r = {0};
     struct err err = {0};
+    char first[64];
+    const char *group = opt_str(args, "group_id");
+    if (!id && group) {
+        /* a group answers as its first attempt, whose result holds the whole group */
+        if (tools_runs_group_first(t, p->user_id, group, first, &err) < 0) {
+            mcp_call_tool_err(call, &err);
+            return;
+        }
+        id = first;
+    }
+    if (!id) {
+        mcp_call_tool_fail(call, MCP_TOOL_INVALID_ARGUMENTS, "give run_id (or group_id)");
+        return;
+    }
     int rc = store_run_get(t->st, p->user_id, id, &r, &err);
     store_run_release(&r);
     if (rc < 0) {
@@ -580,6 +600,19 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
             "claude-code (Anthropic-compatible providers) or codex (OpenAI's Responses API). A "
             "session's later run keeps its agent unless another is named, which starts a new "
             "conversation in the same workspace\"},"
+        "\"attempts\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":4,"
+            "\"description\":\"Run the task this many times at once, each attempt in a session "
+            "of its own from the same repository, to compare them (default 1). Nothing is "
+            "pushed until one is picked with deliver_run\"},"
+        "\"variants\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":4,\"items\":{"
+            "\"type\":\"object\",\"properties\":{"
+                "\"agent\":{\"type\":\"string\",\"enum\":[\"opencode\",\"claude-code\","
+                    "\"codex\"]},"
+                "\"model\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":120}},"
+            "\"additionalProperties\":false},"
+            "\"description\":\"The agents and models to spread the attempts over, in turn "
+            "(default: agent and model for every attempt); without attempts, one attempt "
+            "each\"},"
         "\"timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":%llu,"
             "\"description\":\"Stop the agent after this many minutes (default %llu)\"},"
         "\"setup\":{\"type\":\"string\",\"maxLength\":%d,"
@@ -606,13 +639,23 @@ static const char run_task_output[] = "{\"type\":\"object\",\"properties\":{"
         "to the container_* tools to look at the workspace\"},"
     "\"status\":{\"type\":\"string\",\"enum\":[" STATUSES "]},"
     "\"web_url\":{\"type\":\"string\",\"description\":\"The run's live page, for a person\"},"
-    "\"session_web_url\":{\"type\":\"string\"}},"
+    "\"session_web_url\":{\"type\":\"string\"},"
+    "\"group_id\":{\"type\":\"string\",\"description\":\"With attempts: the group; run_id "
+        "is its first attempt\"},"
+    "\"group_web_url\":{\"type\":\"string\",\"description\":\"The attempts side by side, "
+        "for a person\"},"
+    "\"attempts\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},"
+        "\"description\":\"Every attempt: run_id, session_id, agent, model, status, web_url\"}},"
     "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
 
 static const char get_result_schema[] = "{\"type\":\"object\",\"properties\":{"
     RUN_ID_PROP ","
+    "\"group_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+        "\"description\":\"Instead of run_id: a group of attempts, answered as its first "
+        "attempt (whose group holds them all)\"},"
     WAIT_PROP
-    "},\"required\":[\"run_id\"],\"additionalProperties\":false}";
+    "},\"anyOf\":[{\"required\":[\"run_id\"]},{\"required\":[\"group_id\"]}],"
+    "\"additionalProperties\":false}";
 
 static const char get_result_seed_schema[] = "{\"type\":\"object\",\"properties\":{"
     RUN_ID_PROP ","
@@ -684,7 +727,15 @@ static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
         "reason, branch, commits\"},"
     "\"setup\":" OBJECT_OR_NULL ",\"description\":\"The setup run before the agent: source, "
         "exit_status, duration_ms, timed_out, failed (the agent started anyway, told of it)\"},"
-    "\"pull_request_mode\":{\"type\":\"string\"}},"
+    "\"pull_request_mode\":{\"type\":\"string\"},"
+    "\"tests\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],\"description\":"
+        "\"How the last test command the agent ran ended: 'passed: npm test', 'failed: npm test "
+        "(exit 1)'\"},"
+    "\"group\":" OBJECT_OR_NULL ",\"description\":\"One of several attempts: group_id, web_url, "
+        "picked (the attempt delivered, if any), delivery_run, and every attempt with its "
+        "status, summary, files_changed, insertions, deletions, commits, tests, cost and "
+        "web_url\"},"
+    "\"delivers\":{\"type\":\"string\",\"description\":\"The attempt this run delivers\"}},"
     "\"required\":[\"run_id\",\"session_id\",\"status\",\"web_url\"]}";
 
 static const char list_runs_schema[] = "{\"type\":\"object\",\"properties\":{"
@@ -717,6 +768,8 @@ static const char list_runs_output[] = "{\"type\":\"object\",\"properties\":{"
             "\"finished_at\":" NULLABLE("string") ","
             "\"success\":" NULLABLE("boolean") ","
             "\"web_url\":{\"type\":\"string\"},"
+            "\"agent\":{\"type\":\"string\"},"
+            "\"group_id\":{\"type\":\"string\"},"
             "\"pull_request\":" OBJECT_OR_NULL "}},"
             "\"required\":[\"run_id\",\"session_id\",\"status\"]},"
         "\"description\":\"Newest first\"},"
@@ -806,6 +859,9 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
          MCP_TOOL_READ_ONLY | MCP_TOOL_IDEMPOTENT, tool_list_runs, t},
         {"cancel_run", "Cancel a run", cancel_run_desc, cancel_run_schema, cancel_run_output,
          MCP_TOOL_DESTRUCTIVE | MCP_TOOL_IDEMPOTENT, tool_cancel_run, t},
+        {"deliver_run", "Deliver the attempt picked", tools_runs_deliver_desc,
+         tools_runs_deliver_schema, tools_runs_deliver_output,
+         MCP_TOOL_OPEN_WORLD | MCP_TOOL_IDEMPOTENT, tools_runs_deliver, t},
         /* the names of the original TypeScript sandbox-mcp, with its parameter names, for
          * clients written against it */
         {"opencode_run_task", "Start a coding run", run_task_desc, run_task_seed_in,

@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
+#include "runs/runs.h"
 #include "store/store.h"
 
 struct tools_runs {
@@ -25,6 +26,21 @@ int tools_runs_task_get(void *ctx, const char *user_id, const char *id, bool wan
                         struct mcp_task *out, struct err *err);
 /* tools_runs_tasks.c: the runs as a task source; its context is the struct tools_runs. */
 extern const struct mcp_task_source tools_runs_task_source;
+
+/* tools_runs.c: whether runs are available (else the call is answered so); a tool result's text
+ * content */
+bool tools_runs_available(struct tools_runs *t, struct mcp_call *call);
+json_t *tools_runs_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* tools_runs_attempts.c: run_task with attempts (its arguments s and args); deliver_run; the
+ * first attempt of group of user_id's into first (0, or -ENOENT) */
+void tools_runs_attempts(struct tools_runs *t, struct mcp_call *call, const struct runs_submit *s,
+                         const json_t *args);
+void tools_runs_deliver(struct mcp_call *call, const json_t *args, void *ctx);
+int tools_runs_group_first(struct tools_runs *t, const char *user_id, const char *group,
+                           char first[64], struct err *err);
+extern const char tools_runs_deliver_desc[], tools_runs_deliver_schema[],
+    tools_runs_deliver_output[];
 
 /* tools_runs.c: what get_result says of the run: its content and structured content, both
  * owned by the caller. */

@@ -84,6 +84,15 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
     json_object_set_new(j, "setup", setup ? setup : json_null());
     if (r->pull_request[0])
         json_object_set_new(j, "pull_request_mode", json_string(r->pull_request));
+    json_object_set_new(j, "tests",
+                        r->test_outcome[0] ? json_string(r->test_outcome) : json_null());
+    if (r->group_id[0]) {
+        /* one of several attempts (or the delivery of the one picked): the whole group */
+        json_t *group = runs_describe_group(e, r->user_id, r->group_id, &err);
+        json_object_set_new(j, "group", group ? group : json_null());
+    }
+    if (r->delivers[0])
+        json_object_set_new(j, "delivers", json_string(r->delivers));
     return j;
 }
 
@@ -116,5 +125,69 @@ json_t *runs_describe_short(struct runs *e, const struct store_run *r)
     json_object_set(j, "pull_request", pr ? pr : json_null());
     json_decref(delivery);
     free(preview);
+    json_object_set_new(j, "agent", json_string(r->agent));
+    if (r->group_id[0])
+        json_object_set_new(j, "group_id", json_string(r->group_id));
     return j;
+}
+
+struct group_list {
+    struct runs *e;
+    json_t *attempts;
+    const char *picked, *delivery_run, *delivery_status;
+    char picked_id[64], delivery_id[64], delivery_st[16];
+};
+
+static json_t *int_or(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_incref((json_t *)v) : json_integer(0);
+}
+
+static void on_group_member(const struct store_run *r, void *ctx)
+{
+    struct group_list *g = ctx;
+    if (r->delivers[0]) {
+        /* the picked attempt's delivery (the last one that did not fail) */
+        if (strcmp(r->status, "failed") != 0 && strcmp(r->status, "cancelled") != 0) {
+            snprintf(g->picked_id, sizeof(g->picked_id), "%s", r->delivers);
+            snprintf(g->delivery_id, sizeof(g->delivery_id), "%s", r->id);
+            snprintf(g->delivery_st, sizeof(g->delivery_st), "%s", r->status);
+        }
+        return;
+    }
+    char url[512];
+    runs_web_url_gen(g->e, r->id, r->view_generation, url, sizeof(url));
+    json_t *changes = r->changes ? json_loads(r->changes, 0, NULL) : NULL;
+    json_t *delivery = r->delivery ? json_loads(r->delivery, 0, NULL) : NULL;
+    json_t *a = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:o, s:o, s:o, s:I, s:s?, s:f, s:I, s:I, s:O?, "
+        "s:s}",
+        "run_id", r->id, "session_id", r->session_id, "agent", r->agent, "model", r->model,
+        "status", r->status, "summary", r->summary, "error", r->error, "files_changed",
+        int_or(changes, "files_changed"), "insertions", int_or(changes, "insertions"), "deletions",
+        int_or(changes, "deletions"), "commits",
+        (json_int_t)json_array_size(json_object_get(changes, "commits")), "tests",
+        r->test_outcome[0] ? r->test_outcome : NULL, "cost", r->cost, "input_tokens",
+        (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens, "delivery",
+        delivery, "web_url", url);
+    json_decref(changes);
+    json_decref(delivery);
+    json_array_append_new(g->attempts, a);
+}
+
+json_t *runs_describe_group(struct runs *e, const char *user_id, const char *group_id,
+                            struct err *err)
+{
+    struct group_list g = {.e = e, .attempts = json_array()};
+    if (store_group_runs(e->st, user_id, group_id, on_group_member, &g, err) < 0) {
+        json_decref(g.attempts);
+        return NULL;
+    }
+    char url[512];
+    runs_group_url(e, group_id, url, sizeof(url));
+    return json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:o}", "group_id", group_id, "web_url", url,
+                     "picked", g.picked_id[0] ? g.picked_id : NULL, "delivery_run",
+                     g.delivery_id[0] ? g.delivery_id : NULL, "delivery_status",
+                     g.delivery_st[0] ? g.delivery_st : NULL, "attempts", g.attempts);
 }

@@ -588,6 +588,10 @@ void envs_rebuild_due(struct runs *e)
 
 void run_setup_over(struct run *r)
 {
+    if (r->delivers[0]) {
+        attempt_deliver_now(r);
+        return;
+    }
     if (!r->rebuild[0]) {
         run_start_agent(r);
         return;

@@ -68,7 +68,9 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         reason = why;
     } else {
         status = "succeeded";
-        reason = r->rebuild[0] ? "the environment was rebuilt" : "the agent finished";
+        reason = r->rebuild[0]    ? "the environment was rebuilt"
+                 : r->delivers[0] ? "the attempt was delivered"
+                                  : "the agent finished";
         success = 1;
     }
     int revoked = store_proxy_token_revoke_run(e->st, r->id, &err);
@@ -187,6 +189,14 @@ static json_t *deliver(struct run *r, const char *changes)
         json_decref(c);
         return deliver_skipped("the run made no commits and left no changes, so nothing was "
                                "pushed");
+    }
+    if (r->group_id[0] && !r->delivers[0]) {
+        /* an attempt: its commits wait on its session's branch, in its sandbox, to be picked */
+        json_decref(c);
+        return json_pack("{s:s, s:s, s:s}", "status", "held", "reason",
+                         "one of several attempts: nothing is pushed until it is picked "
+                         "(deliver_run, or the button on the attempts' page)",
+                         "branch", r->work_branch);
     }
     char *cred = runs_github_credential(e, r->user_id, r->github_repo);
     if (!cred) {

@@ -51,6 +51,7 @@ void run_ingest(struct run *r)
         char agent_session[128] = "";
         /* what this batch says of the agent's work, kept once the batch is stored */
         char did[RUNS_PHASE_TEXT_MAX] = "";
+        char tests[160] = ""; /* the batch's last test command and how it ended */
         int64_t steps = 0;
         bool told = false;
         if (r->skip_line) {
@@ -121,6 +122,7 @@ void run_ingest(struct run *r)
                 run_redact(r, ev->target);
                 steps += ev->kind == AGENT_EV_STEP_START;
                 phase_activity(ev, r->workdir, did, sizeof(did));
+                phase_tests(ev, tests, sizeof(tests));
                 const char *type = agent_event_type(ev);
                 told = told || phase_event_shown(type);
                 evs[nev] = (struct store_run_event){
@@ -151,6 +153,8 @@ void run_ingest(struct run *r)
         }
         if (agent_session[0])
             store_session_update(e->st, r->session_id, agent_session, NULL, time_now_ms(), &err);
+        if (tests[0] && store_run_set_tests(e->st, r->id, tests, &err) < 0)
+            log_error("run tests not stored run=%s err=\"%s\"", r->id, err.msg);
         r->offset += (int64_t)pos;
         r->steps += steps;
         bool moved = strcmp(r->ph_name, "agent") == 0 && (did[0] || r->steps != r->ph_steps) &&

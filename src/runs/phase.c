@@ -110,6 +110,59 @@ bool phase_activity(const struct agent_event *ev, const char *workdir, char *out
     return true;
 }
 
+/* Whether a command runs tests: a test runner by name, or a build tool's test target ("npm
+ * test", "go test ./...", "cargo test", "npm run test", "make check"). `test` on its own is the
+ * shell's test, not one. */
+static bool test_command(const char *cmd)
+{
+    static const char *const runners[] = {"pytest", "jest",  "vitest",  "mocha",   "rspec",
+                                          "tox",    "ctest", "phpunit", "unittest"};
+    static const char *const tools[] = {
+        "npm",    "yarn", "pnpm", "bun", "go",    "cargo", "make",    "mvn",  "gradle", "gradlew",
+        "dotnet", "mix",  "deno", "run", "swift", "zig",   "flutter", "dart", "sbt",    "lein"};
+    char word[64], prev[64] = "";
+    const char *p = cmd + strspn(cmd, " \t;&|()");
+    while (*p) {
+        size_t n = strcspn(p, " \t;&|()");
+        if (n < sizeof(word)) {
+            memcpy(word, p, n);
+            word[n] = '\0';
+            const char *base = strrchr(word, '/') ? strrchr(word, '/') + 1 : word;
+            bool after_tool = false;
+            for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
+                after_tool |= strcmp(prev, tools[i]) == 0;
+            if (after_tool && (strcmp(base, "test") == 0 ||
+                               (strcmp(prev, "make") == 0 && strcmp(base, "check") == 0)))
+                return true;
+            for (size_t i = 0; i < ARRAY_SIZE(runners); i++)
+                if (strcmp(base, runners[i]) == 0)
+                    return true;
+            /* options between a tool and its target ("make -j4 test", "go test -v") */
+            if (base[0] != '-')
+                snprintf(prev, sizeof(prev), "%s", base);
+        }
+        p += n;
+        p += strspn(p, " \t;&|()");
+    }
+    return false;
+}
+
+bool phase_tests(const struct agent_event *ev, char *out, size_t cap)
+{
+    if (ev->kind != AGENT_EV_TOOL_USE || strcmp(ev->tool, "bash") != 0 || !ev->target ||
+        !test_command(ev->target))
+        return false;
+    char what[TARGET_SHOWN + 8];
+    put_cut(what, sizeof(what), ev->target, TARGET_SHOWN);
+    if (ev->exit_status)
+        snprintf(out, cap, "failed: %s (exit %d)", what, ev->exit_status);
+    else if (ev->tool_failed)
+        snprintf(out, cap, "failed: %s", what);
+    else
+        snprintf(out, cap, "passed: %s", what);
+    return true;
+}
+
 bool phase_event_shown(const char *type)
 {
     /* a turn's start and end (with its token counts) and thinking say nothing of the work */

@@ -347,6 +347,20 @@ void runs_schedule(struct runs *e)
 
 /* --- adoption at start --- */
 
+void run_queued(struct runs *e, struct store_run *row, const char *node_id)
+{
+    /* a session of another node's, or none's yet: its node takes the run up (take_queued) */
+    if (strcmp(node_id, store_node(e->st)) == 0) {
+        struct store_run got = {0};
+        struct err err = {0};
+        if (store_run_get(e->st, NULL, row->id, &got, &err) == 0)
+            row->n = got.n;
+        store_run_release(&got);
+        run_alloc(e, row);
+    }
+    runs_schedule(e);
+}
+
 struct run *run_alloc(struct runs *e, const struct store_run *row)
 {
     struct run *r = xcalloc(1, sizeof(*r));
@@ -365,6 +379,8 @@ struct run *run_alloc(struct runs *e, const struct store_run *row)
     r->title = row->title ? xstrdup(row->title) : NULL;
     r->setup_arg = row->setup ? xstrdup(row->setup) : NULL;
     snprintf(r->rebuild, sizeof(r->rebuild), "%s", row->rebuild);
+    snprintf(r->group_id, sizeof(r->group_id), "%s", row->group_id);
+    snprintf(r->delivers, sizeof(r->delivers), "%s", row->delivers);
     snprintf(r->branch_req, sizeof(r->branch_req), "%s", row->branch);
     snprintf(r->ph_name, sizeof(r->ph_name), "%s", row->phase[0] ? row->phase : "queued");
     snprintf(r->ph_detail, sizeof(r->ph_detail), "%s", row->phase_detail ? row->phase_detail : "");
@@ -646,6 +662,16 @@ int runs_view_token(const struct runs *e, bool session, const char *id,
 bool runs_view_check(const struct runs *e, bool session, const char *id, const char *token)
 {
     return view_check(&e->view, session, id, token);
+}
+
+void runs_group_url(const struct runs *e, const char *group_id, char *out, size_t cap)
+{
+    view_group_url(&e->view, group_id, out, cap);
+}
+
+bool runs_group_view_check(const struct runs *e, const char *group_id, const char *token)
+{
+    return view_group_check(&e->view, group_id, token);
 }
 
 static bool session_run(void *ctx, const char *session_id, char run_id[64], enum egress_mode *mode)

@@ -149,7 +149,34 @@ struct runs_submit {
     /* "none", "draft", "ready"; NULL: draft for a GitHub repository a credential serves */
     const char *pull_request;
     const char *setup; /* a setup script to run before the agent (NULL: the repository's own) */
+    /* One of a group's attempts (runs_submit_attempts): its delivery is held until it is picked */
+    const char *group_id;
 };
+
+#define RUNS_ATTEMPTS_MAX 4 /* attempts of one task */
+
+/* An attempt's agent and model (NULLs: the task's) */
+struct runs_variant {
+    const char *agent, *model;
+};
+
+/* Several attempts at s's task at once: n runs (1..RUNS_ATTEMPTS_MAX), each in a new session of
+ * its own, spread over variants in turn (nvariants of them, 0: all s's own agent and model),
+ * sharing a group whose id fills group_id. Nothing is pushed until one is picked
+ * (runs_deliver_attempt). Fills run_ids and session_ids (n each). All are queued, or none:
+ * -EINVAL for bad input with err set, as runs_submit says. */
+int runs_submit_attempts(struct runs *e, const struct runs_submit *s, unsigned n,
+                         const struct runs_variant *variants, size_t nvariants, char group_id[64],
+                         char run_ids[][64], char session_ids[][64], struct err *err);
+
+/* Deliver attempt run_id of user_id's: a run without an agent, queued in the attempt's session,
+ * pushes the attempt's commits to its session's branch and opens its pull request, as a run on
+ * its own would have at its end. Fills delivery_run. -ENOENT: no such run of the user's;
+ * -EINVAL: not an attempt, not ended well, or asked for no pull request; -EALREADY: another
+ * attempt of its group was picked (delivery_run names that one's delivery). Picking the same
+ * attempt again answers with its delivery run. */
+int runs_deliver_attempt(struct runs *e, const char *user_id, const char *run_id,
+                         char delivery_run[64], struct err *err);
 
 /* Check and record a run (status queued) and schedule it. Fills run_id and session_id. Returns
  * 0, -EINVAL for bad input, -ENOENT for a session that is not the user's, with err set. */
@@ -199,11 +226,23 @@ int runs_view_token(const struct runs *e, bool session, const char *id,
 /* Whether token opens the page of run (or session) id. Constant time; false for unknown ids. */
 bool runs_view_check(const struct runs *e, bool session, const char *id, const char *token);
 
+/* The page of a group of attempts, with its view token, into out ("" for no such group); the
+ * token moves with the first attempt's view generation. */
+void runs_group_url(const struct runs *e, const char *group_id, char *out, size_t cap);
+/* Whether token opens the page of group group_id. Constant time; false for unknown ids. */
+bool runs_group_view_check(const struct runs *e, const char *group_id, const char *token);
+
 /* --- descriptions (tools and web pages show the same) --- */
 
 struct store_run;
 /* A run as get_result shows it (new reference). */
 json_t *runs_describe(struct runs *e, const struct store_run *r);
+/* A group of attempts of user_id's (any user's when NULL), as get_result and its page show it
+ * (new reference): {group_id, web_url, picked, delivery_run, attempts: [{run_id, session_id,
+ * agent, model, status, summary, error, files_changed, insertions, deletions, commits, tests,
+ * cost, input_tokens, output_tokens, delivery, web_url}]}; NULL with err set (-ENOENT) for none. */
+json_t *runs_describe_group(struct runs *e, const char *user_id, const char *group_id,
+                            struct err *err);
 /* A run as list_runs shows it (new reference). */
 json_t *runs_describe_short(struct runs *e, const struct store_run *r);
 

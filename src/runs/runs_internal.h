@@ -100,6 +100,13 @@ struct agent_adapter {
      * starts from (agent_reader.total_in, total_out); NULL for the others */
     bool (*totals)(const char *line, size_t len, int64_t *in, int64_t *out);
 };
+/* --- attempts (attempts.c) --- */
+
+struct run;
+/* r delivers an attempt (r->delivers): its workspace is the attempt's, ready; its changes are
+ * counted from the attempt's start, and it ends as a run that delivers does, without an agent. */
+void attempt_deliver_now(struct run *r);
+
 /* The program of agent name inside a sandbox, or NULL when this server has none (runs.c) */
 const char *runs_agent_inside(const struct runs *e, const char *name);
 /* The adapter called name, or NULL (agents.c). */
@@ -146,6 +153,9 @@ struct agent_event;
  * "ran `make test` (exit 1)", "edited src/x.c" (paths under workdir relative to it), "said
  * \"...\"", "error: ..."; false (out untouched) when it says nothing of that (a step's end). */
 bool phase_activity(const struct agent_event *ev, const char *workdir, char *out, size_t cap);
+/* What ev says of a test command the agent ran ("passed: npm test", "failed: npm test (exit
+ * 1)") into out: false when it is not a command that runs tests. */
+bool phase_tests(const struct agent_event *ev, char *out, size_t cap);
 /* Whether events of this type are among a run's recent events (runs_recent_events). */
 bool phase_event_shown(const char *type);
 
@@ -237,6 +247,10 @@ void view_page_url(const struct runs_view *v, bool session, const char *id, char
 int view_token(const struct runs_view *v, bool session, const char *id,
                char out[RUNS_VIEW_TOKEN_MAX], struct err *err);
 bool view_check(const struct runs_view *v, bool session, const char *id, const char *token);
+/* A group of attempts' page: its address with its view token ("" for no such group), and
+ * whether a token opens it (runs_group_url, runs_group_view_check) */
+void view_group_url(const struct runs_view *v, const char *group_id, char *out, size_t cap);
+bool view_group_check(const struct runs_view *v, const char *group_id, const char *token);
 
 /* --- sandbox network (network.c) --- */
 
@@ -359,6 +373,8 @@ struct run {
     /* An environment's rebuild (envs.c): the snapshot it replaces ("" for every other run), and
      * whether its new snapshot was saved */
     char rebuild[64];
+    char group_id[64]; /* the attempts it is one of: its delivery is held until picked */
+    char delivers[64]; /* the attempt it delivers (no agent runs), or "" */
     bool rebuilt;
     char *env_fp;
     bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */
@@ -459,6 +475,9 @@ void runs_tick_start(struct runs *e);
 /* Runs of user_id held here past queued, and queued. */
 void runs_user_runs(struct runs *e, const char *user_id, unsigned *active, unsigned *queued);
 /* A run held here for row (its directory made, its branch loaded), appended to the active list. */
+/* row, just stored as queued in a session of node_id: taken up here when that is this node
+ * (row->n filled), and the queue looked at */
+void run_queued(struct runs *e, struct store_run *row, const char *node_id);
 struct run *run_alloc(struct runs *e, const struct store_run *row);
 /* The GitHub token that serves repo ("owner/name") for user_id: their own, else the operator's
  * for the repositories the operator lists; NULL when none does (malloc'd: runs_wipe_free it). */

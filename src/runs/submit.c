@@ -240,6 +240,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.created_at = now;
     snprintf(row.network, sizeof(row.network), "%s", egress_mode_name(network));
     snprintf(row.pull_request, sizeof(row.pull_request), "%s", pr);
+    snprintf(row.group_id, sizeof(row.group_id), "%s", s->group_id ? s->group_id : "");
     int r = store_run_insert(e->st, &row, err);
     if (r < 0)
         return r;
@@ -249,14 +250,59 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
              row.network, pr);
     snprintf(run_id, 64, "%s", row.id);
     snprintf(session_id, 64, "%s", ses.id);
-    /* a session of another node's, or none's yet: its node takes the run up (take_queued) */
-    if (strcmp(ses.node_id, store_node(e->st)) == 0) {
-        struct store_run got = {0};
-        if (store_run_get(e->st, NULL, row.id, &got, err) == 0)
-            row.n = got.n;
-        store_run_release(&got);
-        run_alloc(e, &row);
+    run_queued(e, &row, ses.node_id);
+    return 0;
+}
+
+int runs_submit_attempts(struct runs *e, const struct runs_submit *s, unsigned n,
+                         const struct runs_variant *variants, size_t nvariants, char group_id[64],
+                         char run_ids[][64], char session_ids[][64], struct err *err)
+{
+    if (n < 1 || n > RUNS_ATTEMPTS_MAX)
+        return err_set(err, -EINVAL, "attempts is 1 to %d", RUNS_ATTEMPTS_MAX);
+    if (nvariants > RUNS_ATTEMPTS_MAX)
+        return err_set(err, -EINVAL, "at most %d agents and models to spread attempts over",
+                       RUNS_ATTEMPTS_MAX);
+    if (s->session_id && *s->session_id)
+        return err_set(err, -EINVAL,
+                       "attempts start sessions of their own: leave out session_id (continue "
+                       "an attempt later by its session_id)");
+    /* what can be told of each variant before any is queued */
+    for (size_t i = 0; i < nvariants; i++) {
+        const char *agent = variants[i].agent ? variants[i].agent
+                            : s->agent        ? s->agent
+                                              : RUNS_DEFAULT_AGENT;
+        const char *model = variants[i].model ? variants[i].model
+                            : s->model        ? s->model
+                                              : e->default_model;
+        const struct agent_adapter *ad = agent_find(agent);
+        if (!ad)
+            return err_set(err, -EINVAL,
+                           "attempts[%zu]: agent '%.40s' is not available; agents: %s", i, agent,
+                           agent_names());
+        if (proxy_llm_check(e->cfg.llms, e->cfg.nllms, model, err) < 0 ||
+            agent_model_check(ad, e->cfg.llms, e->cfg.nllms, model, err) < 0)
+            return err_wrap(err, "attempts[%zu]", i);
     }
-    runs_schedule(e);
+    id_new("grp", group_id);
+    for (unsigned i = 0; i < n; i++) {
+        struct runs_submit one = *s;
+        one.group_id = group_id;
+        if (nvariants) {
+            const struct runs_variant *v = &variants[i % nvariants];
+            one.agent = v->agent ? v->agent : s->agent;
+            one.model = v->model ? v->model : s->model;
+        }
+        int r = runs_submit(e, &one, run_ids[i], session_ids[i], err);
+        if (r < 0) {
+            /* none of them, then: those queued already go, before any has started */
+            for (unsigned k = 0; k < i; k++) {
+                struct err ignored = {0};
+                runs_cancel(e, s->user_id, run_ids[k], &ignored);
+            }
+            return n > 1 ? err_wrap(err, "attempt %u of %u", i + 1, n) : r;
+        }
+    }
+    log_info("run attempts queued group=%s user=%s attempts=%u", group_id, s->user_id, n);
     return 0;
 }

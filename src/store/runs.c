@@ -33,7 +33,7 @@ static char *dup_col(struct db_stmt *s, int col)
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
     "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
     "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0), setup, setup_result, "  \
-    "rebuild"
+    "rebuild, group_id, delivers, test_outcome"
 
 static void read_run(struct db_stmt *s, struct store_run *r)
 {
@@ -78,6 +78,9 @@ static void read_run(struct db_stmt *s, struct store_run *r)
     r->setup = dup_col(s, 37);
     r->setup_result = dup_col(s, 38);
     text_col(r->rebuild, sizeof(r->rebuild), s, 39);
+    text_col(r->group_id, sizeof(r->group_id), s, 40);
+    text_col(r->delivers, sizeof(r->delivers), s, 41);
+    text_col(r->test_outcome, sizeof(r->test_outcome), s, 42);
 }
 
 void store_run_release(struct store_run *r)
@@ -125,8 +128,9 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
             "title, model, agent, repository, branch, timeout_ms, created_at, network, "
-            "pull_request, phase, phase_at, setup, rebuild) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, "
-            "?, ?, nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), 'queued', ?12, ?15, ?16)",
+            "pull_request, phase, phase_at, setup, rebuild, group_id, delivers) VALUES (?, ?, ?, "
+            "'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), "
+            "'queued', ?12, ?15, ?16, ?17, ?18)",
             &s, err);
         if (r == 0) {
             db_bind_text(s, 1, run->id);
@@ -145,6 +149,8 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             db_bind_text(s, 14, run->pull_request);
             db_bind_text(s, 15, run->setup);
             db_bind_text(s, 16, run->rebuild);
+            db_bind_text(s, 17, run->group_id);
+            db_bind_text(s, 18, run->delivers);
             r = store_step_done(st, s, "insert run", err);
         }
     }
@@ -333,6 +339,17 @@ int store_run_set_phase(struct store *st, const char *id, const char *phase, int
     return store_step_done(st, s, "record run phase", err);
 }
 
+int store_run_set_tests(struct store *st, const char *id, const char *outcome, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE runs SET test_outcome = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, outcome);
+    db_bind_text(s, 2, id);
+    return store_step_done(st, s, "record run tests", err);
+}
+
 int store_run_set_outcome(struct store *st, const char *id, int success, const char *summary,
                           const char *error, const char *changes, int exit_code, struct err *err)
 {
@@ -507,6 +524,34 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
         store_run_release(&run);
     }
     return rc == DB_DONE || rc == DB_ROW ? 0 : store_fail(st, rc, "list runs", err);
+}
+
+int store_group_runs(struct store *st, const char *user_id, const char *group_id,
+                     void (*fn)(const struct store_run *r, void *ctx), void *ctx, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " RUN_COLUMNS " FROM runs WHERE group_id = ?1 AND group_id <> '' "
+                          "AND (?2 IS NULL OR user_id = ?2) ORDER BY n LIMIT 16",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, group_id);
+    if (user_id)
+        db_bind_text(s, 2, user_id);
+    else
+        db_bind_null(s, 2);
+    int rc, found = 0;
+    while ((rc = db_step(s)) == DB_ROW) {
+        struct store_run run;
+        read_run(s, &run);
+        fn(&run, ctx);
+        store_run_release(&run);
+        found++;
+    }
+    if (rc != DB_DONE)
+        return store_fail(st, rc, "list a group's runs", err);
+    return found ? 0 : err_set(err, -ENOENT, "no run group '%.64s'", group_id);
 }
 
 int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r, void *ctx),

@@ -522,8 +522,19 @@ struct store_run {
     /* The environment snapshot it rebuilds (runs/envs.c: a run without an agent, left out of
      * store_run_list and sending no notification), "" for every other run */
     char rebuild[64];
+    /* The attempts it is one of (run_task attempts), "" for a run on its own */
+    char group_id[64];
+    /* The attempt whose commits it delivers (a run without an agent, made by deliver_run), ""
+     * for every other run */
+    char delivers[64];
+    /* How the last test command its agent ran ended, "" when it ran none */
+    char test_outcome[160];
 };
 void store_run_release(struct store_run *r);
+/* The runs of group group_id (of user_id, any user's when NULL), oldest first: its attempts and
+ * the run that delivers the picked one. -ENOENT when there are none. */
+int store_group_runs(struct store *st, const char *user_id, const char *group_id,
+                     void (*fn)(const struct store_run *r, void *ctx), void *ctx, struct err *err);
 
 /* Insert a new queued run (and its first transition). */
 int store_run_insert(struct store *st, const struct store_run *r, struct err *err);
@@ -590,6 +601,8 @@ struct store_run_event {
     int64_t input_tokens, output_tokens;
     double cost;
 };
+/* Record how the last test command of the run's agent ended (struct store_run.test_outcome) */
+int store_run_set_tests(struct store *st, const char *id, const char *outcome, struct err *err);
 /* Record what became of the run's setup (JSON, see runs/setup.c). */
 int store_run_set_setup_result(struct store *st, const char *id, const char *result,
                                struct err *err);

@@ -7,6 +7,11 @@
  *                                     Last-Event-ID, and its phase whenever it changes,
  *                                     ending when the run ends
  *   GET /sessions/<id>[/data]?t=TOKEN the runs of a session
+ *   GET /groups/<id>[/data]?t=TOKEN   a group of attempts side by side; its data says whether
+ *                                     the browser is signed in as its owner, with the CSRF
+ *                                     token of the owner's one action:
+ *   POST /groups/<id>/deliver         (the owner signed in; form run_id, csrf) deliver the
+ *                                     attempt picked, as deliver_run does
  *   GET /static/app.js, app.css, icon.svg   the page's script, style and icon (embedded)
  *   GET /favicon.ico                  the icon again, for what a browser asks of its own accord
  *                                     (a page without the head's link, such as a JSON answer)
@@ -29,6 +34,7 @@
 #include <string.h>
 
 #include "auth/auth.h"
+#include "auth/form.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/embedded.h"
@@ -139,6 +145,36 @@ static int owner_status(struct web *srv, h2o_req_t *req, bool session, const cha
     return r == 0 ? 0 : r == -ENOENT ? 404 : 503;
 }
 
+/* A page or its data refused with status (a page of kind "runs", "sessions" or "groups"): not
+ * signed in, a page sends the browser to sign in and come back; else the denied page, or the
+ * error in JSON. */
+static void refuse(h2o_req_t *req, int status, const char *kind, const char *id, bool page)
+{
+    if (page && status == 401) {
+        /* sign in, and come back here (ids are letters, digits and _: nothing to encode) */
+        char to[128];
+        snprintf(to, sizeof(to), "/login?return_to=/%s/%s", kind, id);
+        http_add_header(req, H2O_TOKEN_LOCATION, to);
+        http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+        security_headers(req);
+        http_respond(req, 303, NULL, NULL, 0);
+    } else if (page) {
+        respond_page(req, status, "denied.html");
+    } else {
+        security_headers(req);
+        http_respond_error(req, status,
+                           status == 401   ? "unauthorized"
+                           : status == 403 ? "forbidden"
+                           : status == 404 ? "not_found"
+                                           : "unavailable",
+                           status == 401   ? "sign in as the owner, or use the address with its "
+                                             "view token (?t=...)"
+                           : status == 403 ? "this view token does not open this page"
+                           : status == 404 ? "no such page"
+                                           : "runs are unavailable on this server");
+    }
+}
+
 /* With a token: 403 when it is wrong, whether the id exists or not. Without: the owner signed in
  * (owner_status). */
 static bool allowed(struct web *srv, h2o_req_t *req, bool session, const char *id, bool page)
@@ -153,29 +189,7 @@ static bool allowed(struct web *srv, h2o_req_t *req, bool session, const char *i
         status = 403;
     if (!status)
         return true;
-    if (page && status == 401) {
-        /* sign in, and come back here (ids are letters, digits and _: nothing to encode) */
-        char to[128];
-        snprintf(to, sizeof(to), "/login?return_to=/%s/%s", session ? "sessions" : "runs", id);
-        http_add_header(req, H2O_TOKEN_LOCATION, to);
-        http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
-        security_headers(req);
-        http_respond(req, 303, NULL, NULL, 0);
-    } else if (page) {
-        respond_page(req, status, "denied.html");
-    } else {
-        security_headers(req);
-        http_respond_error(req, status,
-                           status == 401   ? "unauthorized"
-                           : status == 403 ? "forbidden"
-                           : status == 404 ? "not_found"
-                                           : "unavailable",
-                           status == 401   ? "sign in as the run's owner, or use the address with "
-                                             "its view token (?t=...)"
-                           : status == 403 ? "this view token does not open this page"
-                           : status == 404 ? "no such page"
-                                           : "runs are unavailable on this server");
-    }
+    refuse(req, status, session ? "sessions" : "runs", id, page);
     return false;
 }
 
@@ -457,6 +471,136 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
+/* --- groups of attempts --- */
+
+struct group_owner {
+    char user_id[64];
+};
+
+static void on_group_owner(const struct store_run *r, void *ctx)
+{
+    struct group_owner *o = ctx;
+    if (!o->user_id[0])
+        snprintf(o->user_id, sizeof(o->user_id), "%s", r->user_id);
+}
+
+/* The group's owner, when the browser is signed in as them (for the page's action) */
+static bool group_owner_signed_in(struct web *srv, h2o_req_t *req, const char *id)
+{
+    struct store_user user;
+    struct group_owner o = {0};
+    struct err err = {0};
+    return srv->runs && auth_session_user(srv->auth, req, &user) &&
+           store_group_runs(srv->store, user.id, id, on_group_owner, &o, &err) == 0;
+}
+
+/* As allowed(), for a group: its token, or its owner signed in */
+static bool group_allowed(struct web *srv, h2o_req_t *req, const char *id, bool page)
+{
+    const char *token = view_token(req);
+    int status = 0;
+    if (!srv->runs)
+        status = 503;
+    else if (token && *token)
+        status = runs_group_view_check(srv->runs, id, token) ? 0 : 403;
+    else if (!auth_session_user(srv->auth, req, &(struct store_user){0}))
+        status = 401;
+    else
+        status = group_owner_signed_in(srv, req, id) ? 0 : 404;
+    if (!status)
+        return true;
+    refuse(req, status, "groups", id, page);
+    return false;
+}
+
+/* POST /groups/<id>/deliver: the owner signed in picks an attempt */
+static void group_deliver(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id)
+{
+    security_headers(req);
+    struct store_user user;
+    struct form f = {0};
+    struct err err = {0};
+    const char *ct = http_header(req, H2O_TOKEN_CONTENT_TYPE);
+    if (!http_check_origin(route->srv, req))
+        return;
+    if (!srv->runs || !auth_session_user(srv->auth, req, &user)) {
+        http_respond_error(req, 401, "unauthorized", "sign in as the group's owner");
+        return;
+    }
+    if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
+        req->entity.len > 4096 || form_parse(req->entity.base, req->entity.len, &f, &err) < 0) {
+        http_respond_error(req, 400, "invalid_request",
+                           "send run_id and csrf as application/x-www-form-urlencoded");
+        form_release(&f);
+        return;
+    }
+    const char *run_id = form_get(&f, "run_id");
+    if (!auth_page_csrf_is(req, form_get(&f, "csrf"))) {
+        http_respond_error(req, 403, "forbidden",
+                           "the form's CSRF token is wrong: reload the page");
+    } else if (!group_owner_signed_in(srv, req, id) || !run_id) {
+        http_respond_error(req, 404, "not_found", "no such attempt of yours");
+    } else {
+        /* only an attempt of this group */
+        struct store_run r = {0};
+        char delivery[64] = "";
+        int rc = store_run_get(srv->store, user.id, run_id, &r, &err);
+        if (rc == 0 && strcmp(r.group_id, id) != 0)
+            rc = err_set(&err, -ENOENT, "run %s is not an attempt of group %s", run_id, id);
+        store_run_release(&r);
+        if (rc == 0)
+            rc = runs_deliver_attempt(srv->runs, user.id, run_id, delivery, &err);
+        if (rc < 0)
+            http_respond_error(req, rc == -ENOENT ? 404 : 409,
+                               rc == -ENOENT ? "not_found" : "conflict", err.msg);
+        else
+            respond_json(req, json_pack("{s:s, s:s}", "run_id", delivery, "attempt", run_id));
+    }
+    form_release(&f);
+}
+
+static int on_groups(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct web *srv = route->ctx;
+    http_request_track(route, req);
+    char id[64];
+    const char *rest;
+    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
+    if (!post && !is_get(req))
+        return 0;
+    if (!split_path(req, strlen("/groups/"), id, &rest) ||
+        !(post ? strcmp(rest, "/deliver") == 0
+               : !*rest || strcmp(rest, "/") == 0 || strcmp(rest, "/data") == 0)) {
+        http_respond_error(req, 404, "not_found", "no such page");
+        return 0;
+    }
+    if (post) {
+        group_deliver(srv, route, req, id);
+        return 0;
+    }
+    bool page = !*rest || strcmp(rest, "/") == 0;
+    if (!group_allowed(srv, req, id, page))
+        return 0;
+    if (page) {
+        respond_page(req, 200, "group.html");
+        return 0;
+    }
+    struct err err = {0};
+    json_t *g = runs_describe_group(srv->runs, NULL, id, &err);
+    if (!g) {
+        http_respond_error(req, 404, "not_found", "no such page");
+        return 0;
+    }
+    /* the owner signed in may pick one (a view token alone only reads) */
+    bool owner = group_owner_signed_in(srv, req, id);
+    json_object_set_new(g, "can_pick", json_boolean(owner));
+    if (owner)
+        json_object_set_new(g, "csrf", json_string(auth_page_csrf(srv->auth, req)));
+    respond_json(req, g);
+    return 0;
+}
+
 static int on_static(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -487,6 +631,7 @@ void web_register(struct http_server *http, struct store *st, struct auth *auth,
     w->runs = runs;
     http_add_route(http, "/runs/", "/runs", on_runs, w);
     http_add_route(http, "/sessions/", "/sessions", on_sessions, w);
+    http_add_route(http, "/groups/", "/groups", on_groups, w);
     http_add_route(http, "/static/", "/static", on_static, NULL);
     http_add_route(http, "/favicon.ico", "/static", on_static, NULL);
 }

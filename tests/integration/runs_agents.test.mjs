@@ -11,8 +11,9 @@ import assert from 'node:assert/strict';
 
 import { startServer, cli, sqlRows } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
-import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
+import { startFake, agentRouter, agentScript, toolResults, toolNames, userTexts } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
+import { CookieJar, request, setPassword, signIn } from '../lib/oauth.mjs';
 
 const TOKEN = 'github_pat_11AGENTStestTOKEN_alice0123456789';
 const ANTHROPIC_KEY = 'sk-ant-agents-test-key-0123456789';
@@ -29,6 +30,7 @@ before(async () => {
   gh = await startFakeGitHub({ tokens: [TOKEN], repos: {
     'acme/claude': { files: { 'README.md': '# claude\n' } },
     'acme/codex': { files: { 'README.md': '# codex\n' } },
+    'acme/tries': { files: { 'README.md': '# tries\n' } },
   } });
   server = await startServer({ env: {
     ANTHROPIC_API_KEY: ANTHROPIC_KEY, ANTHROPIC_BASE_URL: fake.url,
@@ -183,6 +185,126 @@ test('run_task refuses a model its agent cannot speak to, naming the agents that
   const u = await call('run_task', { task: 'x', agent: 'aider' });
   assert.equal(u.isError, true);
   assert.match(u.content[0].text, /field 'agent': must be one of: opencode, claude-code, codex/);
+});
+
+test('attempts: one task by three agents at once, compared side by side, nothing pushed until one is picked and delivered', async () => {
+  // each agent's own script: the three get the same task, and the fake tells them apart by
+  // their wire format and tools (Codex speaks the Responses API; Claude Code's tools are
+  // capitalized, OpenCode's not)
+  const dir = '/workspace/tries';
+  const scripts = {
+    codex: agentScript([AGENTS.codex.shell('echo codex > codex.txt && git add -A && git commit -qm "Codex try"'),
+      { text: 'Codex tried.' }], { wire: 'responses', name: 'codex' }),
+    claude: agentScript([AGENTS['claude-code'].write(`${dir}/claude.txt`, 'claude\n'),
+      AGENTS['claude-code'].shell('git add -A && git commit -qm "Claude try" && npm test'),
+      { text: 'Claude tried; npm test has no package.json here.' }], { name: 'claude' }),
+    opencode: agentScript([{ tool: 'bash', input: { command: 'echo opencode > opencode.txt', description: 'Write' } },
+      { text: 'OpenCode tried (left it uncommitted).' }], { name: 'opencode' }),
+  };
+  fake.handle((req, res, raw) => {
+    let body = {};
+    try { body = JSON.parse(raw || '{}'); } catch { /* not JSON */ }
+    const which = req.url.includes('/responses') ? 'codex' : toolNames(body).includes('Bash') ? 'claude' : 'opencode';
+    scripts[which](req, res, raw);
+  });
+  try {
+    const started = await ok('run_task', { task: 'tries-5e1: add a file saying who you are', title: 'Who am I',
+      repository: gh.repoUrl('acme/tries'), attempts: 3, variants: [
+        { agent: 'opencode', model: CLAUDE_MODEL }, { agent: 'claude-code', model: CLAUDE_MODEL },
+        { agent: 'codex', model: CODEX_MODEL }] });
+    assert.match(started.group_id, /^grp_/);
+    assert.equal(started.attempts.length, 3);
+    assert.deepEqual(started.attempts.map((a) => a.agent), ['opencode', 'claude-code', 'codex']);
+    assert.equal(new Set(started.attempts.map((a) => a.session_id)).size, 3, 'a session each');
+    assert.equal(started.run_id, started.attempts[0].run_id);
+    const ends = await Promise.all(started.attempts.map((a) => finished(a.run_id)));
+    for (const r of ends) {
+      assert.equal(r.status, 'succeeded', JSON.stringify(r));
+      assert.equal(r.delivery.status, 'held', JSON.stringify(r.delivery));
+      assert.equal(r.group.group_id, started.group_id);
+    }
+    assert.deepEqual(gh.refs('acme/tries'), ['refs/heads/main'], 'nothing pushed before one is picked');
+    assert.equal(gh.pulls.filter((p) => p.repo === 'acme/tries').length, 0);
+    // the group, as get_result shows it: each attempt's outcome side by side
+    const group = (await ok('get_result', { group_id: started.group_id })).group;
+    const by = Object.fromEntries(group.attempts.map((a) => [a.agent, a]));
+    assert.equal(by['claude-code'].summary, 'Claude tried; npm test has no package.json here.');
+    assert.match(by['claude-code'].tests, /^failed: git add -A && git commit -qm "Claude try" && npm test \(exit \d+\)$/);
+    assert.equal(by.codex.tests, null);
+    assert.equal(by.opencode.commits, 1, 'its leftovers committed, ready to deliver');
+    for (const a of group.attempts) assert.equal(a.files_changed, 1, JSON.stringify(a));
+    assert.equal(group.picked, null);
+    // list_runs marks them
+    const listed = (await ok('list_runs', { limit: 20 })).runs.filter((r) => r.group_id === started.group_id);
+    assert.equal(listed.length, 3);
+
+    // the group's page: its view link reads, and cannot pick
+    const url = new URL(started.group_web_url);
+    const page = await request(server, url.pathname + url.search);
+    assert.equal(page.status, 200);
+    assert.match(page.text, /data-page="group"/);
+    const data = await request(server, `${url.pathname}/data${url.search}`);
+    assert.equal(data.status, 200);
+    assert.equal(data.body.attempts.length, 3);
+    assert.equal(data.body.can_pick, false);
+    assert.equal(data.body.csrf, undefined);
+    assert.equal((await request(server, `${url.pathname}/data?t=${'A'.repeat(24)}`)).status, 403);
+    assert.equal((await request(server, `${url.pathname}/deliver`, { form: { run_id: by.codex.run_id },
+      headers: { origin: server.url } })).status, 401);
+
+    // the owner signed in picks Claude Code's from the page (CSRF token and all)
+    setPassword(server, 'admin', 'attempts-password-1');
+    const jar = new CookieJar();
+    assert.equal((await signIn(server, jar, { name: 'admin', password: 'attempts-password-1' })).status, 303);
+    const mine = await request(server, `${url.pathname}/data`, { jar });
+    assert.equal(mine.body.can_pick, true);
+    assert.equal((await request(server, `${url.pathname}/deliver`, { jar, headers: { origin: server.url },
+      form: { run_id: by['claude-code'].run_id, csrf: 'x'.repeat(43) } })).status, 403, 'a wrong CSRF token');
+    const picked = await request(server, `${url.pathname}/deliver`, { jar, headers: { origin: server.url },
+      form: { run_id: by['claude-code'].run_id, csrf: mine.body.csrf } });
+    assert.equal(picked.status, 200, picked.text);
+    const delivered = await finished(picked.body.run_id);
+    assert.equal(delivered.status, 'succeeded', JSON.stringify(delivered));
+    assert.equal(delivered.delivers, by['claude-code'].run_id);
+    assert.equal(delivered.delivery.status, 'delivered', JSON.stringify(delivered.delivery));
+    assert.deepEqual(gh.log('acme/tries', null, `main..refs/heads/${delivered.delivery.branch}`).map((c) => c.subject),
+      ['Claude try']);
+    const pr = gh.pulls.find((p) => p.head === delivered.delivery.branch);
+    assert.equal(pr.title, 'Who am I');
+    assert.match(pr.body, /Claude tried; npm test has no package.json here./);
+    // picking again gives the same delivery; another attempt is refused, naming the one picked
+    const again = await ok('deliver_run', { run_id: by['claude-code'].run_id });
+    assert.equal(again.run_id, picked.body.run_id);
+    const other = await call('deliver_run', { run_id: by.codex.run_id });
+    assert.equal(other.isError, true);
+    assert.equal(other.structuredContent.error.code, 'already_exists');
+    assert.match(other.content[0].text, new RegExp(`attempt ${by['claude-code'].run_id} of group ${started.group_id} was picked already`));
+    const after = (await ok('get_result', { run_id: by.codex.run_id })).group;
+    assert.equal(after.picked, by['claude-code'].run_id);
+    // a run on its own has nothing to pick
+    const alone = await call('deliver_run', { run_id: delivered.run_id });
+    assert.equal(alone.isError, true);
+    // every answer matched its tool's output schema (the server checks each one it sends)
+    assert.doesNotMatch(server.stderr(), /output-schema-mismatch/);
+  } finally {
+    fake.handle(router);
+  }
+});
+
+test('attempts: bad input is refused before anything is queued', async () => {
+  const before = (await ok('list_runs', { limit: 100 })).runs.length;
+  const cases = [
+    [{ attempts: 5 }, /attempts/],
+    [{ attempts: 2, session_id: 'ses_x' }, /attempts start sessions of their own/],
+    [{ attempts: 2, variants: [{ agent: 'codex', model: CLAUDE_MODEL }] }, /attempts\[0\]: agent 'codex' cannot use model/],
+    [{ variants: [{}, {}, {}, {}, {}] }, /variants/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await call('run_task', { task: 'x', ...args });
+    assert.equal(r.isError, true, JSON.stringify(args));
+    assert.match(r.content[0].text, re);
+  }
+  assert.equal((await ok('list_runs', { limit: 100 })).runs.length, before);
 });
 
 function add2(marker, wire, steps) {

@@ -219,6 +219,7 @@ TEST(scopes_parse_format_and_tools)
     CHECK_STR_EQ(out, "sandbox offline_access");
     CHECK_INT_EQ(auth_tool_scope("container_exec"), SCOPE_SANDBOX);
     CHECK_INT_EQ(auth_tool_scope("run_task"), SCOPE_RUNS);
+    CHECK_INT_EQ(auth_tool_scope("deliver_run"), SCOPE_RUNS);
     CHECK_INT_EQ(auth_tool_scope("opencode_list_runs"), SCOPE_RUNS);
     CHECK_INT_EQ(auth_tool_scope("server_info"), 0);
 }

@@ -284,4 +284,43 @@ TEST(phase_told_for_every_step_of_one_read)
     free(path);
 }
 
+/* A test command's outcome, for comparing attempts: runners by name and build tools' test
+ * targets, not the shell's test */
+TEST(phase_tests_tells_test_commands)
+{
+    static const struct {
+        const char *target;
+        int exit_status;
+        const char *want; /* NULL: not a test command */
+    } cases[] = {
+        {"npm test", 0, "passed: npm test"},
+        {"cd app && npm test", 1, "failed: cd app && npm test (exit 1)"},
+        {"go test -v ./...", 0, "passed: go test -v ./..."},
+        {"python -m pytest -q", 2, "failed: python -m pytest -q (exit 2)"},
+        {"make -j4 check", 0, "passed: make -j4 check"},
+        {"npm run test", 0, "passed: npm run test"},
+        {"./node_modules/.bin/vitest run", 0, "passed: ./node_modules/.bin/vitest run"},
+        {"test -f hello.txt", 0, NULL},
+        {"echo test", 0, NULL},
+        {"make", 0, NULL},
+        {"git commit -m 'add test'", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct agent_event ev = {.kind = AGENT_EV_TOOL_USE,
+                                 .target = (char *)cases[i].target,
+                                 .exit_status = cases[i].exit_status};
+        snprintf(ev.tool, sizeof(ev.tool), "bash");
+        char out[160] = "";
+        bool is = phase_tests(&ev, out, sizeof(out));
+        CHECK(is == (cases[i].want != NULL));
+        if (cases[i].want)
+            CHECK_STR_EQ(out, cases[i].want);
+    }
+    /* only a command's */
+    struct agent_event edit = {.kind = AGENT_EV_TOOL_USE, .target = (char *)"npm test"};
+    snprintf(edit.tool, sizeof(edit.tool), "edit");
+    char out[160];
+    CHECK(!phase_tests(&edit, out, sizeof(out)));
+}
+
 TEST_MAIN()

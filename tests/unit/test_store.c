@@ -164,7 +164,7 @@ TEST(a_database_at_0019_keeps_its_runs_through_the_rebuild)
                  1);
     CHECK_INT_EQ(sql_int(db, "SELECT count(*) FROM sqlite_schema WHERE tbl_name = 'runs' AND "
                              "type = 'index'"),
-                 5); /* its four and the UNIQUE id's */
+                 6); /* its four, the UNIQUE id's and the groups' (0025) */
     CHECK_INT_EQ(
         sqlite3_exec(db, "UPDATE runs SET phase = 'setting up' WHERE id = 'r2'", NULL, NULL, NULL),
         SQLITE_OK);

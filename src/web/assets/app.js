@@ -367,5 +367,85 @@ async function sessionPage() {
   }
 }
 
+// --- a group of attempts: each one's outcome side by side, its diff on demand, and for the owner
+// signed in a button that delivers it ---
+
+function pathOf(url) {
+  const u = new URL(url, location.href);
+  return u.pathname + u.search;
+}
+
+function attemptCard(g, a) {
+  const card = el('section', `card attempt${g.picked === a.run_id ? ' picked' : ''}`);
+  card.append(el('h2', null, `${a.agent} · ${a.model}`));
+  const head = el('p');
+  head.append(el('span', `status status-${a.status}`, a.status), ' ');
+  const link = el('a', null, 'run page');
+  link.href = pathOf(a.web_url);
+  head.append(link);
+  card.append(head);
+  if (a.summary) card.append(el('pre', 'summary', a.summary));
+  if (a.error) card.append(el('p', 'error', a.error));
+  const facts = el('dl', 'facts');
+  const fact = (k, v) => facts.append(el('dt', null, k), el('dd', null, v));
+  fact('Changes', `${plural(a.files_changed, 'file', 'files')}, +${a.insertions} −${a.deletions}, `
+    + plural(a.commits, 'commit', 'commits'));
+  fact('Tests', a.tests || 'none run');
+  fact('Cost', a.cost ? `$${a.cost.toFixed(4)}` : '-');
+  fact('Tokens', `${a.input_tokens} in, ${a.output_tokens} out`);
+  if (a.delivery) fact('Delivery', a.delivery.reason ? `${a.delivery.status}: ${a.delivery.reason}` : a.delivery.status);
+  card.append(facts);
+  // its diff, read with its own run's view token (which the group's page was given)
+  const diff = el('details', 'diff');
+  diff.append(el('summary', null, 'Diff'));
+  diff.addEventListener('toggle', async () => {
+    if (!diff.open || diff.dataset.filled) return;
+    diff.dataset.filled = '1';
+    const u = new URL(a.web_url, location.href);
+    try {
+      const r = await fetch(`${u.pathname}/diff${u.search}`, { cache: 'no-store', credentials });
+      const d = r.ok ? await r.json() : null;
+      if (d && Array.isArray(d.files) && d.files.length) for (const f of d.files) diff.append(fileBlock(f, false));
+      else diff.append(el('p', 'muted blank', 'No changes.'));
+    } catch {
+      diff.append(el('p', 'muted blank', 'The diff could not be loaded.'));
+    }
+  });
+  card.append(diff);
+  if (g.can_pick && !g.picked && a.status === 'succeeded' && a.delivery && a.delivery.status === 'held') {
+    const b = el('button', 'primary', 'Deliver this attempt');
+    b.addEventListener('click', async () => {
+      b.disabled = true;
+      const body = new URLSearchParams({ run_id: a.run_id, csrf: g.csrf });
+      const r = await fetch(`/groups/${id}/deliver`, { method: 'POST', body, credentials: 'same-origin' });
+      const out = await r.json().catch(() => ({}));
+      if (r.ok) location.reload();
+      else {
+        b.disabled = false;
+        card.append(el('p', 'error', (out.error && out.error.message) || `failed (${r.status})`));
+      }
+    });
+    card.append(b);
+  }
+  return card;
+}
+
+async function groupPage() {
+  let g;
+  try {
+    g = await getJson(`/groups/${id}/data`);
+  } catch (e) {
+    setText('group-id', `this page could not be loaded (${e.message})`);
+    return;
+  }
+  setText('group-id', `${g.group_id} · ${plural(g.attempts.length, 'attempt', 'attempts')}`);
+  setText('picked', g.picked ? `Picked: ${g.picked} (delivery ${g.delivery_status})`
+    : 'None picked yet: nothing is pushed until one is.');
+  $('attempts').replaceChildren(...g.attempts.map((a) => attemptCard(g, a)));
+  $('pick-note').hidden = g.can_pick || !!g.picked;
+  if (g.attempts.some((a) => a.status === 'queued' || a.status === 'running')) setTimeout(groupPage, 5000);
+}
+
 if (document.body.dataset.page === 'run') runPage();
 else if (document.body.dataset.page === 'session') sessionPage();
+else if (document.body.dataset.page === 'group') groupPage();
