@@ -162,7 +162,7 @@ static void on_group_member(const struct store_run *r, void *ctx)
     json_t *delivery = r->delivery ? json_loads(r->delivery, 0, NULL) : NULL;
     json_t *a = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:o, s:o, s:o, s:I, s:s?, s:f, s:I, s:I, s:O?, "
-        "s:s}",
+        "s:s, s:s?}",
         "run_id", r->id, "session_id", r->session_id, "agent", r->agent, "model", r->model,
         "status", r->status, "summary", r->summary, "error", r->error, "files_changed",
         int_or(changes, "files_changed"), "insertions", int_or(changes, "insertions"), "deletions",
@@ -170,7 +170,7 @@ static void on_group_member(const struct store_run *r, void *ctx)
         (json_int_t)json_array_size(json_object_get(changes, "commits")), "tests",
         r->test_outcome[0] ? r->test_outcome : NULL, "cost", r->cost, "input_tokens",
         (json_int_t)r->input_tokens, "output_tokens", (json_int_t)r->output_tokens, "delivery",
-        delivery, "web_url", url);
+        delivery, "web_url", url, "base_commit", r->base_commit[0] ? r->base_commit : NULL);
     json_decref(changes);
     json_decref(delivery);
     json_array_append_new(g->attempts, a);
@@ -186,8 +186,22 @@ json_t *runs_describe_group(struct runs *e, const char *user_id, const char *gro
     }
     char url[512];
     runs_group_url(e, group_id, url, sizeof(url));
-    return json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:o}", "group_id", group_id, "web_url", url,
-                     "picked", g.picked_id[0] ? g.picked_id : NULL, "delivery_run",
-                     g.delivery_id[0] ? g.delivery_id : NULL, "delivery_status",
-                     g.delivery_st[0] ? g.delivery_st : NULL, "attempts", g.attempts);
+    /* whether they all started from one commit (each clones its branch's head as it starts) */
+    const char *base = NULL;
+    bool same = true;
+    size_t i;
+    json_t *a;
+    json_array_foreach(g.attempts, i, a)
+    {
+        const char *b = json_string_value(json_object_get(a, "base_commit"));
+        if (b && base && strcmp(b, base) != 0)
+            same = false;
+        base = b ? b : base;
+    }
+    json_t *j = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:o}", "group_id", group_id, "web_url", url,
+                          "picked", g.picked_id[0] ? g.picked_id : NULL, "delivery_run",
+                          g.delivery_id[0] ? g.delivery_id : NULL, "delivery_status",
+                          g.delivery_st[0] ? g.delivery_st : NULL, "attempts", g.attempts);
+    json_object_set_new(j, "same_start", json_boolean(same));
+    return j;
 }

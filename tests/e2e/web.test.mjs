@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
-import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
 import { bareRepo as makeBareRepo } from '../lib/git.mjs';
 import * as runs from '../lib/runs.mjs';
@@ -353,3 +353,37 @@ test('a run\'s pull request: linked on the run and session pages, with the pushe
   assert.deepEqual(problems, []);
   await context.close();
 });
+
+test('attempts side by side on a phone: each one\'s outcome and diff, and no button for a view link', async () => {
+  // two Claude Code attempts on one script: each commits a file of its own, then ends
+  const step = (body) => (toolResults(body).length ? { text: 'Tried it.' }
+    : { tool: 'Bash', input: { command: 'echo "$(date +%N)" > try.txt && git add -A && git commit -qm "A try"', description: 'Try' } });
+  router.add('web-tries-3c9', [step, step, step, step]);
+  const started = await ok('run_task', { task: 'web-tries-3c9: try something', repository: gh.repoUrl('acme/widget'),
+    attempts: 2, variants: [{ agent: 'claude-code' }] });
+  for (const a of started.attempts) assert.equal((await finished(a.run_id)).delivery?.status, 'held');
+  const { page, context, problems, dialogs } = await pageAt(started.group_web_url, PHONE);
+  await page.waitForFunction(() => document.querySelectorAll('.attempt').length === 2);
+  const heads = await page.$$eval('.attempt h2', (l) => l.map((x) => x.textContent));
+  assert.deepEqual(heads, ['claude-code · anthropic/claude-sonnet-4-5', 'claude-code · anthropic/claude-sonnet-4-5']);
+  assert.equal(await page.locator('.attempt .status-succeeded').count(), 2);
+  assert.match(await page.textContent('#picked'), /None picked yet/);
+  // the page does not grow sideways: the attempts scroll inside their row
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+  await page.click('.attempt:first-child details.diff summary');
+  await page.waitForSelector('.attempt:first-child details.diff .file');
+  assert.match(await page.textContent('.attempt:first-child details.diff .file .path'), /try\.txt/);
+  // a view link reads only: no button, and it says so
+  assert.equal(await page.locator('.attempt button').count(), 0);
+  assert.equal(await page.isVisible('#pick-note'), true);
+  await page.screenshot({ path: path.join(shots, 'group-phone.png'), fullPage: true });
+  assert.deepEqual(dialogs, []);
+  assert.deepEqual(problems, []);
+  await context.close();
+  const desk = await pageAt(started.group_web_url, DESKTOP);
+  await desk.page.waitForFunction(() => document.querySelectorAll('.attempt').length === 2);
+  await desk.page.screenshot({ path: path.join(shots, 'group-desktop.png'), fullPage: true });
+  assert.deepEqual(desk.problems, []);
+  await desk.context.close();
+});
+

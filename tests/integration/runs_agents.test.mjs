@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, cli, sqlRows } from '../lib/server.mjs';
+import { startServer, cli, rpc, sqlRows } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter, agentScript, toolResults, toolNames, userTexts } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
@@ -234,6 +234,14 @@ test('attempts: one task by three agents at once, compared side by side, nothing
     assert.equal(by.opencode.commits, 1, 'its leftovers committed, ready to deliver');
     for (const a of group.attempts) assert.equal(a.files_changed, 1, JSON.stringify(a));
     assert.equal(group.picked, null);
+    assert.equal(group.same_start, true);
+    assert.equal(new Set(group.attempts.map((a) => a.base_commit)).size, 1);
+    assert.equal(group.attempts[0].base_commit, gh.log('acme/tries', null, 'main')[0].sha);
+    // each attempt is an MCP task of its own
+    const tasks = await rpc(server, { jsonrpc: '2.0', id: 91, method: 'tasks/list', params: {} },
+      { headers: { 'mcp-protocol-version': '2025-11-25' } });
+    const ids = new Set(tasks.body.result.tasks.map((t) => t.taskId));
+    for (const a of started.attempts) assert.ok(ids.has(a.run_id), `task ${a.run_id}`);
     // list_runs marks them
     const listed = (await ok('list_runs', { limit: 20 })).runs.filter((r) => r.group_id === started.group_id);
     assert.equal(listed.length, 3);
@@ -281,6 +289,12 @@ test('attempts: one task by three agents at once, compared side by side, nothing
     assert.match(other.content[0].text, new RegExp(`attempt ${by['claude-code'].run_id} of group ${started.group_id} was picked already`));
     const after = (await ok('get_result', { run_id: by.codex.run_id })).group;
     assert.equal(after.picked, by['claude-code'].run_id);
+    // an attempt not picked stays a session of its own, to be continued
+    scripts.codex = agentScript([{ text: 'Codex again, in its own session.' }], { wire: 'responses', name: 'codex2' });
+    const more = await finished((await ok('run_task', { task: 'tries-5e1: and now?', session_id: by.codex.session_id })).run_id);
+    assert.equal(more.status, 'succeeded', JSON.stringify(more));
+    assert.equal(more.agent, 'codex');
+    assert.equal(more.group, undefined, 'a later run of its session is its own');
     // a run on its own has nothing to pick
     const alone = await call('deliver_run', { run_id: delivered.run_id });
     assert.equal(alone.isError, true);

@@ -393,7 +393,11 @@ function attemptCard(g, a) {
   fact('Tests', a.tests || 'none run');
   fact('Cost', a.cost ? `$${a.cost.toFixed(4)}` : '-');
   fact('Tokens', `${a.input_tokens} in, ${a.output_tokens} out`);
-  if (a.delivery) fact('Delivery', a.delivery.reason ? `${a.delivery.status}: ${a.delivery.reason}` : a.delivery.status);
+  if (a.base_commit) fact('Started from', a.base_commit.slice(0, 12));
+  if (a.delivery) {
+    fact('Delivery', a.delivery.status === 'held' ? 'held until picked'
+      : a.delivery.reason ? `${a.delivery.status}: ${a.delivery.reason}` : a.delivery.status);
+  }
   card.append(facts);
   // its diff, read with its own run's view token (which the group's page was given)
   const diff = el('details', 'diff');
@@ -439,8 +443,9 @@ async function groupPage() {
     return;
   }
   setText('group-id', `${g.group_id} · ${plural(g.attempts.length, 'attempt', 'attempts')}`);
-  setText('picked', g.picked ? `Picked: ${g.picked} (delivery ${g.delivery_status})`
-    : 'None picked yet: nothing is pushed until one is.');
+  setText('picked', (g.picked ? `Picked: ${g.picked} (delivery ${g.delivery_status}).`
+    : 'None picked yet: nothing is pushed until one is.')
+    + (g.same_start ? '' : ' They did not all start from the same commit: the branch moved between their clones.'));
   $('attempts').replaceChildren(...g.attempts.map((a) => attemptCard(g, a)));
   $('pick-note').hidden = g.can_pick || !!g.picked;
   if (g.attempts.some((a) => a.status === 'queued' || a.status === 'running')) setTimeout(groupPage, 5000);
