@@ -822,12 +822,15 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     format_span_ms(f->run_timeout_ms, def);
     format_span_ms(f->run_timeout_max_ms, max);
     run_task_desc = xasprintf(
-        "Hand a coding task to an agent (OpenCode) that works on it in a sandbox of its own, for "
-        "minutes or hours, while you do something else (default timeout %s, at most %s). "
-        "Returns at once with run_id, session_id and web_url: give the user web_url, where a "
-        "person can watch the run live, then check on it with get_result (wait_seconds 30 to "
-        "60, every minute or so; not in a tight loop). Give a git repository to work in; pass "
-        "the session_id of an earlier run to continue in the same workspace and conversation. "
+        "Hand a coding task to a coding agent (OpenCode by default; Claude Code or Codex with "
+        "agent) that works on it in a sandbox of its own, for minutes or hours, while you do "
+        "something else (default timeout %s, at most %s). Returns at once with run_id, "
+        "session_id and web_url: give the user web_url, where a person can watch the run live, "
+        "then check on it with get_result (wait_seconds 30 to 60, every minute or so; not in a "
+        "tight loop). Give a git repository to work in; pass the session_id of an earlier run "
+        "to continue in the same workspace and conversation. To compare approaches, attempts "
+        "(up to 4, spread over variants of agent and model) runs the task several times at "
+        "once; nothing is pushed until one is picked with deliver_run. "
         "The agent needs a model provider this server has a key for (the operator sets it, "
         "e.g. ANTHROPIC_API_KEY), and run_task refuses a model without one; the model defaults "
         "to %s. %s",

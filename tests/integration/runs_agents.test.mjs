@@ -107,6 +107,9 @@ for (const [agent, a] of Object.entries(AGENTS)) {
     assert.ok(tools.some((s) => s.startsWith('bash: git add hello.txt')), JSON.stringify(tools));
     assert.ok(evs.some((e) => e.type === 'step_start'));
     assert.ok(evs.some((e) => e.type === 'text' && e.summary === 'Added hello.txt.'));
+    // the phase reads the same whatever the agent: steps counted from its events
+    assert.match(r.phase.text, /^succeeded after \d+ steps?$/, JSON.stringify(r.phase));
+    assert.ok(r.phase.step >= 1);
     // tokens as the provider counted them: what the fake sent
     assert.deepEqual([r.usage.input_tokens, r.usage.output_tokens], [s1.usage.input_tokens, s1.usage.output_tokens]);
     // every model request came through the proxy with the run's token, never the key
