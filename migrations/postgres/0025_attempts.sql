@@ -8,3 +8,9 @@ ALTER TABLE runs ADD COLUMN delivers TEXT NOT NULL DEFAULT '';
 -- "passed: npm test", "failed: npm test (exit 1)".
 ALTER TABLE runs ADD COLUMN test_outcome TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_group ON runs(group_id, n) WHERE group_id <> '';
+-- The commit a group's attempts all start from: the first attempt to have its workspace ready
+-- records its own, and the others check that one out.
+CREATE TABLE run_groups (
+    id          TEXT PRIMARY KEY,
+    base_commit TEXT NOT NULL
+);

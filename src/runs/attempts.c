@@ -1,5 +1,6 @@
 /* Attempts: several runs at one task, started together (runs_submit_attempts, submit.c), each in
- * a session of its own, sharing a group. None pushes at its end: an attempt that would deliver
+ * a session of its own, sharing a group, all from one commit (the first ready records it, the
+ * others check it out: workspace.c). None pushes at its end: an attempt that would deliver
  * commits its leftovers and keeps its commits on its session's branch, its delivery "held"
  * (finish.c). The user picks one (deliver_run, or the button on the group's page): a run without
  * an agent is queued in the picked attempt's session, with `delivers` naming the attempt; it

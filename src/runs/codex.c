@@ -31,10 +31,13 @@ void codex_launch(struct agent_launch *l)
     l->argv[n++] = xstrdup("-c");
     l->argv[n++] = xstrdup("model_provider=\"sandbox-mcp\"");
     l->argv[n++] = xstrdup("-c");
-    /* the URL holds only a provider's name and path: both checked when the files were loaded */
+    /* the URL holds only a provider's name and path: both checked when the files were loaded;
+     * requests are retried with backoff for minutes, so that a run outlives a restart of the
+     * server */
     l->argv[n++] =
         xasprintf("model_providers.sandbox-mcp={name=\"sandbox-mcp\",base_url=\"%s/%s%s\","
-                  "env_key=\"" TOKEN_ENV "\",wire_api=\"responses\"}",
+                  "env_key=\"" TOKEN_ENV "\",wire_api=\"responses\","
+                  "request_max_retries=10,stream_max_retries=10}",
                   l->proxy_url, p ? p->name : "", p ? p->base_path : "");
     l->argv[n++] = xstrdup("-m");
     l->argv[n++] = xstrdup(slash ? slash + 1 : l->model);

@@ -101,6 +101,20 @@ static void on_finish_raw(const struct store_run_event_row *ev, void *ctx)
     f->r->adapter->totals(ev->raw, strlen(ev->raw), &rd->total_in, &rd->total_out);
 }
 
+/* r's reader starts from the totals the last step's end of run from reported */
+static bool seed_from(struct run *r, const char *from)
+{
+    if (!r->adapter || !r->adapter->totals)
+        return false;
+    struct last_finish f = {.r = r};
+    struct err err = {0};
+    if (store_run_events_back(r->e->st, from, 0, 200, on_last_finish, &f, &err) < 0 || !f.seq)
+        return false;
+    if (!r->reader)
+        r->reader = xcalloc(1, sizeof(*r->reader));
+    return store_run_events(r->e->st, from, f.seq - 1, 1, on_finish_raw, &f, &err) == 0;
+}
+
 struct earlier_run {
     int64_t before;
     char id[64];
@@ -116,26 +130,18 @@ static void on_earlier_run(const struct store_run *row, void *ctx)
     }
 }
 
-/* A run continuing its agent's conversation: the token totals the conversation had reached, for
- * an agent that reports totals (Codex), from the last step's end of the session's last run that
- * the agent spoke in, so that r counts only its own. */
-static void conversation_totals(struct run *r)
+void run_seed_totals(struct run *r)
 {
-    if (!r->adapter->totals)
+    if (!r->adapter || !r->adapter->totals || seed_from(r, r->id))
         return;
     struct earlier_run p = {.before = r->n};
     struct store_run_list_opts o = {
         .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
     struct err err = {0};
     bool more;
-    if (store_run_list(r->e->st, &o, on_earlier_run, &p, &more, &err) < 0 || !p.id[0] ||
-        strcmp(p.agent, r->adapter->name) != 0)
-        return;
-    struct last_finish f = {.r = r};
-    if (!r->reader)
-        r->reader = xcalloc(1, sizeof(*r->reader));
-    if (store_run_events_back(r->e->st, p.id, 0, 200, on_last_finish, &f, &err) == 0 && f.seq)
-        store_run_events(r->e->st, p.id, f.seq - 1, 1, on_finish_raw, &f, &err);
+    if (store_run_list(r->e->st, &o, on_earlier_run, &p, &more, &err) == 0 && p.id[0] &&
+        strcmp(p.agent, r->adapter->name) == 0)
+        seed_from(r, p.id);
 }
 
 size_t run_llms(const struct runs_config *c, const char *model, bool git,
@@ -353,7 +359,7 @@ void run_start_agent(struct run *r)
         ses.agent_session[0] = '\0';
     }
     if (ses.agent_session[0])
-        conversation_totals(r);
+        run_seed_totals(r);
     bool warm = e->cfg.agent_warm_s > 0 && r->adapter->warm;
     struct agent_launch l;
     char program[PATH_MAX];

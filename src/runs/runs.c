@@ -434,6 +434,9 @@ static void adopt(const struct store_run *row, void *ctx)
     snprintf(r->base, sizeof(r->base), "%s", row->base_commit);
     r->prepared = true;
     r->phase = PH_AGENT;
+    /* an agent that reports its thread's totals: its next step counts from those it reported
+     * last (before the restart) */
+    run_seed_totals(r);
 }
 
 /* --- a shared store: runs that wait for a node --- */

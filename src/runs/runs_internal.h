@@ -100,9 +100,16 @@ struct agent_adapter {
      * starts from (agent_reader.total_in, total_out); NULL for the others */
     bool (*totals)(const char *line, size_t len, int64_t *in, int64_t *out);
 };
+struct run;
+/* For an agent that reports its conversation's token totals rather than each step's
+ * (agent_adapter.totals), so that r's next step counts only its own: r's reader starts from the
+ * totals of r's own last step's end (a run adopted after a restart), else of the session's last
+ * run that this agent spoke in (a run continuing its conversation). Totals that then go down
+ * belong to a new conversation and count whole (codex_parse_line). */
+void run_seed_totals(struct run *r);
+
 /* --- attempts (attempts.c) --- */
 
-struct run;
 /* r delivers an attempt (r->delivers): its workspace is the attempt's, ready; its changes are
  * counted from the attempt's start, and it ends as a run that delivers does, without an agent. */
 void attempt_deliver_now(struct run *r);
@@ -198,6 +205,11 @@ unsigned scripts_clone_branches(char *out, struct buf *names, unsigned long *tot
 /* Whether m reads as a model name: "provider/model", at most 120 bytes of letters, digits and
  * /._:-@, neither part empty. */
 bool scripts_model_valid(const char *m);
+/* Whether s is a full commit id as git prints it: 40 (SHA-1) or 64 (SHA-256) lowercase hex */
+bool scripts_sha_valid(const char *s);
+/* Shell commands that move the checkout in workdir, and its branch, to commit sha (a full id,
+ * scripts_sha_valid), failing when the repository does not have it (malloc'd) */
+char *scripts_reset_to(const char *workdir, const char *sha);
 
 /* The host-side clone, run by /bin/sh -c with the environment SMCP_URL, SMCP_DEST (made afresh,
  * removed on exit), SMCP_TAR (the archive written) and SMCP_BRANCH ("" for the remote's HEAD).
@@ -373,8 +385,9 @@ struct run {
     /* An environment's rebuild (envs.c): the snapshot it replaces ("" for every other run), and
      * whether its new snapshot was saved */
     char rebuild[64];
-    char group_id[64]; /* the attempts it is one of: its delivery is held until picked */
-    char delivers[64]; /* the attempt it delivers (no agent runs), or "" */
+    char group_id[64];   /* the attempts it is one of: its delivery is held until picked */
+    char delivers[64];   /* the attempt it delivers (no agent runs), or "" */
+    char group_base[64]; /* the commit its group's attempts start from */
     bool rebuilt;
     char *env_fp;
     bool setup_stop;   /* its user's settings for the repository: a failed setup ends it */

@@ -178,6 +178,28 @@ bool scripts_model_valid(const char *m)
     return true;
 }
 
+bool scripts_sha_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n != 40 && n != 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+char *scripts_reset_to(const char *workdir, const char *sha)
+{
+    struct buf cmd;
+    buf_init(&cmd, 256);
+    buf_puts(&cmd, "cd ");
+    scripts_sh_quote(&cmd, workdir);
+    buf_printf(&cmd, " && git cat-file -e '%s^{commit}' 2>/dev/null && git reset -q --hard %s", sha,
+               sha);
+    return buf_steal(&cmd, NULL);
+}
+
 /* Bring the mirror $m up to date with $SMCP_URL (made when absent): its branches and tags, and
  * its HEAD named as the remote's; ls-remote does not show a HEAD that names no branch (a
  * repository without commits, or one whose HEAD names a branch it lacks), and then the mirror's

@@ -53,6 +53,39 @@ static bool prepared(struct run *r, const struct err *err)
     return true;
 }
 
+static void on_pinned(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+{
+    struct run *r = ctx;
+    if (!prepared(r, err))
+        return;
+    if (res->exit_code == 0)
+        snprintf(r->base, sizeof(r->base), "%s", r->group_base);
+    else
+        log_warn("run attempt not at its group's start run=%s group=%s want=%s has=%s", r->id,
+                 r->group_id, r->group_base, r->base);
+    r->prepared = true;
+    envs_before_setup(r);
+}
+
+/* An attempt starts where its group's first one did: the commit the first to get here recorded
+ * (its own, when it is the first), checked out if this workspace's is another (its branch moved
+ * between their clones). True when a command to check it out is under way. */
+static bool pin_to_group(struct run *r)
+{
+    struct err err = {0};
+    if (store_group_base(r->e->st, r->group_id, r->base, r->group_base, &err) < 0) {
+        log_warn("run group start not recorded run=%s err=\"%s\"", r->id, err.msg);
+        return false;
+    }
+    if (strcmp(r->group_base, r->base) == 0 || !scripts_sha_valid(r->group_base))
+        return false;
+    _cleanup_free_ char *cmd = scripts_reset_to(r->workdir, r->group_base);
+    const char *env[] = {"GIT_CONFIG_NOSYSTEM=1", NULL};
+    struct sandbox_exec_opts o = {.command = cmd, .env = env, .timeout_ms = 60000};
+    r->ex = sandbox_exec_start(r->sbx, &o, NULL, on_pinned, r, &err);
+    return r->ex != NULL;
+}
+
 /* Output of the preparation: "<branch>\n<HEAD sha>\n" ("-" for the sha in a repository without
  * commits), then "made" or "empty" when the run made the session's branch */
 static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
@@ -99,6 +132,8 @@ static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const 
         if (store_session_update(r->e->st, r->session_id, NULL, r->repository, time_now_ms(),
                                  &serr) < 0)
             log_error("session repository not stored run=%s err=\"%s\"", r->id, serr.msg);
+        if (r->group_id[0] && !r->delivers[0] && r->base[0] && pin_to_group(r))
+            return;
     }
     r->prepared = true;
     envs_before_setup(r);

@@ -531,6 +531,10 @@ struct store_run {
     char test_outcome[160];
 };
 void store_run_release(struct store_run *r);
+/* The commit group_id's attempts start from: proposed when the group has none yet (the first
+ * attempt to ask), else the one recorded, into out. */
+int store_group_base(struct store *st, const char *group_id, const char *proposed, char out[64],
+                     struct err *err);
 /* The runs of group group_id (of user_id, any user's when NULL), oldest first: its attempts and
  * the run that delivers the picked one. -ENOENT when there are none. */
 int store_group_runs(struct store *st, const char *user_id, const char *group_id,

@@ -8,11 +8,14 @@
 // to refused at run_task.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
-import { startServer, cli, rpc, sqlRows } from '../lib/server.mjs';
+import { startServer, cli, rpc, sqlRows, removeDataDir } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter, agentScript, toolResults, toolNames, userTexts } from '../lib/fake-anthropic.mjs';
-import { startFakeGitHub } from '../lib/fake-github.mjs';
+import { startFakeGitHub, git } from '../lib/fake-github.mjs';
 import { CookieJar, request, setPassword, signIn } from '../lib/oauth.mjs';
 
 const TOKEN = 'github_pat_11AGENTStestTOKEN_alice0123456789';
@@ -21,7 +24,8 @@ const OPENAI_KEY = 'sk-proj-agents-test-key-0123456789';
 const CLAUDE_MODEL = 'anthropic/claude-sonnet-4-5';
 const CODEX_MODEL = 'openai/gpt-5-codex';
 
-let fake, router, gh, server;
+let fake, router, gh, server, env;
+let restarted; // the data directory of a server started again on it (removed at the end)
 
 before(async () => {
   fake = await startFake();
@@ -31,18 +35,21 @@ before(async () => {
     'acme/claude': { files: { 'README.md': '# claude\n' } },
     'acme/codex': { files: { 'README.md': '# codex\n' } },
     'acme/tries': { files: { 'README.md': '# tries\n' } },
+    'acme/pin': { files: { 'README.md': '# pin\n' } },
   } });
-  server = await startServer({ env: {
+  env = {
     ANTHROPIC_API_KEY: ANTHROPIC_KEY, ANTHROPIC_BASE_URL: fake.url,
     OPENAI_API_KEY: OPENAI_KEY, OPENAI_BASE_URL: fake.url,
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
-  } });
+  };
+  server = await startServer({ env });
   const r = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${TOKEN}\n` });
   assert.equal(r.status, 0, r.stderr);
 });
 
 after(async () => {
   await server?.stop();
+  if (restarted) removeDataDir(restarted);
   await gh?.close();
   await fake?.close();
 });
@@ -308,6 +315,40 @@ test('attempts: one task by three agents at once, compared side by side, nothing
   }
 });
 
+test('attempts start from one commit: one that clones after the branch moved checks out the first one\'s', async () => {
+  // one run at a time for the user, so the second attempt clones only after the first is done,
+  // and the branch moves while the first works
+  await runs.withServer({ ...env, RUNS_MAX_RUNNING_PER_USER: '1' }, async (srv) => {
+    assert.equal(cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', srv.dataDir], { input: `${TOKEN}\n` }).status, 0);
+    const s = add2('pin-7d3', 'anthropic', [{ hold: true, text: 'First.' }, { text: 'Second.' }]);
+    const started = await runs.ok(srv, 'run_task', { task: 'pin-7d3: look', repository: gh.repoUrl('acme/pin'),
+      attempts: 2, variants: [{ agent: 'claude-code' }] });
+    await s.waitHeld();
+    const work = mkdtempSync(path.join(tmpdir(), 'smcp-pin-'));
+    try {
+      git(['clone', '-q', path.join(gh.root, 'acme/pin.git'), work]);
+      writeFileSync(path.join(work, 'later.txt'), 'later\n');
+      git(['add', '-A'], work);
+      git(['commit', '-qm', 'Later'], work);
+      git(['push', '-q', 'origin', 'main'], work);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+    s.release();
+    const ends = [];
+    for (const a of started.attempts) ends.push(await runs.finished(srv, a.run_id));
+    for (const r of ends) assert.equal(r.status, 'succeeded', JSON.stringify(r));
+    const group = ends[1].group;
+    assert.equal(group.same_start, true);
+    assert.equal(group.attempts[1].base_commit, group.attempts[0].base_commit);
+    assert.notEqual(group.attempts[0].base_commit, gh.log('acme/pin', 'main')[0].sha, 'the branch moved');
+    // the second attempt's workspace is at the first one's commit: without the later file
+    const look = await runs.ok(srv, 'container_exec', { session_id: started.attempts[1].session_id,
+      command: 'cd /workspace/pin && git log --format=%s && ls' });
+    assert.doesNotMatch(look.stdout, /Later|later\.txt/);
+  });
+});
+
 test('attempts: bad input is refused before anything is queued', async () => {
   const before = (await ok('list_runs', { limit: 100 })).runs.length;
   const cases = [
@@ -322,6 +363,28 @@ test('attempts: bad input is refused before anything is queued', async () => {
     assert.match(r.content[0].text, re);
   }
   assert.equal((await ok('list_runs', { limit: 100 })).runs.length, before);
+});
+
+// The last test: it restarts the file's server.
+test('codex: a continued run outlives a restart of the server, and still counts only its own tokens', async () => {
+  add2('restart-c-1a4', 'responses', [{ text: 'First.' }]);
+  const first = await finished((await ok('run_task', { task: 'restart-c-1a4: hello', agent: 'codex', model: CODEX_MODEL })).run_id);
+  assert.equal(first.status, 'succeeded', JSON.stringify(first));
+  const s = add2('restart-c-2b5', 'responses', [{ hold: true, text: 'Survived the restart.' }]);
+  const started = await ok('run_task', { task: 'restart-c-2b5: again', session_id: first.session_id });
+  await s.waitHeld();
+  const { dataDir, token } = server;
+  await server.stop('SIGKILL', { keep: true });
+  restarted = dataDir;
+  await runs.until(() => s.aborted >= 1, 'the proxy connection died with the server');
+  server = await startServer({ dataDir, env });
+  server.token = token;
+  s.release();
+  const r = await finished(started.run_id);
+  assert.equal(r.status, 'succeeded', `${JSON.stringify(r)}\n${server.stderr().slice(-3000)}`);
+  assert.equal(r.result.summary, 'Survived the restart.');
+  // Codex reported the thread's totals (the first run's too); the adopted run counts its own
+  assert.deepEqual([r.usage.input_tokens, r.usage.output_tokens], [s.usage.input_tokens, s.usage.output_tokens]);
 });
 
 function add2(marker, wire, steps) {

@@ -85,7 +85,7 @@ TEST(codex_launch_points_it_at_the_proxy)
           argv_has(l.argv, "--dangerously-bypass-approvals-and-sandbox"));
     CHECK(argv_has(l.argv, "model_providers.sandbox-mcp={name=\"sandbox-mcp\",base_url=\"http://"
                            "127.0.0.1:8788/proxy/openai/v1\",env_key=\"SANDBOX_MCP_PROXY_TOKEN\","
-                           "wire_api=\"responses\"}"));
+                           "wire_api=\"responses\",request_max_retries=10,stream_max_retries=10}"));
     CHECK(argv_has(l.argv, "gpt-5-codex") && !argv_has(l.argv, "resume"));
     size_t n = 0;
     while (l.argv[n])

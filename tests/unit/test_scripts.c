@@ -466,4 +466,19 @@ TEST(agent_seed_execs_its_arguments)
     CHECK_INT_EQ(system(rm), 0);
 }
 
+TEST(sha_check_and_the_reset_to_it)
+{
+    CHECK(scripts_sha_valid("0123456789abcdef0123456789abcdef01234567"));
+    CHECK(scripts_sha_valid("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+    CHECK(!scripts_sha_valid("0123456789ABCDEF0123456789abcdef01234567"));
+    CHECK(!scripts_sha_valid("0123456789abcdef"));
+    CHECK(!scripts_sha_valid("0123456789abcdef0123456789abcdef0123456'"));
+    CHECK(!scripts_sha_valid(""));
+    char *cmd = scripts_reset_to("/workspace/it's", "0123456789abcdef0123456789abcdef01234567");
+    CHECK_STR_EQ(cmd, "cd '/workspace/it'\\''s' && git cat-file -e "
+                      "'0123456789abcdef0123456789abcdef01234567^{commit}' 2>/dev/null && git "
+                      "reset -q --hard 0123456789abcdef0123456789abcdef01234567");
+    free(cmd);
+}
+
 TEST_MAIN()

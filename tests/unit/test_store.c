@@ -972,4 +972,24 @@ TEST(waiting_sessions_are_claimed_once_and_run_limits_count_every_node)
     free(path);
 }
 
+/* A group's attempts start from the commit the first to ask records; the others are told it */
+TEST(a_groups_start_is_the_first_ones)
+{
+    char *path = test_temp_db();
+    struct store *st = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &st, &err), 0);
+    char got[64] = "";
+    static const char first[] = "1111111111111111111111111111111111111111";
+    static const char later[] = "2222222222222222222222222222222222222222";
+    CHECK_INT_EQ(store_group_base(st, "grp_a", first, got, &err), 0);
+    CHECK_STR_EQ(got, first);
+    CHECK_INT_EQ(store_group_base(st, "grp_a", later, got, &err), 0);
+    CHECK_STR_EQ(got, first);
+    CHECK_INT_EQ(store_group_base(st, "grp_b", later, got, &err), 0);
+    CHECK_STR_EQ(got, later);
+    store_close(st);
+    free(path);
+}
+
 TEST_MAIN()
