@@ -9,8 +9,10 @@ ALTER TABLE runs ADD COLUMN delivers TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN test_outcome TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_group ON runs(group_id, n) WHERE group_id <> '';
 -- The commit a group's attempts all start from: the first attempt to have its workspace ready
--- records its own, and the others check that one out.
+-- records its own, and the others check that one out. picked: the attempt the user picked to
+-- deliver ('' until then), set by compare-and-set so that nodes picking at once agree.
 CREATE TABLE run_groups (
     id          TEXT PRIMARY KEY,
-    base_commit TEXT NOT NULL
+    base_commit TEXT NOT NULL,
+    picked      TEXT NOT NULL DEFAULT ''
 );

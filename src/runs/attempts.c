@@ -56,17 +56,21 @@ void attempt_deliver_now(struct run *r)
 
 struct picked {
     const char *attempt;
-    char mine[64];  /* a delivery of this attempt still good (queued, running or succeeded) */
-    char other[64]; /* another attempt's */
+    char failed[64]; /* an attempt whose delivery failed or was cancelled (it may be picked over) */
+    char mine[64];   /* a delivery of this attempt still good (queued, running or succeeded) */
+    char other[64];  /* another attempt's */
     char other_attempt[64];
 };
 
 static void on_group_run(const struct store_run *row, void *ctx)
 {
     struct picked *p = ctx;
-    if (!row->delivers[0] || strcmp(row->status, "failed") == 0 ||
-        strcmp(row->status, "cancelled") == 0)
+    if (!row->delivers[0])
         return;
+    if (strcmp(row->status, "failed") == 0 || strcmp(row->status, "cancelled") == 0) {
+        snprintf(p->failed, sizeof(p->failed), "%s", row->delivers);
+        return;
+    }
     if (strcmp(row->delivers, p->attempt) == 0)
         snprintf(p->mine, sizeof(p->mine), "%s", row->id);
     else if (!p->other[0]) {
@@ -118,6 +122,16 @@ int runs_deliver_attempt(struct runs *e, const char *user_id, const char *run_id
     if (ses.cleaned_at)
         return err_set(err, -ENOENT, "attempt %s's session has expired (its workspace was removed)",
                        a.id);
+    /* one pick a group, whichever node is asked: a compare-and-set on the group's row (none
+     * when its attempts never had a workspace, and then none has anything to deliver) */
+    char current[64];
+    rc = store_group_pick(e->st, a.group_id, p.failed, a.id, current, err);
+    if (rc == 0)
+        return err_set(err, -EALREADY, "attempt %s of group %s was picked already%s", current,
+                       a.group_id,
+                       strcmp(current, a.id) == 0 ? " (on another node: ask again shortly)" : "");
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
     _cleanup_free_ char *task = xasprintf("Deliver attempt %s: push its commits and open its pull "
                                           "request",
                                           a.id);

@@ -535,6 +535,11 @@ void store_run_release(struct store_run *r);
  * attempt to ask), else the one recorded, into out. */
 int store_group_base(struct store *st, const char *group_id, const char *proposed, char out[64],
                      struct err *err);
+/* Record attempt as group_id's pick if its pick is still expected ("" for none yet, or an attempt
+ * whose delivery failed): 1 when recorded, 0 when another was recorded meanwhile; current gets
+ * the pick either way. -ENOENT for a group with no start recorded. */
+int store_group_pick(struct store *st, const char *group_id, const char *expected,
+                     const char *attempt, char current[64], struct err *err);
 /* The runs of group group_id (of user_id, any user's when NULL), oldest first: its attempts and
  * the run that delivers the picked one. -ENOENT when there are none. */
 int store_group_runs(struct store *st, const char *user_id, const char *group_id,

@@ -973,7 +973,7 @@ TEST(waiting_sessions_are_claimed_once_and_run_limits_count_every_node)
 }
 
 /* A group's attempts start from the commit the first to ask records; the others are told it */
-TEST(a_groups_start_is_the_first_ones)
+TEST(a_groups_start_and_pick_are_the_first_ones)
 {
     char *path = test_temp_db();
     struct store *st = NULL;
@@ -988,6 +988,15 @@ TEST(a_groups_start_is_the_first_ones)
     CHECK_STR_EQ(got, first);
     CHECK_INT_EQ(store_group_base(st, "grp_b", later, got, &err), 0);
     CHECK_STR_EQ(got, later);
+    /* one pick, by compare-and-set: a second one expecting none finds the first's */
+    CHECK_INT_EQ(store_group_pick(st, "grp_a", "", "run_x", got, &err), 1);
+    CHECK_STR_EQ(got, "run_x");
+    CHECK_INT_EQ(store_group_pick(st, "grp_a", "", "run_y", got, &err), 0);
+    CHECK_STR_EQ(got, "run_x");
+    /* over a pick whose delivery failed, when that is the one expected */
+    CHECK_INT_EQ(store_group_pick(st, "grp_a", "run_x", "run_y", got, &err), 1);
+    CHECK_STR_EQ(got, "run_y");
+    CHECK_INT_EQ(store_group_pick(st, "grp_nope", "", "run_y", got, &err), -ENOENT);
     store_close(st);
     free(path);
 }
