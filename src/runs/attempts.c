@@ -35,19 +35,10 @@ void attempt_deliver_now(struct run *r)
     snprintf(r->base, sizeof(r->base), "%s", a.base_commit);
     char what[256];
     snprintf(what, sizeof(what), "delivering attempt %s (%s, %s)", a.id, a.agent, a.model);
-    json_t *raw = json_pack("{s:s, s:s, s:s, s:s}", "type", "delivering", "attempt", a.id, "agent",
-                            a.agent, "model", a.model);
-    char *text = json_dumps(raw, JSON_COMPACT);
-    json_decref(raw);
     /* the attempt's summary becomes this run's, for its pull request */
-    struct store_run_event ev = {.time = time_now_ms(),
-                                 .type = "delivering",
-                                 .summary = what,
-                                 .raw = text,
-                                 .text = a.summary && *a.summary ? a.summary : NULL};
-    if (store_run_add_events(e->st, r->id, &ev, 1, -1, &err) < 0)
-        log_error("run event not stored run=%s err=\"%s\"", r->id, err.msg);
-    free(text);
+    run_server_words(
+        r, "delivering", what, a.summary && *a.summary ? a.summary : NULL,
+        json_pack("{s:s, s:s, s:s}", "attempt", a.id, "agent", a.agent, "model", a.model));
     log_info("run delivers attempt run=%s attempt=%s group=%s", r->id, a.id, r->group_id);
     r->exited = true;
     r->exit_code = 0;

@@ -55,16 +55,33 @@ static int task_memfd(struct run *r, struct err *err)
     return TAKE_FD(fd);
 }
 
-struct conversation_dir {
-    int64_t before;    /* the run starting now */
+/* The session's newest run before r that its agent spoke in (it has events): the one whose
+ * conversation r would continue */
+struct earlier_run {
+    int64_t before;
+    char id[64];
+    char agent[32];
     char workdir[512]; /* "" until found */
 };
 
-static void on_session_run(const struct store_run *row, void *ctx)
+static void on_earlier_run(const struct store_run *row, void *ctx)
 {
-    struct conversation_dir *d = ctx;
-    if (!d->workdir[0] && row->n < d->before && row->workdir[0] && row->event_count > 0)
-        snprintf(d->workdir, sizeof(d->workdir), "%s", row->workdir);
+    struct earlier_run *p = ctx;
+    if (!p->id[0] && row->n < p->before && row->event_count > 0) {
+        snprintf(p->id, sizeof(p->id), "%s", row->id);
+        snprintf(p->agent, sizeof(p->agent), "%s", row->agent);
+        snprintf(p->workdir, sizeof(p->workdir), "%s", row->workdir);
+    }
+}
+
+static bool earlier_run(struct run *r, struct earlier_run *p)
+{
+    *p = (struct earlier_run){.before = r->n};
+    struct store_run_list_opts o = {
+        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
+    struct err err = {0};
+    bool more;
+    return store_run_list(r->e->st, &o, on_earlier_run, p, &more, &err) == 0 && p->id[0];
 }
 
 /* Whether r works where its session's conversation was held (its newest earlier run that the
@@ -72,14 +89,10 @@ static void on_session_run(const struct store_run *row, void *ctx)
  * continue it in another one it hangs without a word. True when that is not known. */
 static bool conversation_here(struct run *r)
 {
-    struct conversation_dir d = {.before = r->n};
-    struct store_run_list_opts o = {
-        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
-    struct err err = {0};
-    bool more;
-    if (store_run_list(r->e->st, &o, on_session_run, &d, &more, &err) < 0 || !d.workdir[0])
+    struct earlier_run p;
+    if (!earlier_run(r, &p) || !p.workdir[0])
         return true;
-    return strcmp(d.workdir, r->workdir) == 0;
+    return strcmp(p.workdir, r->workdir) == 0;
 }
 
 struct last_finish {
@@ -115,32 +128,12 @@ static bool seed_from(struct run *r, const char *from)
     return store_run_events(r->e->st, from, f.seq - 1, 1, on_finish_raw, &f, &err) == 0;
 }
 
-struct earlier_run {
-    int64_t before;
-    char id[64];
-    char agent[32];
-};
-
-static void on_earlier_run(const struct store_run *row, void *ctx)
-{
-    struct earlier_run *p = ctx;
-    if (!p->id[0] && row->n < p->before && row->event_count > 0) {
-        snprintf(p->id, sizeof(p->id), "%s", row->id);
-        snprintf(p->agent, sizeof(p->agent), "%s", row->agent);
-    }
-}
-
 void run_seed_totals(struct run *r)
 {
+    struct earlier_run p;
     if (!r->adapter || !r->adapter->totals || seed_from(r, r->id))
         return;
-    struct earlier_run p = {.before = r->n};
-    struct store_run_list_opts o = {
-        .user_id = r->user_id, .session_id = r->session_id, .limit = 20};
-    struct err err = {0};
-    bool more;
-    if (store_run_list(r->e->st, &o, on_earlier_run, &p, &more, &err) == 0 && p.id[0] &&
-        strcmp(p.agent, r->adapter->name) == 0)
+    if (earlier_run(r, &p) && strcmp(p.agent, r->adapter->name) == 0)
         seed_from(r, p.id);
 }
 

@@ -171,13 +171,22 @@ bool run_set_phase(struct run *r, const char *name, const char *fmt, ...)
  * working (before it collects its changes). */
 void run_server_event(struct run *r, const char *type, const char *summary, json_t *raw)
 {
+    run_server_words(r, type, summary, NULL, raw);
+}
+
+void run_server_words(struct run *r, const char *type, const char *summary, const char *words,
+                      json_t *raw)
+{
     json_object_set_new(raw, "type", json_string(type));
     char *text = json_dumps(raw, JSON_COMPACT);
     json_decref(raw);
     _cleanup_free_ char *sum = xstrdup(summary);
+    _cleanup_free_ char *kept = words ? xstrdup(words) : NULL;
     run_redact(r, text);
     run_redact(r, sum);
-    struct store_run_event ev = {.time = time_now_ms(), .type = type, .summary = sum, .raw = text};
+    run_redact(r, kept);
+    struct store_run_event ev = {
+        .time = time_now_ms(), .type = type, .summary = sum, .raw = text, .text = kept};
     struct err err = {0};
     if (store_run_add_events(r->e->st, r->id, &ev, 1, -1, &err) < 0)
         log_error("run event not stored run=%s type=%s err=\"%s\"", r->id, type, err.msg);

@@ -468,6 +468,9 @@ void run_note_end(struct run *r);
 /* An event of the server's own in r's timeline (raw, whose "type" is set to type, taken), its
  * offset in the agent's file kept; redacted like the agent's. */
 void run_server_event(struct run *r, const char *type, const char *summary, json_t *raw);
+/* The same with words that become the run's summary (as the agent's text would) */
+void run_server_words(struct run *r, const char *type, const char *summary, const char *words,
+                      json_t *raw);
 void run_set_final_phase(struct run *r, const char *status);
 void run_free(struct run *r);
 void run_unlink(struct run *r);

@@ -526,67 +526,6 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
     return rc == DB_DONE || rc == DB_ROW ? 0 : store_fail(st, rc, "list runs", err);
 }
 
-int store_group_base(struct store *st, const char *group_id, const char *proposed, char out[64],
-                     struct err *err)
-{
-    {
-        _cleanup_stmt_ struct db_stmt *s = NULL;
-        int r = store_prepare(st,
-                              "INSERT INTO run_groups(id, base_commit) VALUES (?, ?) ON CONFLICT "
-                              "(id) DO NOTHING",
-                              &s, err);
-        if (r < 0)
-            return r;
-        db_bind_text(s, 1, group_id);
-        db_bind_text(s, 2, proposed);
-        if ((r = store_step_done(st, s, "record a group's start", err)) < 0)
-            return r;
-    }
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st, "SELECT base_commit FROM run_groups WHERE id = ?", &s, err);
-    if (r < 0)
-        return r;
-    db_bind_text(s, 1, group_id);
-    int rc = db_step(s);
-    if (rc != DB_ROW)
-        return rc == DB_DONE ? err_set(err, -ENOENT, "no run group '%.64s'", group_id)
-                             : store_fail(st, rc, "read a group's start", err);
-    text_col(out, 64, s, 0);
-    return 0;
-}
-
-int store_group_pick(struct store *st, const char *group_id, const char *expected,
-                     const char *attempt, char current[64], struct err *err)
-{
-    int r;
-    {
-        _cleanup_stmt_ struct db_stmt *s = NULL;
-        if ((r = store_prepare(st,
-                               "UPDATE run_groups SET picked = ?3 WHERE id = ?1 AND picked = ?2",
-                               &s, err)) < 0)
-            return r;
-        db_bind_text(s, 1, group_id);
-        db_bind_text(s, 2, expected);
-        db_bind_text(s, 3, attempt);
-        if ((r = store_step_done(st, s, "pick an attempt", err)) < 0)
-            return r;
-        if (db_changes(st) == 1) {
-            snprintf(current, 64, "%s", attempt);
-            return 1;
-        }
-    }
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    if ((r = store_prepare(st, "SELECT picked FROM run_groups WHERE id = ?", &s, err)) < 0)
-        return r;
-    db_bind_text(s, 1, group_id);
-    int rc = db_step(s);
-    if (rc != DB_ROW)
-        return rc == DB_DONE ? err_set(err, -ENOENT, "no run group '%.64s'", group_id)
-                             : store_fail(st, rc, "read a group's pick", err);
-    text_col(current, 64, s, 0);
-    return 0;
-}
-
 int store_group_runs(struct store *st, const char *user_id, const char *group_id,
                      void (*fn)(const struct store_run *r, void *ctx), void *ctx, struct err *err)
 {

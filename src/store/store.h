@@ -531,15 +531,6 @@ struct store_run {
     char test_outcome[160];
 };
 void store_run_release(struct store_run *r);
-/* The commit group_id's attempts start from: proposed when the group has none yet (the first
- * attempt to ask), else the one recorded, into out. */
-int store_group_base(struct store *st, const char *group_id, const char *proposed, char out[64],
-                     struct err *err);
-/* Record attempt as group_id's pick if its pick is still expected ("" for none yet, or an attempt
- * whose delivery failed): 1 when recorded, 0 when another was recorded meanwhile; current gets
- * the pick either way. -ENOENT for a group with no start recorded. */
-int store_group_pick(struct store *st, const char *group_id, const char *expected,
-                     const char *attempt, char current[64], struct err *err);
 /* The runs of group group_id (of user_id, any user's when NULL), oldest first: its attempts and
  * the run that delivers the picked one. -ENOENT when there are none. */
 int store_group_runs(struct store *st, const char *user_id, const char *group_id,
@@ -671,6 +662,18 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
 int store_run_transitions(struct store *st, const char *run_id,
                           void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),
                           void *ctx, struct err *err);
+
+/* --- groups of attempts (groups.c; their runs: store_group_runs above) --- */
+
+/* The commit group_id's attempts start from: proposed when the group has none yet (the first
+ * attempt to ask), else the one recorded, into out. */
+int store_group_base(struct store *st, const char *group_id, const char *proposed, char out[64],
+                     struct err *err);
+/* Record attempt as group_id's pick if its pick is still expected ("" for none yet, or an attempt
+ * whose delivery failed): 1 when recorded, 0 when another was recorded meanwhile; current gets
+ * the pick either way. -ENOENT for a group with no start recorded. */
+int store_group_pick(struct store *st, const char *group_id, const char *expected,
+                     const char *attempt, char current[64], struct err *err);
 
 /* --- sandbox network (egress.c) --- */
 

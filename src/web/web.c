@@ -125,18 +125,28 @@ static const char *view_token(h2o_req_t *req)
     return NULL;
 }
 
-/* Whether the browser is signed in as the owner of run (or session) id: 0 when it is; 401 when it
- * is not signed in; 404 when it is someone else's, or there is no such id (the same answer). */
-static int owner_status(struct web *srv, h2o_req_t *req, bool session, const char *id)
+/* What a page shows: a run, a session, or a group of attempts (the first part of its path) */
+enum page_kind { PAGE_RUN, PAGE_SESSION, PAGE_GROUP };
+static const char *const page_paths[] = {"runs", "sessions", "groups"};
+
+static void no_run(const struct store_run *r, void *ctx)
+{
+}
+
+/* Whether the browser is signed in as the owner of id: 0 when it is; 401 when it is not signed
+ * in; 404 when it is someone else's, or there is no such id (the same answer). */
+static int owner_status(struct web *srv, h2o_req_t *req, enum page_kind kind, const char *id)
 {
     struct store_user user;
     if (!auth_session_user(srv->auth, req, &user))
         return 401;
     struct err err = {0};
     int r;
-    if (session) {
+    if (kind == PAGE_SESSION) {
         struct store_session s;
         r = store_session_get(srv->store, user.id, id, &s, &err);
+    } else if (kind == PAGE_GROUP) {
+        r = store_group_runs(srv->store, user.id, id, no_run, NULL, &err);
     } else {
         struct store_run run = {0};
         r = store_run_get(srv->store, user.id, id, &run, &err);
@@ -145,15 +155,14 @@ static int owner_status(struct web *srv, h2o_req_t *req, bool session, const cha
     return r == 0 ? 0 : r == -ENOENT ? 404 : 503;
 }
 
-/* A page or its data refused with status (a page of kind "runs", "sessions" or "groups"): not
- * signed in, a page sends the browser to sign in and come back; else the denied page, or the
- * error in JSON. */
-static void refuse(h2o_req_t *req, int status, const char *kind, const char *id, bool page)
+/* A page or its data refused with status: not signed in, a page sends the browser to sign in and
+ * come back; else the denied page, or the error in JSON. */
+static void refuse(h2o_req_t *req, int status, enum page_kind kind, const char *id, bool page)
 {
     if (page && status == 401) {
         /* sign in, and come back here (ids are letters, digits and _: nothing to encode) */
         char to[128];
-        snprintf(to, sizeof(to), "/login?return_to=/%s/%s", kind, id);
+        snprintf(to, sizeof(to), "/login?return_to=/%s/%s", page_paths[kind], id);
         http_add_header(req, H2O_TOKEN_LOCATION, to);
         http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
         security_headers(req);
@@ -177,19 +186,20 @@ static void refuse(h2o_req_t *req, int status, const char *kind, const char *id,
 
 /* With a token: 403 when it is wrong, whether the id exists or not. Without: the owner signed in
  * (owner_status). */
-static bool allowed(struct web *srv, h2o_req_t *req, bool session, const char *id, bool page)
+static bool allowed(struct web *srv, h2o_req_t *req, enum page_kind kind, const char *id, bool page)
 {
     const char *token = view_token(req);
     int status = 0;
     if (!srv->runs)
         status = 503;
     else if (!token || !*token)
-        status = owner_status(srv, req, session, id);
-    else if (!runs_view_check(srv->runs, session, id, token))
+        status = owner_status(srv, req, kind, id);
+    else if (!(kind == PAGE_GROUP ? runs_group_view_check(srv->runs, id, token)
+                                  : runs_view_check(srv->runs, kind == PAGE_SESSION, id, token)))
         status = 403;
     if (!status)
         return true;
-    refuse(req, status, session ? "sessions" : "runs", id, page);
+    refuse(req, status, kind, id, page);
     return false;
 }
 
@@ -397,7 +407,7 @@ static bool open_target(struct web *srv, h2o_req_t *req, bool session, char id[6
     }
     if (strcmp(*rest, "/") == 0)
         *rest = "";
-    return allowed(srv, req, session, id, !**rest);
+    return allowed(srv, req, session ? PAGE_SESSION : PAGE_RUN, id, !**rest);
 }
 
 static int on_runs(h2o_handler_t *self, h2o_req_t *req)
@@ -473,46 +483,6 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
 
 /* --- groups of attempts --- */
 
-struct group_owner {
-    char user_id[64];
-};
-
-static void on_group_owner(const struct store_run *r, void *ctx)
-{
-    struct group_owner *o = ctx;
-    if (!o->user_id[0])
-        snprintf(o->user_id, sizeof(o->user_id), "%s", r->user_id);
-}
-
-/* The group's owner, when the browser is signed in as them (for the page's action) */
-static bool group_owner_signed_in(struct web *srv, h2o_req_t *req, const char *id)
-{
-    struct store_user user;
-    struct group_owner o = {0};
-    struct err err = {0};
-    return srv->runs && auth_session_user(srv->auth, req, &user) &&
-           store_group_runs(srv->store, user.id, id, on_group_owner, &o, &err) == 0;
-}
-
-/* As allowed(), for a group: its token, or its owner signed in */
-static bool group_allowed(struct web *srv, h2o_req_t *req, const char *id, bool page)
-{
-    const char *token = view_token(req);
-    int status = 0;
-    if (!srv->runs)
-        status = 503;
-    else if (token && *token)
-        status = runs_group_view_check(srv->runs, id, token) ? 0 : 403;
-    else if (!auth_session_user(srv->auth, req, &(struct store_user){0}))
-        status = 401;
-    else
-        status = group_owner_signed_in(srv, req, id) ? 0 : 404;
-    if (!status)
-        return true;
-    refuse(req, status, "groups", id, page);
-    return false;
-}
-
 /* POST /groups/<id>/deliver: the owner signed in picks an attempt */
 static void group_deliver(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id)
 {
@@ -538,10 +508,10 @@ static void group_deliver(struct web *srv, struct http_route *route, h2o_req_t *
     if (!auth_page_csrf_is(req, form_get(&f, "csrf"))) {
         http_respond_error(req, 403, "forbidden",
                            "the form's CSRF token is wrong: reload the page");
-    } else if (!group_owner_signed_in(srv, req, id) || !run_id) {
+    } else if (!run_id) {
         http_respond_error(req, 404, "not_found", "no such attempt of yours");
     } else {
-        /* only an attempt of this group */
+        /* only an attempt of this group, and the user's own */
         struct store_run r = {0};
         char delivery[64] = "";
         int rc = store_run_get(srv->store, user.id, run_id, &r, &err);
@@ -580,7 +550,7 @@ static int on_groups(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     bool page = !*rest || strcmp(rest, "/") == 0;
-    if (!group_allowed(srv, req, id, page))
+    if (!allowed(srv, req, PAGE_GROUP, id, page))
         return 0;
     if (page) {
         respond_page(req, 200, "group.html");
@@ -592,8 +562,10 @@ static int on_groups(h2o_handler_t *self, h2o_req_t *req)
         http_respond_error(req, 404, "not_found", "no such page");
         return 0;
     }
-    /* the owner signed in may pick one (a view token alone only reads) */
-    bool owner = group_owner_signed_in(srv, req, id);
+    /* the owner signed in may pick one (a view token alone only reads); without a token,
+     * allowed() found the browser to be the owner's */
+    const char *token = view_token(req);
+    bool owner = !token || !*token || owner_status(srv, req, PAGE_GROUP, id) == 0;
     json_object_set_new(g, "can_pick", json_boolean(owner));
     if (owner)
         json_object_set_new(g, "csrf", json_string(auth_page_csrf(srv->auth, req)));

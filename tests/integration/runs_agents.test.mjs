@@ -269,6 +269,12 @@ test('attempts: one task by three agents at once, compared side by side, nothing
     assert.equal((await request(server, `${url.pathname}/data?t=${'A'.repeat(24)}`)).status, 403);
     assert.equal((await request(server, `${url.pathname}/deliver`, { form: { run_id: by.codex.run_id },
       headers: { origin: server.url } })).status, 401);
+    // a stranger's large form is refused before it is read (the gate's cap on bodies without a
+    // token, PREAUTH_REQUEST_BYTES), and the page still answers
+    const big = await request(server, `${url.pathname}/deliver`, { headers: { origin: server.url },
+      form: { run_id: by.codex.run_id, pad: 'x'.repeat(200 * 1024) } });
+    assert.ok([401, 413].includes(big.status), `${big.status} ${big.text.slice(0, 200)}`);
+    assert.equal((await request(server, `${url.pathname}/data${url.search}`)).status, 200);
 
     // the owner signed in picks Claude Code's from the page (CSRF token and all)
     setPassword(server, 'admin', 'attempts-password-1');
