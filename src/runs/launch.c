@@ -55,7 +55,8 @@ static int task_memfd(struct run *r, struct err *err)
     return TAKE_FD(fd);
 }
 
-/* The session's newest run before r that its agent spoke in (it has events): the one whose
+/* The session's newest run before r that its agent spoke in (its agent started, in a workdir,
+ * and it has events; a run that ended in its setup has events but no agent): the one whose
  * conversation r would continue */
 struct earlier_run {
     int64_t before;
@@ -67,7 +68,7 @@ struct earlier_run {
 static void on_earlier_run(const struct store_run *row, void *ctx)
 {
     struct earlier_run *p = ctx;
-    if (!p->id[0] && row->n < p->before && row->event_count > 0) {
+    if (!p->id[0] && row->n < p->before && row->workdir[0] && row->event_count > 0) {
         snprintf(p->id, sizeof(p->id), "%s", row->id);
         snprintf(p->agent, sizeof(p->agent), "%s", row->agent);
         snprintf(p->workdir, sizeof(p->workdir), "%s", row->workdir);
