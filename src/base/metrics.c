@@ -38,6 +38,9 @@ static const struct family families[] = {
     {"sandbox_mcp_notify_attempts_total",
      "Attempts to send a notification by target kind and outcome", "counter"},
     {"sandbox_mcp_signin_attempts_total", "Sign-in attempts by how and outcome", "counter"},
+    {"sandbox_mcp_github_events_total",
+     "GitHub webhook deliveries and polled events by outcome (acted on, or why ignored)",
+     "counter"},
 };
 
 static struct series *series;
@@ -138,6 +141,14 @@ void metrics_signin(const char *how, const char *outcome)
     escape_label(o, sizeof(o), outcome);
     snprintf(labels, sizeof(labels), "how=\"%s\",outcome=\"%s\"", h, o);
     get(families[7].name, labels)->value += 1;
+}
+
+void metrics_github(const char *outcome)
+{
+    char o[64], labels[96];
+    escape_label(o, sizeof(o), outcome);
+    snprintf(labels, sizeof(labels), "outcome=\"%s\"", o);
+    get(families[8].name, labels)->value += 1;
 }
 
 void metrics_gauge_set(const char *name, const char *help, double value)

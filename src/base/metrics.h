@@ -17,6 +17,10 @@ void metrics_notify(const char *kind, const char *outcome);
 /* Count one sign-in attempt by how ("password", "code") and outcome ("signed_in", "wrong",
  * "throttled", "crowded", "busy"); signed_in and wrong password attempts are the ones checked. */
 void metrics_signin(const char *how, const char *outcome);
+/* Count one GitHub event by outcome: "queued", "answered", or why it was ignored ("stranger",
+ * "no_session", "closed", "not_addressed", "duplicate", "bad_signature", ...): counted, not
+ * logged one by one, since anyone can send them. */
+void metrics_github(const char *outcome);
 /* Set a gauge (e.g. in-flight requests). */
 void metrics_gauge_set(const char *name, const char *help, double value);
 

@@ -22,6 +22,7 @@
 #include "base/util.h"
 #include "cluster/cluster.h"
 #include "egress/egress.h"
+#include "github/receiver.h"
 #include "http/http.h"
 #include "mcp/mcp_endpoint.h"
 #include "web/web.h"
@@ -105,6 +106,18 @@ static void on_sandbox_listener(void *ctx, const char *sandbox_id, int fd)
     http_sandbox_listener(ctx, sandbox_id, fd);
 }
 
+/* gh's configuration in every sandbox (GH_CONFIG_DIR of a run's agent): the GitHub API by the
+ * sandbox's socket, whose answers the proxy's read-only REST view gives; "version" keeps gh from
+ * rewriting the file, which it could not. */
+#define GH_CONFIG                                                                                  \
+    "version: 1\nhttp_unix_socket: " SANDBOX_SERVER_SOCKET "\ngit_protocol: https\n"               \
+    "prompt: disabled\n"
+
+static void on_sandbox_socket(void *ctx, const char *sandbox_id, int fd)
+{
+    http_sandbox_socket(ctx, sandbox_id, fd);
+}
+
 static void on_node_lost(void *ctx, const char *node_id)
 {
     runs_node_lost(ctx, node_id);
@@ -181,9 +194,20 @@ struct serve {
     struct runs *runs;
     struct node_parts parts;
     struct notifier *notifier;
+    struct github_receiver *github;
     /* why sandboxes or runs are unavailable; the tools keep pointers to these messages */
     struct err sandbox_err, err;
 };
+
+/* The review loop without an engine (no sandboxes): deliveries are refused for GitHub to retry. */
+static void no_review_loop(void *ctx, const struct github_event *ev, struct github_outcome *o)
+{
+    (void)ctx;
+    (void)ev;
+    o->status = 503;
+    snprintf(o->word, sizeof(o->word), "unavailable");
+    snprintf(o->why, sizeof(o->why), "runs are unavailable on this server");
+}
 
 static void serve_stop(struct serve *s)
 {
@@ -195,6 +219,7 @@ static void serve_stop(struct serve *s)
     if (s->sandboxes)
         sandbox_manager_pool_prepare(s->sandboxes, 0, NULL, NULL);
     runs_free(s->runs);
+    github_receiver_free(s->github);
     notifier_free(s->notifier);
     cluster_free(s->cluster);
     http_server_free(s->http);
@@ -327,6 +352,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_PROXY_PORT, on_sandbox_listener, s.http);
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener,
                                      s.egress);
+        sandbox_manager_set_file(s.sandboxes, "config.yml", GH_CONFIG);
+        sandbox_manager_set_socket(s.sandboxes, on_sandbox_socket, s.http);
     }
     if (!cfg->public_url_set) {
         /* Derive from the bound address, so --listen 127.0.0.1:0 prints the real port. */
@@ -367,6 +394,10 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     if (s.sandboxes)
         cluster_on_back(s.cluster, on_node_back, &s.parts);
     runs_network_set_runs(s.network, s.runs);
+    if (github_receiver_new(cfg, s.st, s.runs ? runs_review_event : no_review_loop, s.runs,
+                            &s.github, &s.err) < 0)
+        goto fail;
+    github_receiver_register(s.http, s.github);
     s.facts.llms = proxy_llms(s.proxy, &s.facts.nllms);
     tools_runs_register(s.mcp, s.runs, s.st, runs_unavailable, &s.facts);
     s.nc.seal_key = s.credential_key;

@@ -386,6 +386,22 @@ static int node_proof(struct http_pool *p, const char *method, size_t mlen, cons
     return -ENOENT;
 }
 
+/* What an unauthenticated request may bring: the allowance, or more for a signed body's route
+ * (http_allow_signed_body) when the head is a POST to it with its signature header. */
+static size_t signed_allowance(const struct http_pool *p, const char *method, size_t mlen,
+                               const char *path, size_t plen, const struct phr_header *hs, size_t n)
+{
+    const struct http_server *srv = p->srv;
+    size_t plain = srv->cfg->preauth_request_bytes;
+    if (p->sandbox[0] || !srv->signed_path[0] || mlen != 4 || memcmp(method, "POST", 4) != 0 ||
+        plen != strlen(srv->signed_path) || memcmp(path, srv->signed_path, plen) != 0)
+        return plain;
+    for (size_t i = 0; i < n; i++)
+        if (name_is(&hs[i], srv->signed_header))
+            return srv->signed_max > plain ? srv->signed_max : plain;
+    return plain;
+}
+
 /* The first request's head has arrived (len bytes): let it through (authenticated or not), or
  * refuse it (c->draining). Returns NULL, as refuse() does. */
 static const char *judge_head(struct http_conn *c, size_t len, const char *method, size_t mlen,
@@ -417,8 +433,9 @@ static const char *judge_head(struct http_conn *c, size_t len, const char *metho
         gate_charge(c, 0);
         return NULL;
     }
-    bool authorized = (chunked || len + body > cfg->preauth_request_bytes || !p->sandbox[0]) &&
-                      head_authorized(p, hs, n);
+    size_t allowance = signed_allowance(p, method, mlen, path, plen, hs, n);
+    bool authorized =
+        (chunked || len + body > allowance || !p->sandbox[0]) && head_authorized(p, hs, n);
     if (authorized && !p->sandbox[0]) {
         peer_leave(c);
         c->authenticated = true;
@@ -426,7 +443,7 @@ static const char *judge_head(struct http_conn *c, size_t len, const char *metho
         gate_charge(c, 0);
         return NULL;
     }
-    if (!authorized && (chunked || len + body > cfg->preauth_request_bytes)) {
+    if (!authorized && (chunked || len + body > allowance)) {
         if (p->sandbox[0])
             return refuse(c, 401, "", "missing_token",
                           "a valid proxy token is required before a request body larger than "

@@ -31,6 +31,14 @@ void http_add_route(struct http_server *srv, const char *path, const char *label
 void http_add_sandbox_route(struct http_server *srv, const char *path, const char *label,
                             http_handler_fn fn, void *ctx);
 
+/* Let POSTs to exactly path on the main listener whose head carries header (lowercase) bring a
+ * body of up to max bytes (at most MAX_REQUEST_BYTES) without a credential: a sender that
+ * signs its body (GitHub's webhooks) rather than holding a token. The body still counts against
+ * PREAUTH_TOTAL_BYTES while it is read, so strangers together hold at most that; the route
+ * checks the signature. One such path; before http_server_run. */
+void http_allow_signed_body(struct http_server *srv, const char *path, const char *header,
+                            size_t max);
+
 /* Call fn(ctx) when the server stops accepting (SIGTERM, SIGINT) and again when it is freed:
  * for a module's own listeners. fn must cope with being called twice. Hooks run in the order
  * added; loop thread only. */
@@ -40,6 +48,9 @@ void http_server_on_stop(struct http_server *srv, void (*fn)(void *ctx), void *c
  * owned from now on); fd -1 closes the sandbox's listener. Matches sandbox_listener_fn, so it can
  * be the sandbox manager's hook. */
 void http_sandbox_listener(struct http_server *srv, const char *sandbox_id, int fd);
+/* As http_sandbox_listener, for the sandbox's Unix socket (SANDBOX_SERVER_SOCKET), served the
+ * same, and counted in the same pool; fd -1 closes it. */
+void http_sandbox_socket(struct http_server *srv, const char *sandbox_id, int fd);
 
 /* This node as one of several (borrowed; NULL: nothing is forwarded): container_* calls on a
  * sandbox another node holds go there, and POST /internal/mcp takes those nodes' calls. */

@@ -37,6 +37,11 @@ struct http_server {
     struct http_stop_hook *stop_hooks; /* http_server_on_stop, run in the order added */
     int inflight;
     unsigned long long next_request;
+    /* http_allow_signed_body: POSTs to signed_path whose head carries signed_header may bring
+     * a body of up to signed_max before any credential is checked ("" path: none) */
+    char signed_path[64];
+    char signed_header[32];
+    size_t signed_max;
 };
 
 /* Per-route handler with a metrics label, and the context its module registered it with (h2o's

@@ -81,6 +81,14 @@ void http_add_route(struct http_server *srv, const char *path, const char *label
     add_route(srv, srv->main_hosts[0], path, label, fn, ctx);
 }
 
+void http_allow_signed_body(struct http_server *srv, const char *path, const char *header,
+                            size_t max)
+{
+    snprintf(srv->signed_path, sizeof(srv->signed_path), "%s", path);
+    snprintf(srv->signed_header, sizeof(srv->signed_header), "%s", header);
+    srv->signed_max = max < srv->cfg->max_request_bytes ? max : srv->cfg->max_request_bytes;
+}
+
 void http_add_sandbox_route(struct http_server *srv, const char *path, const char *label,
                             http_handler_fn fn, void *ctx)
 {

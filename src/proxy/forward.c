@@ -232,6 +232,12 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
 {
     struct transfer *t = client->data;
     h2o_buffer_t **in = &client->sock->input;
+    uint64_t max = t->prov->answer_max;
+    if (max && t->bytes + (*in)->size > max) {
+        t->client = NULL;
+        upstream_failed(t, "the answer is larger than the service's answer_max");
+        return -1;
+    }
     if ((*in)->size) {
         start_response(t);
         http_sendq_write(&t->q, (*in)->bytes, (*in)->size);
@@ -241,7 +247,8 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
     }
     if (errstr == h2o_http1client_error_is_eos) {
         t->client = NULL;
-        upstream_keep(t, client);
+        if (!t->redirected)
+            upstream_keep(t, client);
         upstream_done(t);
     } else if (errstr) {
         t->client = NULL;
@@ -265,6 +272,42 @@ static int on_body(h2o_http1client_t *client, const char *errstr)
     return 0;
 }
 
+static h2o_http1client_head_cb on_connect(h2o_http1client_t *client, const char *errstr,
+                                          h2o_iovec_t **reqbufs, size_t *reqbufcnt,
+                                          int *method_is_head);
+static void on_connect_timeout(struct loop_timer *lt);
+
+/* A GET the service answers with a redirect to where the content is (GitHub's logs, on blob
+ * storage under a signed URL): fetched here, as the client would, over a connection of its own
+ * and without the key, so that the client needs no way out of its sandbox for it. One hop: a
+ * redirect from there is passed on as it is. */
+static void follow_redirect(struct transfer *t, h2o_iovec_t location)
+{
+    h2o_url_t url;
+    if (location.len > 4096 || h2o_url_parse(location.base, location.len, &url) != 0) {
+        upstream_failed(t, "a redirect to something that is not an http or https URL");
+        return;
+    }
+    t->redirected = true;
+    buf_release(&t->head);
+    buf_init(&t->head, 0);
+    buf_printf(&t->head,
+               "GET %.*s HTTP/1.1\r\nhost: %.*s\r\nuser-agent: sandbox-mcp\r\naccept: */*\r\n",
+               (int)url.path.len, url.path.base, (int)url.authority.len, url.authority.base);
+    explicit_bzero(t->key, strlen(t->key));
+    free(t->key);
+    t->key = xstrdup("\r\n");
+    t->reqbufs[0] = h2o_iovec_init(t->head.data, t->head.len);
+    t->reqbufs[1] = h2o_iovec_init(t->key, 2);
+    t->reqbufs[2] = h2o_iovec_init(NULL, 0);
+    log_info("proxy redirect followed service=%s user=%s run=%s to=%.*s", t->prov->name, t->user,
+             t->run[0] ? t->run : "-", (int)url.authority.len, url.authority.base);
+    h2o_http1client_connect(&t->client, t, &t->p->client_ctx, url.host, h2o_url_get_port(&url),
+                            url.scheme == &H2O_URL_SCHEME_HTTPS, on_connect);
+    if (t->client)
+        loop_timer_start(&t->connect_timer, CONNECT_TIMEOUT_MS, on_connect_timeout);
+}
+
 static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *errstr,
                                        int minor_version, int status, h2o_iovec_t msg,
                                        h2o_header_t *headers, size_t nheaders, int rlen)
@@ -281,6 +324,15 @@ static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *er
         return NULL;
     }
     h2o_req_t *req = t->req;
+    if (t->follow && !t->redirected &&
+        (status == 301 || status == 302 || status == 303 || status == 307 || status == 308)) {
+        for (size_t i = 0; i < nheaders; i++)
+            if (h2o_memis(headers[i].name->base, headers[i].name->len, H2O_STRLIT("location"))) {
+                t->client = NULL; /* h2o closes this one when the callback returns NULL */
+                follow_redirect(t, headers[i].value);
+                return NULL;
+            }
+    }
     size_t length = SIZE_MAX;
     bool chunked = false;
     t->status = status;
@@ -307,9 +359,21 @@ static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *er
      * cuts the client off. */
     if (!chunked)
         req->res.content_length = length;
+    if (!chunked && length != SIZE_MAX && t->prov->answer_max && length > t->prov->answer_max) {
+        t->client = NULL;
+        t->done = t->failed = true;
+        http_watch_stop(&t->watch);
+        log_warn("proxy answer refused service=%s user=%s run=%s bytes=%zu reason=answer_max",
+                 t->prov->name, t->user, t->run[0] ? t->run : "-", length);
+        proxy_respond_error(req, 502, "answer_too_large",
+                            "the answer of '%s' (%zu bytes) is larger than %llu bytes",
+                            t->prov->name, length, (unsigned long long)t->prov->answer_max);
+        return NULL;
+    }
     if (errstr) { /* no body: HEAD, 204, 304 */
         t->client = NULL;
-        upstream_keep(t, client);
+        if (!t->redirected)
+            upstream_keep(t, client);
         upstream_done(t);
         return NULL;
     }
@@ -424,6 +488,9 @@ struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provi
     http_sendq_init(&t->q, req);
     usage_init(&t->usage, USAGE_NONE, false);
     build_request_head(t, t->up, rest, rlen, key_value);
+    size_t flen = prov->follow ? strlen(prov->follow) : 0;
+    t->follow = flen && rlen >= flen && memcmp(rest + rlen - flen, prov->follow, flen) == 0 &&
+                h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"));
     /* the server's one h2o context resolves names on this loop */
     p->client_ctx.getaddr_receiver = &req->conn->ctx->receivers.hostinfo_getaddr;
     return t;

@@ -35,6 +35,17 @@ unsigned method_bit(const char *m, size_t len)
     return 0;
 }
 
+h2o_iovec_t provider_methods(const struct provider *p, h2o_mem_pool_t *pool)
+{
+    char list[64];
+    size_t k = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (p->methods & (1u << i))
+            k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", k ? ", " : "", methods[i]);
+    return h2o_strdup(pool, list, k);
+}
+
 static char **string_list(const json_t *arr)
 {
     size_t n = json_array_size(arr), i;
@@ -67,6 +78,11 @@ bool provider_path_allowed(const struct provider *p, const char *path, size_t le
             return true;
     }
     return false;
+}
+
+const char *provider_grant_name(const struct provider *p)
+{
+    return p->granted_by ? p->granted_by : p->name;
 }
 
 /* The header value carrying the key: "{key}" replaced; "basic:USER:{key}" becomes HTTP Basic. */
@@ -145,6 +161,9 @@ static void provider_release(struct provider *p)
     free(p->user_credential);
     free(p->key_env);
     free(p->agent_path);
+    free(p->granted_by);
+    free_list(p->rest_paths);
+    free(p->follow);
     memset(p, 0, sizeof(*p));
 }
 
@@ -214,7 +233,11 @@ static int load_one(const struct config *cfg, const char *file, const char *data
     p->name = xstrdup(name);
     const char *env = json_string_value(json_object_get(d, "upstream_env"));
     const char *over = setting(cfg, env);
-    p->upstream = xstrdup(over ? over : upstream);
+    /* an API beside a service's own upstream (GitHub Enterprise's, at <base>/api/v3) follows
+     * that upstream's setting when its own is not set */
+    const char *base =
+        over ? NULL : setting(cfg, json_string_value(json_object_get(d, "upstream_base_env")));
+    p->upstream = over ? xstrdup(over) : base ? xasprintf("%s/api/v3", base) : xstrdup(upstream);
     size_t n = strlen(p->upstream);
     while (n > 0 && p->upstream[n - 1] == '/')
         p->upstream[--n] = '\0';
@@ -251,6 +274,8 @@ static int load_one(const struct config *cfg, const char *file, const char *data
             p->token_from |= TOKEN_BEARER;
         else if (t && strcmp(t, "basic-password") == 0)
             p->token_from |= TOKEN_BASIC_PASSWORD;
+        else if (t && strcmp(t, "token") == 0)
+            p->token_from |= TOKEN_TOKEN;
     }
     json_array_foreach(json_object_get(d, "methods"), i, v)
     {
@@ -261,9 +286,27 @@ static int load_one(const struct config *cfg, const char *file, const char *data
     p->paths = string_list(json_object_get(d, "paths"));
     p->suffixes = string_list(json_object_get(d, "path_suffixes"));
     int r = 0;
+    const char *granted_by = json_string_value(json_object_get(d, "granted_by"));
+    p->granted_by = granted_by ? xstrdup(granted_by) : NULL;
+    const json_t *rest = json_object_get(d, "rest_paths");
+    p->rest_scoped = json_is_array(rest);
+    p->rest_paths = string_list(rest);
+    const char *follow = json_string_value(json_object_get(d, "follow_redirects"));
+    p->follow = follow && *follow ? xstrdup(follow) : NULL;
+    json_int_t amax = json_integer_value(json_object_get(d, "answer_max"));
+    json_int_t rate = json_integer_value(json_object_get(d, "rate_per_minute"));
+    json_int_t burst = json_integer_value(json_object_get(d, "rate_burst"));
+    if (amax < 0 || rate < 0 || rate > 100000 || burst < 0 || burst > 100000)
+        r = err_set(err, -EINVAL,
+                    "provider '%s': answer_max, rate_per_minute and rate_burst are counts "
+                    "(rates at most 100000)",
+                    file);
+    p->answer_max = (uint64_t)amax;
+    p->rate_per_minute = (unsigned)rate;
+    p->rate_burst = rate && !burst ? 1 : (unsigned)burst;
     const char *repos_env = json_string_value(json_object_get(d, "repos_env"));
     if (repos_env) {
-        p->repo_scoped = true;
+        p->repo_scoped = !p->rest_scoped;
         const char *repos = setting(cfg, repos_env);
         if (proxy_repos_check(repos, err) < 0)
             r = -EINVAL;

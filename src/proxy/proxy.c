@@ -29,7 +29,8 @@ void proxy_respond_error(h2o_req_t *req, int status, const char *code, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    json_t *body = json_pack("{s:s, s:s}", "error", msg, "code", code);
+    /* "message" as GitHub's own errors carry it, which gh and Octokit show */
+    json_t *body = json_pack("{s:s, s:s, s:s}", "error", msg, "code", code, "message", msg);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     static const char *const reasons[] = {
@@ -79,6 +80,113 @@ static bool path_clean(const char *p, size_t len)
     return true;
 }
 
+/* The checks of a request for prov (rest: its path below the service), in order, each answered
+ * when it refuses; then the request goes to forward.c. */
+static void serve(struct proxy *p, h2o_req_t *req, const char *listener_sandbox,
+                  const struct provider *prov, const char *rest, size_t rlen)
+{
+    char token[PROXY_TOKEN_MAX + 1];
+    size_t tlen = proxy_token_of(prov->token_from, proxy_header_value(req, "x-api-key"),
+                                 proxy_header_value(req, "authorization"), token, sizeof(token));
+    if (!tlen) {
+        if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
+                           H2O_STRLIT("Basic realm=\"sandbox-mcp proxy\""));
+        proxy_respond_error(
+            req, 401, "missing_token",
+            "a proxy token is required (in x-api-key, Authorization: Bearer or token, or "
+            "the Basic password, as the service's client sends its key)");
+        return;
+    }
+    struct proxy_claims claims;
+    struct err err = {0};
+    int r = proxy_token_check(p, token, tlen, listener_sandbox, &claims, &err);
+    if (r == -EKEYREVOKED || r == -ENOENT) {
+        proxy_respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
+        return;
+    }
+    if (r < 0) {
+        proxy_respond_error(req, 401, "invalid_token", "%s", err.msg);
+        return;
+    }
+    if (!proxy_claims_grant(&claims, provider_grant_name(prov))) {
+        proxy_respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
+                            provider_grant_name(prov));
+        return;
+    }
+    if (strcmp(claims.sandbox, listener_sandbox) != 0) {
+        proxy_respond_error(req, 403, "wrong_listener",
+                            claims.sandbox[0] ? "this token belongs to another sandbox's listener"
+                                              : "this token is for the server's own listener");
+        return;
+    }
+    if (prov->rest_scoped && proxy_rest_graphql(req, prov, &claims, rest, rlen))
+        return;
+    if (!(prov->methods & method_bit(req->method.base, req->method.len))) {
+        h2o_iovec_t allow = provider_methods(prov, &req->pool);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow.base, allow.len);
+        proxy_respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
+                            (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
+                            prov->name);
+        return;
+    }
+    if (!path_clean(rest, rlen) || !provider_path_allowed(prov, rest, rlen)) {
+        proxy_respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
+                            (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
+        return;
+    }
+    /* the user's own credential for the service, when they have one */
+    _cleanup_free_ char *own_value = NULL;
+    if (prov->user_credential && p->have_seal_key) {
+        char *own = NULL;
+        size_t own_len = 0;
+        if (store_credential_open(p->store, p->seal_key, claims.user, prov->user_credential, &own,
+                                  &own_len, &err) == 0) {
+            own_value = provider_key_value(prov->key_format, own);
+            explicit_bzero(own, own_len);
+            free(own);
+        } else if (err.code != -ENOENT) {
+            log_warn("proxy credential unusable service=%s user=%s err=\"%s\"", prov->name,
+                     claims.user, err.msg);
+        }
+    }
+    if (prov->rest_scoped &&
+        !proxy_rest_granted(p, req, prov, &claims, &rest, &rlen, own_value != NULL)) {
+        if (own_value)
+            explicit_bzero(own_value, strlen(own_value));
+        return;
+    }
+    char repo[PROXY_REPO_MAX] = "";
+    bool push = prov->repo_scoped && proxy_is_push(req, rest, rlen);
+    struct push_wait *wait = NULL;
+    if (prov->repo_scoped &&
+        (!proxy_repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
+         (push && !proxy_push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
+        if (own_value)
+            explicit_bzero(own_value, strlen(own_value));
+        return;
+    }
+    if (req->entity.base && req->entity.len > p->max_request_bytes) {
+        proxy_respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
+                            (unsigned long long)p->max_request_bytes);
+        return;
+    }
+    if (!own_value && !prov->key_value) {
+        proxy_respond_error(req, 503, "not_configured", "service '%s' has no key configured",
+                            prov->name);
+        return;
+    }
+
+    struct transfer *t =
+        forward_new(p, req, prov, &claims, rest, rlen, own_value ? own_value : prov->key_value);
+    if (own_value)
+        explicit_bzero(own_value, strlen(own_value));
+    if (wait)
+        proxy_push_check_begin(t, wait);
+    else
+        forward_connect(t);
+}
+
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
 {
     /* /proxy/<service>/<rest>?<query> */
@@ -97,100 +205,21 @@ int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
                             (int)(slen > 64 ? 64 : slen), svc, p->names);
         return 0;
     }
-    char token[PROXY_TOKEN_MAX + 1];
-    size_t tlen = proxy_token_of(prov->token_from, proxy_header_value(req, "x-api-key"),
-                                 proxy_header_value(req, "authorization"), token, sizeof(token));
-    if (!tlen) {
-        if (prov->token_from & TOKEN_BASIC_PASSWORD) /* git asks for credentials only when told */
-            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
-                           H2O_STRLIT("Basic realm=\"sandbox-mcp proxy\""));
-        proxy_respond_error(
-            req, 401, "missing_token",
-            "a proxy token is required (in x-api-key, Authorization: Bearer, or the "
-            "Basic password, as the service's client sends its key)");
-        return 0;
-    }
-    struct proxy_claims claims;
-    struct err err = {0};
-    int r = proxy_token_check(p, token, tlen, listener_sandbox, &claims, &err);
-    if (r == -EKEYREVOKED || r == -ENOENT) {
-        proxy_respond_error(req, 403, r == -ENOENT ? "no_run" : "token_revoked", "%s", err.msg);
-        return 0;
-    }
-    if (r < 0) {
-        proxy_respond_error(req, 401, "invalid_token", "%s", err.msg);
-        return 0;
-    }
-    if (!proxy_claims_grant(&claims, prov->name)) {
-        proxy_respond_error(req, 403, "service_not_granted", "this token does not grant '%s'",
-                            prov->name);
-        return 0;
-    }
-    if (strcmp(claims.sandbox, listener_sandbox) != 0) {
-        proxy_respond_error(req, 403, "wrong_listener",
-                            claims.sandbox[0] ? "this token belongs to another sandbox's listener"
-                                              : "this token is for the server's own listener");
-        return 0;
-    }
-    if (!(prov->methods & method_bit(req->method.base, req->method.len))) {
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
-                       H2O_STRLIT("GET, POST"));
-        proxy_respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
-                            (int)(req->method.len > 16 ? 16 : req->method.len), req->method.base,
-                            prov->name);
-        return 0;
-    }
-    const char *rest = slash ? slash : "/";
-    size_t rlen = slash ? plen - 7 - slen : 1;
-    if (!path_clean(rest, rlen) || !provider_path_allowed(prov, rest, rlen)) {
-        proxy_respond_error(req, 400, "path_not_allowed", "path '%.*s' is not allowed for '%s'",
-                            (int)(rlen > 200 ? 200 : rlen), rest, prov->name);
-        return 0;
-    }
-    /* the user's own credential for the service, when they have one */
-    _cleanup_free_ char *own_value = NULL;
-    if (prov->user_credential && p->have_seal_key) {
-        char *own = NULL;
-        size_t own_len = 0;
-        if (store_credential_open(p->store, p->seal_key, claims.user, prov->user_credential, &own,
-                                  &own_len, &err) == 0) {
-            own_value = provider_key_value(prov->key_format, own);
-            explicit_bzero(own, own_len);
-            free(own);
-        } else if (err.code != -ENOENT) {
-            log_warn("proxy credential unusable service=%s user=%s err=\"%s\"", prov->name,
-                     claims.user, err.msg);
-        }
-    }
-    char repo[PROXY_REPO_MAX] = "";
-    bool push = prov->repo_scoped && proxy_is_push(req, rest, rlen);
-    struct push_wait *wait = NULL;
-    if (prov->repo_scoped &&
-        (!proxy_repo_granted(p, req, prov, &claims, rest, rlen, own_value != NULL, push, repo) ||
-         (push && !proxy_push_granted(p, req, &claims, repo, rest, rlen, &wait)))) {
-        if (own_value)
-            explicit_bzero(own_value, strlen(own_value));
-        return 0;
-    }
-    if (req->entity.base && req->entity.len > p->max_request_bytes) {
-        proxy_respond_error(req, 413, "too_large", "request body is larger than %llu bytes",
-                            (unsigned long long)p->max_request_bytes);
-        return 0;
-    }
-    if (!own_value && !prov->key_value) {
-        proxy_respond_error(req, 503, "not_configured", "service '%s' has no key configured",
-                            prov->name);
-        return 0;
-    }
+    serve(p, req, listener_sandbox, prov, slash ? slash : "/", slash ? plen - 7 - slen : 1);
+    return 0;
+}
 
-    struct transfer *t =
-        forward_new(p, req, prov, &claims, rest, rlen, own_value ? own_value : prov->key_value);
-    if (own_value)
-        explicit_bzero(own_value, strlen(own_value));
-    if (wait)
-        proxy_push_check_begin(t, wait);
-    else
-        forward_connect(t);
+int proxy_handle_rest(struct proxy *p, h2o_req_t *req, const char *listener_sandbox)
+{
+    const struct provider *prov = NULL;
+    for (size_t i = 0; i < p->nproviders && !prov; i++)
+        if (p->providers[i].rest_scoped)
+            prov = &p->providers[i];
+    if (!prov) {
+        proxy_respond_error(req, 404, "unknown_service", "this server serves no REST API here");
+        return 0;
+    }
+    serve(p, req, listener_sandbox, prov, req->path_normalized.base, req->path_normalized.len);
     return 0;
 }
 

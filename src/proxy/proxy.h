@@ -31,6 +31,10 @@ void proxy_register(struct http_server *http, struct proxy *p);
 /* Handle one request under /proxy/. listener_sandbox is the sandbox whose in-namespace listener
  * the request came through, or "" for the main listener. Always answers (0). */
 int proxy_handle(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
+/* Handle a request whose whole path is below the REST view of a provider file with
+ * "rest_paths" (GitHub's API: /repos/..., /api/v3/repos/..., /graphql), as tools address the API
+ * itself (gh over the sandbox's socket, SANDBOX_SERVER_SOCKET). Always answers (0). */
+int proxy_handle_rest(struct proxy *p, h2o_req_t *req, const char *listener_sandbox);
 
 /* What the run running in a sandbox is granted, as its own token would grant it: a warm agent's
  * token (proxy_grant.warm) stands for that run. */

@@ -10,7 +10,14 @@
 #include "proxy/proxy.h"
 #include "store/store.h"
 
-enum token_from { TOKEN_X_API_KEY = 1, TOKEN_BEARER = 2, TOKEN_BASIC_PASSWORD = 4 };
+/* Where an agent's client puts its key: x-api-key, Authorization: Bearer, the Basic password,
+ * Authorization: token (GitHub's own scheme, which gh sends). */
+enum token_from {
+    TOKEN_X_API_KEY = 1,
+    TOKEN_BEARER = 2,
+    TOKEN_BASIC_PASSWORD = 4,
+    TOKEN_TOKEN = 8,
+};
 enum usage_kind { USAGE_NONE, USAGE_ANTHROPIC, USAGE_OPENAI };
 
 struct provider {
@@ -35,6 +42,15 @@ struct provider {
     bool llm;         /* the file has an "agent" object: agents may be pointed at it */
     enum proxy_wire wire;
     char *agent_path; /* llm: added to /proxy/<name> for the agent's client ("/v1" or "") */
+    char *granted_by; /* the service whose grant opens this one too ("github"), or NULL */
+    /* A REST view of one repository (GitHub's API): paths are /repos/owner/name[/<sub>], the
+     * repository the token's, and <sub>'s first segment one of rest_paths (rest_policy.c). */
+    bool rest_scoped;
+    char **rest_paths;        /* NULL-terminated; "actions/runs" names two segments */
+    char *follow;             /* redirects of GETs whose path ends so are followed here, or NULL */
+    uint64_t answer_max;      /* bytes of an answer passed on, 0 for no cap */
+    unsigned rate_per_minute; /* requests a token may make a minute, 0 for no cap */
+    unsigned rate_burst;      /* ... at once after a quiet spell */
 };
 
 /* providers.c */
@@ -47,6 +63,10 @@ unsigned method_bit(const char *m, size_t len);
  * HTTP Basic. */
 char *provider_key_value(const char *format, const char *key);
 bool provider_path_allowed(const struct provider *p, const char *path, size_t len);
+/* "GET, POST": p's methods, for an Allow header. */
+h2o_iovec_t provider_methods(const struct provider *p, h2o_mem_pool_t *pool);
+/* The service whose grant in a token opens p. */
+const char *provider_grant_name(const struct provider *p);
 
 /* usage.c: token counts read from a provider's response, streaming (SSE) or not. */
 struct usage_parser {
@@ -189,6 +209,8 @@ struct transfer {
     struct http_watch watch; /* the client, until the response starts */
     struct loop_timer connect_timer;
     struct push_check *check; /* a push's check under way: upstream waits for it */
+    bool follow;              /* a GET whose redirect is followed here (prov->follow) */
+    bool redirected;          /* the exchange is the redirect's, on a connection of its own */
 };
 
 /* proxy.c */
@@ -229,3 +251,16 @@ bool proxy_push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_clai
                         const char *repo, const char *rest, size_t rlen, struct push_wait **wait);
 /* Hand the push of t to a check thread; answers when it cannot. */
 void proxy_push_check_begin(struct transfer *t, struct push_wait *w);
+
+/* rest_policy.c */
+/* A GraphQL request to a REST-scoped service (path: below the service): refused, with the REST
+ * way to the same (true), before its method is looked at. */
+bool proxy_rest_graphql(h2o_req_t *req, const struct provider *prov,
+                        const struct proxy_claims *claims, const char *path, size_t len);
+/* A REST-scoped service (prov->rest_scoped): the path (*rest, *rlen; an /api/v3 before it
+ * dropped, as they are set on return) reads a listed part of the token's own repository, which
+ * the operator's list holds unless own_credential, within the token's pace. Answers and returns
+ * false when refused. */
+bool proxy_rest_granted(struct proxy *p, h2o_req_t *req, const struct provider *prov,
+                        const struct proxy_claims *claims, const char **rest, size_t *rlen,
+                        bool own_credential);

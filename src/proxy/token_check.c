@@ -62,6 +62,8 @@ size_t proxy_token_of(unsigned from, h2o_iovec_t x_api_key, h2o_iovec_t authoriz
     } else if (v = trim(authorization),
                (from & TOKEN_BEARER) && v.len > 7 && strncasecmp(v.base, "Bearer ", 7) == 0) {
         tok = h2o_iovec_init(v.base + 7, v.len - 7);
+    } else if ((from & TOKEN_TOKEN) && v.len > 6 && strncasecmp(v.base, "token ", 6) == 0) {
+        tok = h2o_iovec_init(v.base + 6, v.len - 6);
     } else if ((from & TOKEN_BASIC_PASSWORD) && v.len > 6 &&
                strncasecmp(v.base, "Basic ", 6) == 0 && v.len < 8192) {
         ssize_t n = base64_decode(v.base + 6, v.len - 6, raw);
@@ -190,8 +192,8 @@ bool proxy_head_authorized(struct proxy *p, h2o_iovec_t x_api_key, h2o_iovec_t a
                            const char *listener_sandbox)
 {
     char token[PROXY_TOKEN_MAX + 1];
-    size_t len = proxy_token_of(TOKEN_X_API_KEY | TOKEN_BEARER | TOKEN_BASIC_PASSWORD, x_api_key,
-                                authorization, token, sizeof(token));
+    size_t len = proxy_token_of(TOKEN_X_API_KEY | TOKEN_BEARER | TOKEN_BASIC_PASSWORD | TOKEN_TOKEN,
+                                x_api_key, authorization, token, sizeof(token));
     struct proxy_claims claims;
     struct err err = {0};
     return len && proxy_token_check(p, token, len, listener_sandbox, &claims, &err) == 0 &&

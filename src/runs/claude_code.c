@@ -35,7 +35,7 @@ void claude_code_launch(struct agent_launch *l)
     if (bl >= 3 && strcmp(p->base_path + bl - 3, "/v1") == 0)
         bl -= 3;
     n = 0;
-    l->env = xcalloc(16, sizeof(char *));
+    l->env = xcalloc(12 + AGENT_COMMON_ENV, sizeof(char *));
     l->env[n++] =
         p ? xasprintf("ANTHROPIC_BASE_URL=%s/%s%.*s", l->proxy_url, p->name, (int)bl, p->base_path)
           : xasprintf("ANTHROPIC_BASE_URL=%s", l->proxy_url);
@@ -48,5 +48,5 @@ void claude_code_launch(struct agent_launch *l)
     l->env[n++] = xstrdup("DISABLE_AUTOUPDATER=1");
     l->env[n++] = xstrdup("DISABLE_TELEMETRY=1");
     l->env[n++] = xstrdup("DISABLE_ERROR_REPORTING=1");
-    agent_git_identity(l->env + n);
+    agent_common_env(l, l->env + n);
 }

@@ -47,7 +47,7 @@ void codex_launch(struct agent_launch *l)
     }
     l->argv[n++] = xstrdup("-"); /* the task from stdin */
     n = 0;
-    l->env = xcalloc(12, sizeof(char *));
+    l->env = xcalloc(12 + AGENT_COMMON_ENV, sizeof(char *));
     l->env[n++] = xasprintf(TOKEN_ENV "=%s", l->proxy_token);
     /* it runs ripgrep, which its package carries beside its program */
     char *dir = xstrdup(l->program), *bin = strrchr(dir, '/');
@@ -61,5 +61,5 @@ void codex_launch(struct agent_launch *l)
                             "/usr/bin:/sbin:/bin",
                             dir);
     free(dir);
-    agent_git_identity(l->env + n);
+    agent_common_env(l, l->env + n);
 }

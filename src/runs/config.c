@@ -27,6 +27,7 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     rc->github_token = config_get(cfg, "GITHUB_TOKEN");
     rc->github_base_url = config_get(cfg, "GITHUB_BASE_URL");
     rc->github_repos = config_get(cfg, "GITHUB_REPOS");
+    rc->github_steerers = config_get(cfg, "GITHUB_STEERERS");
     rc->fetch_allow = config_get(cfg, "FETCH_ALLOW");
     struct egress_rules rules;
     if (egress_rules_parse(rc->fetch_allow, &rules, err) < 0 ||

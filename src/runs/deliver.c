@@ -13,6 +13,7 @@
 #include "runs/deliver.h"
 
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,18 +21,16 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/curl_loop.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "github/rest.h"
 #include "proxy/proxy.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
 #define PUSH_TIMEOUT_MS 600000
 #define PUSH_OUTPUT_MAX (64u << 10)
-#define REST_TIMEOUT_MS 30000L
-#define REST_BODY_MAX (1u << 20)
 #define TOKEN_TTL_SECONDS 900
 
 enum step { STEP_PUSH, STEP_CREATE, STEP_FIND, STEP_COMMENT, STEP_GET };
@@ -48,50 +47,28 @@ struct delivery {
     char *pr_url;
     int64_t pr_number;
     bool draft;
+    char pr_author[64]; /* the login that opened the pull request, as GitHub answered */
     enum step step;
     struct sandbox_exec *ex;
-    CURL *easy;
-    struct curl_slist *headers;
-    char *post;
-    struct buf response;
-    bool overflow;
+    struct github_call *call; /* the REST call under way, or NULL */
     json_t *result;
 };
 
 struct deliverer {
-    struct curl_loop *cl;
+    struct github_rest *gh;
     struct delivery *active;
 };
-
-static void on_rest_done(CURL *easy, CURLcode rc);
 
 struct deliverer *deliverer_new(void)
 {
     struct deliverer *d = xcalloc(1, sizeof(*d));
-    d->cl = curl_loop_new(on_rest_done);
+    d->gh = github_rest_new();
     return d;
-}
-
-static void release_rest(struct delivery *v)
-{
-    if (v->easy) {
-        curl_easy_cleanup(v->easy);
-        v->easy = NULL;
-    }
-    for (struct curl_slist *h = v->headers; h; h = h->next)
-        explicit_bzero(h->data, strlen(h->data));
-    curl_slist_free_all(v->headers);
-    v->headers = NULL;
-    free(v->post);
-    v->post = NULL;
-    buf_reset(&v->response);
-    v->overflow = false;
 }
 
 static void delivery_free(struct delivery *v)
 {
-    release_rest(v);
-    buf_release(&v->response);
+    github_rest_cancel(v->call);
     if (v->credential)
         explicit_bzero(v->credential, strlen(v->credential));
     free(v->user_id);
@@ -116,13 +93,11 @@ void deliverer_free(struct deliverer *d)
     while (d->active) {
         struct delivery *v = d->active;
         d->active = v->next;
-        if (v->easy)
-            curl_loop_remove(d->cl, v->easy);
         /* a push still running in the sandbox is left to end on its own; its callback is
          * never called once the loop has stopped */
         delivery_free(v);
     }
-    curl_loop_free(d->cl);
+    github_rest_free(d->gh);
     free(d);
 }
 
@@ -205,52 +180,16 @@ static void set_pull_request(struct delivery *v, const char *url, int64_t number
 
 /* --- REST --- */
 
-static size_t on_rest_body(char *data, size_t size, size_t n, void *ctx)
-{
-    struct delivery *v = ctx;
-    size_t len = size * n;
-    if (v->response.len + len > REST_BODY_MAX) {
-        v->overflow = true;
-        return 0;
-    }
-    buf_append(&v->response, data, len);
-    return len;
-}
+static void on_rest_done(void *ctx, const struct github_answer *a);
 
 /* method path (below the API base) with a JSON body (NULL: none). */
 static void rest(struct delivery *v, enum step step, const char *method, const char *path,
                  json_t *body)
 {
     v->step = step;
-    release_rest(v);
-    char *url = xasprintf("%s%s", v->api, path);
-    CURL *e = v->easy = curl_easy_init();
-    char *auth = xasprintf("Authorization: Bearer %s", v->credential);
-    v->headers = curl_slist_append(v->headers, auth);
-    explicit_bzero(auth, strlen(auth));
-    free(auth);
-    v->headers = curl_slist_append(v->headers, "Accept: application/vnd.github+json");
-    v->headers = curl_slist_append(v->headers, "X-GitHub-Api-Version: 2022-11-28");
-    v->headers = curl_slist_append(v->headers, "User-Agent: sandbox-mcp");
-    v->headers = curl_slist_append(v->headers, "Expect:");
-    if (body) {
-        v->post = json_dumps(body, JSON_COMPACT);
-        v->headers = curl_slist_append(v->headers, "Content-Type: application/json");
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, v->post);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(v->post));
-    }
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, v);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, v->headers);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_rest_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, v);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, REST_TIMEOUT_MS);
-    free(url);
-    curl_loop_add(v->d->cl, e);
+    struct github_request rq = {
+        .api = v->api, .credential = v->credential, .method = method, .path = path, .body = body};
+    v->call = github_rest_call(v->d->gh, &rq, on_rest_done, v);
 }
 
 /* GitHub's reason for a refusal: its message, and the first of its errors' messages. */
@@ -279,6 +218,8 @@ static bool pull_from(struct delivery *v, const json_t *pr)
         return false;
     const char *state = json_string_value(json_object_get(pr, "state"));
     bool merged = json_is_true(json_object_get(pr, "merged"));
+    const char *author = json_string_value(json_object_get(json_object_get(pr, "user"), "login"));
+    snprintf(v->pr_author, sizeof(v->pr_author), "%s", author ? author : "");
     set_pull_request(v, url, number,
                      merged  ? "merged"
                      : state ? state
@@ -296,28 +237,24 @@ static void record_new_pull(struct delivery *v)
      * the pull request again and queues the same event, which is kept once */
     if (store_notify_event(v->st, "pull_request.opened", v->run_id, url, time_now_ms(), &err) < 0)
         log_error("pull request notification not queued run=%s err=\"%s\"", v->run_id, err.msg);
-    if (store_session_set_pull_request(
-            v->st, v->session_id, json_integer_value(json_object_get(pr, "number")), url, &err) < 0)
+    if (store_session_set_pull_request(v->st, v->session_id,
+                                       json_integer_value(json_object_get(pr, "number")), url,
+                                       v->repo, v->pr_author, &err) < 0)
         log_error("pull request not recorded run=%s err=\"%s\"", v->run_id, err.msg);
 }
 
-static void on_rest_done(CURL *easy, CURLcode rc)
+static void on_rest_done(void *ctx, const struct github_answer *a)
 {
-    struct delivery *v = NULL;
-    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&v);
-    long status = 0;
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-    json_t *j = rc == CURLE_OK
-                    ? json_loadb(v->response.data ? v->response.data : "", v->response.len, 0, NULL)
-                    : NULL;
+    struct delivery *v = ctx;
+    v->call = NULL;
+    long status = a->status;
+    const json_t *j = a->json;
     char why[512];
-    if (rc != CURLE_OK)
-        snprintf(why, sizeof(why), "cannot reach GitHub's API: %s",
-                 v->overflow ? "its answer was too large" : curl_easy_strerror(rc));
+    if (!status)
+        snprintf(why, sizeof(why), "%s", a->why);
     else
         github_reason(j, status, why, sizeof(why));
     enum step step = v->step;
-    release_rest(v);
     char path[600];
     switch (step) {
     case STEP_CREATE:
@@ -360,7 +297,6 @@ static void on_rest_done(CURL *easy, CURLcode rc)
         break;
     case STEP_PUSH: break;
     }
-    json_decref(j);
 }
 
 static void open_or_comment(struct delivery *v)
@@ -497,7 +433,6 @@ struct delivery *deliver_start(struct deliverer *d, const struct deliver_opts *o
     v->pr_url = xstrdup(o->pr_url ? o->pr_url : "");
     v->pr_number = o->pr_number;
     v->draft = o->draft;
-    buf_init(&v->response, 0);
     json_t *shas = json_array();
     size_t i;
     const json_t *c;

@@ -94,6 +94,7 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
         run_set_final_phase(r, status);
         run_transition(r, status, reason);
+        review_run_ended(r, &row, status, delivery);
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/repo.tar", r->dir);
@@ -152,7 +153,7 @@ static char *delivery_body(struct run *r, bool follow_up)
     runs_web_url_gen(r->e, r->id, row.view_generation, url, sizeof(url));
     const char *summary = row.summary && *row.summary ? row.summary : "(the agent left no summary)";
     char *body =
-        xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n",
+        xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n" REVIEW_MARK "\n",
                   follow_up ? "**Follow-up run**: " : "", follow_up && r->title ? r->title : "",
                   follow_up ? "\n\n" : "", summary, r->id, url);
     run_redact(r, body);

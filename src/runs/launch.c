@@ -235,7 +235,8 @@ static int agent_launch_for(struct run *r, const char *session, bool start_ahead
                                .nproviders = nllms,
                                .warm_port = warm ? AGENT_SERVE_PORT : NULL,
                                .warm_idle_s = e->cfg.agent_warm_s,
-                               .start_ahead = start_ahead && warm};
+                               .start_ahead = start_ahead && warm,
+                               .gh_host = e->gh_host};
     r->adapter->launch(l);
     free(token);
     return 0;

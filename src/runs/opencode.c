@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "proxy/proxy.h"
 #include "runs/agent.h"
+#include "sandbox/sandbox.h"
 
 #define TOKEN_ENV "SANDBOX_MCP_PROXY_TOKEN"
 
@@ -37,12 +38,23 @@ static const char *sdk_package(enum proxy_wire w)
     return "@ai-sdk/openai-compatible";
 }
 
-void agent_git_identity(char **env)
+size_t agent_common_env(const struct agent_launch *l, char **env)
 {
-    env[0] = xstrdup("GIT_AUTHOR_NAME=sandbox-mcp agent");
-    env[1] = xstrdup("GIT_AUTHOR_EMAIL=agent@sandbox-mcp.invalid");
-    env[2] = xstrdup("GIT_COMMITTER_NAME=sandbox-mcp agent");
-    env[3] = xstrdup("GIT_COMMITTER_EMAIL=agent@sandbox-mcp.invalid");
+    size_t n = 0;
+    env[n++] = xstrdup("GIT_AUTHOR_NAME=sandbox-mcp agent");
+    env[n++] = xstrdup("GIT_AUTHOR_EMAIL=agent@sandbox-mcp.invalid");
+    env[n++] = xstrdup("GIT_COMMITTER_NAME=sandbox-mcp agent");
+    env[n++] = xstrdup("GIT_COMMITTER_EMAIL=agent@sandbox-mcp.invalid");
+    if (l->gh_host && *l->gh_host) {
+        env[n++] = xstrdup("GH_CONFIG_DIR=" SANDBOX_SERVER_DIR);
+        env[n++] = xasprintf("GH_HOST=%s", l->gh_host);
+        /* gh sends GH_ENTERPRISE_TOKEN to any host but github.com */
+        env[n++] = xasprintf("GH_TOKEN=%s", l->proxy_token);
+        env[n++] = xasprintf("GH_ENTERPRISE_TOKEN=%s", l->proxy_token);
+        env[n++] = xstrdup("GH_PROMPT_DISABLED=1");
+        env[n++] = xstrdup("GH_NO_UPDATE_NOTIFIER=1");
+    }
+    return n;
 }
 
 char *opencode_config(const struct agent_launch *l)
@@ -113,13 +125,13 @@ void opencode_launch(struct agent_launch *l)
     }
 env:
     n = 0;
-    l->env = xcalloc(12, sizeof(char *));
+    l->env = xcalloc(8 + AGENT_COMMON_ENV, sizeof(char *));
     l->env[n++] = xasprintf("OPENCODE_CONFIG_CONTENT=%s", cfg_text);
     l->env[n++] = xasprintf(TOKEN_ENV "=%s", l->proxy_token);
     l->env[n++] = xstrdup("OPENCODE_DISABLE_MODELS_FETCH=1");
     l->env[n++] = xstrdup("OPENCODE_DISABLE_AUTOUPDATE=1");
     l->env[n++] = xstrdup("OPENCODE_DISABLE_SHARE=1");
     l->env[n++] = xstrdup("OPENCODE_DISABLE_LSP_DOWNLOAD=1");
-    agent_git_identity(l->env + n);
+    agent_common_env(l, l->env + n);
     free(cfg_text);
 }

@@ -64,7 +64,8 @@ bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
                              .warm_port = AGENT_SERVE_PORT,
                              .warm_idle_s = e->cfg.agent_warm_s,
                              .start_ahead = true,
-                             .warm_dir = dir};
+                             .warm_dir = dir,
+                             .gh_host = e->gh_host};
     ad->launch(&l);
     explicit_bzero(key, sizeof(key));
     struct err err = {0};

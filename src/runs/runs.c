@@ -42,6 +42,7 @@
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
+#include "github/rest.h"
 #include "runs/agent.h"
 #include "runs/deliver.h"
 #include "runs/diff.h"
@@ -514,6 +515,11 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     for (size_t n = strlen(e->github_base); n > 0 && e->github_base[n - 1] == '/';)
         e->github_base[--n] = '\0';
     e->github_repos = cfg->github_repos ? xstrdup(cfg->github_repos) : NULL;
+    /* gh compares a remote's host without its port with GH_HOST, and names its API's host so */
+    const char *host = strstr(e->github_base, "://");
+    host = host ? host + 3 : e->github_base;
+    size_t hl = strcspn(host, ":/");
+    snprintf(e->gh_host, sizeof(e->gh_host), "%.*s", (int)(hl < 255 ? hl : 255), host);
     e->github_api = xstrdup(cfg->github_api_url && *cfg->github_api_url ? cfg->github_api_url
                                                                         : "https://api.github.com");
     if (cfg->seal_key) {
@@ -523,6 +529,9 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg.seal_key = NULL;
     e->cfg.github_api_url = e->github_api;
     e->deliverer = deliverer_new();
+    e->gh = github_rest_new();
+    e->github_steerers = xstrdup(cfg->github_steerers ? cfg->github_steerers : "");
+    e->cfg.github_steerers = e->github_steerers;
     e->view_key = xmalloc(cfg->view_keylen ? cfg->view_keylen : 1);
     memcpy(e->view_key, cfg->view_key, cfg->view_keylen);
     e->cfg.data_dir = e->data_dir;
@@ -593,6 +602,7 @@ void runs_free(struct runs *e)
     loop_timer_stop(&e->tick);
     runs_pool_check(e, true);
     deliverer_free(e->deliverer); /* before the runs its callbacks would end */
+    github_rest_free(e->gh);
     while (e->runs) {
         struct run *r = e->runs;
         e->runs = r->next;
@@ -629,6 +639,7 @@ void runs_free(struct runs *e)
     free(e->github_token);
     free(e->github_base);
     free(e->github_repos);
+    free(e->github_steerers);
     free(e->github_api);
     explicit_bzero(e->seal_key, sizeof(e->seal_key));
     if (e->view_key)

@@ -81,6 +81,9 @@ struct runs_config {
     /* Opens users' own credentials (store_credential_open); NULL: only the operator's token */
     const unsigned char *seal_key;
     const char *github_api_url; /* GitHub's REST API, for pull requests */
+    /* GitHub logins that may steer every session from its pull request (GITHUB_STEERERS,
+     * comma-separated), besides the login that opened it; NULL: none */
+    const char *github_steerers;
     /* The LLM providers a run's model may name (proxy_llms; borrowed: must outlive the engine).
      * run_task refuses a model whose provider is not among them or has no key. */
     const struct proxy_llm *llms;
@@ -151,6 +154,8 @@ struct runs_submit {
     const char *setup; /* a setup script to run before the agent (NULL: the repository's own) */
     /* One of a group's attempts (runs_submit_attempts): its delivery is held until it is picked */
     const char *group_id;
+    /* What asked for it when not its owner's call (the review loop's JSON), NULL for none */
+    const char *origin;
 };
 
 #define RUNS_ATTEMPTS_MAX 4 /* attempts of one task */
@@ -177,6 +182,13 @@ int runs_submit_attempts(struct runs *e, const struct runs_submit *s, unsigned n
  * attempt again answers with its delivery run. */
 int runs_deliver_attempt(struct runs *e, const char *user_id, const char *run_id,
                          char delivery_run[64], struct err *err);
+
+/* The review loop's acts on a GitHub event (a github_event_fn for github/receiver.h, ctx the
+ * engine): a follow-up run for an authorized comment, review or review comment addressed to the
+ * server on a session's pull request, or the end of a session's steering. */
+struct github_event;
+struct github_outcome;
+void runs_review_event(void *ctx, const struct github_event *ev, struct github_outcome *o);
 
 /* Check and record a run (status queued) and schedule it. Fills run_id and session_id. Returns
  * 0, -EINVAL for bad input, -ENOENT for a session that is not the user's, with err set. */

@@ -43,11 +43,17 @@ struct agent_launch {
     /* With start_ahead: then have the server ready its work for this directory, a run's there
      * (a pooled sandbox's agent, whose warm-up prompt the proxy refuses: no run is running) */
     const char *warm_dir;
+    /* GitHub's host for gh (GitHub's own, or an Enterprise one, without a port), or NULL for
+     * none: gh then reads the run's repository through the sandbox's socket */
+    const char *gh_host;
     char **argv, **env; /* filled by the adapter (malloc'd, NULL-terminated) */
 };
 void agent_launch_release(struct agent_launch *l);
-/* The name and address an agent's commits carry, the 4 entries from env[0] on (opencode.c) */
-void agent_git_identity(char **env);
+/* What every agent's environment has, from env[0] on (at most AGENT_COMMON_ENV entries): the
+ * name and address its commits carry, and gh pointed at the sandbox's socket with the run's
+ * token (opencode.c). Returns how many. */
+#define AGENT_COMMON_ENV 10
+size_t agent_common_env(const struct agent_launch *l, char **env);
 
 /* Claude Code: `claude -p --output-format stream-json` with its Anthropic base URL the proxy's
  * provider of the model and the run's token as its key, every permission granted
@@ -226,6 +232,10 @@ struct scripts_prepare {
     bool repository;         /* the run names a repository (else workdir is only made) */
     const char *checkout;    /* a branch to check out (born unborn without commits), or NULL */
     const char *make_branch; /* the session's branch to make from HEAD, or NULL */
+    /* The repository's own URL on GitHub ("https://github.com/owner/name.git"), set as the
+     * remote "github", never fetched (skipFetchAll), by which gh finds the repository it reads
+     * through the sandbox's socket (origin is the proxy, which gh does not know); or NULL */
+    const char *gh_remote;
 };
 /* The preparation as one shell command (malloc'd): with a repository it prints the branch and
  * the starting commit (repo_head_script), then "made" or "empty" with make_branch. Without
@@ -424,6 +434,9 @@ struct runs {
     unsigned char seal_key[SEAL_KEY_BYTES];
     bool have_seal_key;
     struct deliverer *deliverer;
+    struct github_rest *gh; /* the review loop's answers on pull requests */
+    char gh_host[256];      /* github_base's host without its port, for gh (GH_HOST) */
+    char *github_steerers;
     struct egress_rules fetch_rules;
     struct store *st;
     struct sandbox_manager *mgr;
@@ -599,3 +612,15 @@ void runs_on_inotify(h2o_socket_t *sock, const char *errstr);
 void run_finish(struct run *r);
 void run_fail(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void run_record_end(struct run *r, const char *changes, json_t *delivery);
+
+/* review.c */
+/* In every comment the server makes on a pull request; comments that carry it are never acted
+ * on (GitHub shows no one an HTML comment). */
+#define REVIEW_MARK "<!-- sandbox-mcp -->"
+struct github_event;
+/* The task of the follow-up run that ev (a comment, review or review comment) asks for. */
+void review_task(const struct github_event *ev, struct buf *out);
+/* r, started by the review loop (row->origin), ended with status and delivery (NULL: none):
+ * unless the delivery commented on the pull request, say how it ended there. */
+void review_run_ended(struct run *r, const struct store_run *row, const char *status,
+                      const json_t *delivery);

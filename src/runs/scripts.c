@@ -300,6 +300,12 @@ char *scripts_prepare(const struct scripts_prepare *p)
                      "; if [ -n \"$(git for-each-ref --count=1)\" ]; then "
                      "git checkout -q \"$b\" --; else git symbolic-ref HEAD \"refs/heads/$b\"; fi");
         }
+        if (p->gh_remote) {
+            buf_puts(&cmd, "; u=");
+            scripts_sh_quote(&cmd, p->gh_remote);
+            buf_puts(&cmd, "; { git remote set-url github \"$u\" || git remote add github \"$u\"; "
+                           "git config remote.github.skipFetchAll true; } >/dev/null 2>&1 || :");
+        }
         buf_puts(&cmd, "; ");
         buf_puts(&cmd, repo_head_script);
         if (p->make_branch) {

@@ -235,6 +235,7 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.title = (char *)s->title;
     row.repository = (char *)repository;
     row.setup = (char *)s->setup;
+    row.origin = (char *)s->origin;
     row.status_reason = (char *)"accepted";
     row.timeout_ms = (int64_t)timeout;
     row.created_at = now;

@@ -154,6 +154,8 @@ void run_prepare_workspace(struct run *r, bool unpack)
                   unpack ? "unpacking the repository into the workspace"
                          : "preparing the workspace");
     bool work = run_delivering(r), made = work && r->new_work_branch;
+    _cleanup_free_ char *gh_remote =
+        r->github_repo[0] ? xasprintf("%s/%s.git", r->e->github_base, r->github_repo) : NULL;
     struct scripts_prepare p = {.workdir = r->workdir,
                                 .unpack = unpack,
                                 .over = unpack && r->env_first,
@@ -162,7 +164,8 @@ void run_prepare_workspace(struct run *r, bool unpack)
                                             : work && !made ? r->work_branch /* an earlier run's */
                                             : !unpack && r->branch_req[0] ? r->branch_req
                                                                           : NULL,
-                                .make_branch = r->repository && made ? r->work_branch : NULL};
+                                .make_branch = r->repository && made ? r->work_branch : NULL,
+                                .gh_remote = gh_remote};
     r->probing = r->repository && !unpack;
     r->fresh = unpack;
     _cleanup_free_ char *cmd = scripts_prepare(&p);

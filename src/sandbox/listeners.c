@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,8 +95,81 @@ void sandbox_drop_listeners(struct sandbox *sbx)
     sbx->listen_rx = -1;
 }
 
+#define SERVER_DIR "server" /* in the sandbox's directory on the host */
+
+bool sandbox_server_dir(struct sandbox *sbx, char *out, size_t cap)
+{
+    if (mkdirat(sbx->dirfd, SERVER_DIR, 0755) < 0 && errno != EEXIST) {
+        log_error("sandbox server dir failed sbx=%s err=\"mkdir: %s\"", sbx->id, strerror(errno));
+        return false;
+    }
+    _cleanup_close_ int dfd =
+        openat(sbx->dirfd, SERVER_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0 || fchmodat(sbx->dirfd, SERVER_DIR, 0755, 0) < 0) {
+        log_error("sandbox server dir failed sbx=%s err=\"open: %s\"", sbx->id, strerror(errno));
+        return false;
+    }
+    for (size_t i = 0; i < sbx->m->nfiles; i++) {
+        const char *name = sbx->m->files[i].name, *content = sbx->m->files[i].content;
+        char path[64], tmp[96];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dfd, name);
+        snprintf(tmp, sizeof(tmp), "%s.new", path);
+        _cleanup_close_ int fd =
+            open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0 || write_full(fd, content, strlen(content)) < 0 || fchmod(fd, 0644) < 0 ||
+            rename(tmp, path) < 0) {
+            log_error("sandbox server file failed sbx=%s file=%s err=\"%s\"", sbx->id, name,
+                      strerror(errno));
+            return false;
+        }
+    }
+    snprintf(out, cap, "%s/" SERVER_DIR, sbx->dir);
+    return true;
+}
+
+void sandbox_open_socket(struct sandbox *sbx)
+{
+    const struct sandbox_listener_hook *h = &sbx->m->socket_hook;
+    if (!h->fn)
+        return;
+    _cleanup_close_ int dfd =
+        openat(sbx->dirfd, SERVER_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0)
+        return; /* a sandbox from before the directory: it has no mount for one either */
+    /* by the directory's descriptor: the data directory's path may be longer than sun_path */
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/api.sock", dfd);
+    unlink(sa.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        chmod(sa.sun_path, 0666) < 0 || listen(fd, 64) < 0) {
+        log_error("sandbox socket failed sbx=%s err=\"%s\"", sbx->id, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    h->fn(h->ctx, sbx->id, fd);
+}
+
+void sandbox_manager_set_file(struct sandbox_manager *m, const char *name, const char *content)
+{
+    if (m->nfiles == SANDBOX_SERVER_FILES_MAX)
+        return;
+    snprintf(m->files[m->nfiles].name, sizeof(m->files[0].name), "%s", name);
+    m->files[m->nfiles++].content = xstrdup(content);
+}
+
+void sandbox_manager_set_socket(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx)
+{
+    m->socket_hook = (struct sandbox_listener_hook){0, fn, ctx};
+    for (struct sandbox *s = m->all; s; s = s->next)
+        if (s->state == SBX_RUNNING)
+            sandbox_open_socket(s);
+}
+
 void sandbox_take_listeners(struct sandbox *sbx)
 {
+    sandbox_open_socket(sbx);
     struct sandbox_manager *m = sbx->m;
     int lfd[SANDBOX_LISTENERS_MAX], nfds = 0;
     if (sbx->listen_rx >= 0) {

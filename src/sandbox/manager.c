@@ -323,6 +323,8 @@ void sandbox_manager_free(struct sandbox_manager *m)
         free(m->agent_names[i]);
         free(m->agent_dirs[i]);
     }
+    for (size_t i = 0; i < m->nfiles; i++)
+        free(m->files[i].content);
     free(m);
 }
 

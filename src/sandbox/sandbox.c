@@ -79,6 +79,12 @@ static void plan_init(struct setup_plan *p, struct sandbox *sbx)
         snprintf(p->agents_dir, sizeof(p->agents_dir), "%s/opt/agents", p->root);
         p->nbinds++;
     }
+    if (p->nbinds < MAX_BINDS &&
+        sandbox_server_dir(sbx, p->bind_src[p->nbinds], sizeof(p->bind_src[0]))) {
+        snprintf(p->bind_dst[p->nbinds], sizeof(p->bind_dst[0]), "%s" SANDBOX_SERVER_DIR, p->root);
+        snprintf(p->opt_dir, sizeof(p->opt_dir), "%s/opt", p->root);
+        p->nbinds++;
+    }
     snprintf(p->ws_dst, sizeof(p->ws_dst), "%s/workspace", p->root);
     snprintf(p->tmp_dst, sizeof(p->tmp_dst), "%s/tmp", p->root);
     snprintf(p->dev_dst, sizeof(p->dev_dst), "%s/dev", p->root);
@@ -299,6 +305,8 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
     }
     for (int i = 0; i < sbx->m->nlisteners; i++)
         sbx->m->listeners[i].fn(sbx->m->listeners[i].ctx, sbx->id, -1);
+    if (sbx->m->socket_hook.fn)
+        sbx->m->socket_hook.fn(sbx->m->socket_hook.ctx, sbx->id, -1);
     /* Exec helpers live outside the pid namespace but inside the cgroup. */
     cgroup_destroy(sbx->cgroup);
     sbx->state = SBX_STOPPED;

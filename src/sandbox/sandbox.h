@@ -105,6 +105,19 @@ typedef void (*sandbox_listener_fn)(void *ctx, const char *sandbox_id, int fd);
 void sandbox_manager_set_listener(struct sandbox_manager *m, uint16_t port, sandbox_listener_fn fn,
                                   void *ctx);
 
+/* The server's own directory in every sandbox, mounted read-only: the files set with
+ * sandbox_manager_set_file, written when a sandbox starts, and SANDBOX_SERVER_SOCKET, a Unix
+ * socket the manager listens on (on the host side, in the sandbox's directory) and hands to the
+ * fn of sandbox_manager_set_socket as a port's listener is (fd -1 when the sandbox stops). A
+ * socket needs no network: tools that can speak HTTP over one (gh) reach the server by it, and
+ * it takes no port a sandbox's own server might want. Sandboxes made before this directory
+ * existed have none. Main loop only. */
+#define SANDBOX_SERVER_DIR "/opt/sandbox-mcp"
+#define SANDBOX_SERVER_SOCKET SANDBOX_SERVER_DIR "/api.sock"
+#define SANDBOX_SERVER_FILES_MAX 4
+void sandbox_manager_set_file(struct sandbox_manager *m, const char *name, const char *content);
+void sandbox_manager_set_socket(struct sandbox_manager *m, sandbox_listener_fn fn, void *ctx);
+
 /* Stop the sandbox of (user_id, session_id) and remove its files (retention of finished
  * sessions). Returns 0, -ENOENT when it has none, -EBUSY while it is held. */
 int sandbox_manager_discard(struct sandbox_manager *m, const char *user_id, const char *session_id,

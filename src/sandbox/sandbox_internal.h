@@ -175,7 +175,7 @@ struct setup_plan {
     char overlay_opts[4 * PATH_MAX + 64];
     int nbinds;
     char bind_src[MAX_BINDS][PATH_MAX], bind_dst[MAX_BINDS][PATH_MAX];
-    char opt_dir[PATH_MAX];    /* created for the agents' mounts, "" when there is none */
+    char opt_dir[PATH_MAX];    /* created for the mounts under /opt, "" when there is none */
     char agents_dir[PATH_MAX]; /* opt_dir/agents, where they go */
     char ws_dst[PATH_MAX], tmp_dst[PATH_MAX], dev_dst[PATH_MAX], proc_dst[PATH_MAX];
     char tmp_opts[128], dev_opts[128], pts_opts[128], shm_opts[128];
@@ -303,6 +303,12 @@ struct sandbox_manager {
         void *ctx;
     } listeners[SANDBOX_LISTENERS_MAX];
     int nlisteners;
+    struct sandbox_listener_hook socket_hook; /* sandbox_manager_set_socket; fn NULL: none */
+    struct {
+        char name[64];
+        char *content;
+    } files[SANDBOX_SERVER_FILES_MAX]; /* sandbox_manager_set_file */
+    size_t nfiles;
 };
 
 /* Start sbx (state STOPPED), admitted (admit.c: sandbox_admit_start, which sets start_t0): forks
@@ -394,6 +400,13 @@ void sandbox_take_listeners(struct sandbox *sbx);
 int sandbox_arm(struct sandbox *sbx, struct err *err);
 /* Close listen_rx and whatever waits on it (a start that failed). */
 void sandbox_drop_listeners(struct sandbox *sbx);
+/* The server's directory of sbx (SANDBOX_SERVER_DIR inside), made with the manager's files
+ * written into it: its host path into out, for the setup's mount; false when it cannot be made
+ * (logged; the sandbox then goes without it) (listeners.c). */
+bool sandbox_server_dir(struct sandbox *sbx, char *out, size_t cap);
+/* Listen on sbx's SANDBOX_SERVER_SOCKET and hand it to the socket hook, when there is one
+ * (listeners.c). */
+void sandbox_open_socket(struct sandbox *sbx);
 /* A connection to the sandbox's init, on its control socket (exec.c). */
 int sandbox_connect_init(struct sandbox *sbx, struct err *err);
 /* Start the sandbox helper with argv (argv[0] its role) and fds[i] at descriptor 3 + i and

@@ -602,10 +602,10 @@ void setup_child(struct setup_plan *p)
     child_idmapped_lower(p);
     if (mount("overlay", p->root, "overlay", MS_NOSUID | MS_NODEV, p->overlay_opts) < 0)
         FAIL("mount overlay root");
-    if (p->opt_dir[0]) {
+    if (p->opt_dir[0])
         mkdir(p->opt_dir, 0755);
+    if (p->agents_dir[0])
         mkdir(p->agents_dir, 0755);
-    }
     for (int i = 0; i < p->nbinds; i++) {
         mkdir(p->bind_dst[i], 0755);
         bind_ro(p, p->bind_src[i], p->bind_dst[i], 0);

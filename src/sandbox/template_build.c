@@ -3,9 +3,9 @@
  *
  * A trusted step run by root: debootstrap a Debian minbase tree (trixie, or bookworm where the
  * mirror has no trixie) from the configured mirror, install what coding agents expect with apt
- * inside it (python3, pip, venv, git, a C toolchain, node, npm, numpy, pandas, matplotlib, scipy)
- * and pnpm with npm, check that every tool runs, and only then move the tree into place as
- * TEMPLATE_DIR/debian/rootfs. A build that fails removes what it made.
+ * inside it (python3, pip, venv, git, the GitHub CLI gh, a C toolchain, node, npm, numpy, pandas,
+ * matplotlib, scipy) and pnpm with npm, check that every tool runs, and only then move the tree
+ * into place as TEMPLATE_DIR/debian/rootfs. A build that fails removes what it made.
  *
  * Every program runs in a private mount namespace of its own (template_run.c), so removing a
  * half-built tree can never reach into the host's /dev.
@@ -48,7 +48,7 @@
 #include "base/ids.h"
 #include "base/util.h"
 
-#define DEBIAN_RECIPE "debian-template-7"
+#define DEBIAN_RECIPE "debian-template-8"
 #define DEBIAN_SUITE "trixie"
 /* Where the mirror has no DEBIAN_SUITE (an old or partial mirror). */
 #define DEBIAN_SUITE_FALLBACK "bookworm"
@@ -75,6 +75,7 @@ static const char *const packages[] = {"python3",
                                        "python3-pip",
                                        "python3-venv",
                                        "git",
+                                       "gh",
                                        "build-essential",
                                        "ca-certificates",
                                        "curl",
@@ -97,6 +98,7 @@ static const char *const checks[][4] = {
      NULL},
     {"pip3", "--version", NULL},
     {"git", "--version", NULL},
+    {"gh", "--version", NULL},
     {"gcc", "--version", NULL},
     {"node", "--version", NULL},
     {"npm", "--version", NULL},

@@ -33,7 +33,7 @@ static char *dup_col(struct db_stmt *s, int col)
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
     "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
     "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0), setup, setup_result, "  \
-    "rebuild, group_id, delivers, test_outcome"
+    "rebuild, group_id, delivers, test_outcome, origin"
 
 static void read_run(struct db_stmt *s, struct store_run *r)
 {
@@ -81,6 +81,7 @@ static void read_run(struct db_stmt *s, struct store_run *r)
     text_col(r->group_id, sizeof(r->group_id), s, 40);
     text_col(r->delivers, sizeof(r->delivers), s, 41);
     text_col(r->test_outcome, sizeof(r->test_outcome), s, 42);
+    r->origin = dup_col(s, 43);
 }
 
 void store_run_release(struct store_run *r)
@@ -98,6 +99,7 @@ void store_run_release(struct store_run *r)
     free(r->phase_detail);
     free(r->setup);
     free(r->setup_result);
+    free(r->origin);
     r->task = r->title = r->repository = r->status_reason = r->summary = r->error = r->changes =
         r->delivery = r->phase_detail = r->setup = r->setup_result = NULL;
 }
@@ -128,9 +130,9 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
             "title, model, agent, repository, branch, timeout_ms, created_at, network, "
-            "pull_request, phase, phase_at, setup, rebuild, group_id, delivers) VALUES (?, ?, ?, "
-            "'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?12, nullif(?, ''), nullif(?, ''), "
-            "'queued', ?12, ?15, ?16, ?17, ?18)",
+            "pull_request, phase, phase_at, setup, rebuild, group_id, delivers, origin) VALUES "
+            "(?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?12, nullif(?, ''), "
+            "nullif(?, ''), 'queued', ?12, ?15, ?16, ?17, ?18, ?19)",
             &s, err);
         if (r == 0) {
             db_bind_text(s, 1, run->id);
@@ -151,6 +153,7 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             db_bind_text(s, 16, run->rebuild);
             db_bind_text(s, 17, run->group_id);
             db_bind_text(s, 18, run->delivers);
+            db_bind_text(s, 19, run->origin ? run->origin : "");
             r = store_step_done(st, s, "insert run", err);
         }
     }

@@ -12,7 +12,8 @@
 #define SESSION_COLUMNS                                                                            \
     "id, user_id, agent, coalesce(agent_session, ''), created_at, last_run_at, "                   \
     "coalesce(cleaned_at, 0), coalesce(repository, ''), coalesce(work_branch, ''), "               \
-    "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, ''), node_id"
+    "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, ''), node_id, pr_repo, "  \
+    "pr_author, pr_state"
 
 static void read_session(struct db_stmt *s, struct store_session *out)
 {
@@ -30,6 +31,9 @@ static void read_session(struct db_stmt *s, struct store_session *out)
     out->pr_number = db_col_int64(s, 10);
     store_copy_text(out->pr_url, sizeof(out->pr_url), s, 11);
     store_copy_text(out->node_id, sizeof(out->node_id), s, 12);
+    store_copy_text(out->pr_repo, sizeof(out->pr_repo), s, 13);
+    store_copy_text(out->pr_author, sizeof(out->pr_author), s, 14);
+    store_copy_text(out->pr_state, sizeof(out->pr_state), s, 15);
 }
 
 int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
@@ -110,17 +114,56 @@ int store_session_set_branch(struct store *st, const char *id, const char *work_
 }
 
 int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
-                                   const char *url, struct err *err)
+                                   const char *url, const char *repo, const char *author,
+                                   struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r =
-        store_prepare(st, "UPDATE sessions SET pr_number = ?, pr_url = ? WHERE id = ?", &s, err);
+    int r = store_prepare(st,
+                          "UPDATE sessions SET pr_number = ?, pr_url = ?, pr_repo = lower(?), "
+                          "pr_author = ?, pr_state = 'open' WHERE id = ?",
+                          &s, err);
     if (r < 0)
         return r;
     db_bind_int64(s, 1, number);
     db_bind_text(s, 2, url);
-    db_bind_text(s, 3, id);
+    db_bind_text(s, 3, repo);
+    db_bind_text(s, 4, author);
+    db_bind_text(s, 5, id);
     return store_step_done(st, s, "record session pull request", err);
+}
+
+int store_session_by_pull_request(struct store *st, const char *repo, int64_t number,
+                                  struct store_session *out, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " SESSION_COLUMNS " FROM sessions WHERE pr_repo = lower(?) AND "
+                          "pr_number = ? ORDER BY created_at DESC LIMIT 1",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, repo);
+    db_bind_int64(s, 2, number);
+    int rc = db_step(s);
+    if (rc == DB_ROW) {
+        read_session(s, out);
+        return 0;
+    }
+    return rc == DB_DONE ? err_set(err, -ENOENT, "no session has pull request %s#%lld", repo,
+                                   (long long)number)
+                         : store_fail(st, rc, "find a pull request's session", err);
+}
+
+int store_session_set_pull_state(struct store *st, const char *id, const char *state,
+                                 struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE sessions SET pr_state = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, state);
+    db_bind_text(s, 2, id);
+    return store_step_done(st, s, "record a pull request's state", err);
 }
 
 int store_session_list_expired(struct store *st, int64_t before,

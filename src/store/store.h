@@ -451,6 +451,9 @@ struct store_session {
     /* the node its runs and sandbox live on; STORE_SESSION_UNCLAIMED while its first run waits
      * for a node with room to claim it; "" on create: this node */
     char node_id[64];
+    char pr_repo[200];  /* "owner/name" of pr_number, lowercase; "" until it has one */
+    char pr_author[64]; /* the login that opened it (its credential's), "" when not known */
+    char pr_state[16];  /* "open", "closed", "merged"; "" until it has one */
 };
 
 /* The node of a session none has claimed yet (a shared store's new sessions). */
@@ -474,9 +477,18 @@ int store_session_set_agent(struct store *st, const char *id, const char *agent,
  * next delivering run makes one). */
 int store_session_set_branch(struct store *st, const char *id, const char *work_branch,
                              const char *base_branch, struct err *err);
-/* Record the session's pull request. */
+/* Record the session's pull request, number in repo ("owner/name"), opened by author's
+ * credential (its login, "" when not known), as open. */
 int store_session_set_pull_request(struct store *st, const char *id, int64_t number,
-                                   const char *url, struct err *err);
+                                   const char *url, const char *repo, const char *author,
+                                   struct err *err);
+/* The session (the newest, should there be several) whose pull request is number in repo
+ * (case-insensitive); -ENOENT when none. */
+int store_session_by_pull_request(struct store *st, const char *repo, int64_t number,
+                                  struct store_session *out, struct err *err);
+/* Record what became of the session's pull request: "open", "closed", "merged". */
+int store_session_set_pull_state(struct store *st, const char *id, const char *state,
+                                 struct err *err);
 /* Sessions of this node (or unclaimed) idle since before, with no run to end, whose workspace is
  * still there. */
 int store_session_list_expired(struct store *st, int64_t before,
@@ -529,6 +541,8 @@ struct store_run {
     char delivers[64];
     /* How the last test command its agent ran ended, "" when it ran none */
     char test_outcome[160];
+    /* What started it when not its owner's call: JSON (migrations/0026), NULL or "" for none */
+    char *origin;
 };
 void store_run_release(struct store_run *r);
 /* The runs of group group_id (of user_id, any user's when NULL), oldest first: its attempts and
@@ -743,6 +757,15 @@ int store_credential_delete(struct store *st, const char *user_id, const char *s
 int store_credential_list(struct store *st, const char *user_id,
                           void (*fn)(const struct store_credential *c, void *ctx), void *ctx,
                           struct err *err);
+
+/* --- the review loop's rows (github.c) --- */
+
+/* Record webhook delivery id (X-GitHub-Delivery) received at now (ms), keeping the newest keep:
+ * 1 when it is new, 0 when it was recorded before, < 0 with err. */
+int store_github_delivery_add(struct store *st, const char *id, int64_t now, uint64_t keep,
+                              struct err *err);
+/* How many deliveries are kept. */
+int64_t store_github_deliveries_count(struct store *st, struct err *err);
 
 /* --- users' settings for a repository's runs (repo_settings.c) --- */
 

@@ -490,12 +490,32 @@ TEST(runs_transitions_events_and_pages)
 
     /* delivery: the session's branch and pull request, the run's outcome of it */
     CHECK_INT_EQ(store_session_set_branch(st, "ses_a", "sandbox-mcp/x-y", "main", &err), 0);
-    CHECK_INT_EQ(store_session_set_pull_request(st, "ses_a", 7, "https://h/a/b/pull/7", &err), 0);
+    CHECK_INT_EQ(store_session_set_pull_request(st, "ses_a", 7, "https://h/a/b/pull/7",
+                                                "Acme/Widget", "alice", &err),
+                 0);
     CHECK_INT_EQ(store_session_get(st, a.id, "ses_a", &got, &err), 0);
     CHECK_STR_EQ(got.work_branch, "sandbox-mcp/x-y");
     CHECK_STR_EQ(got.base_branch, "main");
     CHECK_INT_EQ(got.pr_number, 7);
     CHECK_STR_EQ(got.pr_url, "https://h/a/b/pull/7");
+    CHECK_STR_EQ(got.pr_repo, "acme/widget");
+    CHECK_STR_EQ(got.pr_author, "alice");
+    CHECK_STR_EQ(got.pr_state, "open");
+    /* the review loop finds it by repository (any case) and number, and records its end */
+    CHECK_INT_EQ(store_session_by_pull_request(st, "ACME/widget", 7, &got, &err), 0);
+    CHECK_STR_EQ(got.id, "ses_a");
+    CHECK_INT_EQ(store_session_by_pull_request(st, "acme/widget", 8, &got, &err), -ENOENT);
+    CHECK_INT_EQ(store_session_set_pull_state(st, "ses_a", "merged", &err), 0);
+    CHECK_INT_EQ(store_session_get(st, a.id, "ses_a", &got, &err), 0);
+    CHECK_STR_EQ(got.pr_state, "merged");
+    /* webhook deliveries: each id once, the newest kept */
+    CHECK_INT_EQ(store_github_delivery_add(st, "d1", 1000, 2, &err), 1);
+    CHECK_INT_EQ(store_github_delivery_add(st, "d1", 1001, 2, &err), 0);
+    CHECK_INT_EQ(store_github_delivery_add(st, "d2", 1002, 2, &err), 1);
+    CHECK_INT_EQ(store_github_delivery_add(st, "d3", 1003, 2, &err), 1);
+    CHECK_INT_EQ(store_github_deliveries_count(st, &err), 2);
+    CHECK_INT_EQ(store_github_delivery_add(st, "d3", 1004, 2, &err), 0);
+    CHECK_INT_EQ(store_github_delivery_add(st, "d1", 1005, 2, &err), 1); /* pruned: new again */
     CHECK_INT_EQ(store_run_set_delivery(st, ids[1], "{\"status\":\"delivered\"}", &err), 0);
     CHECK_INT_EQ(store_run_get(st, NULL, ids[1], &r, &err), 0);
     CHECK_STR_EQ(r.delivery, "{\"status\":\"delivered\"}");

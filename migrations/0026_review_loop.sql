@@ -1,0 +1,20 @@
+-- The review loop (src/github): a session's pull request as the webhook and the poller name it
+-- (pr_repo: "owner/name" in lowercase, set with pr_number), the login of the credential that
+-- opened it (pr_author: who may steer the session from GitHub besides the operator's list), and
+-- its state: '' (none yet, or not known), 'open', 'closed' or 'merged'. A closed or merged one
+-- ends the session's steering.
+ALTER TABLE sessions ADD COLUMN pr_repo TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN pr_author TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN pr_state TEXT NOT NULL DEFAULT '';
+CREATE INDEX sessions_pull_request ON sessions(pr_repo, pr_number) WHERE pr_number > 0;
+-- What started a run, when not a call of its owner's: '' for run_task, else a JSON object
+-- {"kind": "comment" | "review" | "review_comment", "url", "login"} for a follow-up the
+-- pull request asked for, answered on the pull request when the run ends.
+ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+-- Webhook deliveries acted on (X-GitHub-Delivery), so that a redelivery runs nothing twice.
+-- Only deliveries with a good signature are kept; the oldest go past GITHUB_DELIVERIES_MAX.
+CREATE TABLE github_deliveries (
+    id          TEXT PRIMARY KEY,
+    received_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX github_deliveries_received ON github_deliveries(received_at);

@@ -1,0 +1,209 @@
+/* POST /github/webhook (receiver.h): the checks a delivery passes before it is acted on, each
+ * answered at once when it fails, and the event handed to the module that acts on it. A stranger
+ * can make the server hold, through this endpoint, at most: a body of GITHUB_PAYLOAD_MAX while
+ * it is read (within the gate's PREAUTH_TOTAL_BYTES for all of them), the work of a signature
+ * check GITHUB_WEBHOOK_RATE times a second, and nothing kept: only deliveries with a good
+ * signature are recorded, GITHUB_DELIVERIES_MAX of them. */
+#include "github/receiver.h"
+
+#include <errno.h>
+#include <h2o.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/util.h"
+#include "http/http_internal.h"
+#include "store/store.h"
+
+#define SIGNATURE_HEADER "x-hub-signature-256"
+
+struct github_receiver {
+    struct store *st;
+    github_event_fn fn;
+    void *ctx;
+    char *secret; /* NULL: webhooks are off */
+    char mention[64];
+    uint64_t rate; /* deliveries a second */
+    uint64_t keep; /* delivery ids kept */
+    double tokens; /* the rate's bucket */
+    int64_t at_ms;
+};
+
+int github_receiver_new(const struct config *cfg, struct store *st, github_event_fn fn, void *ctx,
+                        struct github_receiver **out, struct err *err)
+{
+    uint64_t rate, keep;
+    int r;
+    if ((r = config_get_u64(cfg, "GITHUB_WEBHOOK_RATE", 10, 1, 10000, &rate, err)) < 0 ||
+        (r = config_get_u64(cfg, "GITHUB_DELIVERIES_MAX", 10000, 1, 10000000, &keep, err)) < 0)
+        return r;
+    const char *mention = config_get(cfg, "GITHUB_MENTION");
+    if (!mention)
+        mention = "@sandbox-mcp";
+    if (strlen(mention) < 2 || strlen(mention) > 40 || strpbrk(mention, " \t\r\n"))
+        return err_set(
+            err, -EINVAL,
+            "GITHUB_MENTION '%.60s' is not one word of 2 to 40 bytes (e.g. @sandbox-mcp)", mention);
+    const char *secret = config_get(cfg, "GITHUB_WEBHOOK_SECRET");
+    if (secret && strlen(secret) < 16)
+        return err_set(err, -EINVAL,
+                       "GITHUB_WEBHOOK_SECRET is shorter than 16 bytes: make one with `openssl "
+                       "rand -hex 32`, and give GitHub the same");
+    struct github_receiver *g = xcalloc(1, sizeof(*g));
+    g->st = st;
+    g->fn = fn;
+    g->ctx = ctx;
+    g->secret = secret ? xstrdup(secret) : NULL;
+    snprintf(g->mention, sizeof(g->mention), "%s", mention);
+    g->rate = rate;
+    g->keep = keep;
+    g->tokens = (double)rate * 5;
+    g->at_ms = time_mono_ms();
+    *out = g;
+    return 0;
+}
+
+void github_receiver_free(struct github_receiver *g)
+{
+    if (!g)
+        return;
+    if (g->secret) {
+        explicit_bzero(g->secret, strlen(g->secret));
+        free(g->secret);
+    }
+    free(g);
+}
+
+const char *github_receiver_mention(const struct github_receiver *g)
+{
+    return g->mention;
+}
+
+/* One delivery from the bucket: false when it is empty. */
+static bool rate_take(struct github_receiver *g)
+{
+    int64_t now = time_mono_ms();
+    g->tokens += (double)(now - g->at_ms) * (double)g->rate / 1000.0;
+    if (g->tokens > (double)g->rate * 5)
+        g->tokens = (double)g->rate * 5;
+    g->at_ms = now;
+    if (g->tokens < 1)
+        return false;
+    g->tokens -= 1;
+    return true;
+}
+
+static void reply(h2o_req_t *req, const struct github_outcome *o)
+{
+    json_t *j = json_pack("{s:s, s:s}", "status", o->word, "why", o->why);
+    if (o->run_id[0])
+        json_object_set_new(j, "run_id", json_string(o->run_id));
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    http_respond(req, o->status, "application/json", text, strlen(text));
+    free(text);
+}
+
+/* A delivery id as GitHub makes them (a UUID), or anything of the same letters up to 64. */
+static bool delivery_id_valid(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (n == 0 || n > 64)
+        return false;
+    for (const char *c = id; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              *c == '-'))
+            return false;
+    return true;
+}
+
+static int on_webhook(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct github_receiver *g = route->ctx;
+    http_request_track(route, req);
+    if (!g->secret) {
+        http_respond_error(req, 404, "not_found",
+                           "webhooks are off on this server: its operator sets "
+                           "GITHUB_WEBHOOK_SECRET to turn them on (docs/DEPLOY.md)");
+        return 0;
+    }
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
+        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
+        http_respond_error(req, 405, "method_not_allowed", "GitHub's deliveries are POSTs");
+        return 0;
+    }
+    if (!rate_take(g)) {
+        metrics_github("rate_limited");
+        http_add_header(req, H2O_TOKEN_RETRY_AFTER, "1");
+        http_respond_error(req, 429, "rate_limited",
+                           "more deliveries than GITHUB_WEBHOOK_RATE a second");
+        return 0;
+    }
+    size_t len = req->entity.base ? req->entity.len : 0;
+    if (len > GITHUB_PAYLOAD_MAX) {
+        metrics_github("too_large");
+        http_respond_error(req, 413, "too_large", "a delivery is at most 1 MiB here");
+        return 0;
+    }
+    const char *sig = http_header_str(req, SIGNATURE_HEADER);
+    if (!sig || !github_signature_ok(g->secret, strlen(g->secret), sig, req->entity.base, len)) {
+        metrics_github("bad_signature");
+        http_respond_error(req, 401, "bad_signature",
+                           "X-Hub-Signature-256 is missing or is not this server's secret's "
+                           "signature of the body");
+        return 0;
+    }
+    const char *id = http_header_str(req, "x-github-delivery");
+    const char *type = http_header_str(req, "x-github-event");
+    if (!delivery_id_valid(id) || !type || !*type || strlen(type) > 64) {
+        http_respond_error(req, 400, "bad_delivery",
+                           "X-GitHub-Delivery (an id) and X-GitHub-Event are required");
+        return 0;
+    }
+    struct github_outcome o = {.status = 202};
+    struct err err = {0};
+    int fresh = store_github_delivery_add(g->st, id, time_now_ms(), g->keep, &err);
+    if (fresh < 0) {
+        log_error("github delivery not recorded id=%s err=\"%s\"", id, err.msg);
+        http_respond_error(req, 503, "unavailable",
+                           "the delivery could not be recorded; redeliver it");
+        return 0;
+    }
+    if (fresh == 0) {
+        metrics_github("duplicate");
+        o.status = 200;
+        snprintf(o.word, sizeof(o.word), "duplicate");
+        snprintf(o.why, sizeof(o.why), "delivery %s was received before", id);
+        reply(req, &o);
+        return 0;
+    }
+    struct github_event ev;
+    if (github_event_parse(type, req->entity.base ? req->entity.base : "", len, g->mention, &ev,
+                           &err) < 0) {
+        metrics_github("unreadable");
+        http_respond_error(req, 400, "bad_payload", err.msg);
+        return 0;
+    }
+    if (ev.kind == GITHUB_EV_IGNORED) {
+        metrics_github("not_acted_on");
+        o.status = 200;
+        snprintf(o.word, sizeof(o.word), "ignored");
+        snprintf(o.why, sizeof(o.why), "%s", ev.why);
+    } else {
+        g->fn(g->ctx, &ev, &o);
+    }
+    github_event_clear(&ev);
+    reply(req, &o);
+    return 0;
+}
+
+void github_receiver_register(struct http_server *http, struct github_receiver *g)
+{
+    http_add_route(http, "/github/webhook", "/github/webhook", on_webhook, g);
+    http_allow_signed_body(http, "/github/webhook", SIGNATURE_HEADER, GITHUB_PAYLOAD_MAX);
+}

@@ -1,0 +1,42 @@
+#pragma once
+/* POST /github/webhook: GitHub's deliveries taken in. Checked in this order before anything acts
+ * on one: the server's rate of deliveries, the size (GITHUB_PAYLOAD_MAX, let in before any
+ * credential by the gate only with a signature header), the signature (X-Hub-Signature-256 under
+ * GITHUB_WEBHOOK_SECRET: 401 and nothing changes), the delivery id (X-GitHub-Delivery: one seen
+ * before is answered and does nothing again). What passes is read (webhook.h) and handed to the
+ * module that acts on it (the run engine's review loop). Main loop thread only. */
+
+#include <stdint.h>
+
+#include "base/config.h"
+#include "base/err.h"
+#include "github/webhook.h"
+
+struct github_receiver;
+struct http_server;
+struct store;
+
+/* What became of an event: an HTTP status for GitHub's delivery log, and a word ("queued",
+ * "ignored", ...) with a few words of why, and the run it queued ("" for none). */
+struct github_outcome {
+    int status;
+    char word[24];
+    char why[160];
+    char run_id[64];
+};
+/* Act on ev (a delivery with a good signature, seen for the first time), filling *out (its
+ * status is 202 unless set). */
+typedef void (*github_event_fn)(void *ctx, const struct github_event *ev,
+                                struct github_outcome *out);
+
+/* The receiver, with its settings from cfg: GITHUB_WEBHOOK_SECRET (unset: the endpoint answers
+ * 404, webhooks being off), GITHUB_MENTION (what addresses the server in a comment, default
+ * "@sandbox-mcp"), GITHUB_WEBHOOK_RATE (deliveries a second, default 10, with bursts of five
+ * seconds' worth), GITHUB_DELIVERIES_MAX (ids kept against redelivery, default 10000). */
+int github_receiver_new(const struct config *cfg, struct store *st, github_event_fn fn, void *ctx,
+                        struct github_receiver **out, struct err *err);
+void github_receiver_free(struct github_receiver *r);
+/* Serve POST /github/webhook on http's main listener (r borrowed for http's life). */
+void github_receiver_register(struct http_server *http, struct github_receiver *r);
+/* The mention that addresses the server ("@sandbox-mcp"). */
+const char *github_receiver_mention(const struct github_receiver *r);
