@@ -7,9 +7,19 @@ ALTER TABLE sessions ADD COLUMN pr_repo TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN pr_author TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN pr_state TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_pull_request ON sessions(pr_repo, pr_number) WHERE pr_number > 0;
+-- Failing CI fixed by runs (run_task fix_ci): whether the session asks for it, the head commit
+-- the server last pushed to its branch (CI on another head, a person's push, is not the
+-- session's to fix), and the fix runs made since that lineage began (at most CI_FIX_ATTEMPTS).
+ALTER TABLE sessions ADD COLUMN fix_ci INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN ci_head TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN ci_fixes INTEGER NOT NULL DEFAULT 0;
+-- The poller (a server GitHub cannot reach): the creation time (GitHub's ISO 8601) of the newest
+-- comment or review it has read, and when it last looked (ms), oldest looked at first.
+ALTER TABLE sessions ADD COLUMN poll_cursor TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN polled_at BIGINT NOT NULL DEFAULT 0;
 -- What started a run, when not a call of its owner's: '' for run_task, else a JSON object
--- {"kind": "comment" | "review" | "review_comment", "url", "login"} for a follow-up the
--- pull request asked for, answered on the pull request when the run ends.
+-- {"kind": "comment" | "review" | "review_comment" | "ci", "url", "login", "repo",
+-- "pull_request"} for a follow-up the pull request asked for, answered on it when the run ends.
 ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '';
 -- Webhook deliveries acted on (X-GitHub-Delivery), so that a redelivery runs nothing twice.
 -- Only deliveries with a good signature are kept; the oldest go past GITHUB_DELIVERIES_MAX.

@@ -54,6 +54,8 @@ const char *const config_known_keys[] = {
     "GITHUB_WEBHOOK_RATE",
     "GITHUB_DELIVERIES_MAX",
     "GITHUB_STEERERS",
+    "CI_FIX_ATTEMPTS",
+    "GITHUB_POLL_SECONDS",
     "SANDBOX_TEMPLATE",
     "SANDBOX_TEMPLATE_DIR",
     "SANDBOX_TEMPLATE_MIRROR",

@@ -39,11 +39,12 @@ int github_receiver_new(const struct config *cfg, struct store *st, github_event
     uint64_t rate, keep;
     int r;
     if ((r = config_get_u64(cfg, "GITHUB_WEBHOOK_RATE", 10, 1, 10000, &rate, err)) < 0 ||
-        (r = config_get_u64(cfg, "GITHUB_DELIVERIES_MAX", 10000, 1, 10000000, &keep, err)) < 0)
+        (r = config_get_u64(cfg, "GITHUB_DELIVERIES_MAX", GITHUB_DELIVERIES_DEFAULT, 1, 10000000,
+                            &keep, err)) < 0)
         return r;
     const char *mention = config_get(cfg, "GITHUB_MENTION");
     if (!mention)
-        mention = "@sandbox-mcp";
+        mention = GITHUB_MENTION_DEFAULT;
     if (strlen(mention) < 2 || strlen(mention) > 40 || strpbrk(mention, " \t\r\n"))
         return err_set(
             err, -EINVAL,

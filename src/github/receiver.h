@@ -12,6 +12,9 @@
 #include "base/err.h"
 #include "github/webhook.h"
 
+#define GITHUB_MENTION_DEFAULT "@sandbox-mcp"
+#define GITHUB_DELIVERIES_DEFAULT 10000 /* ids kept against redelivery (GITHUB_DELIVERIES_MAX) */
+
 struct github_receiver;
 struct http_server;
 struct store;

@@ -31,6 +31,7 @@ struct github_call {
     size_t len, max, total;
     bool tail, overflow;
     char etag[128];
+    long rate_remaining, rate_reset;
 };
 
 struct github_rest {
@@ -125,6 +126,10 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
     struct github_call *c = ctx;
     size_t len = size * n;
+    if (len > 22 && strncasecmp(data, "x-ratelimit-remaining:", 22) == 0)
+        c->rate_remaining = strtol(data + 22, NULL, 10);
+    else if (len > 18 && strncasecmp(data, "x-ratelimit-reset:", 18) == 0)
+        c->rate_reset = strtol(data + 18, NULL, 10);
     if (len > 5 && strncasecmp(data, "etag:", 5) == 0) {
         size_t k = 5;
         while (k < len && (data[k] == ' ' || data[k] == '\t'))
@@ -145,6 +150,7 @@ struct github_call *github_rest_call(struct github_rest *g, const struct github_
     c->fn = fn;
     c->ctx = ctx;
     c->max = rq->max ? rq->max : REST_MAX_DEFAULT;
+    c->rate_remaining = -1;
     c->tail = rq->tail != 0;
     c->data = xmalloc(c->max + 1);
     c->what = xasprintf("%s %s", rq->method, rq->path);
@@ -222,7 +228,9 @@ static void on_done(CURL *easy, CURLcode rc)
                               .text = is_json ? NULL : c->data,
                               .text_len = is_json ? 0 : c->len,
                               .etag = c->etag,
-                              .why = why};
+                              .why = why,
+                              .rate_remaining = c->rate_remaining,
+                              .rate_reset = c->rate_reset};
     if (c->fn)
         c->fn(c->ctx, &a);
     json_decref(j);

@@ -24,6 +24,8 @@ struct github_answer {
     size_t text_len;
     const char *etag;
     const char *why;
+    long rate_remaining; /* x-ratelimit-remaining, -1 when not said */
+    long rate_reset;     /* x-ratelimit-reset (seconds since the epoch), 0 when not said */
 };
 typedef void (*github_rest_fn)(void *ctx, const struct github_answer *a);
 

@@ -133,11 +133,16 @@ static void ignore(struct github_event *ev, const char *type, const char *what)
     copy_line(ev->why, sizeof(ev->why), why); /* cut on a character boundary */
 }
 
+bool github_conclusion_failed(const char *c)
+{
+    return c && (strcmp(c, "failure") == 0 || strcmp(c, "timed_out") == 0 ||
+                 strcmp(c, "startup_failure") == 0);
+}
+
 static void ci(struct github_event *ev, const char *type, const json_t *run, const char *name)
 {
     const char *c = str_at(run, "conclusion");
-    bool failed = strcmp(c, "failure") == 0 || strcmp(c, "timed_out") == 0 ||
-                  strcmp(c, "startup_failure") == 0;
+    bool failed = github_conclusion_failed(c);
     if (!failed && strcmp(c, "success") != 0) {
         ignore(ev, type, "that did not pass or fail");
         return;
@@ -147,6 +152,24 @@ static void ci(struct github_event *ev, const char *type, const json_t *run, con
     copy_line(ev->head, sizeof(ev->head), str_at(run, "head_sha"));
     copy_line(ev->name, sizeof(ev->name), name);
     copy_line(ev->url, sizeof(ev->url), str_at(run, "html_url"));
+}
+
+void github_event_of(enum github_event_kind kind, const json_t *o, const char *mention,
+                     struct github_event *ev)
+{
+    ev->kind = kind;
+    if (!ev->sender[0])
+        copy_line(ev->sender, sizeof(ev->sender), str_at(json_object_get(o, "user"), "login"));
+    ev->text = copy_capped(o, "body", GITHUB_BODY_MAX, &ev->truncated);
+    copy_line(ev->url, sizeof(ev->url), str_at(o, "html_url"));
+    ev->addressed = mentions(ev->text, mention);
+    if (kind == GITHUB_EV_REVIEW)
+        ev->addressed |= strcasecmp(str_at(o, "state"), "changes_requested") == 0;
+    if (kind == GITHUB_EV_REVIEW_COMMENT) {
+        ev->hunk = copy_capped(o, "diff_hunk", GITHUB_HUNK_MAX, &ev->truncated);
+        copy_line(ev->path, sizeof(ev->path), str_at(o, "path"));
+        ev->line = int_at(o, "line") ? int_at(o, "line") : int_at(o, "original_line");
+    }
 }
 
 int github_event_parse(const char *type, const char *json, size_t len, const char *mention,
@@ -175,35 +198,22 @@ int github_event_parse(const char *type, const char *json, size_t len, const cha
         else if (strcmp(action, "created") != 0)
             ignore(ev, type, act);
         else {
-            ev->kind = GITHUB_EV_COMMENT;
             ev->pr = int_at(issue, "number");
-            ev->text = copy_capped(c, "body", GITHUB_BODY_MAX, &ev->truncated);
-            copy_line(ev->url, sizeof(ev->url), str_at(c, "html_url"));
-            ev->addressed = mentions(ev->text, mention);
+            github_event_of(GITHUB_EV_COMMENT, c, mention, ev);
         }
     } else if (strcmp(type, "pull_request_review") == 0) {
         const json_t *r = json_object_get(root, "review");
         if (strcmp(action, "submitted") != 0) {
             ignore(ev, type, act);
         } else {
-            ev->kind = GITHUB_EV_REVIEW;
-            ev->text = copy_capped(r, "body", GITHUB_BODY_MAX, &ev->truncated);
-            copy_line(ev->url, sizeof(ev->url), str_at(r, "html_url"));
-            ev->addressed = strcasecmp(str_at(r, "state"), "changes_requested") == 0 ||
-                            mentions(ev->text, mention);
+            github_event_of(GITHUB_EV_REVIEW, r, mention, ev);
         }
     } else if (strcmp(type, "pull_request_review_comment") == 0) {
         const json_t *c = json_object_get(root, "comment");
         if (strcmp(action, "created") != 0) {
             ignore(ev, type, act);
         } else {
-            ev->kind = GITHUB_EV_REVIEW_COMMENT;
-            ev->text = copy_capped(c, "body", GITHUB_BODY_MAX, &ev->truncated);
-            ev->hunk = copy_capped(c, "diff_hunk", GITHUB_HUNK_MAX, &ev->truncated);
-            copy_line(ev->path, sizeof(ev->path), str_at(c, "path"));
-            ev->line = int_at(c, "line") ? int_at(c, "line") : int_at(c, "original_line");
-            copy_line(ev->url, sizeof(ev->url), str_at(c, "html_url"));
-            ev->addressed = mentions(ev->text, mention);
+            github_event_of(GITHUB_EV_REVIEW_COMMENT, c, mention, ev);
         }
     } else if (strcmp(type, "check_suite") == 0 && strcmp(action, "completed") == 0) {
         const json_t *s = json_object_get(root, "check_suite");

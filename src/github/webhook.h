@@ -6,6 +6,7 @@
  * workflow run that ended on a pull request's head, a pull request closed. Pure functions, safe
  * from any thread; the event owns its strings. */
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,5 +57,15 @@ struct github_event {
  * set when the body is not a JSON object or is larger than GITHUB_PAYLOAD_MAX. */
 int github_event_parse(const char *type, const char *json, size_t len, const char *mention,
                        struct github_event *ev, struct err *err);
+/* Fill ev (its repo, pr and sender set or left empty first) as kind (a comment, review or review
+ * comment) from o, the object a delivery carries, or the REST API's of the same thing (the
+ * poller's): its text, link, the file and line a review comment is on, whether it addresses the
+ * server (mention, or a review's state "changes_requested"), and its user as sender when ev has
+ * none. */
+void github_event_of(enum github_event_kind kind, const json_t *o, const char *mention,
+                     struct github_event *ev);
+/* Whether a check's, job's or workflow run's conclusion is a failure (failure, timed_out,
+ * startup_failure). */
+bool github_conclusion_failed(const char *conclusion);
 /* Free what ev owns and zero it. */
 void github_event_clear(struct github_event *ev);

@@ -83,6 +83,9 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
         .network = opt_str(args, "network"),
         .pull_request = opt_str(args, "pull_request"),
         .setup = opt_str(args, "setup"),
+        .fix_ci = json_is_true(json_object_get(args, "fix_ci"))    ? RUNS_FIX_CI_ON
+                  : json_is_false(json_object_get(args, "fix_ci")) ? RUNS_FIX_CI_OFF
+                                                                   : RUNS_FIX_CI_KEEP,
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
@@ -586,6 +589,11 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
             "branch and open a pull request (draft or ready for review) against the base, or "
             "comment on the session's pull request. Default: draft for a GitHub repository your "
             "credential serves, else none\"},"
+        "\"fix_ci\":{\"type\":\"boolean\","
+            "\"description\":\"When the pull request's checks fail on the branch the server "
+            "pushed, queue runs in this session that get the failing jobs' logs and make them "
+            "pass (up to the server's CI_FIX_ATTEMPTS per push), until they pass or someone else "
+            "pushes. Stays on for the session's later runs until set false\"},"
         "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
             "\"description\":\"Continue an earlier run's session: the same sandbox, workspace "
             "and agent conversation. Omit to start a new session\"},"

@@ -11,6 +11,8 @@
 #include "runs/runs.h"
 #include "runs/runs_internal.h"
 
+#include "github/receiver.h"
+
 #include "base/cleanup.h"
 #include "base/config.h"
 #include "base/util.h"
@@ -58,6 +60,19 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
                        &rc->agent_log_max_bytes, err) < 0)
         return err->code;
     /* How long a session's OpenCode server stays warm after its last run (0: a process per run) */
+    bool hooks = config_get(cfg, "GITHUB_WEBHOOK_SECRET") != NULL;
+    if (config_get_u64(cfg, "GITHUB_POLL_SECONDS", hooks ? 0 : 180, 0, 86400, &v, err) < 0)
+        return err->code;
+    rc->github_poll_s = (unsigned)v;
+    if (config_get_u64(cfg, "GITHUB_DELIVERIES_MAX", GITHUB_DELIVERIES_DEFAULT, 1, 10000000,
+                       &rc->github_kept, err) < 0)
+        return err->code;
+    rc->github_mention = config_get(cfg, "GITHUB_MENTION");
+    if (!rc->github_mention)
+        rc->github_mention = GITHUB_MENTION_DEFAULT;
+    if (config_get_u64(cfg, "CI_FIX_ATTEMPTS", 3, 0, 10, &v, err) < 0)
+        return err->code;
+    rc->ci_fix_attempts = (unsigned)v;
     if (config_get_u64(cfg, "RUNS_AGENT_WARM_SECONDS", 300, 0, 86400, &v, err) < 0)
         return err->code;
     rc->agent_warm_s = (unsigned)v;

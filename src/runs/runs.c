@@ -42,6 +42,7 @@
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
+#include "github/receiver.h"
 #include "github/rest.h"
 #include "runs/agent.h"
 #include "runs/deliver.h"
@@ -532,6 +533,10 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->gh = github_rest_new();
     e->github_steerers = xstrdup(cfg->github_steerers ? cfg->github_steerers : "");
     e->cfg.github_steerers = e->github_steerers;
+    if (cfg->github_poll_s)
+        e->poller =
+            review_poller_new(e, (uint64_t)cfg->github_poll_s * 1000,
+                              cfg->github_mention ? cfg->github_mention : GITHUB_MENTION_DEFAULT);
     e->view_key = xmalloc(cfg->view_keylen ? cfg->view_keylen : 1);
     memcpy(e->view_key, cfg->view_key, cfg->view_keylen);
     e->cfg.data_dir = e->data_dir;
@@ -602,6 +607,8 @@ void runs_free(struct runs *e)
     loop_timer_stop(&e->tick);
     runs_pool_check(e, true);
     deliverer_free(e->deliverer); /* before the runs its callbacks would end */
+    review_poller_free(e->poller);
+    review_release(e);
     github_rest_free(e->gh);
     while (e->runs) {
         struct run *r = e->runs;

@@ -61,6 +61,14 @@ struct runs_config {
     /* Keep each session's OpenCode server running this long after its last run, so the next run
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
+    unsigned ci_fix_attempts; /* fix runs per pull request head lineage (CI_FIX_ATTEMPTS) */
+    /* How often the open pull requests of active sessions are read, for a server GitHub cannot
+     * reach (GITHUB_POLL_SECONDS; by default every 180 s without GITHUB_WEBHOOK_SECRET, else
+     * never); 0: never */
+    unsigned github_poll_s;
+    const char *github_mention; /* what addresses the server in a comment (GITHUB_MENTION) */
+    /* ids kept of what was acted on, with the webhook's deliveries (GITHUB_DELIVERIES_MAX) */
+    uint64_t github_kept;
     /* With agent_warm_s: how many of the warm pool's sandboxes get an agent booted ahead of any
      * run, on the default model (runs_pool_prepare) */
     unsigned agent_pool;
@@ -156,6 +164,8 @@ struct runs_submit {
     const char *group_id;
     /* What asked for it when not its owner's call (the review loop's JSON), NULL for none */
     const char *origin;
+    /* Whether the session's pull request has its failing CI fixed by runs from now on */
+    enum runs_fix_ci { RUNS_FIX_CI_KEEP, RUNS_FIX_CI_ON, RUNS_FIX_CI_OFF } fix_ci;
 };
 
 #define RUNS_ATTEMPTS_MAX 4 /* attempts of one task */

@@ -434,8 +434,10 @@ struct runs {
     unsigned char seal_key[SEAL_KEY_BYTES];
     bool have_seal_key;
     struct deliverer *deliverer;
-    struct github_rest *gh; /* the review loop's answers on pull requests */
-    char gh_host[256];      /* github_base's host without its port, for gh (GH_HOST) */
+    struct github_rest *gh;  /* the review loop's answers on pull requests */
+    char gh_host[256];       /* github_base's host without its port, for gh (GH_HOST) */
+    struct ci_fix *ci_fixes; /* fix runs being prepared (review.c) */
+    struct poller *poller;   /* review_poll.c, NULL when GitHub's webhooks come instead */
     char *github_steerers;
     struct egress_rules fetch_rules;
     struct store *st;
@@ -624,3 +626,9 @@ void review_task(const struct github_event *ev, struct buf *out);
  * unless the delivery commented on the pull request, say how it ended there. */
 void review_run_ended(struct run *r, const struct store_run *row, const char *status,
                       const json_t *delivery);
+/* Drop the fix runs being prepared (the engine stops). */
+void review_release(struct runs *e);
+
+/* review_poll.c: the poller, looking every interval_ms; mention addresses the server. */
+struct poller *review_poller_new(struct runs *e, uint64_t interval_ms, const char *mention);
+void review_poller_free(struct poller *pl);

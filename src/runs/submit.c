@@ -201,6 +201,10 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         pr = cred ? "draft" : "none";
         runs_wipe_free(cred);
     }
+    if (s->fix_ci == RUNS_FIX_CI_ON && strcmp(pr, "none") == 0)
+        return err_set(err, -EINVAL,
+                       "fix_ci needs a pull request: a GitHub repository your credential serves, "
+                       "and pull_request draft or ready");
     if (ses.work_branch[0] && strcmp(pr, "none") != 0 && s->repository &&
         strcmp(s->repository, ses.repository) != 0)
         return err_set(err, -EINVAL,
@@ -245,6 +249,9 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     int r = store_run_insert(e->st, &row, err);
     if (r < 0)
         return r;
+    if (s->fix_ci != RUNS_FIX_CI_KEEP &&
+        store_session_set_fix_ci(e->st, ses.id, s->fix_ci == RUNS_FIX_CI_ON, err) < 0)
+        log_error("fix_ci not recorded session=%s err=\"%s\"", ses.id, err->msg);
     log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s "
              "pull_request=%s",
              row.id, ses.id, s->user_id, agent, model, s->repository ? s->repository : "-",

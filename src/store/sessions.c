@@ -7,13 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "store/store_internal.h"
 
 #define SESSION_COLUMNS                                                                            \
     "id, user_id, agent, coalesce(agent_session, ''), created_at, last_run_at, "                   \
     "coalesce(cleaned_at, 0), coalesce(repository, ''), coalesce(work_branch, ''), "               \
     "coalesce(base_branch, ''), coalesce(pr_number, 0), coalesce(pr_url, ''), node_id, pr_repo, "  \
-    "pr_author, pr_state"
+    "pr_author, pr_state, fix_ci, ci_head, ci_fixes, poll_cursor, polled_at"
 
 static void read_session(struct db_stmt *s, struct store_session *out)
 {
@@ -34,6 +35,11 @@ static void read_session(struct db_stmt *s, struct store_session *out)
     store_copy_text(out->pr_repo, sizeof(out->pr_repo), s, 13);
     store_copy_text(out->pr_author, sizeof(out->pr_author), s, 14);
     store_copy_text(out->pr_state, sizeof(out->pr_state), s, 15);
+    out->fix_ci = db_col_int64(s, 16) != 0;
+    store_copy_text(out->ci_head, sizeof(out->ci_head), s, 17);
+    out->ci_fixes = (unsigned)db_col_int64(s, 18);
+    store_copy_text(out->poll_cursor, sizeof(out->poll_cursor), s, 19);
+    out->polled_at = db_col_int64(s, 20);
 }
 
 int store_session_create(struct store *st, const struct store_session *ses, struct err *err)
@@ -120,16 +126,33 @@ int store_session_set_pull_request(struct store *st, const char *id, int64_t num
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
                           "UPDATE sessions SET pr_number = ?, pr_url = ?, pr_repo = lower(?), "
-                          "pr_author = ?, pr_state = 'open' WHERE id = ?",
+                          "pr_author = ?, pr_state = 'open', poll_cursor = ? WHERE id = ?",
                           &s, err);
     if (r < 0)
         return r;
+    /* the poller reads what comes after the pull request was opened, in GitHub's form */
+    char now[32];
+    time_format_rfc3339(time_now_ms(), now);
+    snprintf(now + 19, sizeof(now) - 19, "Z");
     db_bind_int64(s, 1, number);
     db_bind_text(s, 2, url);
     db_bind_text(s, 3, repo);
     db_bind_text(s, 4, author);
-    db_bind_text(s, 5, id);
+    db_bind_text(s, 5, now);
+    db_bind_text(s, 6, id);
     return store_step_done(st, s, "record session pull request", err);
+}
+
+/* The row s finds into out: 0, or -ENOENT when none (err for the caller to fill). */
+static int one_session(struct store *st, struct db_stmt *s, struct store_session *out,
+                       struct err *err)
+{
+    int rc = db_step(s);
+    if (rc == DB_ROW) {
+        read_session(s, out);
+        return 0;
+    }
+    return rc == DB_DONE ? -ENOENT : store_fail(st, rc, "find a session", err);
 }
 
 int store_session_by_pull_request(struct store *st, const char *repo, int64_t number,
@@ -144,14 +167,26 @@ int store_session_by_pull_request(struct store *st, const char *repo, int64_t nu
         return r;
     db_bind_text(s, 1, repo);
     db_bind_int64(s, 2, number);
-    int rc = db_step(s);
-    if (rc == DB_ROW) {
-        read_session(s, out);
-        return 0;
-    }
-    return rc == DB_DONE ? err_set(err, -ENOENT, "no session has pull request %s#%lld", repo,
-                                   (long long)number)
-                         : store_fail(st, rc, "find a pull request's session", err);
+    if ((r = one_session(st, s, out, err)) == -ENOENT)
+        err_set(err, r, "no session has pull request %s#%lld", repo, (long long)number);
+    return r;
+}
+
+int store_session_by_ci_head(struct store *st, const char *repo, const char *head,
+                             struct store_session *out, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " SESSION_COLUMNS " FROM sessions WHERE pr_repo = lower(?) AND "
+                          "ci_head = ? AND pr_number > 0 ORDER BY created_at DESC LIMIT 1",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, repo);
+    db_bind_text(s, 2, head);
+    if ((r = one_session(st, s, out, err)) == -ENOENT)
+        err_set(err, r, "no session pushed %.12s to %s", head, repo);
+    return r;
 }
 
 int store_session_set_pull_state(struct store *st, const char *id, const char *state,
@@ -164,6 +199,74 @@ int store_session_set_pull_state(struct store *st, const char *id, const char *s
     db_bind_text(s, 1, state);
     db_bind_text(s, 2, id);
     return store_step_done(st, s, "record a pull request's state", err);
+}
+
+int store_session_set_fix_ci(struct store *st, const char *id, bool on, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st, "UPDATE sessions SET fix_ci = ? WHERE id = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_int64(s, 1, on);
+    db_bind_text(s, 2, id);
+    return store_step_done(st, s, "record whether a session fixes its CI", err);
+}
+
+int store_session_set_ci(struct store *st, const char *id, const char *head, unsigned fixes,
+                         struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "UPDATE sessions SET ci_head = coalesce(?, ci_head), ci_fixes = ? "
+                          "WHERE id = ?",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, head);
+    db_bind_int64(s, 2, fixes);
+    db_bind_text(s, 3, id);
+    return store_step_done(st, s, "record a session's CI head", err);
+}
+
+int store_session_set_polled(struct store *st, const char *id, const char *cursor, int64_t at,
+                             struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r =
+        store_prepare(st,
+                      "UPDATE sessions SET poll_cursor = coalesce(?, poll_cursor), polled_at = ? "
+                      "WHERE id = ?",
+                      &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, cursor);
+    db_bind_int64(s, 2, at);
+    db_bind_text(s, 3, id);
+    return store_step_done(st, s, "record a session's poll", err);
+}
+
+int store_sessions_to_poll(struct store *st, int64_t active_since, unsigned limit,
+                           void (*fn)(const struct store_session *s, void *ctx), void *ctx,
+                           struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(st,
+                          "SELECT " SESSION_COLUMNS " FROM sessions WHERE pr_number > 0 AND "
+                          "pr_state = 'open' AND cleaned_at IS NULL AND last_run_at >= ?1 AND "
+                          "node_id = ?2 ORDER BY polled_at, id LIMIT ?3",
+                          &s, err);
+    if (r < 0)
+        return r;
+    db_bind_int64(s, 1, active_since);
+    db_bind_text(s, 2, st->node_id);
+    db_bind_int64(s, 3, limit);
+    int rc;
+    struct store_session ses;
+    while ((rc = db_step(s)) == DB_ROW) {
+        read_session(s, &ses);
+        fn(&ses, ctx);
+    }
+    return rc == DB_DONE ? 0 : store_fail(st, rc, "list sessions to poll", err);
 }
 
 int store_session_list_expired(struct store *st, int64_t before,

@@ -451,9 +451,14 @@ struct store_session {
     /* the node its runs and sandbox live on; STORE_SESSION_UNCLAIMED while its first run waits
      * for a node with room to claim it; "" on create: this node */
     char node_id[64];
-    char pr_repo[200];  /* "owner/name" of pr_number, lowercase; "" until it has one */
-    char pr_author[64]; /* the login that opened it (its credential's), "" when not known */
-    char pr_state[16];  /* "open", "closed", "merged"; "" until it has one */
+    char pr_repo[200];    /* "owner/name" of pr_number, lowercase; "" until it has one */
+    char pr_author[64];   /* the login that opened it (its credential's), "" when not known */
+    char pr_state[16];    /* "open", "closed", "merged"; "" until it has one */
+    bool fix_ci;          /* its pull request's failing CI is fixed by runs (run_task fix_ci) */
+    char ci_head[64];     /* the head commit the server last pushed, "" before the first */
+    unsigned ci_fixes;    /* fix runs queued since that lineage began */
+    char poll_cursor[32]; /* the poller's: newest created_at read ("2026-01-02T03:04:05Z") */
+    int64_t polled_at;    /* when the poller last looked (ms), 0 never */
 };
 
 /* The node of a session none has claimed yet (a shared store's new sessions). */
@@ -486,6 +491,24 @@ int store_session_set_pull_request(struct store *st, const char *id, int64_t num
  * (case-insensitive); -ENOENT when none. */
 int store_session_by_pull_request(struct store *st, const char *repo, int64_t number,
                                   struct store_session *out, struct err *err);
+/* The session whose pull request in repo has head as the head the server last pushed (for CI
+ * events that name no pull request); -ENOENT when none. */
+int store_session_by_ci_head(struct store *st, const char *repo, const char *head,
+                             struct store_session *out, struct err *err);
+/* The poller looked at the session at `at` (ms) and read up to cursor (NULL: as before). */
+int store_session_set_polled(struct store *st, const char *id, const char *cursor, int64_t at,
+                             struct err *err);
+/* Call fn for up to limit of this node's sessions with an open pull request and a run since
+ * active_since (ms), the ones looked at longest ago first. */
+int store_sessions_to_poll(struct store *st, int64_t active_since, unsigned limit,
+                           void (*fn)(const struct store_session *s, void *ctx), void *ctx,
+                           struct err *err);
+/* Whether the session's failing CI is fixed by runs. */
+int store_session_set_fix_ci(struct store *st, const char *id, bool on, struct err *err);
+/* Record the head the server pushed (NULL: keep the one recorded) and the fix runs made since
+ * the lineage began. */
+int store_session_set_ci(struct store *st, const char *id, const char *head, unsigned fixes,
+                         struct err *err);
 /* Record what became of the session's pull request: "open", "closed", "merged". */
 int store_session_set_pull_state(struct store *st, const char *id, const char *state,
                                  struct err *err);

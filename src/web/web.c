@@ -476,8 +476,16 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
     }
     char created[32];
     time_format_rfc3339(ses.created_at, created);
-    respond_json(req, json_pack("{s:s, s:s, s:s, s:o}", "session_id", id, "agent", ses.agent,
-                                "created_at", created, "runs", l.runs));
+    /* its pull request, and whether it still takes steering from it (src/runs/review.c) */
+    json_t *pr = json_null();
+    if (ses.pr_number > 0)
+        pr = json_pack("{s:s, s:I, s:s, s:b, s:b, s:i}", "url", ses.pr_url, "number",
+                       (json_int_t)ses.pr_number, "state", ses.pr_state[0] ? ses.pr_state : "open",
+                       "steering",
+                       strcmp(ses.pr_state, "closed") != 0 && strcmp(ses.pr_state, "merged") != 0,
+                       "fix_ci", ses.fix_ci, "ci_fixes", (int)ses.ci_fixes);
+    respond_json(req, json_pack("{s:s, s:s, s:s, s:o, s:o}", "session_id", id, "agent", ses.agent,
+                                "created_at", created, "pull_request", pr, "runs", l.runs));
     return 0;
 }
 

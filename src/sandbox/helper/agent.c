@@ -91,16 +91,25 @@ static uint64_t fnv(uint64_t h, const char *s)
 
 /* 64-bit FNV-1a of the server's program, environment and configuration, in hex: a changed
  * configuration (a new model of a provider the catalogue lacks, a provider added) or environment
- * (what the agent's commands inherit from the server) needs a new server. Not counted: the token,
- * the sandbox's whichever run started the server, and the working directory, the run's. OpenCode
- * reads its global configuration files once, at its start, so they count too, by size and change
- * time: a setup (or a run) that writes one makes the server started before it stale. */
+ * (what the agent's commands inherit from the server) needs a new server. Not counted: the token
+ * (SANDBOX_MCP_PROXY_TOKEN and gh's copies), the sandbox's whichever run started the server, and
+ * the working directory, the run's. OpenCode reads its global configuration files once, at its
+ * start, so they count too, by size and change time: a setup (or a run) that writes one makes the
+ * server started before it stale. */
 static void fingerprint_of(const char *program, char out[17])
 {
+    /* the token is in these, the same token whichever form of it (the sandbox's key, its warm
+     * token) the server was started with */
+    static const char *const skip[] = {
+        "SANDBOX_MCP_PROXY_TOKEN=", "GH_TOKEN=", "GH_ENTERPRISE_TOKEN=", "PWD="};
     uint64_t h = fnv(1469598103934665603ull, program);
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "SANDBOX_MCP_PROXY_TOKEN=", 24) != 0 && strncmp(*e, "PWD=", 4) != 0)
+    for (char **e = environ; *e; e++) {
+        bool skipped = false;
+        for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+            skipped |= strncmp(*e, skip[i], strlen(skip[i])) == 0;
+        if (!skipped)
             h = fnv(h, *e);
+    }
     static const char *const files[] = {"opencode.json", "opencode.jsonc", "config.json"};
     const char *home = getenv("HOME");
     for (size_t i = 0; home && i < sizeof(files) / sizeof(files[0]); i++) {

@@ -347,6 +347,20 @@ async function sessionPage() {
     return;
   }
   setText('session-id', `${s.session_id} · ${s.agent} · since ${when(s.created_at)}`);
+  const pr = s.pull_request;
+  if (pr) {
+    // what the pull request can still ask of the session (review comments, failing CI)
+    const p = $('steering');
+    const link = el('a', 'pr', `Pull request #${pr.number}`);
+    const href = safeUrl(pr.url);
+    if (href) link.href = href;
+    link.rel = 'noreferrer noopener';
+    p.append(link, pr.steering
+      ? `: review comments addressed to the server start runs here${pr.fix_ci
+        ? `, and failing CI is fixed by runs (${pr.ci_fixes} so far for its latest push)` : ''}.`
+      : ` was ${pr.state}: this session takes no more steering from it.`);
+    p.hidden = false;
+  }
   const list = $('runs');
   $('empty').hidden = s.runs.length > 0;
   for (const r of s.runs) {
