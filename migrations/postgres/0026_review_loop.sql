@@ -13,6 +13,8 @@ CREATE INDEX sessions_pull_request ON sessions(pr_repo, pr_number) WHERE pr_numb
 ALTER TABLE sessions ADD COLUMN fix_ci INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN ci_head TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN ci_fixes INTEGER NOT NULL DEFAULT 0;
+-- A user's runs on a repository fix their pull requests' failing CI unless a run says otherwise.
+ALTER TABLE repo_settings ADD COLUMN fix_ci INTEGER NOT NULL DEFAULT 0;
 -- The poller (a server GitHub cannot reach): the creation time (GitHub's ISO 8601) of the newest
 -- comment or review it has read, and when it last looked (ms), oldest looked at first.
 ALTER TABLE sessions ADD COLUMN poll_cursor TEXT NOT NULL DEFAULT '';

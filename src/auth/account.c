@@ -288,8 +288,12 @@ static void repo_form(struct buf *b, const char *csrf, const struct store_repo_s
                "<label>When the setup fails <select name=\"on_setup_failure\">"
                "<option value=\"start\"%s>start the agent anyway (it is told)</option>"
                "<option value=\"stop\"%s>stop: the run fails</option></select></label>\n"
+               "<label><input type=\"checkbox\" name=\"fix_ci\" value=\"on\"%s> Fix failing "
+               "CI: when a pull request's checks fail, a run gets their logs and makes them "
+               "pass</label>\n"
                "<button type=\"submit\" class=\"primary\">%s</button>\n</form>\n",
-               stop ? "" : " selected", stop ? " selected" : "", rs ? "Save" : "Add repository");
+               stop ? "" : " selected", stop ? " selected" : "", rs && rs->fix_ci ? " checked" : "",
+               rs ? "Save" : "Add repository");
 }
 
 static void repo_row(const struct store_repo_setting *rs, void *ctx)
@@ -304,7 +308,8 @@ static void repo_row(const struct store_repo_setting *rs, void *ctx)
         buf_printf(b, "setup script of %zu bytes", strlen(rs->setup));
     else
         buf_puts(b, "the repository's own setup");
-    buf_printf(b, " · on failure: %s · updated ", rs->stop_on_failure ? "stop" : "start");
+    buf_printf(b, " · on failure: %s%s · updated ", rs->stop_on_failure ? "stop" : "start",
+               rs->fix_ci ? " · fixes failing CI" : "");
     when(b, rs->updated_at);
     buf_puts(b, "</span>\n<details><summary>Edit</summary>\n");
     repo_form(b, l->csrf, rs);
@@ -646,6 +651,10 @@ static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user 
             const char *script = setup ? sent : old.setup;
             r = store_repo_setting_set(a->store, user->id, slug, script,
                                        on && strcmp(on, "stop") == 0, time_now_ms(), &err);
+            /* an unchecked box is not sent at all */
+            if (r == 0)
+                r = store_repo_setting_set_fix_ci(a->store, user->id, slug,
+                                                  form_get(&f, "fix_ci") != NULL, &err);
         }
         if (r == -ENOSPC)
             r = err_set(&err, -EINVAL,

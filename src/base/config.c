@@ -50,6 +50,7 @@ const char *const config_known_keys[] = {
     "GITHUB_REPOS",
     "GITHUB_API_URL",
     "GITHUB_WEBHOOK_SECRET",
+    "GITHUB_WEBHOOK_SECRETS",
     "GITHUB_MENTION",
     "GITHUB_WEBHOOK_RATE",
     "GITHUB_DELIVERIES_MAX",

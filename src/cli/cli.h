@@ -28,6 +28,7 @@ struct cli_opts {
     const char *sandbox;
     const char *setup_file;       /* user repo set */
     const char *on_setup_failure; /* user repo set */
+    const char *fix_ci;           /* user repo set: "on" or "off" */
     bool setup_stdin;             /* user repo set */
     const char *repos;            /* user secret set --repos */
     bool agent;                   /* user secret set --agent */
@@ -55,6 +56,7 @@ enum {
     OPT_SETUP_FILE,
     OPT_SETUP_STDIN,
     OPT_ON_SETUP_FAILURE,
+    OPT_FIX_CI,
     OPT_REPOS,
     OPT_AGENT
 };

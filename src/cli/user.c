@@ -38,7 +38,8 @@ const char cli_usage_user[] =
     "       sandbox-mcp user notify list NAME [--data-dir DIR]\n"
     "       sandbox-mcp user notify remove|test NAME ID [--data-dir DIR]\n"
     "       sandbox-mcp user repo set NAME OWNER/REPO [--setup-file PATH | --setup-stdin]\n"
-    "                                   [--on-setup-failure start|stop] [--data-dir DIR]\n"
+    "                                   [--on-setup-failure start|stop] [--fix-ci on|off]\n"
+    "                                   [--data-dir DIR]\n"
     "       sandbox-mcp user repo show|delete NAME OWNER/REPO [--data-dir DIR]\n"
     "       sandbox-mcp user repo list NAME [--data-dir DIR]\n"
     "\n"
@@ -71,8 +72,10 @@ const char cli_usage_user[] =
     "setup script, read from PATH or standard input (never the command line; at most 64 KiB,\n"
     "empty for none), run before the agent in a new workspace in place of the repository's\n"
     "own; and what a failed setup does: start (the agent starts anyway and is told; the\n"
-    "default) or stop (the run ends failed, with the setup's last lines). What set does not\n"
-    "name is kept. At most 200 repositories a user.\n";
+    "default) or stop (the run ends failed, with the setup's last lines); and whether new\n"
+    "sessions' runs fix their pull requests' failing CI (--fix-ci on: run_task's fix_ci,\n"
+    "unless a run says otherwise). What set does not name is kept. At most 200 repositories a\n"
+    "user.\n";
 
 static void print_user(const struct store_user *u, void *ctx)
 {
@@ -694,9 +697,17 @@ static const struct user_sub {
 
 int cli_user(const struct cli_command *cmd, int argc, char **argv)
 {
-    static const int allowed[] = {
-        OPT_DATA_DIR,    OPT_ENV_FILE,         OPT_TTL,   OPT_PUBLIC_URL, OPT_SETUP_FILE,
-        OPT_SETUP_STDIN, OPT_ON_SETUP_FAILURE, OPT_REPOS, OPT_AGENT,      0};
+    static const int allowed[] = {OPT_DATA_DIR,
+                                  OPT_ENV_FILE,
+                                  OPT_TTL,
+                                  OPT_PUBLIC_URL,
+                                  OPT_SETUP_FILE,
+                                  OPT_SETUP_STDIN,
+                                  OPT_ON_SETUP_FAILURE,
+                                  OPT_REPOS,
+                                  OPT_AGENT,
+                                  OPT_FIX_CI,
+                                  0};
     const char *sub = NULL;
     struct cli_opts o = {0};
     int r = cli_parse_sub(cmd->name, cmd->usage,
@@ -711,10 +722,11 @@ int cli_user(const struct cli_command *cmd, int argc, char **argv)
             us = &user_subs[i];
     if (!us)
         return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
-    if (us->run != cli_user_repo && (o.setup_file || o.setup_stdin || o.on_setup_failure))
+    if (us->run != cli_user_repo &&
+        (o.setup_file || o.setup_stdin || o.on_setup_failure || o.fix_ci))
         return cli_usage_error(cmd->name, cmd->usage, "%s",
-                               "--setup-file, --setup-stdin and --on-setup-failure apply to "
-                               "'user repo set' only");
+                               "--setup-file, --setup-stdin, --on-setup-failure and --fix-ci "
+                               "apply to 'user repo set' only");
     if ((o.repos || o.agent) && us->run != cmd_user_secret)
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--repos and --agent apply to 'user secret set' only");

@@ -74,10 +74,12 @@ int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o)
     if (o->ttl || o->public_url)
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--ttl and --public-url do not apply here");
-    if (!set && (o->setup_file || o->setup_stdin || o->on_setup_failure))
+    if (!set && (o->setup_file || o->setup_stdin || o->on_setup_failure || o->fix_ci))
         return cli_usage_error(cmd->name, cmd->usage, "%s",
-                               "--setup-file, --setup-stdin and --on-setup-failure apply to "
-                               "'user repo set' only");
+                               "--setup-file, --setup-stdin, --on-setup-failure and --fix-ci "
+                               "apply to 'user repo set' only");
+    if (o->fix_ci && strcmp(o->fix_ci, "on") != 0 && strcmp(o->fix_ci, "off") != 0)
+        return cli_usage_error(cmd->name, cmd->usage, "--fix-ci '%s' is not on or off", o->fix_ci);
     if (o->setup_file && o->setup_stdin)
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--setup-file and --setup-stdin: one or the other");
@@ -131,8 +133,9 @@ int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o)
         if (store_repo_setting_get(st, u.id, slug, &rs, &err) == 0) {
             char when[32];
             time_format_rfc3339(rs.updated_at, when);
-            printf("repository: %s\non setup failure: %s\nupdated: %s\n", rs.repository,
-                   rs.stop_on_failure ? "stop" : "start", when);
+            printf("repository: %s\non setup failure: %s\nfix failing CI: %s\nupdated: %s\n",
+                   rs.repository, rs.stop_on_failure ? "stop" : "start", rs.fix_ci ? "on" : "off",
+                   when);
             if (rs.setup)
                 printf("setup script (%zu bytes):\n%s%s", strlen(rs.setup), rs.setup,
                        rs.setup[strlen(rs.setup) - 1] == '\n' ? "" : "\n");
@@ -148,10 +151,14 @@ int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o)
         const char *setup = script_given ? script : got == 0 ? rs.setup : NULL;
         bool stop = o->on_setup_failure ? strcmp(o->on_setup_failure, "stop") == 0
                                         : got == 0 && rs.stop_on_failure;
+        bool fix = o->fix_ci ? strcmp(o->fix_ci, "on") == 0 : got == 0 && rs.fix_ci;
         int rc = store_repo_setting_set(st, u.id, slug, setup, stop, time_now_ms(), &err);
+        if (rc == 0)
+            rc = store_repo_setting_set_fix_ci(st, u.id, slug, fix, &err);
         if (rc == 0) {
-            printf("settings of %s for %s set: %s, on setup failure %s\n", name, slug,
-                   setup ? "a setup script" : "no setup script", stop ? "stop" : "start");
+            printf("settings of %s for %s set: %s, on setup failure %s%s\n", name, slug,
+                   setup ? "a setup script" : "no setup script", stop ? "stop" : "start",
+                   fix ? ", fix failing CI" : "");
             r = 0;
         } else if (rc == -ENOSPC || rc == -EFBIG || rc == -EINVAL) {
             r = EXIT_USAGE;

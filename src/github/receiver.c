@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "base/metrics.h"
@@ -21,17 +22,86 @@
 
 #define SIGNATURE_HEADER "x-hub-signature-256"
 
+#define REPO_SECRETS_MAX 64
+
 struct github_receiver {
     struct store *st;
     github_event_fn fn;
     void *ctx;
-    char *secret; /* NULL: webhooks are off */
+    char *secret; /* NULL: webhooks are off unless a repository has its own */
+    /* GITHUB_WEBHOOK_SECRETS: a repository ("owner/name", or "owner/" and a star) and its own
+     * secret */
+    struct {
+        char repo[200];
+        char *secret;
+    } repos[REPO_SECRETS_MAX];
+    size_t nrepos;
     char mention[64];
     uint64_t rate; /* deliveries a second */
     uint64_t keep; /* delivery ids kept */
     double tokens; /* the rate's bucket */
     int64_t at_ms;
 };
+
+static void wipe_free(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
+/* "owner/name=SECRET,...", an entry "owner/" and a star for all of an owner's: each repository's
+ * (or owner's) own secret. */
+static int repo_secrets_parse(struct github_receiver *g, const char *spec, struct err *err)
+{
+    for (const char *p = spec; p && *p;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        const char *slash = eq ? memchr(p, '/', (size_t)(eq - p)) : NULL;
+        size_t klen = eq ? (size_t)(eq - p) : 0, vlen = eq ? n - klen - 1 : 0;
+        if (!eq || !slash || slash == p || klen >= sizeof(g->repos[0].repo) || vlen < 16 ||
+            g->nrepos == REPO_SECRETS_MAX)
+            return err_set(err, -EINVAL,
+                           "GITHUB_WEBHOOK_SECRETS: entry %zu is not owner/name=SECRET or "
+                           "owner/*=SECRET with a secret of at least 16 bytes (at most %d "
+                           "entries)",
+                           g->nrepos + 1, REPO_SECRETS_MAX);
+        snprintf(g->repos[g->nrepos].repo, sizeof(g->repos[0].repo), "%.*s", (int)klen, p);
+        g->repos[g->nrepos++].secret = strndup(eq + 1, vlen);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+/* The secret a delivery about repo ("owner/name") is signed with: the repository's own, else
+ * its owner's, else the server's (NULL when none). */
+static const char *secret_for(const struct github_receiver *g, const char *repo)
+{
+    const char *owner_secret = NULL;
+    size_t ol = strcspn(repo, "/");
+    for (size_t i = 0; i < g->nrepos; i++) {
+        const char *r = g->repos[i].repo;
+        if (strcasecmp(r, repo) == 0)
+            return g->repos[i].secret;
+        if (strncasecmp(r, repo, ol) == 0 && strcmp(r + ol, "/*") == 0 && repo[ol] == '/')
+            owner_secret = g->repos[i].secret;
+    }
+    return owner_secret ? owner_secret : g->secret;
+}
+
+/* The repository a delivery names (repository.full_name), read before its signature is checked
+ * only to choose the secret; "" when none. */
+static void delivery_repo(const char *body, size_t len, char out[200])
+{
+    json_t *j = json_loadb(body, len, 0, NULL);
+    const char *name =
+        json_string_value(json_object_get(json_object_get(j, "repository"), "full_name"));
+    snprintf(out, 200, "%s", name ? name : "");
+    json_decref(j);
+}
 
 int github_receiver_new(const struct config *cfg, struct store *st, github_event_fn fn, void *ctx,
                         struct github_receiver **out, struct err *err)
@@ -55,6 +125,10 @@ int github_receiver_new(const struct config *cfg, struct store *st, github_event
                        "GITHUB_WEBHOOK_SECRET is shorter than 16 bytes: make one with `openssl "
                        "rand -hex 32`, and give GitHub the same");
     struct github_receiver *g = xcalloc(1, sizeof(*g));
+    if ((r = repo_secrets_parse(g, config_get(cfg, "GITHUB_WEBHOOK_SECRETS"), err)) < 0) {
+        github_receiver_free(g);
+        return r;
+    }
     g->st = st;
     g->fn = fn;
     g->ctx = ctx;
@@ -72,10 +146,9 @@ void github_receiver_free(struct github_receiver *g)
 {
     if (!g)
         return;
-    if (g->secret) {
-        explicit_bzero(g->secret, strlen(g->secret));
-        free(g->secret);
-    }
+    wipe_free(g->secret);
+    for (size_t i = 0; i < g->nrepos; i++)
+        wipe_free(g->repos[i].secret);
     free(g);
 }
 
@@ -127,7 +200,7 @@ static int on_webhook(h2o_handler_t *self, h2o_req_t *req)
     struct http_route *route = (struct http_route *)self;
     struct github_receiver *g = route->ctx;
     http_request_track(route, req);
-    if (!g->secret) {
+    if (!g->secret && !g->nrepos) {
         http_respond_error(req, 404, "not_found",
                            "webhooks are off on this server: its operator sets "
                            "GITHUB_WEBHOOK_SECRET to turn them on (docs/DEPLOY.md)");
@@ -152,7 +225,12 @@ static int on_webhook(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     const char *sig = http_header_str(req, SIGNATURE_HEADER);
-    if (!sig || !github_signature_ok(g->secret, strlen(g->secret), sig, req->entity.base, len)) {
+    char repo[200] = "";
+    if (g->nrepos && sig)
+        delivery_repo(req->entity.base ? req->entity.base : "", len, repo);
+    const char *secret = secret_for(g, repo);
+    if (!sig || !secret ||
+        !github_signature_ok(secret, strlen(secret), sig, req->entity.base, len)) {
         metrics_github("bad_signature");
         http_respond_error(req, 401, "bad_signature",
                            "X-Hub-Signature-256 is missing or is not this server's secret's "

@@ -33,7 +33,10 @@ typedef void (*github_event_fn)(void *ctx, const struct github_event *ev,
                                 struct github_outcome *out);
 
 /* The receiver, with its settings from cfg: GITHUB_WEBHOOK_SECRET (unset: the endpoint answers
- * 404, webhooks being off), GITHUB_MENTION (what addresses the server in a comment, default
+ * 404, webhooks being off), GITHUB_WEBHOOK_SECRETS (a repository's or an owner's own secret:
+ * "owner/name=SECRET", or "owner/" and a star for all of an owner's; a delivery naming that
+ * repository must be signed with it, which the delivery's repository.full_name, read first,
+ * chooses), GITHUB_MENTION (what addresses the server in a comment, default
  * "@sandbox-mcp"), GITHUB_WEBHOOK_RATE (deliveries a second, default 10, with bursts of five
  * seconds' worth), GITHUB_DELIVERIES_MAX (ids kept against redelivery, default 10000). */
 int github_receiver_new(const struct config *cfg, struct store *st, github_event_fn fn, void *ctx,

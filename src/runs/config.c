@@ -60,7 +60,8 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
                        &rc->agent_log_max_bytes, err) < 0)
         return err->code;
     /* How long a session's OpenCode server stays warm after its last run (0: a process per run) */
-    bool hooks = config_get(cfg, "GITHUB_WEBHOOK_SECRET") != NULL;
+    bool hooks =
+        config_get(cfg, "GITHUB_WEBHOOK_SECRET") || config_get(cfg, "GITHUB_WEBHOOK_SECRETS");
     if (config_get_u64(cfg, "GITHUB_POLL_SECONDS", hooks ? 0 : 180, 0, 86400, &v, err) < 0)
         return err->code;
     rc->github_poll_s = (unsigned)v;

@@ -201,6 +201,16 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
         pr = cred ? "draft" : "none";
         runs_wipe_free(cred);
     }
+    /* a new session on a repository whose user's settings fix failing CI does so by default */
+    enum runs_fix_ci fix_ci = s->fix_ci;
+    char slug[STORE_REPO_NAME_MAX + 1];
+    struct store_repo_setting rs = {0};
+    struct err serr = {0};
+    if (fix_ci == RUNS_FIX_CI_KEEP && !ses.id[0] && strcmp(pr, "none") != 0 && repository &&
+        runs_repo_slug(repository, slug, sizeof(slug)) &&
+        store_repo_setting_get(e->st, s->user_id, slug, &rs, &serr) == 0 && rs.fix_ci)
+        fix_ci = RUNS_FIX_CI_ON;
+    store_repo_setting_release(&rs);
     if (s->fix_ci == RUNS_FIX_CI_ON && strcmp(pr, "none") == 0)
         return err_set(err, -EINVAL,
                        "fix_ci needs a pull request: a GitHub repository your credential serves, "
@@ -249,8 +259,8 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     int r = store_run_insert(e->st, &row, err);
     if (r < 0)
         return r;
-    if (s->fix_ci != RUNS_FIX_CI_KEEP &&
-        store_session_set_fix_ci(e->st, ses.id, s->fix_ci == RUNS_FIX_CI_ON, err) < 0)
+    if (fix_ci != RUNS_FIX_CI_KEEP &&
+        store_session_set_fix_ci(e->st, ses.id, fix_ci == RUNS_FIX_CI_ON, err) < 0)
         log_error("fix_ci not recorded session=%s err=\"%s\"", ses.id, err->msg);
     log_info("run queued run=%s session=%s user=%s agent=%s model=%s repository=%s network=%s "
              "pull_request=%s",

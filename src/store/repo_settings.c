@@ -73,6 +73,24 @@ static void read_row(struct db_stmt *s, struct store_repo_setting *rs)
     const char *on = db_col_text(s, 2);
     rs->stop_on_failure = on && strcmp(on, "stop") == 0;
     rs->updated_at = db_col_int64(s, 3);
+    rs->fix_ci = db_col_int64(s, 4) != 0;
+}
+
+int store_repo_setting_set_fix_ci(struct store *st, const char *user_id, const char *repository,
+                                  bool on, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(
+        st, "UPDATE repo_settings SET fix_ci = ? WHERE user_id = ? AND repository = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_int64(s, 1, on);
+    db_bind_text(s, 2, user_id);
+    db_bind_text(s, 3, repository);
+    if ((r = store_step_done(st, s, "store repository settings", err)) < 0)
+        return r;
+    return db_changes(st) ? 0
+                          : err_set(err, -ENOENT, "no settings for repository '%s'", repository);
 }
 
 int store_repo_setting_get(struct store *st, const char *user_id, const char *repository,
@@ -80,7 +98,7 @@ int store_repo_setting_get(struct store *st, const char *user_id, const char *re
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
-                          "SELECT repository, setup, on_setup_failure, updated_at FROM "
+                          "SELECT repository, setup, on_setup_failure, updated_at, fix_ci FROM "
                           "repo_settings WHERE user_id = ? AND repository = ?",
                           &s, err);
     if (r < 0)
@@ -124,7 +142,7 @@ int store_repo_setting_list(struct store *st, const char *user_id,
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
-                          "SELECT repository, setup, on_setup_failure, updated_at FROM "
+                          "SELECT repository, setup, on_setup_failure, updated_at, fix_ci FROM "
                           "repo_settings WHERE user_id = ? ORDER BY repository",
                           &s, err);
     if (r < 0)

@@ -801,12 +801,17 @@ struct store_repo_setting {
     char *setup;                              /* the script, NULL when none */
     bool stop_on_failure;                     /* a failed setup ends the run failed */
     int64_t updated_at;
+    bool fix_ci; /* new sessions' runs fix their pull requests' failing CI (run_task fix_ci) */
 };
 /* Set (or replace) user_id's settings for repository (already normalised: runs_repo_slug):
  * setup (NULL: none; at most STORE_REPO_SETUP_MAX bytes, else -EFBIG), and whether a failed
  * setup stops the run. -ENOSPC when the user holds STORE_REPO_SETTINGS_MAX others already. */
 int store_repo_setting_set(struct store *st, const char *user_id, const char *repository,
                            const char *setup, bool stop_on_failure, int64_t now, struct err *err);
+/* Whether user_id's runs on repository fix their failing CI, in the settings set before;
+ * -ENOENT when there are none. */
+int store_repo_setting_set_fix_ci(struct store *st, const char *user_id, const char *repository,
+                                  bool on, struct err *err);
 /* user_id's settings for repository into *out (out->setup malloc'd: store_repo_setting_release),
  * or -ENOENT when there are none. */
 int store_repo_setting_get(struct store *st, const char *user_id, const char *repository,

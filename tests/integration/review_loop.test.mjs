@@ -8,6 +8,9 @@
 // sends the webhooks; real OpenCode with a scripted fake model does the work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 import { startServer, cli, sqlRows } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
@@ -16,6 +19,7 @@ import { startFakeGitHub } from '../lib/fake-github.mjs';
 
 const TOKEN = 'github_pat_11REVIEWtestTOKEN_alice0123456789';
 const SECRET = 'review-loop-test-secret-0123456789';
+const CI_SECRET = 'acme-ci-own-secret-0123456789abcdef'; // acme/ci's own (GITHUB_WEBHOOK_SECRETS)
 const DELIVERIES_MAX = 6;
 const REPO = 'acme/widget';
 const METRICS_TOKEN = 'review-loop-metrics';
@@ -37,7 +41,7 @@ before(async () => {
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     GITHUB_WEBHOOK_SECRET: SECRET, GITHUB_STEERERS: 'carol, dave',
     GITHUB_DELIVERIES_MAX: String(DELIVERIES_MAX), GITHUB_WEBHOOK_RATE: '3', METRICS_TOKEN,
-    CI_FIX_ATTEMPTS: '2',
+    CI_FIX_ATTEMPTS: '2', GITHUB_WEBHOOK_SECRETS: `acme/ci=${CI_SECRET}`,
   } });
   hookUrl = `${server.url}/github/webhook`;
   const r = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir],
@@ -210,6 +214,9 @@ test('a bad signature, a missing one and a replayed delivery change nothing', as
   assert.equal(none.status, 401);
   const forged = await send('issue_comment', payload, { signature: 'sha256=' + '0'.repeat(64) });
   assert.equal(forged.status, 401);
+  // another repository's own secret signs only that repository's deliveries
+  const borrowed = await send('issue_comment', payload, { secret: CI_SECRET });
+  assert.equal(borrowed.status, 401);
   assert.equal(deliveries(), kept);
   assert.equal(runCount(), runsBefore);
   const first = await send('issue_comment', payload, { id: 'b1c2d3e4-0000-4000-8000-000000000005' });
@@ -240,7 +247,7 @@ test('failing CI comes back as fix runs: fixed on the second attempt, then the c
   const fail = (marker) => {
     const run = gh.addWorkflowRun('acme/ci', { name: 'CI', head_sha: tip(), head_branch: ciBranch, conclusion: 'failure',
       jobs: [{ name: 'test', conclusion: 'failure', steps: [{ name: 'check z', log: `FAIL ${marker}: z should be 3` }] }] });
-    return send('workflow_run', gh.payloads.workflowRun('acme/ci', run));
+    return send('workflow_run', gh.payloads.workflowRun('acme/ci', run), { secret: CI_SECRET });
   };
   const fixed = async (n, marker, script) => {
     const s1 = router.add(marker, script);
@@ -267,7 +274,10 @@ test('failing CI comes back as fix runs: fixed on the second attempt, then the c
   // green on the second fix's push: said, and the count starts again
   const green = gh.addWorkflowRun('acme/ci', { name: 'CI', head_sha: tip(), head_branch: ciBranch, conclusion: 'success',
     jobs: [{ name: 'test', conclusion: 'success', steps: [{ name: 'check z', log: 'ok' }] }] });
-  const passed = await send('workflow_run', gh.payloads.workflowRun('acme/ci', green));
+  // acme/ci has a secret of its own: the server's does not sign its deliveries
+  const wrongSecret = await send('workflow_run', gh.payloads.workflowRun('acme/ci', green));
+  assert.equal(wrongSecret.status, 401);
+  const passed = await send('workflow_run', gh.payloads.workflowRun('acme/ci', green), { secret: CI_SECRET });
   assert.equal(passed.body.status, 'recorded', JSON.stringify(passed.body));
   // the server's answers are its own calls to GitHub, made after it answered the delivery
   await runs.until(() => comments().some((c) => /CI passes on [0-9a-f]{12} after 2 fix attempts/.test(c)),
@@ -277,7 +287,7 @@ test('failing CI comes back as fix runs: fixed on the second attempt, then the c
   // a head the server did not push (a person's) is not the session's to fix
   const other = gh.addWorkflowRun('acme/ci', { name: 'CI', head_sha: gh.shas['acme/ci'], head_branch: ciBranch, conclusion: 'failure',
     jobs: [{ name: 'test', conclusion: 'failure', steps: [{ name: 'check z', log: 'FAIL' }] }] });
-  const theirs = await send('workflow_run', gh.payloads.workflowRun('acme/ci', other));
+  const theirs = await send('workflow_run', gh.payloads.workflowRun('acme/ci', other), { secret: CI_SECRET });
   assert.equal(theirs.body.status, 'ignored');
   assert.match(theirs.body.why, /someone else pushed/);
 
@@ -316,11 +326,18 @@ test('a closed pull request ends the session\'s steering', async () => {
   assert.equal(runCount(), runsBefore);
 });
 
-test('a server GitHub cannot reach polls instead: it finds what the webhook would have sent, with conditional requests', async () => {
+test('a server GitHub cannot reach polls instead: it finds what the webhook would have sent, with conditional requests', async (t) => {
+  // this server's GitHub API view is capped low, to show its caps: answers of 2 KiB, a token's
+  // requests at one a second with bursts of five
+  const providers = mkdtempSync(path.join(tmpdir(), 'smcp-providers-'));
+  const file = JSON.parse(readFileSync(new URL('../../proxy/github-api.json', import.meta.url), 'utf8'));
+  writeFileSync(path.join(providers, 'github-api.json'),
+    JSON.stringify({ ...file, answer_max: 2048, rate_per_minute: 60, rate_burst: 5 }));
+  t.after(() => rmSync(providers, { recursive: true, force: true }));
   await runs.withServer({
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
-    GITHUB_POLL_SECONDS: '1', CI_FIX_ATTEMPTS: '2',
+    GITHUB_POLL_SECONDS: '1', CI_FIX_ATTEMPTS: '2', PROXY_PROVIDERS_DIR: providers,
   }, async (srv) => {
     const r0 = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', srv.dataDir], { input: `${TOKEN}\n` });
     assert.equal(r0.status, 0, r0.stderr);
@@ -330,7 +347,12 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
       { tool: 'bash', input: { command: 'echo "p = 2" > p.txt && git commit -qam "p is 2"', description: 'Commit' } },
       { text: 'Set p.' },
     ]);
-    const started = await runs.ok(srv, 'run_task', { task: 'review-poll-0: set p', repository: gh.repoUrl('acme/polled'), fix_ci: true });
+    // the user's settings for the repository turn fix_ci on for its new sessions
+    const set = cli(['user', 'repo', 'set', 'admin', 'acme/polled', '--fix-ci', 'on', '--data-dir', srv.dataDir]);
+    assert.equal(set.status, 0, set.stderr);
+    assert.match(set.stdout, /fix failing CI/);
+    assert.match(cli(['user', 'repo', 'show', 'admin', 'acme/polled', '--data-dir', srv.dataDir]).stdout, /fix failing CI: on/);
+    const started = await runs.ok(srv, 'run_task', { task: 'review-poll-0: set p', repository: gh.repoUrl('acme/polled') });
     const first = await runs.finished(srv, started.run_id);
     assert.equal(first.delivery?.status, 'delivered', JSON.stringify(first));
     const n = first.pull_request.number, branch2 = first.delivery.branch;
@@ -350,7 +372,11 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
     await twoLooks();
     assert.equal(sessionRuns().length, 1);
     // the owner's comment addressed to the server starts a follow-up run, answered on the PR
-    router.add('review-poll-1', [
+    const bigLog = gh.addWorkflowRun('acme/polled', { name: 'Big', head_branch: 'main', conclusion: 'failure',
+      jobs: [{ name: 'big', conclusion: 'failure', steps: [{ name: 'noise', log: 'x'.repeat(8192) }] }] });
+    const poll1 = router.add('review-poll-1', [
+      // the view's caps: an answer over answer_max is refused, and a token's burst runs out
+      { tool: 'bash', input: { command: `curl -s -w ' %{http_code}' -H "Authorization: token $GH_TOKEN" http://127.0.0.1:8788/proxy/github-api/repos/acme/polled/actions/jobs/${bigLog.jobs[0].id}/logs; echo; for i in $(seq 30); do curl -s -o /dev/null -w '%{http_code} ' -H "Authorization: token $GH_TOKEN" http://127.0.0.1:8788/proxy/github-api/repos/acme/polled/pulls/9999; done`, description: 'Caps' } },
       { tool: 'bash', input: { command: 'echo "p = 3" > p.txt && git commit -qam "p is 3"', description: 'Commit' } },
       { text: 'Set p to 3.' },
     ]);
@@ -358,6 +384,13 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
     const follow = await runs.until(() => sessionRuns().find((r) => /Review follow-up/.test(r.title)), 'the follow-up run');
     const r1 = await runs.finished(srv, follow.id);
     assert.equal(r1.delivery.status, 'delivered', JSON.stringify(r1.delivery));
+    const [big, burst] = toolResults(poll1.requests[1].body).at(-1).text.split('\n');
+    assert.match(big, /answer_too_large.* 502$/);
+    const codes = burst.trim().split(' ');
+    assert.equal(codes.length, 30);
+    // GitHub's own answer (no such pull request) while the burst lasts, then the proxy's 429
+    assert.ok(codes.includes('429') && codes.includes('404'), burst);
+    assert.ok(codes.every((c) => c === '404' || c === '429'), burst);
     assert.equal(gh.log('acme/polled', branch2)[0].subject, 'p is 3');
     assert.ok(gh.comments.some((c) => c.repo === 'acme/polled' && /On it/.test(c.body)));
     // read once: later looks start nothing more
@@ -372,7 +405,8 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
     assert.equal((await runs.finished(srv, fix.id)).status, 'succeeded');
 
     // the requests were conditional: unchanged lists came back 304, and none of them is refused
-    const polled = gh.requests.filter((q) => q.kind === 'rest' && q.path.includes('/repos/acme/polled/'));
+    const polled = gh.requests.filter((q) => q.kind === 'rest' && q.path.includes('/repos/acme/polled/') &&
+      !q.path.includes('/pulls/9999')); // the agent's own, above
     assert.ok(polled.some((q) => q.status === 304), JSON.stringify(polled.slice(-5)));
     assert.ok(polled.every((q) => q.status < 400), JSON.stringify(polled.filter((q) => q.status >= 400)));
 
