@@ -436,7 +436,7 @@ void forward_connect(struct transfer *t)
  * Host, its credentials, cookies and Accept-Encoding (so usage can be read), and the real key in
  * a buffer of its own, cleared when the request is done with. */
 static void build_request_head(struct transfer *t, const struct upstream *up, const char *rest,
-                               size_t rlen, const char *key_value)
+                               size_t rlen, bool rooted, const char *key_value)
 {
     h2o_req_t *req = t->req;
     const struct provider *prov = t->prov;
@@ -444,7 +444,7 @@ static void build_request_head(struct transfer *t, const struct upstream *up, co
     size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
     buf_init(&t->head, 0);
     buf_printf(&t->head, "%.*s %s%.*s%.*s HTTP/1.1\r\nhost: %.*s\r\n", (int)req->method.len,
-               req->method.base, up->base, (int)rlen, rest, (int)qlen, query,
+               req->method.base, rooted ? "" : up->base, (int)rlen, rest, (int)qlen, query,
                (int)up->authority.len, up->authority.base);
     if (req->entity.base || h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
         buf_printf(&t->head, "content-length: %zu\r\n", req->entity.len);
@@ -470,7 +470,7 @@ static void build_request_head(struct transfer *t, const struct upstream *up, co
 
 struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provider *prov,
                              const struct proxy_claims *claims, const char *rest, size_t rlen,
-                             const char *key_value)
+                             bool rooted, const char *key_value)
 {
     struct transfer *t = h2o_mem_alloc_shared(&req->pool, sizeof(*t), on_dispose);
     memset(t, 0, sizeof(*t));
@@ -487,7 +487,7 @@ struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provi
     http_watch_start(&t->watch, req, on_client_gone);
     http_sendq_init(&t->q, req);
     usage_init(&t->usage, USAGE_NONE, false);
-    build_request_head(t, t->up, rest, rlen, key_value);
+    build_request_head(t, t->up, rest, rlen, rooted, key_value);
     size_t flen = prov->follow ? strlen(prov->follow) : 0;
     t->follow = flen && rlen >= flen && memcmp(rest + rlen - flen, prov->follow, flen) == 0 &&
                 h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"));

@@ -163,6 +163,7 @@ static void provider_release(struct provider *p)
     free(p->agent_path);
     free(p->granted_by);
     free_list(p->rest_paths);
+    free_list(p->graphql_docs);
     free(p->follow);
     memset(p, 0, sizeof(*p));
 }
@@ -291,6 +292,7 @@ static int load_one(const struct config *cfg, const char *file, const char *data
     const json_t *rest = json_object_get(d, "rest_paths");
     p->rest_scoped = json_is_array(rest);
     p->rest_paths = string_list(rest);
+    p->graphql_docs = string_list(json_object_get(d, "graphql_documents"));
     const char *follow = json_string_value(json_object_get(d, "follow_redirects"));
     p->follow = follow && *follow ? xstrdup(follow) : NULL;
     json_int_t amax = json_integer_value(json_object_get(d, "answer_max"));

@@ -120,9 +120,12 @@ static void serve(struct proxy *p, h2o_req_t *req, const char *listener_sandbox,
                                               : "this token is for the server's own listener");
         return;
     }
-    if (prov->rest_scoped && proxy_rest_graphql(req, prov, &claims, rest, rlen))
+    char gql_repo[PROXY_REPO_MAX];
+    int gql =
+        prov->rest_scoped ? proxy_rest_graphql(req, prov, &claims, &rest, &rlen, gql_repo) : 0;
+    if (gql < 0)
         return;
-    if (!(prov->methods & method_bit(req->method.base, req->method.len))) {
+    if (!gql && !(prov->methods & method_bit(req->method.base, req->method.len))) {
         h2o_iovec_t allow = provider_methods(prov, &req->pool);
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow.base, allow.len);
         proxy_respond_error(req, 405, "method_not_allowed", "method %.*s is not allowed for '%s'",
@@ -150,8 +153,8 @@ static void serve(struct proxy *p, h2o_req_t *req, const char *listener_sandbox,
                      claims.user, err.msg);
         }
     }
-    if (prov->rest_scoped &&
-        !proxy_rest_granted(p, req, prov, &claims, &rest, &rlen, own_value != NULL)) {
+    if (prov->rest_scoped && !proxy_rest_granted(p, req, prov, &claims, &rest, &rlen,
+                                                 gql ? gql_repo : NULL, own_value != NULL)) {
         if (own_value)
             explicit_bzero(own_value, strlen(own_value));
         return;
@@ -177,8 +180,8 @@ static void serve(struct proxy *p, h2o_req_t *req, const char *listener_sandbox,
         return;
     }
 
-    struct transfer *t =
-        forward_new(p, req, prov, &claims, rest, rlen, own_value ? own_value : prov->key_value);
+    struct transfer *t = forward_new(p, req, prov, &claims, rest, rlen, gql > 0,
+                                     own_value ? own_value : prov->key_value);
     if (own_value)
         explicit_bzero(own_value, strlen(own_value));
     if (wait)

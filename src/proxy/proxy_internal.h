@@ -46,8 +46,11 @@ struct provider {
     /* A REST view of one repository (GitHub's API): paths are /repos/owner/name[/<sub>], the
      * repository the token's, and <sub>'s first segment one of rest_paths (rest_policy.c). */
     bool rest_scoped;
-    char **rest_paths;        /* NULL-terminated; "actions/runs" names two segments */
-    char *follow;             /* redirects of GETs whose path ends so are followed here, or NULL */
+    char **rest_paths; /* NULL-terminated; "actions/runs" names two segments */
+    char *follow;      /* redirects of GETs whose path ends so are followed here, or NULL */
+    /* rest_scoped: the GraphQL documents served (SHA-256 of the query text, hex), reviewed to
+     * read only the repository their $owner and $repo name; NULL-terminated */
+    char **graphql_docs;
     uint64_t answer_max;      /* bytes of an answer passed on, 0 for no cap */
     unsigned rate_per_minute; /* requests a token may make a minute, 0 for no cap */
     unsigned rate_burst;      /* ... at once after a quiet spell */
@@ -224,12 +227,13 @@ void proxy_respond_error(h2o_req_t *req, int status, const char *code, const cha
 int forward_init(struct proxy *p, struct err *err);
 /* Write the usage not yet written, and close the upstreams' kept connections. */
 void forward_release(struct proxy *p);
-/* A transfer for req, checked and granted for prov, in req's pool: its head built with
- * key_value (the header value of the key to use, copied), the client watched. Send it with
- * forward_connect (after a push's check, if it waits for one). */
+/* A transfer for req, checked and granted for prov, in req's pool (rest below the upstream's
+ * path, or from its root when rooted): its head built with key_value (the header value of the key
+ * to use, copied), the client watched. Send it with forward_connect (after a push's check, if it
+ * waits for one). */
 struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provider *prov,
                              const struct proxy_claims *claims, const char *rest, size_t rlen,
-                             const char *key_value);
+                             bool rooted, const char *key_value);
 /* Send t's request upstream (on a kept connection when there is one). */
 void forward_connect(struct transfer *t);
 
@@ -253,14 +257,18 @@ bool proxy_push_granted(struct proxy *p, h2o_req_t *req, const struct proxy_clai
 void proxy_push_check_begin(struct transfer *t, struct push_wait *w);
 
 /* rest_policy.c */
-/* A GraphQL request to a REST-scoped service (path: below the service): refused, with the REST
- * way to the same (true), before its method is looked at. */
-bool proxy_rest_graphql(h2o_req_t *req, const struct provider *prov,
-                        const struct proxy_claims *claims, const char *path, size_t len);
+/* A GraphQL request to a REST-scoped service (path: below the service): 0 when it is none;
+ * 1 when it is a POST of one of the provider's reviewed documents whose $owner/$repo is the
+ * token's repository (filled into repo; the request then goes to the API's GraphQL path, into
+ * *path and *len); -1 when refused (answered, with the REST way to the same). */
+int proxy_rest_graphql(h2o_req_t *req, const struct provider *prov,
+                       const struct proxy_claims *claims, const char **path, size_t *len,
+                       char repo[PROXY_REPO_MAX]);
 /* A REST-scoped service (prov->rest_scoped): the path (*rest, *rlen; an /api/v3 before it
- * dropped, as they are set on return) reads a listed part of the token's own repository, which
- * the operator's list holds unless own_credential, within the token's pace. Answers and returns
+ * dropped, as they are set on return) reads a listed part of the token's own repository (or
+ * graphql_repo names it, for a GraphQL document proxy_rest_graphql let through), which the
+ * operator's list holds unless own_credential, within the token's pace. Answers and returns
  * false when refused. */
 bool proxy_rest_granted(struct proxy *p, h2o_req_t *req, const struct provider *prov,
                         const struct proxy_claims *claims, const char **rest, size_t *rlen,
-                        bool own_credential);
+                        const char *graphql_repo, bool own_credential);

@@ -113,7 +113,8 @@ test('a review comment by the owner that mentions the server starts a follow-up 
     { tool: 'bash', input: { command: [
       `gh api 'repos/{owner}/{repo}/pulls/${pr}/comments' --jq '.[].body'`,
       `gh run view ${job.id} --log-failed`,
-      `gh pr view ${pr}`,
+      `gh pr view ${pr} --comments`,
+      "gh api graphql -f query='query { viewer { login } }'",
       'gh api repos/acme/other',
     ].map((c) => `${c} 2>&1; echo " exit $?"; echo '~~~'`).join('; '), description: 'gh' } },
     { tool: 'bash', input: { command: 'sed -i "s/y = 2/y = 3/" src/app.js && git commit -qam "y is 3"', description: 'Fix' } },
@@ -153,8 +154,10 @@ test('a review comment by the owner that mentions the server starts a follow-up 
   const viaGh = toolResults(script.requests[2].body).at(-1).text.split('~~~').map((x) => x.trim());
   assert.match(viaGh[0], /y should be 3 here[^]* exit 0$/);
   assert.match(viaGh[1], /test\s+npm test\s+.*AssertionError: y is 2, want 3[^]* exit 0$/);
-  assert.match(viaGh[2], /REST API only[^]* exit 1$/);
-  assert.match(viaGh[3], /this token reads repository 'acme\/widget' only[^]* exit 1$/);
+  // gh pr view's own GraphQL query, and no other
+  assert.match(viaGh[2], /On it[^]* exit 0$/);
+  assert.match(viaGh[3], /of GraphQL only the queries of `gh pr view`[^]* exit 1$/);
+  assert.match(viaGh[4], /this token reads repository 'acme\/widget' only[^]* exit 1$/);
   // the log came from storage, fetched by the server without the credential
   const blob = gh.requests.filter((q) => q.kind === 'blob').at(-1);
   assert.equal(blob.authorized, false);

@@ -1,6 +1,7 @@
 // A fake GitHub on loopback: git smart HTTP (git http-backend as CGI, pushes included) and the
 // REST endpoints the server uses for pull requests, their conversation, reviews, checks and
-// Actions logs, under /api/v3 as on GitHub Enterprise. Every request must carry a token the test
+// Actions logs, under /api/v3 as on GitHub Enterprise (and of GraphQL, at /api/graphql, the one
+// query `gh pr view` makes). Every request must carry a token the test
 // gave it (blob downloads excepted: their URL's signature is the authorization, as on GitHub);
 // what arrived is recorded.
 //
@@ -630,10 +631,43 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
     res.end(b.data);
   }
 
+  // GraphQL, as far as `gh pr view` asks it: the query PullRequestByNumber, answered from what
+  // the fake holds (GitHub's field names; enum values upper case, as GraphQL has them)
+  async function graphql(req, res) {
+    let body;
+    try { body = JSON.parse((await readBody(req)).toString()); } catch { return json(res, 400, { message: 'Problems parsing JSON' }); }
+    const v = body.variables || {};
+    if (!/query PullRequestByNumber\b/.test(body.query || ''))
+      return json(res, 200, { errors: [{ message: 'fake GitHub: only PullRequestByNumber is served' }] });
+    const repo = `${v.owner}/${v.repo}`;
+    const p = pulls.find((x) => x.repo === repo && x.number === v.pr_number);
+    if (!p) return json(res, 200, { data: { repository: { pullRequest: null } },
+      errors: [{ type: 'NOT_FOUND', path: ['repository', 'pullRequest'], message: `Could not resolve to a PullRequest with the number of ${v.pr_number}.` }] });
+    const actor = (login) => ({ login, id: `U_${idOf(`user ${login}`)}`, name: login });
+    const page = (nodes) => ({ nodes, pageInfo: { hasNextPage: false, endCursor: null }, totalCount: nodes.length });
+    const coms = issueComments.filter((c) => c.repo === repo && c.number === p.number).map((c) => ({
+      id: `IC_${c.id}`, author: actor(c.login), authorAssociation: c.author_association, body: c.body,
+      createdAt: c.created_at, includesCreatedEdit: false, isMinimized: false, minimizedReason: null,
+      reactionGroups: [], url: c.html_url, viewerDidAuthor: false }));
+    const revs = reviews.filter((r) => r.repo === repo && r.number === p.number).map((r) => ({
+      id: `PRR_${r.id}`, author: { login: r.login }, authorAssociation: r.author_association,
+      submittedAt: r.submitted_at, body: r.body || '', state: r.state, commit: { oid: r.commit_id }, reactionGroups: [] }));
+    return json(res, 200, { data: { repository: { pullRequest: {
+      url: p.html_url, number: p.number, title: p.title, state: p.state === 'open' ? 'OPEN' : p.merged ? 'MERGED' : 'CLOSED',
+      body: p.body || '', author: actor(p.login), autoMergeRequest: null, isDraft: p.draft, maintainerCanModify: false,
+      mergeable: 'MERGEABLE', additions: 0, deletions: 0, commits: { totalCount: 1 }, baseRefName: p.base,
+      headRefName: p.head, headRepositoryOwner: { id: 'O_1', login: ownerOf(repo), name: ownerOf(repo) },
+      headRepository: { id: 'R_1', name: v.repo }, isCrossRepository: false, reviewRequests: { nodes: [] },
+      reviews: page(revs), assignees: page([]), labels: page([]), projectCards: page([]), milestone: null,
+      comments: page(coms), reactionGroups: [], createdAt: p.created_at, statusCheckRollup: { nodes: [] },
+      id: `PR_${p.id}` } } } });
+  }
+
   const server = http.createServer(async (req, res) => {
     const u = new URL(req.url, 'http://x');
     const token = tokenOf(req);
-    const kind = u.pathname.startsWith('/api/v3/') ? 'rest' : u.pathname.startsWith('/_blobs/') ? 'blob' : 'git';
+    const kind = u.pathname.startsWith('/api/v3/') || u.pathname === '/api/graphql' ? 'rest'
+      : u.pathname.startsWith('/_blobs/') ? 'blob' : 'git';
     const rec = { method: req.method, path: u.pathname + u.search, token, kind };
     if (kind === 'blob') rec.authorized = !!req.headers.authorization;
     requests.push(rec);
@@ -650,7 +684,8 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
       return;
     }
     try {
-      if (kind === 'rest') await rest(req, res, u, token);
+      if (u.pathname === '/api/graphql' && req.method === 'POST') await graphql(req, res);
+      else if (kind === 'rest') await rest(req, res, u, token);
       else gitHttpBackend(req, res, root, { REMOTE_USER: 'fake', ...GIT_ENV });
     } catch (e) {
       if (!res.headersSent) json(res, 500, { message: e.message });
