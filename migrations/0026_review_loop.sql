@@ -15,6 +15,9 @@ ALTER TABLE sessions ADD COLUMN ci_head TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN ci_fixes INTEGER NOT NULL DEFAULT 0;
 -- A user's runs on a repository fix their pull requests' failing CI unless a run says otherwise.
 ALTER TABLE repo_settings ADD COLUMN fix_ci INTEGER NOT NULL DEFAULT 0;
+-- GitHub logins the user lets steer their sessions on the repository from its pull requests,
+-- comma-separated, besides their own.
+ALTER TABLE repo_settings ADD COLUMN steerers TEXT NOT NULL DEFAULT '';
 -- The poller (a server GitHub cannot reach): the creation time (GitHub's ISO 8601) of the newest
 -- comment or review it has read, and when it last looked (ms), oldest looked at first.
 ALTER TABLE sessions ADD COLUMN poll_cursor TEXT NOT NULL DEFAULT '';

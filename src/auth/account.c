@@ -291,9 +291,12 @@ static void repo_form(struct buf *b, const char *csrf, const struct store_repo_s
                "<label><input type=\"checkbox\" name=\"fix_ci\" value=\"on\"%s> Fix failing "
                "CI: when a pull request's checks fail, a run gets their logs and makes them "
                "pass</label>\n"
+               "<label>Who else may steer from its pull requests (GitHub logins, "
+               "comma-separated) <input name=\"steerers\" maxlength=\"%d\" value=\"%s\" "
+               "autocapitalize=\"none\" spellcheck=\"false\"></label>\n"
                "<button type=\"submit\" class=\"primary\">%s</button>\n</form>\n",
                stop ? "" : " selected", stop ? " selected" : "", rs && rs->fix_ci ? " checked" : "",
-               rs ? "Save" : "Add repository");
+               STORE_STEERERS_BYTES, rs ? rs->steerers : "", rs ? "Save" : "Add repository");
 }
 
 static void repo_row(const struct store_repo_setting *rs, void *ctx)
@@ -621,7 +624,7 @@ static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user 
     if (!read_page_form(req, &f))
         return;
     const char *repo = form_get(&f, set ? "repository" : "id"), *setup = form_get(&f, "setup"),
-               *on = form_get(&f, "on_setup_failure");
+               *on = form_get(&f, "on_setup_failure"), *steerers = form_get(&f, "steerers");
     char slug[STORE_REPO_NAME_MAX + 1];
     struct err err = {0};
     struct store_repo_setting old = {0};
@@ -634,6 +637,10 @@ static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user 
         r = store_repo_setting_delete(a->store, user->id, slug, &err);
     } else if (on && strcmp(on, "start") != 0 && strcmp(on, "stop") != 0) {
         r = err_set(&err, -EINVAL, "Not saved: when the setup fails, start or stop.");
+    } else if (steerers && !store_logins_valid(steerers)) {
+        r = err_set(&err, -EINVAL,
+                    "Not saved: who else may steer is at most %d GitHub logins, comma-separated.",
+                    STORE_STEERERS_MAX);
     } else {
         /* no script field: the one kept (too long for the page) stays */
         r = setup ? 0 : store_repo_setting_get(a->store, user->id, slug, &old, &err);
@@ -655,6 +662,8 @@ static void repo_change(struct auth *a, h2o_req_t *req, const struct store_user 
             if (r == 0)
                 r = store_repo_setting_set_fix_ci(a->store, user->id, slug,
                                                   form_get(&f, "fix_ci") != NULL, &err);
+            if (r == 0 && steerers) /* checked above: letters, digits, '-' and ',' */
+                r = store_repo_setting_set_steerers(a->store, user->id, slug, steerers, &err);
         }
         if (r == -ENOSPC)
             r = err_set(&err, -EINVAL,

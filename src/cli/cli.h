@@ -29,6 +29,7 @@ struct cli_opts {
     const char *setup_file;       /* user repo set */
     const char *on_setup_failure; /* user repo set */
     const char *fix_ci;           /* user repo set: "on" or "off" */
+    const char *steerers;         /* user repo set: GitHub logins, comma-separated */
     bool setup_stdin;             /* user repo set */
     const char *repos;            /* user secret set --repos */
     bool agent;                   /* user secret set --agent */
@@ -57,6 +58,7 @@ enum {
     OPT_SETUP_STDIN,
     OPT_ON_SETUP_FAILURE,
     OPT_FIX_CI,
+    OPT_STEERERS,
     OPT_REPOS,
     OPT_AGENT
 };

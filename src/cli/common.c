@@ -59,6 +59,7 @@ int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, co
         {"setup-stdin", no_argument, NULL, OPT_SETUP_STDIN},
         {"on-setup-failure", required_argument, NULL, OPT_ON_SETUP_FAILURE},
         {"fix-ci", required_argument, NULL, OPT_FIX_CI},
+        {"steerers", required_argument, NULL, OPT_STEERERS},
         {"repos", required_argument, NULL, OPT_REPOS},
         {"agent", no_argument, NULL, OPT_AGENT},
         {"help", no_argument, NULL, 'h'},
@@ -108,6 +109,7 @@ int cli_parse_opts(const char *cmd, const char *usage, int argc, char **argv, co
         case OPT_SETUP_STDIN: o->setup_stdin = true; break;
         case OPT_ON_SETUP_FAILURE: o->on_setup_failure = optarg; break;
         case OPT_FIX_CI: o->fix_ci = optarg; break;
+        case OPT_STEERERS: o->steerers = optarg; break;
         case OPT_REPOS: o->repos = optarg; break;
         case OPT_AGENT: o->agent = true; break;
         }

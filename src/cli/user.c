@@ -39,7 +39,7 @@ const char cli_usage_user[] =
     "       sandbox-mcp user notify remove|test NAME ID [--data-dir DIR]\n"
     "       sandbox-mcp user repo set NAME OWNER/REPO [--setup-file PATH | --setup-stdin]\n"
     "                                   [--on-setup-failure start|stop] [--fix-ci on|off]\n"
-    "                                   [--data-dir DIR]\n"
+    "                                   [--steerers LOGIN,...] [--data-dir DIR]\n"
     "       sandbox-mcp user repo show|delete NAME OWNER/REPO [--data-dir DIR]\n"
     "       sandbox-mcp user repo list NAME [--data-dir DIR]\n"
     "\n"
@@ -74,8 +74,9 @@ const char cli_usage_user[] =
     "own; and what a failed setup does: start (the agent starts anyway and is told; the\n"
     "default) or stop (the run ends failed, with the setup's last lines); and whether new\n"
     "sessions' runs fix their pull requests' failing CI (--fix-ci on: run_task's fix_ci,\n"
-    "unless a run says otherwise). What set does not name is kept. At most 200 repositories a\n"
-    "user.\n";
+    "unless a run says otherwise); and the GitHub logins besides NAME's own who may steer\n"
+    "NAME's sessions on it from their pull requests (--steerers, \"\" for none). What set does\n"
+    "not name is kept. At most 200 repositories a user.\n";
 
 static void print_user(const struct store_user *u, void *ctx)
 {
@@ -697,17 +698,10 @@ static const struct user_sub {
 
 int cli_user(const struct cli_command *cmd, int argc, char **argv)
 {
-    static const int allowed[] = {OPT_DATA_DIR,
-                                  OPT_ENV_FILE,
-                                  OPT_TTL,
-                                  OPT_PUBLIC_URL,
-                                  OPT_SETUP_FILE,
-                                  OPT_SETUP_STDIN,
-                                  OPT_ON_SETUP_FAILURE,
-                                  OPT_REPOS,
-                                  OPT_AGENT,
-                                  OPT_FIX_CI,
-                                  0};
+    static const int allowed[] = {OPT_DATA_DIR,         OPT_ENV_FILE,   OPT_TTL,
+                                  OPT_PUBLIC_URL,       OPT_SETUP_FILE, OPT_SETUP_STDIN,
+                                  OPT_ON_SETUP_FAILURE, OPT_REPOS,      OPT_AGENT,
+                                  OPT_FIX_CI,           OPT_STEERERS,   0};
     const char *sub = NULL;
     struct cli_opts o = {0};
     int r = cli_parse_sub(cmd->name, cmd->usage,
@@ -723,10 +717,10 @@ int cli_user(const struct cli_command *cmd, int argc, char **argv)
     if (!us)
         return cli_usage_error(cmd->name, cmd->usage, "unknown subcommand '%s'", sub);
     if (us->run != cli_user_repo &&
-        (o.setup_file || o.setup_stdin || o.on_setup_failure || o.fix_ci))
+        (o.setup_file || o.setup_stdin || o.on_setup_failure || o.fix_ci || o.steerers))
         return cli_usage_error(cmd->name, cmd->usage, "%s",
-                               "--setup-file, --setup-stdin, --on-setup-failure and --fix-ci "
-                               "apply to 'user repo set' only");
+                               "--setup-file, --setup-stdin, --on-setup-failure, --fix-ci and "
+                               "--steerers apply to 'user repo set' only");
     if ((o.repos || o.agent) && us->run != cmd_user_secret)
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--repos and --agent apply to 'user secret set' only");

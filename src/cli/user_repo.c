@@ -74,10 +74,16 @@ int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o)
     if (o->ttl || o->public_url)
         return cli_usage_error(cmd->name, cmd->usage, "%s",
                                "--ttl and --public-url do not apply here");
-    if (!set && (o->setup_file || o->setup_stdin || o->on_setup_failure || o->fix_ci))
+    if (!set &&
+        (o->setup_file || o->setup_stdin || o->on_setup_failure || o->fix_ci || o->steerers))
         return cli_usage_error(cmd->name, cmd->usage, "%s",
-                               "--setup-file, --setup-stdin, --on-setup-failure and --fix-ci "
-                               "apply to 'user repo set' only");
+                               "--setup-file, --setup-stdin, --on-setup-failure, --fix-ci and "
+                               "--steerers apply to 'user repo set' only");
+    if (o->steerers && !store_logins_valid(o->steerers))
+        return cli_usage_error(cmd->name, cmd->usage,
+                               "--steerers '%.100s' is not GitHub logins, comma-separated (at "
+                               "most %d)",
+                               o->steerers, STORE_STEERERS_MAX);
     if (o->fix_ci && strcmp(o->fix_ci, "on") != 0 && strcmp(o->fix_ci, "off") != 0)
         return cli_usage_error(cmd->name, cmd->usage, "--fix-ci '%s' is not on or off", o->fix_ci);
     if (o->setup_file && o->setup_stdin)
@@ -133,9 +139,10 @@ int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o)
         if (store_repo_setting_get(st, u.id, slug, &rs, &err) == 0) {
             char when[32];
             time_format_rfc3339(rs.updated_at, when);
-            printf("repository: %s\non setup failure: %s\nfix failing CI: %s\nupdated: %s\n",
+            printf("repository: %s\non setup failure: %s\nfix failing CI: %s\nsteerers: %s\n"
+                   "updated: %s\n",
                    rs.repository, rs.stop_on_failure ? "stop" : "start", rs.fix_ci ? "on" : "off",
-                   when);
+                   rs.steerers[0] ? rs.steerers : "(none)", when);
             if (rs.setup)
                 printf("setup script (%zu bytes):\n%s%s", strlen(rs.setup), rs.setup,
                        rs.setup[strlen(rs.setup) - 1] == '\n' ? "" : "\n");
@@ -155,6 +162,8 @@ int cli_user_repo(const struct cli_command *cmd, const struct cli_opts *o)
         int rc = store_repo_setting_set(st, u.id, slug, setup, stop, time_now_ms(), &err);
         if (rc == 0)
             rc = store_repo_setting_set_fix_ci(st, u.id, slug, fix, &err);
+        if (rc == 0 && o->steerers)
+            rc = store_repo_setting_set_steerers(st, u.id, slug, o->steerers, &err);
         if (rc == 0) {
             printf("settings of %s for %s set: %s, on setup failure %s%s\n", name, slug,
                    setup ? "a setup script" : "no setup script", stop ? "stop" : "start",

@@ -4,7 +4,8 @@
  * the run ends; a pull request closed or merged ends its session's steering.
  *
  * Who may steer: the login of the credential that opened the pull request (the session's owner
- * on GitHub) and the logins the operator lists in GITHUB_STEERERS. What addresses the server: the
+ * on GitHub), the logins the operator lists in GITHUB_STEERERS, and those the session's user
+ * lists for the repository (their repository settings' steerers). What addresses the server: the
  * mention (GITHUB_MENTION, "@sandbox-mcp") as a word of its own in the text, or a review that
  * requests changes. Comments the server made carry REVIEW_MARK and are never acted on, so that
  * nothing an agent writes into a summary can start another run. Everything else is counted
@@ -139,6 +140,12 @@ static void steer(struct runs *e, const struct github_event *ev, struct github_o
         return ignored(o, "bot", "bots do not steer sessions");
     bool allowed = (ses.pr_author[0] && strcasecmp(ses.pr_author, ev->sender) == 0) ||
                    login_listed(e->github_steerers, ev->sender);
+    if (!allowed) { /* the user's own list for the repository */
+        struct store_repo_setting rs = {0};
+        allowed = store_repo_setting_get(e->st, ses.user_id, ses.pr_repo, &rs, &err) == 0 &&
+                  login_listed(rs.steerers, ev->sender);
+        store_repo_setting_release(&rs);
+    }
     if (!allowed)
         return ignored(o, "stranger", "the sender may not steer this session");
     if (!ev->addressed)

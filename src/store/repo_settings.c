@@ -74,6 +74,49 @@ static void read_row(struct db_stmt *s, struct store_repo_setting *rs)
     rs->stop_on_failure = on && strcmp(on, "stop") == 0;
     rs->updated_at = db_col_int64(s, 3);
     rs->fix_ci = db_col_int64(s, 4) != 0;
+    store_copy_text(rs->steerers, sizeof(rs->steerers), s, 5);
+}
+
+bool store_logins_valid(const char *list)
+{
+    size_t n = 0, len = 0;
+    for (const char *c = list; *c; c++) {
+        if (*c == ',') {
+            if (len == 0)
+                return false;
+            n++;
+            len = 0;
+        } else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                   (*c >= '0' && *c <= '9') || *c == '-') {
+            if (++len > 39)
+                return false;
+        } else {
+            return false;
+        }
+    }
+    return (len > 0 || n == 0) && n < STORE_STEERERS_MAX && strlen(list) <= STORE_STEERERS_BYTES;
+}
+
+int store_repo_setting_set_steerers(struct store *st, const char *user_id, const char *repository,
+                                    const char *logins, struct err *err)
+{
+    if (!store_logins_valid(logins))
+        return err_set(err, -EINVAL,
+                       "steerers are at most %d GitHub logins (letters, digits and '-', at most "
+                       "39 each), comma-separated",
+                       STORE_STEERERS_MAX);
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(
+        st, "UPDATE repo_settings SET steerers = ? WHERE user_id = ? AND repository = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, logins);
+    db_bind_text(s, 2, user_id);
+    db_bind_text(s, 3, repository);
+    if ((r = store_step_done(st, s, "store repository settings", err)) < 0)
+        return r;
+    return db_changes(st) ? 0
+                          : err_set(err, -ENOENT, "no settings for repository '%s'", repository);
 }
 
 int store_repo_setting_set_fix_ci(struct store *st, const char *user_id, const char *repository,
@@ -97,10 +140,11 @@ int store_repo_setting_get(struct store *st, const char *user_id, const char *re
                            struct store_repo_setting *out, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "SELECT repository, setup, on_setup_failure, updated_at, fix_ci FROM "
-                          "repo_settings WHERE user_id = ? AND repository = ?",
-                          &s, err);
+    int r = store_prepare(
+        st,
+        "SELECT repository, setup, on_setup_failure, updated_at, fix_ci, steerers FROM "
+        "repo_settings WHERE user_id = ? AND repository = ?",
+        &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, user_id);
@@ -141,10 +185,11 @@ int store_repo_setting_list(struct store *st, const char *user_id,
                             struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(st,
-                          "SELECT repository, setup, on_setup_failure, updated_at, fix_ci FROM "
-                          "repo_settings WHERE user_id = ? ORDER BY repository",
-                          &s, err);
+    int r = store_prepare(
+        st,
+        "SELECT repository, setup, on_setup_failure, updated_at, fix_ci, steerers FROM "
+        "repo_settings WHERE user_id = ? ORDER BY repository",
+        &s, err);
     if (r < 0)
         return r;
     db_bind_text(s, 1, user_id);

@@ -795,6 +795,8 @@ int64_t store_github_deliveries_count(struct store *st, struct err *err);
 #define STORE_REPO_SETTINGS_MAX 200      /* repositories a user holds settings for */
 #define STORE_REPO_SETUP_MAX (64 * 1024) /* bytes of a setup script, as run_task's */
 #define STORE_REPO_NAME_MAX 200          /* bytes of "owner/name" */
+#define STORE_STEERERS_MAX 20            /* GitHub logins a user lets steer a repository's runs */
+#define STORE_STEERERS_BYTES 800
 
 struct store_repo_setting {
     char repository[STORE_REPO_NAME_MAX + 1]; /* "owner/name", lowercase */
@@ -802,6 +804,7 @@ struct store_repo_setting {
     bool stop_on_failure;                     /* a failed setup ends the run failed */
     int64_t updated_at;
     bool fix_ci; /* new sessions' runs fix their pull requests' failing CI (run_task fix_ci) */
+    char steerers[STORE_STEERERS_BYTES + 1]; /* GitHub logins who may steer them, "a,b" */
 };
 /* Set (or replace) user_id's settings for repository (already normalised: runs_repo_slug):
  * setup (NULL: none; at most STORE_REPO_SETUP_MAX bytes, else -EFBIG), and whether a failed
@@ -812,6 +815,13 @@ int store_repo_setting_set(struct store *st, const char *user_id, const char *re
  * -ENOENT when there are none. */
 int store_repo_setting_set_fix_ci(struct store *st, const char *user_id, const char *repository,
                                   bool on, struct err *err);
+/* Whether list is STORE_STEERERS_MAX GitHub logins or fewer, comma-separated ("" is none). */
+bool store_logins_valid(const char *list);
+/* Who besides user_id may steer user_id's sessions on repository from their pull requests (GitHub
+ * logins, comma-separated; "" for none), in the settings set before: -EINVAL for a list that is
+ * not logins, -ENOENT when there are no settings. */
+int store_repo_setting_set_steerers(struct store *st, const char *user_id, const char *repository,
+                                    const char *logins, struct err *err);
 /* user_id's settings for repository into *out (out->setup malloc'd: store_repo_setting_release),
  * or -ENOENT when there are none. */
 int store_repo_setting_get(struct store *st, const char *user_id, const char *repository,

@@ -205,8 +205,31 @@ TEST(repo_settings_and_their_caps)
     CHECK(rs.setup == NULL);
     CHECK(rs.stop_on_failure);
     CHECK_INT_EQ(rs.updated_at, 11);
+    CHECK(!rs.fix_ci);
+    CHECK_STR_EQ(rs.steerers, "");
     store_repo_setting_release(&rs);
     CHECK_INT_EQ(store_repo_setting_get(st, bob.id, "acme/oak", &rs, &err), -ENOENT);
+    /* fixing CI and who else steers: kept beside, and kept by a later set */
+    CHECK_INT_EQ(store_repo_setting_set_fix_ci(st, ann.id, "acme/oak", true, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_set_steerers(st, ann.id, "acme/oak", "erin,Fred-2", &err), 0);
+    CHECK_INT_EQ(store_repo_setting_set_steerers(st, ann.id, "acme/oak", "erin;rm -rf", &err),
+                 -EINVAL);
+    CHECK_INT_EQ(store_repo_setting_set_fix_ci(st, bob.id, "acme/oak", true, &err), -ENOENT);
+    CHECK_INT_EQ(store_repo_setting_set(st, ann.id, "acme/oak", NULL, true, 11, &err), 0);
+    CHECK_INT_EQ(store_repo_setting_get(st, ann.id, "acme/oak", &rs, &err), 0);
+    CHECK(rs.fix_ci);
+    CHECK_STR_EQ(rs.steerers, "erin,Fred-2");
+    store_repo_setting_release(&rs);
+    CHECK(store_logins_valid(""));
+    CHECK(store_logins_valid("a,b-c,D9"));
+    CHECK(!store_logins_valid("a,,b"));
+    CHECK(!store_logins_valid("a,"));
+    CHECK(!store_logins_valid("a b"));
+    CHECK(!store_logins_valid("0123456789012345678901234567890123456789")); /* 40 */
+    char many[200] = "a";
+    for (int i = 1; i < STORE_STEERERS_MAX + 1; i++)
+        strcat(many, ",a");
+    CHECK(!store_logins_valid(many));
 
     char *big = xmalloc(STORE_REPO_SETUP_MAX + 2);
     memset(big, 'x', STORE_REPO_SETUP_MAX + 1);
