@@ -97,20 +97,20 @@ bool store_logins_valid(const char *list)
     return (len > 0 || n == 0) && n < STORE_STEERERS_MAX && strlen(list) <= STORE_STEERERS_BYTES;
 }
 
-int store_repo_setting_set_steerers(struct store *st, const char *user_id, const char *repository,
-                                    const char *logins, struct err *err)
+/* One column of user_id's settings for repository: sql (an UPDATE of it, ?1 its value, text
+ * when text is not NULL, else number; ?2 and ?3 the user and repository). -ENOENT when the
+ * settings are not there. */
+static int set_column(struct store *st, const char *sql, const char *user_id,
+                      const char *repository, const char *text, int64_t number, struct err *err)
 {
-    if (!store_logins_valid(logins))
-        return err_set(err, -EINVAL,
-                       "steerers are at most %d GitHub logins (letters, digits and '-', at most "
-                       "39 each), comma-separated",
-                       STORE_STEERERS_MAX);
     _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(
-        st, "UPDATE repo_settings SET steerers = ? WHERE user_id = ? AND repository = ?", &s, err);
+    int r = store_prepare(st, sql, &s, err);
     if (r < 0)
         return r;
-    db_bind_text(s, 1, logins);
+    if (text)
+        db_bind_text(s, 1, text);
+    else
+        db_bind_int64(s, 1, number);
     db_bind_text(s, 2, user_id);
     db_bind_text(s, 3, repository);
     if ((r = store_step_done(st, s, "store repository settings", err)) < 0)
@@ -119,21 +119,27 @@ int store_repo_setting_set_steerers(struct store *st, const char *user_id, const
                           : err_set(err, -ENOENT, "no settings for repository '%s'", repository);
 }
 
+int store_repo_setting_set_steerers(struct store *st, const char *user_id, const char *repository,
+                                    const char *logins, struct err *err)
+{
+    if (!store_logins_valid(logins))
+        return err_set(err, -EINVAL,
+                       "steerers are at most %d GitHub logins (letters, digits and '-', at most "
+                       "39 each), comma-separated",
+                       STORE_STEERERS_MAX);
+    return set_column(st,
+                      "UPDATE repo_settings SET steerers = ?1 WHERE user_id = ?2 AND "
+                      "repository = ?3",
+                      user_id, repository, logins, 0, err);
+}
+
 int store_repo_setting_set_fix_ci(struct store *st, const char *user_id, const char *repository,
                                   bool on, struct err *err)
 {
-    _cleanup_stmt_ struct db_stmt *s = NULL;
-    int r = store_prepare(
-        st, "UPDATE repo_settings SET fix_ci = ? WHERE user_id = ? AND repository = ?", &s, err);
-    if (r < 0)
-        return r;
-    db_bind_int64(s, 1, on);
-    db_bind_text(s, 2, user_id);
-    db_bind_text(s, 3, repository);
-    if ((r = store_step_done(st, s, "store repository settings", err)) < 0)
-        return r;
-    return db_changes(st) ? 0
-                          : err_set(err, -ENOENT, "no settings for repository '%s'", repository);
+    return set_column(st,
+                      "UPDATE repo_settings SET fix_ci = ?1 WHERE user_id = ?2 AND "
+                      "repository = ?3",
+                      user_id, repository, NULL, on, err);
 }
 
 int store_repo_setting_get(struct store *st, const char *user_id, const char *repository,
