@@ -2,7 +2,8 @@
  * answered at once when it fails, and the event handed to the module that acts on it. A stranger
  * can make the server hold, through this endpoint, at most: a body of GITHUB_PAYLOAD_MAX while
  * it is read (within the gate's PREAUTH_TOTAL_BYTES for all of them), the work of a signature
- * check GITHUB_WEBHOOK_RATE times a second, and nothing kept: only deliveries with a good
+ * check GITHUB_WEBHOOK_RATE times a second from an address (four times that from all), and
+ * nothing kept: only deliveries with a good
  * signature are recorded, GITHUB_DELIVERIES_MAX of them. */
 #include "github/receiver.h"
 
@@ -17,12 +18,20 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
+#include "http/gate_internal.h"
 #include "http/http_internal.h"
 #include "store/store.h"
 
 #define SIGNATURE_HEADER "x-hub-signature-256"
 
 #define REPO_SECRETS_MAX 64
+#define ADDRESS_BUCKETS 256 /* addresses paced apart; one that finds its slot taken starts full */
+
+/* A token bucket: rate a second, bursts of five seconds' worth. */
+struct bucket {
+    double tokens;
+    int64_t at_ms;
+};
 
 struct github_receiver {
     struct store *st;
@@ -37,10 +46,15 @@ struct github_receiver {
     } repos[REPO_SECRETS_MAX];
     size_t nrepos;
     char mention[64];
-    uint64_t rate; /* deliveries a second */
+    uint64_t rate; /* deliveries a second, from one address */
     uint64_t keep; /* delivery ids kept */
-    double tokens; /* the rate's bucket */
-    int64_t at_ms;
+    /* each client address (IPv4, or IPv6 /64) has GITHUB_WEBHOOK_RATE, so that strangers on an
+     * address of their own do not take GitHub's share; all together have four times that */
+    struct bucket all;
+    struct {
+        struct http_peer_key key;
+        struct bucket b;
+    } addrs[ADDRESS_BUCKETS];
 };
 
 static void wipe_free(char *s)
@@ -136,8 +150,7 @@ int github_receiver_new(const struct config *cfg, struct store *st, github_event
     snprintf(g->mention, sizeof(g->mention), "%s", mention);
     g->rate = rate;
     g->keep = keep;
-    g->tokens = (double)rate * 5;
-    g->at_ms = time_mono_ms();
+    g->all = (struct bucket){(double)rate * 20, time_mono_ms()};
     *out = g;
     return 0;
 }
@@ -157,18 +170,37 @@ const char *github_receiver_mention(const struct github_receiver *g)
     return g->mention;
 }
 
-/* One delivery from the bucket: false when it is empty. */
-static bool rate_take(struct github_receiver *g)
+/* One delivery from b (rate a second, bursts of five seconds' worth): false when it is empty. */
+static bool bucket_take(struct bucket *b, double rate, int64_t now)
+{
+    b->tokens += (double)(now - b->at_ms) * rate / 1000.0;
+    if (b->tokens > rate * 5)
+        b->tokens = rate * 5;
+    b->at_ms = now;
+    if (b->tokens < 1)
+        return false;
+    b->tokens -= 1;
+    return true;
+}
+
+/* One delivery from the client's address and from all: false when either is empty. */
+static bool rate_take(struct github_receiver *g, h2o_req_t *req)
 {
     int64_t now = time_mono_ms();
-    g->tokens += (double)(now - g->at_ms) * (double)g->rate / 1000.0;
-    if (g->tokens > (double)g->rate * 5)
-        g->tokens = (double)g->rate * 5;
-    g->at_ms = now;
-    if (g->tokens < 1)
-        return false;
-    g->tokens -= 1;
-    return true;
+    struct sockaddr_storage ss;
+    struct http_peer_key key = {0};
+    if (http_client_addr(req, &ss))
+        http_peer_key((struct sockaddr *)&ss, &key);
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < sizeof(key.b); i++)
+        h = (h ^ key.b[i]) * 16777619u;
+    size_t slot = h % ADDRESS_BUCKETS;
+    if (memcmp(&g->addrs[slot].key, &key, sizeof(key)) != 0 || !g->addrs[slot].b.at_ms) {
+        g->addrs[slot].key = key;
+        g->addrs[slot].b = (struct bucket){(double)g->rate * 5, now};
+    }
+    return bucket_take(&g->addrs[slot].b, (double)g->rate, now) &&
+           bucket_take(&g->all, (double)g->rate * 4, now);
 }
 
 static void reply(h2o_req_t *req, const struct github_outcome *o)
@@ -211,11 +243,11 @@ static int on_webhook(h2o_handler_t *self, h2o_req_t *req)
         http_respond_error(req, 405, "method_not_allowed", "GitHub's deliveries are POSTs");
         return 0;
     }
-    if (!rate_take(g)) {
+    if (!rate_take(g, req)) {
         metrics_github("rate_limited");
         http_add_header(req, H2O_TOKEN_RETRY_AFTER, "1");
         http_respond_error(req, 429, "rate_limited",
-                           "more deliveries than GITHUB_WEBHOOK_RATE a second");
+                           "more deliveries than GITHUB_WEBHOOK_RATE a second from this address");
         return 0;
     }
     size_t len = req->entity.base ? req->entity.len : 0;

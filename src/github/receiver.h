@@ -37,8 +37,9 @@ typedef void (*github_event_fn)(void *ctx, const struct github_event *ev,
  * "owner/name=SECRET", or "owner/" and a star for all of an owner's; a delivery naming that
  * repository must be signed with it, which the delivery's repository.full_name, read first,
  * chooses), GITHUB_MENTION (what addresses the server in a comment, default
- * "@sandbox-mcp"), GITHUB_WEBHOOK_RATE (deliveries a second, default 10, with bursts of five
- * seconds' worth), GITHUB_DELIVERIES_MAX (ids kept against redelivery, default 10000). */
+ * "@sandbox-mcp"), GITHUB_WEBHOOK_RATE (deliveries a second from one address, default 10, four
+ * times that from all, with bursts of five seconds' worth), GITHUB_DELIVERIES_MAX (ids kept against
+ * redelivery, default 10000). */
 int github_receiver_new(const struct config *cfg, struct store *st, github_event_fn fn, void *ctx,
                         struct github_receiver **out, struct err *err);
 void github_receiver_free(struct github_receiver *r);

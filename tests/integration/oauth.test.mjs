@@ -837,7 +837,10 @@ describe('the account page and the CLI', () => {
       assert.equal(r.status, 0, r.stderr);
       return r.stdout;
     };
-    const card = (html) => html.slice(html.indexOf('<section class="card" id="github">'));
+    const card = (html) => {
+      const from = html.slice(html.indexOf('<section class="card" id="github">'));
+      return from.slice(0, from.indexOf('</section>') + 10);
+    };
     const dbFiles = () => dbDump(server);
     // nothing of a token sent, not even its random part, anywhere it could leak
     const assertNoToken = (text, what) => {

@@ -8,7 +8,9 @@
 // sends the webhooks; real OpenCode with a scripted fake model does the work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -432,7 +434,7 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
   });
 });
 
-test('what a stranger can make the endpoint hold is capped: body size, deliveries a second, the ids kept', async () => {
+test('what a stranger can make the endpoint hold is capped: body size, deliveries a second from an address, the ids kept', async () => {
   // a signed body past the unauthenticated allowance is let in up to the cap, and no further
   const big = { action: 'created', zen: 'x'.repeat(600 * 1024) };
   const allowed = await send('ping', big);
@@ -448,6 +450,17 @@ test('what a stranger can make the endpoint hold is capped: body size, deliverie
   assert.ok(codes.includes(429), codes.join(','));
   assert.ok(codes.every((s) => s === 429 || s === 401), codes.join(','));
   assert.equal(deliveries(), kept);
+  // the flood was one address's: GitHub on another is still heard
+  const body = JSON.stringify({ zen: 'from elsewhere', repository: { full_name: REPO } });
+  const other = await new Promise((resolve, reject) => {
+    const r = http.request(hookUrl, { method: 'POST', localAddress: '127.0.0.2', headers: {
+      'content-type': 'application/json', 'x-github-event': 'ping', 'x-github-delivery': 'c0ffee00-0000-4000-8000-000000000001',
+      'x-hub-signature-256': `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}` } },
+    (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); });
+    r.on('error', reject);
+    r.end(body);
+  });
+  assert.equal(other, 200);
   // the ids kept never pass the cap, however many signed deliveries came
   assert.ok(deliveries() <= DELIVERIES_MAX, String(deliveries()));
   const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
