@@ -410,6 +410,26 @@ static bool open_target(struct web *srv, h2o_req_t *req, bool session, char id[6
     return allowed(srv, req, session ? PAGE_SESSION : PAGE_RUN, id, !**rest);
 }
 
+static void run_cancel(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id);
+static void session_follow_up(struct web *srv, struct http_route *route, h2o_req_t *req,
+                              const char *id);
+static void add_owner(struct web *srv, h2o_req_t *req, enum page_kind kind, const char *id,
+                      json_t *data, const char *flag);
+
+/* A POST to "<prefix><id><action>": fills id and answers true when it is one (the action's
+ * handler then answers it), else false. */
+static bool owner_post(h2o_req_t *req, size_t prefix, const char *action, char id[64])
+{
+    const char *rest;
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
+        return false;
+    if (!split_path(req, prefix, id, &rest) || strcmp(rest, action) != 0) {
+        http_respond_error(req, 404, "not_found", "no such page");
+        id[0] = '\0';
+    }
+    return true;
+}
+
 static int on_runs(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -417,6 +437,11 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
     http_request_track(route, req);
     char id[64];
     const char *rest;
+    if (owner_post(req, strlen("/runs/"), "/cancel", id)) {
+        if (id[0])
+            run_cancel(srv, route, req, id);
+        return 0;
+    }
     if (!open_target(srv, req, false, id, &rest))
         return 0;
     bool page = !*rest;
@@ -432,7 +457,9 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
         if (store_run_get(srv->store, NULL, id, &r, &err) < 0) {
             http_respond_error(req, 403, "forbidden", "this view token does not open this page");
         } else {
-            respond_json(req, runs_describe(srv->runs, &r));
+            json_t *d = runs_describe(srv->runs, &r);
+            add_owner(srv, req, PAGE_RUN, id, d, "can_act");
+            respond_json(req, d);
         }
         store_run_release(&r);
     }
@@ -457,6 +484,11 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
     http_request_track(route, req);
     char id[64];
     const char *rest;
+    if (owner_post(req, strlen("/sessions/"), "/follow-up", id)) {
+        if (id[0])
+            session_follow_up(srv, route, req, id);
+        return 0;
+    }
     if (!open_target(srv, req, true, id, &rest))
         return 0;
     if (!*rest) {
@@ -484,39 +516,77 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
                        "steering",
                        strcmp(ses.pr_state, "closed") != 0 && strcmp(ses.pr_state, "merged") != 0,
                        "fix_ci", ses.fix_ci, "ci_fixes", (int)ses.ci_fixes);
-    respond_json(req, json_pack("{s:s, s:s, s:s, s:o, s:o}", "session_id", id, "agent", ses.agent,
-                                "created_at", created, "pull_request", pr, "runs", l.runs));
+    json_t *d = json_pack("{s:s, s:s, s:s, s:o, s:o}", "session_id", id, "agent", ses.agent,
+                          "created_at", created, "pull_request", pr, "runs", l.runs);
+    add_owner(srv, req, PAGE_SESSION, id, d, "can_act");
+    respond_json(req, d);
     return 0;
 }
 
 /* --- groups of attempts --- */
 
-/* POST /groups/<id>/deliver: the owner signed in picks an attempt */
-static void group_deliver(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id)
+/* --- the owner's forms: what the signed-in owner's pages post --- */
+
+#define FOLLOW_UP_MAX                                                                              \
+    (16 * 1024) /* bytes of a follow-up from the session page (its form stays                      \
+                   within the gate's unauthenticated allowance) */
+
+/* The checks every form of the owner's pages passes: its Origin, a signed-in user, a
+ * urlencoded body of at most max bytes (the gate has kept a stranger's larger one out before it
+ * was read), and the page's CSRF token. Fills user and f (form_release it), or answers and
+ * returns false. Whose the target is, the caller checks. */
+static bool page_form(struct web *srv, struct http_route *route, h2o_req_t *req, size_t max,
+                      const char *fields, struct store_user *user, struct form *f)
 {
     security_headers(req);
-    struct store_user user;
-    struct form f = {0};
     struct err err = {0};
     const char *ct = http_header(req, H2O_TOKEN_CONTENT_TYPE);
     if (!http_check_origin(route->srv, req))
-        return;
-    if (!srv->runs || !auth_session_user(srv->auth, req, &user)) {
-        http_respond_error(req, 401, "unauthorized", "sign in as the group's owner");
-        return;
+        return false;
+    if (!srv->runs || !auth_session_user(srv->auth, req, user)) {
+        http_respond_error(req, 401, "unauthorized", "sign in as the owner");
+        return false;
     }
     if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 ||
-        req->entity.len > 4096 || form_parse(req->entity.base, req->entity.len, &f, &err) < 0) {
-        http_respond_error(req, 400, "invalid_request",
-                           "send run_id and csrf as application/x-www-form-urlencoded");
-        form_release(&f);
-        return;
+        req->entity.len > max || form_parse(req->entity.base, req->entity.len, f, &err) < 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "send %s as application/x-www-form-urlencoded, at most %zu bytes", fields, max);
+        http_respond_error(req, 400, "invalid_request", msg);
+        form_release(f);
+        return false;
     }
-    const char *run_id = form_get(&f, "run_id");
-    if (!auth_page_csrf_is(req, form_get(&f, "csrf"))) {
+    if (!auth_page_csrf_is(req, form_get(f, "csrf"))) {
         http_respond_error(req, 403, "forbidden",
                            "the form's CSRF token is wrong: reload the page");
-    } else if (!run_id) {
+        form_release(f);
+        return false;
+    }
+    return true;
+}
+
+/* What the owner's pages may do, in their data: can_act, and the CSRF token their forms carry.
+ * A view token alone only reads; without one, allowed() found the browser to be the owner's. */
+static void add_owner(struct web *srv, h2o_req_t *req, enum page_kind kind, const char *id,
+                      json_t *data, const char *flag)
+{
+    const char *token = view_token(req);
+    bool owner = !token || !*token || owner_status(srv, req, kind, id) == 0;
+    json_object_set_new(data, flag, json_boolean(owner));
+    if (owner)
+        json_object_set_new(data, "csrf", json_string(auth_page_csrf(srv->auth, req)));
+}
+
+/* POST /groups/<id>/deliver: the owner signed in picks an attempt */
+static void group_deliver(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id)
+{
+    struct store_user user;
+    struct form f = {0};
+    struct err err = {0};
+    if (!page_form(srv, route, req, 4096, "run_id and csrf", &user, &f))
+        return;
+    const char *run_id = form_get(&f, "run_id");
+    if (!run_id) {
         http_respond_error(req, 404, "not_found", "no such attempt of yours");
     } else {
         /* only an attempt of this group, and the user's own */
@@ -533,6 +603,54 @@ static void group_deliver(struct web *srv, struct http_route *route, h2o_req_t *
                                rc == -ENOENT ? "not_found" : "conflict", err.msg);
         else
             respond_json(req, json_pack("{s:s, s:s}", "run_id", delivery, "attempt", run_id));
+    }
+    form_release(&f);
+}
+
+/* POST /runs/<id>/cancel: the owner signed in stops a run */
+static void run_cancel(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id)
+{
+    struct store_user user;
+    struct form f = {0};
+    struct err err = {0};
+    if (!page_form(srv, route, req, 4096, "csrf", &user, &f))
+        return;
+    int rc = runs_cancel(srv->runs, user.id, id, &err);
+    if (rc == -ENOENT)
+        http_respond_error(req, 404, "not_found", "no such run of yours");
+    else if (rc < 0)
+        http_respond_error(req, 409, "conflict", err.msg);
+    else
+        respond_json(req, json_pack("{s:s, s:s}", "run_id", id, "status", "cancelled"));
+    form_release(&f);
+}
+
+/* POST /sessions/<id>/follow-up: the owner signed in queues a run in the session */
+static void session_follow_up(struct web *srv, struct http_route *route, h2o_req_t *req,
+                              const char *id)
+{
+    struct store_user user;
+    struct form f = {0};
+    struct err err = {0};
+    /* the task's bytes as a form carries them: up to three for one, and the field's name */
+    if (!page_form(srv, route, req, 3 * FOLLOW_UP_MAX + 256, "task and csrf", &user, &f))
+        return;
+    const char *task = form_get(&f, "task");
+    struct runs_submit s = {.user_id = user.id, .task = task, .session_id = id};
+    char run_id[64], session_id[64], url[512];
+    int rc = !task || !*task || strlen(task) > FOLLOW_UP_MAX
+                 ? err_set(&err, -EINVAL, "a follow-up is 1 to %d bytes of text", FOLLOW_UP_MAX)
+                 : runs_submit(srv->runs, &s, run_id, session_id, &err);
+    if (rc == -ENOENT) {
+        http_respond_error(req, 404, "not_found", "no such session of yours");
+    } else if (rc < 0) {
+        http_respond_error(req, rc == -EINVAL ? 400 : 503,
+                           rc == -EINVAL ? "invalid_request" : "unavailable", err.msg);
+    } else {
+        runs_web_url(srv->runs, false, run_id, url, sizeof(url));
+        log_info("web follow-up run=%s session=%s user=%s", run_id, id, user.id);
+        respond_json(req, json_pack("{s:s, s:s, s:s}", "run_id", run_id, "session_id", session_id,
+                                    "web_url", url));
     }
     form_release(&f);
 }
@@ -570,13 +688,8 @@ static int on_groups(h2o_handler_t *self, h2o_req_t *req)
         http_respond_error(req, 404, "not_found", "no such page");
         return 0;
     }
-    /* the owner signed in may pick one (a view token alone only reads); without a token,
-     * allowed() found the browser to be the owner's */
-    const char *token = view_token(req);
-    bool owner = !token || !*token || owner_status(srv, req, PAGE_GROUP, id) == 0;
-    json_object_set_new(g, "can_pick", json_boolean(owner));
-    if (owner)
-        json_object_set_new(g, "csrf", json_string(auth_page_csrf(srv->auth, req)));
+    /* the owner signed in may pick one (a view token alone only reads) */
+    add_owner(srv, req, PAGE_GROUP, id, g, "can_pick");
     respond_json(req, g);
     return 0;
 }

@@ -13,6 +13,7 @@ import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
 import { bareRepo as makeBareRepo } from '../lib/git.mjs';
 import * as runs from '../lib/runs.mjs';
+import { setPassword } from '../lib/oauth.mjs';
 
 const shots = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'out', 'screenshots');
 const PHONE = { width: 390, height: 844 };
@@ -387,3 +388,32 @@ test('attempts side by side on a phone: each one\'s outcome and diff, and no but
   await desk.context.close();
 });
 
+
+test('on a phone, the owner signed in follows up from the session page and cancels from the run page', async () => {
+  router.add('web-follow-0', [{ text: 'Ready.' }]);
+  const first = await ok('run_task', { task: 'web-follow-0: start', ...(session ? { session_id: session } : {}) });
+  session = first.session_id;
+  await finished(first.run_id);
+  setPassword(server, 'admin', 'web-follow-password-1');
+  const sessionPath = `/sessions/${first.session_id}`;
+  // signed in through the sign-in page, which comes back to the session
+  const { page, context, problems, dialogs } = await pageAt(`${server.url}${sessionPath}`, PHONE);
+  assert.equal(new URL(page.url()).pathname, '/login');
+  await page.fill('input[name="name"]', 'admin');
+  await page.fill('input[name="password"]', 'web-follow-password-1');
+  await Promise.all([page.waitForURL((u) => u.pathname === sessionPath), page.click('form:has(input[name="password"]) button[type="submit"]')]);
+  await page.waitForSelector('#follow-up:not([hidden])');
+  router.add('web-follow-1', [{ tool: 'bash', input: { command: 'sleep 120', description: 'Wait' } }, { text: 'Never.' }]);
+  await page.fill('#follow-up-task', 'web-follow-1: take your time');
+  await Promise.all([page.waitForURL((u) => u.pathname.startsWith('/runs/')), page.click('#follow-up button')]);
+  const runId = new URL(page.url()).pathname.split('/')[2];
+  await page.waitForSelector('#actions:not([hidden])');
+  await page.screenshot({ path: path.join(shots, 'run-owner-phone.png'), fullPage: true });
+  await page.click('#cancel');
+  assert.equal((await finished(runId)).status, 'cancelled');
+  await page.waitForSelector('#actions', { state: 'hidden' });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+  assert.deepEqual(dialogs, []);
+  assert.deepEqual(problems, []);
+  await context.close();
+});

@@ -1,11 +1,14 @@
 // The event stream of a run's page over plain HTTP: one SSE message per stored event, resumable
 // with Last-Event-ID without gaps or duplicates, keep-alive comments while nothing happens, and
-// an end when the run ends. (The page itself is driven in a browser in tests/e2e/web.test.mjs.)
+// an end when the run ends; and what the owner signed in does from the pages (a follow-up, a
+// cancel). (The page itself is driven in a browser in tests/e2e/web.test.mjs.)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, rpc } from '../lib/server.mjs';
+import { startServer, rpc, cli } from '../lib/server.mjs';
+import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { CookieJar, request, setPassword, signIn } from '../lib/oauth.mjs';
 
 let fake, router, server;
 let nextId = 1;
@@ -120,4 +123,52 @@ test('the pages\' icon answers at /favicon.ico too, for what a browser asks of i
     assert.match(await r.text(), /^<svg/, p);
   }
   assert.equal((await fetch(`${server.url}/favicon.icon`)).status, 404);
+});
+
+test('the owner signed in follows up and cancels from the pages; a view link, a wrong CSRF token and another user are refused', async () => {
+  router.add('web-owner-1', [{ text: 'First.' }]);
+  const first = await ok('run_task', { task: 'web-owner-1: start', ...(session ? { session_id: session } : {}) });
+  session = first.session_id;
+  await runs.finished(server, first.run_id);
+  const sessionUrl = new URL(first.session_web_url);
+  const followUp = `/sessions/${first.session_id}/follow-up`;
+  const origin = { origin: server.url };
+  // not signed in: refused, and a view link reads only
+  assert.equal((await request(server, followUp, { form: { task: 'x', csrf: 'x' }, headers: origin })).status, 401);
+  const viewed = await request(server, `${sessionUrl.pathname}/data${sessionUrl.search}`);
+  assert.equal(viewed.body.can_act, false);
+  assert.equal(viewed.body.csrf, undefined);
+  // the owner signed in: the data carries the form's token; a wrong one is refused
+  setPassword(server, 'admin', 'web-owner-password-1');
+  const jar = new CookieJar();
+  assert.equal((await signIn(server, jar, { name: 'admin', password: 'web-owner-password-1' })).status, 303);
+  const mine = await request(server, `${sessionUrl.pathname}/data`, { jar });
+  assert.equal(mine.body.can_act, true);
+  assert.equal((await request(server, followUp, { jar, headers: origin, form: { task: 'x', csrf: 'x'.repeat(43) } })).status, 403);
+  const empty = await request(server, followUp, { jar, headers: origin, form: { task: '', csrf: mine.body.csrf } });
+  assert.equal(empty.status, 400);
+  assert.match(empty.body.error, /1 to 16384 bytes/);
+  // a follow-up runs in the session, and the run's page cancels it
+  router.add('web-owner-2', [{ tool: 'bash', input: { command: 'sleep 120', description: 'Wait' } }, { text: 'Never.' }]);
+  const queued = await request(server, followUp, { jar, headers: origin, form: { task: 'web-owner-2: wait', csrf: mine.body.csrf } });
+  assert.equal(queued.status, 200, queued.text);
+  assert.equal(queued.body.session_id, first.session_id);
+  assert.match(queued.body.web_url, new RegExp(`/runs/${queued.body.run_id}\\?t=`));
+  const runData = await request(server, `/runs/${queued.body.run_id}/data`, { jar });
+  assert.equal(runData.body.can_act, true);
+  // another user signed in may do neither to it
+  const bob = cli(['user', 'add', 'bob', '--data-dir', server.dataDir]);
+  assert.equal(bob.status, 0, bob.stderr);
+  setPassword(server, 'bob', 'web-owner-password-2');
+  const bobJar = new CookieJar();
+  assert.equal((await signIn(server, bobJar, { name: 'bob', password: 'web-owner-password-2' })).status, 303);
+  const bobCsrf = /name="csrf" value="([^"]+)"/.exec((await request(server, '/account', { jar: bobJar })).text)[1];
+  assert.equal((await request(server, followUp, { jar: bobJar, headers: origin, form: { task: 'mine now', csrf: bobCsrf } })).status, 404);
+  assert.equal((await request(server, `/runs/${queued.body.run_id}/cancel`, { jar: bobJar, headers: origin, form: { csrf: bobCsrf } })).status, 404);
+  assert.equal((await request(server, `/runs/${queued.body.run_id}/data`, { jar: bobJar })).status, 404);
+  const cancelled = await request(server, `/runs/${queued.body.run_id}/cancel`, { jar, headers: origin, form: { csrf: mine.body.csrf } });
+  assert.equal(cancelled.status, 200, cancelled.text);
+  assert.equal((await runs.finished(server, queued.body.run_id)).status, 'cancelled');
+  const again = await request(server, `/runs/${queued.body.run_id}/cancel`, { jar, headers: origin, form: { csrf: mine.body.csrf } });
+  assert.equal(again.status, 409);
 });

@@ -294,6 +294,34 @@ function addEvent(ev) {
   $('timeline').append(li);
 }
 
+// A form of the owner's page: POSTed with the page's CSRF token; the answer's JSON, or throws
+// with the server's reason.
+async function postForm(path, fields, csrf) {
+  const body = new URLSearchParams({ ...fields, csrf });
+  const r = await fetch(path, { method: 'POST', body, credentials: 'same-origin' });
+  const out = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(out.error || `failed (${r.status})`);
+  return out;
+}
+
+// The owner signed in may cancel a run under way (a view link only reads).
+function ownerActions(run) {
+  const box = $('actions');
+  box.hidden = !(run.can_act && ['queued', 'running'].includes(run.status));
+  if (box.hidden) return;
+  const b = $('cancel');
+  b.onclick = async () => {
+    b.disabled = true;
+    try {
+      await postForm(`/runs/${id}/cancel`, {}, run.csrf);
+      setText('action-note', 'Cancelling.');
+    } catch (e) {
+      b.disabled = false;
+      setText('action-note', e.message);
+    }
+  };
+}
+
 async function runPage() {
   let run;
   try {
@@ -303,6 +331,7 @@ async function runPage() {
     return;
   }
   showRun(run);
+  ownerActions(run);
   const link = $('session-link');
   link.hidden = true;
   const live = $('live');
@@ -319,7 +348,11 @@ async function runPage() {
   src.addEventListener('end', async () => {
     src.close();
     live.hidden = true;
-    try { showRun(await getJson(`/runs/${id}/data`)); } catch { /* keep what is shown */ }
+    try {
+      const r = await getJson(`/runs/${id}/data`);
+      showRun(r);
+      ownerActions(r);
+    } catch { /* keep what is shown */ }
   });
   src.onerror = () => { /* EventSource reconnects by itself, resuming after the last id */ };
   // the status line follows the run while it goes on
@@ -347,6 +380,23 @@ async function sessionPage() {
     return;
   }
   setText('session-id', `${s.session_id} · ${s.agent} · since ${when(s.created_at)}`);
+  if (s.can_act) {
+    // the owner signed in follows up from here: a run in this session, then its page
+    $('follow-up').hidden = false;
+    $('follow-up-form').onsubmit = async (ev) => {
+      ev.preventDefault();
+      const button = ev.target.querySelector('button');
+      button.disabled = true;
+      try {
+        const out = await postForm(`/sessions/${id}/follow-up`, { task: $('follow-up-task').value }, s.csrf);
+        // the run's page as its owner sees it, signed in (a view link's page only reads)
+        location.href = `/runs/${out.run_id}`;
+      } catch (e) {
+        button.disabled = false;
+        setText('follow-up-note', e.message);
+      }
+    };
+  }
   const pr = s.pull_request;
   if (pr) {
     // what the pull request can still ask of the session (review comments, failing CI)
