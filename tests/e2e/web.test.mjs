@@ -91,7 +91,10 @@ test('a running run: events appear as the agent works, then the final state', as
   assert.equal(phone.res.status(), 200);
   const { page } = phone;
   // the events so far (step start, the write, a step finish) are on the page while it runs
-  await page.waitForFunction(() => document.querySelectorAll('#timeline li').length >= 3);
+  await page.waitForFunction(() => document.querySelectorAll('#timeline [data-seq]').length >= 3);
+  // the step's start and finish frame the write instead of being rows of their own
+  assert.equal(await page.locator('#timeline > li.step .step-events li.event-tool_use').count() >= 1, true);
+  assert.equal(await page.locator('#timeline li.event-step_start, #timeline li.event-step_finish').count(), 0);
   assert.equal(await page.textContent('#status'), 'running');
   assert.equal(await page.textContent('#title'), 'Notes for the page');
   assert.match(await page.textContent('#timeline'), /write/);
@@ -100,8 +103,13 @@ test('a running run: events appear as the agent works, then the final state', as
   await page.waitForFunction(() => document.querySelector('#phase').textContent === 'step 1: wrote web/notes.md');
   assert.match(await page.textContent('#elapsed'), /^· (\d+h )?(\d+m )?\d+[sm] so far$/);
   await page.screenshot({ path: path.join(shots, 'run-running-phone.png'), fullPage: true });
-  const before = await page.$$eval('#timeline li', (l) => l.length);
+  const before = await page.$$eval('#timeline [data-seq]', (l) => l.length);
+  // a reader who scrolled up is offered the way back when later events come
+  await page.evaluate(() => window.scrollTo(0, 0));
   s.release();
+  await page.waitForSelector('#jump', { state: 'visible' });
+  await page.click('#jump');
+  await page.waitForSelector('#jump', { state: 'hidden' });
   // later events arrive on the same page, and the end brings the final state
   await page.waitForFunction(() => document.querySelector('#status').textContent === 'succeeded',
     null, { timeout: 120000 });
@@ -109,7 +117,7 @@ test('a running run: events appear as the agent works, then the final state', as
   // the phase, live over the event stream, says how it ended
   await page.waitForFunction(() => document.querySelector('#phase').textContent === 'succeeded after 3 steps');
   assert.match(await page.textContent('#elapsed'), /^· took /);
-  const after = await page.$$eval('#timeline li', (l) => l.map((x) => Number(x.dataset.seq)));
+  const after = await page.$$eval('#timeline [data-seq]', (l) => l.map((x) => Number(x.dataset.seq)));
   assert.ok(after.length > before, `${after.length} > ${before}`);
   assert.deepEqual(after, after.map((_, i) => i + 1), 'each event once, in order');
   const result = await finished(run.run_id);
@@ -126,7 +134,7 @@ test('a running run: events appear as the agent works, then the final state', as
 
   const desk = await pageAt(run.web_url, DESKTOP);
   await desk.page.waitForFunction(() => document.querySelector('#status').textContent === 'succeeded');
-  await desk.page.waitForFunction(() => document.querySelectorAll('#timeline li').length > 0);
+  await desk.page.waitForFunction(() => document.querySelectorAll('#timeline [data-seq]').length > 0);
   await desk.page.screenshot({ path: path.join(shots, 'run-finished-desktop.png'), fullPage: true });
   assert.deepEqual(desk.problems, []);
   await desk.context.close();
@@ -150,7 +158,7 @@ test('what the agent wrote stays text: <script> and <img onerror> do nothing', a
   const { page, context, problems } = await pageAt(run.web_url, DESKTOP);
   await page.waitForFunction(() => document.querySelector('#status').textContent !== 'loading');
   await page.waitForFunction(() => !document.querySelector('#outcome').hidden);
-  await page.waitForFunction(() => document.querySelectorAll('#timeline li').length > 0);
+  await page.waitForFunction(() => document.querySelectorAll('#timeline [data-seq]').length > 0);
   // give an injected handler every chance to run
   await page.waitForTimeout(300);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);

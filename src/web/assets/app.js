@@ -280,18 +280,52 @@ function showRun(run) {
 
 const seen = new Set();
 
+// The agent's steps frame its tool calls and texts: a step's start opens a group that holds
+// them, headed with its number, and its finish closes the group with a line of its own, so they
+// are not rows of their own. Every event keeps its sequence number on its element, in order.
+let step = null;
+let steps = 0;
+
+function nearBottom() {
+  return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
+}
+
 function addEvent(ev) {
   if (seen.has(ev.seq)) return;
   seen.add(ev.seq);
   $('empty').hidden = true;
-  const li = el('li', `event event-${ev.type}`);
-  li.dataset.seq = String(ev.seq);
-  const head = el('div', 'event-head');
-  head.append(el('span', 'event-type', ev.type.replace(/_/g, ' ')),
-    el('time', 'event-time', new Date(ev.time).toLocaleTimeString()));
-  li.append(head, el('div', 'event-summary', ev.summary));
-  if (ev.text && ev.text !== ev.summary) li.append(el('pre', 'event-text', ev.text));
-  $('timeline').append(li);
+  const follow = nearBottom();
+  if (ev.type === 'step_start') {
+    step = el('li', 'step');
+    step.dataset.seq = String(ev.seq);
+    const head = el('div', 'step-head');
+    head.append(el('span', null, `step ${++steps}`),
+      el('time', 'event-time', new Date(ev.time).toLocaleTimeString()));
+    step.append(head, el('ol', 'step-events'));
+    $('timeline').append(step);
+  } else if (ev.type === 'step_finish' && step) {
+    const end = el('div', 'step-end', ev.summary);
+    end.dataset.seq = String(ev.seq);
+    step.append(end);
+    step = null;
+  } else {
+    const li = el('li', `event event-${ev.type}`);
+    li.dataset.seq = String(ev.seq);
+    const head = el('div', 'event-head');
+    head.append(el('span', 'event-type', ev.type.replace(/_/g, ' ')),
+      el('time', 'event-time', new Date(ev.time).toLocaleTimeString()));
+    li.append(head, el('div', 'event-summary', ev.summary));
+    if (ev.text && ev.text !== ev.summary) li.append(el('pre', 'event-text', ev.text));
+    (step ? step.querySelector('.step-events') : $('timeline')).append(li);
+  }
+  // the newest stays in sight for a reader at the bottom; one who scrolled up gets a way back
+  if (!follow) $('jump').hidden = false;
+}
+
+function jumpToLatest() {
+  const all = document.querySelectorAll('#timeline [data-seq]');
+  if (all.length) all[all.length - 1].scrollIntoView({ block: 'end' });
+  $('jump').hidden = true;
 }
 
 // A form of the owner's page: POSTed with the page's CSRF token; the answer's JSON, or throws
@@ -335,6 +369,8 @@ async function runPage() {
   const link = $('session-link');
   link.hidden = true;
   const live = $('live');
+  $('jump').onclick = jumpToLatest;
+  window.addEventListener('scroll', () => { if (nearBottom()) $('jump').hidden = true; }, { passive: true });
   const src = new EventSource(`/runs/${id}/events${q}`);
   live.hidden = false;
   src.addEventListener('run-event', (m) => {
