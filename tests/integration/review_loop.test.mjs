@@ -14,7 +14,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { startServer, cli, sqlRows } from '../lib/server.mjs';
+import { startServer, cli, sqlRows, debianTemplate } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub } from '../lib/fake-github.mjs';
@@ -26,7 +26,7 @@ const DELIVERIES_MAX = 6;
 const REPO = 'acme/widget';
 const METRICS_TOKEN = 'review-loop-metrics';
 
-let fake, router, gh, server, hookUrl;
+let fake, router, gh, server, hookUrl, template;
 
 before(async () => {
   fake = await startFake();
@@ -38,7 +38,9 @@ before(async () => {
     'acme/ci': { files: { 'README.md': '# ci\n', 'z.txt': 'z = 1\n' } },
     'acme/polled': { files: { 'README.md': '# polled\n', 'p.txt': 'p = 1\n' } },
   } });
-  server = await startServer({ env: {
+  // the default template, which has gh (the host's need not)
+  template = await debianTemplate();
+  server = await startServer({ env: { ...template,
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     GITHUB_WEBHOOK_SECRET: SECRET, GITHUB_STEERERS: 'carol, dave',
@@ -351,7 +353,7 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
   writeFileSync(path.join(providers, 'github-api.json'),
     JSON.stringify({ ...file, answer_max: 2048, rate_per_minute: 60, rate_burst: 5 }));
   t.after(() => rmSync(providers, { recursive: true, force: true }));
-  await runs.withServer({
+  await runs.withServer({ ...template,
     ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     GITHUB_POLL_SECONDS: '1', CI_FIX_ATTEMPTS: '2', PROXY_PROVIDERS_DIR: providers,
