@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/bucket.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/util.h"
@@ -26,12 +27,6 @@
 
 #define REPO_SECRETS_MAX 64
 #define ADDRESS_BUCKETS 256 /* addresses paced apart; one that finds its slot taken starts full */
-
-/* A token bucket: rate a second, bursts of five seconds' worth. */
-struct bucket {
-    double tokens;
-    int64_t at_ms;
-};
 
 struct github_receiver {
     struct store *st;
@@ -51,10 +46,7 @@ struct github_receiver {
     /* each client address (IPv4, or IPv6 /64) has GITHUB_WEBHOOK_RATE, so that strangers on an
      * address of their own do not take GitHub's share; all together have four times that */
     struct bucket all;
-    struct {
-        struct http_peer_key key;
-        struct bucket b;
-    } addrs[ADDRESS_BUCKETS];
+    struct keyed_bucket addrs[ADDRESS_BUCKETS];
 };
 
 static void wipe_free(char *s)
@@ -150,7 +142,6 @@ int github_receiver_new(const struct config *cfg, struct store *st, github_event
     snprintf(g->mention, sizeof(g->mention), "%s", mention);
     g->rate = rate;
     g->keep = keep;
-    g->all = (struct bucket){(double)rate * 20, time_mono_ms()};
     *out = g;
     return 0;
 }
@@ -170,20 +161,8 @@ const char *github_receiver_mention(const struct github_receiver *g)
     return g->mention;
 }
 
-/* One delivery from b (rate a second, bursts of five seconds' worth): false when it is empty. */
-static bool bucket_take(struct bucket *b, double rate, int64_t now)
-{
-    b->tokens += (double)(now - b->at_ms) * rate / 1000.0;
-    if (b->tokens > rate * 5)
-        b->tokens = rate * 5;
-    b->at_ms = now;
-    if (b->tokens < 1)
-        return false;
-    b->tokens -= 1;
-    return true;
-}
-
-/* One delivery from the client's address and from all: false when either is empty. */
+/* One delivery from the client's address and from all (each with bursts of five seconds'
+ * worth): false when either is empty. */
 static bool rate_take(struct github_receiver *g, h2o_req_t *req)
 {
     int64_t now = time_mono_ms();
@@ -191,16 +170,10 @@ static bool rate_take(struct github_receiver *g, h2o_req_t *req)
     struct http_peer_key key = {0};
     if (http_client_addr(req, &ss))
         http_peer_key((struct sockaddr *)&ss, &key);
-    unsigned h = 2166136261u;
-    for (size_t i = 0; i < sizeof(key.b); i++)
-        h = (h ^ key.b[i]) * 16777619u;
-    size_t slot = h % ADDRESS_BUCKETS;
-    if (memcmp(&g->addrs[slot].key, &key, sizeof(key)) != 0 || !g->addrs[slot].b.at_ms) {
-        g->addrs[slot].key = key;
-        g->addrs[slot].b = (struct bucket){(double)g->rate * 5, now};
-    }
-    return bucket_take(&g->addrs[slot].b, (double)g->rate, now) &&
-           bucket_take(&g->all, (double)g->rate * 4, now);
+    double rate = (double)g->rate;
+    return bucket_take(bucket_of(g->addrs, ADDRESS_BUCKETS, &key, sizeof(key)), rate, rate * 5,
+                       now) == 0 &&
+           bucket_take(&g->all, rate * 4, rate * 20, now) == 0;
 }
 
 static void reply(h2o_req_t *req, const struct github_outcome *o)

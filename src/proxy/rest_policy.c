@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/bucket.h"
 #include "base/ids.h"
 #include "base/util.h"
 
@@ -27,36 +28,16 @@
 static bool repo_open(h2o_req_t *req, const struct provider *prov,
                       const struct proxy_claims *claims, const char *repo, bool own_credential);
 
-static struct bucket {
-    char jti[64];
-    double tokens;
-    int64_t at_ms;
-} buckets[BUCKETS];
+static struct keyed_bucket buckets[BUCKETS];
 
 /* Take one request from jti's bucket: 0, or the seconds until one is there. */
 static unsigned rate_take(const struct provider *prov, const char *jti, int64_t now_ms)
 {
     if (!prov->rate_per_minute)
         return 0;
-    unsigned h = 2166136261u;
-    for (const char *c = jti; *c; c++)
-        h = (h ^ (unsigned char)*c) * 16777619u;
-    struct bucket *b = &buckets[h % BUCKETS];
-    double per_ms = prov->rate_per_minute / 60000.0;
-    if (strcmp(b->jti, jti) != 0) {
-        snprintf(b->jti, sizeof(b->jti), "%s", jti);
-        b->tokens = prov->rate_burst;
-        b->at_ms = now_ms;
-    }
-    b->tokens += (double)(now_ms - b->at_ms) * per_ms;
-    if (b->tokens > prov->rate_burst)
-        b->tokens = prov->rate_burst;
-    b->at_ms = now_ms;
-    if (b->tokens >= 1) {
-        b->tokens -= 1;
-        return 0;
-    }
-    return (unsigned)((1 - b->tokens) / per_ms / 1000) + 1;
+    int64_t wait = bucket_take(bucket_of(buckets, BUCKETS, jti, strlen(jti)),
+                               prov->rate_per_minute / 60.0, prov->rate_burst, now_ms);
+    return wait ? (unsigned)((wait + 999) / 1000) : 0;
 }
 
 /* Whether sub (what follows /repos/owner/name, "" or "/...") is a part of the repository that
