@@ -11,7 +11,7 @@ unsigned auth_tool_scope(const char *tool)
         tool += 9;
     if (strcmp(tool, "run_task") == 0 || strcmp(tool, "get_result") == 0 ||
         strcmp(tool, "list_runs") == 0 || strcmp(tool, "cancel_run") == 0 ||
-        strcmp(tool, "deliver_run") == 0)
+        strcmp(tool, "deliver_run") == 0 || strcmp(tool, "answer_run") == 0)
         return SCOPE_RUNS;
     return 0;
 }

@@ -118,6 +118,7 @@ const char *const config_known_keys[] = {
     "RUNS_AGENT_POOL",
     "RUNS_ENV_POOL",
     "RUN_SETUP_TIMEOUT_SECONDS",
+    "RUN_QUESTION_TIMEOUT_MINUTES",
     "ENV_CACHE_MB",
     "ENV_CACHE_USER_MB",
     "ENV_CACHE_MAX_AGE_HOURS",

@@ -186,6 +186,7 @@ struct serve {
     struct runs_network *network;
     struct tools_facts facts;
     struct mcp_server *mcp;
+    struct mcp_server *agent_mcp; /* the agents' tools (/agent/mcp in sandboxes) */
     struct fixture_tasks *fixture_tasks;
     struct http_server *http;
     struct auth *auth;
@@ -226,6 +227,7 @@ static void serve_stop(struct serve *s)
     auth_free(s->auth);
     proxy_free(s->proxy);
     mcp_server_free(s->mcp);
+    mcp_server_free(s->agent_mcp);
     mcp_fixtures_tasks_free(s->fixture_tasks); /* after the server that used it */
     egress_proxy_free(s->egress);
     runs_network_free(s->network);
@@ -400,6 +402,19 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     github_receiver_register(s.http, s.github);
     s.facts.llms = proxy_llms(s.proxy, &s.facts.nllms);
     tools_runs_register(s.mcp, s.runs, s.st, runs_unavailable, &s.facts);
+    if (s.runs) {
+        const struct mcp_server_info agent_info = {
+            .name = "sandbox-mcp",
+            .title = "sandbox-mcp (for the run's agent)",
+            .version = SANDBOX_MCP_VERSION,
+            .description = "Reach the person who gave this run its task",
+            .instructions = "ask_user asks the person who gave you the task a question and "
+                            "waits for the answer; submit_plan asks them to approve a plan.",
+        };
+        s.agent_mcp = mcp_server_new(&agent_info);
+        tools_agent_register(s.agent_mcp, s.runs);
+        mcp_endpoint_register_agent(s.http, s.agent_mcp, proxy_agent_auth, s.proxy);
+    }
     s.nc.seal_key = s.credential_key;
     s.notifier = notifier_new(&s.nc, s.st);
     if (s.runs)

@@ -23,6 +23,9 @@ struct mcp_call;
 struct mcp_principal {
     char user_id[64];
     char user_name[128];
+    /* What the credential acts for besides its user: a coding agent's token names its run ("" for
+     * a person's token, and for an agent's sandbox none of whose runs is working now) */
+    char acting_for[64];
 };
 
 /* One header of a request, not NUL-terminated: for Mcp-Param-{Name}, name is {Name}. */

@@ -183,6 +183,55 @@ static void param_headers(h2o_req_t *req, struct mcp_request_info *info)
     info->params = out;
 }
 
+/* Whether the body's media type is JSON and the client takes an answer of either kind; else the
+ * request is answered here. */
+static bool body_acceptable(h2o_req_t *req)
+{
+    const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
+    if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
+        (ctype[16] && ctype[16] != ';' && ctype[16] != ' ')) {
+        rpc_error(req, 415, JSONRPC_INVALID_REQUEST,
+                  "Unsupported Media Type: Content-Type must be application/json");
+        return false;
+    }
+    const char *accept = http_header(req, H2O_TOKEN_ACCEPT);
+    if (accept && !accepts(accept, "application/json") && !accepts(accept, "text/event-stream")) {
+        rpc_error(req, 406, JSONRPC_INVALID_REQUEST,
+                  "Not Acceptable: Client must accept both application/json and text/event-stream");
+        return false;
+    }
+    return true;
+}
+
+/* The request's MCP headers into *info (borrowed from req), its principal empty. */
+static void request_info(h2o_req_t *req, const char *rid, struct mcp_request_info *info)
+{
+    const char *accept = http_header(req, H2O_TOKEN_ACCEPT);
+    *info = (struct mcp_request_info){
+        .protocol_version = http_header_str(req, "mcp-protocol-version"),
+        .mcp_method = http_header_str(req, "mcp-method"),
+        .mcp_name = http_header_str(req, "mcp-name"),
+        .accepts_sse = accepts(accept, "text/event-stream"),
+        .request_id = rid,
+    };
+    param_headers(req, info);
+}
+
+/* Hand the body to mcp, the answer written as the exchange goes. */
+static void start_exchange(struct mcp_server *mcp, h2o_req_t *req,
+                           const struct mcp_request_info *info)
+{
+    struct mcp_sink *s = h2o_mem_alloc_shared(&req->pool, sizeof(*s), sink_dispose);
+    memset(s, 0, sizeof(*s));
+    s->req = req;
+    struct mcp_exchange *ex =
+        mcp_exchange_start(mcp, info, req->entity.base, req->entity.len, &sink_ops, s);
+    if (ex && !s->answered) {
+        s->ex = ex;
+        http_watch_start(&s->watch, req, sink_gone);
+    }
+}
+
 static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -209,46 +258,21 @@ static int on_mcp(h2o_handler_t *self, h2o_req_t *req)
     if (forwarded ? !mcp_forwarded_auth(srv, req, &user, &scopes)
                   : !http_authenticate(srv, req, &user, &scopes))
         return 0;
-    const char *ctype = http_header(req, H2O_TOKEN_CONTENT_TYPE);
-    if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
-        (ctype[16] && ctype[16] != ';' && ctype[16] != ' ')) {
-        rpc_error(req, 415, JSONRPC_INVALID_REQUEST,
-                  "Unsupported Media Type: Content-Type must be application/json");
+    if (!body_acceptable(req))
         return 0;
-    }
-    const char *accept = http_header(req, H2O_TOKEN_ACCEPT);
-    if (accept && !accepts(accept, "application/json") && !accepts(accept, "text/event-stream")) {
-        rpc_error(req, 406, JSONRPC_INVALID_REQUEST,
-                  "Not Acceptable: Client must accept both application/json and text/event-stream");
-        return 0;
-    }
     unsigned needed = (scopes & SCOPES_TOOLS) == SCOPES_TOOLS ? 0 : tool_scope(req);
     if (needed & ~scopes) {
         http_insufficient_scope(srv, req, needed);
         return 0;
     }
-    struct mcp_request_info info = {
-        .protocol_version = http_header_str(req, "mcp-protocol-version"),
-        .mcp_method = http_header_str(req, "mcp-method"),
-        .mcp_name = http_header_str(req, "mcp-name"),
-        .accepts_sse = accepts(accept, "text/event-stream"),
-        .request_id = rid,
-    };
-    param_headers(req, &info);
+    struct mcp_request_info info;
+    request_info(req, rid, &info);
     snprintf(info.principal.user_id, sizeof(info.principal.user_id), "%s", user.id);
     snprintf(info.principal.user_name, sizeof(info.principal.user_name), "%s", user.name);
 
     if (!forwarded && mcp_forward_call(srv, req, &user, scopes, &info))
         return 0;
-    struct mcp_sink *s = h2o_mem_alloc_shared(&req->pool, sizeof(*s), sink_dispose);
-    memset(s, 0, sizeof(*s));
-    s->req = req;
-    struct mcp_exchange *ex =
-        mcp_exchange_start(route->ctx, &info, req->entity.base, req->entity.len, &sink_ops, s);
-    if (ex && !s->answered) {
-        s->ex = ex;
-        http_watch_start(&s->watch, req, sink_gone);
-    }
+    start_exchange(route->ctx, req, &info);
     return 0;
 }
 
@@ -333,6 +357,49 @@ static void too_large_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **
         http_conn_linger(req);
     }
     h2o_setup_next_ostream(req, slot);
+}
+
+/* --- the agents' endpoint: POST /agent/mcp on a sandbox's listeners --- */
+
+struct agent_endpoint {
+    struct mcp_server *mcp;
+    mcp_agent_auth_fn auth;
+    void *auth_ctx;
+};
+
+static int on_agent_mcp(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct http_route *route = (struct http_route *)self;
+    struct agent_endpoint *ae = route->ctx;
+    const char *rid = http_request_track(route, req);
+    const char *sbx = http_sandbox_of(req);
+    if (!sbx ||
+        !h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/agent/mcp"))) {
+        http_respond_error(req, 404, "not_found", "no such endpoint; agents' MCP is /agent/mcp");
+        return 0;
+    }
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
+        http_add_header(req, H2O_TOKEN_ALLOW, "POST");
+        rpc_error(req, 405, JSONRPC_INVALID_REQUEST,
+                  "Method Not Allowed: this stateless server accepts only POST");
+        return 0;
+    }
+    struct mcp_request_info info;
+    request_info(req, rid, &info);
+    if (!ae->auth(ae->auth_ctx, req, sbx, info.principal.user_id, info.principal.acting_for))
+        return 0;
+    if (!body_acceptable(req))
+        return 0;
+    start_exchange(ae->mcp, req, &info);
+    return 0;
+}
+
+void mcp_endpoint_register_agent(struct http_server *http, struct mcp_server *mcp,
+                                 mcp_agent_auth_fn auth, void *auth_ctx)
+{
+    static struct agent_endpoint ae;
+    ae = (struct agent_endpoint){mcp, auth, auth_ctx};
+    http_add_sandbox_route(http, "/agent/mcp", "/agent/mcp", on_agent_mcp, &ae);
 }
 
 void mcp_endpoint_register(struct http_server *http, struct mcp_server *mcp)

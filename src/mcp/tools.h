@@ -41,3 +41,7 @@ struct store;
  * NULL they are listed but answer with `unavailable`. */
 void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store *st,
                          const char *unavailable, const struct tools_facts *f);
+
+/* ask_user and submit_plan, the coding agents' own tools (tools_agent.c), on the server the
+ * sandboxes reach at /agent/mcp. */
+void tools_agent_register(struct mcp_server *srv, struct runs *runs);

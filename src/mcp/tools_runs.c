@@ -63,6 +63,16 @@ json_t *tools_runs_text(const char *fmt, ...)
 
 /* --- run_task --- */
 
+/* question_timeout_minutes in whole seconds, at least one; 0 when absent */
+static uint64_t question_timeout_s(const json_t *args)
+{
+    const json_t *m = json_object_get(args, "question_timeout_minutes");
+    if (!m)
+        return 0;
+    uint64_t s = (uint64_t)(json_number_value(m) * 60.0 + 0.999);
+    return s ? s : 1;
+}
+
 static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
 {
     struct tools_runs *t = ctx;
@@ -86,6 +96,8 @@ static void tool_run_task(struct mcp_call *call, const json_t *args, void *ctx)
         .fix_ci = json_is_true(json_object_get(args, "fix_ci"))    ? RUNS_FIX_CI_ON
                   : json_is_false(json_object_get(args, "fix_ci")) ? RUNS_FIX_CI_OFF
                                                                    : RUNS_FIX_CI_KEEP,
+        .plan_first = json_is_true(json_object_get(args, "plan_first")),
+        .question_timeout_s = question_timeout_s(args),
     };
     if (tm && s.timeout_ms == 0)
         s.timeout_ms = 1;
@@ -216,7 +228,18 @@ void tools_runs_describe(struct tools_runs *t, const struct store_run *r, json_t
     buf_init(&recent, 0);
     if (active || strcmp(r->status, "succeeded") != 0)
         add_recent(&recent, json_object_get(sc, "recent_events"));
-    if (active) {
+    const json_t *q = json_object_get(sc, "question");
+    if (active && json_is_object(q)) {
+        bool plan = strcmp(json_string_value(json_object_get(q, "kind")), RUNS_ASK_PLAN) == 0;
+        *content = text_content(
+            "Run %s waits for your user's %s (question_id %s, until %s):\n\n%s\n\nAsk them, "
+            "then %s.",
+            r->id, plan ? "approval of its plan" : "answer",
+            json_string_value(json_object_get(q, "id")),
+            json_string_value(json_object_get(q, "answer_by")),
+            json_string_value(json_object_get(q, "text")),
+            json_string_value(json_object_get(q, "how")));
+    } else if (active) {
         *content =
             text_content("Run %s is %s, %s so far: %s (%lld events).%s", r->id, r->status, took,
                          phase, (long long)r->event_count, recent.data ? recent.data : "");
@@ -301,17 +324,22 @@ static void tool_get_result(struct mcp_call *call, const json_t *args, void *ctx
         return;
     }
     int rc = store_run_get(t->st, p->user_id, id, &r, &err);
+    bool waiting = rc == 0 && strcmp(r.phase, "waiting") == 0;
     store_run_release(&r);
     if (rc < 0) {
         mcp_call_tool_err(call, &err);
         return;
     }
+    /* a run that waits for an answer: its client may ask its user now; else it is answered at
+     * once, the question in it */
+    if (waiting && tools_runs_ask_client(t, call, id))
+        return;
     struct get_job *j = xcalloc(1, sizeof(*j));
     j->t = t;
     j->call = call;
     snprintf(j->run_id, sizeof(j->run_id), "%s", id);
     const json_t *ws = json_object_get(args, "wait_seconds");
-    uint64_t wait_ms = ws ? (uint64_t)(json_number_value(ws) * 1000.0) : 0;
+    uint64_t wait_ms = ws && !waiting ? (uint64_t)(json_number_value(ws) * 1000.0) : 0;
     /* answer_result() may run (and free j) before runs_wait() returns */
     struct runs_waiter *w = runs_wait(t->runs, id, wait_ms, answer_result, j);
     if (w) {
@@ -594,6 +622,13 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
             "pushed, queue runs in this session that get the failing jobs' logs and make them "
             "pass (up to the server's CI_FIX_ATTEMPTS per push), until they pass or someone else "
             "pushes. Stays on for the session's later runs until set false\"},"
+        "\"plan_first\":{\"type\":\"boolean\","
+            "\"description\":\"The agent first writes a plan without changing anything, and "
+            "the run waits until the plan is approved (answer_run, or the run's page), "
+            "possibly with changes; a plan not approved in time delivers nothing\"},"
+        "\"question_timeout_minutes\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1440,"
+            "\"description\":\"How long a question of the agent's (or its plan) waits for an "
+            "answer before the agent goes on without one (default: the server's, 30)\"},"
         "\"session_id\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
             "\"description\":\"Continue an earlier run's session: the same sandbox, workspace "
             "and agent conversation. Omit to start a new session\"},"
@@ -701,7 +736,7 @@ static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
         "\"cost\":{\"type\":\"number\"}}},"
     "\"phase\":{\"type\":\"object\",\"properties\":{"
             "\"name\":{\"type\":\"string\",\"enum\":[\"preparing\",\"cloning\","
-                "\"setting up\",\"agent\","
+                "\"setting up\",\"agent\",\"waiting\","
                 "\"finishing\",\"delivering\"," STATUSES "]},"
             "\"step\":{\"type\":\"integer\",\"description\":\"The agent's steps so far\"},"
             "\"detail\":" NULLABLE("string") ","
@@ -736,6 +771,9 @@ static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
     "\"setup\":" OBJECT_OR_NULL ",\"description\":\"The setup run before the agent: source, "
         "exit_status, duration_ms, timed_out, failed (the agent started anyway, told of it)\"},"
     "\"pull_request_mode\":{\"type\":\"string\"},"
+    "\"question\":" OBJECT_OR_NULL ",\"description\":\"What its agent asks and waits for (phase "
+        "waiting): id, kind (question, or plan to approve), text, choices, asked_at, answer_by "
+        "(when it goes on without), how to answer\"},"
     "\"tests\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],\"description\":"
         "\"How the last test command the agent ran ended: 'passed: npm test', 'failed: npm test "
         "(exit 1)'\"},"
@@ -873,6 +911,8 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
         {"deliver_run", "Deliver the attempt picked", tools_runs_deliver_desc,
          tools_runs_deliver_schema, tools_runs_deliver_output,
          MCP_TOOL_OPEN_WORLD | MCP_TOOL_IDEMPOTENT, tools_runs_deliver, t},
+        {"answer_run", "Answer a run's question", tools_runs_answer_desc, tools_runs_answer_schema,
+         tools_runs_answer_output, MCP_TOOL_IDEMPOTENT, tools_runs_answer, t},
         /* the names of the original TypeScript sandbox-mcp, with its parameter names, for
          * clients written against it */
         {"opencode_run_task", "Start a coding run", run_task_desc, run_task_seed_in,

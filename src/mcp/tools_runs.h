@@ -42,6 +42,17 @@ int tools_runs_group_first(struct tools_runs *t, const char *user_id, const char
 extern const char tools_runs_deliver_desc[], tools_runs_deliver_schema[],
     tools_runs_deliver_output[];
 
+/* tools_runs_answer.c: answer_run; get_result asking its client's user for the answer the run
+ * waits for (true: the call was answered with an input-required result; false: go on, an answer
+ * the retry carried recorded); a waiting run's task (INPUT_REQUIRED with its inputRequests);
+ * tasks/update's answers */
+void tools_runs_answer(struct mcp_call *call, const json_t *args, void *ctx);
+extern const char tools_runs_answer_desc[], tools_runs_answer_schema[], tools_runs_answer_output[];
+bool tools_runs_ask_client(struct tools_runs *t, struct mcp_call *call, const char *run_id);
+void tools_runs_task_input(struct tools_runs *t, const char *run_id, struct mcp_task *out);
+int tools_runs_task_update(void *ctx, const char *user_id, const char *id, const json_t *responses,
+                           struct err *err);
+
 /* tools_runs.c: what get_result says of the run: its content and structured content, both
  * owned by the caller. */
 void tools_runs_describe(struct tools_runs *t, const struct store_run *r, json_t **content,

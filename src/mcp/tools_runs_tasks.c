@@ -51,6 +51,8 @@ int tools_runs_task_get(void *ctx, const char *user_id, const char *id, bool wan
     int rc = store_run_get(t->st, user_id, id, &r, err);
     if (rc == 0) {
         task_of_run(&r, out);
+        if (strcmp(r.phase, "waiting") == 0)
+            tools_runs_task_input(t, r.id, out);
         if (want_result && !tools_runs_active(&r)) {
             json_t *content, *sc;
             tools_runs_describe(t, &r, &content, &sc);
@@ -120,8 +122,9 @@ static int task_list(void *ctx, const char *user_id, const char *cursor, unsigne
     return 0;
 }
 
-/* A run never waits for input yet, so there is no update. */
+/* A run waits for input while its agent asks (tools_runs_answer.c). */
 const struct mcp_task_source tools_runs_task_source = {
+    .update = tools_runs_task_update,
     .get = tools_runs_task_get,
     .wait = task_wait,
     .wait_cancel = task_wait_cancel,

@@ -112,6 +112,7 @@ int notify_ntfy_message(const char *payload, struct notify_ntfy *out)
         {"run.succeeded", "Run succeeded", "white_check_mark", 3},
         {"run.failed", "Run failed", "x", 4},
         {"run.cancelled", "Run cancelled", "no_entry_sign", 3},
+        {"run.question", "Run asks you", "question", 4},
         {"pull_request.opened", "Pull request opened", "twisted_rightwards_arrows", 3},
         {"test", "Test notification", "bell", 3},
     };

@@ -86,7 +86,8 @@ int64_t notify_retry_after_ms(const char *value, int64_t now_ms);
 /* An event as sent. Strings may be NULL (then left out) except id and type. */
 struct notify_event {
     const char *id;   /* evt_... */
-    const char *type; /* run.succeeded, run.failed, run.cancelled, pull_request.opened, test */
+    const char *type; /* run.succeeded, run.failed, run.cancelled, run.question,
+                       pull_request.opened, test */
     int64_t at;       /* ms since the epoch */
     const char *run_id, *session_id;
     const char *title;   /* cut to NOTIFY_TITLE_MAX bytes */

@@ -343,6 +343,8 @@ static char *make_payload(struct notifier *nt, const struct store_notify_row *ro
     struct store_run run = {0};
     struct err err = {0};
     char url[2048] = "", title[NOTIFY_TITLE_MAX + 1];
+    struct store_question question = {0};
+    _cleanup_free_ char *asked = NULL;
     bool have_run = row->run_id[0] && store_run_get(nt->st, NULL, row->run_id, &run, &err) == 0;
     if (have_run) {
         ev.run_id = run.id;
@@ -356,6 +358,14 @@ static char *make_payload(struct notifier *nt, const struct store_notify_row *ro
         if (nt->run_url)
             nt->run_url(nt->run_url_ctx, run.id, nt->link_view_token, url, sizeof(url));
         ev.url = url;
+        /* a question: what it asks (its run's newest), to be answered from the link */
+        if (strcmp(row->type, "run.question") == 0 &&
+            store_question_open(nt->st, run.id, true, &question, &err) == 0) {
+            asked =
+                xasprintf("%s%s", strcmp(question.kind, "plan") == 0 ? "Plan to approve:\n" : "",
+                          question.text);
+            ev.summary = asked;
+        }
     } else if (strcmp(row->type, "test") == 0) {
         ev.title = "Test notification";
         ev.summary = "Notifications from sandbox-mcp reach this target.";
@@ -368,6 +378,7 @@ static char *make_payload(struct notifier *nt, const struct store_notify_row *ro
     char *text = notify_payload(&ev);
     json_decref(delivery);
     store_run_release(&run);
+    store_question_release(&question);
     return text;
 }
 

@@ -53,6 +53,13 @@ typedef bool (*proxy_run_lookup_fn)(void *ctx, const char *sandbox_id, const cha
                                     struct proxy_run_grant *out);
 void proxy_set_run_lookup(struct proxy *p, proxy_run_lookup_fn fn, void *ctx);
 
+/* Who a coding agent's request on sandbox_id's listener is (mcp_agent_auth_fn, ctx the proxy): its
+ * token's user and the run it acts for (a warm agent's or a pooled agent's key: the run working
+ * in the sandbox now; none working: both ""). A request without a valid token of this sandbox is
+ * answered 401 or 403 here (false). */
+bool proxy_agent_auth(void *ctx, h2o_req_t *req, const char *sandbox_id, char user_id[64],
+                      char run_id[64]);
+
 /* Whether a request head carries a valid, unrevoked proxy token for listener_sandbox ("" for the
  * main listener) in any of the forms clients send it (x-api-key, Authorization: Bearer, the
  * Basic password); the values are the raw header values or empty. For deciding, before a body is

@@ -237,3 +237,36 @@ int proxy_mint(struct store *st, const void *key, size_t keylen, const struct pr
     snprintf(jti, 64, "%s", c.jti);
     return 0;
 }
+
+bool proxy_agent_auth(void *ctx, h2o_req_t *req, const char *sandbox_id, char user_id[64],
+                      char run_id[64])
+{
+    struct proxy *p = ctx;
+    char token[PROXY_TOKEN_MAX + 1];
+    size_t len =
+        proxy_token_of(TOKEN_X_API_KEY | TOKEN_BEARER, proxy_header_value(req, "x-api-key"),
+                       proxy_header_value(req, "authorization"), token, sizeof(token));
+    if (!len) {
+        proxy_respond_error(req, 401, "missing_token",
+                            "the run's proxy token is required (Authorization: Bearer)");
+        return false;
+    }
+    struct proxy_claims claims;
+    struct err err = {0};
+    int r = proxy_token_check(p, token, len, sandbox_id, &claims, &err);
+    explicit_bzero(token, sizeof(token));
+    if (r < 0 && r != -ENOENT) {
+        proxy_respond_error(req, r == -EKEYREVOKED ? 403 : 401,
+                            r == -EKEYREVOKED ? "token_revoked" : "invalid_token", "%s", err.msg);
+        return false;
+    }
+    if (strcmp(claims.sandbox, sandbox_id) != 0) {
+        proxy_respond_error(req, 403, "wrong_listener", "this token belongs to another listener");
+        return false;
+    }
+    /* the sandbox's agent between runs (booted ahead, kept warm) lists the tools; a call needs a
+     * run working */
+    snprintf(user_id, 64, "%s", r == 0 ? claims.user : "");
+    snprintf(run_id, 64, "%s", r == 0 ? claims.run : "");
+    return true;
+}

@@ -16,7 +16,7 @@ void claude_code_launch(struct agent_launch *l)
     const char *slash = strchr(l->model, '/');
     const char *model = slash ? slash + 1 : l->model;
     size_t n = 0;
-    l->argv = xcalloc(12, sizeof(char *));
+    l->argv = xcalloc(14, sizeof(char *));
     l->argv[n++] = xstrdup(l->program);
     l->argv[n++] = xstrdup("-p");
     l->argv[n++] = xstrdup("--output-format");
@@ -25,6 +25,15 @@ void claude_code_launch(struct agent_launch *l)
     l->argv[n++] = xstrdup("--dangerously-skip-permissions");
     l->argv[n++] = xstrdup("--model");
     l->argv[n++] = xstrdup(model);
+    /* the server's tools for the agent, whose calls wait for a person; the token comes from the
+     * environment (Claude Code expands ${VAR} in MCP configurations) */
+    char *url = agent_mcp_url(l);
+    l->argv[n++] = xstrdup("--mcp-config");
+    l->argv[n++] =
+        xasprintf("{\"mcpServers\":{\"" AGENT_MCP_NAME "\":{\"type\":\"http\",\"url\":"
+                  "\"%s\",\"headers\":{\"Authorization\":\"Bearer ${" AGENT_TOKEN_ENV "}\"}}}}",
+                  url);
+    free(url);
     if (l->session && *l->session) {
         l->argv[n++] = xstrdup("--resume");
         l->argv[n++] = xstrdup(l->session);
@@ -40,6 +49,10 @@ void claude_code_launch(struct agent_launch *l)
         p ? xasprintf("ANTHROPIC_BASE_URL=%s/%s%.*s", l->proxy_url, p->name, (int)bl, p->base_path)
           : xasprintf("ANTHROPIC_BASE_URL=%s", l->proxy_url);
     l->env[n++] = xasprintf("ANTHROPIC_API_KEY=%s", l->proxy_token);
+    l->env[n++] = xasprintf(AGENT_TOKEN_ENV "=%s", l->proxy_token);
+    l->env[n++] = xasprintf("MCP_TOOL_TIMEOUT=%d", AGENT_MCP_TIMEOUT_S * 1000);
+    /* the server's two tools in the model's list, not behind a tool search */
+    l->env[n++] = xstrdup("ENABLE_TOOL_SEARCH=false");
     /* its side requests (a small model's) go to the run's model, the one the operator serves */
     l->env[n++] = xasprintf("ANTHROPIC_DEFAULT_HAIKU_MODEL=%s", model);
     /* it refuses --dangerously-skip-permissions as root unless told it is in a sandbox */

@@ -11,7 +11,7 @@
 #include "base/util.h"
 #include "proxy/proxy.h"
 
-#define TOKEN_ENV "SANDBOX_MCP_PROXY_TOKEN"
+#define TOKEN_ENV AGENT_TOKEN_ENV
 
 void codex_launch(struct agent_launch *l)
 {
@@ -39,6 +39,14 @@ void codex_launch(struct agent_launch *l)
                   "env_key=\"" TOKEN_ENV "\",wire_api=\"responses\","
                   "request_max_retries=10,stream_max_retries=10}",
                   l->proxy_url, p ? p->name : "", p ? p->base_path : "");
+    /* the server's tools for the agent, whose calls wait for a person */
+    char *url = agent_mcp_url(l);
+    l->argv[n++] = xstrdup("-c");
+    l->argv[n++] =
+        xasprintf("mcp_servers." AGENT_MCP_NAME "={url=\"%s\",bearer_token_env_var=\"" TOKEN_ENV
+                  "\",tool_timeout_sec=%d,startup_timeout_sec=60}",
+                  url, AGENT_MCP_TIMEOUT_S);
+    free(url);
     l->argv[n++] = xstrdup("-m");
     l->argv[n++] = xstrdup(slash ? slash + 1 : l->model);
     if (l->session && *l->session) {

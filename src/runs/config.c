@@ -85,6 +85,10 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUNS_ENV_POOL", 1, 0, SANDBOX_POOL_ENVS_MAX, &v, err) < 0)
         return err->code;
     rc->env_pool = (unsigned)v;
+    if (config_get_u64(cfg, "RUN_QUESTION_TIMEOUT_MINUTES", 30, 1, RUNS_QUESTION_WAIT_MAX_S / 60,
+                       &v, err) < 0)
+        return -EINVAL;
+    rc->question_timeout_s = v * 60;
     if (config_get_u64(cfg, "RUN_SETUP_TIMEOUT_SECONDS", 600, 1, 86400, &v, err) < 0)
         return err->code;
     rc->setup_timeout_s = (unsigned)v;

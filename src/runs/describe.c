@@ -93,6 +93,9 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
     }
     if (r->delivers[0])
         json_object_set_new(j, "delivers", json_string(r->delivers));
+    /* what its agent asks and waits for */
+    json_t *question = strcmp(r->phase, "waiting") == 0 ? runs_question_json(st, r->id) : NULL;
+    json_object_set_new(j, "question", question ? question : json_null());
     return j;
 }
 

@@ -330,6 +330,10 @@ static void collect_changes(struct run *r)
 {
     r->phase = PH_FINISHING;
     run_note_end(r);
+    /* a plan_first run whose plan was not approved delivers nothing */
+    if (r->plan_first && r->agent_pid > 0 && !r->fail[0] && !r->cancelled && !r->timed_out &&
+        !r->dropped && !run_plan_approved(r, r->fail, sizeof(r->fail)))
+        log_info("run plan not approved run=%s why=\"%s\"", r->id, r->fail);
     if (r->dropped || !r->sbx || !r->prepared || !r->workdir[0] ||
         (!r->base[0] && !r->repository)) {
         json_t *skipped = run_delivering(r)

@@ -33,6 +33,16 @@
  * (between runs), and a run started just before may run for the longest timeout. */
 #define WARM_TOKEN_SPARE_S (21 * 3600)
 
+/* What a plan_first run's agent is told before its task: the plan goes to the server's
+ * submit_plan tool (mcp/tools_agent.c), whose answer is the approval. */
+static const char plan_first_preface[] =
+    "Before you change anything, make a plan. Read what you need to, but do not edit, create or "
+    "delete files, commit, or run commands that change the workspace. Then submit the plan with "
+    "the submit_plan tool of the sandbox-mcp server and wait for its answer: it returns once the "
+    "person who gave you this task has approved the plan, possibly with changes. Then carry out "
+    "the plan as approved. If the answer says the plan is not approved, change nothing and "
+    "stop.\n\nThe task:\n\n";
+
 /* The task as a sealed memory file: the agent's stdin, read from the start, and no file of the
  * host. */
 static int task_memfd(struct run *r, struct err *err)
@@ -40,9 +50,11 @@ static int task_memfd(struct run *r, struct err *err)
     _cleanup_close_ int fd = memfd_create("task", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return err_set(err, -errno, "memfd_create: %s", strerror(errno));
-    size_t len = strlen(r->task);
+    _cleanup_free_ char *task =
+        r->plan_first ? xasprintf("%s%s", plan_first_preface, r->task) : xstrdup(r->task);
+    size_t len = strlen(task);
     for (size_t off = 0; off < len;) {
-        ssize_t n = write(fd, r->task + off, len - off);
+        ssize_t n = write(fd, task + off, len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)

@@ -13,7 +13,7 @@
 #include "runs/agent.h"
 #include "sandbox/sandbox.h"
 
-#define TOKEN_ENV "SANDBOX_MCP_PROXY_TOKEN"
+#define TOKEN_ENV AGENT_TOKEN_ENV
 
 void agent_launch_release(struct agent_launch *l)
 {
@@ -57,6 +57,14 @@ size_t agent_common_env(const struct agent_launch *l, char **env)
     return n;
 }
 
+char *agent_mcp_url(const struct agent_launch *l)
+{
+    size_t n = strlen(l->proxy_url);
+    if (n >= 6 && strcmp(l->proxy_url + n - 6, "/proxy") == 0)
+        n -= 6;
+    return xasprintf("%.*s/agent/mcp", (int)n, l->proxy_url);
+}
+
 char *opencode_config(const struct agent_launch *l)
 {
     const char *slash = strchr(l->model, '/');
@@ -74,11 +82,20 @@ char *opencode_config(const struct agent_launch *l)
         json_object_set_new(providers, p->name, prov);
         json_array_append_new(enabled, json_string(p->name));
     }
-    json_t *cfg = json_pack(
-        "{s:s, s:b, s:b, s:s, s:o, s:o, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
-        "https://opencode.ai/config.json", "autoupdate", 0, "snapshot", 0, "share", "disabled",
-        "enabled_providers", enabled, "provider", providers, "permission", "edit", "allow", "bash",
-        "allow", "webfetch", "allow", "external_directory", "allow", "doom_loop", "allow");
+    /* the server's tools for the agent: their calls wait for a person (its timeout is per
+     * request, in ms) */
+    char *url = agent_mcp_url(l);
+    json_t *mcp =
+        json_pack("{s:{s:s, s:s, s:{s:s}, s:b, s:b, s:I}}", AGENT_MCP_NAME, "type", "remote", "url",
+                  url, "headers", "Authorization", "Bearer {env:" TOKEN_ENV "}", "oauth", 0,
+                  "enabled", 1, "timeout", (json_int_t)AGENT_MCP_TIMEOUT_S * 1000);
+    free(url);
+    json_t *cfg =
+        json_pack("{s:s, s:b, s:b, s:s, s:o, s:o, s:o, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
+                  "https://opencode.ai/config.json", "autoupdate", 0, "snapshot", 0, "share",
+                  "disabled", "enabled_providers", enabled, "provider", providers, "mcp", mcp,
+                  "permission", "edit", "allow", "bash", "allow", "webfetch", "allow",
+                  "external_directory", "allow", "doom_loop", "allow");
     char *text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cfg);
     return text;

@@ -206,6 +206,7 @@ void run_note_end(struct run *r)
         snprintf(r->ended_in, sizeof(r->ended_in), "before its first step");
     else
         snprintf(r->ended_in, sizeof(r->ended_in), "while %s", r->ph_name);
+    run_questions_end(r);
 }
 
 /* The final phase: how the run ended (status), and where. Recorded before the final
@@ -389,6 +390,8 @@ struct run *run_alloc(struct runs *e, const struct store_run *row)
     r->repository = row->repository ? xstrdup(row->repository) : NULL;
     r->title = row->title ? xstrdup(row->title) : NULL;
     r->setup_arg = row->setup ? xstrdup(row->setup) : NULL;
+    r->plan_first = row->plan_first;
+    r->question_timeout_s = (uint64_t)row->question_timeout_s;
     snprintf(r->rebuild, sizeof(r->rebuild), "%s", row->rebuild);
     snprintf(r->group_id, sizeof(r->group_id), "%s", row->group_id);
     snprintf(r->delivers, sizeof(r->delivers), "%s", row->delivers);
@@ -626,6 +629,7 @@ void runs_free(struct runs *e)
          * stopped, so its callback never comes. */
         run_free(r);
     }
+    runs_asks_release(e);
     while (e->waiters) {
         struct runs_waiter *w = e->waiters;
         e->waiters = w->next;

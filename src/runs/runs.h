@@ -62,6 +62,9 @@ struct runs_config {
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
     unsigned ci_fix_attempts; /* fix runs per pull request head lineage (CI_FIX_ATTEMPTS) */
+    /* how long an agent's question waits for its answer by default (RUN_QUESTION_TIMEOUT_MINUTES)
+     */
+    uint64_t question_timeout_s;
     /* How often the open pull requests of active sessions are read, for a server GitHub cannot
      * reach (GITHUB_POLL_SECONDS; by default every 180 s without GITHUB_WEBHOOK_SECRET, else
      * never); 0: never */
@@ -164,6 +167,10 @@ struct runs_submit {
     const char *group_id;
     /* What asked for it when not its owner's call (the review loop's JSON), NULL for none */
     const char *origin;
+    /* Its agent's plan is approved before it changes anything (runs/ask.c) */
+    bool plan_first;
+    /* How long its agent's questions wait for an answer (s); 0: the server's default */
+    uint64_t question_timeout_s;
     /* Whether the session's pull request has its failing CI fixed by runs from now on */
     enum runs_fix_ci { RUNS_FIX_CI_KEEP, RUNS_FIX_CI_ON, RUNS_FIX_CI_OFF } fix_ci;
 };
@@ -331,3 +338,46 @@ void runs_network_flush(struct runs_network *n);
 /* A run's network as get_result shows it: its mode, the hosts reached with connections and
  * bytes, the attempts denied with their reasons, those that failed (new reference). */
 json_t *runs_network_summary(struct store *st, const struct store_run *r);
+
+/* --- an agent's questions to its run's owner (ask.c) --- */
+
+#define RUNS_ASK_QUESTION "question"
+#define RUNS_ASK_PLAN "plan"
+#define RUNS_QUESTION_MAX (4 * 1024) /* bytes of a question */
+#define RUNS_PLAN_MAX (32 * 1024)    /* bytes of a plan */
+#define RUNS_ANSWER_MAX (16 * 1024)  /* bytes of an answer */
+#define RUNS_CHOICES_MAX 10          /* choices a question offers */
+#define RUNS_CHOICE_MAX 200          /* bytes of one */
+#define RUNS_QUESTIONS_MAX 20        /* questions one run may ask */
+#define RUNS_QUESTION_WAIT_MAX_S (24 * 3600)
+
+struct runs_ask {
+    const char *user_id, *run_id; /* what the agent's token acts for */
+    const char *kind;             /* RUNS_ASK_QUESTION or RUNS_ASK_PLAN */
+    const char *text;             /* checked by the caller: UTF-8, within its cap */
+    const json_t *choices;        /* an array of strings, or NULL */
+};
+/* What the agent is told: reply (borrowed for the call) once answered, or err when it cannot be
+ * asked or the run ended. */
+typedef void (*runs_answer_fn)(void *ctx, const char *reply, const struct err *err);
+/* Ask a's question for the run working here, and hold the agent's call until it is answered (or
+ * its deadline passes: "no answer"). Returns a handle for runs_ask_cancel (the agent's call went
+ * away), or NULL when cb has been called already. */
+void *runs_ask(struct runs *e, const struct runs_ask *a, runs_answer_fn cb, void *ctx);
+void runs_ask_cancel(struct runs *e, void *handle);
+/* Answer run_id's waiting question (question_id: that one only; NULL or "": whichever waits) for
+ * its owner user_id, through `by` ("tool", "tasks", "mrtr", "page"). A plan's answer is "" to
+ * approve it as written, else the changes it is approved with. 0; -ENOENT: no such run of the
+ * user's; -EALREADY: it waits for no answer (or for another question); -EINVAL, -E2BIG: the
+ * answer (err says why). */
+int runs_answer(struct runs *e, const char *user_id, const char *run_id, const char *question_id,
+                const char *answer, const char *by, struct err *err);
+/* run_id's waiting question as get_result shows it ({id, kind, text, choices, asked_at,
+ * answer_by, how}), or NULL when it waits for none. */
+json_t *runs_question_json(struct store *st, const char *run_id);
+/* How a client asks its user for the answer to a question of kind (elicitation/create): the
+ * requested schema (new reference), the answer in an accepted content ("" for none), and the
+ * message (the question and its choices; malloc'd). */
+json_t *runs_question_elicit_schema(const char *kind);
+const char *runs_question_elicit_answer(const char *kind, const json_t *content);
+char *runs_question_message(const char *kind, const char *text, const char *choices_json);

@@ -54,6 +54,13 @@ void agent_launch_release(struct agent_launch *l);
  * token (opencode.c). Returns how many. */
 #define AGENT_COMMON_ENV 10
 size_t agent_common_env(const struct agent_launch *l, char **env);
+/* The server's own MCP tools for the agent (ask_user, submit_plan: mcp/tools_agent.c), on the
+ * sandbox's proxy listener beside the proxy: its URL (malloc'd), reached with the run's token as
+ * a bearer from AGENT_TOKEN_ENV; its calls wait up to AGENT_MCP_TIMEOUT_S for a person. */
+#define AGENT_MCP_NAME "sandbox-mcp"
+#define AGENT_TOKEN_ENV "SANDBOX_MCP_PROXY_TOKEN"
+#define AGENT_MCP_TIMEOUT_S (25 * 3600)
+char *agent_mcp_url(const struct agent_launch *l);
 
 /* Claude Code: `claude -p --output-format stream-json` with its Anthropic base URL the proxy's
  * provider of the model and the run's token as its key, every permission granted
@@ -395,6 +402,10 @@ struct run {
     /* An environment's rebuild (envs.c): the snapshot it replaces ("" for every other run), and
      * whether its new snapshot was saved */
     char rebuild[64];
+    /* run_task's plan_first, and how long its questions wait (0: the server's default) */
+    bool plan_first;
+    uint64_t question_timeout_s;
+    int64_t wait_since;  /* monotonic ms: it waits for an answer since (its timeout stopped) */
     char group_id[64];   /* the attempts it is one of: its delivery is held until picked */
     char delivers[64];   /* the attempt it delivers (no agent runs), or "" */
     char group_base[64]; /* the commit its group's attempts start from */
@@ -445,6 +456,8 @@ struct runs {
     struct run *runs; /* active runs, in creation order */
     struct runs_network *network;
     struct runs_waiter *waiters;
+    struct ask_wait *asks; /* agents' calls waiting for answers (ask.c) */
+    int64_t next_ask_sweep;
     int inotify_fd;
     h2o_socket_t *inotify_sock;
     struct loop_timer tick;
@@ -487,6 +500,15 @@ void run_server_event(struct run *r, const char *type, const char *summary, json
 void run_server_words(struct run *r, const char *type, const char *summary, const char *words,
                       json_t *raw);
 void run_set_final_phase(struct run *r, const char *status);
+/* ask.c: the questions of a run that stops working: the one waiting is closed, the agent's calls
+ * held for it are failed; the look at answers and deadlines (from the tick); whether a
+ * plan_first run's newest plan was approved (else why not, into why). */
+void run_questions_end(struct run *r);
+void runs_ask_tick(struct runs *e);
+/* ask.c: the server stops: the agents' calls held are answered so (their questions stay, for
+ * the calls made again to the next server) */
+void runs_asks_release(struct runs *e);
+bool run_plan_approved(struct run *r, char *why, size_t cap);
 void run_free(struct run *r);
 void run_unlink(struct run *r);
 struct run *runs_find(struct runs *e, const char *id);

@@ -250,6 +250,8 @@ int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], ch
     row.repository = (char *)repository;
     row.setup = (char *)s->setup;
     row.origin = (char *)s->origin;
+    row.plan_first = s->plan_first;
+    row.question_timeout_s = (int64_t)s->question_timeout_s;
     row.status_reason = (char *)"accepted";
     row.timeout_ms = (int64_t)timeout;
     row.created_at = now;

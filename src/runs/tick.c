@@ -63,7 +63,7 @@ static void on_tick(struct loop_timer *t)
         next = r->next;
         if (r->phase == PH_QUEUED || r->phase == PH_FINISHING)
             continue;
-        if (r->began && now >= r->deadline && !r->timed_out) {
+        if (r->began && !r->wait_since && now >= r->deadline && !r->timed_out) {
             r->timed_out = true;
             log_info("run timed out run=%s", r->id);
             if (r->phase != PH_ACQUIRE)
@@ -87,6 +87,7 @@ static void on_tick(struct loop_timer *t)
             pp = &w->next;
         }
     }
+    runs_ask_tick(e);
     runs_take_queued(e);
     runs_schedule(e);
     if (e->cfg.retention_ms && now >= e->next_retention) {

@@ -237,11 +237,13 @@ static int mark_dropped(struct store *st, const char *run_id, const char *event_
     return store_step_done(st, s, "mark a dropped notification", err);
 }
 
-int store_notify_enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
-                         int64_t at, struct err *err)
+/* store_notify_enqueue, with the event's id made from subject (what makes it this event and no
+ * other: a second event of the same type and subject is the same event, queued once) */
+static int enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
+                   const char *subject, int64_t at, struct err *err)
 {
     char event_id[64];
-    store_notify_event_id(type, pr_url ? pr_url : run_id, event_id);
+    store_notify_event_id(type, subject, event_id);
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(
         st,
@@ -266,13 +268,20 @@ int store_notify_enqueue(struct store *st, const char *type, const char *run_id,
     return mark_dropped(st, run_id, event_id, at, err);
 }
 
-int store_notify_event(struct store *st, const char *type, const char *run_id, const char *pr_url,
-                       int64_t at, struct err *err)
+int store_notify_enqueue(struct store *st, const char *type, const char *run_id, const char *pr_url,
+                         int64_t at, struct err *err)
+{
+    return enqueue(st, type, run_id, pr_url, pr_url ? pr_url : run_id, at, err);
+}
+
+/* enqueue in a transaction of its own */
+static int enqueue_alone(struct store *st, const char *type, const char *run_id, const char *pr_url,
+                         const char *subject, int64_t at, struct err *err)
 {
     int r = store_exec(st, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
-    if ((r = store_notify_enqueue(st, type, run_id, pr_url, at, err)) < 0 ||
+    if ((r = enqueue(st, type, run_id, pr_url, subject, at, err)) < 0 ||
         (r = store_exec(st, "COMMIT", err)) < 0) {
         store_exec(st, "ROLLBACK", NULL);
         st->notify_queued = false;
@@ -280,6 +289,18 @@ int store_notify_event(struct store *st, const char *type, const char *run_id, c
     }
     store_notify_committed(st);
     return 0;
+}
+
+int store_notify_question(struct store *st, const char *run_id, const char *question_id, int64_t at,
+                          struct err *err)
+{
+    return enqueue_alone(st, "run.question", run_id, NULL, question_id, at, err);
+}
+
+int store_notify_event(struct store *st, const char *type, const char *run_id, const char *pr_url,
+                       int64_t at, struct err *err)
+{
+    return enqueue_alone(st, type, run_id, pr_url, pr_url ? pr_url : run_id, at, err);
 }
 
 static int count_pending(struct store *st, const char *user_id, int *n, struct err *err)

@@ -33,7 +33,7 @@ static char *dup_col(struct db_stmt *s, int col)
     "coalesce(exit_code, -1), coalesce(success, -1), input_tokens, output_tokens, cost, "          \
     "view_generation, coalesce(network, ''), coalesce(pull_request, ''), delivery, "               \
     "coalesce(phase, ''), phase_step, phase_detail, coalesce(phase_at, 0), setup, setup_result, "  \
-    "rebuild, group_id, delivers, test_outcome, origin"
+    "rebuild, group_id, delivers, test_outcome, origin, plan_first, question_timeout_s"
 
 static void read_run(struct db_stmt *s, struct store_run *r)
 {
@@ -82,6 +82,8 @@ static void read_run(struct db_stmt *s, struct store_run *r)
     text_col(r->delivers, sizeof(r->delivers), s, 41);
     text_col(r->test_outcome, sizeof(r->test_outcome), s, 42);
     r->origin = dup_col(s, 43);
+    r->plan_first = db_col_int64(s, 44) != 0;
+    r->question_timeout_s = db_col_int64(s, 45);
 }
 
 void store_run_release(struct store_run *r)
@@ -130,9 +132,11 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             st,
             "INSERT INTO runs(id, user_id, session_id, status, status_reason, task, "
             "title, model, agent, repository, branch, timeout_ms, created_at, network, "
-            "pull_request, phase, phase_at, setup, rebuild, group_id, delivers, origin) VALUES "
+            "pull_request, phase, phase_at, setup, rebuild, group_id, delivers, origin, "
+            "plan_first, "
+            "question_timeout_s) VALUES "
             "(?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?12, nullif(?, ''), "
-            "nullif(?, ''), 'queued', ?12, ?15, ?16, ?17, ?18, ?19)",
+            "nullif(?, ''), 'queued', ?12, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
             &s, err);
         if (r == 0) {
             db_bind_text(s, 1, run->id);
@@ -154,6 +158,8 @@ int store_run_insert(struct store *st, const struct store_run *run, struct err *
             db_bind_text(s, 17, run->group_id);
             db_bind_text(s, 18, run->delivers);
             db_bind_text(s, 19, run->origin ? run->origin : "");
+            db_bind_int64(s, 20, run->plan_first);
+            db_bind_int64(s, 21, run->question_timeout_s);
             r = store_step_done(st, s, "insert run", err);
         }
     }

@@ -566,6 +566,10 @@ struct store_run {
     char test_outcome[160];
     /* What started it when not its owner's call: JSON (migrations/0026), NULL or "" for none */
     char *origin;
+    /* run_task plan_first: the agent's plan is approved before it changes anything */
+    bool plan_first;
+    /* how long its agent's questions wait for an answer (s); 0: the server's default */
+    int64_t question_timeout_s;
 };
 void store_run_release(struct store_run *r);
 /* The runs of group group_id (of user_id, any user's when NULL), oldest first: its attempts and
@@ -699,6 +703,47 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
 int store_run_transitions(struct store *st, const char *run_id,
                           void (*fn)(int64_t at, const char *status, const char *reason, void *ctx),
                           void *ctx, struct err *err);
+
+/* --- an agent's questions to its run's owner (questions.c) --- */
+
+struct store_question {
+    char id[64], run_id[64], user_id[64];
+    char kind[16]; /* "question", or "plan" (a plan to approve) */
+    char *text;
+    char *choices;                 /* a JSON array of strings, or NULL for a free answer */
+    int64_t asked_at, deadline_at; /* ms */
+    char *answer;                  /* NULL until answered */
+    char answered_by[16];          /* "tool", "tasks", "mrtr", "page", "timeout", "ended" */
+    int64_t answered_at;           /* ms, 0 until answered */
+};
+void store_question_release(struct store_question *q);
+/* Insert q unanswered, unless its run already has an unanswered question: -EEXIST then, with that
+ * one in *open (release it). */
+int store_question_ask(struct store *st, const struct store_question *q,
+                       struct store_question *open, struct err *err);
+/* run_id's unanswered question (latest: its newest question, answered or not) into *out;
+ * -ENOENT when there is none. */
+int store_question_open(struct store *st, const char *run_id, bool latest,
+                        struct store_question *out, struct err *err);
+int store_question_get(struct store *st, const char *id, struct store_question *out,
+                       struct err *err);
+/* run_id's newest plan (kind "plan"), answered or not; -ENOENT when it has none. */
+int store_question_last_plan(struct store *st, const char *run_id, struct store_question *out,
+                             struct err *err);
+/* Queue notification run.question of question_id (asked by run_id's agent) to the targets of the
+ * run's user (notify.c). */
+int store_notify_question(struct store *st, const char *run_id, const char *question_id, int64_t at,
+                          struct err *err);
+/* Record question id's answer if it has none yet: 1 when recorded, 0 when answered before. */
+int store_question_answer(struct store *st, const char *id, const char *answer, const char *by,
+                          int64_t at, struct err *err);
+/* fn for each unanswered question whose deadline is at or before now (ms), at most limit, read
+ * whole first (fn may write). */
+int store_question_list_due(struct store *st, int64_t now, unsigned limit,
+                            void (*fn)(const struct store_question *q, void *ctx), void *ctx,
+                            struct err *err);
+/* How many questions run_id's agent has asked. */
+int store_question_count(struct store *st, const char *run_id, int64_t *n, struct err *err);
 
 /* --- groups of attempts (groups.c; their runs: store_group_runs above) --- */
 

@@ -415,19 +415,25 @@ static void session_follow_up(struct web *srv, struct http_route *route, h2o_req
                               const char *id);
 static void add_owner(struct web *srv, h2o_req_t *req, enum page_kind kind, const char *id,
                       json_t *data, const char *flag);
+static void run_cancel(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id);
+static void run_answer(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id);
+static void session_follow_up(struct web *srv, struct http_route *route, h2o_req_t *req,
+                              const char *id);
 
-/* A POST to "<prefix><id><action>": fills id and answers true when it is one (the action's
- * handler then answers it), else false. */
-static bool owner_post(h2o_req_t *req, size_t prefix, const char *action, char id[64])
+/* A POST to "<prefix><id><action>", action one of actions (NULL-terminated): fills id and
+ * returns the action's index (its handler then answers), or -2 when answered here (no such
+ * action); -1 when it is no POST. */
+static int owner_post(h2o_req_t *req, size_t prefix, const char *const *actions, char id[64])
 {
     const char *rest;
     if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
-        return false;
-    if (!split_path(req, prefix, id, &rest) || strcmp(rest, action) != 0) {
-        http_respond_error(req, 404, "not_found", "no such page");
-        id[0] = '\0';
-    }
-    return true;
+        return -1;
+    if (split_path(req, prefix, id, &rest))
+        for (int i = 0; actions[i]; i++)
+            if (strcmp(rest, actions[i]) == 0)
+                return i;
+    http_respond_error(req, 404, "not_found", "no such page");
+    return -2;
 }
 
 static int on_runs(h2o_handler_t *self, h2o_req_t *req)
@@ -437,10 +443,12 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
     http_request_track(route, req);
     char id[64];
     const char *rest;
-    if (owner_post(req, strlen("/runs/"), "/cancel", id)) {
-        if (id[0])
-            run_cancel(srv, route, req, id);
-        return 0;
+    static const char *const actions[] = {"/cancel", "/answer", NULL};
+    switch (owner_post(req, strlen("/runs/"), actions, id)) {
+    case -1: break;
+    case 0: run_cancel(srv, route, req, id); return 0;
+    case 1: run_answer(srv, route, req, id); return 0;
+    default: return 0;
     }
     if (!open_target(srv, req, false, id, &rest))
         return 0;
@@ -484,10 +492,11 @@ static int on_sessions(h2o_handler_t *self, h2o_req_t *req)
     http_request_track(route, req);
     char id[64];
     const char *rest;
-    if (owner_post(req, strlen("/sessions/"), "/follow-up", id)) {
-        if (id[0])
-            session_follow_up(srv, route, req, id);
-        return 0;
+    static const char *const actions[] = {"/follow-up", NULL};
+    switch (owner_post(req, strlen("/sessions/"), actions, id)) {
+    case -1: break;
+    case 0: session_follow_up(srv, route, req, id); return 0;
+    default: return 0;
     }
     if (!open_target(srv, req, true, id, &rest))
         return 0;
@@ -622,6 +631,30 @@ static void run_cancel(struct web *srv, struct http_route *route, h2o_req_t *req
         http_respond_error(req, 409, "conflict", err.msg);
     else
         respond_json(req, json_pack("{s:s, s:s}", "run_id", id, "status", "cancelled"));
+    form_release(&f);
+}
+
+/* POST /runs/<id>/answer: the owner signed in answers what the run's agent asks (answer; for a
+ * plan, the changes it is approved with, or nothing), question_id naming what they answer */
+static void run_answer(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id)
+{
+    struct store_user user;
+    struct form f = {0};
+    struct err err = {0};
+    if (!page_form(srv, route, req, 3 * RUNS_ANSWER_MAX + 256, "answer, question_id and csrf",
+                   &user, &f))
+        return;
+    const char *answer = form_get(&f, "answer");
+    int rc = runs_answer(srv->runs, user.id, id, form_get(&f, "question_id"), answer ? answer : "",
+                         "page", &err);
+    if (rc == -ENOENT)
+        http_respond_error(req, 404, "not_found", "no such run of yours");
+    else if (rc == -EINVAL || rc == -E2BIG)
+        http_respond_error(req, 400, "invalid_request", err.msg);
+    else if (rc < 0)
+        http_respond_error(req, 409, "conflict", err.msg);
+    else
+        respond_json(req, json_pack("{s:s, s:b}", "run_id", id, "answered", 1));
     form_release(&f);
 }
 

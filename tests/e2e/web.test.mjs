@@ -425,3 +425,41 @@ test('on a phone, the owner signed in follows up from the session page and cance
   assert.deepEqual(problems, []);
   await context.close();
 });
+
+test('on a phone, the owner answers the question the run\'s agent asks, picking one of its choices', async () => {
+  const script = router.add('web-ask-1', [
+    (body) => {
+      const name = (body.tools || []).map((t) => t.name).find((n) => n.endsWith('ask_user'));
+      return name ? { tool: name, input: { question: 'Which colour for the button?', choices: ['green', 'blue'] } }
+        : { text: 'no ask_user tool' };
+    },
+    { text: 'Painted it.' },
+  ]);
+  const started = await ok('run_task', { task: 'web-ask-1: ask me', ...(session ? { session_id: session } : {}) });
+  session = started.session_id;
+  setPassword(server, 'admin', 'web-ask-password-1');
+  const runPath = `/runs/${started.run_id}`;
+  const { page, context, problems, dialogs } = await pageAt(`${server.url}${runPath}`, PHONE);
+  await page.fill('input[name="name"]', 'admin');
+  await page.fill('input[name="password"]', 'web-ask-password-1');
+  await Promise.all([page.waitForURL((u) => u.pathname === runPath), page.click('form:has(input[name="password"]) button[type="submit"]')]);
+  // the question appears while the run waits, with its choices and the owner's form
+  await page.waitForSelector('#answer-form:not([hidden])');
+  assert.equal(await page.textContent('#question-text'), 'Which colour for the button?');
+  assert.match(await page.textContent('#phase'), /waiting for an answer/);
+  await page.screenshot({ path: path.join(shots, 'run-question-phone.png'), fullPage: true });
+  await page.click('.choices button:has-text("blue")');
+  assert.equal(await page.inputValue('#answer-text'), 'blue');
+  await page.click('#answer-send');
+  await page.waitForSelector('#answer-form', { state: 'hidden' });
+  const r = await finished(started.run_id);
+  assert.equal(r.status, 'succeeded', JSON.stringify(r).slice(0, 1500));
+  assert.match(toolResults(script.requests.at(-1).body).at(-1).text, /The person answered:\s+blue/);
+  // the timeline keeps both, and the question's box goes once it is answered
+  await page.waitForSelector('#question', { state: 'hidden' });
+  await page.waitForSelector('#timeline :text("Answered on the run\'s page: blue")');
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+  assert.deepEqual(dialogs, []);
+  assert.deepEqual(problems, []);
+  await context.close();
+});

@@ -18,7 +18,7 @@ import { startServer, addUser, sqlRows, tempDir } from '../lib/server.mjs';
 
 const TOOLS = ['server_info', 'container_initialize', 'container_ping', 'container_exec',
   'container_file_write', 'container_file_read', 'container_files_list', 'container_file_delete',
-  'run_task', 'get_result', 'list_runs', 'cancel_run', 'deliver_run'];
+  'run_task', 'get_result', 'list_runs', 'cancel_run', 'deliver_run', 'answer_run'];
 const ALIASES = { opencode_run_task: 'run_task', opencode_get_result: 'get_result',
   opencode_list_runs: 'list_runs' };
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -43,6 +43,7 @@ const HINTS = {
   list_runs: [true, false, true, false],
   cancel_run: [false, true, true, false],
   deliver_run: [false, false, true, true],
+  answer_run: [false, false, true, false],
 };
 
 async function connect(server, token = server.token) {
@@ -134,7 +135,7 @@ describe('a server with sandboxes and runs', () => {
     await server?.stop();
   });
 
-  test('the twelve tools are listed with an outputSchema, a title and described parameters; the aliases are not', () => {
+  test('the thirteen tools are listed with an outputSchema, a title and described parameters; the aliases are not', () => {
     assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOLS].sort());
     for (const t of tools) {
       assert.equal(t.outputSchema?.type, 'object', t.name);
@@ -246,6 +247,9 @@ describe('a server with sandboxes and runs', () => {
     await c.fails('cancel_run', { run_id: 'run_doesnotexist' }, 'not_found');
     await c.fails('deliver_run', { run_id: 'run_doesnotexist' }, 'not_found');
     await c.fails('deliver_run', { run_id: started.run_id }, 'invalid_arguments', /not one of several attempts/);
+    await c.fails('answer_run', { run_id: 'run_doesnotexist', answer: 'yes' }, 'not_found');
+    await c.fails('answer_run', { run_id: started.run_id, answer: 'yes' }, 'failed', /not waiting for an answer/);
+    await c.fails('answer_run', { run_id: started.run_id, answer: 'x'.repeat(16385) }, 'invalid_arguments');
     await c.fails('get_result', { group_id: 'grp_doesnotexist' }, 'not_found');
     await c.fails('get_result', {}, 'invalid_arguments');
     await c.fails('list_runs', { status: 'sleeping' }, 'invalid_arguments');
@@ -320,9 +324,10 @@ describe('a server with sandboxes and runs', () => {
 
   test('every tool was seen succeeding and failing, and the server found no mismatch', () => {
     for (const name of [...TOOLS, ...Object.keys(ALIASES)]) {
-      // deliver_run succeeds only for an attempt that ended well, which needs a real agent:
-      // runs_agents.test.mjs sees it succeed, and checks its server found no mismatch
-      if (name !== 'deliver_run') assert.ok(c.checked.ok.has(name), `${name} never succeeded`);
+      // deliver_run succeeds only for an attempt that ended well, answer_run only for a run whose
+      // agent asks, which need a real agent: runs_agents.test.mjs and questions.test.mjs see
+      // them succeed
+      if (name !== 'deliver_run' && name !== 'answer_run') assert.ok(c.checked.ok.has(name), `${name} never succeeded`);
       assert.ok(c.checked.error.has(name), `${name} never failed`);
     }
     noMismatch(server);
@@ -375,7 +380,7 @@ describe('a server without sandboxes', () => {
       ['container_file_write', { path: 'a', content: 'x' }], ['container_file_read', { path: 'a' }],
       ['container_files_list', {}], ['container_file_delete', { path: 'a' }],
       ['run_task', { task: 'x' }], ['get_result', { run_id: 'run_x' }], ['list_runs', {}],
-      ['cancel_run', { run_id: 'run_x' }], ['deliver_run', { run_id: 'run_x' }],
+      ['cancel_run', { run_id: 'run_x' }], ['deliver_run', { run_id: 'run_x' }], ['answer_run', { run_id: 'run_x' }],
       ['opencode_run_task', { task: 'x' }],
       ['opencode_get_result', { runId: 'run_x' }], ['opencode_list_runs', {}],
     ];

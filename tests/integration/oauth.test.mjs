@@ -544,7 +544,7 @@ describe('tokens', () => {
       assert.equal(ok.status, 200, `${JSON.stringify(m)}: ${ok.text}`);
     }
     const sandboxOnly = (await exchange(await codeFor({ scope: 'sandbox' }))).body;
-    for (const name of ['list_runs', 'get_result', 'run_task', 'cancel_run', 'deliver_run']) {
+    for (const name of ['list_runs', 'get_result', 'run_task', 'cancel_run', 'deliver_run', 'answer_run']) {
       const denied = await mcp(sandboxOnly.access_token, call(name, {}));
       assert.equal(denied.status, 403, name);
       assert.match(denied.headers.get('www-authenticate'), /scope="runs"/);

@@ -293,10 +293,10 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     const u = step.usage || usage;
     const blocks = [];
     if (step.text !== undefined && step.text !== '') blocks.push({ type: 'text', text: step.text });
-    const calls = step.tools || (step.tool ? [{ tool: step.tool, input: step.input }] : []);
+    const calls = step.tools || (step.tool ? [{ tool: step.tool, input: step.input, namespace: step.namespace }] : []);
     for (const c of calls) {
       const id = `toolu_${name}_${++toolSeq}`;
-      blocks.push({ type: 'tool_use', id, name: c.tool, input: c.input ?? {} });
+      blocks.push({ type: 'tool_use', id, name: c.tool, input: c.input ?? {}, namespace: c.namespace });
       script.toolCalls.push({ id, name: c.tool, input: c.input ?? {} });
     }
     if (!blocks.length) blocks.push({ type: 'text', text: 'Done.' });
@@ -307,7 +307,7 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     if (wire === 'responses') {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       const text = blocks.filter((b) => b.type === 'text').map((b) => b.text).join('');
-      const fcalls = blocks.filter((b) => b.type === 'tool_use').map((b) => ({ id: b.id, name: b.name, input: b.input }));
+      const fcalls = blocks.filter((b) => b.type === 'tool_use').map((b) => ({ id: b.id, name: b.name, input: b.input, namespace: b.namespace }));
       for (const e of responsesEvents({ text, calls: fcalls, model: body.model, usage: u })) res.write(e);
       res.end();
       return;

@@ -135,7 +135,7 @@ export function responsesEvents({ text = '', calls = [], model = 'fake-model',
   }
   for (const c of calls) {
     const item = { id: `fc_fake_${++seq}`, type: 'function_call', status: 'completed', call_id: c.id,
-      name: c.name, arguments: JSON.stringify(c.input ?? {}) };
+      name: c.name, ...(c.namespace ? { namespace: c.namespace } : {}), arguments: JSON.stringify(c.input ?? {}) };
     out.push(ev('response.output_item.added', { output_index: index, item: { ...item, status: 'in_progress', arguments: '' } }));
     out.push(ev('response.function_call_arguments.delta', { item_id: item.id, output_index: index, delta: item.arguments }));
     out.push(ev('response.function_call_arguments.done', { item_id: item.id, output_index: index, arguments: item.arguments }));

@@ -356,6 +356,55 @@ function ownerActions(run) {
   };
 }
 
+// What the run's agent asks and waits for: shown to anyone with the page, answered by the owner
+// signed in (a question's answer; a plan approved as written or with changes).
+let shownQuestion = '';
+function showQuestion(run) {
+  const q = run.question;
+  const box = $('question');
+  box.hidden = !q;
+  if (!q) { shownQuestion = ''; return; }
+  if (q.id === shownQuestion) return; // keep what the owner is typing
+  shownQuestion = q.id;
+  const plan = q.kind === 'plan';
+  setText('question-title', plan ? "The agent's plan, for your approval" : 'The agent asks');
+  setText('question-text', q.text);
+  setText('question-wait', `Without an answer by ${new Date(q.answer_by).toLocaleString()}, `
+    + (plan ? 'the plan is not carried out.' : 'the agent goes on with its own judgement.'));
+  const choices = $('question-choices');
+  choices.replaceChildren();
+  const text = $('answer-text');
+  text.value = '';
+  for (const c of q.choices || []) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'choice';
+    b.textContent = c;
+    b.onclick = () => { text.value = c; text.focus(); };
+    choices.append(b);
+  }
+  const form = $('answer-form');
+  form.hidden = !run.can_act;
+  setText('answer-label', plan ? 'Changes to make (leave empty to approve it as written)' : 'Your answer');
+  setText('answer-send', plan ? 'Approve' : 'Send the answer');
+  $('answer-note').textContent = '';
+  text.required = !plan;
+  form.onsubmit = async (ev) => {
+    ev.preventDefault();
+    const send = $('answer-send');
+    send.disabled = true;
+    try {
+      await postForm(`/runs/${id}/answer`, { answer: text.value, question_id: q.id }, run.csrf);
+      form.hidden = true;
+      setText('question-wait', plan ? 'Approved: the agent goes on.' : 'Answered: the agent goes on.');
+    } catch (e) {
+      setText('answer-note', e.message);
+    } finally {
+      send.disabled = false;
+    }
+  };
+}
+
 async function runPage() {
   let run;
   try {
@@ -366,6 +415,7 @@ async function runPage() {
   }
   showRun(run);
   ownerActions(run);
+  showQuestion(run);
   const link = $('session-link');
   link.hidden = true;
   const live = $('live');
@@ -377,9 +427,13 @@ async function runPage() {
     addEvent(JSON.parse(m.data));
     if (run.status === 'queued') setStatus('running', '');
   });
-  src.addEventListener('phase', (m) => {
+  src.addEventListener('phase', async (m) => {
     const p = JSON.parse(m.data);
     showPhase(p.phase, p.elapsed_seconds, ['succeeded', 'failed', 'cancelled'].includes(p.phase.name));
+    // a question asked, or answered: what it asks, from the run's data
+    if ((p.phase.name === 'waiting') !== !!shownQuestion) {
+      try { showQuestion(await getJson(`/runs/${id}/data`)); } catch { /* the timer looks again */ }
+    }
   });
   src.addEventListener('end', async () => {
     src.close();
@@ -388,6 +442,7 @@ async function runPage() {
       const r = await getJson(`/runs/${id}/data`);
       showRun(r);
       ownerActions(r);
+      showQuestion(r);
     } catch { /* keep what is shown */ }
   });
   src.onerror = () => { /* EventSource reconnects by itself, resuming after the last id */ };
@@ -400,6 +455,7 @@ async function runPage() {
         setStatus(r.status, '');
         showPhase(r.phase, r.elapsed_seconds, false);
       }
+      showQuestion(r);
       showNetwork(r.network);
     } catch { /* next time */ }
   }, 5000);
