@@ -32,6 +32,7 @@ void sha256_bytes(const void *data, size_t len, unsigned char out[32]);
 #define KEY_VIEW_TOKEN "view-token v1"
 #define KEY_DEVICE_COOKIE "signin-device v1"
 #define KEY_MCP_REQUEST_STATE "mcp-request-state v1"
+#define KEY_PREVIEW "preview-url v1"
 void key_derive(const void *secret, size_t len, const char *purpose, unsigned char out[32]);
 
 /* A new random id "<prefix>_<26 base32 chars>" (128 bits) into out[64]. */

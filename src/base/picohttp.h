@@ -15,3 +15,7 @@ struct phr_header {
 int phr_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
                       const char **path, size_t *path_len, int *minor_version,
                       struct phr_header *headers, size_t *num_headers, size_t last_len);
+/* The same for a response head: its status in *status. */
+int phr_parse_response(const char *buf, size_t len, int *minor_version, int *status,
+                       const char **msg, size_t *msg_len, struct phr_header *headers,
+                       size_t *num_headers, size_t last_len);

@@ -30,6 +30,7 @@
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
 #include "notify/notify.h"
+#include "preview/preview.h"
 #include "proxy/proxy.h"
 #include "runs/runs.h"
 #include "sandbox/sandbox.h"
@@ -187,6 +188,7 @@ struct serve {
     struct tools_facts facts;
     struct mcp_server *mcp;
     struct mcp_server *agent_mcp; /* the agents' tools (/agent/mcp in sandboxes) */
+    struct previews *previews;    /* NULL without sandboxes */
     struct fixture_tasks *fixture_tasks;
     struct http_server *http;
     struct auth *auth;
@@ -199,6 +201,41 @@ struct serve {
     /* why sandboxes or runs are unavailable; the tools keep pointers to these messages */
     struct err sandbox_err, err;
 };
+
+/* /opt/sandbox-mcp/screenshot URL [FILE] [WIDTH,HEIGHT]: a PNG of a page as headless Chromium
+ * draws it, at a phone's size by default, for an agent's add_evidence. */
+static const char SCREENSHOT_SCRIPT[] =
+    "#!/bin/sh\n"
+    "# screenshot URL [FILE] [WIDTH,HEIGHT]: a PNG of URL as headless Chromium draws it (default\n"
+    "# /workspace/screenshot.png, 390,844: a phone), for the add_evidence tool.\n"
+    "url=${1:?usage: screenshot URL [FILE] [WIDTH,HEIGHT]}\n"
+    "out=${2:-/workspace/screenshot.png}\n"
+    "size=${3:-390,844}\n"
+    "for b in /usr/lib/chromium/chromium chromium chromium-browser google-chrome; do\n"
+    "  command -v \"$b\" >/dev/null 2>&1 || continue\n"
+    "  \"$b\" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \\\n"
+    "    --disable-background-networking --disable-component-update --no-first-run \\\n"
+    "    --window-size=\"$size\" --screenshot=\"$out\" \"$url\" >/dev/null 2>&1 && echo \"$out\" "
+    "&& exit 0\n"
+    "  echo \"screenshot: $b failed\" >&2; exit 1\n"
+    "done\n"
+    "# none here: installed once, when the sandbox may reach Debian's mirrors\n"
+    "if [ -z \"$SCREENSHOT_INSTALLING\" ] && command -v apt-get >/dev/null 2>&1; then\n"
+    "  echo 'screenshot: installing chromium (once)...' >&2\n"
+    "  if timeout 600 sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install "
+    "-y -qq --no-install-recommends chromium' >/dev/null 2>&1; then\n"
+    "    SCREENSHOT_INSTALLING=1 exec sh \"$0\" \"$url\" \"$out\" \"$size\"\n"
+    "  fi\n"
+    "fi\n"
+    "echo 'screenshot: no Chromium in this sandbox, and it could not be installed (apt-get install "
+    "chromium needs the network: network allowlist or public)' >&2\n"
+    "exit 127\n";
+
+/* A run's open previews, for what runs_describe says of it. */
+static json_t *run_previews(void *ctx, const char *run_id)
+{
+    return previews_list(ctx, NULL, run_id);
+}
 
 /* The review loop without an engine (no sandboxes): deliveries are refused for GitHub to retry. */
 static void no_review_loop(void *ctx, const struct github_event *ev, struct github_outcome *o)
@@ -220,6 +257,8 @@ static void serve_stop(struct serve *s)
     if (s->sandboxes)
         sandbox_manager_pool_prepare(s->sandboxes, 0, NULL, NULL);
     runs_free(s->runs);
+    tools_container_set_previews(NULL);
+    previews_free(s->previews);
     github_receiver_free(s->github);
     notifier_free(s->notifier);
     cluster_free(s->cluster);
@@ -355,6 +394,7 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         sandbox_manager_set_listener(s.sandboxes, SANDBOX_EGRESS_PORT, egress_proxy_listener,
                                      s.egress);
         sandbox_manager_set_file(s.sandboxes, "config.yml", GH_CONFIG);
+        sandbox_manager_set_file(s.sandboxes, "screenshot", SCREENSHOT_SCRIPT);
         sandbox_manager_set_socket(s.sandboxes, on_sandbox_socket, s.http);
     }
     if (!cfg->public_url_set) {
@@ -362,6 +402,17 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         free(cfg->public_url);
         cfg->public_url =
             xasprintf("%s://%s", cfg->tls_cert ? "https" : "http", http_server_address(s.http));
+    }
+    if (s.sandboxes) {
+        struct previews_config pc = {.public_url = cfg->public_url};
+        if (previews_config_load(cfg, &pc, &s.err) < 0)
+            goto fail;
+        unsigned char preview_key[32];
+        key_derive(secret, strlen(secret), KEY_PREVIEW, preview_key);
+        s.previews = previews_new(&pc, s.st, s.sandboxes, preview_key);
+        explicit_bzero(preview_key, sizeof(preview_key));
+        previews_register(s.http, s.previews);
+        tools_container_set_previews(s.previews);
     }
     if (start_cluster(cfg, s.st, s.http, &s.sc, &s.rc, &s.cluster) < 0)
         goto out;
@@ -409,10 +460,13 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
             .version = SANDBOX_MCP_VERSION,
             .description = "Reach the person who gave this run its task",
             .instructions = "ask_user asks the person who gave you the task a question and "
-                            "waits for the answer; submit_plan asks them to approve a plan.",
+                            "waits for the answer; submit_plan asks them to approve a plan; "
+                            "open_preview shows them a port your app serves.",
         };
         s.agent_mcp = mcp_server_new(&agent_info);
-        tools_agent_register(s.agent_mcp, s.runs);
+        tools_agent_register(s.agent_mcp, s.runs, s.previews);
+        if (s.previews)
+            runs_set_previews(s.runs, run_previews, s.previews);
         mcp_endpoint_register_agent(s.http, s.agent_mcp, proxy_agent_auth, s.proxy);
     }
     s.nc.seal_key = s.credential_key;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -32,6 +34,9 @@ struct relay {
     unsigned long long bytes;
     int64_t t0;
     bool started, curl_done, stopped, paused;
+    int fd; /* the connected upstream given (use_fd) until curl takes it, else -1 */
+    void (*on_start)(h2o_req_t *req, void *ctx);
+    void *ctx;
 };
 
 /* Made at the first relay and kept (reachable) for the process's life, like the h2o context. */
@@ -51,6 +56,21 @@ static void relay_release(struct relay *r)
     }
     curl_slist_free_all(r->headers);
     r->headers = NULL;
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+}
+
+/* The socket given: handed to curl once, which connects it */
+static curl_socket_t open_given(void *ctx, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+    struct relay *r = ctx;
+    (void)purpose;
+    if (addr->family != AF_INET || r->fd < 0)
+        return CURL_SOCKET_BAD;
+    curl_socket_t fd = r->fd;
+    r->fd = -1;
+    return fd;
 }
 
 static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
@@ -110,6 +130,8 @@ static void start_response(struct relay *r)
     http_watch_stop(&r->watch);
     r->req->res.status = r->status ? r->status : 502;
     r->req->res.reason = "";
+    if (r->on_start)
+        r->on_start(r->req, r->ctx);
     h2o_start_response(r->req, &r->gen);
 }
 
@@ -212,6 +234,9 @@ void http_relay(h2o_req_t *req, const struct http_relay_opts *o)
     r->gen.stop = on_stop;
     r->req = req;
     r->headers = o->headers;
+    r->fd = o->use_fd ? o->fd : -1;
+    r->on_start = o->on_start;
+    r->ctx = o->ctx;
     r->t0 = time_mono_ms();
     snprintf(r->what, sizeof(r->what), "%s", o->what ? o->what : "relay");
     http_sendq_init(&r->q, req);
@@ -230,11 +255,28 @@ void http_relay(h2o_req_t *req, const struct http_relay_opts *o)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      o->connect_timeout_ms ? o->connect_timeout_ms : 5000L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"))) {
+    if (o->use_fd) {
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_given);
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(e, CURLOPT_IPRESOLVE, (long)CURL_IPRESOLVE_V4);
+    }
+    bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"))) {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else if (post || req->entity.base) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->entity.base ? req->entity.base : "");
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
                          (curl_off_t)(req->entity.base ? req->entity.len : 0));
+    }
+    if (!post && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
+        !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"))) {
+        char *m = h2o_mem_alloc_pool(&req->pool, req->method.len + 1);
+        memcpy(m, req->method.base, req->method.len);
+        m[req->method.len] = '\0';
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m);
     }
     curl_loop_add(relay_loop, e);
 }

@@ -31,6 +31,9 @@ void tools_server_register(struct mcp_server *srv);
 struct sandbox_manager;
 
 /* container_* on mgr; when mgr is NULL the tools are listed but answer with `unavailable`. */
+/* Previews for container_preview (tools_container_preview.c); NULL: it answers unavailable. */
+struct previews;
+void tools_container_set_previews(struct previews *pv);
 void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mgr,
                               const char *unavailable, const struct tools_facts *f);
 
@@ -42,6 +45,6 @@ struct store;
 void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store *st,
                          const char *unavailable, const struct tools_facts *f);
 
-/* ask_user and submit_plan, the coding agents' own tools (tools_agent.c), on the server the
- * sandboxes reach at /agent/mcp. */
-void tools_agent_register(struct mcp_server *srv, struct runs *runs);
+/* ask_user, submit_plan, open_preview and add_evidence, the coding agents' own tools
+ * (tools_agent.c), on the server the sandboxes reach at /agent/mcp. */
+void tools_agent_register(struct mcp_server *srv, struct runs *runs, struct previews *previews);

@@ -104,6 +104,7 @@ static void on_ready(void *ctx, struct sandbox *sbx, const struct err *err)
         }
         return;
     }
+    case OP_PREVIEW: container_preview_ready(j); return;
     default:
         if (sandbox_fs(sbx, &j->req, container_fs_done, j, &e) < 0) {
             mcp_call_tool_err(j->call, &e);
@@ -380,6 +381,32 @@ static const char *network_sentence(const char *mode)
     return "The sandbox has no network: connections to other hosts are refused.";
 }
 
+static const char preview_desc[] =
+    "Give a port your sandbox serves (a web app, an API, a dev server with its WebSockets) a URL "
+    "a person can open in a browser: PUBLIC_URL/preview/..., a capability URL (whoever has it "
+    "may use it) that expires (ttl_minutes, default 60, at most 1440) or is revoked. The app "
+    "must listen in the sandbox (0.0.0.0 or 127.0.0.1) on that port. Its pages run in a "
+    "sandboxed origin of their own: cookies of the app are not kept, so log-ins by cookie do not "
+    "work there. At most 4 open per sandbox. Without port or revoke it lists those open.";
+/* clang-format off */
+static const char preview_schema[] = "{\"type\":\"object\",\"properties\":{"
+    "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,"
+        "\"description\":\"The port the app listens on in the sandbox\"},"
+    "\"ttl_minutes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1440,"
+        "\"description\":\"How long the URL works (default 60)\"},"
+    "\"revoke\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
+        "\"description\":\"End this preview (its id) instead: its URL answers no more\"},"
+    SESSION_PROP "},\"additionalProperties\":false}";
+static const char preview_output[] = OUTPUT(
+    SANDBOX_ID_OUT ","
+    "\"opened\":{\"type\":\"object\",\"description\":\"The preview opened: id, url, port, "
+        "expires_at\"},"
+    "\"previews\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},"
+        "\"description\":\"The sandbox's previews open now\"},"
+    "\"revoked\":{\"type\":\"string\"}",
+    "\"sandbox_id\",\"previews\"");
+/* clang-format on */
+
 static struct tools_container the_tools;
 
 void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mgr,
@@ -486,6 +513,8 @@ void tools_container_register(struct mcp_server *srv, struct sandbox_manager *mg
          "(relative paths are under /workspace). A missing path is an error (not_found); / and "
          "/workspace themselves are refused.",
          delete_schema, delete_output, MCP_TOOL_DESTRUCTIVE, container_tool_file_delete, t},
+        {"container_preview", "Preview a port", preview_desc, preview_schema, preview_output,
+         MCP_TOOL_OPEN_WORLD, container_tool_preview, t},
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
         mcp_server_add_tool(srv, &defs[i]);

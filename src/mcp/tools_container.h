@@ -22,7 +22,7 @@
  * repository), the newest few files only (bounded disk). */
 #define EXEC_SAVE_DIR "/var/tmp/exec-output"
 
-enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE };
+enum op { OP_INIT, OP_PING, OP_EXEC, OP_WRITE, OP_READ, OP_LIST, OP_DELETE, OP_PREVIEW };
 
 struct tools_container {
     struct sandbox_manager *mgr; /* NULL when sandboxes are unavailable */
@@ -101,3 +101,8 @@ void container_tool_file_write(struct mcp_call *call, const json_t *args, void *
 void container_tool_file_read(struct mcp_call *call, const json_t *args, void *ctx);
 void container_tool_files_list(struct mcp_call *call, const json_t *args, void *ctx);
 void container_tool_file_delete(struct mcp_call *call, const json_t *args, void *ctx);
+
+/* tools_container_preview.c: container_preview (ctx the struct tools_container), and its work
+ * once the sandbox is up (the job answered and ended). */
+void container_tool_preview(struct mcp_call *call, const json_t *args, void *ctx);
+void container_preview_ready(struct job *j);

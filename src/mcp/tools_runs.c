@@ -215,6 +215,37 @@ static void add_recent(struct buf *b, const json_t *recent)
         buf_printf(b, "\n- %s", json_string_value(json_object_get(ev, "summary")));
 }
 
+/* The run's evidence as image content, newest first, as much as EVIDENCE_SHOWN bytes of base64
+ * hold (an image that does not fit is on the run's page). */
+#define EVIDENCE_SHOWN (64 * 1024)
+static void add_evidence(struct tools_runs *t, const struct store_run *r, json_t *content,
+                         const json_t *evidence)
+{
+    size_t left = EVIDENCE_SHOWN;
+    for (size_t i = json_array_size(evidence); i-- > 0;) {
+        const json_t *item = json_array_get(evidence, i);
+        size_t bytes = (size_t)json_integer_value(json_object_get(item, "bytes"));
+        char mime[32];
+        size_t n = 0;
+        if ((bytes + 2) / 3 * 4 > left)
+            continue;
+        _cleanup_free_ char *data = runs_evidence_data(t->runs, r->id, (unsigned)i + 1, &n, mime);
+        if (!data || (n + 2) / 3 * 4 > left)
+            continue;
+        char *b64 = xmalloc((n + 2) / 3 * 4 + 1);
+        base64_encode(data, n, b64);
+        left -= strlen(b64);
+        const char *caption = json_string_value(json_object_get(item, "caption"));
+        char *text =
+            xasprintf("Evidence %zu%s%s", i + 1, caption ? ": " : "", caption ? caption : "");
+        json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+        json_array_append_new(
+            content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", mime));
+        free(text);
+        free(b64);
+    }
+}
+
 /* What get_result answers about run r: its text content and structured content. */
 void tools_runs_describe(struct tools_runs *t, const struct store_run *r, json_t **content,
                          json_t **structured)
@@ -251,6 +282,7 @@ void tools_runs_describe(struct tools_runs *t, const struct store_run *r, json_t
                                 r->error ? r->error : "", dv, net, recent.data ? recent.data : "");
     }
     buf_release(&recent);
+    add_evidence(t, r, *content, json_object_get(sc, "evidence"));
     *structured = sc;
 }
 
@@ -771,6 +803,12 @@ static const char get_result_output[] = "{\"type\":\"object\",\"properties\":{"
     "\"setup\":" OBJECT_OR_NULL ",\"description\":\"The setup run before the agent: source, "
         "exit_status, duration_ms, timed_out, failed (the agent started anyway, told of it)\"},"
     "\"pull_request_mode\":{\"type\":\"string\"},"
+    "\"previews\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},\"description\":"
+        "\"Ports its agent opened for the person to look at (open_preview): id, url, port, "
+        "expires_at\"},"
+    "\"evidence\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},\"description\":"
+        "\"Images its agent kept to show its work (add_evidence): n, mime, bytes, caption, "
+        "path on the run's page; the newest that fit come as image content too\"},"
     "\"question\":" OBJECT_OR_NULL ",\"description\":\"What its agent asks and waits for (phase "
         "waiting): id, kind (question, or plan to approve), text, choices, asked_at, answer_by "
         "(when it goes on without), how to answer\"},"

@@ -7,7 +7,9 @@
  * of get_result, the run's page): it is recorded by one conditional update, so the first of two
  * answers wins, and the node holding the agent's call hands it over at once when it recorded it,
  * else within ASK_LOOK_MS when it looks. A question past its deadline is answered "no answer"
- * by whichever node looks first. While a run waits, its own timeout does not run. */
+ * by whichever node looks first. While a run waits, its own timeout does not run. The other
+ * things a run's agent does for its person (open_preview: the run's sandbox, a note in its
+ * timeline, the previews its page lists) come through here too. */
 #include "runs/runs_internal.h"
 
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include "base/log.h"
 #include "base/utf8.h"
 #include "base/util.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 #define ASK_LOOK_MS 1000  /* how often a held call's question is looked up in the store */
@@ -462,4 +465,31 @@ char *runs_question_message(const char *kind, const char *text, const char *choi
         buf_printf(&b, "%s%s", i ? " | " : "\n\nChoices: ", json_string_value(c));
     json_decref(choices);
     return buf_steal(&b, NULL);
+}
+
+int runs_run_sandbox(struct runs *e, const char *user_id, const char *run_id, char sbx_id[64],
+                     char session_id[64])
+{
+    struct run *r = runs_find(e, run_id);
+    if (!r || !r->sbx || r->ph_final || strcmp(r->user_id, user_id) != 0)
+        return -ENOENT;
+    snprintf(sbx_id, 64, "%s", sandbox_id(r->sbx));
+    snprintf(session_id, 64, "%s", r->session_id);
+    return 0;
+}
+
+void runs_note(struct runs *e, const char *run_id, const char *type, const char *summary,
+               json_t *raw)
+{
+    struct run *r = runs_find(e, run_id);
+    if (r)
+        run_server_event(r, type, summary, raw);
+    else
+        json_decref(raw);
+}
+
+void runs_set_previews(struct runs *e, runs_previews_fn fn, void *ctx)
+{
+    e->previews = fn;
+    e->previews_ctx = ctx;
 }

@@ -96,6 +96,21 @@ json_t *runs_describe(struct runs *e, const struct store_run *r)
     /* what its agent asks and waits for */
     json_t *question = strcmp(r->phase, "waiting") == 0 ? runs_question_json(st, r->id) : NULL;
     json_object_set_new(j, "question", question ? question : json_null());
+    /* images its agent kept as evidence, and where the page finds them */
+    json_t *evidence = runs_evidence(e, r->id);
+    size_t i;
+    json_t *item;
+    json_array_foreach(evidence, i, item)
+    {
+        char at[160];
+        snprintf(at, sizeof(at), "/runs/%s/evidence/%zu", r->id, i + 1);
+        json_object_set_new(item, "path", json_string(at));
+        json_object_del(item, "file");
+    }
+    json_object_set_new(j, "evidence", evidence);
+    /* what its agent opened for the person to look at */
+    json_object_set_new(j, "previews",
+                        e->previews ? e->previews(e->previews_ctx, r->id) : json_array());
     return j;
 }
 

@@ -381,3 +381,36 @@ json_t *runs_question_json(struct store *st, const char *run_id);
 json_t *runs_question_elicit_schema(const char *kind);
 const char *runs_question_elicit_answer(const char *kind, const json_t *content);
 char *runs_question_message(const char *kind, const char *text, const char *choices_json);
+
+/* The sandbox and session of run_id of user_id, working on this node (ask.c): 0, or -ENOENT. */
+int runs_run_sandbox(struct runs *e, const char *user_id, const char *run_id, char sandbox_id[64],
+                     char session_id[64]);
+/* Note in run_id's timeline what its agent opened (a preview: type "preview", its summary and
+ * JSON). */
+void runs_note(struct runs *e, const char *run_id, const char *type, const char *summary,
+               json_t *raw);
+/* What runs_describe lists under "previews": the run's open previews (src/preview), as the wiring
+ * gives them (NULL: none). */
+typedef json_t *(*runs_previews_fn)(void *ctx, const char *run_id);
+void runs_set_previews(struct runs *e, runs_previews_fn fn, void *ctx);
+
+/* --- evidence: images a run's agent marks as showing its work (evidence.c) --- */
+
+#define RUNS_EVIDENCE_MAX 8              /* images a run */
+#define RUNS_EVIDENCE_BYTES (512 * 1024) /* bytes of one */
+/* The image kept: item ({n, file, mime, bytes, caption}, stolen), or err. */
+typedef void (*runs_evidence_fn)(void *ctx, json_t *item, const struct err *err);
+/* Read image path (relative to /workspace) whole from the sandbox of run_id, working here for
+ * user_id, and keep it as the run's next evidence with caption (NULL: none); cb later. 0, or a
+ * negative errno with err (cb not called): not working here, RUNS_EVIDENCE_MAX kept already. */
+int runs_add_evidence(struct runs *e, const char *user_id, const char *run_id, const char *path,
+                      const char *caption, runs_evidence_fn cb, void *ctx, struct err *err);
+/* The run's evidence, [{n, file, mime, bytes, caption}] (new reference), from this node's run
+ * directory; [] when none. */
+json_t *runs_evidence(struct runs *e, const char *run_id);
+/* Where evidence n (from 1) of run_id is, and its type: 0, or -ENOENT. */
+int runs_evidence_file(struct runs *e, const char *run_id, unsigned n, char *path, size_t cap,
+                       char mime[32]);
+/* Evidence n's bytes (malloc'd, *len of them) and type, or NULL when there is none. */
+char *runs_evidence_data(struct runs *e, const char *run_id, unsigned n, size_t *len,
+                         char mime[32]);

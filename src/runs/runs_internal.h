@@ -456,7 +456,9 @@ struct runs {
     struct run *runs; /* active runs, in creation order */
     struct runs_network *network;
     struct runs_waiter *waiters;
-    struct ask_wait *asks; /* agents' calls waiting for answers (ask.c) */
+    struct ask_wait *asks;     /* agents' calls waiting for answers (ask.c) */
+    runs_previews_fn previews; /* a run's previews, for runs_describe */
+    void *previews_ctx;
     int64_t next_ask_sweep;
     int inotify_fd;
     h2o_socket_t *inotify_sock;

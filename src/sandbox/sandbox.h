@@ -245,6 +245,22 @@ void sandbox_env_sweep_leftovers(struct sandbox_manager *m);
 const char *sandbox_template_name(const struct sandbox_manager *m);
 const char *sandbox_template_tree(const struct sandbox_manager *m);
 
+/* A TCP connection from the server to port on the loopback of running sandbox id of user_id
+ * (connect.c): cb(ctx, fd, NULL) on the loop with the connected, non-blocking socket (the
+ * caller's to close), or cb(ctx, -1, err) when nothing listens there, the sandbox stopped, or
+ * the connection could not be made in 3 s. Port 0: the socket alone, made in the sandbox's
+ * network namespace and not connected (blocking; its caller connects it to the sandbox's
+ * loopback). Returns a handle for sandbox_connect_cancel, or NULL
+ * with err set (the sandbox is not running, or too many connections are being made; cb is not
+ * called then). A connection counts as a use of the sandbox. */
+typedef void (*sandbox_connect_fn)(void *ctx, int fd, const struct err *err);
+struct sandbox_connect;
+struct sandbox_connect *sandbox_connect(struct sandbox_manager *m, const char *id,
+                                        const char *user_id, uint16_t port, sandbox_connect_fn cb,
+                                        void *ctx, struct err *err);
+/* cb will not be called; a socket that comes is closed. */
+void sandbox_connect_cancel(struct sandbox_connect *c);
+
 const char *sandbox_id(const struct sandbox *sbx);
 /* JSON description: id, template, limits, started_at, uptime_ms, cgroup mode, last start ms. */
 json_t *sandbox_describe(const struct sandbox *sbx);

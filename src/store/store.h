@@ -745,6 +745,30 @@ int store_question_list_due(struct store *st, int64_t now, unsigned limit,
 /* How many questions run_id's agent has asked. */
 int store_question_count(struct store *st, const char *run_id, int64_t *n, struct err *err);
 
+/* --- previews of sandboxes' ports (previews.c) --- */
+
+struct store_preview {
+    char id[64], user_id[64], session_id[64], sandbox_id[64];
+    unsigned port;
+    char run_id[64]; /* the run whose agent opened it, "" for container_preview */
+    int64_t created_at, expires_at, revoked_at; /* ms; revoked_at 0 while not revoked */
+};
+/* Record preview p, unless its sandbox has max_open previews open at now (ms): -EMFILE then. */
+int store_preview_open(struct store *st, const struct store_preview *p, unsigned max_open,
+                       int64_t now, struct err *err);
+/* Preview id, open or not; -ENOENT when none. */
+int store_preview_get(struct store *st, const char *id, struct store_preview *out, struct err *err);
+/* Revoke user_id's open preview id: 0, or -ENOENT. */
+int store_preview_revoke(struct store *st, const char *user_id, const char *id, int64_t now,
+                         struct err *err);
+/* fn for each preview open at now of sandbox_id (run_id NULL) or of run_id, oldest first, 16 at
+ * most. */
+int store_preview_list(struct store *st, const char *sandbox_id, const char *run_id, int64_t now,
+                       void (*fn)(const struct store_preview *p, void *ctx), void *ctx,
+                       struct err *err);
+/* Forget previews that ended before `before` (ms). */
+int store_preview_prune(struct store *st, int64_t before, struct err *err);
+
 /* --- groups of attempts (groups.c; their runs: store_group_runs above) --- */
 
 /* The commit group_id's attempts start from: proposed when the group has none yet (the first

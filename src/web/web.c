@@ -356,6 +356,26 @@ static void serve_diff(struct web *srv, h2o_req_t *req, const char *run_id)
     http_respond(req, 200, "application/json", diff ? diff : "null", diff ? strlen(diff) : 4);
 }
 
+/* GET /runs/<id>/evidence/<n>: an image the run's agent kept as evidence, as it was made */
+static void serve_evidence(struct web *srv, h2o_req_t *req, const char *run_id, const char *num)
+{
+    char mime[32];
+    char *end;
+    size_t len = 0;
+    unsigned long n = strtoul(num, &end, 10);
+    security_headers(req);
+    _cleanup_free_ char *data =
+        *end || n == 0 || n > RUNS_EVIDENCE_MAX
+            ? NULL
+            : runs_evidence_data(srv->runs, run_id, (unsigned)n, &len, mime);
+    if (!data) {
+        http_respond_error(req, 404, "not_found", "no such image of this run's");
+        return;
+    }
+    http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "private, max-age=3600");
+    http_respond(req, 200, h2o_strdup(&req->pool, mime, SIZE_MAX).base, data, len);
+}
+
 /* --- routes --- */
 
 /* "/<prefix>/<id>[/<rest>]": the id (at most 63 characters of [A-Za-z0-9_]) and the rest. */
@@ -401,7 +421,8 @@ static bool open_target(struct web *srv, h2o_req_t *req, bool session, char id[6
         return false;
     if (!split_path(req, strlen(session ? "/sessions/" : "/runs/"), id, rest) ||
         !(!**rest || strcmp(*rest, "/") == 0 || strcmp(*rest, "/data") == 0 ||
-          (!session && (strcmp(*rest, "/events") == 0 || strcmp(*rest, "/diff") == 0)))) {
+          (!session && (strcmp(*rest, "/events") == 0 || strcmp(*rest, "/diff") == 0 ||
+                        strncmp(*rest, "/evidence/", 10) == 0)))) {
         http_respond_error(req, 404, "not_found", "no such page");
         return false;
     }
@@ -410,9 +431,6 @@ static bool open_target(struct web *srv, h2o_req_t *req, bool session, char id[6
     return allowed(srv, req, session ? PAGE_SESSION : PAGE_RUN, id, !**rest);
 }
 
-static void run_cancel(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id);
-static void session_follow_up(struct web *srv, struct http_route *route, h2o_req_t *req,
-                              const char *id);
 static void add_owner(struct web *srv, h2o_req_t *req, enum page_kind kind, const char *id,
                       json_t *data, const char *flag);
 static void run_cancel(struct web *srv, struct http_route *route, h2o_req_t *req, const char *id);
@@ -459,6 +477,8 @@ static int on_runs(h2o_handler_t *self, h2o_req_t *req)
         serve_events(srv, req, id);
     } else if (strcmp(rest, "/diff") == 0) {
         serve_diff(srv, req, id);
+    } else if (strncmp(rest, "/evidence/", 10) == 0) {
+        serve_evidence(srv, req, id, rest + 10);
     } else {
         struct store_run r = {0};
         struct err err = {0};

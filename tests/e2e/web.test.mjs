@@ -3,7 +3,7 @@
 // upstream. Screenshots (phone and desktop width) go to tests/out/screenshots/.
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -460,6 +460,44 @@ test('on a phone, the owner answers the question the run\'s agent asks, picking 
   await page.waitForSelector('#timeline :text("Answered on the run\'s page: blue")');
   assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
   assert.deepEqual(dialogs, []);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('on a phone, the run page links the preview its agent opened and shows its screenshot; the app\'s page runs in an origin of its own and its WebSocket echoes', async () => {
+  const app = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'preview', 'app.js'));
+  router.add('web-preview-1', [
+    { tool: 'bash', input: { command: `echo ${app.toString('base64')} | base64 -d > /workspace/app.js && (nohup node /workspace/app.js 3400 > /workspace/app.log 2>&1 &) && for i in $(seq 100); do grep -q listening /workspace/app.log && break; sleep 0.1; done`, description: 'Start the app' } },
+    (body) => {
+      const name = (body.tools || []).map((t) => t.name).find((n) => n.endsWith('open_preview'));
+      return name ? { tool: name, input: { port: 3400, description: 'the app' } } : { text: 'no open_preview tool' };
+    },
+    { tool: 'bash', input: { command: 'sh /opt/sandbox-mcp/screenshot http://127.0.0.1:3400/ /workspace/shot.png', description: 'Screenshot' } },
+    (body) => {
+      const name = (body.tools || []).map((t) => t.name).find((n) => n.endsWith('add_evidence'));
+      return name ? { tool: name, input: { path: 'shot.png', caption: 'the app, as a phone shows it' } } : { text: 'no add_evidence tool' };
+    },
+    { text: 'Have a look.' },
+  ]);
+  const started = await ok('run_task', { task: 'web-preview-1: show it', ...(session ? { session_id: session } : {}) });
+  session = started.session_id;
+  const r = await finished(started.run_id);
+  assert.equal(r.status, 'succeeded', JSON.stringify(r).slice(0, 1500));
+  const { page, context, problems } = await pageAt(r.web_url, PHONE);
+  await page.waitForSelector('#previews:not([hidden]) #preview-list a');
+  assert.equal(await page.textContent('#preview-list a'), 'Port 3400');
+  // the screenshot the agent kept, drawn at the card's width
+  await page.waitForFunction(() => document.querySelector('#evidence:not([hidden]) img')?.naturalWidth > 0);
+  assert.equal(await page.textContent('#evidence figcaption'), 'the app, as a phone shows it');
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+  await page.screenshot({ path: path.join(shots, 'run-preview-phone.png'), fullPage: true });
+  const [app2] = await Promise.all([context.waitForEvent('page'), page.click('#preview-list a')]);
+  await app2.waitForFunction(() => document.getElementById('state')?.textContent === 'echo: from the page');
+  // the app's page is an opaque origin: nothing of the server's is within its reach
+  assert.equal(await app2.evaluate(() => self.origin), 'null');
+  assert.equal(await app2.evaluate(() => { try { return document.cookie; } catch (e) { return `refused: ${e.name}`; } }),
+    'refused: SecurityError');
+  await app2.screenshot({ path: path.join(shots, 'preview-app-phone.png') });
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -18,7 +18,7 @@ import { startServer, addUser, sqlRows, tempDir } from '../lib/server.mjs';
 
 const TOOLS = ['server_info', 'container_initialize', 'container_ping', 'container_exec',
   'container_file_write', 'container_file_read', 'container_files_list', 'container_file_delete',
-  'run_task', 'get_result', 'list_runs', 'cancel_run', 'deliver_run', 'answer_run'];
+  'container_preview', 'run_task', 'get_result', 'list_runs', 'cancel_run', 'deliver_run', 'answer_run'];
 const ALIASES = { opencode_run_task: 'run_task', opencode_get_result: 'get_result',
   opencode_list_runs: 'list_runs' };
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -38,6 +38,7 @@ const HINTS = {
   container_file_read: [true, false, true, false],
   container_files_list: [true, false, true, false],
   container_file_delete: [false, true, false, false],
+  container_preview: [false, false, false, true],
   run_task: [false, false, false, true],
   get_result: [true, false, true, false],
   list_runs: [true, false, true, false],
@@ -135,7 +136,7 @@ describe('a server with sandboxes and runs', () => {
     await server?.stop();
   });
 
-  test('the thirteen tools are listed with an outputSchema, a title and described parameters; the aliases are not', () => {
+  test('the fourteen tools are listed with an outputSchema, a title and described parameters; the aliases are not', () => {
     assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOLS].sort());
     for (const t of tools) {
       assert.equal(t.outputSchema?.type, 'object', t.name);
@@ -220,6 +221,9 @@ describe('a server with sandboxes and runs', () => {
     await c.fails('container_file_delete', { path: 'missing' }, 'not_found');
     await c.fails('container_file_delete', { path: '/workspace' }, 'permission_denied');
     assert.equal((await c.ok('container_file_delete', { path: 'dir', recursive: true })).deleted, 2);
+    assert.deepEqual((await c.ok('container_preview', {})).previews, []);
+    await c.fails('container_preview', { port: 8788 }, 'invalid_arguments', /the server's own listeners/);
+    await c.fails('container_preview', { revoke: 'prv_nosuch' }, 'not_found');
     for (const tool of ['container_ping', 'container_initialize', 'container_files_list'])
       await c.fails(tool, { session_id: 'ses_doesnotexist' }, 'not_found');
   });
@@ -378,7 +382,7 @@ describe('a server without sandboxes', () => {
     const calls = [
       ['container_exec', { command: 'true' }], ['container_ping', {}], ['container_initialize', {}],
       ['container_file_write', { path: 'a', content: 'x' }], ['container_file_read', { path: 'a' }],
-      ['container_files_list', {}], ['container_file_delete', { path: 'a' }],
+      ['container_files_list', {}], ['container_file_delete', { path: 'a' }], ['container_preview', { port: 3000 }],
       ['run_task', { task: 'x' }], ['get_result', { run_id: 'run_x' }], ['list_runs', {}],
       ['cancel_run', { run_id: 'run_x' }], ['deliver_run', { run_id: 'run_x' }], ['answer_run', { run_id: 'run_x' }],
       ['opencode_run_task', { task: 'x' }],

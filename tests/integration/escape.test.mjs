@@ -895,6 +895,7 @@ for pid in ('self', '1'):
       ['container_file_delete', { path: 'secret.txt' }],
       ['container_ping', {}],
       ['container_initialize', {}],
+      ['container_preview', { port: 3000 }],
     ];
     for (const [name, args] of calls) {
       const res = await tool(main, name, { ...args, session_id: adminSbx }, { token: bob });

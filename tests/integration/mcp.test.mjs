@@ -103,7 +103,7 @@ test('tools/call server_info with include_tools lists the tool names', async () 
   assert.deepEqual(r.body.result.structuredContent.tools, [
     'server_info', 'container_initialize', 'container_ping', 'container_exec',
     'container_file_write', 'container_file_read', 'container_files_list', 'container_file_delete',
-    'run_task', 'get_result', 'list_runs', 'cancel_run', 'deliver_run', 'answer_run',
+    'container_preview', 'run_task', 'get_result', 'list_runs', 'cancel_run', 'deliver_run', 'answer_run',
   ]);
 });
 

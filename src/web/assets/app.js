@@ -405,6 +405,49 @@ function showQuestion(run) {
   };
 }
 
+// What the run's agent opened for a person to look at: links that open in a new tab.
+function showPreviews(run) {
+  const list = run.previews || [];
+  $('previews').hidden = !list.length;
+  const ul = $('preview-list');
+  ul.replaceChildren();
+  for (const p of list) {
+    const li = document.createElement('li');
+    const a = document.createElement('a');
+    a.href = p.url;
+    a.target = '_blank';
+    a.rel = 'noreferrer noopener';
+    a.textContent = `Port ${p.port}`;
+    const until = document.createElement('span');
+    until.className = 'muted';
+    until.textContent = ` until ${new Date(p.expires_at).toLocaleTimeString()}`;
+    li.append(a, until);
+    ul.append(li);
+  }
+}
+
+// Images the run's agent kept to show its work (a screenshot of its app), with their captions.
+let shownEvidence = -1;
+function showEvidence(run) {
+  const list = run.evidence || [];
+  $('evidence').hidden = !list.length;
+  if (list.length === shownEvidence) return;
+  shownEvidence = list.length;
+  const box = $('evidence-list');
+  box.replaceChildren();
+  for (const ev of list) {
+    const fig = document.createElement('figure');
+    const img = document.createElement('img');
+    img.src = `${ev.path}${q}`;
+    img.alt = ev.caption || `evidence ${ev.n}`;
+    img.loading = 'lazy';
+    const cap = document.createElement('figcaption');
+    cap.textContent = ev.caption || `Evidence ${ev.n}`;
+    fig.append(img, cap);
+    box.append(fig);
+  }
+}
+
 async function runPage() {
   let run;
   try {
@@ -416,6 +459,8 @@ async function runPage() {
   showRun(run);
   ownerActions(run);
   showQuestion(run);
+  showPreviews(run);
+  showEvidence(run);
   const link = $('session-link');
   link.hidden = true;
   const live = $('live');
@@ -443,6 +488,8 @@ async function runPage() {
       showRun(r);
       ownerActions(r);
       showQuestion(r);
+      showPreviews(r);
+      showEvidence(r);
     } catch { /* keep what is shown */ }
   });
   src.onerror = () => { /* EventSource reconnects by itself, resuming after the last id */ };
@@ -456,6 +503,8 @@ async function runPage() {
         showPhase(r.phase, r.elapsed_seconds, false);
       }
       showQuestion(r);
+      showPreviews(r);
+      showEvidence(r);
       showNetwork(r.network);
     } catch { /* next time */ }
   }, 5000);
