@@ -106,10 +106,23 @@ test('connections are capped per preview and per user', async () => {
   assert.equal(third.status, 429);
   assert.equal(third.headers.get('retry-after'), '1');
   assert.match((await third.json()).error, /PREVIEW_CONNECTIONS/);
+  // the user's third: on another preview, the last one they may have open at once
+  const other = (await ok('container_preview', { port: 3000 })).opened;
+  const c = await openWebSocket(`${other.url}ws`);
+  assert.equal(c.status, 101);
+  const fourth = await fetch(`${other.url}busy`);
+  assert.equal(fourth.status, 429);
+  assert.match((await fourth.json()).error, /PREVIEW_CONNECTIONS_PER_USER/);
+  c.close();
   a.close();
   // once one closes, there is room again
   await runs.until(async () => (await fetch(`${url}again`)).status === 200, 'a connection freed');
   b.close();
+  await ok('container_preview', { revoke: other.id });
+  // a body is held to what the server takes from a request without a credential
+  const big = await fetch(`${url}upload`, { method: 'POST', body: 'x'.repeat(200 * 1024) });
+  assert.equal(big.status, 401);
+  assert.match((await big.json()).error, /larger than the unauthenticated allowance/);
 });
 
 test('a preview reaches only its own sandbox: not the host, not another user\'s sandbox; forged and reserved ones are refused; four a sandbox', async () => {

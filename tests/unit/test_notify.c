@@ -265,6 +265,20 @@ TEST(payload_and_ntfy_message)
                  "Fix \xef\xbf\xbd the tests\nhttps://github.com/acme/widget/pull/7\n\nDone.");
     free(m.body);
     free(text);
+    /* a question: high priority, the question in the body, the page to answer it on a tap */
+    ev.type = "run.question";
+    ev.status = "running";
+    ev.summary = "Which database should it use?";
+    ev.pull_request_url = NULL;
+    text = notify_payload(&ev);
+    CHECK_INT_EQ(notify_ntfy_message(text, &m), 0);
+    CHECK_STR_EQ(m.title, "Run asks you");
+    CHECK_INT_EQ(m.priority, 4);
+    CHECK_STR_EQ(m.tags, "question");
+    CHECK_STR_EQ(m.click, "https://smcp.example/runs/run_1?t=abc");
+    CHECK_STR_EQ(m.body, "Fix \xef\xbf\xbd the tests\n\nWhich database should it use?");
+    free(m.body);
+    free(text);
     CHECK_INT_EQ(notify_ntfy_message("{\"type\":\"other\"}", &m), -EINVAL);
     CHECK_INT_EQ(notify_ntfy_message("not json", &m), -EINVAL);
 }
