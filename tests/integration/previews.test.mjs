@@ -97,6 +97,39 @@ test('a WebSocket from the app in the sandbox reaches the client and back', asyn
   ws.close();
 });
 
+// What the app has got out of /flood and "flood N" so far, once it stops growing: the app waits
+// for each write to drain, so it stops when what is in flight between it and the client is full.
+async function floodedOnceStuck() {
+  let last = -1;
+  return runs.until(async () => {
+    const now = (await (await fetch(`${url}flooded`)).json()).bytes;
+    const stuck = now > 0 && now === last;
+    last = now;
+    if (!stuck) await new Promise((r) => setTimeout(r, 300)); // the next look is a while on
+    return stuck ? now : 0;
+  }, 'the flood held back');
+}
+
+test('a client that does not read holds the app back: what a preview holds in flight is bounded', async () => {
+  const MiB = 1 << 20;
+  // HTTP: an answer of 256 MiB whose reader reads nothing
+  const base = (await (await fetch(`${url}flooded`)).json()).bytes;
+  const ctl = new AbortController();
+  const res = await fetch(`${url}flood?mb=256`, { signal: ctl.signal });
+  assert.equal(res.status, 200);
+  const held = (await floodedOnceStuck()) - base;
+  assert.ok(held < 64 * MiB, `the app got ${held} bytes out to a client that read none`);
+  ctl.abort();
+  // a WebSocket whose client stops reading
+  const ws = await openWebSocket(`${url}ws`);
+  ws.socket.pause();
+  const before = (await (await fetch(`${url}flooded`)).json()).bytes;
+  ws.send('flood 256');
+  const heldWs = (await floodedOnceStuck()) - before;
+  assert.ok(heldWs < 64 * MiB, `the app got ${heldWs} bytes out to a WebSocket that read none`);
+  ws.close();
+});
+
 test('connections are capped per preview and per user', async () => {
   const a = await openWebSocket(`${url}ws`);
   const b = await openWebSocket(`${url}ws`);
