@@ -251,8 +251,12 @@ bool proxy_agent_auth(void *ctx, h2o_req_t *req, const char *sandbox_id, char us
                             "the run's proxy token is required (Authorization: Bearer)");
         return false;
     }
-    struct proxy_claims claims;
+    struct proxy_claims claims = {0};
     struct err err = {0};
+    /* a pooled agent's key is this sandbox's (checked against the listener), with a run or not */
+    bool sandbox_key =
+        len > sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1 &&
+        memcmp(token, PROXY_SANDBOX_KEY_PREFIX, sizeof(PROXY_SANDBOX_KEY_PREFIX) - 1) == 0;
     int r = proxy_token_check(p, token, len, sandbox_id, &claims, &err);
     explicit_bzero(token, sizeof(token));
     if (r < 0 && r != -ENOENT) {
@@ -260,7 +264,7 @@ bool proxy_agent_auth(void *ctx, h2o_req_t *req, const char *sandbox_id, char us
                             r == -EKEYREVOKED ? "token_revoked" : "invalid_token", "%s", err.msg);
         return false;
     }
-    if (strcmp(claims.sandbox, sandbox_id) != 0) {
+    if (!(r == -ENOENT && sandbox_key) && strcmp(claims.sandbox, sandbox_id) != 0) {
         proxy_respond_error(req, 403, "wrong_listener", "this token belongs to another listener");
         return false;
     }

@@ -10,7 +10,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { startFake, agentRouter, userTexts, toolResults } from '../lib/fake-anthropic.mjs';
+import { startFake, agentRouter, userTexts, toolResults, toolNames } from '../lib/fake-anthropic.mjs';
 import { ok, finished, until } from '../lib/runs.mjs';
 import { startServer, removeDataDir, addUserAsync, tempDir } from '../lib/server.mjs';
 import { repoWithFiles } from '../lib/git.mjs';
@@ -52,12 +52,21 @@ after(async () => {
 test('a new session takes the pooled sandbox whose agent is booted, and its run is handed to it', async () => {
   const pooled = srv.stderr().match(/run agent booting in the pool sbx=(\S+)/)[1];
   const seen = fake.requests.length;
-  const s = router.add('pool-run-1', [{ text: 'Pooled done.' }]);
-  const r = await ok(srv, 'run_task', { task: 'pool-run-1: say something' });
+  // the agent booted before the run has the server's own tools too (it listed them with the
+  // sandbox's key, no run working then), and its call with that key reaches the run's question
+  const s = router.add('pool-run-1', [
+    (body) => {
+      const name = toolNames(body).find((n) => n.endsWith('ask_user'));
+      return name ? { tool: name, input: { question: 'Anyone?' } } : { text: `no ask_user among ${toolNames(body)}` };
+    },
+    { text: 'Pooled done.' },
+  ]);
+  const r = await ok(srv, 'run_task', { task: 'pool-run-1: say something', question_timeout_minutes: 0.05 });
   const d = await finished(srv, r.run_id);
   assert.equal(d.status, 'succeeded', JSON.stringify(d));
   assert.equal(d.result.summary, 'Pooled done.');
   assert.equal(s.remaining, 0);
+  assert.match(toolResults(s.requests.at(-1).body).at(-1).text, /No answer came within 1 minutes/);
   await srv.waitLog(new RegExp(`sandbox assigned sbx=${pooled} user=\\S+ session=${r.session_id} from=pool .*prepared=yes`));
 
   // the server the run spoke to is the one booted in the pool: its key is the sandbox's, not a
