@@ -1,6 +1,14 @@
 /* GitHub's REST API from the server: a call is one libcurl easy handle on the loop's multi
  * handle (base/curl_loop.c), its answer read into a buffer of a bounded size, parsed as JSON
- * unless it is text, and handed to the caller's callback. */
+ * unless it is text, and handed to the caller's callback.
+ *
+ * A call GitHub refused for now is made again, up to github_rest_set_retries' count and wait:
+ * a 429, a 403 that is a rate limit (a secondary one by its message, or Retry-After, or no
+ * requests left), and a connection never made are refusals of a request GitHub did not act on;
+ * a 5xx or a cut connection may have been acted on, so only a call that is safe to repeat
+ * (GET and the like, or one its caller marked idempotent) is made again after one. The wait is
+ * what GitHub asks (Retry-After, or until the rate limit's reset), else a backoff doubling from
+ * the base with jitter; a wait past what is left of the budget ends the call with the refusal. */
 #include "github/rest.h"
 
 #include <curl/curl.h>
@@ -11,8 +19,11 @@
 #include <strings.h>
 
 #include "base/buf.h"
+#include "base/cleanup.h"
 #include "base/curl_loop.h"
+#include "base/ids.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/util.h"
 
 #define REST_TIMEOUT_MS 30000
@@ -32,11 +43,18 @@ struct github_call {
     bool tail, overflow;
     char etag[128];
     long rate_remaining, rate_reset;
+    long retry_after; /* Retry-After in seconds, -1 when not said */
+    bool repeatable;  /* safe to make again after a 5xx or a cut connection */
+    unsigned attempts;
+    uint64_t waited_ms;
+    struct loop_timer again; /* the next attempt, while waiting */
 };
 
 struct github_rest {
     struct curl_loop *cl;
     struct github_call *calls;
+    unsigned retries;
+    uint64_t base_ms, budget_ms;
 };
 
 static void on_done(CURL *easy, CURLcode rc);
@@ -45,11 +63,23 @@ struct github_rest *github_rest_new(void)
 {
     struct github_rest *g = xcalloc(1, sizeof(*g));
     g->cl = curl_loop_new(on_done);
+    g->retries = GITHUB_RETRIES_DEFAULT;
+    g->base_ms = GITHUB_RETRY_BASE_MS_DEFAULT;
+    g->budget_ms = GITHUB_RETRY_BUDGET_MS_DEFAULT;
     return g;
+}
+
+void github_rest_set_retries(struct github_rest *g, unsigned retries, uint64_t base_ms,
+                             uint64_t budget_ms)
+{
+    g->retries = retries;
+    g->base_ms = base_ms ? base_ms : 1;
+    g->budget_ms = budget_ms;
 }
 
 static void call_free(struct github_call *c)
 {
+    loop_timer_stop(&c->again);
     curl_easy_cleanup(c->easy);
     for (struct curl_slist *h = c->headers; h; h = h->next) /* the credential's line */
         explicit_bzero(h->data, strlen(h->data));
@@ -130,6 +160,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
         c->rate_remaining = strtol(data + 22, NULL, 10);
     else if (len > 18 && strncasecmp(data, "x-ratelimit-reset:", 18) == 0)
         c->rate_reset = strtol(data + 18, NULL, 10);
+    else if (len > 12 && strncasecmp(data, "retry-after:", 12) == 0)
+        c->retry_after = strtol(data + 12, NULL, 10);
     if (len > 5 && strncasecmp(data, "etag:", 5) == 0) {
         size_t k = 5;
         while (k < len && (data[k] == ' ' || data[k] == '\t'))
@@ -151,6 +183,8 @@ struct github_call *github_rest_call(struct github_rest *g, const struct github_
     c->ctx = ctx;
     c->max = rq->max ? rq->max : REST_MAX_DEFAULT;
     c->rate_remaining = -1;
+    c->retry_after = -1;
+    c->repeatable = rq->idempotent || strcmp(rq->method, "POST") != 0;
     c->tail = rq->tail != 0;
     c->data = xmalloc(c->max + 1);
     c->what = xasprintf("%s %s", rq->method, rq->path);
@@ -197,6 +231,72 @@ struct github_call *github_rest_call(struct github_rest *g, const struct github_
     return c;
 }
 
+static void on_again(struct loop_timer *t)
+{
+    struct github_call *c = container_of(t, struct github_call, again);
+    curl_loop_add(c->g->cl, c->easy);
+}
+
+/* Whether GitHub refused the call for now, without acting on it (or, for a call safe to repeat,
+ * may not have finished it): worth making again. */
+static bool refused_for_now(const struct github_call *c, CURLcode rc, long status, const json_t *j)
+{
+    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
+        return true; /* never sent */
+    if (rc != CURLE_OK)
+        return c->repeatable && !c->overflow;
+    if (status == 429)
+        return true;
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    if (status == 403 &&
+        (c->retry_after >= 0 || c->rate_remaining == 0 || (msg && strcasestr(msg, "rate limit"))))
+        return true;
+    return c->repeatable && (status == 500 || status == 502 || status == 503 || status == 504);
+}
+
+/* How long to wait before the next attempt (ms). */
+static uint64_t wait_for(const struct github_call *c)
+{
+    const struct github_rest *g = c->g;
+    if (c->retry_after >= 0)
+        return (uint64_t)c->retry_after * 1000;
+    int64_t now = time_now_ms() / 1000;
+    if (c->rate_remaining == 0 && c->rate_reset > now)
+        return (uint64_t)(c->rate_reset - now + 1) * 1000;
+    uint64_t d = g->base_ms << (c->attempts < 16 ? c->attempts : 16), r;
+    rand_bytes(&r, sizeof(r));
+    return d + r % (d / 2 + 1);
+}
+
+/* Make c again later, when GitHub refused it for now and the budget allows: true when it will. */
+static bool again_later(struct github_call *c, CURLcode rc, long status, const json_t *j)
+{
+    struct github_rest *g = c->g;
+    if (c->attempts >= g->retries || !refused_for_now(c, rc, status, j))
+        return false;
+    uint64_t wait = wait_for(c);
+    if (c->waited_ms + wait > g->budget_ms) {
+        log_warn("github call not retried call=\"%s\" status=%ld wait_ms=%llu budget_ms=%llu",
+                 c->what, status, (unsigned long long)wait,
+                 (unsigned long long)(g->budget_ms - c->waited_ms));
+        return false;
+    }
+    c->attempts++;
+    c->waited_ms += wait;
+    log_info("github retry call=\"%s\" status=%ld attempt=%u wait_ms=%llu", c->what, status,
+             c->attempts, (unsigned long long)wait);
+    /* what the refused attempt brought is forgotten */
+    c->len = c->total = 0;
+    c->overflow = false;
+    c->etag[0] = '\0';
+    c->rate_remaining = c->retry_after = -1;
+    c->rate_reset = 0;
+    c->next = g->calls;
+    g->calls = c;
+    loop_timer_start(&c->again, wait, on_again);
+    return true;
+}
+
 static void on_done(CURL *easy, CURLcode rc)
 {
     struct github_call *c = NULL;
@@ -209,6 +309,10 @@ static void on_done(CURL *easy, CURLcode rc)
     curl_easy_getinfo(easy, CURLINFO_CONTENT_TYPE, &type);
     bool is_json = type && strstr(type, "json");
     json_t *j = rc == CURLE_OK && is_json ? json_loadb(c->data, c->len, 0, NULL) : NULL;
+    if (again_later(c, rc, status, j)) {
+        json_decref(j);
+        return;
+    }
     char why[400] = "";
     if (rc != CURLE_OK) {
         snprintf(why, sizeof(why), "cannot reach GitHub's API: %s",

@@ -6,11 +6,20 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct github_rest;
 struct github_call;
 
 struct github_rest *github_rest_new(void);
+/* How calls GitHub refused for now are made again (rest.c): at most retries more times, the
+ * first wait base_ms doubling (with jitter) when GitHub names none, all waits together at most
+ * budget_ms. */
+#define GITHUB_RETRIES_DEFAULT 3
+#define GITHUB_RETRY_BASE_MS_DEFAULT 1000
+#define GITHUB_RETRY_BUDGET_MS_DEFAULT 120000
+void github_rest_set_retries(struct github_rest *g, unsigned retries, uint64_t base_ms,
+                             uint64_t budget_ms);
 /* Cancels what is in flight (their callbacks do not run). NULL is accepted. */
 void github_rest_free(struct github_rest *g);
 
@@ -40,6 +49,9 @@ struct github_request {
                                0 for 1 MiB */
     int tail;               /* keep the end of a longer answer (a log), not fail */
     int follow;             /* follow redirects (to a log's storage), without the credential */
+    /* a POST that is safe to make again after a 5xx or a cut connection (a pull request's
+     * creation: a second one is refused as a duplicate) */
+    int idempotent;
 };
 
 /* Start a call; fn (may be NULL: the outcome is only logged) runs later on the loop, never from

@@ -15,6 +15,7 @@
 
 #include "base/cleanup.h"
 #include "base/config.h"
+#include "github/rest.h"
 #include "base/util.h"
 #include "proxy/proxy.h"
 #include "sandbox/sandbox.h"
@@ -85,6 +86,13 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     if (config_get_u64(cfg, "RUNS_ENV_POOL", 1, 0, SANDBOX_POOL_ENVS_MAX, &v, err) < 0)
         return err->code;
     rc->env_pool = (unsigned)v;
+    if (config_get_u64(cfg, "GITHUB_RETRIES", GITHUB_RETRIES_DEFAULT, 0, 10, &v, err) < 0)
+        return -EINVAL;
+    rc->github_retries = (unsigned)v;
+    if (config_get_u64(cfg, "GITHUB_RETRY_BASE_MS", GITHUB_RETRY_BASE_MS_DEFAULT, 1, 60000, &v,
+                       err) < 0)
+        return -EINVAL;
+    rc->github_retry_base_ms = v;
     if (config_get_u64(cfg, "RUN_QUESTION_TIMEOUT_MINUTES", 30, 1, RUNS_QUESTION_WAIT_MAX_S / 60,
                        &v, err) < 0)
         return -EINVAL;

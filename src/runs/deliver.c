@@ -66,6 +66,11 @@ struct deliverer *deliverer_new(void)
     return d;
 }
 
+struct github_rest *deliverer_github(struct deliverer *d)
+{
+    return d->gh;
+}
+
 static void delivery_free(struct delivery *v)
 {
     github_rest_cancel(v->call);
@@ -187,8 +192,14 @@ static void rest(struct delivery *v, enum step step, const char *method, const c
                  json_t *body)
 {
     v->step = step;
-    struct github_request rq = {
-        .api = v->api, .credential = v->credential, .method = method, .path = path, .body = body};
+    /* a pull request opened twice is refused as a duplicate (422, found then): safe to make
+     * again; a comment is not (GitHub keeps no key to tell a second one by) */
+    struct github_request rq = {.api = v->api,
+                                .credential = v->credential,
+                                .method = method,
+                                .path = path,
+                                .body = body,
+                                .idempotent = step == STEP_CREATE};
     v->call = github_rest_call(v->d->gh, &rq, on_rest_done, v);
 }
 

@@ -19,6 +19,9 @@ struct delivery;
 
 /* One engine's deliveries (their REST requests share a connection cache). */
 struct deliverer *deliverer_new(void);
+/* The deliverer's GitHub client (to set how it retries). */
+struct github_rest;
+struct github_rest *deliverer_github(struct deliverer *d);
 /* Cancels what is in flight (their callbacks do not run). NULL is accepted. */
 void deliverer_free(struct deliverer *d);
 

@@ -534,6 +534,10 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg.github_api_url = e->github_api;
     e->deliverer = deliverer_new();
     e->gh = github_rest_new();
+    github_rest_set_retries(deliverer_github(e->deliverer), cfg->github_retries,
+                            cfg->github_retry_base_ms, GITHUB_RETRY_BUDGET_MS_DEFAULT);
+    github_rest_set_retries(e->gh, cfg->github_retries, cfg->github_retry_base_ms,
+                            GITHUB_RETRY_BUDGET_MS_DEFAULT);
     e->github_steerers = xstrdup(cfg->github_steerers ? cfg->github_steerers : "");
     e->cfg.github_steerers = e->github_steerers;
     if (cfg->github_poll_s)

@@ -62,6 +62,10 @@ struct runs_config {
      * of the session is handed to it instead of starting a process (0: a process per run). */
     unsigned agent_warm_s;
     unsigned ci_fix_attempts; /* fix runs per pull request head lineage (CI_FIX_ATTEMPTS) */
+    /* the server's GitHub calls refused for now are made again this many times, the first after
+     * this long when GitHub names no wait (GITHUB_RETRIES, GITHUB_RETRY_BASE_MS) */
+    unsigned github_retries;
+    uint64_t github_retry_base_ms;
     /* how long an agent's question waits for its answer by default (RUN_QUESTION_TIMEOUT_MINUTES)
      */
     uint64_t question_timeout_s;

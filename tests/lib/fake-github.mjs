@@ -16,6 +16,7 @@
 //   'git'|'rest'|'blob', status, authorized (blobs)}); gh.log('acme/widget', 'branch');
 //   gh.refs('acme/widget'); gh.show('acme/widget', 'main', 'README.md')
 //   gh.refuse('acme/widget', 'pulls', 403, 'Resource not accessible by personal access token')
+//   gh.script('POST', /\/pulls$/, [[502, { message: 'Server Error' }]])  (then answered as usual)
 //     kinds: pulls, comments (issue comments), reviews, review-comments, check-runs,
 //     check-suites, statuses, runs, jobs, logs
 //
@@ -139,6 +140,7 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
   const statuses = [];       // {id, repo, sha, state, context, description, target_url, login, created_at}
   const requests = [];       // {method, path, token, kind: 'git'|'rest'|'blob', status, authorized?}
   const refusals = {};       // "repo kind" -> {status, message}
+  const scripted = [];       // {method, re, replies: [[status, body, headers], ...]}: answered first, in turn
   const blobs = new Map();   // signature -> {name, type, data}
   const spent = new Map();   // token -> requests counted against its rate limit
   const valid = new Set([...tokens, ...Object.keys(users)]);
@@ -592,6 +594,14 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
         'x-ratelimit-reset': String(reset), 'x-ratelimit-resource': 'core' });
       res.end(text);
     };
+    // a scripted answer (a refusal for now, a 5xx) comes before anything else; the request is
+    // then as if it never arrived
+    const s = scripted.find((x) => x.method === req.method && x.re.test(u.pathname) && x.replies.length);
+    if (s) {
+      if (req.method === 'POST') await readBody(req);
+      s.seen++;
+      return reply(s.replies.shift());
+    }
     if ((spent.get(token) || 0) >= rateLimit)
       return reply([403, { message: `API rate limit exceeded for user ID ${idOf(`user ${loginOf(token)}`)}.`,
         documentation_url: 'https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting' }]);
@@ -712,6 +722,13 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
       return git(['show', `${ref}:${file}`], path.join(root, `${repo}.git`));
     },
     refuse(repo, kind, status, message) { refusals[`${repo} ${kind}`] = { status, message }; },
+    // the next requests of method to a REST path matching re get replies ([status, body,
+    // headers]), in turn; returns the script, whose seen counts them
+    script(method, re, replies) {
+      const s = { method, re, replies: [...replies], seen: 0 };
+      scripted.push(s);
+      return s;
+    },
     pull: (repo, number) => pulls.find((p) => p.repo === repo && p.number === Number(number)),
     addPull, addComment, addReview, addReviewComment, addWorkflowRun, setRunConclusion, addStatus, closePull,
     payloads, sendWebhook,
