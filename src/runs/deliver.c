@@ -33,7 +33,7 @@
 #define PUSH_OUTPUT_MAX (64u << 10)
 #define TOKEN_TTL_SECONDS 900
 
-enum step { STEP_PUSH, STEP_CREATE, STEP_FIND, STEP_COMMENT, STEP_GET };
+enum step { STEP_PUSH, STEP_CREATE, STEP_FIND, STEP_COMMENT, STEP_COMMENT_LOOK, STEP_GET };
 
 struct delivery {
     struct deliverer *d;
@@ -49,6 +49,8 @@ struct delivery {
     bool draft;
     char pr_author[64]; /* the login that opened the pull request, as GitHub answered */
     enum step step;
+    int64_t started_at;  /* ms: comments since then may be this delivery's */
+    bool comment_looked; /* a comment GitHub answered with a 5xx was looked for once */
     struct sandbox_exec *ex;
     struct github_call *call; /* the REST call under way, or NULL */
     json_t *result;
@@ -193,7 +195,8 @@ static void rest(struct delivery *v, enum step step, const char *method, const c
 {
     v->step = step;
     /* a pull request opened twice is refused as a duplicate (422, found then): safe to make
-     * again; a comment is not (GitHub keeps no key to tell a second one by) */
+     * again; a comment is not (GitHub keeps no key to tell a second one by): it is looked for
+     * after a 5xx instead (STEP_COMMENT_LOOK) */
     struct github_request rq = {.api = v->api,
                                 .credential = v->credential,
                                 .method = method,
@@ -254,6 +257,24 @@ static void record_new_pull(struct delivery *v)
         log_error("pull request not recorded run=%s err=\"%s\"", v->run_id, err.msg);
 }
 
+/* Whether one of comments (GitHub's list) links run_id's page: the run's own comment. */
+static bool commented(const json_t *comments, const char *run_id)
+{
+    char mark[96];
+    snprintf(mark, sizeof(mark), "/runs/%s", run_id);
+    size_t i;
+    const json_t *c;
+    json_array_foreach(comments, i, c)
+    {
+        const char *body = json_string_value(json_object_get(c, "body"));
+        if (body && strstr(body, mark))
+            return true;
+    }
+    return false;
+}
+
+static void open_or_comment(struct delivery *v);
+
 static void on_rest_done(void *ctx, const struct github_answer *a)
 {
     struct delivery *v = ctx;
@@ -293,6 +314,17 @@ static void on_rest_done(void *ctx, const struct github_answer *a)
         }
         break;
     case STEP_COMMENT:
+        if ((status == 0 || status >= 500) && !v->comment_looked) {
+            /* GitHub may have made it before it failed to say so: look before making it again
+             * (the comment links the run's page, whose address names the run) */
+            char since[32];
+            v->comment_looked = true;
+            time_format_rfc3339(v->started_at - 60000, since);
+            snprintf(path, sizeof(path), "/repos/%s/issues/%lld/comments?per_page=100&since=%s",
+                     v->repo, (long long)v->pr_number, since);
+            rest(v, STEP_COMMENT_LOOK, "GET", path, NULL);
+            break;
+        }
         if (status != 201) {
             set_pull_request(v, v->pr_url, v->pr_number, "unknown", false);
             finishf(v, "failed", "pushed, but the pull request was not commented on: %s", why);
@@ -300,6 +332,18 @@ static void on_rest_done(void *ctx, const struct github_answer *a)
         }
         snprintf(path, sizeof(path), "/repos/%s/pulls/%lld", v->repo, (long long)v->pr_number);
         rest(v, STEP_GET, "GET", path, NULL);
+        break;
+    case STEP_COMMENT_LOOK:
+        if (status != 200) {
+            set_pull_request(v, v->pr_url, v->pr_number, "unknown", false);
+            finishf(v, "failed", "pushed, but the pull request was not commented on: %s", why);
+        } else if (commented(j, v->run_id)) {
+            log_info("delivery comment found run=%s pull=%lld", v->run_id, (long long)v->pr_number);
+            snprintf(path, sizeof(path), "/repos/%s/pulls/%lld", v->repo, (long long)v->pr_number);
+            rest(v, STEP_GET, "GET", path, NULL);
+        } else {
+            open_or_comment(v); /* not made: made again, once */
+        }
         break;
     case STEP_GET:
         if (status != 200 || !pull_from(v, j))
@@ -441,6 +485,7 @@ struct delivery *deliver_start(struct deliverer *d, const struct deliver_opts *o
     v->api = xstrdup(o->api);
     v->title = xstrdup(o->title);
     v->body = xstrdup(o->body);
+    v->started_at = time_now_ms();
     v->pr_url = xstrdup(o->pr_url ? o->pr_url : "");
     v->pr_number = o->pr_number;
     v->draft = o->draft;

@@ -75,7 +75,7 @@ test('a pull request GitHub answered 502, then 429 with Retry-After, is opened o
   assert.match(server.stderr(), /github retry call="POST \/repos\/acme\/retry\/pulls" status=502 attempt=1/);
 });
 
-test('a comment refused by a secondary rate limit is made once it may be; one after a 502 is not made again', async () => {
+test('a comment refused by a secondary rate limit is made once it may be; after a 502 it is looked for before it is made again', async () => {
   const s = gh.script('POST', /\/repos\/acme\/retry\/issues\/\d+\/comments$/, [
     [403, { message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.' }, { 'retry-after': '1' }],
   ]);
@@ -83,13 +83,27 @@ test('a comment refused by a secondary rate limit is made once it may be; one af
   assert.equal(r.delivery.status, 'delivered', JSON.stringify(r.delivery));
   assert.equal(s.seen, 1);
   assert.equal(commentsOn('acme/retry', prNumber).length, 1);
-  // a 502 may have been acted on: the comment is not made again, and the delivery says why
-  const s2 = gh.script('POST', /\/repos\/acme\/retry\/issues\/\d+\/comments$/, [[502, { message: 'Server Error' }]]);
+  // a 502 after GitHub made it: found among the pull request's comments, not made twice
+  const s2 = gh.script('POST', /\/repos\/acme\/retry\/issues\/\d+\/comments$/, [{ acted: [502, { message: 'Server Error' }] }]);
   const { r: r3 } = await commitRun('rt-comment-3', { session });
-  assert.equal(r3.delivery.status, 'failed', JSON.stringify(r3.delivery));
-  assert.match(r3.delivery.reason, /not commented on: HTTP 502/);
+  assert.equal(r3.delivery.status, 'delivered', JSON.stringify(r3.delivery));
   assert.equal(s2.seen, 1);
-  assert.equal(commentsOn('acme/retry', prNumber).length, 1);
+  assert.equal(commentsOn('acme/retry', prNumber).length, 2);
+  assert.match(commentsOn('acme/retry', prNumber).at(-1).body, new RegExp(`/runs/${r3.run_id}`));
+  // a 502 before it made it: not found, so made again, once
+  const s3 = gh.script('POST', /\/repos\/acme\/retry\/issues\/\d+\/comments$/, [[502, { message: 'Server Error' }]]);
+  const { r: r4 } = await commitRun('rt-comment-4', { session });
+  assert.equal(r4.delivery.status, 'delivered', JSON.stringify(r4.delivery));
+  assert.equal(s3.seen, 1);
+  assert.equal(commentsOn('acme/retry', prNumber).length, 3);
+  assert.match(commentsOn('acme/retry', prNumber).at(-1).body, new RegExp(`/runs/${r4.run_id}`));
+  // two in a row: it says so
+  const s4 = gh.script('POST', /\/repos\/acme\/retry\/issues\/\d+\/comments$/, [[502, { message: 'Server Error' }], [502, { message: 'Server Error' }]]);
+  const { r: r5 } = await commitRun('rt-comment-5', { session });
+  assert.equal(r5.delivery.status, 'failed', JSON.stringify(r5.delivery));
+  assert.match(r5.delivery.reason, /not commented on: HTTP 502/);
+  assert.equal(s4.seen, 2);
+  assert.equal(commentsOn('acme/retry', prNumber).length, 3);
 });
 
 test('the retries stop at GITHUB_RETRIES, and a wait past the budget is not waited', async () => {

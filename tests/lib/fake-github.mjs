@@ -579,7 +579,9 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
 
   async function rest(req, res, u, token) {
     // every answer: rate-limit headers; a GET's 200 an ETag, and 304 when If-None-Match has it
-    const reply = ([status, body, headers = {}]) => {
+    let instead = null; // a scripted answer given after the request was acted on
+    const reply = (answer) => {
+      let [status, body, headers = {}] = instead || answer;
       let text = body === undefined ? '' : JSON.stringify(body);
       const h = { ...headers };
       if (req.method === 'GET' && status === 200) {
@@ -598,9 +600,14 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
     // then as if it never arrived
     const s = scripted.find((x) => x.method === req.method && x.re.test(u.pathname) && x.replies.length);
     if (s) {
-      if (req.method === 'POST') await readBody(req);
       s.seen++;
-      return reply(s.replies.shift());
+      const next = s.replies.shift();
+      // {acted: [status, body]}: acted on as usual, then answered so (a 502 after the fact)
+      if (next.acted) instead = next.acted;
+      else {
+        if (req.method === 'POST') await readBody(req);
+        return reply(next);
+      }
     }
     if ((spent.get(token) || 0) >= rateLimit)
       return reply([403, { message: `API rate limit exceeded for user ID ${idOf(`user ${loginOf(token)}`)}.`,
@@ -723,7 +730,8 @@ export async function startFakeGitHub({ tokens = [], repos = {}, users = {}, rat
     },
     refuse(repo, kind, status, message) { refusals[`${repo} ${kind}`] = { status, message }; },
     // the next requests of method to a REST path matching re get replies ([status, body,
-    // headers]), in turn; returns the script, whose seen counts them
+    // headers], or {acted: [status, body]}: acted on, then answered so), in turn; returns the
+    // script, whose seen counts them
     script(method, re, replies) {
       const s = { method, re, replies: [...replies], seen: 0 };
       scripted.push(s);
