@@ -1,7 +1,9 @@
 #include "base/log.h"
 
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -89,4 +91,13 @@ bool log_ratelimit(const char *key, unsigned per_second, int64_t now_ms, uint64_
         *suppressed = k->held;
     k->held = 0;
     return true;
+}
+
+void crash_point(const char *name)
+{
+    const char *at = getenv("SANDBOX_MCP_TEST_CRASH_AT");
+    if (!at || strcmp(at, name) != 0)
+        return;
+    log_warn("crash point=%s: killed as SANDBOX_MCP_TEST_CRASH_AT says", name);
+    raise(SIGKILL);
 }

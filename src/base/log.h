@@ -29,3 +29,8 @@ void log_write(enum log_level level, const char *fmt, ...) __attribute__((format
  * only. */
 #define LOG_RATE_KEYS 256
 bool log_ratelimit(const char *key, unsigned per_second, int64_t now_ms, uint64_t *suppressed);
+
+/* Where a test may have the server die as kill -9 would: when the environment's
+ * SANDBOX_MCP_TEST_CRASH_AT is name, a line is logged and the process killed with SIGKILL here.
+ * Nothing happens otherwise (an operator never sets it). */
+void crash_point(const char *name);

@@ -49,8 +49,9 @@ struct delivery {
     bool draft;
     char pr_author[64]; /* the login that opened the pull request, as GitHub answered */
     enum step step;
-    int64_t started_at;  /* ms: comments since then may be this delivery's */
-    bool comment_looked; /* a comment GitHub answered with a 5xx was looked for once */
+    int64_t since;         /* ms: the run's comment, if made before, is no older */
+    unsigned looks, posts; /* of the run's comment: looked for, made */
+    char last_why[256];    /* why the last attempt at it failed */
     struct sandbox_exec *ex;
     struct github_call *call; /* the REST call under way, or NULL */
     json_t *result;
@@ -257,11 +258,13 @@ static void record_new_pull(struct delivery *v)
         log_error("pull request not recorded run=%s err=\"%s\"", v->run_id, err.msg);
 }
 
-/* Whether one of comments (GitHub's list) links run_id's page: the run's own comment. */
+/* Whether one of comments (GitHub's list) is the run's own delivery comment, which signs it
+ * "Run `<id>` by sandbox-mcp" (finish.c; the review loop's "On it" links the run's page too, so
+ * the link alone does not tell). */
 static bool commented(const json_t *comments, const char *run_id)
 {
     char mark[96];
-    snprintf(mark, sizeof(mark), "/runs/%s", run_id);
+    snprintf(mark, sizeof(mark), "Run `%s` by sandbox-mcp", run_id);
     size_t i;
     const json_t *c;
     json_array_foreach(comments, i, c)
@@ -274,6 +277,30 @@ static bool commented(const json_t *comments, const char *run_id)
 }
 
 static void open_or_comment(struct delivery *v);
+
+/* The run's comment, made once: the pull request's comments since the run began are looked
+ * through first (one signed with the run's id is the run's, made by a delivery a restart cut
+ * short, or by a call GitHub answered with a 5xx after it had made it). */
+static void look_for_comment(struct delivery *v)
+{
+    char since[32], path[600];
+    v->looks++;
+    time_format_rfc3339(v->since, since);
+    snprintf(path, sizeof(path), "/repos/%s/issues/%lld/comments?per_page=100&since=%s", v->repo,
+             (long long)v->pr_number, since);
+    rest(v, STEP_COMMENT_LOOK, "GET", path, NULL);
+}
+
+static void post_comment(struct delivery *v)
+{
+    char path[400];
+    v->posts++;
+    snprintf(path, sizeof(path), "/repos/%s/issues/%lld/comments", v->repo,
+             (long long)v->pr_number);
+    json_t *body = json_pack("{s:s}", "body", v->body);
+    rest(v, STEP_COMMENT, "POST", path, body);
+    json_decref(body);
+}
 
 static void on_rest_done(void *ctx, const struct github_answer *a)
 {
@@ -291,6 +318,7 @@ static void on_rest_done(void *ctx, const struct github_answer *a)
     switch (step) {
     case STEP_CREATE:
         if (status == 201 && pull_from(v, j)) {
+            crash_point("delivery-opened");
             record_new_pull(v);
             finish(v, "delivered", NULL);
         } else if (status == 422 && strstr(why, "already exists")) {
@@ -314,15 +342,9 @@ static void on_rest_done(void *ctx, const struct github_answer *a)
         }
         break;
     case STEP_COMMENT:
-        if ((status == 0 || status >= 500) && !v->comment_looked) {
-            /* GitHub may have made it before it failed to say so: look before making it again
-             * (the comment links the run's page, whose address names the run) */
-            char since[32];
-            v->comment_looked = true;
-            time_format_rfc3339(v->started_at - 60000, since);
-            snprintf(path, sizeof(path), "/repos/%s/issues/%lld/comments?per_page=100&since=%s",
-                     v->repo, (long long)v->pr_number, since);
-            rest(v, STEP_COMMENT_LOOK, "GET", path, NULL);
+        snprintf(v->last_why, sizeof(v->last_why), "%s", why);
+        if ((status == 0 || status >= 500) && v->looks < 2) {
+            look_for_comment(v); /* GitHub may have made it before it failed to say so */
             break;
         }
         if (status != 201) {
@@ -330,6 +352,7 @@ static void on_rest_done(void *ctx, const struct github_answer *a)
             finishf(v, "failed", "pushed, but the pull request was not commented on: %s", why);
             break;
         }
+        crash_point("delivery-commented");
         snprintf(path, sizeof(path), "/repos/%s/pulls/%lld", v->repo, (long long)v->pr_number);
         rest(v, STEP_GET, "GET", path, NULL);
         break;
@@ -341,8 +364,12 @@ static void on_rest_done(void *ctx, const struct github_answer *a)
             log_info("delivery comment found run=%s pull=%lld", v->run_id, (long long)v->pr_number);
             snprintf(path, sizeof(path), "/repos/%s/pulls/%lld", v->repo, (long long)v->pr_number);
             rest(v, STEP_GET, "GET", path, NULL);
+        } else if (v->posts < 2) {
+            post_comment(v); /* not made (yet): made, at most twice */
         } else {
-            open_or_comment(v); /* not made: made again, once */
+            set_pull_request(v, v->pr_url, v->pr_number, "unknown", false);
+            finishf(v, "failed", "pushed, but the pull request was not commented on: %s",
+                    v->last_why);
         }
         break;
     case STEP_GET:
@@ -367,11 +394,7 @@ static void open_or_comment(struct delivery *v)
         return;
     }
     if (v->pr_number > 0) {
-        snprintf(path, sizeof(path), "/repos/%s/issues/%lld/comments", v->repo,
-                 (long long)v->pr_number);
-        json_t *body = json_pack("{s:s}", "body", v->body);
-        rest(v, STEP_COMMENT, "POST", path, body);
-        json_decref(body);
+        look_for_comment(v);
         return;
     }
     snprintf(path, sizeof(path), "/repos/%s/pulls", v->repo);
@@ -423,6 +446,7 @@ static void on_pushed(void *ctx, const struct sandbox_exec_result *res, const st
         return;
     }
     json_object_set_new(v->result, "pushed", json_true());
+    crash_point("delivery-pushed");
     open_or_comment(v);
 }
 
@@ -485,7 +509,7 @@ struct delivery *deliver_start(struct deliverer *d, const struct deliver_opts *o
     v->api = xstrdup(o->api);
     v->title = xstrdup(o->title);
     v->body = xstrdup(o->body);
-    v->started_at = time_now_ms();
+    v->since = (o->run_created_at ? o->run_created_at : time_now_ms()) - 60000;
     v->pr_url = xstrdup(o->pr_url ? o->pr_url : "");
     v->pr_number = o->pr_number;
     v->draft = o->draft;

@@ -42,6 +42,7 @@ struct deliver_opts {
     const char *title;       /* of a new pull request */
     const char *body;        /* of a new pull request, or the comment on the session's one */
     int64_t pr_number;       /* the session's pull request, 0 when none yet */
+    int64_t run_created_at;  /* ms: the run's comment, if made before, is no older */
     const char *pr_url;
     json_t *commits; /* the run's commits [{sha, message}] (borrowed for the call) */
 };

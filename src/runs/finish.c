@@ -153,6 +153,7 @@ static char *delivery_body(struct run *r, bool follow_up)
     runs_web_url_gen(r->e, r->id, row.view_generation, url, sizeof(url));
     const char *summary = row.summary && *row.summary ? row.summary : "(the agent left no summary)";
     char *body =
+        /* "Run `<id>` by sandbox-mcp" signs it: the delivery knows its own comment by that */
         xasprintf("%s%s%s%.60000s\n\n---\nRun `%s` by sandbox-mcp: %s\n" REVIEW_MARK "\n",
                   follow_up ? "**Follow-up run**: " : "", follow_up && r->title ? r->title : "",
                   follow_up ? "\n\n" : "", summary, r->id, url);
@@ -164,6 +165,7 @@ static char *delivery_body(struct run *r, bool follow_up)
 static json_t *deliver(struct run *r, const char *changes)
 {
     struct runs *e = r->e;
+    crash_point("delivery-committed");
     if (!r->repository)
         return NULL;
     if (!r->github_repo[0])
@@ -211,6 +213,11 @@ static json_t *deliver(struct run *r, const char *changes)
     store_session_get(e->st, NULL, r->session_id, &ses, &err);
     bool follow_up = ses.pr_number > 0;
     char *body = delivery_body(r, follow_up);
+    /* when the run began: its comment, if a delivery cut short made it, is no older */
+    struct store_run row = {0};
+    store_run_get(e->st, NULL, r->id, &row, &err);
+    int64_t created_at = row.created_at;
+    store_run_release(&row);
     char title[256];
     const char *what = r->title && *r->title ? r->title : r->task;
     size_t tl = strcspn(what, "\n");
@@ -234,6 +241,7 @@ static json_t *deliver(struct run *r, const char *changes)
                              .title = title,
                              .body = body,
                              .pr_number = ses.pr_number,
+                             .run_created_at = created_at,
                              .pr_url = ses.pr_url,
                              .commits = commits};
     if (follow_up)
