@@ -189,7 +189,8 @@ test('a preview reaches only its own sandbox: not the host, not another user\'s 
   const [id, mac] = [good.slice(0, good.indexOf('-')), good.slice(good.indexOf('-') + 1)];
   const hisCap = new URL(his.url).pathname.split('/')[2];
   const otherMac = hisCap.slice(hisCap.indexOf('-') + 1);
-  for (const cap of [`${id}-${mac.slice(0, -1)}A`, `${id}-${otherMac}`, id, `${id}-`])
+  const forged = `${mac.slice(0, -1)}${mac.at(-1) === 'A' ? 'B' : 'A'}`; // one character changed
+  for (const cap of [`${id}-${forged}`, `${id}-${otherMac}`, id, `${id}-`])
     assert.equal((await fetch(`${server.url}/preview/${cap}/`)).status, 404, cap);
   // the server's own listeners in the sandbox are not previews
   for (const port of [8788, 3128]) {
