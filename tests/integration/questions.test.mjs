@@ -210,6 +210,21 @@ test("the run's page answers for its owner signed in; a view link only reads, an
   assert.equal(r.status, 'succeeded');
   assert.match(toldAgent(script), /no, Monday/);
   assert.ok(events(started.run_id).some((e) => e.type === 'answer' && e.summary === "Answered on the run's page: no, Monday"));
+  // a plan is approved from the page the same way: nothing in the box approves it as written
+  const plan = router.add('q-page-plan-4b', [
+    serverTool('submit_plan', { plan: '1. Nothing much' }),
+    { text: 'Did nothing much.' },
+  ]);
+  const planned = await ok('run_task', { task: 'q-page-plan-4b: plan it', plan_first: true, session_id: session });
+  const w2 = await waiting(planned.run_id);
+  assert.equal(w2.question.kind, 'plan');
+  const approved = await request(server, `/runs/${planned.run_id}/answer`, { jar, headers: origin,
+    form: { answer: '', question_id: w2.question.id, csrf: mine.body.csrf } });
+  assert.equal(approved.status, 200, approved.text);
+  const r2 = await runs.finished(server, planned.run_id);
+  assert.equal(r2.status, 'succeeded', JSON.stringify(r2).slice(0, 1500));
+  assert.match(toldAgent(plan), /approved as written/);
+  assert.ok(events(planned.run_id).some((e) => e.type === 'answer' && e.summary === "Plan approved on the run's page"));
 });
 
 test('a question nobody answers in time: the agent is told to go on with its own judgement, and the timeline says so', async () => {

@@ -58,7 +58,9 @@
 #define POOL_IDLE_S "72000"           /* a pooled server's keeper waits this long for a run */
 #define WARM_UP_TASK "Reply with OK." /* the pooled server's one prompt, refused */
 #define WARM_UP_LIMIT_MS 120000
-#define EVENT_MAX (16u << 20) /* one event of the stream; larger ones are skipped */
+#define EVENT_MAX (16u << 20)    /* one event of the stream; larger ones are skipped */
+#define TOOLS_NAME "sandbox-mcp" /* the server's own MCP tools, as the configuration names them */
+#define TOOLS_WAIT_MS 20000      /* how long a run waits for the agent to have them */
 
 extern char **environ;
 
@@ -239,6 +241,45 @@ static char *read_task(void)
     if (t)
         t[len] = '\0';
     return t;
+}
+
+/* The server's own tools for the agent (ask_user, ...: its /agent/mcp) are the agent's only once
+ * OpenCode has connected to them, which it does as its instance starts, beside the first
+ * prompt's turn: wait (a bounded while) until the connection is made, connecting again once if it
+ * failed, so that the run's first turn has them. A server without them configured, or one that
+ * does not say, is not waited for. What came of it goes to the run's agent.log. */
+static void wait_tools(uint16_t port, const char *dir)
+{
+    int64_t until = time_mono_ms() + TOOLS_WAIT_MS;
+    bool retried = false;
+    for (;;) {
+        int status = 0;
+        json_t *res = call(port, "GET", "/mcp", dir, NULL, &status);
+        const json_t *entry = json_object_get(res, TOOLS_NAME);
+        const char *st = json_string_value(json_object_get(entry, "status"));
+        char state[64];
+        snprintf(state, sizeof(state), "%s", st ? st : "");
+        char why[200];
+        snprintf(why, sizeof(why), "%s",
+                 json_string_value(json_object_get(entry, "error"))
+                     ? json_string_value(json_object_get(entry, "error"))
+                     : "");
+        json_decref(res);
+        if (status != 200 || !json_is_object(entry) || strcmp(state, "connected") == 0)
+            return;
+        if (strcmp(state, "failed") == 0 && !retried) {
+            dprintf(2, "sandbox-agent: its tools failed to connect (%s); connecting again\n", why);
+            retried = true;
+            json_decref(call(port, "POST", "/mcp/" TOOLS_NAME "/connect", dir, "{}", &status));
+            continue;
+        }
+        if (time_mono_ms() >= until || strcmp(state, "failed") == 0) {
+            dprintf(2, "sandbox-agent: its tools are %s (%s); the run goes on without them\n",
+                    state[0] ? state : "unknown", why);
+            return;
+        }
+        usleep(50000);
+    }
 }
 
 /* The server's event stream (an open GET /event), one event at a time. */
@@ -448,6 +489,7 @@ static int bridge(const char *program, const char *port_s, const char *idle, con
     if (want[0])
         newest_message((uint16_t)port, session, dir, after, sizeof(after));
 
+    wait_tools((uint16_t)port, dir);
     json_t *body = json_pack("{s:{s:s%, s:s}, s:[{s:s, s:s}]}", "model", "providerID", model,
                              (size_t)(slash - model), "modelID", slash + 1, "parts", "type", "text",
                              "text", task);
