@@ -245,16 +245,11 @@ static char *read_task(void)
 
 /* The server's own tools for the agent (ask_user, ...: its /agent/mcp) are the agent's only once
  * OpenCode has connected to them, which it does as its instance starts, beside the first
- * prompt's turn: wait (a bounded while) until the connection is made (the server lists it only
- * once it is), connecting again once if it failed, so that the run's first turn has them. A
- * server whose configuration does not name them, or that does not answer the question, is not
- * waited for. What came of it goes to the run's agent.log. */
+ * prompt's turn: wait (a bounded while) until the connection is made, connecting again once if it
+ * failed, so that the run's first turn has them. A server without them configured, or one that
+ * does not say, is not waited for. What came of it goes to the run's agent.log. */
 static void wait_tools(uint16_t port, const char *dir)
 {
-    /* only when the configuration the server got names them */
-    const char *cfg = getenv("OPENCODE_CONFIG_CONTENT");
-    if (!cfg || !strstr(cfg, "\"" TOOLS_NAME "\""))
-        return;
     int64_t until = time_mono_ms() + TOOLS_WAIT_MS;
     bool retried = false;
     for (;;) {
@@ -270,8 +265,7 @@ static void wait_tools(uint16_t port, const char *dir)
                      ? json_string_value(json_object_get(entry, "error"))
                      : "");
         json_decref(res);
-        /* no answer to the question: nothing to wait for; no entry yet: still connecting */
-        if (status != 200 || strcmp(state, "connected") == 0)
+        if (status != 200 || !json_is_object(entry) || strcmp(state, "connected") == 0)
             return;
         if (strcmp(state, "failed") == 0 && !retried) {
             dprintf(2, "sandbox-agent: its tools failed to connect (%s); connecting again\n", why);
