@@ -82,20 +82,20 @@ char *opencode_config(const struct agent_launch *l)
         json_object_set_new(providers, p->name, prov);
         json_array_append_new(enabled, json_string(p->name));
     }
-    /* the server's tools for the agent: their calls wait for a person (its timeout is per
-     * request, in ms) */
+    /* the server's tools for the agent. Their calls wait for a person: the requests' timeout
+     * (experimental.mcp_timeout, in ms) is long. A server's own "timeout" would bound its
+     * connection too, which must stay short (OpenCode's default, 30 s): a prompt waits for it. */
     char *url = agent_mcp_url(l);
-    json_t *mcp =
-        json_pack("{s:{s:s, s:s, s:{s:s}, s:b, s:b, s:I}}", AGENT_MCP_NAME, "type", "remote", "url",
-                  url, "headers", "Authorization", "Bearer {env:" TOKEN_ENV "}", "oauth", 0,
-                  "enabled", 1, "timeout", (json_int_t)AGENT_MCP_TIMEOUT_S * 1000);
+    json_t *mcp = json_pack("{s:{s:s, s:s, s:{s:s}, s:b, s:b}}", AGENT_MCP_NAME, "type", "remote",
+                            "url", url, "headers", "Authorization", "Bearer {env:" TOKEN_ENV "}",
+                            "oauth", 0, "enabled", 1);
     free(url);
-    json_t *cfg =
-        json_pack("{s:s, s:b, s:b, s:s, s:o, s:o, s:o, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
-                  "https://opencode.ai/config.json", "autoupdate", 0, "snapshot", 0, "share",
-                  "disabled", "enabled_providers", enabled, "provider", providers, "mcp", mcp,
-                  "permission", "edit", "allow", "bash", "allow", "webfetch", "allow",
-                  "external_directory", "allow", "doom_loop", "allow");
+    json_t *cfg = json_pack(
+        "{s:s, s:b, s:b, s:s, s:o, s:o, s:o, s:{s:I}, s:{s:s, s:s, s:s, s:s, s:s}}", "$schema",
+        "https://opencode.ai/config.json", "autoupdate", 0, "snapshot", 0, "share", "disabled",
+        "enabled_providers", enabled, "provider", providers, "mcp", mcp, "experimental",
+        "mcp_timeout", (json_int_t)AGENT_MCP_TIMEOUT_S * 1000, "permission", "edit", "allow",
+        "bash", "allow", "webfetch", "allow", "external_directory", "allow", "doom_loop", "allow");
     char *text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cfg);
     return text;

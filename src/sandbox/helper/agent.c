@@ -244,10 +244,11 @@ static char *read_task(void)
 }
 
 /* The server's own tools for the agent (ask_user, ...: its /agent/mcp) are the agent's only once
- * OpenCode has connected to them, which it does as its instance starts, beside the first
- * prompt's turn: wait (a bounded while) until the connection is made, connecting again once if it
- * failed, so that the run's first turn has them. A server without them configured, or one that
- * does not say, is not waited for. What came of it goes to the run's agent.log. */
+ * OpenCode has connected to them. It connects as its instance starts, and GET /mcp answers once
+ * that is done (its connection is bounded: 30 s): a prompt posted after it has them. A connection
+ * that failed is made again once, so that the run's first turn has them. A server without them
+ * configured, or one that does not say, is not waited for. What came of it goes to the run's
+ * agent.log. */
 static void wait_tools(uint16_t port, const char *dir)
 {
     int64_t until = time_mono_ms() + TOOLS_WAIT_MS;
@@ -256,26 +257,33 @@ static void wait_tools(uint16_t port, const char *dir)
         int status = 0;
         json_t *res = call(port, "GET", "/mcp", dir, NULL, &status);
         const json_t *entry = json_object_get(res, TOOLS_NAME);
+        bool named = json_is_object(entry);
         const char *st = json_string_value(json_object_get(entry, "status"));
-        char state[64];
-        snprintf(state, sizeof(state), "%s", st ? st : "");
-        char why[200];
-        snprintf(why, sizeof(why), "%s",
-                 json_string_value(json_object_get(entry, "error"))
-                     ? json_string_value(json_object_get(entry, "error"))
-                     : "");
+        const char *err = json_string_value(json_object_get(entry, "error"));
+        char state[64], why[200];
+        snprintf(state, sizeof(state), "%s", st ? st : "unknown");
+        snprintf(why, sizeof(why), "%s", err ? err : "");
         json_decref(res);
-        if (status != 200 || !json_is_object(entry) || strcmp(state, "connected") == 0)
+        if (status != 200 || !named) {
+            dprintf(2, "sandbox-agent: its tools: %s (HTTP %d)\n", named ? state : "not configured",
+                    status);
             return;
-        if (strcmp(state, "failed") == 0 && !retried) {
-            dprintf(2, "sandbox-agent: its tools failed to connect (%s); connecting again\n", why);
+        }
+        if (strcmp(state, "connected") == 0) {
+            if (retried)
+                dprintf(2, "sandbox-agent: its tools are connected\n");
+            return;
+        }
+        bool failed = strcmp(state, "disabled") != 0; /* failed, needs_auth, ... */
+        if (failed && !retried) {
+            dprintf(2, "sandbox-agent: its tools are %s (%s); connecting again\n", state, why);
             retried = true;
             json_decref(call(port, "POST", "/mcp/" TOOLS_NAME "/connect", dir, "{}", &status));
             continue;
         }
-        if (time_mono_ms() >= until || strcmp(state, "failed") == 0) {
+        if (failed || time_mono_ms() >= until) {
             dprintf(2, "sandbox-agent: its tools are %s (%s); the run goes on without them\n",
-                    state[0] ? state : "unknown", why);
+                    state, why);
             return;
         }
         usleep(50000);
