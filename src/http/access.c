@@ -91,7 +91,10 @@ bool http_authenticate(struct http_server *srv, h2o_req_t *req, struct store_use
     }
     if (r < 0) {
         log_error("auth store-failure reason=\"%s\"", err.msg);
-        http_respond_error(req, 503, "unavailable", "authentication is temporarily unavailable");
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("5"));
+        http_respond_error(req, 503, "unavailable",
+                           "authentication is temporarily unavailable: the server's database did "
+                           "not answer; try again shortly");
         return false;
     }
     http_conn_authenticated(req);
