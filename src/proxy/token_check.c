@@ -158,12 +158,18 @@ int proxy_token_check(struct proxy *p, const char *token, size_t len, const char
             ce->used = false;
             return r;
         }
-        if (r < 0)
+        if (r < 0 && r != -ENOENT && cached) {
+            /* the store cannot answer now (its database restarting): a token it knew stays
+             * honoured until it can, and is looked up again with the next request */
+            log_warn("token revocation not checked jti=%s err=\"%s\"", claims->jti, err->msg);
+        } else if (r < 0) {
             return err_set(err, -EACCES, "unknown token");
-        memcpy(ce->hash, hash, sizeof(hash));
-        ce->claims = *claims;
-        ce->checked_ms = now_ms;
-        ce->used = true;
+        } else {
+            memcpy(ce->hash, hash, sizeof(hash));
+            ce->claims = *claims;
+            ce->checked_ms = now_ms;
+            ce->used = true;
+        }
     }
     /* a warm agent's token stands for the run of its sandbox that is running now, if any, and
      * grants what that run's own token would */

@@ -27,12 +27,36 @@
 #include "runs/diff.h"
 #include "store/store.h"
 
+/* The store did not answer (the database is away): the run's end is recorded again by the tick,
+ * with what it came to, until it is. */
+static void run_end_later(struct run *r, const char *changes, json_t *delivery, const char *why)
+{
+    if (!r->end_pending)
+        log_warn("run end not recorded yet run=%s err=\"%s\"", r->id, why);
+    r->end_pending = true;
+    r->phase = PH_FINISHING; /* a queued run is not started meanwhile */
+    if (changes != r->changes) {
+        char *kept = changes ? xstrdup(changes) : NULL;
+        free(r->changes);
+        r->changes = kept;
+    }
+    if (delivery != r->end_delivery) {
+        json_incref(delivery);
+        json_decref(r->end_delivery);
+        r->end_delivery = delivery;
+    }
+}
+
 void run_record_end(struct run *r, const char *changes, json_t *delivery)
 {
     struct runs *e = r->e;
     struct err err = {0};
     _cleanup_(store_run_release) struct store_run row = {0};
-    store_run_get(e->st, NULL, r->id, &row, &err);
+    int got = store_run_get(e->st, NULL, r->id, &row, &err);
+    if (got < 0 && got != -ENOENT && !r->dropped) {
+        run_end_later(r, changes, delivery, err.msg);
+        return;
+    }
     const char *status, *reason;
     char why[600];
     int success = 0;
@@ -83,8 +107,10 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         run_redact(r, error_kept);
         run_redact(r, changes_kept);
         if (store_run_set_outcome(e->st, r->id, success, NULL, error_kept, changes_kept,
-                                  r->exited ? r->exit_code : -1, &err) < 0)
-            log_error("run outcome not stored run=%s err=\"%s\"", r->id, err.msg);
+                                  r->exited ? r->exit_code : -1, &err) < 0) {
+            run_end_later(r, changes, delivery, err.msg);
+            return;
+        }
         if (delivery) {
             char *text = json_dumps(delivery, JSON_COMPACT);
             if (store_run_set_delivery(e->st, r->id, text, &err) < 0)
@@ -93,7 +119,13 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         }
         store_session_update(e->st, r->session_id, NULL, NULL, time_now_ms(), &err);
         run_set_final_phase(r, status);
-        run_transition(r, status, reason);
+        int rc = store_run_transition(e->st, r->id, status, reason, time_now_ms(), &err);
+        if (rc < 0 && rc != -EALREADY) { /* -EALREADY: cancelled while it wound down */
+            run_end_later(r, changes, delivery, err.msg);
+            return;
+        }
+        if (rc == 0)
+            log_info("run %s run=%s reason=\"%s\"", status, r->id, reason);
         review_run_ended(r, &row, status, delivery);
     }
     char path[PATH_MAX + 16];
@@ -373,6 +405,27 @@ static void collect_changes(struct run *r)
     }
 }
 
+/* Whether an agent's run ends later: while the store does not answer, or has not taken its last
+ * events, its end (its changes collected, its delivery, its status) waits, and the tick, which
+ * ingests the events of the runs whose agent has ended and ends them, tries again. */
+static bool run_end_waits(struct run *r)
+{
+    struct err err = {0};
+    if (r->dropped || r->phase != PH_AGENT)
+        return false;
+    if (!r->offset_unsure && store_user_count(r->e->st, &err) >= 0) {
+        if (r->end_waits)
+            log_info("run end goes on run=%s", r->id);
+        r->end_waits = false;
+        return false;
+    }
+    if (!r->end_waits)
+        log_warn("run end waits for the store run=%s err=\"%s\"", r->id,
+                 err.msg[0] ? err.msg : "its last events are not stored yet");
+    r->end_waits = true;
+    return true;
+}
+
 /* The run is over (the agent exited, was killed, or never started): store what remains. */
 void run_finish(struct run *r)
 {
@@ -401,6 +454,8 @@ void run_finish(struct run *r)
         sandbox_kill_group(r->sbx, r->agent_pid);
     if (r->agent_pid > 0) {
         run_ingest(r);
+        if (run_end_waits(r))
+            return;
         run_check_output(r);
     }
     collect_changes(r);

@@ -38,6 +38,18 @@ void run_ingest(struct run *r)
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
+    if (r->offset_unsure) {
+        /* the last batch failed to be stored, perhaps only as far as we know (a connection
+         * lost during its COMMIT): go on from where the store says, so that no event is
+         * stored twice or lost */
+        struct store_run row;
+        struct err err = {0};
+        if (store_run_get(e->st, NULL, r->id, &row, &err) < 0)
+            return;
+        r->offset = row.events_offset;
+        r->offset_unsure = false;
+        store_run_release(&row);
+    }
     char *buf = xmalloc(LINE_MAX_BYTES + 1);
     bool shown = false; /* an event that tells of its work, not yet told */
     for (;;) {
@@ -149,6 +161,7 @@ void run_ingest(struct run *r)
         }
         if (rc < 0) {
             log_error("run events not stored run=%s err=\"%s\"", r->id, err.msg);
+            r->offset_unsure = true;
             break;
         }
         if (agent_session[0])

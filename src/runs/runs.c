@@ -74,6 +74,7 @@ void run_free(struct run *r)
     if (r->mirror_held)
         envcache_release(&r->mirror);
     free(r->changes);
+    json_decref(r->end_delivery);
     diff_free(r->diff);
     free(r->task);
     free(r->setup_arg);

@@ -367,8 +367,12 @@ struct run {
     bool start_armed;
     int agent_pid;
     int64_t offset;
-    int wd, wd_status;           /* inotify watches of the event and status files, -1 when none */
-    bool skip_line;              /* inside an oversized event line */
+    bool offset_unsure;   /* a batch's storing failed: the store's offset says whether it landed */
+    bool end_waits;       /* its end waits for the store to answer (logged once) */
+    bool end_pending;     /* its end is to be recorded again (the tick does): the store failed */
+    json_t *end_delivery; /* what its delivery came to, kept for that */
+    int wd, wd_status;    /* inotify watches of the event and status files, -1 when none */
+    bool skip_line;       /* inside an oversized event line */
     struct agent_reader *reader; /* what its adapter's parser keeps between lines, or NULL */
     bool began; /* moved to running (a retry after "at capacity" does not move it again) */
     bool cancelled, timed_out, exited, adopted_dead;

@@ -61,6 +61,10 @@ static void on_tick(struct loop_timer *t)
     int64_t now = time_mono_ms();
     for (struct run *r = e->runs, *next; r; r = next) {
         next = r->next;
+        if (r->phase == PH_FINISHING && r->end_pending && !r->dv && !r->ex) {
+            run_record_end(r, r->changes, r->end_delivery); /* may free it */
+            continue;
+        }
         if (r->phase == PH_QUEUED || r->phase == PH_FINISHING)
             continue;
         if (r->began && !r->wait_since && now >= r->deadline && !r->timed_out) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/log.h"
 #include "base/util.h"
 
 /* The types PostgreSQL is told its parameters have (pg_type.h's oids), so that a value needs no
@@ -25,13 +26,27 @@
 /* Held while one node migrates, so that nodes started together apply each migration once. */
 #define PG_MIGRATION_LOCK "7311650183260131"
 
+/* While the database cannot be reached, a statement fails at once, and the connection is made
+ * again at most this often (doubling from the first, up to the last): each try blocks the
+ * calling thread for at most the connection's connect_timeout. */
+#define PG_RETRY_FIRST_MS 250
+#define PG_RETRY_MAX_MS 8000
+
 /* A connection. Its prepared statements belong to one connection: gen counts the connections
- * made, and a statement prepared under an earlier one is prepared again. */
+ * made, and a statement prepared under an earlier one is prepared again. A connection lost is
+ * made again by the next statement (PostgreSQL restarted, or a failover behind a multi-host
+ * URL); a transaction it cut stays failed until its ROLLBACK, so that none of its statements
+ * runs outside it on the new one. */
 struct pg {
     PGconn *conn;
     uint64_t gen;
     unsigned next_name;
     int64_t changes;
+    bool in_tx;          /* between a BEGIN and its COMMIT or ROLLBACK */
+    bool cut;            /* the connection was lost inside a transaction not yet rolled back */
+    bool down;           /* the last try to connect failed */
+    int64_t next_try_ms; /* monotonic: the next try to connect while down */
+    int64_t retry_ms;    /* the wait after the next failed try */
     char errmsg[512];
 };
 
@@ -128,16 +143,13 @@ static void pg_set_error(struct pg *pg, const char *msg)
         pg->errmsg[--n] = '\0';
 }
 
-/* The DB_* kind of a failed result, by its SQLSTATE. A connection found broken is made again
- * (the next statement prepares itself on the new one); this one has failed either way. */
+/* The DB_* kind of a failed result, by its SQLSTATE. A connection found broken is made again by
+ * the next statement (pg_alive); this one has failed either way. */
 static int pg_failure(struct pg *pg, PGresult *res)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    pg_set_error(pg, res ? PQresultErrorMessage(res) : PQerrorMessage(pg->conn));
-    if (PQstatus(pg->conn) == CONNECTION_BAD) {
-        PQreset(pg->conn);
-        pg->gen++;
-    }
+    const char *msg = res ? PQresultErrorMessage(res) : NULL;
+    pg_set_error(pg, msg && *msg ? msg : PQerrorMessage(pg->conn));
     if (!state)
         return DB_ERROR;
     if (strncmp(state, "23", 2) == 0)
@@ -157,11 +169,49 @@ static void quiet_notice(void *arg, const char *message)
     (void)message; /* "relation already exists, skipping" and the like */
 }
 
+/* The connection, made again if it was lost: false (with the reason in errmsg) while the
+ * database cannot be reached, trying again only when the wait since the last try is over,
+ * unless now. */
+static bool pg_alive(struct pg *pg, bool now)
+{
+    if (PQstatus(pg->conn) == CONNECTION_OK)
+        return true;
+    int64_t t = time_mono_ms();
+    if (!now && t < pg->next_try_ms) {
+        pg_set_error(pg, "PostgreSQL cannot be reached; trying again");
+        return false;
+    }
+    PQreset(pg->conn);
+    if (PQstatus(pg->conn) != CONNECTION_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "PostgreSQL cannot be reached: %.*s",
+                 (int)strcspn(PQerrorMessage(pg->conn), "\n"), PQerrorMessage(pg->conn));
+        pg_set_error(pg, why);
+        if (!pg->down)
+            log_warn("database unreachable err=\"%s\"", pg->errmsg);
+        pg->down = true;
+        pg->retry_ms = pg->retry_ms ? pg->retry_ms : PG_RETRY_FIRST_MS;
+        pg->next_try_ms = t + pg->retry_ms;
+        pg->retry_ms = pg->retry_ms * 2 < PG_RETRY_MAX_MS ? pg->retry_ms * 2 : PG_RETRY_MAX_MS;
+        return false;
+    }
+    PQsetNoticeProcessor(pg->conn, quiet_notice, NULL);
+    pg->gen++; /* the statements prepare themselves again on the new connection */
+    if (pg->down)
+        log_info("database reachable again");
+    pg->down = false;
+    pg->retry_ms = 0;
+    return true;
+}
+
 /* Run sql (one or more statements, no values) as a simple query: 0, or -EIO with err filled
  * (the first line of the server's message). */
 static int pg_script(struct store *st, const char *sql, struct err *err)
 {
-    PGresult *res = PQexec(pg_of(st)->conn, sql);
+    struct pg *pg = pg_of(st);
+    if (!pg_alive(pg, false))
+        return err_set(err, -EIO, "%s", pg->errmsg);
+    PGresult *res = PQexec(pg->conn, sql);
     ExecStatusType status = PQresultStatus(res);
     int r = 0;
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
@@ -184,7 +234,11 @@ static void pg_close(struct store *st)
 
 static int pg_open(const char *url, struct store *st, struct err *err)
 {
-    PGconn *conn = PQconnectdb(url);
+    /* the URL's own settings win over these, which come first: a connection attempt gives up
+     * after 2 s (libpq's least) rather than never, and speaks UTF-8, also when made again */
+    static const char *const keys[] = {"connect_timeout", "client_encoding", "dbname", NULL};
+    const char *const vals[] = {"2", "UTF8", url, NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn)
         return err_set(err, -ENOMEM, "cannot connect to PostgreSQL: out of memory");
     if (PQstatus(conn) != CONNECTION_OK) {
@@ -201,12 +255,6 @@ static int pg_open(const char *url, struct store *st, struct err *err)
     st->conn = pg;
     /* the database's name, never the URL, which may hold a password */
     snprintf(st->label, sizeof(st->label), "PostgreSQL database '%s'", PQdb(conn));
-    int r = pg_script(st, "SET client_encoding = 'UTF8'", err);
-    if (r < 0) {
-        err_wrap(err, "%s: configure", st->label);
-        pg_close(st);
-        return r;
-    }
     return 0;
 }
 
@@ -348,40 +396,103 @@ static void pg_bind_null(struct db_stmt *s, int i)
     pg_bind(pgs(s), i, NULL, 0, 0, 0);
 }
 
+/* Run the statement once: its result, or NULL with *rc the failure. */
+static PGresult *pg_run(struct pg *pg, struct db_stmt *base, int *rc)
+{
+    struct pg_stmt *s = pgs(base);
+    PGresult *res;
+    if (!s->pg_sql) {
+        res = PQexec(pg->conn, strcmp(base->sql, "BEGIN IMMEDIATE") == 0 ? "BEGIN" : base->sql);
+    } else {
+        if (s->prepared_gen != pg->gen) {
+            if (!s->name[0])
+                snprintf(s->name, sizeof(s->name), "s%u", ++pg->next_name);
+            PGresult *p = PQprepare(pg->conn, s->name, s->pg_sql, s->nparams, s->types);
+            if (PQresultStatus(p) != PGRES_COMMAND_OK) {
+                *rc = pg_failure(pg, p);
+                PQclear(p);
+                return NULL;
+            }
+            PQclear(p);
+            s->prepared_gen = pg->gen;
+        }
+        res = PQexecPrepared(pg->conn, s->name, s->nparams, (const char *const *)s->vals, s->lens,
+                             s->fmts, 0);
+    }
+    ExecStatusType status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+        *rc = pg_failure(pg, res);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* A statement that changes nothing, which is safe to send again when the connection was lost
+ * under it: a transaction's BEGIN, a read outside a transaction. */
+static bool pg_repeatable(const char *sql)
+{
+    return strcmp(sql, "BEGIN IMMEDIATE") == 0 || strcmp(sql, "BEGIN") == 0 ||
+           strncmp(sql, "SELECT ", 7) == 0;
+}
+
+/* Run the statement (the first step reads its whole result). A connection lost is made again
+ * first; one lost under a statement safe to repeat outside a transaction is made again and the
+ * statement repeated once; otherwise the statement fails, naming the loss: a COMMIT cut so is
+ * reported as of unknown outcome, and a transaction cut fails until its ROLLBACK. */
 static int pg_step(struct db_stmt *base)
 {
     struct pg_stmt *s = pgs(base);
     struct pg *pg = pg_of(base->st);
     if (!s->res) {
-        PGresult *res;
-        if (!s->pg_sql) {
-            res = PQexec(pg->conn, strcmp(base->sql, "BEGIN IMMEDIATE") == 0 ? "BEGIN" : base->sql);
-        } else {
-            if (s->prepared_gen != pg->gen) {
-                if (!s->name[0])
-                    snprintf(s->name, sizeof(s->name), "s%u", ++pg->next_name);
-                PGresult *p = PQprepare(pg->conn, s->name, s->pg_sql, s->nparams, s->types);
-                if (PQresultStatus(p) != PGRES_COMMAND_OK) {
-                    int rc = pg_failure(pg, p);
-                    PQclear(p);
-                    return rc;
-                }
-                PQclear(p);
-                s->prepared_gen = pg->gen;
+        const char *sql = base->sql;
+        bool begin = strcmp(sql, "BEGIN IMMEDIATE") == 0 || strcmp(sql, "BEGIN") == 0;
+        bool commit = strcmp(sql, "COMMIT") == 0, rollback = strcmp(sql, "ROLLBACK") == 0;
+        if (rollback && (pg->cut || PQstatus(pg->conn) != CONNECTION_OK)) {
+            /* nothing is left to roll back: the lost connection took the transaction with it */
+            pg->cut = pg->in_tx = false;
+            pg->changes = 0;
+            s->nrows = 0;
+            s->row = -1;
+            return DB_DONE;
+        }
+        if (pg->cut) {
+            pg_set_error(pg, "the transaction was cut: the connection to PostgreSQL was lost");
+            return DB_ERROR;
+        }
+        bool again = !pg->in_tx && pg_repeatable(sql);
+        if (!pg_alive(pg, false))
+            return DB_ERROR;
+        int rc = DB_ERROR;
+        PGresult *res = pg_run(pg, base, &rc);
+        if (!res && PQstatus(pg->conn) == CONNECTION_BAD) {
+            char why[400];
+            snprintf(why, sizeof(why), "%s", pg->errmsg);
+            if (pg->in_tx && commit) {
+                snprintf(pg->errmsg, sizeof(pg->errmsg),
+                         "the connection to PostgreSQL was lost during COMMIT, which may or may "
+                         "not have been applied: %s",
+                         why);
+                pg->in_tx = false;
+            } else if (pg->in_tx) {
+                snprintf(pg->errmsg, sizeof(pg->errmsg),
+                         "the connection to PostgreSQL was lost in a transaction: %s", why);
+                pg->cut = true;
+                pg->in_tx = false;
+            } else if (again && pg_alive(pg, true)) {
+                res = pg_run(pg, base, &rc);
             }
-            res = PQexecPrepared(pg->conn, s->name, s->nparams, (const char *const *)s->vals,
-                                 s->lens, s->fmts, 0);
         }
-        ExecStatusType status = PQresultStatus(res);
-        if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-            int rc = pg_failure(pg, res);
-            PQclear(res);
+        if (!res)
             return rc;
-        }
+        if (begin)
+            pg->in_tx = true;
+        else if (commit || rollback)
+            pg->in_tx = false;
         const char *changed = PQcmdTuples(res);
         pg->changes = *changed ? strtoll(changed, NULL, 10) : 0;
         s->res = res;
-        s->nrows = status == PGRES_TUPLES_OK ? PQntuples(res) : 0;
+        s->nrows = PQresultStatus(res) == PGRES_TUPLES_OK ? PQntuples(res) : 0;
         s->row = -1;
     }
     free(s->blob);
