@@ -6,6 +6,8 @@
 #                     fsync (tests); with it, fsync on and commits not waiting for it, as the
 #                     server's SQLite (WAL, synchronous=NORMAL) does (benchmarks)
 #   pg.sh stop DIR    stop it and remove DIR
+#   pg.sh down DIR    stop it, keeping DIR (its clients' connections are cut: -m fast)
+#   pg.sh up DIR      start it again after down, as it was
 # Debian's postgresql package; the server runs as the postgres user, as it must.
 set -eu
 cmd=$1 dir=$2 mode=${3:-}
@@ -22,10 +24,19 @@ start)
     # Durability is not what the tests are for: no fsync.
     sync="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     [ "$mode" = durable ] && sync="-c synchronous_commit=off -c shared_buffers=512MB"
+    echo "-c listen_addresses='' -k $dir $sync -c max_connections=300" > "$dir/options"
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses='' -k $dir $sync -c max_connections=300" start > /dev/null \
+        -o "$(cat "$dir/options")" start > /dev/null \
         || { cat "$dir/server.log" >&2; exit 1; }
     echo "postgresql:///postgres?host=$dir&user=postgres"
+    ;;
+down)
+    as_pg "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop > /dev/null
+    ;;
+up)
+    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "$(cat "$dir/options")" start > /dev/null \
+        || { cat "$dir/server.log" >&2; exit 1; }
     ;;
 stop)
     if [ -d "$dir/data" ]; then
@@ -34,7 +45,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: pg.sh start|stop DIR" >&2
+    echo "usage: pg.sh start|stop|down|up DIR" >&2
     exit 2
     ;;
 esac
