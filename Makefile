@@ -58,7 +58,7 @@ ASAN_LIB_OBJ := $(call objs,$(BUILD)/asan,$(LIB_SRC)) $(BUILD)/asan/obj/gen/migr
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all run test test-build test-suites unit fuzz bench deps deps-apt deps-npm deps-bench install clean \
+.PHONY: all run test test-build test-suites unit fuzz bench soak deps deps-apt deps-npm deps-bench install clean \
         format format-check
 all: $(BUILD)/sandbox-mcp
 
@@ -169,6 +169,14 @@ $(BUILD)/spawntime: bench/spawntime.c
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -O2 -o $@ $<
 deps-bench:
 	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(BENCH_APT)"
+
+# The soak: the release build under an hour of mixed load (SOAK_MINUTES, SOAK_CLIENTS, SOAK_USERS,
+# SOAK_SAMPLE_SECONDS), each sample's slope in bench/soak.md; not part of `make test`, which runs
+# its short form (tests/integration/soak.test.mjs).
+soak: deps
+	@$(MAKE) --no-print-directory deps-apt APT_PKGS="$(TEST_APT)"
+	@$(MAKE) --no-print-directory $(BUILD)/sandbox-mcp
+	node bench/soak.mjs
 
 FUZZ_SECONDS ?= 60
 fuzz: $(FUZZ_BIN)

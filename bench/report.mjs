@@ -69,6 +69,11 @@ for (const name of names) {
   log(read(f).trimEnd());
   log();
 }
+// the soak's last run (`make soak`, an hour of its own), kept in the repository
+if (existsSync(path.join(root, 'bench', 'soak.md'))) {
+  log(read('bench/soak.md').trimEnd());
+  log();
+}
 log(read('bench/NOTES.md').trimEnd());
 // a --quick run is a preview: it does not replace the document
 const dest = (process.env.BENCH_ARGS || '').includes('--quick') ? 'bench/out/BENCHMARKS.md' : 'docs/BENCHMARKS.md';

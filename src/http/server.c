@@ -166,6 +166,22 @@ static bool secret_equal(const char *given, const char *want)
     return d == 0;
 }
 
+/* The event loop's lag: a timer due every LAG_PROBE_MS, and how late it fired at most since the
+ * last scrape of /metrics. Long work on the loop (a slow statement, a large reply built at once)
+ * shows there first. */
+#define LAG_PROBE_MS 100
+static struct loop_timer lag_probe;
+static int64_t lag_due, lag_max;
+
+static void on_lag_probe(struct loop_timer *t)
+{
+    int64_t now = time_mono_ms();
+    if (now - lag_due > lag_max)
+        lag_max = now - lag_due;
+    lag_due = now + LAG_PROBE_MS;
+    loop_timer_start(t, LAG_PROBE_MS, on_lag_probe);
+}
+
 static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -197,6 +213,11 @@ static int on_metrics(h2o_handler_t *self, h2o_req_t *req)
                       (double)gated);
     metrics_gauge_set("sandbox_mcp_http_inflight_requests", "HTTP requests being served",
                       route->srv->inflight);
+    metrics_gauge_set("sandbox_mcp_loop_lag_seconds",
+                      "How late the event loop's 100 ms probe timer fired at most since the "
+                      "last scrape",
+                      (double)lag_max / 1000.0);
+    lag_max = 0;
     struct buf b;
     buf_init(&b, 0);
     metrics_render(&b);
@@ -468,6 +489,8 @@ static void start_serving(struct http_server *srv)
     srv->started = true;
     h2o_context_init(&srv->ctx, srv->loop, &srv->globalconf);
     h2o_socket_read_start(srv->listener, on_accept);
+    lag_due = time_mono_ms() + LAG_PROBE_MS;
+    loop_timer_start(&lag_probe, LAG_PROBE_MS, on_lag_probe);
 }
 
 int http_server_run(struct http_server *srv)
@@ -515,6 +538,7 @@ void http_server_free(struct http_server *srv)
         h2o_socket_close(srv->listener);
     if (srv->signals)
         h2o_socket_close(srv->signals);
+    loop_timer_stop(&lag_probe);
     run_stop_hooks(srv);
     /* The h2o context is not disposed: h2o 2.2 asserts that every timeout list is empty, which
      * connections abandoned at the end of the grace period violate, and the process is about to
