@@ -90,7 +90,7 @@ const size = (f) => (existsSync(f) ? statSync(f).size : 0);
 // runs the whole load for that long and resolves with {samples, errors, counts}, all kept across
 // loads. errors holds every call that failed, with its answer.
 export async function startSoak({ sampleSeconds = 60, clients = 200, users = 8, runGapMs = 5000,
-  idleSeconds = 30, thinkMs = 1000, log = () => {} } = {}) {
+  idleSeconds = 30, thinkMs = 1000, diskMb = 1024, log = () => {} } = {}) {
   const errors = [];
   const counts = { list: 0, exec: 0, write: 0, read: 0, runs: 0, delivered: 0, downloads: 0, refreshes: 0, comebacks: 0 };
   const fail = (what, detail) => { errors.push({ what, detail: String(detail).slice(0, 600), at: new Date().toISOString() }); };
@@ -108,15 +108,16 @@ export async function startSoak({ sampleSeconds = 60, clients = 200, users = 8, 
   const server = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-soak', ANTHROPIC_BASE_URL: fake.url,
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
-    METRICS_TOKEN, SANDBOX_IDLE_SECONDS: String(idleSeconds),
+    METRICS_TOKEN, SANDBOX_IDLE_SECONDS: String(idleSeconds), SANDBOX_DISK_MB: String(diskMb),
     SANDBOX_NETWORK: 'allowlist', SANDBOX_NETWORK_DEFAULTS: '0', SANDBOX_NETWORK_ALLOW: allow, SANDBOX_NETWORK_ADDRS: addrs,
   } });
   const cred = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${GH_TOKEN}\n` });
   if (cred.status !== 0) throw new Error(`credential: ${cred.stderr}`);
   setPassword(server, 'admin', 'soak-password-0123');
   const tokens = [server.token];
-  for (let i = 1; i < users; i++) tokens.push((await addUserAsync(server, `soak${i}`)).token);
-  const idleToken = (await addUserAsync(server, 'soakidle')).token;
+  for (let i = 1; i < users; i++) tokens.push(await addUserAsync(server, `soak${i}`));
+  const idleToken = await addUserAsync(server, 'soakidle');
+  if (tokens.some((t) => !t) || !idleToken) throw new Error('soak: a user without a token');
 
   const t0 = Date.now();
   let end = 0;
