@@ -456,6 +456,8 @@ static int pg_step(struct db_stmt *base)
             s->row = -1;
             return DB_DONE;
         }
+        if (begin)
+            pg->cut = false; /* a new transaction: the cut one was given up */
         if (pg->cut) {
             pg_set_error(pg, "the transaction was cut: the connection to PostgreSQL was lost");
             return DB_ERROR;
