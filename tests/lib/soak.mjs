@@ -42,7 +42,7 @@ export function slope(xs, ys) {
 // What each sample holds, how it is shown, and the growth over the measured span that still
 // counts as flat: within noise (twice the slope's standard error) or under the bound.
 export const METRICS = [
-  { key: 'rss', name: 'resident memory', unit: 'MiB', scale: 1 / 1048576, bound: (m) => Math.max(0.05 * m, 16) },
+  { key: 'rss', name: 'resident memory', unit: 'MiB', scale: 1 / 1048576, bound: (m) => Math.max(0.05 * m, 16 << 20) },
   { key: 'fds', name: 'descriptors', unit: '', scale: 1, bound: (m) => Math.max(0.05 * m, 16) },
   { key: 'threads', name: 'threads', unit: '', scale: 1, bound: () => 2 },
   { key: 'lag', name: 'loop lag (max)', unit: 'ms', scale: 1000, bound: () => 0.25 },
