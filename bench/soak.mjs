@@ -62,7 +62,8 @@ function report({ opts, counts: c, errors, slopes, samples, commit, date }) {
 // `node bench/soak.mjs --report FILE`: the report again from a run's bench/out/soak.json
 if (process.argv[2] === '--report') {
   const result = JSON.parse(readFileSync(process.argv[3], 'utf8'));
-  const text = report({ ...result, slopes: slopesOf(result.samples, result.counts.runs) });
+  const text = report({ commit: 'unknown', date: new Date().toISOString().slice(0, 10), ...result,
+    slopes: slopesOf(result.samples, result.counts.runs) });
   writeFileSync(path.join(root, 'bench', 'soak.md'), text);
   console.log(text);
   process.exit(0);
