@@ -124,7 +124,7 @@ background_pid=$!
 # end together: in the order of their times in the last run on this machine ($OUT/files, kept
 # between runs), else in the order a fresh clone measured (LONG), so that no long file is left
 # for the end of a first run. Each file's TAP output is kept in $OUT/<suite>/.
-LONG="tests/integration/soak.test.mjs tests/integration/runs.test.mjs tests/integration/runs_env.test.mjs
+LONG="tests/integration/runs.test.mjs tests/integration/runs_env.test.mjs
 tests/integration/cluster.test.mjs tests/integration/escape_fairness.test.mjs
 tests/integration/runs_warm.test.mjs tests/e2e/sdk.test.mjs tests/integration/runs_mirror.test.mjs
 tests/integration/runs_pool_agent.test.mjs tests/integration/runs_env_rebuild.test.mjs
@@ -139,7 +139,7 @@ tests/integration/runs_env_installs.test.mjs tests/integration/runs_setup.test.m
 tests/integration/cli.test.mjs
 tests/integration/pg_notify.test.mjs tests/integration/notify.test.mjs
 tests/integration/escape_agent.test.mjs tests/integration/pg_web.test.mjs
-tests/integration/postgres_restart.test.mjs"
+tests/integration/postgres_restart.test.mjs tests/integration/soak.test.mjs"
 queue=$OUT/queue
 {
     if [ -s "$OUT/files" ]; then sort -k2,2nr "$OUT/files" | cut -d' ' -f1; fi
