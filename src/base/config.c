@@ -71,6 +71,8 @@ const char *const config_known_keys[] = {
     "SANDBOX_POOL",
     "SANDBOX_DISK_PER_USER_MB",
     "SANDBOX_DISK_TOTAL_MB",
+    "SANDBOX_DISK_ADMIT",
+    "SANDBOX_DISK_RESERVE_MB",
     "SANDBOX_IDLE_SECONDS",
     "SANDBOX_UID_BASE",
     "SANDBOX_UID_RANGES",

@@ -262,7 +262,9 @@ static const char exec_output[] = OUTPUT(
     "\"stdout_file_offset\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],"
         "\"description\":\"Offset in stdout_file where the part left out begins\"},"
     "\"stderr_file\":" NULLABLE("string") ","
-    "\"stderr_file_offset\":" NULLABLE("integer"),
+    "\"stderr_file_offset\":" NULLABLE("integer") ","
+    "\"note\":{\"type\":\"string\",\"description\":\"Why the command may have failed when "
+        "the sandbox is the cause (its disk stopped taking writes)\"}",
     "\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\"");
 
 static char *write_schema(size_t file_max)

@@ -146,6 +146,9 @@ static json_t *exec_content(const struct job *j)
                    (unsigned long long)r->duration_ms);
     stream_text(&b, j, 0);
     stream_text(&b, j, 1);
+    char disk[400];
+    if (r->exit_code != 0 && sandbox_disk_note(j->sbx, disk, sizeof(disk)))
+        buf_printf(&b, "\nnote: %s\n", disk);
     /* The streams are valid UTF-8 already (sanitized when captured, cut on character
      * boundaries): no second check. */
     return reply_text_content(&b);
@@ -185,6 +188,9 @@ static json_t *exec_structured(const struct job *j)
         r->out_truncated || r->err_truncated || out_cut || err_cut, "sandbox_id",
         sandbox_id(j->sbx));
     json_object_set_new(sc, "signal", r->signal ? json_integer(r->signal) : json_null());
+    char disk[400];
+    if (r->exit_code != 0 && sandbox_disk_note(j->sbx, disk, sizeof(disk)))
+        json_object_set_new(sc, "note", json_string(disk));
     for (int i = 0; i < 2; i++) {
         const struct saved_stream *s = &j->saved[i];
         bool kept = stream_cut(j, i) && s->path;

@@ -279,9 +279,12 @@ void container_fs_done(void *ctx, json_t *res, const struct err *err)
     }
     if (json_object_get(res, "error")) {
         const char *msg = json_string_value(json_object_get(res, "error"));
+        char disk[400];
+        bool short_disk = sandbox_disk_note(j->sbx, disk, sizeof(disk));
         int code = (int)json_integer_value(json_object_get(res, "errno"));
-        mcp_call_tool_fail(j->call, mcp_tool_error_from_errno(-code), "%s",
-                           msg ? msg : "file operation failed");
+        mcp_call_tool_fail(j->call, mcp_tool_error_from_errno(-code), "%s%s%s",
+                           msg ? msg : "file operation failed", short_disk ? ": " : "",
+                           short_disk ? disk : "");
         json_decref(res);
         container_job_end(j);
         return;

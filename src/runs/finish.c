@@ -58,7 +58,7 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
         return;
     }
     const char *status, *reason;
-    char why[600];
+    char why[1024];
     int success = 0;
     const char *error = NULL;
     if (r->cancelled) {
@@ -79,14 +79,18 @@ void run_record_end(struct run *r, const char *changes, json_t *delivery)
                              : "interrupted: the agent stopped without reporting an exit status";
     } else if (r->exit_code != 0 || (row.error && *row.error)) {
         status = "failed";
+        /* an agent failing for want of disk says so first */
+        char disk[420] = "";
+        if (r->sbx && sandbox_disk_note(r->sbx, disk, sizeof(disk) - 2))
+            strcat(disk, "; ");
         if (row.error && *row.error) {
-            snprintf(why, sizeof(why), "the agent reported an error: %.400s", row.error);
+            snprintf(why, sizeof(why), "%sthe agent reported an error: %.400s", disk, row.error);
         } else if (r->exit_signal) {
-            snprintf(why, sizeof(why), "the agent was killed by signal %d (%s)", r->exit_signal,
-                     strsignal(r->exit_signal));
+            snprintf(why, sizeof(why), "%sthe agent was killed by signal %d (%s)", disk,
+                     r->exit_signal, strsignal(r->exit_signal));
             error = why;
         } else {
-            snprintf(why, sizeof(why), "the agent exited with status %d", r->exit_code);
+            snprintf(why, sizeof(why), "%sthe agent exited with status %d", disk, r->exit_code);
             error = why;
         }
         reason = why;

@@ -162,6 +162,13 @@ void run_ingest(struct run *r)
         if (rc < 0) {
             log_error("run events not stored run=%s err=\"%s\"", r->id, err.msg);
             r->offset_unsure = true;
+            if (rc == -ENOSPC && !r->fail[0]) {
+                /* what the agent does next could not be told: it stops, and its events so far
+                 * are stored once the store has room (its reserve, or the operator's) */
+                snprintf(r->fail, sizeof(r->fail), "its events could not be stored: %s", err.msg);
+                if (!r->exited && r->sbx)
+                    sandbox_kill_group(r->sbx, r->agent_pid);
+            }
             break;
         }
         if (agent_session[0])
@@ -201,10 +208,17 @@ int run_read_exit(struct run *r)
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    ssize_t n = read(fd, text, sizeof(text));
+    ssize_t n = read(fd, text, sizeof(text) - 1);
     int ws;
+    unsigned long long lost;
     if (n <= 0 || sandbox_spawn_status(text, (size_t)n, &ws) <= 0)
         return 0;
+    text[n] = '\0';
+    if (sscanf(text, "exit %*d lost %llu", &lost) == 1 && !r->fail[0])
+        snprintf(r->fail, sizeof(r->fail),
+                 "the server's disk filled up: %llu bytes of the agent's output could not be "
+                 "kept, so what the run did can no longer be told",
+                 lost);
     r->exited = true;
     r->exit_signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
     r->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + r->exit_signal;

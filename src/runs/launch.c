@@ -400,7 +400,10 @@ spawn:;
                   run_open_file(r, "agent.log", O_WRONLY | O_CREAT | O_APPEND, &err),
                   run_open_file(r, "status", O_WRONLY | O_CREAT | O_TRUNC, &err)};
     int pid = 0, rc = -EIO;
-    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0) {
+    /* the agent's end is written there even when the disk has filled up meanwhile */
+    if (fds[3] >= 0 && fallocate(fds[3], FALLOC_FL_KEEP_SIZE, 0, 4096) < 0 && errno == ENOSPC)
+        err_set(&err, -ENOSPC, "the server's disk is full");
+    if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0 && err.code != -ENOSPC) {
         struct sandbox_spawn_opts so = {.argv = argv,
                                         .cwd = r->workdir,
                                         .env = env,

@@ -1,8 +1,9 @@
 /* Admission: whether one more sandbox may run, decided before sandbox_start and never from
  * it. Room for it (the user's limit, the server's capacity) and disk room for its image (the
- * user's share, the server's total, the host's free space), each made by stopping idle running
- * sandboxes, least recently used first, where that helps. Runs on the loop; reads /proc and the
- * sandboxes' directories, never blocks on a sandbox. */
+ * user's share, the server's total, the host's free space: thin, above the reserve the disk
+ * watcher keeps, or strict, room for every running image to grow to its size), each made by
+ * stopping idle running sandboxes, least recently used first, where that helps. Runs on the loop;
+ * reads /proc and the sandboxes' directories, never blocks on a sandbox. */
 #include "sandbox/sandbox_internal.h"
 
 #include <dirent.h>
@@ -21,6 +22,9 @@
 #include "store/store.h"
 
 #define WARM_PROCS_MAX 256
+/* What a new image takes to start, above the reserve (a fresh 10 GiB ext4 holds about 4 MiB,
+ * the layer's first files a few more). */
+#define SANDBOX_DISK_START_BYTES (64ull << 20)
 
 /* A process's command name and session, as /proc/<pid>/stat gives them (host pids). */
 static bool proc_stat(pid_t pid, char comm[32], pid_t *session)
@@ -171,12 +175,25 @@ int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, boo
                            (unsigned long long)(m->cfg.disk_total_bytes / mib));
         return 0;
     }
-    /* Sparse images: what the running ones may still grow into, this one's included, must fit
-     * in what the filesystem has free, so that no image finds the disk full. */
     struct statvfs vfs;
     if (statvfs(path, &vfs) < 0)
         return err_set(err, -errno, "cannot stat '%s': %s", path, strerror(errno));
     uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (!m->cfg.disk_strict) {
+        /* Thin: by what the images hold. The filesystem keeps its reserve above what a new
+         * image takes to start; the watcher (diskwatch.c) keeps it while they grow. */
+        uint64_t reserve = disk_reserve(m, (uint64_t)vfs.f_blocks * vfs.f_frsize);
+        uint64_t need = reserve + (mine.used ? 0 : SANDBOX_DISK_START_BYTES);
+        if (m->disk.low || avail < need)
+            return err_set(err, -ENOSPC,
+                           "the server's disk is nearly full: %llu MiB free, of which it keeps "
+                           "%llu MiB in reserve for the sandboxes running (SANDBOX_DISK_RESERVE_MB)"
+                           ", so no sandbox starts now; retry once the operator has freed space",
+                           (unsigned long long)(avail / mib), (unsigned long long)(reserve / mib));
+        return 0;
+    }
+    /* Strict: what the running images may still grow into, this one's included, must fit in
+     * what the filesystem has free, so that no image finds the disk full. */
     if (room + mine.room > avail)
         return err_set(err, room ? -EBUSY : -ENOSPC,
                        "no disk room for this sandbox: the host has %llu MiB free, the running "
@@ -217,6 +234,9 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
         int r = sandbox_disk_check(m, sbx, &user_limit, err);
         if (r == 0)
             return 0;
+        /* thin: stopping a sandbox frees nothing on the disk */
+        if (!user_limit && !m->cfg.disk_strict && !m->cfg.disk_total_bytes)
+            return r;
         struct sandbox *lru = lru_idle(m, user_limit ? sbx->user_id : NULL, sbx);
         if (!lru)
             return r;

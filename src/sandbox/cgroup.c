@@ -1,6 +1,6 @@
 /* cgroups for sandboxes: the unified v2 hierarchy where it has controllers, else the v1 memory,
- * pids and cpu controllers, else none (rlimits only). Each sandbox gets one group per hierarchy
- * under "sandbox-mcp/<instance>", the instance naming one data directory, so servers with
+ * pids, cpu and freezer controllers, else none (rlimits only). Each sandbox gets one group per
+ * hierarchy under "sandbox-mcp/<instance>", the instance naming one data directory, so servers with
  * different data directories on one host never touch each other's sandboxes. */
 #include "sandbox/sandbox_internal.h"
 
@@ -24,8 +24,9 @@ static enum cgroup_mode mode = CGROUP_NONE;
 static char cg_root[PATH_MAX] = "/sys/fs/cgroup";
 static char v2_parent[PATH_MAX]; /* v2: group holding the sandbox groups */
 static char v1_parent[64];       /* v1: "sandbox-mcp/<instance>" below each controller */
-static const char *const v1_ctrls[] = {"memory", "pids", "cpu"};
-static bool v1_have[3];
+static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "freezer"};
+static bool v1_have[4];
+enum { V1_MEMORY, V1_PIDS, V1_CPU, V1_FREEZER };
 static char instance_name[32];
 
 static int write_file(const char *path, const char *value)
@@ -168,7 +169,7 @@ static int setup_v1(const char *instance)
         any = true;
     }
     /* memory and pids both: a sandbox without either could exhaust the host */
-    return any && v1_have[0] && v1_have[1] ? 0 : -ENOTSUP;
+    return any && v1_have[V1_MEMORY] && v1_have[V1_PIDS] ? 0 : -ENOTSUP;
 }
 
 enum cgroup_mode cgroup_setup(const char *instance, const char *root)
@@ -267,13 +268,13 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct err 
         return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
     group_path(path, sizeof(path), 0, name, "memory.memsw.limit_in_bytes");
     write_file(path, val); /* absent without swap accounting */
-    if (v1_have[1]) {
+    if (v1_have[V1_PIDS]) {
         snprintf(val, sizeof(val), "%llu", (unsigned long long)lim->pids_max);
         group_path(path, sizeof(path), 1, name, "pids.max");
         if ((r = write_file(path, val)) < 0)
             return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
     }
-    if (v1_have[2] && lim->cpus > 0) {
+    if (v1_have[V1_CPU] && lim->cpus > 0) {
         snprintf(val, sizeof(val), "%llu", (unsigned long long)(lim->cpus * 100000));
         group_path(path, sizeof(path), 2, name, "cpu.cfs_quota_us");
         write_file(path, val);
@@ -333,6 +334,8 @@ int cgroup_destroy(const char *name)
         }
         group_path(path, sizeof(path), i, name, "cgroup.procs");
         kill_procs(path);
+        if (i == 0)
+            cgroup_freeze(name, false); /* a frozen v1 process dies only once thawed */
         group_path(path, sizeof(path), i, name, NULL);
         /* Killed processes take a moment to leave the group. */
         for (int tries = 0; rmdir(path) < 0 && errno == EBUSY && tries < 200; tries++)
@@ -341,6 +344,19 @@ int cgroup_destroy(const char *name)
             r = -EBUSY;
     }
     return r;
+}
+
+int cgroup_freeze(const char *name, bool frozen)
+{
+    char path[PATH_MAX];
+    if (mode == CGROUP_V2) {
+        group_path(path, sizeof(path), 0, name, "cgroup.freeze");
+        return write_file(path, frozen ? "1" : "0");
+    }
+    if (mode != CGROUP_V1 || !v1_have[V1_FREEZER])
+        return -ENOTSUP;
+    group_path(path, sizeof(path), V1_FREEZER, name, "freezer.state");
+    return write_file(path, frozen ? "FROZEN" : "THAWED");
 }
 
 int cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *tasks)
@@ -352,7 +368,7 @@ int cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *tasks)
     group_path(path, sizeof(path), 0, name,
                mode == CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes");
     read_u64(path, memory_bytes);
-    if (mode == CGROUP_V2 || v1_have[1]) {
+    if (mode == CGROUP_V2 || v1_have[V1_PIDS]) {
         group_path(path, sizeof(path), 1, name, "pids.current");
         return read_u64(path, tasks);
     }

@@ -61,6 +61,12 @@ int sandbox_config_load(const struct config *cfg, struct sandbox_config *sc, str
         1 << 20);
     GET("SANDBOX_DISK_TOTAL_MB", sc->disk_total_bytes, 0, 1ull << 32, sc->disk_total_bytes,
         1 << 20);
+    GET("SANDBOX_DISK_RESERVE_MB", sc->disk_reserve_bytes, 0, 1ull << 32, sc->disk_reserve_bytes,
+        1 << 20);
+    const char *admit = config_get(cfg, "SANDBOX_DISK_ADMIT");
+    if (admit && strcmp(admit, "thin") != 0 && strcmp(admit, "strict") != 0)
+        return err_set(err, -EINVAL, "SANDBOX_DISK_ADMIT must be thin or strict, not '%s'", admit);
+    sc->disk_strict = admit && strcmp(admit, "strict") == 0;
     GET("SANDBOX_IDLE_SECONDS", sc->idle_ms, 1, 30 * 24 * 3600, sc->idle_ms, 1000);
     GET("SANDBOX_TEMPLATE_RETRY_SECONDS", sc->template_retry_ms, 1, 3600, sc->template_retry_ms,
         1000);

@@ -69,6 +69,7 @@ struct sandbox_exec {
     int conn_fd; /* the connection to the sandbox's init (owned by report's socket) */
     int64_t t0, deadline;
     bool timed_out, killed;
+    bool answered; /* exec_answer_now: its caller has had its answer */
     sandbox_output_fn on_output;
     sandbox_exec_done_fn on_done;
     void *ctx;
@@ -294,7 +295,8 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
                     "the sandbox is at its process limit (%llu): kill processes, or start over "
                     "with container_initialize",
                     (unsigned long long)ex->sbx->m->cfg.pids_max);
-        ex->on_done(ex->ctx, NULL, &err);
+        if (!ex->answered)
+            ex->on_done(ex->ctx, NULL, &err);
     } else {
         res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         res.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
@@ -304,7 +306,8 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
         res.out_total = ex->out.total;
         res.err_total = ex->err.total;
         res.duration_ms = (uint64_t)(time_mono_ms() - ex->t0);
-        ex->on_done(ex->ctx, &res, NULL);
+        if (!ex->answered)
+            ex->on_done(ex->ctx, &res, NULL);
         free(res.out);
         free(res.err);
     }
@@ -315,6 +318,16 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
     capture_release(&ex->out);
     capture_release(&ex->err);
     free(ex);
+}
+
+void exec_answer_now(struct sandbox *sbx, const struct err *err)
+{
+    for (struct sandbox_exec *ex = sbx->m->execs; ex; ex = ex->next)
+        if (ex->sbx == sbx && !ex->answered) {
+            ex->answered = true;
+            ex->on_output = NULL;
+            ex->on_done(ex->ctx, NULL, err);
+        }
 }
 
 void sandbox_exec_kill(struct sandbox_exec *ex)

@@ -252,16 +252,20 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
                         "SANDBOX_DISK_MB=0 to run without a workspace size limit");
             goto fail;
         }
+        /* e2fsck, from the same package */
+        snprintf(m->fsck, sizeof(m->fsck), "%.*se2fsck", (int)(strrchr(m->mkfs, '/') - m->mkfs + 1),
+                 m->mkfs);
     }
     log_info(
         "sandbox runtime cgroup=%s template=%s new-sandboxes=%s template_dir=%s memory_mb=%llu "
-        "pids=%llu disk_mb=%llu max_running=%u idle_s=%llu",
+        "pids=%llu disk_mb=%llu disk_admit=%s max_running=%u idle_s=%llu",
         cgroup_mode_name(mode), m->template_name, m->tmpl.name, m->template_dir,
         (unsigned long long)(m->cfg.memory_bytes >> 20), (unsigned long long)m->cfg.pids_max,
-        (unsigned long long)(m->cfg.disk_bytes >> 20), m->cfg.max_running,
-        (unsigned long long)(m->cfg.idle_ms / 1000));
+        (unsigned long long)(m->cfg.disk_bytes >> 20), m->cfg.disk_strict ? "strict" : "thin",
+        m->cfg.max_running, (unsigned long long)(m->cfg.idle_ms / 1000));
     struct statvfs vfs;
-    if (m->cfg.disk_bytes && !m->cfg.disk_total_bytes && statvfs(path, &vfs) == 0 &&
+    if (m->cfg.disk_bytes && m->cfg.disk_strict && !m->cfg.disk_total_bytes &&
+        statvfs(path, &vfs) == 0 &&
         (uint64_t)vfs.f_bavail * vfs.f_frsize < m->cfg.disk_bytes * m->cfg.max_running)
         log_warn("sandbox disk-room free_mb=%llu: fewer than SANDBOX_MAX_RUNNING=%u sandboxes "
                  "with SANDBOX_DISK_MB=%llu images can run at once without overcommitting the "
@@ -276,6 +280,7 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     if ((r = store_sandbox_list_running(store, adopt_one, m, err)) < 0)
         goto fail;
     loop_timer_start(&m->idle_timer, idle_tick_ms(m), on_idle_tick);
+    disk_watch_start(m);
     *ret = m;
     return 0;
 fail:
@@ -288,6 +293,7 @@ void sandbox_manager_free(struct sandbox_manager *m)
     if (!m)
         return;
     loop_timer_stop(&m->idle_timer);
+    loop_timer_stop(&m->disk_timer);
     loop_timer_stop(&m->exec_timer);
     loop_timer_stop(&m->pool_timer);
     keeper_stop(m);
@@ -479,6 +485,11 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
         sandbox_stop(sbx, opts->fresh ? "initialize" : "found dead");
     if (opts->fresh)
         sbx->fresh_pending = true;
+    if (sbx->state == SBX_RUNNING && sbx->disk_paused) {
+        sandbox_disk_paused_err(sbx, &err);
+        cb(ctx, NULL, &err);
+        return NULL;
+    }
     if (sbx->state == SBX_RUNNING) {
         sbx->holds++;
         sbx->last_used = time_mono_ms();

@@ -40,6 +40,7 @@ static void plan_init(struct setup_plan *p, struct sandbox *sbx)
     p->disk = m->cfg.disk_bytes > 0;
     p->disk_bytes = m->cfg.disk_bytes;
     snprintf(p->mkfs, sizeof(p->mkfs), "%s", m->mkfs);
+    snprintf(p->fsck, sizeof(p->fsck), "%s", m->fsck);
     snprintf(p->dir, sizeof(p->dir), "%s", sbx->dir);
     snprintf(p->disk_img, sizeof(p->disk_img), "%s/disk.img", sbx->dir);
     snprintf(p->disk_mnt, sizeof(p->disk_mnt), "%s/disk", sbx->dir);
@@ -298,6 +299,7 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
         /* Killing PID 1 of the namespace kills every process in it; the pidfd turns readable
          * once it has exited. */
         syscall(SYS_pidfd_send_signal, sbx->pidfd, SIGKILL, NULL, 0);
+        sandbox_disk_resume(sbx); /* a frozen v1 process dies only once thawed */
         struct pollfd pfd = {.fd = sbx->pidfd, .events = POLLIN};
         poll(&pfd, 1, 2000);
         close(sbx->pidfd);

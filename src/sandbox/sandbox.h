@@ -43,6 +43,10 @@ struct sandbox_config {
     unsigned pool_size;          /* warm pool: unowned sandboxes kept running for new callers */
     uint64_t disk_user_bytes;    /* disk images one user's sandboxes may commit, 0 = no limit */
     uint64_t disk_total_bytes;   /* images all sandboxes may commit; 0 = what the disk has free */
+    bool disk_strict;            /* admit only while every running image could grow to its size
+                                    (SANDBOX_DISK_ADMIT=strict); else by what images use (thin) */
+    uint64_t disk_reserve_bytes; /* free space kept on the data dir's filesystem; 0 = 5% of it,
+                                    from 256 MiB to 4 GiB (diskwatch.c) */
     uint64_t idle_ms;            /* stop after this long without calls or processes */
     uint32_t uid_base;           /* start of the host ids for sandboxes: each sandbox maps root to
                                     65536 ids of its own, uid_base + slot * 65536 (slot >= 1) */
@@ -158,6 +162,10 @@ void sandbox_manager_pool_prepare(struct sandbox_manager *m, unsigned count,
 void sandbox_pool_keep_envs(struct sandbox_manager *m, const char (*envs)[64], size_t n);
 /* The snapshot sbx was started on, or "". */
 const char *sandbox_env_of(const struct sandbox *sbx);
+/* Why writes in sbx may fail: its image's filesystem went read-only on write errors (the
+ * server's disk filled up), or the server's disk is under its reserve (or 64 MiB), or was in the
+ * last minute. True with a sentence for the caller in buf; false otherwise. */
+bool sandbox_disk_note(const struct sandbox *sbx, char *buf, size_t len);
 /* The pooled sandbox sandbox_id, being prepared, is ready to be given to a run (ok), or is not
  * and is removed. Unknown or taken sandboxes are ignored. Loop thread. */
 void sandbox_pool_ready(struct sandbox_manager *m, const char *sandbox_id, bool ok);

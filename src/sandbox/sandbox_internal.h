@@ -54,6 +54,9 @@ pid_t proc_fork_into_cgroup(int cgfd);
 /* Kill every process in `name` and remove it (best effort; returns 0 when gone). */
 int cgroup_destroy(const char *name);
 int cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *tasks);
+/* Freeze or thaw every process of group `name` (v2 cgroup.freeze, v1 freezer): 0, -ENOTSUP
+ * without a freezer, or a negative errno. A frozen v1 process killed dies once thawed. */
+int cgroup_freeze(const char *name, bool frozen);
 /* Remove this instance's (empty) parent group. */
 void cgroup_teardown(void);
 /* Call fn for each existing sandbox group name. */
@@ -164,7 +167,7 @@ struct setup_plan {
     uint16_t ports[SANDBOX_LISTENERS_MAX];
     bool disk;
     uint64_t disk_bytes;
-    char mkfs[64];
+    char mkfs[64], fsck[64];
     char disk_img[PATH_MAX], disk_mnt[PATH_MAX], dir[PATH_MAX];
     char upper[PATH_MAX], work[PATH_MAX], ws[PATH_MAX], root[PATH_MAX];
     char lower_src[PATH_MAX], lower[PATH_MAX]; /* the template, and where it is idmapped */
@@ -231,6 +234,9 @@ struct sandbox {
     bool prepared;                  /* pooled: prepared for a run (pool_prepare), not yet taken */
     bool preparing;                 /* prepared, not yet ready (sandbox_pool_ready): kept back */
     int64_t prepared_at;            /* monotonic ms */
+    bool disk_paused;               /* frozen for want of disk (diskwatch.c) */
+    bool disk_failed;               /* its image's filesystem went read-only on write errors */
+    uint64_t disk_seen;             /* bytes its image held at the watcher's last look */
     struct proc_watch start_watch;
     struct sandbox_waiter *waiters;
 };
@@ -261,6 +267,16 @@ struct template_keeper {
     struct loop_timer retry;
 };
 
+/* The data dir's filesystem as the watcher last saw it (diskwatch.c). */
+struct disk_watch {
+    uint64_t avail, reserve; /* bytes free to the server, bytes kept free */
+    bool low;                /* under the reserve: starts refused, writers paused */
+    unsigned paused;         /* sandboxes paused */
+    int64_t trimmed_at;      /* monotonic ms of the last trim of the images */
+    int64_t short_at;        /* monotonic ms of the last look that found it under its reserve
+                                (or 64 MiB), 0 when none */
+};
+
 struct sandbox_manager {
     struct sandbox_config cfg;
     char *data_dir;
@@ -278,6 +294,9 @@ struct sandbox_manager {
     int devnull;           /* the stdin of commands given none */
     int park_netns;        /* empty network namespace where pooled sandboxes wait, or -1 */
     char mkfs[64];         /* mkfs.ext4 path, "" when disk limits are off */
+    char fsck[64];         /* e2fsck path, beside it */
+    struct disk_watch disk;
+    struct loop_timer disk_timer;
     struct sandbox *all;
     unsigned running;
     struct loop_timer idle_timer;
@@ -373,6 +392,25 @@ int sandbox_make_room(struct sandbox_manager *m, const struct sandbox *sbx, stru
  * sandbox_disk_admit, then sandbox_start. A refusal finishes the waiters as a failed start does
  * (sandbox_start_failed). Loop thread. */
 void sandbox_admit_start(struct sandbox *sbx);
+
+/* --- the data dir's disk (diskwatch.c) --- */
+
+/* The free space kept on the data dir's filesystem of fs_bytes: SANDBOX_DISK_RESERVE_MB, else 5%
+ * of it from 256 MiB to 4 GiB, at most a tenth of it. */
+uint64_t disk_reserve(const struct sandbox_manager *m, uint64_t fs_bytes);
+/* Look at the disk and act (see diskwatch.c); disk_watch_start looks now and every second. */
+void disk_watch_tick(struct sandbox_manager *m);
+void disk_watch_start(struct sandbox_manager *m);
+/* Whether the ext4 image at img recorded errors: its superblock's state (offset 58 of the
+ * superblock at 1024) has EXT4_ERROR_FS, or its error count (offset 0x194) is not 0. Allocates
+ * nothing (the setup child calls it). */
+bool sandbox_image_has_errors(const char *img);
+/* Thaw a sandbox paused for want of disk (nothing when it is not). */
+void sandbox_disk_resume(struct sandbox *s);
+/* -ENOSPC with the sentence a paused sandbox's calls are answered with. */
+int sandbox_disk_paused_err(const struct sandbox *s, struct err *err);
+/* Answer every command in flight in sbx with err now; each goes on and is reaped unseen. */
+void exec_answer_now(struct sandbox *sbx, const struct err *err);
 
 /* --- the warm pool (pool.c) --- */
 

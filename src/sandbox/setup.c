@@ -129,6 +129,36 @@ static void child_mkfs(const struct setup_plan *p)
     }
 }
 
+/* An image whose ext4 recorded errors (the host's disk filled up under it, say) is checked and
+ * repaired before it is mounted again. */
+static void child_check_disk(const struct setup_plan *p)
+{
+    if (!sandbox_image_has_errors(p->disk_img))
+        return;
+    pid_t pid = fork();
+    if (pid < 0)
+        FAIL("fork e2fsck");
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        char *argv[] = {(char *)"e2fsck", (char *)"-f", (char *)"-y", (char *)p->disk_img, NULL};
+        char *envp[] = {NULL};
+        execve(p->fsck, argv, envp);
+        _exit(8);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            FAIL("wait e2fsck");
+    /* 0: clean, 1 and 2: repaired, 4: errors left (mounted all the same), 8 and up: not run */
+    if (!WIFEXITED(st) || WEXITSTATUS(st) >= 8) {
+        errno = EIO;
+        FAIL("e2fsck of the disk image failed");
+    }
+}
+
 static void child_mount_disk(const struct setup_plan *p)
 {
     if (access(p->disk_img, F_OK) < 0)
@@ -137,6 +167,7 @@ static void child_mount_disk(const struct setup_plan *p)
         FAIL("create disk mount point");
     if (is_mountpoint(p->disk_mnt, p->dir))
         return;
+    child_check_disk(p);
     int img = open(p->disk_img, O_RDWR | O_CLOEXEC);
     if (img < 0)
         FAIL("open disk image");
@@ -167,7 +198,10 @@ static void child_mount_disk(const struct setup_plan *p)
                 continue; /* raced another attach */
             FAIL("attach loop device");
         }
-        if (mount(dev, p->disk_mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "") < 0)
+        /* errors=remount-ro: an image that meets write errors (a full host disk) stops taking
+         * writes at once, in a state the watcher sees (diskwatch.c) */
+        if (mount(dev, p->disk_mnt, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
+                  "errors=remount-ro") < 0)
             FAIL("mount disk image");
         close(lfd); /* the mount keeps the device; autoclear detaches it at unmount */
         break;

@@ -1,14 +1,20 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "store/db_backend.h"
+
+#define STORE_RESERVE_BYTES (16ll << 20)
 
 int store_fail(struct store *st, int rc, const char *what, struct err *err)
 {
@@ -16,7 +22,25 @@ int store_fail(struct store *st, int rc, const char *what, struct err *err)
                : rc == DB_CONSTRAINT ? -EEXIST
                : rc == DB_FULL       ? -ENOSPC
                                      : -EIO;
+    if (rc == DB_FULL) {
+        /* what comes next (this failure's record) finds the reserve's room */
+        if (st->reserve[0] && unlink(st->reserve) == 0)
+            log_warn("store disk full: its reserve of %lld MiB given up, to record what fails",
+                     STORE_RESERVE_BYTES >> 20);
+        return err_set(err, code, "the server's disk is full (database %s: %s)", what,
+                       db_errmsg(st));
+    }
     return err_set(err, code, "database %s: %s", what, db_errmsg(st));
+}
+
+void store_keep_reserve(struct store *st)
+{
+    struct stat sb;
+    if (!st->reserve[0] || stat(st->reserve, &sb) == 0)
+        return;
+    _cleanup_close_ int fd = open(st->reserve, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0 && fallocate(fd, 0, 0, STORE_RESERVE_BYTES) < 0)
+        unlink(st->reserve); /* not the room for it yet */
 }
 
 int store_step_done(struct store *st, struct db_stmt *s, const char *what, struct err *err)
@@ -46,6 +70,10 @@ int store_open(const char *where, struct store **ret, struct err *err)
     struct store *st = xcalloc(1, sizeof(*st));
     st->be = store_url_is_postgres(where) ? &db_pg : &db_sqlite;
     int r = st->be->open(where, st, err);
+    if (r == 0 && !st->be->shared) {
+        snprintf(st->reserve, sizeof(st->reserve), "%s-reserve", where);
+        store_keep_reserve(st);
+    }
     if (r == 0 && (r = store_migrate(st, st->be->migrations, err)) < 0) {
         err_wrap(err, "%s", st->label);
         st->be->close(st);

@@ -23,6 +23,10 @@ void store_close(struct store *st);
 bool store_url_is_postgres(const char *where);
 /* Whether st is a database other nodes may share (PostgreSQL). */
 bool store_is_shared(const struct store *st);
+/* A file database keeps a reserve file beside it (<path>-reserve, 16 MiB), removed the first
+ * time a write finds the disk full so that the store can record what failed then; this makes it
+ * again when the disk has room (nothing for a database server). */
+void store_keep_reserve(struct store *st);
 
 /* Apply the migrations in list (name order, "NNNN_name.sql") above the current user_version,
  * each in its own transaction. Exposed for tests. Returns the resulting version or < 0. */

@@ -20,6 +20,10 @@ struct store {
     void *notify_ctx;
     bool notify_queued; /* rows were queued in the transaction under way */
     char node_id[64];   /* this node's id: the sandboxes it lists and claims ranges for */
+    /* A file database's reserve: a file of STORE_RESERVE_BYTES beside it, removed when the disk
+     * fills up so that the store can still record what failed (store_keep_reserve), "" for a
+     * database server. */
+    char reserve[4096];
 };
 
 /* A statement of either backend. Its values are bound with db_bind_* (1-based, as in SQLite),

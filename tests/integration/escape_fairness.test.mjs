@@ -1,6 +1,7 @@
 // One user cannot take the server from the others: per-user limits on running sandboxes, on
-// concurrent and waiting runs, and on the disk their sandboxes' images commit, and no new image
-// when the images already made could outgrow the host's free space. Real OpenCode against the
+// concurrent and waiting runs, and on the disk their sandboxes' images commit, and (strict
+// admission) no new image when the images already made could outgrow the host's free space; thin
+// admission is disk_full.test.mjs's. Real OpenCode against the
 // scripted fake upstream (tests/lib/fake-anthropic.mjs) for the runs.
 import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
@@ -188,10 +189,10 @@ test('the disks of all sandboxes are capped by SANDBOX_DISK_TOTAL_MB; idle sandb
   });
 });
 
-test("a sandbox whose sparse image could outgrow the host's free space does not start", async () => {
+test("strict admission: a sandbox whose sparse image could outgrow the host's free space does not start", async () => {
   const { bavail, bsize } = statfsSync(tmpdir());
   const mb = Math.ceil((bavail * bsize * 1.5) / (1 << 20));
-  await withServer({ SANDBOX_DISK_MB: String(mb), SANDBOX_DISK_PER_USER_MB: '0' }, async (srv) => {
+  await withServer({ SANDBOX_DISK_MB: String(mb), SANDBOX_DISK_PER_USER_MB: '0', SANDBOX_DISK_ADMIT: 'strict' }, async (srv) => {
     const refused = await call(srv, 'container_exec', { command: 'echo too-big' });
     assert.equal(refused.isError, true, JSON.stringify(refused));
     assert.match(text(refused), /would overcommit it/);

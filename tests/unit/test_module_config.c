@@ -12,7 +12,7 @@
 #include "mcp/fixtures.h"
 #include "notify/notify.h"
 #include "runs/runs.h"
-#include "sandbox/sandbox.h"
+#include "sandbox/sandbox_internal.h"
 
 /* A configuration built from dotenv text as the command line builds it (config_finish fills
  * data_dir and public_url). */
@@ -40,7 +40,26 @@ TEST(sandbox_config_scales_and_defaults)
     CHECK(sc.cpus == 1.5);
     CHECK_INT_EQ(sc.pids_max, def.pids_max);
     CHECK_INT_EQ(sc.max_running, def.max_running);
+    CHECK(!sc.disk_strict); /* thin unless told */
+    CHECK_INT_EQ(sc.disk_reserve_bytes, 0);
     config_release(&cfg);
+    cfg_from(&cfg, "DATA_DIR=/srv/x\nSANDBOX_DISK_ADMIT=strict\nSANDBOX_DISK_RESERVE_MB=300\n");
+    CHECK_INT_EQ(sandbox_config_load(&cfg, &sc, &err), 0);
+    CHECK(sc.disk_strict);
+    CHECK_INT_EQ(sc.disk_reserve_bytes, 300ull << 20);
+    config_release(&cfg);
+}
+
+TEST(sandbox_disk_reserve_follows_the_filesystem)
+{
+    struct sandbox_manager m = {0};
+    const uint64_t mib = 1ull << 20;
+    CHECK_INT_EQ(disk_reserve(&m, 1000ull << 30), 4096 * mib);   /* 5% of 1000 GiB, at most 4 GiB */
+    CHECK_INT_EQ(disk_reserve(&m, 40ull << 30), 2048 * mib);     /* 5% */
+    CHECK_INT_EQ(disk_reserve(&m, 3ull << 30), 256 * mib);       /* at least 256 MiB */
+    CHECK_INT_EQ(disk_reserve(&m, 1ull << 30), 1024 * mib / 10); /* at most a tenth */
+    m.cfg.disk_reserve_bytes = 300 * mib;
+    CHECK_INT_EQ(disk_reserve(&m, 1000ull << 30), 300 * mib);
 }
 
 TEST(sandbox_config_refuses_what_it_cannot_use)
@@ -54,6 +73,8 @@ TEST(sandbox_config_refuses_what_it_cannot_use)
         {"SANDBOX_TEMPLATE_MIRROR=https://u:p@m/debian\n", "must not carry a user or password"},
         {"SANDBOX_TEMPLATE_MIRROR=\"https://m/a b\"\n", "holds a space or a quote"},
         {"SANDBOX_DISK_MB=10\n", "SANDBOX_DISK_MB must be 0"},
+        {"SANDBOX_DISK_ADMIT=loose\n", "SANDBOX_DISK_ADMIT must be thin or strict, not 'loose'"},
+        {"SANDBOX_DISK_RESERVE_MB=lots\n", "SANDBOX_DISK_RESERVE_MB"},
         {"SANDBOX_UID_BASE=4294000000\nSANDBOX_UID_RANGES=1000\n", "goes past the last host id"},
         {"SANDBOX_CPUS=many\n", "SANDBOX_CPUS 'many'"},
         {"SANDBOX_MEMORY_MB=1\n", "SANDBOX_MEMORY_MB"},

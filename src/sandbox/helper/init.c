@@ -22,10 +22,12 @@
  * instead (files, not pipes: a program that writes a pipe without blocking may drop what is
  * still queued when it exits), and this process copies what they gain into the host files every
  * RELAY_TICK_MS, at most that many bytes each, and frees what it has copied or dropped (the
- * memory is the sandbox's). When it reaps the command it copies the rest and writes
- * "exit <wait status>\n" to the status file. The server reads it there, whether or not it was
- * connected, or restarted, meanwhile. Nothing in the sandbox can reach those descriptors: this
- * process is not dumpable, so its /proc/1/fd is closed to them. */
+ * memory is the sandbox's). What the host's full disk does not take stays in the memory file for
+ * the next tick. When it reaps the command it copies the rest and writes "exit <wait status>\n"
+ * to the status file, "exit <wait status> lost <bytes>\n" when the full disk kept bytes out. The
+ * server reads it there, whether or not it was connected, or restarted, meanwhile. Nothing in the
+ * sandbox can reach those descriptors: this process is not dumpable, so its /proc/1/fd is closed to
+ * them. */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -66,6 +68,7 @@ struct relay {
     int to;          /* the host file, -1 when none */
     uint64_t copied; /* bytes of from copied or dropped (and freed) */
     uint64_t left;   /* bytes the host file may still take; the rest is dropped */
+    bool full;       /* the host's disk was full at the last copy: kept to copy at the next */
 };
 
 struct cmd {
@@ -513,18 +516,26 @@ static void relay_copy(struct relay *r, uint64_t budget)
             continue;
         if (n <= 0)
             break;
-        for (ssize_t off = 0; off < n;) {
+        ssize_t off = 0;
+        r->full = false;
+        while (off < n) {
             ssize_t w = write(r->to, buf + off, (size_t)(n - off));
             if (w < 0 && errno == EINTR)
                 continue;
-            if (w <= 0) {
-                r->left = 0; /* the file takes no more (disk full): drop the rest */
+            if (w < 0 && (errno == ENOSPC || errno == EDQUOT))
+                r->full = true; /* kept in the memory file for the next copy */
+            else if (w <= 0)
+                r->left = 0; /* the file takes no more: drop the rest */
+            if (w <= 0)
                 break;
-            }
             off += w;
         }
+        if (r->full)
+            n = off;
         r->copied += (uint64_t)n;
         r->left = r->left > (uint64_t)n ? r->left - (uint64_t)n : 0;
+        if (r->full)
+            break;
     }
     if (r->left == 0)
         r->copied = size;
@@ -541,6 +552,7 @@ static void relay_close(struct relay *r)
         close(r->to);
     r->from = r->to = -1;
     r->copied = r->left = 0;
+    r->full = false;
 }
 
 static void cmd_clear(struct cmd *c)
@@ -561,13 +573,22 @@ static void cmd_clear(struct cmd *c)
 /* The command was reaped: the rest of what it wrote, then the record of its end. */
 static void cmd_ended(struct cmd *c, int status)
 {
+    uint64_t lost = 0;
     for (int i = 0; i < 2; i++) {
-        relay_copy(&c->relay[i], UINT64_MAX);
-        relay_close(&c->relay[i]);
+        struct relay *r = &c->relay[i];
+        struct stat st;
+        relay_copy(r, UINT64_MAX);
+        /* what the host's full disk could not take is lost now: the server is told */
+        if (r->full && r->from >= 0 && fstat(r->from, &st) == 0 && (uint64_t)st.st_size > r->copied)
+            lost += (uint64_t)st.st_size - r->copied;
+        relay_close(r);
     }
     if (c->status_fd >= 0) {
+        /* the server allocated the file's first block, so this is written on a full disk */
         char line[64];
-        int n = snprintf(line, sizeof(line), "exit %d\n", status);
+        int n = lost ? snprintf(line, sizeof(line), "exit %d lost %llu\n", status,
+                                (unsigned long long)lost)
+                     : snprintf(line, sizeof(line), "exit %d\n", status);
         if (write(c->status_fd, line, (size_t)n) != n) {
             /* the server learns nothing; it sees the sandbox's end instead */
         }
