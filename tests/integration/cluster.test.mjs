@@ -495,7 +495,10 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
     const script = router.add(`held-${i}`, [{ hold: true, text: `Finished ${i}.` }]);
     const r = (await callAt(i, 'run_task', { task: `held-${i}: wait for the model`, session_id: sessionOn(`node${i + 1}`) },
       cluster.token)).structuredContent;
-    await script.waitHeld();
+    // a node that ends meanwhile fails the test at once, with its log
+    await Promise.race([script.waitHeld(), cluster.nodes[i].exited.then((e) => {
+      throw new Error(`node${i + 1} ended ${JSON.stringify(e)} before its run reached the model\n--- its log ---\n${cluster.nodes[i].stderr().slice(-6000)}`);
+    })]);
     held.push({ ...r, script, token: cluster.token, node: sessionNode(r.session_id) });
   }
   const doomed = held.filter((h) => h.node === `node${victim + 1}`);

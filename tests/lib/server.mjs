@@ -192,6 +192,13 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     if (ownDir) removeDataDir(dataDir); // a server that did not start leaves no directory behind
     throw e;
   });
+  // A server that ends unasked (not by stop(), nor by a signal the test sent) says so on the
+  // test's stderr, with the end of its log: what a later wait for it would only time out on.
+  let asked = false;
+  closed.then(() => {
+    if (asked || proc.signalCode === 'SIGKILL' || proc.signalCode === 'SIGTERM') return;
+    process.stderr.write(`server ${addr} ended unasked: code=${proc.exitCode} signal=${proc.signalCode}\n--- its log ---\n${err.slice(-6000)}\n`);
+  });
   const url = `${tls ? 'https' : 'http'}://${addr}`;
   const tokenMatch = out.match(/Access token:\s+(\S+)/);
   // A connection left idle for a second is closed by the client, well before the server's
@@ -229,6 +236,7 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
     // keep: leave the data directory for the test to read (and remove) even when it is the
     // server's own
     async stop(signal = 'SIGTERM', { keep = false } = {}) {
+      asked = true;
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await exited;
       await agent?.destroy();
