@@ -193,13 +193,14 @@ run: deps
 # installed by `make test`, not by `make run`: the browser the web page tests drive, and the
 # tools the egress tests run inside sandboxes (python3 with venv for pip, wget) or around them
 # (ip, to bring up loopback in a network namespace of their own), the PostgreSQL server the
-# store's tests run on a second time (libpq, its client library, is a build dependency), and
-# nginx, the load balancer in front of the nodes the cluster tests start.
+# store's tests run on a second time (libpq, its client library, is a build dependency), with
+# Patroni and etcd for its failover test, and nginx, the load balancer in front of the nodes the
+# cluster tests start.
 APT_PKGS := build-essential pkg-config libh2o-evloop-dev libsqlite3-dev libjansson-dev \
             libcurl4-openssl-dev libjwt-dev libpq-dev libseccomp-dev libssl-dev libsodium-dev zlib1g-dev \
             clang libclang-rt-14-dev clang-format \
             nodejs npm git curl ca-certificates sqlite3 debootstrap
-TEST_APT := chromium python3 python3-venv wget iproute2 postgresql nginx
+TEST_APT := chromium python3 python3-venv wget iproute2 postgresql nginx patroni etcd-server
 deps: deps-apt deps-npm
 deps-apt:
 	@missing=""; for p in $(APT_PKGS); do \

@@ -139,7 +139,7 @@ tests/integration/runs_env_installs.test.mjs tests/integration/runs_setup.test.m
 tests/integration/cli.test.mjs
 tests/integration/pg_notify.test.mjs tests/integration/notify.test.mjs
 tests/integration/escape_agent.test.mjs tests/integration/pg_web.test.mjs
-tests/integration/postgres_restart.test.mjs tests/integration/soak.test.mjs"
+tests/integration/postgres_failover.test.mjs tests/integration/postgres_restart.test.mjs tests/integration/soak.test.mjs"
 queue=$OUT/queue
 {
     if [ -s "$OUT/files" ]; then sort -k2,2nr "$OUT/files" | cut -d' ' -f1; fi
