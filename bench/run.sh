@@ -8,7 +8,7 @@ mkdir -p bench/out
 rm -f bench/out/*.md bench/out/*.json
 start=$(date +%s)
 names=""
-for name in sandbox mcp clients proxy egress runs runstart agents envs oauth cluster; do
+for name in sandbox mcp clients proxy egress runs runstart agents envs oauth cluster disk; do
     echo "== $name"
     BENCH_OUT="bench/out/$name.md" BENCH_HEADLINE="bench/out/$name.json" node "bench/$name.mjs" $BENCH_ARGS
     names="$names $name"

@@ -102,7 +102,7 @@ log(`Machine: ${cpus().length} cores (${cpus()[0].model}), ${(totalmem() / 2 ** 
 log(`Command: \`node bench/sandbox.mjs${quick ? ' --quick' : ''}\` (release build, loopback, sequential calls).`);
 log('Client: node:http over one keep-alive connection (its share is the `ping` row). Peers and floors:');
 log('`bench/spawntime.c`, posix_spawn to waitpid timed in C, with no client at all.');
-log('Servers run with `SANDBOX_DISK_MB=256`: a start is refused when the running sandboxes\' images could together outgrow the free disk, and the density rows hold hundreds.');
+log('Servers run with `SANDBOX_DISK_MB=256`, chosen when admission was strict only (a start refused when the running sandboxes\' images could together outgrow the free disk), so that the density rows hold hundreds; kept so that the figures compare with earlier runs.');
 log();
 log('| what | runs | p50 ms | p99 ms | min ms | notes |');
 log('|---|---|---|---|---|---|');

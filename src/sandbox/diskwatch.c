@@ -217,7 +217,9 @@ void disk_watch_tick(struct sandbox_manager *m)
         struct statvfs img;
         if (s->state != SBX_RUNNING)
             continue;
-        uint64_t used = image_blocks(s), grew = used > s->disk_seen ? used - s->disk_seen : 0;
+        /* a first look (a sandbox just started) sets where its growth counts from */
+        uint64_t used = image_blocks(s),
+                 grew = s->disk_seen && used > s->disk_seen ? used - s->disk_seen : 0;
         s->disk_seen = used;
         if (!s->disk_paused && grew > top_grew && !sandbox_unowned(s)) {
             top = s;

@@ -117,6 +117,18 @@ test('thin admission: images larger than the free space start; the sandbox writi
   });
 });
 
+test('a sandbox filling its own image fills only it: its writes find its image full, the host keeps its room, and other sandboxes carry on', async () => {
+  await withServer({ SANDBOX_DISK_MB: '256' }, async (srv) => {
+    const bob = addUser(srv, 'bob');
+    const before = freeMb();
+    const r = await ok(srv, 'container_exec', { command: 'dd if=/dev/zero of=/workspace/big bs=1M count=4096 2>&1 | grep -o "No space left on device"; sync' });
+    assert.equal(r.stdout, 'No space left on device\n');
+    assert.ok(before - freeMb() < 300, `the host gave ${before - freeMb()} MiB`);
+    assert.equal((await ok(srv, 'container_exec', { command: 'echo b' }, bob)).stdout, 'b\n');
+    assert.doesNotMatch(srv.stderr(), /disk low|sandbox paused/);
+  });
+});
+
 test('strict admission (SANDBOX_DISK_ADMIT=strict) still refuses an image that could outgrow the free space', async () => {
   await withServer({ SANDBOX_DISK_MB: String(2 * FS_MB), SANDBOX_DISK_ADMIT: 'strict' }, async (srv) => {
     const refused = await call(srv, 'container_exec', { command: 'true' });
