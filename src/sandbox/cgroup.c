@@ -26,7 +26,9 @@ static char v2_parent[PATH_MAX]; /* v2: group holding the sandbox groups */
 static char v1_parent[64];       /* v1: "sandbox-mcp/<instance>" below each controller */
 static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "freezer"};
 static bool v1_have[4];
-enum { V1_MEMORY, V1_PIDS, V1_CPU, V1_FREEZER };
+/* A start joins the first V1_JOINED (each join of a v1 hierarchy waits for an RCU grace
+ * period); the freezer's group is made and joined only when a sandbox is paused (cgroup_freeze). */
+enum { V1_MEMORY, V1_PIDS, V1_CPU, V1_FREEZER, V1_JOINED = V1_FREEZER };
 static char instance_name[32];
 
 static int write_file(const char *path, const char *value)
@@ -255,7 +257,7 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct err 
         }
         return 0;
     }
-    for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
+    for (size_t i = 0; i < V1_JOINED; i++) {
         if (!v1_have[i])
             continue;
         group_path(path, sizeof(path), (int)i, name, NULL);
@@ -288,7 +290,7 @@ int cgroup_procs_paths(const char *name, char out[][4096], int max)
     if (mode == CGROUP_V2 && max > 0) {
         group_path(out[n++], 4096, 0, name, "cgroup.procs");
     } else if (mode == CGROUP_V1) {
-        for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls) && n < max; i++)
+        for (size_t i = 0; i < V1_JOINED && n < max; i++)
             if (v1_have[i])
                 group_path(out[n++], 4096, (int)i, name, "cgroup.procs");
     }
@@ -346,6 +348,17 @@ int cgroup_destroy(const char *name)
     return r;
 }
 
+/* Whether pid is listed in the procs file at path. */
+static bool in_procs(const char *path, long pid)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    long p;
+    while (f && fscanf(f, "%ld", &p) == 1)
+        if (p == pid)
+            return true;
+    return false;
+}
+
 int cgroup_freeze(const char *name, bool frozen)
 {
     char path[PATH_MAX];
@@ -355,8 +368,32 @@ int cgroup_freeze(const char *name, bool frozen)
     }
     if (mode != CGROUP_V1 || !v1_have[V1_FREEZER])
         return -ENOTSUP;
+    group_path(path, sizeof(path), V1_FREEZER, name, NULL);
+    if (!frozen) {
+        group_path(path, sizeof(path), V1_FREEZER, name, "freezer.state");
+        return access(path, F_OK) == 0 ? write_file(path, "THAWED") : 0;
+    }
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    /* Move the group's processes in, again while one forked meanwhile is still outside (its
+     * child, forked after its parent moved, is born inside). */
+    char from[PATH_MAX], to[PATH_MAX];
+    group_path(from, sizeof(from), V1_MEMORY, name, "cgroup.procs");
+    group_path(to, sizeof(to), V1_FREEZER, name, "cgroup.procs");
+    for (int round = 0, moved = 1; moved && round < 100; round++) {
+        moved = 0;
+        _cleanup_fclose_ FILE *f = fopen(from, "re");
+        long pid;
+        char buf[32];
+        while (f && fscanf(f, "%ld", &pid) == 1) {
+            if (!in_procs(to, pid)) {
+                snprintf(buf, sizeof(buf), "%ld", pid);
+                moved += write_file(to, buf) == 0;
+            }
+        }
+    }
     group_path(path, sizeof(path), V1_FREEZER, name, "freezer.state");
-    return write_file(path, frozen ? "FROZEN" : "THAWED");
+    return write_file(path, "FROZEN");
 }
 
 int cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *tasks)

@@ -10,7 +10,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, statfsSync, unlinkSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statfsSync, unlinkSync, existsSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, tempDir, removeDataDir, addUser } from '../lib/server.mjs';
@@ -58,6 +58,17 @@ function fillAll(name) {
   spawnSync('sh', ['-c', `dd if=/dev/zero of=${f}.tail bs=4k 2>/dev/null; sync`]);
 }
 
+// A sandbox's cgroups: under the v1 freezer and memory hierarchies, or v2's one group (found
+// where it is); frozen() reads its state.
+function frozenGroup(id) {
+  const find = (ctrl) => execFileSync('sh', ['-c', `ls -d /sys/fs/cgroup/${ctrl}/sandbox-mcp/*/${id} 2>/dev/null || true`], { encoding: 'utf8' }).trim();
+  const v1 = find('freezer');
+  if (v1) return { freezer: v1, memory: find('memory'), frozen: () => readFileSync(path.join(v1, 'freezer.state'), 'utf8').trim() === 'FROZEN' };
+  const v2 = execFileSync('sh', ['-c', `find /sys/fs/cgroup -maxdepth 8 -type d -name ${id} 2>/dev/null | head -n 1`], { encoding: 'utf8' }).trim();
+  return { freezer: v2, memory: v2, frozen: () => /^frozen 1$/m.test(readFileSync(path.join(v2, 'cgroup.events'), 'utf8')) };
+}
+const procs = (dir) => readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').trim().split('\n').filter(Boolean).map(Number).sort((a, b) => a - b);
+
 async function withServer(env, fn) {
   const dataDir = path.join(mnt, `data-${Date.now()}`);
   mkdirSync(dataDir);
@@ -93,7 +104,12 @@ test('thin admission: images larger than the free space start; the sandbox writi
     const paused = await call(srv, 'container_exec', { command: writer(600), timeout_ms: 120000 });
     assert.equal(paused.isError, true, JSON.stringify(paused));
     assert.match(text(paused), /this sandbox is paused: the server's disk is nearly full \(\d+ MiB free, 384 MiB kept in reserve\) and it was writing the most/);
-    await srv.waitLog(/sandbox paused sbx=\S+ user=\S+ grew_mb=\d+/);
+    const [, pausedId] = await srv.waitLog(/sandbox paused sbx=(\S+) user=\S+ grew_mb=\d+/);
+    // frozen: every process of its group (the writer among them) in a frozen freezer group
+    const cg = frozenGroup(pausedId);
+    assert.ok(cg.frozen(), `${cg.freezer} frozen`);
+    assert.deepEqual(procs(cg.freezer), procs(cg.memory));
+    assert.ok(procs(cg.freezer).length >= 2, 'its init and the writer');
     await srv.waitLog(/disk low free_mb=\d+ reserve_mb=384/);
     assert.ok(freeMb() > 0, 'the disk kept room');
     // its next calls say the same; the idle sandbox was stopped and cannot start again; the
