@@ -86,7 +86,7 @@ export async function startPatroni() {
   const etcd = spawn('etcd', ['--name', 'e1', '--data-dir', `${dir}/etcd`,
     '--listen-client-urls', `http://127.0.0.1:${etcdPort}`, '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
     '--listen-peer-urls', `http://127.0.0.1:${peerPort}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-cluster', `e1=http://127.0.0.1:${peerPort}`, '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    '--initial-cluster', `e1=http://127.0.0.1:${peerPort}`, '--log-level', 'warn'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
   etcd.stderr.on('data', (d) => { logs.etcd = (logs.etcd + d).slice(-20000); });
   const nodes = { n1: { rest: r1, port: p1 }, n2: { rest: r2, port: p2 } };
   const procs = {};
@@ -94,7 +94,9 @@ export async function startPatroni() {
     const n = nodes[name];
     writeFileSync(`${dir}/${name}.yml`, config(dir, bin, etcdPort, name, n.rest, n.port));
     logs[name] = '';
-    const p = spawn('runuser', ['-u', 'postgres', '--', 'patroni', `${dir}/${name}.yml`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // its working directory its own: Patroni's children (Python's multiprocessing) change into
+    // their parent's, which user postgres may not enter (a checkout under /tmp, mode 0700)
+    const p = spawn('runuser', ['-u', 'postgres', '--', 'patroni', `${dir}/${name}.yml`], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     // its first lines (how its bootstrap began) and its last
     const keep = (d) => {
       const all = logs[name] + d;
