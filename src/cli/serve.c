@@ -124,6 +124,11 @@ static void on_node_lost(void *ctx, const char *node_id)
     runs_node_lost(ctx, node_id);
 }
 
+static void on_session_taken(void *ctx, const char *session_id)
+{
+    runs_session_taken(ctx, session_id);
+}
+
 /* What a node that was cut off gives up when it is back: runs first, which hold sandboxes. */
 struct node_parts {
     struct sandbox_manager *sandboxes;
@@ -441,8 +446,10 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
                                              runs_pool_prepare, s.runs);
         }
     }
-    if (s.runs)
+    if (s.runs) {
         cluster_on_lost(s.cluster, on_node_lost, s.runs);
+        cluster_on_taken(s.cluster, on_session_taken, s.runs);
+    }
     s.parts = (struct node_parts){.sandboxes = s.sandboxes, .runs = s.runs};
     if (s.sandboxes)
         cluster_on_back(s.cluster, on_node_back, &s.parts);

@@ -31,6 +31,8 @@ struct cluster {
     void *on_lost_ctx;
     void (*on_back)(void *ctx);
     void *on_back_ctx;
+    void (*on_taken)(void *ctx, const char *session_id);
+    void *on_taken_ctx;
 };
 
 static void report_lost(const struct store_node *n, void *ctx)
@@ -117,6 +119,12 @@ void cluster_on_back(struct cluster *c, void (*fn)(void *ctx), void *ctx)
 const char *cluster_node_id(const struct cluster *c)
 {
     return c->node_id;
+}
+
+void cluster_on_taken(struct cluster *c, void (*fn)(void *ctx, const char *session_id), void *ctx)
+{
+    c->on_taken = fn;
+    c->on_taken_ctx = ctx;
 }
 
 void cluster_on_lost(struct cluster *c, void (*fn)(void *ctx, const char *node_id), void *ctx)
@@ -212,6 +220,8 @@ static int route_session(struct cluster *c, const char *user_id, const char *ses
     log_warn("session taken over session=%s user=%s from=%s state=%s note=\"its workspace stays "
              "on that node; its next run starts in a fresh sandbox here\"",
              session_id, user_id, owner, state);
+    if (c->on_taken)
+        c->on_taken(c->on_taken_ctx, session_id);
     return 0;
 }
 

@@ -41,6 +41,10 @@ const char *cluster_node_id(const struct cluster *c);
 
 /* Called with the id of each node this one marks lost, after the store says so. */
 void cluster_on_lost(struct cluster *c, void (*fn)(void *ctx, const char *node_id), void *ctx);
+/* Called with the id of each session this node takes over from a node silent past the lost
+ * timeout, after the store says so: a call reached it before any node marked that node lost,
+ * whose runs the sweep then no longer finds by their session. */
+void cluster_on_taken(struct cluster *c, void (*fn)(void *ctx, const char *session_id), void *ctx);
 /* Called when this node finds that another had marked it lost (it could not reach the store
  * for a while): what was taken over meanwhile is no longer its own. */
 void cluster_on_back(struct cluster *c, void (*fn)(void *ctx), void *ctx);

@@ -917,6 +917,14 @@ static void fail_lost(const char *run_id, void *ctx)
 void runs_node_lost(struct runs *e, const char *node_id)
 {
     struct err err = {0};
-    if (store_run_list_active_on(e->st, node_id, fail_lost, e, &err) < 0)
+    if (store_run_list_active_on(e->st, node_id, NULL, fail_lost, e, &err) < 0)
         log_error("runs of lost node not ended node=%s err=\"%s\"", node_id, err.msg);
+}
+
+void runs_session_taken(struct runs *e, const char *session_id)
+{
+    struct err err = {0};
+    if (store_run_list_active_on(e->st, NULL, session_id, fail_lost, e, &err) < 0)
+        log_error("runs of taken-over session not ended session=%s err=\"%s\"", session_id,
+                  err.msg);
 }

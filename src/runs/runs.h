@@ -228,6 +228,9 @@ int runs_cancel(struct runs *e, const char *user_id, const char *run_id, struct 
  * sessions end failed, with RUNS_NODE_LOST as the reason. */
 #define RUNS_NODE_LOST "node lost: the node running it stopped answering"
 void runs_node_lost(struct runs *e, const char *node_id);
+/* This node took session_id over from a silent node (cluster_on_taken): its queued and running
+ * runs end failed as a lost node's do. */
+void runs_session_taken(struct runs *e, const char *session_id);
 /* This node was marked lost while it could not reach the store (cluster_on_back): the runs it
  * holds that another node ended meanwhile are stopped here, their agents killed, and dropped with
  * nothing more written for them. */

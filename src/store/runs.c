@@ -680,17 +680,20 @@ int store_view_revoke(struct store *st, bool session, const char *id, struct err
     return 0;
 }
 
-int store_run_list_active_on(struct store *st, const char *node_id,
+int store_run_list_active_on(struct store *st, const char *node_id, const char *session_id,
                              void (*fn)(const char *run_id, void *ctx), void *ctx, struct err *err)
 {
     _cleanup_stmt_ struct db_stmt *s = NULL;
     int r = store_prepare(st,
-                          "SELECT id FROM runs WHERE status IN ('queued', 'running') AND "
-                          "session_id IN (SELECT id FROM sessions WHERE node_id = ?) ORDER BY n",
+                          session_id ? "SELECT id FROM runs WHERE status IN ('queued', 'running') "
+                                       "AND session_id = ? ORDER BY n"
+                                     : "SELECT id FROM runs WHERE status IN ('queued', 'running') "
+                                       "AND session_id IN (SELECT id FROM sessions WHERE node_id "
+                                       "= ?) ORDER BY n",
                           &s, err);
     if (r < 0)
         return r;
-    db_bind_text(s, 1, node_id);
+    db_bind_text(s, 1, session_id ? session_id : node_id);
     struct buf ids;
     buf_init(&ids, 0);
     int rc;

@@ -677,8 +677,9 @@ int store_run_list(struct store *st, const struct store_run_list_opts *o,
  * sandbox starts afresh. -ESTALE if the session is no longer from_node's. */
 int store_session_take_over(struct store *st, const char *id, const char *from_node,
                             struct err *err);
-/* Call fn with the id of each queued or running run of a session on node_id, oldest first. */
-int store_run_list_active_on(struct store *st, const char *node_id,
+/* Call fn with the id of each queued or running run of a session on node_id (or, with
+ * session_id, of that session), oldest first. */
+int store_run_list_active_on(struct store *st, const char *node_id, const char *session_id,
                              void (*fn)(const char *run_id, void *ctx), void *ctx, struct err *err);
 /* Queued and running runs of this node's sessions (store_set_node), oldest first. */
 int store_run_list_active(struct store *st, void (*fn)(const struct store_run *r, void *ctx),

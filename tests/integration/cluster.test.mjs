@@ -13,6 +13,7 @@ import { rpc, sseMessages, tempDir } from '../lib/server.mjs';
 import { gitAsync } from '../lib/git.mjs';
 import { httpRequest, rawExchange } from '../lib/http.mjs';
 import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
+import { until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let cluster, lb, bob, fake, router, spread;
@@ -53,10 +54,15 @@ async function call(name, args, { token = cluster.token, headers = {} } = {}) {
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+// (bounded for a run nobody ends: the failure then shows where it was and each node's log)
 async function finished(runId, token) {
+  const t0 = Date.now();
   for (;;) {
     const r = (await call('get_result', { run_id: runId, wait_seconds: 20 }, { token })).structuredContent;
     if (TERMINAL.has(r.status)) return r;
+    if (Date.now() - t0 > 300000)
+      throw new Error(`run ${runId} still ${r.status} after 5 minutes: ${JSON.stringify(r).slice(0, 600)}\n${
+        cluster.nodes.map((n, i) => `--- node${i + 1} ---\n${n?.stderr().slice(-4000)}`).join('\n')}`);
   }
 }
 // The node a session lives on, from the shared store.
@@ -504,8 +510,13 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
   const doomed = held.filter((h) => h.node === `node${victim + 1}`);
   const spared = held.filter((h) => h.node !== `node${victim + 1}`);
   assert.ok(doomed.length && spared.length, JSON.stringify(held.map((h) => h.node)));
+  // (a node restarted by an earlier test may have been marked lost then: the mark waited for is
+  // the one after this kill)
+  const lostRe = new RegExp(`node lost node=node${victim + 1} `, 'g');
+  const marksBefore = survivors.map((i) => (cluster.nodes[i].stderr().match(lostRe) || []).length);
   await cluster.nodes[victim].stop('SIGKILL', { keep: true });
-  await Promise.race(survivors.map((i) => cluster.nodes[i].waitLog(new RegExp(`node lost node=node${victim + 1} `), 15000)));
+  await until(() => survivors.some((i, k) => (cluster.nodes[i].stderr().match(lostRe) || []).length > marksBefore[k]),
+    `node${victim + 1} marked lost`, 15000);
   // its runs end failed, saying why, and any node answers so
   for (const h of doomed) {
     const r = await finished(h.run_id, h.token);

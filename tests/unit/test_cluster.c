@@ -4,7 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "cluster/cluster.h"
+#include "store/store.h"
 #include "harness.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef-cluster";
@@ -299,6 +303,68 @@ TEST(the_nonce_set_remembers_every_nonce_of_the_window_and_refuses_when_full)
         CHECK_INT_EQ(head_check(&k, seen, hs[i], "POST", "/internal/mcp", i, 3000), 0);
     }
     cluster_nonces_free(seen);
+}
+
+static char taken[64];
+static int taken_calls;
+
+static void on_taken(void *ctx, const char *session_id)
+{
+    snprintf(taken, sizeof(taken), "%s", session_id);
+    taken_calls++;
+}
+
+/* A call for a session whose node has been silent past the lost timeout, before any node has
+ * marked it lost, takes the session over here, and says so (the runs engine ends its runs:
+ * the sweep that marks the node lost later no longer finds them by their session). */
+TEST(a_session_taken_over_from_a_silent_node_is_reported)
+{
+    char *path = test_temp_db();
+    struct store *a = NULL, *b = NULL;
+    struct err err = {0};
+    CHECK_INT_EQ(store_open(path, &a, &err), 0);
+    CHECK_INT_EQ(store_open(path, &b, &err), 0);
+    if (!a || !b)
+        return;
+    store_set_node(a, "node-a");
+    store_set_node(b, "node-b");
+    /* node-a last beat long ago, and no node has swept it yet */
+    struct store_node na = {.max_sandboxes = 8, .max_runs = 2, .started_at = 1000};
+    snprintf(na.id, sizeof(na.id), "node-a");
+    snprintf(na.url, sizeof(na.url), "http://127.0.0.1:18001");
+    CHECK_INT_EQ(store_node_register(a, &na, &err), 0);
+    struct store_user u;
+    CHECK_INT_EQ(store_user_add(a, "alice", &u, &err), 0);
+    struct store_session ses = {0};
+    snprintf(ses.id, sizeof(ses.id), "ses_on_a");
+    snprintf(ses.user_id, sizeof(ses.user_id), "%s", u.id);
+    snprintf(ses.agent, sizeof(ses.agent), "opencode");
+    CHECK_INT_EQ(store_session_create(a, &ses, &err), 0);
+    struct cluster_config cc = {.node_id = "node-b",
+                                .node_url = "http://127.0.0.1:18002",
+                                .heartbeat_ms = 1000,
+                                .lost_ms = 3000,
+                                .max_sandboxes = 8,
+                                .max_runs = 2,
+                                .max_nonces = 16};
+    struct cluster *c = NULL;
+    CHECK_INT_EQ(cluster_new(&cc, b, &c, &err), 0);
+    cluster_on_taken(c, on_taken, NULL);
+    char url[256], node[64];
+    CHECK_INT_EQ(cluster_route_session(c, u.id, "ses_on_a", url, node, &err), 0);
+    CHECK_INT_EQ(taken_calls, 1);
+    CHECK_STR_EQ(taken, "ses_on_a");
+    struct store_session got;
+    CHECK_INT_EQ(store_session_get(b, u.id, "ses_on_a", &got, &err), 0);
+    CHECK_STR_EQ(got.node_id, "node-b");
+    /* served here from now on: nothing more is taken */
+    CHECK_INT_EQ(cluster_route_session(c, u.id, "ses_on_a", url, node, &err), 0);
+    CHECK_INT_EQ(taken_calls, 1);
+    cluster_free(c);
+    store_close(a);
+    store_close(b);
+    unlink(path);
+    free(path);
 }
 
 TEST_MAIN()

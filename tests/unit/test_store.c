@@ -440,6 +440,11 @@ static void last_event(const struct store_run_event_row *e, void *ctx)
     *(int64_t *)ctx = e->seq;
 }
 
+static void count_active(const char *run_id, void *ctx)
+{
+    (*(int *)ctx)++;
+}
+
 TEST(runs_transitions_events_and_pages)
 {
     char *path = test_temp_db();
@@ -479,6 +484,13 @@ TEST(runs_transitions_events_and_pages)
     int transitions = 0;
     CHECK_INT_EQ(store_run_transitions(st, ids[0], count_transition, &transitions, &err), 0);
     CHECK_INT_EQ(transitions, 3);
+    /* the queued and running runs of a session (the ended one left out), and of none */
+    int active = 0;
+    CHECK_INT_EQ(store_run_list_active_on(st, NULL, "ses_a", count_active, &active, &err), 0);
+    CHECK_INT_EQ(active, 4);
+    active = 0;
+    CHECK_INT_EQ(store_run_list_active_on(st, NULL, "ses_none", count_active, &active, &err), 0);
+    CHECK_INT_EQ(active, 0);
 
     /* events: numbered in order, the offset moves with them, usage adds up */
     struct store_run_event ev[2] = {
