@@ -910,7 +910,8 @@ static void fail_lost(const char *run_id, void *ctx)
 {
     struct runs *e = ctx;
     struct err err = {0};
-    if (end_unheld(e, run_id, "failed", RUNS_NODE_LOST, false, &err) < 0)
+    /* -EALREADY: ended meanwhile (the sweep and a take-over may both come to it) */
+    if (end_unheld(e, run_id, "failed", RUNS_NODE_LOST, false, &err) < 0 && err.code != -EALREADY)
         log_error("run not ended run=%s err=\"%s\"", run_id, err.msg);
 }
 

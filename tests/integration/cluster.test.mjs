@@ -13,7 +13,6 @@ import { rpc, sseMessages, tempDir } from '../lib/server.mjs';
 import { gitAsync } from '../lib/git.mjs';
 import { httpRequest, rawExchange } from '../lib/http.mjs';
 import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
-import { until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let cluster, lb, bob, fake, router, spread;
@@ -298,10 +297,13 @@ async function callAt(i, name, args, token) {
   return msg.result;
 }
 const runRow = (id) => clusterRows(cluster, `SELECT status, created_at, started_at, finished_at FROM runs WHERE id = '${id}'`)[0];
-async function until(what, fn) {
+// (bounded for a hung node, far beyond any wait a loaded machine makes)
+async function until(what, fn, ms = 120000) {
+  const t0 = Date.now();
   for (;;) {
     const v = fn();
     if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`not met in time: ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -515,8 +517,8 @@ test('a node killed mid-work is marked lost: its runs fail "node lost", the rest
   const lostRe = new RegExp(`node lost node=node${victim + 1} `, 'g');
   const marksBefore = survivors.map((i) => (cluster.nodes[i].stderr().match(lostRe) || []).length);
   await cluster.nodes[victim].stop('SIGKILL', { keep: true });
-  await until(() => survivors.some((i, k) => (cluster.nodes[i].stderr().match(lostRe) || []).length > marksBefore[k]),
-    `node${victim + 1} marked lost`, 15000);
+  await until(`node${victim + 1} marked lost`,
+    () => survivors.some((i, k) => (cluster.nodes[i].stderr().match(lostRe) || []).length > marksBefore[k]), 15000);
   // its runs end failed, saying why, and any node answers so
   for (const h of doomed) {
     const r = await finished(h.run_id, h.token);
