@@ -37,6 +37,8 @@
 #include "base/util.h"
 #include "store/store.h"
 
+/* Pooled sandboxes handed over ahead of a take (pool_arm_ahead). */
+#define POOL_ARMED_AHEAD 2
 /* The longest wait between pool starts that fail. */
 #define POOL_RETRY_MAX_MS 60000
 
@@ -168,6 +170,31 @@ void sandbox_manager_pool_prepare(struct sandbox_manager *m, unsigned count,
     pool_prepare(m);
 }
 
+/* Hand over ahead (sandbox_arm: its network namespace made, its init confined) up to
+ * POOL_ARMED_AHEAD pooled sandboxes, so that a take is bookkeeping only; the others wait in the
+ * shared parked namespace, which spares their kernel memory in a large pool. */
+static void pool_arm_ahead(struct sandbox_manager *m)
+{
+    unsigned armed = 0;
+    for (const struct sandbox *s = m->all; s; s = s->next)
+        armed += pooled(s) && s->state == SBX_RUNNING && !s->net_deferred && !s->prepared;
+    for (struct sandbox *s = m->all, *next; s && armed < POOL_ARMED_AHEAD; s = next) {
+        next = s->next;
+        if (!pooled(s) || s->state != SBX_RUNNING || !s->net_deferred || s->prepared || s->holds ||
+            s->waiters || !sandbox_alive(s))
+            continue;
+        struct err err = {0};
+        int64_t t0 = time_mono_us();
+        if (sandbox_arm(s, &err) < 0) {
+            log_warn("sandbox pool arm failed sbx=%s err=\"%s\"", s->id, err.msg);
+            sandbox_forget(s, "arm failed");
+            continue;
+        }
+        log_info("sandbox pool armed sbx=%s us=%lld", s->id, (long long)(time_mono_us() - t0));
+        armed++;
+    }
+}
+
 static void on_pool_started(void *ctx, struct sandbox *sbx, const struct err *err)
 {
     struct sandbox_manager *m = ctx;
@@ -186,6 +213,7 @@ static void on_pool_started(void *ctx, struct sandbox *sbx, const struct err *er
     m->pool_failures = 0;
     sandbox_release(sbx);
     pool_prepare(m);
+    pool_arm_ahead(m);
     pool_gauge(m);
     pool_schedule(m);
 }
@@ -257,10 +285,12 @@ int pool_take(struct sandbox_manager *m, const char *user_id, const char *sessio
     env = env ? env : "";
     if (!m->pool_on)
         return 0;
+    /* a prepared one first (for a run), then one armed ahead, then any */
     struct sandbox *p = NULL;
     for (struct sandbox *s = m->all; s && !(p && p->prepared); s = s->next)
         if (pooled(s) && s->state == SBX_RUNNING && s->holds == 0 && !s->preparing &&
-            (for_run || !s->prepared) && strcmp(s->env, env) == 0 && (!p || s->prepared) &&
+            (for_run || !s->prepared) && strcmp(s->env, env) == 0 &&
+            (!p || s->prepared || (p->net_deferred && !s->net_deferred)) &&
             strcmp(s->template_name, m->tmpl.name) == 0 && sandbox_alive(s))
             p = s;
     if (!p)
@@ -327,6 +357,7 @@ void pool_tick(struct sandbox_manager *m)
             sandbox_forget(s, "snapshot no longer kept");
     }
     pool_prepare(m);
+    pool_arm_ahead(m);
     pool_gauge(m);
     pool_schedule(m);
 }

@@ -118,15 +118,19 @@ test('a pooled sandbox is indistinguishable from one started for the caller', as
   } finally {
     await cold.stop();
   }
-  const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '1' } });
+  // three pooled: two handed over ahead (armed), the third waiting in the parked namespace
+  const srv = await startServer({ env: { ...SMALL, SANDBOX_POOL: '3' } });
   try {
-    await untilPool(srv, 1);
+    await untilPool(srv, 3);
+    const armedIds = () => [...srv.stderr().matchAll(/sandbox pool armed sbx=(\S+)/g)].map((m) => m[1]);
+    await waitFor('two pooled sandboxes armed ahead', () => armedIds().length >= 2);
+    const parked = pooledStarts(srv).filter((id) => !armedIds().includes(id));
+    assert.equal(parked.length, 1, `${pooledStarts(srv)} / ${armedIds()}`);
     // before its hand-over its init runs nothing, not even what the server's socket asks for
-    const [pooledId] = pooledStarts(srv);
-    assert.match(askInit(srv, pooledId, 'echo ran > /tmp/ran'), /^the sandbox is not handed over yet: /);
-    // a first call: the pooled sandbox as it was made
+    assert.match(askInit(srv, parked[0], 'echo ran > /tmp/ran'), /^the sandbox is not handed over yet: /);
+    // a first call takes one handed over ahead, as it was made
     const first = await tool(srv, 'container_exec', { command: PROBE });
-    assert.equal(first.sandbox_id, pooledId);
+    assert.ok(armedIds().includes(first.sandbox_id), `${first.sandbox_id} was not armed ahead`);
     await srv.waitLog(new RegExp(`sandbox assigned sbx=${first.sandbox_id} `));
     assert.equal(first.stdout, coldView);
     // a user leaves files, a process and a full /tmp behind, then starts over from the pool
