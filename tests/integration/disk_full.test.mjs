@@ -10,7 +10,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, statfsSync, unlinkSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, statfsSync, unlinkSync, existsSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, tempDir, removeDataDir, addUser } from '../lib/server.mjs';
@@ -180,7 +180,11 @@ test('a disk filled to its last block: the run whose output cannot be kept fails
     assert.match(text(wrote), /note: .*the server's disk/);
     // new metadata the image cannot place (its journal and inode tables are sparse too) makes
     // the kernel keep its filesystem read-only: the calls say so
+    // (each round takes again first what was given back meanwhile: the store's reserve, the
+    // watcher's trims)
+    let round = 0;
     const ro = await until(async () => {
+      fillAll(`more${round++}`);
       const r = await call(srv, 'container_exec', { command: 'i=0; while [ $i -lt 400 ]; do mkdir -p /workspace/m/$i.$$ || exit 1; i=$((i+1)); done; sync; touch /workspace/y' });
       return /stopped taking writes/.test(r.structuredContent?.note) ? r : null;
     }, 'the image read-only', 90000);
@@ -192,8 +196,8 @@ test('a disk filled to its last block: the run whose output cannot be kept fails
     if (existsSync(db))
       assert.equal(execFileSync('sqlite3', [db, 'PRAGMA integrity_check'], { encoding: 'utf8' }).trim(), 'ok');
     // space returns: no restart; the failed image is checked at its next start and keeps its files
-    for (const f of ['other', 'other.tail', 'again', 'again.tail'])
-      if (existsSync(path.join(mnt, f))) unlinkSync(path.join(mnt, f));
+    for (const f of readdirSync(mnt).filter((f) => /^(other|again|more\d+)(\.tail)?$/.test(f)))
+      unlinkSync(path.join(mnt, f));
     await ok(srv, 'container_exec', { command: 'p=$(cat /tmp/bg.pid); kill $p; while kill -0 $p 2>/dev/null; do sleep 0.05; done' });
     await srv.waitLog(/sandbox stopped sbx=\S+ user=\S+ reason=disk failed/);
     const back = await ok(srv, 'container_exec', { command: 'cat /workspace/kept; touch /workspace/y && echo writable' });

@@ -265,8 +265,8 @@ TEST(both_migration_sets_end_with_the_same_schema)
         fprintf(stderr, "  no SANDBOX_MCP_TEST_DATABASE_URL: the SQLite side alone\n");
     }
     schema_free(&lite);
-    /* the database and what its write-ahead log left beside it */
-    static const char *const files[] = {"", "-wal", "-shm"};
+    /* the database, what its write-ahead log left beside it, and the store's reserve */
+    static const char *const files[] = {"", "-wal", "-shm", "-reserve"};
     for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
         char f[sizeof(path) + 8];
         snprintf(f, sizeof(f), "%s%s", path, files[k]);
