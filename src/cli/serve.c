@@ -422,6 +422,8 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
     if (start_cluster(cfg, s.st, s.http, &s.sc, &s.rc, &s.cluster) < 0)
         goto out;
     http_server_set_cluster(s.http, s.cluster);
+    if (s.sandboxes)
+        http_server_set_health(s.http, sandbox_manager_health, s.sandboxes);
     const char *runs_unavailable = "sandboxes are unavailable";
     if (s.sandboxes) {
         s.rc.public_url = cfg->public_url;

@@ -5,6 +5,8 @@
  * pages, the proxy) register their routes with a context of their own, and it names none of them.
  */
 
+#include <jansson.h>
+
 #include "base/config.h"
 #include "base/err.h"
 
@@ -56,6 +58,11 @@ void http_sandbox_socket(struct http_server *srv, const char *sandbox_id, int fd
  * sandbox another node holds go there, and POST /internal/mcp takes those nodes' calls. */
 struct cluster;
 void http_server_set_cluster(struct http_server *srv, struct cluster *c);
+
+/* What /healthz adds beside the database: fn adds its fields to health and returns whether the
+ * server is degraded by them (the answer stays 200: the server still serves). One hook. */
+typedef bool (*http_health_fn)(void *ctx, json_t *health);
+void http_server_set_health(struct http_server *srv, http_health_fn fn, void *ctx);
 
 /* The address actually bound ("127.0.0.1:41234"), useful with port 0. */
 const char *http_server_address(const struct http_server *srv);

@@ -29,6 +29,8 @@ struct http_server {
     h2o_socket_t *signals;
     SSL_CTX *ssl_ctx; /* the main listener's TLS (tls.c), swapped on SIGHUP; NULL: plain HTTP */
     struct cluster *cluster; /* NULL: one node, nothing forwarded */
+    http_health_fn health;   /* http_server_set_health, NULL: none */
+    void *health_ctx;
     char address[128];
     bool listen_loopback;
     size_t preauth_per_address; /* PREAUTH_ADDRESS_CONNECTIONS in effect; 0: no cap */

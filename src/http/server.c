@@ -134,6 +134,12 @@ void http_server_set_cluster(struct http_server *srv, struct cluster *c)
     srv->cluster = c;
 }
 
+void http_server_set_health(struct http_server *srv, http_health_fn fn, void *ctx)
+{
+    srv->health = fn;
+    srv->health_ctx = ctx;
+}
+
 static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
 {
     struct http_route *route = (struct http_route *)self;
@@ -146,6 +152,9 @@ static int on_healthz(h2o_handler_t *self, h2o_req_t *req)
     int users = store_user_count(route->srv->store, &err);
     json_t *o = json_pack("{s:s, s:s, s:b}", "status", users >= 0 ? "ok" : "degraded", "version",
                           SANDBOX_MCP_VERSION, "database", users >= 0);
+    struct http_server *srv = route->srv;
+    if (srv->health && srv->health(srv->health_ctx, o))
+        json_object_set_new(o, "status", json_string("degraded"));
     char *text = json_dumps(o, JSON_COMPACT);
     http_add_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
     http_respond(req, users >= 0 ? 200 : 503, "application/json", text, strlen(text));

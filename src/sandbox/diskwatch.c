@@ -171,6 +171,19 @@ bool sandbox_disk_note(const struct sandbox *s, char *buf, size_t len)
     return true;
 }
 
+bool sandbox_manager_health(void *ctx, json_t *health)
+{
+    const struct sandbox_manager *m = ctx;
+    const struct disk_watch *d = &m->disk;
+    if (!m->cfg.disk_bytes)
+        return false;
+    json_object_set_new(health, "disk",
+                        json_pack("{s:I, s:I, s:b, s:i}", "free_bytes", (json_int_t)d->avail,
+                                  "reserve_bytes", (json_int_t)d->reserve, "low", d->low,
+                                  "paused", (int)d->paused));
+    return d->low;
+}
+
 static void pause_writer(struct sandbox_manager *m, struct sandbox *s, uint64_t grew)
 {
     struct err why = {0};

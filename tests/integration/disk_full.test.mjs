@@ -121,6 +121,16 @@ test('thin admission: images larger than the free space start; the sandbox writi
     assert.equal(refused.isError, true, JSON.stringify(refused));
     assert.match(text(refused), /the server's disk is nearly full: \d+ MiB free, of which it keeps 384 MiB in reserve/);
     assert.match(await metrics(srv), /^sandbox_mcp_sandboxes_paused 1$/m);
+    // /healthz: degraded, still 200 (the server serves), and why
+    const low = await fetch(`${srv.url}/healthz`);
+    assert.equal(low.status, 200);
+    const lowBody = await low.json();
+    assert.equal(lowBody.status, 'degraded');
+    assert.equal(lowBody.database, true);
+    assert.equal(lowBody.disk.low, true);
+    assert.equal(lowBody.disk.paused, 1);
+    assert.equal(lowBody.disk.reserve_bytes, RESERVE_MB * MIB);
+    assert.ok(lowBody.disk.free_bytes < RESERVE_MB * MIB);
     // the operator frees space: the writer goes on where it was and finishes
     unlinkSync(path.join(mnt, 'other'));
     await srv.waitLog(/disk room again free_mb=\d+ reserve_mb=384 paused=1/);
@@ -130,6 +140,9 @@ test('thin admission: images larger than the free space start; the sandbox writi
     assert.equal(Number(size.stdout), 600 * MIB);
     assert.equal((await ok(srv, 'container_exec', { command: 'echo b' }, bob)).stdout, 'b\n');
     assert.match(await metrics(srv), /^sandbox_mcp_sandboxes_paused 0$/m);
+    const back = await (await fetch(`${srv.url}/healthz`)).json();
+    assert.equal(back.status, 'ok');
+    assert.equal(back.disk.low, false);
   });
 });
 
