@@ -235,13 +235,6 @@ static void exec_fit(struct job *j)
     }
 }
 
-static void exec_reply(struct job *j)
-{
-    exec_fit(j);
-    mcp_call_tool_result(j->call, exec_content(j), exec_structured(j), false);
-    container_job_end(j);
-}
-
 static void save_failed(struct saved_stream *s, const char *msg)
 {
     free(s->path);
@@ -266,7 +259,8 @@ static void on_saved(void *ctx, json_t *res, const struct err *err)
     exec_save_next(j);
 }
 
-/* Write the streams the reply cuts into the sandbox, one after the other, then reply. */
+/* Write the streams the reply cut into the sandbox, one after the other, then let the calls
+ * held back meanwhile in. */
 static void exec_save_next(struct job *j)
 {
     while (j->saving < 2) {
@@ -287,9 +281,12 @@ static void exec_save_next(struct job *j)
         struct err e = {0};
         if (sandbox_fs(j->sbx, &j->req, on_saved, j, &e) == 0)
             return;
+        log_warn("mcp exec-output-save-failed sbx=%s path=%s err=\"%s\"", sandbox_id(j->sbx),
+                 s->path, e.msg);
         save_failed(s, e.msg);
     }
-    exec_reply(j);
+    sandbox_barrier(j->sbx, false);
+    container_job_end(j);
 }
 
 /* The command has finished: keep its result, fit it to the budget, and save what the reply
@@ -319,6 +316,16 @@ static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
             free(j->saved[i].path);
             j->saved[i].path = NULL;
         }
+    /* The reply goes at once; what it cut is saved after it, and the sandbox's next call waits
+     * for that (sandbox_barrier), so that a read of stdout_file finds it whole. */
+    exec_fit(j);
+    mcp_call_tool_result(j->call, exec_content(j), exec_structured(j), false);
+    j->call = NULL;
+    if (!j->saved[0].path && !j->saved[1].path) {
+        container_job_end(j);
+        return;
+    }
+    sandbox_barrier(j->sbx, true);
     exec_save_next(j);
 }
 

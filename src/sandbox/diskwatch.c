@@ -147,8 +147,7 @@ bool sandbox_disk_note(const struct sandbox *s, char *buf, size_t len)
         snprintf(buf, len,
                  "this sandbox's disk stopped taking writes when the server's disk filled up (its "
                  "files can still be read); it is checked and repaired when it next starts, "
-                 "which happens by itself once the server has room and nothing runs in it (or "
-                 "call container_stop, then use it again)");
+                 "which happens by itself once the server has room and nothing runs in it");
         return true;
     }
     snprintf(path, sizeof(path), "%s/sandboxes", m->data_dir);
@@ -179,8 +178,8 @@ bool sandbox_manager_health(void *ctx, json_t *health)
         return false;
     json_object_set_new(health, "disk",
                         json_pack("{s:I, s:I, s:b, s:i}", "free_bytes", (json_int_t)d->avail,
-                                  "reserve_bytes", (json_int_t)d->reserve, "low", d->low,
-                                  "paused", (int)d->paused));
+                                  "reserve_bytes", (json_int_t)d->reserve, "low", d->low, "paused",
+                                  (int)d->paused));
     return d->low;
 }
 

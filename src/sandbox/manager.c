@@ -490,7 +490,7 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
         cb(ctx, NULL, &err);
         return NULL;
     }
-    if (sbx->state == SBX_RUNNING) {
+    if (sbx->state == SBX_RUNNING && !sbx->barriers) {
         sbx->holds++;
         sbx->last_used = time_mono_ms();
         cb(ctx, sbx, NULL);
@@ -530,6 +530,16 @@ void sandbox_acquire_cancel(struct sandbox_waiter *w)
             free(w);
             return;
         }
+}
+
+void sandbox_barrier(struct sandbox *sbx, bool on)
+{
+    if (on) {
+        sbx->barriers++;
+        return;
+    }
+    if (sbx->barriers > 0 && --sbx->barriers == 0 && sbx->state == SBX_RUNNING)
+        sandbox_notify(sbx, NULL); /* the calls held back meanwhile */
 }
 
 void sandbox_release(struct sandbox *sbx)

@@ -316,6 +316,12 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
     metrics_gauge_set("sandbox_mcp_sandboxes_running", "Sandboxes running now", sbx->m->running);
     sandbox_save(sbx);
     log_info("sandbox stopped sbx=%s user=%s reason=%s", sbx->id, sbx->user_id, reason);
+    if (sbx->waiters) { /* calls held back by a barrier (sandbox_barrier) */
+        struct err err = {0};
+        err_set(&err, -EAGAIN, "the sandbox was stopped (%s) before this call could start; retry",
+                reason);
+        sandbox_notify(sbx, &err);
+    }
 }
 
 int sandbox_wipe(struct sandbox *sbx, struct err *err)

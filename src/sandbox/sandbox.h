@@ -229,6 +229,11 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
 void sandbox_acquire_cancel(struct sandbox_waiter *w);
 /* Drop a hold taken by sandbox_acquire(); the sandbox's idle clock restarts. */
 void sandbox_release(struct sandbox *sbx);
+/* Hold back the calls that acquire sbx while work after a call's answer goes on in it (a command's
+ * output saved into it after its reply, say), so that the next call sees what that work leaves:
+ * sandbox_acquire() queues them until as many sandbox_barrier(sbx, false) as (sbx, true) have
+ * come. The caller holds sbx meanwhile. */
+void sandbox_barrier(struct sandbox *sbx, bool on);
 
 /* --- environment snapshots (env.c) --- */
 

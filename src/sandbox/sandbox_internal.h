@@ -226,6 +226,7 @@ struct sandbox {
     int64_t start_t0;               /* monotonic us when the current start began */
     int64_t last_start_ms;          /* how long the last start took */
     unsigned holds;                 /* calls in flight */
+    unsigned barriers;              /* sandbox_barrier: new calls wait while not 0 */
     unsigned generation;            /* starts so far, names cgroups */
     bool fresh_pending;             /* wipe before the start that is under way */
     bool retiring;                  /* replaced by a pooled one: being removed, never handed out */
