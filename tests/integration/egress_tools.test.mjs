@@ -105,7 +105,7 @@ describe('mode allowlist, exactly the test upstreams allowed', () => {
     assert.equal(r.stdout, `${git.repos['repo.git']} fixture commit\nhello from the fixture repository\n`);
     assert.equal(git.requests[0].url, '/repo.git/info/refs?service=git-upload-pack');
     assert.ok(git.requests.some((q) => q.method === 'POST' && q.url === '/repo.git/git-upload-pack'));
-    const a = await waitAttempts(srv, (x) => x.port === String(git.port));
+    const a = await waitAttempts(srv, (x) => x.port === String(git.port), 2);
     assert.ok(a.length >= 2 && a.every((x) => x.method === 'CONNECT' && x.host === 'localhost' &&
       x.addr === '127.0.0.1' && x.verdict === 'allowed'), JSON.stringify(a));
   });

@@ -42,10 +42,12 @@ export function attempts(srv) {
 }
 
 // The lines for which pred holds, once there is one (the line follows the connection's end).
-export async function waitAttempts(srv, pred) {
-  for (let i = 0; i < 100; i++) {
+// (min: how many such records to wait for; a record is logged as its connection ends, which may
+// come after the command that made it has returned)
+export async function waitAttempts(srv, pred, min = 1) {
+  for (let i = 0; i < 600; i++) {
     const a = attempts(srv).filter(pred);
-    if (a.length) return a;
+    if (a.length >= min) return a;
     await sleep(50);
   }
   assert.fail(`no such egress record in:\n${attempts(srv).map((a) => JSON.stringify(a)).join('\n')}`);
