@@ -89,6 +89,29 @@ static bool is_mountpoint(const char *path, const char *parent)
     return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
 }
 
+/* Run program with argv, its standard streams on /dev/null and no environment: its wait status,
+ * or -1 (errno set) when it could not be forked or waited for. */
+static int child_run(const char *program, char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        char *envp[] = {NULL};
+        execve(program, argv, envp);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return st;
+}
+
 static void child_mkfs(const struct setup_plan *p)
 {
     int fd = open(p->disk_img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -97,31 +120,18 @@ static void child_mkfs(const struct setup_plan *p)
     if (ftruncate(fd, (off_t)p->disk_bytes) < 0)
         FAIL("size disk image");
     close(fd);
-    pid_t pid = fork();
-    if (pid < 0)
-        FAIL("fork mkfs");
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        char *argv[] = {(char *)"mkfs.ext4",
-                        (char *)"-q",
-                        (char *)"-F",
-                        (char *)"-m",
-                        (char *)"0",
-                        (char *)"-E",
-                        (char *)p->mkfs_root_owner,
-                        (char *)p->disk_img,
-                        NULL};
-        char *envp[] = {NULL};
-        execve(p->mkfs, argv, envp);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            FAIL("wait mkfs");
+    char *argv[] = {(char *)"mkfs.ext4",
+                    (char *)"-q",
+                    (char *)"-F",
+                    (char *)"-m",
+                    (char *)"0",
+                    (char *)"-E",
+                    (char *)p->mkfs_root_owner,
+                    (char *)p->disk_img,
+                    NULL};
+    int st = child_run(p->mkfs, argv);
+    if (st < 0)
+        FAIL("run mkfs");
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         unlink(p->disk_img);
         errno = EIO;
@@ -135,23 +145,10 @@ static void child_check_disk(const struct setup_plan *p)
 {
     if (!sandbox_image_has_errors(p->disk_img))
         return;
-    pid_t pid = fork();
-    if (pid < 0)
-        FAIL("fork e2fsck");
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        char *argv[] = {(char *)"e2fsck", (char *)"-f", (char *)"-y", (char *)p->disk_img, NULL};
-        char *envp[] = {NULL};
-        execve(p->fsck, argv, envp);
-        _exit(8);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            FAIL("wait e2fsck");
+    char *argv[] = {(char *)"e2fsck", (char *)"-f", (char *)"-y", (char *)p->disk_img, NULL};
+    int st = child_run(p->fsck, argv);
+    if (st < 0)
+        FAIL("run e2fsck");
     /* 0: clean, 1 and 2: repaired, 4: errors left (mounted all the same), 8 and up: not run */
     if (!WIFEXITED(st) || WEXITSTATUS(st) >= 8) {
         errno = EIO;
