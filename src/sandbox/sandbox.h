@@ -166,9 +166,9 @@ const char *sandbox_env_of(const struct sandbox *sbx);
  * server's disk filled up), or the server's disk is under its reserve (or 64 MiB), or was in the
  * last minute. True with a sentence for the caller in buf; false otherwise. */
 bool sandbox_disk_note(const struct sandbox *sbx, char *buf, size_t len);
-/* For /healthz (http_server_set_health, ctx the manager): adds "disk" (the data dir's free bytes
- * and reserve, whether it is under the reserve, sandboxes paused) when disk images are on, and
- * returns whether it is under the reserve. */
+/* For /healthz (http_server_set_health, ctx the manager): adds "disk" (whether the data dir is
+ * under its reserve, sandboxes paused) when disk images are on, and returns whether it is under
+ * the reserve. */
 bool sandbox_manager_health(void *ctx, json_t *health);
 /* The pooled sandbox sandbox_id, being prepared, is ready to be given to a run (ok), or is not
  * and is removed. Unknown or taken sandboxes are ignored. Loop thread. */

@@ -129,8 +129,9 @@ test('thin admission: images larger than the free space start; the sandbox writi
     assert.equal(lowBody.database, true);
     assert.equal(lowBody.disk.low, true);
     assert.equal(lowBody.disk.paused, 1);
-    assert.equal(lowBody.disk.reserve_bytes, RESERVE_MB * MIB);
-    assert.ok(lowBody.disk.free_bytes < RESERVE_MB * MIB);
+    // whether, not how much: the bytes are on /metrics, behind its token
+    assert.deepEqual(Object.keys(lowBody.disk).sort(), ['low', 'paused']);
+    assert.match(await metrics(srv), /^sandbox_mcp_disk_free_bytes \d+/m);
     // the operator frees space: the writer goes on where it was and finishes
     unlinkSync(path.join(mnt, 'other'));
     await srv.waitLog(/disk room again free_mb=\d+ reserve_mb=384 paused=1/);
