@@ -44,7 +44,7 @@ endef
 # src/, so the unit tests reach the operations too).
 HELPER_SRC := $(sort $(wildcard src/sandbox/helper/*.c)) src/sandbox/confine.c \
               src/sandbox/fsops.c src/sandbox/fsops_path.c src/sandbox/fsops_sniff.c \
-              src/sandbox/fsops_wire.c src/sandbox/listen_ports.c \
+              src/sandbox/fsops_wire.c src/sandbox/listen_ports.c src/sandbox/fdpass.c \
               src/base/encode.c src/base/err.c src/base/utf8.c src/base/util.c \
               src/sandbox/opencode_serve.c
 INIT_BIN  := $(BUILD)/sandbox-helper
@@ -74,7 +74,8 @@ $(BUILD)/gen/web.c: $(WEB) src/embed.sh
 	sh src/embed.sh embedded_web $(WEB) > $@.tmp && mv $@.tmp $@
 
 $(INIT_BIN): $(HELPER_SRC) $(wildcard src/sandbox/helper/*.h) src/sandbox/confine.h src/sandbox/fsops.h \
-             src/sandbox/fsops_internal.h src/sandbox/listen_ports.h src/sandbox/opencode_serve.h
+             src/sandbox/fsops_internal.h src/sandbox/listen_ports.h src/sandbox/opencode_serve.h \
+             src/sandbox/fdpass.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc -Os -static -s -o $@ $(HELPER_SRC) -ljansson
 $(BUILD)/gen/init_blob.S: $(INIT_BIN)

@@ -203,11 +203,11 @@ static json_t *exec_structured(const struct job *j)
     return sc;
 }
 
-/* Choose the cuts of both streams so that the whole result fits the budget. Each stream is
- * shown twice, in the text and in structuredContent, so each copy gets half of what is left
- * after the rest of the result; the smaller stream keeps up to half of that, the larger the
- * rest. */
-static void exec_fit(struct job *j)
+/* Choose the cuts of both streams so that the whole result fits the budget, and build it into
+ * *content and *sc. Each stream is shown twice, in the text and in structuredContent, so each
+ * copy gets half of what is left after the rest of the result; the smaller stream keeps up to
+ * half of that, the larger the rest. */
+static void exec_fit(struct job *j, json_t **content, json_t **sc)
 {
     size_t budget = mcp_call_reply_budget(j->call);
     size_t avail = budget > REPLY_SLACK ? budget - REPLY_SLACK : 0;
@@ -217,19 +217,20 @@ static void exec_fit(struct job *j)
         struct stream_view v = stream_of(j, i);
         cost[i] = json_string_cost_upto(v.data, v.len, per_copy);
     }
-    for (int round = 0; round < 8; round++) {
+    for (int round = 0;; round++) {
         size_t share[2];
         reply_share(cost[0], cost[1], per_copy, &share[0], &share[1]);
         for (int i = 0; i < 2; i++) {
             struct stream_view v = stream_of(j, i);
             j->saved[i].cut = reply_cut_text(v.data, v.len, share[i]);
         }
-        json_t *content = exec_content(j), *sc = exec_structured(j);
-        size_t total = reply_result_cost(content, sc);
-        json_decref(content);
-        json_decref(sc);
-        if (total <= avail || per_copy == 0)
+        *content = exec_content(j);
+        *sc = exec_structured(j);
+        size_t total = reply_result_cost(*content, *sc);
+        if (total <= avail || per_copy == 0 || round == 7)
             return;
+        json_decref(*content);
+        json_decref(*sc);
         size_t step = (total - avail) / 2 + 64;
         per_copy = per_copy > step ? per_copy - step : 0;
     }
@@ -310,7 +311,10 @@ static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
     for (int i = 0; i < 2; i++)
         j->saved[i].path = xasprintf("%s/%s.%03dZ-%s.%s", EXEC_SAVE_DIR, stamp, (int)(now % 1000),
                                      rnd, stream_of(j, i).name);
-    exec_fit(j);
+    /* The path of a stream shown whole appears nowhere in the result: dropping it after the
+     * fit changes nothing of it. */
+    json_t *content, *sc;
+    exec_fit(j, &content, &sc);
     for (int i = 0; i < 2; i++)
         if (!stream_cut(j, i)) {
             free(j->saved[i].path);
@@ -318,8 +322,7 @@ static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
         }
     /* The reply goes at once; what it cut is saved after it, and the sandbox's next call waits
      * for that (sandbox_barrier), so that a read of stdout_file finds it whole. */
-    exec_fit(j);
-    mcp_call_tool_result(j->call, exec_content(j), exec_structured(j), false);
+    mcp_call_tool_result(j->call, content, sc, false);
     j->call = NULL;
     if (!j->saved[0].path && !j->saved[1].path) {
         container_job_end(j);

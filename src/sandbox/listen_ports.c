@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sandbox/fdpass.h"
+
 static int fail(const int *fds, int n, const char *what, const char **stage)
 {
     int e = errno;
@@ -38,24 +40,11 @@ int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage
         if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 128) < 0)
             return fail(fds, i + 1, "listener bind", stage);
     }
-    char byte = 'L';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        char buf[CMSG_SPACE(LISTEN_PORTS_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
-    if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
+    int r = fdpass_send(sock, fds, n, "L", 1);
+    if (r < 0) {
+        errno = -r;
         return fail(fds, n, "send listeners", stage);
+    }
     for (int i = 0; i < n; i++)
         close(fds[i]);
     return 0;
@@ -64,30 +53,12 @@ int listen_ports_send(int sock, const uint16_t *ports, int n, const char **stage
 int listen_ports_recv(int sock, int *fds, int max, char *text, size_t cap)
 {
     char byte, *buf = text && cap > 1 ? text : &byte;
-    size_t len = text && cap > 1 ? cap - 1 : 1;
-    union {
-        char buf[CMSG_SPACE(LISTEN_PORTS_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = buf, .iov_len = len};
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t got = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    size_t got, len = text && cap > 1 ? cap - 1 : 1;
+    int n = fdpass_recv(sock, fds, max < LISTEN_PORTS_MAX ? max : LISTEN_PORTS_MAX, buf, len, &got,
+                        MSG_DONTWAIT);
     if (text && cap)
-        text[got > 0 && buf == text ? (size_t)got : 0] = '\0';
-    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-        return 0;
-    int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), got_fds[LISTEN_PORTS_MAX];
-    if (n > LISTEN_PORTS_MAX)
-        n = LISTEN_PORTS_MAX;
-    memcpy(got_fds, CMSG_DATA(c), (size_t)n * sizeof(int));
-    for (int i = max; i < n; i++)
-        close(got_fds[i]);
-    if (n > max)
-        n = max;
-    memcpy(fds, got_fds, (size_t)n * sizeof(int));
-    return n;
+        text[buf == text ? got : 0] = '\0';
+    return n > 0 ? n : 0;
 }
 
 int listen_loopback_up(void)

@@ -305,6 +305,7 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
         close(sbx->pidfd);
         sbx->pidfd = -1;
     }
+    sandbox_fs_worker_stop(sbx);
     for (int i = 0; i < sbx->m->nlisteners; i++)
         sbx->m->listeners[i].fn(sbx->m->listeners[i].ctx, sbx->id, -1);
     if (sbx->m->socket_hook.fn)

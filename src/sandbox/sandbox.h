@@ -361,7 +361,9 @@ int sandbox_kill_group(struct sandbox *sbx, int pid);
 
 /* Called once with the operation's JSON result (see fsops.h; stolen by the callee) or err. */
 typedef void (*sandbox_fs_done_fn)(void *ctx, json_t *result, const struct err *err);
-/* Run a file operation in a worker that has joined sbx (so nothing outside its root is
- * reachable). req and the data it points to are copied before this returns. */
+/* File operations under way on one sandbox at once; one more is refused with -EBUSY. */
+#define SANDBOX_FS_OPS_MAX 32
+/* Run a file operation in sbx's file worker, which has joined sbx (so nothing outside its root
+ * is reachable). req and the data it points to are copied before this returns. */
 int sandbox_fs(struct sandbox *sbx, const struct fsop_request *req, sandbox_fs_done_fn cb,
                void *ctx, struct err *err);

@@ -219,6 +219,9 @@ struct sandbox {
     pid_t init_pid;
     uint64_t init_start;
     int pidfd;
+    int fs_sock; /* the file worker's socket (sandbox_fs), -1 until needed */
+    pid_t fs_pid;
+    unsigned fs_ops;                /* file operations under way (at most SANDBOX_FS_OPS_MAX) */
     int dirfd;                      /* O_PATH of dir: the init's control socket is dirfd/ctl.sock */
     int listen_rx;                  /* during a start: where the setup child sends the listeners */
     int64_t created_at, started_at; /* epoch ms */
@@ -453,5 +456,8 @@ int sandbox_connect_init(struct sandbox *sbx, struct err *err);
  * process's memory. Returns 0 and its pid, or a positive errno (exec.c). */
 int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, const int *fds,
                          int nfds, pid_t *pid);
+/* Let sbx's file worker go (it leaves once it has read what it was sent); the next file
+ * operation starts a new one. */
+void sandbox_fs_worker_stop(struct sandbox *sbx);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, rpc, tempDir, removeDataDir } from '../lib/server.mjs';
@@ -112,5 +112,74 @@ test('the file worker that enters a sandbox holds none of the server\'s memory',
     writeFileSync(stop, '');
     await srv.stop();
     removeDataDir(dir);
+  }
+});
+
+// The worker's pid as the host sees it: the server's child whose argv[0] is sandbox-fs.
+function workerPids(serverPid) {
+  const out = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]) !== serverPid) continue;
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0')[0] === 'sandbox-fs') out.push(Number(d));
+    } catch { /* gone meanwhile */ }
+  }
+  return out;
+}
+
+test('the file worker: kept for the sandbox, out of its reach, replaced when killed, its queue capped', async () => {
+  const srv = await startServer({ env: { SANDBOX_DISK_MB: '0' } });
+  let nextId = 1;
+  const call = async (name, args) => {
+    const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } });
+    assert.equal(r.status, 200, r.text);
+    return r.body.result;
+  };
+  const write = (p, content) => call('container_file_write', { path: p, content });
+  try {
+    assert.equal((await write('/workspace/a.txt', 'one')).isError, undefined);
+    const [worker] = workerPids(srv.proc.pid);
+    assert.ok(worker > 0, 'no file worker after a file operation');
+    assert.equal((await write('/workspace/b.txt', 'two')).isError, undefined);
+    assert.deepEqual(workerPids(srv.proc.pid), [worker], 'a second operation started another worker');
+
+    // Root inside sees no such process and cannot reach it: kill -9 -1 ends everything it sees.
+    const ps = await call('container_exec', {
+      command: 'cat /proc/[0-9]*/cmdline | tr "\\0" " "; kill -9 -1; echo never' });
+    assert.doesNotMatch(ps.structuredContent.stdout, /sandbox-fs/, JSON.stringify(ps));
+    assert.deepEqual(workerPids(srv.proc.pid), [worker], 'kill -9 -1 inside reached the file worker');
+    const read = await call('container_file_read', { path: '/workspace/b.txt' });
+    assert.equal(read.content[0].resource.text, 'two', JSON.stringify(read));
+
+    // While the worker cannot answer, at most 32 operations wait; the rest are refused at once,
+    // with the reason, and the waiting ones complete once it answers again.
+    process.kill(worker, 'SIGSTOP');
+    let answered = 0, eightAnswered;
+    const eight = new Promise((resolve) => { eightAnswered = resolve; });
+    const calls = [];
+    for (let i = 0; i < 40; i++) {
+      calls.push(call('container_file_read', { path: '/workspace/a.txt' }).then((r) => {
+        if (++answered === 8) eightAnswered();
+        return r;
+      }));
+    }
+    await eight; // the refused ones: nothing else can answer while the worker is stopped
+    process.kill(worker, 'SIGCONT');
+    const all = await Promise.all(calls);
+    const busy = all.filter((r) => r.isError);
+    assert.equal(busy.length, 8, JSON.stringify(busy.map((r) => r.content[0].text)));
+    for (const r of busy) assert.match(r.content[0].text, /too many file operations are under way on sandbox .* \(at most 32\)/);
+    for (const r of all.filter((x) => !x.isError)) assert.equal(r.content[0].resource.text, 'one');
+
+    // A worker killed from outside is replaced by the next operation.
+    process.kill(worker, 'SIGKILL');
+    const again = await call('container_file_read', { path: '/workspace/a.txt' });
+    assert.equal(again.content[0].resource.text, 'one', JSON.stringify(again));
+    const [next] = workerPids(srv.proc.pid);
+    assert.ok(next > 0 && next !== worker, `worker ${worker} was not replaced: ${next}`);
+  } finally {
+    await srv.stop();
   }
 });

@@ -8,7 +8,8 @@ int init_main(void);
 /* "sandbox-listen PORT...": open 127.0.0.1:PORT for each port in a sandbox's network namespace
  * (listen.c). */
 int listen_main(int nports, char **ports);
-/* "sandbox-fs": one file operation inside a sandbox, for the file tools (fs.c). */
+/* "sandbox-fs": a sandbox's file worker, for the file tools: joins it once and carries out the
+ * operations the server sends (fs.c). */
 int fs_main(void);
 /* "sandbox-agent PROGRAM PORT IDLE_S MODEL [SESSION]": a run's agent when OpenCode is kept warm
  * in the sandbox; "sandbox-keeper ...": the process that keeps it (agent.c). The init runs these
