@@ -161,7 +161,7 @@ test-suites: test-build
 	BUILD=$(BUILD) sh tests/run.sh
 
 # Benchmarks: release build against peers on this machine; results in bench/out/*.md.
-BENCH_APT := bubblewrap util-linux wrk tinyproxy nginx postgresql
+BENCH_APT := bubblewrap util-linux wrk tinyproxy nginx haproxy postgresql
 bench: deps
 	@$(MAKE) --no-print-directory deps-bench $(BUILD)/sandbox-mcp $(BUILD)/spawntime
 	BUILD=$(BUILD) sh bench/run.sh

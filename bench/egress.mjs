@@ -3,7 +3,10 @@
 // of a small https request (CONNECT, TLS end to end) through it against the same request direct;
 // tinyproxy (Debian's package) on the host is the peer forward proxy. The upstream is Node.js
 // (bench/peers/upstream.mjs) on loopback, the client curl.
-// Run: node bench/egress.mjs [--quick]   (as root; uses build/sandbox-mcp, curl, tinyproxy)
+// HAProxy in TCP mode (Debian's package) is the production relay it is held to: a plain relay to
+// one address, which does less than a forward proxy (no request to read, no policy), so the
+// floor of what relaying costs.
+// Run: node bench/egress.mjs [--quick]   (as root; uses build/sandbox-mcp, curl, tinyproxy, haproxy)
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -73,6 +76,20 @@ const tinyVersion = spawnSync('tinyproxy', ['-v'], { encoding: 'utf8' }).stdout.
 let tinyExit = null;
 tiny.on('exit', (code, signal) => { tinyExit = `tinyproxy exited (${signal || code}) on port ${tinyPort}`; });
 
+// The production relay: HAProxy in TCP mode on the host, one frontend to each upstream port.
+let haproxy = null, haExit = null;
+const haPort = tinyPort + 1, haHttpsPort = tinyPort + 2;
+const haVersion = (spawnSync('haproxy', ['-v'], { encoding: 'utf8' }).stdout || '').split('\n')[0].replace(/ - https.*/, '');
+if (haVersion) {
+  writeFileSync(path.join(tinyDir, 'haproxy.cfg'), [
+    'global', '  maxconn 1000', 'defaults', '  mode tcp', '  timeout connect 5s', '  timeout client 600s', '  timeout server 600s',
+    'frontend http', `  bind 127.0.0.1:${haPort}`, '  default_backend http',
+    'frontend https', `  bind 127.0.0.1:${haHttpsPort}`, '  default_backend https',
+    'backend http', `  server up 127.0.0.1:${httpPort}`, 'backend https', `  server up 127.0.0.1:${httpsPort}`, ''].join('\n'));
+  haproxy = spawn('haproxy', ['-db', '-f', path.join(tinyDir, 'haproxy.cfg')], { stdio: 'ignore' });
+  haproxy.on('exit', (code, signal) => { haExit = `haproxy exited (${signal || code})`; });
+}
+
 // Ours twice: without a cap for the comparison, and with the default cap (SANDBOX_EGRESS_RATE
 // unset) for one figure.
 const addrs = `127.0.0.1:${httpPort},127.0.0.1:${httpsPort}`;
@@ -99,6 +116,10 @@ const download = {
   direct: async () => parse(await run('curl', ['-sS', '-o', '/dev/null', '-w', W, bigUrl])),
   ours: async (c = client) => parse(await sandboxSh(c, `curl -sS ${OURS} -o /dev/null -w '${W}' '${bigUrl}'`)),
   tiny: async () => parse(await run('curl', ['-sS', '-x', `http://127.0.0.1:${tinyPort}`, '-o', '/dev/null', '-w', W, bigUrl])),
+  haproxy: async () => {
+    if (haExit) throw new Error(haExit);
+    return parse(await run('curl', ['-sS', '-o', '/dev/null', '-w', W, `http://127.0.0.1:${haPort}/big?n=${SIZE}`]));
+  },
 };
 
 try {
@@ -107,8 +128,8 @@ try {
   await run('curl', ['-sS', '-o', '/dev/null', `http://127.0.0.1:${httpPort}/small`]); // upstream warm
 
   // Throughput, the three paths interleaved round by round.
-  const speeds = { direct: [], ours: [], tiny: [] };
-  const cpu = { ours: 0, tiny: 0 };
+  const speeds = { direct: [], ours: [], tiny: [], haproxy: [] };
+  const cpu = { ours: 0, tiny: 0, haproxy: 0 };
   for (let round = 0; round < ROUNDS; round++) {
     speeds.direct.push(await download.direct());
     let c0 = cpuSeconds(uncapped.proc.pid);
@@ -117,7 +138,13 @@ try {
     c0 = cpuSeconds(tiny.pid);
     speeds.tiny.push(await download.tiny());
     cpu.tiny += cpuSeconds(tiny.pid) - c0;
+    if (haproxy) {
+      c0 = cpuSeconds(haproxy.pid);
+      speeds.haproxy.push(await download.haproxy());
+      cpu.haproxy += cpuSeconds(haproxy.pid) - c0;
+    }
   }
+  if (!haproxy) delete speeds.haproxy;
   const cappedSpeed = await download.ours(cappedClient);
   const s = Object.fromEntries(Object.entries(speeds).map(([k, v]) => [k, summarize(v)]));
   const gib = (ROUNDS * SIZE) / GiB;
@@ -129,10 +156,13 @@ try {
   const loop = (proxy, caFile) => `for i in $(seq ${BATCH}); do curl -sS ${proxy} --cacert ${caFile} -o /dev/null -w '%{time_starttransfer}\\n' ${smallUrl}; done`;
   const ms = (text) => text.trim().split('\n').map((x) => Number(x) * 1000);
   const first = { direct: [], ours: [], tiny: [] };
+  if (haproxy) first.haproxy = [];
+  const haLoop = `for i in $(seq ${BATCH}); do curl -sS --connect-to 127.0.0.1:${httpsPort}:127.0.0.1:${haHttpsPort} --cacert ${ca.caFile} -o /dev/null -w '%{time_starttransfer}\\n' ${smallUrl}; done`;
   for (let b = 0; b < BATCHES; b++) {
     first.direct.push(...ms(await run('sh', ['-c', loop('', ca.caFile)])));
     first.ours.push(...ms(await sandboxSh(client, loop(OURS, '/workspace/ca.pem'))));
     first.tiny.push(...ms(await run('sh', ['-c', loop(`-x http://127.0.0.1:${tinyPort}`, ca.caFile)])));
+    if (haproxy) first.haproxy.push(...ms(await run('sh', ['-c', haLoop])));
   }
   const f = Object.fromEntries(Object.entries(first).map(([k, v]) => [k, summarize(v)]));
 
@@ -150,9 +180,11 @@ try {
   speedRow('direct: curl on the host to the upstream, no proxy (floor)', s.direct);
   speedRow('ours: curl in a sandbox through its egress proxy', s.ours, (cpu.ours / gib).toFixed(2));
   speedRow(`peer: curl on the host through ${tinyVersion}`, s.tiny, (cpu.tiny / gib).toFixed(2));
+  if (s.haproxy) speedRow(`peer: curl on the host through ${haVersion}, TCP mode (a relay to one address, no proxy protocol)`, s.haproxy, (cpu.haproxy / gib).toFixed(2));
   log(`| ours with the default cap (\`SANDBOX_EGRESS_RATE\` unset: 100 MiB/s = 104.9 MB/s) | 1 | ${MB(cappedSpeed).toFixed(0)} |  |  |  |`);
   log();
-  log(`Ratio (p50, same run): ours is ${(ratio * 100).toFixed(0)}% of direct and ${(s.ours.p50 / s.tiny.p50).toFixed(1)}x tinyproxy. MB = 10^6 bytes; curl's own measure (\`%{speed_download}\`). Proxy CPU is the CPU time the proxy process used during its downloads (ours: the whole server), per GiB relayed.`);
+  const haText = s.haproxy ? `, ${(s.ours.p50 / s.haproxy.p50).toFixed(2)}x HAProxy (CPU per GiB ${(cpu.ours / Math.max(cpu.haproxy, 1e-9)).toFixed(2)}x its)` : '';
+  log(`Ratio (p50, same run): ours is ${(ratio * 100).toFixed(0)}% of direct and ${(s.ours.p50 / s.tiny.p50).toFixed(1)}x tinyproxy${haText}. MB = 10^6 bytes; curl's own measure (\`%{speed_download}\`). Proxy CPU is the CPU time the proxy process used during its downloads (ours: the whole server), per GiB relayed.`);
   log();
   log('| first byte of a small https request (new connection, TLS) | requests | p50 ms | p99 ms | min ms |');
   log('|---|---|---|---|---|');
@@ -160,13 +192,15 @@ try {
   firstRow('direct: curl on the host (floor)', f.direct);
   firstRow('ours: curl in a sandbox, CONNECT through its egress proxy', f.ours);
   firstRow(`peer: curl on the host, CONNECT through ${tinyVersion}`, f.tiny);
+  if (f.haproxy) firstRow(`peer: curl on the host through ${haVersion}, TCP mode`, f.haproxy);
   log();
   log(`Added time to the first byte (p50 through the proxy minus p50 direct, same run): ours ${added.toFixed(3)} ms, tinyproxy ${tinyAdded.toFixed(3)} ms.`);
   writeHeadline([
     { what: `egress proxy, ${SIZE / MiB} MiB download (no cap) / with the default cap`, ours: `${MB(s.ours.p50).toFixed(0)} MB/s / ${MB(cappedSpeed).toFixed(0)} MB/s`,
-      peer: `direct, no proxy: ${MB(s.direct.p50).toFixed(0)} MB/s; tinyproxy: ${MB(s.tiny.p50).toFixed(0)} MB/s`,
-      ratio: `${(ratio * 100).toFixed(0)}% of direct, ${(s.ours.p50 / s.tiny.p50).toFixed(1)}x tinyproxy`,
-      target: `at least 80% of direct: ${ratio >= 0.8 ? 'met' : '**not met**'}` },
+      peer: `direct, no proxy: ${MB(s.direct.p50).toFixed(0)} MB/s; tinyproxy: ${MB(s.tiny.p50).toFixed(0)} MB/s${s.haproxy ? `; HAProxy (TCP): ${MB(s.haproxy.p50).toFixed(0)} MB/s, ${(cpu.haproxy / gib).toFixed(2)} CPU s per GiB` : ''}`,
+      ratio: `${(ratio * 100).toFixed(0)}% of direct, ${(s.ours.p50 / s.tiny.p50).toFixed(1)}x tinyproxy${haText}; ours ${(cpu.ours / gib).toFixed(2)} CPU s per GiB`,
+      target: s.haproxy ? `at least HAProxy's speed with at most its CPU per GiB: ${s.ours.p50 >= s.haproxy.p50 && cpu.ours <= cpu.haproxy ? 'met' : '**not met**'}`
+        : `at least 80% of direct: ${ratio >= 0.8 ? 'met' : '**not met**'}` },
     { what: 'egress proxy, added time to the first byte of a small https request', ours: `${added.toFixed(2)} ms`,
       peer: `tinyproxy: ${tinyAdded.toFixed(2)} ms (direct: ${fmt(f.direct.p50)} ms)`,
       target: `under 1 ms: ${added < 1 ? 'met' : '**not met**'}` },
@@ -177,6 +211,7 @@ try {
   await uncapped.stop();
   await capped.stop();
   tiny.kill();
+  haproxy?.kill();
   rmSync(tinyDir, { recursive: true, force: true });
   upstream.kill();
   ca.remove();

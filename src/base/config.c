@@ -69,6 +69,7 @@ const char *const config_known_keys[] = {
     "SANDBOX_MAX_RUNNING",
     "SANDBOX_MAX_RUNNING_PER_USER",
     "SANDBOX_POOL",
+    "SANDBOX_STANDBY",
     "SANDBOX_DISK_PER_USER_MB",
     "SANDBOX_DISK_TOTAL_MB",
     "SANDBOX_DISK_ADMIT",

@@ -68,7 +68,7 @@ static bool only_warm_agent(const struct sandbox *s)
         char comm[32];
         if (n == WARM_PROCS_MAX)
             return false;
-        if (pid == s->init_pid || !proc_stat(pid, comm, &sids[n]))
+        if (pid == s->init_pid || pid == s->fs_pid || !proc_stat(pid, comm, &sids[n]))
             continue;
         if (strcmp(comm, "sandbox-keeper") == 0 && nk < ARRAY_SIZE(keepers))
             keepers[nk++] = sids[n];
@@ -207,18 +207,24 @@ int sandbox_disk_check(struct sandbox_manager *m, const struct sandbox *sbx, boo
 }
 
 /* The least recently used running sandbox other than sbx that is idle (no call in flight, no
- * process running), of user_id or of anyone's when NULL. */
+ * process running), of user_id or of anyone's when NULL: a pooled one first (anyone's), then,
+ * when standby, the one on standby longest, which lru_idle otherwise passes over. */
 static struct sandbox *lru_idle(struct sandbox_manager *m, const char *user_id,
-                                const struct sandbox *sbx)
+                                const struct sandbox *sbx, bool standby)
 {
     struct sandbox *lru = NULL;
     for (struct sandbox *s = m->all; s; s = s->next) {
         if (s == sbx || s->state != SBX_RUNNING || s->holds > 0 || s->retiring ||
-            (user_id && strcmp(s->user_id, user_id) != 0))
+            (user_id && strcmp(s->user_id, user_id) != 0) || (s->standby && !standby))
             continue;
-        /* An unowned one first: the pool gives way to its users. */
         if (!user_id && sandbox_unowned(s))
             return s;
+        if (s->standby && (!lru || !lru->standby || s->standby_at < lru->standby_at)) {
+            lru = s;
+            continue;
+        }
+        if (lru && lru->standby)
+            continue;
         if ((!lru || s->last_used < lru->last_used) && !sandbox_busy(s))
             lru = s;
     }
@@ -237,7 +243,7 @@ int sandbox_disk_admit(struct sandbox_manager *m, const struct sandbox *sbx, str
         /* thin: stopping a sandbox frees nothing on the disk */
         if (!user_limit && !m->cfg.disk_strict && !m->cfg.disk_total_bytes)
             return r;
-        struct sandbox *lru = lru_idle(m, user_limit ? sbx->user_id : NULL, sbx);
+        struct sandbox *lru = lru_idle(m, user_limit ? sbx->user_id : NULL, sbx, true);
         if (!lru)
             return r;
         sandbox_stop(lru, "evicted (disk room)");
@@ -250,10 +256,10 @@ int sandbox_user_room(struct sandbox_manager *m, const char *user_id, const stru
     unsigned mine = 0;
     for (struct sandbox *s = m->all; s; s = s->next)
         if (s != sbx && s != replaces && strcmp(s->user_id, user_id) == 0 &&
-            s->state != SBX_STOPPED)
+            s->state != SBX_STOPPED && !s->standby)
             mine++;
     if (mine >= m->cfg.max_running_user) {
-        struct sandbox *own_lru = lru_idle(m, user_id, sbx);
+        struct sandbox *own_lru = lru_idle(m, user_id, sbx, false);
         if (!own_lru)
             return err_set(err, -EBUSY,
                            "you have %u sandbox%s running (your own and your runs' sessions), "
@@ -272,7 +278,7 @@ int sandbox_make_room(struct sandbox_manager *m, const struct sandbox *sbx, stru
         return r;
     if (m->running < m->cfg.max_running)
         return 0;
-    struct sandbox *lru = lru_idle(m, NULL, sbx);
+    struct sandbox *lru = lru_idle(m, NULL, sbx, true);
     if (!lru)
         return err_set(err, -EBUSY, "at capacity: all %u sandboxes are busy; retry later",
                        m->cfg.max_running);

@@ -57,6 +57,7 @@ int sandbox_config_load(const struct config *cfg, struct sandbox_config *sc, str
     GET("SANDBOX_MAX_RUNNING", sc->max_running, 1, 100000, sc->max_running, 1);
     GET("SANDBOX_MAX_RUNNING_PER_USER", sc->max_running_user, 1, 100000, sc->max_running_user, 1);
     GET("SANDBOX_POOL", sc->pool_size, 0, 1000, sc->pool_size, 1);
+    GET("SANDBOX_STANDBY", sc->standby, 0, 1000, sc->standby, 1);
     GET("SANDBOX_DISK_PER_USER_MB", sc->disk_user_bytes, 0, 1ull << 32, sc->disk_user_bytes,
         1 << 20);
     GET("SANDBOX_DISK_TOTAL_MB", sc->disk_total_bytes, 0, 1ull << 32, sc->disk_total_bytes,

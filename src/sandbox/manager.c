@@ -38,6 +38,7 @@ void sandbox_config_defaults(struct sandbox_config *cfg)
     /* A team of ten shares the 64: each keeps its own sandbox and a few run sessions going. */
     cfg->max_running_user = 6;
     cfg->pool_size = 2;
+    cfg->standby = 8;
     cfg->disk_user_bytes = 100ull << 30;
     cfg->idle_ms = 10 * 60 * 1000;
     cfg->uid_base = 524288;
@@ -484,6 +485,13 @@ struct sandbox_waiter *sandbox_acquire(struct sandbox_manager *m,
         sandbox_forget(sbx, "initialize");
         return NULL;
     }
+    if (sbx->standby && !opts->fresh) {
+        int r = standby_take(sbx, &err);
+        if (r < 0) {
+            cb(ctx, NULL, &err);
+            return NULL;
+        }
+    }
     if (sbx->state == SBX_RUNNING && (opts->fresh || !sandbox_alive(sbx)))
         sandbox_stop(sbx, opts->fresh ? "initialize" : "found dead");
     if (opts->fresh)
@@ -557,7 +565,7 @@ static void on_idle_tick(struct loop_timer *t)
     struct sandbox_manager *m = container_of(t, struct sandbox_manager, idle_timer);
     int64_t now = time_mono_ms();
     for (struct sandbox *s = m->all; s; s = s->next) {
-        if (s->state != SBX_RUNNING || s->holds > 0 || sandbox_unowned(s) ||
+        if (s->state != SBX_RUNNING || s->holds > 0 || sandbox_unowned(s) || s->standby ||
             now - s->last_used < (int64_t)m->cfg.idle_ms)
             continue;
         if (!sandbox_alive(s)) {
@@ -569,7 +577,9 @@ static void on_idle_tick(struct loop_timer *t)
             continue;
         }
         sandbox_stop(s, "idle");
+        standby_after_idle(s);
     }
+    standby_tick(m);
     pool_tick(m);
     proc_reap_later(0);
     loop_timer_start(&m->idle_timer, idle_tick_ms(m), on_idle_tick);

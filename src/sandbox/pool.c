@@ -100,6 +100,13 @@ static unsigned pool_count(const struct sandbox_manager *m, bool *starting)
     return n;
 }
 
+unsigned pool_missing(const struct sandbox_manager *m)
+{
+    bool starting;
+    unsigned n = pool_count(m, &starting);
+    return m->pool_on && n < m->cfg.pool_size ? m->cfg.pool_size - n : 0;
+}
+
 static void pool_gauge(const struct sandbox_manager *m)
 {
     unsigned n = 0;

@@ -116,7 +116,7 @@ void sandbox_save(struct sandbox *sbx)
     snprintf(row.id, sizeof(row.id), "%s", sbx->id);
     snprintf(row.template_name, sizeof(row.template_name), "%s", sbx->template_name);
     snprintf(row.cgroup, sizeof(row.cgroup), "%s", sbx->cgroup);
-    row.running = sbx->state == SBX_RUNNING;
+    row.running = sbx->state == SBX_RUNNING && !sbx->standby; /* to its owner, standby is stopped */
     row.init_pid = row.running ? sbx->init_pid : 0;
     row.init_start = row.running ? (int64_t)sbx->init_start : 0;
     row.started_at = sbx->started_at;
@@ -185,14 +185,15 @@ static void on_started(struct proc_watch *w, int status)
     }
     sbx->state = SBX_RUNNING;
     int64_t took_us = time_mono_us() - sbx->start_t0;
-    metrics_gauge_set("sandbox_mcp_sandboxes_running", "Sandboxes running now", sbx->m->running);
+    standby_gauges(sbx->m);
     metrics_gauge_set("sandbox_mcp_sandbox_last_start_seconds",
                       "How long the latest sandbox start took", (double)took_us / 1e6);
     sbx->started_at = time_now_ms();
     sbx->last_used = time_mono_ms();
     sbx->last_start_ms = took_us / 1000;
     sandbox_take_listeners(sbx);
-    log_info("sandbox started sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%.2f", sbx->id,
+    log_info("sandbox %s sbx=%s user=%s pid=%d template=%s cgroup=%s uid=%u ms=%.2f",
+             sbx->standby ? "standby ready" : "started", sbx->id,
              sandbox_unowned(sbx) ? "(pool)" : sbx->user_id, pid, sbx->template_name,
              cgroup_mode_name(cgroup_mode()), sbx->m->cfg.uid_base + sbx->id_slot * SANDBOX_IDS,
              (double)took_us / 1000.0);
@@ -306,6 +307,7 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
         sbx->pidfd = -1;
     }
     sandbox_fs_worker_stop(sbx);
+    sbx->standby = false;
     for (int i = 0; i < sbx->m->nlisteners; i++)
         sbx->m->listeners[i].fn(sbx->m->listeners[i].ctx, sbx->id, -1);
     if (sbx->m->socket_hook.fn)
@@ -314,7 +316,7 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
     cgroup_destroy(sbx->cgroup);
     sbx->state = SBX_STOPPED;
     sbx->m->running--;
-    metrics_gauge_set("sandbox_mcp_sandboxes_running", "Sandboxes running now", sbx->m->running);
+    standby_gauges(sbx->m);
     sandbox_save(sbx);
     log_info("sandbox stopped sbx=%s user=%s reason=%s", sbx->id, sbx->user_id, reason);
     if (sbx->waiters) { /* calls held back by a barrier (sandbox_barrier) */
@@ -362,7 +364,8 @@ int sandbox_usage(const struct sandbox *sbx, uint64_t *memory_bytes, uint64_t *p
 {
     uint64_t tasks = 0;
     int r = cgroup_usage(sbx->cgroup, memory_bytes, &tasks);
-    *processes = tasks > 0 ? tasks - 1 : 0; /* not counting the init */
+    uint64_t own = 1 + (sbx->fs_pid > 0); /* not counting the init and the file worker */
+    *processes = tasks > own ? tasks - own : 0;
     return r;
 }
 

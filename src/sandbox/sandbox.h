@@ -41,6 +41,7 @@ struct sandbox_config {
     unsigned max_running;        /* capacity: running sandboxes at once */
     unsigned max_running_user;   /* running sandboxes of one user at once */
     unsigned pool_size;          /* warm pool: unowned sandboxes kept running for new callers */
+    unsigned standby;            /* idle-stopped sandboxes started again ahead of their owner */
     uint64_t disk_user_bytes;    /* disk images one user's sandboxes may commit, 0 = no limit */
     uint64_t disk_total_bytes;   /* images all sandboxes may commit; 0 = what the disk has free */
     bool disk_strict;            /* admit only while every running image could grow to its size

@@ -238,6 +238,8 @@ struct sandbox {
     bool prepared;                  /* pooled: prepared for a run (pool_prepare), not yet taken */
     bool preparing;                 /* prepared, not yet ready (sandbox_pool_ready): kept back */
     int64_t prepared_at;            /* monotonic ms */
+    bool standby;                   /* started again after an idle stop, kept for its owner */
+    int64_t standby_at;             /* monotonic ms */
     bool disk_paused;               /* frozen for want of disk (diskwatch.c) */
     bool disk_failed;               /* its image's filesystem went read-only on write errors */
     uint64_t disk_seen;             /* bytes its image held at the watcher's last look */
@@ -416,6 +418,24 @@ int sandbox_disk_paused_err(const struct sandbox *s, struct err *err);
 /* Answer every command in flight in sbx with err now; each goes on and is reaped unseen. */
 void exec_answer_now(struct sandbox *sbx, const struct err *err);
 
+/* --- standby (standby.c) --- */
+
+/* A standby sandbox nobody took is stopped for good after this long. */
+#define SANDBOX_STANDBY_MAX_MS (60 * 60 * 1000)
+/* After sbx was stopped for being idle: start it again in the background and keep it for its
+ * owner, when standby is on, the disk is not low, a slot is free and fewer than cfg.standby are
+ * kept. */
+void standby_after_idle(struct sandbox *sbx);
+/* For a call acquiring sbx: 1 when sbx was on standby and is now the caller's running sandbox; 0
+ * when it was not on standby, or is no longer (then stopped, or starting: the caller goes on as
+ * for a stopped or starting sandbox); -EBUSY with err when its user has no room for it. */
+int standby_take(struct sandbox *sbx, struct err *err);
+/* The idle tick's share: stop standby sandboxes that died, were not taken in time, or are on an
+ * old template. */
+void standby_tick(struct sandbox_manager *m);
+/* Set the gauges of running sandboxes (standby ones not counted) and standby ones. */
+void standby_gauges(const struct sandbox_manager *m);
+
 /* --- the warm pool (pool.c) --- */
 
 /* Hand user_id's session (NULL: their own sandbox) a pooled sandbox that is running, in place of
@@ -428,6 +448,8 @@ void exec_answer_now(struct sandbox *sbx, const struct err *err);
 int pool_take(struct sandbox_manager *m, const char *user_id, const char *session_id,
               struct sandbox *replaces, bool for_run, const char *env, struct sandbox **out,
               struct err *err);
+/* How many pooled sandboxes on the template the pool is short of. */
+unsigned pool_missing(const struct sandbox_manager *m);
 /* Fill the pool from the loop soon (after a take, a stop, a failed start's wait). */
 void pool_schedule(struct sandbox_manager *m);
 /* The idle tick's share: drop pooled sandboxes that died or are on an old template. */

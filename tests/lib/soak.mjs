@@ -110,6 +110,9 @@ export async function startSoak({ sampleSeconds = 60, clients = 200, users = 8, 
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     METRICS_TOKEN, SANDBOX_IDLE_SECONDS: String(idleSeconds), SANDBOX_DISK_MB: String(diskMb),
     SANDBOX_NETWORK: 'allowlist', SANDBOX_NETWORK_DEFAULTS: '0', SANDBOX_NETWORK_ALLOW: allow, SANDBOX_NETWORK_ADDRS: addrs,
+    // At rest every sandbox is stopped, so that what the server holds then compares between
+    // loads: standby sandboxes would stay, as many as the last load's idle stops left.
+    SANDBOX_STANDBY: '0',
   } });
   const cred = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${GH_TOKEN}\n` });
   if (cred.status !== 0) throw new Error(`credential: ${cred.stderr}`);
