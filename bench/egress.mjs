@@ -79,7 +79,7 @@ tiny.on('exit', (code, signal) => { tinyExit = `tinyproxy exited (${signal || co
 // The production relay: HAProxy in TCP mode on the host, one frontend to each upstream port.
 let haproxy = null, haExit = null;
 const haPort = tinyPort + 1, haHttpsPort = tinyPort + 2;
-const haVersion = (spawnSync('haproxy', ['-v'], { encoding: 'utf8' }).stdout || '').split('\n')[0].replace(/ - https.*/, '');
+const haVersion = (spawnSync('haproxy', ['-v'], { encoding: 'utf8' }).stdout || '').split('\n')[0].replace(/ - https.*/, '').replace(/ version /, ' ').replace(/ [0-9]{4}\/[0-9]{2}\/[0-9]{2}$/, '');
 if (haVersion) {
   writeFileSync(path.join(tinyDir, 'haproxy.cfg'), [
     'global', '  maxconn 1000', 'defaults', '  mode tcp', '  timeout connect 5s', '  timeout client 600s', '  timeout server 600s',
