@@ -1,6 +1,7 @@
 #include "base/utf8.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
@@ -140,4 +141,17 @@ size_t utf8_boundary(const char *s, size_t n)
         return n;
     }
     return n;
+}
+
+char *utf8_sanitize_take(char *s, size_t n, size_t *out_len)
+{
+    if (clean_prefix((const unsigned char *)s, n) == n) {
+        s[n] = '\0';
+        if (out_len)
+            *out_len = n;
+        return s;
+    }
+    char *out = utf8_sanitize(s, n, out_len);
+    free(s);
+    return out;
 }

@@ -13,6 +13,9 @@ bool utf8_valid(const char *s, size_t n);
  * so the result is valid UTF-8 without embedded NULs. Sets *out_len (if non-NULL) to the length
  * without the terminator. Caller frees; aborts on out of memory. */
 char *utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/* utf8_sanitize() of s, a malloc'd buffer of n bytes with room for at least one more, which it
+ * takes: returned as it is (NUL-terminated) when valid already, else freed for the copy. */
+char *utf8_sanitize_take(char *s, size_t n, size_t *out_len);
 
 /* The largest m <= n such that s[0..m) does not end in the middle of a multi-byte character:
  * when the bytes before n end with an incomplete but so far well-formed sequence, m is where

@@ -152,9 +152,7 @@ static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
         pos += piece;
         i += piece;
     }
-    char *out = utf8_sanitize(raw, pos, len);
-    free(raw);
-    return out;
+    return utf8_sanitize_take(raw, pos, len); /* raw has room for the NUL */
 }
 
 static void capture_release(struct capture *c)

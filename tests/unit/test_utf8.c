@@ -110,6 +110,26 @@ TEST(utf8_sanitize_null_out_len)
     free(out);
 }
 
+TEST(utf8_sanitize_take_keeps_valid_text_and_replaces_the_rest)
+{
+    /* valid: the same buffer, NUL-terminated */
+    char *valid = malloc(8);
+    memcpy(valid, "h\xC3\xA9llo", 6);
+    size_t len;
+    char *out = utf8_sanitize_take(valid, 6, &len);
+    CHECK(out == valid);
+    CHECK_INT_EQ(len, 6);
+    CHECK_STR_EQ(out, "h\xC3\xA9llo");
+    free(out);
+    /* not valid: a sanitized copy (the buffer is freed, which ASan would report if not) */
+    char *bad = malloc(4);
+    memcpy(bad, "x\xFFy", 3);
+    out = utf8_sanitize_take(bad, 3, &len);
+    CHECK_INT_EQ(len, 5);
+    CHECK_STR_EQ(out, "x" FFFD "y");
+    free(out);
+}
+
 TEST(utf8_boundary_cuts_before_incomplete_character)
 {
     const char *s = "a\xC3\xA9"         /* a é */

@@ -21,13 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "base/cleanup.h"
 #include "base/util.h"
 #include "helper.h"
 #include "sandbox/confine.h"
@@ -41,37 +41,48 @@
 #define ENTER_NS (CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP)
 #define REQUEST_MAX ((off_t)64 << 20)
 
-/* Read a request memfd into a malloc'd buffer (*buf, caller frees) and decode it into w. Returns
- * NULL, or the stage that failed with errno set. */
-static const char *read_request(int fd, char **buf, struct fsop_worker_request *w)
+struct request {
+    void *map;
+    size_t len;
+    struct fsop_worker_request w;
+};
+
+/* Map a request memfd (read-only: its pages are the server's, not copied, which matters for a
+ * large write) and decode it into req->w. Returns NULL, or the stage that failed with errno set;
+ * request_release() either way. */
+static const char *request_read(int fd, struct request *req)
 {
     struct stat st;
-    *buf = NULL;
+    req->map = MAP_FAILED;
     if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > REQUEST_MAX) {
         errno = EINVAL;
         return "read request";
     }
-    size_t len = (size_t)st.st_size;
-    *buf = malloc(len);
-    int r = *buf ? pread_full(fd, *buf, len, 0) : -ENOMEM;
-    if (r < 0) {
-        errno = -r;
+    req->len = (size_t)st.st_size;
+    req->map = mmap(NULL, req->len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (req->map == MAP_FAILED)
         return "read request";
-    }
-    if (fsop_worker_decode(*buf, len, w) < 0) {
+    if (fsop_worker_decode(req->map, req->len, &req->w) < 0) {
         errno = EPROTO;
         return "read request";
     }
     return NULL;
 }
 
+static void request_release(struct request *req)
+{
+    if (req->map != MAP_FAILED)
+        munmap(req->map, req->len);
+}
+
 static const char *setup(void)
 {
-    _cleanup_free_ char *buf = NULL;
-    struct fsop_worker_request w;
-    const char *stage = read_request(SETUP_FD, &buf, &w);
+    /* kept mapped for the worker's life: the cgroup paths and filters point into it */
+    struct request req;
+    const char *stage = request_read(SETUP_FD, &req);
     if (stage)
         return stage;
+    struct fsop_worker_request w = req.w;
     close(SETUP_FD);
     for (int i = 0; i < w.ncg; i++) {
         int fd = open(w.cg_procs[i], O_WRONLY | O_CLOEXEC);
@@ -108,21 +119,20 @@ static void say_failed(int out, const char *stage, int e)
 /* One operation: the request in req, its result written to out. */
 static void answer(int root, int req, int out)
 {
-    char *buf;
-    struct fsop_worker_request w;
-    const char *stage = read_request(req, &buf, &w);
+    struct request r;
+    const char *stage = request_read(req, &r);
     if (stage) {
         say_failed(out, stage, errno);
-        free(buf);
+        request_release(&r);
         return;
     }
-    json_t *res = fsop_run(root, &w.op);
+    json_t *res = fsop_run(root, &r.w.op);
     char *text = json_dumps(res, JSON_COMPACT);
     if (text)
         (void)!write_full(out, text, strlen(text));
     free(text);
     json_decref(res);
-    free(buf);
+    request_release(&r);
 }
 
 int fs_main(void)
