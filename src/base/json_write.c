@@ -14,15 +14,39 @@ static bool needs_escape(unsigned char c)
     return c < 0x20 || c == '"' || c == '\\';
 }
 
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* How many bytes at s need no escape: eight at a time while a word holds none below 0x20 (the
+ * subtraction borrows into the high bit of such a byte, and bytes from 0x80 up are masked out
+ * by ~w), no '"' and no '\\' (a byte equal to one of them is zero after the XOR). A word
+ * flagged falsely is looked at byte by byte, which decides. */
+static size_t plain_run(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
+        if (((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
+            ((bs - ONES) & ~bs & HIGHS))
+            break;
+    }
+    while (i < n && !needs_escape((unsigned char)s[i]))
+        i++;
+    return i;
+}
+
 static void write_string(struct buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
     buf_append(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
+        i += plain_run(s + i, n - i);
+        if (i == n)
+            break;
         unsigned char c = (unsigned char)s[i];
-        if (!needs_escape(c))
-            continue;
         buf_append(b, s + run, i - run);
         run = i + 1;
         char esc[6] = {'\\', 0};
@@ -116,9 +140,11 @@ size_t json_string_cost_upto(const char *s, size_t n, size_t limit)
     if (n > limit)
         return n; /* every byte costs at least one */
     size_t cost = n;
-    for (size_t i = 0; i < n && cost <= limit; i++)
-        if (needs_escape((unsigned char)s[i]))
+    for (size_t i = 0; i < n && cost <= limit; i++) {
+        i += plain_run(s + i, n - i);
+        if (i < n)
             cost += char_cost((unsigned char)s[i]) - 1;
+    }
     return cost;
 }
 

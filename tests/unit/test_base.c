@@ -436,6 +436,38 @@ TEST(json_write_matches_jansson)
         text[i] = i % 97 == 96 ? '\n' : (char)('a' + i % 26);
     check_same_as_jansson(json_pack("{s:s%}", "stdout", text, big));
     free(text);
+    /* the writer skips plain text eight bytes at a time: each byte that needs an escape, and
+     * bytes that look alike to a word at a time (0x20 and up, characters of several bytes), at
+     * every offset of strings of every length up to three words */
+    static const struct {
+        const char *s;
+        size_t extra; /* what its escape adds */
+    } special[] = {{"\"", 1},
+                   {"\\", 1},
+                   {"\n", 1},
+                   {"\x01", 5},
+                   {"\x1f", 5},
+                   {" ", 0},
+                   {"!", 0},
+                   {"#", 0},
+                   {"[", 0},
+                   {"]", 0},
+                   {"\x7f", 0},
+                   {"\xC3\xA9", 0},
+                   {"\xE2\x80\xA8", 0},
+                   {"\xF0\x9F\x98\x80", 0}};
+    for (size_t len = 0; len <= 24; len++)
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k < sizeof(special) / sizeof(special[0]); k++) {
+                size_t sl = strlen(special[k].s);
+                if (at + sl > len)
+                    continue;
+                char str[25];
+                memset(str, 'a', len);
+                memcpy(str + at, special[k].s, sl);
+                check_same_as_jansson(json_stringn_nocheck(str, len));
+                CHECK_INT_EQ(json_string_cost(str, len), len + special[k].extra);
+            }
 }
 
 TEST(json_cost_and_fits)
