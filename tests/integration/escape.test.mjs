@@ -982,12 +982,16 @@ describe('resource bombs against a sandbox with small limits', () => {
     assert.ok(hostProcessesOf(sbx) > 0 || ping.structuredContent.cgroup === 'none', 'sanity: the sandbox init is found on the host by its cgroup');
     const r = await tool(srv, 'container_exec', { command: "bash -c ':(){ :|:& };:'; sleep 2", timeout_ms: 4000 });
     assert.ok(r.structuredContent || r.isError, JSON.stringify(r));
-    // while the bomb goes on: the process count stays capped and the server answers
+    // while the bomb goes on: the process count stays capped, the server answers, and the
+    // sandbox's files can still be written (its file worker does the work itself when it
+    // cannot fork)
     let most = 0;
     for (let i = 0; i < 5; i++) {
       most = Math.max(most, hostProcessesOf(sbx));
       const info = await tool(srv, 'server_info');
       assert.equal(info.isError, undefined);
+      const w = await tool(srv, 'container_file_write', { path: `/workspace/during-bomb-${i}`, content: 'x' });
+      assert.equal(w.isError, undefined, text(w));
       await settle(100);
     }
     assert.ok(most <= limit, `${most} processes in the sandbox, limit ${limit}`);

@@ -4,7 +4,9 @@
 // and network as a cold start; and it must never take what a running sandbox needs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, rpc, cli, addUser } from '../lib/server.mjs';
+import { existsSync } from 'node:fs';
+import { startServer, rpc, cli, addUser, tempDir, removeDataDir } from '../lib/server.mjs';
+import { until } from '../lib/runs.mjs';
 import { PROBE } from '../lib/probe.mjs';
 
 let nextId = 1;
@@ -86,5 +88,34 @@ test('standby is capped and gives way to a start at capacity', async () => {
     assert.equal(again.structuredContent.sandbox_id, a, JSON.stringify(again));
   } finally {
     await srv.stop();
+  }
+});
+
+test('a restarted server stops the standby sandbox it finds, and the next call starts it', async () => {
+  const dataDir = tempDir();
+  try {
+    const srv = await startServer({ dataDir, env: BASE });
+    const id = (await tool(srv, 'container_exec', { command: 'echo x > /workspace/x' })).structuredContent.sandbox_id;
+    const [, pid] = await srv.waitLog(new RegExp(`sandbox standby ready sbx=${id} user=\\S+ pid=(\\d+)`));
+    await srv.stop();
+    // sandboxes outlive the server; this one is stopped to its owner, so the next server
+    // adopts nothing and ends it
+    assert.ok(existsSync(`/proc/${pid}`), `standby init ${pid} died with the server`);
+    const next = await startServer({ dataDir, env: BASE });
+    next.token = srv.token;
+    try {
+      await until(() => !existsSync(`/proc/${pid}`), `standby init ${pid} ended by the new server`, 60000);
+      assert.doesNotMatch(next.stderr(), new RegExp(`sandbox adopted sbx=${id} `));
+      const r = await tool(next, 'container_exec', { command: 'cat /workspace/x' });
+      assert.equal(r.structuredContent.sandbox_id, id);
+      assert.equal(r.structuredContent.stdout, 'x\n');
+      assert.match(next.stderr(), new RegExp(`sandbox started sbx=${id} .*ms=`));
+      assert.doesNotMatch(next.stderr(), /from=standby/);
+    } finally {
+      await next.stop();
+    }
+  } finally {
+    cli(['sandbox', 'stop-all', '--data-dir', dataDir]);
+    removeDataDir(dataDir);
   }
 });
