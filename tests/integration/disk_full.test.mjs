@@ -105,9 +105,11 @@ test('thin admission: images larger than the free space start; the sandbox writi
     assert.equal(paused.isError, true, JSON.stringify(paused));
     assert.match(text(paused), /this sandbox is paused: the server's disk is nearly full \(\d+ MiB free, 384 MiB kept in reserve\) and it was writing the most/);
     const [, pausedId] = await srv.waitLog(/sandbox paused sbx=(\S+) user=\S+ grew_mb=\d+/);
-    // frozen: every process of its group (the writer among them) in a frozen freezer group
+    // frozen: every process of its group (the writer among them) in a frozen freezer group. The
+    // kernel reports FREEZING until each task has stopped, and a writer in the middle of a write
+    // to a nearly full disk stops only once that write returns.
     const cg = frozenGroup(pausedId);
-    assert.ok(cg.frozen(), `${cg.freezer} frozen`);
+    await until(() => cg.frozen(), () => `${cg.freezer} frozen (${readFileSync(path.join(cg.freezer, cg.freezer.includes('/freezer/') ? 'freezer.state' : 'cgroup.events'), 'utf8').trim()})`, 60000);
     assert.deepEqual(procs(cg.freezer), procs(cg.memory));
     assert.ok(procs(cg.freezer).length >= 2, 'its init and the writer');
     await srv.waitLog(/disk low free_mb=\d+ reserve_mb=384/);
