@@ -15,6 +15,21 @@ import * as runs from '../lib/runs.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// A load that has not ended long after its minutes has a call that was never answered: fail with
+// the end of the server's log rather than wait for ever.
+async function bounded(s, minutes) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`a ${minutes}-minute load still going after ${minutes + 4} minutes\n` +
+      `--- server log ---\n${s.server.stderr().slice(-12000)}`)), (minutes + 4) * 60000);
+  });
+  try {
+    return await Promise.race([s.load(minutes), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 test('the soak, short: no call fails, each kind of work gets done, the store is sound, and a second load leaves no descriptor or thread behind', async () => {
   const s = await startSoak({ sampleSeconds: 10, clients: 16, users: 3, runGapMs: 2000, idleSeconds: 8, thinkMs: 500 });
   // once its sandboxes have stopped and the load's connections have closed: the fewest
@@ -30,7 +45,7 @@ test('the soak, short: no call fails, each kind of work gets done, the store is 
     return least;
   };
   try {
-    const first = await s.load(1.5);
+    const first = await bounded(s, 1.5);
     assert.deepEqual(first.errors, []);
     const counts = { ...first.counts };
     for (const [what, n] of Object.entries(counts)) assert.ok(n > 0, `no ${what} done: ${JSON.stringify(counts)}`);
@@ -41,7 +56,7 @@ test('the soak, short: no call fails, each kind of work gets done, the store is 
     console.log(JSON.stringify(slopes(first.samples, counts.runs).map((x) => ({ name: x.name, perMinute: x.perMinute, unit: x.unit }))));
     const rest1 = await atRest();
 
-    const second = await s.load(0.75);
+    const second = await bounded(s, 0.75);
     assert.deepEqual(second.errors, []);
     for (const [what, n] of Object.entries(second.counts)) assert.ok(n > counts[what], `no more ${what} done: ${JSON.stringify(second.counts)}`);
     let rest2 = {};
