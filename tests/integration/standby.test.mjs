@@ -5,20 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { startServer, rpc, cli, addUser, tempDir, removeDataDir } from '../lib/server.mjs';
-import { until } from '../lib/runs.mjs';
+import { startServer, cli, addUser, tempDir, removeDataDir } from '../lib/server.mjs';
+import { call as tool, until } from '../lib/runs.mjs';
 import { PROBE } from '../lib/probe.mjs';
-
-let nextId = 1;
-
-async function tool(srv, name, args = {}, token = srv.token) {
-  const r = await rpc(srv, { jsonrpc: '2.0', id: nextId++, method: 'tools/call',
-    params: { name, arguments: args } }, { token });
-  const why = `${r.text}\n--- server log ---\n${srv.stderr().slice(-4000)}`;
-  assert.equal(r.status, 200, why);
-  assert.ok(r.body?.result, why);
-  return r.body.result;
-}
 
 const count = (srv, re) => (srv.stderr().match(new RegExp(re.source, 'g')) || []).length;
 const BASE = { SANDBOX_DISK_MB: '256', SANDBOX_POOL: '0', SANDBOX_IDLE_SECONDS: '1' };
