@@ -123,13 +123,36 @@ static void capture_add(struct capture *c, const char *data, size_t len)
     }
 }
 
-/* Head, marker and tail as one valid UTF-8 string. */
+/* Where the next bytes read may go straight into the head (*room of them, the head grown as
+ * it fills), or NULL when nothing has come yet or the head is full. */
+static char *capture_room(struct capture *c, size_t *room)
+{
+    if (!c->head_alloc || c->head_len == c->head_cap)
+        return NULL;
+    if (c->head_len == c->head_alloc) {
+        size_t n = c->head_alloc * 2 < c->head_cap ? c->head_alloc * 2 : c->head_cap;
+        c->head = xrealloc(c->head, n);
+        c->head_alloc = n;
+    }
+    *room = c->head_alloc - c->head_len;
+    return c->head + c->head_len;
+}
+
+/* Head, marker and tail as one valid UTF-8 string. Output that fit the head whole is the
+ * result as it is, not copied. */
 static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
 {
     size_t n = c->head_len + c->tail_len;
+    *truncated = c->total > (uint64_t)n;
+    if (!c->tail_len && !*truncated && c->head) {
+        char *raw = xrealloc(c->head, c->head_len + 1);
+        size_t hl = c->head_len;
+        c->head = NULL;
+        c->head_len = c->head_alloc = 0;
+        return utf8_sanitize_take(raw, hl, len);
+    }
     char *raw = xmalloc(n + 128);
     size_t hl = c->head_len, pos = 0;
-    *truncated = c->total > (uint64_t)n;
     if (*truncated)
         hl = utf8_boundary(c->head, hl);
     if (hl)
@@ -168,6 +191,29 @@ static void capture_release(struct capture *c)
 
 static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *report);
 
+/* Read what the pipe holds into the stream's capture until it would block or ends: into the
+ * head directly while it has room, so that most output is copied once, by the kernel. */
+static void read_stream(struct sandbox_exec *ex, int fd, enum sandbox_stream s)
+{
+    struct capture *c = s == SANDBOX_STDOUT ? &ex->out : &ex->err;
+    char buf[65536];
+    for (;;) {
+        size_t room = sizeof(buf);
+        char *at = capture_room(c, &room);
+        ssize_t n = read(fd, at ? at : buf, room);
+        if (n <= 0)
+            return;
+        if (at) {
+            c->head_len += (size_t)n;
+            c->total += (uint64_t)n;
+        } else {
+            capture_add(c, buf, (size_t)n);
+        }
+        if (ex->on_output)
+            ex->on_output(ex->ctx, s, at ? at : buf, (size_t)n);
+    }
+}
+
 static void drain(struct sandbox_exec *ex, h2o_socket_t **sockp, int fd, enum sandbox_stream s)
 {
     if (!*sockp)
@@ -181,13 +227,8 @@ static void drain(struct sandbox_exec *ex, h2o_socket_t **sockp, int fd, enum sa
         h2o_buffer_consume(&sock->input, sock->input->size);
     }
     /* What the command wrote before it exited is in the pipe already. */
-    char buf[65536];
-    ssize_t n;
-    while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0) {
-        capture_add(c, buf, (size_t)n);
-        if (ex->on_output)
-            ex->on_output(ex->ctx, s, buf, (size_t)n);
-    }
+    if (fd >= 0)
+        read_stream(ex, fd, s);
     h2o_socket_read_stop(sock);
     h2o_socket_close(sock);
     *sockp = NULL;
@@ -207,14 +248,7 @@ static void on_stream(h2o_socket_t *sock, const char *err)
     if (!err) {
         /* h2o reads a few kilobytes at a time; empty the pipe in large reads instead, so a
          * command writing fast is not held back by a full pipe. End of file is left to h2o. */
-        char buf[65536];
-        ssize_t n;
-        int fd = s == SANDBOX_STDOUT ? ex->out_fd : ex->err_fd;
-        while ((n = read(fd, buf, sizeof(buf))) > 0) {
-            capture_add(c, buf, (size_t)n);
-            if (ex->on_output)
-                ex->on_output(ex->ctx, s, buf, (size_t)n);
-        }
+        read_stream(ex, s == SANDBOX_STDOUT ? ex->out_fd : ex->err_fd, s);
     }
     if (err) {
         h2o_socket_read_stop(sock);
@@ -750,15 +784,20 @@ static void on_fs_done(struct proc_watch *w, int status)
     free(job);
 }
 
-/* A memfd holding w, encoded. Returns it, or a negative errno with err set. */
+/* A memfd holding w, encoded: the data of a write goes in from where it is, not copied first.
+ * Returns it, or a negative errno with err set. */
 static int request_memfd(const struct fsop_worker_request *w, struct err *err)
 {
     size_t len;
-    _cleanup_free_ char *blob = fsop_worker_encode(w, &len);
+    _cleanup_free_ char *head = fsop_worker_encode_head(w, &len);
     int memfd = memfd_create("sandbox-fs-request", MFD_CLOEXEC);
     if (memfd < 0)
         return err_set(err, -errno, "memfd_create: %s", strerror(errno));
-    int r = write_full(memfd, blob, len);
+    int r = write_full(memfd, head, len);
+    if (r == 0 && w->op.data)
+        r = write_full(memfd, w->op.data, w->op.data_len);
+    if (r == 0 && w->op.data)
+        r = write_full(memfd, "", 1);
     if (r < 0) {
         close(memfd);
         return err_set(err, r, "write file request: %s", strerror(-r));

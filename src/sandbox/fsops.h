@@ -147,6 +147,8 @@ struct fsop_worker_request {
 
 /* Serialize w into a malloc'd buffer (caller frees) of *len bytes. */
 void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len);
+/* The same without the last bytes: those of w->op.data and a NUL, when it has data. */
+void *fsop_worker_encode_head(const struct fsop_worker_request *w, size_t *len);
 /* Parse buf (len bytes, which must stay alive and unchanged: the result points into it) into w.
  * Returns 0, or -EINVAL when buf is not a whole, well-formed request. */
 int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *w);

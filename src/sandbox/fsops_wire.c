@@ -1,6 +1,8 @@
 /* The file worker's request (fsop_worker_request in fsops.h): the server encodes it, the worker
  * decodes it after it has started in the sandbox's cgroups. Fields in order, numbers as the host
- * stores them (server and worker are one build), every string counted and NUL-terminated.
+ * stores them (server and worker are one build), every string counted and NUL-terminated. The
+ * data of a write comes last, so that the server writes it into the request's memfd straight
+ * from where it is, after the rest (fsop_worker_encode_head), instead of copying it first.
  * Pure: bytes in, bytes out. The decoder takes any bytes without reading outside them and
  * accepts only what the encoder makes (fuzz_fsreq). */
 #include "sandbox/fsops.h"
@@ -54,7 +56,7 @@ static void wput_str(struct wbuf *b, const char *s, size_t n)
     wput(b, "", 1);
 }
 
-void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
+void *fsop_worker_encode_head(const struct fsop_worker_request *w, size_t *len)
 {
     const struct fsop_request *op = &w->op;
     struct wbuf b = {0};
@@ -70,7 +72,6 @@ void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
     wput_u32(&b, (uint32_t)op->kind);
     wput_str(&b, op->path, op->path_len);
     wput_str(&b, op->cwd, op->cwd ? strlen(op->cwd) : 0);
-    wput_str(&b, (const char *)op->data, op->data_len);
     wput_u32(&b, op->append ? 1 : 0);
     wput_u32(&b, (uint32_t)op->mode);
     wput_u64(&b, op->keep);
@@ -84,6 +85,22 @@ void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
     wput_u32(&b, nprot);
     for (uint32_t i = 0; i < nprot; i++)
         wput_str(&b, op->protected_paths[i], strlen(op->protected_paths[i]));
+    /* the data's count; its bytes and NUL follow (none when it is NULL) */
+    wput_u32(&b, op->data ? (uint32_t)op->data_len : NO_STRING);
+    *len = b.len;
+    return b.p;
+}
+
+void *fsop_worker_encode(const struct fsop_worker_request *w, size_t *len)
+{
+    const struct fsop_request *op = &w->op;
+    struct wbuf b = {0};
+    b.p = fsop_worker_encode_head(w, &b.len);
+    b.cap = b.len;
+    if (op->data) {
+        wput(&b, op->data, op->data_len);
+        wput(&b, "", 1);
+    }
     *len = b.len;
     return b.p;
 }
@@ -182,7 +199,6 @@ int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *
     op->kind = (enum fsop_kind)kind;
     op->path = rget_str(&b, &op->path_len);
     op->cwd = rget_str(&b, NULL);
-    op->data = (const unsigned char *)rget_str(&b, &op->data_len);
     op->append = rget_bool(&b);
     op->mode = (int)rget_u32(&b);
     op->keep = (size_t)rget_u64(&b);
@@ -196,5 +212,6 @@ int fsop_worker_decode(const void *buf, size_t len, struct fsop_worker_request *
     for (uint32_t i = 0; i < nprot; i++)
         if (!(op->protected_paths[i] = rget_str(&b, NULL)))
             return -EINVAL;
+    op->data = (const unsigned char *)rget_str(&b, &op->data_len);
     return b.bad || b.off != b.len ? -EINVAL : 0;
 }

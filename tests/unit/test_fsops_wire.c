@@ -84,9 +84,9 @@ TEST(worker_request_round_trip_and_refuses_damage)
 #define OFF_NCG 4
 #define OFF_NFILTERS 8
 #define OFF_KIND 12
-#define OFF_APPEND 28
-#define OFF_RECURSIVE 60
-#define OFF_NPROT 72
+#define OFF_APPEND 24
+#define OFF_RECURSIVE 56
+#define OFF_NPROT 68
 #define EMPTY_LEN 76
 
 static void put_u32(unsigned char *buf, size_t off, uint32_t v)
