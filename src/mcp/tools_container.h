@@ -88,7 +88,7 @@ void container_job_free(struct job *j);
 /* tools_container_exec.c: the sandbox_exec_start callbacks of a container_exec (and of
  * container_ping's probe, which has no output callback); ctx is the job. */
 void container_exec_output(void *ctx, enum sandbox_stream s, const char *data, size_t len);
-void container_exec_done(void *ctx, const struct sandbox_exec_result *r, const struct err *err);
+void container_exec_done(void *ctx, struct sandbox_exec_result *r, const struct err *err);
 /* tools_container_exec.c: the container_exec tool; ctx is the struct tools_container. */
 void container_tool_exec(struct mcp_call *call, const json_t *args, void *ctx);
 

@@ -292,13 +292,10 @@ static void exec_save_next(struct job *j)
 
 /* The command has finished: keep its result, fit it to the budget, and save what the reply
  * cannot show (streams are named after the time, so that pruning by name drops the oldest). */
-static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
+static void exec_finished(struct job *j, struct sandbox_exec_result *r)
 {
-    j->res = *r;
-    j->res.out = xmalloc(r->out_len + 1);
-    memcpy(j->res.out, r->out, r->out_len + 1);
-    j->res.err = xmalloc(r->err_len + 1);
-    memcpy(j->res.err, r->err, r->err_len + 1);
+    j->res = *r; /* the streams taken, not copied */
+    r->out = r->err = NULL;
     char stamp[32], rnd[8];
     int64_t now = time_now_ms();
     time_t secs = (time_t)(now / 1000);
@@ -332,7 +329,7 @@ static void exec_finished(struct job *j, const struct sandbox_exec_result *r)
     exec_save_next(j);
 }
 
-void container_exec_done(void *ctx, const struct sandbox_exec_result *r, const struct err *err)
+void container_exec_done(void *ctx, struct sandbox_exec_result *r, const struct err *err)
 {
     struct job *j = ctx;
     j->exec = NULL;

@@ -426,7 +426,7 @@ static void push_reason(const char *out, char *buf, size_t cap)
             *p = ' ';
 }
 
-static void on_pushed(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_pushed(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct delivery *v = ctx;
     v->ex = NULL;

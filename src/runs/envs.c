@@ -163,7 +163,7 @@ bool envs_start_failed(struct run *r, const struct err *err)
 
 /* --- after the checkout: the fingerprint, and what runs as setup --- */
 
-static void on_fingerprint(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_fingerprint(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     r->ex = NULL;

@@ -313,7 +313,7 @@ static void on_diff_output(void *ctx, enum sandbox_stream s, const char *data, s
         diff_feed(r->diff, data, len);
 }
 
-static void on_diff(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_diff(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     r->ex = NULL;
@@ -359,7 +359,7 @@ static void collect_diff(struct run *r)
     }
 }
 
-static void on_changes(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_changes(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     r->ex = NULL;

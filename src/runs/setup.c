@@ -160,7 +160,7 @@ static void setup_ended(struct run *r, int status, bool timed_out, uint64_t ms, 
     envs_after_setup(r, !failed);
 }
 
-static void on_log_read(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_log_read(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     if (!still_running(r))
@@ -174,7 +174,7 @@ static void setup_dir_env(struct run *r, char *out, size_t cap)
     snprintf(out, cap, "SMCP_SETUP_DIR=/tmp/sandbox-mcp-setup-%s", r->id);
 }
 
-static void on_setup_done(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_setup_done(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     if (!still_running(r))
@@ -253,7 +253,7 @@ static void setup_devcontainer(struct run *r, const char *path, const char *text
     run_script_start(r, path, script);
 }
 
-static void on_probed(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_probed(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     if (!still_running(r))

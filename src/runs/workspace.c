@@ -53,7 +53,7 @@ static bool prepared(struct run *r, const struct err *err)
     return true;
 }
 
-static void on_pinned(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_pinned(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     if (!prepared(r, err))
@@ -88,7 +88,7 @@ static bool pin_to_group(struct run *r)
 
 /* Output of the preparation: "<branch>\n<HEAD sha>\n" ("-" for the sha in a repository without
  * commits), then "made" or "empty" when the run made the session's branch */
-static void on_prepared(void *ctx, const struct sandbox_exec_result *res, const struct err *err)
+static void on_prepared(void *ctx, struct sandbox_exec_result *res, const struct err *err)
 {
     struct run *r = ctx;
     bool probing = r->probing;

@@ -314,8 +314,9 @@ struct sandbox_exec_result {
 /* Output as it arrives (raw bytes, possibly cut mid-character); may be NULL. */
 typedef void (*sandbox_output_fn)(void *ctx, enum sandbox_stream s, const char *data, size_t len);
 /* Called once at the end: res on completion (err NULL), or err when the command could not be
- * started (bad cwd, sandbox died). res and its strings are valid during the call only. */
-typedef void (*sandbox_exec_done_fn)(void *ctx, const struct sandbox_exec_result *res,
+ * started (bad cwd, sandbox died). res is valid during the call only; its strings too, unless
+ * the callback takes them (leaving NULL in their place: then they are the callback's to free). */
+typedef void (*sandbox_exec_done_fn)(void *ctx, struct sandbox_exec_result *res,
                                      const struct err *err);
 
 struct sandbox_exec;
