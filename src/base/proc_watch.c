@@ -49,7 +49,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
         w->data[w->len] = '\0';
         h2o_buffer_consume(&sock->input, in->size);
     }
-    if (!err)
+    if (!err && !(w->whole && w->data && w->whole(w->data, w->len)))
         return;
     h2o_socket_read_stop(sock);
     h2o_socket_close(sock);
@@ -74,8 +74,8 @@ void proc_watch_start(struct proc_watch *w, pid_t pid, int fd, size_t max,
     w->data = NULL;
     w->len = w->cap = 0;
     w->overflow = false;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    w->sock = h2o_evloop_socket_create(loop_get(), fd, 0);
+    w->whole = NULL;
+    w->sock = h2o_evloop_socket_create(loop_get(), fd, 0); /* which makes fd non-blocking */
     w->sock->data = w;
     h2o_socket_read_start(w->sock, on_read);
 }

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,11 +17,14 @@ struct vctx {
     size_t msglen;
     const json_t *root; /* the schema $ref resolves in */
     int refs;           /* $ref followed to get here */
+    bool quiet;         /* a branch test: only whether it matches, no message and no path */
 };
 
 static bool fail(struct vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(struct vctx *c, const char *fmt, ...)
 {
+    if (c->quiet)
+        return false;
     char rule[256];
     va_list ap;
     va_start(ap, fmt);
@@ -36,12 +40,31 @@ static bool fail(struct vctx *c, const char *fmt, ...)
 static bool fail_num(struct vctx *c, const char *rule,
                      double bound) /* rule ends before the number */
 {
+    if (c->quiet)
+        return false;
     char b[64];
     if (bound == floor(bound) && fabs(bound) < 1e15)
         snprintf(b, sizeof(b), "%.0f", bound);
     else
         snprintf(b, sizeof(b), "%g", bound);
     return fail(c, "%s %s", rule, b);
+}
+
+/* Append to the path, cut at its end; returns where it ended before, to put back after. */
+static size_t path_push(struct vctx *c, const char *sep, const char *name, size_t n)
+{
+    size_t base = strlen(c->path);
+    if (c->quiet)
+        return base;
+    size_t room = sizeof(c->path) - 1 - base, k = base ? strlen(sep) : 0;
+    if (k > room)
+        k = room;
+    memcpy(c->path + base, sep, k);
+    if (n > room - k)
+        n = room - k;
+    memcpy(c->path + base + k, name, n);
+    c->path[base + k + n] = '\0';
+    return base;
 }
 
 static const char *type_name(const json_t *v)
@@ -79,6 +102,59 @@ static size_t utf8_len(const char *s, size_t n)
     return count;
 }
 
+/* The keywords of one schema object that validate() enforces, found in one pass over its keys
+ * (a schema has a few; looking each keyword up by name was most of the cost of a check). */
+struct keywords {
+    const json_t *type, *constant, *enumeration, *min_length, *max_length, *minimum, *maximum,
+        *exclusive_minimum, *exclusive_maximum, *properties, *required, *additional, *items,
+        *min_items, *max_items, *any_of, *one_of, *all_of, *negated, *if_, *then, *else_, *ref;
+};
+
+static void keywords_of(const json_t *schema, struct keywords *k)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } known[] = {
+#define KW(name, field) {name, offsetof(struct keywords, field)}
+        KW("type", type),
+        KW("const", constant),
+        KW("enum", enumeration),
+        KW("minLength", min_length),
+        KW("maxLength", max_length),
+        KW("minimum", minimum),
+        KW("maximum", maximum),
+        KW("exclusiveMinimum", exclusive_minimum),
+        KW("exclusiveMaximum", exclusive_maximum),
+        KW("properties", properties),
+        KW("required", required),
+        KW("additionalProperties", additional),
+        KW("items", items),
+        KW("minItems", min_items),
+        KW("maxItems", max_items),
+        KW("anyOf", any_of),
+        KW("oneOf", one_of),
+        KW("allOf", all_of),
+        KW("not", negated),
+        KW("if", if_),
+        KW("then", then),
+        KW("else", else_),
+        KW("$ref", ref),
+#undef KW
+    };
+    memset(k, 0, sizeof(*k));
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)schema, key, val)
+    {
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+            if (key[0] == known[i].name[0] && strcmp(key, known[i].name) == 0) {
+                *(const json_t **)((char *)k + known[i].off) = val;
+                break;
+            }
+    }
+}
+
 static bool validate(struct vctx *c, const json_t *schema, const json_t *v);
 
 /* The schema a local reference names: "#" or "#/$defs/<name>" in root; NULL for any other. */
@@ -92,33 +168,23 @@ static const json_t *resolve_ref(const json_t *root, const char *ref)
 }
 
 /* Whether v meets schema, without a message (the branch tests of anyOf, oneOf, not and if). */
-static bool matches(const struct vctx *c, const json_t *schema, const json_t *v, char *m,
-                    size_t mlen)
+static bool matches(const struct vctx *c, const json_t *schema, const json_t *v)
 {
     struct vctx sub = *c;
-    sub.msg = m;
-    sub.msglen = mlen;
+    sub.quiet = true;
     return validate(&sub, schema, v);
 }
 
-static bool validate_object(struct vctx *c, const json_t *schema, const json_t *v)
+static bool validate_object(struct vctx *c, const struct keywords *k, const json_t *v)
 {
-    const json_t *props = json_object_get(schema, "properties");
-    const json_t *required = json_object_get(schema, "required");
-    const json_t *additional = json_object_get(schema, "additionalProperties");
-    size_t base = strlen(c->path);
     size_t i;
     const json_t *r;
-    json_array_foreach(required, i, r)
+    json_array_foreach(k->required, i, r)
     {
         if (json_is_string(r) && !json_object_get(v, json_string_value(r))) {
-            char name[300];
-            snprintf(name, sizeof(name), "%s%s%s", c->path, base ? "." : "", json_string_value(r));
-            char saved[256];
-            memcpy(saved, c->path, sizeof(saved));
-            snprintf(c->path, sizeof(c->path), "%s", name);
+            size_t base = path_push(c, ".", json_string_value(r), json_string_length(r));
             fail(c, "is required");
-            memcpy(c->path, saved, sizeof(saved));
+            c->path[base] = '\0';
             return false;
         }
     }
@@ -126,45 +192,42 @@ static bool validate_object(struct vctx *c, const json_t *schema, const json_t *
     const json_t *val;
     json_object_foreach((json_t *)v, key, val)
     {
-        snprintf(c->path + base, sizeof(c->path) - base, "%s%s", base ? "." : "", key);
-        const json_t *sub = props ? json_object_get(props, key) : NULL;
-        if (sub) {
-            if (!validate(c, sub, val))
-                return false;
-        } else if (json_is_false(additional)) {
-            bool ok = fail(c, "is not a known field");
-            c->path[base] = '\0';
-            return ok;
-        } else if (json_is_object(additional)) {
-            if (!validate(c, additional, val))
-                return false;
-        }
+        size_t base = path_push(c, ".", key, strlen(key));
+        const json_t *sub = k->properties ? json_object_get(k->properties, key) : NULL;
+        bool ok = true;
+        if (sub)
+            ok = validate(c, sub, val);
+        else if (json_is_false(k->additional))
+            ok = fail(c, "is not a known field");
+        else if (json_is_object(k->additional))
+            ok = validate(c, k->additional, val);
         c->path[base] = '\0';
+        if (!ok)
+            return false;
     }
     return true;
 }
 
-static bool validate_array(struct vctx *c, const json_t *schema, const json_t *v)
+static bool validate_array(struct vctx *c, const struct keywords *k, const json_t *v)
 {
-    const json_t *items = json_object_get(schema, "items");
-    const json_t *k;
-    if ((k = json_object_get(schema, "minItems")) &&
-        json_array_size(v) < (size_t)json_integer_value(k))
-        return fail(c, "must have at least %lld items", (long long)json_integer_value(k));
-    if ((k = json_object_get(schema, "maxItems")) &&
-        json_array_size(v) > (size_t)json_integer_value(k))
-        return fail(c, "must have at most %lld items", (long long)json_integer_value(k));
-    if (!json_is_object(items))
+    if (k->min_items && json_array_size(v) < (size_t)json_integer_value(k->min_items))
+        return fail(c, "must have at least %lld items",
+                    (long long)json_integer_value(k->min_items));
+    if (k->max_items && json_array_size(v) > (size_t)json_integer_value(k->max_items))
+        return fail(c, "must have at most %lld items", (long long)json_integer_value(k->max_items));
+    if (!json_is_object(k->items))
         return true;
-    size_t base = strlen(c->path), i;
+    size_t i;
     const json_t *e;
     json_array_foreach(v, i, e)
     {
-        snprintf(c->path + base, sizeof(c->path) - base, "[%zu]", i);
-        if (!validate(c, items, e))
+        char at[24];
+        size_t base = path_push(c, "", at, (size_t)snprintf(at, sizeof(at), "[%zu]", i));
+        bool ok = validate(c, k->items, e);
+        c->path[base] = '\0';
+        if (!ok)
             return false;
     }
-    c->path[base] = '\0';
     return true;
 }
 
@@ -174,32 +237,35 @@ static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
         return fail(c, "is not allowed");
     if (!json_is_object(schema))
         return true;
-    const json_t *t = json_object_get(schema, "type"), *k;
-    if (json_is_string(t) && !type_matches(json_string_value(t), v)) {
+    struct keywords kw, *k = &kw;
+    keywords_of(schema, k);
+    if (json_is_string(k->type) && !type_matches(json_string_value(k->type), v)) {
         char want[64];
-        snprintf(want, sizeof(want), "%s", json_string_value(t));
+        snprintf(want, sizeof(want), "%s", json_string_value(k->type));
         const char *article = strchr("aeiou", want[0]) ? "an" : "a";
         return fail(c, "must be %s %s, not %s", article, want, type_name(v));
     }
-    if (json_is_array(t)) {
+    if (json_is_array(k->type)) {
         bool any = false;
         size_t i;
         const json_t *e;
-        json_array_foreach(t, i, e) any =
+        json_array_foreach(k->type, i, e) any =
             any || (json_is_string(e) && type_matches(json_string_value(e), v));
         if (!any)
             return fail(c, "has the wrong type (%s)", type_name(v));
     }
-    if ((k = json_object_get(schema, "const")) && !json_equal(k, v))
+    if (k->constant && !json_equal(k->constant, v))
         return fail(c, "must equal the constant value");
-    if ((k = json_object_get(schema, "enum"))) {
+    if (k->enumeration) {
         bool any = false;
         size_t i;
         const json_t *e;
-        json_array_foreach(k, i, e) any = any || json_equal(e, v);
+        json_array_foreach(k->enumeration, i, e) any = any || json_equal(e, v);
+        if (!any && c->quiet)
+            return false;
         if (!any) {
             char list[200] = "";
-            json_array_foreach(k, i, e)
+            json_array_foreach(k->enumeration, i, e)
             {
                 if (json_is_string(e) &&
                     strlen(list) + strlen(json_string_value(e)) + 4 < sizeof(list))
@@ -209,67 +275,55 @@ static bool validate(struct vctx *c, const json_t *schema, const json_t *v)
             return fail(c, "must be one of: %s", list);
         }
     }
-    if (json_is_string(v)) {
+    if (json_is_string(v) && (k->min_length || k->max_length)) {
         size_t n = utf8_len(json_string_value(v), json_string_length(v));
-        if ((k = json_object_get(schema, "minLength")) && n < (size_t)json_integer_value(k))
+        if (k->min_length && n < (size_t)json_integer_value(k->min_length))
             return fail(c, "must be at least %lld characters long",
-                        (long long)json_integer_value(k));
-        if ((k = json_object_get(schema, "maxLength")) && n > (size_t)json_integer_value(k))
+                        (long long)json_integer_value(k->min_length));
+        if (k->max_length && n > (size_t)json_integer_value(k->max_length))
             return fail(c, "must be at most %lld characters long",
-                        (long long)json_integer_value(k));
+                        (long long)json_integer_value(k->max_length));
     }
     if (json_is_number(v)) {
         double d = json_number_value(v);
-        if ((k = json_object_get(schema, "minimum")) && d < json_number_value(k))
-            return fail_num(c, "must be at least", json_number_value(k));
-        if ((k = json_object_get(schema, "maximum")) && d > json_number_value(k))
-            return fail_num(c, "must be at most", json_number_value(k));
-        if ((k = json_object_get(schema, "exclusiveMinimum")) && d <= json_number_value(k))
-            return fail_num(c, "must be greater than", json_number_value(k));
-        if ((k = json_object_get(schema, "exclusiveMaximum")) && d >= json_number_value(k))
-            return fail_num(c, "must be less than", json_number_value(k));
+        if (k->minimum && d < json_number_value(k->minimum))
+            return fail_num(c, "must be at least", json_number_value(k->minimum));
+        if (k->maximum && d > json_number_value(k->maximum))
+            return fail_num(c, "must be at most", json_number_value(k->maximum));
+        if (k->exclusive_minimum && d <= json_number_value(k->exclusive_minimum))
+            return fail_num(c, "must be greater than", json_number_value(k->exclusive_minimum));
+        if (k->exclusive_maximum && d >= json_number_value(k->exclusive_maximum))
+            return fail_num(c, "must be less than", json_number_value(k->exclusive_maximum));
     }
-    if (json_is_object(v) && !validate_object(c, schema, v))
+    if (json_is_object(v) && !validate_object(c, k, v))
         return false;
-    if (json_is_array(v) && !validate_array(c, schema, v))
+    if (json_is_array(v) && !validate_array(c, k, v))
         return false;
-    const json_t *alts = json_object_get(schema, "anyOf");
-    if (!alts)
-        alts = json_object_get(schema, "oneOf");
+    const json_t *alts = k->any_of ? k->any_of : k->one_of;
     if (json_is_array(alts)) {
         size_t i, matches_n = 0;
         const json_t *e;
-        char first[512] = "";
-        json_array_foreach(alts, i, e)
-        {
-            char m[512];
-            if (matches(c, e, v, m, sizeof(m)))
-                matches_n++;
-            else if (!first[0])
-                snprintf(first, sizeof(first), "%s", m);
-        }
-        bool one = json_object_get(schema, "oneOf") != NULL;
+        json_array_foreach(alts, i, e) if (matches(c, e, v)) matches_n++;
+        bool one = k->one_of != NULL;
         if (matches_n == 0 || (one && matches_n > 1)) {
-            if (matches_n == 0 && first[0]) {
-                snprintf(c->msg, c->msglen, "%s", first);
+            /* the message of the first form, which none matched: checked again to say why */
+            if (matches_n == 0 && json_array_size(alts) && !c->quiet &&
+                !validate(c, json_array_get(alts, 0), v) && c->msg[0])
                 return false;
-            }
             return fail(c, "matches none or several of the allowed forms");
         }
     }
     size_t i;
     const json_t *e;
-    json_array_foreach(json_object_get(schema, "allOf"), i, e) if (!validate(c, e, v)) return false;
-    char m[512];
-    if ((k = json_object_get(schema, "not")) && matches(c, k, v, m, sizeof(m)))
+    json_array_foreach(k->all_of, i, e) if (!validate(c, e, v)) return false;
+    if (k->negated && matches(c, k->negated, v))
         return fail(c, "matches a form that is not allowed");
-    if ((k = json_object_get(schema, "if"))) {
-        const json_t *branch =
-            json_object_get(schema, matches(c, k, v, m, sizeof(m)) ? "then" : "else");
+    if (k->if_) {
+        const json_t *branch = matches(c, k->if_, v) ? k->then : k->else_;
         if (branch && !validate(c, branch, v))
             return false;
     }
-    const char *ref = json_string_value(json_object_get(schema, "$ref"));
+    const char *ref = json_string_value(k->ref);
     if (ref) {
         const json_t *target = resolve_ref(c->root, ref);
         if (!target)

@@ -203,6 +203,29 @@ static json_t *exec_structured(const struct job *j)
     return sc;
 }
 
+/* What a result holds besides its two streams, at most, as serialized JSON in both copies: the
+ * text's headers, the structured fields and names, a sandbox id, a disk note (under 400 bytes
+ * of plain text). */
+#define EXEC_FIXED_MAX 8192
+
+/* Name the files the streams would be kept in, should the reply cut them (named after the
+ * time, so that pruning by name drops the oldest). */
+static void exec_name_files(struct job *j)
+{
+    char stamp[32], rnd[8];
+    int64_t now = time_now_ms();
+    time_t secs = (time_t)(now / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+    unsigned char raw[3];
+    rand_bytes(raw, sizeof(raw));
+    rnd[base64url_encode(raw, sizeof(raw), rnd)] = '\0';
+    for (int i = 0; i < 2; i++)
+        j->saved[i].path = xasprintf("%s/%s.%03dZ-%s.%s", EXEC_SAVE_DIR, stamp, (int)(now % 1000),
+                                     rnd, stream_of(j, i).name);
+}
+
 /* Choose the cuts of both streams so that the whole result fits the budget, and build it into
  * *content and *sc. Each stream is shown twice, in the text and in structuredContent, so each
  * copy gets half of what is left after the rest of the result; the smaller stream keeps up to
@@ -217,6 +240,15 @@ static void exec_fit(struct job *j, json_t **content, json_t **sc)
         struct stream_view v = stream_of(j, i);
         cost[i] = json_string_cost_upto(v.data, v.len, per_copy);
     }
+    /* Streams this small fit whole with room to spare: nothing to cut, keep or measure. */
+    if (cost[0] + cost[1] <= per_copy && 2 * (cost[0] + cost[1]) + EXEC_FIXED_MAX <= avail) {
+        for (int i = 0; i < 2; i++)
+            j->saved[i].cut = (struct reply_cut){stream_of(j, i).len, stream_of(j, i).len};
+        *content = exec_content(j);
+        *sc = exec_structured(j);
+        return;
+    }
+    exec_name_files(j);
     for (int round = 0;; round++) {
         size_t share[2];
         reply_share(cost[0], cost[1], per_copy, &share[0], &share[1]);
@@ -296,18 +328,6 @@ static void exec_finished(struct job *j, struct sandbox_exec_result *r)
 {
     j->res = *r; /* the streams taken, not copied */
     r->out = r->err = NULL;
-    char stamp[32], rnd[8];
-    int64_t now = time_now_ms();
-    time_t secs = (time_t)(now / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-    unsigned char raw[3];
-    rand_bytes(raw, sizeof(raw));
-    rnd[base64url_encode(raw, sizeof(raw), rnd)] = '\0';
-    for (int i = 0; i < 2; i++)
-        j->saved[i].path = xasprintf("%s/%s.%03dZ-%s.%s", EXEC_SAVE_DIR, stamp, (int)(now % 1000),
-                                     rnd, stream_of(j, i).name);
     /* The path of a stream shown whole appears nowhere in the result: dropping it after the
      * fit changes nothing of it. */
     json_t *content, *sc;

@@ -274,6 +274,16 @@ static void on_stdin_written(h2o_socket_t *sock, const char *err)
     close_stdin(ex);
 }
 
+/* The init's report on a command ends with its "exit <status>" line, written just before it
+ * closes the connection. */
+static bool report_whole(const char *data, size_t len)
+{
+    if (!len || data[len - 1] != '\n')
+        return false;
+    const char *last = len > 1 ? memrchr(data, '\n', len - 1) : NULL;
+    return strncmp(last ? last + 1 : data, "exit ", 5) == 0;
+}
+
 static void on_report(struct proc_watch *w, int wait_status)
 {
     struct sandbox_exec *ex = container_of(w, struct sandbox_exec, report);
@@ -304,9 +314,10 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
     int status = -1;
     const char *line = report;
     while (line && *line) {
-        int pid;
-        if (sscanf(line, "pid %d", &pid) == 1 || sscanf(line, "exit %d", &status) == 1)
+        if (strncmp(line, "pid ", 4) == 0)
             ;
+        else if (strncmp(line, "exit ", 5) == 0)
+            status = (int)strtol(line + 5, NULL, 10);
         else if (!err.code) {
             size_t n = strcspn(line, "\n");
             err_set(&err, -EIO, "%.*s", (int)n, line);
@@ -389,9 +400,9 @@ void exec_tick(struct sandbox_manager *m)
         loop_timer_start(&m->exec_timer, 50, on_exec_tick);
 }
 
+/* (h2o makes the descriptor non-blocking itself) */
 static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
 {
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     *out = h2o_evloop_socket_create(loop_get(), fd, 0);
     (*out)->data = data;
     return 0;
@@ -649,6 +660,7 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         loop_timer_start(&m->exec_timer, 50, on_exec_tick);
     ex->conn_fd = conn;
     proc_watch_start(&ex->report, 0, conn, 4096, on_report);
+    ex->report.whole = report_whole;
     return ex;
 }
 

@@ -24,6 +24,11 @@ struct store {
      * fills up so that the store can still record what failed (store_keep_reserve), "" for a
      * database server. */
     char reserve[4096];
+    char path[4096]; /* a file database's path, "" for a database server */
+    /* store_data_version's watch on a file database: an inotify descriptor on its files (-2 not
+     * made yet, -1 none), and the version it last read (-1 none). */
+    int watch_fd;
+    int64_t watched_version;
 };
 
 /* A statement of either backend. Its values are bound with db_bind_* (1-based, as in SQLite),

@@ -116,7 +116,12 @@ TEST(bearer_revocation_by_another_process_is_seen_the_next_turn)
     struct fixture f;
     setup(&f);
     struct store_user u;
-    CHECK_INT_EQ(check(&f, f.plain, &u, NULL), 0);
+    /* quiet turns first: on a file database the version is then taken from the watch on its
+     * files, without a query */
+    for (int i = 0; i < 3; i++) {
+        CHECK_INT_EQ(check(&f, f.plain, &u, NULL), 0);
+        http_bearer_after_loop();
+    }
     char q[200];
     snprintf(q, sizeof(q), "UPDATE tokens SET revoked_at = 1 WHERE id = '%s'", f.tok.id);
     if (test_sql_run(f.path, q, NULL) < 0)
