@@ -216,17 +216,20 @@ void mcp_call_tool_result(struct mcp_call *call, json_t *content, json_t *struct
             free(text);
         }
     }
-    if (structured && call->tool && call->tool->output_schema) {
-        char msg[512];
-        if (!schema_validate(call->tool->output_schema, structured, msg, sizeof(msg)))
-            log_warn("mcp output-schema-mismatch tool=%s reason=\"%s\"", call->tool->def.name, msg);
-    }
+    /* The result is checked against the tool's output schema after it has gone: the check only
+     * warns, so it need not delay the answer. */
+    const struct mcp_tool_entry *tool =
+        structured && call->tool && call->tool->output_schema ? call->tool : NULL;
     json_t *r = json_pack("{s:o}", "content", content);
     if (structured)
-        json_object_set_new(r, "structuredContent", structured);
+        json_object_set(r, "structuredContent", structured);
     if (is_error)
         json_object_set_new(r, "isError", json_true());
     mcp_call_reply(call, r);
+    char msg[512];
+    if (tool && !schema_validate(tool->output_schema, structured, msg, sizeof(msg)))
+        log_warn("mcp output-schema-mismatch tool=%s reason=\"%s\"", tool->def.name, msg);
+    json_decref(structured);
 }
 
 static void tool_fail(struct mcp_call *call, enum mcp_tool_error code, const char *fmt, va_list ap)
