@@ -157,6 +157,12 @@ size_t json_prefix_fit(const char *s, size_t n, size_t budget)
 {
     size_t i = 0, cost = 0;
     while (i < n) {
+        /* a run of bytes that cost one each, as far as the budget goes */
+        size_t room = budget - cost, run = plain_run(s + i, n - i < room ? n - i : room);
+        i += run;
+        cost += run;
+        if (i == n)
+            break;
         size_t c = char_cost((unsigned char)s[i]);
         if (cost + c > budget)
             break;
@@ -168,10 +174,33 @@ size_t json_prefix_fit(const char *s, size_t n, size_t budget)
     return i;
 }
 
+/* plain_run from the end: how many bytes before s + n need no escape. */
+static size_t plain_run_back(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + n - i - 8, 8);
+        uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
+        if (((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
+            ((bs - ONES) & ~bs & HIGHS))
+            break;
+    }
+    while (i < n && !needs_escape((unsigned char)s[n - i - 1]))
+        i++;
+    return i;
+}
+
 size_t json_suffix_fit(const char *s, size_t n, size_t budget)
 {
     size_t i = n, cost = 0;
     while (i > 0) {
+        size_t room = budget - cost, lim = i < room ? i : room;
+        size_t run = plain_run_back(s + i - lim, lim);
+        i -= run;
+        cost += run;
+        if (i == 0)
+            break;
         size_t c = char_cost((unsigned char)s[i - 1]);
         if (cost + c > budget)
             break;

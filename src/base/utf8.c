@@ -143,9 +143,21 @@ size_t utf8_boundary(const char *s, size_t n)
     return n;
 }
 
+size_t utf8_clean_prefix(const char *s, size_t n)
+{
+    return clean_prefix((const unsigned char *)s, n);
+}
+
 char *utf8_sanitize_take(char *s, size_t n, size_t *out_len)
 {
-    if (clean_prefix((const unsigned char *)s, n) == n) {
+    return utf8_sanitize_take_from(s, n, 0, out_len);
+}
+
+char *utf8_sanitize_take_from(char *s, size_t n, size_t clean, size_t *out_len)
+{
+    if (clean > n)
+        clean = n;
+    if (clean + clean_prefix((const unsigned char *)s + clean, n - clean) == n) {
         s[n] = '\0';
         if (out_len)
             *out_len = n;

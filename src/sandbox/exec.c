@@ -46,15 +46,17 @@
 #include "sandbox/fsops.h"
 #include "sandbox/listen_ports.h"
 
-/* Keeps the first half and the last half of a stream within cap bytes. Memory follows the
- * output: the head grows as it fills and the tail is allocated once the head is full. Most
+/* Keeps a stream within cap bytes: all of it while it fits, then its first half and its last
+ * half. Memory follows the output: the head grows as it fills, and the tail is allocated when
+ * the output outgrows the cap (what the head holds past its first half moves there). Most
  * commands print little, and buffers at the full cap (2 MiB a command with the defaults) for
  * every command under way would leave the heap as large as the most commands ever at once,
  * with the pages each touched resident. */
 struct capture {
     char *head;
-    size_t head_len, head_alloc, head_cap;
-    char *tail; /* ring */
+    size_t head_len, head_alloc, head_cap; /* head_cap: the cap, then its first half */
+    size_t clean; /* how much of the head is known valid UTF-8, checked as it came */
+    char *tail;   /* ring */
     size_t tail_cap, tail_start, tail_len;
     uint64_t total;
 };
@@ -80,8 +82,17 @@ struct sandbox_exec {
 static void capture_init(struct capture *c, size_t cap)
 {
     memset(c, 0, sizeof(*c));
-    c->head_cap = cap / 2;
-    c->tail_cap = cap - c->head_cap;
+    c->head_cap = cap;
+    c->tail_cap = cap - cap / 2;
+}
+
+/* n bytes more in the head: checked while they are fresh in the cache, and while the command
+ * still runs, rather than all at its end. */
+static void capture_grew(struct capture *c, size_t n)
+{
+    c->head_len += n;
+    if (c->clean + 4 >= c->head_len - n) /* not stopped for good at a bad byte */
+        c->clean += utf8_clean_prefix(c->head + c->clean, c->head_len - c->clean);
 }
 
 static void capture_add(struct capture *c, const char *data, size_t len)
@@ -101,11 +112,19 @@ static void capture_add(struct capture *c, const char *data, size_t len)
     }
     if (h)
         memcpy(c->head + c->head_len, data, h);
-    c->head_len += h;
+    capture_grew(c, h);
     data += h;
     len -= h;
-    if (len && !c->tail)
+    if (len && !c->tail) {
+        /* past the cap: the head keeps the first half, the rest of it begins the tail */
+        size_t keep = c->head_cap - c->tail_cap;
         c->tail = xmalloc(c->tail_cap);
+        memcpy(c->tail, c->head + keep, c->head_len - keep);
+        c->tail_len = c->head_len - keep;
+        c->head_len = c->head_cap = c->head_alloc = keep;
+        c->clean = c->clean < keep ? c->clean : keep;
+        c->head = xrealloc(c->head, keep ? keep : 1);
+    }
     if (len >= c->tail_cap) {
         data += len - c->tail_cap;
         len = c->tail_cap;
@@ -127,7 +146,7 @@ static void capture_add(struct capture *c, const char *data, size_t len)
  * it fills), or NULL when nothing has come yet or the head is full. */
 static char *capture_room(struct capture *c, size_t *room)
 {
-    if (!c->head_alloc || c->head_len == c->head_cap)
+    if (!c->head_alloc || c->head_len == c->head_cap || c->tail)
         return NULL;
     if (c->head_len == c->head_alloc) {
         size_t n = c->head_alloc * 2 < c->head_cap ? c->head_alloc * 2 : c->head_cap;
@@ -138,8 +157,8 @@ static char *capture_room(struct capture *c, size_t *room)
     return c->head + c->head_len;
 }
 
-/* Head, marker and tail as one valid UTF-8 string. Output that fit the head whole is the
- * result as it is, not copied. */
+/* Head, marker and tail as one valid UTF-8 string. Output that fit the cap is the result as it
+ * is, not copied. */
 static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
 {
     size_t n = c->head_len + c->tail_len;
@@ -147,9 +166,10 @@ static char *capture_finish(struct capture *c, size_t *len, bool *truncated)
     if (!c->tail_len && !*truncated && c->head) {
         char *raw = xrealloc(c->head, c->head_len + 1);
         size_t hl = c->head_len;
+        size_t clean = c->clean;
         c->head = NULL;
-        c->head_len = c->head_alloc = 0;
-        return utf8_sanitize_take(raw, hl, len);
+        c->head_len = c->head_alloc = c->clean = 0;
+        return utf8_sanitize_take_from(raw, hl, clean, len);
     }
     char *raw = xmalloc(n + 128);
     size_t hl = c->head_len, pos = 0;
@@ -204,7 +224,7 @@ static void read_stream(struct sandbox_exec *ex, int fd, enum sandbox_stream s)
         if (n <= 0)
             return;
         if (at) {
-            c->head_len += (size_t)n;
+            capture_grew(c, (size_t)n);
             c->total += (uint64_t)n;
         } else {
             capture_add(c, buf, (size_t)n);
@@ -513,16 +533,26 @@ int sandbox_connect_init(struct sandbox *sbx, struct err *err)
     return conn;
 }
 
+/* A connection to sbx's init for a command: the one made ahead, else a new one. */
+static int init_conn(struct sandbox *sbx, bool *ahead, struct err *err)
+{
+    *ahead = sbx->ctl_spare >= 0;
+    if (!*ahead)
+        return sandbox_connect_init(sbx, err);
+    int conn = sbx->ctl_spare;
+    sbx->ctl_spare = -1;
+    return conn;
+}
+
 /* Hand a command to the sandbox's init over its control socket, with nfds descriptors attached:
  * the command's stdin, stdout and stderr, and for a relayed command (opts given) its status
- * file. Returns the connection, on which the init reports. */
+ * file. Returns the connection, on which the init reports. The connection for the next command
+ * is made once this one is sent, while the init starts it: connecting walks a path through
+ * /proc, which then costs the next command nothing. */
 static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
                         const char *const *env, const char *const *opts, const int *fds,
                         size_t nfds, struct err *err)
 {
-    int conn = sandbox_connect_init(sbx, err);
-    if (conn < 0)
-        return conn;
     char **envp = build_env(env, cwd);
     uint32_t len;
     char *req = build_request(cwd, argv, envp, opts, &len);
@@ -531,36 +561,50 @@ static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const 
         char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
-    memset(&u, 0, sizeof(u));
-    /* The whole request in one message where the socket takes it (the descriptors ride on its
-     * first bytes), so that the init finds all of it when it wakes. */
-    struct iovec iov = {.iov_base = req, .iov_len = sizeof(len) + len};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-    ssize_t sent = sendmsg(conn, &msg, MSG_NOSIGNAL);
-    bool ok = sent > 0;
-    for (size_t off = ok ? (size_t)sent : 0; ok && off < sizeof(len) + len;) {
-        ssize_t n = send(conn, req + off, sizeof(len) + len - off, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            ok = false;
-        else
-            off += (size_t)n;
-    }
+    int conn;
+    bool ahead, ok;
+    int e = 0;
+    do {
+        if ((conn = init_conn(sbx, &ahead, err)) < 0) {
+            free(req);
+            return conn;
+        }
+        memset(&u, 0, sizeof(u));
+        /* The whole request in one message where the socket takes it (the descriptors ride on
+         * its first bytes), so that the init finds all of it when it wakes. */
+        struct iovec iov = {.iov_base = req, .iov_len = sizeof(len) + len};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = u.buf,
+                             .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+        ssize_t sent = sendmsg(conn, &msg, MSG_NOSIGNAL);
+        ok = sent > 0;
+        for (size_t off = ok ? (size_t)sent : 0; ok && off < sizeof(len) + len;) {
+            ssize_t n = send(conn, req + off, sizeof(len) + len - off, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                ok = false;
+            else
+                off += (size_t)n;
+        }
+        if (!ok) {
+            e = errno;
+            close(conn);
+        }
+        /* a connection made ahead to an init that has gone since: once more, anew */
+    } while (!ok && ahead);
     free(req);
-    if (!ok) {
-        int e = errno;
-        close(conn);
+    if (!ok)
         return err_set(err, -EIO, "cannot hand the command to the sandbox: %s", strerror(e));
-    }
+    struct err ignored = {0};
+    int next = sandbox_connect_init(sbx, &ignored);
+    sbx->ctl_spare = next >= 0 ? next : -1;
     return conn;
 }
 
@@ -852,6 +896,14 @@ static int fs_worker_start(struct sandbox *sbx, struct err *err)
     sbx->fs_sock = sp[0];
     sbx->fs_pid = pid;
     return 0;
+}
+
+void sandbox_exec_release(struct sandbox *sbx)
+{
+    if (sbx->ctl_spare >= 0)
+        close(sbx->ctl_spare);
+    sbx->ctl_spare = -1;
+    sandbox_fs_worker_stop(sbx);
 }
 
 void sandbox_fs_worker_stop(struct sandbox *sbx)

@@ -97,6 +97,7 @@ struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sand
     sbx->m = m;
     sbx->pidfd = -1;
     sbx->fs_sock = -1;
+    sbx->ctl_spare = -1;
     sbx->listen_rx = -1;
     snprintf(sbx->id, sizeof(sbx->id), "%s", row->id);
     snprintf(sbx->user_id, sizeof(sbx->user_id), "%s", row->user_id);
@@ -306,7 +307,7 @@ void sandbox_manager_free(struct sandbox_manager *m)
             proc_watch_abandon(&s->start_watch);
         if (s->pidfd >= 0)
             close(s->pidfd);
-        sandbox_fs_worker_stop(s);
+        sandbox_exec_release(s);
         if (s->dirfd >= 0)
             close(s->dirfd);
         struct sandbox_waiter *w = s->waiters;
@@ -433,7 +434,7 @@ void sandbox_forget(struct sandbox *sbx, const char *reason)
         close(sbx->dirfd);
     if (sbx->pidfd >= 0)
         close(sbx->pidfd);
-    sandbox_fs_worker_stop(sbx);
+    sandbox_exec_release(sbx);
     free(sbx);
 }
 

@@ -306,7 +306,7 @@ void sandbox_stop(struct sandbox *sbx, const char *reason)
         close(sbx->pidfd);
         sbx->pidfd = -1;
     }
-    sandbox_fs_worker_stop(sbx);
+    sandbox_exec_release(sbx);
     sbx->standby = false;
     for (int i = 0; i < sbx->m->nlisteners; i++)
         sbx->m->listeners[i].fn(sbx->m->listeners[i].ctx, sbx->id, -1);

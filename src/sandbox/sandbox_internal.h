@@ -219,7 +219,8 @@ struct sandbox {
     pid_t init_pid;
     uint64_t init_start;
     int pidfd;
-    int fs_sock; /* the file worker's socket (sandbox_fs), -1 until needed */
+    int fs_sock;   /* the file worker's socket (sandbox_fs), -1 until needed */
+    int ctl_spare; /* a connection to the init made ahead of the next command, or -1 */
     pid_t fs_pid;
     unsigned fs_ops;                /* file operations under way (at most SANDBOX_FS_OPS_MAX) */
     int dirfd;                      /* O_PATH of dir: the init's control socket is dirfd/ctl.sock */
@@ -481,5 +482,8 @@ int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, con
 /* Let sbx's file worker go (it leaves once it has read what it was sent); the next file
  * operation starts a new one. */
 void sandbox_fs_worker_stop(struct sandbox *sbx);
+/* Let go of what exec.c keeps for a running sandbox (its file worker, the connection made ahead
+ * to its init): the sandbox is stopping. */
+void sandbox_exec_release(struct sandbox *sbx);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);

@@ -508,4 +508,57 @@ TEST(json_cost_and_fits)
     CHECK_INT_EQ(json_suffix_fit(s, 8, 0), 8);
 }
 
+/* The fits a byte at a time, as they were before they skipped runs a word at a time. */
+static size_t ref_cost(unsigned char c)
+{
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+        return 2;
+    return c < 0x20 ? 6 : 1;
+}
+
+static size_t ref_prefix_fit(const char *s, size_t n, size_t budget)
+{
+    size_t i = 0, cost = 0;
+    while (i < n && cost + ref_cost((unsigned char)s[i]) <= budget)
+        cost += ref_cost((unsigned char)s[i++]);
+    while (i > 0 && i < n && ((unsigned char)s[i] & 0xC0) == 0x80)
+        i--;
+    return i;
+}
+
+static size_t ref_suffix_fit(const char *s, size_t n, size_t budget)
+{
+    size_t i = n, cost = 0;
+    while (i > 0 && cost + ref_cost((unsigned char)s[i - 1]) <= budget)
+        cost += ref_cost((unsigned char)s[--i]);
+    while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80)
+        i++;
+    return i;
+}
+
+TEST(json_fits_agree_with_a_byte_at_a_time_at_every_budget)
+{
+    /* pieces that cost one, two and six, and a three-byte character, at every offset of
+     * strings a few words long */
+    static const char *const pieces[] = {"a",  "bc",   "\"",           "\\",
+                                         "\n", "\x01", "\xE2\x82\xAC", "x7y"};
+    unsigned seed = 1;
+    for (int round = 0; round < 400; round++) {
+        char str[64];
+        size_t n = 0;
+        while (n < 40) {
+            seed = seed * 1103515245u + 12345u;
+            const char *p = pieces[(seed >> 16) % 8];
+            size_t k = strlen(p);
+            memcpy(str + n, p, k);
+            n += k;
+        }
+        size_t total = json_string_cost(str, n);
+        for (size_t b = 0; b <= total + 2; b++) {
+            CHECK_INT_EQ(json_prefix_fit(str, n, b), ref_prefix_fit(str, n, b));
+            CHECK_INT_EQ(json_suffix_fit(str, n, b), ref_suffix_fit(str, n, b));
+        }
+    }
+}
+
 TEST_MAIN()

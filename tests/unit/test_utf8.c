@@ -130,6 +130,32 @@ TEST(utf8_sanitize_take_keeps_valid_text_and_replaces_the_rest)
     free(out);
 }
 
+TEST(utf8_clean_prefix_grows_as_the_text_comes_in_pieces)
+{
+    /* checked piece by piece, as the capture of a command's output does: a character split
+     * between pieces, a bad byte, then a valid tail that does not make the bad byte good */
+    const char text[] = "abcdefgh\xE2\x82\xAC ijklmnop\xFFqrstuvwxyz";
+    size_t n = sizeof(text) - 1, clean = 0;
+    for (size_t have = 0; have < n;) {
+        have += have + 3 <= n ? 3 : n - have;
+        clean += utf8_clean_prefix(text + clean, have - clean);
+        CHECK(clean <= have);
+        CHECK_INT_EQ(utf8_clean_prefix(text, have), clean);
+    }
+    CHECK_INT_EQ(clean, 20); /* up to the bad byte */
+    for (size_t k = 0; k <= n; k++) {
+        char *buf = malloc(n + 1);
+        memcpy(buf, text, n);
+        size_t len, want_len;
+        char *want = utf8_sanitize(text, n, &want_len);
+        char *out = utf8_sanitize_take_from(buf, n, k < clean ? k : clean, &len);
+        CHECK_INT_EQ(len, want_len);
+        CHECK(memcmp(out, want, len + 1) == 0);
+        free(out);
+        free(want);
+    }
+}
+
 TEST(utf8_boundary_cuts_before_incomplete_character)
 {
     const char *s = "a\xC3\xA9"         /* a é */

@@ -11,7 +11,9 @@
  * (arm below).
  *
  * Request (one per connection): a 4-byte length, then "cwd\0argv0\0...\0\0env0\0...\0\0", with
- * the command's stdin, stdout and stderr attached (SCM_RIGHTS) to the first bytes.
+ * the command's stdin, stdout and stderr attached (SCM_RIGHTS) to the first bytes. The server
+ * may connect ahead of its next command: a connection with nothing to read yet waits (at most
+ * SPARE_MAX of them) until its request comes.
  * Answers on the connection, one line each: "pid <pid in the sandbox>", then "exit <status>"
  * when it ends, or "<stage>: <error>" if it could not start. A byte 'k' from the server kills
  * the command's process group.
@@ -57,6 +59,7 @@
 #define POLICY_FD 4 /* a pooled sandbox's: the policy it confines itself with when handed over */
 #define REQUEST_MAX (4u << 20)
 #define MAX_CMDS 1024
+#define SPARE_MAX 4
 
 #define RELAY_CHUNK 65536
 #define RELAY_TICK_MS 50
@@ -80,6 +83,8 @@ struct cmd {
 };
 
 static struct cmd cmds[MAX_CMDS];
+static int cmds_end; /* past the highest slot taken so far: slots are taken lowest first */
+static int spare[SPARE_MAX] = {-1, -1, -1, -1}; /* connections waiting for their request */
 static bool pooled; /* not handed over yet: no network namespace of its own, not confined */
 static int ep = -1, tick = -1;
 static unsigned relays; /* relayed commands running: the tick runs while there are any */
@@ -455,6 +460,8 @@ static void start_command(int conn)
     }
     /* A slot is set up when it is taken. */
     struct cmd *cmd = &cmds[slot];
+    if (slot >= cmds_end)
+        cmds_end = slot + 1;
     cmd->pid = pid;
     cmd->conn = conn;
     cmd->status_fd = -1;
@@ -597,10 +604,51 @@ static void cmd_ended(struct cmd *c, int status)
 
 static struct cmd *cmd_of_conn(int conn)
 {
-    for (int i = 0; i < MAX_CMDS; i++)
+    for (int i = 0; i < cmds_end; i++)
         if (cmds[i].pid && cmds[i].conn == conn)
             return &cmds[i];
     return NULL;
+}
+
+/* A connection made ahead of its request: watched until the request comes. The oldest goes
+ * when there are too many (the server keeps one a sandbox). */
+static void spare_add(int conn)
+{
+    int at = 0;
+    for (int i = 0; i < SPARE_MAX; i++)
+        if (spare[i] < 0) {
+            at = i;
+            break;
+        }
+    if (spare[at] >= 0)
+        close(spare[at]); /* which also leaves the epoll set */
+    spare[at] = conn;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
+    epoll_ctl(ep, EPOLL_CTL_ADD, conn, &ev);
+}
+
+/* Whether conn is a spare connection, which it stops being. */
+static bool spare_take(int conn)
+{
+    for (int i = 0; i < SPARE_MAX; i++)
+        if (spare[i] == conn) {
+            spare[i] = -1;
+            return true;
+        }
+    return false;
+}
+
+/* Start the command conn brings; the connection is then watched for the server's 'k' and its
+ * going away, or was closed. watched: conn is in the epoll set already. */
+static void serve(int conn, bool watched)
+{
+    if (watched)
+        epoll_ctl(ep, EPOLL_CTL_DEL, conn, NULL);
+    start_command(conn);
+    if (cmd_of_conn(conn)) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
+        epoll_ctl(ep, EPOLL_CTL_ADD, conn, &ev);
+    }
 }
 
 int init_main(void)
@@ -637,7 +685,7 @@ int init_main(void)
                 if (read(tick, &ticks, sizeof(ticks)) < 0) {
                     /* none due */
                 }
-                for (int k = 0; k < MAX_CMDS; k++)
+                for (int k = 0; k < cmds_end; k++)
                     if (cmds[k].pid && cmds[k].status_fd >= 0)
                         for (int j = 0; j < 2; j++)
                             relay_copy(&cmds[k].relay[j], RELAY_TICK_BYTES);
@@ -645,12 +693,14 @@ int init_main(void)
                 int conn = accept4(CTL_FD, NULL, NULL, SOCK_CLOEXEC);
                 if (conn < 0)
                     continue;
-                start_command(conn);
-                struct cmd *c = cmd_of_conn(conn);
-                if (c) {
-                    struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
-                    epoll_ctl(ep, EPOLL_CTL_ADD, conn, &cev);
+                char peek;
+                if (recv(conn, &peek, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN) {
+                    spare_add(conn); /* connected ahead: its request comes later */
+                    continue;
                 }
+                serve(conn, false);
+            } else if (spare_take(fd)) {
+                serve(fd, true);
             } else if (fd == sfd) {
                 struct signalfd_siginfo si;
                 while (read(sfd, &si, sizeof(si)) > 0)
@@ -658,7 +708,7 @@ int init_main(void)
                 int status;
                 pid_t pid;
                 while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                    for (int k = 0; k < MAX_CMDS; k++) {
+                    for (int k = 0; k < cmds_end; k++) {
                         if (cmds[k].pid != pid)
                             continue;
                         cmd_ended(&cmds[k], status);
