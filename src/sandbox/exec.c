@@ -321,7 +321,7 @@ static void unlink_exec(struct sandbox_exec *ex)
 
 static void kill_command(struct sandbox_exec *ex)
 {
-    /* The init kills the command's process group (the command leads its own session). */
+    /* The init kills the command's process group (the command leads its own). */
     if (ex->conn_fd >= 0 && write(ex->conn_fd, "k", 1) < 0) {
         /* the init is gone: the command went with it */
     }
@@ -800,7 +800,8 @@ int sandbox_kill_group(struct sandbox *sbx, int pid)
     pid_t hp = sbx->state == SBX_RUNNING && pid > 0 ? host_pid_of(sbx, pid) : 0;
     if (hp <= 0)
         return -ESRCH;
-    /* The process leads its own session, so its group id is its pid (as the host sees it). */
+    /* The process leads its own process group, so its group id is its pid (as the host sees
+     * it). */
     kill(-hp, SIGKILL);
     kill(hp, SIGKILL);
     return 0;

@@ -268,7 +268,9 @@ static int child_main(void *arg)
     report = 3;
     syscall(SYS_close_range, 5, ~0u, 0);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    setsid();
+    /* A process group of its own, which a kill takes whole; not a session of its own, which
+     * would cost the kernel a scheduler group (an autogroup) for each command. */
+    setpgid(0, 0);
     if (chdir(c->cwd) < 0) {
         say_error(report, "cwd", errno);
         _exit(127);
