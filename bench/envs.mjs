@@ -162,8 +162,11 @@ await server.stop();
 
 // b2. from the snapshot with its sandbox kept ready in the pool (RUNS_ENV_POOL): started on the
 // snapshot and its OpenCode readied for the repository's directory before run_task; each run
-// waits until the pool has the next one ready, as a user's next session would find it
-server = await startServer({ env: { ...baseEnv, SANDBOX_POOL: '1', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '1', SANDBOX_DISK_MB: '2048' } });
+// waits until the pool has the next one ready, as a user's next session would find it. Each
+// run's session keeps its sandbox (and its OpenCode) running, and the pool never stops a user's
+// sandbox to make room, so this case has a slot for each run besides the pool's two.
+server = await startServer({ env: { ...baseEnv, SANDBOX_POOL: '1', RUNS_AGENT_POOL: '1', RUNS_ENV_POOL: '1', SANDBOX_DISK_MB: '2048',
+  SANDBOX_MAX_RUNNING: String(N + 4) } });
 client = mcpClient(server);
 const warm2 = await timedRun();
 if (!warm2.saved) throw new Error('the second warm-up run saved no snapshot');
@@ -174,7 +177,11 @@ const envReady = () => {
 };
 const pooledSnap = [];
 for (let i = 0; i < N; i++) {
-  while (envReady() < i + 1) await new Promise((r) => setTimeout(r, 50));
+  for (const t0 = Date.now(); envReady() < i + 1;) {
+    if (Date.now() - t0 > 120000)
+      throw new Error(`the pool had no sandbox on the snapshot ready for run ${i + 1} after 2 minutes; the server's log ends:\n${server.stderr().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
   const r = await timedRun();
   if (!r.restored) throw new Error(`run ${r.run} did not start from the snapshot`);
   if (!new RegExp(`sandbox assigned sbx=\\S+ user=\\S+ session=\\S+ from=pool template=\\S+ env=${warm2.saved.snapshot} prepared=yes`).test(r.log.map((l) => l.text).join('\n')))
