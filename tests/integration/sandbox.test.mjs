@@ -2,7 +2,7 @@
 // streaming, lifecycle (idle stop, capacity, fresh start) and re-adoption after kill -9.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
 import { modernRequest } from '../lib/http.mjs';
@@ -92,6 +92,48 @@ test('a plain program and its arguments (run without the shell) give what the sh
   assert.equal(r.stdout, '/tmp\n');
   r = await exec(server, 'FOO=bar env');
   assert.match(r.stdout, /^FOO=bar$/m);
+});
+
+test('connections to the init that bring no request neither stall it nor pile up: it keeps four', async () => {
+  const id = (await exec(server, 'true')).sandbox_id;
+  // Ten connections to the init's control socket, held without a word (as the server's own, made
+  // ahead of its next command, waits): the holder says how many of them the init has closed.
+  const py = `import socket, sys, time
+socks = []
+for i in range(10):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    socks.append(s)
+last = -1
+while True:
+    closed = 0
+    for s in socks:
+        try:
+            if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+    if closed != last:
+        print(closed, flush=True)
+        last = closed
+    time.sleep(0.05)`;
+  const holder = spawn('python3', ['-c', py, `${server.dataDir}/sandboxes/${id}/ctl.sock`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let said = '';
+  holder.stdout.on('data', (d) => { said += d; });
+  try {
+    await until(() => said.length > 0, 'the holder connected');
+    // commands go on meanwhile
+    assert.equal((await exec(server, 'echo still')).stdout, 'still\n');
+    // the init keeps at most four waiting connections (the server's own among them), so at
+    // least six of the ten are closed, the oldest first
+    await until(async () => {
+      await exec(server, 'true'); // the init accepts a connection a turn
+      return Math.max(...said.trim().split('\n').map(Number)) >= 6;
+    }, () => `the init closed ${said.trim().split('\n').at(-1)} of ten idle connections`);
+    assert.equal((await exec(server, 'echo after')).stdout, 'after\n');
+  } finally {
+    holder.kill();
+  }
 });
 
 test('the sandbox has its own pid 1, and /proc shows only its processes', async () => {

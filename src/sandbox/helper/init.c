@@ -83,8 +83,8 @@ struct cmd {
 };
 
 static struct cmd cmds[MAX_CMDS];
-static int cmds_end; /* past the highest slot taken so far: slots are taken lowest first */
-static int spare[SPARE_MAX] = {-1, -1, -1, -1}; /* connections waiting for their request */
+static int cmds_end;         /* past the highest slot taken so far: slots are taken lowest first */
+static int spare[SPARE_MAX]; /* connections waiting for their request, -1 where none */
 static bool pooled; /* not handed over yet: no network namespace of its own, not confined */
 static int ep = -1, tick = -1;
 static unsigned relays; /* relayed commands running: the tick runs while there are any */
@@ -656,6 +656,8 @@ static void serve(int conn, bool watched)
 int init_main(void)
 {
     prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
+    for (int i = 0; i < SPARE_MAX; i++)
+        spare[i] = -1;
     /* Before anything here opens a descriptor that could take its number. */
     pooled = fcntl(POLICY_FD, F_SETFD, FD_CLOEXEC) == 0;
     /* Not dumpable: processes in the sandbox (no CAP_SYS_PTRACE) can neither trace PID 1 nor
