@@ -17,21 +17,26 @@ static bool needs_escape(unsigned char c)
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
 
-/* How many bytes at s need no escape: eight at a time while a word holds none below 0x20 (the
+/* Whether the eight bytes of w may hold one that needs an escape: one below 0x20 (the
  * subtraction borrows into the high bit of such a byte, and bytes from 0x80 up are masked out
- * by ~w), no '"' and no '\\' (a byte equal to one of them is zero after the XOR). A word
- * flagged falsely is looked at byte by byte, which decides. */
+ * by ~w), a '"' or a '\\' (a byte equal to one of them is zero after the XOR). A word flagged
+ * falsely is looked at byte by byte, which decides. */
+static bool word_may_need_escape(const char *at)
+{
+    uint64_t w;
+    memcpy(&w, at, 8);
+    uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
+    return (((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
+            ((bs - ONES) & ~bs & HIGHS)) != 0;
+}
+
+/* How many bytes at s need no escape: eight at a time while a word holds none, then a byte at
+ * a time. */
 static size_t plain_run(const char *s, size_t n)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
-        if (((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
-            ((bs - ONES) & ~bs & HIGHS))
-            break;
-    }
+    while (i + 8 <= n && !word_may_need_escape(s + i))
+        i += 8;
     while (i < n && !needs_escape((unsigned char)s[i]))
         i++;
     return i;
@@ -178,14 +183,8 @@ size_t json_prefix_fit(const char *s, size_t n, size_t budget)
 static size_t plain_run_back(const char *s, size_t n)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + n - i - 8, 8);
-        uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
-        if (((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
-            ((bs - ONES) & ~bs & HIGHS))
-            break;
-    }
+    while (i + 8 <= n && !word_may_need_escape(s + n - i - 8))
+        i += 8;
     while (i < n && !needs_escape((unsigned char)s[n - i - 1]))
         i++;
     return i;
