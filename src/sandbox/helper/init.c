@@ -85,6 +85,7 @@ struct cmd {
 static struct cmd cmds[MAX_CMDS];
 static int cmds_end;         /* past the highest slot taken so far: slots are taken lowest first */
 static int spare[SPARE_MAX]; /* connections waiting for their request, -1 where none */
+static unsigned long spare_age[SPARE_MAX], spare_count; /* when each came, counted */
 static bool pooled; /* not handed over yet: no network namespace of its own, not confined */
 static int ep = -1, tick = -1;
 static unsigned relays; /* relayed commands running: the tick runs while there are any */
@@ -617,14 +618,13 @@ static struct cmd *cmd_of_conn(int conn)
 static void spare_add(int conn)
 {
     int at = 0;
-    for (int i = 0; i < SPARE_MAX; i++)
-        if (spare[i] < 0) {
+    for (int i = 0; i < SPARE_MAX && spare[at] >= 0; i++)
+        if (spare[i] < 0 || spare_age[i] < spare_age[at])
             at = i;
-            break;
-        }
     if (spare[at] >= 0)
         close(spare[at]); /* which also leaves the epoll set */
     spare[at] = conn;
+    spare_age[at] = ++spare_count;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
     epoll_ctl(ep, EPOLL_CTL_ADD, conn, &ev);
 }
