@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/util.h"
 
@@ -34,15 +35,20 @@ void log_write(enum log_level level, const char *fmt, ...)
     char line[2048], ts[32];
     time_format_rfc3339(time_now_ms(), ts);
     int n = snprintf(line, sizeof(line), "%s %s ", ts, level_names[level]);
+    size_t room = sizeof(line) - 1 - (size_t)n; /* the newline's byte kept */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    int m = vsnprintf(line + n, room + 1, fmt, ap);
     va_end(ap);
-    /* One write per line keeps lines whole when several processes share stderr. */
-    for (char *p = line; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    fprintf(stderr, "%s\n", line);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m < room ? (size_t)m : room);
+    for (size_t i = 0; i < len; i++)
+        if (line[i] == '\n' || line[i] == '\r')
+            line[i] = ' ';
+    line[len++] = '\n';
+    /* One write per line keeps lines whole when several processes share stderr (unbuffered, so
+     * this keeps its order with what stdio writes there). */
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w;
 }
 
 /* The keys of log_ratelimit, each with its current one-second window. */
