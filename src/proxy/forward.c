@@ -1,9 +1,9 @@
 /* Forwarding a checked request: the real key swapped in for the agent's token, the request sent
  * upstream, and the answer streamed back as it arrives, with the tokens it used counted. One
- * transfer per request, owned by the request's pool, and one upstream exchange on h2o's HTTP/1
- * client over the service's pool of kept connections: h2o calls stop() before it frees the pool
- * when the client goes away, and stop() cancels the exchange, closing its connection, which the
- * upstream sees. h2o notices a client that went away only when it writes to it, so while nothing
+ * transfer per request, owned by the request's pool, and one upstream exchange (upstream.c) over
+ * the service's pool of kept connections: h2o calls stop() before it frees the pool when the
+ * client goes away, and stop() cancels the exchange, closing its connection, which the upstream
+ * sees. h2o notices a client that went away only when it writes to it, so while nothing
  * has been sent yet (a model thinking for minutes) a once-a-second look at the client's socket does
  * the noticing. Its rule: this is the proxy's hot path (bench/proxy.mjs), and nothing here decides
  * what a token may do. */
@@ -28,22 +28,14 @@
 
 #define PENDING_MAX (1 << 20) /* response bytes buffered before the upstream is paused */
 #define CONNECT_TIMEOUT_MS 10000
-#define UPSTREAM_IDLE_MAX 64        /* kept connections per upstream that are not in use */
-#define UPSTREAM_IDLE_MS 118000     /* how long one is kept unused */
-#define UPSTREAM_RCVBUF (512 << 10) /* the kernel doubles it: 1 MiB */
+#define UPSTREAM_IDLE_MAX 64    /* kept connections per upstream that are not in use */
+#define UPSTREAM_IDLE_MS 118000 /* how long one is kept unused */
+/* h2o reads all the kernel holds before the PENDING_MAX hold applies: a receive buffer of its
+ * own bounds what a client that reads slowly leaves in the server's memory (the kernel doubles
+ * it: 1 MiB) */
+#define UPSTREAM_RCVBUF (512 << 10)
 
 #define USAGE_FLUSH_MS 1000
-
-/* A provider's upstream: where its requests go, and its kept connections. */
-struct upstream {
-    h2o_socketpool_t pool; /* capacity: UPSTREAM_IDLE_MAX */
-    h2o_iovec_t authority; /* for Host */
-    const char *base;      /* the upstream URL's path, "" for none */
-    /* connections handed back since the pool was last found empty, less those taken again: never
-     * fewer than it holds (the pool closes expired ones without a word) */
-    size_t idle;
-    bool timed; /* its idle connections expire: set at its first use */
-};
 
 static void on_client_gone(struct http_watch *w);
 
@@ -89,19 +81,9 @@ static void on_proceed(h2o_generator_t *gen, h2o_req_t *req)
     flush(t);
     if (done)
         return;
-    if (t->held && t->client && t->q.pending.len < PENDING_MAX / 2) {
-        h2o_socket_read_start(t->client->sock, t->held);
-        t->held = NULL;
-    }
-}
-
-/* Cancel the upstream exchange: its connection is closed, not kept. */
-static void upstream_cancel(struct transfer *t)
-{
-    loop_timer_stop(&t->connect_timer);
-    if (t->client) {
-        h2o_http1client_cancel(t->client);
-        t->client = NULL;
+    if (t->held && t->q.pending.len < PENDING_MAX / 2) {
+        t->held = false;
+        upstream_call_resume(&t->call);
     }
 }
 
@@ -109,9 +91,9 @@ static void on_stop(h2o_generator_t *gen, h2o_req_t *req)
 {
     struct transfer *t = (struct transfer *)gen;
     t->stopped = true;
-    if (t->client) {
+    if (upstream_call_active(&t->call)) {
         /* The client went away: abort the upstream exchange, closing its connection. */
-        upstream_cancel(t);
+        upstream_call_cancel(&t->call);
         log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=%llu",
                  t->prov->name, t->user, t->run[0] ? t->run : "-", (unsigned long long)t->bytes);
     }
@@ -125,7 +107,9 @@ static void on_dispose(void *ptr)
         push_check_forget(t->check); /* it owns a copy of what it reads */
         t->check = NULL;
     }
-    upstream_cancel(t);
+    upstream_call_cancel(&t->call);
+    if (t->redirected)
+        upstream_dispose(&t->redirect);
     buf_release(&t->head);
     if (t->key) {
         explicit_bzero(t->key, strlen(t->key));
@@ -190,7 +174,7 @@ static void upstream_failed(struct transfer *t, const char *errstr)
 {
     bool timeout = strstr(errstr, "timeout") != NULL; /* "I/O timeout", "connection timeout" */
     t->done = t->failed = true;
-    t->held = NULL;
+    t->held = false;
     http_watch_stop(&t->watch);
     log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
              t->user, t->run[0] ? t->run : "-", errstr, (long)(time_mono_ms() - t->t0));
@@ -204,11 +188,14 @@ static void upstream_failed(struct transfer *t, const char *errstr)
     flush(t);
 }
 
-static void upstream_done(struct transfer *t)
+/* The answer has ended, its last len bytes at data: the client has it before they are read for
+ * usage, and before the bookkeeping. */
+static void upstream_done(struct transfer *t, const char *data, size_t len)
 {
     t->done = true;
     start_response(t);
-    flush(t); /* the client has its answer before the bookkeeping below */
+    flush(t);
+    usage_feed(&t->usage, data, len);
     record_usage(t);
     log_info("proxy request service=%s user=%s run=%s status=%d bytes=%llu in=%lld out=%lld ms=%ld",
              t->prov->name, t->user, t->run[0] ? t->run : "-", t->status,
@@ -216,75 +203,74 @@ static void upstream_done(struct transfer *t)
              (long)(time_mono_ms() - t->t0));
 }
 
-/* The exchange on client ended cleanly, and h2o hands its connection back to the pool unless the
- * upstream asked otherwise. h2o 2.2's pool keeps whatever it is handed ("FIXME respect
- * capacity"), so beyond the pool's capacity of idle connections this one is closed instead. */
-static void upstream_keep(struct transfer *t, h2o_http1client_t *client)
+static bool on_body(struct upstream_call *c, const char *data, size_t len, bool end)
 {
-    struct upstream *up = t->up;
-    if (up->idle >= up->pool.capacity)
-        h2o_socket_close(h2o_http1client_steal_socket(client));
-    else
-        up->idle++;
-}
-
-static int on_body(h2o_http1client_t *client, const char *errstr)
-{
-    struct transfer *t = client->data;
-    h2o_buffer_t **in = &client->sock->input;
+    struct transfer *t = container_of(c, struct transfer, call);
     uint64_t max = t->prov->answer_max;
-    if (max && t->bytes + (*in)->size > max) {
-        t->client = NULL;
+    if (max && t->bytes + len > max) {
+        upstream_call_cancel(c);
         upstream_failed(t, "the answer is larger than the service's answer_max");
-        return -1;
+        return false;
     }
-    if ((*in)->size) {
+    if (len) {
         start_response(t);
-        http_sendq_write(&t->q, (*in)->bytes, (*in)->size);
-        usage_feed(&t->usage, (*in)->bytes, (*in)->size);
-        t->bytes += (*in)->size;
-        h2o_buffer_consume(in, (*in)->size);
+        http_sendq_write(&t->q, data, len);
+        t->bytes += len;
     }
-    if (errstr == h2o_http1client_error_is_eos) {
-        t->client = NULL;
-        if (!t->redirected)
-            upstream_keep(t, client);
-        upstream_done(t);
-    } else if (errstr) {
-        t->client = NULL;
-        upstream_failed(t, errstr);
-    } else {
-        flush(t); /* what one read brought leaves in one write; a stream's events at once */
-        if (t->q.pending.len >= PENDING_MAX) {
-            /* The client reads slower than the upstream sends: stop reading the upstream until
-             * on_proceed. h2o 2.2's client has no pause of its own, so its reader is set aside
-             * (its stall timeout still runs: a client that takes nothing for that long is cut). */
-            t->held = client->sock->_cb.read;
-            h2o_socket_read_stop(client->sock);
-            if (!t->was_held)
-                log_info("proxy upstream held service=%s user=%s run=%s reason=slow-client "
-                         "bytes=%llu pending=%zu",
-                         t->prov->name, t->user, t->run[0] ? t->run : "-",
-                         (unsigned long long)t->bytes, t->q.pending.len);
-            t->was_held = true;
-        }
+    if (end) {
+        upstream_done(t, data, len);
+        return false;
     }
-    return 0;
+    /* what one read brought leaves in one write, a stream's events at once, and only then are
+     * they read for usage */
+    flush(t);
+    usage_feed(&t->usage, data, len);
+    if (t->q.pending.len >= PENDING_MAX) {
+        /* The client reads slower than the upstream sends: stop reading the upstream until
+         * on_proceed (its stall timeout still runs: a client that takes nothing for that long
+         * is cut). */
+        t->held = true;
+        upstream_call_pause(c);
+        if (!t->was_held)
+            log_info("proxy upstream held service=%s user=%s run=%s reason=slow-client "
+                     "bytes=%llu pending=%zu",
+                     t->prov->name, t->user, t->run[0] ? t->run : "-", (unsigned long long)t->bytes,
+                     t->q.pending.len);
+        t->was_held = true;
+    }
+    return true;
 }
 
-static h2o_http1client_head_cb on_connect(h2o_http1client_t *client, const char *errstr,
-                                          h2o_iovec_t **reqbufs, size_t *reqbufcnt,
-                                          int *method_is_head);
-static void on_connect_timeout(struct loop_timer *lt);
+static void on_failed(struct upstream_call *c, const char *errstr)
+{
+    upstream_failed(container_of(c, struct transfer, call), errstr);
+}
+
+static bool on_head(struct upstream_call *c, const struct up_head *h);
+
+static const struct upstream_call_cb call_cb = {
+    .head = on_head,
+    .body = on_body,
+    .failed = on_failed,
+};
+
+static bool is_head_method(const h2o_req_t *req)
+{
+    return h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
+}
 
 /* A GET the service answers with a redirect to where the content is (GitHub's logs, on blob
  * storage under a signed URL): fetched here, as the client would, over a connection of its own
  * and without the key, so that the client needs no way out of its sandbox for it. One hop: a
  * redirect from there is passed on as it is. */
-static void follow_redirect(struct transfer *t, h2o_iovec_t location)
+static void follow_redirect(struct transfer *t, const char *location, size_t len)
 {
     h2o_url_t url;
-    if (location.len > 4096 || h2o_url_parse(location.base, location.len, &url) != 0) {
+    /* the location is in the connection's buffer, which goes with it */
+    char *to = len <= 4096 ? h2o_strdup(&t->req->pool, location, len).base : NULL;
+    upstream_call_cancel(&t->call);
+    if (!to || h2o_url_parse(to, len, &url) != 0 ||
+        upstream_init(&t->redirect, &t->p->upstream_ctx, &url, 0) != 0) {
         upstream_failed(t, "a redirect to something that is not an http or https URL");
         return;
     }
@@ -299,155 +285,92 @@ static void follow_redirect(struct transfer *t, h2o_iovec_t location)
     t->key = xstrdup("\r\n");
     t->reqbufs[0] = h2o_iovec_init(t->head.data, t->head.len);
     t->reqbufs[1] = h2o_iovec_init(t->key, 2);
-    t->reqbufs[2] = h2o_iovec_init(NULL, 0);
     log_info("proxy redirect followed service=%s user=%s run=%s to=%.*s", t->prov->name, t->user,
              t->run[0] ? t->run : "-", (int)url.authority.len, url.authority.base);
-    h2o_http1client_connect(&t->client, t, &t->p->client_ctx, url.host, h2o_url_get_port(&url),
-                            url.scheme == &H2O_URL_SCHEME_HTTPS, on_connect);
-    if (t->client)
-        loop_timer_start(&t->connect_timer, CONNECT_TIMEOUT_MS, on_connect_timeout);
+    upstream_call_start(&t->call, &t->redirect, t->reqbufs, 2, false, &call_cb);
 }
 
-static h2o_http1client_body_cb on_head(h2o_http1client_t *client, const char *errstr,
-                                       int minor_version, int status, h2o_iovec_t msg,
-                                       h2o_header_t *headers, size_t nheaders, int rlen)
+static bool on_head(struct upstream_call *c, const struct up_head *h)
 {
-    struct transfer *t = client->data;
-    if (errstr && errstr != h2o_http1client_error_is_eos) {
-        t->client = NULL;
-        /* A kept connection that the upstream closed while it was idle fails this way before
-         * any answer; the request goes again, as libcurl would send it again. */
-        if (t->reused && strncmp(errstr, "I/O error", 9) == 0)
-            forward_connect(t);
-        else
-            upstream_failed(t, errstr);
-        return NULL;
-    }
+    struct transfer *t = container_of(c, struct transfer, call);
     h2o_req_t *req = t->req;
+    int status = h->status;
     if (t->follow && !t->redirected &&
         (status == 301 || status == 302 || status == 303 || status == 307 || status == 308)) {
-        for (size_t i = 0; i < nheaders; i++)
-            if (h2o_memis(headers[i].name->base, headers[i].name->len, H2O_STRLIT("location"))) {
-                t->client = NULL; /* h2o closes this one when the callback returns NULL */
-                follow_redirect(t, headers[i].value);
-                return NULL;
+        for (size_t i = 0; i < h->nheaders; i++)
+            if (h2o_lcstris(h->headers[i].name, h->headers[i].name_len, H2O_STRLIT("location"))) {
+                follow_redirect(t, h->headers[i].value, h->headers[i].value_len);
+                return false;
             }
     }
-    size_t length = SIZE_MAX;
-    bool chunked = false;
     t->status = status;
-    for (size_t i = 0; i < nheaders; i++) {
-        const h2o_iovec_t *name = headers[i].name;
-        h2o_iovec_t v = headers[i].value;
-        if (h2o_memis(name->base, name->len, H2O_STRLIT("transfer-encoding")))
-            chunked = h2o_memis(v.base, v.len, H2O_STRLIT("chunked"));
-        else if (h2o_memis(name->base, name->len, H2O_STRLIT("content-length")))
-            length = h2o_strtosize(v.base, v.len);
-        if (is_hop(name->base, name->len))
+    for (size_t i = 0; i < h->nheaders; i++) {
+        const struct phr_header *hd = &h->headers[i];
+        /* h2o writes its own Date and Server on every answer: the upstream's would be a second
+         * of each (Date may appear once, RFC 9110 6.6.1) */
+        if (is_hop(hd->name, hd->name_len) ||
+            (hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0) ||
+            (hd->name_len == 6 && strncasecmp(hd->name, "server", 6) == 0))
             continue;
-        if (h2o_memis(name->base, name->len, H2O_STRLIT("content-type")) && v.len >= 17 &&
-            strncasecmp(v.base, "text/event-stream", 17) == 0)
+        if (hd->name_len == 12 && strncasecmp(hd->name, "content-type", 12) == 0 &&
+            hd->value_len >= 17 && strncasecmp(hd->value, "text/event-stream", 17) == 0)
             t->sse = true;
-        /* names come lowercase; both go with the client's input buffer after this call */
-        h2o_add_header_by_str(&req->pool, &req->res.headers,
-                              h2o_strdup(&req->pool, name->base, name->len).base, name->len, 0,
-                              NULL, h2o_strdup(&req->pool, v.base, v.len).base, v.len);
+        /* both go with the upstream's input buffer after this call: names lowercased */
+        char *name = h2o_strdup(&req->pool, hd->name, hd->name_len).base;
+        h2o_strtolower(name, hd->name_len);
+        h2o_add_header_by_str(&req->pool, &req->res.headers, name, hd->name_len, 0, NULL,
+                              h2o_strdup(&req->pool, hd->value, hd->value_len).base, hd->value_len);
     }
     /* The body is passed on unchanged, so its length is known: the client then has the whole
      * reply with its last byte, rather than after a terminating chunk that h2o can only send once
      * the write of the body has completed. An upstream that sends less fails the exchange, which
      * cuts the client off. */
-    if (!chunked)
-        req->res.content_length = length;
-    if (!chunked && length != SIZE_MAX && t->prov->answer_max && length > t->prov->answer_max) {
-        t->client = NULL;
+    if (h->body == UP_BODY_LENGTH)
+        req->res.content_length = h->length;
+    if (h->body == UP_BODY_LENGTH && t->prov->answer_max && h->length > t->prov->answer_max) {
         t->done = t->failed = true;
         http_watch_stop(&t->watch);
-        log_warn("proxy answer refused service=%s user=%s run=%s bytes=%zu reason=answer_max",
-                 t->prov->name, t->user, t->run[0] ? t->run : "-", length);
+        log_warn("proxy answer refused service=%s user=%s run=%s bytes=%llu reason=answer_max",
+                 t->prov->name, t->user, t->run[0] ? t->run : "-", (unsigned long long)h->length);
         proxy_respond_error(req, 502, "answer_too_large",
-                            "the answer of '%s' (%zu bytes) is larger than %llu bytes",
-                            t->prov->name, length, (unsigned long long)t->prov->answer_max);
-        return NULL;
+                            "the answer of '%s' (%llu bytes) is larger than %llu bytes",
+                            t->prov->name, (unsigned long long)h->length,
+                            (unsigned long long)t->prov->answer_max);
+        return false;
     }
-    if (errstr) { /* no body: HEAD, 204, 304 */
-        t->client = NULL;
-        if (!t->redirected)
-            upstream_keep(t, client);
-        upstream_done(t);
-        return NULL;
-    }
-    return on_body;
-}
-
-static h2o_http1client_head_cb on_connect(h2o_http1client_t *client, const char *errstr,
-                                          h2o_iovec_t **reqbufs, size_t *reqbufcnt,
-                                          int *method_is_head)
-{
-    struct transfer *t = client->data;
-    loop_timer_stop(&t->connect_timer);
-    if (errstr) {
-        t->client = NULL;
-        upstream_failed(t, errstr);
-        return NULL;
-    }
-    if (t->connecting) { /* handed over at once: a kept connection */
-        t->reused = true;
-        if (t->up->idle)
-            t->up->idle--;
-    } else {
-        /* h2o reads all the kernel holds before the PENDING_MAX hold applies: a receive buffer
-         * of its own bounds what a client that reads slowly leaves in the server's memory */
-        int rcvbuf = UPSTREAM_RCVBUF;
-        setsockopt(h2o_socket_get_fd(client->sock), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    }
-    *reqbufs = t->reqbufs;
-    *reqbufcnt = t->reqbufs[2].len ? 3 : 2;
-    *method_is_head = h2o_memis(t->req->method.base, t->req->method.len, H2O_STRLIT("HEAD"));
-    return on_head;
-}
-
-static void on_connect_timeout(struct loop_timer *lt)
-{
-    struct transfer *t = container_of(lt, struct transfer, connect_timer);
-    upstream_cancel(t);
-    upstream_failed(t, "connection timeout");
+    return true;
 }
 
 void forward_connect(struct transfer *t)
 {
-    struct upstream *up = t->up;
-    if (!up->timed) {
-        h2o_socketpool_set_timeout(&up->pool, loop_get(), UPSTREAM_IDLE_MS);
-        up->timed = true;
-    }
-    t->connecting = true;
-    t->reused = false;
-    h2o_http1client_connect_with_pool(&t->client, t, &t->p->client_ctx, &up->pool, on_connect);
-    t->connecting = false;
-    if (t->client && !t->reused) {
-        /* the pool opens a connection only when it holds no idle one that is still open */
-        up->idle = 0;
-        loop_timer_start(&t->connect_timer, CONNECT_TIMEOUT_MS, on_connect_timeout);
-    }
+    upstream_call_start(&t->call, &t->up->up, t->reqbufs, t->reqbufs[2].len ? 3 : 2,
+                        is_head_method(t->req), &call_cb);
 }
 
 /* The request line and headers for the upstream: the client's headers minus hop-by-hop ones,
  * Host, its credentials, cookies and Accept-Encoding (so usage can be read), and the real key in
  * a buffer of its own, cleared when the request is done with. */
-static void build_request_head(struct transfer *t, const struct upstream *up, const char *rest,
+static void build_request_head(struct transfer *t, const struct service *up, const char *rest,
                                size_t rlen, bool rooted, const char *key_value)
 {
     h2o_req_t *req = t->req;
     const struct provider *prov = t->prov;
     const char *query = req->query_at != SIZE_MAX ? req->path.base + req->query_at : "";
     size_t qlen = req->query_at != SIZE_MAX ? req->path.len - req->query_at : 0;
-    buf_init(&t->head, 0);
-    buf_printf(&t->head, "%.*s %s%.*s%.*s HTTP/1.1\r\nhost: %.*s\r\n", (int)req->method.len,
-               req->method.base, rooted ? "" : up->base, (int)rlen, rest, (int)qlen, query,
-               (int)up->authority.len, up->authority.base);
+    struct buf *b = &t->head;
+    buf_init(b, 0);
+    /* appended piece by piece: this is on the path of every request (bench/proxy.mjs) */
+    buf_append(b, req->method.base, req->method.len);
+    buf_append(b, " ", 1);
+    if (!rooted)
+        buf_puts(b, up->base);
+    buf_append(b, rest, rlen);
+    buf_append(b, query, qlen);
+    buf_puts(b, " HTTP/1.1\r\nhost: ");
+    buf_append(b, up->authority.base, up->authority.len);
+    buf_append(b, "\r\n", 2);
     if (req->entity.base || h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")))
-        buf_printf(&t->head, "content-length: %zu\r\n", req->entity.len);
+        buf_printf(b, "content-length: %zu\r\n", req->entity.len);
     for (size_t i = 0; i < req->headers.size; i++) {
         const h2o_header_t *h = &req->headers.entries[i];
         const char *name = h->name->base;
@@ -460,7 +383,10 @@ static void build_request_head(struct transfer *t, const struct upstream *up, co
             (nlen == 6 && strncasecmp(name, "expect", 6) == 0) ||
             (strlen(prov->key_header) == nlen && strncasecmp(name, prov->key_header, nlen) == 0))
             continue;
-        buf_printf(&t->head, "%.*s: %.*s\r\n", (int)nlen, name, (int)h->value.len, h->value.base);
+        buf_append(b, name, nlen);
+        buf_append(b, ": ", 2);
+        buf_append(b, h->value.base, h->value.len);
+        buf_append(b, "\r\n", 2);
     }
     t->key = xasprintf("%s: %s\r\n\r\n", prov->key_header, key_value);
     t->reqbufs[0] = h2o_iovec_init(t->head.data, t->head.len);
@@ -492,7 +418,7 @@ struct transfer *forward_new(struct proxy *p, h2o_req_t *req, const struct provi
     t->follow = flen && rlen >= flen && memcmp(rest + rlen - flen, prov->follow, flen) == 0 &&
                 h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"));
     /* the server's one h2o context resolves names on this loop */
-    p->client_ctx.getaddr_receiver = &req->conn->ctx->receivers.hostinfo_getaddr;
+    p->upstream_ctx.getaddr = &req->conn->ctx->receivers.hostinfo_getaddr;
     return t;
 }
 
@@ -504,8 +430,8 @@ static void on_client_gone(struct http_watch *w)
         push_check_forget(t->check);
         t->check = NULL;
     }
-    if (t->client) {
-        upstream_cancel(t);
+    if (upstream_call_active(&t->call)) {
+        upstream_call_cancel(&t->call);
         log_info("proxy aborted service=%s user=%s run=%s reason=client-gone bytes=0",
                  t->prov->name, t->user, t->run[0] ? t->run : "-");
     }
@@ -513,16 +439,16 @@ static void on_client_gone(struct http_watch *w)
     proxy_respond_error(t->req, 499, "client_gone", "the client went away");
 }
 
-static int upstream_init(struct upstream *up, const struct provider *prov, struct err *err)
+static int service_init(struct proxy *p, struct service *up, const struct provider *prov,
+                        struct err *err)
 {
     h2o_url_t url;
-    if (h2o_url_parse(prov->upstream, strlen(prov->upstream), &url) != 0)
+    if (h2o_url_parse(prov->upstream, strlen(prov->upstream), &url) != 0 ||
+        upstream_init(&up->up, &p->upstream_ctx, &url, UPSTREAM_IDLE_MAX) != 0)
         return err_set(err, -EINVAL, "provider '%s': upstream '%s' is not an http or https URL",
                        prov->name, prov->upstream);
     up->authority = url.authority;
     up->base = url.authority.base + url.authority.len; /* h2o makes a missing path "/" */
-    h2o_socketpool_init_by_hostport(&up->pool, url.host, h2o_url_get_port(&url),
-                                    url.scheme == &H2O_URL_SCHEME_HTTPS, UPSTREAM_IDLE_MAX);
     return 0;
 }
 
@@ -562,14 +488,16 @@ static SSL_CTX *upstream_tls_new(void)
 
 int forward_init(struct proxy *p, struct err *err)
 {
-    p->client_ctx = (h2o_http1client_ctx_t){.loop = loop_get(),
-                                            .io_timeout = loop_timeout(p->stall_seconds * 1000),
-                                            .ssl_ctx = upstream_tls_new()};
-    if (!p->client_ctx.ssl_ctx)
+    p->upstream_ctx = (struct upstream_ctx){.ssl_ctx = upstream_tls_new(),
+                                            .io_timeout_ms = p->stall_seconds * 1000,
+                                            .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+                                            .idle_timeout_ms = UPSTREAM_IDLE_MS,
+                                            .rcvbuf = UPSTREAM_RCVBUF};
+    if (!p->upstream_ctx.ssl_ctx)
         return err_set(err, -ENOMEM, "cannot set up TLS for upstreams");
     p->upstreams = xcalloc(p->nproviders, sizeof(*p->upstreams));
     for (; p->nupstreams < p->nproviders; p->nupstreams++) {
-        int r = upstream_init(&p->upstreams[p->nupstreams], &p->providers[p->nupstreams], err);
+        int r = service_init(p, &p->upstreams[p->nupstreams], &p->providers[p->nupstreams], err);
         if (r < 0)
             return r;
     }
@@ -580,10 +508,10 @@ void forward_release(struct proxy *p)
 {
     usage_flush(p);
     for (size_t i = 0; i < p->nupstreams; i++)
-        h2o_socketpool_dispose(&p->upstreams[i].pool);
+        upstream_dispose(&p->upstreams[i].up);
     free(p->upstreams);
     p->upstreams = NULL;
     p->nupstreams = 0;
-    SSL_CTX_free(p->client_ctx.ssl_ctx);
-    p->client_ctx.ssl_ctx = NULL;
+    SSL_CTX_free(p->upstream_ctx.ssl_ctx);
+    p->upstream_ctx.ssl_ctx = NULL;
 }

@@ -1,8 +1,8 @@
 #pragma once
 /* The LLM and git proxy: /proxy/<service>/<path> forwarded to the service's upstream with the
- * real key swapped in for the agent's proxy token. Requests go upstream through h2o's HTTP/1
- * client on the server's event loop, over a pool of kept connections per service. Main loop
- * thread only. */
+ * real key swapped in for the agent's proxy token. Requests go upstream through the proxy's own
+ * HTTP/1.1 client (upstream.h) on the server's event loop, over a pool of kept connections per
+ * service. Main loop thread only. */
 
 #include <h2o.h>
 #include <stdbool.h>

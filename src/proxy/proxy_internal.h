@@ -8,6 +8,7 @@
 #include "http/sendq.h"
 #include "http/watch.h"
 #include "proxy/proxy.h"
+#include "proxy/upstream.h"
 #include "store/store.h"
 
 /* Where an agent's client puts its key: x-api-key, Authorization: Bearer, the Basic password,
@@ -135,8 +136,14 @@ unsigned push_checks_pending(void);
 
 #define USAGE_PENDING_MAX 64
 
-struct upstream;
 struct push_wait;
+
+/* A provider's upstream: its kept connections, and what requests to it are built with. */
+struct service {
+    struct upstream up;
+    h2o_iovec_t authority; /* for Host */
+    const char *base;      /* the upstream URL's path, "" for none */
+};
 
 struct proxy {
     struct store *store;
@@ -144,9 +151,9 @@ struct proxy {
     size_t keylen;
     struct provider *providers;
     size_t nproviders;
-    struct upstream *upstreams; /* by provider */
-    size_t nupstreams;          /* set up so far */
-    h2o_http1client_ctx_t client_ctx;
+    struct service *upstreams; /* by provider */
+    size_t nupstreams;         /* set up so far */
+    struct upstream_ctx upstream_ctx;
     uint64_t max_request_bytes;
     uint64_t stall_seconds;
     char *names;            /* "anthropic, github, openai" */
@@ -190,8 +197,9 @@ struct transfer {
     struct proxy *p;
     h2o_req_t *req;
     const struct provider *prov;
-    struct upstream *up;
-    h2o_http1client_t *client; /* the upstream exchange, NULL once it has ended */
+    struct service *up;
+    struct upstream_call call; /* the upstream exchange, active until it has ended */
+    struct upstream redirect;  /* where a followed redirect goes (redirected) */
     struct buf head;           /* request line and headers */
     char *key;                 /* the real key's header line, and the end of the headers */
     h2o_iovec_t reqbufs[3];    /* head, key, body */
@@ -201,16 +209,13 @@ struct transfer {
     int status;
     bool started; /* h2o response started */
     bool stopped, done, failed, sse;
-    bool connecting;     /* inside h2o_http1client_connect_with_pool */
-    bool reused;         /* the connection was a kept one */
-    h2o_socket_cb held;  /* the upstream socket's reader while it is paused, else NULL */
+    bool held;           /* the upstream's reading paused for a client that reads slowly */
     bool was_held;       /* paused once at least (logged the first time only) */
     struct http_sendq q; /* the answer; its pending is what holds the upstream */
     struct usage_parser usage;
     int64_t t0;
     uint64_t bytes;
-    struct http_watch watch; /* the client, until the response starts */
-    struct loop_timer connect_timer;
+    struct http_watch watch;  /* the client, until the response starts */
     struct push_check *check; /* a push's check under way: upstream waits for it */
     bool follow;              /* a GET whose redirect is followed here (prov->follow) */
     bool redirected;          /* the exchange is the redirect's, on a connection of its own */

@@ -397,6 +397,90 @@ test('an https upstream must present a certificate from a trusted CA that names 
   }
 });
 
+test('the upstream client: chunked answers decoded and kept, close and bad framing end the connection, an idle one the upstream writes on is dropped', async () => {
+  // A raw upstream, so that the framing is exactly what each case says. The body's marker picks
+  // the answer; every answer names the connection it came on.
+  let nconns = 0;
+  const sockets = [];
+  const raw = net.createServer((sock) => {
+    const id = nconns++;
+    sockets[id] = { closed: false };
+    sock.on('close', () => { sockets[id].closed = true; });
+    let buf = '';
+    sock.on('data', (d) => {
+      buf += d;
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, end))?.[1] || 0);
+        if (buf.length < end + 4 + len) return;
+        const body = buf.slice(end + 4, end + 4 + len);
+        buf = buf.slice(end + 4 + len);
+        const json = JSON.stringify({ conn: id });
+        const mark = /"marker":"([a-z-]+)"/.exec(body)?.[1];
+        if (mark === 'chunked') {
+          const a = json.slice(0, 4), b = json.slice(4);
+          sock.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n` +
+            `${a.length.toString(16)};ext=1\r\n${a}\r\n${b.length.toString(16)}\r\n${b}\r\n0\r\nx-trailer: t\r\n\r\n`);
+        } else if (mark === 'close') {
+          sock.end(`HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: ${json.length}\r\n\r\n${json}`);
+        } else if (mark === 'until-close') {
+          sock.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n${json}`);
+        } else if (mark === 'two-lengths') {
+          sock.write(`HTTP/1.1 200 OK\r\ncontent-length: ${json.length}\r\ncontent-length: ${json.length + 1}\r\n\r\n${json}`);
+        } else if (mark === 'then-junk') {
+          sock.write(`HTTP/1.1 200 OK\r\ncontent-length: ${json.length}\r\n\r\n${json}`);
+          setImmediate(() => sock.write('HTTP/1.1 200 OK\r\n\r\nunasked'));
+        } else {
+          sock.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ndate: Thu, 01 Jan 1970 00:00:00 GMT\r\n` +
+            `server: upstream/1\r\ncontent-length: ${json.length}\r\n\r\n${json}`);
+        }
+      }
+    });
+  });
+  await new Promise((r) => raw.listen(0, '127.0.0.1', r));
+  const own = await startServer({ env: { ANTHROPIC_BASE_URL: `http://127.0.0.1:${raw.address().port}`, ANTHROPIC_API_KEY: REAL_KEY } });
+  try {
+    const token = cli(['proxy-token', '--user', 'admin', '--services', 'anthropic', '--data-dir', own.dataDir]).stdout.trim();
+    const ask = async (marker) => {
+      const res = await fetch(`${own.url}/proxy/anthropic/v1/messages`, { method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': token }, body: JSON.stringify({ marker }) });
+      return { status: res.status, headers: res.headers, body: await res.json() };
+    };
+    // chunked, its extension and trailer dropped, twice on the one connection
+    const c1 = await ask('chunked'), c2 = await ask('chunked');
+    assert.equal(c1.status, 200);
+    assert.deepEqual(c1.body, { conn: 0 });
+    assert.deepEqual(c2.body, { conn: 0 }, 'a chunked answer leaves the connection kept');
+    // Connection: close is honoured: the next request opens another
+    assert.deepEqual((await ask('close')).body, { conn: 0 });
+    await until(() => sockets[0].closed, 'the connection closed after connection: close');
+    const plain = await ask('plain');
+    assert.deepEqual(plain.body, { conn: 1 });
+    // the answer has one Date and one Server, the proxy's
+    assert.equal(plain.headers.get('date').match(/GMT/g).length, 1, plain.headers.get('date'));
+    assert.doesNotMatch(plain.headers.get('date'), /1970/);
+    assert.equal(plain.headers.get('server'), 'sandbox-mcp');
+    // a body that ends with the connection
+    assert.deepEqual((await ask('until-close')).body, { conn: 1 });
+    await until(() => sockets[1].closed, 'the connection closed after a body to the close');
+    // an idle connection on which the upstream sends what nothing asked for is closed at once
+    assert.deepEqual((await ask('then-junk')).body, { conn: 2 });
+    await until(() => sockets[2].closed, 'the connection closed after unasked bytes on an idle connection');
+    assert.deepEqual((await ask('plain')).body, { conn: 3 });
+    // two lengths: a 502, and the connection is not used again
+    const bad = await ask('two-lengths');
+    assert.equal(bad.status, 502);
+    assert.equal(bad.body.code, 'bad_gateway');
+    await until(() => sockets[3].closed, 'the connection closed after two lengths');
+    assert.deepEqual((await ask('plain')).body, { conn: 4 });
+    assert.match(own.stderr(), /proxy upstream failed service=anthropic .*err="the upstream's answer is not valid HTTP\/1.1"/);
+  } finally {
+    await own.stop();
+    raw.close();
+  }
+});
+
 test('neither the real key nor any token appears in the server log', () => {
   const log = server.stderr();
   assert.ok(!log.includes(REAL_KEY));
