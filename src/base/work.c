@@ -1,11 +1,15 @@
 /* Worker threads for costly work, answered on the loop (work.h). A thread that finishes a work
  * puts it on the done list and writes a byte to a pipe the loop watches; the loop takes the list
- * and calls the done() callbacks. Every field shared with the threads is under the lock. */
+ * and calls the done() callbacks. A thread that waits idle_ms for work ends; the last one to end
+ * wakes the loop too, which then closes the pipe, so that an idle pool holds nothing. Every field
+ * shared with the threads is under the lock. */
 #include "base/work.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,8 +28,23 @@ static void *worker(void *arg)
     struct work_pool *p = arg;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->waiting)
-            pthread_cond_wait(&p->wake, &p->lock);
+        while (!p->waiting) {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            uint64_t ns =
+                (uint64_t)until.tv_nsec + (p->idle_ms ? p->idle_ms : WORK_IDLE_MS) * 1000000ull;
+            until.tv_sec += (time_t)(ns / 1000000000ull);
+            until.tv_nsec = (long)(ns % 1000000000ull);
+            if (pthread_cond_clockwait(&p->wake, &p->lock, CLOCK_MONOTONIC, &until) == ETIMEDOUT &&
+                !p->waiting) {
+                if (--p->threads == 0) { /* the loop may close the pipe */
+                    ssize_t n = write(p->wfd, "", 1);
+                    (void)n;
+                }
+                pthread_mutex_unlock(&p->lock);
+                return NULL;
+            }
+        }
         struct work *w = p->waiting;
         p->waiting = w->next;
         if (!p->waiting)
@@ -61,6 +80,17 @@ static void on_done(h2o_socket_t *sock, const char *errstr)
         p->pending--;
         w->done(w); /* may free w */
     }
+    /* the last thread has ended (and done() started no other): the pipe goes too, and the next
+     * work makes both again */
+    pthread_mutex_lock(&p->lock);
+    bool idle = p->threads == 0 && !p->waiting && !p->done && p->pending == 0;
+    pthread_mutex_unlock(&p->lock);
+    if (idle) {
+        h2o_socket_close(p->sock);
+        p->sock = NULL;
+        close(p->wfd);
+        p->wfd = -1;
+    }
 }
 
 /* The pipe at the first work, and threads up to threads_max. */
@@ -81,6 +111,7 @@ static int pool_start(struct work_pool *p, struct err *err)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_mutex_lock(&p->lock);
     while (p->threads < p->threads_max) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -92,16 +123,21 @@ static int pool_start(struct work_pool *p, struct err *err)
             break;
         p->threads++;
     }
+    unsigned threads = p->threads;
+    pthread_mutex_unlock(&p->lock);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (p->threads == 0)
+    if (threads == 0)
         return err_set(err, -EAGAIN, "cannot run the %s: no worker thread could start", p->name);
     return 0;
 }
 
 int work_submit(struct work_pool *p, struct work *w, struct err *err)
 {
-    /* threads only this one changes: read without the lock */
-    if ((p->threads < p->threads_max || !p->sock) && pool_start(p, err) < 0)
+    /* threads end on their own: read under the lock, but only this thread adds any */
+    pthread_mutex_lock(&p->lock);
+    bool start = p->threads < p->threads_max || !p->sock;
+    pthread_mutex_unlock(&p->lock);
+    if (start && pool_start(p, err) < 0)
         return err->code;
     /* counted until done() has run: a work holds what it owns until then */
     if (p->pending >= p->threads_max + p->waiting_max)
@@ -120,4 +156,12 @@ int work_submit(struct work_pool *p, struct work *w, struct err *err)
 unsigned work_pool_pending(const struct work_pool *p)
 {
     return p->pending;
+}
+
+unsigned work_pool_threads(struct work_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    unsigned n = p->threads;
+    pthread_mutex_unlock(&p->lock);
+    return n;
 }

@@ -1,7 +1,9 @@
 #pragma once
 /* Work whose cost a caller chooses (inflating a pack a stranger sent, say), run on a bounded pool
  * of worker threads and answered on the loop. A pool is a static object of the module that uses
- * it and lives as long as the process; its threads start at the first work and are kept.
+ * it and lives as long as the process; its threads start at the first work, and each ends after
+ * idle_ms (WORK_IDLE_MS unless set) without work, the pipe with the last, so that a pool at rest
+ * holds no thread and no descriptor.
  *
  *     static struct work_pool pool = WORK_POOL_INIT("push check");
  *     work_pool_limit(&pool, 2, 16);
@@ -28,6 +30,7 @@ struct work {
 struct work_pool {
     const char *name; /* in error messages */
     unsigned threads_max, waiting_max;
+    unsigned idle_ms; /* how long a thread waits for work before it ends; 0: WORK_IDLE_MS */
     /* private, under lock */
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -39,6 +42,8 @@ struct work_pool {
     h2o_socket_t *sock;
     unsigned pending;
 };
+
+#define WORK_IDLE_MS 10000
 
 #define WORK_POOL_INIT(pool_name)                                                                  \
     {                                                                                              \
@@ -57,3 +62,5 @@ int work_submit(struct work_pool *p, struct work *w, struct err *err);
 
 /* Works submitted whose done() has not yet returned. Loop thread only. */
 unsigned work_pool_pending(const struct work_pool *p);
+/* Threads running now (for tests). */
+unsigned work_pool_threads(struct work_pool *p);
