@@ -189,7 +189,7 @@ try {
   }
   const ds = summarize(d), ps = summarize(p), ns = summarize(n);
   row('plain reply, directly to the upstream', ds);
-  row('plain reply through the proxy (token check, key swap, h2o client)', ps);
+  row('plain reply through the proxy (token check, key swap, its HTTP/1.1 client)', ps);
   row('plain reply through nginx (peer)', ns);
   const sbody = JSON.stringify({ model: 'claude-fake', stream: true, max_tokens: 16, messages: [] });
   const ttfb = async (base) => {
@@ -240,7 +240,7 @@ try {
   log('|---|---|---|---|---|---|---|---|---|');
   log(`| ${STREAMS} | ${h.ok} | ${h.held} | ${h.pinged} | ${h.ended} | ${h.openMs.toFixed(0)} ms | ${h.fds} | ${(h.rss / 2 ** 20).toFixed(1)} MiB | ${h.perStream.toFixed(1)} KiB |`);
   log();
-  log(`Each held stream is a client connection, an upstream connection through h2o's HTTP/1 client and their buffers; nothing else is kept per stream. ` +
+  log(`Each held stream is a client connection, an upstream connection through the proxy's HTTP/1.1 client and their buffers; nothing else is kept per stream. ` +
     `The client opens ${OPENING} at a time. The server ran with MAX_CONNECTIONS=${STREAMS + 1000} (the default, 4,096, is for a public server) and a descriptor limit of ${serverNofile}.` +
     (STREAMS < WANT_STREAMS && !quick ? ` **This machine's hard descriptor limit (${hardNofile}) leaves room for ${STREAMS} streams, not ${WANT_STREAMS}**: each takes two descriptors, and raising the hard limit needs CAP_SYS_RESOURCE, which this run lacks.` : ''));
   log();

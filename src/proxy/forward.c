@@ -179,10 +179,12 @@ static void upstream_failed(struct transfer *t, const char *errstr)
     log_warn("proxy upstream failed service=%s user=%s run=%s err=\"%s\" ms=%ld", t->prov->name,
              t->user, t->run[0] ? t->run : "-", errstr, (long)(time_mono_ms() - t->t0));
     if (!t->started) {
-        proxy_respond_error(
-            t->req, timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
-            timeout ? "upstream '%s' did not answer in time" : "cannot reach upstream '%s'",
-            t->prov->name);
+        if (timeout)
+            proxy_respond_error(t->req, 504, "upstream_timeout",
+                                "upstream '%s' did not answer in time", t->prov->name);
+        else /* how it failed holds nothing secret: a connection, TLS or framing error */
+            proxy_respond_error(t->req, 502, "bad_gateway", "upstream '%s' failed: %s",
+                                t->prov->name, errstr);
         return;
     }
     flush(t);

@@ -472,6 +472,7 @@ test('the upstream client: chunked answers decoded and kept, close and bad frami
     const bad = await ask('two-lengths');
     assert.equal(bad.status, 502);
     assert.equal(bad.body.code, 'bad_gateway');
+    assert.equal(bad.body.error, "upstream 'anthropic' failed: the upstream's answer is not valid HTTP/1.1");
     await until(() => sockets[3].closed, 'the connection closed after two lengths');
     assert.deepEqual((await ask('plain')).body, { conn: 4 });
     assert.match(own.stderr(), /proxy upstream failed service=anthropic .*err="the upstream's answer is not valid HTTP\/1.1"/);
