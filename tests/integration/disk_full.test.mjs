@@ -217,7 +217,7 @@ test('a disk filled to its last block: the run whose output cannot be kept fails
     await ok(srv, 'container_exec', { command: 'p=$(cat /tmp/bg.pid); kill $p; while kill -0 $p 2>/dev/null; do sleep 0.05; done' });
     await srv.waitLog(/sandbox stopped sbx=\S+ user=\S+ reason=disk failed/);
     const back = await ok(srv, 'container_exec', { command: 'cat /workspace/kept; touch /workspace/y && echo writable' });
-    assert.equal(back.stdout, 'kept\nwritable\n');
+    assert.equal(back.stdout, 'kept\nwritable\n', `${JSON.stringify(back)}\nfree ${freeMb()} MiB\n--- server log ---\n${srv.stderr().slice(-4000)}`);
     router.add('dfull-2', [{ text: 'Fine now.' }]);
     const again = await ok(srv, 'run_task', { task: 'dfull-2: anything' });
     assert.equal((await finished(srv, again.run_id)).status, 'succeeded');
