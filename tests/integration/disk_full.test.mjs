@@ -215,7 +215,9 @@ test('a disk filled to its last block: the run whose output cannot be kept fails
     for (const f of readdirSync(mnt).filter((f) => /^(other|again|more\d+)(\.tail)?$/.test(f)))
       unlinkSync(path.join(mnt, f));
     await ok(srv, 'container_exec', { command: 'p=$(cat /tmp/bg.pid); kill $p; while kill -0 $p 2>/dev/null; do sleep 0.05; done' });
-    await srv.waitLog(/sandbox stopped sbx=\S+ user=\S+ reason=disk failed/);
+    // this sandbox's stop: the run's may have failed and stopped too, sooner
+    const sbx = ro.structuredContent.sandbox_id;
+    await srv.waitLog(new RegExp(`sandbox stopped sbx=${sbx} user=\\S+ reason=disk failed`));
     const back = await ok(srv, 'container_exec', { command: 'cat /workspace/kept; touch /workspace/y && echo writable' });
     assert.equal(back.stdout, 'kept\nwritable\n', `${JSON.stringify(back)}\nfree ${freeMb()} MiB\n--- server log ---\n${srv.stderr().slice(-4000)}`);
     router.add('dfull-2', [{ text: 'Fine now.' }]);
