@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/util.h"
+
 #define LINE_MAX_ 4096 /* a chunk's size line, extensions included */
 
 /* --- head --- */
@@ -136,17 +138,6 @@ enum {
     C_DONE,
 };
 
-static int hex(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 int up_chunked_decode(struct up_chunked *c, char *buf, size_t *len, size_t *out)
 {
     size_t i = 0, o = 0, n = *len;
@@ -166,7 +157,7 @@ int up_chunked_decode(struct up_chunked *c, char *buf, size_t *len, size_t *out)
         }
         case C_SIZE0:
         case C_SIZE: {
-            int d = hex(ch);
+            int d = hex_value((unsigned char)ch);
             if (d >= 0) {
                 if (c->left > (UINT64_MAX >> 4))
                     return -1;
