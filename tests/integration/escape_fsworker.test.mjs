@@ -171,7 +171,7 @@ test('the file worker: kept for the sandbox, out of its reach, replaced when kil
     const busy = all.filter((r) => r.isError);
     assert.equal(busy.length, 8, JSON.stringify(busy.map((r) => r.content[0].text)));
     for (const r of busy) assert.match(r.content[0].text, /too many file operations are under way on sandbox .* \(at most 32\)/);
-    for (const r of all.filter((x) => !x.isError)) assert.equal(r.content[0].resource.text, 'one');
+    for (const r of all.filter((x) => !x.isError)) assert.equal(r.content[0].resource?.text, 'one', JSON.stringify(r));
 
     // A worker killed from outside is replaced by the next operation.
     process.kill(worker, 'SIGKILL');
