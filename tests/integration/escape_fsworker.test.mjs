@@ -173,10 +173,18 @@ test('the file worker: kept for the sandbox, out of its reach, replaced when kil
     for (const r of busy) assert.match(r.content[0].text, /too many file operations are under way on sandbox .* \(at most 32\)/);
     for (const r of all.filter((x) => !x.isError)) assert.equal(r.content[0].resource?.text, 'one', JSON.stringify(r));
 
-    // A worker killed from outside is replaced by the next operation.
+    // A worker killed from outside is replaced by the next operation. The signal takes effect
+    // after kill() returns: the next operation is sent once the worker has exited (a zombie
+    // until the server reaps it, or gone), as it would be after any death not seen happen.
     process.kill(worker, 'SIGKILL');
+    for (;;) {
+      let state;
+      try { state = readFileSync(`/proc/${worker}/stat`, 'utf8').split(') ')[1][0]; } catch { break; }
+      if (state === 'Z') break;
+      await new Promise((r) => setImmediate(r));
+    }
     const again = await call('container_file_read', { path: '/workspace/a.txt' });
-    assert.equal(again.content[0].resource.text, 'one', JSON.stringify(again));
+    assert.equal(again.content[0].resource?.text, 'one', JSON.stringify(again));
     const [next] = workerPids(srv.proc.pid);
     assert.ok(next > 0 && next !== worker, `worker ${worker} was not replaced: ${next}`);
   } finally {
