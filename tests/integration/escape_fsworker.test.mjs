@@ -9,6 +9,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, rpc, tempDir, removeDataDir } from '../lib/server.mjs';
+import { until } from '../lib/runs.mjs';
 
 const SECRET = `sk-ant-fsworker-${process.pid}-marker-7d1f0c`;
 
@@ -177,12 +178,8 @@ test('the file worker: kept for the sandbox, out of its reach, replaced when kil
     // after kill() returns: the next operation is sent once the worker has exited (a zombie
     // until the server reaps it, or gone), as it would be after any death not seen happen.
     process.kill(worker, 'SIGKILL');
-    for (;;) {
-      let state;
-      try { state = readFileSync(`/proc/${worker}/stat`, 'utf8').split(') ')[1][0]; } catch { break; }
-      if (state === 'Z') break;
-      await new Promise((r) => setImmediate(r));
-    }
+    const exited = () => { try { return readFileSync(`/proc/${worker}/stat`, 'utf8').split(') ')[1][0] === 'Z'; } catch { return true; } };
+    await until(exited, `file worker ${worker} exited after SIGKILL`);
     const again = await call('container_file_read', { path: '/workspace/a.txt' });
     assert.equal(again.content[0].resource?.text, 'one', JSON.stringify(again));
     const [next] = workerPids(srv.proc.pid);
