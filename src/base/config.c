@@ -107,6 +107,7 @@ const char *const config_known_keys[] = {
     "CLAUDE_CODE_BIN",
     "CODEX_BIN",
     "RUN_DEFAULT_MODEL",
+    "RUN_DEFAULT_AGENT",
     "RUN_TIMEOUT_MINUTES",
     "RUN_TIMEOUT_MAX_MINUTES",
     "RUNS_MAX_RUNNING",

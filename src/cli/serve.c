@@ -352,6 +352,7 @@ int cli_serve(const struct cli_command *cmd, int argc, char **argv)
         .run_timeout_ms = s.rc.timeout_ms,
         .run_timeout_max_ms = s.rc.timeout_max_ms,
         .default_model = s.rc.default_model ? s.rc.default_model : RUNS_DEFAULT_MODEL,
+        .default_agent = s.rc.default_agent ? s.rc.default_agent : RUNS_DEFAULT_AGENT,
     };
     s.instructions = tools_instructions(&s.facts);
     const struct mcp_server_info info = {

@@ -18,6 +18,7 @@ struct tools_facts {
     uint64_t run_timeout_ms;              /* a run's default timeout */
     uint64_t run_timeout_max_ms;          /* the largest run_task accepts */
     const char *default_model;            /* provider/model a run uses without model */
+    const char *default_agent;            /* the agent a run uses without agent */
     const struct proxy_llm *llms;         /* the LLM providers a model may name (proxy_llms), */
     size_t nllms;                         /* or none known yet (0) */
 };

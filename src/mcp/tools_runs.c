@@ -671,7 +671,7 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
         "\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100,"
             "\"description\":\"A short name for the run, shown in lists and on its page\"},"
         "\"agent\":{\"type\":\"string\",\"enum\":[\"opencode\",\"claude-code\",\"codex\"],"
-            "\"description\":\"The coding agent: opencode (the default; any provider), "
+            "\"description\":\"The coding agent (default %s): opencode (any provider), "
             "claude-code (Anthropic-compatible providers) or codex (OpenAI's Responses API). A "
             "session's later run keeps its agent unless another is named, which starts a new "
             "conversation in the same workspace\"},"
@@ -704,7 +704,8 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
         seed ? "\"sessionId\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
                    "\"description\":\"The same as session_id\"},"
              : "",
-        f->default_model, (unsigned long long)(f->run_timeout_max_ms / 60000),
+        f->default_model, f->default_agent ? f->default_agent : "opencode",
+        (unsigned long long)(f->run_timeout_max_ms / 60000),
         (unsigned long long)(f->run_timeout_ms / 60000), RUNS_SETUP_MAX, f->network);
 }
 
@@ -906,8 +907,8 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
     format_span_ms(f->run_timeout_ms, def);
     format_span_ms(f->run_timeout_max_ms, max);
     run_task_desc = xasprintf(
-        "Hand a coding task to a coding agent (OpenCode by default; Claude Code or Codex with "
-        "agent) that works on it in a sandbox of its own, for minutes or hours, while you do "
+        "Hand a coding task to a coding agent (%s by default; opencode, claude-code or codex "
+        "with agent) that works on it in a sandbox of its own, for minutes or hours, while you do "
         "something else (default timeout %s, at most %s). Returns at once with run_id, "
         "session_id and web_url: give the user web_url, where a person can watch the run live, "
         "then check on it with get_result (wait_seconds 30 to 60, every minute or so; not in a "
@@ -918,7 +919,7 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
         "The agent needs a model provider this server has a key for (the operator sets it, "
         "e.g. ANTHROPIC_API_KEY), and run_task refuses a model without one; the model defaults "
         "to %s. %s",
-        def, max, f->default_model, models);
+        f->default_agent ? f->default_agent : "opencode", def, max, f->default_model, models);
     static const char get_result_desc[] =
         "The state and outcome of a run: status (queued, running, succeeded, failed, "
         "cancelled) and its reason, its phase (what it is doing now, e.g. 'step 3: ran `npm "

@@ -27,6 +27,10 @@ int runs_config_load(const struct config *cfg, struct runs_config *rc, struct er
     rc->data_dir = cfg->data_dir;
     rc->public_url = cfg->public_url;
     rc->default_model = config_get(cfg, "RUN_DEFAULT_MODEL");
+    rc->default_agent = config_get(cfg, "RUN_DEFAULT_AGENT");
+    if (rc->default_agent && !agent_find(rc->default_agent))
+        return err_set(err, -EINVAL, "RUN_DEFAULT_AGENT: '%.64s' is not an agent; agents: %s",
+                       rc->default_agent, agent_names());
     rc->github_token = config_get(cfg, "GITHUB_TOKEN");
     rc->github_base_url = config_get(cfg, "GITHUB_BASE_URL");
     rc->github_repos = config_get(cfg, "GITHUB_REPOS");

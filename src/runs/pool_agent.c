@@ -34,7 +34,7 @@
 bool runs_pool_prepare(void *ctx, struct sandbox *sbx)
 {
     struct runs *e = ctx;
-    const struct agent_adapter *ad = agent_find(RUNS_DEFAULT_AGENT);
+    const struct agent_adapter *ad = agent_find(e->default_agent);
     const char *inside = ad ? runs_agent_inside(e, ad->name) : NULL;
     if (!ad || !ad->warm || !inside || e->cfg.agent_warm_s == 0 ||
         time_mono_ms() < e->pool_retry_at)

@@ -514,6 +514,8 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     if (proxy_llm_check(cfg->llms, cfg->nllms, e->default_model, &model_err) < 0)
         log_warn("runs default-model=%s note=\"run_task without a model is refused: %s\"",
                  e->default_model, model_err.msg);
+    e->default_agent =
+        agent_find(cfg->default_agent ? cfg->default_agent : RUNS_DEFAULT_AGENT)->name;
     e->github_token = cfg->github_token && *cfg->github_token ? xstrdup(cfg->github_token) : NULL;
     e->github_base = xstrdup(cfg->github_base_url && *cfg->github_base_url ? cfg->github_base_url
                                                                            : "https://github.com");
@@ -552,6 +554,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->cfg.agents = e->agents;
     e->cfg.nagents = e->nagents;
     e->cfg.default_model = e->default_model;
+    e->cfg.default_agent = e->default_agent;
     e->cfg.github_token = e->github_token;
     e->cfg.github_base_url = e->github_base;
     e->cfg.github_repos = e->github_repos;
@@ -563,6 +566,14 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     e->shared = store_is_shared(st);
     if (egress_rules_parse(cfg->fetch_allow, &e->fetch_rules, err) < 0 ||
         proxy_repos_check(e->github_repos, err) < 0) {
+        runs_free(e);
+        return -EINVAL;
+    }
+    /* the default agent must speak to the default model's provider */
+    if (agent_model_check(agent_find(e->default_agent), cfg->llms, cfg->nllms, e->default_model,
+                          &model_err) < 0) {
+        err_set(err, -EINVAL, "RUN_DEFAULT_AGENT and RUN_DEFAULT_MODEL do not go together: %s",
+                model_err.msg);
         runs_free(e);
         return -EINVAL;
     }

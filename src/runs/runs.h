@@ -19,6 +19,7 @@
 #include "runs/envcache.h"
 
 #define RUNS_DEFAULT_MODEL "anthropic/claude-sonnet-4-5"
+#define RUNS_DEFAULT_AGENT "opencode" /* without RUN_DEFAULT_AGENT */
 
 struct config;
 struct runs;
@@ -44,6 +45,7 @@ struct runs_config {
     const struct runs_agent_program *agents;
     size_t nagents;
     const char *default_model;   /* provider/model */
+    const char *default_agent;   /* run_task's agent when it names none (RUN_DEFAULT_AGENT) */
     const char *github_token;    /* for host-side clones of the repositories below, or NULL */
     const char *github_base_url; /* GitHub's address (GITHUB_BASE_URL), NULL for github.com */
     const char *github_repos;    /* GITHUB_REPOS: repositories the token serves (proxy.h) */

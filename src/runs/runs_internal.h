@@ -304,7 +304,6 @@ struct runs_network *runs_network_of(const struct runs *e);
  * sandbox's loopback */
 #define AGENT_DIR "/opt/agents"
 #define AGENT_SERVE_PORT "8789"
-#define RUNS_DEFAULT_AGENT "opencode" /* run_task's agent when it names none */
 
 enum phase {
     PH_QUEUED,    /* waiting for a slot or for its session */
@@ -440,6 +439,7 @@ struct runs_waiter {
 struct runs {
     struct runs_config cfg;
     char *data_dir, *public_url, *opencode_dir, *default_model, *github_token;
+    const char *default_agent; /* an adapter's name */
     struct runs_agent_program agents[RUNS_AGENTS_MAX];
     size_t nagents;
     char agents_installed[RUNS_AGENTS_MAX * 20];

@@ -47,7 +47,7 @@ static void session_last_model(struct runs *e, const char *user_id, const char *
 int runs_submit(struct runs *e, const struct runs_submit *s, char run_id[64], char session_id[64],
                 struct err *err)
 {
-    const char *agent = s->agent && *s->agent ? s->agent : RUNS_DEFAULT_AGENT;
+    const char *agent = s->agent && *s->agent ? s->agent : e->default_agent;
     if (!agent_find(agent))
         return err_set(err, -EINVAL, "agent '%s' is not available; agents: %s", agent,
                        agent_names());
@@ -291,7 +291,7 @@ int runs_submit_attempts(struct runs *e, const struct runs_submit *s, unsigned n
     for (size_t i = 0; i < nvariants; i++) {
         const char *agent = variants[i].agent ? variants[i].agent
                             : s->agent        ? s->agent
-                                              : RUNS_DEFAULT_AGENT;
+                                              : e->default_agent;
         const char *model = variants[i].model ? variants[i].model
                             : s->model        ? s->model
                                               : e->default_model;

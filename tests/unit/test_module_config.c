@@ -94,7 +94,8 @@ TEST(runs_config_reads_minutes_and_days)
 {
     struct config cfg;
     cfg_from(&cfg, "RUN_TIMEOUT_MAX_MINUTES=30\nRUNS_RETENTION_DAYS=0.5\n"
-                   "RUNS_ALLOW_LOCAL_REPOS=true\nRUN_DEFAULT_MODEL=openai/gpt-5\n");
+                   "RUNS_ALLOW_LOCAL_REPOS=true\nRUN_DEFAULT_MODEL=openai/gpt-5\n"
+                   "RUN_DEFAULT_AGENT=codex\n");
     struct runs_config rc;
     struct err err = {0};
     CHECK_INT_EQ(runs_config_load(&cfg, &rc, &err), 0);
@@ -103,6 +104,7 @@ TEST(runs_config_reads_minutes_and_days)
     CHECK_INT_EQ(rc.retention_ms, 12 * 3600 * 1000);
     CHECK(rc.allow_local_repos);
     CHECK_STR_EQ(rc.default_model, "openai/gpt-5");
+    CHECK_STR_EQ(rc.default_agent, "codex");
     CHECK_INT_EQ(rc.max_running, 4);
     CHECK(rc.jwt_key == NULL && rc.agents == NULL && rc.nagents == 0);
     config_release(&cfg);
@@ -117,6 +119,8 @@ TEST(runs_config_refuses_what_it_cannot_use)
         {"RUNS_RETENTION_DAYS=4000\n", "RUNS_RETENTION_DAYS '4000'"},
         {"RUN_TIMEOUT_MAX_MINUTES=10\nRUN_TIMEOUT_MINUTES=20\n", "RUN_TIMEOUT_MINUTES"},
         {"GITHUB_REPOS=not a repo\n", ""},
+        {"RUN_DEFAULT_AGENT=aider\n",
+         "RUN_DEFAULT_AGENT: 'aider' is not an agent; agents: opencode, claude-code, codex"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct config cfg;
