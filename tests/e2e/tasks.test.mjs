@@ -1,7 +1,7 @@
 // MCP tasks over coding runs: the official SDK client's experimental tasks API (2025-11-25) and
 // the stateless revision's io.modelcontextprotocol/tasks extension over raw HTTP (SDK 1.x does
-// not speak 2026-07-28), against the real server with OpenCode talking to the scripted fake
-// Anthropic API. A run is a task: its id is the run id.
+// not speak 2026-07-28), against the real server with Codex (runs.codexEnv) talking to the
+// scripted fake model. A run is a task: its id is the run id.
 // Run: node --test tests/e2e/tasks.test.mjs   (SANDBOX_MCP_BIN overrides the binary)
 import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +12,7 @@ import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.
 
 import { startServer, rpc, addUser } from '../lib/server.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { codexEnv } from '../lib/runs.mjs';
 
 const MODERN = '2026-07-28';
 const EXT = 'io.modelcontextprotocol/tasks';
@@ -56,7 +57,7 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+  server = await startServer({ env: codexEnv(fake.url) });
   client = await connect(server.token);
   otherToken = addUser(server, 'mallory');
   other = await connect(otherToken);

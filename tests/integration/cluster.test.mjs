@@ -14,6 +14,7 @@ import { gitAsync } from '../lib/git.mjs';
 import { httpRequest, rawExchange } from '../lib/http.mjs';
 import { startCluster, startBalancer, clusterRows } from '../lib/cluster.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { codexEnv } from '../lib/runs.mjs';
 
 let cluster, lb, bob, fake, router, spread;
 
@@ -22,10 +23,9 @@ before(async () => {
   router = agentRouter();
   fake.handle(router);
   // one run fills a node and two are a user's most at once: a run held at the model shows a
-  // node full, and two show a user at her limit. The sessions made below keep their agents warm
-  // for the whole file: a session's later run reuses its agent, where a new session boots one.
-  cluster = await startCluster(3, { env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
-    RUNS_ALLOW_LOCAL_REPOS: '1', RUNS_MAX_RUNNING: '1', RUNS_MAX_RUNNING_PER_USER: '2', RUNS_AGENT_WARM_SECONDS: '3600' } });
+  // node full, and two show a user at her limit. The runs are Codex's (codexEnv).
+  cluster = await startCluster(3, { env: { ...codexEnv(fake.url),
+    RUNS_ALLOW_LOCAL_REPOS: '1', RUNS_MAX_RUNNING: '1', RUNS_MAX_RUNNING_PER_USER: '2' } });
   lb = await startBalancer(cluster.nodes.map((n) => n.url.replace('http://', '')));
   const add = cluster.cli(1, ['user', 'add', 'bob']);
   assert.equal(add.status, 0, add.stderr);

@@ -2,7 +2,7 @@
 // sandbox's git proxy (that branch only, fast-forward only), and a pull request opened, then
 // commented on by a later run of the session. A local fake GitHub (git http-backend and the REST
 // endpoints, tests/lib/fake-github.mjs) stands in for GitHub through GITHUB_BASE_URL and
-// GITHUB_API_URL; real OpenCode, scripted fake model (tests/lib/fake-anthropic.mjs).
+// GITHUB_API_URL; the real Codex (runs.codexEnv), scripted fake model (tests/lib/fake-anthropic.mjs).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -31,7 +31,7 @@ before(async () => {
     'acme/empty': { empty: true },
   } });
   server = await startServer({ env: {
-    ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    ...runs.codexEnv(fake.url),
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     NOTIFY_TEST_ALLOW_LOOPBACK: '1',
   } });

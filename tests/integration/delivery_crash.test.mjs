@@ -26,7 +26,7 @@ before(async () => {
     'acme/crash3': { files: { 'README.md': '# three\n' } },
   } });
   env = {
-    ANTHROPIC_API_KEY: 'sk-ant-crash-key', ANTHROPIC_BASE_URL: fake.url,
+    ...runs.codexEnv(fake.url),
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
   };
   dataDir = tempDir('smcp-crash-');

@@ -14,7 +14,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, statfsSync, unlinkSync, e
 import path from 'node:path';
 
 import { startServer, tempDir, removeDataDir, addUser } from '../lib/server.mjs';
-import { call, ok, finished, until } from '../lib/runs.mjs';
+import { call, ok, finished, until, codexEnv } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
@@ -74,7 +74,7 @@ async function withServer(env, fn) {
   mkdirSync(dataDir);
   const srv = await startServer({
     dataDir,
-    env: { ANTHROPIC_API_KEY: 'sk-ant-disk-full', ANTHROPIC_BASE_URL: fake.url, SANDBOX_DISK_RESERVE_MB: String(RESERVE_MB), METRICS_TOKEN, ...env },
+    env: { ...codexEnv(fake.url), SANDBOX_DISK_RESERVE_MB: String(RESERVE_MB), METRICS_TOKEN, ...env },
   });
   try {
     return await fn(srv);

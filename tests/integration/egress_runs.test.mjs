@@ -2,7 +2,7 @@
 // never wider than the user's setting or the server's), the user's setting for the container_*
 // tools (`sandbox-mcp user network`), and the record of every attempt: get_result's `network`
 // summary (hosts reached, attempts refused with their reason), the run page's data and /metrics.
-// The agent is the real OpenCode, scripted by the fake Anthropic API; its bash tool makes the
+// The agent is the real Codex (runs.codexEnv), scripted by the fake model; its commands make the
 // attempts. Nothing leaves the machine: the server is in allow-list mode with nothing on its
 // list but names of loopback services (localhost:<port>), so a name the test did not list is
 // refused before any lookup, and every name that is looked up is localhost.
@@ -13,6 +13,7 @@ import net from 'node:net';
 
 import { startServer, rpc, cli, sqlRows } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
+import { codexEnv } from '../lib/runs.mjs';
 import { parseMetrics } from '../lib/http.mjs';
 import { startNpmRegistry, NPM_FIXTURE } from '../lib/registries.mjs';
 
@@ -104,8 +105,7 @@ before(async () => {
   ports = { web: web.address().port, svc: svc.address().port, server: await freePort(), unlisted: await freePort(),
     npm: npm.port };
   const env = {
-    ANTHROPIC_API_KEY: 'sk-ant-test-key',
-    ANTHROPIC_BASE_URL: fake.url,
+    ...codexEnv(fake.url),
     METRICS_TOKEN,
     SANDBOX_NETWORK: 'allowlist',
     SANDBOX_NETWORK_DEFAULTS: '0',

@@ -1,15 +1,15 @@
 // One user cannot take the server from the others: per-user limits on running sandboxes, on
 // concurrent and waiting runs, and on the disk their sandboxes' images commit, and (strict
 // admission) no new image when the images already made could outgrow the host's free space; thin
-// admission is disk_full.test.mjs's. Real OpenCode against the
-// scripted fake upstream (tests/lib/fake-anthropic.mjs) for the runs.
+// admission is disk_full.test.mjs's. The runs are the real Codex's (runs.codexEnv) against the
+// scripted fake upstream (tests/lib/fake-anthropic.mjs).
 import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
 import { startServer, cli, removeDataDir } from '../lib/server.mjs';
-import { call, ok, finished, until, cancelUnfinished, TERMINAL } from '../lib/runs.mjs';
+import { call, ok, finished, until, cancelUnfinished, TERMINAL, codexEnv } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 
 let fake, router;
@@ -38,7 +38,7 @@ function addUser(srv, name) {
 }
 
 async function withServer(env, fn) {
-  const srv = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url, ...env } });
+  const srv = await startServer({ env: { ...codexEnv(fake.url), ...env } });
   try {
     return await fn(srv, addUser(srv, 'bob'));
   } finally {
@@ -85,7 +85,7 @@ describe('run limits', { concurrency: 1 }, () => {
   let srv, bob;
   const sessions = {};
   before(async () => {
-    srv = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    srv = await startServer({ env: { ...codexEnv(fake.url),
       RUNS_MAX_RUNNING: '2', RUNS_MAX_RUNNING_PER_USER: '1', RUNS_MAX_QUEUED_PER_USER: '1', SANDBOX_DISK_MB: '0' } });
     bob = addUser(srv, 'bob');
     const made = [];

@@ -3,7 +3,7 @@
 // refuses), a 429, a secondary rate limit (403 with its message and Retry-After) are made again
 // after a wait, up to GITHUB_RETRIES times; a comment is not made again after a 5xx, which GitHub
 // may have acted on; a wait longer than the budget is not waited. The fake GitHub answers with
-// scripted refusals first, then as usual; real OpenCode makes the commits.
+// scripted refusals first, then as usual; the real Codex (runs.codexEnv) makes the commits.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -25,7 +25,7 @@ before(async () => {
     'acme/bound': { files: { 'README.md': '# bound\n' } },
   } });
   server = await startServer({ env: {
-    ANTHROPIC_API_KEY: 'sk-ant-retries-key', ANTHROPIC_BASE_URL: fake.url,
+    ...runs.codexEnv(fake.url),
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     GITHUB_RETRY_BASE_MS: '20',
   } });

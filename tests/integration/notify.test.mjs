@@ -13,7 +13,7 @@ import { assertNoSanitizerReport, parseMetrics } from '../lib/http.mjs';
 import { CookieJar, request, forms, signIn, setPassword, isSignInPage } from '../lib/oauth.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { startReceiver, signatureValid } from '../lib/notify-receiver.mjs';
-import { ok as okAs, until } from '../lib/runs.mjs';
+import { ok as okAs, until, codexEnv } from '../lib/runs.mjs';
 
 const ENV = { NOTIFY_TEST_ALLOW_LOOPBACK: '1', NOTIFY_RETRY_SECONDS: '1' };
 const EVT = /^evt_[0-9a-f]{32}$/;
@@ -29,8 +29,7 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  server = await startServer({ env: { ...ENV, ANTHROPIC_API_KEY: 'sk-ant-test-key',
-    ANTHROPIC_BASE_URL: fake.url, RUNS_ALLOW_LOCAL_REPOS: '1', METRICS_TOKEN } });
+  server = await startServer({ env: { ...ENV, ...codexEnv(fake.url), RUNS_ALLOW_LOCAL_REPOS: '1', METRICS_TOKEN } });
   hook = await startReceiver();
   ntfy = await startReceiver();
 });
@@ -242,8 +241,7 @@ test('the end of a run is told to every target: the webhook gets the event, ntfy
 });
 
 test('with NOTIFY_VIEW_TOKEN=0 a notification links the run page without its view token, which opens for its owner signed in and no one else', async () => {
-  const srv = await startServer({ env: { ...ENV, NOTIFY_VIEW_TOKEN: '0', ANTHROPIC_API_KEY: 'sk-ant-test-key',
-    ANTHROPIC_BASE_URL: fake.url } });
+  const srv = await startServer({ env: { ...ENV, NOTIFY_VIEW_TOKEN: '0', ...codexEnv(fake.url) } });
   try {
     const token = addUser(srv, 'owner');
     addTarget(srv.dataDir, 'owner', 'webhook', hook.url('/bare'));

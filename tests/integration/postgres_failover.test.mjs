@@ -22,7 +22,7 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-failover', ANTHROPIC_BASE_URL: fake.url } });
+  server = await startServer({ env: runs.codexEnv(fake.url) });
 });
 
 after(async () => {

@@ -5,7 +5,7 @@
 // requests start nothing; what a stranger can make the endpoint hold is capped. The agent reads
 // its own repository's pull request, comments and CI logs through the proxy's read-only REST
 // view, and nothing of another repository. A local fake GitHub (tests/lib/fake-github.mjs)
-// sends the webhooks; real OpenCode with a scripted fake model does the work.
+// sends the webhooks; the real Codex (runs.codexEnv) with a scripted fake model does the work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
@@ -41,7 +41,7 @@ before(async () => {
   // the default template, which has gh (the host's need not)
   template = await debianTemplate();
   server = await startServer({ env: { ...template,
-    ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    ...runs.codexEnv(fake.url),
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     GITHUB_WEBHOOK_SECRET: SECRET, GITHUB_STEERERS: 'carol, dave',
     GITHUB_DELIVERIES_MAX: String(DELIVERIES_MAX), GITHUB_WEBHOOK_RATE: '3', METRICS_TOKEN,
@@ -354,7 +354,7 @@ test('a server GitHub cannot reach polls instead: it finds what the webhook woul
     JSON.stringify({ ...file, answer_max: 2048, rate_per_minute: 60, rate_burst: 5 }));
   t.after(() => rmSync(providers, { recursive: true, force: true }));
   await runs.withServer({ ...template,
-    ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+    ...runs.codexEnv(fake.url),
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     GITHUB_POLL_SECONDS: '1', CI_FIX_ATTEMPTS: '2', PROXY_PROVIDERS_DIR: providers,
   }, async (srv) => {

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { startServer, cli, rpc, sqlRows, removeDataDir } from '../lib/server.mjs';
+import { startServer, cli, rpc, sqlRows, removeDataDir, tempDir } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter, agentScript, toolResults, toolNames, userTexts } from '../lib/fake-anthropic.mjs';
 import { startFakeGitHub, git } from '../lib/fake-github.mjs';
@@ -195,6 +195,36 @@ test('run_task refuses a model its agent cannot speak to, naming the agents that
   const u = await call('run_task', { task: 'x', agent: 'aider' });
   assert.equal(u.isError, true);
   assert.match(u.content[0].text, /field 'agent': must be one of: opencode, claude-code, codex/);
+});
+
+// The operator's default agent (RUN_DEFAULT_AGENT): a run that names none is its, on
+// RUN_DEFAULT_MODEL, and run_task says so; a default agent that cannot speak to the default
+// model's provider leaves runs unavailable, saying why, and the sandbox tools at work.
+test('RUN_DEFAULT_AGENT: a run without agent is its; one that cannot speak to RUN_DEFAULT_MODEL makes runs unavailable, saying why', async () => {
+  await runs.withServer({ ...env, RUN_DEFAULT_AGENT: 'codex', RUN_DEFAULT_MODEL: CODEX_MODEL }, async (srv) => {
+    const list = await rpc(srv, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const rt = list.body.result.tools.find((t) => t.name === 'run_task');
+    assert.match(rt.description, /\(codex by default;/);
+    assert.match(rt.inputSchema.properties.agent.description, /^The coding agent \(default codex\)/);
+    const s = router.add('default-agent-5f0', [{ text: 'Codex by default.' }]);
+    const r = await runs.finished(srv, (await runs.ok(srv, 'run_task', { task: 'default-agent-5f0: hello' })).run_id);
+    assert.equal(r.status, 'succeeded', JSON.stringify(r));
+    assert.deepEqual([r.agent, r.model, r.result.summary], ['codex', CODEX_MODEL, 'Codex by default.']);
+    assert.match(s.requests[0].url, /\/responses$/);
+  });
+  await runs.withServer({ ...env, RUN_DEFAULT_AGENT: 'claude-code', RUN_DEFAULT_MODEL: CODEX_MODEL }, async (srv) => {
+    const r = await runs.call(srv, 'run_task', { task: 'x' });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /runs are unavailable on this server: RUN_DEFAULT_AGENT and RUN_DEFAULT_MODEL do not go together: agent 'claude-code' cannot use model 'openai\/gpt-5-codex'/);
+    assert.equal((await runs.ok(srv, 'container_exec', { command: 'echo up' })).stdout, 'up\n');
+  });
+  // an agent there is not stops the start, naming the ones there are
+  const dir = tempDir();
+  const bad = cli(['serve', '--listen', '127.0.0.1:0', '--data-dir', dir], { env: { RUN_DEFAULT_AGENT: 'aider' },
+    timeout: 60000 });
+  removeDataDir(dir);
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.match(bad.stderr, /RUN_DEFAULT_AGENT: 'aider' is not an agent; agents: opencode, claude-code, codex/);
 });
 
 test('attempts: one task by three agents at once, compared side by side, nothing pushed until one is picked and delivered', async () => {

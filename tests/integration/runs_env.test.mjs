@@ -4,18 +4,17 @@
 // not used; the least recently used goes when a user's share is full; the account page and `cache
 // drop` drop one. What a later session of the same user finds on it (the commits since,
 // maintenance only, a lock file change, a rebuild) is runs_env_rebuild.test.mjs's. One server,
-// real OpenCode, scripted fake upstream, local repositories. Every new session boots an OpenCode
-// of its own, so there are few: each user's first session on elm is made before the tests, and
-// until the bound's test each user has one snapshot of elm that no session started on, which a
-// test takes as it finds it.
+// the real Codex (runs.codexEnv), a scripted fake upstream, local repositories. Each user's first
+// session on elm is made before the tests, and until the bound's test each user has one snapshot
+// of elm that no session started on, which a test takes as it finds it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir, addUserAsync, cliAsync } from '../lib/server.mjs';
-import { ok, finished, until } from '../lib/runs.mjs';
-import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { ok, finished, until, codexEnv } from '../lib/runs.mjs';
+import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { repoWithFiles } from '../lib/git.mjs';
 import { CookieJar, request, forms, setPassword, signIn } from '../lib/oauth.mjs';
 
@@ -33,14 +32,14 @@ const events = (runId) => sql(`SELECT type, summary, raw FROM run_events WHERE r
 
 // A run in a new session on repository; its agent runs `command` with bash, then ends.
 async function runWith(marker, repository, command, token = server.token) {
-  router.add(marker, [{ tool: 'bash', input: { command, description: 'Look' } }, { text: 'Done.' }]);
+  const script = router.add(marker, [{ tool: 'bash', input: { command, description: 'Look' } }, { text: 'Done.' }]);
   const started = await ok(server, 'run_task', { task: `${marker}: look`, repository, pull_request: 'none' },
     token);
   const r = await finished(server, started.run_id, token);
   const evs = events(started.run_id);
   const diag = JSON.stringify({ r, evs: evs.map((e) => [e.type, e.summary]) }).slice(0, 4000);
-  const tool = evs.filter((e) => e.type === 'tool_use').map((e) => JSON.parse(e.raw).part?.state?.output ?? '')
-    .join('\n');
+  // what the agent's command printed, as the model was told it
+  const tool = toolResults(script.requests.at(-1)?.body ?? {}).map((x) => x.text).join('\n');
   return { r, evs, diag, tool, has: (type) => evs.some((e) => e.type === type) };
 }
 
@@ -76,7 +75,7 @@ before(async () => {
   for (const left of ['envs/env-unfinished.part/root/usr', 'envs/env-dropped.gone/workspace/elm'])
     mkdirSync(path.join(dataDir, left), { recursive: true });
   writeFileSync(path.join(dataDir, 'envs/env-dropped.gone/workspace/elm/file'), 'x\n');
-  server = await startServer({ dataDir, env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+  server = await startServer({ dataDir, env: { ...codexEnv(fake.url),
     RUNS_ALLOW_LOCAL_REPOS: '1', ENV_CACHE_MB: '64', ENV_CACHE_USER_MB: '6' } });
   bob = await addUserAsync(server, 'bob');
   elm = await repoWith('elm', {

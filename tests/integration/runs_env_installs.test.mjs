@@ -3,7 +3,7 @@
 // (6 wheels) against the tests' local registries. The first new session's setup installs them
 // through the egress proxy and is saved; a later new session, with no network at all, starts on
 // the snapshot and the agent's bash tool runs the repository's tests, which need every one of
-// them. One server, real OpenCode, scripted fake upstream, registries on 127.0.0.2.
+// them. One server, the real Codex (runs.codexEnv), scripted fake upstream, registries on 127.0.0.2.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -11,7 +11,7 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 
 import { startServer, tempDir, removeDataDir } from '../lib/server.mjs';
-import { ok, finished } from '../lib/runs.mjs';
+import { ok, finished, codexEnv } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startDepsRegistries, depsRepo, CHECK, TEST_COMMAND, NPM_COUNT, PY_COUNT } from '../lib/deps_repo.mjs';
 
@@ -25,8 +25,8 @@ function sql(query) {
 
 const events = (runId) => sql(`SELECT type, summary, raw FROM run_events WHERE run_id = '${runId}' ORDER BY seq`);
 
-// A run in a new session on the repository; its agent runs command with bash, then ends. tool:
-// what the bash tool printed, as the model was sent it.
+// A run in a new session on the repository; its agent runs command, then ends. tool: what the
+// command printed, as the model was sent it.
 async function runWith(marker, command, extra = {}) {
   const script = router.add(marker, [{ tool: 'bash', input: { command, description: 'Test' } }, { text: 'Done.' }]);
   const started = await ok(server, 'run_task', { task: `${marker}: run the tests`, repository: repo,
@@ -45,7 +45,7 @@ before(async () => {
   scratch = tempDir('smcp-envi-');
   deps = await startDepsRegistries();
   repo = await depsRepo(scratch, deps);
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+  server = await startServer({ env: { ...codexEnv(fake.url),
     RUNS_ALLOW_LOCAL_REPOS: '1', ENV_CACHE_MB: '256',
     // the registries alone, by address: nothing else is reachable
     SANDBOX_NETWORK: 'allowlist', SANDBOX_NETWORK_DEFAULTS: '0', SANDBOX_NETWORK_ADDRS: deps.addrs } });

@@ -4,10 +4,9 @@
 // owner without an agent sets the repository up afresh; the new snapshot replaces it under the
 // same key and the next session starts on it without running setup. The rebuild is its owner's
 // alone: it is not in list_runs, and another user never starts on what it built. A lock file
-// change then makes it out of date, and the next session builds a new one. One server, real
-// OpenCode, scripted fake upstream, local repositories. Every new session boots an OpenCode of its
-// own, so the tests go on from one another's snapshot: admin's first two sessions are made before
-// them.
+// change then makes it out of date, and the next session builds a new one. One server, the real
+// Codex (runs.codexEnv), a scripted fake upstream, local repositories. The tests go on from one
+// another's snapshot: admin's first two sessions are made before them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,8 +14,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir, addUserAsync } from '../lib/server.mjs';
-import { ok, finished, until } from '../lib/runs.mjs';
-import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
+import { ok, finished, until, codexEnv } from '../lib/runs.mjs';
+import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { gitAsync, repoWithFiles } from '../lib/git.mjs';
 
 let fake, router, server, scratch, bob, oak, first, second;
@@ -54,14 +53,14 @@ function sql(query) {
 const events = (runId) => sql(`SELECT type, summary, raw FROM run_events WHERE run_id = '${runId}' ORDER BY seq`);
 
 async function runWith(marker, repository, command, token = server.token) {
-  router.add(marker, [{ tool: 'bash', input: { command, description: 'Look' } }, { text: 'Done.' }]);
+  const script = router.add(marker, [{ tool: 'bash', input: { command, description: 'Look' } }, { text: 'Done.' }]);
   const started = await ok(server, 'run_task', { task: `${marker}: look`, repository, pull_request: 'none' },
     token);
   const r = await finished(server, started.run_id, token);
   const evs = events(started.run_id);
   const diag = JSON.stringify({ r, evs: evs.map((e) => [e.type, e.summary]) }).slice(0, 4000);
-  const tool = evs.filter((e) => e.type === 'tool_use').map((e) => JSON.parse(e.raw).part?.state?.output ?? '')
-    .join('\n');
+  // what the agent's command printed, as the model was told it
+  const tool = toolResults(script.requests.at(-1)?.body ?? {}).map((x) => x.text).join('\n');
   const restored = evs.find((e) => e.type === 'env_restored');
   return { r, evs, diag, tool, has: (type) => evs.some((e) => e.type === type),
     restored: restored && JSON.parse(restored.raw).snapshot };
@@ -85,7 +84,7 @@ before(async () => {
   router = agentRouter();
   fake.handle(router);
   scratch = tempDir('smcp-rebuild-');
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+  server = await startServer({ env: { ...codexEnv(fake.url),
     RUNS_ALLOW_LOCAL_REPOS: '1', ENV_CACHE_MB: '64', ENV_CACHE_USER_MB: '16' } });
   bob = await addUserAsync(server, 'bob');
   oak = await repoWith('oak', {

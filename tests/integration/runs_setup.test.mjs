@@ -2,14 +2,14 @@
 // the repository's .sandbox-mcp/setup.sh, else its devcontainer.json; recorded in the timeline
 // and get_result, a failure or a timeout told to the agent, which starts anyway. One server
 // (RUN_SETUP_TIMEOUT_SECONDS short for the timeout's test) and one session: each run names
-// another repository, so its clone makes its workspace new. Real OpenCode, scripted fake upstream.
+// another repository, so its clone makes its workspace new. The real Codex (runs.codexEnv), scripted fake upstream.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, tempDir, removeDataDir, cliAsync } from '../lib/server.mjs';
-import { call, ok, finished, until } from '../lib/runs.mjs';
+import { call, ok, finished, until, codexEnv } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { repoWithFiles } from '../lib/git.mjs';
 
@@ -47,7 +47,7 @@ before(async () => {
   router = agentRouter();
   fake.handle(router);
   scratch = tempDir('smcp-setup-');
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url,
+  server = await startServer({ env: { ...codexEnv(fake.url),
     RUNS_ALLOW_LOCAL_REPOS: '1', RUN_SETUP_TIMEOUT_SECONDS: '5' } });
 });
 
@@ -119,7 +119,7 @@ test('a failing setup: the agent starts anyway and is told; get_result has its e
   assert.equal(r.setup.timed_out, false);
   const end = evs.find((e) => e.type === 'setup_end');
   assert.match(end.summary, /failed with exit status 3/, diag);
-  const prompt = JSON.stringify(script.requests[0].body.messages);
+  const prompt = JSON.stringify(script.requests[0].body.messages ?? script.requests[0].body.input);
   assert.match(prompt, /The repository's setup \(.sandbox-mcp\/setup.sh\) failed with exit status 3; its last lines:/);
   assert.match(prompt, /dogwood: no such package/);
   assert.match(prompt, /dogwood-su: look/);
@@ -134,10 +134,10 @@ test('a setup past RUN_SETUP_TIMEOUT_SECONDS is stopped and reported timed out',
   assert.equal(r.setup.failed, true);
   assert.equal(r.setup.exit_status, null);
   assert.match(evs.find((e) => e.type === 'setup_end').summary, /timed out after 5 s/, diag);
-  assert.match(JSON.stringify(script.requests[0].body.messages), /setup \(the setup argument\) timed out after 5 s/);
+  assert.match(JSON.stringify(script.requests[0].body.messages ?? script.requests[0].body.input), /setup \(the setup argument\) timed out after 5 s/);
   // what it wrote before it was stopped is kept, as a failed one's is
   assert.match(JSON.parse(evs.find((e) => e.type === 'setup_end').raw).output, /elm-before-the-wait/, diag);
-  assert.match(JSON.stringify(script.requests[0].body.messages), /elm-before-the-wait/);
+  assert.match(JSON.stringify(script.requests[0].body.messages ?? script.requests[0].body.input), /elm-before-the-wait/);
 });
 
 // The server's first user's settings for repository, through the command line beside the

@@ -1,6 +1,6 @@
 // The soak's short form (tests/lib/soak.mjs; `make soak` runs it for an hour on the release
 // build): every kind of load it makes, against the sanitized build, for a minute and a half and
-// then once more for a shorter while. No call may fail and each kind of work must get done; every
+// then once more for a shorter while, its runs made by Codex (the hour's, by OpenCode). No call may fail and each kind of work must get done; every
 // sample must be read; the store must be sound afterwards. And what the server holds once a load
 // is over and its sandboxes have stopped is the same after the second load as after the first:
 // the pools that start at first use are warm by then, so anything that grew was left behind by
@@ -31,7 +31,8 @@ async function bounded(s, minutes) {
 }
 
 test('the soak, short: no call fails, each kind of work gets done, the store is sound, and a second load leaves no descriptor or thread behind', async () => {
-  const s = await startSoak({ sampleSeconds: 10, clients: 16, users: 3, runGapMs: 2000, idleSeconds: 8, thinkMs: 500 });
+  const s = await startSoak({ sampleSeconds: 10, clients: 16, users: 3, runGapMs: 2000, idleSeconds: 8, thinkMs: 500,
+    agent: 'codex' });
   // once its sandboxes have stopped and the load's connections have closed: the fewest
   // descriptors and threads seen over a few samples
   const atRest = async () => {

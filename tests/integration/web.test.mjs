@@ -20,7 +20,7 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
-  server = await startServer({ env: { ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+  server = await startServer({ env: runs.codexEnv(fake.url) });
 });
 
 after(async () => {

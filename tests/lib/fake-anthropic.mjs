@@ -100,6 +100,21 @@ export function defaultHandler(req, res, body) {
 
 let toolSeq = 0;
 
+// OpenCode's bash and write as Codex's exec_command (answered once the command ends, however long
+// it takes); any other tool as it is.
+export function codexTool(c) {
+  const input = c.input ?? {};
+  if (c.tool === 'bash')
+    return { tool: 'exec_command', input: { cmd: input.command, yield_time_ms: 300000 } };
+  if (c.tool === 'write') {
+    const q = (v) => `'${String(v).replace(/'/g, "'\\''")}'`;
+    const b64 = Buffer.from(input.content ?? '').toString('base64');
+    return { tool: 'exec_command', input: { cmd: `mkdir -p "$(dirname ${q(input.filePath)})" && `
+      + `echo ${b64} | base64 -d > ${q(input.filePath)}`, yield_time_ms: 300000 } };
+  }
+  return c;
+}
+
 export function sseEvent(type, data) {
   return `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
 }
@@ -171,10 +186,14 @@ export function userTexts(body) {
 }
 
 // The tool results a request carries, in order: [{tool_use_id, text}] (a Responses API
-// request's function call outputs as the same).
+// request's function call outputs as the same: of Codex's exec_command, what the command printed,
+// without the lines Codex puts before it, "Chunk ID: ...", "Process exited with code N", ...,
+// "Output:").
+const CODEX_EXEC_HEAD = /^Chunk ID: [^\n]*\n(?:[A-Z][^\n]*\n)*?Output:\n/;
 export function toolResults(body) {
   if (!body.messages && Array.isArray(body.input))
-    return functionOutputs(body).map((o) => ({ tool_use_id: o.call_id, text: o.text, is_error: false }));
+    return functionOutputs(body).map((o) => ({ tool_use_id: o.call_id, text: o.text.replace(CODEX_EXEC_HEAD, ''),
+      is_error: false }));
   const out = [];
   for (const m of body.messages || []) {
     if (m.role !== 'user' || !Array.isArray(m.content)) continue;
@@ -215,10 +234,14 @@ function waiters() {
 }
 
 //
-// wire: 'responses' answers in OpenAI's Responses API instead (Codex's), a tool call as a
-// function call, an error in that API's shape.
+// A request to the Responses API (POST .../responses, Codex's) is answered in that API's shape:
+// a tool call as a function call, an error as that API's. There, the two OpenCode tools the
+// scripts call most become Codex's own, so that one script serves either agent:
+//   { tool: 'bash', input: { command } }           exec_command { cmd: command }
+//   { tool: 'write', input: { filePath, content } } exec_command writing the file (base64)
+// wire: 'anthropic' or 'responses' answers every request in that shape instead.
 export function agentScript(steps, { usage = { input_tokens: 100, output_tokens: 20 }, title = 'Scripted task',
-  name = 'script', wire = 'anthropic' } = {}) {
+  name = 'script', wire = null } = {}) {
   const queue = steps.map((s, i) => ({ s, i }));
   const wait = waiters();
   let release;
@@ -235,11 +258,12 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     }
     const rec = { url: req.url, headers: req.headers, body, step: null, aborted: false };
     script.requests.push(rec);
+    const w = wire || (/\/responses(\?|$)/.test(req.url) ? 'responses' : 'anthropic');
     let next = queue.shift();
     if (!next) {
       script.overrun++;
       rec.step = -1;
-      if (wire === 'responses') {
+      if (w === 'responses') {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
         for (const e of responsesEvents({ text: 'Script finished.', model: body.model, usage })) res.write(e);
         res.end();
@@ -254,7 +278,7 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     let step = typeof next.s === 'function' ? next.s(body, { req, script }) : next.s;
     const answer = () => {
       if (res.destroyed || res.writableEnded) return;
-      respond(res, step, body);
+      respond(res, step, body, w);
     };
     // held at the script's gate, or until a promise of the test's own (holdUntil) settles
     const until = step.holdUntil || (step.hold && !released ? gate : null);
@@ -285,16 +309,17 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
     wait.check();
   };
 
-  function respond(res, step, body) {
+  function respond(res, step, body, w) {
     if (step.status && step.status !== 200) {
-      (wire === 'responses' ? sendResponsesError : sendError)(res, step.status, step.error, step.headers);
+      (w === 'responses' ? sendResponsesError : sendError)(res, step.status, step.error, step.headers);
       return;
     }
     const u = step.usage || usage;
     const blocks = [];
     if (step.text !== undefined && step.text !== '') blocks.push({ type: 'text', text: step.text });
     const calls = step.tools || (step.tool ? [{ tool: step.tool, input: step.input, namespace: step.namespace }] : []);
-    for (const c of calls) {
+    for (const c0 of calls) {
+      const c = w === 'responses' ? codexTool(c0) : c0;
       const id = `toolu_${name}_${++toolSeq}`;
       blocks.push({ type: 'tool_use', id, name: c.tool, input: c.input ?? {}, namespace: c.namespace });
       script.toolCalls.push({ id, name: c.tool, input: c.input ?? {} });
@@ -304,7 +329,7 @@ export function agentScript(steps, { usage = { input_tokens: 100, output_tokens:
       script.usage.input_tokens += u.input_tokens;
       script.usage.output_tokens += u.output_tokens;
     });
-    if (wire === 'responses') {
+    if (w === 'responses') {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       const text = blocks.filter((b) => b.type === 'text').map((b) => b.text).join('');
       const fcalls = blocks.filter((b) => b.type === 'tool_use').map((b) => ({ id: b.id, name: b.name, input: b.input, namespace: b.namespace }));

@@ -70,3 +70,14 @@ export async function withServer(env, fn) {
     removeDataDir(server.dataDir);
   }
 }
+
+// The agent of the tests of the run machinery (queues, delivery, clusters, stores, environments)
+// rather than of one agent: Codex, a real agent of the product that starts in well under a
+// second, where OpenCode takes seconds of CPU for each run. The tests of OpenCode itself keep it
+// (runs, runs_warm, runs_pool_agent, opencode_mcp and others). Its model requests go to the fake
+// at url in OpenAI's Responses API, which agentScript answers in kind.
+export const CODEX_MODEL = 'openai/gpt-5-codex';
+export function codexEnv(url) {
+  return { RUN_DEFAULT_AGENT: 'codex', RUN_DEFAULT_MODEL: CODEX_MODEL,
+    OPENAI_API_KEY: 'sk-proj-fake-key-0123456789', OPENAI_BASE_URL: url };
+}

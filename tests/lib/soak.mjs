@@ -3,7 +3,7 @@
 // minutes, by tests/integration/soak.test.mjs, which keeps the harness working.
 //
 // The load: MCP clients of several users (tools/list, commands, file writes and reads), a steady
-// stream of runs of the real OpenCode against the scripted model, each a follow-up in one of a few
+// stream of runs of the real OpenCode (or Codex) against the scripted model, each a follow-up in one of a few
 // sessions on a repository of the fake GitHub, so that every run pushes and comments on its pull
 // request; downloads through the egress proxy from a local server; OAuth refresh-token grants and
 // calls with what they give; and a user whose sandbox is left idle until it stops, then used
@@ -89,8 +89,10 @@ const size = (f) => (existsSync(f) ? statSync(f).size : 0);
 // with {server, baseline (a sample before any load), load(minutes), sample(), stop()}; each load()
 // runs the whole load for that long and resolves with {samples, errors, counts}, all kept across
 // loads. errors holds every call that failed, with its answer.
+// agent 'codex' has the runs made by Codex instead of OpenCode (runs.codexEnv): the short form's,
+// which checks the server rather than the agent.
 export async function startSoak({ sampleSeconds = 60, clients = 200, users = 8, runGapMs = 5000,
-  idleSeconds = 30, thinkMs = 1000, diskMb = 1024, log = () => {} } = {}) {
+  idleSeconds = 30, thinkMs = 1000, diskMb = 1024, agent = 'opencode', log = () => {} } = {}) {
   const errors = [];
   const counts = { list: 0, exec: 0, write: 0, read: 0, runs: 0, delivered: 0, downloads: 0, refreshes: 0, comebacks: 0 };
   const fail = (what, detail) => { errors.push({ what, detail: String(detail).slice(0, 600), at: new Date().toISOString() }); };
@@ -107,6 +109,7 @@ export async function startSoak({ sampleSeconds = 60, clients = 200, users = 8, 
   const { allow, addrs } = await allowLocalhost([files.address().port]);
   const server = await startServer({ env: {
     ANTHROPIC_API_KEY: 'sk-ant-soak', ANTHROPIC_BASE_URL: fake.url,
+    ...(agent === 'codex' ? runs.codexEnv(fake.url) : {}),
     GITHUB_BASE_URL: gh.url, GITHUB_API_URL: gh.api, FETCH_ALLOW: `127.0.0.1:${gh.port}`,
     METRICS_TOKEN, SANDBOX_IDLE_SECONDS: String(idleSeconds), SANDBOX_DISK_MB: String(diskMb),
     SANDBOX_NETWORK: 'allowlist', SANDBOX_NETWORK_DEFAULTS: '0', SANDBOX_NETWORK_ALLOW: allow, SANDBOX_NETWORK_ADDRS: addrs,
