@@ -200,10 +200,17 @@ async function runWith(marker, setup, command, text = 'Done.') {
     { tool: 'bash', input: { command, description: 'Look' } },
     { text },
   ]);
+  const t0 = Date.now();
   const started = await ok(server, 'run_task', { task: `${marker}: look`, repository: repo,
     pull_request: 'none', setup, ...(session ? { session_id: session } : {}) });
   session = started.session_id;
   const r = await finished(server, started.run_id);
+  // A run of seconds that took minutes (a continued run after a secret change once took ten,
+  // and passed): the server's log, to show where it waited. No value of a secret is in it (the
+  // first run's test checks the log).
+  if (Date.now() - t0 > 60000)
+    console.log(`${marker} took ${Math.round((Date.now() - t0) / 1000)} s; the server's log:\n`
+      + server.stderr().split('\n').slice(-400).join('\n'));
   const evs = sql(`SELECT type, summary, raw FROM run_events WHERE run_id = '${started.run_id}' ORDER BY seq`);
   // this run's own tool results (a continued conversation carries the earlier runs' too)
   const ids = new Set(script.toolCalls.map((c) => c.id));
