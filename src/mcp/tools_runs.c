@@ -704,7 +704,7 @@ static char *run_task_schema(const struct tools_facts *f, bool seed)
         seed ? "\"sessionId\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64,"
                    "\"description\":\"The same as session_id\"},"
              : "",
-        f->default_model, f->default_agent ? f->default_agent : "opencode",
+        f->default_model, f->default_agent ? f->default_agent : RUNS_DEFAULT_AGENT,
         (unsigned long long)(f->run_timeout_max_ms / 60000),
         (unsigned long long)(f->run_timeout_ms / 60000), RUNS_SETUP_MAX, f->network);
 }
@@ -919,7 +919,8 @@ void tools_runs_register(struct mcp_server *srv, struct runs *runs, struct store
         "The agent needs a model provider this server has a key for (the operator sets it, "
         "e.g. ANTHROPIC_API_KEY), and run_task refuses a model without one; the model defaults "
         "to %s. %s",
-        f->default_agent ? f->default_agent : "opencode", def, max, f->default_model, models);
+        f->default_agent ? f->default_agent : RUNS_DEFAULT_AGENT, def, max, f->default_model,
+        models);
     static const char get_result_desc[] =
         "The state and outcome of a run: status (queued, running, succeeded, failed, "
         "cancelled) and its reason, its phase (what it is doing now, e.g. 'step 3: ran `npm "

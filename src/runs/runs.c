@@ -514,8 +514,10 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
     if (proxy_llm_check(cfg->llms, cfg->nllms, e->default_model, &model_err) < 0)
         log_warn("runs default-model=%s note=\"run_task without a model is refused: %s\"",
                  e->default_model, model_err.msg);
-    e->default_agent =
-        agent_find(cfg->default_agent ? cfg->default_agent : RUNS_DEFAULT_AGENT)->name;
+    /* runs_config_load checked the name */
+    const struct agent_adapter *default_agent =
+        agent_find(cfg->default_agent ? cfg->default_agent : RUNS_DEFAULT_AGENT);
+    e->default_agent = default_agent->name;
     e->github_token = cfg->github_token && *cfg->github_token ? xstrdup(cfg->github_token) : NULL;
     e->github_base = xstrdup(cfg->github_base_url && *cfg->github_base_url ? cfg->github_base_url
                                                                            : "https://github.com");
@@ -570,8 +572,7 @@ int runs_new(const struct runs_config *cfg, struct store *st, struct sandbox_man
         return -EINVAL;
     }
     /* the default agent must speak to the default model's provider */
-    if (agent_model_check(agent_find(e->default_agent), cfg->llms, cfg->nllms, e->default_model,
-                          &model_err) < 0) {
+    if (agent_model_check(default_agent, cfg->llms, cfg->nllms, e->default_model, &model_err) < 0) {
         err_set(err, -EINVAL, "RUN_DEFAULT_AGENT and RUN_DEFAULT_MODEL do not go together: %s",
                 model_err.msg);
         runs_free(e);

@@ -22,7 +22,7 @@ const TOKEN = 'github_pat_11AGENTStestTOKEN_alice0123456789';
 const ANTHROPIC_KEY = 'sk-ant-agents-test-key-0123456789';
 const OPENAI_KEY = 'sk-proj-agents-test-key-0123456789';
 const CLAUDE_MODEL = 'anthropic/claude-sonnet-4-5';
-const CODEX_MODEL = 'openai/gpt-5-codex';
+const { CODEX_MODEL } = runs;
 
 let fake, router, gh, server, env;
 let restarted; // the data directory of a server started again on it (removed at the end)
