@@ -52,7 +52,6 @@ static void on_read(h2o_socket_t *sock, const char *err)
     if (!err && !(w->whole && w->data && w->whole(w->data, w->len)))
         return;
     h2o_socket_read_stop(sock);
-    h2o_socket_close(sock);
     w->sock = NULL;
     int status = 0;
     /* The child closes the pipe as it exits, so this wait is short. */
@@ -62,7 +61,9 @@ static void on_read(h2o_socket_t *sock, const char *err)
         w->data = xmalloc(1);
         w->data[0] = '\0';
     }
+    /* closed once done has answered (which may free w): the answer does not wait for it */
     w->done(w, status);
+    h2o_socket_close(sock);
 }
 
 void proc_watch_start(struct proc_watch *w, pid_t pid, int fd, size_t max,

@@ -233,13 +233,11 @@ static void close_stream(h2o_socket_t **sockp)
     *sockp = NULL;
 }
 
-static void drain(struct sandbox_exec *ex, h2o_socket_t **sockp, int fd, enum sandbox_stream s)
+/* What the command wrote before it exited is in the pipe already, unless its end was read. */
+static void drain(struct sandbox_exec *ex, h2o_socket_t *sock, int fd, enum sandbox_stream s)
 {
-    if (!*sockp)
-        return;
-    /* What the command wrote before it exited is in the pipe already. */
-    read_stream(ex, *sockp, fd, s);
-    close_stream(sockp);
+    if (sock && h2o_socket_is_reading(sock))
+        read_stream(ex, sock, fd, s);
 }
 
 static void on_stream(h2o_socket_t *sock, const char *err)
@@ -247,10 +245,11 @@ static void on_stream(h2o_socket_t *sock, const char *err)
     struct sandbox_exec *ex = sock->data;
     enum sandbox_stream s = sock == ex->out_sock ? SANDBOX_STDOUT : SANDBOX_STDERR;
     /* h2o reads a few kilobytes at a time; empty the pipe in large reads instead, so a command
-     * writing fast is not held back by a full pipe. End of file is left to h2o. */
+     * writing fast is not held back by a full pipe. End of file is left to h2o; the pipe is
+     * closed with the command's end, after the answer. */
     read_stream(ex, sock, err ? -1 : s == SANDBOX_STDOUT ? ex->out_fd : ex->err_fd, s);
     if (err)
-        close_stream(s == SANDBOX_STDOUT ? &ex->out_sock : &ex->err_sock);
+        h2o_socket_read_stop(sock);
 }
 
 static void close_stdin(struct sandbox_exec *ex)
@@ -319,9 +318,8 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
         if (line)
             line++;
     }
-    drain(ex, &ex->out_sock, ex->out_fd, SANDBOX_STDOUT);
-    drain(ex, &ex->err_sock, ex->err_fd, SANDBOX_STDERR);
-    close_stdin(ex);
+    drain(ex, ex->out_sock, ex->out_fd, SANDBOX_STDOUT);
+    drain(ex, ex->err_sock, ex->err_fd, SANDBOX_STDERR);
     unlink_exec(ex);
     if (status < 0 && !err.code)
         err_set(&err, -EIO, "the sandbox went away while the command ran");
@@ -350,6 +348,12 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
         free(res.err);
     }
     (void)wait_status;
+    /* after the answer, which does not wait for these */
+    if (ex->out_sock)
+        close_stream(&ex->out_sock);
+    if (ex->err_sock)
+        close_stream(&ex->err_sock);
+    close_stdin(ex);
     ex->sbx->last_used = time_mono_ms();
     free(ex->report.data);
     free(ex->stdin_data);
@@ -605,6 +609,33 @@ int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, con
     return r;
 }
 
+/* The pipes for a command's stdout and stderr are made after the one before was handed to its
+ * init, off the path of the next: one pair for the whole server, since a command's output needs
+ * nothing of its sandbox. */
+static void make_pipes(struct sandbox_manager *m)
+{
+    if (m->spare_pipes[0] >= 0)
+        return;
+    if (pipe2(m->spare_pipes, O_CLOEXEC) < 0)
+        return;
+    if (pipe2(m->spare_pipes + 2, O_CLOEXEC) < 0) {
+        close(m->spare_pipes[0]);
+        close(m->spare_pipes[1]);
+        m->spare_pipes[0] = m->spare_pipes[1] = -1;
+    }
+}
+
+static bool take_pipes(struct sandbox_manager *m, int out[2], int err[2])
+{
+    if (m->spare_pipes[0] < 0)
+        return false;
+    memcpy(out, m->spare_pipes, 2 * sizeof(int));
+    memcpy(err, m->spare_pipes + 2, 2 * sizeof(int));
+    for (int i = 0; i < 4; i++)
+        m->spare_pipes[i] = -1;
+    return true;
+}
+
 struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbox_exec_opts *opts,
                                         sandbox_output_fn on_output, sandbox_exec_done_fn on_done,
                                         void *ctx, struct err *err)
@@ -619,8 +650,9 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
      * same end of file at once, for two system calls less per command). */
     bool feed = opts->stdin_data && opts->stdin_len && opts->stdin_fd <= 0;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
-    if ((feed && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
-        pipe2(errp, O_CLOEXEC) < 0) {
+    bool spare = take_pipes(m, out, errp);
+    if ((feed && pipe2(in, O_CLOEXEC) < 0) || (!spare && pipe2(out, O_CLOEXEC) < 0) ||
+        (!spare && pipe2(errp, O_CLOEXEC) < 0)) {
         err_set(err, -errno, "pipe: %s", strerror(errno));
         for (int i = 0; i < 2; i++) {
             if (in[i] >= 0)
@@ -640,6 +672,7 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
         close(in[0]);
     close(out[1]);
     close(errp[1]);
+    make_pipes(m);
     if (conn < 0) {
         if (in[1] >= 0)
             close(in[1]);

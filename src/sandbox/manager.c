@@ -194,6 +194,8 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
     m->store = store;
     m->init_memfd = -1;
     m->devnull = -1;
+    for (int i = 0; i < 4; i++)
+        m->spare_pipes[i] = -1;
     m->park_netns = -1;
     int r;
     char path[PATH_MAX];
@@ -325,6 +327,9 @@ void sandbox_manager_free(struct sandbox_manager *m)
         close(m->park_netns);
     if (m->devnull >= 0)
         close(m->devnull);
+    for (int i = 0; i < 4; i++)
+        if (m->spare_pipes[i] >= 0)
+            close(m->spare_pipes[i]);
     free(m->data_dir);
     free(m->template_dir);
     free(m->template_mirror);

@@ -299,6 +299,7 @@ struct sandbox_manager {
     int init_memfd;        /* sealed, read-only: the sandbox helper (init and enter) */
     bool fork_into_warned; /* clone3 into a v2 group failed once (logged) */
     int devnull;           /* the stdin of commands given none */
+    int spare_pipes[4];    /* the next command's stdout and stderr pipes, made ahead, or -1 */
     int park_netns;        /* empty network namespace where pooled sandboxes wait, or -1 */
     char mkfs[64];         /* mkfs.ext4 path, "" when disk limits are off */
     char fsck[64];         /* e2fsck path, beside it */

@@ -159,6 +159,18 @@ test('without stdin a command reads end of file at once, and cannot write to it'
   assert.equal(c.exit_code, 0);
 });
 
+test("a command holds its stdin, stdout and stderr and none of the init's descriptors", async () => {
+  // ls opens the directory it lists as 3; the init's own (its control socket, its connection
+  // for the command, the start pipe) are gone by the exec, run by the shell or without it
+  for (const command of ['ls /proc/self/fd', 'ls /proc/self/fd | cat', 'exec ls /proc/self/fd']) {
+    const r = await exec(server, command);
+    assert.equal(r.stdout, '0\n1\n2\n3\n', command);
+  }
+  // and so does one started with stdin
+  const r = await exec(server, 'ls /proc/self/fd', { stdin: 'x' });
+  assert.equal(r.stdout, '0\n1\n2\n3\n');
+});
+
 test('a missing cwd is a tool error naming the problem', async () => {
   const res = await tool(server, 'container_exec', { command: 'true', cwd: '/nope/dir' });
   assert.equal(res.isError, true);

@@ -51,6 +51,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
 #include "helper.h"
 #include "sandbox/confine.h"
 #include "sandbox/listen_ports.h"
@@ -258,16 +262,20 @@ static int child_main(void *arg)
     for (int i = 0; i < 3; i++)
         if (dup2(c->fds[i], i) < 0)
             _exit(127);
-    /* Kept, close-on-exec, and nothing else: the connection at 3, to report a failure before
-     * exec, and the start pipe at 4, whose closing at exec (or exit) tells the init that its
-     * memory is its own again. */
-    int report = fcntl(c->conn, F_DUPFD_CLOEXEC, 10);
-    int started = fcntl(c->started, F_DUPFD_CLOEXEC, 10);
-    if (report < 0 || started < 0 || dup3(report, 3, O_CLOEXEC) < 0 ||
-        dup3(started, 4, O_CLOEXEC) < 0)
-        _exit(127);
-    report = 3;
-    syscall(SYS_close_range, 5, ~0u, 0);
+    /* Everything above stderr goes at the exec, marked in one call: among it the connection, to
+     * report a failure before exec, and the start pipe, whose closing at exec (or exit) tells
+     * the init that its memory is its own again. Kernels before 5.11 cannot mark a range, and
+     * close it instead after moving those two below it. */
+    int report = c->conn;
+    if (syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0) {
+        report = fcntl(c->conn, F_DUPFD_CLOEXEC, 10);
+        int started = fcntl(c->started, F_DUPFD_CLOEXEC, 10);
+        if (report < 0 || started < 0 || dup3(report, 3, O_CLOEXEC) < 0 ||
+            dup3(started, 4, O_CLOEXEC) < 0)
+            _exit(127);
+        report = 3;
+        syscall(SYS_close_range, 5, ~0u, 0);
+    }
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* A process group of its own, which a kill takes whole; not a session of its own, which
      * would cost the kernel a scheduler group (an autogroup) for each command. */
@@ -644,10 +652,11 @@ static bool spare_take(int conn)
  * going away, or was closed. watched: conn is in the epoll set already. */
 static void serve(int conn, bool watched)
 {
-    if (watched)
-        epoll_ctl(ep, EPOLL_CTL_DEL, conn, NULL);
+    /* A spare stays in the set: the request is read whole before the command starts, and a
+     * connection closed here leaves the set with its file, which nothing else holds (a command's
+     * copy of the init's descriptors goes at its exec, which the init waits for). */
     start_command(conn);
-    if (cmd_of_conn(conn)) {
+    if (!watched && cmd_of_conn(conn)) {
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
         epoll_ctl(ep, EPOLL_CTL_ADD, conn, &ev);
     }
@@ -706,9 +715,12 @@ int init_main(void)
             } else if (spare_take(fd)) {
                 serve(fd, true);
             } else if (fd == sfd) {
+                /* SIGCHLD does not queue: one read takes it, and one that comes while these
+                 * are reaped makes sfd readable again */
                 struct signalfd_siginfo si;
-                while (read(sfd, &si, sizeof(si)) > 0)
-                    ;
+                if (read(sfd, &si, sizeof(si)) < 0) {
+                    /* taken by an earlier turn */
+                }
                 int status;
                 pid_t pid;
                 while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
