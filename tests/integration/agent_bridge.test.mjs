@@ -13,8 +13,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { createInterface } from 'node:readline';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inEmptyNetns } from '../lib/egress.mjs';
@@ -138,9 +139,100 @@ async function child() {
   process.stdout.write(`${JSON.stringify(found)}\n`);
 }
 
+// A connection to a keeper that says `first` and prints each line the keeper says: Python, as
+// Node.js 20 pads an abstract socket's name to the whole sun_path, which names another socket.
+// "done" and the end once its stdin closes.
+const KEEPER_CLIENT = `
+import socket, sys, threading, time
+s = socket.socket(socket.AF_UNIX)
+for i in range(200):
+    try:
+        s.connect('\\0' + sys.argv[1])
+        break
+    except OSError:
+        time.sleep(0.05)
+s.sendall(sys.argv[2].encode() + b'\\n')
+print('connected', flush=True)
+def pump():
+    for line in s.makefile('rb'):
+        sys.stdout.write(line.decode())
+        sys.stdout.flush()
+threading.Thread(target=pump, daemon=True).start()
+sys.stdin.read()
+s.sendall(b'done\\n')
+s.close()
+`;
+
+function keeperClient(name, first) {
+  const proc = spawn('python3', ['-c', KEEPER_CLIENT, name, first], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const c = { proc, lines: [], waiters: [] };
+  createInterface({ input: proc.stdout }).on('line', (l) => {
+    c.lines.push(l);
+    for (const w of c.waiters.splice(0)) w();
+  });
+  // the next line after those read so far, or null once the keeper has said nothing for ms (far
+  // longer than it takes to answer once its server has said it listens)
+  let read = 0;
+  c.next = (ms) => new Promise((resolve) => {
+    const look = () => {
+      if (read < c.lines.length) { clearTimeout(timer); resolve(c.lines[read++]); return true; }
+      return false;
+    };
+    const timer = setTimeout(() => resolve(null), ms);
+    if (!look()) c.waiters.push(function again() { if (!look()) c.waiters.push(again); });
+  });
+  c.exit = new Promise((resolve) => proc.on('exit', resolve));
+  return c;
+}
+
+// The keeper alone, with a stand-in for OpenCode that says it listens once told to: a bridge of
+// the server's configuration that said hello before the server was ready is told "ready" when
+// it is, even though a bridge of another configuration has made the keeper stale meanwhile. (It
+// was told nothing, and waited out its five minutes.)
+async function staleWhileStarting() {
+  const { tempDir } = await import('../lib/server.mjs');
+  const home = tempDir('smcp-keeper-');
+  const go = path.join(home, 'go');
+  const program = path.join(home, 'fake-opencode');
+  writeFileSync(program, `#!/bin/sh\nwhile [ ! -e ${go} ]; do sleep 0.05; done\necho "opencode server listening on http://127.0.0.1:$3"\nexec sleep 600\n`, { mode: 0o755 });
+  // a port of its own for the name of the keeper's socket; nothing listens on it
+  const port = String(40000 + (process.pid % 20000));
+  const keeper = spawn(HELPER, [port, '1', 'fp-current', program],
+    { argv0: 'sandbox-keeper', env: { PATH: process.env.PATH, HOME: home }, stdio: 'ignore' });
+  const gone = new Promise((resolve) => keeper.on('exit', resolve));
+  const clients = [];
+  try {
+    const current = keeperClient(`sandbox-mcp-agent:${port}`, 'hello fp-current');
+    clients.push(current);
+    assert.equal(await current.next(30000), 'connected');
+    const other = keeperClient(`sandbox-mcp-agent:${port}`, 'hello fp-other');
+    clients.push(other);
+    assert.equal(await other.next(30000), 'connected');
+    const otherSaid = await other.next(30000);
+    other.proc.stdin.end();
+    await other.exit;
+    writeFileSync(go, '');
+    const currentSaid = await current.next(30000);
+    current.proc.stdin.end();
+    await current.exit;
+    await gone; // stale, and no bridge left: it stops its server and exits
+    return { otherSaid, currentSaid };
+  } finally {
+    for (const c of clients) c.proc.kill();
+    keeper.kill('SIGKILL');
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[2] === 'child') {
   await child();
 } else {
+  test('a keeper made stale while its server starts still answers "ready" to a bridge of its configuration', async () => {
+    const { otherSaid, currentSaid } = await staleWhileStarting();
+    assert.equal(otherSaid, 'stale');
+    assert.equal(currentSaid, 'ready');
+  });
+
   test('a run of a session whose earlier prompt is not over: that prompt is ended, its end is not the run\'s, and the keeper leaves the run\'s own prompt alone', async () => {
     const found = await inEmptyNetns(self);
     const { next, third, probe } = found;

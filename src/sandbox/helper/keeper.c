@@ -31,6 +31,7 @@ extern char **environ;
 struct bridge {
     int fd;
     bool said_hello, done;
+    bool waiting;  /* said hello with this server's fingerprint before it was ready */
     short revents; /* of the latest poll (0 for one accepted since) */
     char session[OC_SESSION_ID_MAX + 1];
     char dir[4096];
@@ -148,6 +149,8 @@ static void keeper_line(struct bridge *b, const char *line, const char *fingerpr
             say(b->fd, "stale\n");
         } else if (ready) {
             say(b->fd, "ready\n");
+        } else {
+            b->waiting = true;
         }
     } else if (strncmp(line, "session ", 8) == 0) {
         const char *id = line + 8, *sp = strchr(id, ' ');
@@ -208,10 +211,13 @@ int keeper_main(int argc, char **argv)
                 saidlen += (size_t)n;
                 said[saidlen] = '\0';
                 ready = strstr(said, "listening on") != NULL;
-                if (ready)
-                    for (size_t i = 0; i < nb; i++)
-                        if (bridges[i].said_hello && !stale)
-                            say(bridges[i].fd, "ready\n");
+                /* those of its configuration, whether or not another bridge has made it stale
+                 * since (which only means that it stops once they are done) */
+                for (size_t i = 0; ready && i < nb; i++)
+                    if (bridges[i].waiting) {
+                        bridges[i].waiting = false;
+                        say(bridges[i].fd, "ready\n");
+                    }
                 if (saidlen == sizeof(said) - 1) {
                     memmove(said, said + 256, saidlen - 256);
                     saidlen -= 256;
