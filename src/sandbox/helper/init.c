@@ -613,6 +613,27 @@ static void cmd_ended(struct cmd *c, int status)
     }
 }
 
+/* Connections closed while a batch of epoll events is handled: a later event of the batch for
+ * one of these numbers is that connection's, not of whatever took the number since (an accept,
+ * a request's descriptors), and is dropped. */
+static int closed_now[MAX_CMDS + SPARE_MAX + 1];
+static int nclosed_now;
+
+static void conn_close(int conn)
+{
+    if (nclosed_now < (int)(sizeof(closed_now) / sizeof(closed_now[0])))
+        closed_now[nclosed_now++] = conn;
+    close(conn); /* which also leaves the epoll set: nothing else holds its file */
+}
+
+static bool closed_in_batch(int fd)
+{
+    for (int i = 0; i < nclosed_now; i++)
+        if (closed_now[i] == fd)
+            return true;
+    return false;
+}
+
 static struct cmd *cmd_of_conn(int conn)
 {
     for (int i = 0; i < cmds_end; i++)
@@ -630,7 +651,7 @@ static void spare_add(int conn)
         if (spare[i] < 0 || spare_age[i] < spare_age[at])
             at = i;
     if (spare[at] >= 0)
-        close(spare[at]); /* which also leaves the epoll set */
+        conn_close(spare[at]);
     spare[at] = conn;
     spare_age[at] = ++spare_count;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = conn};
@@ -691,8 +712,11 @@ int init_main(void)
     for (;;) {
         struct epoll_event evs[32];
         int n = epoll_wait(ep, evs, 32, -1);
+        nclosed_now = 0;
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
+            if (closed_in_batch(fd))
+                continue;
             if (fd == tick) {
                 uint64_t ticks;
                 if (read(tick, &ticks, sizeof(ticks)) < 0) {
@@ -730,8 +754,7 @@ int init_main(void)
                         cmd_ended(&cmds[k], status);
                         if (cmds[k].conn >= 0) {
                             say_end(cmds[k].conn, cmds[k].relayed ? 0 : pid, status);
-                            epoll_ctl(ep, EPOLL_CTL_DEL, cmds[k].conn, NULL);
-                            close(cmds[k].conn);
+                            conn_close(cmds[k].conn);
                         }
                         cmd_clear(&cmds[k]);
                     }
@@ -744,9 +767,8 @@ int init_main(void)
                 if (r == 1 && b == 'k' && c) {
                     kill(-c->pid, SIGKILL);
                     kill(c->pid, SIGKILL);
-                } else if (r <= 0) {
-                    epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-                    close(fd);
+                } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+                    conn_close(fd);
                     if (c)
                         c->conn = -1;
                 }
