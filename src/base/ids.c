@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,23 @@ static EVP_MD *sha256_md;
 static void sha256_fetch(void)
 {
     sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+static unsigned char token_key[crypto_shorthash_siphashx24_KEYBYTES];
+
+static void token_key_draw(void)
+{
+    if (sodium_init() < 0)
+        abort();
+    randombytes_buf(token_key, sizeof(token_key));
+}
+
+void token_digest(const void *tok, size_t len, unsigned char out[TOKEN_DIGEST_BYTES])
+{
+    _Static_assert(TOKEN_DIGEST_BYTES == crypto_shorthash_siphashx24_BYTES, "SipHash-128");
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, token_key_draw);
+    crypto_shorthash_siphashx24(out, tok, len, token_key);
 }
 
 void sha256_bytes(const void *data, size_t len, unsigned char out[32])

@@ -9,23 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sodium.h>
-
 #include "base/scopes.h"
 #include "base/ids.h"
 #include "base/util.h"
 #include "store/store.h"
 
-/* Tokens seen lately, by their SipHash-128 under a key drawn at the first use (a hash that
- * cannot be chosen to collide without the key, and a tenth of a SHA-256's cost through OpenSSL's
- * EVP): a client sends the same token with every request. An entry
+/* Tokens seen lately, by their digest (token_digest): a client sends the same token with every
+ * request. An entry
  * stays true while the database's data version (which any other process's write changes, the
  * CLI revoking a token say) and this process's revocation count are the ones it was checked at;
  * for a minute at most, so that last use is still recorded; and never past the token's expiry. */
 #define BEARER_CACHE_SIZE 64
 #define BEARER_RECHECK_MS 60000
 struct bearer_entry {
-    unsigned char hash[crypto_shorthash_siphashx24_BYTES];
+    unsigned char hash[TOKEN_DIGEST_BYTES];
     bool used;
     struct store_user user;
     unsigned scopes;
@@ -36,8 +33,6 @@ struct bearer_entry {
 };
 static struct bearer_entry bearer_cache[BEARER_CACHE_SIZE];
 static uint64_t bearer_generation;
-static unsigned char bearer_key[crypto_shorthash_siphashx24_KEYBYTES];
-static bool bearer_keyed;
 
 void http_bearer_cache_flush(void)
 {
@@ -83,12 +78,8 @@ int http_bearer_check(struct store *st, const char *public_url, const char *tok,
     unsigned got = 0;
     if (!scopes)
         scopes = &got;
-    if (!bearer_keyed) {
-        randombytes_buf(bearer_key, sizeof(bearer_key));
-        bearer_keyed = true;
-    }
-    unsigned char hash[crypto_shorthash_siphashx24_BYTES];
-    crypto_shorthash_siphashx24(hash, (const unsigned char *)tok, len, bearer_key);
+    unsigned char hash[TOKEN_DIGEST_BYTES];
+    token_digest(tok, len, hash);
     struct bearer_entry *e = &bearer_cache[hash[0] % BEARER_CACHE_SIZE];
     bool same = e->used && memcmp(e->hash, hash, sizeof(hash)) == 0;
     int64_t now = time_mono_ms();

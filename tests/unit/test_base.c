@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "base/buf.h"
 #include "base/config.h"
 #include "base/ids.h"
@@ -74,6 +76,20 @@ TEST(sha256_known_vector)
     char hex[65];
     sha256_hex("abc", 3, hex);
     CHECK_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(token_digest_is_stable_keyed_and_tells_tokens_apart)
+{
+    unsigned char a[TOKEN_DIGEST_BYTES], b[TOKEN_DIGEST_BYTES], c[TOKEN_DIGEST_BYTES];
+    unsigned char plain[TOKEN_DIGEST_BYTES], zero[crypto_shorthash_siphashx24_KEYBYTES] = {0};
+    token_digest("smcp_token-one", 14, a);
+    token_digest("smcp_token-one", 14, b);
+    token_digest("smcp_token-two", 14, c);
+    CHECK(memcmp(a, b, sizeof(a)) == 0);
+    CHECK(memcmp(a, c, sizeof(a)) != 0);
+    /* under the process's own key, not a known one */
+    crypto_shorthash_siphashx24(plain, (const unsigned char *)"smcp_token-one", 14, zero);
+    CHECK(memcmp(a, plain, sizeof(a)) != 0);
 }
 
 TEST(id_new_shape_and_uniqueness)
