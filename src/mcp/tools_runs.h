@@ -1,7 +1,7 @@
 #pragma once
 /* Shared by the files of the run tools (tools_runs.c: run_task, get_result, list_runs,
- * cancel_run and their registration; tools_runs_tasks.c: the runs as MCP tasks), and by nothing
- * else. Everything runs on the loop. */
+ * cancel_run and their registration; tools_runs_schema.c: their schemas; tools_runs_tasks.c: the
+ * runs as MCP tasks), and by nothing else. Everything runs on the loop. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -52,6 +52,14 @@ bool tools_runs_ask_client(struct tools_runs *t, struct mcp_call *call, const ch
 void tools_runs_task_input(struct tools_runs *t, const char *run_id, struct mcp_task *out);
 int tools_runs_task_update(void *ctx, const char *user_id, const char *id, const json_t *responses,
                            struct err *err);
+
+/* tools_runs_schema.c: the tools' input and output schemas; run_task's input (malloc'd) names
+ * the server's defaults, and seed adds the seed's sessionId */
+char *tools_runs_task_schema(const struct tools_facts *f, bool seed);
+extern const char tools_runs_task_output[], tools_runs_result_schema[],
+    tools_runs_result_seed_schema[], tools_runs_result_output[], tools_runs_list_schema[],
+    tools_runs_list_seed_schema[], tools_runs_list_output[], tools_runs_cancel_schema[],
+    tools_runs_cancel_output[];
 
 /* tools_runs.c: what get_result says of the run: its content and structured content, both
  * owned by the caller. */
