@@ -139,18 +139,13 @@ async function child() {
   process.stdout.write(`${JSON.stringify(found)}\n`);
 }
 
-// A connection to a keeper that says `first` and prints each line the keeper says: Python, as
-// Node.js 20 pads an abstract socket's name to the whole sun_path, which names another socket.
-// "done" and the end once its stdin closes.
+// A connection to a listening keeper that says `first` and prints each line the keeper says;
+// "done" and the end once its stdin closes. Python, as Node.js 20 pads an abstract socket's name
+// to the whole sun_path, which names another socket.
 const KEEPER_CLIENT = `
-import socket, sys, threading, time
+import socket, sys, threading
 s = socket.socket(socket.AF_UNIX)
-for i in range(200):
-    try:
-        s.connect('\\0' + sys.argv[1])
-        break
-    except OSError:
-        time.sleep(0.05)
+s.connect('\\0' + sys.argv[1])
 s.sendall(sys.argv[2].encode() + b'\\n')
 print('connected', flush=True)
 def pump():
@@ -191,17 +186,23 @@ function keeperClient(name, first) {
 // was told nothing, and waited out its five minutes.)
 async function staleWhileStarting() {
   const { tempDir } = await import('../lib/server.mjs');
+  const { until } = await import('../lib/runs.mjs');
   const home = tempDir('smcp-keeper-');
   const go = path.join(home, 'go');
   const program = path.join(home, 'fake-opencode');
   writeFileSync(program, `#!/bin/sh\nwhile [ ! -e ${go} ]; do sleep 0.05; done\necho "opencode server listening on http://127.0.0.1:$3"\nexec sleep 600\n`, { mode: 0o755 });
-  // a port of its own for the name of the keeper's socket; nothing listens on it
+  // a port of its own for the name of the keeper's socket; nothing listens on it. The keeper
+  // stops after its idle time without a bridge: long enough that the clients are there first.
   const port = String(40000 + (process.pid % 20000));
-  const keeper = spawn(HELPER, [port, '1', 'fp-current', program],
+  const keeper = spawn(HELPER, [port, '600', 'fp-current', program],
     { argv0: 'sandbox-keeper', env: { PATH: process.env.PATH, HOME: home }, stdio: 'ignore' });
-  const gone = new Promise((resolve) => keeper.on('exit', resolve));
+  let exited = null;
+  const gone = new Promise((resolve) => keeper.on('exit', (code, signal) => { exited = { code, signal }; resolve(); }));
   const clients = [];
   try {
+    await until(() => exited || new RegExp(`@sandbox-mcp-agent:${port}$`, 'm').test(readFileSync('/proc/net/unix', 'utf8')),
+      'the keeper listening', 120000);
+    assert.equal(exited, null, 'the keeper ended before it listened');
     const current = keeperClient(`sandbox-mcp-agent:${port}`, 'hello fp-current');
     clients.push(current);
     assert.equal(await current.next(30000), 'connected');
