@@ -236,7 +236,7 @@ test("a run's agent opens a preview of its app; the run's page and get_result sh
   const started = await ok('run_task', { task: 'pv-run-1: show me' });
   const r = await runs.finished(server, started.run_id);
   assert.equal(r.status, 'succeeded', JSON.stringify(r).slice(0, 2000));
-  assert.match(toolResults(script.requests.at(-1).body).at(-1).text, /Port 3300 is at http/);
+  assert.match(toolResults(script.requests.at(-1).body).at(-1).text, /Port 3300 is at http/, runs.agentLog(server, r.run_id));
   assert.equal(r.previews.length, 1);
   const p = r.previews[0];
   assert.equal(p.port, 3300);
@@ -268,6 +268,7 @@ test("a run's agent keeps a screenshot of its app as evidence: on the run's page
   assert.equal(r.status, 'succeeded', JSON.stringify(r).slice(0, 2000));
   // the agent saw the shot taken, the text file refused, the image kept
   const results = toolResults(script.requests.at(-1).body).map((x) => x.text);
+  assert.equal(results.length, 3, `${JSON.stringify(results)}\n${runs.agentLog(server, r.run_id)}`);
   assert.match(results.at(-3), /shot\.png/, results.at(-3));
   assert.match(results.at(-2), /not a whole PNG, JPEG, GIF or WebP image/);
   assert.match(results.at(-1), /Kept as evidence 1/);

@@ -1,6 +1,8 @@
 // Helpers for tests of tools and runs against a real server: tool calls, waiting for a run's end,
 // a server of a test's own, and polling. Written once here for every suite.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { startServer, rpc, removeDataDir } from './server.mjs';
 
 let nextId = 1;
@@ -35,6 +37,16 @@ export async function finished(srv, runId, token = srv.token) {
   for (;;) {
     const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 }, token);
     if (TERMINAL.has(r.status)) return r;
+  }
+}
+
+// The run's agent.log (what its agent and the bridge to it printed), for a failed assertion's
+// message; its end when it is long.
+export function agentLog(srv, runId, max = 6000) {
+  try {
+    return `agent.log of ${runId}:\n${readFileSync(path.join(srv.dataDir, 'runs', runId, 'agent.log'), 'utf8').slice(-max)}`;
+  } catch (e) {
+    return `agent.log of ${runId}: ${e.code}`;
   }
 }
 

@@ -61,6 +61,7 @@
 #define EVENT_MAX (16u << 20)    /* one event of the stream; larger ones are skipped */
 #define TOOLS_NAME "sandbox-mcp" /* the server's own MCP tools, as the configuration names them */
 #define TOOLS_WAIT_MS 20000      /* how long a run waits for the agent to have them */
+#define TOOLS_CONNECTS 3         /* connections made again before the run goes on without them */
 
 extern char **environ;
 
@@ -246,13 +247,13 @@ static char *read_task(void)
 /* The server's own tools for the agent (ask_user, ...: its /agent/mcp) are the agent's only once
  * OpenCode has connected to them. It connects as its instance starts, and GET /mcp answers once
  * that is done (its connection is bounded: 30 s): a prompt posted after it has them. A connection
- * that failed is made again once, so that the run's first turn has them. A server without them
- * configured, or one that does not say, is not waited for. What came of it goes to the run's
- * agent.log. */
+ * that failed (on a loaded machine, a request of it refused or cut) is made again, up to
+ * TOOLS_CONNECTS times, so that the run's first turn has them. A server without them configured,
+ * or one that does not say, is not waited for. What came of it goes to the run's agent.log. */
 static void wait_tools(uint16_t port, const char *dir)
 {
     int64_t until = time_mono_ms() + TOOLS_WAIT_MS;
-    bool retried = false;
+    int connects = 0;
     for (;;) {
         int status = 0;
         json_t *res = call(port, "GET", "/mcp", dir, NULL, &status);
@@ -270,14 +271,14 @@ static void wait_tools(uint16_t port, const char *dir)
             return;
         }
         if (strcmp(state, "connected") == 0) {
-            if (retried)
+            if (connects)
                 dprintf(2, "sandbox-agent: its tools are connected\n");
             return;
         }
         bool failed = strcmp(state, "disabled") != 0; /* failed, needs_auth, ... */
-        if (failed && !retried) {
+        if (failed && connects < TOOLS_CONNECTS) {
             dprintf(2, "sandbox-agent: its tools are %s (%s); connecting again\n", state, why);
-            retried = true;
+            connects++;
             json_decref(call(port, "POST", "/mcp/" TOOLS_NAME "/connect", dir, "{}", &status));
             continue;
         }
