@@ -1,15 +1,17 @@
-// Coding runs: run_task, get_result, list_runs and cancel_run over /mcp, with the real OpenCode in
-// the user's sandbox talking to a scripted fake of the Anthropic API through the server's proxy.
+// Coding runs of the real OpenCode: run_task, get_result, list_runs and cancel_run over /mcp, the
+// agent in the user's sandbox talking to a scripted fake of the Anthropic API through the
+// server's proxy: its events as stored, its phases as get_result streams them, its key, a
+// conversation it goes on with, a server killed under it. The run machinery that is the same for
+// every agent (repositories, listing, cancel, timeout) is in runs_machinery.test.mjs, with Codex.
 // Each run's task carries a unique marker; the fake routes a run's requests to its own script
 // (tests/lib/fake-anthropic.mjs, agentRouter), so runs of different tests can go on at once.
 import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { startServer, rpc, tempDir, removeDataDir, sqlRowsAsync, addUserAsync as addUser } from '../lib/server.mjs';
-import { bareRepo, gitAsync } from '../lib/git.mjs';
-import { call, cancelUnfinished } from '../lib/runs.mjs';
+import { bareRepo } from '../lib/git.mjs';
+import { call, cancelUnfinished, refused, toolText as text } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { modernRequest } from '../lib/http.mjs';
 
@@ -31,24 +33,12 @@ const repos = {};
 // A tools/call answered with a result (tests/lib/runs.mjs call); opts.token calls as another user.
 const tool = (srv, name, args = {}, { token } = {}) => call(srv, name, args, token || srv.token);
 
-function text(res) {
-  return (res.content || []).map((c) => c.text || '').join('');
-}
-
 // A call that must succeed; returns its structuredContent.
 async function ok(srv, name, args, opts) {
   const res = await tool(srv, name, args, opts);
   assert.equal(res.isError, undefined, `${name} ${JSON.stringify(args).slice(0, 200)}: ${text(res)}`);
   assert.ok(res.structuredContent, `${name}: no structuredContent: ${JSON.stringify(res)}`);
   return res.structuredContent;
-}
-
-// A call that must be refused with a tool error whose text matches re.
-async function refused(srv, name, args, re, opts) {
-  const res = await tool(srv, name, args, opts);
-  assert.equal(res.isError, true, `${name} ${JSON.stringify(args).slice(0, 200)} was not refused: ${JSON.stringify(res).slice(0, 500)}`);
-  assert.match(text(res), re);
-  return text(res);
 }
 
 async function runTask(srv, args, opts) {
@@ -162,31 +152,6 @@ function agentTypes(rows) {
 // feature (one more commit adding feature.txt).
 const repo = (name) => bareRepo(path.join(scratch, name, `${name}.git`), { feature: true });
 
-// A bare repository <name>.git without a commit, whose HEAD names head.
-async function emptyRepo(name, head) {
-  const bare = path.join(scratch, `${name}.git`);
-  await gitAsync(['init', '-q', '--bare', bare]);
-  await gitAsync(['symbolic-ref', 'HEAD', `refs/heads/${head}`], bare);
-  return bare;
-}
-
-// repo(name) with exactly the given branches (each at main's commit unless it is feature),
-// and its HEAD naming master, a branch it does not have.
-async function headlessRepo(name, branches) {
-  const bare = await repo(name);
-  for (const b of branches) if (b !== 'main' && b !== 'feature') await gitAsync(['branch', b, 'main'], bare);
-  await gitAsync(['symbolic-ref', 'HEAD', 'refs/heads/master'], bare);
-  for (const b of ['main', 'feature']) if (!branches.includes(b)) await gitAsync(['branch', '-D', b], bare);
-  return bare;
-}
-
-function closedPort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
-
 // ---- setup ----------------------------------------------------------------------------------
 
 before(async () => {
@@ -199,7 +164,7 @@ before(async () => {
     RUNS_MAX_RUNNING_PER_USER: '4', SANDBOX_DISK_MB: '2048' };
   server = await startServer({ env });
   scratch = tempDir('smcp-runs-');
-  for (const name of ['widget', 'phoenix', 'pawl']) repos[name] = await repo(name);
+  for (const name of ['widget', 'phoenix', 'pawl', 'ratchet']) repos[name] = await repo(name);
 });
 
 after(async () => {
@@ -245,42 +210,16 @@ test('input errors are tool errors naming the problem, and create no run', async
 });
 
 // ---- runs; independent ones go on at the same time --------------------------------------------
-// Four at a time, as many as the server runs (RUNS_MAX_RUNNING, and the user's limit raised to
-// it in the setup): a test's waits then start when its runs can, not behind every other test's
-// queued run on a loaded machine.
 
 let first; // the run of the write-and-commit test, for the isolation test below
 
-// The admin's runs that need a session of their own neither for a repository nor for a
-// conversation (the run in /workspace, the cancel, the timeout, the 401, the key hunt) go on in
-// one session without repository, and so on one warm agent (every new session boots one,
-// seconds of CPU): the first run made it. Its runs go one at a time, each with its own deadline
-// from its start. name: run_task or its alias opencode_run_task.
-let shared;
-async function runShared(srv, args, name = 'run_task') {
-  const start = (a) => (name === 'run_task' ? runTask(srv, a) : ok(srv, name, a));
-  if (!shared) {
-    const made = start(args);
-    shared = made.then((r) => r.session_id);
-    return made;
-  }
-  const session_id = await shared;
-  const r = await start({ ...args, [name === 'run_task' ? 'session_id' : 'sessionId']: session_id });
-  assert.equal(r.session_id, session_id);
-  return r;
-}
-
-describe('runs', { concurrency: 4 }, () => {
-  // The runs of these tests go on in one session of one user, so on one warm agent (every new
-  // session boots one, seconds of CPU): a session moves between repositories, and each test's
-  // first run names the repository it works in, so no test depends on where another left the
-  // session. The tests go one at a time, so that each has the session to itself and its runs go
-  // in the order it asks for them: a run without repository works where the session's newest run
-  // does, and the agent goes on with a conversation only in the directory it was held in.
-  describe('in one session that each test moves to its own repositories', { concurrency: 1 }, () => {
+describe('runs', { concurrency: 2 }, () => {
+  // These tests' runs go on in one session of one user, so on one warm agent (every new session
+  // boots one, seconds of CPU), one test at a time, so that each has the session to itself.
+  describe('in one session', { concurrency: 1 }, () => {
     let as, session;
     before(async () => {
-      as = { token: await addUser(server, 'repo-moves') }; // its own user: its runs count against no other test's limits
+      as = { token: await addUser(server, 'one-session') }; // its own user: its runs count against no other test's limits
     });
     // run_task in the group's session (the group's first run makes it)
     async function inSession(args) {
@@ -381,115 +320,39 @@ describe('runs', { concurrency: 4 }, () => {
       assert.equal(again.result.structuredContent.phase.text, 'succeeded after 3 steps');
     });
 
-    test('an empty repository: the agent starts from nothing; its commits and files are the changes', async () => {
-      const blank = await emptyRepo('blank', 'trunk');
-      const s1 = router.add('blank-1', [
-        { tool: 'write', input: { filePath: '/workspace/blank/notes.txt', content: 'first\nsecond\n' } },
-        { tool: 'bash', input: { command: `git add notes.txt && ${COMMIT} -m "Start notes" && echo draft > draft.txt && git branch --show-current && ls -A`,
-          description: 'Commit the notes' } },
-        { text: 'Started the notes.' },
+    test('the session moved to another repository: a new conversation there; the agent holds a proxy token, never the real key', async () => {
+      // Counts only, so that nothing secret lands in the events; the key's pattern is split so
+      // that the command itself does not contain it. Lines: the working directory, the real key
+      // in the environment, a JWT in the environment, files holding the real key.
+      const s = router.add('key-hunt', [
+        { tool: 'bash', input: { description: 'Look for the key',
+          command: 'pwd; printenv | grep -c "sk-ant-te""st-key"; printenv | grep -c "eyJ[A-Za-z0-9_-]*[.]eyJ"; '
+            + 'grep -rl "sk-ant-te""st-key" "$HOME" /workspace /tmp /etc 2>/dev/null | wc -l' } },
+        { text: 'No key here.' },
       ]);
-      // with branch, that branch; and no commit at all
-      const s2 = router.add('void-1', [
-        { tool: 'bash', input: { command: 'git symbolic-ref --short HEAD && echo x > a.txt', description: 'Where am I' } },
-        { text: 'Wrote a.txt.' },
-      ]);
-      // asked for one after the other, so that they go in that order: blank's run is the
-      // session's last, which the third run below goes on from
-      const b = await inSession({ task: 'void-1: write a.txt', repository: await emptyRepo('void', 'main'), branch: 'dev' });
-      const a = await inSession({ task: 'blank-1: start the notes', repository: blank });
-      const [ra, rb] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, b.run_id, as)]);
-      let diag = JSON.stringify(ra, null, 1);
-      assert.equal(ra.status, 'succeeded', diag);
-      assert.equal(ra.branch, 'trunk', diag); // as the remote's HEAD names it
-      assert.equal(toolResults(s1.requests[2].body).at(-1).text, 'trunk\n.git\ndraft.txt\nnotes.txt\n');
-      assert.equal(ra.changes.branch, 'trunk', diag);
-      assert.deepEqual(ra.changes.files.map(({ path: p, insertions, deletions }) => ({ path: p, insertions, deletions })),
-        [{ path: 'draft.txt', insertions: 1, deletions: 0 }, { path: 'notes.txt', insertions: 2, deletions: 0 }], diag);
-      assert.equal(ra.changes.files_changed, 2, diag);
-      assert.equal(ra.changes.insertions, 3, diag);
-      assert.deepEqual(ra.changes.commits.map((c) => c.message), ['Start notes'], diag);
-      const [rowA] = await sql(server, `SELECT base_commit, workdir FROM runs WHERE id = ${q(a.run_id)}`);
-      assert.deepEqual(rowA, { base_commit: null, workdir: '/workspace/blank' }); // no starting commit
-
-      diag = JSON.stringify(rb, null, 1);
-      assert.equal(rb.status, 'succeeded', diag);
-      assert.equal(rb.branch, 'dev', diag);
-      assert.equal(toolResults(s2.requests[1].body).at(-1).text, 'dev\n');
-      assert.deepEqual(rb.changes.files.map((f) => f.path), ['a.txt'], diag);
-      assert.deepEqual(rb.changes.commits, [], diag);
-      assert.equal(rb.changes.branch, 'dev', diag);
-
-      // the same session again, without repository: it goes on in blank from the first run's commit
-      const s3 = router.add('blank-2', [
-        { tool: 'bash', input: { command: `echo third >> notes.txt && ${COMMIT} -a -m "More notes"`, description: 'Commit more' } },
-        { text: 'More notes.' },
-      ]);
-      const c = await inSession({ task: 'blank-2: add to the notes' });
-      const rc = await waitRun(server, c.run_id, as);
-      diag = JSON.stringify(rc, null, 1);
-      assert.equal(rc.status, 'succeeded', diag);
-      assert.equal(s3.remaining, 0, diag);
-      assert.equal(rc.repository, blank);
-      assert.equal(rc.branch, 'trunk', diag);
-      assert.ok(userTexts(s3.requests[0].body).some((t) => t.includes('blank-1')), 'the conversation did not go on');
-      assert.deepEqual(rc.changes.commits.map((x) => x.message), ['More notes'], diag);
-      assert.deepEqual(rc.changes.files.find((f) => f.path === 'notes.txt'),
-        { path: 'notes.txt', insertions: 1, deletions: 0, binary: false }, diag);
-      const [rowC] = await sql(server, `SELECT base_commit FROM runs WHERE id = ${q(c.run_id)}`);
-      assert.ok(ra.changes.commits[0].sha.startsWith(rowC.base_commit) || rowC.base_commit.startsWith(ra.changes.commits[0].sha), JSON.stringify(rowC));
+      const started = await inSession({ task: 'key-hunt: look around', repository: repos.ratchet });
+      const r = await waitRun(server, started.run_id, as);
+      assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
+      assert.equal(r.repository, repos.ratchet);
+      assert.match(toolResults(s.requests[1].body).at(-1).text, /^\/workspace\/ratchet\n0\n[1-9]\d*\n0\n$/);
+      // OpenCode keeps a conversation with the directory it began in (asked to go on with it in
+      // another, it hangs without a word): the session's conversation in pawl is not this one's
+      const said = userTexts(s.requests[0].body);
+      assert.ok(said[0].includes('key-hunt') && !said.some((t) => t.includes('pawl-ph')), JSON.stringify(said));
+      for (const req of [...s.requests, ...s.titles]) assert.equal(req.headers['x-api-key'], API_KEY);
     });
 
-    test('a HEAD naming no branch: the only branch is cloned; with several, the run names them; a run on another branch works on it', async () => {
-      const lost = await headlessRepo('lost', ['main']);
-      const many = ['main', 'feature', ...Array.from({ length: 10 }, (_, i) => `b${String(i + 1).padStart(2, '0')}`)];
-      const forked = await headlessRepo('forked', many);
-      const s1 = router.add('lost-1', [
-        { tool: 'bash', input: { command: 'git branch --show-current && cat README.md', description: 'Where am I' } },
-        { text: 'On main.' },
+    test('an upstream 401 fails the run with an authentication error (through the opencode_* aliases)', async () => {
+      const s = router.add('bad-key', [
+        { status: 401, error: { type: 'authentication_error', message: 'invalid x-api-key' } },
       ]);
-      // a run without repository, asked for while the first has not ended, works in the first
-      // one's repository
-      const s2 = router.add('lost-2', [
-        { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
-        { text: 'In lost.' },
-      ]);
-      const sf = router.add('forked-1', [{ text: 'Should not run.' }]);
-      const f = await inSession({ task: 'forked-1: which branch?', repository: forked });
-      const a = await inSession({ task: 'lost-1: which branch?', repository: lost });
-      const b = await inSession({ task: 'lost-2: where are you?' });
-      const [ra, rf] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, f.run_id, as)]);
-      let diag = JSON.stringify(ra, null, 1);
-      assert.equal(ra.status, 'succeeded', diag);
-      assert.equal(ra.branch, 'main', diag);
-      assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'main\n# lost\n');
-      const rb = await waitRun(server, b.run_id, as);
-      assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
-      assert.equal(rb.repository, lost);
-      assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/lost\n');
-
-      diag = JSON.stringify(rf, null, 1);
-      assert.equal(rf.status, 'failed', diag);
-      assert.equal(sf.requests.length + sf.titles.length, 0, diag);
-      const err = rf.result.error;
-      assert.match(err, /^cannot clone '[^']*forked\.git': /, diag);
-      assert.match(err, /\bbranch\b/, diag);
-      assert.match(err, /'b01', 'b02', .*'b10'/, diag); // the first ten, sorted
-      assert.doesNotMatch(err, /'main'|'feature'/, diag);
-      assert.match(err, /12/, diag);
-
-      // the same session, with a branch: the clone is made afresh and works on that branch
-      const sg = router.add('forked-2', [
-        { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
-        { text: 'On feature.' },
-      ]);
-      const g = await inSession({ task: 'forked-2: which branch?', repository: forked, branch: 'feature' });
-      const rg = await waitRun(server, g.run_id, as);
-      assert.equal(rg.status, 'succeeded', JSON.stringify(rg, null, 1));
-      assert.equal(rg.branch, 'feature');
-      assert.equal(toolResults(sg.requests[1].body).at(-1).text, 'feature\nfeature work\n');
-      assert.equal(rg.changes.files_changed, 0);
-      assert.deepEqual(rg.changes.commits, []);
+      const started = await ok(server, 'opencode_run_task', { task: 'bad-key: anything', sessionId: session }, as);
+      assert.equal(started.session_id, session);
+      const r = await waitRun(server, started.run_id, { ...as, tool: 'opencode_get_result' });
+      assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
+      assert.equal(r.result.success, false);
+      assert.match(r.result.error, /401|authenticat/i);
+      assert.ok(s.requests.length >= 1);
     });
   });
 
@@ -607,216 +470,6 @@ describe('runs', { concurrency: 4 }, () => {
     assert.deepEqual(inSession.runs.map((x) => x.run_id), [again.run_id, r.run_id]);
   });
 
-  test('a run that cannot clone fails clearly and leaves its session as it was; the session then works in /workspace, and moves to a repository in a new conversation', async () => {
-    const port = await closedPort();
-    // a loopback address is refused at once (this server's FETCH_ALLOW names none)
-    await refused(server, 'run_task', { task: 'clone-refused: do something', repository: `https://127.0.0.1:${port}/acme/widget.git` },
-      /cannot clone .*127\.0\.0\.1 is a loopback address/);
-    const as = { token: await addUser(server, 'repo-again') }; // its own user: its runs count against no other test's limits
-    const ratchet = await repo('ratchet');
-    // a new session's first run, and then its second
-    const cases = [
-      { marker: 'clone-missing', repository: path.join(scratch, 'does-not-exist.git'),
-        res: [/^cannot clone /, /clone|repositor|not found|does not exist/i] },
-      { marker: 'no-branch', repository: ratchet, branch: 'no-such-branch',
-        res: [/branch 'no-such-branch' does not exist/] },
-    ];
-    const scripts = cases.map((c) => router.add(c.marker, [{ text: 'Should not run.' }]));
-    const started = [];
-    for (const c of cases) {
-      started.push(await runTask(server, { task: `${c.marker}: do something`, repository: c.repository,
-        ...(c.branch ? { branch: c.branch } : {}), ...(started.length ? { session_id: started[0].session_id } : {}) }, as));
-    }
-    const results = await Promise.all(started.map((s) => waitRun(server, s.run_id, as)));
-    results.forEach((r, i) => {
-      const diag = JSON.stringify(r, null, 1);
-      assert.equal(r.status, 'failed', diag);
-      assert.equal(r.result.success, false);
-      for (const re of cases[i].res) assert.match(r.result.error, re, diag);
-      assert.equal(r.phase.text, 'failed while cloning', diag);
-      // the agent never started
-      assert.equal(scripts[i].requests.length + scripts[i].titles.length, 0, diag);
-    });
-    const session_id = started[0].session_id;
-
-    // neither repository became the session's: a run without one works in /workspace
-    const s1 = router.add('missing-2', [
-      { tool: 'bash', input: { command: 'pwd', description: 'Where am I' } },
-      { text: 'In the workspace.' },
-    ]);
-    const n = await runTask(server, { task: 'missing-2: where are you?', session_id }, as);
-    const rn = await waitRun(server, n.run_id, as);
-    assert.equal(rn.status, 'succeeded', JSON.stringify(rn, null, 1));
-    assert.equal(rn.repository, null);
-    assert.equal(toolResults(s1.requests[1].body).at(-1).text, '/workspace\n');
-
-    // the session moves to the repository whose branch was missing: cloned afresh, on its
-    // default branch, in a new conversation (OpenCode, asked to go on with a conversation in
-    // another directory, hangs without a word)
-    const s2 = router.add('missing-3', [
-      { tool: 'bash', input: { command: 'pwd && git branch --show-current', description: 'Where am I' } },
-      { text: 'In ratchet.' },
-    ]);
-    const o = await runTask(server, { task: 'missing-3: where are you?', session_id, repository: ratchet, timeout_minutes: 5 }, as);
-    const ro = await waitRun(server, o.run_id, as);
-    assert.equal(ro.status, 'succeeded', JSON.stringify(ro, null, 1));
-    assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/ratchet\nmain\n');
-    const said = userTexts(s2.requests[0].body);
-    assert.ok(said[0].includes('missing-3') && !said.some((t) => t.includes('missing-2')), JSON.stringify(said));
-
-    // and a branch that exists: the session's clone checks it out
-    const s3 = router.add('ratchet-2', [
-      { tool: 'bash', input: { command: 'git branch --show-current && cat feature.txt', description: 'Where am I' } },
-      { text: 'On feature.' },
-    ]);
-    const b = await runTask(server, { task: 'ratchet-2: which branch?', session_id, repository: ratchet, branch: 'feature' }, as);
-    const rb = await waitRun(server, b.run_id, as);
-    assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
-    assert.equal(rb.branch, 'feature');
-    assert.equal(toolResults(s3.requests[1].body).at(-1).text, 'feature\nfeature work\n');
-  });
-
-  test('list_runs filters by status and by session and pages with a cursor', async () => {
-    const token = await addUser(server, 'lister');
-    const as = { token };
-    router.add('lister-A', [{ text: 'A done.' }]);
-    router.add('lister-B', [{ text: 'B done.' }]);
-    const sc = router.add('lister-C', [{ hold: true, text: 'C done.' }]);
-    const a = await runTask(server, { task: 'lister-A: say A', title: 'First' }, as);
-    assert.equal((await waitRun(server, a.run_id, as)).status, 'succeeded');
-    const b = await runTask(server, { task: 'lister-B: say B', session_id: a.session_id }, as);
-    assert.equal((await waitRun(server, b.run_id, as)).status, 'succeeded');
-    const c = await runTask(server, { task: 'lister-C: say C' }, as);
-    await sc.waitHeld();
-    assert.notEqual(c.session_id, a.session_id);
-
-    const ids = (l) => l.runs.map((x) => x.run_id);
-    const all = await ok(server, 'list_runs', {}, as);
-    assert.deepEqual(ids(all), [c.run_id, b.run_id, a.run_id]); // newest first
-    assert.equal(all.has_more, false);
-    const ra = all.runs[2];
-    assert.equal(ra.session_id, a.session_id);
-    assert.equal(ra.status, 'succeeded');
-    assert.equal(ra.title, 'First');
-    assert.equal(ra.task_preview, 'lister-A: say A');
-    assert.match(ra.created_at, ISO);
-    assert.match(ra.finished_at, ISO);
-    assert.equal(all.runs[0].status, 'running');
-    assert.equal(all.runs[0].finished_at, null);
-
-    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'running' }, as)), [c.run_id]);
-    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'succeeded' }, as)), [b.run_id, a.run_id]);
-    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'failed' }, as)), []);
-    assert.deepEqual(ids(await ok(server, 'list_runs', { session_id: a.session_id }, as)), [b.run_id, a.run_id]);
-    assert.deepEqual(ids(await ok(server, 'list_runs', { session_id: c.session_id }, as)), [c.run_id]);
-    assert.deepEqual(ids(await ok(server, 'list_runs', { session_id: a.session_id, status: 'running' }, as)), []);
-
-    // one page at a time
-    const seen = [];
-    let page = await ok(server, 'list_runs', { limit: 1 }, as);
-    for (;;) {
-      assert.equal(page.runs.length, 1);
-      seen.push(page.runs[0].run_id);
-      if (!page.has_more) break;
-      assert.equal(typeof page.next_cursor, 'string');
-      page = await ok(server, 'list_runs', { limit: 1, cursor: page.next_cursor }, as);
-    }
-    assert.deepEqual(seen, [c.run_id, b.run_id, a.run_id]);
-    const two = await ok(server, 'list_runs', { limit: 2 }, as);
-    assert.deepEqual(ids(two), [c.run_id, b.run_id]);
-    assert.equal(two.has_more, true);
-    const rest = await ok(server, 'list_runs', { limit: 2, cursor: two.next_cursor }, as);
-    assert.deepEqual(ids(rest), [a.run_id]);
-    assert.equal(rest.has_more, false);
-    assert.ok(rest.next_cursor === null || rest.next_cursor === undefined, JSON.stringify(rest));
-
-    // another user's list has none of these
-    const adminIds = ids(await ok(server, 'list_runs', { limit: 100 }));
-    for (const id of [a.run_id, b.run_id, c.run_id]) assert.ok(!adminIds.includes(id));
-
-    // the seed's names: sessionId, and its statuses started (a run not yet at work: d waits
-    // behind c in c's session) and completed (succeeded)
-    const d = await runTask(server, { task: 'lister-D: after C', session_id: c.session_id }, as);
-    const seed = async (args) => ids(await ok(server, 'opencode_list_runs', args, as));
-    assert.deepEqual(await seed({ status: 'started' }), [d.run_id]);
-    assert.deepEqual(await seed({ status: 'completed' }), [b.run_id, a.run_id]);
-    assert.deepEqual(await seed({ status: 'running' }), [c.run_id]);
-    assert.deepEqual(await seed({ sessionId: a.session_id, status: 'completed' }), [b.run_id, a.run_id]);
-    assert.deepEqual(await seed({ sessionId: c.session_id }), [d.run_id, c.run_id]);
-
-    await ok(server, 'cancel_run', { run_id: d.run_id }, as);
-    await ok(server, 'cancel_run', { run_id: c.run_id }, as);
-    assert.equal((await waitRun(server, c.run_id, as)).status, 'cancelled');
-    assert.equal((await waitRun(server, d.run_id, as)).status, 'cancelled');
-    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'cancelled' }, as)), [d.run_id, c.run_id]);
-    assert.deepEqual(ids(await ok(server, 'list_runs', { status: 'running' }, as)), []);
-  });
-
-  test('a run without repository works in /workspace; the agent holds a proxy token, never the real key', async () => {
-    // Counts only, so that nothing secret lands in the events; the key's pattern is split so
-    // that the command itself does not contain it. Lines: the working directory, the real key
-    // in the environment, a JWT in the environment, files holding the real key.
-    const s = router.add('key-hunt', [
-      { tool: 'bash', input: { description: 'Look for the key',
-        command: 'pwd; printenv | grep -c "sk-ant-te""st-key"; printenv | grep -c "eyJ[A-Za-z0-9_-]*[.]eyJ"; '
-          + 'grep -rl "sk-ant-te""st-key" "$HOME" /workspace /tmp /etc 2>/dev/null | wc -l' } },
-      { text: 'No key here.' },
-    ]);
-    const started = await runShared(server, { task: 'key-hunt: look around' });
-    const r = await waitRun(server, started.run_id);
-    assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
-    assert.equal(r.repository, null);
-    assert.match(toolResults(s.requests[1].body).at(-1).text, /^\/workspace\n0\n[1-9]\d*\n0\n$/);
-    for (const req of [...s.requests, ...s.titles]) assert.equal(req.headers['x-api-key'], API_KEY);
-  });
-
-  test('cancel_run stops a running run; get_result says cancelled', async () => {
-    const s = router.add('cancel-me', [{ hold: true, text: 'Never sent.' }]);
-    const started = await runShared(server, { task: 'cancel-me: wait for a slow model' });
-    await s.waitHeld();
-    assert.equal((await ok(server, 'get_result', { run_id: started.run_id })).status, 'running');
-    const c = await ok(server, 'cancel_run', { run_id: started.run_id });
-    assert.deepEqual(c, { run_id: started.run_id, status: 'cancelled', already_ended: false });
-    // cancelling again changes nothing and says so
-    const again = await ok(server, 'cancel_run', { run_id: started.run_id });
-    assert.deepEqual(again, { run_id: started.run_id, status: 'cancelled', already_ended: true });
-    const r = await waitRun(server, started.run_id);
-    assert.equal(r.status, 'cancelled', JSON.stringify(r, null, 1));
-    assert.match(r.finished_at, ISO);
-    assert.equal(r.result.success, false);
-    assert.equal(r.transitions.at(-1).status, 'cancelled');
-    // where it was when it was cancelled: the model had not answered its first step
-    assert.equal(r.phase.name, 'cancelled');
-    assert.equal(r.phase.text, 'cancelled before its first step', JSON.stringify(r.phase));
-    // the agent is gone: its request to the model was dropped
-    await waitUntil(() => s.aborted >= 1, 'the held request closed after cancel');
-    await events(server, r.run_id);
-  });
-
-  test('a run over its timeout fails, saying so', async () => {
-    const s = router.add('too-slow', [{ hold: true, text: 'Never sent.' }]);
-    const started = await runShared(server, { task: 'too-slow: think for a long time', timeout_minutes: 0.1 });
-    const r = await waitRun(server, started.run_id);
-    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
-    assert.equal(r.result.success, false);
-    assert.match(`${r.status_reason} ${r.result.error}`, /timed? ?out|timeout/i);
-    assert.match(r.result.error, /timed? ?out|timeout/i);
-    // the agent is gone: no request of it is left hanging at the fake (on a slow machine the
-    // agent may not even have reached the model in 6 s)
-    await waitUntil(() => s.held === 0, 'the held request closed after the timeout');
-  });
-
-  test('an upstream 401 fails the run with an authentication error (through the opencode_* aliases)', async () => {
-    const s = router.add('bad-key', [
-      { status: 401, error: { type: 'authentication_error', message: 'invalid x-api-key' } },
-    ]);
-    const started = await runShared(server, { task: 'bad-key: anything' }, 'opencode_run_task');
-    const r = await waitRun(server, started.run_id, { tool: 'opencode_get_result' });
-    assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
-    assert.equal(r.result.success, false);
-    assert.match(r.result.error, /401|authenticat/i);
-    assert.ok(s.requests.length >= 1);
-  });
 });
 
 // ---- after the runs -------------------------------------------------------------------------
@@ -828,20 +481,20 @@ test("another user cannot see, cancel or continue the first user's runs", async 
   const list = await ok(server, 'list_runs', { limit: 100 }, as);
   assert.deepEqual(list.runs, []);
   assert.equal(list.has_more, false);
-  await refused(server, 'get_result', { run_id: first.run_id }, /not found/i, as);
-  await refused(server, 'cancel_run', { run_id: first.run_id }, /not found/i, as);
+  await refused(server, 'get_result', { run_id: first.run_id }, /not found/i, as.token);
+  await refused(server, 'cancel_run', { run_id: first.run_id }, /not found/i, as.token);
   // listing by their session: refused as not found, or simply nothing
   const bySession = await tool(server, 'list_runs', { session_id: first.session_id }, as);
   if (bySession.isError) assert.match(text(bySession), /not found/i);
   else assert.deepEqual(bySession.structuredContent.runs, []);
-  await refused(server, 'run_task', { task: 'mallory: continue their work', session_id: first.session_id }, /not found/i, as);
+  await refused(server, 'run_task', { task: 'mallory: continue their work', session_id: first.session_id }, /not found/i, as.token);
   assert.deepEqual((await ok(server, 'list_runs', {}, as)).runs, []);
   assert.equal((await ok(server, 'get_result', { run_id: first.run_id })).status, 'succeeded');
 });
 
 test('events of every run are contiguous and unique; neither the key nor a token is in them or in the log', async () => {
   const runs = await sql(server, 'SELECT run_id, MIN(seq) AS lo, MAX(seq) AS hi, COUNT(*) AS n FROM run_events GROUP BY run_id');
-  assert.ok(runs.length >= 5, JSON.stringify(runs));
+  assert.ok(runs.length >= 4, JSON.stringify(runs));
   for (const r of runs) {
     assert.equal(r.lo, 1, JSON.stringify(r));
     assert.equal(r.hi, r.n, JSON.stringify(r));

@@ -32,12 +32,26 @@ export async function ok(srv, name, args = {}, token = srv.token) {
 
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-// get_result, waiting until the run has ended.
-export async function finished(srv, runId, token = srv.token) {
+// get_result (or its alias tool), waiting until the run has ended.
+export async function finished(srv, runId, token = srv.token, tool = 'get_result') {
   for (;;) {
-    const r = await ok(srv, 'get_result', { run_id: runId, wait_seconds: 30 }, token);
+    const r = await ok(srv, tool, { run_id: runId, wait_seconds: 30 }, token);
+    assert.ok(['queued', 'running'].includes(r.status) || TERMINAL.has(r.status), JSON.stringify(r));
     if (TERMINAL.has(r.status)) return r;
   }
+}
+
+// The text of a tool result's content.
+export function toolText(res) {
+  return (res.content || []).map((c) => c.text || '').join('');
+}
+
+// A call that must be refused with a tool error whose text matches re; returns the text.
+export async function refused(srv, name, args, re, token = srv.token) {
+  const res = await call(srv, name, args, token);
+  assert.equal(res.isError, true, `${name} ${JSON.stringify(args).slice(0, 200)} was not refused: ${JSON.stringify(res).slice(0, 500)}`);
+  assert.match(toolText(res), re);
+  return toolText(res);
 }
 
 // The run's agent.log (what its agent and the bridge to it printed), for a failed assertion's
