@@ -1,6 +1,6 @@
 // The soak's short form (tests/lib/soak.mjs; `make soak` runs it for an hour on the release
-// build): every kind of load it makes, against the sanitized build, for a minute and then once
-// more for half of one, its runs made by Codex (the hour's, by OpenCode). No call may fail and
+// build): every kind of load it makes, against the sanitized build, for 36 seconds and then once
+// more for half as long, its runs made by Codex (the hour's, by OpenCode). No call may fail and
 // each kind of work must get done; every sample must be read; the store must be sound
 // afterwards. And what the server holds once a load is over and its sandboxes have stopped is
 // the same after the second load as after the first: the pools that start at first use are warm
@@ -32,7 +32,7 @@ async function bounded(s, minutes) {
 }
 
 test('the soak, short: no call fails, each kind of work gets done, the store is sound, and a second load leaves no descriptor or thread behind', async () => {
-  const s = await startSoak({ sampleSeconds: 6, clients: 16, users: 3, runGapMs: 2000, idleSeconds: 8, thinkMs: 500,
+  const s = await startSoak({ sampleSeconds: 3, clients: 16, users: 3, runGapMs: 2000, idleSeconds: 8, thinkMs: 500,
     agent: 'codex' });
   // once its sandboxes have stopped and the load's connections have closed: the fewest
   // descriptors and threads seen over a few samples
@@ -47,7 +47,7 @@ test('the soak, short: no call fails, each kind of work gets done, the store is 
     return least;
   };
   try {
-    const first = await bounded(s, 1);
+    const first = await bounded(s, 0.6);
     assert.deepEqual(first.errors, []);
     const counts = { ...first.counts };
     for (const [what, n] of Object.entries(counts)) assert.ok(n > 0, `no ${what} done: ${JSON.stringify(counts)}`);
@@ -58,7 +58,7 @@ test('the soak, short: no call fails, each kind of work gets done, the store is 
     console.log(JSON.stringify(slopes(first.samples, counts.runs).map((x) => ({ name: x.name, perMinute: x.perMinute, unit: x.unit }))));
     const rest1 = await atRest();
 
-    const second = await bounded(s, 0.5);
+    const second = await bounded(s, 0.3);
     assert.deepEqual(second.errors, []);
     for (const [what, n] of Object.entries(second.counts)) assert.ok(n > counts[what], `no more ${what} done: ${JSON.stringify(second.counts)}`);
     let rest2 = {};
