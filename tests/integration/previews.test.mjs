@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 
 import { startServer, sqlRows, addUser } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
-import { startFake, agentRouter, toolNames, toolResults } from '../lib/fake-anthropic.mjs';
+import { startFake, agentRouter, serverTool, toolResults } from '../lib/fake-anthropic.mjs';
 import { openWebSocket } from '../lib/websocket.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
@@ -25,9 +25,9 @@ before(async () => {
   fake = await startFake();
   router = agentRouter();
   fake.handle(router);
+  // runs by Codex (a run's agent and its tools are the same to previews whichever it is)
   server = await startServer({ env: {
-    ANTHROPIC_API_KEY: 'sk-ant-previews-key', ANTHROPIC_BASE_URL: fake.url,
-    PREVIEW_CONNECTIONS: '2', PREVIEW_CONNECTIONS_PER_USER: '3',
+    ...runs.codexEnv(fake.url), PREVIEW_CONNECTIONS: '2', PREVIEW_CONNECTIONS_PER_USER: '3',
   } });
   bob = addUser(server, 'bob');
 });
@@ -225,20 +225,20 @@ test('revoked or expired, the URL answers 404 and its open WebSockets close', as
 
 test("a run's agent opens a preview of its app; the run's page and get_result show it", async () => {
   const b64 = Buffer.from(APP).toString('base64');
+  // the app in a session of its own, so that it outlives the command (Codex ends a command's group)
   const script = router.add('pv-run-1', [
-    { tool: 'bash', input: { command: `echo ${b64} | base64 -d > /workspace/app.js && (nohup node /workspace/app.js 3300 > /workspace/app.log 2>&1 &) && for i in $(seq 100); do grep -q listening /workspace/app.log && break; sleep 0.1; done; cat /workspace/app.log`, description: 'Start the app' } },
-    (body) => {
-      const name = toolNames(body).find((n) => n.endsWith('open_preview'));
-      return name ? { tool: name, input: { port: 3300, description: 'the app' } } : { text: 'no open_preview' };
-    },
+    { tool: 'bash', input: { command: `echo ${b64} | base64 -d > /workspace/app.js && setsid -f node /workspace/app.js 3300 > /workspace/app.log 2>&1 < /dev/null && for i in $(seq 100); do grep -q listening /workspace/app.log && break; sleep 0.1; done; cat /workspace/app.log`, description: 'Start the app' } },
+    serverTool('open_preview', { port: 3300, description: 'the app' }),
     { text: 'The app is up.' },
   ]);
   const started = await ok('run_task', { task: 'pv-run-1: show me' });
   const r = await runs.finished(server, started.run_id);
   assert.equal(r.status, 'succeeded', JSON.stringify(r).slice(0, 2000));
-  assert.match(toolResults(script.requests.at(-1).body).at(-1).text, /Port 3300 is at http/, runs.agentLog(server, r.run_id));
-  assert.equal(r.previews.length, 1);
+  assert.equal(r.previews.length, 1, runs.agentLog(server, r.run_id));
   const p = r.previews[0];
+  // the agent was told the preview's URL
+  const told = toolResults(script.requests.at(-1).body).at(-1).text;
+  assert.ok(told.includes(p.url), told);
   assert.equal(p.port, 3300);
   assert.equal(p.run_id, started.run_id);
   const seen = await (await fetch(`${p.url}hello`)).json();
@@ -253,14 +253,10 @@ test("a run's agent opens a preview of its app; the run's page and get_result sh
 
 test("a run's agent keeps a screenshot of its app as evidence: on the run's page, and in get_result as an image", async () => {
   const b64 = Buffer.from(APP).toString('base64');
-  const byName = (suffix, input) => (body) => {
-    const name = toolNames(body).find((n) => n.endsWith(suffix));
-    return name ? { tool: name, input } : { text: `no ${suffix}` };
-  };
   const script = router.add('pv-shot-2', [
     { tool: 'bash', input: { command: `echo ${b64} | base64 -d > /workspace/app.js && (nohup node /workspace/app.js 3500 > /workspace/app.log 2>&1 &) && for i in $(seq 100); do grep -q listening /workspace/app.log && break; sleep 0.1; done; sh /opt/sandbox-mcp/screenshot http://127.0.0.1:3500/ /workspace/shot.png && echo notes > /workspace/notes.txt`, description: 'Start and shoot' } },
-    byName('add_evidence', { path: 'notes.txt', caption: 'not an image' }),
-    byName('add_evidence', { path: '/workspace/shot.png', caption: 'the app on a phone' }),
+    serverTool('add_evidence', { path: 'notes.txt', caption: 'not an image' }),
+    serverTool('add_evidence', { path: '/workspace/shot.png', caption: 'the app on a phone' }),
     { text: 'Shot taken.' },
   ]);
   const started = await ok('run_task', { task: 'pv-shot-2: show me' });
@@ -271,7 +267,8 @@ test("a run's agent keeps a screenshot of its app as evidence: on the run's page
   assert.equal(results.length, 3, `${JSON.stringify(results)}\n${runs.agentLog(server, r.run_id)}`);
   assert.match(results.at(-3), /shot\.png/, results.at(-3));
   assert.match(results.at(-2), /not a whole PNG, JPEG, GIF or WebP image/);
-  assert.match(results.at(-1), /Kept as evidence 1/);
+  // (the tool's words, or its structured result, which is what Codex shows the model)
+  assert.match(results.at(-1), /Kept as evidence 1|"n":1,"file":"evidence-1\.png"/);
   assert.equal(r.evidence.length, 1);
   assert.deepEqual([r.evidence[0].n, r.evidence[0].mime, r.evidence[0].caption], [1, 'image/png', 'the app on a phone']);
   // get_result gives it as image content beside its caption

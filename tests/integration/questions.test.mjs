@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 
 import { startServer, rpc, cli, sqlRows, addUser } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
-import { startFake, agentRouter, toolNames, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
+import { startFake, agentRouter, serverTool, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { startReceiver } from '../lib/notify-receiver.mjs';
 import { META_CAPS, modernRequest, assertNoSanitizerReport } from '../lib/http.mjs';
 import { CookieJar, request, setPassword, signIn } from '../lib/oauth.mjs';
@@ -46,16 +46,6 @@ after(async () => {
 const ok = (name, args, token) => runs.ok(server, name, args, token);
 const call = (name, args, token) => runs.call(server, name, args, token);
 const events = (runId) => sqlRows(server, `SELECT type, summary, raw FROM run_events WHERE run_id = '${runId}' ORDER BY seq`);
-
-// A step that calls the server's tool named like suffix (each agent names MCP tools its own way:
-// OpenCode "sandbox-mcp_ask_user", Claude Code "mcp__sandbox-mcp__ask_user", Codex "ask_user" in
-// the Responses API namespace "mcp__sandbox_mcp"), failing the script loudly without it.
-const serverTool = (suffix, input) => (body) => {
-  for (const ns of (body.tools || []).filter((t) => t.type === 'namespace' && /sandbox/.test(t.name)))
-    if ((ns.tools || []).some((t) => t.name === suffix)) return { tool: suffix, namespace: ns.name, input };
-  const name = toolNames(body).find((n) => n?.endsWith(suffix));
-  return name ? { tool: name, input } : { text: `no ${suffix} among ${toolNames(body).join(', ')}` };
-};
 
 // The run's get_result once it waits for an answer.
 async function waiting(runId, token) {

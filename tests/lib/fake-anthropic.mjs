@@ -212,6 +212,17 @@ export function toolNames(body) {
   return (body.tools || []).map((t) => t.name);
 }
 
+// A step that calls the server's own tool named like suffix (each agent names MCP tools its own
+// way: OpenCode "sandbox-mcp_ask_user", Claude Code "mcp__sandbox-mcp__ask_user", Codex
+// "ask_user" in the Responses API namespace "mcp__sandbox_mcp"); without it, a text saying so,
+// which ends the run and fails the test's later checks.
+export const serverTool = (suffix, input) => (body) => {
+  for (const ns of (body.tools || []).filter((t) => t.type === 'namespace' && /sandbox/.test(t.name)))
+    if ((ns.tools || []).some((t) => t.name === suffix)) return { tool: suffix, namespace: ns.name, input };
+  const name = toolNames(body).find((n) => n?.endsWith(suffix));
+  return name ? { tool: name, input } : { text: `no ${suffix} among ${toolNames(body).join(', ')}` };
+};
+
 function waiters() {
   const list = [];
   return {
