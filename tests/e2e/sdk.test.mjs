@@ -11,6 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError, ErrorCode, SUPPORTED_PROTOCOL_VERSIONS, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startServer } from '../lib/server.mjs';
+import { codexEnv, until } from '../lib/runs.mjs';
 import { startCluster, startBalancer } from '../lib/cluster.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { makeCA } from '../lib/tls.mjs';
@@ -277,8 +278,8 @@ for (const mode of MODES) {
     let client;
     let fake;
     let router;
-    // the first test's session, where the second goes on: its agent is warm (a new session's
-    // boots, seconds of CPU)
+    // the first test's session, where the second goes on. The agent is Codex: what is tested is
+    // the client's view of a run, the same for every agent.
     let session;
 
     before(async () => {
@@ -290,7 +291,7 @@ for (const mode of MODES) {
         { text: 'Wrote notes.md.' },
       ]);
       server = await launch(mode, { ...mode.options,
-        env: { ...mode.options.env, ANTHROPIC_API_KEY: 'sk-ant-test-key', ANTHROPIC_BASE_URL: fake.url } });
+        env: { ...mode.options.env, ...codexEnv(fake.url) } });
       client = await connect(server);
     });
 
@@ -322,13 +323,13 @@ for (const mode of MODES) {
 
     test('get_result with onprogress hears the run\'s phase at once, then each step, then the result', async () => {
       const marker = `sdk-phase-${mode.name}`;
-      // the second step's answer waits until the first step has been heard, so that the two
-      // are never taken in at once and told as one
-      let heardStep1;
-      const step1 = new Promise((resolve) => { heardStep1 = resolve; });
+      // the model's last answer waits until the command has been heard, so that the two are
+      // never taken in at once and told as one
+      let heardRan;
+      const ran = new Promise((resolve) => { heardRan = resolve; });
       const s = router.add(marker, [
-        { hold: true, tool: 'write', input: { filePath: '/workspace/phase.md', content: '# Phase\n' } },
-        { holdUntil: step1, text: 'Wrote phase.md.' },
+        { hold: true, tool: 'bash', input: { command: 'echo phase > /workspace/phase.md' } },
+        { holdUntil: ran, text: 'Wrote phase.md.' },
       ]);
       assert.ok(session, 'the session of the test before');
       const started = await client.callTool({ name: 'run_task',
@@ -337,6 +338,9 @@ for (const mode of MODES) {
       assert.equal(started.structuredContent.session_id, session);
       const runId = started.structuredContent.run_id;
       await s.waitHeld();
+      // Codex began its turn before it asked the model: once the server has read that far
+      await until(async () => (await client.callTool({ name: 'get_result', arguments: { run_id: runId } }))
+        .structuredContent.phase.step === 1, 'the run in its first step');
       const heard = [];
       let r;
       do {
@@ -346,7 +350,7 @@ for (const mode of MODES) {
             timeout: 60000,
             onprogress: (p) => {
               calls.push(p);
-              if (/^step 1: /.test(p.message)) heardStep1();
+              if (/^step 1: ran /.test(p.message)) heardRan();
               // the model answers only once the wait has begun: every later phase is heard
               if (heard.length + calls.length === 1) s.release();
             },
@@ -359,12 +363,14 @@ for (const mode of MODES) {
       assert.equal(r.status, 'succeeded', diag);
       assert.ok(heard.at(-1).result, diag);
       const messages = heard.filter((p) => !p.result).map((p) => p.message);
-      assert.equal(messages[0], 'starting the agent', diag);
-      assert.ok(messages.includes('step 1: wrote phase.md'), diag);
-      assert.equal(messages.at(-1), 'succeeded after 2 steps', diag);
-      assert.deepEqual(r.phase, { name: 'succeeded', step: 2, detail: 'after 2 steps', text: 'succeeded after 2 steps',
+      // at once: where the run is
+      assert.equal(messages[0], 'step 1: thinking', diag);
+      // (Codex's turn is one step, whatever it runs)
+      assert.ok(messages.includes('step 1: ran `echo phase > /workspace/phase.md`'), diag);
+      assert.equal(messages.at(-1), 'succeeded after 1 step', diag);
+      assert.deepEqual(r.phase, { name: 'succeeded', step: 1, detail: 'after 1 step', text: 'succeeded after 1 step',
         since: r.phase.since });
-      assert.deepEqual(r.recent_events.map((e) => e.summary), ['write phase.md', 'Wrote phase.md.']);
+      assert.deepEqual(r.recent_events.map((e) => e.summary).slice(-2), ['bash: echo phase > /workspace/phase.md', 'Wrote phase.md.']);
       assert.equal(typeof r.elapsed_seconds, 'number');
     });
   });
