@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 
 import { startServer } from '../lib/server.mjs';
-import { portOf, httpRequest, assertNoSanitizerReport } from '../lib/http.mjs';
+import { portOf, httpRequest, assertNoSanitizerReport, within } from '../lib/http.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const PARTIAL_HEAD = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ';
@@ -153,7 +153,7 @@ describe('one address holding thousands of half-open connections (24 of 32 calls
     for (let i = 0; i < 300 && !ok; i++) {
       const c = await connect(srv, '127.0.0.2');
       c.sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-      await Promise.race([c.closed, sleep(10000)]);
+      await within(c.closed, 10000);
       ok = /^HTTP\/1\.1 200 /.test(c.data());
       c.sock.destroy();
       if (!ok) await sleep(20);
@@ -226,7 +226,7 @@ describe('a deadline for the first request head (PREAUTH_HEAD_SECONDS)', () => {
     const slow = await connect(srv);
     slow.sock.write(PARTIAL_HEAD);
     const silent = await connect(srv);
-    const closed = await Promise.all([slow, silent].map((c) => Promise.race([c.closed, sleep(60000).then(() => false)])));
+    const closed = await Promise.all([slow, silent].map((c) => within(c.closed, 60000, false)));
     assert.deepEqual(closed, [true, true]);
     assert.equal(slow.data() + silent.data(), '');
     await srv.waitLog(/http refused reason=head_timeout /);

@@ -9,7 +9,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
 
 import { startServer, rpc, cli } from '../lib/server.mjs';
-import { portOf, assertNoSanitizerReport } from '../lib/http.mjs';
+import { portOf, assertNoSanitizerReport, within } from '../lib/http.mjs';
 import { startFake } from '../lib/fake-anthropic.mjs';
 
 const MiB = 1024 * 1024;
@@ -248,7 +248,7 @@ describe('unauthenticated clients on the main listener', () => {
     const c = await connect(srv);
     c.sock.write(head(4 * MiB));
     // nothing of the body is sent: the answer comes from the head
-    await Promise.race([c.closed, sleep(5000)]);
+    await within(c.closed, 5000);
     c.sock.destroy();
     assert.match(c.data(), /^HTTP\/1\.1 401 /, `reply: ${c.data().slice(0, 200)}`);
     assert.match(c.data(), /\r\nWWW-Authenticate: Bearer realm="sandbox-mcp"\r\n/i);
@@ -274,7 +274,7 @@ describe('unauthenticated clients on the main listener', () => {
       c.sock.write(body); // all but the last byte
     }
     // every one is answered and closed, or given up on after a while
-    await Promise.all(conns.map((c) => Promise.race([c.closed, sleep(15000)])));
+    await Promise.all(conns.map((c) => within(c.closed, 15000)));
     const end = status(pid);
     for (const c of conns) c.sock.destroy();
     const refused = conns.filter((c) => /^HTTP\/1\.1 401 /.test(c.data())).length;
@@ -290,7 +290,7 @@ describe('unauthenticated clients on the main listener', () => {
     // a second request pipelined behind an unauthenticated one would pass unchecked
     const c = await connect(srv);
     c.sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' + head(32 * 1024) + ' '.repeat(32 * 1024));
-    await Promise.race([c.closed, sleep(5000)]);
+    await within(c.closed, 5000);
     c.sock.destroy();
     const replies = c.data().match(/^HTTP\/1\.1 \d+ /gm) || [];
     assert.deepEqual(replies, ['HTTP/1.1 200 '], c.data().slice(0, 400));
@@ -336,7 +336,7 @@ describe('a cap on connections', () => {
     const idle = await Promise.all(Array.from({ length: 60 }, () => connect(srv)));
     const probe = await connect(srv);
     probe.sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-    await Promise.race([probe.closed, sleep(5000)]);
+    await within(probe.closed, 5000);
     assert.match(probe.data(), /^HTTP\/1\.1 200 /, 'a connection past the cap was not served');
     // the authenticated connection still answers
     mine.sock.write(ping(srv, 2));
@@ -363,7 +363,7 @@ describe('a cap on connections', () => {
     assert.equal(mine.length, 40, 'the listener did not take 40 authenticated connections');
     const probe = await connect(srv);
     probe.sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-    await Promise.race([probe.closed, sleep(5000)]);
+    await within(probe.closed, 5000);
     assert.equal(probe.data(), '', 'a connection past a cap of authenticated ones was served');
     const from = mine[0].data().length;
     mine[0].sock.write(ping(srv, 2));

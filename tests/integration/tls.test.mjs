@@ -14,7 +14,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 
 import { startServer, rpc, cli, tempDir, removeDataDir, sseMessages } from '../lib/server.mjs';
-import { portOf, assertNoSanitizerReport } from '../lib/http.mjs';
+import { portOf, assertNoSanitizerReport, within } from '../lib/http.mjs';
 import { makeCA } from '../lib/tls.mjs';
 
 const MiB = 1024 * 1024;
@@ -64,7 +64,7 @@ async function tlsExchange(srv, chunks, { limitMs = 5000, alpn = ['http/1.1'] } 
   sock.on('error', () => { /* a reset after the answer: keep what arrived */ });
   const closed = new Promise((r) => sock.once('close', r));
   for (const c of chunks) sock.write(c);
-  await Promise.race([closed, sleep(limitMs)]);
+  await within(closed, limitMs);
   sock.destroy();
   return { alpn: sock.alpnProtocol, text: Buffer.concat(got).toString('latin1') };
 }
@@ -225,7 +225,7 @@ describe('HTTP/2 connections without a token', () => {
         req.write(body); // all but the last byte of what a 4 MiB body would be, and no end
       }
     }
-    const done = await Promise.all(closed.map((p) => Promise.race([p.then(() => true), sleep(20000).then(() => false)])));
+    const done = await Promise.all(closed.map((p) => within(p.then(() => true), 20000, false)));
     const end = status(pid);
     for (const s of sessions) s.destroy();
     const grew = end.hwm - start.rss;
@@ -266,7 +266,7 @@ describe('HTTP/2 request after request', () => {
         else failed = true;
       }
     }
-    return { closed: failed && await Promise.race([closed, sleep(10000).then(() => false)]), answered };
+    return { closed: failed && await within(closed, 10000, false), answered };
   }
 
   test('a connection without a token is closed once its requests pass the allowance; one with a token is not', async () => {
@@ -306,7 +306,7 @@ describe('TLS handshakes', () => {
     mine.destroy();
     await logged(srv, /http refused reason=evicted/);
     // PREAUTH_HEAD_SECONDS (3 s); the server closes them, the client does not
-    const gone = await Promise.all(idle.map((c) => Promise.race([c.closed, sleep(60000).then(() => false)])));
+    const gone = await Promise.all(idle.map((c) => within(c.closed, 60000, false)));
     assert.deepEqual(gone, Array(8).fill(true));
     const r = await rpc(srv, PING);
     assert.equal(r.status, 200);

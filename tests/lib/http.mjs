@@ -36,6 +36,14 @@ export function httpRequest(server, { method = 'POST', path = '/mcp', headers = 
   });
 }
 
+// promise, or value once ms have passed, whichever comes first; the timer goes with the race, so
+// that a bound far beyond the wait leaves nothing to keep the test's process alive after it.
+export function within(promise, ms, value) {
+  let timer;
+  const late = new Promise((resolve) => { timer = setTimeout(resolve, ms, value); });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 // Write raw bytes on a TCP connection and collect everything the server sends until it closes
 // (or until the client gives up after idleMs without news). Write errors are ignored: the server
 // may close early, e.g. after rejecting an oversized body.
