@@ -3,7 +3,7 @@
 // (redirects are never followed, so every hop can be checked), and the token endpoint.
 import { createHash, randomBytes } from 'node:crypto';
 
-import { cli } from './server.mjs';
+import { cli, FIXTURE_BIN } from './server.mjs';
 
 // The cookies a browser would keep for one origin: Set-Cookie in, Cookie out.
 export class CookieJar {
@@ -90,9 +90,10 @@ export function forms(html) {
 export const isSignInPage = (text) => /<form method="post" action="\/login"/.test(text);
 export const isConsentPage = (text) => /<form method="post" action="\/authorize"/.test(text);
 
-// Set a user's password with the CLI (stdin), on the server's data dir.
+// Set a user's password with the CLI (stdin), on the server's data dir: a test's setup, by the
+// release build (cli.test.mjs runs the command itself under the sanitizers).
 export function setPassword(server, name, password) {
-  const r = cli(['user', 'passwd', '--data-dir', server.dataDir, name], { input: `${password}\n` });
+  const r = cli(['user', 'passwd', '--data-dir', server.dataDir, name], { input: `${password}\n`, bin: FIXTURE_BIN });
   if (r.status !== 0) throw new Error(`user passwd ${name}: ${r.status} ${r.stderr}`);
 }
 

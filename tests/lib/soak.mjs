@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { startServer, rpc, cli, addUserAsync } from './server.mjs';
+import { startServer, rpc, cli, addUserAsync, FIXTURE_BIN } from './server.mjs';
 import * as runs from './runs.mjs';
 import { startFake, agentRouter } from './fake-anthropic.mjs';
 import { startFakeGitHub } from './fake-github.mjs';
@@ -117,7 +117,8 @@ export async function startSoak({ sampleSeconds = 60, clients = 200, users = 8, 
     // loads: standby sandboxes would stay, as many as the last load's idle stops left.
     SANDBOX_STANDBY: '0',
   } });
-  const cred = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${GH_TOKEN}\n` });
+  const cred = cli(['user', 'credential', 'set', 'admin', 'github', '--data-dir', server.dataDir], { input: `${GH_TOKEN}\n`,
+    bin: FIXTURE_BIN });
   if (cred.status !== 0) throw new Error(`credential: ${cred.stderr}`);
   setPassword(server, 'admin', 'soak-password-0123');
   const tokens = [server.token];
