@@ -51,7 +51,8 @@ const events = (runId) => sqlRows(server, `SELECT type, summary, raw FROM run_ev
 async function waiting(runId, token) {
   return runs.until(async () => {
     const r = await ok('get_result', { run_id: runId }, token);
-    assert.ok(!runs.TERMINAL.has(r.status), `the run ended before it asked: ${JSON.stringify(r).slice(0, 2000)}`);
+    if (runs.TERMINAL.has(r.status))
+      assert.fail(`the run ended before it asked: ${JSON.stringify(r).slice(0, 2000)}\n${runs.agentLog(server, runId)}`);
     return r.phase.name === 'waiting' && r.question ? r : null;
   }, 'the run waits for an answer');
 }
