@@ -5,13 +5,13 @@
 // every agent (repositories, listing, cancel, timeout) is in runs_machinery.test.mjs, with Codex.
 // Each run's task carries a unique marker; the fake routes a run's requests to its own script
 // (tests/lib/fake-anthropic.mjs, agentRouter), so runs of different tests can go on at once.
-import { test, describe, before, after, afterEach } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, rpc, tempDir, removeDataDir, sqlRowsAsync, addUserAsync as addUser } from '../lib/server.mjs';
 import { bareRepo } from '../lib/git.mjs';
-import { call, cancelUnfinished, refused, toolText as text } from '../lib/runs.mjs';
+import { call, refused, sessionGroup, toolText as text } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { modernRequest } from '../lib/http.mjs';
 
@@ -214,23 +214,11 @@ test('input errors are tool errors naming the problem, and create no run', async
 let first; // the run of the write-and-commit test, for the isolation test below
 
 describe('runs', { concurrency: 2 }, () => {
-  // These tests' runs go on in one session of one user, so on one warm agent (every new session
-  // boots one, seconds of CPU), one test at a time, so that each has the session to itself.
+  // These tests' runs go on in one session (sessionGroup), one test at a time, so that each has
+  // the session to itself.
   describe('in one session', { concurrency: 1 }, () => {
-    let as, session;
-    before(async () => {
-      as = { token: await addUser(server, 'one-session') }; // its own user: its runs count against no other test's limits
-    });
-    // run_task in the group's session (the group's first run makes it)
-    async function inSession(args) {
-      const r = await runTask(server, session ? { ...args, session_id: session } : args, as);
-      if (session) assert.equal(r.session_id, session);
-      session ??= r.session_id;
-      return r;
-    }
-    // A test that failed half-way may leave a run of its own in the session (one held at the
-    // fake): cancelled, so that the next test's runs do not wait behind it.
-    afterEach(() => session && cancelUnfinished(server, { token: as.token, session }));
+    const group = sessionGroup(() => server, 'one-session', runTask);
+    const inSession = group.run;
 
     test('a run\'s phase, elapsed time and latest events; get_result streams them as progress while it waits', async () => {
       const s = router.add('pawl-ph', [
@@ -244,7 +232,7 @@ describe('runs', { concurrency: 2 }, () => {
       // while the model thinks about step 2, the first step's command is among the latest events
       let mid;
       for (;;) {
-        const res = await tool(server, 'get_result', { run_id: runId }, as);
+        const res = await tool(server, 'get_result', { run_id: runId }, group.as);
         mid = res.structuredContent;
         if (mid.recent_events.some((e) => e.summary === 'bash: List the readme')) {
           assert.match(text(res), /^Run \S+ is running, (\d+h )?(\d+m )?\d+[sm] so far: step 1: ran `ls README\.md` \(\d+ events\)\./);
@@ -270,8 +258,8 @@ describe('runs', { concurrency: 2 }, () => {
 
       // two waits with a progress token, one under each protocol revision: each hears the phase
       // at once, then every step until the run ends
-      const waits = [progressCall(server, { run_id: runId, wait_seconds: 60 }, { token: 'legacy-tok', auth: as.token }),
-        progressCall(server, { run_id: runId, wait_seconds: 60 }, { modern: true, token: 'modern-tok', auth: as.token })];
+      const waits = [progressCall(server, { run_id: runId, wait_seconds: 60 }, { token: 'legacy-tok', auth: group.as.token }),
+        progressCall(server, { run_id: runId, wait_seconds: 60 }, { modern: true, token: 'modern-tok', auth: group.as.token })];
       const firsts = await Promise.all(waits.map((w) => w.first));
       for (const f of firsts) assert.equal(f.message, 'step 1: ran `ls README.md`');
       s.release();
@@ -287,7 +275,7 @@ describe('runs', { concurrency: 2 }, () => {
           messages.push(...got.progress.map((p) => p.message));
           if (!['queued', 'running'].includes(got.result.structuredContent.status)) break;
           // (a slow machine may need more than one wait to see the end)
-          got = await progressCall(server, { run_id: runId, wait_seconds: 60 }, { auth: as.token }).done;
+          got = await progressCall(server, { run_id: runId, wait_seconds: 60 }, { auth: group.as.token }).done;
         }
         heard.push({ messages, result: got.result });
       }
@@ -315,7 +303,7 @@ describe('runs', { concurrency: 2 }, () => {
         'running: collecting the changes', 'succeeded: the agent finished'], diag);
 
       // a finished run answers at once, with its phase, and no progress
-      const again = await progressCall(server, { run_id: runId, wait_seconds: 30 }, { auth: as.token }).done;
+      const again = await progressCall(server, { run_id: runId, wait_seconds: 30 }, { auth: group.as.token }).done;
       assert.deepEqual(again.progress, []);
       assert.equal(again.result.structuredContent.phase.text, 'succeeded after 3 steps');
     });
@@ -331,7 +319,7 @@ describe('runs', { concurrency: 2 }, () => {
         { text: 'No key here.' },
       ]);
       const started = await inSession({ task: 'key-hunt: look around', repository: repos.ratchet });
-      const r = await waitRun(server, started.run_id, as);
+      const r = await waitRun(server, started.run_id, group.as);
       assert.equal(r.status, 'succeeded', JSON.stringify(r, null, 1));
       assert.equal(r.repository, repos.ratchet);
       assert.match(toolResults(s.requests[1].body).at(-1).text, /^\/workspace\/ratchet\n0\n[1-9]\d*\n0\n$/);
@@ -346,9 +334,9 @@ describe('runs', { concurrency: 2 }, () => {
       const s = router.add('bad-key', [
         { status: 401, error: { type: 'authentication_error', message: 'invalid x-api-key' } },
       ]);
-      const started = await ok(server, 'opencode_run_task', { task: 'bad-key: anything', sessionId: session }, as);
-      assert.equal(started.session_id, session);
-      const r = await waitRun(server, started.run_id, { ...as, tool: 'opencode_get_result' });
+      const started = await ok(server, 'opencode_run_task', { task: 'bad-key: anything', sessionId: group.session }, group.as);
+      assert.equal(started.session_id, group.session);
+      const r = await waitRun(server, started.run_id, { ...group.as, tool: 'opencode_get_result' });
       assert.equal(r.status, 'failed', JSON.stringify(r, null, 1));
       assert.equal(r.result.success, false);
       assert.match(r.result.error, /401|authenticat/i);

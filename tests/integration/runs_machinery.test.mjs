@@ -7,7 +7,7 @@
 // (tests/lib/fake-anthropic.mjs, agentRouter) answers in OpenAI's Responses API; each run's task
 // carries a marker that routes its requests to its own script, so runs of different tests go on
 // at once.
-import { test, describe, before, after, afterEach } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import net from 'node:net';
@@ -15,7 +15,7 @@ import path from 'node:path';
 import { startServer, tempDir, sqlRowsAsync as sql, addUserAsync as addUser } from '../lib/server.mjs';
 import { bareRepo, gitAsync } from '../lib/git.mjs';
 import * as runs from '../lib/runs.mjs';
-import { cancelUnfinished, codexEnv, refused } from '../lib/runs.mjs';
+import { codexEnv, refused, sessionGroup } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
@@ -117,26 +117,14 @@ async function runShared(srv, args) {
 }
 
 describe('runs', { concurrency: 4 }, () => {
-  // The runs of these tests go on in one session of one user: a session moves between
+  // The runs of these tests go on in one session (sessionGroup): a session moves between
   // repositories, and each test's first run names the repository it works in, so no test depends
   // on where another left the session. The tests go one at a time, so that each has the session
   // to itself and its runs go in the order it asks for them: a run without repository works where
   // the session's newest run does.
   describe('in one session that each test moves to its own repositories', { concurrency: 1 }, () => {
-    let as, session;
-    before(async () => {
-      as = { token: await addUser(server, 'repo-moves') }; // its own user: its runs count against no other test's limits
-    });
-    // run_task in the group's session (the group's first run makes it)
-    async function inSession(args) {
-      const r = await runTask(server, session ? { ...args, session_id: session } : args, as);
-      if (session) assert.equal(r.session_id, session);
-      session ??= r.session_id;
-      return r;
-    }
-    // A test that failed half-way may leave a run of its own in the session (one held at the
-    // fake): cancelled, so that the next test's runs do not wait behind it.
-    afterEach(() => session && cancelUnfinished(server, { token: as.token, session }));
+    const group = sessionGroup(() => server, 'repo-moves', runTask);
+    const inSession = group.run;
 
     test('an empty repository: the agent starts from nothing; its commits and files are the changes', async () => {
       const blank = await emptyRepo('blank', 'trunk');
@@ -155,7 +143,7 @@ describe('runs', { concurrency: 4 }, () => {
       // session's last, which the third run below goes on from
       const b = await inSession({ task: 'void-1: write a.txt', repository: await emptyRepo('void', 'main'), branch: 'dev' });
       const a = await inSession({ task: 'blank-1: start the notes', repository: blank });
-      const [ra, rb] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, b.run_id, as)]);
+      const [ra, rb] = await Promise.all([waitRun(server, a.run_id, group.as), waitRun(server, b.run_id, group.as)]);
       let diag = JSON.stringify(ra, null, 1);
       assert.equal(ra.status, 'succeeded', diag);
       assert.equal(ra.branch, 'trunk', diag); // as the remote's HEAD names it
@@ -183,7 +171,7 @@ describe('runs', { concurrency: 4 }, () => {
         { text: 'More notes.' },
       ]);
       const c = await inSession({ task: 'blank-2: add to the notes' });
-      const rc = await waitRun(server, c.run_id, as);
+      const rc = await waitRun(server, c.run_id, group.as);
       diag = JSON.stringify(rc, null, 1);
       assert.equal(rc.status, 'succeeded', diag);
       assert.equal(s3.remaining, 0, diag);
@@ -215,12 +203,12 @@ describe('runs', { concurrency: 4 }, () => {
       const f = await inSession({ task: 'forked-1: which branch?', repository: forked });
       const a = await inSession({ task: 'lost-1: which branch?', repository: lost });
       const b = await inSession({ task: 'lost-2: where are you?' });
-      const [ra, rf] = await Promise.all([waitRun(server, a.run_id, as), waitRun(server, f.run_id, as)]);
+      const [ra, rf] = await Promise.all([waitRun(server, a.run_id, group.as), waitRun(server, f.run_id, group.as)]);
       let diag = JSON.stringify(ra, null, 1);
       assert.equal(ra.status, 'succeeded', diag);
       assert.equal(ra.branch, 'main', diag);
       assert.equal(toolResults(s1.requests[1].body).at(-1).text, 'main\n# lost\n');
-      const rb = await waitRun(server, b.run_id, as);
+      const rb = await waitRun(server, b.run_id, group.as);
       assert.equal(rb.status, 'succeeded', JSON.stringify(rb, null, 1));
       assert.equal(rb.repository, lost);
       assert.equal(toolResults(s2.requests[1].body).at(-1).text, '/workspace/lost\n');
@@ -241,7 +229,7 @@ describe('runs', { concurrency: 4 }, () => {
         { text: 'On feature.' },
       ]);
       const g = await inSession({ task: 'forked-2: which branch?', repository: forked, branch: 'feature' });
-      const rg = await waitRun(server, g.run_id, as);
+      const rg = await waitRun(server, g.run_id, group.as);
       assert.equal(rg.status, 'succeeded', JSON.stringify(rg, null, 1));
       assert.equal(rg.branch, 'feature');
       assert.equal(toolResults(sg.requests[1].body).at(-1).text, 'feature\nfeature work\n');

@@ -1,9 +1,10 @@
 // Helpers for tests of tools and runs against a real server: tool calls, waiting for a run's end,
 // a server of a test's own, and polling. Written once here for every suite.
+import { before, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, rpc, removeDataDir } from './server.mjs';
+import { startServer, rpc, removeDataDir, addUserAsync } from './server.mjs';
 
 let nextId = 1;
 
@@ -84,6 +85,26 @@ export async function cancelUnfinished(srv, { token = srv.token, session } = {})
     for (const r of (await ok(srv, 'list_runs', { ...(session ? { session_id: session } : {}), status, limit: 100 },
       token)).runs)
       await call(srv, 'cancel_run', { run_id: r.run_id }, token);
+}
+
+// The runs of a group of tests (a describe whose tests go one at a time) in one session of a user
+// of its own, so on one warm agent (every new session boots one, seconds of CPU), its runs counted
+// against no other test's limits. Call it in the describe; server() gives the file's server (set
+// by its before), runTask(srv, args, as) starts a run. Returns {as ({token}, once the group has
+// begun), session (made by the group's first run), run(args): run_task in the session}. After
+// each test, what it left queued or running in the session is cancelled, so that the next test's
+// runs do not wait behind it.
+export function sessionGroup(server, user, runTask) {
+  const g = { as: null, session: null };
+  before(async () => { g.as = { token: await addUserAsync(server(), user) }; });
+  afterEach(() => g.session && cancelUnfinished(server(), { token: g.as.token, session: g.session }));
+  g.run = async (args) => {
+    const r = await runTask(server(), g.session ? { ...args, session_id: g.session } : args, g.as);
+    if (g.session) assert.equal(r.session_id, g.session);
+    g.session ??= r.session_id;
+    return r;
+  };
+  return g;
 }
 
 // A server of its own for one test, stopped and its data removed afterwards.
