@@ -9,7 +9,7 @@
 // calls with what they give; and a user whose sandbox is left idle until it stops, then used
 // again. Every sample reads the server's /metrics (resident memory, descriptors, threads, the
 // event loop's lag), the store's size and its WAL, and the data directory's disk use.
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -79,8 +79,12 @@ function metricValue(text, name) {
 }
 
 // du -sk: blocks in use, so sparse disk images count what they hold
+// du's total even when a file went away while it walked the directory (a live server's
+// temporary files do): it says so and exits 1, and its total stands.
 function diskUse(dir) {
-  try { return Number(execFileSync('du', ['-sk', dir], { encoding: 'utf8' }).split('\t')[0]) * 1024; } catch { return NaN; }
+  const r = spawnSync('du', ['-sk', dir], { encoding: 'utf8' });
+  const kib = /^(\d+)\t/.exec(r.stdout || '');
+  return kib ? Number(kib[1]) * 1024 : NaN;
 }
 
 const size = (f) => (existsSync(f) ? statSync(f).size : 0);
