@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startServer, tempDir, removeDataDir, cli, dbDump } from '../lib/server.mjs';
+import { startServer, tempDir, removeDataDir, cli, dbDump, FIXTURE_BIN } from '../lib/server.mjs';
 import { ok, finished } from '../lib/runs.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { startReceiver } from '../lib/notify-receiver.mjs';
@@ -28,8 +28,10 @@ const sha = (s) => createHash('sha256').update(s).digest('hex');
 let fake, router, server, scratch, repo, session, user, receiver, setOut = '';
 const ENV = { NOTIFY_TEST_ALLOW_LOOPBACK: '1', NOTIFY_RETRY_SECONDS: '1' };
 
-function secret(args, input) {
-  return cli(['user', 'secret', ...args, '--data-dir', server.dataDir], { input, env: ENV });
+// `user secret` under the sanitized build; fill (bulk setup around a cap) uses the release one
+function secret(args, input, { fill = false } = {}) {
+  return cli(['user', 'secret', ...args, '--data-dir', server.dataDir],
+    { input, env: ENV, ...(fill ? { bin: FIXTURE_BIN } : {}) });
 }
 
 function sql(query) {
@@ -172,7 +174,7 @@ test('user secret: the caps on a value, on the number of secrets and on their to
   assert.equal(r.status, 2);
   assert.match(r.stderr, /the value is longer than 16384 bytes; nothing was changed/);
   for (let i = 0; i < 16; i++) {
-    r = secret(['set', name, `FULL_${i}`], 'f'.repeat(16384));
+    r = secret(['set', name, `FULL_${i}`], 'f'.repeat(16384), { fill: true });
     assert.equal(r.status, 0, r.stderr);
   }
   r = secret(['set', name, 'FULL_16'], 'ffff');
@@ -181,9 +183,9 @@ test('user secret: the caps on a value, on the number of secrets and on their to
   // replacing one is counted without its old value
   r = secret(['set', name, 'FULL_0'], 'small');
   assert.equal(r.status, 0, r.stderr);
-  for (let i = 1; i < 16; i++) assert.equal(secret(['delete', name, `FULL_${i}`]).status, 0);
+  for (let i = 1; i < 16; i++) assert.equal(secret(['delete', name, `FULL_${i}`], undefined, { fill: true }).status, 0);
   for (let i = 1; i < 100; i++) {
-    r = secret(['set', name, `MANY_${i}`], `value-${i}`);
+    r = secret(['set', name, `MANY_${i}`], `value-${i}`, { fill: true });
     assert.equal(r.status, 0, r.stderr);
   }
   r = secret(['set', name, 'MANY_100'], 'value-100');
