@@ -6,7 +6,9 @@
 //  - the host template carries no private keys and no git system configuration;
 //  - view tokens and proxy tokens are signed with keys of their own.
 // Everything here connects to loopback listeners the test opens itself; whether an address is
-// public is the business of the policy's unit tests (tests/unit/test_egress.c).
+// public is the business of the policy's unit tests (tests/unit/test_egress.c). The agent is
+// Codex (runs.codexEnv), which starts in well under a second: what is tested is the fetch, the
+// same for every agent.
 import { test, describe, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -16,9 +18,8 @@ import path from 'node:path';
 import { startServer, rpc, cli, tempDir } from '../lib/server.mjs';
 import { startFake, agentRouter, toolResults } from '../lib/fake-anthropic.mjs';
 import { bareRepo, startGitServer } from '../lib/git.mjs';
-import { cancelUnfinished } from '../lib/runs.mjs';
+import { cancelUnfinished, codexEnv } from '../lib/runs.mjs';
 
-const API_KEY = 'sk-ant-test-key';
 const GH_TOKEN = 'ghp_operator_token_for_listed_repos_only';
 const GH_AUTH = `Basic ${Buffer.from(`x-access-token:${GH_TOKEN}`).toString('base64')}`;
 const LEAK = 'internal-secret-banner-5e1f';
@@ -107,7 +108,7 @@ before(async () => {
   // The git server stands in for GitHub (GITHUB_BASE_URL) and is the one loopback port the
   // operator allows; the trap's port is not.
   server = await startServer({ env: {
-    ANTHROPIC_API_KEY: API_KEY, ANTHROPIC_BASE_URL: fake.url,
+    ...codexEnv(fake.url),
     GITHUB_TOKEN: GH_TOKEN, GITHUB_BASE_URL: gitsrv.url, GITHUB_REPOS: 'acme/*',
     FETCH_ALLOW: `127.0.0.1:${gitsrv.port}`,
   } });
@@ -177,8 +178,8 @@ test('file://, ssh://, git://, ext:: and scp-style repositories are refused', as
   assert.equal(own.connections, 0);
 });
 
-// The runs that need an agent go on in one session, made in before(), so on one warm agent (every
-// new session boots one, seconds of CPU). A run that needs a repository names it (a run without
+// The runs that need an agent go on in one session, made in before(), so in one sandbox (every
+// new session starts one). A run that needs a repository names it (a run without
 // one works where the session's newest run did), and none asks for a pull request (a session
 // delivering to one repository's branch takes no run of another). The tests go one at a time,
 // so that each has the session to itself and its runs go in the order it asks for them.
