@@ -4,7 +4,9 @@
 // owner is notified, get_result shows the question, and the answer comes back by each path: the
 // answer_run tool, tasks/update of the run's task, an input-required retry of get_result, and the
 // run's page; unanswered, it goes on without. plan_first: the plan is approved as written, with
-// changes, or not in time (nothing delivered).
+// changes, or not in time (nothing delivered). The shared session's agent is OpenCode; run again
+// on PostgreSQL (pg_questions.test.mjs), where what is tested is the store, it is Codex, which
+// starts in well under a second.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -16,8 +18,9 @@ import { META_CAPS, modernRequest, assertNoSanitizerReport } from '../lib/http.m
 import { CookieJar, request, setPassword, signIn } from '../lib/oauth.mjs';
 
 const TASKS_EXT = 'io.modelcontextprotocol/tasks';
+const ON_POSTGRES = process.env.SANDBOX_MCP_TEST_STORE === 'postgres';
 let fake, router, server, hook, bob;
-let session; // OpenCode's session, shared by the tests that use it (its sandbox and warm agent)
+let session; // the session shared by the tests that use it (its sandbox and warm agent)
 
 before(async () => {
   fake = await startFake();
@@ -28,6 +31,7 @@ before(async () => {
     ANTHROPIC_API_KEY: 'sk-ant-questions-key', ANTHROPIC_BASE_URL: fake.url,
     OPENAI_API_KEY: 'sk-proj-questions-key', OPENAI_BASE_URL: fake.url,
     NOTIFY_TEST_ALLOW_LOOPBACK: '1', NOTIFY_RETRY_SECONDS: '1',
+    ...(ON_POSTGRES ? runs.codexEnv(fake.url) : {}),
   } });
   const r = cli(['user', 'notify', 'add', 'admin', 'webhook', `http://127.0.0.1:${hook.port}/hook`,
     '--data-dir', server.dataDir], { env: { NOTIFY_TEST_ALLOW_LOOPBACK: '1' } });
@@ -57,7 +61,7 @@ async function waiting(runId, token) {
   }, 'the run waits for an answer');
 }
 
-// Start an OpenCode run in the shared session whose agent asks, then says what it was told.
+// Start a run in the shared session whose agent asks, then says what it was told.
 async function asking(marker, question, extra = {}) {
   const script = router.add(marker, [
     serverTool('ask_user', question),

@@ -158,8 +158,13 @@ export function sendResponsesError(res, status, error = {}, headers = {}) {
   res.end(out);
 }
 
-// The function call outputs a Responses request carries, in order: [{call_id, text}].
+// The function call outputs a Responses request carries, in order: [{call_id, text}]. An output
+// may be a string or a list of content items (Codex gives an MCP tool's result so: a line of its
+// own, "Wall time: ...", then the tool's text), whose texts are joined a line apart; an item
+// without text (an image) is kept as its JSON.
 export function functionOutputs(body) {
+  const text = (o) => (typeof o === 'string' ? o : Array.isArray(o)
+    ? o.map((c) => (typeof c?.text === 'string' ? c.text : JSON.stringify(c))).join('\n') : JSON.stringify(o));
   return (Array.isArray(body.input) ? body.input : []).filter((i) => i.type === 'function_call_output')
-    .map((i) => ({ call_id: i.call_id, text: typeof i.output === 'string' ? i.output : JSON.stringify(i.output) }));
+    .map((i) => ({ call_id: i.call_id, text: text(i.output) }));
 }
