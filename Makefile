@@ -62,10 +62,14 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
         format format-check
 all: $(BUILD)/sandbox-mcp
 
-$(BUILD)/gen/migrations.c: $(MIGRATIONS) $(PG_MIGRATIONS) src/embed.sh
+$(BUILD)/gen/schema.sql: $(MIGRATIONS) src/store/schema.sh
+	@mkdir -p $(dir $@)
+	sh src/store/schema.sh $@ $(MIGRATIONS)
+$(BUILD)/gen/migrations.c: $(MIGRATIONS) $(PG_MIGRATIONS) $(BUILD)/gen/schema.sql src/embed.sh
 	@mkdir -p $(dir $@)
 	{ sh src/embed.sh embedded_migrations $(MIGRATIONS) && \
-	  sh src/embed.sh embedded_migrations_pg $(PG_MIGRATIONS); } > $@.tmp && mv $@.tmp $@
+	  sh src/embed.sh embedded_migrations_pg $(PG_MIGRATIONS) && \
+	  sh src/embed.sh embedded_schema $(BUILD)/gen/schema.sql; } > $@.tmp && mv $@.tmp $@
 $(BUILD)/gen/providers.c: $(PROVIDERS) src/embed.sh
 	@mkdir -p $(dir $@)
 	sh src/embed.sh embedded_providers $(PROVIDERS) > $@.tmp && mv $@.tmp $@

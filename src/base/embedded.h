@@ -13,6 +13,9 @@ struct embedded_file {
 extern const struct embedded_file embedded_migrations[];
 /* migrations/postgres/NNNN_*.sql: the same schema in PostgreSQL's dialect, numbered alike */
 extern const struct embedded_file embedded_migrations_pg[];
+/* schema.sql: the SQLite schema embedded_migrations leave on an empty database, in one script
+ * (src/store/schema.sh, at build time) */
+extern const struct embedded_file embedded_schema[];
 
 /* proxy/<name>.json provider definitions in name order */
 extern const struct embedded_file embedded_providers[];

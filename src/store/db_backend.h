@@ -27,6 +27,9 @@ struct db_backend {
     const struct embedded_file *migrations;
     const char *migrate_begin;
     const char *migrate_end;
+    /* the schema the migrations leave on an empty database, in one script for a new database
+     * (a table of one file; NULL: a new database replays every migration) */
+    const struct embedded_file *schema;
     /* a statement (a literal, run through the cache) whose one value is store_data_version's */
     const char *data_version_sql;
 

@@ -223,6 +223,9 @@ const struct db_backend db_sqlite = {
     .name = "sqlite",
     .shared = false,
     .migrations = embedded_migrations,
+    /* replaying them on a new database made SQLite parse the whole schema again at each of
+     * their ALTER TABLEs */
+    .schema = embedded_schema,
     /* foreign_keys can change only outside a transaction */
     .migrate_begin = "PRAGMA foreign_keys = OFF; BEGIN IMMEDIATE",
     .migrate_end = "PRAGMA foreign_keys = ON",

@@ -1,8 +1,10 @@
 /* The schema's migrations, on either backend: the numbered files of the backend's dialect
- * (migrations/ for SQLite, migrations/postgres/ for PostgreSQL) applied above the
- * version the database records, each in a transaction of its own with the new version. Its
- * rule: it speaks only through the backend's script, lock and version calls (db_backend.h),
- * never through the statement cache, so that it sits above both backends and below nothing. */
+ * (migrations/ for SQLite, migrations/postgres/ for PostgreSQL) applied above the version the
+ * database records, each in a transaction of its own with the new version. A new database of a
+ * backend that has it gets the schema all of them leave (db_backend.schema) in one transaction
+ * instead. Its rule: it speaks only through the backend's script, lock and version calls
+ * (db_backend.h), never through the statement cache, so that it sits above both backends and
+ * below nothing. */
 #include "store/db_backend.h"
 
 #include <errno.h>
@@ -45,30 +47,48 @@ static int migrations_check(const struct embedded_file *list, int current, struc
     return known;
 }
 
+/* Run sql and set the version to version in one transaction of the backend's migrations; what
+ * names it in an error. */
+static int migrate_one(struct store *st, const char *what, const char *sql, int version,
+                       struct err *err)
+{
+    const struct db_backend *be = st->be;
+    int r;
+    if ((r = be->script(st, be->migrate_begin, err)) < 0 || (r = be->script(st, sql, err)) < 0 ||
+        (r = be->set_version(st, version, err)) < 0 ||
+        (be->migrate_check && (r = be->migrate_check(st, err)) < 0) ||
+        (r = be->script(st, "COMMIT", err)) < 0) {
+        be->script(st, "ROLLBACK", NULL);
+        if (be->migrate_end)
+            be->script(st, be->migrate_end, NULL);
+        return err_wrap(err, "migration '%s'", what);
+    }
+    if (be->migrate_end && (r = be->script(st, be->migrate_end, err)) < 0)
+        return err_wrap(err, "migration '%s'", what);
+    return 0;
+}
+
 static int apply(struct store *st, const struct embedded_file *list, struct err *err)
 {
     const struct db_backend *be = st->be;
     int current = be->version(st, err);
     if (current < 0)
         return current;
-    int r = migrations_check(list, current, err);
-    if (r < 0)
-        return r;
+    int known = migrations_check(list, current, err), r;
+    if (known < 0)
+        return known;
+    /* a new database: the schema its migrations would leave, in one go */
+    if (current == 0 && known > 0 && list == be->migrations && be->schema && be->schema->name) {
+        if ((r = migrate_one(st, be->schema->name, be->schema->data, known, err)) < 0)
+            return r;
+        return known;
+    }
     for (const struct embedded_file *m = list; m->name; m++) {
         int n = migration_number(m->name);
         if (n <= current)
             continue;
-        if ((r = be->script(st, be->migrate_begin, err)) < 0 ||
-            (r = be->script(st, m->data, err)) < 0 || (r = be->set_version(st, n, err)) < 0 ||
-            (be->migrate_check && (r = be->migrate_check(st, err)) < 0) ||
-            (r = be->script(st, "COMMIT", err)) < 0) {
-            be->script(st, "ROLLBACK", NULL);
-            if (be->migrate_end)
-                be->script(st, be->migrate_end, NULL);
-            return err_wrap(err, "migration '%s'", m->name);
-        }
-        if (be->migrate_end && (r = be->script(st, be->migrate_end, err)) < 0)
-            return err_wrap(err, "migration '%s'", m->name);
+        if ((r = migrate_one(st, m->name, m->data, n, err)) < 0)
+            return r;
         current = n;
     }
     return current;

@@ -123,6 +123,57 @@ static int64_t sql_int(sqlite3 *db, const char *sql)
     return v;
 }
 
+/* A new database gets the schema its migrations leave in one script (src/store/schema.sh, at
+ * build time): the same tables, indexes, views and triggers, each with the same statement, and
+ * the same version, as replaying every migration in turn gives. */
+TEST(a_new_database_gets_the_schema_its_migrations_leave)
+{
+    sqlite3 *fresh, *replayed;
+    CHECK_INT_EQ(sqlite3_open(":memory:", &fresh), SQLITE_OK);
+    CHECK_INT_EQ(sqlite3_open(":memory:", &replayed), SQLITE_OK);
+    /* a copy of the list is replayed a migration at a time; the backend's own list, on a new
+     * database, is the one script */
+    struct embedded_file all[128] = {{0}};
+    size_t k = 0;
+    for (const struct embedded_file *m = embedded_migrations; m->name && k + 1 < 128; m++)
+        all[k++] = *m;
+    CHECK(embedded_migrations[k].name == NULL);
+    CHECK(embedded_schema[0].name && embedded_schema[0].size > 0);
+    struct err err = {0};
+    int known = store_schema_version_known();
+    CHECK_INT_EQ(store_migrate_db(replayed, all, &err), known);
+    CHECK_INT_EQ(store_migrate_db(fresh, embedded_migrations, &err), known);
+    CHECK_INT_EQ(sql_int(fresh, "PRAGMA user_version"), known);
+    CHECK_INT_EQ(sql_int(fresh, "PRAGMA foreign_keys"), 1);
+    /* made in one go, every table comes before every index; replayed, not */
+    const char *order = "SELECT (SELECT max(rowid) FROM sqlite_schema WHERE type = 'table') < "
+                        "(SELECT min(rowid) FROM sqlite_schema WHERE type = 'index' AND sql "
+                        "IS NOT NULL)";
+    CHECK_INT_EQ(sql_int(fresh, order), 1);
+    CHECK_INT_EQ(sql_int(replayed, order), 0);
+
+    const char *objects = "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name";
+    sqlite3_stmt *a, *b;
+    CHECK_INT_EQ(sqlite3_prepare_v2(fresh, objects, -1, &a, NULL), SQLITE_OK);
+    CHECK_INT_EQ(sqlite3_prepare_v2(replayed, objects, -1, &b, NULL), SQLITE_OK);
+    int rows = 0, ra, rb;
+    while ((ra = sqlite3_step(a)) == SQLITE_ROW && (rb = sqlite3_step(b)) == SQLITE_ROW) {
+        for (int c = 0; c < 4; c++) {
+            const char *x = (const char *)sqlite3_column_text(a, c);
+            const char *y = (const char *)sqlite3_column_text(b, c);
+            CHECK_STR_EQ(x ? x : "(null)", y ? y : "(null)");
+        }
+        rows++;
+    }
+    CHECK_INT_EQ(ra, SQLITE_DONE);
+    CHECK_INT_EQ(sqlite3_step(b), SQLITE_DONE);
+    CHECK(rows > 50);
+    sqlite3_finalize(a);
+    sqlite3_finalize(b);
+    sqlite3_close(fresh);
+    sqlite3_close(replayed);
+}
+
 /* 0020 rebuilds runs (its phase CHECK gains "setting up"): a database at 0019 keeps its runs,
  * their events still refer to them (a deleted run takes its events along), foreign keys are on
  * again after, and the new phase is accepted where it was refused. */
