@@ -13,9 +13,10 @@ import { until } from '../lib/runs.mjs';
 
 const SECRET = `sk-ant-fsworker-${process.pid}-marker-7d1f0c`;
 
-// Scans the children of a pid until a stop file appears: each child that has entered the
-// sandbox (its mount namespace is the sandbox init's) has its memory (every readable mapping)
-// searched for the secret. Prints {"scanned": [...], "leaks": [...]} at the end.
+// Scans the children of a pid, every 20 ms until a stop file appears: each child that has
+// entered the sandbox (its mount namespace is the sandbox init's) has its memory (every readable
+// mapping) searched for the secret. Prints a line "scanned <pid>" for each as it goes, and
+// {"scanned": [...], "leaks": [...]} at the end.
 const SCANNER = `
 import json, os, re, sys, time
 parent, secret, stop, init = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3], int(sys.argv[4])
@@ -71,6 +72,8 @@ while not os.path.exists(stop) and time.time() < deadline:
         scanned.append(r)
         if r['found']:
             leaks.append(r)
+        print(f'scanned {pid}', flush=True)
+    time.sleep(0.02)
 print(json.dumps({'scanned': scanned, 'leaks': leaks}))
 `;
 
@@ -85,10 +88,10 @@ test('the file worker that enters a sandbox holds none of the server\'s memory',
     return r.body.result;
   };
   try {
-    // A tree whose recursive listing keeps the worker busy for a while.
+    // A tree to list (the worker, kept for the sandbox, serves every file operation after the first)
     const mk = await call('container_exec', {
-      command: 'mkdir -p /workspace/t && cd /workspace/t && for d in $(seq 1 40); do mkdir $d; ' +
-               '(cd $d && touch $(seq 1 500)); done; echo made' });
+      command: 'mkdir -p /workspace/t && cd /workspace/t && for d in $(seq 1 20); do mkdir $d; ' +
+               '(cd $d && touch $(seq 1 100)); done; echo made' });
     assert.equal(mk.structuredContent.stdout, 'made\n', JSON.stringify(mk));
     const [row] = JSON.parse(execFileSync('sqlite3', ['-json', path.join(srv.dataDir, 'sandbox-mcp.db'),
       "SELECT init_pid FROM sandboxes WHERE state = 'running'"], { encoding: 'utf8' }));
@@ -97,15 +100,17 @@ test('the file worker that enters a sandbox holds none of the server\'s memory',
     let out = '';
     scanner.stdout.on('data', (d) => { out += d; });
     const done = new Promise((resolve) => scanner.on('exit', resolve));
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < 3; i++) {
       const res = await call('container_files_list', { path: '/workspace/t', recursive: true, max_entries: 100000 });
       assert.equal(res.isError, undefined, JSON.stringify(res).slice(0, 500));
       const w = await call('container_file_write', { path: `/workspace/w${i}.txt`, content: 'x'.repeat(1 << 20) });
       assert.equal(w.isError, undefined, JSON.stringify(w).slice(0, 500));
     }
+    // the worker that served them is scanned while it is there, after its work
+    await until(() => /^scanned \d+$/m.test(out), 'the scanner saw a file worker');
     writeFileSync(stop, '');
     await done;
-    const result = JSON.parse(out);
+    const result = JSON.parse(out.split('\n').filter((l) => l.startsWith('{')).at(-1));
     assert.ok(result.scanned.length >= 1, `no file worker was caught running: ${out}`);
     assert.deepEqual(result.leaks, [], `the secret was in a file worker's memory: ${JSON.stringify(result.leaks)}`);
     for (const w of result.scanned) assert.match(w.exe, /memfd:sandbox-helper/, JSON.stringify(w));
