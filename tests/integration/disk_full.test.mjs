@@ -6,8 +6,7 @@
 // operator frees space. A disk filled to its last block by something else: the run whose
 // agent's output cannot be kept fails saying so, a sandbox whose image met write errors says
 // why its writes fail and is repaired by its next start, the store stays sound, and once space
-// returns all works again without a restart. The runs' agent is Codex (runs.codexEnv): its
-// output goes to the host through the same bridge as every agent's.
+// returns all works again without a restart.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -15,7 +14,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, statfsSync, unlinkSync, e
 import path from 'node:path';
 
 import { startServer, tempDir, removeDataDir, addUser } from '../lib/server.mjs';
-import { call, ok, finished, until, codexEnv } from '../lib/runs.mjs';
+import { call, ok, finished, until } from '../lib/runs.mjs';
 import { startFake, agentRouter } from '../lib/fake-anthropic.mjs';
 import { assertNoSanitizerReport } from '../lib/http.mjs';
 
@@ -75,7 +74,7 @@ async function withServer(env, fn) {
   mkdirSync(dataDir);
   const srv = await startServer({
     dataDir,
-    env: { ...codexEnv(fake.url), SANDBOX_DISK_RESERVE_MB: String(RESERVE_MB), METRICS_TOKEN, ...env },
+    env: { ANTHROPIC_API_KEY: 'sk-ant-disk-full', ANTHROPIC_BASE_URL: fake.url, SANDBOX_DISK_RESERVE_MB: String(RESERVE_MB), METRICS_TOKEN, ...env },
   });
   try {
     return await fn(srv);
