@@ -77,7 +77,8 @@ static int apply(struct store *st, const struct embedded_file *list, struct err 
     int known = migrations_check(list, current, err), r;
     if (known < 0)
         return known;
-    /* a new database: the schema its migrations would leave, in one go */
+    /* a new database: the schema its migrations would leave, in one go (for the backend's own
+     * list only, the one the schema was made from) */
     if (current == 0 && known > 0 && list == be->migrations && be->schema && be->schema->name) {
         if ((r = migrate_one(st, be->schema->name, be->schema->data, known, err)) < 0)
             return r;

@@ -10,7 +10,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startServer, rpc, cli, sqlRows, addUser } from '../lib/server.mjs';
+import { startServer, rpc, cli, sqlRows, addUser, ON_POSTGRES } from '../lib/server.mjs';
 import * as runs from '../lib/runs.mjs';
 import { startFake, agentRouter, serverTool, toolResults, userTexts } from '../lib/fake-anthropic.mjs';
 import { startReceiver } from '../lib/notify-receiver.mjs';
@@ -18,7 +18,6 @@ import { META_CAPS, modernRequest, assertNoSanitizerReport } from '../lib/http.m
 import { CookieJar, request, setPassword, signIn } from '../lib/oauth.mjs';
 
 const TASKS_EXT = 'io.modelcontextprotocol/tasks';
-const ON_POSTGRES = process.env.SANDBOX_MCP_TEST_STORE === 'postgres';
 let fake, router, server, hook, bob;
 let session; // the session shared by the tests that use it (its sandbox and warm agent)
 

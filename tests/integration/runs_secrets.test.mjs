@@ -28,10 +28,13 @@ const sha = (s) => createHash('sha256').update(s).digest('hex');
 let fake, router, server, scratch, repo, session, user, receiver, setOut = '';
 const ENV = { NOTIFY_TEST_ALLOW_LOOPBACK: '1', NOTIFY_RETRY_SECONDS: '1' };
 
-// `user secret` under the sanitized build; fill (bulk setup around a cap) uses the release one
-function secret(args, input, { fill = false } = {}) {
-  return cli(['user', 'secret', ...args, '--data-dir', server.dataDir],
-    { input, env: ENV, ...(fill ? { bin: FIXTURE_BIN } : {}) });
+// `user secret` under the sanitized build; fill: the same by the release build, for the bulk of
+// a test's setup (the secrets that bring a user up to a cap)
+function secret(args, input) {
+  return cli(['user', 'secret', ...args, '--data-dir', server.dataDir], { input, env: ENV });
+}
+function fill(args, input) {
+  return cli(['user', 'secret', ...args, '--data-dir', server.dataDir], { input, env: ENV, bin: FIXTURE_BIN });
 }
 
 function sql(query) {
@@ -174,7 +177,7 @@ test('user secret: the caps on a value, on the number of secrets and on their to
   assert.equal(r.status, 2);
   assert.match(r.stderr, /the value is longer than 16384 bytes; nothing was changed/);
   for (let i = 0; i < 16; i++) {
-    r = secret(['set', name, `FULL_${i}`], 'f'.repeat(16384), { fill: true });
+    r = fill(['set', name, `FULL_${i}`], 'f'.repeat(16384));
     assert.equal(r.status, 0, r.stderr);
   }
   r = secret(['set', name, 'FULL_16'], 'ffff');
@@ -183,9 +186,9 @@ test('user secret: the caps on a value, on the number of secrets and on their to
   // replacing one is counted without its old value
   r = secret(['set', name, 'FULL_0'], 'small');
   assert.equal(r.status, 0, r.stderr);
-  for (let i = 1; i < 16; i++) assert.equal(secret(['delete', name, `FULL_${i}`], undefined, { fill: true }).status, 0);
+  for (let i = 1; i < 16; i++) assert.equal(fill(['delete', name, `FULL_${i}`]).status, 0);
   for (let i = 1; i < 100; i++) {
-    r = secret(['set', name, `MANY_${i}`], `value-${i}`, { fill: true });
+    r = fill(['set', name, `MANY_${i}`], `value-${i}`);
     assert.equal(r.status, 0, r.stderr);
   }
   r = secret(['set', name, 'MANY_100'], 'value-100');

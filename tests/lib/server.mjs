@@ -66,6 +66,8 @@ export function pgUrl() {
   return ownPg;
 }
 const PG_URL = process.env.SANDBOX_MCP_TEST_STORE === 'postgres' ? pgUrl() : null;
+// whether this file's servers keep their stores on PostgreSQL
+export const ON_POSTGRES = PG_URL !== null;
 const schemas = new Set();
 function pgSchema(dataDir) {
   return `srv_${Buffer.from(path.basename(path.resolve(dataDir))).toString('hex')}`;
