@@ -101,6 +101,9 @@ struct template_info {
 /* base: the templates directory. "debian" fails with -ENOENT until it is built. */
 int template_prepare(const char *base, const char *name, struct template_info *out,
                      struct err *err);
+/* The host template assembled as dir (uid: its owner), which may already be there: a tree
+ * another server moved in first is kept, and nothing of this build is left. */
+int template_build_host(const char *dir, uid_t uid, struct template_info *out, struct err *err);
 
 /* --- a template build's programs (template_run.c) --- */
 

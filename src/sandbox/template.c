@@ -161,13 +161,11 @@ static void host_recipe_hash(char out[17])
     out[16] = '\0';
 }
 
-static int build_host(const char *dir, uid_t uid, struct template_info *out, struct err *err)
+/* The host template's tree, assembled in tmp. */
+static int assemble_host(const char *tmp, uid_t uid, struct template_info *out, struct err *err)
 {
-    char tmp[PATH_MAX], path[PATH_MAX];
+    char path[PATH_MAX];
     int r;
-    snprintf(tmp, sizeof(tmp), "%s.building.%d", dir, (int)getpid());
-    if (mkdir(tmp, 0755) < 0)
-        return err_set(err, -errno, "cannot create '%s': %s", tmp, strerror(errno));
     if (chown(tmp, uid, uid) < 0)
         return err_set(err, -errno, "cannot chown '%s': %s", tmp, strerror(errno));
     for (size_t i = 0; i < ARRAY_SIZE(empty_dirs); i++) {
@@ -230,9 +228,27 @@ static int build_host(const char *dir, uid_t uid, struct template_info *out, str
         if ((r = write_text(path, synth[i].text, uid)) < 0)
             return err_set(err, r, "cannot write '%s': %s", path, strerror(-r));
     }
-    if (rename(tmp, dir) < 0 && errno != ENOTEMPTY && errno != EEXIST)
-        return err_set(err, -errno, "cannot rename '%s': %s", tmp, strerror(errno));
     return 0;
+}
+
+/* Assemble the host template beside dir and move it into place. Servers sharing a template
+ * directory may build it at once: the first to move its tree in wins, and the others remove
+ * theirs, as a build that fails does. A tree of this process id already there is what a server
+ * that died while building left. */
+int template_build_host(const char *dir, uid_t uid, struct template_info *out, struct err *err)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s.building.%d", dir, (int)getpid());
+    if (mkdir(tmp, 0755) < 0 &&
+        (errno != EEXIST || tree_remove(AT_FDCWD, tmp) < 0 || mkdir(tmp, 0755) < 0))
+        return err_set(err, -errno, "cannot create '%s': %s", tmp, strerror(errno));
+    int r = assemble_host(tmp, uid, out, err);
+    if (r == 0 && rename(tmp, dir) == 0)
+        return 0;
+    if (r == 0 && errno != ENOTEMPTY && errno != EEXIST)
+        r = err_set(err, -errno, "cannot rename '%s': %s", tmp, strerror(errno));
+    tree_remove(AT_FDCWD, tmp);
+    return r;
 }
 
 int template_prepare(const char *base, const char *name, struct template_info *out, struct err *err)
@@ -263,7 +279,7 @@ int template_prepare(const char *base, const char *name, struct template_info *o
     int64_t t0 = time_mono_ms();
     if (stat(dir, &st) < 0) {
         out->nbinds = 0;
-        int r = build_host(dir, 0, out, err);
+        int r = template_build_host(dir, 0, out, err);
         if (r < 0)
             return err_wrap(err, "template 'host'");
         log_info("sandbox template built name=host dir=%s ms=%lld", dir,

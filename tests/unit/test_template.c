@@ -1,0 +1,124 @@
+/* The host template (src/sandbox/template.c) on real files: assembled once per recipe in the
+ * templates directory and found there afterwards; servers sharing that directory may build it at
+ * once, and a build that loses the race, or finds what a dead build left, leaves nothing behind.
+ * Runs as root (owners), as make test does. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "sandbox/sandbox_internal.h"
+
+static char base[64];
+
+static void make_base(void)
+{
+    snprintf(base, sizeof(base), "/tmp/smcp-template-XXXXXX");
+    if (!mkdtemp(base))
+        abort();
+}
+
+/* Entries of base whose names contain part, and the last of them in last. */
+static int entries(const char *part, char *last, size_t cap)
+{
+    int n = 0;
+    DIR *d = opendir(base);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (strstr(de->d_name, part)) {
+            n++;
+            if (last)
+                snprintf(last, cap, "%s/%s", base, de->d_name);
+        }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* dir/rel, good until the next call */
+static const char *at(const char *dir, const char *rel)
+{
+    static char p[4096];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    return p;
+}
+
+static bool exists(const char *dir, const char *rel)
+{
+    struct stat st;
+    return lstat(at(dir, rel), &st) == 0;
+}
+
+/* The first server assembles it; the next finds it in place. */
+TEST(the_host_template_is_built_once_and_found_after)
+{
+    make_base();
+    struct template_info t = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(template_prepare(base, "host", &t, &err), 0);
+    CHECK_STR_EQ(err.msg, "");
+    char dir[4096];
+    CHECK_INT_EQ(entries("host-", dir, sizeof(dir)), 1);
+    CHECK_STR_EQ(t.rootfs, dir);
+    CHECK(exists(dir, "etc/passwd"));
+    CHECK(exists(dir, "workspace"));
+    CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
+    struct stat before, after;
+    CHECK(stat(dir, &before) == 0);
+    struct template_info again = {0};
+    CHECK_INT_EQ(template_prepare(base, "host", &again, &err), 0);
+    CHECK_STR_EQ(again.rootfs, dir);
+    CHECK_INT_EQ(again.nbinds, t.nbinds);
+    CHECK(stat(dir, &after) == 0);
+    CHECK(before.st_ino == after.st_ino);
+    tree_remove(AT_FDCWD, base);
+}
+
+/* Another server moved its tree in first: that tree stays, and this build's goes. */
+TEST(a_build_that_loses_the_race_leaves_nothing)
+{
+    make_base();
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/host-0123456789abcdef", base);
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK(mkdir(at(dir, "winner"), 0755) == 0);
+    struct template_info t = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(template_build_host(dir, 0, &t, &err), 0);
+    CHECK_STR_EQ(err.msg, "");
+    CHECK(exists(dir, "winner"));
+    CHECK(!exists(dir, "etc"));
+    CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
+    CHECK_INT_EQ(entries("host-", NULL, 0), 1);
+    tree_remove(AT_FDCWD, base);
+}
+
+/* A tree under this process's building name is what a server that died while building left
+ * (a process id comes back): it is replaced, not a reason to fail the start. */
+TEST(a_dead_builds_tree_is_replaced)
+{
+    make_base();
+    char dir[4096], left[4096];
+    snprintf(dir, sizeof(dir), "%s/host-0123456789abcdef", base);
+    snprintf(left, sizeof(left), "%s.building.%d", dir, (int)getpid());
+    CHECK(mkdir(left, 0755) == 0);
+    CHECK(mkdir(at(left, "etc"), 0755) == 0);
+    int fd = open(at(left, "etc/half"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    close(fd);
+    struct template_info t = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(template_build_host(dir, 0, &t, &err), 0);
+    CHECK_STR_EQ(err.msg, "");
+    CHECK(exists(dir, "etc/passwd"));
+    CHECK(!exists(dir, "etc/half"));
+    CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
+    tree_remove(AT_FDCWD, base);
+}
+
+TEST_MAIN()
