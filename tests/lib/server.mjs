@@ -26,7 +26,7 @@ export function cli(args, { env = {}, cwd, input, timeout, bin = BIN } = {}) {
     encoding: 'utf8',
     cwd,
     input,
-    env: { ...cleanEnv(), ...storeEnv(at >= 0 ? args[at + 1] : null), ...env },
+    env: serverEnv(at >= 0 ? args[at + 1] : null, env),
     timeout,
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -38,7 +38,7 @@ export function cliAsync(args, { env = {}, cwd, input, timeout, bin = BIN } = {}
   const at = args.indexOf('--data-dir');
   return new Promise((resolve) => {
     const p = spawn(bin, args, { cwd, timeout, stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...cleanEnv(), ...storeEnv(at >= 0 ? args[at + 1] : null), ...env } });
+      env: serverEnv(at >= 0 ? args[at + 1] : null, env) });
     let stdout = '', stderr = '';
     p.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
     p.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
@@ -86,6 +86,17 @@ function dropSchema(dataDir) {
   const schema = pgSchema(dataDir);
   spawnSync('psql', ['-qX', '-c', `SET client_min_messages = warning; DROP SCHEMA IF EXISTS ${schema} CASCADE`, PG_URL]);
   schemas.delete(schema);
+}
+
+// What a server or command of dataDir runs with: the clean environment, its store, and the
+// test's own settings. Sandboxes on the host template share one templates directory (TEMPLATES_DIR,
+// where the debian template is too), as the servers of one machine may: the host template is
+// assembled once per recipe rather than on each server's new data dir (some 800 files: /etc's
+// certificates and alternatives), which the suites did hundreds of times. A test that sets
+// another template, or its own directory, keeps the directory of its data dir.
+function serverEnv(dataDir, env) {
+  const shared = (env.SANDBOX_TEMPLATE ?? 'host') === 'host' && !('SANDBOX_TEMPLATE_DIR' in env);
+  return { ...cleanEnv(), ...storeEnv(dataDir), ...(shared ? { SANDBOX_TEMPLATE_DIR: TEMPLATES_DIR } : {}), ...env };
 }
 
 // The environment minus configuration keys the host may happen to have set.
@@ -167,7 +178,7 @@ export async function startServer({ args = [], env = {}, dataDir, cwd, relative,
   if (tls) argv.push('--tls-cert', tls.cert, '--tls-key', tls.key);
   const proc = spawn(wrap.length ? wrap[0] : BIN, wrap.length ? [...wrap.slice(1), BIN, ...argv] : argv, {
     cwd: cwd || dataDir,
-    env: { ...cleanEnv(), ...storeEnv(dataDir), ...env },
+    env: serverEnv(dataDir, env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '', err = '';
