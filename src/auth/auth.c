@@ -40,6 +40,7 @@ struct auth *auth_new(const struct config *cfg, const struct auth_config *ac, st
         .known_ms = a->trust_s * 1000,
     });
     password_set_reserved((int)ac->signin_reserved_checks);
+    password_set_memory_mb(ac->signin_password_memory_mb);
     const struct cimd_limits lim = {
         .fetches = ac->cimd_fetches,
         .per_requester = ac->cimd_per_address,

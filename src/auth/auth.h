@@ -38,6 +38,7 @@ struct auth_config {
     unsigned signin_inflight_per_network;
     unsigned signin_reserved_checks;
     unsigned signin_trust_days;
+    unsigned signin_password_memory_mb; /* of new password hashes */
     /* client metadata document fetches under way at once: in all, asked for by one address (an
      * IPv6 /64), to one host; how long one may take; how long a failed one's error is repeated */
     int cimd_fetches, cimd_per_address, cimd_per_host;

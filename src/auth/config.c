@@ -43,6 +43,10 @@ int auth_config_load(const struct config *cfg, struct auth_config *ac, struct er
     if (config_get_u64(cfg, "SIGNIN_RESERVED_CHECKS", 6, 0, 17, &u, err) < 0)
         return err->code;
     ac->signin_reserved_checks = (unsigned)u;
+    /* Argon2id with two passes: OWASP's floor is 19 MiB; two checks run at once */
+    if (config_get_u64(cfg, "SIGNIN_PASSWORD_MEMORY_MB", 64, 19, 1024, &u, err) < 0)
+        return err->code;
+    ac->signin_password_memory_mb = (unsigned)u;
     if (config_get_u64(cfg, "SIGNIN_TRUST_DAYS", 365, 1, 3650, &u, err) < 0)
         return err->code;
     ac->signin_trust_days = (unsigned)u;

@@ -1,8 +1,9 @@
 /* Password hashes, and their checks on worker threads.
  *
- * A check costs 64 MiB and a good part of a core for tens to hundreds of milliseconds, and
- * anyone may ask for one by trying to sign in. So checks run on PASSWORD_RUNNING_MAX threads,
- * started at the first check and kept; at most PASSWORD_WAITING_MAX more wait their turn in
+ * A check costs the memory its hash was made with (64 MiB by default) and a good part of a core
+ * for tens to hundreds of milliseconds, and anyone may ask for one by trying to sign in. So
+ * checks run on PASSWORD_RUNNING_MAX threads, started at the first check and kept; at most
+ * PASSWORD_WAITING_MAX more wait their turn in
  * order, and past that a check is refused at once rather than queued: strangers can make
  * sign-ins slow, but not take the server's memory or threads. Part of the queue can be kept for
  * priority checks (sign-ins of browsers and networks that signed in before), which also go
@@ -31,10 +32,11 @@ struct password_check {
     bool dummy;    /* check against the dummy hash and fail */
     bool priority; /* in the priority waiting list */
     int result;
-    void (*cb)(void *ctx, int result);
+    password_checked_fn cb;
     void *ctx;
     size_t len;
     char stored[crypto_pwhash_STRBYTES];
+    char rehash[crypto_pwhash_STRBYTES]; /* the password hashed anew, or "" */
     char pw[PASSWORD_MAX_BYTES];
 };
 
@@ -58,6 +60,15 @@ static struct {
     .wfd = -1,
 };
 
+/* The memory new hashes take (SIGNIN_PASSWORD_MEMORY_MB): set before the first hash or check,
+ * read by the threads after. Passes are libsodium's interactive ones (2). */
+static size_t memlimit = crypto_pwhash_MEMLIMIT_INTERACTIVE;
+
+void password_set_memory_mb(unsigned mb)
+{
+    memlimit = (size_t)mb << 20;
+}
+
 /* A hash of a password nobody knows, made with the same limits as real ones, so that checking
  * against it costs what a real check costs. Made once, by the first thread that needs it. */
 static pthread_once_t dummy_once = PTHREAD_ONCE_INIT;
@@ -68,8 +79,7 @@ static void make_dummy(void)
     unsigned char pw[32];
     randombytes_buf(pw, sizeof(pw));
     if (crypto_pwhash_str(dummy_hash, (const char *)pw, sizeof(pw),
-                          crypto_pwhash_OPSLIMIT_INTERACTIVE,
-                          crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0)
+                          crypto_pwhash_OPSLIMIT_INTERACTIVE, memlimit) != 0)
         dummy_hash[0] = '\0'; /* out of memory: dummy checks fail quickly, nothing worse */
     sodium_memzero(pw, sizeof(pw));
 }
@@ -92,16 +102,15 @@ int password_hash(const char *pw, size_t len, char out[crypto_pwhash_STRBYTES], 
     int r = password_acceptable(pw, len, err);
     if (r < 0)
         return r;
-    if (crypto_pwhash_str(out, pw, len, crypto_pwhash_OPSLIMIT_INTERACTIVE,
-                          crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0)
+    if (crypto_pwhash_str(out, pw, len, crypto_pwhash_OPSLIMIT_INTERACTIVE, memlimit) != 0)
         return err_set(err, -ENOMEM, "cannot hash the password: out of memory");
     return 0;
 }
 
 bool password_needs_rehash(const char *stored)
 {
-    return crypto_pwhash_str_needs_rehash(stored, crypto_pwhash_OPSLIMIT_INTERACTIVE,
-                                          crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0;
+    return crypto_pwhash_str_needs_rehash(stored, crypto_pwhash_OPSLIMIT_INTERACTIVE, memlimit) !=
+           0;
 }
 
 int password_verify(const char *stored, const char *pw, size_t len)
@@ -154,6 +163,12 @@ static void *worker(void *arg)
         /* the loop may cancel c meanwhile, which only marks it: c stays ours until it is on
          * the done list */
         int result = password_verify(c->dummy ? NULL : c->stored, c->pw, c->len);
+        /* made with other limits than new hashes: hashed again while the password is here (a
+         * failure only leaves the old hash in place) */
+        if (result == 0 && !c->dummy && password_needs_rehash(c->stored) &&
+            crypto_pwhash_str(c->rehash, c->pw, c->len, crypto_pwhash_OPSLIMIT_INTERACTIVE,
+                              memlimit) != 0)
+            c->rehash[0] = '\0';
         sodium_memzero(c->pw, sizeof(c->pw));
 
         pthread_mutex_lock(&pool.lock);
@@ -183,7 +198,7 @@ static void on_done(h2o_socket_t *sock, const char *errstr)
         list = c->next;
         /* a callback may cancel a check further down this list: it is then only marked */
         if (!c->cancelled)
-            c->cb(c->ctx, c->result);
+            c->cb(c->ctx, c->result, c->rehash[0] ? c->rehash : NULL);
         check_free(c);
     }
 }
@@ -226,8 +241,8 @@ void password_set_reserved(int n)
 }
 
 struct password_check *password_verify_async(const char *stored, const char *pw, size_t len,
-                                             bool priority, void (*cb)(void *ctx, int result),
-                                             void *ctx, struct err *err)
+                                             bool priority, password_checked_fn cb, void *ctx,
+                                             struct err *err)
 {
     size_t slen = stored ? strlen(stored) : 0;
     if (slen >= crypto_pwhash_STRBYTES) {

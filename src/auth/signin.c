@@ -211,6 +211,7 @@ struct login {
     struct throttle_attempt at; /* open from throttle_begin until answered */
     char name[STORE_USER_NAME_MAX + 1];
     char addr[64];
+    char hash[crypto_pwhash_STRBYTES]; /* the one checked, replaced when it is rehashed */
     const char *ret;
 };
 
@@ -223,12 +224,26 @@ static void login_dispose(void *p)
     throttle_end(&l->at, THROTTLE_FAILED, time_mono_ms());
 }
 
-static void password_checked(void *ctx, int result)
+/* A password that matched a hash made with other limits is kept hashed with the current ones
+ * (SIGNIN_PASSWORD_MEMORY_MB), unless it was set again meanwhile. */
+static void keep_rehash(struct login *l, const char *rehash)
+{
+    struct err err = {0};
+    bool replaced = false;
+    if (store_user_rehash_password(l->a->store, l->name, l->hash, rehash, &replaced, &err) < 0)
+        log_error("auth store-failure reason=\"%s\"", err.msg);
+    else if (replaced)
+        log_info("auth password-rehashed user=\"%s\"", l->name);
+}
+
+static void password_checked(void *ctx, int result, const char *rehash)
 {
     struct login *l = ctx;
     l->check = NULL;
     int64_t now = time_mono_ms();
     if (result == 0 && l->known) {
+        if (rehash)
+            keep_rehash(l, rehash);
         throttle_end(&l->at, THROTTLE_SUCCEEDED, now);
         metrics_signin("password", "signed_in");
         signed_in(l->a, l->req, &l->user, l->ret, "password");
@@ -316,9 +331,8 @@ static void login(struct auth *a, h2o_req_t *req)
     l->ret = ret;
     snprintf(l->name, sizeof(l->name), "%s", name);
     snprintf(l->addr, sizeof(l->addr), "%s", peer.addr);
-    char hash[256] = "";
     struct err err = {0};
-    r = store_user_password(a->store, name, &l->user, hash, sizeof(hash), &err);
+    r = store_user_password(a->store, name, &l->user, l->hash, sizeof(l->hash), &err);
     if (r < 0 && r != -ENOENT) {
         form_release(&f);
         throttle_end(&l->at, THROTTLE_UNCHECKED, time_mono_ms());
@@ -327,9 +341,9 @@ static void login(struct auth *a, h2o_req_t *req)
         return;
     }
     /* an unknown user, or one without a password, costs the same time as a wrong password */
-    l->known = r == 0 && hash[0];
+    l->known = r == 0 && l->hash[0];
     /* a browser or network that signed in before may take the places kept for them */
-    l->check = password_verify_async(l->known ? hash : NULL, pw, strlen(pw), l->at.trusted,
+    l->check = password_verify_async(l->known ? l->hash : NULL, pw, strlen(pw), l->at.trusted,
                                      password_checked, l, &err);
     for (size_t i = 0; i < f.n; i++)
         if (strcmp(f.f[i].name, "password") == 0)

@@ -36,7 +36,6 @@ static void new_secret(char plain[44], char hash[65])
 
 _Static_assert(STORE_LINK_LEN == 43 && STORE_WEB_SESSION_LEN == 43, "tokens are 32 bytes");
 
-/* Run a statement that returns no rows. */
 /* --- passwords --- */
 
 int store_user_set_password(struct store *st, const char *user_name, const char *hash,
@@ -60,6 +59,23 @@ int store_user_set_password(struct store *st, const char *user_name, const char 
         return r;
     if (db_changes(st) == 0)
         return err_set(err, -ENOENT, "no user named '%s'", user_name);
+    return 0;
+}
+
+int store_user_rehash_password(struct store *st, const char *user_name, const char *old,
+                               const char *new, bool *replaced, struct err *err)
+{
+    _cleanup_stmt_ struct db_stmt *s = NULL;
+    int r = store_prepare(
+        st, "UPDATE users SET password_hash = ? WHERE name = ? AND password_hash = ?", &s, err);
+    if (r < 0)
+        return r;
+    db_bind_text(s, 1, new);
+    db_bind_text(s, 2, user_name);
+    db_bind_text(s, 3, old);
+    if ((r = store_step_done(st, s, "rehash password", err)) < 0)
+        return r;
+    *replaced = db_changes(st) > 0;
     return 0;
 }
 

@@ -136,6 +136,13 @@ int store_token_authenticate(struct store *st, const char *plain, size_t len,
 int store_user_set_password(struct store *st, const char *user_name, const char *hash,
                             struct err *err);
 
+/* Replace user_name's password hash old with new, the same password hashed with other limits
+ * (a sign-in that found old made with limits since changed). The password's time stays. Only
+ * while old is still the hash: a password set meanwhile is kept, and 0 is returned with nothing
+ * changed (*replaced false). */
+int store_user_rehash_password(struct store *st, const char *user_name, const char *old,
+                               const char *new, bool *replaced, struct err *err);
+
 /* The user named user_name into *out and its password hash into hash[cap] ("" when it has
  * none). -ENOENT when there is no such user; -EOVERFLOW when the hash does not fit in cap (128,
  * crypto_pwhash_STRBYTES, always does). */

@@ -385,6 +385,7 @@ test('an invalid LOG_LEVEL exits 2', () => {
 
 test('an OAuth, sign-in or notification setting out of range stops any command with exit 2, before the store is made', () => {
   for (const [k, v, range] of [['OAUTH_ACCESS_TTL', '5', '60 and 86400'], ['SIGNIN_TRUST_DAYS', '0', '1 and 3650'],
+    ['SIGNIN_PASSWORD_MEMORY_MB', '18', '19 and 1024'],
     ['NOTIFY_RETRY_SECONDS', '0', '1 and 3600'], ['NOTIFY_VIEW_TOKEN', '2', '0 and 1']]) {
     const d = path.join(dir(), 'data');
     const r = cli(['user', 'list', '--data-dir', d, '--env-file', '/dev/null'], { env: { [k]: v } });
@@ -447,14 +448,18 @@ test('`user passwd` reads the password from stdin, stores only an Argon2id hash,
   const bytes = dbBytes(d);
   assert.ok(bytes.includes('$argon2id$'), 'an Argon2id hash is stored');
   assert.ok(!bytes.includes(password), 'the password is stored in plain text');
-  // a line end from Windows is not part of the password, and a second one replaces the first
-  const again = run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'another long one\r\n' });
+  // a line end from Windows is not part of the password, and a second one replaces the first;
+  // each hash takes the memory SIGNIN_PASSWORD_MEMORY_MB says when it is made
+  const hash = () => sql(d, "SELECT password_hash FROM users WHERE name = 'bob'");
+  const again = run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'another long one\r\n', env: { SIGNIN_PASSWORD_MEMORY_MB: '64' } });
   assert.equal(again.status, 0, again.stderr);
   if (hasSqlite3) {
-    const hash = sql(d, "SELECT password_hash FROM users WHERE name = 'bob'");
-    assert.match(hash, /^\$argon2id\$v=19\$m=65536,t=2,p=1\$/);
+    assert.match(hash(), /^\$argon2id\$v=19\$m=65536,t=2,p=1\$/);
     assert.ok(!dbBytes(d).includes('another long one'));
   }
+  const small = run(['user', 'passwd', 'bob', '--data-dir', d], { input: 'a third long one\n', env: { SIGNIN_PASSWORD_MEMORY_MB: '19' } });
+  assert.equal(small.status, 0, small.stderr);
+  if (hasSqlite3) assert.match(hash(), /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
 });
 
 test('`user passwd` signs the user out of every browser session, and no one else', { skip: !hasSqlite3 && 'sqlite3 command line tool not installed' }, () => {

@@ -712,6 +712,30 @@ describe('pages', () => {
     assert.equal(again.status, 401);
     assert.equal(k.get('smcp_session'), undefined);
   });
+
+  test('a password set with other hash limits is hashed with the current ones at its next sign-in, once', async () => {
+    // set with the default 64 MiB; the server's new hashes take 19 (the tests' setting)
+    addUser(server, 'rehash');
+    const set = cli(['user', 'passwd', '--data-dir', server.dataDir, 'rehash'], { input: `${PASSWORD}\n`, env: { SIGNIN_PASSWORD_MEMORY_MB: '64' } });
+    assert.equal(set.status, 0, set.stderr);
+    const stored = () => sqlRows(server, "SELECT password_hash AS h, password_set_at AS t FROM users WHERE name = 'rehash'")[0];
+    const before = stored();
+    assert.match(before.h, /^\$argon2id\$v=19\$m=65536,t=2,p=1\$/);
+    const first = await signIn(server, new CookieJar(), { name: 'rehash', password: PASSWORD });
+    assert.equal(first.status, 303, first.text);
+    await server.waitLog(/auth password-rehashed user="rehash"/);
+    const after = stored();
+    assert.match(after.h, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+    assert.equal(String(after.t), String(before.t), 'the password keeps the time it was set');
+    // the same password still signs in, and is not hashed again; a wrong one changes nothing
+    const second = await signIn(server, new CookieJar(), { name: 'rehash', password: PASSWORD });
+    assert.equal(second.status, 303, second.text);
+    const wrong = await signIn(server, new CookieJar(), { name: 'rehash', password: 'not the password' });
+    assert.equal(wrong.status, 401);
+    assert.equal(stored().h, after.h);
+    assert.equal(server.stderr().match(/auth password-rehashed user="rehash"/g).length, 1);
+    assert.ok(!server.stderr().includes(PASSWORD));
+  });
 });
 
 describe('registration (RFC 7591)', () => {

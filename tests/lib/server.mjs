@@ -93,10 +93,14 @@ function dropSchema(dataDir) {
 // where the debian template is too), as the servers of one machine may: the host template is
 // assembled once per recipe rather than on each server's new data dir (some 800 files: /etc's
 // certificates and alternatives), which the suites did hundreds of times. A test that sets
-// another template, or its own directory, keeps the directory of its data dir.
+// another template, or its own directory, keeps the directory of its data dir. Password hashes
+// take the least memory a server allows (SIGNIN_PASSWORD_MEMORY_MB, OWASP's floor for Argon2id):
+// the suites set and check hundreds of passwords, each a third of the CPU of one at the default
+// 64 MiB, which is tested where hashes are made (test_password, cli.test.mjs).
 function serverEnv(dataDir, env) {
   const shared = (env.SANDBOX_TEMPLATE ?? 'host') === 'host' && !('SANDBOX_TEMPLATE_DIR' in env);
-  return { ...cleanEnv(), ...storeEnv(dataDir), ...(shared ? { SANDBOX_TEMPLATE_DIR: TEMPLATES_DIR } : {}), ...env };
+  return { ...cleanEnv(), ...storeEnv(dataDir), ...(shared ? { SANDBOX_TEMPLATE_DIR: TEMPLATES_DIR } : {}),
+    SIGNIN_PASSWORD_MEMORY_MB: '19', ...env };
 }
 
 // The environment minus configuration keys the host may happen to have set.

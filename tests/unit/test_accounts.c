@@ -104,6 +104,40 @@ TEST(password_set_read_and_clear)
     teardown(&f);
 }
 
+/* A rehash replaces the hash it was made from, keeps the password's time, and loses to a password
+ * set meanwhile. */
+TEST(a_rehash_replaces_only_the_hash_it_came_from)
+{
+    struct fixture f;
+    setup(&f);
+    struct err err = {0};
+    struct store_user u;
+    char hash[128];
+    const char *old = "$argon2id$v=19$m=65536,t=2,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNo";
+    const char *anew = "$argon2id$v=19$m=19456,t=2,p=1$bmV3c2FsdG5ld3M$bmV3aGFzaG5ld2g";
+    const char *other = "$argon2id$v=19$m=65536,t=2,p=1$b3RoZXJzYWx0eHg$b3RoZXJoYXNoeHg";
+    CHECK_INT_EQ(store_user_set_password(f.st, "alice", old, &err), 0);
+    int64_t set_at = sql_int(&f, "SELECT password_set_at FROM users WHERE name = 'alice'");
+    CHECK(set_at > 0);
+    bool replaced = false;
+    CHECK_INT_EQ(store_user_rehash_password(f.st, "alice", old, anew, &replaced, &err), 0);
+    CHECK(replaced);
+    CHECK_INT_EQ(store_user_password(f.st, "alice", &u, hash, sizeof(hash), &err), 0);
+    CHECK_STR_EQ(hash, anew);
+    CHECK(sql_int(&f, "SELECT password_set_at FROM users WHERE name = 'alice'") == set_at);
+    /* set again meanwhile: the rehash of the earlier hash changes nothing */
+    CHECK_INT_EQ(store_user_set_password(f.st, "alice", other, &err), 0);
+    CHECK_INT_EQ(store_user_rehash_password(f.st, "alice", anew, old, &replaced, &err), 0);
+    CHECK(!replaced);
+    CHECK_INT_EQ(store_user_password(f.st, "alice", &u, hash, sizeof(hash), &err), 0);
+    CHECK_STR_EQ(hash, other);
+    CHECK_INT_EQ(store_user_rehash_password(f.st, "bob", "", anew, &replaced, &err), 0);
+    CHECK(!replaced);
+    CHECK_INT_EQ(store_user_rehash_password(f.st, "nobody", old, anew, &replaced, &err), 0);
+    CHECK(!replaced);
+    teardown(&f);
+}
+
 TEST(login_link_is_single_use)
 {
     struct fixture f;

@@ -66,6 +66,28 @@ TEST(hash_and_verify)
     CHECK_INT_EQ(password_hash("short", 5, a, &err), -EINVAL);
 }
 
+/* New hashes take SIGNIN_PASSWORD_MEMORY_MB (64 MiB unless set); a hash keeps the memory it was
+ * made with, so one made before a change still checks, and asks to be made again. */
+TEST(new_hashes_take_the_memory_set_and_old_ones_still_check)
+{
+    init();
+    struct err err = {0};
+    char dflt[crypto_pwhash_STRBYTES], small[crypto_pwhash_STRBYTES];
+    CHECK_INT_EQ(password_hash(good, strlen(good), dflt, &err), 0);
+    CHECK_STR_CONTAINS(dflt, "$m=65536,t=2,p=1$");
+    password_set_memory_mb(19);
+    CHECK_INT_EQ(password_hash(good, strlen(good), small, &err), 0);
+    CHECK_STR_CONTAINS(small, "$m=19456,t=2,p=1$");
+    CHECK(!password_needs_rehash(small));
+    CHECK(password_needs_rehash(dflt));
+    CHECK_INT_EQ(password_verify(dflt, good, strlen(good)), 0);
+    CHECK_INT_EQ(password_verify(small, good, strlen(good)), 0);
+    CHECK_INT_EQ(password_verify(small, good, strlen(good) - 1), -EACCES);
+    password_set_memory_mb(64);
+    CHECK(password_needs_rehash(small));
+    CHECK(!password_needs_rehash(dflt));
+}
+
 TEST(verify_tells_a_broken_hash_from_a_mismatch)
 {
     init();
@@ -84,17 +106,20 @@ TEST(verify_tells_a_broken_hash_from_a_mismatch)
 struct answer {
     int n;
     int result[32];
+    char rehash[32][crypto_pwhash_STRBYTES]; /* "" for none */
     bool on_loop_thread;
 };
 static pthread_t main_thread;
 
-static void on_answer(void *ctx, int result)
+static void on_answer(void *ctx, int result, const char *rehash)
 {
     struct answer *a = ctx;
     if (!pthread_equal(pthread_self(), main_thread))
         a->on_loop_thread = false;
-    if (a->n < 32)
+    if (a->n < 32) {
         a->result[a->n] = result;
+        snprintf(a->rehash[a->n], sizeof(a->rehash[a->n]), "%s", rehash ? rehash : "");
+    }
     a->n++;
 }
 
@@ -103,8 +128,9 @@ struct slot {
 };
 static int slot_results[32];
 static int slot_calls;
-static void on_slot(void *ctx, int result)
+static void on_slot(void *ctx, int result, const char *rehash)
 {
+    (void)rehash;
     struct slot *s = ctx;
     slot_results[s->i] = result;
     slot_calls++;
@@ -166,6 +192,37 @@ TEST(async_answers_on_the_loop)
     CHECK_INT_EQ(err.code, -EINVAL);
 }
 
+/* A password that matches a hash made with other limits comes back hashed with the current ones,
+ * for the caller to store; a wrong one, or a hash already current, does not. */
+TEST(a_check_against_an_older_hash_gives_the_password_hashed_anew)
+{
+    init();
+    main_thread = pthread_self();
+    struct err err = {0};
+    char old[crypto_pwhash_STRBYTES];
+    password_set_memory_mb(64);
+    CHECK_INT_EQ(password_hash(good, strlen(good), old, &err), 0);
+    password_set_memory_mb(19);
+    static struct answer a = {.on_loop_thread = true};
+    /* one at a time: two threads may answer in either order */
+    CHECK(password_verify_async(old, good, strlen(good), false, on_answer, &a, &err) != NULL);
+    run_until(&a.n, 1);
+    CHECK(password_verify_async(old, "wrong password", 14, false, on_answer, &a, &err) != NULL);
+    run_until(&a.n, 2);
+    CHECK_INT_EQ(a.result[0], 0);
+    CHECK_STR_CONTAINS(a.rehash[0], "$m=19456,t=2,p=1$");
+    CHECK_INT_EQ(password_verify(a.rehash[0], good, strlen(good)), 0);
+    CHECK_INT_EQ(a.result[1], -EACCES);
+    CHECK_STR_EQ(a.rehash[1], "");
+    char current[crypto_pwhash_STRBYTES];
+    snprintf(current, sizeof(current), "%s", a.rehash[0]);
+    CHECK(password_verify_async(current, good, strlen(good), false, on_answer, &a, &err) != NULL);
+    run_until(&a.n, 3);
+    CHECK_INT_EQ(a.result[2], 0);
+    CHECK_STR_EQ(a.rehash[2], "");
+    password_set_memory_mb(64);
+}
+
 TEST(at_most_so_many_checks_and_cancel)
 {
     init();
@@ -200,8 +257,9 @@ TEST(at_most_so_many_checks_and_cancel)
 }
 
 static int order_n, order[PASSWORD_QUEUE_MAX];
-static void on_order(void *ctx, int result)
+static void on_order(void *ctx, int result, const char *rehash)
 {
+    (void)rehash;
     (void)result;
     if (order_n < PASSWORD_QUEUE_MAX)
         order[order_n] = (int)(intptr_t)ctx;
@@ -252,8 +310,9 @@ static struct {
     int calls;
 } pair;
 
-static void on_pair(void *ctx, int result)
+static void on_pair(void *ctx, int result, const char *rehash)
 {
+    (void)rehash;
     int i = ctx == &pair.c[0] ? 0 : 1;
     pair.gone[i] = true;
     pair.calls++;
