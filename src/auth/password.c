@@ -3,13 +3,14 @@
  * A check costs the memory its hash was made with (64 MiB by default) and a good part of a core
  * for tens to hundreds of milliseconds, and anyone may ask for one by trying to sign in. So
  * checks run on PASSWORD_RUNNING_MAX threads, started at the first check and kept; at most
- * PASSWORD_WAITING_MAX more wait their turn in
- * order, and past that a check is refused at once rather than queued: strangers can make
- * sign-ins slow, but not take the server's memory or threads. Part of the queue can be kept for
- * priority checks (sign-ins of browsers and networks that signed in before), which also go
- * first, so that a flood of strangers' guesses cannot keep a known user out. A thread that
- * finishes a check puts it on the done list and writes a byte to a pipe the loop watches; the
- * loop calls the callbacks. Every field shared with the threads is under the lock. */
+ * PASSWORD_WAITING_MAX more wait their turn in order, and past that a check is refused at once
+ * rather than queued: strangers can make sign-ins slow, but not take the server's memory or
+ * threads. A check that matches a hash made with other limits than new ones also hashes the
+ * password again, for the caller to store. Part of the queue can be kept for priority checks
+ * (sign-ins of browsers and networks that signed in before), which also go first, so that a flood
+ * of strangers' guesses cannot keep a known user out. A thread that finishes a check puts it on
+ * the done list and writes a byte to a pipe the loop watches; the loop calls the callbacks. Every
+ * field shared with the threads is under the lock. */
 #include "auth/password.h"
 
 #include <errno.h>
