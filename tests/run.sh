@@ -124,26 +124,25 @@ background_pid=$!
 # end together: in the order of their times in the last run on this machine ($OUT/files, kept
 # between runs), else in the order a fresh clone measured (LONG), so that no long file is left
 # for the end of a first run. Each file's TAP output is kept in $OUT/<suite>/.
-LONG="tests/integration/runs_warm.test.mjs tests/integration/runs_pool_agent.test.mjs
-tests/integration/runs.test.mjs tests/e2e/web.test.mjs tests/integration/runs_agents.test.mjs
-tests/integration/soak.test.mjs tests/integration/runs_secrets.test.mjs
-tests/e2e/scenarios.test.mjs tests/integration/review_loop.test.mjs
-tests/integration/disk_full.test.mjs tests/integration/cluster.test.mjs
-tests/integration/questions.test.mjs tests/integration/escape_flood.test.mjs
-tests/integration/postgres_failover.test.mjs tests/integration/escape.test.mjs
-tests/e2e/sdk.test.mjs tests/integration/runs_engine.test.mjs tests/integration/pg_notify.test.mjs
-tests/integration/cli.test.mjs tests/integration/pg_questions.test.mjs
-tests/integration/pg_oauth.test.mjs tests/integration/delivery.test.mjs
-tests/integration/runs_setup.test.mjs tests/integration/notify.test.mjs
-tests/integration/runs_mirror.test.mjs tests/integration/delivery_crash.test.mjs
-tests/integration/push_check.test.mjs tests/integration/installs.test.mjs
-tests/integration/escape_fairness.test.mjs tests/integration/egress.test.mjs
-tests/integration/pg_web.test.mjs tests/integration/github_retries.test.mjs
-tests/integration/oauth.test.mjs tests/integration/runs_machinery.test.mjs
-tests/integration/sandbox.test.mjs tests/integration/runs_env.test.mjs
-tests/integration/proxy.test.mjs tests/integration/web.test.mjs
-tests/integration/template_debian.test.mjs tests/integration/runs_env_rebuild.test.mjs
-tests/integration/egress_tools.test.mjs tests/integration/escape_fetch.test.mjs"
+LONG="tests/integration/runs_pool_agent.test.mjs tests/integration/runs_warm.test.mjs
+tests/integration/runs.test.mjs tests/integration/runs_secrets.test.mjs
+tests/e2e/scenarios.test.mjs tests/e2e/web.test.mjs tests/integration/runs_agents.test.mjs
+tests/integration/soak.test.mjs tests/e2e/sdk.test.mjs tests/integration/review_loop.test.mjs
+tests/integration/cluster.test.mjs tests/integration/pg_oauth.test.mjs
+tests/integration/oauth.test.mjs tests/integration/cli.test.mjs
+tests/integration/postgres_failover.test.mjs tests/integration/escape_flood.test.mjs
+tests/integration/disk_full.test.mjs tests/integration/escape.test.mjs
+tests/integration/pg_notify.test.mjs tests/integration/delivery.test.mjs
+tests/integration/pg_questions.test.mjs tests/integration/escape_fairness.test.mjs
+tests/integration/runs_env.test.mjs tests/integration/pg_web.test.mjs
+tests/integration/runs_engine.test.mjs tests/integration/questions.test.mjs
+tests/integration/runs_mirror.test.mjs tests/integration/runs_setup.test.mjs
+tests/integration/egress.test.mjs tests/integration/installs.test.mjs
+tests/integration/runs_env_installs.test.mjs tests/integration/standby.test.mjs
+tests/integration/egress_tools.test.mjs tests/integration/push_check.test.mjs
+tests/integration/runs_machinery.test.mjs tests/integration/delivery_crash.test.mjs
+tests/integration/escape_fetch.test.mjs tests/integration/github_retries.test.mjs
+tests/integration/notify.test.mjs"
 queue=$OUT/queue
 {
     if [ -s "$OUT/files" ]; then sort -k2,2nr "$OUT/files" | cut -d' ' -f1; fi
