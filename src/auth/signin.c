@@ -211,7 +211,7 @@ struct login {
     struct throttle_attempt at; /* open from throttle_begin until answered */
     char name[STORE_USER_NAME_MAX + 1];
     char addr[64];
-    char hash[crypto_pwhash_STRBYTES]; /* the one checked, replaced when it is rehashed */
+    char hash[crypto_pwhash_STRBYTES]; /* the stored hash checked, what a rehash replaces */
     const char *ret;
 };
 
