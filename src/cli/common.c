@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "auth/auth.h"
-#include "auth/password.h"
 #include "base/cleanup.h"
 #include "base/config.h"
 #include "base/ids.h"
@@ -154,7 +153,6 @@ int cli_load_config(const struct cli_opts *o, struct config *cfg)
         config_release(cfg);
         return EXIT_USAGE;
     }
-    password_set_memory_mb(ac.signin_password_memory_mb); /* for `user passwd` */
     const char *lvl = config_get(cfg, "LOG_LEVEL");
     enum log_level level;
     if (lvl) {

@@ -13,6 +13,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "auth/auth.h"
 #include "auth/password.h"
 #include "base/cleanup.h"
 #include "base/config.h"
@@ -532,6 +533,14 @@ static int user_list(const struct user_call *c)
 
 static int user_passwd_call(const struct user_call *c)
 {
+    /* the hash takes SIGNIN_PASSWORD_MEMORY_MB, checked with every command's settings */
+    struct auth_config ac;
+    struct err err = {0};
+    if (auth_config_load(c->cfg, &ac, &err) < 0) {
+        fprintf(stderr, "sandbox-mcp: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    password_set_memory_mb(ac.signin_password_memory_mb);
     return user_passwd(c->st, c->o->args[0]);
 }
 
