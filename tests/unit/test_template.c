@@ -54,6 +54,22 @@ static bool exists(const char *dir, const char *rel)
     return lstat(at(dir, rel), &st) == 0;
 }
 
+/* Where the tests below build the host template: base/host-<a hash>. */
+static void build_as(char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/host-0123456789abcdef", base);
+}
+
+/* Build the host template as dir, and check that it succeeded and left no building tree. */
+static void build_leaving_nothing(const char *dir)
+{
+    struct template_info t = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(template_build_host(dir, 0, &t, &err), 0);
+    CHECK_STR_EQ(err.msg, "");
+    CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
+}
+
 /* The first server assembles it; the next finds it in place. */
 TEST(the_host_template_is_built_once_and_found_after)
 {
@@ -84,16 +100,12 @@ TEST(a_build_that_loses_the_race_leaves_nothing)
 {
     make_base();
     char dir[4096];
-    snprintf(dir, sizeof(dir), "%s/host-0123456789abcdef", base);
+    build_as(dir, sizeof(dir));
     CHECK(mkdir(dir, 0755) == 0);
     CHECK(mkdir(at(dir, "winner"), 0755) == 0);
-    struct template_info t = {0};
-    struct err err = {0};
-    CHECK_INT_EQ(template_build_host(dir, 0, &t, &err), 0);
-    CHECK_STR_EQ(err.msg, "");
+    build_leaving_nothing(dir);
     CHECK(exists(dir, "winner"));
     CHECK(!exists(dir, "etc"));
-    CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
     CHECK_INT_EQ(entries("host-", NULL, 0), 1);
     tree_remove(AT_FDCWD, base);
 }
@@ -104,20 +116,16 @@ TEST(a_dead_builds_tree_is_replaced)
 {
     make_base();
     char dir[4096], left[4096];
-    snprintf(dir, sizeof(dir), "%s/host-0123456789abcdef", base);
+    build_as(dir, sizeof(dir));
     snprintf(left, sizeof(left), "%s.building.%d", dir, (int)getpid());
     CHECK(mkdir(left, 0755) == 0);
     CHECK(mkdir(at(left, "etc"), 0755) == 0);
     int fd = open(at(left, "etc/half"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     CHECK(fd >= 0);
     close(fd);
-    struct template_info t = {0};
-    struct err err = {0};
-    CHECK_INT_EQ(template_build_host(dir, 0, &t, &err), 0);
-    CHECK_STR_EQ(err.msg, "");
+    build_leaving_nothing(dir);
     CHECK(exists(dir, "etc/passwd"));
     CHECK(!exists(dir, "etc/half"));
-    CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
     tree_remove(AT_FDCWD, base);
 }
 
