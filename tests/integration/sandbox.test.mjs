@@ -294,6 +294,32 @@ test('with a progress token, output streams as notifications/progress on SSE', a
   assert.equal(final.result.structuredContent.stdout, 'one\ntwo\n');
 });
 
+// Past 32 KiB of output the server reads the pipes on a tick rather than at each write; after a
+// pause it reads at each write again, and back on the tick at the next burst.
+test('output in bursts with pauses between: every byte read in order, and streamed as it comes', async () => {
+  const burst = (c, n, to = '') => `head -c ${n} /dev/zero | tr "\\0" ${c}${to}`;
+  const r = await rpc(server, {
+    jsonrpc: '2.0', id: 98, method: 'tools/call',
+    params: { name: 'container_exec', arguments: { command: `${burst('a', 40000)}; sleep 0.3; echo second; `
+      + `${burst('b', 20000, ' >&2')}; sleep 0.3; ${burst('c', 30000)}; echo third` },
+    _meta: { progressToken: 'burst' } },
+  });
+  assert.equal(r.status, 200);
+  const msgs = sseMessages(r.text);
+  const streamed = msgs.filter((m) => m.method === 'notifications/progress').map((p) => p.params.message);
+  const out = streamed.filter((m) => !m.startsWith('[stderr] ')).join('');
+  const err = streamed.filter((m) => m.startsWith('[stderr] ')).map((m) => m.slice(9)).join('');
+  assert.equal(out, `${'a'.repeat(40000)}second\n${'c'.repeat(30000)}third\n`);
+  assert.equal(err, 'b'.repeat(20000));
+  // "second" came while the command slept, before the rest
+  assert.ok(streamed.findIndex((m) => m.includes('second')) < streamed.findIndex((m) => m.includes('ccc')));
+  const final = msgs.find((m) => m.id === 98).result.structuredContent;
+  assert.equal(final.exit_code, 0);
+  assert.equal(final.stdout_bytes, 40000 + 7 + 30000 + 6);
+  assert.equal(final.stderr_bytes, 20000);
+  assert.match(final.stdout, /c{1000}third\n$/);
+});
+
 test('file write and read round trip text, with parents created', async () => {
   let res = await tool(server, 'container_file_write', { path: 'dir/sub/hello.py', content: 'print("hi")\n' });
   assert.equal(res.isError, undefined, text(res));
