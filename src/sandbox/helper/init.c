@@ -16,7 +16,9 @@
  * SPARE_MAX of them) until its request comes.
  * Answers on the connection, one line each: "pid <pid in the sandbox>", then "exit <status>"
  * when it ends, or "<stage>: <error>" if it could not start. A byte 'k' from the server kills
- * the command's process group.
+ * the command's process group. This process keeps its copies of a command's stdout and stderr
+ * until it has told the end: the pipes then end with the report rather than a moment before it,
+ * and the server, which finishes on the report, is woken once rather than twice.
  *
  * A relayed request has a fourth descriptor, a status file, and a third list after the
  * environment, "<stdout max>\0<stderr max>\0\0". Its stdout and stderr are then files of the
@@ -84,6 +86,7 @@ struct cmd {
     int status_fd; /* the host file for the command's end, -1 when none */
     bool relayed;  /* told its pid at once (the others learn it with their end) */
     struct relay relay[2];
+    int held[2]; /* a plain command's stdout and stderr, closed after its end is told */
 };
 
 static struct cmd cmds[MAX_CMDS];
@@ -477,8 +480,10 @@ static void start_command(int conn)
     cmd->conn = conn;
     cmd->status_fd = -1;
     cmd->relayed = relayed;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         cmd->relay[i].from = cmd->relay[i].to = -1;
+        cmd->held[i] = relayed ? -1 : TAKE(fds[1 + i]);
+    }
     if (relayed) {
         for (int i = 0; i < 2; i++) {
             struct relay *r = &cmd->relay[i];
@@ -584,8 +589,11 @@ static void cmd_clear(struct cmd *c)
     if (c->status_fd >= 0)
         close(c->status_fd);
     c->status_fd = -1;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         relay_close(&c->relay[i]);
+        if (c->held[i] >= 0)
+            close(TAKE(c->held[i]));
+    }
 }
 
 /* The command was reaped: the rest of what it wrote, then the record of its end. */
