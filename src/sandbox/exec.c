@@ -54,7 +54,7 @@ struct sandbox_exec {
     struct sandbox *sbx;
     struct proc_watch report;
     h2o_socket_t *out_sock, *err_sock;
-    int out_fd, err_fd; /* raw numbers of the sockets above, for the final drain */
+    int out_fd, err_fd;       /* raw numbers of the sockets above, for the final drain */
     struct loop_timer gather; /* while output pours in, the pipes are read on a tick */
     bool gathering, grown;
     char *stdin_data;

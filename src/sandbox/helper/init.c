@@ -64,6 +64,8 @@
 #define CTL_FD 3
 #define POLICY_FD 4 /* a pooled sandbox's: the policy it confines itself with when handed over */
 #define REQUEST_MAX (4u << 20)
+/* A plain command holds three descriptors here until it ends (its connection, stdout and
+ * stderr): at most MAX_CMDS of them stay within the sandbox's RLIMIT_NOFILE (4096). */
 #define MAX_CMDS 1024
 #define SPARE_MAX 4
 
