@@ -230,12 +230,14 @@ static void read_stream(struct sandbox_exec *ex, h2o_socket_t *sock, int fd, enu
 
 /* A command that prints a lot prints it a few kilobytes at a time, and reading each piece as it
  * comes wakes the server for each: a mebibyte in 8 KiB writes is 128 wake-ups, and on a virtual
- * machine a wake-up costs more than the read. Once a command has printed GATHER_BYTES, its pipes
- * grow to GATHER_PIPE (charged, as pipe pages are, to the writer's memory cgroup: the sandbox's)
- * so that it rarely waits on a full one, and are read every GATHER_MS rather than at each write,
- * until a tick finds nothing new. What it prints after that is read as it comes again, and a
- * command that prints little is never on the tick. */
+ * machine a wake-up costs more than the read. Once a command has printed GATHER_BYTES and a read
+ * finds GATHER_CHUNK or more waiting (a writer in bulk, not one printing a line now and then),
+ * its pipes grow to GATHER_PIPE (charged, as pipe pages are, to the writer's memory cgroup: the
+ * sandbox's) so that it rarely waits on a full one, and are read every GATHER_MS rather than at
+ * each write, until a tick finds nothing new. What it prints after that is read as it comes
+ * again, and a command that prints little is never on the tick. */
 #define GATHER_BYTES (32u << 10)
+#define GATHER_CHUNK (4u << 10)
 #define GATHER_PIPE (1 << 20)
 #define GATHER_MS 1
 
@@ -303,10 +305,12 @@ static void on_stream(h2o_socket_t *sock, const char *err)
     /* h2o reads a few kilobytes at a time; empty the pipe in large reads instead, so a command
      * writing fast is not held back by a full pipe. End of file is left to h2o; the pipe is
      * closed with the command's end, after the answer. */
+    uint64_t before = ex->out.total + ex->err.total;
     read_stream(ex, sock, err ? -1 : s == SANDBOX_STDOUT ? ex->out_fd : ex->err_fd, s);
+    uint64_t now = ex->out.total + ex->err.total;
     if (err)
         h2o_socket_read_stop(sock);
-    else if (ex->out.total + ex->err.total >= GATHER_BYTES && !ex->gathering)
+    else if (now >= GATHER_BYTES && now - before >= GATHER_CHUNK && !ex->gathering)
         gather_start(ex);
 }
 
