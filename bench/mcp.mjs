@@ -203,6 +203,13 @@ try {
     log(`| \`${method}\` ours / nginx | ${rs.map(pct).join(' | ')} |`);
   }
   log();
+  // Where ours is under 10x the SDK, the ceiling of that case: nginx answering the same bytes
+  // from a static file. At one connection a request waits on wrk and on the kernel's wake-ups
+  // more than on either server, and where even nginx is under 10x the SDK the target is out of
+  // reach on this machine: say so, with how near ours comes to the ceiling.
+  const outOfReach = (method) => CONNS.filter((c) => results[`${method} ${c} ${ours.name}`].rps / results[`${method} ${c} ${sdk.name}`].rps < 10 &&
+    results[`${method} ${c} ${ngx.name}`].rps / results[`${method} ${c} ${sdk.name}`].rps < 10)
+    .map((c) => `; at ${c} connection${c > 1 ? 's' : ''} out of reach here: nginx, static file, is ${down(results[`${method} ${c} ${ngx.name}`].rps / results[`${method} ${c} ${sdk.name}`].rps)}x the SDK, and ours ${pct(results[`${method} ${c} ${ours.name}`].rps / results[`${method} ${c} ${ngx.name}`].rps)} of nginx`).join('');
   const headline = METHODS.map((method) => {
     const r = (c, t) => results[`${method} ${c} ${t.name}`].rps;
     const xs = CONNS.map((c) => r(c, ours) / r(c, sdk));
@@ -210,7 +217,7 @@ try {
       ours: CONNS.map((c) => r(c, ours).toFixed(0)).join(' / '),
       peer: `TypeScript SDK server: ${CONNS.map((c) => r(c, sdk).toFixed(0)).join(' / ')}`,
       ratio: xs.map((x) => `${down(x)}x`).join(' / '),
-      target: `10x: ${xs.every((x) => x >= 10) ? 'met' : `**met in ${xs.filter((x) => x >= 10).length} of ${xs.length}**`}` };
+      target: `10x: ${xs.every((x) => x >= 10) ? 'met' : `**met in ${xs.filter((x) => x >= 10).length} of ${xs.length}**`}${outOfReach(method)}` };
   });
   for (const method of METHODS) {
     const xs = CEILING_CONNS.map((c) => results[`${method} ${c} ${ours.name}`].rps / results[`${method} ${c} ${ngx.name}`].rps);
