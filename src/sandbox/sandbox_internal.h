@@ -97,10 +97,20 @@ struct template_info {
     char rootfs[4096];   /* overlay lower dir */
     char binds[8][4096]; /* host dirs bind-mounted read-only at the same path */
     int nbinds;
+    int lock; /* "host": a shared lock on rootfs, held while the caller uses it; else -1 */
 };
-/* base: the templates directory. "debian" fails with -ENOENT until it is built. */
+/* base: the templates directory. "debian" fails with -ENOENT until it is built. "host" also
+ * removes older host templates that no server holds and no sandbox may use. */
 int template_prepare(const char *base, const char *name, struct template_info *out,
                      struct err *err);
+/* When the oldest process in a mount namespace with a sandbox's overlay (of any data dir)
+ * started, in epoch seconds; INT64_MAX when there is none. */
+int64_t template_oldest_sandbox(void);
+/* Remove the host templates of base other than keep (a directory name) that no server holds (an
+ * exclusive lock is granted) and that no running sandbox may use: none started (oldest_sandbox)
+ * before keep's directory was made, since which template a sandbox mounts cannot be told. Each
+ * is moved aside first, so that a server starting meanwhile builds its own. */
+void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_sandbox)(void));
 /* The host template assembled as dir (uid: its owner), which may already be there: a tree
  * another server moved in first is kept, and nothing of this build is left. */
 int template_build_host(const char *dir, uid_t uid, struct template_info *out, struct err *err);

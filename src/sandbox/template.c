@@ -12,7 +12,12 @@
  * may read: a file or directory the host keeps from other users is a secret there and stays out.
  *
  * "host" lives in TEMPLATE_DIR/host-<recipe hash>; a changed recipe (or changed host files it
- * copies) gives a new directory, so running sandboxes keep their lower layer.
+ * copies) gives a new directory, so running sandboxes keep their lower layer. A server holds a
+ * shared lock (flock) on the one it uses while it runs, and at its start removes the other
+ * host-<hash> directories that no server holds and that no running sandbox may use: one is kept
+ * while a sandbox started before the current one was made still runs (which template a sandbox
+ * mounts cannot be told from its mount table, as for debian's replaced trees), since a server
+ * that starts again adopts the sandboxes of the one before.
  *
  * "debian" is a debootstrap tree in TEMPLATE_DIR/debian/rootfs, built by `sandbox-mcp template
  * build debian` (template_build.c; the server runs it itself, template_keeper.c), which also keeps
@@ -27,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -251,10 +257,75 @@ int template_build_host(const char *dir, uid_t uid, struct template_info *out, s
     return r;
 }
 
+/* A host template's directory name: "host-" and the 16 hex digits of its hash, nothing more. */
+static bool host_dir_name(const char *name)
+{
+    if (strncmp(name, "host-", 5) != 0 || strlen(name) != 5 + 16)
+        return false;
+    return strspn(name + 5, "0123456789abcdef") == 16;
+}
+
+void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_sandbox)(void))
+{
+    DIR *d = opendir(base);
+    struct dirent *de;
+    int64_t oldest = -1, made = -1;
+    while (d && (de = readdir(d))) {
+        if (!host_dir_name(de->d_name) || strcmp(de->d_name, keep) == 0)
+            continue;
+        if (made < 0) {
+            struct stat st;
+            char path[PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", base, keep);
+            made = stat(path, &st) == 0 ? (int64_t)st.st_mtim.tv_sec : INT64_MAX;
+            oldest = oldest_sandbox();
+        }
+        if (oldest <= made)
+            break; /* a sandbox older than keep may be on any of them */
+        char path[PATH_MAX], aside[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+            continue; /* a server runs on it */
+        snprintf(aside, sizeof(aside), "%s.old.%d", path, (int)getpid());
+        if (rename(path, aside) < 0)
+            continue;
+        int r = tree_remove(AT_FDCWD, aside);
+        if (r < 0)
+            log_warn("sandbox template-remove-failed dir=%s err=\"%s\"", aside, strerror(-r));
+        else
+            log_info("sandbox template removed name=host dir=%s", path);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* A shared lock on the host template dir, which must still be the directory at that path once
+ * it is held (a server pruning may have moved it aside meanwhile): the descriptor, -EAGAIN when
+ * it was moved, or another negative errno. */
+static int hold_host(const char *dir)
+{
+    struct stat held, now;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? -EAGAIN : -errno;
+    if (flock(fd, LOCK_SH) < 0 || fstat(fd, &held) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (stat(dir, &now) < 0 || now.st_ino != held.st_ino || now.st_dev != held.st_dev) {
+        close(fd);
+        return -EAGAIN;
+    }
+    return fd;
+}
+
 int template_prepare(const char *base, const char *name, struct template_info *out, struct err *err)
 {
     char dir[PATH_MAX], hash[17];
     memset(out, 0, sizeof(*out));
+    out->lock = -1;
     snprintf(out->name, sizeof(out->name), "%s", name);
     if (mkdir(base, 0700) < 0 && errno != EEXIST)
         return err_set(err, -errno, "cannot create '%s': %s", base, strerror(errno));
@@ -277,14 +348,22 @@ int template_prepare(const char *base, const char *name, struct template_info *o
     snprintf(dir, sizeof(dir), "%s/host-%s", base, hash);
     struct stat st;
     int64_t t0 = time_mono_ms();
-    if (stat(dir, &st) < 0) {
-        out->nbinds = 0;
-        int r = template_build_host(dir, 0, out, err);
-        if (r < 0)
-            return err_wrap(err, "template 'host'");
-        log_info("sandbox template built name=host dir=%s ms=%lld", dir,
-                 (long long)(time_mono_ms() - t0));
-    } else {
+    int lock = -EAGAIN;
+    for (int tries = 0; lock == -EAGAIN && tries < 3; tries++) {
+        if (stat(dir, &st) < 0) {
+            out->nbinds = 0;
+            if (template_build_host(dir, 0, out, err) < 0)
+                return err_wrap(err, "template 'host'");
+            log_info("sandbox template built name=host dir=%s ms=%lld", dir,
+                     (long long)(time_mono_ms() - t0));
+        }
+        lock = hold_host(dir);
+    }
+    if (lock < 0)
+        return err_set(err, lock, "template 'host': cannot lock '%s': %s", dir, strerror(-lock));
+    out->lock = lock;
+    template_prune_hosts(base, dir + strlen(base) + 1, template_oldest_sandbox);
+    if (out->nbinds == 0) {
         /* Cached: work out the binds again (they depend only on the host's top level). */
         for (size_t i = 0; i < ARRAY_SIZE(top_links); i++) {
             char host[32];

@@ -702,7 +702,7 @@ static bool mounts_sandbox_overlay(const char *pid)
 
 /* When the oldest process in a mount namespace with a sandbox's overlay started (epoch
  * seconds), or INT64_MAX when there is no such process. */
-static int64_t oldest_debian_sandbox(void)
+int64_t template_oldest_sandbox(void)
 {
     int64_t oldest = INT64_MAX, btime = boot_time_s();
     long ticks = sysconf(_SC_CLK_TCK);
@@ -755,7 +755,7 @@ static void remove_leftovers(const char *base)
             continue;
         if (!building) {
             if (oldest < 0)
-                oldest = oldest_debian_sandbox();
+                oldest = template_oldest_sandbox();
             if (oldest < strtoll(name + 11, NULL, 10) + OLD_TREE_MARGIN_S)
                 continue;
         }
@@ -788,7 +788,7 @@ static int replace_tree(const char *base, const char *tmp, const char *dir, stru
     snprintf(old, sizeof(old), "%s.old.%lld", dir, now);
     if (rename(tmp, old) < 0)
         return err_set(err, -errno, "cannot rename '%s': %s", tmp, strerror(errno));
-    if (oldest_debian_sandbox() < now + OLD_TREE_MARGIN_S) {
+    if (template_oldest_sandbox() < now + OLD_TREE_MARGIN_S) {
         fprintf(stderr,
                 "template debian: kept the replaced tree '%s': running sandboxes use it; a later "
                 "build removes it once they stopped\n",

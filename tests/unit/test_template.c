@@ -1,13 +1,15 @@
 /* The host template (src/sandbox/template.c) on real files: assembled once per recipe in the
  * templates directory and found there afterwards; servers sharing that directory may build it at
- * once, and a build that loses the race, or finds what a dead build left, leaves nothing behind.
- * Runs as root (owners), as make test does. */
+ * once, and a build that loses the race, or finds what a dead build left, leaves nothing behind;
+ * a server holds the one it uses, and older ones nothing holds or may use are removed. Runs as
+ * root (owners), as make test does. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,6 +94,8 @@ TEST(the_host_template_is_built_once_and_found_after)
     CHECK_INT_EQ(again.nbinds, t.nbinds);
     CHECK(stat(dir, &after) == 0);
     CHECK(before.st_ino == after.st_ino);
+    close(t.lock);
+    close(again.lock);
     tree_remove(AT_FDCWD, base);
 }
 
@@ -126,6 +130,87 @@ TEST(a_dead_builds_tree_is_replaced)
     build_leaving_nothing(dir);
     CHECK(exists(dir, "etc/passwd"));
     CHECK(!exists(dir, "etc/half"));
+    tree_remove(AT_FDCWD, base);
+}
+
+/* What the machine's sandboxes are, as the pruning asks: none, or one older than any template. */
+static int64_t no_sandbox(void)
+{
+    return INT64_MAX;
+}
+
+static int64_t an_old_sandbox(void)
+{
+    return 1;
+}
+
+/* A directory name of base, as an earlier host or recipe, or something else, left it. */
+static void make_old(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s/%s", base, name);
+    CHECK(mkdir(p, 0755) == 0);
+    CHECK(mkdir(at(p, "etc"), 0755) == 0);
+}
+
+static int hold(const char *dir, int how)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    return flock(fd, how) == 0 ? fd : (close(fd), -1);
+}
+
+/* Kept while a sandbox that started before the current template runs (it may be on any of
+ * them) and while a server holds one; removed, and nothing left aside, once neither is so. */
+TEST(older_host_templates_are_removed_once_no_server_holds_and_no_sandbox_may_use_them)
+{
+    make_base();
+    char dir[4096], held_dir[4096];
+    build_as(dir, sizeof(dir));
+    build_leaving_nothing(dir);
+    make_old("host-00000000000000aa");
+    make_old("host-00000000000000bb");
+    make_old("host-short");
+    make_old("debian");
+    snprintf(held_dir, sizeof(held_dir), "%s/host-00000000000000bb", base);
+    int held = hold(held_dir, LOCK_SH);
+    CHECK(held >= 0);
+    template_prune_hosts(base, "host-0123456789abcdef", an_old_sandbox);
+    CHECK_INT_EQ(entries("host-", NULL, 0), 4);
+    template_prune_hosts(base, "host-0123456789abcdef", no_sandbox);
+    CHECK(!exists(base, "host-00000000000000aa"));
+    CHECK(exists(base, "host-00000000000000bb"));
+    CHECK(exists(base, "host-short"));
+    CHECK(exists(base, "debian"));
+    CHECK(exists(dir, "etc/passwd"));
+    close(held);
+    template_prune_hosts(base, "host-0123456789abcdef", no_sandbox);
+    CHECK(!exists(base, "host-00000000000000bb"));
+    CHECK_INT_EQ(entries(".old.", NULL, 0), 0);
+    CHECK_INT_EQ(entries("host-", NULL, 0), 2);
+    tree_remove(AT_FDCWD, base);
+}
+
+/* A server holds the host template it prepared until it lets go: another's pruning keeps it. */
+TEST(a_server_holds_its_host_template_while_it_runs)
+{
+    make_base();
+    struct template_info t = {0};
+    struct err err = {0};
+    CHECK_INT_EQ(template_prepare(base, "host", &t, &err), 0);
+    CHECK(t.lock >= 0);
+    CHECK_INT_EQ(hold(t.rootfs, LOCK_EX | LOCK_NB), -1);
+    char other[4096];
+    build_as(other, sizeof(other));
+    if (strcmp(other, t.rootfs) != 0) {
+        build_leaving_nothing(other);
+        template_prune_hosts(base, "host-0123456789abcdef", no_sandbox);
+        CHECK(exists(t.rootfs, "etc/passwd"));
+    }
+    close(t.lock);
+    int fd = hold(t.rootfs, LOCK_EX | LOCK_NB);
+    CHECK(fd >= 0);
+    close(fd);
     tree_remove(AT_FDCWD, base);
 }
 
