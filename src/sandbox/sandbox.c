@@ -50,6 +50,7 @@ static void plan_init(struct setup_plan *p, struct sandbox *sbx)
     snprintf(p->ws, sizeof(p->ws), "%s/workspace", layers);
     snprintf(p->root, sizeof(p->root), "%s/root", sbx->dir);
     snprintf(p->lower_src, sizeof(p->lower_src), "%s", m->tmpl.rootfs);
+    template_mark_used(&m->tmpl);
     snprintf(p->lower, sizeof(p->lower), "%s/lower", sbx->dir);
     if (sbx->env[0]) {
         snprintf(p->env_root_src, sizeof(p->env_root_src), "%s/envs/%s/root", m->data_dir,

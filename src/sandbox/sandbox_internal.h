@@ -107,10 +107,13 @@ int template_prepare(const char *base, const char *name, struct template_info *o
  * started, in epoch seconds; INT64_MAX when there is none. */
 int64_t template_oldest_sandbox(void);
 /* Remove the host templates of base other than keep (a directory name) that no server holds (an
- * exclusive lock is granted) and that no running sandbox may use: none started (oldest_sandbox)
- * before keep's directory was made, since which template a sandbox mounts cannot be told. Each
- * is moved aside first, so that a server starting meanwhile builds its own. */
+ * exclusive lock is granted) and that no running sandbox may be on: the oldest running sandbox
+ * (oldest_sandbox) started after the template was last marked used, with a margin, since which
+ * template a sandbox mounts cannot be told. Each is moved aside first, so that a server starting
+ * meanwhile builds its own. */
 void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_sandbox)(void));
+/* A sandbox starts on t: a host template held (t->lock) has its time set to now. */
+void template_mark_used(const struct template_info *t);
 /* The host template assembled as dir (uid: its owner), which may already be there: a tree
  * another server moved in first is kept, and nothing of this build is left. */
 int template_build_host(const char *dir, uid_t uid, struct template_info *out, struct err *err);

@@ -13,11 +13,11 @@
  *
  * "host" lives in TEMPLATE_DIR/host-<recipe hash>; a changed recipe (or changed host files it
  * copies) gives a new directory, so running sandboxes keep their lower layer. A server holds a
- * shared lock (flock) on the one it uses while it runs, and at its start removes the other
- * host-<hash> directories that no server holds and that no running sandbox may use: one is kept
- * while a sandbox started before the current one was made still runs (which template a sandbox
- * mounts cannot be told from its mount table, as for debian's replaced trees), since a server
- * that starts again adopts the sandboxes of the one before.
+ * shared lock (flock) on the one it uses while it runs, and marks it used (its time) at each
+ * sandbox start; at its start it removes the other host-<hash> directories that no server holds
+ * and that no running sandbox may be on: one is kept while a sandbox that started when it was
+ * last used still runs, since which template a sandbox mounts cannot be told from its mount
+ * table, and a server that starts again adopts the sandboxes of the one before.
  *
  * "debian" is a debootstrap tree in TEMPLATE_DIR/debian/rootfs, built by `sandbox-mcp template
  * build debian` (template_build.c; the server runs it itself, template_keeper.c), which also keeps
@@ -257,6 +257,16 @@ int template_build_host(const char *dir, uid_t uid, struct template_info *out, s
     return r;
 }
 
+/* A sandbox starting on a host template marks it used (template_mark_used) before its processes
+ * exist: one that started within this margin after the mark may be on it. */
+#define HOST_USE_MARGIN_S 60
+
+void template_mark_used(const struct template_info *t)
+{
+    if (t->lock >= 0)
+        futimens(t->lock, NULL);
+}
+
 /* A host template's directory name: "host-" and the 16 hex digits of its hash, nothing more. */
 static bool host_dir_name(const char *name)
 {
@@ -269,24 +279,20 @@ void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_s
 {
     DIR *d = opendir(base);
     struct dirent *de;
-    int64_t oldest = -1, made = -1;
+    int64_t oldest = -1;
     while (d && (de = readdir(d))) {
         if (!host_dir_name(de->d_name) || strcmp(de->d_name, keep) == 0)
             continue;
-        if (made < 0) {
-            struct stat st;
-            char path[PATH_MAX];
-            snprintf(path, sizeof(path), "%s/%s", base, keep);
-            made = stat(path, &st) == 0 ? (int64_t)st.st_mtim.tv_sec : INT64_MAX;
-            oldest = oldest_sandbox();
-        }
-        if (oldest <= made)
-            break; /* a sandbox older than keep may be on any of them */
         char path[PATH_MAX], aside[PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+        struct stat st;
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &st) < 0)
             continue; /* a server runs on it */
+        if (oldest < 0)
+            oldest = oldest_sandbox();
+        if (oldest <= (int64_t)st.st_mtim.tv_sec + HOST_USE_MARGIN_S)
+            continue; /* a sandbox that started when it was last used may be on it */
         snprintf(aside, sizeof(aside), "%s.old.%d", path, (int)getpid());
         if (rename(path, aside) < 0)
             continue;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -144,6 +145,11 @@ static int64_t an_old_sandbox(void)
     return 1;
 }
 
+static int64_t a_sandbox_started_now(void)
+{
+    return (int64_t)time(NULL);
+}
+
 /* A directory name of base, as an earlier host or recipe, or something else, left it. */
 static void make_old(const char *name)
 {
@@ -160,23 +166,31 @@ static int hold(const char *dir, int how)
     return flock(fd, how) == 0 ? fd : (close(fd), -1);
 }
 
-/* Kept while a sandbox that started before the current template runs (it may be on any of
- * them) and while a server holds one; removed, and nothing left aside, once neither is so. */
+/* Kept while a sandbox that started when one was last used runs (it may be on it) and while a
+ * server holds one; removed, and nothing left aside, once neither is so. */
 TEST(older_host_templates_are_removed_once_no_server_holds_and_no_sandbox_may_use_them)
 {
     make_base();
-    char dir[4096], held_dir[4096];
+    char dir[4096], held_dir[4096], idle_dir[4096];
     build_as(dir, sizeof(dir));
     build_leaving_nothing(dir);
     make_old("host-00000000000000aa");
     make_old("host-00000000000000bb");
+    make_old("host-00000000000000cc");
     make_old("host-short");
     make_old("debian");
     snprintf(held_dir, sizeof(held_dir), "%s/host-00000000000000bb", base);
     int held = hold(held_dir, LOCK_SH);
     CHECK(held >= 0);
+    /* cc was last used an hour ago; aa, bb just now */
+    snprintf(idle_dir, sizeof(idle_dir), "%s/host-00000000000000cc", base);
+    struct timespec hour_ago[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    CHECK(utimensat(AT_FDCWD, idle_dir, hour_ago, 0) == 0);
     template_prune_hosts(base, "host-0123456789abcdef", an_old_sandbox);
-    CHECK_INT_EQ(entries("host-", NULL, 0), 4);
+    CHECK_INT_EQ(entries("host-", NULL, 0), 5);
+    template_prune_hosts(base, "host-0123456789abcdef", a_sandbox_started_now);
+    CHECK(!exists(base, "host-00000000000000cc"));
+    CHECK(exists(base, "host-00000000000000aa"));
     template_prune_hosts(base, "host-0123456789abcdef", no_sandbox);
     CHECK(!exists(base, "host-00000000000000aa"));
     CHECK(exists(base, "host-00000000000000bb"));
@@ -200,6 +214,13 @@ TEST(a_server_holds_its_host_template_while_it_runs)
     CHECK_INT_EQ(template_prepare(base, "host", &t, &err), 0);
     CHECK(t.lock >= 0);
     CHECK_INT_EQ(hold(t.rootfs, LOCK_EX | LOCK_NB), -1);
+    /* a sandbox starting on it marks it used */
+    struct timespec long_ago[2] = {{1000, 0}, {1000, 0}};
+    struct stat st;
+    CHECK(utimensat(AT_FDCWD, t.rootfs, long_ago, 0) == 0);
+    template_mark_used(&t);
+    CHECK(stat(t.rootfs, &st) == 0);
+    CHECK(st.st_mtim.tv_sec > time(NULL) - 60);
     char other[4096];
     build_as(other, sizeof(other));
     if (strcmp(other, t.rootfs) != 0) {
