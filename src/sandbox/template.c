@@ -13,8 +13,8 @@
  *
  * "host" lives in TEMPLATE_DIR/host-<recipe hash>; a changed recipe (or changed host files it
  * copies) gives a new directory, so running sandboxes keep their lower layer. A server holds a
- * shared lock (flock) on the one it uses while it runs, and marks it used (its time) at each
- * sandbox start; at its start it removes the other host-<hash> directories that no server holds
+ * shared lock (flock) on the one it uses while it runs, and marks it used at each sandbox start
+ * (the time of host-<hash>.used); at its start it removes the other host-<hash> directories that no server holds
  * and that no running sandbox may be on: one is kept while a sandbox that started when it was
  * last used still runs, since which template a sandbox mounts cannot be told from its mount
  * table, and a server that starts again adopts the sandboxes of the one before.
@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -257,14 +258,15 @@ int template_build_host(const char *dir, uid_t uid, struct template_info *out, s
     return r;
 }
 
-/* A sandbox starting on a host template marks it used (template_mark_used) before its processes
- * exist: one that started within this margin after the mark may be on it. */
+/* A sandbox starting on a host template marks it used (template_mark_used, on its marker file
+ * host-<hash>.used) before its processes exist: one that started within this margin after the
+ * mark may be on it. */
 #define HOST_USE_MARGIN_S 60
 
 void template_mark_used(const struct template_info *t)
 {
-    if (t->lock >= 0)
-        futimens(t->lock, NULL);
+    if (t->used >= 0)
+        futimens(t->used, NULL);
 }
 
 /* A host template's directory name: "host-" and the 16 hex digits of its hash, nothing more. */
@@ -286,12 +288,16 @@ void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_s
         char path[PATH_MAX], aside[PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &st) < 0)
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
             continue; /* a server runs on it */
+        /* when it was last used; one without a marker (made before there were any) as if now */
+        char used[PATH_MAX];
+        struct stat st;
+        snprintf(used, sizeof(used), "%s.used", path);
+        int64_t last = stat(used, &st) == 0 ? (int64_t)st.st_mtim.tv_sec : (int64_t)time(NULL);
         if (oldest < 0)
             oldest = oldest_sandbox();
-        if (oldest <= (int64_t)st.st_mtim.tv_sec + HOST_USE_MARGIN_S)
+        if (oldest <= last + HOST_USE_MARGIN_S)
             continue; /* a sandbox that started when it was last used may be on it */
         snprintf(aside, sizeof(aside), "%s.old.%d", path, (int)getpid());
         if (rename(path, aside) < 0)
@@ -301,6 +307,7 @@ void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_s
             log_warn("sandbox template-remove-failed dir=%s err=\"%s\"", aside, strerror(-r));
         else
             log_info("sandbox template removed name=host dir=%s", path);
+        unlink(used);
     }
     if (d)
         closedir(d);
@@ -331,7 +338,7 @@ int template_prepare(const char *base, const char *name, struct template_info *o
 {
     char dir[PATH_MAX], hash[17];
     memset(out, 0, sizeof(*out));
-    out->lock = -1;
+    out->lock = out->used = -1;
     snprintf(out->name, sizeof(out->name), "%s", name);
     if (mkdir(base, 0700) < 0 && errno != EEXIST)
         return err_set(err, -errno, "cannot create '%s': %s", base, strerror(errno));
@@ -367,7 +374,16 @@ int template_prepare(const char *base, const char *name, struct template_info *o
     }
     if (lock < 0)
         return err_set(err, lock, "template 'host': cannot lock '%s': %s", dir, strerror(-lock));
+    char used[PATH_MAX + 8];
+    snprintf(used, sizeof(used), "%s.used", dir);
+    int used_fd = open(used, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (used_fd < 0) {
+        int e = errno;
+        close(lock);
+        return err_set(err, -e, "template 'host': cannot create '%s': %s", used, strerror(e));
+    }
     out->lock = lock;
+    out->used = used_fd;
     template_prune_hosts(base, dir + strlen(base) + 1, template_oldest_sandbox);
     if (out->nbinds == 0) {
         /* Cached: work out the binds again (they depend only on the host's top level). */

@@ -81,9 +81,12 @@ TEST(the_host_template_is_built_once_and_found_after)
     struct err err = {0};
     CHECK_INT_EQ(template_prepare(base, "host", &t, &err), 0);
     CHECK_STR_EQ(err.msg, "");
-    char dir[4096];
-    CHECK_INT_EQ(entries("host-", dir, sizeof(dir)), 1);
-    CHECK_STR_EQ(t.rootfs, dir);
+    char dir[4096], used[4200];
+    CHECK_INT_EQ(entries("host-", dir, sizeof(dir)), 2); /* the tree and its marker */
+    snprintf(dir, sizeof(dir), "%s", t.rootfs);
+    snprintf(used, sizeof(used), "%s.used", dir);
+    CHECK(strncmp(dir, base, strlen(base)) == 0);
+    CHECK(access(used, F_OK) == 0);
     CHECK(exists(dir, "etc/passwd"));
     CHECK(exists(dir, "workspace"));
     CHECK_INT_EQ(entries(".building.", NULL, 0), 0);
@@ -96,7 +99,9 @@ TEST(the_host_template_is_built_once_and_found_after)
     CHECK(stat(dir, &after) == 0);
     CHECK(before.st_ino == after.st_ino);
     close(t.lock);
+    close(t.used);
     close(again.lock);
+    close(again.used);
     tree_remove(AT_FDCWD, base);
 }
 
@@ -150,13 +155,22 @@ static int64_t a_sandbox_started_now(void)
     return (int64_t)time(NULL);
 }
 
-/* A directory name of base, as an earlier host or recipe, or something else, left it. */
-static void make_old(const char *name)
+/* A directory name of base, as an earlier host or recipe, or something else, left it; with
+ * used_ago >= 0, its marker, last used that many seconds ago. */
+static void make_old(const char *name, long used_ago)
 {
     char p[4096];
     snprintf(p, sizeof(p), "%s/%s", base, name);
     CHECK(mkdir(p, 0755) == 0);
     CHECK(mkdir(at(p, "etc"), 0755) == 0);
+    if (used_ago < 0)
+        return;
+    strcat(p, ".used");
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    struct timespec t[2] = {{time(NULL) - used_ago, 0}, {time(NULL) - used_ago, 0}};
+    CHECK(futimens(fd, t) == 0);
+    close(fd);
 }
 
 static int hold(const char *dir, int how)
@@ -171,36 +185,37 @@ static int hold(const char *dir, int how)
 TEST(older_host_templates_are_removed_once_no_server_holds_and_no_sandbox_may_use_them)
 {
     make_base();
-    char dir[4096], held_dir[4096], idle_dir[4096];
+    char dir[4096], held_dir[4096];
     build_as(dir, sizeof(dir));
     build_leaving_nothing(dir);
-    make_old("host-00000000000000aa");
-    make_old("host-00000000000000bb");
-    make_old("host-00000000000000cc");
-    make_old("host-short");
-    make_old("debian");
+    make_old("host-00000000000000aa", 0);    /* used just now */
+    make_old("host-00000000000000bb", 3600); /* held by a server */
+    make_old("host-00000000000000cc", 3600); /* used an hour ago */
+    make_old("host-00000000000000dd", -1);   /* from before markers: as if used now */
+    make_old("host-short", -1);
+    make_old("debian", -1);
     snprintf(held_dir, sizeof(held_dir), "%s/host-00000000000000bb", base);
     int held = hold(held_dir, LOCK_SH);
     CHECK(held >= 0);
-    /* cc was last used an hour ago; aa, bb just now */
-    snprintf(idle_dir, sizeof(idle_dir), "%s/host-00000000000000cc", base);
-    struct timespec hour_ago[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
-    CHECK(utimensat(AT_FDCWD, idle_dir, hour_ago, 0) == 0);
     template_prune_hosts(base, "host-0123456789abcdef", an_old_sandbox);
-    CHECK_INT_EQ(entries("host-", NULL, 0), 5);
+    CHECK_INT_EQ(entries("host-", NULL, 0), 9);
     template_prune_hosts(base, "host-0123456789abcdef", a_sandbox_started_now);
     CHECK(!exists(base, "host-00000000000000cc"));
+    CHECK(!exists(base, "host-00000000000000cc.used"));
     CHECK(exists(base, "host-00000000000000aa"));
+    CHECK(exists(base, "host-00000000000000dd"));
     template_prune_hosts(base, "host-0123456789abcdef", no_sandbox);
     CHECK(!exists(base, "host-00000000000000aa"));
     CHECK(exists(base, "host-00000000000000bb"));
     CHECK(exists(base, "host-short"));
     CHECK(exists(base, "debian"));
     CHECK(exists(dir, "etc/passwd"));
+    CHECK(!exists(base, "host-00000000000000dd"));
     close(held);
     template_prune_hosts(base, "host-0123456789abcdef", no_sandbox);
     CHECK(!exists(base, "host-00000000000000bb"));
     CHECK_INT_EQ(entries(".old.", NULL, 0), 0);
+    CHECK_INT_EQ(entries(".used", NULL, 0), 0);
     CHECK_INT_EQ(entries("host-", NULL, 0), 2);
     tree_remove(AT_FDCWD, base);
 }
@@ -214,13 +229,20 @@ TEST(a_server_holds_its_host_template_while_it_runs)
     CHECK_INT_EQ(template_prepare(base, "host", &t, &err), 0);
     CHECK(t.lock >= 0);
     CHECK_INT_EQ(hold(t.rootfs, LOCK_EX | LOCK_NB), -1);
-    /* a sandbox starting on it marks it used */
+    /* a sandbox starting on it marks it used: its marker, not the tree */
     struct timespec long_ago[2] = {{1000, 0}, {1000, 0}};
-    struct stat st;
-    CHECK(utimensat(AT_FDCWD, t.rootfs, long_ago, 0) == 0);
+    struct stat st, tree;
+    char used[4200];
+    snprintf(used, sizeof(used), "%s.used", t.rootfs);
+    CHECK(utimensat(AT_FDCWD, used, long_ago, 0) == 0);
+    CHECK(stat(t.rootfs, &tree) == 0);
     template_mark_used(&t);
-    CHECK(stat(t.rootfs, &st) == 0);
+    CHECK(stat(used, &st) == 0);
     CHECK(st.st_mtim.tv_sec > time(NULL) - 60);
+    struct stat tree_after;
+    CHECK(stat(t.rootfs, &tree_after) == 0);
+    CHECK(tree_after.st_mtim.tv_sec == tree.st_mtim.tv_sec &&
+          tree_after.st_mtim.tv_nsec == tree.st_mtim.tv_nsec);
     char other[4096];
     build_as(other, sizeof(other));
     if (strcmp(other, t.rootfs) != 0) {
@@ -229,6 +251,7 @@ TEST(a_server_holds_its_host_template_while_it_runs)
         CHECK(exists(t.rootfs, "etc/passwd"));
     }
     close(t.lock);
+    close(t.used);
     int fd = hold(t.rootfs, LOCK_EX | LOCK_NB);
     CHECK(fd >= 0);
     close(fd);
