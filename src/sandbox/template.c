@@ -14,9 +14,9 @@
  * "host" lives in TEMPLATE_DIR/host-<recipe hash>; a changed recipe (or changed host files it
  * copies) gives a new directory, so running sandboxes keep their lower layer. A server holds a
  * shared lock (flock) on the one it uses while it runs, and marks it used at each sandbox start
- * (the time of host-<hash>.used); at its start it removes the other host-<hash> directories that no server holds
- * and that no running sandbox may be on: one is kept while a sandbox that started when it was
- * last used still runs, since which template a sandbox mounts cannot be told from its mount
+ * (the time of host-<hash>.used); at its start it removes the other host-<hash> directories that no
+ * server holds and that no running sandbox may be on: one is kept while a sandbox that started when
+ * it was last used still runs, since which template a sandbox mounts cannot be told from its mount
  * table, and a server that starts again adopts the sandboxes of the one before.
  *
  * "debian" is a debootstrap tree in TEMPLATE_DIR/debian/rootfs, built by `sandbox-mcp template
@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,12 +270,39 @@ void template_mark_used(const struct template_info *t)
         futimens(t->used, NULL);
 }
 
-/* A host template's directory name: "host-" and the 16 hex digits of its hash, nothing more. */
-static bool host_dir_name(const char *name)
+/* A host template's directory name: "host-" and the 16 hex digits of its hash, nothing more
+ * (then *rest is ""), or followed by what rest points at. */
+static bool host_dir_name(const char *name, const char **rest)
 {
-    if (strncmp(name, "host-", 5) != 0 || strlen(name) != 5 + 16)
+    if (strncmp(name, "host-", 5) != 0 || strlen(name) < 5 + 16 ||
+        strspn(name + 5, "0123456789abcdef") < 16)
         return false;
-    return strspn(name + 5, "0123456789abcdef") == 16;
+    *rest = name + 5 + 16;
+    return true;
+}
+
+/* What a removal left: a tree moved aside (".old.<pid>") whose removal did not finish because
+ * that server stopped, which nothing can use, or the marker of a template that is gone. */
+static void remove_leftover(const char *base, const char *name, const char *rest)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", base, name);
+    bool old = strncmp(rest, ".old.", 5) == 0 && rest[5] &&
+               strspn(rest + 5, "0123456789") == strlen(rest + 5);
+    if (old && kill((pid_t)atoi(rest + 5), 0) < 0 && errno == ESRCH) {
+        int r = tree_remove(AT_FDCWD, path);
+        if (r < 0)
+            log_warn("sandbox template-remove-failed dir=%s err=\"%s\"", path, strerror(-r));
+    } else if (strcmp(rest, ".used") == 0) {
+        char tree[PATH_MAX];
+        struct stat st;
+        snprintf(tree, sizeof(tree), "%.*s", (int)(rest - name), name);
+        snprintf(path, sizeof(path), "%s/%s", base, tree);
+        if (lstat(path, &st) < 0 && errno == ENOENT) {
+            snprintf(path, sizeof(path), "%s/%s", base, name);
+            unlink(path);
+        }
+    }
 }
 
 void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_sandbox)(void))
@@ -283,8 +311,13 @@ void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_s
     struct dirent *de;
     int64_t oldest = -1;
     while (d && (de = readdir(d))) {
-        if (!host_dir_name(de->d_name) || strcmp(de->d_name, keep) == 0)
+        const char *rest;
+        if (!host_dir_name(de->d_name, &rest) || strcmp(de->d_name, keep) == 0)
             continue;
+        if (*rest) {
+            remove_leftover(base, de->d_name, rest);
+            continue;
+        }
         char path[PATH_MAX], aside[PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,6 +218,33 @@ TEST(older_host_templates_are_removed_once_no_server_holds_and_no_sandbox_may_us
     CHECK_INT_EQ(entries(".old.", NULL, 0), 0);
     CHECK_INT_EQ(entries(".used", NULL, 0), 0);
     CHECK_INT_EQ(entries("host-", NULL, 0), 2);
+    tree_remove(AT_FDCWD, base);
+}
+
+/* What removals left: a tree moved aside by a server that stopped before it was removed goes,
+ * one a running server is removing stays to it; a marker whose template is gone goes. */
+TEST(what_a_removal_left_is_removed)
+{
+    make_base();
+    char dir[4096], name[64];
+    build_as(dir, sizeof(dir));
+    build_leaving_nothing(dir);
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    CHECK(gone > 0 && waitpid(gone, NULL, 0) == gone);
+    snprintf(name, sizeof(name), "host-00000000000000aa.old.%d", (int)gone);
+    make_old(name, -1);
+    snprintf(name, sizeof(name), "host-00000000000000bb.old.%d", (int)getpid());
+    make_old(name, -1);
+    int fd = open(at(base, "host-00000000000000cc.used"), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    template_prune_hosts(base, "host-0123456789abcdef", an_old_sandbox);
+    CHECK_INT_EQ(entries("host-00000000000000aa", NULL, 0), 0);
+    CHECK(exists(base, name));
+    CHECK(!exists(base, "host-00000000000000cc.used"));
+    CHECK(exists(dir, "etc/passwd"));
     tree_remove(AT_FDCWD, base);
 }
 
