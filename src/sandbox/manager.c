@@ -171,7 +171,7 @@ int sandbox_manager_new(const struct sandbox_config *cfg, struct store *store,
                         struct sandbox_manager **ret, struct err *err)
 {
     struct sandbox_manager *m = xcalloc(1, sizeof(*m));
-    m->host.lock = m->host.used = -1;
+    m->host.lock = -1;
     m->cfg = *cfg;
     /* Absolute: the setup child changes directory while it builds a sandbox. */
     char abs_dir[PATH_MAX];
@@ -305,8 +305,6 @@ void sandbox_manager_free(struct sandbox_manager *m)
     keeper_stop(m);
     if (m->host.lock >= 0)
         close(m->host.lock);
-    if (m->host.used >= 0)
-        close(m->host.used);
     struct sandbox *s = m->all;
     while (s) {
         struct sandbox *next = s->next;

@@ -97,8 +97,7 @@ struct template_info {
     char rootfs[4096];   /* overlay lower dir */
     char binds[8][4096]; /* host dirs bind-mounted read-only at the same path */
     int nbinds;
-    int lock; /* "host": a shared lock on rootfs, held while the caller uses it; else -1 */
-    int used; /* "host": its marker file (rootfs ".used"), whose time sandbox starts set; else -1 */
+    int lock; /* "host": its marker (rootfs ".used"), locked shared while in use; else -1 */
 };
 /* base: the templates directory. "debian" fails with -ENOENT until it is built. "host" also
  * removes older host templates that no server holds and no sandbox may use. */
@@ -108,12 +107,12 @@ int template_prepare(const char *base, const char *name, struct template_info *o
  * started, in epoch seconds; INT64_MAX when there is none. */
 int64_t template_oldest_sandbox(void);
 /* Remove the host templates of base other than keep (a directory name) that no server holds (an
- * exclusive lock is granted) and that no running sandbox may be on: the oldest running sandbox
- * (oldest_sandbox) started after the template was last marked used, with a margin, since which
- * template a sandbox mounts cannot be told. Each is moved aside first, so that a server starting
- * meanwhile builds its own. */
+ * exclusive lock on the marker is granted) and that no running sandbox may be on: the oldest
+ * running sandbox (oldest_sandbox) started after the template was last marked used, with a margin,
+ * since which template a sandbox mounts cannot be told. Each is moved aside first, so that a server
+ * starting meanwhile builds its own. */
 void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_sandbox)(void));
-/* A sandbox starts on t: a host template's marker (t->used) has its time set to now (the marker
+/* A sandbox starts on t: a host template's marker (t->lock) has its time set to now (the marker
  * rather than the tree, which is a mounted overlay's lower layer). */
 void template_mark_used(const struct template_info *t);
 /* The host template assembled as dir (uid: its owner), which may already be there: a tree

@@ -12,12 +12,13 @@
  * may read: a file or directory the host keeps from other users is a secret there and stays out.
  *
  * "host" lives in TEMPLATE_DIR/host-<recipe hash>; a changed recipe (or changed host files it
- * copies) gives a new directory, so running sandboxes keep their lower layer. A server holds a
- * shared lock (flock) on the one it uses while it runs, and marks it used at each sandbox start
- * (the time of host-<hash>.used); at its start it removes the other host-<hash> directories that no
- * server holds and that no running sandbox may be on: one is kept while a sandbox that started when
- * it was last used still runs, since which template a sandbox mounts cannot be told from its mount
- * table, and a server that starts again adopts the sandboxes of the one before.
+ * copies) gives a new directory, so running sandboxes keep their lower layer. Beside each is its
+ * marker, host-<hash>.used: a server holds a shared lock (flock) on it while it runs on that
+ * template, and each sandbox start sets its time. At its start a server removes the other host
+ * templates whose marker no server holds and that no running sandbox may be on: one is kept while
+ * a sandbox that started when it was last used still runs, since which template a sandbox mounts
+ * cannot be told from its mount table, and a server that starts again adopts the sandboxes of the
+ * one before.
  *
  * "debian" is a debootstrap tree in TEMPLATE_DIR/debian/rootfs, built by `sandbox-mcp template
  * build debian` (template_build.c; the server runs it itself, template_keeper.c), which also keeps
@@ -35,7 +36,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -259,15 +259,22 @@ int template_build_host(const char *dir, uid_t uid, struct template_info *out, s
     return r;
 }
 
-/* A sandbox starting on a host template marks it used (template_mark_used, on its marker file
- * host-<hash>.used) before its processes exist: one that started within this margin after the
- * mark may be on it. */
+/* A sandbox starting on a host template marks it used (template_mark_used) before its processes
+ * exist: one that started within this margin after the mark may be on it. */
 #define HOST_USE_MARGIN_S 60
 
 void template_mark_used(const struct template_info *t)
 {
-    if (t->used >= 0)
-        futimens(t->used, NULL);
+    if (t->lock >= 0)
+        futimens(t->lock, NULL);
+}
+
+/* The marker of the host template dir, made when missing (a template made before there were
+ * markers is then as if used just now). */
+static int open_marker(const char *dir, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s.used", dir);
+    return open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 }
 
 /* A host template's directory name: "host-" and the 16 hex digits of its hash, nothing more
@@ -294,14 +301,13 @@ static void remove_leftover(const char *base, const char *name, const char *rest
         if (r < 0)
             log_warn("sandbox template-remove-failed dir=%s err=\"%s\"", path, strerror(-r));
     } else if (strcmp(rest, ".used") == 0) {
+        /* unless a server holds it: one may be building its template again */
         char tree[PATH_MAX];
         struct stat st;
-        snprintf(tree, sizeof(tree), "%.*s", (int)(rest - name), name);
-        snprintf(path, sizeof(path), "%s/%s", base, tree);
-        if (lstat(path, &st) < 0 && errno == ENOENT) {
-            snprintf(path, sizeof(path), "%s/%s", base, name);
+        snprintf(tree, sizeof(tree), "%s/%.*s", base, (int)(rest - name), name);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && lstat(tree, &st) < 0 && errno == ENOENT)
             unlink(path);
-        }
     }
 }
 
@@ -318,19 +324,15 @@ void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_s
             remove_leftover(base, de->d_name, rest);
             continue;
         }
-        char path[PATH_MAX], aside[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
-            continue; /* a server runs on it */
-        /* when it was last used; one without a marker (made before there were any) as if now */
-        char used[PATH_MAX];
+        char path[PATH_MAX], aside[PATH_MAX], used[PATH_MAX + 8];
         struct stat st;
-        snprintf(used, sizeof(used), "%s.used", path);
-        int64_t last = stat(used, &st) == 0 ? (int64_t)st.st_mtim.tv_sec : (int64_t)time(NULL);
+        snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
+        _cleanup_close_ int fd = open_marker(path, used, sizeof(used));
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &st) < 0)
+            continue; /* a server runs on it */
         if (oldest < 0)
             oldest = oldest_sandbox();
-        if (oldest <= last + HOST_USE_MARGIN_S)
+        if (oldest <= (int64_t)st.st_mtim.tv_sec + HOST_USE_MARGIN_S)
             continue; /* a sandbox that started when it was last used may be on it */
         snprintf(aside, sizeof(aside), "%s.old.%d", path, (int)getpid());
         if (rename(path, aside) < 0)
@@ -346,21 +348,23 @@ void template_prune_hosts(const char *base, const char *keep, int64_t (*oldest_s
         closedir(d);
 }
 
-/* A shared lock on the host template dir, which must still be the directory at that path once
- * it is held (a server pruning may have moved it aside meanwhile): the descriptor, -EAGAIN when
- * it was moved, or another negative errno. */
+/* A shared lock on the host template dir's marker, which must still be the marker at its path,
+ * beside the tree, once it is held (a server removing the template may have taken both away
+ * meanwhile): the descriptor, -EAGAIN when they went, or another negative errno. */
 static int hold_host(const char *dir)
 {
+    char used[PATH_MAX + 8];
     struct stat held, now;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open_marker(dir, used, sizeof(used));
     if (fd < 0)
-        return errno == ENOENT ? -EAGAIN : -errno;
+        return -errno;
     if (flock(fd, LOCK_SH) < 0 || fstat(fd, &held) < 0) {
         int e = errno;
         close(fd);
         return -e;
     }
-    if (stat(dir, &now) < 0 || now.st_ino != held.st_ino || now.st_dev != held.st_dev) {
+    if (stat(used, &now) < 0 || now.st_ino != held.st_ino || now.st_dev != held.st_dev ||
+        stat(dir, &now) < 0) {
         close(fd);
         return -EAGAIN;
     }
@@ -371,7 +375,7 @@ int template_prepare(const char *base, const char *name, struct template_info *o
 {
     char dir[PATH_MAX], hash[17];
     memset(out, 0, sizeof(*out));
-    out->lock = out->used = -1;
+    out->lock = -1;
     snprintf(out->name, sizeof(out->name), "%s", name);
     if (mkdir(base, 0700) < 0 && errno != EEXIST)
         return err_set(err, -errno, "cannot create '%s': %s", base, strerror(errno));
@@ -406,17 +410,9 @@ int template_prepare(const char *base, const char *name, struct template_info *o
         lock = hold_host(dir);
     }
     if (lock < 0)
-        return err_set(err, lock, "template 'host': cannot lock '%s': %s", dir, strerror(-lock));
-    char used[PATH_MAX + 8];
-    snprintf(used, sizeof(used), "%s.used", dir);
-    int used_fd = open(used, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (used_fd < 0) {
-        int e = errno;
-        close(lock);
-        return err_set(err, -e, "template 'host': cannot create '%s': %s", used, strerror(e));
-    }
+        return err_set(err, lock, "template 'host': cannot hold '%s.used': %s", dir,
+                       strerror(-lock));
     out->lock = lock;
-    out->used = used_fd;
     template_prune_hosts(base, dir + strlen(base) + 1, template_oldest_sandbox);
     if (out->nbinds == 0) {
         /* Cached: work out the binds again (they depend only on the host's top level). */
