@@ -4,8 +4,9 @@
  * A command is handed to the sandbox's init over its control socket, with the command's stdin,
  * stdout and stderr attached; the init starts it already inside every namespace, the cgroup and
  * the policy of the sandbox (helper/init.c has the protocol). The server reads the output pipes
- * and the init's report on the connection: "pid <pid>", then "exit <wait status>", or
- * "<stage>: <error>" when the command could not start. A spawned process (one that outlives the
+ * and the init's report on the connection: "pid <pid>", then "exit <wait status>" and "ready"
+ * when the init keeps the connection for the sandbox's next command, or "<stage>: <error>" when
+ * the command could not start. A spawned process (one that outlives the
  * server) never gets a host file: the init relays its output into the host files with a cap and
  * records its end in a status file, so neither depends on a server being connected. */
 #include "sandbox/sandbox_internal.h"
@@ -49,18 +50,23 @@ struct capture {
     uint64_t total;
 };
 
+/* The init's report on a command is a few short lines: more is cut, and ends the connection. */
+#define REPORT_MAX 512
+
 struct sandbox_exec {
     struct sandbox_exec *next; /* in m->execs */
     struct sandbox *sbx;
-    struct proc_watch report;
+    h2o_socket_t *conn;      /* to the sandbox's init, which reports on it */
+    char report[REPORT_MAX]; /* what it said so far, NUL terminated */
+    size_t report_len;
     h2o_socket_t *out_sock, *err_sock;
-    int out_fd, err_fd;       /* raw numbers of the sockets above, for the final drain */
-    struct loop_timer gather; /* while output pours in, the pipes are read on a tick */
+    int out_fd, err_fd;     /* raw numbers of the sockets above, for the final drain */
+    struct loop_timer tick; /* the first look at the pipes; then, while output pours in, reads */
     bool gathering, grown;
     char *stdin_data;
     h2o_socket_t *stdin_sock;
     struct capture out, err;
-    int conn_fd; /* the connection to the sandbox's init (owned by report's socket) */
+    int conn_fd; /* conn's descriptor */
     int64_t t0, deadline;
     bool timed_out, killed;
     bool answered; /* exec_answer_now: its caller has had its answer */
@@ -196,7 +202,15 @@ static void capture_release(struct capture *c)
 
 /* --- server side --- */
 
-static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *report);
+static void exec_finish(struct sandbox_exec *ex, bool ready);
+
+/* (h2o makes the descriptor non-blocking itself) */
+static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
+{
+    *out = h2o_evloop_socket_create(loop_get(), fd, 0);
+    (*out)->data = data;
+    return 0;
+}
 
 /* Take into the stream's capture what h2o has read of it, then what the pipe holds until it
  * would block or ends (fd -1: nothing more): into the head directly while it has room, so that
@@ -204,7 +218,7 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
 static void read_stream(struct sandbox_exec *ex, h2o_socket_t *sock, int fd, enum sandbox_stream s)
 {
     struct capture *c = s == SANDBOX_STDOUT ? &ex->out : &ex->err;
-    if (sock->input->size) {
+    if (sock && sock->input->size) {
         capture_add(c, sock->input->bytes, sock->input->size);
         if (ex->on_output)
             ex->on_output(ex->ctx, s, sock->input->bytes, sock->input->size);
@@ -256,9 +270,9 @@ static uint64_t read_both(struct sandbox_exec *ex)
 
 static void on_gather(struct loop_timer *t)
 {
-    struct sandbox_exec *ex = container_of(t, struct sandbox_exec, gather);
+    struct sandbox_exec *ex = container_of(t, struct sandbox_exec, tick);
     if (read_both(ex)) {
-        loop_timer_start(&ex->gather, GATHER_MS, on_gather);
+        loop_timer_start(&ex->tick, GATHER_MS, on_gather);
         return;
     }
     ex->gathering = false;
@@ -281,7 +295,7 @@ static void gather_start(struct sandbox_exec *ex)
         h2o_socket_read_stop(socks[i]);
     }
     ex->grown = true;
-    loop_timer_start(&ex->gather, GATHER_MS, on_gather);
+    loop_timer_start(&ex->tick, GATHER_MS, on_gather);
 }
 
 static void close_stream(h2o_socket_t **sockp)
@@ -294,7 +308,7 @@ static void close_stream(h2o_socket_t **sockp)
 /* What the command wrote before it exited is in the pipe already, unless its end was read. */
 static void drain(struct sandbox_exec *ex, h2o_socket_t *sock, int fd, enum sandbox_stream s)
 {
-    if (sock && (h2o_socket_is_reading(sock) || ex->gathering))
+    if (!sock || h2o_socket_is_reading(sock) || ex->gathering)
         read_stream(ex, sock, fd, s);
 }
 
@@ -314,6 +328,21 @@ static void on_stream(h2o_socket_t *sock, const char *err)
         gather_start(ex);
 }
 
+/* Most commands end within a millisecond or two, and what they print waits in the pipes until
+ * their end is reported: the pipes are watched by the event loop only once a command has run
+ * WATCH_MS, so that a short one costs the loop no registration and removal of either. What a
+ * longer one prints streams from then on as it comes. */
+#define WATCH_MS 2
+
+static void on_watch(struct loop_timer *t)
+{
+    struct sandbox_exec *ex = container_of(t, struct sandbox_exec, tick);
+    nonblock_socket(ex->out_fd, &ex->out_sock, ex);
+    nonblock_socket(ex->err_fd, &ex->err_sock, ex);
+    h2o_socket_read_start(ex->out_sock, on_stream);
+    h2o_socket_read_start(ex->err_sock, on_stream);
+}
+
 static void close_stdin(struct sandbox_exec *ex)
 {
     if (ex->stdin_sock) {
@@ -328,20 +357,46 @@ static void on_stdin_written(h2o_socket_t *sock, const char *err)
     close_stdin(ex);
 }
 
-/* The init's report on a command ends with its "exit <status>" line, written just before it
- * closes the connection. */
-static bool report_whole(const char *data, size_t len)
+/* The init's report on a command ends with its "exit <status>" line, then "ready" when the init
+ * keeps the connection for the next command: 0 while it is not whole, 1 when it is and the
+ * connection closes, 2 when it is kept. */
+static int report_end(const char *data, size_t len)
 {
     if (!len || data[len - 1] != '\n')
-        return false;
+        return 0;
     const char *last = len > 1 ? memrchr(data, '\n', len - 1) : NULL;
-    return strncmp(last ? last + 1 : data, "exit ", 5) == 0;
+    last = last ? last + 1 : data;
+    if (strncmp(last, "exit ", 5) == 0)
+        return 1;
+    if (strcmp(last, "ready\n") != 0 || last == data)
+        return 0;
+    const char *exit = last - 1 > data ? memrchr(data, '\n', (size_t)(last - 1 - data)) : NULL;
+    exit = exit ? exit + 1 : data;
+    return strncmp(exit, "exit ", 5) == 0 ? 2 : 0;
 }
 
-static void on_report(struct proc_watch *w, int wait_status)
+static void on_report(h2o_socket_t *sock, const char *err)
 {
-    struct sandbox_exec *ex = container_of(w, struct sandbox_exec, report);
-    exec_finish(ex, wait_status, w->data);
+    struct sandbox_exec *ex = sock->data;
+    size_t room = sizeof(ex->report) - 1 - ex->report_len;
+    size_t n = sock->input->size < room ? sock->input->size : room;
+    memcpy(ex->report + ex->report_len, sock->input->bytes, n);
+    ex->report_len += n;
+    ex->report[ex->report_len] = '\0';
+    bool cut = n < sock->input->size;
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    int end = report_end(ex->report, ex->report_len);
+    if (!err && !cut && !end)
+        return;
+    exec_finish(ex, !err && !cut && end == 2);
+}
+
+/* A connection the init keeps between commands is read only for its end (the sandbox's). */
+static void on_spare(h2o_socket_t *sock, const char *err)
+{
+    struct sandbox *sbx = sock->data;
+    sbx->ctl_spare = NULL;
+    h2o_socket_close(sock);
 }
 
 static void unlink_exec(struct sandbox_exec *ex)
@@ -361,13 +416,14 @@ static void kill_command(struct sandbox_exec *ex)
     }
 }
 
-static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *report)
+/* ready: the init keeps the connection for the sandbox's next command. */
+static void exec_finish(struct sandbox_exec *ex, bool ready)
 {
     struct sandbox_exec_result res = {0};
     struct err err = {0};
     int status = -1;
-    const char *line = report;
-    while (line && *line) {
+    const char *line = ex->report;
+    while (status < 0 && *line) {
         if (strncmp(line, "pid ", 4) == 0)
             ;
         else if (strncmp(line, "exit ", 5) == 0)
@@ -382,7 +438,7 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
     }
     drain(ex, ex->out_sock, ex->out_fd, SANDBOX_STDOUT);
     drain(ex, ex->err_sock, ex->err_fd, SANDBOX_STDERR);
-    loop_timer_stop(&ex->gather);
+    loop_timer_stop(&ex->tick);
     ex->gathering = false;
     unlink_exec(ex);
     if (status < 0 && !err.code)
@@ -411,15 +467,28 @@ static void exec_finish(struct sandbox_exec *ex, int wait_status, const char *re
         free(res.out);
         free(res.err);
     }
-    (void)wait_status;
-    /* after the answer, which does not wait for these */
+    /* after the answer, which does not wait for these; the connection waits for the sandbox's
+     * next command unless a kill was sent on it (which the init could read as a request) */
+    struct sandbox *sbx = ex->sbx;
+    if (ready && !ex->killed && !ex->timed_out && !err.code && !sbx->ctl_spare &&
+        sbx->state == SBX_RUNNING) {
+        sbx->ctl_spare = ex->conn;
+        ex->conn->data = sbx;
+        h2o_socket_read_start(ex->conn, on_spare);
+    } else {
+        h2o_socket_read_stop(ex->conn);
+        h2o_socket_close(ex->conn);
+    }
     if (ex->out_sock)
         close_stream(&ex->out_sock);
+    else
+        close(ex->out_fd);
     if (ex->err_sock)
         close_stream(&ex->err_sock);
+    else
+        close(ex->err_fd);
     close_stdin(ex);
-    ex->sbx->last_used = time_mono_ms();
-    free(ex->report.data);
+    sbx->last_used = time_mono_ms();
     free(ex->stdin_data);
     capture_release(&ex->out);
     capture_release(&ex->err);
@@ -459,14 +528,6 @@ void exec_tick(struct sandbox_manager *m)
     }
     if (m->execs)
         loop_timer_start(&m->exec_timer, 50, on_exec_tick);
-}
-
-/* (h2o makes the descriptor non-blocking itself) */
-static int nonblock_socket(int fd, h2o_socket_t **out, void *data)
-{
-    *out = h2o_evloop_socket_create(loop_get(), fd, 0);
-    (*out)->data = data;
-    return 0;
 }
 
 /* Build argv/envp for /bin/sh -c. The egress proxy at SANDBOX_EGRESS_PORT is named in both
@@ -557,7 +618,8 @@ static char *build_request(const char *cwd, const char *const *argv, char **envp
 int sandbox_connect_init(struct sandbox *sbx, struct err *err)
 {
     char path[108];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d/ctl.sock", sbx->dirfd);
+    snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", sbx->dirfd,
+             sbx->ctl_old ? SANDBOX_CTL_SOCK_OLD : SANDBOX_CTL_SOCK);
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
     int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -574,79 +636,87 @@ int sandbox_connect_init(struct sandbox *sbx, struct err *err)
     return conn;
 }
 
-/* A connection to sbx's init for a command: the one made ahead, else a new one. */
-static int init_conn(struct sandbox *sbx, bool *ahead, struct err *err)
+/* Wait until conn takes more (a kept connection is the event loop's, so non-blocking). */
+static bool wait_writable(int conn)
 {
-    *ahead = sbx->ctl_spare >= 0;
-    if (!*ahead)
-        return sandbox_connect_init(sbx, err);
-    int conn = sbx->ctl_spare;
-    sbx->ctl_spare = -1;
-    return conn;
+    struct pollfd pfd = {.fd = conn, .events = POLLOUT};
+    return poll(&pfd, 1, 5000) > 0;
+}
+
+/* The request on conn, whole, with nfds descriptors riding on its first bytes. */
+static bool send_request(int conn, char *req, size_t len, const int *fds, size_t nfds)
+{
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    /* The whole request in one message where the socket takes it, so that the init finds all
+     * of it when it wakes. */
+    struct iovec iov = {.iov_base = req, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    ssize_t sent;
+    while ((sent = sendmsg(conn, &msg, MSG_NOSIGNAL)) < 0 &&
+           (errno == EINTR || (errno == EAGAIN && wait_writable(conn))))
+        ;
+    for (size_t off = sent > 0 ? (size_t)sent : len; sent > 0 && off < len;) {
+        ssize_t n = send(conn, req + off, len - off, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EINTR || (errno == EAGAIN && wait_writable(conn))))
+            continue;
+        if (n <= 0)
+            return false;
+        off += (size_t)n;
+    }
+    return sent > 0;
 }
 
 /* Hand a command to the sandbox's init over its control socket, with nfds descriptors attached:
  * the command's stdin, stdout and stderr, and for a relayed command (opts given) its status
- * file. Returns the connection, on which the init reports. The connection for the next command
- * is made once this one is sent, while the init starts it: connecting walks a path through
- * /proc, which then costs the next command nothing. */
+ * file. Returns the connection, on which the init reports. With kept not NULL it goes on the
+ * connection the init kept after the sandbox's last command if there is one (*kept, then owned
+ * by the caller), else on a new one (*kept NULL). */
 static int send_to_init(struct sandbox *sbx, const char *cwd, const char *const *argv,
                         const char *const *env, const char *const *opts, const int *fds,
-                        size_t nfds, struct err *err)
+                        size_t nfds, h2o_socket_t **kept, struct err *err)
 {
     char **envp = build_env(env, cwd);
     uint32_t len;
     char *req = build_request(cwd, argv, envp, opts, &len);
     free_strv(envp);
-    union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    int conn;
-    bool ahead, ok;
-    int e = 0;
-    do {
-        if ((conn = init_conn(sbx, &ahead, err)) < 0) {
+    for (;;) {
+        h2o_socket_t *sock = kept ? sbx->ctl_spare : NULL;
+        int conn;
+        if (sock) {
+            sbx->ctl_spare = NULL;
+            conn = h2o_socket_get_fd(sock);
+        } else if ((conn = sandbox_connect_init(sbx, err)) < 0) {
             free(req);
             return conn;
         }
-        memset(&u, 0, sizeof(u));
-        /* The whole request in one message where the socket takes it (the descriptors ride on
-         * its first bytes), so that the init finds all of it when it wakes. */
-        struct iovec iov = {.iov_base = req, .iov_len = sizeof(len) + len};
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = u.buf,
-                             .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-        ssize_t sent = sendmsg(conn, &msg, MSG_NOSIGNAL);
-        ok = sent > 0;
-        for (size_t off = ok ? (size_t)sent : 0; ok && off < sizeof(len) + len;) {
-            ssize_t n = send(conn, req + off, sizeof(len) + len - off, MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                ok = false;
-            else
-                off += (size_t)n;
+        if (send_request(conn, req, sizeof(len) + len, fds, nfds)) {
+            free(req);
+            if (kept)
+                *kept = sock;
+            return conn;
         }
-        if (!ok) {
-            e = errno;
-            close(conn);
+        int e = errno;
+        if (sock) {
+            /* kept by an init that has gone since: once more, anew */
+            h2o_socket_close(sock);
+            continue;
         }
-        /* a connection made ahead to an init that has gone since: once more, anew */
-    } while (!ok && ahead);
-    free(req);
-    if (!ok)
+        close(conn);
+        free(req);
         return err_set(err, -EIO, "cannot hand the command to the sandbox: %s", strerror(e));
-    struct err ignored = {0};
-    int next = sandbox_connect_init(sbx, &ignored);
-    sbx->ctl_spare = next >= 0 ? next : -1;
-    return conn;
+    }
 }
 
 int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, const int *fds,
@@ -676,17 +746,27 @@ int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, con
 /* The pipes for a command's stdout and stderr are made after the one before was handed to its
  * init, off the path of the next: one pair for the whole server, since a command's output needs
  * nothing of its sandbox. */
+static int output_pipes(int out[2], int err[2])
+{
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(err, O_CLOEXEC) < 0) {
+        int e = -errno;
+        close(out[0]);
+        close(out[1]);
+        out[0] = out[1] = -1;
+        return e;
+    }
+    /* the server's ends only: the command's stay blocking, as programs expect of their output */
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    fcntl(err[0], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
 static void make_pipes(struct sandbox_manager *m)
 {
-    if (m->spare_pipes[0] >= 0)
-        return;
-    if (pipe2(m->spare_pipes, O_CLOEXEC) < 0)
-        return;
-    if (pipe2(m->spare_pipes + 2, O_CLOEXEC) < 0) {
-        close(m->spare_pipes[0]);
-        close(m->spare_pipes[1]);
-        m->spare_pipes[0] = m->spare_pipes[1] = -1;
-    }
+    if (m->spare_pipes[0] < 0)
+        output_pipes(m->spare_pipes, m->spare_pipes + 2);
 }
 
 static bool take_pipes(struct sandbox_manager *m, int out[2], int err[2])
@@ -715,9 +795,11 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     bool feed = opts->stdin_data && opts->stdin_len && opts->stdin_fd <= 0;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
     bool spare = take_pipes(m, out, errp);
-    if ((feed && pipe2(in, O_CLOEXEC) < 0) || (!spare && pipe2(out, O_CLOEXEC) < 0) ||
-        (!spare && pipe2(errp, O_CLOEXEC) < 0)) {
-        err_set(err, -errno, "pipe: %s", strerror(errno));
+    int r = feed && pipe2(in, O_CLOEXEC) < 0 ? -errno : 0;
+    if (r == 0 && !spare)
+        r = output_pipes(out, errp);
+    if (r < 0) {
+        err_set(err, r, "pipe: %s", strerror(-r));
         for (int i = 0; i < 2; i++) {
             if (in[i] >= 0)
                 close(in[i]);
@@ -731,7 +813,8 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     const char *argv[] = {"/bin/sh", "-c", opts->command, NULL};
     int stdin_fd = opts->stdin_fd > 0 ? opts->stdin_fd : feed ? in[0] : m->devnull;
     int fds[3] = {stdin_fd, out[1], errp[1]};
-    int conn = send_to_init(sbx, cwd, argv, opts->env, NULL, fds, 3, err);
+    h2o_socket_t *kept = NULL;
+    int conn = send_to_init(sbx, cwd, argv, opts->env, NULL, fds, 3, &kept, err);
     if (in[0] >= 0)
         close(in[0]);
     close(out[1]);
@@ -757,10 +840,7 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     capture_init(&ex->err, cap);
     ex->out_fd = out[0];
     ex->err_fd = errp[0];
-    nonblock_socket(out[0], &ex->out_sock, ex);
-    nonblock_socket(errp[0], &ex->err_sock, ex);
-    h2o_socket_read_start(ex->out_sock, on_stream);
-    h2o_socket_read_start(ex->err_sock, on_stream);
+    loop_timer_start(&ex->tick, WATCH_MS, on_watch);
     if (feed) {
         nonblock_socket(in[1], &ex->stdin_sock, ex);
         ex->stdin_data = xmalloc(opts->stdin_len);
@@ -773,8 +853,9 @@ struct sandbox_exec *sandbox_exec_start(struct sandbox *sbx, const struct sandbo
     if (!h2o_timeout_is_linked(&m->exec_timer.entry))
         loop_timer_start(&m->exec_timer, 50, on_exec_tick);
     ex->conn_fd = conn;
-    proc_watch_start(&ex->report, 0, conn, 4096, on_report);
-    ex->report.whole = report_whole;
+    ex->conn = kept ? kept : h2o_evloop_socket_create(loop_get(), conn, 0);
+    ex->conn->data = ex;
+    h2o_socket_read_start(ex->conn, on_report);
     return ex;
 }
 
@@ -789,7 +870,7 @@ int sandbox_spawn(struct sandbox *sbx, const struct sandbox_spawn_opts *opts, in
     snprintf(err_max, sizeof(err_max), "%llu", (unsigned long long)opts->err_max);
     const char *relay[] = {out_max, err_max, NULL};
     int fds[4] = {opts->stdin_fd, opts->out_fd, opts->err_fd, opts->status_fd};
-    int conn = send_to_init(sbx, cwd, opts->argv, opts->env, relay, fds, 4, err);
+    int conn = send_to_init(sbx, cwd, opts->argv, opts->env, relay, fds, 4, NULL, err);
     if (conn < 0)
         return conn;
     /* The init forks and answers at once; a failed exec follows within the same moment. */
@@ -879,8 +960,8 @@ int sandbox_kill_group(struct sandbox *sbx, int pid)
 
 void sandbox_exec_release(struct sandbox *sbx)
 {
-    if (sbx->ctl_spare >= 0)
-        close(sbx->ctl_spare);
-    sbx->ctl_spare = -1;
+    if (sbx->ctl_spare)
+        h2o_socket_close(sbx->ctl_spare);
+    sbx->ctl_spare = NULL;
     sandbox_fs_worker_stop(sbx);
 }

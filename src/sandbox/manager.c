@@ -97,7 +97,6 @@ struct sandbox *sandbox_alloc(struct sandbox_manager *m, const struct store_sand
     sbx->m = m;
     sbx->pidfd = -1;
     sbx->fs_sock = -1;
-    sbx->ctl_spare = -1;
     sbx->listen_rx = -1;
     snprintf(sbx->id, sizeof(sbx->id), "%s", row->id);
     snprintf(sbx->user_id, sizeof(sbx->user_id), "%s", row->user_id);
@@ -131,7 +130,10 @@ static void adopt_one(const struct store_sandbox *row, void *ctx)
         sbx->pidfd = fd;
         sbx->state = SBX_RUNNING;
         m->running++;
-        if (faccessat(sbx->dirfd, "ctl.sock", F_OK, 0) < 0) {
+        /* An init of an earlier server listens on the older name, and closes the connection
+         * after each command, which this server follows. */
+        sbx->ctl_old = faccessat(sbx->dirfd, SANDBOX_CTL_SOCK, F_OK, 0) < 0;
+        if (sbx->ctl_old && faccessat(sbx->dirfd, SANDBOX_CTL_SOCK_OLD, F_OK, 0) < 0) {
             /* started by a server without the init's control socket: it cannot take
              * commands, so stop it (its files stay) and let the next call start it afresh */
             sandbox_stop(sbx, "incompatible");

@@ -18,6 +18,11 @@ struct store_sandbox;
 
 #define SANDBOX_ID_MAX 48
 #define SANDBOX_IDS 65536 /* uids/gids mapped into each sandbox */
+/* The init's control socket in the sandbox's directory (helper/init.c has its protocol). An
+ * earlier init listened on the older name and took one command per connection; a sandbox of
+ * that server is still adopted and served. */
+#define SANDBOX_CTL_SOCK "control.sock"
+#define SANDBOX_CTL_SOCK_OLD "ctl.sock"
 
 /* --- cgroups (cgroup.c) --- */
 
@@ -236,12 +241,13 @@ struct sandbox {
     pid_t init_pid;
     uint64_t init_start;
     int pidfd;
-    int fs_sock;   /* the file worker's socket (sandbox_fs), -1 until needed */
-    int ctl_spare; /* a connection to the init made ahead of the next command, or -1 */
+    int fs_sock;             /* the file worker's socket (sandbox_fs), -1 until needed */
+    h2o_socket_t *ctl_spare; /* the connection the init kept after the last command, or NULL */
     pid_t fs_pid;
-    unsigned fs_ops;                /* file operations under way (at most SANDBOX_FS_OPS_MAX) */
-    int dirfd;                      /* O_PATH of dir: the init's control socket is dirfd/ctl.sock */
-    int listen_rx;                  /* during a start: where the setup child sends the listeners */
+    unsigned fs_ops; /* file operations under way (at most SANDBOX_FS_OPS_MAX) */
+    int dirfd;       /* O_PATH of dir: the init's control socket is dirfd/SANDBOX_CTL_SOCK */
+    bool ctl_old;    /* adopted with an earlier init's SANDBOX_CTL_SOCK_OLD */
+    int listen_rx;   /* during a start: where the setup child sends the listeners */
     int64_t created_at, started_at; /* epoch ms */
     int64_t last_used;              /* monotonic ms */
     int64_t start_t0;               /* monotonic us when the current start began */

@@ -610,12 +610,13 @@ void setup_child(struct setup_plan *p)
      * (relative to the sandbox directory) to fit a unix socket address. */
     if (chdir(p->dir) < 0)
         FAIL("chdir sandbox directory");
-    unlink("ctl.sock");
+    unlink(SANDBOX_CTL_SOCK);
+    unlink(SANDBOX_CTL_SOCK_OLD);
     int ctl = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sun = {.sun_family = AF_UNIX, .sun_path = "ctl.sock"};
+    struct sockaddr_un sun = {.sun_family = AF_UNIX, .sun_path = SANDBOX_CTL_SOCK};
     if (ctl < 0 || bind(ctl, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(ctl, 64) < 0)
         FAIL("control socket");
-    chmod("ctl.sock", 0600);
+    chmod(SANDBOX_CTL_SOCK, 0600);
     p->ctl_fd = ctl;
     if (mkdir_owned(p->upper, 0755, p->uid) < 0 || mkdir_owned(p->work, 0700, 0) < 0 ||
         (p->ws_work[0] && mkdir_owned(p->ws_work, 0700, 0) < 0) ||

@@ -55,7 +55,7 @@ s.sendmsg([struct.pack("=I", len(req))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
 s.sendall(req)
 s.settimeout(5)
 print(s.recv(256).decode(), end="")`;
-  const r = spawnSync('python3', ['-c', py, `${srv.dataDir}/sandboxes/${id}/ctl.sock`, command], { encoding: 'utf8' });
+  const r = spawnSync('python3', ['-c', py, `${srv.dataDir}/sandboxes/${id}/control.sock`, command], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   return r.stdout;
 }

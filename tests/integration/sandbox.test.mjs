@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
 import { modernRequest } from '../lib/http.mjs';
 import { until } from '../lib/runs.mjs';
@@ -117,15 +117,16 @@ while True:
         print(closed, flush=True)
         last = closed
     time.sleep(0.05)`;
-  const holder = spawn('python3', ['-c', py, `${server.dataDir}/sandboxes/${id}/ctl.sock`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = spawn('python3', ['-c', py, `${server.dataDir}/sandboxes/${id}/control.sock`], { stdio: ['ignore', 'pipe', 'inherit'] });
   let said = '';
   holder.stdout.on('data', (d) => { said += d; });
   try {
     await until(() => said.length > 0, 'the holder connected');
     // commands go on meanwhile
     assert.equal((await exec(server, 'echo still')).stdout, 'still\n');
-    // the init keeps at most four waiting connections (the server's own among them), so at
-    // least six of the ten are closed, the oldest first
+    // the init keeps at most four connections that have brought no request yet (the server's
+    // own, kept after its last command, is not one of them), so at least six of the ten are
+    // closed, the oldest first
     await until(async () => {
       await exec(server, 'true'); // the init accepts a connection a turn
       return Math.max(...said.trim().split('\n').map(Number)) >= 6;
@@ -134,6 +135,89 @@ while True:
   } finally {
     holder.kill();
   }
+});
+
+// The connections the sandbox's init holds from servers (its listening socket, fd 3, aside).
+function initConns(srv, id) {
+  const db = `${srv.dataDir}/sandbox-mcp.db`;
+  const r = spawnSync('sqlite3', [db, `SELECT init_pid FROM sandboxes WHERE id = '${id}'`], { encoding: 'utf8' });
+  const pid = Number(r.stdout.trim());
+  assert.ok(pid > 0, r.stderr);
+  const links = [];
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    if (fd === '3') continue;
+    try { links.push(readlinkSync(`/proc/${pid}/fd/${fd}`)); } catch { /* closed meanwhile */ }
+  }
+  return links.filter((l) => l.startsWith('socket:')).sort();
+}
+
+test('the init keeps a command\'s connection for the next: the server sends its commands on one, and the init keeps at most sixteen', async () => {
+  const id = (await exec(server, 'true')).sandbox_id;
+  // (the connections of the test before are closed as the init sees them end)
+  await until(() => initConns(server, id).length === 1, () => `the init holds ${initConns(server, id).join(', ')}`);
+  const kept = initConns(server, id);
+  for (let i = 0; i < 5; i++) assert.equal((await exec(server, `echo ${i}`)).stdout, `${i}\n`);
+  assert.deepEqual(initConns(server, id), kept, 'the same connection, kept');
+  // As a server would: seventeen connections, a command on each, each kept open after. With
+  // the server's own, the init keeps sixteen: two are closed after their report, without
+  // "ready"; the others take another command.
+  const py = `import json, os, socket, struct, sys
+def ask(s, command):
+    req = b"/\\0/bin/sh\\0-c\\0" + command + b"\\0\\0\\0"
+    null = os.open("/dev/null", os.O_RDWR)
+    s.sendmsg([struct.pack("=I", len(req)) + req], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", null, null, null))])
+    os.close(null)
+    said = b""
+    while not (said.endswith(b"ready\\n") or (said.endswith(b"\\n") and b"exit " in said.split(b"\\n")[-2])):
+        got = s.recv(256)
+        if not got:
+            break
+        said += got
+    return said.decode()
+socks, said = [], []
+for i in range(17):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    said.append(ask(s, b"true"))
+    socks.append(s)
+# the init closes a connection it does not keep as it reports on it; one it keeps stays open
+closed = []
+for s, r in zip(socks, said):
+    try:
+        s.settimeout(5 if not r.endswith("ready\\n") else 0)
+        closed.append(s.recv(1, socket.MSG_PEEK) == b"")
+    except (BlockingIOError, socket.timeout):
+        closed.append(False)
+    s.settimeout(None)
+again = ask(socks[0], b"echo again")
+print(json.dumps({"said": said, "closed": closed, "again": again}), flush=True)
+sys.stdin.readline()`;
+  const holder = spawn('python3', ['-c', py, `${server.dataDir}/sandboxes/${id}/control.sock`], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  holder.stdout.on('data', (d) => { out += d; });
+  try {
+    await until(() => out.includes('\n') || holder.exitCode !== null, 'the holder made its seventeen commands');
+    const { said, closed, again } = JSON.parse(out);
+    assert.equal(said.length, 17);
+    for (const s of said) assert.match(s, /^pid \d+\nexit 0\n(ready\n)?$/);
+    const ready = said.map((s) => s.endsWith('ready\n'));
+    assert.deepEqual(ready, [...Array(15).fill(true), false, false]);
+    assert.deepEqual(closed, ready.map((r) => !r), 'closed exactly where "ready" was not said');
+    assert.match(again, /^pid \d+\nexit 0\nready\n$/);
+    // the server's kept connection still serves; of two commands at once, the second to end
+    // finds every place taken, and its connection is closed after its report
+    assert.deepEqual(initConns(server, id).filter((c) => kept.includes(c)), kept);
+    const both = await Promise.all([exec(server, 'echo one'), exec(server, 'sleep 0.2; echo two')]);
+    assert.deepEqual(both.map((r) => r.stdout), ['one\n', 'two\n']);
+    assert.equal(initConns(server, id).length, 16);
+    assert.equal((await exec(server, 'echo three')).stdout, 'three\n');
+  } finally {
+    holder.stdin.end('\n');
+    if (holder.exitCode === null) await new Promise((resolve) => holder.once('exit', resolve));
+  }
+  // the holder's connections are gone; the server's commands go on one connection again
+  await until(async () => (await exec(server, 'true')) && initConns(server, id).length === 1,
+    () => `the init holds ${initConns(server, id).length} connections`);
 });
 
 test('the sandbox has its own pid 1, and /proc shows only its processes', async () => {
@@ -535,6 +619,19 @@ test('kill -9 of the server leaves the sandbox running; the next server re-adopt
     assert.equal(ping.sandbox_id, id);
     const r = await exec(srv, 'kill -0 $(cat /workspace/bg.pid) && ps -eo args | grep -c "^sleep 300"');
     assert.equal(r.stdout, '1\n');
+    // A sandbox of an earlier server has its init's socket under the older name: adopted and
+    // served all the same.
+    await srv.stop('SIGKILL');
+    const dir = `${dataDir}/sandboxes/${id}`;
+    renameSync(`${dir}/control.sock`, `${dir}/ctl.sock`);
+    srv = await startServer({ dataDir });
+    srv.token = token;
+    assert.match(srv.stderr(), new RegExp(`sandbox adopted sbx=${id}`));
+    for (let i = 0; i < 3; i++) {
+      const again = await exec(srv, 'kill -0 $(cat /workspace/bg.pid) && echo alive');
+      assert.equal(again.stdout, 'alive\n');
+      assert.equal(again.sandbox_id, id);
+    }
     await srv.stop();
   } finally {
     removeDataDir(dataDir);

@@ -10,15 +10,18 @@
  * policy in a memory file at fd 4, and refuses commands until the server hands the sandbox over
  * (arm below).
  *
- * Request (one per connection): a 4-byte length, then "cwd\0argv0\0...\0\0env0\0...\0\0", with
- * the command's stdin, stdout and stderr attached (SCM_RIGHTS) to the first bytes. The server
- * may connect ahead of its next command: a connection with nothing to read yet waits (at most
- * SPARE_MAX of them) until its request comes.
+ * Request: a 4-byte length, then "cwd\0argv0\0...\0\0env0\0...\0\0", with the command's
+ * stdin, stdout and stderr attached (SCM_RIGHTS) to the first bytes. A connection with nothing
+ * to read yet waits (at most SPARE_MAX of them) until its request comes.
  * Answers on the connection, one line each: "pid <pid in the sandbox>", then "exit <status>"
  * when it ends, or "<stage>: <error>" if it could not start. A byte 'k' from the server kills
  * the command's process group. This process keeps its copies of a command's stdout and stderr
  * until it has told the end: the pipes then end with the report rather than a moment before it,
  * and the server, which finishes on the report, is woken once rather than twice.
+ * One command at a time per connection: when a plain command has ended, a last line "ready"
+ * says that this process keeps the connection for the server's next request (at most KEPT_MAX
+ * of them, which it never closes first), so that a sandbox's commands need no connect, accept
+ * and close each. Without that line the connection closes after the report.
  *
  * A relayed request has a fourth descriptor, a status file, and a third list after the
  * environment, "<stdout max>\0<stderr max>\0\0". Its stdout and stderr are then files of the
@@ -65,9 +68,11 @@
 #define POLICY_FD 4 /* a pooled sandbox's: the policy it confines itself with when handed over */
 #define REQUEST_MAX (4u << 20)
 /* A plain command holds three descriptors here until it ends (its connection, stdout and
- * stderr): at most MAX_CMDS of them stay within the sandbox's RLIMIT_NOFILE (4096). */
+ * stderr): at most MAX_CMDS of them, with the connections waiting for a request (SPARE_MAX new
+ * ones, KEPT_MAX kept after a command), stay within the sandbox's RLIMIT_NOFILE (4096). */
 #define MAX_CMDS 1024
 #define SPARE_MAX 4
+#define KEPT_MAX 16
 
 #define RELAY_CHUNK 65536
 #define RELAY_TICK_MS 50
@@ -95,7 +100,8 @@ static struct cmd cmds[MAX_CMDS];
 static int cmds_end;         /* past the highest slot taken so far: slots are taken lowest first */
 static int spare[SPARE_MAX]; /* connections waiting for their request, -1 where none */
 static unsigned long spare_age[SPARE_MAX], spare_count; /* when each came, counted */
-static bool pooled; /* not handed over yet: no network namespace of its own, not confined */
+static int kept[KEPT_MAX]; /* connections kept after a command for the next, -1 where none */
+static bool pooled;        /* not handed over yet: no network namespace of its own, not confined */
 static int ep = -1, tick = -1;
 static unsigned relays; /* relayed commands running: the tick runs while there are any */
 
@@ -119,12 +125,14 @@ static void say(int conn, const char *word, long v)
 }
 
 /* A command's end: "exit <status>\n", after "pid <pid>\n" when pid is not 0 (a command whose
- * pid was not told at its start), in one write. */
-static void say_end(int conn, pid_t pid, int status)
+ * pid was not told at its start) and before "ready\n" when the connection is kept, in one
+ * write. */
+static void say_end(int conn, pid_t pid, int status, bool ready)
 {
     char buf[64];
-    int n = pid ? snprintf(buf, sizeof(buf), "pid %d\nexit %d\n", (int)pid, status)
-                : snprintf(buf, sizeof(buf), "exit %d\n", status);
+    int n = pid ? snprintf(buf, sizeof(buf), "pid %d\nexit %d\n%s", (int)pid, status,
+                           ready ? "ready\n" : "")
+                : snprintf(buf, sizeof(buf), "exit %d\n%s", status, ready ? "ready\n" : "");
     if (conn >= 0 && write(conn, buf, (size_t)n) < 0) {
         /* the server went away; nothing to tell */
     }
@@ -626,7 +634,7 @@ static void cmd_ended(struct cmd *c, int status)
 /* Connections closed while a batch of epoll events is handled: a later event of the batch for
  * one of these numbers is that connection's, not of whatever took the number since (an accept,
  * a request's descriptors), and is dropped. */
-static int closed_now[MAX_CMDS + SPARE_MAX + 1];
+static int closed_now[MAX_CMDS + SPARE_MAX + KEPT_MAX + 1];
 static int nclosed_now;
 
 static void conn_close(int conn)
@@ -668,12 +676,29 @@ static void spare_add(int conn)
     epoll_ctl(ep, EPOLL_CTL_ADD, conn, &ev);
 }
 
-/* Whether conn is a spare connection, which it stops being. */
+/* Keep conn, in the epoll set already, for the server's next request; false when KEPT_MAX
+ * are kept already. */
+static bool kept_add(int conn)
+{
+    for (int i = 0; i < KEPT_MAX; i++)
+        if (kept[i] < 0) {
+            kept[i] = conn;
+            return true;
+        }
+    return false;
+}
+
+/* Whether conn is a spare or a kept connection, which it stops being. */
 static bool spare_take(int conn)
 {
     for (int i = 0; i < SPARE_MAX; i++)
         if (spare[i] == conn) {
             spare[i] = -1;
+            return true;
+        }
+    for (int i = 0; i < KEPT_MAX; i++)
+        if (kept[i] == conn) {
+            kept[i] = -1;
             return true;
         }
     return false;
@@ -698,6 +723,8 @@ int init_main(void)
     prctl(PR_SET_NAME, "sandbox-init"); /* not "memfd:sandbox-i" */
     for (int i = 0; i < SPARE_MAX; i++)
         spare[i] = -1;
+    for (int i = 0; i < KEPT_MAX; i++)
+        kept[i] = -1;
     /* Before anything here opens a descriptor that could take its number. */
     pooled = fcntl(POLICY_FD, F_SETFD, FD_CLOEXEC) == 0;
     /* Not dumpable: processes in the sandbox (no CAP_SYS_PTRACE) can neither trace PID 1 nor
@@ -762,9 +789,12 @@ int init_main(void)
                         if (cmds[k].pid != pid)
                             continue;
                         cmd_ended(&cmds[k], status);
-                        if (cmds[k].conn >= 0) {
-                            say_end(cmds[k].conn, cmds[k].relayed ? 0 : pid, status);
-                            conn_close(cmds[k].conn);
+                        int conn = cmds[k].conn;
+                        if (conn >= 0 && !cmds[k].relayed && kept_add(conn)) {
+                            say_end(conn, pid, status, true);
+                        } else if (conn >= 0) {
+                            say_end(conn, cmds[k].relayed ? 0 : pid, status, false);
+                            conn_close(conn);
                         }
                         cmd_clear(&cmds[k]);
                     }
