@@ -40,11 +40,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
@@ -248,7 +249,6 @@ restore:
 /* What the command's process needs between clone and exec. */
 struct child {
     int conn;
-    int started; /* the write end of the init's start pipe */
     const int *fds;
     const char *cwd;
     char **argv, **envp;
@@ -263,6 +263,27 @@ static char child_stack[64 << 10] __attribute__((aligned(16)));
  * from a process of the sandbox) comes near it. */
 #define START_TIMEOUT_MS 5000
 
+/* 1 from the command's clone until it no longer runs on this process's memory. */
+static int on_our_memory;
+
+/* Wait, up to START_TIMEOUT_MS, until the command has left this process's memory. */
+static bool left_our_memory(void)
+{
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += START_TIMEOUT_MS / 1000;
+    while (__atomic_load_n(&on_our_memory, __ATOMIC_ACQUIRE)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ns = (end.tv_sec - now.tv_sec) * 1000000000L + (end.tv_nsec - now.tv_nsec);
+        if (ns <= 0)
+            return false;
+        struct timespec left = {ns / 1000000000L, ns % 1000000000L};
+        /* a shared futex, as the kernel wakes it */
+        syscall(SYS_futex, &on_our_memory, FUTEX_WAIT, 1, &left, NULL, 0);
+    }
+    return true;
+}
+
 /* The command between clone and exec. It shares the init's memory (CLONE_VM: no page tables
  * to copy, which is most of the cost of a fork) but has its own file table, working directory
  * and signal mask, so it may change those; it allocates nothing and leaves the init's memory as
@@ -276,18 +297,15 @@ static int child_main(void *arg)
         if (dup2(c->fds[i], i) < 0)
             _exit(127);
     /* Everything above stderr goes at the exec, marked in one call: among it the connection, to
-     * report a failure before exec, and the start pipe, whose closing at exec (or exit) tells
-     * the init that its memory is its own again. Kernels before 5.11 cannot mark a range, and
-     * close it instead after moving those two below it. */
+     * report a failure before exec. Kernels before 5.11 cannot mark a range, and close it instead
+     * after moving the connection below it. */
     int report = c->conn;
     if (syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0) {
         report = fcntl(c->conn, F_DUPFD_CLOEXEC, 10);
-        int started = fcntl(c->started, F_DUPFD_CLOEXEC, 10);
-        if (report < 0 || started < 0 || dup3(report, 3, O_CLOEXEC) < 0 ||
-            dup3(started, 4, O_CLOEXEC) < 0)
+        if (report < 0 || dup3(report, 3, O_CLOEXEC) < 0)
             _exit(127);
         report = 3;
-        syscall(SYS_close_range, 5, ~0u, 0);
+        syscall(SYS_close_range, 4, ~0u, 0);
     }
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* A process group of its own, which a kill takes whole; not a session of its own, which
@@ -444,33 +462,20 @@ static void start_command(int conn)
             child_fds[1 + i] = mem[i];
         }
     }
-    int started[2];
-    if (pipe2(started, O_CLOEXEC) < 0) {
-        say_error(conn, "fork command", errno);
-        goto out;
-    }
-    struct child ch = {.conn = conn,
-                       .started = started[1],
-                       .fds = child_fds,
-                       .cwd = cwd,
-                       .argv = argv,
-                       .argc = argc,
-                       .envp = envp};
+    struct child ch = {
+        .conn = conn, .fds = child_fds, .cwd = cwd, .argv = argv, .argc = argc, .envp = envp};
     /* Not CLONE_VFORK, which would wait for the exec without a limit: a process of the sandbox
-     * could stop the command before its exec and so stall the init for good. */
-    pid_t pid = clone(child_main, child_stack + sizeof(child_stack), CLONE_VM | SIGCHLD, &ch);
-    close(started[1]);
+     * could stop the command before its exec and so stall the init for good. The kernel clears
+     * on_our_memory and wakes its futex when the command leaves this memory, at its exec or its
+     * exit (CLONE_CHILD_CLEARTID, as a thread's end is told to pthread_join). */
+    on_our_memory = 1;
+    pid_t pid = clone(child_main, child_stack + sizeof(child_stack),
+                      CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD, &ch, NULL, NULL, &on_our_memory);
     if (pid < 0) {
-        close(started[0]);
         say_error(conn, "fork command", errno);
         goto out;
     }
-    struct pollfd pfd = {.fd = started[0], .events = POLLIN};
-    int ready;
-    while ((ready = poll(&pfd, 1, START_TIMEOUT_MS)) < 0 && errno == EINTR)
-        ;
-    close(started[0]);
-    if (ready <= 0) {
+    if (!left_our_memory()) {
         /* stopped before its exec: it still runs on our memory, so it goes before we go on */
         kill(pid, SIGKILL);
         while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
