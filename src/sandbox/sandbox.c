@@ -171,6 +171,7 @@ static void on_started(struct proc_watch *w, int status)
             err_set(&err, -ESRCH, "cannot start sandbox: init process %d exited at once", pid);
         } else {
             sbx->pidfd = fd;
+            sbx->ctl_old = false; /* a sandbox adopted from an earlier server, started anew */
         }
     }
     free(w->data);

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { startServer, rpc, cli, sseMessages, tempDir, removeDataDir } from '../lib/server.mjs';
 import { modernRequest } from '../lib/http.mjs';
 import { until } from '../lib/runs.mjs';
@@ -632,6 +632,17 @@ test('kill -9 of the server leaves the sandbox running; the next server re-adopt
       assert.equal(again.stdout, 'alive\n');
       assert.equal(again.sandbox_id, id);
     }
+    // started anew by this server, it listens on the current name, which the server then uses
+    const db = `${dataDir}/sandbox-mcp.db`;
+    const pid = Number(spawnSync('sqlite3', [db, `SELECT init_pid FROM sandboxes WHERE id = '${id}'`], { encoding: 'utf8' }).stdout.trim());
+    assert.ok(pid > 0);
+    process.kill(pid, 'SIGKILL');
+    await until(() => !existsSync(`/proc/${pid}`), 'the init gone');
+    const anew = await exec(srv, 'echo anew');
+    assert.equal(anew.stdout, 'anew\n');
+    assert.equal(anew.sandbox_id, id);
+    assert.ok(existsSync(`${dir}/control.sock`));
+    assert.equal((await exec(srv, 'echo again')).stdout, 'again\n');
     await srv.stop();
   } finally {
     removeDataDir(dataDir);
