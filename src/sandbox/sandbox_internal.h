@@ -506,8 +506,8 @@ int sandbox_spawn_helper(struct sandbox_manager *m, const char *const *argv, con
 /* Let sbx's file worker go (it leaves once it has read what it was sent); the next file
  * operation starts a new one. */
 void sandbox_fs_worker_stop(struct sandbox *sbx);
-/* Let go of what exec.c keeps for a running sandbox (its file worker, the connection made ahead
- * to its init): the sandbox is stopping. */
+/* Let go of what exec.c keeps for a running sandbox (its file worker, the connection its init
+ * kept after the last command): the sandbox is stopping. */
 void sandbox_exec_release(struct sandbox *sbx);
 /* Count and kill execs of sbx (exec.c). */
 void exec_tick(struct sandbox_manager *m);
